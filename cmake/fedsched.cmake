@@ -1,0 +1,45 @@
+# Small helpers that keep every module a library with explicit dependency edges
+# (in the manner of abseil's absl_cc_library), so that e.g. the client SDK cannot
+# link RocksDB by accident.
+#
+#   fedsched_cc_library(NAME planner SRCS a.cc HDRS a.h DEPS fedsched::proto absl::status)
+#     defines target fedsched_planner with alias fedsched::planner.
+#   fedsched_cc_test(NAME planner_test SRCS planner_test.cc DEPS fedsched::planner)
+#     defines a GoogleTest executable registered with CTest.
+#   fedsched_cc_binary(NAME fedsched-server SRCS main.cc DEPS ...)
+
+function(fedsched_cc_library)
+  cmake_parse_arguments(FL "" "NAME" "SRCS;HDRS;DEPS" ${ARGN})
+  set(target fedsched_${FL_NAME})
+  if(FL_SRCS)
+    add_library(${target} STATIC ${FL_SRCS} ${FL_HDRS})
+    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+    target_link_libraries(${target} PUBLIC ${FL_DEPS})
+  else()
+    add_library(${target} INTERFACE ${FL_HDRS})
+    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+    target_link_libraries(${target} INTERFACE ${FL_DEPS})
+  endif()
+  add_library(fedsched::${FL_NAME} ALIAS ${target})
+endfunction()
+
+function(fedsched_cc_test)
+  cmake_parse_arguments(FT "" "NAME;TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${FT_NAME} ${FT_SRCS})
+  target_link_libraries(${FT_NAME} PRIVATE ${FT_DEPS} fedsched::testing GTest::gmock GTest::gtest_main)
+  add_test(NAME ${FT_NAME} COMMAND ${FT_NAME} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
+  if(NOT FT_TIMEOUT)
+    set(FT_TIMEOUT 300)
+  endif()
+  set_tests_properties(${FT_NAME} PROPERTIES TIMEOUT ${FT_TIMEOUT}
+    ENVIRONMENT "FEDSCHED_SOURCE_DIR=${PROJECT_SOURCE_DIR};FEDSCHED_BINARY_DIR=${PROJECT_BINARY_DIR}")
+  if(FT_LABELS)
+    set_tests_properties(${FT_NAME} PROPERTIES LABELS "${FT_LABELS}")
+  endif()
+endfunction()
+
+function(fedsched_cc_binary)
+  cmake_parse_arguments(FB "" "NAME" "SRCS;DEPS" ${ARGN})
+  add_executable(${FB_NAME} ${FB_SRCS})
+  target_link_libraries(${FB_NAME} PRIVATE ${FB_DEPS})
+endfunction()
