@@ -1,0 +1,132 @@
+// fedsched-client: an edge client that trains the reference model on its partition of
+// Fashion-MNIST.
+//
+//   fedsched-client --config=configs/client.textproto --partition_index=3 [--identity=dev-3]
+//                   [--server=127.0.0.1:50051] [--slowdown=2.5]
+#include <cstdio>
+#include <memory>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "client/models/idx.h"
+#include "client/models/partition.h"
+#include "client/models/reference_model.h"
+#include "client/models/samples.h"
+#include "client/sdk/client.h"
+#include "common/config.h"
+#include "common/logging.h"
+
+ABSL_FLAG(std::string, config, "", "Client config, protobuf text format (ClientConfig).");
+ABSL_FLAG(int32_t, partition_index, -1, "Overrides data.partition_index.");
+ABSL_FLAG(int32_t, num_partitions, 0, "Overrides data.num_partitions when > 0.");
+ABSL_FLAG(std::string, identity, "", "Overrides identity (default: device-<partition_index>).");
+ABSL_FLAG(std::string, server, "", "Overrides server_address.");
+ABSL_FLAG(double, slowdown, 0, "Overrides slowdown_factor when > 0 (>= 1).");
+ABSL_FLAG(double, bandwidth_kbps, -1, "Overrides bandwidth_kbps when >= 0.");
+ABSL_FLAG(std::string, state_dir, "", "Overrides state_dir (on-device cache state, sample store).");
+ABSL_FLAG(bool, disable_cache, false, "Sets disable_cache: every sample is read from storage.");
+ABSL_FLAG(std::string, log_level, "warn", "trace, debug, info, warn, error or off.");
+
+namespace fedsched {
+namespace {
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "fedsched-client: %s\n", s.ToString().c_str());
+  return 2;
+}
+
+int Main() {
+  v1::ClientConfig config;
+  if (!absl::GetFlag(FLAGS_config).empty()) {
+    if (absl::Status s = LoadTextConfig(absl::GetFlag(FLAGS_config), &config); !s.ok()) {
+      return Fail(s);
+    }
+  }
+  v1::DataConfig& data = *config.mutable_data();
+  if (absl::GetFlag(FLAGS_partition_index) >= 0) {
+    data.set_partition_index(absl::GetFlag(FLAGS_partition_index));
+  }
+  if (absl::GetFlag(FLAGS_num_partitions) > 0) {
+    data.set_num_partitions(absl::GetFlag(FLAGS_num_partitions));
+  }
+  if (!absl::GetFlag(FLAGS_server).empty()) config.set_server_address(absl::GetFlag(FLAGS_server));
+  if (absl::GetFlag(FLAGS_slowdown) > 0) config.set_slowdown_factor(absl::GetFlag(FLAGS_slowdown));
+  if (absl::GetFlag(FLAGS_bandwidth_kbps) >= 0) {
+    config.set_bandwidth_kbps(absl::GetFlag(FLAGS_bandwidth_kbps));
+  }
+  if (!absl::GetFlag(FLAGS_state_dir).empty()) config.set_state_dir(absl::GetFlag(FLAGS_state_dir));
+  if (absl::GetFlag(FLAGS_disable_cache)) config.set_disable_cache(true);
+  if (data.train_images_path().empty()) data.set_train_images_path(kFashionMnistTrainImages);
+  if (data.train_labels_path().empty()) data.set_train_labels_path(kFashionMnistTrainLabels);
+  if (data.num_partitions() == 0) data.set_num_partitions(20);
+  if (data.dirichlet_alpha() == 0) data.set_dirichlet_alpha(0.5);
+  if (data.min_samples() == 0) data.set_min_samples(10);
+  if (data.partition_seed() == 0) data.set_partition_seed(42);
+  if (data.partition_index() < 0 || data.partition_index() >= data.num_partitions()) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "data.partition_index must be in [0, ", data.num_partitions(), "), got ",
+        data.partition_index())));
+  }
+  if (!absl::GetFlag(FLAGS_identity).empty()) config.set_identity(absl::GetFlag(FLAGS_identity));
+  if (config.identity().empty()) config.set_identity(absl::StrCat("device-", data.partition_index()));
+
+  absl::StatusOr<ImageDataset> all = LoadIdxDataset(data.train_images_path(), data.train_labels_path());
+  if (!all.ok()) return Fail(all.status());
+  absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
+      DirichletPartition(all->labels, data.num_partitions(), data.dirichlet_alpha(),
+                         data.min_samples(), data.partition_seed());
+  if (!parts.ok()) return Fail(parts.status());
+  // Keep only this client's samples in memory.
+  const std::vector<int64_t>& mine = (*parts)[data.partition_index()];
+  ImageDataset local;
+  local.size = static_cast<int64_t>(mine.size());
+  local.rows = all->rows;
+  local.cols = all->cols;
+  const int64_t pixels = static_cast<int64_t>(all->rows) * all->cols;
+  local.pixels.reserve(mine.size() * pixels);
+  for (int64_t index : mine) {
+    local.pixels.insert(local.pixels.end(), all->pixels.begin() + index * pixels,
+                        all->pixels.begin() + (index + 1) * pixels);
+    local.labels.push_back(all->labels[index]);
+  }
+  *all = ImageDataset();
+  std::vector<int64_t> ids(local.size);
+  for (int64_t i = 0; i < local.size; ++i) ids[i] = i;
+  absl::StatusOr<std::unique_ptr<InMemorySampleSource>> source =
+      InMemorySampleSource::Create(local, std::move(ids));
+  if (!source.ok()) return Fail(source.status());
+  UniformDataPlan plan(source->get(), config.seed() + data.partition_index());
+
+  v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
+  absl::StatusOr<std::unique_ptr<ReferenceTrainer>> trainer = ReferenceTrainer::Create(model_config);
+  if (!trainer.ok()) return Fail(trainer.status());
+
+  ClientOptions options;
+  options.config = config;
+  options.trainer = trainer->get();
+  options.data = &plan;
+  options.device.set_sample_bytes(1 + pixels);
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
+  if (!client.ok()) return Fail(client.status());
+  FEDSCHED_LOG(info, "{}: {} local samples, server {}", config.identity(), local.size,
+               config.server_address());
+  absl::Status s = (*client)->Run();
+  ClientRunStats stats = (*client)->stats();
+  std::printf("fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects\n",
+              config.identity().c_str(), s.ok() ? "finished" : s.ToString().c_str(),
+              static_cast<long long>(stats.tasks_completed),
+              static_cast<long long>(stats.tasks_failed), static_cast<long long>(stats.reconnects));
+  return s.ok() ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace fedsched
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("fedsched edge client (reference trainer on Fashion-MNIST)");
+  absl::ParseCommandLine(argc, argv);
+  fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
+  return fedsched::Main();
+}

@@ -1,0 +1,406 @@
+#include "client/sdk/client.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/logging.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "common/transport.h"
+
+namespace fedsched {
+namespace {
+
+absl::Status FromGrpc(const grpc::Status& status, const char* what) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(what, ": ", status.error_message()));
+}
+
+bool IsSessionLost(const absl::Status& s) { return absl::IsUnauthenticated(s); }
+
+// Unary calls get a short deadline so a dead server is noticed quickly.
+void SetUnaryDeadline(grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> UniformDataPlan::PlanRound(const v1::CachePlan& plan,
+                                                                int32_t batch_size,
+                                                                int32_t local_steps) {
+  const int64_t n = source_->NumSamples();
+  if (n <= 0) return absl::FailedPreconditionError("no local samples to train on");
+  if (batch_size <= 0 || local_steps <= 0) {
+    return absl::InvalidArgumentError("batch_size and local_steps must be > 0");
+  }
+  const int64_t slots = static_cast<int64_t>(batch_size) * local_steps;
+  std::vector<int64_t> order(n);
+  for (int64_t i = 0; i < n; ++i) order[i] = i;
+  std::vector<int64_t> ids;
+  ids.reserve(slots);
+  while (static_cast<int64_t>(ids.size()) < slots) {
+    std::shuffle(order.begin(), order.end(), rng_);
+    const int64_t take = std::min<int64_t>(n, slots - static_cast<int64_t>(ids.size()));
+    ids.insert(ids.end(), order.begin(), order.begin() + take);
+  }
+  return ids;
+}
+
+Client::Client(ClientOptions options)
+    : options_(std::move(options)), jitter_rng_(options_.config.seed()) {}
+
+Client::~Client() {
+  Stop();
+  if (heartbeat_thread_ && heartbeat_thread_->joinable()) heartbeat_thread_->join();
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
+  if (options.trainer == nullptr || options.data == nullptr) {
+    return absl::InvalidArgumentError("client needs a trainer and a local data plan");
+  }
+  v1::ClientConfig& config = options.config;
+  if (config.identity().empty()) return absl::InvalidArgumentError("client identity is empty");
+  if (config.server_address().empty()) config.set_server_address("127.0.0.1:50051");
+  if (config.backoff_initial_ms() == 0) config.set_backoff_initial_ms(200);
+  if (config.backoff_max_ms() == 0) config.set_backoff_max_ms(10000);
+  if (config.backoff_initial_ms() < 0 || config.backoff_max_ms() < config.backoff_initial_ms()) {
+    return absl::InvalidArgumentError("need 0 < backoff_initial_ms <= backoff_max_ms");
+  }
+  if (config.slowdown_factor() == 0) config.set_slowdown_factor(1.0);
+  if (config.slowdown_factor() < 1.0 || !std::isfinite(config.slowdown_factor())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slowdown_factor must be >= 1, got ", config.slowdown_factor()));
+  }
+  if (config.bandwidth_kbps() < 0) return absl::InvalidArgumentError("bandwidth_kbps < 0");
+  if (config.seed() == 0) config.set_seed(1);
+  if (options.device.num_samples() == 0) {
+    options.device.set_num_samples(options.data->source().NumSamples());
+  }
+  if (options.device.device_model().empty()) {
+    options.device.set_device_model(config.device_model().empty() ? "generic"
+                                                                  : config.device_model());
+  }
+  auto client = std::unique_ptr<Client>(new Client(std::move(options)));
+  FEDSCHED_ASSIGN_OR_RETURN(client->transport_, ResolveTransport(client->options_.config.transport()));
+  FEDSCHED_RETURN_IF_ERROR(client->Connect());
+  client->backoff_ = absl::Milliseconds(client->options_.config.backoff_initial_ms());
+  return client;
+}
+
+absl::Status Client::Connect() {
+  FEDSCHED_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
+                            MakeChannelCredentials(transport_));
+  channel_ = grpc::CreateCustomChannel(options_.config.server_address(), credentials,
+                                       ClientChannelArguments(transport_));
+  stub_ = v1::Coordinator::NewStub(channel_);
+  return absl::OkStatus();
+}
+
+void Client::Stop() {
+  if (!stop_.HasBeenNotified()) stop_.Notify();
+}
+
+ClientRunStats Client::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+bool Client::SleepFor(absl::Duration d) { return !stop_.WaitForNotificationWithTimeout(d); }
+
+absl::Duration Client::NextBackoff() {
+  std::uniform_real_distribution<double> jitter(0.5, 1.5);
+  absl::Duration wait = backoff_ * jitter(jitter_rng_);
+  backoff_ = std::min(backoff_ * 2, absl::Milliseconds(options_.config.backoff_max_ms()));
+  return wait;
+}
+
+void Client::ThrottleTransfer(int64_t bytes) {
+  const double kbps = options_.config.bandwidth_kbps();
+  if (kbps <= 0 || bytes <= 0) return;
+  SleepFor(absl::Seconds(bytes * 8.0 / 1000.0 / kbps));
+}
+
+absl::Status Client::RegisterOnce() {
+  v1::RegisterRequest request;
+  request.set_identity(options_.config.identity());
+  *request.mutable_device() = options_.device;
+  v1::RegisterResponse response;
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  FEDSCHED_RETURN_IF_ERROR(FromGrpc(stub_->Register(&context, request, &response), "Register"));
+  const v1::TransportConfig& server = response.transport();
+  if (server.min_ping_interval_ms() > transport_.keepalive_time_ms()) {
+    // Respect the server's minimum, or it would answer our pings with GOAWAY too_many_pings.
+    transport_.set_keepalive_time_ms(server.min_ping_interval_ms());
+    FEDSCHED_RETURN_IF_ERROR(Connect());
+  }
+  absl::MutexLock lock(&mu_);
+  client_id_ = response.client_id();
+  token_ = response.session_token();
+  heartbeat_interval_ms_ = std::max<int64_t>(50, response.heartbeat_interval_ms());
+  registered_ = true;
+  FEDSCHED_LOG(info, "{} registered as {}", options_.config.identity(), client_id_);
+  return absl::OkStatus();
+}
+
+void Client::HeartbeatLoop() {
+  while (true) {
+    int64_t interval_ms;
+    v1::HeartbeatRequest request;
+    {
+      absl::MutexLock lock(&mu_);
+      interval_ms = heartbeat_interval_ms_;
+      request.set_client_id(client_id_);
+      request.set_session_token(token_);
+      if (!registered_) request.clear_client_id();
+    }
+    if (!SleepFor(absl::Milliseconds(interval_ms))) return;
+    if (request.client_id().empty()) continue;
+    grpc::ClientContext context;
+    SetUnaryDeadline(&context);
+    v1::HeartbeatResponse response;
+    absl::Status s = FromGrpc(stub_->Heartbeat(&context, request, &response), "Heartbeat");
+    if (IsSessionLost(s)) {
+      absl::MutexLock lock(&mu_);
+      if (token_ == request.session_token()) registered_ = false;
+    }
+  }
+}
+
+absl::Status Client::Run() {
+  heartbeat_thread_ = std::make_unique<std::thread>([this] { HeartbeatLoop(); });
+  bool was_connected = false;
+  while (!stop_.HasBeenNotified()) {
+    bool registered;
+    {
+      absl::MutexLock lock(&mu_);
+      registered = registered_;
+    }
+    if (!registered) {
+      absl::Status s = RegisterOnce();
+      if (!s.ok()) {
+        FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
+        if (was_connected) {
+          absl::MutexLock lock(&mu_);
+          ++stats_.reconnects;
+          was_connected = false;
+        }
+        SleepFor(NextBackoff());
+        continue;
+      }
+      was_connected = true;
+      backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
+    }
+    v1::PollTaskRequest poll;
+    {
+      absl::MutexLock lock(&mu_);
+      poll.set_client_id(client_id_);
+      poll.set_session_token(token_);
+    }
+    v1::PollTaskResponse response;
+    grpc::ClientContext context;
+    SetUnaryDeadline(&context);
+    absl::Status s = FromGrpc(stub_->PollTask(&context, poll, &response), "PollTask");
+    if (!s.ok()) {
+      if (IsSessionLost(s)) {
+        absl::MutexLock lock(&mu_);
+        registered_ = false;
+        continue;
+      }
+      FEDSCHED_LOG(debug, "{}: poll failed: {}", options_.config.identity(), s.ToString());
+      SleepFor(NextBackoff());
+      continue;
+    }
+    backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
+    switch (response.result_case()) {
+      case v1::PollTaskResponse::kFinished:
+        FEDSCHED_LOG(info, "{}: the run is finished", options_.config.identity());
+        Stop();
+        return absl::OkStatus();
+      case v1::PollTaskResponse::kTask: {
+        absl::Status task_status = RunTask(response.task());
+        absl::MutexLock lock(&mu_);
+        if (task_status.ok()) {
+          ++stats_.tasks_completed;
+        } else {
+          ++stats_.tasks_failed;
+          FEDSCHED_LOG(warn, "{}: task {} failed: {}", options_.config.identity(),
+                       response.task().task_id(), task_status.ToString());
+          if (IsSessionLost(task_status)) registered_ = false;
+        }
+        break;
+      }
+      default:
+        if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
+        SleepFor(absl::Milliseconds(std::clamp<int64_t>(response.retry_after_ms(), 10, 10000)));
+        break;
+    }
+  }
+  return absl::CancelledError("client stopped");
+}
+
+absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
+                                           double* seconds) {
+  v1::DownloadModelRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_client_id(client_id_);
+    request.set_session_token(token_);
+  }
+  request.set_task_id(task.task_id());
+  const absl::Time start = absl::Now();
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
+  std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
+      stub_->DownloadModel(&context, request);
+  std::string payload;
+  std::string sha;
+  int64_t total = -1;
+  int64_t next_seq = 0;
+  v1::ModelChunk chunk;
+  while (reader->Read(&chunk)) {
+    if (chunk.seq() != next_seq) {
+      context.TryCancel();
+      return absl::DataLossError(absl::StrCat("model chunk out of order: ", chunk.seq()));
+    }
+    if (next_seq == 0) {
+      total = chunk.total_bytes();
+      sha = chunk.sha256();
+      if (total < 0 || total > transport_.max_message_bytes() * 4096LL) {
+        context.TryCancel();
+        return absl::DataLossError(absl::StrCat("absurd model size ", total));
+      }
+      payload.reserve(static_cast<size_t>(total));
+    }
+    ++next_seq;
+    payload.append(chunk.data());
+  }
+  FEDSCHED_RETURN_IF_ERROR(FromGrpc(reader->Finish(), "DownloadModel"));
+  if (static_cast<int64_t>(payload.size()) != total || Sha256(payload) != sha ||
+      (!task.model_sha256().empty() && task.model_sha256() != sha)) {
+    return absl::DataLossError("downloaded model fails its size or SHA-256 check");
+  }
+  ThrottleTransfer(total);
+  v1::Model model;
+  if (!model.ParseFromString(payload)) return absl::DataLossError("downloaded model is corrupt");
+  *bytes = total;
+  *seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return model;
+}
+
+absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
+                            const v1::UpdateMetrics& metrics) {
+  const std::string payload = delta.SerializeAsString();
+  const int64_t chunk_bytes = transport_.chunk_bytes();
+  v1::UploadChunk header_chunk;
+  v1::UploadHeader* header = header_chunk.mutable_header();
+  {
+    absl::MutexLock lock(&mu_);
+    header->set_client_id(client_id_);
+    header->set_session_token(token_);
+  }
+  header->set_task_id(task.task_id());
+  header->set_round(task.round());
+  header->set_total_bytes(static_cast<int64_t>(payload.size()));
+  header->set_sha256(Sha256(payload));
+  header->set_num_chunks((static_cast<int64_t>(payload.size()) + chunk_bytes - 1) / chunk_bytes);
+  *header->mutable_metrics() = metrics;
+  ThrottleTransfer(static_cast<int64_t>(payload.size()));
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  v1::UploadUpdateResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
+      stub_->UploadUpdate(&context, &response);
+  bool ok = writer->Write(header_chunk);
+  v1::UploadChunk data;
+  for (int64_t offset = 0, seq = 0; ok && offset < static_cast<int64_t>(payload.size());
+       offset += chunk_bytes, ++seq) {
+    data.set_seq(seq);
+    data.set_data(payload.substr(offset, chunk_bytes));
+    ok = writer->Write(data);
+  }
+  writer->WritesDone();
+  return FromGrpc(writer->Finish(), "UploadUpdate");
+}
+
+absl::Status Client::RunTask(const v1::Task& task) {
+  int64_t download_bytes = 0;
+  double download_seconds = 0;
+  FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
+  LocalDataPlan& data = *options_.data;
+  absl::StatusOr<std::vector<int64_t>> ids =
+      data.PlanRound(task.cache_plan(), task.batch_size(), task.local_steps());
+  TrainRequest request;
+  request.global = &global;
+  request.batch_size = task.batch_size();
+  request.learning_rate = task.learning_rate();
+  request.proximal_mu = task.proximal_mu();
+  const absl::Time train_start = absl::Now();
+  absl::StatusOr<TrainResult> result =
+      ids.ok() ? (request.sample_ids = *std::move(ids),
+                  options_.trainer->Train(request, data.source()))
+               : absl::StatusOr<TrainResult>(ids.status());
+  if (!result.ok()) {
+    v1::ReportFailureRequest failure;
+    {
+      absl::MutexLock lock(&mu_);
+      failure.set_client_id(client_id_);
+      failure.set_session_token(token_);
+    }
+    failure.set_task_id(task.task_id());
+    failure.set_reason(std::string(result.status().message()));
+    grpc::ClientContext context;
+    SetUnaryDeadline(&context);
+    v1::ReportFailureResponse ignored;
+    stub_->ReportFailure(&context, failure, &ignored);
+    return result.status();
+  }
+  double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
+  if (options_.config.slowdown_factor() > 1.0) {
+    // Emulate a slower device: stretch the measured compute time by the factor.
+    const double extra = (options_.config.slowdown_factor() - 1.0) * train_seconds;
+    if (!SleepFor(absl::Seconds(extra))) return absl::CancelledError("client stopped");
+    train_seconds += extra;
+  }
+  data.ReportLosses(request.sample_ids, result->per_sample_losses, task.batch_size());
+  const RoundIoCounters io = data.TakeCounters();
+  if (absl::Status s = data.Save(); !s.ok()) {
+    FEDSCHED_LOG(warn, "could not save on-device state: {}", s.ToString());
+  }
+
+  // Delta = trained - global, tensor by tensor (the trainer keeps names and shapes).
+  v1::Model delta = std::move(result->trained);
+  if (delta.tensors_size() != global.tensors_size()) {
+    return absl::InternalError("trainer changed the number of tensors");
+  }
+  for (int t = 0; t < delta.tensors_size(); ++t) {
+    auto* d = delta.mutable_tensors(t)->mutable_data();
+    const auto& g = global.tensors(t).data();
+    if (d->size() != g.size()) return absl::InternalError("trainer changed a tensor's size");
+    for (int i = 0; i < d->size(); ++i) (*d)[i] -= g[i];
+  }
+  double sum_sq = 0;
+  for (float loss : result->per_sample_losses) sum_sq += static_cast<double>(loss) * loss;
+  const double n = static_cast<double>(result->per_sample_losses.size());
+  v1::UpdateMetrics metrics;
+  metrics.set_num_examples(result->num_examples);
+  metrics.set_train_seconds(train_seconds);
+  metrics.set_download_seconds(download_seconds);
+  metrics.set_download_bytes(download_bytes);
+  metrics.set_mean_loss(result->mean_loss);
+  // Oort's statistical utility |B| sqrt(mean of squared losses) (Lai et al., OSDI 2021, section 4).
+  metrics.set_statistical_utility(n > 0 ? n * std::sqrt(sum_sq / n) : 0.0);
+  metrics.set_cache_hits(io.cache_hits);
+  metrics.set_cache_misses(io.cache_misses);
+  metrics.set_storage_bytes_read(io.storage_bytes_read);
+  metrics.set_io_seconds(io.io_seconds);
+  metrics.set_local_steps(task.local_steps());
+  return Upload(task, delta, metrics);
+}
+
+}  // namespace fedsched

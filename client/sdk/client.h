@@ -1,0 +1,143 @@
+// fedsched::Client: the edge side of the protocol (register, heartbeat, poll, download, train,
+// upload, reconnect). The app supplies a Trainer and its local data.
+#ifndef FEDSCHED_CLIENT_SDK_CLIENT_H_
+#define FEDSCHED_CLIENT_SDK_CLIENT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "client/sdk/trainer.h"
+#include "fedsched/v1/config.pb.h"
+#include "fedsched/v1/coordinator.grpc.pb.h"
+
+namespace fedsched {
+
+// I/O counters of one round, aggregated on the device (only these leave it).
+struct RoundIoCounters {
+  int64_t cache_hits = 0;
+  int64_t cache_misses = 0;
+  int64_t storage_bytes_read = 0;
+  double io_seconds = 0.0;
+};
+
+// Decides which local samples a round trains on and learns from their losses. The default
+// (UniformDataPlan) draws an epoch-like shuffled order; client/cache's sample cache implements the
+// importance-aware plan of FedCaSe (SoCC 2024, section 4). Not thread-safe; used by one client.
+class LocalDataPlan {
+ public:
+  virtual ~LocalDataPlan() = default;
+  // Where sample bytes are read from during training.
+  virtual SampleSource& source() = 0;
+  // Sample ids for one round: exactly batch_size * local_steps of them (ids may repeat).
+  virtual absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan,
+                                                         int32_t batch_size,
+                                                         int32_t local_steps) = 0;
+  // Per-sample losses of the round, aligned with the planned ids (minibatch = batch_size).
+  virtual void ReportLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
+                            int32_t batch_size) = 0;
+  // The round's counters, reset for the next round.
+  virtual RoundIoCounters TakeCounters() = 0;
+  // Warms the cache while idle when the planner expects this client next round. Default: no-op.
+  virtual void Prefetch(const v1::CachePlan& plan) {}
+  // Persists on-device state (e.g. importance). Default: nothing to save.
+  virtual absl::Status Save() { return absl::OkStatus(); }
+};
+
+// Draws each round a fresh shuffle of all local samples, repeated to fill batch x steps slots.
+class UniformDataPlan : public LocalDataPlan {
+ public:
+  // `source` is not owned and must outlive the plan.
+  UniformDataPlan(SampleSource* source, uint64_t seed) : source_(source), rng_(seed) {}
+  SampleSource& source() override { return *source_; }
+  absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan, int32_t batch_size,
+                                                 int32_t local_steps) override;
+  void ReportLosses(absl::Span<const int64_t>, absl::Span<const float>, int32_t) override {}
+  RoundIoCounters TakeCounters() override { return {}; }
+
+ private:
+  SampleSource* const source_;
+  std::mt19937_64 rng_;
+};
+
+struct ClientOptions {
+  // Client config; defaults are applied by Client::Create (see config.proto).
+  v1::ClientConfig config;
+  // The app's trainer; not owned, must outlive the client. Required.
+  Trainer* trainer = nullptr;
+  // The local data plan; not owned, must outlive the client. Required.
+  LocalDataPlan* data = nullptr;
+  // What the device reports at registration (num_samples is filled from the data if 0).
+  v1::DeviceProfile device;
+};
+
+// Summary of a finished Run, for logs and tests.
+struct ClientRunStats {
+  int64_t tasks_completed = 0;
+  int64_t tasks_failed = 0;
+  int64_t reconnects = 0;
+};
+
+// A federated-learning client. Run() blocks until the server reports the run finished or Stop()
+// is called; it survives disconnects and server restarts, retrying with exponential backoff and
+// jitter (backoff_initial_ms doubling to backoff_max_ms, each wait drawn from [0.5, 1.5) x the
+// backoff) and re-registering under the same identity when its session is gone.
+// Thread-safety: Run() on one thread; Stop() from any thread.
+class Client {
+ public:
+  // Errors: INVALID_ARGUMENT for missing trainer/data, an empty identity, or a bad transport
+  // config (common/transport.h).
+  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  ~Client();
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  // Participates until the run is finished (OK) or Stop() (CANCELLED). Errors from a single task
+  // are logged and reported to the server, never returned.
+  absl::Status Run();
+  // Asks Run() to return soon; interrupts backoff waits.
+  void Stop();
+  ClientRunStats stats() const;
+
+ private:
+  explicit Client(ClientOptions options);
+  absl::Status Connect();
+  absl::Status RegisterOnce();
+  absl::Status RunTask(const v1::Task& task);
+  absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
+  absl::Status Upload(const v1::Task& task, const v1::Model& delta,
+                      const v1::UpdateMetrics& metrics);
+  void HeartbeatLoop();
+  // Sleeps up to `d`; returns false if Stop() was called.
+  bool SleepFor(absl::Duration d);
+  absl::Duration NextBackoff();
+  void ThrottleTransfer(int64_t bytes);
+
+  ClientOptions options_;
+  v1::TransportConfig transport_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  absl::Notification stop_;
+  std::mt19937_64 jitter_rng_;
+  absl::Duration backoff_;
+
+  mutable absl::Mutex mu_;
+  std::string client_id_ ABSL_GUARDED_BY(mu_);
+  std::string token_ ABSL_GUARDED_BY(mu_);
+  bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
+  ClientRunStats stats_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<std::thread> heartbeat_thread_;
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_CLIENT_SDK_CLIENT_H_

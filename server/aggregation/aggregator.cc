@@ -1,0 +1,462 @@
+#include "server/aggregation/aggregator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <string>
+#include <utility>
+
+#include <Eigen/Core>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/aggregation/checks.h"
+#include "server/aggregation/kernels.h"
+#include "server/aggregation/robust.h"
+
+namespace fedsched {
+namespace {
+
+using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
+using Arr = Eigen::Map<Eigen::ArrayXf>;
+namespace ai = aggregation_internal;
+
+// Bound on |running sum| that leaves a 4x margin below FLT_MAX (3.4e38) for rounding.
+constexpr double kSumLimit = 8.5e37;
+
+constexpr char kRuleTensor[] = "__aggregator__/rule";
+constexpr char kStepsTensor[] = "__aggregator__/steps";
+
+bool IsFedOpt(v1::AggregationRule rule) {
+  return rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDYOGI ||
+         rule == v1::AGGREGATION_RULE_FEDADAGRAD;
+}
+
+bool IsRobust(v1::AggregationRule rule) {
+  return rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
+         rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM;
+}
+
+absl::Status CheckUnit(const char* field, double value) {
+  if (!(value >= 0.0 && value < 1.0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.", field, " must be in [0, 1), got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckNonNegative(const char* field, double value) {
+  if (!(value >= 0.0) || std::isinf(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.", field, " must be finite and >= 0, got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// The names of the optimiser-state slots of `rule`, in SaveState order.
+std::vector<std::string> StateSlots(v1::AggregationRule rule) {
+  if (rule == v1::AGGREGATION_RULE_FEDAVGM) return {"momentum"};
+  if (IsFedOpt(rule)) return {"m", "v"};
+  return {};
+}
+
+v1::Tensor* AddScalar(v1::Model* model, const char* name, float value) {
+  v1::Tensor* t = model->add_tensors();
+  t->set_name(name);
+  t->add_data(value);
+  return t;
+}
+
+bool AllFinite(const float* data, int64_t n) {
+  return std::isfinite(ai::MaxAbs(data, n));
+}
+
+}  // namespace
+
+absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
+    const v1::AggregationConfig& config) {
+  v1::AggregationConfig c = config;
+  if (!v1::AggregationRule_IsValid(c.rule())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.rule: unknown value ", static_cast<int>(c.rule())));
+  }
+  if (c.rule() == v1::AGGREGATION_RULE_UNSPECIFIED) c.set_rule(v1::AGGREGATION_RULE_FEDAVG);
+  FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("server_learning_rate", c.server_learning_rate()));
+  FEDSCHED_RETURN_IF_ERROR(CheckUnit("beta1", c.beta1()));
+  FEDSCHED_RETURN_IF_ERROR(CheckUnit("beta2", c.beta2()));
+  FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("tau", c.tau()));
+  FEDSCHED_RETURN_IF_ERROR(CheckUnit("server_momentum", c.server_momentum()));
+  if (!(c.trim_beta() >= 0.0 && c.trim_beta() < 0.5)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.trim_beta must be in [0, 0.5), got ", c.trim_beta()));
+  }
+  FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("clip_update_norm", c.clip_update_norm()));
+  if (c.krum_byzantine() < 0) {
+    return absl::InvalidArgumentError("aggregation.krum_byzantine must be >= 0");
+  }
+  if (c.multi_krum_m() < 0) {
+    return absl::InvalidArgumentError("aggregation.multi_krum_m must be >= 0");
+  }
+  if (c.max_buffered_updates() < 0) {
+    return absl::InvalidArgumentError("aggregation.max_buffered_updates must be >= 0");
+  }
+  if (c.max_staleness() < 0) {
+    return absl::InvalidArgumentError("aggregation.max_staleness must be >= 0");
+  }
+
+  // Flower's defaults (research.md section 5).
+  const v1::AggregationRule rule = c.rule();
+  if (c.server_learning_rate() == 0.0) {
+    double eta = 1.0;
+    if (rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDADAGRAD) eta = 0.1;
+    if (rule == v1::AGGREGATION_RULE_FEDYOGI) eta = 0.01;
+    c.set_server_learning_rate(eta);
+  }
+  if (c.beta1() == 0.0 && rule != v1::AGGREGATION_RULE_FEDADAGRAD) c.set_beta1(0.9);
+  if (c.beta2() == 0.0) c.set_beta2(0.99);
+  if (c.tau() == 0.0) c.set_tau(rule == v1::AGGREGATION_RULE_FEDYOGI ? 1e-3 : 1e-9);
+  if (c.server_momentum() == 0.0) c.set_server_momentum(0.9);
+  if (c.trim_beta() == 0.0) c.set_trim_beta(0.2);
+  if (c.krum_byzantine() == 0) c.set_krum_byzantine(1);
+  if (c.max_buffered_updates() == 0) c.set_max_buffered_updates(1000);
+  if (c.max_staleness() == 0) c.set_max_staleness(10);
+  return c;
+}
+
+double StalenessWeight(int64_t staleness) {
+  return 1.0 / std::sqrt(1.0 + static_cast<double>(staleness));
+}
+
+Aggregator::Aggregator(const v1::AggregationConfig& config, ModelLayout layout)
+    : config_(config), layout_(std::move(layout)) {}
+
+Aggregator::~Aggregator() = default;
+
+absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(
+    const v1::AggregationConfig& config, const v1::Model& global) {
+  FEDSCHED_ASSIGN_OR_RETURN(v1::AggregationConfig effective, EffectiveAggregationConfig(config));
+  FEDSCHED_RETURN_IF_ERROR(ValidateModel(global));
+  FEDSCHED_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::FromModel(global));
+  std::unique_ptr<Aggregator> agg(new Aggregator(effective, std::move(layout)));
+  const size_t n = static_cast<size_t>(agg->layout_.total_size());
+  const v1::AggregationRule rule = effective.rule();
+  if (rule == v1::AGGREGATION_RULE_FEDAVGM || IsFedOpt(rule)) agg->m_.assign(n, 0.0f);
+  if (IsFedOpt(rule)) agg->v_.assign(n, 0.0f);
+  return agg;
+}
+
+bool Aggregator::is_averaging() const { return !IsRobust(config_.rule()); }
+
+absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples) {
+  return Accumulate(delta, num_examples, /*staleness=*/0);
+}
+
+absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples,
+                                    int64_t staleness) {
+  if (num_examples <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_examples must be > 0, got ", num_examples));
+  }
+  if (num_examples > std::numeric_limits<int64_t>::max() - total_examples_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "num_examples ", num_examples, " overflows the round's example count ", total_examples_));
+  }
+  if (staleness < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("staleness must be >= 0, got ", staleness));
+  }
+  if (staleness > config_.max_staleness()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "update is ", staleness, " versions stale; max_staleness is ", config_.max_staleness()));
+  }
+  if (!is_averaging() &&
+      static_cast<int64_t>(buffered_.size()) >= config_.max_buffered_updates()) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+                     " already holds max_buffered_updates = ", config_.max_buffered_updates(),
+                     " updates"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, &scratch_index_));
+
+  // Read-only pass: finiteness, and the magnitude needed for the overflow bound or clipping.
+  // Everything is checked before the first write, so a rejected update leaves no trace.
+  const bool clip = config_.clip_update_norm() > 0.0;
+  double max_abs = 0.0;
+  double sum_squares = 0.0;
+  for (const v1::Tensor& t : delta.tensors()) {
+    const float* data = t.data().data();
+    const double m = clip ? std::sqrt(ai::SumSquares(data, t.data_size()))
+                          : static_cast<double>(ai::MaxAbs(data, t.data_size()));
+    if (!std::isfinite(m)) {
+      const int64_t bad = FirstNonFinite(data, t.data_size());
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
+    }
+    if (clip) sum_squares += m * m;
+    max_abs = std::max(max_abs, m);
+  }
+  double scale = StalenessWeight(staleness);
+  if (clip) {
+    const double norm = std::sqrt(sum_squares);
+    if (norm > config_.clip_update_norm()) scale *= config_.clip_update_norm() / norm;
+    max_abs = std::min(max_abs, norm);  // |d_i| <= ||d||
+  }
+
+  if (is_averaging()) {
+    const double weight = static_cast<double>(num_examples) * scale;
+    const double bound = sum_bound_ + weight * max_abs;
+    if (!(bound <= kSumLimit)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("update too large: the weighted sum could overflow float32 (num_examples ",
+                       num_examples, " x max |value| ", max_abs, ")"));
+    }
+    if (sum_.empty()) sum_.resize(static_cast<size_t>(layout_.total_size()));
+    const float w = static_cast<float>(weight);
+    for (int k = 0; k < delta.tensors_size(); ++k) {
+      const v1::Tensor& t = delta.tensors(k);
+      float* out = sum_.data() + layout_.offset(scratch_index_[k]);
+      if (sum_is_zero_) {
+        ai::Scale(w, t.data().data(), t.data_size(), out);
+      } else {
+        ai::ScaleAdd(w, t.data().data(), t.data_size(), out);
+      }
+    }
+    sum_is_zero_ = false;
+    sum_bound_ = bound;
+  } else {
+    std::vector<float> copy(static_cast<size_t>(layout_.total_size()));
+    const float s = static_cast<float>(scale);
+    for (int k = 0; k < delta.tensors_size(); ++k) {
+      const v1::Tensor& t = delta.tensors(k);
+      ai::Scale(s, t.data().data(), t.data_size(), copy.data() + layout_.offset(scratch_index_[k]));
+    }
+    buffered_.push_back(std::move(copy));
+  }
+  total_weight_ += static_cast<double>(num_examples);
+  total_examples_ += num_examples;
+  ++num_updates_;
+  return absl::OkStatus();
+}
+
+absl::Status Aggregator::ComputeRobustDelta(std::vector<float>* delta) const {
+  std::vector<const float*> updates;
+  updates.reserve(buffered_.size());
+  for (const std::vector<float>& u : buffered_) updates.push_back(u.data());
+  const int64_t n = layout_.total_size();
+  delta->resize(static_cast<size_t>(n));
+  switch (config_.rule()) {
+    case v1::AGGREGATION_RULE_TRIMMED_MEAN:
+      ai::TrimmedMean(updates, n, config_.trim_beta(), delta->data());
+      return absl::OkStatus();
+    case v1::AGGREGATION_RULE_MEDIAN:
+      ai::Median(updates, n, delta->data());
+      return absl::OkStatus();
+    case v1::AGGREGATION_RULE_KRUM:
+    case v1::AGGREGATION_RULE_MULTI_KRUM: {
+      const int f = config_.krum_byzantine();
+      const int k = static_cast<int>(updates.size());
+      if (k < 2 * f + 3) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(v1::AggregationRule_Name(config_.rule()), " with krum_byzantine = ", f,
+                         " needs at least ", 2 * f + 3, " updates, got ", k));
+      }
+      int m = 1;
+      if (config_.rule() == v1::AGGREGATION_RULE_MULTI_KRUM) {
+        m = config_.multi_krum_m() > 0 ? std::min(config_.multi_krum_m(), k) : k - f;
+      }
+      const std::vector<int> chosen = ai::KrumSelect(updates, n, f, m);
+      std::vector<const float*> selected;
+      for (int i : chosen) selected.push_back(updates[i]);
+      ai::Mean(selected, n, delta->data());
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InternalError("not a robust rule");
+  }
+}
+
+absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
+  if (num_updates_ == 0) {
+    return absl::FailedPreconditionError("no updates to aggregate in this round");
+  }
+  if (!(total_weight_ > 0.0)) {
+    return absl::FailedPreconditionError("total weight of the round's updates is zero");
+  }
+  std::vector<int> index;
+  FEDSCHED_RETURN_IF_ERROR(layout_.Match(global, &index));
+
+  // step: the aggregated delta D, then (in place) the rule's step direction.
+  const int64_t n = layout_.total_size();
+  std::vector<float> step;
+  if (is_averaging()) {
+    step.resize(static_cast<size_t>(n));
+    ai::Scale(static_cast<float>(1.0 / total_weight_), sum_.data(), n, step.data());
+  } else {
+    FEDSCHED_RETURN_IF_ERROR(ComputeRobustDelta(&step));
+  }
+
+  std::vector<float> new_m;
+  std::vector<float> new_v;
+  const v1::AggregationRule rule = config_.rule();
+  Arr d(step.data(), n);
+  if (rule == v1::AGGREGATION_RULE_FEDAVGM) {
+    new_m.resize(static_cast<size_t>(n));
+    Arr(new_m.data(), n) = static_cast<float>(config_.server_momentum()) * ConstArr(m_.data(), n) + d;
+    d = Arr(new_m.data(), n);
+  } else if (IsFedOpt(rule)) {
+    const float b1 = static_cast<float>(config_.beta1());
+    const float b2 = static_cast<float>(config_.beta2());
+    new_m.resize(static_cast<size_t>(n));
+    new_v.resize(static_cast<size_t>(n));
+    Arr m(new_m.data(), n);
+    Arr v(new_v.data(), n);
+    ConstArr old_m(m_.data(), n);
+    ConstArr old_v(v_.data(), n);
+    m = b1 * old_m + (1.0f - b1) * d;
+    if (rule == v1::AGGREGATION_RULE_FEDADAM) {
+      v = b2 * old_v + (1.0f - b2) * d.square();
+    } else if (rule == v1::AGGREGATION_RULE_FEDYOGI) {
+      // sign(v - D^2) is 0 where they are equal, as in the paper.
+      v = old_v - (1.0f - b2) * d.square() * (old_v - d.square()).sign();
+    } else {
+      v = old_v + d.square();
+    }
+    if (!AllFinite(new_m.data(), n) || !AllFinite(new_v.data(), n)) {
+      return absl::OutOfRangeError(
+          "server optimiser state would become non-finite; the aggregated delta is too large");
+    }
+    d = m / (v.sqrt() + static_cast<float>(config_.tau()));
+  }
+
+  const float eta = static_cast<float>(config_.server_learning_rate());
+  v1::Model out;
+  out.mutable_tensors()->Reserve(global.tensors_size());
+  for (int k = 0; k < global.tensors_size(); ++k) {
+    const v1::Tensor& g = global.tensors(k);
+    const int i = index[k];
+    const int64_t size = layout_.size(i);
+    v1::Tensor* t = out.add_tensors();
+    t->set_name(g.name());
+    *t->mutable_shape() = g.shape();
+    t->mutable_data()->Reserve(static_cast<int>(size));
+    float* dst = t->mutable_data()->AddNAlreadyReserved(static_cast<int>(size));
+    Arr(dst, size) = ConstArr(g.data().data(), size) + eta * ConstArr(step.data() + layout_.offset(i), size);
+    if (!AllFinite(dst, size)) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "the server step would make tensor '", g.name(), "' non-finite"));
+    }
+  }
+
+  if (!new_m.empty()) m_.swap(new_m);
+  if (!new_v.empty()) v_.swap(new_v);
+  ++steps_;
+  Reset();
+  return out;
+}
+
+void Aggregator::Reset() {
+  sum_is_zero_ = true;
+  sum_bound_ = 0.0;
+  std::vector<std::vector<float>>().swap(buffered_);
+  total_weight_ = 0.0;
+  num_updates_ = 0;
+  total_examples_ = 0;
+}
+
+v1::Model Aggregator::SaveState() const {
+  v1::Model state;
+  AddScalar(&state, kRuleTensor, static_cast<float>(config_.rule()));
+  AddScalar(&state, kStepsTensor, static_cast<float>(steps_));
+  const std::vector<std::string> slots = StateSlots(config_.rule());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    const std::vector<float>& src = s == 0 ? m_ : v_;
+    for (int i = 0; i < layout_.num_tensors(); ++i) {
+      v1::Tensor* t = state.add_tensors();
+      t->set_name(absl::StrCat(slots[s], "/", layout_.name(i)));
+      for (int64_t d : layout_.shape(i)) t->add_shape(d);
+      const float* begin = src.data() + layout_.offset(i);
+      t->mutable_data()->Add(begin, begin + layout_.size(i));
+    }
+  }
+  return state;
+}
+
+absl::Status Aggregator::RestoreState(const v1::Model& state) {
+  const std::vector<std::string> slots = StateSlots(config_.rule());
+  if (state.tensors_size() == 0) {
+    std::fill(m_.begin(), m_.end(), 0.0f);
+    std::fill(v_.begin(), v_.end(), 0.0f);
+    steps_ = 0;
+    return absl::OkStatus();
+  }
+  // Expected: the two scalars, then every slot / tensor, matched by name.
+  absl::flat_hash_map<std::string, const v1::Tensor*> by_name;
+  for (const v1::Tensor& t : state.tensors()) {
+    if (!by_name.emplace(t.name(), &t).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregator state: duplicate tensor '", t.name(), "'"));
+    }
+  }
+  auto scalar = [&](const char* name) -> absl::StatusOr<float> {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregator state: missing tensor '", name, "'"));
+    }
+    if (it->second->shape_size() != 0 || it->second->data_size() != 1 ||
+        !std::isfinite(it->second->data(0))) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("aggregator state: tensor '", name, "' must be one finite scalar"));
+    }
+    return it->second->data(0);
+  };
+  FEDSCHED_ASSIGN_OR_RETURN(float rule, scalar(kRuleTensor));
+  FEDSCHED_ASSIGN_OR_RETURN(float steps, scalar(kStepsTensor));
+  if (rule != static_cast<float>(config_.rule())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "aggregator state was saved by rule ", static_cast<int>(rule), ", this aggregator runs ",
+        v1::AggregationRule_Name(config_.rule())));
+  }
+  if (steps < 0) return absl::InvalidArgumentError("aggregator state: negative step count");
+  const size_t expected = 2 + slots.size() * static_cast<size_t>(layout_.num_tensors());
+  if (static_cast<size_t>(state.tensors_size()) != expected) {
+    return absl::InvalidArgumentError(absl::StrCat("aggregator state has ", state.tensors_size(),
+                                                   " tensors, expected ", expected));
+  }
+  std::vector<std::vector<float>> restored(slots.size());
+  for (size_t s = 0; s < slots.size(); ++s) {
+    restored[s].resize(static_cast<size_t>(layout_.total_size()));
+    for (int i = 0; i < layout_.num_tensors(); ++i) {
+      const std::string name = absl::StrCat(slots[s], "/", layout_.name(i));
+      auto it = by_name.find(name);
+      if (it == by_name.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("aggregator state: missing tensor '", name, "'"));
+      }
+      const v1::Tensor& t = *it->second;
+      if (!layout_.ShapeEquals(i, t.shape()) || t.data_size() != layout_.size(i)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "aggregator state: tensor '", name, "' has shape ", ShapeToString(t.shape()), " and ",
+            t.data_size(), " values; expected ", ShapeToString(layout_.shape(i))));
+      }
+      const float* data = t.data().data();
+      const int64_t bad = FirstNonFinite(data, t.data_size());
+      if (bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "aggregator state: tensor '", name, "': non-finite value at index ", bad));
+      }
+      if (slots[s] == "v" && t.data_size() > 0 &&
+          ConstArr(data, t.data_size()).minCoeff() < 0.0f) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("aggregator state: tensor '", name, "' has a negative second moment"));
+      }
+      std::copy(data, data + t.data_size(), restored[s].data() + layout_.offset(i));
+    }
+  }
+  if (!slots.empty()) m_.swap(restored[0]);
+  if (slots.size() > 1) v_.swap(restored[1]);
+  steps_ = static_cast<int64_t>(steps);
+  return absl::OkStatus();
+}
+
+}  // namespace fedsched

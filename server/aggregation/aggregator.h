@@ -1,0 +1,166 @@
+// Server-side aggregation of client updates (research.md section 5): streaming FedAvg, the FedOpt
+// server optimisers, robust rules, update clipping and FedBuff staleness weighting.
+//
+// Clients upload DELTAS: their trained weights minus the global model they downloaded. A round:
+//
+//   FEDSCHED_ASSIGN_OR_RETURN(auto agg, Aggregator::Create(config.aggregation(), global));
+//   for each arriving update:  agg->Accumulate(delta, num_examples)   // rejected ones leave no trace
+//   FEDSCHED_ASSIGN_OR_RETURN(global, agg->Finalize(global));         // next round starts empty
+//   persist agg->SaveState() with the round; on restart Create(...) then RestoreState(saved).
+//
+// Memory. The averaging rules (FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad) fold each update
+// into one running example-weighted sum: 4 bytes per parameter, whatever the number of clients,
+// plus 4 (FedAvgM) or 8 (FedAdam/FedYogi/FedAdagrad) bytes per parameter of optimiser state, plus
+// a transient copy of the model in Finalize. The robust rules (trimmed mean, median, Krum,
+// Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
+// max_buffered_updates x 4 bytes x parameters (Default: 1000 updates; 1000 x 1M parameters =
+// 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
+#ifndef FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_
+#define FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "fedsched/v1/config.pb.h"
+#include "fedsched/v1/tensor.pb.h"
+#include "server/aggregation/layout.h"
+
+namespace fedsched {
+
+// `config` with every zero field replaced by its documented default, after range checks:
+//   rule UNSPECIFIED -> FEDAVG; server_learning_rate: 1.0 (FedAvg, FedAvgM, robust rules),
+//   0.1 (FedAdam, FedAdagrad), 0.01 (FedYogi); beta1: 0.9, but 0 for FedAdagrad (Flower's
+//   FedAdagrad pins beta_1 = 0, i.e. m = delta); beta2: 0.99; tau: 1e-9 (FedAdam, FedAdagrad),
+//   1e-3 (FedYogi); server_momentum: 0.9; trim_beta: 0.2; krum_byzantine: 1; multi_krum_m stays 0
+//   (meaning "number of updates - f"); max_buffered_updates: 1000; max_staleness: 10.
+// Errors: INVALID_ARGUMENT naming the field when a value is out of range: negative rates, tau,
+// clip norm, counts or staleness; beta1, beta2 or server_momentum outside [0, 1); trim_beta
+// outside [0, 0.5); an unknown rule.
+absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
+    const v1::AggregationConfig& config);
+
+// FedBuff's staleness weight 1 / sqrt(1 + staleness) (Nguyen et al., AISTATS 2022, section 3).
+// `staleness` >= 0 is the number of global model versions the update's base model is behind.
+double StalenessWeight(int64_t staleness);
+
+// Aggregates one round of client deltas into a new global model with the configured rule.
+// Not thread-safe: the caller serialises all calls. Not copyable.
+class Aggregator {
+ public:
+  // Creates an aggregator for models shaped like `global` (names, shapes; values are read only to
+  // check they are finite), with empty accumulation and zero optimiser state.
+  // Errors: INVALID_ARGUMENT from EffectiveAggregationConfig, or if `global` is not a well-formed
+  // model (see ValidateModel in checks.h: no tensors, empty or duplicate names, bad shapes,
+  // non-finite values).
+  static absl::StatusOr<std::unique_ptr<Aggregator>> Create(const v1::AggregationConfig& config,
+                                                            const v1::Model& global);
+
+  Aggregator(const Aggregator&) = delete;
+  Aggregator& operator=(const Aggregator&) = delete;
+  ~Aggregator();
+
+  // Validates `delta` (client's trained weights minus the global model it downloaded) against
+  // the global model's names and shapes (tensors matched by name, any order) and folds it in with
+  // weight `num_examples` (FedAvg, McMahan et al. 2017: sum_k n_k d_k / sum_k n_k). When
+  // clip_update_norm > 0 the delta is first scaled by min(1, clip / ||delta||_2), the L2 norm
+  // taken over all tensors. Cost: one read-only pass over the delta (checks) and one fold pass
+  // (averaging rules) or copy (robust rules).
+  // On any error nothing is folded and the accumulator is exactly as before. Errors:
+  //   INVALID_ARGUMENT: wrong shape, missing / extra / duplicate tensor, data size != shape,
+  //     a NaN or Inf value (the message names the tensor), num_examples <= 0, total_examples()
+  //     would overflow int64, or values so large that the float32 running sum could overflow
+  //     (sum_k n_k max|d_k| > 8.5e37).
+  //   RESOURCE_EXHAUSTED: a robust rule already holds max_buffered_updates updates.
+  absl::Status Accumulate(const v1::Model& delta, int64_t num_examples);
+
+  // As above, for an update computed on a global model `staleness` versions old (asynchronous
+  // FedBuff, Nguyen et al. 2022): the delta is scaled by StalenessWeight(staleness) =
+  // 1/sqrt(1 + staleness) before it is folded; its num_examples still counts fully in the
+  // denominator, so stale updates move the model less. staleness 0 is the synchronous case.
+  // Additional errors: INVALID_ARGUMENT if staleness < 0; FAILED_PRECONDITION if
+  // staleness > max_staleness (Default: 10).
+  absl::Status Accumulate(const v1::Model& delta, int64_t num_examples, int64_t staleness);
+
+  // Updates accepted since the last Finalize / Reset.
+  int64_t num_updates() const { return num_updates_; }
+  // Sum of their num_examples.
+  int64_t total_examples() const { return total_examples_; }
+
+  // Returns the new global model = global + server step on the aggregated delta, with the
+  // tensors in `global`'s order, and resets the accumulator for the next round. Optimiser state
+  // (momentum, Adam m / v) is kept. Aggregated delta D per rule:
+  //   FedAvg & FedOpt rules: D = sum_k n_k s_k d_k / sum_k n_k (s_k: staleness weight x clip).
+  //   Trimmed mean (Yin et al. 2018): per coordinate, drop the floor(trim_beta * K) largest and
+  //     smallest values, average the rest (unweighted). Median: per coordinate (unweighted; mean of
+  //     the two middle values when K is even).
+  //   Krum (Blanchard et al. 2017): the update with the least sum of squared L2 distances to its
+  //     K - f - 2 nearest neighbours; needs K >= 2f + 3. Multi-Krum: the unweighted mean of the m
+  //     updates with the least such scores (m = multi_krum_m, or K - f when 0; capped at K).
+  // Server step (Reddi et al., ICLR 2021, Algorithm 2, without bias correction; Hsu et al. 2019
+  // for FedAvgM), element-wise with eta = server_learning_rate:
+  //   FedAvg & robust rules: w += eta * D.
+  //   FedAvgM:   v = momentum * v + D;                        w += eta * v.
+  //   FedAdam:   m = b1 m + (1-b1) D;  v = b2 v + (1-b2) D^2;  w += eta * m / (sqrt(v) + tau).
+  //   FedYogi:   m as Adam;  v = v - (1-b2) D^2 sign(v - D^2);  w as Adam.
+  //   FedAdagrad: m as Adam (b1 = 0 by default);  v = v + D^2;  w as Adam.
+  // Errors (nothing changes on error; the round's updates stay accumulated):
+  //   FAILED_PRECONDITION: no updates, or a total weight of zero (never a NaN model); Krum with
+  //     fewer than 2f + 3 updates.
+  //   INVALID_ARGUMENT: `global` does not match the shapes given to Create.
+  //   OUT_OF_RANGE: the step would produce a non-finite model or optimiser state.
+  absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
+
+  // Drops the current round's accumulation (e.g. the round failed); keeps optimiser state.
+  void Reset();
+
+  // Optimiser state, to persist with each committed round (RunMeta.optimizer_state) so that a
+  // restarted server resumes exactly. Tensors: "__aggregator__/rule" (scalar, the rule's enum
+  // value), "__aggregator__/steps" (scalar, server steps taken), and per model tensor NAME
+  // "momentum/NAME" (FedAvgM) or "m/NAME" and "v/NAME" (FedAdam, FedYogi, FedAdagrad).
+  v1::Model SaveState() const;
+
+  // Restores state saved by SaveState() of an aggregator with the same rule and model shapes.
+  // An empty model restores the initial (zero) state. Does not touch the current accumulation.
+  // Errors: INVALID_ARGUMENT if the rule differs, a tensor is missing, extra, misshapen or
+  // non-finite, or a second moment v is negative. On error the state is unchanged.
+  absl::Status RestoreState(const v1::Model& state);
+
+  // The configuration in effect (defaults filled in).
+  const v1::AggregationConfig& config() const { return config_; }
+  // The model layout the aggregator was created for.
+  const ModelLayout& layout() const { return layout_; }
+
+ private:
+  Aggregator(const v1::AggregationConfig& config, ModelLayout layout);
+
+  bool is_averaging() const;
+  absl::Status ComputeRobustDelta(std::vector<float>* delta) const;
+
+  v1::AggregationConfig config_;
+  ModelLayout layout_;
+
+  // Averaging rules: running sum_k w_k d_k over the flat layout; empty until the first update.
+  std::vector<float> sum_;
+  bool sum_is_zero_ = true;
+  // Upper bound on max |sum_|, to reject updates that could overflow float32.
+  double sum_bound_ = 0.0;
+  // Robust rules: one scaled copy of each accepted update.
+  std::vector<std::vector<float>> buffered_;
+
+  double total_weight_ = 0.0;
+  int64_t num_updates_ = 0;
+  int64_t total_examples_ = 0;
+
+  // Optimiser state over the flat layout (empty when the rule has none).
+  std::vector<float> m_;  // FedAvgM momentum, or the FedOpt first moment
+  std::vector<float> v_;  // FedOpt second moment
+  int64_t steps_ = 0;
+  std::vector<int> scratch_index_;
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_

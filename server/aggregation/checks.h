@@ -1,0 +1,45 @@
+// Validation of models and client updates before they reach the aggregate (research.md section 7:
+// "NaN/Inf or wrong-shape updates poisoning the model").
+#ifndef FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
+#define FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fedsched/v1/tensor.pb.h"
+
+namespace fedsched {
+
+// Number of values a tensor of `shape` holds: the product of the dimensions (1 for an empty
+// shape, i.e. a scalar). Errors: INVALID_ARGUMENT if a dimension is negative or the product
+// exceeds 2^62.
+absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape);
+
+// "[784, 128]": the shape as printed in error messages.
+std::string ShapeToString(absl::Span<const int64_t> shape);
+
+// Checks that `model` is well formed on its own: at least one tensor, names non-empty and
+// unique, every product(shape) == data_size(), every value finite. Used on the initial global
+// model and on restored optimiser state.
+// Errors: INVALID_ARGUMENT naming the tensor (by name, or by index when the name is empty) and
+// what is wrong.
+absl::Status ValidateModel(const v1::Model& model);
+
+// Checks that `update` has exactly the tensors of `reference`: the same names (in the same order,
+// or in any order, matched by name; no duplicates), each with the reference's shape, with
+// product(shape) == data_size(), and only finite values. Only the reference's names and shapes
+// are read (its data may be empty). Cost: one pass over the update's values.
+// Errors: INVALID_ARGUMENT naming the tensor and what is wrong: a missing tensor, an extra or
+// duplicate tensor, a shape that differs (both shapes printed), a data size that does not match
+// the shape, or the first non-finite value and its flat index.
+absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference);
+
+// Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
+int64_t FirstNonFinite(const float* data, int64_t n);
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_SERVER_AGGREGATION_CHECKS_H_

@@ -1,0 +1,226 @@
+// fedsched-server: the gRPC coordination server.
+//
+//   fedsched-server --config=configs/server.textproto [--store_path=DIR] [--metrics_csv=FILE]
+//
+// Prints its effective config, one line per committed round, and exits 0 after num_rounds (or on
+// SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
+#include <signal.h>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "client/models/idx.h"
+#include "client/models/reference_model.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/transport.h"
+#include "grpcpp/grpcpp.h"
+#include "server/service/coordinator.h"
+#include "server/service/grpc_service.h"
+#include "server/service/server_config.h"
+#include "server/store/store.h"
+
+ABSL_FLAG(std::string, config, "", "Server config, protobuf text format (ServerConfig).");
+ABSL_FLAG(std::string, store_path, "", "Overrides store_path (RocksDB directory).");
+ABSL_FLAG(std::string, metrics_csv, "", "Overrides metrics_csv (per-round CSV).");
+ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:50051.");
+ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
+ABSL_FLAG(std::string, policy, "", "Overrides selection.policy: random, oort or fedcase.");
+ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+
+namespace fedsched {
+namespace {
+
+absl::Status ApplyFlags(v1::ServerConfig* config) {
+  if (!absl::GetFlag(FLAGS_store_path).empty()) config->set_store_path(absl::GetFlag(FLAGS_store_path));
+  if (!absl::GetFlag(FLAGS_metrics_csv).empty()) {
+    config->set_metrics_csv(absl::GetFlag(FLAGS_metrics_csv));
+  }
+  if (!absl::GetFlag(FLAGS_listen).empty()) config->set_listen_address(absl::GetFlag(FLAGS_listen));
+  if (absl::GetFlag(FLAGS_num_rounds) >= 0) config->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
+  const std::string policy = absl::GetFlag(FLAGS_policy);
+  if (!policy.empty()) {
+    v1::SelectionPolicy value;
+    if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &value)) {
+      return absl::InvalidArgumentError("--policy must be random, oort or fedcase, got " + policy);
+    }
+    config->mutable_selection()->set_policy(value);
+  }
+  return absl::OkStatus();
+}
+
+// Appends one CSV row per committed round; writes the header when the file is new or empty.
+class MetricsWriter {
+ public:
+  explicit MetricsWriter(const std::string& path) : path_(path) {
+    if (path_.empty()) return;
+    std::ifstream existing(path_);
+    const bool has_content = existing.good() && existing.peek() != std::ifstream::traits_type::eof();
+    out_.open(path_, std::ios::app);
+    if (!has_content) {
+      out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
+              "stragglers,cache_hit_ratio,predictor_mape,total_examples\n";
+      out_.flush();
+    }
+  }
+  void Write(const v1::RoundRecord& r) {
+    const double wall = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
+    std::printf("round %3lld | participants %3d | %7.2f s | test_accuracy %.4f | test_loss %.4f\n",
+                static_cast<long long>(r.round()), r.updates_accepted(), wall, r.test_accuracy(),
+                r.test_loss());
+    std::fflush(stdout);
+    if (!out_.is_open()) return;
+    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d\n", r.round(),
+                            r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
+                            r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(),
+                            r.predictor_mape(), r.total_examples());
+    out_.flush();
+  }
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+int Main() {
+  // Block termination signals before any thread exists (RocksDB and gRPC start their own), so
+  // that only the signal thread below ever receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  if (absl::GetFlag(FLAGS_config).empty()) {
+    std::fprintf(stderr, "fedsched-server: --config is required (see configs/server.textproto)\n");
+    return 2;
+  }
+  v1::ServerConfig raw;
+  if (absl::Status s = LoadTextConfig(absl::GetFlag(FLAGS_config), &raw); !s.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  if (absl::Status s = ApplyFlags(&raw); !s.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  absl::StatusOr<v1::ServerConfig> config = ResolveServerConfig(raw);
+  if (!config.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", config.status().ToString().c_str());
+    return 2;
+  }
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
+  std::fflush(stdout);
+
+  absl::StatusOr<v1::Model> initial = InitialModel(config->model());
+  if (!initial.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", initial.status().ToString().c_str());
+    return 2;
+  }
+  std::shared_ptr<ImageDataset> test_set;
+  absl::StatusOr<ImageDataset> loaded =
+      LoadIdxDataset(config->eval().test_images_path(), config->eval().test_labels_path());
+  if (loaded.ok()) {
+    test_set = std::make_shared<ImageDataset>(*std::move(loaded));
+  } else {
+    FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
+  }
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = config->store_path()});
+  if (!store.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
+    return 1;
+  }
+  MetricsWriter metrics(config->metrics_csv());
+  CoordinatorOptions options;
+  options.config = *config;
+  options.store = store->get();
+  options.initial_model = *initial;
+  if (test_set != nullptr) {
+    const v1::ModelConfig model_config = config->model();
+    options.evaluator = [test_set, model_config](const v1::Model& model)
+        -> absl::StatusOr<EvalMetrics> {
+      absl::StatusOr<EvalResult> r = Evaluate(model_config, model, *test_set);
+      if (!r.ok()) return r.status();
+      return EvalMetrics{r->accuracy, r->mean_loss};
+    };
+  }
+  options.on_round_committed = [&metrics](const v1::RoundRecord& r) { metrics.Write(r); };
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Create(std::move(options));
+  if (!coordinator.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", coordinator.status().ToString().c_str());
+    return 1;
+  }
+
+  CoordinatorService service(coordinator->get(), config->transport());
+  grpc::ServerBuilder builder;
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(config->transport());
+  if (!credentials.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", credentials.status().ToString().c_str());
+    return 2;
+  }
+  int bound_port = 0;
+  builder.AddListeningPort(config->listen_address(), *credentials, &bound_port);
+  ApplyServerTransport(config->transport(), &builder);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  if (server == nullptr || bound_port == 0) {
+    std::fprintf(stderr, "fedsched-server: cannot listen on %s\n",
+                 config->listen_address().c_str());
+    return 1;
+  }
+  FEDSCHED_LOG(info, "listening on {} (resuming after round {})", config->listen_address(),
+               (*coordinator)->committed_round());
+
+  absl::Notification stop;
+  std::thread signal_thread([&] {
+    int signal = 0;
+    sigwait(&signals, &signal);
+    if (!stop.HasBeenNotified()) {
+      FEDSCHED_LOG(info, "signal {}: shutting down", signal);
+      stop.Notify();
+    }
+  });
+  std::thread ticker([&] {
+    absl::Time finished_at = absl::InfiniteFuture();
+    while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
+      (*coordinator)->Tick(absl::Now());
+      if ((*coordinator)->finished()) {
+        // Keep answering "finished" briefly so every client learns the run is over.
+        if (finished_at == absl::InfiniteFuture()) finished_at = absl::Now();
+        if (absl::Now() - finished_at > absl::Seconds(3)) stop.Notify();
+      }
+    }
+  });
+  stop.WaitForNotification();
+  ticker.join();
+  server->Shutdown(std::chrono::system_clock::now() +
+                   std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s() * 1000)));
+  pthread_kill(signal_thread.native_handle(), SIGTERM);  // release it if no signal came
+  signal_thread.join();
+  const int64_t last_round = (*coordinator)->committed_round();
+  coordinator->reset();
+  store->reset();  // flushes RocksDB
+  std::printf("fedsched-server: stopped after committed round %lld\n",
+              static_cast<long long>(last_round));
+  return 0;
+}
+
+}  // namespace
+}  // namespace fedsched
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("fedsched coordination server");
+  absl::ParseCommandLine(argc, argv);
+  fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
+  return fedsched::Main();
+}

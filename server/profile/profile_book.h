@@ -1,0 +1,248 @@
+// The server's book of client profiles: what it has measured about every registered device
+// (design.md "Profiles and prediction"; issue 3 item 1).
+//
+// Time: every method takes the current time as `now_s`, seconds on the caller's clock (unix
+// seconds in the server, virtual seconds in the simulator). Profiles store it as
+// round(now_s * 1000) in their *_unix_ms fields.
+#ifndef FEDSCHED_SERVER_PROFILE_PROFILE_BOOK_H_
+#define FEDSCHED_SERVER_PROFILE_PROFILE_BOOK_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fedsched/v1/config.pb.h"
+#include "fedsched/v1/coordinator.pb.h"
+#include "fedsched/v1/records.pb.h"
+#include "server/profile/round_time.h"
+
+namespace fedsched::profile {
+
+// Dense index of a client in a ProfileBook: 0, 1, 2, ... in registration (or import) order.
+// Stable for the book's lifetime; the persistent name of a client is its client_id.
+using ClientIndex = uint32_t;
+
+struct ProfileBookOptions {
+  // A client is online while now_s - last heartbeat <= this, seconds. Default: 6
+  // (heartbeat_interval_ms 2000 x missed_heartbeats 3). Must be > 0.
+  double heartbeat_timeout_s = 6.0;
+  // Weight of the newest measurement in the EWMAs of compute ms/sample, kbit/s and cache hit
+  // ratio. The first measurement replaces the registration figure. Default: 0.3. In (0, 1].
+  double ewma_alpha = 0.3;
+  // Weight of the newest sample in the availability EWMA. Default: 0.1. In (0, 1].
+  double availability_alpha = 0.1;
+  // Priors of last resort, for a client with no measurement and no self-reported figure when no
+  // other client was measured yet: training ms per sample, and kbit/s in each direction.
+  // Defaults: 10 ms, 10000 kbit/s. Must be > 0.
+  double default_compute_ms_per_sample = 10.0;
+  double default_kbps = 10000.0;
+
+  // heartbeat_timeout_s = heartbeat_interval_ms x missed_heartbeats / 1000 (defaults 2000, 3);
+  // everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
+  static absl::StatusOr<ProfileBookOptions> FromServerConfig(const v1::ServerConfig& config);
+};
+
+// Server-side timing of one completed task.
+struct TaskTiming {
+  // Seconds from the task being planned to its update being accepted. Must be > 0.
+  double completion_s = 0;
+  // Seconds the upload stream took and its bytes, as measured by the server; 0 = unknown
+  // (the upload bandwidth is then not updated).
+  double upload_s = 0;
+  int64_t upload_bytes = 0;
+};
+
+enum class TaskFailure {
+  // The client reported a failure, disconnected or went offline: counts against availability.
+  kDropped,
+  // The task was not done when its round closed: its elapsed time is a lower bound on the
+  // client's completion time (ClientProfile.censored_duration_s).
+  kStraggler,
+};
+
+// A compact, read-only mirror of the figures the planner reads for every candidate each round
+// (kept beside the protos so that scanning 100,000 clients stays in cache). Derived from the
+// ClientProfile after every change, plus the non-persisted `busy` flag.
+struct ClientState {
+  double compute_ms_per_sample = 0;  // measured EWMA, training ms/sample; 0 = not measured
+  double download_kbps = 0;          // measured EWMA, kbit/s; 0 = not measured
+  double upload_kbps = 0;            // measured EWMA, kbit/s; 0 = not measured
+  double cache_hit_ratio = 0;        // EWMA in [0, 1]
+  double statistical_utility = 0;    // from the last success; see has_utility
+  double io_seconds_per_sample = 0;  // last measured I/O seconds / samples; see measured
+  double censored_duration_s = 0;    // straggler lower bound, seconds; 0 = none
+  double last_heartbeat_s = 0;       // seconds: last heartbeat, registration or upload
+  double benchmark_ms = 0;           // DeviceProfile.compute_ms_per_sample; 0 = none
+  double bandwidth_hint_kbps = 0;    // DeviceProfile.bandwidth_hint_kbps; 0 = none
+  int64_t num_samples = 0;
+  int64_t sample_bytes = 0;
+  int64_t storage_budget_bytes = 0;
+  int64_t last_selected_round = 0;  // 0 = never selected
+  uint32_t device_model = 0;        // interned DeviceProfile.device_model
+  bool has_utility = false;         // successes > 0
+  bool measured = false;            // measured_tasks > 0
+  bool busy = false;                // has a task in flight (OnTaskAssigned, not yet resolved)
+};
+
+// Holds one v1::ClientProfile per client plus the device-model priors used to estimate clients
+// that were never measured.
+//
+// Priors ("prior by device model, then global"): for a client whose compute speed was never
+// measured, expected ms/sample = its self-reported benchmark x the geometric mean of
+// measured / benchmark over measured clients of its device model (else over all measured
+// clients; else 1); without a benchmark, the geometric mean of measured ms/sample over its
+// device model, else over all clients, else default_compute_ms_per_sample. Bandwidths likewise
+// with bandwidth_hint_kbps and default_kbps. The sums behind the priors are kept in fixed
+// point, so the priors are bit-identical whether built incrementally or by Import().
+//
+// Not thread-safe: the owner serialises all calls (the service holds one mutex over the book
+// and the planner). Copying is disabled.
+class ProfileBook {
+ public:
+  // Errors: INVALID_ARGUMENT naming the offending option.
+  static absl::StatusOr<std::unique_ptr<ProfileBook>> Create(const ProfileBookOptions& options);
+
+  ProfileBook(const ProfileBook&) = delete;
+  ProfileBook& operator=(const ProfileBook&) = delete;
+
+  struct Registration {
+    ClientIndex index = 0;
+    bool is_new = false;  // false: the identity was known; it kept its client id and profile
+  };
+  // Registers a device, or re-registers a known identity: the profile, client id and
+  // measurements are kept, the device figures are replaced by `device`, and the client is
+  // online and not busy at once (a task it had in flight is forgotten; research.md section 7,
+  // "a re-registering client never scheduled again"). New clients get client id "c<n>".
+  // Errors: INVALID_ARGUMENT for an empty identity or a negative / non-finite device figure.
+  absl::StatusOr<Registration> OnRegister(std::string_view identity,
+                                          const v1::DeviceProfile& device, double now_s);
+
+  // Records a heartbeat at now_s. Heartbeats do not mark the profile dirty (see TakeDirty).
+  // Errors: NOT_FOUND for an unknown index.
+  absl::Status OnHeartbeat(ClientIndex index, double now_s);
+
+  // True iff the client heartbeated (or registered, or uploaded) within heartbeat_timeout_s.
+  // Precondition: index < size().
+  bool IsOnline(ClientIndex index, double now_s) const;
+  // Appends every client that is online and not busy at now_s to `out` (cleared first), in
+  // index order: the service's candidate list for Planner::PlanRound. O(size()).
+  void CollectSelectable(double now_s, std::vector<ClientIndex>* out) const;
+  // Number of clients online at now_s. O(size()).
+  int64_t CountOnline(double now_s) const;
+  // Folds "online at now_s" into every client's availability EWMA (availability_alpha). Meant
+  // to be called once per round. Does not mark profiles dirty. O(size()).
+  void SampleAvailability(double now_s);
+
+  // The planner gave the client a task in `round`: sets last_selected_round and busy.
+  // Errors: NOT_FOUND for an unknown index; INVALID_ARGUMENT for round < 1.
+  absl::Status OnTaskAssigned(ClientIndex index, int64_t round, double now_s);
+
+  // A task completed and its update was accepted. Updates, from `metrics` and `timing`:
+  //   compute ms/sample EWMA  <- (train_seconds - io_seconds) * 1000 / num_examples
+  //                              (train_seconds is taken to include io_seconds; if io_seconds
+  //                              exceeds it, train_seconds is used whole),
+  //   download kbit/s EWMA    <- download_bytes * 8 / 1000 / download_seconds (when both > 0),
+  //   upload kbit/s EWMA      <- upload_bytes * 8 / 1000 / upload_s (when both > 0),
+  //   cache hit ratio EWMA    <- hits / (hits + misses) (when > 0),
+  //   statistical utility, last duration (completion_s), last I/O seconds and samples trained,
+  //   successes, measured_tasks, availability (a 1 sample), last heartbeat; clears the
+  //   straggler bound and busy.
+  // Errors: NOT_FOUND for an unknown index; INVALID_ARGUMENT (and no change) when
+  // num_examples <= 0, a seconds / bytes / count figure is negative or non-finite, or
+  // completion_s <= 0.
+  absl::Status OnTaskSucceeded(ClientIndex index, const v1::UpdateMetrics& metrics,
+                               const TaskTiming& timing, double now_s);
+
+  // A task failed: failures + 1, busy cleared. kDropped folds a 0 into availability;
+  // kStraggler raises censored_duration_s to `elapsed_s` (seconds since the task was planned;
+  // ignored when not > 0). Errors: NOT_FOUND for an unknown index.
+  absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s,
+                            double now_s);
+
+  // Binds the client's TLS certificate (SHA-256 of it). Errors: NOT_FOUND.
+  absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
+
+  int64_t size() const { return static_cast<int64_t>(profiles_.size()); }
+  std::optional<ClientIndex> FindByClientId(std::string_view client_id) const;
+  std::optional<ClientIndex> FindByIdentity(std::string_view identity) const;
+  // Precondition for the accessors below: index < size().
+  const v1::ClientProfile& profile(ClientIndex index) const { return profiles_[index]; }
+  const ClientState& state(ClientIndex index) const { return states_[index]; }
+
+  // Expected training ms per sample, download and upload kbit/s: the measured EWMA, else the
+  // prior described at the class comment. Always > 0.
+  double ExpectedComputeMs(ClientIndex index) const;
+  double ExpectedDownloadKbps(ClientIndex index) const;
+  double ExpectedUploadKbps(ClientIndex index) const;
+  // Expected storage I/O seconds per trained sample: last measured I/O seconds / samples once
+  // measured, else FedCaSe's analytic term for the cache hit ratio and sample size.
+  double ExpectedIoSecondsPerSample(ClientIndex index) const;
+  // Everything RoundTimePredictor needs for a task of `samples_to_train` samples of a model of
+  // `model_bytes` bytes.
+  RoundTimeInputs Inputs(ClientIndex index, int64_t model_bytes,
+                         int64_t samples_to_train) const;
+
+  // Persistence. The service writes profile(i) for every i returned here with the round's
+  // commit. Appends the indices whose profile changed since the last call (registration,
+  // assignment, task outcome, certificate) to `out` (cleared first) and resets the set.
+  void TakeDirty(std::vector<ClientIndex>* out);
+  // Loads persisted profiles into an empty book; indices follow the span's order. Busy flags
+  // start cleared; a stored last_heartbeat_unix_ms counts as a heartbeat (zero it before
+  // import to require clients to heartbeat again). Errors: FAILED_PRECONDITION if the book is
+  // not empty; INVALID_ARGUMENT for an empty or duplicate client id or identity (no change).
+  absl::Status Import(absl::Span<const v1::ClientProfile> profiles);
+
+ private:
+  // Running mean of log values in fixed point (exact, order-independent sums).
+  struct LogMean {
+    int64_t n = 0;
+    int64_t sum_fx = 0;
+    double geo_mean = 0;  // exp(mean), valid when n > 0
+    void Add(int64_t fx);
+    void Remove(int64_t fx);
+  };
+  struct Prior {
+    LogMean compute_ms, compute_ratio, down_kbps, down_ratio, up_kbps, up_ratio;
+  };
+  // What one client currently adds to its device model's and the global priors.
+  struct Contribution {
+    int64_t compute_ms = 0, compute_ratio = 0, down_kbps = 0, down_ratio = 0, up_kbps = 0,
+            up_ratio = 0;
+    uint8_t mask = 0;  // which of the six are present
+  };
+
+  explicit ProfileBook(const ProfileBookOptions& options);
+  uint32_t InternDeviceModel(const std::string& model);
+  // Recomputes states_[index] and the prior contribution from profiles_[index].
+  void Refresh(ClientIndex index);
+  void MarkDirty(ClientIndex index);
+  std::string NextClientId();
+  void ApplyContribution(const Contribution& c, uint32_t model, int sign);
+  double ExpectedFigure(double measured, double self_reported, const LogMean& model_value,
+                        const LogMean& model_ratio, const LogMean& global_value,
+                        const LogMean& global_ratio, double fallback) const;
+
+  ProfileBookOptions options_;
+  std::vector<v1::ClientProfile> profiles_;
+  std::vector<ClientState> states_;
+  std::vector<Contribution> contributions_;
+  std::vector<uint8_t> dirty_flag_;
+  std::vector<ClientIndex> dirty_;
+  absl::flat_hash_map<std::string, ClientIndex> by_client_id_;
+  absl::flat_hash_map<std::string, ClientIndex> by_identity_;
+  absl::flat_hash_map<std::string, uint32_t> device_model_ids_;
+  std::vector<Prior> model_priors_;
+  Prior global_prior_;
+  int64_t next_client_number_ = 1;
+};
+
+}  // namespace fedsched::profile
+
+#endif  // FEDSCHED_SERVER_PROFILE_PROFILE_BOOK_H_

@@ -1,0 +1,197 @@
+// The round state machine of the coordination server, free of gRPC: the service layer
+// (grpc_service.h) turns RPCs into calls here, and a ticker drives time-based transitions.
+#ifndef FEDSCHED_SERVER_SERVICE_COORDINATOR_H_
+#define FEDSCHED_SERVER_SERVICE_COORDINATOR_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "fedsched/v1/config.pb.h"
+#include "fedsched/v1/coordinator.pb.h"
+#include "fedsched/v1/records.pb.h"
+#include "fedsched/v1/tensor.pb.h"
+#include "server/aggregation/aggregator.h"
+#include "server/store/store.h"
+
+namespace fedsched {
+
+// Test-set metrics of a global model.
+struct EvalMetrics {
+  double accuracy = 0.0;  // fraction in [0, 1]
+  double loss = 0.0;      // mean cross-entropy
+};
+
+// Evaluates a global model (e.g. on the 10,000 Fashion-MNIST test images). Optional.
+using Evaluator = std::function<absl::StatusOr<EvalMetrics>(const v1::Model&)>;
+
+// A serialized global model as downloaded by participants.
+struct ModelBlob {
+  std::string bytes;   // v1::Model wire format
+  std::string sha256;  // raw 32-byte digest of `bytes`
+};
+
+struct CoordinatorOptions {
+  // A config already passed through ResolveServerConfig.
+  v1::ServerConfig config;
+  // Durable state; not owned, must outlive the coordinator. Required.
+  Store* store = nullptr;
+  // The model to start from when the store is fresh (ignored on resume).
+  v1::Model initial_model;
+  // Optional test-set evaluation after each committed round.
+  Evaluator evaluator;
+  // Called (with no lock held) after each round commits, e.g. to print and write metrics.csv.
+  std::function<void(const v1::RoundRecord&)> on_round_committed;
+};
+
+// The coordinator: registration, sessions, round planning, task bookkeeping, update validation
+// and aggregation, round closing, and durable commits (design.md, "A round").
+//
+// Thread-safe: every public method may be called concurrently (one internal mutex). Time is
+// always passed in (`now`), so tests and the simulator drive it without a wall clock.
+//
+// Legal order per client: Register -> PollTask -> ModelForTask -> SubmitUpdate | ReportFailure.
+// Errors common to the session methods: UNAUTHENTICATED for an unknown client id or a token
+// that does not match its current session (after a server restart clients re-register).
+class Coordinator {
+ public:
+  // Opens the run: resumes at the round after the last committed one, or initialises the store
+  // with `options.initial_model`. Errors: INVALID_ARGUMENT (missing store), whatever the store or
+  // the aggregator return (e.g. DATA_LOSS on a corrupt store).
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(CoordinatorOptions options);
+  Coordinator(const Coordinator&) = delete;
+  Coordinator& operator=(const Coordinator&) = delete;
+
+  // Registers a device (or re-registers it: the same identity keeps its client id and profile
+  // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
+  // empty identity or negative device figures.
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
+                                                absl::Time now);
+
+  // Marks the client online. Returns the current round.
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  absl::Time now);
+
+  // The client's task for the current round, or retry_after_ms (also before the first round is
+  // planned), or finished once num_rounds have committed. Counts as a heartbeat.
+  absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
+                                                absl::Time now);
+
+  // The serialized model for `task_id`. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED
+  // (another client's task), FAILED_PRECONDITION (the task's round has closed).
+  absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(const std::string& client_id,
+                                                                const std::string& token,
+                                                                const std::string& task_id,
+                                                                absl::Time now);
+
+  // Validates and folds in an update (a serialized v1::Model delta = trained - downloaded).
+  // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
+  // (PERMISSION_DENIED), is for the current, open round (FAILED_PRECONDITION "late update"), not
+  // already uploaded (ALREADY_EXISTS); header.round matches; num_examples > 0; declared size and
+  // SHA-256 match the payload; payload parses; shapes equal the global model's and every value is
+  // finite (INVALID_ARGUMENT naming the tensor). A rejected update changes nothing.
+  absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
+                            absl::Time now);
+
+  // The client gives up its task (e.g. out of battery). The round goes on without it.
+  absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
+
+  // Operator view.
+  v1::GetStatusResponse GetStatus(int recent_rounds) const;
+
+  // Time-driven transitions: marks clients offline after missed heartbeats (failing their tasks),
+  // plans a round when enough clients are online, and closes the current round when K updates
+  // are in or its deadline has passed (committing it if it has min_updates, else failing and
+  // re-planning it). Call periodically (the server ticks every 50 ms).
+  void Tick(absl::Time now);
+
+  // True once num_rounds rounds have committed.
+  bool finished() const;
+  // The last committed round (0 = initial model).
+  int64_t committed_round() const;
+  // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
+  int64_t max_update_bytes() const;
+
+ private:
+  struct TaskState {
+    std::string task_id;
+    std::string client_id;
+    int64_t round = 0;
+    int32_t local_steps = 0;
+    absl::Time issued;
+    absl::Time download_started = absl::InfinitePast();
+    bool uploaded = false;
+    bool failed = false;
+    double predicted_seconds = 0.0;
+    v1::CachePlan cache_plan;
+  };
+  struct ClientState {
+    std::string session_token;
+    std::string task_id;  // current round's task, "" if none
+  };
+  enum class Phase { kWaiting, kRunning, kFinished };
+
+  explicit Coordinator(CoordinatorOptions options);
+  absl::Status Open();
+  absl::Status CheckSession(const std::string& client_id, const std::string& token) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int OnlineCount(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void PlanRound(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Commits the current round; fills `committed` for the callback.
+  void CloseRound(absl::Time now, v1::RoundRecord* committed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailRound(absl::Time now, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FailTask(TaskState& task, absl::Time now, const std::string& why)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SetGlobalModel(v1::Model model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool IsOnline(const v1::ClientProfile& profile, absl::Time now) const;
+  // Chooses ceil(K * overcommit) of the online clients (random among them for now).
+  std::vector<std::string> SelectCohort(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::string NewId(const char* prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  const v1::ServerConfig& config_;
+
+  mutable absl::Mutex mu_;
+  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
+  int64_t committed_round_ ABSL_GUARDED_BY(mu_) = 0;
+  v1::Model global_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<const ModelBlob> global_blob_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<Aggregator> aggregator_ ABSL_GUARDED_BY(mu_);
+  // Profiles by client id; identity -> client id.
+  absl::flat_hash_map<std::string, v1::ClientProfile> profiles_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::string> identities_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
+  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
+
+  // The round in flight (phase_ == kRunning).
+  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time round_start_ ABSL_GUARDED_BY(mu_);
+  absl::Time round_deadline_ ABSL_GUARDED_BY(mu_);
+  int attempt_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
+  v1::RoundRecord record_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::Receipt> receipts_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> touched_profiles_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> prefetch_clients_ ABSL_GUARDED_BY(mu_);
+  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
+  double ape_sum_ ABSL_GUARDED_BY(mu_) = 0;
+  // Task ids of closed rounds still in memory, to answer late uploads precisely.
+  absl::flat_hash_map<std::string, int64_t> closed_tasks_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_SERVER_SERVICE_COORDINATOR_H_

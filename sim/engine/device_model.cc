@@ -1,0 +1,18 @@
+#include "sim/engine/device_model.h"
+
+namespace fedsched::sim {
+
+TaskTiming ComputeTaskTiming(const DeviceCapacity& device, int64_t examples, int64_t model_bytes,
+                             int64_t hits, int64_t misses) {
+  TaskTiming t;
+  t.compute_s = kTrainComputeFactor * static_cast<double>(examples) *
+                device.computation_ms_per_sample / 1000.0;
+  const double model_kbit = static_cast<double>(model_bytes) * 8.0 / 1000.0;
+  t.download_s = model_kbit / device.communication_kbps;
+  t.upload_s = model_kbit / device.communication_kbps;
+  t.io_s = static_cast<double>(misses) * device.sample_kb * kMissSecondsPerKb +
+           static_cast<double>(hits) * device.sample_kb * kHitSecondsPerKb;
+  return t;
+}
+
+}  // namespace fedsched::sim

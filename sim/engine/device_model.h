@@ -1,0 +1,40 @@
+// The simulated device's round time: what a task costs on a device of a given capacity.
+// Formulas from FedScale (Lai et al., ICML 2022, section 4; fedscale/cloud/internal/
+// client_metadata.py) and FedCaSe's I/O term (Khan et al., SoCC 2024), as pinned in
+// research.md section 1.
+#ifndef FEDSCHED_SIM_ENGINE_DEVICE_MODEL_H_
+#define FEDSCHED_SIM_ENGINE_DEVICE_MODEL_H_
+
+#include <cstdint>
+
+#include "sim/trace/capacity_trace.h"
+
+namespace fedsched::sim {
+
+// Storage read cost per KB, seconds: microSD for misses, RAM for cache hits (FedCaSe).
+inline constexpr double kMissSecondsPerKb = 1e-4;
+inline constexpr double kHitSecondsPerKb = 5e-8;
+// FedScale charges forward + backward as 3x the inference latency.
+inline constexpr double kTrainComputeFactor = 3.0;
+
+// A task's phases in seconds of virtual time. The device downloads the model, trains (compute
+// and sample reads), then uploads its update.
+struct TaskTiming {
+  double download_s = 0;
+  double compute_s = 0;
+  double io_s = 0;
+  double upload_s = 0;
+  double total_s() const { return download_s + compute_s + io_s + upload_s; }
+};
+
+// Timing of one task on `device`:
+//   compute_s = 3.0 * examples * computation_ms_per_sample / 1000   (examples = batch * steps)
+//   download_s = upload_s = model_bytes * 8 / 1000 / communication_kbps   (kbit / kbit/s)
+//   io_s = misses * sample_kb * 1e-4 + hits * sample_kb * 5e-8
+// `examples`, `hits`, `misses` >= 0; `model_bytes` in bytes.
+TaskTiming ComputeTaskTiming(const DeviceCapacity& device, int64_t examples, int64_t model_bytes,
+                             int64_t hits, int64_t misses);
+
+}  // namespace fedsched::sim
+
+#endif  // FEDSCHED_SIM_ENGINE_DEVICE_MODEL_H_

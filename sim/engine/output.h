@@ -1,0 +1,81 @@
+// Outputs of fedsched-sim: the per-round CSV, a one-line terminal progress display, and a PNG
+// plot of test accuracy against virtual hours drawn by gnuplot (Debian's gnuplot-nox).
+#ifndef FEDSCHED_SIM_ENGINE_OUTPUT_H_
+#define FEDSCHED_SIM_ENGINE_OUTPUT_H_
+
+#include <cstdio>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/engine/simulator.h"
+
+namespace fedsched::sim {
+
+// Header of the per-round CSV:
+//   run, round, outcome (committed|failed), start_s, virtual_s (round end), virtual_h,
+//   test_accuracy, test_loss, train_loss, online, selected, participants, stragglers, failed,
+//   cache_hit_ratio, predictor_mape, mean_task_s.
+// Times are seconds / hours of virtual time since the simulation start.
+std::string RoundCsvHeader();
+// One CSV line (no newline) for `row`; fixed precision, so equal runs give equal bytes.
+std::string RoundCsvLine(const std::string& run, const RoundRow& row);
+
+// Writes rows to a CSV file as they arrive (flushed per row). Not thread-safe.
+class CsvRoundWriter : public RoundSink {
+ public:
+  // Errors: INTERNAL naming the path if it cannot be created.
+  static absl::StatusOr<std::unique_ptr<CsvRoundWriter>> Open(const std::string& path,
+                                                              std::string run);
+  ~CsvRoundWriter() override;
+  void OnRound(const RoundRow& row) override;
+
+ private:
+  CsvRoundWriter(FILE* f, std::string run) : file_(f), run_(std::move(run)) {}
+  FILE* file_;
+  std::string run_;
+};
+
+// Fans rows out to several sinks.
+class TeeSink : public RoundSink {
+ public:
+  explicit TeeSink(std::vector<RoundSink*> sinks) : sinks_(std::move(sinks)) {}
+  void OnRound(const RoundRow& row) override {
+    for (RoundSink* s : sinks_) s->OnRound(row);
+  }
+
+ private:
+  std::vector<RoundSink*> sinks_;
+};
+
+// Rewrites one terminal line on stderr ("\r") at most every `interval_s` of wall time (display
+// only; the simulation itself never reads the wall clock): round, virtual hours, accuracy,
+// participants, events. Finish() ends the line.
+class ProgressLine : public RoundSink {
+ public:
+  ProgressLine(std::string run, int64_t total_rounds, double interval_s = 0.25);
+  void OnRound(const RoundRow& row) override;
+  void Finish();
+
+ private:
+  std::string run_;
+  int64_t total_;
+  double interval_s_;
+  double last_print_ = -1;
+  RoundRow last_;
+  bool any_ = false;
+};
+
+// Draws test accuracy (y) against virtual hours (x) for each (label, csv path) — one curve per
+// run, committed rounds only — into `png_path` with gnuplot; draws a dashed line at `target`
+// if > 0. Errors: NOT_FOUND for a missing CSV; INTERNAL if gnuplot fails (message includes its
+// exit code).
+absl::Status PlotAccuracy(const std::string& png_path,
+                          const std::vector<std::pair<std::string, std::string>>& curves,
+                          double target, const std::string& title);
+
+}  // namespace fedsched::sim
+
+#endif  // FEDSCHED_SIM_ENGINE_OUTPUT_H_

@@ -1,0 +1,347 @@
+#include "sim/trace/availability_trace.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "sim/trace/text_table.h"
+
+namespace fedsched::sim {
+
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(
+    std::vector<AvailabilityRowSpec> rows, std::string description, bool synthetic) {
+  if (rows.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(description, ": availability trace is empty"));
+  }
+  AvailabilityTrace trace;
+  trace.description_ = std::move(description);
+  trace.synthetic_ = synthetic;
+  trace.finish_.reserve(rows.size());
+  trace.offset_.reserve(rows.size() + 1);
+  for (AvailabilityRowSpec& row : rows) {
+    const std::string where = absl::StrCat(trace.description_, ": row id ", row.trace_id, ": ");
+    if (!(row.finish_time_s > 0) || !std::isfinite(row.finish_time_s)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "finish_time must be > 0 s, got ", row.finish_time_s));
+    }
+    for (const auto& [s, e] : row.windows) {
+      if (!std::isfinite(s) || !std::isfinite(e) || e < s) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "bad window [", s, ", ", e, ")"));
+      }
+    }
+    std::sort(row.windows.begin(), row.windows.end());
+    const double ft = row.finish_time_s;
+    double cur_s = -1, cur_e = -1;
+    auto flush = [&]() {
+      if (cur_e > cur_s) {
+        trace.bounds_.push_back(cur_s);
+        trace.bounds_.push_back(cur_e);
+      }
+    };
+    for (auto [s, e] : row.windows) {
+      s = std::clamp(s, 0.0, ft);
+      e = std::clamp(e, 0.0, ft);
+      if (e <= s) continue;
+      if (cur_e >= 0 && s <= cur_e) {
+        cur_e = std::max(cur_e, e);  // overlapping or touching: merge
+      } else {
+        flush();
+        cur_s = s;
+        cur_e = e;
+      }
+    }
+    flush();
+    trace.offset_.push_back(static_cast<int64_t>(trace.bounds_.size()));
+    trace.finish_.push_back(ft);
+    trace.trace_id_.push_back(row.trace_id);
+  }
+  return trace;
+}
+
+AvailabilityTrace AvailabilityTrace::AlwaysOn() {
+  std::vector<AvailabilityRowSpec> rows(1);
+  rows[0].finish_time_s = 1;
+  rows[0].windows = {{0, 1}};
+  return *FromRows(std::move(rows), "always-on (no availability trace)", /*synthetic=*/true);
+}
+
+bool AvailabilityTrace::IsAvailable(int64_t client, double t) const {
+  const int64_t r = RowOf(client);
+  const double ft = finish_[r];
+  double x = std::fmod(t, ft);
+  if (x < 0) x += ft;
+  const double* b = bounds_.data() + offset_[r];
+  const double* e = bounds_.data() + offset_[r + 1];
+  // Number of boundaries <= x: odd means inside [start, end).
+  return ((std::upper_bound(b, e, x) - b) & 1) != 0;
+}
+
+double AvailabilityTrace::NextChange(int64_t client, double t) const {
+  const int64_t r = RowOf(client);
+  const double ft = finish_[r];
+  double x = std::fmod(t, ft);
+  if (x < 0) x += ft;
+  const double base = t - x;
+  const double* b = bounds_.data() + offset_[r];
+  const int64_t n = offset_[r + 1] - offset_[r];
+  const double* it = std::upper_bound(b, b + n, x);
+  if (it != b + n && *it < ft) return base + *it;
+  // Reached the end of the period: does the status at ft- differ from that at 0?
+  const bool online_at_end = n > 0 && b[n - 1] >= ft;
+  const bool online_at_start = n > 0 && b[0] <= 0;
+  if (online_at_end != online_at_start) return base + ft;
+  if (n == 0 || (n == 2 && online_at_start && online_at_end)) return kNever;
+  // Same status across the wrap: the next change is the first boundary > 0 of the next period.
+  const double* next = std::upper_bound(b, b + n, 0.0);
+  return base + ft + *next;
+}
+
+double AvailabilityTrace::OnlineFraction(int64_t row) const {
+  double on = 0;
+  for (int64_t i = offset_[row]; i < offset_[row + 1]; i += 2) on += bounds_[i + 1] - bounds_[i];
+  return on / finish_[row];
+}
+
+double AvailabilityTrace::MeanOnlineFraction() const {
+  double sum = 0;
+  for (int64_t r = 0; r < size(); ++r) sum += OnlineFraction(r);
+  return sum / static_cast<double>(size());
+}
+
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadFedscaleCsv(
+    const std::string& clients_path, const std::string& windows_path) {
+  FEDSCHED_ASSIGN_OR_RETURN(CsvTable clients, CsvTable::Read(clients_path));
+  FEDSCHED_ASSIGN_OR_RETURN(int id_col, clients.RequireColumn({"client_id"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int ft_col, clients.RequireColumn({"finish_time_s", "finish_time"}));
+  const int model_col = clients.ColumnIndex("model");
+  std::vector<AvailabilityRowSpec> rows;
+  std::unordered_map<int64_t, size_t> index;
+  for (const CsvTable::Row& row : clients.rows()) {
+    AvailabilityRowSpec spec;
+    FEDSCHED_ASSIGN_OR_RETURN(spec.trace_id, clients.Int(row, id_col));
+    FEDSCHED_ASSIGN_OR_RETURN(spec.finish_time_s, clients.Double(row, ft_col));
+    if (!(spec.finish_time_s > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(clients.Where(row),
+                                                     "finish_time must be > 0 s"));
+    }
+    if (model_col >= 0) spec.model = row.fields[model_col];
+    if (!index.emplace(spec.trace_id, rows.size()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(clients.Where(row), "duplicate client_id ", spec.trace_id));
+    }
+    rows.push_back(std::move(spec));
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(CsvTable windows, CsvTable::Read(windows_path));
+  FEDSCHED_ASSIGN_OR_RETURN(int wid_col, windows.RequireColumn({"client_id"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int s_col, windows.RequireColumn({"active_start_s", "active"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int e_col, windows.RequireColumn({"active_end_s", "inactive"}));
+  for (const CsvTable::Row& row : windows.rows()) {
+    FEDSCHED_ASSIGN_OR_RETURN(int64_t id, windows.Int(row, wid_col));
+    FEDSCHED_ASSIGN_OR_RETURN(double s, windows.Double(row, s_col));
+    FEDSCHED_ASSIGN_OR_RETURN(double e, windows.Double(row, e_col));
+    auto it = index.find(id);
+    if (it == index.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(windows.Where(row), "unknown client_id ", id,
+                                                     " (not in ", clients_path, ")"));
+    }
+    if (s < 0 || e < s) {
+      return absl::InvalidArgumentError(absl::StrCat(windows.Where(row), "bad window [", s, ", ",
+                                                     e, "): need 0 <= start <= end"));
+    }
+    rows[it->second].windows.emplace_back(s, e);
+  }
+  return FromRows(std::move(rows), absl::StrCat("fedscale:", clients_path), false);
+}
+
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadJsonl(const std::string& path) {
+  std::vector<AvailabilityRowSpec> rows;
+  FEDSCHED_RETURN_IF_ERROR(ForEachJsonLine(path, [&](int64_t line, const JsonObject& o) {
+    const std::string where = absl::StrCat(path, ":", line, ": ");
+    AvailabilityRowSpec spec;
+    spec.trace_id = static_cast<int64_t>(rows.size());
+    if (auto it = o.find("client_id"); it != o.end()) {
+      const double* d = std::get_if<double>(&it->second);
+      if (d == nullptr) return absl::InvalidArgumentError(where + "client_id is not a number");
+      spec.trace_id = static_cast<int64_t>(*d);
+    }
+    auto ft = o.find("finish_time");
+    const double* ftv = ft == o.end() ? nullptr : std::get_if<double>(&ft->second);
+    if (ftv == nullptr || !(*ftv > 0)) {
+      return absl::InvalidArgumentError(where + "finish_time missing or not > 0");
+    }
+    spec.finish_time_s = *ftv;
+    auto a = o.find("active");
+    auto i = o.find("inactive");
+    const std::vector<double>* av =
+        a == o.end() ? nullptr : std::get_if<std::vector<double>>(&a->second);
+    const std::vector<double>* iv =
+        i == o.end() ? nullptr : std::get_if<std::vector<double>>(&i->second);
+    if (av == nullptr || iv == nullptr) {
+      return absl::InvalidArgumentError(where + "'active' and 'inactive' must be number arrays");
+    }
+    if (av->size() != iv->size()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "'active' has ", av->size(),
+                                                     " entries but 'inactive' has ", iv->size()));
+    }
+    for (size_t k = 0; k < av->size(); ++k) {
+      if ((*av)[k] < 0 || (*iv)[k] < (*av)[k]) {
+        return absl::InvalidArgumentError(absl::StrCat(where, "bad window ", k, ": [", (*av)[k],
+                                                       ", ", (*iv)[k], ")"));
+      }
+      spec.windows.emplace_back((*av)[k], (*iv)[k]);
+    }
+    if (auto m = o.find("model"); m != o.end()) {
+      if (const std::string* s = std::get_if<std::string>(&m->second)) spec.model = *s;
+    }
+    rows.push_back(std::move(spec));
+    return absl::OkStatus();
+  }));
+  if (rows.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ":1: no rows"));
+  return FromRows(std::move(rows), absl::StrCat("fedscale-jsonl:", path), false);
+}
+
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadMobiperf(const std::string& path,
+                                                                  const std::string& trace,
+                                                                  double drop_head_s) {
+  FEDSCHED_ASSIGN_OR_RETURN(CsvTable table, CsvTable::Read(path));
+  FEDSCHED_ASSIGN_OR_RETURN(int id_col, table.RequireColumn({"trainer_id"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int trace_col, table.RequireColumn({"trace"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int t_col, table.RequireColumn({"t_s"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int state_col, table.RequireColumn({"state"}));
+  struct Device {
+    int64_t id;
+    std::vector<std::pair<double, bool>> events;  // (t, available), file order
+  };
+  std::vector<Device> devices;
+  std::unordered_map<int64_t, size_t> index;
+  double max_t = 0;
+  for (const CsvTable::Row& row : table.rows()) {
+    if (row.fields[trace_col] != trace) continue;
+    FEDSCHED_ASSIGN_OR_RETURN(int64_t id, table.Int(row, id_col));
+    FEDSCHED_ASSIGN_OR_RETURN(double t, table.Double(row, t_col));
+    const std::string& state = row.fields[state_col];
+    bool available;
+    if (state == "AVL_TRAIN") {
+      available = true;
+    } else if (state == "UN_AVL" || state == "AVL_EVAL") {
+      available = false;
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat(
+          table.Where(row), "unknown state '", state, "' (AVL_TRAIN, AVL_EVAL, UN_AVL)"));
+    }
+    auto [it, inserted] = index.emplace(id, devices.size());
+    if (inserted) devices.push_back(Device{id, {}});
+    Device& d = devices[it->second];
+    if (t < 0 || (!d.events.empty() && t < d.events.back().first)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(table.Where(row), "time ", t, " goes backwards for trainer ", id));
+    }
+    d.events.emplace_back(t, available);
+    max_t = std::max(max_t, t);
+  }
+  if (devices.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": no events for trace '", trace, "'"));
+  }
+  const double head = std::max(0.0, drop_head_s);
+  const double finish = max_t - head;
+  if (!(finish > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": trace shorter than its head"));
+  }
+  std::vector<AvailabilityRowSpec> rows;
+  rows.reserve(devices.size());
+  for (const Device& d : devices) {
+    AvailabilityRowSpec spec;
+    spec.trace_id = d.id;
+    spec.finish_time_s = finish;
+    for (size_t k = 0; k < d.events.size(); ++k) {
+      if (!d.events[k].second) continue;
+      const double s = d.events[k].first;
+      const double e = k + 1 < d.events.size() ? d.events[k + 1].first : max_t;
+      // Zero-length states (several events at one t_s) vanish: the last one at t_s wins.
+      if (e > s) spec.windows.emplace_back(s - head, e - head);  // clipped to >= 0 later
+    }
+    rows.push_back(std::move(spec));
+  }
+  return FromRows(std::move(rows), absl::StrCat("mobiperf-", trace, ":", path), false);
+}
+
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
+    const v1::SyntheticAvailabilityConfig& config, int64_t num_rows) {
+  const double on = config.mean_online_s() > 0 ? config.mean_online_s() : 7200;
+  const double off = config.mean_offline_s() > 0 ? config.mean_offline_s() : 28800;
+  const double period = config.period_s() > 0 ? config.period_s() : 518400;
+  const uint64_t seed = config.seed() != 0 ? config.seed() : 7;
+  if (num_rows <= 0 || config.mean_online_s() < 0 || config.mean_offline_s() < 0 ||
+      config.period_s() < 0) {
+    return absl::InvalidArgumentError("synthetic availability: parameters must be positive");
+  }
+  std::vector<AvailabilityRowSpec> rows(num_rows);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    SplitMix64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r));
+    AvailabilityRowSpec& spec = rows[r];
+    spec.trace_id = r;
+    spec.model = "synthetic";
+    spec.finish_time_s = period;
+    bool online = rng.Uniform() < on / (on + off);
+    double t = 0;
+    while (t < period) {
+      const double mean = online ? on : off;
+      const double len = -mean * std::log1p(-rng.Uniform());
+      if (online) spec.windows.emplace_back(t, std::min(period, t + len));
+      t += len;
+      online = !online;
+    }
+  }
+  return FromRows(std::move(rows),
+                  absl::StrCat("SYNTHETIC availability (exponential on ", on, " s / off ", off,
+                               " s, period ", period, " s, seed ", seed, ")"),
+                  true);
+}
+
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Load(const v1::TraceConfig& config,
+                                                          int64_t num_clients) {
+  v1::AvailabilityFormat format = config.availability_format();
+  const std::string& path = config.availability_path();
+  if (format == v1::AVAILABILITY_FORMAT_AUTO) {
+    if (path.empty()) {
+      format = v1::AVAILABILITY_FORMAT_SYNTHETIC;
+    } else if (absl::EndsWith(path, ".jsonl") || absl::EndsWith(path, ".json")) {
+      format = v1::AVAILABILITY_FORMAT_JSONL;
+    } else {
+      FEDSCHED_ASSIGN_OR_RETURN(std::string text, ReadTraceFile(path));
+      format = absl::StartsWith(text, "trainer_id,") ? v1::AVAILABILITY_FORMAT_MOBIPERF
+                                                     : v1::AVAILABILITY_FORMAT_FEDSCALE_CSV;
+    }
+  }
+  switch (format) {
+    case v1::AVAILABILITY_FORMAT_FEDSCALE_CSV:
+      if (config.availability_windows_path().empty()) {
+        return absl::InvalidArgumentError(
+            "traces.availability_windows_path is required for the FedScale CSV format");
+      }
+      return LoadFedscaleCsv(path, config.availability_windows_path());
+    case v1::AVAILABILITY_FORMAT_JSONL:
+      return LoadJsonl(path);
+    case v1::AVAILABILITY_FORMAT_MOBIPERF:
+      return LoadMobiperf(path,
+                          config.mobiperf_trace().empty() ? "2st" : config.mobiperf_trace(),
+                          config.mobiperf_drop_head_s() == 0   ? 300.0
+                          : config.mobiperf_drop_head_s() < 0 ? 0.0
+                                                               : config.mobiperf_drop_head_s());
+    case v1::AVAILABILITY_FORMAT_SYNTHETIC:
+      return Synthetic(config.synthetic(), std::max<int64_t>(1, num_clients));
+    case v1::AVAILABILITY_FORMAT_ALWAYS_ON:
+      return AlwaysOn();
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("unknown availability_format ", static_cast<int>(format)));
+  }
+}
+
+}  // namespace fedsched::sim

@@ -1,0 +1,73 @@
+// Device capacity traces in FedScale's schema: per row, computation (ms per sample, FedScale's
+// inference latency; FedScale charges 3x for forward + backward) and communication (kbit/s),
+// plus the stored sample size (KB) that FedCaSe's I/O model uses.
+// Sources: FedScale (Lai et al., ICML 2022) section 4 / fedscale/cloud/internal/
+// client_metadata.py; FedCaSe (Khan et al., SoCC 2024); research.md section 1.
+#ifndef FEDSCHED_SIM_TRACE_CAPACITY_TRACE_H_
+#define FEDSCHED_SIM_TRACE_CAPACITY_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "fedsched/v1/sim.pb.h"
+
+namespace fedsched::sim {
+
+// One device's capacity.
+struct DeviceCapacity {
+  int64_t trace_id = 0;                 // id in the source file (client_id / row_id / column)
+  double computation_ms_per_sample = 0;  // ms per sample (inference latency), > 0
+  double communication_kbps = 0;         // kbit/s, > 0
+  double sample_kb = 0;                  // KB per stored sample; 0 = unknown (use a default)
+};
+
+// An immutable table of capacity rows; client k gets row (k mod N) (FedScale's mapping,
+// research.md section 1). Thread-safe for concurrent reads.
+class CapacityTrace {
+ public:
+  // Loads `path` in `format` (AUTO picks by file name / first line, see sim.proto).
+  // Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." for a malformed row
+  // (missing column, non-numeric or non-positive computation/communication, negative sample
+  // size) or a file without rows.
+  static absl::StatusOr<CapacityTrace> Load(const std::string& path, v1::CapacityFormat format);
+  // Loads `config.capacity_path`, shuffles the rows if `config.shuffle_capacity`, takes
+  // per-client sample sizes from `config.sample_size_path` (FedCaSe demo format) if set, and
+  // fills unknown sample sizes with `config.default_sample_kb` (Default: 0.784 KB).
+  // Errors: as Load; INVALID_ARGUMENT if capacity_path is empty.
+  static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
+  // CSV with header columns computation_ms_per_sample, communication_kbps (optional id column
+  // client_id|row_id, optional sample_size_kb|sample_size).
+  static absl::StatusOr<CapacityTrace> LoadCsv(const std::string& path);
+  // JSON Lines: {"client_id":..,"computation":..,"communication":..[,"sample_size":..]}.
+  static absl::StatusOr<CapacityTrace> LoadJsonl(const std::string& path);
+  // FedCaSe's transposed demo_capacity.csv (columns = clients; rows computation,
+  // communication, sample_size).
+  static absl::StatusOr<CapacityTrace> LoadFedcaseDemo(const std::string& path);
+  // From rows in memory. Errors: INVALID_ARGUMENT if empty or a value is out of range.
+  static absl::StatusOr<CapacityTrace> FromRows(std::vector<DeviceCapacity> rows,
+                                                std::string source);
+
+  // Permutes the rows with a deterministic Fisher-Yates shuffle (splitmix64 seeded by `seed`).
+  // Needed for capacity_10k.csv, which is sorted by bandwidth.
+  void Shuffle(uint64_t seed);
+  // Sets sample_kb of every row whose sample size is unknown (0) to `kb`.
+  void FillMissingSampleKb(double kb);
+  // Sets each row's sample size from `other`'s row (k mod other.size()).
+  void TakeSampleSizesFrom(const CapacityTrace& other);
+
+  int64_t size() const { return static_cast<int64_t>(rows_.size()); }
+  // Row (client mod N); client >= 0.
+  const DeviceCapacity& ForClient(int64_t client) const { return rows_[client % size()]; }
+  const std::vector<DeviceCapacity>& rows() const { return rows_; }
+  const std::string& source() const { return source_; }
+
+ private:
+  std::vector<DeviceCapacity> rows_;
+  std::string source_;
+};
+
+}  // namespace fedsched::sim
+
+#endif  // FEDSCHED_SIM_TRACE_CAPACITY_TRACE_H_

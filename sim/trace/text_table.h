@@ -1,0 +1,112 @@
+// Line-oriented readers for trace files: CSV with a header, and flat JSON Lines objects.
+// Every error names the file and the 1-based line ("path:line: ...").
+#ifndef FEDSCHED_SIM_TRACE_TEXT_TABLE_H_
+#define FEDSCHED_SIM_TRACE_TEXT_TABLE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <variant>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace fedsched::sim {
+
+// A CSV file split into a header and rows. Fields are separated by ','; a field may be enclosed
+// in double quotes ("" inside quotes is one quote). Blank lines are skipped; "\r\n" is accepted.
+// Immutable after Read; safe to share across threads.
+class CsvTable {
+ public:
+  struct Row {
+    int64_t line = 0;  // 1-based line number in the file
+    std::vector<std::string> fields;
+  };
+
+  // Reads and splits `path`. Errors: NOT_FOUND if the file cannot be read; INVALID_ARGUMENT
+  // "path:line: ..." for an empty file, an unterminated quote, or a row whose field count
+  // differs from the header's.
+  static absl::StatusOr<CsvTable> Read(const std::string& path);
+  // As Read, on text already in memory; `source_name` is used in errors.
+  static absl::StatusOr<CsvTable> Parse(absl::string_view text, const std::string& source_name);
+
+  const std::string& source() const { return source_; }
+  const std::vector<std::string>& header() const { return header_; }
+  int64_t header_line() const { return header_line_; }
+  const std::vector<Row>& rows() const { return rows_; }
+
+  // Index of column `name` in the header, or -1.
+  int ColumnIndex(absl::string_view name) const;
+  // Index of the first of `names` present. Errors: INVALID_ARGUMENT "path:line: missing column
+  // a|b" naming the header line.
+  absl::StatusOr<int> RequireColumn(const std::vector<absl::string_view>& names) const;
+
+  // Field `col` of `row` parsed as a finite double / an integer. Errors: INVALID_ARGUMENT
+  // "path:line: column 'name': not a number: 'text'".
+  absl::StatusOr<double> Double(const Row& row, int col) const;
+  absl::StatusOr<int64_t> Int(const Row& row, int col) const;
+
+  // "path:line: " prefix for errors about `row`.
+  std::string Where(const Row& row) const;
+
+ private:
+  std::string source_;
+  std::vector<std::string> header_;
+  int64_t header_line_ = 0;
+  std::vector<Row> rows_;
+};
+
+// A value of a flat JSON object: number, string, bool, null (monostate) or an array of numbers.
+using JsonValue = std::variant<std::monostate, double, std::string, bool, std::vector<double>>;
+using JsonObject = std::map<std::string, JsonValue, std::less<>>;
+
+// Parses one JSON object whose values are numbers, strings, booleans, null or arrays of numbers
+// (what the trace converter writes). Errors: INVALID_ARGUMENT with the byte offset of the
+// problem; the caller prefixes file:line.
+absl::StatusOr<JsonObject> ParseFlatJsonObject(absl::string_view text);
+
+// Calls `fn(line_number, object)` for every non-blank line of the JSON Lines file `path`.
+// Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." on a malformed line;
+// whatever `fn` returns (fn should prefix its own errors with path:line).
+template <typename Fn>
+absl::Status ForEachJsonLine(const std::string& path, Fn fn);
+
+// Reads `path` into memory. Errors: NOT_FOUND naming the path.
+absl::StatusOr<std::string> ReadTraceFile(const std::string& path);
+
+// Parses a finite double from `text` (surrounding blanks allowed). Returns false otherwise.
+bool ParseFiniteDouble(absl::string_view text, double* out);
+
+// Deterministic 64-bit mixing PRNG (splitmix64, Steele et al. 2014) used wherever a trace is
+// shuffled or generated, so results do not depend on the standard library's distributions.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t Next();
+  // Uniform in [0, 1).
+  double Uniform() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+  // Uniform integer in [0, n), n > 0 (Lemire's multiply-shift; bias < n / 2^64).
+  uint64_t Below(uint64_t n) {
+    return static_cast<uint64_t>((static_cast<unsigned __int128>(Next()) * n) >> 64);
+  }
+
+ private:
+  uint64_t state_;
+};
+
+// ---- implementation of the template ----
+absl::Status ForEachJsonLineImpl(
+    const std::string& path,
+    const std::function<absl::Status(int64_t, const JsonObject&)>& fn);
+
+template <typename Fn>
+absl::Status ForEachJsonLine(const std::string& path, Fn fn) {
+  return ForEachJsonLineImpl(path, std::function<absl::Status(int64_t, const JsonObject&)>(fn));
+}
+
+}  // namespace fedsched::sim
+
+#endif  // FEDSCHED_SIM_TRACE_TEXT_TABLE_H_

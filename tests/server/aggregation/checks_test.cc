@@ -1,0 +1,192 @@
+#include "server/aggregation/checks.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/aggregation/kernels.h"
+#include "server/aggregation/layout.h"
+#include "tests/server/aggregation/test_models.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::IsOk;
+using ::fedsched::testing::MakeModel;
+using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+v1::Model Reference() {
+  return MakeModel({{"dense/kernel", {2, 3}, {1, 2, 3, 4, 5, 6}},
+                    {"dense/bias", {3}, {0, 0, 0}},
+                    {"scale", {}, {1}}});
+}
+
+TEST(ValidateUpdateTest, AcceptsSameOrder) {
+  EXPECT_THAT(ValidateUpdate(Reference(), Reference()), IsOk());
+}
+
+TEST(ValidateUpdateTest, AcceptsAnyOrderMatchedByName) {
+  v1::Model update = MakeModel({{"scale", {}, {0.5}},
+                                {"dense/bias", {3}, {1, 1, 1}},
+                                {"dense/kernel", {2, 3}, {0, 0, 0, 0, 0, 0}}});
+  EXPECT_THAT(ValidateUpdate(update, Reference()), IsOk());
+}
+
+TEST(ValidateUpdateTest, ReferenceDataIsNotNeeded) {
+  v1::Model shapes_only = Reference();
+  for (v1::Tensor& t : *shapes_only.mutable_tensors()) t.clear_data();
+  EXPECT_THAT(ValidateUpdate(Reference(), shapes_only), IsOk());
+}
+
+TEST(ValidateUpdateTest, RejectsWrongShapeNamingTensorAndBothShapes) {
+  v1::Model update = Reference();
+  update.mutable_tensors(0)->set_shape(0, 3);
+  update.mutable_tensors(0)->set_shape(1, 2);
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dense/kernel"), HasSubstr("[3, 2]"), HasSubstr("[2, 3]"))));
+}
+
+TEST(ValidateUpdateTest, RejectsWrongRank) {
+  v1::Model update = Reference();
+  update.mutable_tensors(1)->add_shape(1);
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dense/bias")));
+}
+
+TEST(ValidateUpdateTest, RejectsDataSizeNotMatchingShape) {
+  v1::Model update = Reference();
+  update.mutable_tensors(1)->add_data(7);
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dense/bias"), HasSubstr("4 values"))));
+}
+
+TEST(ValidateUpdateTest, RejectsNaNNamingTensorAndIndex) {
+  v1::Model update = Reference();
+  update.mutable_tensors(0)->set_data(4, kNaN);
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dense/kernel"), HasSubstr("non-finite"),
+                             HasSubstr("index 4"))));
+}
+
+TEST(ValidateUpdateTest, RejectsPositiveAndNegativeInfinity) {
+  for (float bad : {kInf, -kInf}) {
+    v1::Model update = Reference();
+    update.mutable_tensors(2)->set_data(0, bad);
+    EXPECT_THAT(ValidateUpdate(update, Reference()),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         AllOf(HasSubstr("scale"), HasSubstr("non-finite"))));
+  }
+}
+
+TEST(ValidateUpdateTest, RejectsMissingTensor) {
+  v1::Model update = Reference();
+  update.mutable_tensors()->RemoveLast();
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("missing"), HasSubstr("scale"))));
+}
+
+TEST(ValidateUpdateTest, RejectsExtraTensor) {
+  v1::Model update = Reference();
+  v1::Tensor* extra = update.add_tensors();
+  extra->set_name("dense2/bias");
+  extra->add_shape(1);
+  extra->add_data(0);
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("unexpected"), HasSubstr("dense2/bias"))));
+}
+
+TEST(ValidateUpdateTest, RejectsRenamedTensor) {
+  v1::Model update = Reference();
+  update.mutable_tensors(2)->set_name("Scale");
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("Scale")));
+}
+
+TEST(ValidateUpdateTest, RejectsDuplicateTensor) {
+  v1::Model update = Reference();
+  *update.mutable_tensors(2) = update.tensors(1);
+  EXPECT_THAT(ValidateUpdate(update, Reference()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("duplicate"), HasSubstr("dense/bias"))));
+}
+
+TEST(ValidateModelTest, ChecksTheModelOnItsOwn) {
+  EXPECT_THAT(ValidateModel(Reference()), IsOk());
+  EXPECT_THAT(ValidateModel(v1::Model()), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                    HasSubstr("no tensors")));
+  v1::Model unnamed = Reference();
+  unnamed.mutable_tensors(1)->clear_name();
+  EXPECT_THAT(ValidateModel(unnamed),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("empty name")));
+  v1::Model negative = Reference();
+  negative.mutable_tensors(1)->set_shape(0, -3);
+  EXPECT_THAT(ValidateModel(negative),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("dense/bias"), HasSubstr("negative"))));
+  v1::Model nan = Reference();
+  nan.mutable_tensors(0)->set_data(5, kNaN);
+  EXPECT_THAT(ValidateModel(nan),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dense/kernel")));
+}
+
+TEST(NumElementsTest, ScalarsZeroDimsAndOverflow) {
+  EXPECT_EQ(*NumElements({}), 1);
+  EXPECT_EQ(*NumElements({4, 0, 3}), 0);
+  EXPECT_EQ(*NumElements({784, 128}), 100352);
+  EXPECT_THAT(NumElements({int64_t{1} << 40, int64_t{1} << 40}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("2^62")));
+}
+
+TEST(LayoutTest, OffsetsFollowReferenceOrder) {
+  absl::StatusOr<ModelLayout> layout = ModelLayout::FromModel(Reference());
+  ASSERT_THAT(layout, IsOk());
+  EXPECT_EQ(layout->num_tensors(), 3);
+  EXPECT_EQ(layout->offset(0), 0);
+  EXPECT_EQ(layout->offset(1), 6);
+  EXPECT_EQ(layout->offset(2), 9);
+  EXPECT_EQ(layout->total_size(), 10);
+  EXPECT_EQ(layout->Find("dense/bias"), 1);
+  EXPECT_EQ(layout->Find("nope"), -1);
+}
+
+// The vectorised screens must catch a bad value in any lane and in the scalar tail.
+TEST(KernelsTest, MaxAbsAndFirstNonFiniteFindEveryPosition) {
+  for (int64_t n : {1, 7, 16, 33, 4099, 20000}) {
+    std::vector<float> data(n);
+    for (int64_t i = 0; i < n; ++i) data[i] = static_cast<float>((i % 7) - 3);
+    EXPECT_EQ(FirstNonFinite(data.data(), n), -1);
+    EXPECT_TRUE(std::isfinite(aggregation_internal::MaxAbs(data.data(), n)));
+    for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
+      for (float bad : {kNaN, kInf, -kInf}) {
+        std::vector<float> copy = data;
+        copy[pos] = bad;
+        EXPECT_EQ(FirstNonFinite(copy.data(), n), pos) << "n=" << n << " bad=" << bad;
+        EXPECT_FALSE(std::isfinite(aggregation_internal::MaxAbs(copy.data(), n)));
+      }
+    }
+  }
+}
+
+TEST(KernelsTest, SumSquaresDoesNotOverflowForLargeFiniteValues) {
+  std::vector<float> data(1000, 1e30f);
+  EXPECT_NEAR(aggregation_internal::SumSquares(data.data(), 1000), 1e63, 1e57);
+  std::vector<float> a = {1, 2, 3};
+  std::vector<float> b = {1, 0, 7};
+  EXPECT_DOUBLE_EQ(aggregation_internal::SquaredDistance(a.data(), b.data(), 3), 20.0);
+}
+
+}  // namespace
+}  // namespace fedsched

@@ -1,0 +1,330 @@
+#include "server/service/coordinator.h"
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "common/sha256.h"
+#include "common/testing/status_matchers.h"
+#include "server/service/server_config.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::HasSubstr;
+
+const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
+
+v1::Model TwoTensorModel(float a, float b) {
+  v1::Model model;
+  v1::Tensor* w = model.add_tensors();
+  w->set_name("w");
+  w->add_shape(2);
+  w->add_data(a);
+  w->add_data(b);
+  v1::Tensor* bias = model.add_tensors();
+  bias->set_name("b");
+  bias->add_shape(1);
+  bias->add_data(a + b);
+  return model;
+}
+
+class CoordinatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fedsched_coord_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    raw_.set_store_path(dir_.string());
+    raw_.set_clients_per_round(2);
+    raw_.set_min_updates(1);
+    raw_.set_min_online_clients(2);
+    raw_.set_num_rounds(3);
+    raw_.set_round_deadline_s(30);
+    raw_.mutable_selection()->set_overcommit(1.0);
+    raw_.mutable_training()->set_local_steps(2);
+  }
+  void TearDown() override {
+    coordinator_.reset();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  void Start() {
+    ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(raw_));
+    ASSERT_OK_AND_ASSIGN(store_, Store::Open({.path = dir_.string()}));
+    CoordinatorOptions options;
+    options.config = config;
+    options.store = store_.get();
+    options.initial_model = TwoTensorModel(1, 2);
+    ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
+  }
+  void Restart() {
+    coordinator_.reset();
+    store_.reset();
+    Start();
+  }
+
+  v1::RegisterResponse Register(const std::string& identity, absl::Time now = kT0) {
+    v1::RegisterRequest request;
+    request.set_identity(identity);
+    request.mutable_device()->set_num_samples(100);
+    absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, now);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? *r : v1::RegisterResponse();
+  }
+
+  absl::StatusOr<v1::PollTaskResponse> Poll(const v1::RegisterResponse& who, absl::Time now = kT0) {
+    v1::PollTaskRequest request;
+    request.set_client_id(who.client_id());
+    request.set_session_token(who.session_token());
+    return coordinator_->PollTask(request, now);
+  }
+
+  v1::Task TaskFor(const v1::RegisterResponse& who, absl::Time now = kT0) {
+    absl::StatusOr<v1::PollTaskResponse> r = Poll(who, now);
+    EXPECT_TRUE(r.ok() && r->has_task()) << r.status();
+    return r.ok() ? r->task() : v1::Task();
+  }
+
+  absl::Status Upload(const v1::RegisterResponse& who, const v1::Task& task, const v1::Model& delta,
+                      int64_t examples = 10, absl::Time now = kT0 + absl::Seconds(1)) {
+    v1::UploadHeader header;
+    header.set_client_id(who.client_id());
+    header.set_session_token(who.session_token());
+    header.set_task_id(task.task_id());
+    header.set_round(task.round());
+    const std::string payload = delta.SerializeAsString();
+    header.set_total_bytes(static_cast<int64_t>(payload.size()));
+    header.set_sha256(Sha256(payload));
+    header.set_num_chunks(1);
+    header.mutable_metrics()->set_num_examples(examples);
+    return coordinator_->SubmitUpdate(header, payload, now);
+  }
+
+  std::filesystem::path dir_;
+  v1::ServerConfig raw_;
+  std::unique_ptr<Store> store_;
+  std::unique_ptr<Coordinator> coordinator_;
+};
+
+TEST_F(CoordinatorTest, PollBeforeFirstRoundIsRetryAfterNotFinished) {
+  Start();
+  v1::RegisterResponse a = Register("a");
+  coordinator_->Tick(kT0);  // one client online < min_online_clients
+  ASSERT_OK_AND_ASSIGN(v1::PollTaskResponse r, Poll(a));
+  EXPECT_TRUE(r.has_retry_after_ms());
+  EXPECT_GT(r.retry_after_ms(), 0);
+}
+
+TEST_F(CoordinatorTest, FedAvgRoundCommitsWeightedMean) {
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  v1::Task tb = TaskFor(b);
+  EXPECT_EQ(ta.round(), 1);
+  EXPECT_EQ(ta.local_steps(), 2);
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1), 30));
+  ASSERT_OK(Upload(b, tb, TwoTensorModel(-1, 3), 10));
+  coordinator_->Tick(kT0 + absl::Seconds(2));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
+  // w = (1,2) + (30*(1,1) + 10*(-1,3)) / 40 = (1.5, 3.5); b = 3 + (30*2 + 10*2)/40 = 5.
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 1.5f);
+  EXPECT_FLOAT_EQ(model.tensors(0).data(1), 3.5f);
+  EXPECT_FLOAT_EQ(model.tensors(1).data(0), 5.0f);
+}
+
+TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  v1::Task tb = TaskFor(b);
+
+  v1::Model wrong_shape = TwoTensorModel(1, 1);
+  wrong_shape.mutable_tensors(0)->add_data(3);
+  wrong_shape.mutable_tensors(0)->set_shape(0, 3);
+  EXPECT_THAT(Upload(a, ta, wrong_shape),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(std::nanf(""), 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(std::numeric_limits<float>::infinity(), 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1), 0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
+  // Another client's task.
+  EXPECT_THAT(Upload(a, tb, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
+  // Unknown task.
+  v1::Task unknown = ta;
+  unknown.set_task_id("t-nope");
+  EXPECT_THAT(Upload(a, unknown, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("t-nope")));
+  // Wrong round.
+  v1::Task wrong_round = ta;
+  wrong_round.set_round(7);
+  EXPECT_THAT(Upload(a, wrong_round, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("round 7")));
+  // Bad token.
+  v1::RegisterResponse forged = a;
+  forged.set_session_token("s-forged");
+  EXPECT_THAT(Upload(forged, ta, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("register")));
+
+  // Nothing above was folded in: the valid updates give the exact mean.
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(2, 2), 10));
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(2, 2), 10),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+  ASSERT_OK(Upload(b, tb, TwoTensorModel(0, 0), 10));
+  coordinator_->Tick(kT0 + absl::Seconds(2));
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);
+  EXPECT_FLOAT_EQ(model.tensors(0).data(1), 3.0f);
+
+  // A late update for round 1, now closed; and a duplicate of an accepted one.
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+}
+
+TEST_F(CoordinatorTest, StragglerUpdateAfterCloseIsLate) {
+  raw_.set_clients_per_round(1);
+  raw_.set_min_online_clients(1);
+  raw_.mutable_selection()->set_overcommit(2.0);  // two tasked, first one closes the round
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  v1::Task tb = TaskFor(b);
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
+  coordinator_->Tick(kT0 + absl::Seconds(1));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  EXPECT_THAT(Upload(b, tb, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("late update")));
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, store_->LoadRound(1));
+  ASSERT_EQ(record.stragglers_size(), 1);
+  EXPECT_EQ(record.stragglers(0), b.client_id());
+}
+
+TEST_F(CoordinatorTest, DeadlineClosesRoundWithoutMessages) {
+  raw_.set_min_updates(1);
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
+  // b stays online (polls) but never uploads; the deadline closes the round.
+  Poll(b, kT0 + absl::Seconds(29)).IgnoreError();
+  Poll(a, kT0 + absl::Seconds(29)).IgnoreError();
+  coordinator_->Tick(kT0 + absl::Seconds(29));
+  EXPECT_EQ(coordinator_->committed_round(), 0);
+  coordinator_->Tick(kT0 + absl::Seconds(31));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+}
+
+TEST_F(CoordinatorTest, RoundWithTooFewUpdatesFailsAndIsRetried) {
+  raw_.set_min_updates(2);
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
+  Poll(a, kT0 + absl::Seconds(31)).IgnoreError();
+  Poll(b, kT0 + absl::Seconds(31)).IgnoreError();
+  coordinator_->Tick(kT0 + absl::Seconds(31));
+  EXPECT_EQ(coordinator_->committed_round(), 0);
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord failed, store_->LoadRound(1));
+  EXPECT_EQ(failed.outcome(), v1::ROUND_OUTCOME_FAILED);
+  // Re-planned as round 1 again with fresh tasks.
+  v1::Task retry = TaskFor(a, kT0 + absl::Seconds(31));
+  EXPECT_EQ(retry.round(), 1);
+  EXPECT_NE(retry.task_id(), ta.task_id());
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("late update")));
+}
+
+TEST_F(CoordinatorTest, SilentClientIsMarkedFailedAfterMissedHeartbeats) {
+  raw_.set_heartbeat_interval_ms(1000);
+  raw_.set_missed_heartbeats(3);
+  raw_.set_min_updates(1);
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1), 10, kT0 + absl::Seconds(2)));
+  // b goes silent; after 3 missed heartbeats its task fails and the round closes early.
+  coordinator_->Tick(kT0 + absl::Seconds(4));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  v1::GetStatusResponse status = coordinator_->GetStatus(5);
+  for (const v1::ClientSummary& c : status.clients()) {
+    if (c.client_id() == b.client_id()) EXPECT_EQ(c.profile().failures(), 1);
+  }
+}
+
+TEST_F(CoordinatorTest, RestartResumesAtTheRightRoundAndClientsReRegister) {
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
+  ASSERT_OK(Upload(b, TaskFor(b), TwoTensorModel(1, 1)));
+  coordinator_->Tick(kT0 + absl::Seconds(1));
+  ASSERT_EQ(coordinator_->committed_round(), 1);
+  // Round 2 in flight when the server dies.
+  coordinator_->Tick(kT0 + absl::Seconds(1));
+  v1::Task t2 = TaskFor(a, kT0 + absl::Seconds(1));
+  EXPECT_EQ(t2.round(), 2);
+  Restart();
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  // Old sessions are gone; re-registering keeps the client id.
+  EXPECT_THAT(Poll(a), StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("register")));
+  v1::RegisterResponse a2 = Register("a", kT0 + absl::Seconds(5));
+  v1::RegisterResponse b2 = Register("b", kT0 + absl::Seconds(5));
+  EXPECT_EQ(a2.client_id(), a.client_id());
+  coordinator_->Tick(kT0 + absl::Seconds(5));
+  EXPECT_EQ(TaskFor(a2, kT0 + absl::Seconds(5)).round(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);
+}
+
+TEST_F(CoordinatorTest, FinishesAfterNumRounds) {
+  raw_.set_num_rounds(1);
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
+  ASSERT_OK(Upload(b, TaskFor(b), TwoTensorModel(1, 1)));
+  coordinator_->Tick(kT0 + absl::Seconds(1));
+  EXPECT_TRUE(coordinator_->finished());
+  ASSERT_OK_AND_ASSIGN(v1::PollTaskResponse r, Poll(a, kT0 + absl::Seconds(1)));
+  EXPECT_TRUE(r.finished());
+}
+
+TEST(ServerConfigTest, RejectsOutOfRangeValuesNamingTheField) {
+  v1::ServerConfig config;
+  config.set_store_path("/tmp/x");
+  config.set_clients_per_round(-3);
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("clients_per_round")));
+  config.set_clients_per_round(4);
+  config.set_min_updates(5);
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("min_updates")));
+  config.set_min_updates(2);
+  config.mutable_transport()->set_max_message_bytes(-1);
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_message_bytes")));
+}
+
+}  // namespace
+}  // namespace fedsched

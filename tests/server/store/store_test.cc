@@ -1,0 +1,107 @@
+#include "server/store/store.h"
+
+#include <filesystem>
+
+#include "common/testing/status_matchers.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::HasSubstr;
+
+v1::Model MakeModel(float value) {
+  v1::Model model;
+  v1::Tensor* t = model.add_tensors();
+  t->set_name("w");
+  t->add_shape(2);
+  t->add_data(value);
+  t->add_data(value + 1);
+  return model;
+}
+
+class StoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fedsched_store_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  StoreOptions Options() const { return StoreOptions{.path = dir_.string(), .keep_models = 2}; }
+  std::filesystem::path dir_;
+};
+
+RoundCommit MakeCommit(int64_t round, float value) {
+  RoundCommit commit;
+  commit.record.set_round(round);
+  commit.record.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
+  commit.model = MakeModel(value);
+  v1::Receipt receipt;
+  receipt.set_task_id("task-" + std::to_string(round));
+  receipt.set_round(round);
+  commit.receipts.push_back(receipt);
+  v1::ClientProfile profile;
+  profile.set_client_id("c1");
+  profile.set_successes(round);
+  commit.profiles.push_back(profile);
+  return commit;
+}
+
+TEST_F(StoreTest, FreshStoreHasNoMeta) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  EXPECT_THAT(store->LoadMeta(), StatusIs(absl::StatusCode::kNotFound, HasSubstr("not found")));
+}
+
+TEST_F(StoreTest, CommitReopenResumesAtTheRightRound) {
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+    ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
+    ASSERT_OK(store->CommitRound(MakeCommit(1, 10)));
+    ASSERT_OK(store->CommitRound(MakeCommit(2, 20)));
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store->LoadMeta());
+  EXPECT_EQ(meta.committed_round(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store->LoadModel(2));
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 20);
+  ASSERT_OK_AND_ASSIGN(v1::Receipt receipt, store->LoadReceipt("task-1"));
+  EXPECT_EQ(receipt.round(), 1);
+  ASSERT_OK_AND_ASSIGN(auto profiles, store->LoadProfiles());
+  ASSERT_EQ(profiles.size(), 1u);
+  EXPECT_EQ(profiles[0].successes(), 2);
+  ASSERT_OK_AND_ASSIGN(auto recent, store->LoadRecentRounds(5));
+  ASSERT_EQ(recent.size(), 2u);
+  EXPECT_EQ(recent[0].round(), 2);
+}
+
+TEST_F(StoreTest, RejectsOutOfOrderCommitAndDoubleInitialize) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
+  EXPECT_THAT(store->Initialize(MakeModel(0), v1::RunMeta()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("already")));
+  EXPECT_THAT(store->CommitRound(MakeCommit(2, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("round 2")));
+  ASSERT_OK(store->CommitRound(MakeCommit(1, 1)));
+  EXPECT_THAT(store->CommitRound(MakeCommit(1, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("round 1")));
+}
+
+TEST_F(StoreTest, PrunesOldModelsKeepsRecords) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
+  for (int r = 1; r <= 4; ++r) ASSERT_OK(store->CommitRound(MakeCommit(r, r)));
+  EXPECT_THAT(store->LoadModel(1), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 1")));
+  EXPECT_OK(store->LoadModel(3));
+  EXPECT_OK(store->LoadModel(4));
+  EXPECT_OK(store->LoadRound(1));
+}
+
+TEST_F(StoreTest, SecondOpenOfSameDirectoryFailsClearly) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  EXPECT_THAT(Store::Open(Options()), StatusIs(absl::StatusCode::kInternal, HasSubstr("lock")));
+}
+
+}  // namespace
+}  // namespace fedsched

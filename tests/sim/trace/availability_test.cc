@@ -1,0 +1,197 @@
+// Availability lookups: window edges, wrap-around of finish_time, the real shared traces.
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "common/testing/status_matchers.h"
+#include "sim/trace/availability_trace.h"
+
+namespace fedsched::sim {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+std::string TracesDir() {
+  const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
+  return std::string(src != nullptr ? src : "/work/main") + "/../shared/data/traces";
+}
+
+std::string WriteTemp(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+AvailabilityTrace OneRow(double finish, std::vector<std::pair<double, double>> windows) {
+  std::vector<AvailabilityRowSpec> rows(1);
+  rows[0].finish_time_s = finish;
+  rows[0].windows = std::move(windows);
+  return *AvailabilityTrace::FromRows(std::move(rows), "test", false);
+}
+
+TEST(AvailabilityTest, WindowEdgesAreHalfOpen) {
+  AvailabilityTrace t = OneRow(100, {{10, 20}, {30, 40}});
+  EXPECT_FALSE(t.IsAvailable(0, 9.999));
+  EXPECT_TRUE(t.IsAvailable(0, 10));
+  EXPECT_TRUE(t.IsAvailable(0, 19.999));
+  EXPECT_FALSE(t.IsAvailable(0, 20));
+  EXPECT_TRUE(t.IsAvailable(0, 30));
+  EXPECT_FALSE(t.IsAvailable(0, 40));
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 0), 10);
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 10), 20);   // at the start edge: the end is next
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 19.5), 20);
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 20), 30);   // at the end edge: next start
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 40), 110);  // wraps to the next period
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 99.9), 110);
+}
+
+TEST(AvailabilityTest, WrapsModuloFinishTime) {
+  AvailabilityTrace t = OneRow(100, {{10, 20}});
+  EXPECT_TRUE(t.IsAvailable(0, 110));
+  EXPECT_TRUE(t.IsAvailable(0, 1015));
+  EXPECT_FALSE(t.IsAvailable(0, 1020));
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 100), 110);  // exactly at the period boundary
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 1015), 1020);
+}
+
+TEST(AvailabilityTest, WindowTouchingTheWrapIsOneWindow) {
+  // Online [90, 100) and [0, 10): across the wrap it is one window [90, 110).
+  AvailabilityTrace t = OneRow(100, {{0, 10}, {90, 100}});
+  EXPECT_TRUE(t.IsAvailable(0, 99.999));
+  EXPECT_TRUE(t.IsAvailable(0, 100));
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 95), 110);
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 100), 110);
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 10), 90);
+  // Online only at the end of the period: offline at the wrap.
+  AvailabilityTrace end = OneRow(100, {{50, 100}});
+  EXPECT_DOUBLE_EQ(end.NextChange(0, 60), 100);
+  EXPECT_FALSE(end.IsAvailable(0, 100));
+  EXPECT_DOUBLE_EQ(end.NextChange(0, 100), 150);
+  // Online only at the start: the change at the wrap is "online".
+  AvailabilityTrace start = OneRow(100, {{0, 50}});
+  EXPECT_DOUBLE_EQ(start.NextChange(0, 60), 100);
+  EXPECT_TRUE(start.IsAvailable(0, 100));
+}
+
+TEST(AvailabilityTest, NeverChangingRowsReturnNever) {
+  EXPECT_EQ(OneRow(100, {{0, 100}}).NextChange(0, 5), AvailabilityTrace::kNever);
+  AvailabilityTrace off = OneRow(100, {});
+  EXPECT_FALSE(off.IsAvailable(0, 5));
+  EXPECT_EQ(off.NextChange(0, 5), AvailabilityTrace::kNever);
+  AvailabilityTrace on = AvailabilityTrace::AlwaysOn();
+  EXPECT_TRUE(on.IsAvailable(12345, 1e9 + 0.5));
+  EXPECT_EQ(on.NextChange(7, 3), AvailabilityTrace::kNever);
+}
+
+TEST(AvailabilityTest, OverlappingAndTouchingWindowsMerge) {
+  AvailabilityTrace t = OneRow(100, {{30, 40}, {10, 20}, {20, 25}, {35, 50}, {60, 60}});
+  EXPECT_EQ(t.NumWindows(0), 2);
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 10), 25);
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 30), 50);
+  EXPECT_DOUBLE_EQ(t.OnlineFraction(0), 0.35);
+}
+
+TEST(AvailabilityTest, NextChangeAgreesWithIsAvailable) {
+  AvailabilityTrace t = OneRow(50, {{0, 3}, {7, 8}, {20, 30}, {45, 50}});
+  for (double x = 0; x < 200; x += 0.25) {
+    const double c = t.NextChange(0, x);
+    ASSERT_GT(c, x);
+    const bool now = t.IsAvailable(0, x);
+    EXPECT_NE(t.IsAvailable(0, c), now) << "x=" << x;
+    for (double y = x; y < c; y += 0.25) ASSERT_EQ(t.IsAvailable(0, y), now) << x << " " << y;
+  }
+}
+
+TEST(AvailabilityTest, FedscaleCsvMatchesItsSummary) {
+  const std::string dir = TracesDir() + "/fedscale/";
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace t,
+                       AvailabilityTrace::LoadFedscaleCsv(dir + "behave_ids1-100_clients.csv",
+                                                          dir + "behave_ids1-100_windows.csv"));
+  ASSERT_EQ(t.size(), 100);
+  EXPECT_EQ(t.TraceId(0), 1);
+  EXPECT_DOUBLE_EQ(t.FinishTime(0), 1123200);
+  // Client 1: windows [51490,59046) [60870,87718) ... (first row of the windows file).
+  EXPECT_FALSE(t.IsAvailable(0, 51489));
+  EXPECT_TRUE(t.IsAvailable(0, 51490));
+  EXPECT_FALSE(t.IsAvailable(0, 59046));
+  EXPECT_TRUE(t.IsAvailable(100, 1123200 + 51490));  // client 100 -> row 0, next period
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 59046), 60870);
+  EXPECT_NEAR(t.OnlineFraction(0), 0.865618, 1e-6);
+  EXPECT_GT(t.MeanOnlineFraction(), 0.44);
+}
+
+TEST(AvailabilityTest, MobiperfEventsBecomeWindows) {
+  const std::string path = WriteTemp("mp.csv",
+                                     "trainer_id,trace,t_s,state\n"
+                                     "1,2st,0,AVL_TRAIN\n"
+                                     "1,2st,300,UN_AVL\n"
+                                     "1,3st_50,0,AVL_EVAL\n"
+                                     "1,2st,400,AVL_TRAIN\n"
+                                     "1,2st,500,UN_AVL\n"
+                                     "1,2st,500,AVL_TRAIN\n"  // same t: file order, last wins
+                                     "1,2st,600,UN_AVL\n"
+                                     "2,2st,0,UN_AVL\n"
+                                     "2,2st,1300,AVL_TRAIN\n");
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace t, AvailabilityTrace::LoadMobiperf(path, "2st", 300));
+  ASSERT_EQ(t.size(), 2);
+  EXPECT_DOUBLE_EQ(t.FinishTime(0), 1000);  // 1300 - 300 head
+  EXPECT_FALSE(t.IsAvailable(0, 0));        // the head is dropped
+  EXPECT_TRUE(t.IsAvailable(0, 100));
+  EXPECT_TRUE(t.IsAvailable(0, 250));       // [400,500) + [500,600) merged
+  EXPECT_FALSE(t.IsAvailable(0, 300));
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 100), 300);
+  EXPECT_FALSE(t.IsAvailable(1, 999));
+}
+
+TEST(AvailabilityTest, SharedMobiperfTraceIsAboutOneFifthOnline) {
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace t,
+                       AvailabilityTrace::LoadMobiperf(TracesDir() + "/mobiperf/avl_events_300.csv",
+                                                       "2st", 300));
+  EXPECT_EQ(t.size(), 300);
+  EXPECT_NEAR(t.FinishTime(0), 536263 - 300, 1e-9);
+  EXPECT_GT(t.MeanOnlineFraction(), 0.1);
+  EXPECT_LT(t.MeanOnlineFraction(), 0.35);
+}
+
+TEST(AvailabilityTest, SyntheticIsLabelledAndDeterministic) {
+  v1::SyntheticAvailabilityConfig config;
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace a, AvailabilityTrace::Synthetic(config, 500));
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace b, AvailabilityTrace::Synthetic(config, 500));
+  EXPECT_TRUE(a.synthetic());
+  EXPECT_THAT(a.description(), HasSubstr("SYNTHETIC"));
+  EXPECT_NEAR(a.MeanOnlineFraction(), 0.2, 0.05);
+  for (int c = 0; c < 500; ++c) EXPECT_EQ(a.NextChange(c, 1000), b.NextChange(c, 1000));
+}
+
+TEST(AvailabilityTest, MalformedRowsNameFileAndLine) {
+  const std::string clients = WriteTemp("cl.csv", "client_id,model,finish_time_s\n1,x,100\n");
+  const std::string windows =
+      WriteTemp("win.csv", "client_id,window_idx,active_start_s,active_end_s\n1,0,5,10\n1,1,20,x\n");
+  EXPECT_THAT(AvailabilityTrace::LoadFedscaleCsv(clients, windows),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("win.csv:3:")));
+  const std::string unknown =
+      WriteTemp("win2.csv", "client_id,window_idx,active_start_s,active_end_s\n\n7,0,5,10\n");
+  EXPECT_THAT(AvailabilityTrace::LoadFedscaleCsv(clients, unknown),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("win2.csv:3:"), HasSubstr("unknown client_id 7"))));
+  const std::string backwards =
+      WriteTemp("win3.csv", "client_id,window_idx,active_start_s,active_end_s\n1,0,50,10\n");
+  EXPECT_THAT(AvailabilityTrace::LoadFedscaleCsv(clients, backwards),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("win3.csv:2:")));
+  const std::string jsonl = WriteTemp(
+      "av.jsonl",
+      "{\"client_id\": 1, \"active\": [1], \"inactive\": [2], \"finish_time\": 10}\n"
+      "{\"client_id\": 2, \"active\": [1, 3], \"inactive\": [2], \"finish_time\": 10}\n");
+  EXPECT_THAT(AvailabilityTrace::LoadJsonl(jsonl),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("av.jsonl:2:")));
+  const std::string mp = WriteTemp("mp_bad.csv",
+                                   "trainer_id,trace,t_s,state\n1,2st,0,AVL_TRAIN\n1,2st,5,ON\n");
+  EXPECT_THAT(AvailabilityTrace::LoadMobiperf(mp, "2st", 0),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("mp_bad.csv:3:"), HasSubstr("ON"))));
+}
+
+}  // namespace
+}  // namespace fedsched::sim
