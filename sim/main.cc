@@ -103,6 +103,10 @@ int Main() {
                (*sim)->availability->description().c_str(),
                static_cast<long long>((*sim)->availability->size()),
                100.0 * (*sim)->availability->MeanOnlineFraction());
+  int64_t with_data = 0;
+  for (int32_t k = 0; k < c.num_clients(); ++k) with_data += (*sim)->learner->NumSamples(k) > 0;
+  std::fprintf(stderr, "clients with local data: %lld of %d\n", static_cast<long long>(with_data),
+               c.num_clients());
   const double setup_s = absl::ToDoubleSeconds(absl::Now() - wall_start);
 
   std::vector<RoundSink*> sinks;

@@ -98,10 +98,14 @@ absl::StatusOr<PolicyVariant> ParsePolicy(absl::string_view name) {
     v.unseen_scale = 0.0;
     return v;
   }
-  if (name == "lru") v.policy = v1::CACHE_POLICY_LRU;
-  else if (name == "lfu") v.policy = v1::CACHE_POLICY_LFU;
-  else if (name == "none") v.policy = v1::CACHE_POLICY_NONE;
-  else return absl::InvalidArgumentError(absl::StrCat("unknown policy '", name, "'"));
+  if (name == "lru")
+    v.policy = v1::CACHE_POLICY_LRU;
+  else if (name == "lfu")
+    v.policy = v1::CACHE_POLICY_LFU;
+  else if (name == "none")
+    v.policy = v1::CACHE_POLICY_NONE;
+  else
+    return absl::InvalidArgumentError(absl::StrCat("unknown policy '", name, "'"));
   return v;
 }
 
@@ -139,12 +143,10 @@ struct Setup {
 absl::StatusOr<Setup> Prepare() {
   const auto start = std::chrono::steady_clock::now();
   Setup setup;
-  FEDSCHED_ASSIGN_OR_RETURN(
-      ImageDataset train,
-      LoadIdxDataset(absl::GetFlag(FLAGS_train_images), absl::GetFlag(FLAGS_train_labels)));
-  FEDSCHED_ASSIGN_OR_RETURN(
-      setup.test,
-      LoadIdxDataset(absl::GetFlag(FLAGS_test_images), absl::GetFlag(FLAGS_test_labels)));
+  FEDSCHED_ASSIGN_OR_RETURN(ImageDataset train, LoadIdxDataset(absl::GetFlag(FLAGS_train_images),
+                                                               absl::GetFlag(FLAGS_train_labels)));
+  FEDSCHED_ASSIGN_OR_RETURN(setup.test, LoadIdxDataset(absl::GetFlag(FLAGS_test_images),
+                                                       absl::GetFlag(FLAGS_test_labels)));
   const int num_clients = absl::GetFlag(FLAGS_clients);
   FEDSCHED_ASSIGN_OR_RETURN(
       auto partitions,
@@ -154,8 +156,8 @@ absl::StatusOr<Setup> Prepare() {
   const std::string dir = absl::GetFlag(FLAGS_dir);
   const std::string layout = absl::GetFlag(FLAGS_layout);
   if (layout != "files" && layout != "packed") {
-    return absl::InvalidArgumentError(absl::StrCat("--layout must be files or packed, got ",
-                                                   layout));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--layout must be files or packed, got ", layout));
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -290,8 +292,7 @@ absl::StatusOr<PolicyResult> RunPolicy(const Setup& setup, const PolicyVariant& 
         Device& dev = devices[c];
         v1::CachePlan plan = dev.plan;
         plan.set_prefetch(true);
-        FEDSCHED_ASSIGN_OR_RETURN(WarmStats warm,
-                                  dev.cache->Warm(plan, dev.store->TotalBytes()));
+        FEDSCHED_ASSIGN_OR_RETURN(WarmStats warm, dev.cache->Warm(plan, dev.store->TotalBytes()));
         out.prefetch_io_seconds += warm.io_seconds;
       }
     }
@@ -344,9 +345,10 @@ absl::Status Run() {
       absl::GetFlag(FLAGS_read_delay_us_per_kb),
       absl::GetFlag(FLAGS_busy_wait) ? "busy-wait" : "sleep", absl::GetFlag(FLAGS_layout).c_str(),
       setup.config.architecture().c_str(), absl::GetFlag(FLAGS_prefetch) ? "on" : "off");
-  std::printf("| policy | hit ratio | I/O s per round (all participants) | I/O s per round "
-              "(slowest participant) | storage MB read per round | data coverage | "
-              "test accuracy | test loss |\n");
+  std::printf(
+      "| policy | hit ratio | I/O s per round (all participants) | I/O s per round "
+      "(slowest participant) | storage MB read per round | data coverage | "
+      "test accuracy | test loss |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const PolicyResult& r : results) {
     const int64_t reads = r.hits + r.misses;

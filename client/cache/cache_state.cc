@@ -42,8 +42,8 @@ absl::StatusOr<v1::CacheState> LoadCacheState(const std::string& path, int64_t n
   v1::CacheState state;
   if (!state.ParseFromString(file.state())) return corrupt("state does not parse");
   if (state.num_samples() != num_samples) {
-    return corrupt(absl::StrCat("saved for ", state.num_samples(), " samples, store has ",
-                                num_samples));
+    return corrupt(
+        absl::StrCat("saved for ", state.num_samples(), " samples, store has ", num_samples));
   }
   const int n = state.id_deltas_size();
   if (state.importance_size() != n || state.frequency_size() != n) {
@@ -52,8 +52,8 @@ absl::StatusOr<v1::CacheState> LoadCacheState(const std::string& path, int64_t n
   int64_t id = -1;
   for (int k = 0; k < n; ++k) {
     const int64_t delta = state.id_deltas(k);
-    const bool ok = (k == 0) ? (delta >= 0 && delta < num_samples)
-                             : (delta >= 1 && delta < num_samples - id);
+    const bool ok =
+        (k == 0) ? (delta >= 0 && delta < num_samples) : (delta >= 1 && delta < num_samples - id);
     if (!ok) {
       return corrupt(absl::StrCat("bad id delta at entry ", k));
     }

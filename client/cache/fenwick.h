@@ -1,5 +1,6 @@
 // A Fenwick (binary indexed) tree of non-negative weights for O(log n) weighted draws: the
-// sampler behind SampleCache::PlanRound (draws with p ~ importance, FedCaSe SoCC 2024 section 4).
+// sampler behind SampleCache::PlanRound (draws with p ~ importance + ls: FedCaSe, SoCC 2024;
+// research.md section 4).
 // Internal to client/cache; public only so that it can be tested on its own.
 #ifndef FEDSCHED_CLIENT_CACHE_FENWICK_H_
 #define FEDSCHED_CLIENT_CACHE_FENWICK_H_

@@ -63,10 +63,11 @@ SampleCache::~SampleCache() = default;
 
 absl::StatusOr<std::unique_ptr<SampleCache>> SampleCache::Create(
     const SampleCacheOptions& options) {
-  if (options.store == nullptr) return absl::InvalidArgumentError("SampleCacheOptions.store is null");
+  if (options.store == nullptr)
+    return absl::InvalidArgumentError("SampleCacheOptions.store is null");
   if (options.store->NumSamples() > kMaxSamples) {
-    return absl::InvalidArgumentError(absl::StrCat("store has ", options.store->NumSamples(),
-                                                   " samples; at most ", kMaxSamples));
+    return absl::InvalidArgumentError(
+        absl::StrCat("store has ", options.store->NumSamples(), " samples; at most ", kMaxSamples));
   }
   if (options.max_bytes < 0) {
     return absl::InvalidArgumentError("SampleCacheOptions.max_bytes must be >= 0");
@@ -76,8 +77,7 @@ absl::StatusOr<std::unique_ptr<SampleCache>> SampleCache::Create(
         "SampleCacheOptions.default_capacity_fraction must be in [0, 1]");
   }
   if (options.default_replication_factor < 1) {
-    return absl::InvalidArgumentError(
-        "SampleCacheOptions.default_replication_factor must be >= 1");
+    return absl::InvalidArgumentError("SampleCacheOptions.default_replication_factor must be >= 1");
   }
   if (!std::isfinite(options.unseen_importance_scale) || options.unseen_importance_scale < 0) {
     return absl::InvalidArgumentError(
@@ -201,9 +201,8 @@ absl::Status SampleCache::ApplyPlan(const v1::CachePlan& plan) {
         plan.capacity_bytes(), ", ", plan.capacity_samples(), ", ", plan.replication_factor(),
         ")"));
   }
-  const v1::CachePolicy policy = plan.policy() == v1::CACHE_POLICY_UNSPECIFIED
-                                     ? v1::CACHE_POLICY_IMPORTANCE
-                                     : plan.policy();
+  const v1::CachePolicy policy =
+      plan.policy() == v1::CACHE_POLICY_UNSPECIFIED ? v1::CACHE_POLICY_IMPORTANCE : plan.policy();
   int64_t bytes = options_.max_bytes;
   if (plan.capacity_bytes() > 0) bytes = std::min(bytes, plan.capacity_bytes());
   int64_t samples = n_;
@@ -233,9 +232,8 @@ absl::StatusOr<std::vector<int64_t>> SampleCache::PlanRound(const v1::CachePlan&
                                                             int batch_size, int local_steps,
                                                             std::mt19937_64& rng) {
   if (batch_size < 1 || local_steps < 1) {
-    return absl::InvalidArgumentError(absl::StrCat("batch_size (", batch_size,
-                                                   ") and local_steps (", local_steps,
-                                                   ") must be >= 1"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch_size (", batch_size, ") and local_steps (", local_steps, ") must be >= 1"));
   }
   const int64_t slots = int64_t{batch_size} * local_steps;
   if (slots > kMaxSlots) {
@@ -465,8 +463,8 @@ void SampleCache::SetImportance(int64_t id, float importance) {
 absl::Status SampleCache::ReportLosses(absl::Span<const int64_t> ids,
                                        absl::Span<const float> losses, int batch_size) {
   if (ids.size() != losses.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("ReportLosses: ", ids.size(), " ids but ",
-                                                   losses.size(), " losses"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("ReportLosses: ", ids.size(), " ids but ", losses.size(), " losses"));
   }
   if (batch_size < 1) {
     return absl::InvalidArgumentError(absl::StrCat("ReportLosses: batch_size ", batch_size));
@@ -490,10 +488,9 @@ absl::Status SampleCache::ReportLosses(absl::Span<const int64_t> ids,
     rank_scratch_.resize(m);
     std::iota(rank_scratch_.begin(), rank_scratch_.end(), 0);
     const float* batch_losses = losses.data() + start;
-    std::stable_sort(rank_scratch_.begin(), rank_scratch_.end(),
-                     [batch_losses](int32_t x, int32_t y) {
-                       return batch_losses[x] < batch_losses[y];
-                     });
+    std::stable_sort(
+        rank_scratch_.begin(), rank_scratch_.end(),
+        [batch_losses](int32_t x, int32_t y) { return batch_losses[x] < batch_losses[y]; });
     // Ascending rank order: a sample repeated in the minibatch ends with its highest rank.
     for (size_t j = 0; j < m; ++j) {
       SetImportance(ids[start + rank_scratch_[j]], static_cast<float>(RankWeight(j)));
@@ -555,8 +552,8 @@ absl::StatusOr<WarmStats> SampleCache::Warm(const v1::CachePlan& plan, int64_t r
     const int64_t size = *store_->SampleBytes(id);
     if (size > capacity_bytes_) continue;
     if (stats.bytes_read + size > read_budget_bytes) break;
-    const bool fits = cached_samples() + 1 <= capacity_samples_ &&
-                      cached_bytes_ + size <= capacity_bytes_;
+    const bool fits =
+        cached_samples() + 1 <= capacity_samples_ && cached_bytes_ + size <= capacity_bytes_;
     if (!fits && (heap_.empty() || !Outranks(id, heap_[0]))) break;
     const StoreCounters before = store_->counters();
     absl::Status status = store_->Read(id, &spare_);
@@ -617,7 +614,8 @@ void SampleCache::HeapPush(int32_t slot) {
 }
 
 void SampleCache::RebuildHeap() {
-  for (int32_t slot : heap_) entries_[slot].key = KeyFor(entries_[slot].id, entries_[slot].last_tick);
+  for (int32_t slot : heap_)
+    entries_[slot].key = KeyFor(entries_[slot].id, entries_[slot].last_tick);
   for (int32_t i = 0; i < static_cast<int32_t>(heap_.size()); ++i) entries_[heap_[i]].heap_pos = i;
   for (int32_t i = static_cast<int32_t>(heap_.size()) / 2 - 1; i >= 0; --i) SiftDown(i);
 }

@@ -1,6 +1,6 @@
 // The on-device sample cache: a byte-budgeted RAM cache over the device's slow SampleStore that
-// also plans which samples a round trains on (FedCaSe, Khan et al., SoCC 2024, section 4; its
-// cache follows SHADE, Khan et al., FAST 2023, sections 3-4; facts in research.md section 4).
+// also plans which samples a round trains on (FedCaSe, Khan et al., SoCC 2024, whose on-device
+// cache builds on SHADE, Khan et al., FAST 2023; the facts used are in research.md section 4).
 //
 // How the SDK drives it, per task (one thread):
 //
@@ -50,17 +50,18 @@
 namespace fedsched {
 
 // Rank weight of the sample at rank `rank` (0 = lowest loss) of a minibatch: ln(rank + 10)
-// (FedCaSe SoCC 2024 section 4, "experience"; SHADE FAST 2023 section 3.2).
+// (the per-sample importance of SHADE, FAST 2023, as used by FedCaSe, SoCC 2024; research.md
+// section 4).
 double RankWeight(int64_t rank);
 
 // Mean of RankWeight(j) over j in [0, batch_size): the importance a never-trained sample is
 // given (times SampleCacheOptions::unseen_importance_scale). batch_size >= 1.
 double MeanRankWeight(int64_t batch_size);
 
-// The ls rule (FedCaSe SoCC 2024 section 4): the first round with a loss sets ls = 0.01 * loss;
-// each later round multiplies ls by exp((loss_t - loss_{t-1}) / loss_{t-1}). Pinned guards: the
-// exponent is clamped to at most kMaxLsExponent, a previous loss <= 0 leaves ls unchanged, and
-// ls is capped at kMaxLs (beyond a few times the rank weights, p is uniform anyway).
+// The ls rule (FedCaSe, SoCC 2024; research.md section 4): the first round with a loss sets ls =
+// 0.01 * loss; each later round multiplies ls by exp((loss_t - loss_{t-1}) / loss_{t-1}). Pinned
+// guards: the exponent is clamped to at most kMaxLsExponent, a previous loss <= 0 leaves ls
+// unchanged, and ls is capped at kMaxLs (beyond a few times the rank weights, p is uniform anyway).
 inline constexpr double kLsInitFactor = 0.01;
 inline constexpr double kMaxLsExponent = 10.0;
 inline constexpr double kMaxLs = 1e3;
@@ -319,13 +320,13 @@ class SampleCache : public SampleSource {
   int64_t unseen_batch_size_ = 32;
 
   // Per-sample state.
-  std::vector<float> importance_;   // 0 until trained
+  std::vector<float> importance_;  // 0 until trained
   std::vector<uint32_t> frequency_;
   std::vector<int32_t> slot_;       // entry slot or -1
   FenwickTree trained_weights_;     // importance of trained samples, 0 for untrained
   std::vector<int32_t> untrained_;  // ids not yet trained (swap-remove)
   std::vector<int32_t> untrained_pos_;
-  std::vector<int32_t> perm_;       // uniform sampling without replacement
+  std::vector<int32_t> perm_;  // uniform sampling without replacement
   int64_t perm_next_ = 0;
 
   // Entries and the min-heap of slots.

@@ -160,7 +160,8 @@ absl::Status FileSampleStore::Build(const std::string& dir, absl::Span<const std
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("create directory ", dir, ": ", ec.message()));
   for (size_t id = 0; id < samples.size(); ++id) {
-    FEDSCHED_RETURN_IF_ERROR(WriteWholeFile(SamplePath(dir, static_cast<int64_t>(id)), samples[id]));
+    FEDSCHED_RETURN_IF_ERROR(
+        WriteWholeFile(SamplePath(dir, static_cast<int64_t>(id)), samples[id]));
   }
   // The manifest goes last, so a crash mid-build leaves no (or the previous) manifest.
   return WriteFileAtomically(absl::StrCat(dir, "/", kManifestName),
@@ -283,12 +284,11 @@ absl::StatusOr<std::unique_ptr<PackedSampleStore>> PackedSampleStore::Open(
     if (i > 0) sizes[i - 1] = offsets[i] - offsets[i - 1];
   }
   if (offsets[n] != file_size - data_start) {
-    return fail(absl::DataLossError(absl::StrCat(path, ": data section is ",
-                                                 file_size - data_start, " bytes, index says ",
-                                                 offsets[n])));
+    return fail(absl::DataLossError(absl::StrCat(path, ": data section is ", file_size - data_start,
+                                                 " bytes, index says ", offsets[n])));
   }
-  return std::unique_ptr<PackedSampleStore>(new PackedSampleStore(
-      options, path, fd, data_start, std::move(offsets), std::move(sizes)));
+  return std::unique_ptr<PackedSampleStore>(
+      new PackedSampleStore(options, path, fd, data_start, std::move(offsets), std::move(sizes)));
 }
 
 absl::Status PackedSampleStore::ReadRaw(int64_t id, char* dst, int64_t size) {

@@ -6,9 +6,9 @@
 //   FEDSCHED_RETURN_IF_ERROR(store->Read(17, &buf));   // one pread, timed
 //
 // Reads are real file reads (pread), timed with a steady clock, so what the cache reports as I/O
-// seconds is measured, not modelled (research.md section 1 models io_s from counts; FedCaSe
-// SoCC 2024 section 4 measures it on devices). An optional delay per KB read stands in for a
-// microSD card in experiments (research.md: 1e-4 s/KB, i.e. 100 us/KB).
+// seconds is measured, not modelled (FedCaSe's round-time model, research.md section 1, derives
+// io_s from hit and miss counts instead). An optional delay per KB read stands in for a microSD
+// card in experiments (FedCaSe's figure, research.md section 1: 1e-4 s/KB, i.e. 100 us/KB).
 #ifndef FEDSCHED_CLIENT_CACHE_SAMPLE_STORE_H_
 #define FEDSCHED_CLIENT_CACHE_SAMPLE_STORE_H_
 
@@ -130,8 +130,8 @@ absl::Status ValidateSampleStoreOptions(const SampleStoreOptions& options);
 
 // One file per sample in a directory: `<dir>/<id>.sample`, plus `<dir>/MANIFEST` (text, written
 // last and atomically, so a directory without it is not a store). Each Read opens, preads and
-// closes the sample's file, as a data loader over an image folder does (SHADE FAST 2023
-// section 2: per-sample files on storage).
+// closes the sample's file, as a data loader over an image folder does. Sample files are not
+// fsynced one by one (only the MANIFEST is).
 class FileSampleStore : public SampleStore {
  public:
   // Writes `samples[id]` to `<dir>/<id>.sample` for every id, then the MANIFEST. Creates `dir`
@@ -181,8 +181,8 @@ class PackedSampleStore : public SampleStore {
                                                                  const SampleStoreOptions& options);
 
  private:
-  PackedSampleStore(const SampleStoreOptions& options, std::string path, int fd,
-                    int64_t data_start, std::vector<int64_t> offsets, std::vector<int64_t> sizes);
+  PackedSampleStore(const SampleStoreOptions& options, std::string path, int fd, int64_t data_start,
+                    std::vector<int64_t> offsets, std::vector<int64_t> sizes);
   absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
 
   std::string path_;

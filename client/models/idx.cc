@@ -136,7 +136,9 @@ absl::StatusOr<ImageDataset> LoadIdxDataset(const std::string& images_path,
     const size_t len = std::min(total - done, chunk.size());
     FEDSCHED_RETURN_IF_ERROR(images.ReadExact(chunk.data(), len, "the pixel data"));
     ds.pixels.reserve(std::min(total, std::max(2 * ds.pixels.size(), done + len)));
-    for (size_t i = 0; i < len; ++i) ds.pixels.push_back(PixelToUnit(chunk[i]));
+    ds.pixels.resize(done + len);
+    float* out = ds.pixels.data() + done;
+    for (size_t i = 0; i < len; ++i) out[i] = PixelToUnit(chunk[i]);
     done += len;
   }
   ds.size = n;

@@ -174,7 +174,7 @@ void Client::HeartbeatLoop() {
 
 absl::Status Client::Run() {
   heartbeat_thread_ = std::make_unique<std::thread>([this] { HeartbeatLoop(); });
-  bool was_connected = false;
+  bool ever_registered = false;
   while (!stop_.HasBeenNotified()) {
     bool registered;
     {
@@ -185,15 +185,14 @@ absl::Status Client::Run() {
       absl::Status s = RegisterOnce();
       if (!s.ok()) {
         FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
-        if (was_connected) {
-          absl::MutexLock lock(&mu_);
-          ++stats_.reconnects;
-          was_connected = false;
-        }
         SleepFor(NextBackoff());
         continue;
       }
-      was_connected = true;
+      if (ever_registered) {
+        absl::MutexLock lock(&mu_);
+        ++stats_.reconnects;
+      }
+      ever_registered = true;
       backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
     }
     v1::PollTaskRequest poll;

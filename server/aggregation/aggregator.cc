@@ -22,8 +22,9 @@ using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
 using Arr = Eigen::Map<Eigen::ArrayXf>;
 namespace ai = aggregation_internal;
 
-// Bound on |running sum| that leaves a 4x margin below FLT_MAX (3.4e38) for rounding.
-constexpr double kSumLimit = 8.5e37;
+// Models at least this large (bytes) are folded with non-temporal stores: the two running-sum
+// buffers plus the update no longer fit in a typical last-level cache.
+constexpr int64_t kStreamingMinBytes = int64_t{8} << 20;
 
 constexpr char kRuleTensor[] = "__aggregator__/rule";
 constexpr char kStepsTensor[] = "__aggregator__/steps";
@@ -129,7 +130,10 @@ double StalenessWeight(int64_t staleness) {
 }
 
 Aggregator::Aggregator(const v1::AggregationConfig& config, ModelLayout layout)
-    : config_(config), layout_(std::move(layout)) {}
+    : config_(config),
+      layout_(std::move(layout)),
+      streaming_(layout_.total_size() * static_cast<int64_t>(sizeof(float)) >=
+                 kStreamingMinBytes) {}
 
 Aggregator::~Aggregator() = default;
 
@@ -178,52 +182,63 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
   }
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, &scratch_index_));
 
-  // Read-only pass: finiteness, and the magnitude needed for the overflow bound or clipping.
-  // Everything is checked before the first write, so a rejected update leaves no trace.
-  const bool clip = config_.clip_update_norm() > 0.0;
-  double max_abs = 0.0;
-  double sum_squares = 0.0;
-  for (const v1::Tensor& t : delta.tensors()) {
-    const float* data = t.data().data();
-    const double m = clip ? std::sqrt(ai::SumSquares(data, t.data_size()))
-                          : static_cast<double>(ai::MaxAbs(data, t.data_size()));
-    if (!std::isfinite(m)) {
-      const int64_t bad = FirstNonFinite(data, t.data_size());
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
-    }
-    if (clip) sum_squares += m * m;
-    max_abs = std::max(max_abs, m);
-  }
+  // Clipping needs the update's L2 norm before the fold: one read-only pass, which also catches
+  // non-finite values (their squares sum to Inf or NaN).
   double scale = StalenessWeight(staleness);
+  const bool clip = config_.clip_update_norm() > 0.0;
   if (clip) {
+    double sum_squares = 0.0;
+    for (const v1::Tensor& t : delta.tensors()) {
+      const double ss = ai::SumSquares(t.data().data(), t.data_size());
+      if (!std::isfinite(ss)) {
+        const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
+      }
+      sum_squares += ss;
+    }
     const double norm = std::sqrt(sum_squares);
     if (norm > config_.clip_update_norm()) scale *= config_.clip_update_norm() / norm;
-    max_abs = std::min(max_abs, norm);  // |d_i| <= ||d||
   }
 
   if (is_averaging()) {
-    const double weight = static_cast<double>(num_examples) * scale;
-    const double bound = sum_bound_ + weight * max_abs;
-    if (!(bound <= kSumLimit)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("update too large: the weighted sum could overflow float32 (num_examples ",
-                       num_examples, " x max |value| ", max_abs, ")"));
+    // Fold into the spare buffer (or straight into the empty current one for the first update of
+    // a round) and adopt it only if every tensor folded to finite values.
+    const size_t total = static_cast<size_t>(layout_.total_size());
+    if (sum_[0].size() != total) {
+      sum_[0].resize(total);
+      sum_[1].resize(total);
     }
-    if (sum_.empty()) sum_.resize(static_cast<size_t>(layout_.total_size()));
-    const float w = static_cast<float>(weight);
+    const float w = static_cast<float>(static_cast<double>(num_examples) * scale);
+    const bool first = sum_is_zero_;
+    const float* in = sum_[current_].data();
+    float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
     for (int k = 0; k < delta.tensors_size(); ++k) {
       const v1::Tensor& t = delta.tensors(k);
-      float* out = sum_.data() + layout_.offset(scratch_index_[k]);
-      if (sum_is_zero_) {
-        ai::Scale(w, t.data().data(), t.data_size(), out);
-      } else {
-        ai::ScaleAdd(w, t.data().data(), t.data_size(), out);
+      const int64_t offset = layout_.offset(scratch_index_[k]);
+      if (!ai::FoldChecked(first ? nullptr : in + offset, t.data().data(), w, out + offset,
+                           t.data_size(), streaming_)) {
+        // Only clipping has read the values before; tell a bad value from an overflow now.
+        const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
+        if (bad >= 0) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
+        }
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", t.name(), "': the weighted sum overflows float32 (num_examples ",
+            num_examples, ", max |value| ", ai::MaxAbs(t.data().data(), t.data_size()), ")"));
       }
     }
+    if (!first) current_ = 1 - current_;
     sum_is_zero_ = false;
-    sum_bound_ = bound;
   } else {
+    for (const v1::Tensor& t : delta.tensors()) {
+      const int64_t bad = clip ? -1 : FirstNonFinite(t.data().data(), t.data_size());
+      if (bad >= 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
+      }
+    }
     std::vector<float> copy(static_cast<size_t>(layout_.total_size()));
     const float s = static_cast<float>(scale);
     for (int k = 0; k < delta.tensors_size(); ++k) {
@@ -285,50 +300,63 @@ absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
   std::vector<int> index;
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(global, &index));
 
-  // step: the aggregated delta D, then (in place) the rule's step direction.
+  // The new model is global + step_scale * step, with `step` a flat buffer over the layout:
+  // FedAvg: the running sum itself (step_scale = eta / W, no extra pass); robust rules: their
+  // aggregate; FedAvgM / FedOpt: the optimiser's direction, computed into fresh state buffers
+  // that are adopted only once the whole step is known to be finite.
   const int64_t n = layout_.total_size();
-  std::vector<float> step;
-  if (is_averaging()) {
-    step.resize(static_cast<size_t>(n));
-    ai::Scale(static_cast<float>(1.0 / total_weight_), sum_.data(), n, step.data());
-  } else {
-    FEDSCHED_RETURN_IF_ERROR(ComputeRobustDelta(&step));
-  }
-
+  const v1::AggregationRule rule = config_.rule();
+  const double eta = config_.server_learning_rate();
+  const float* step = nullptr;
+  float step_scale = static_cast<float>(eta);
+  std::vector<float> delta;
   std::vector<float> new_m;
   std::vector<float> new_v;
-  const v1::AggregationRule rule = config_.rule();
-  Arr d(step.data(), n);
-  if (rule == v1::AGGREGATION_RULE_FEDAVGM) {
+  if (rule == v1::AGGREGATION_RULE_FEDAVG) {
+    step = sum_[current_].data();
+    step_scale = static_cast<float>(eta / total_weight_);
+  } else if (!is_averaging()) {
+    FEDSCHED_RETURN_IF_ERROR(ComputeRobustDelta(&delta));
+    step = delta.data();
+  } else {
+    // D = sum / W, then the optimiser step (element-wise, float32 as in Flower's numpy code).
+    delta.resize(static_cast<size_t>(n));
+    ai::Scale(static_cast<float>(1.0 / total_weight_), sum_[current_].data(), n, delta.data());
+    Arr d(delta.data(), n);
     new_m.resize(static_cast<size_t>(n));
-    Arr(new_m.data(), n) = static_cast<float>(config_.server_momentum()) * ConstArr(m_.data(), n) + d;
-    d = Arr(new_m.data(), n);
-  } else if (IsFedOpt(rule)) {
-    const float b1 = static_cast<float>(config_.beta1());
-    const float b2 = static_cast<float>(config_.beta2());
-    new_m.resize(static_cast<size_t>(n));
-    new_v.resize(static_cast<size_t>(n));
     Arr m(new_m.data(), n);
-    Arr v(new_v.data(), n);
     ConstArr old_m(m_.data(), n);
-    ConstArr old_v(v_.data(), n);
-    m = b1 * old_m + (1.0f - b1) * d;
-    if (rule == v1::AGGREGATION_RULE_FEDADAM) {
-      v = b2 * old_v + (1.0f - b2) * d.square();
-    } else if (rule == v1::AGGREGATION_RULE_FEDYOGI) {
-      // sign(v - D^2) is 0 where they are equal, as in the paper.
-      v = old_v - (1.0f - b2) * d.square() * (old_v - d.square()).sign();
+    if (rule == v1::AGGREGATION_RULE_FEDAVGM) {
+      m = static_cast<float>(config_.server_momentum()) * old_m + d;
+      step = new_m.data();
     } else {
-      v = old_v + d.square();
+      const float b1 = static_cast<float>(config_.beta1());
+      const float b2 = static_cast<float>(config_.beta2());
+      new_v.resize(static_cast<size_t>(n));
+      Arr v(new_v.data(), n);
+      ConstArr old_v(v_.data(), n);
+      m = b1 * old_m + (1.0f - b1) * d;
+      if (rule == v1::AGGREGATION_RULE_FEDADAM) {
+        v = b2 * old_v + (1.0f - b2) * d.square();
+      } else if (rule == v1::AGGREGATION_RULE_FEDYOGI) {
+        // sign(v - D^2) is 0 where they are equal, as in Reddi et al.
+        v = old_v - (1.0f - b2) * d.square() * (old_v - d.square()).sign();
+      } else {  // FedAdagrad
+        v = old_v + d.square();
+      }
+      if (!AllFinite(new_v.data(), n)) {
+        return absl::OutOfRangeError(
+            "the server optimiser's second moment would overflow; the aggregated delta is too "
+            "large");
+      }
+      d = m / (v.sqrt() + static_cast<float>(config_.tau()));  // the step, reusing `delta`
+      step = delta.data();
     }
-    if (!AllFinite(new_m.data(), n) || !AllFinite(new_v.data(), n)) {
-      return absl::OutOfRangeError(
-          "server optimiser state would become non-finite; the aggregated delta is too large");
+    if (!AllFinite(new_m.data(), n)) {
+      return absl::OutOfRangeError("the server optimiser's momentum would overflow");
     }
-    d = m / (v.sqrt() + static_cast<float>(config_.tau()));
   }
 
-  const float eta = static_cast<float>(config_.server_learning_rate());
   v1::Model out;
   out.mutable_tensors()->Reserve(global.tensors_size());
   for (int k = 0; k < global.tensors_size(); ++k) {
@@ -340,10 +368,10 @@ absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
     *t->mutable_shape() = g.shape();
     t->mutable_data()->Reserve(static_cast<int>(size));
     float* dst = t->mutable_data()->AddNAlreadyReserved(static_cast<int>(size));
-    Arr(dst, size) = ConstArr(g.data().data(), size) + eta * ConstArr(step.data() + layout_.offset(i), size);
-    if (!AllFinite(dst, size)) {
-      return absl::OutOfRangeError(absl::StrCat(
-          "the server step would make tensor '", g.name(), "' non-finite"));
+    if (!ai::FoldChecked(g.data().data(), step + layout_.offset(i), step_scale, dst, size,
+                         /*streaming=*/false)) {
+      return absl::OutOfRangeError(
+          absl::StrCat("the server step would make tensor '", g.name(), "' non-finite"));
     }
   }
 
@@ -356,7 +384,6 @@ absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
 
 void Aggregator::Reset() {
   sum_is_zero_ = true;
-  sum_bound_ = 0.0;
   std::vector<std::vector<float>>().swap(buffered_);
   total_weight_ = 0.0;
   num_updates_ = 0;

@@ -9,9 +9,10 @@
 //   persist agg->SaveState() with the round; on restart Create(...) then RestoreState(saved).
 //
 // Memory. The averaging rules (FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad) fold each update
-// into one running example-weighted sum: 4 bytes per parameter, whatever the number of clients,
-// plus 4 (FedAvgM) or 8 (FedAdam/FedYogi/FedAdagrad) bytes per parameter of optimiser state, plus
-// a transient copy of the model in Finalize. The robust rules (trimmed mean, median, Krum,
+// into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
+// 8 bytes per parameter whatever the number of clients, plus 4 (FedAvgM) or 8 (FedAdam, FedYogi,
+// FedAdagrad) bytes per parameter of optimiser state, plus transient buffers in Finalize (none
+// for FedAvg; up to 12 bytes per parameter for FedOpt). The robust rules (trimmed mean, median, Krum,
 // Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
 // max_buffered_updates x 4 bytes x parameters (Default: 1000 updates; 1000 x 1M parameters =
 // 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
@@ -66,13 +67,12 @@ class Aggregator {
   // the global model's names and shapes (tensors matched by name, any order) and folds it in with
   // weight `num_examples` (FedAvg, McMahan et al. 2017: sum_k n_k d_k / sum_k n_k). When
   // clip_update_norm > 0 the delta is first scaled by min(1, clip / ||delta||_2), the L2 norm
-  // taken over all tensors. Cost: one read-only pass over the delta (checks) and one fold pass
-  // (averaging rules) or copy (robust rules).
+  // taken over all tensors. Cost: for the averaging rules one fused pass that folds and checks
+  // (plus one read-only pass when clipping); for the robust rules a check pass and a copy.
   // On any error nothing is folded and the accumulator is exactly as before. Errors:
   //   INVALID_ARGUMENT: wrong shape, missing / extra / duplicate tensor, data size != shape,
-  //     a NaN or Inf value (the message names the tensor), num_examples <= 0, total_examples()
-  //     would overflow int64, or values so large that the float32 running sum could overflow
-  //     (sum_k n_k max|d_k| > 8.5e37).
+  //     a NaN or Inf value (the message names the tensor and the index), num_examples <= 0,
+  //     total_examples() would overflow int64, or the float32 running sum would overflow.
   //   RESOURCE_EXHAUSTED: a robust rule already holds max_buffered_updates updates.
   absl::Status Accumulate(const v1::Model& delta, int64_t num_examples);
 
@@ -142,11 +142,14 @@ class Aggregator {
   v1::AggregationConfig config_;
   ModelLayout layout_;
 
-  // Averaging rules: running sum_k w_k d_k over the flat layout; empty until the first update.
-  std::vector<float> sum_;
+  // Averaging rules: the running sum_k w_k d_k over the flat layout is sum_[current_]; an update
+  // is folded into the other buffer, which is adopted only if the update is accepted. Allocated
+  // on the first update.
+  std::vector<float> sum_[2];
+  int current_ = 0;
   bool sum_is_zero_ = true;
-  // Upper bound on max |sum_|, to reject updates that could overflow float32.
-  double sum_bound_ = 0.0;
+  // Fold with non-temporal stores (large models).
+  bool streaming_ = false;
   // Robust rules: one scaled copy of each accepted update.
   std::vector<std::vector<float>> buffered_;
 

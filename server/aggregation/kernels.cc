@@ -1,8 +1,15 @@
 #include "server/aggregation/kernels.h"
 
 #include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
 
 #include <Eigen/Core>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace fedsched::aggregation_internal {
 namespace {
@@ -48,6 +55,74 @@ double SquaredDistance(const float* a, const float* b, int64_t n) {
                  .squaredNorm();
   }
   return total;
+}
+
+namespace {
+
+// True iff the exponent field of x is all ones (x is +-Inf or NaN). An integer test, so that GCC
+// vectorises the OR-reduction below without -ffast-math.
+inline int32_t NonFiniteMask(float x) {
+  return (std::bit_cast<int32_t>(x) & 0x7f800000) == 0x7f800000 ? -1 : 0;
+}
+
+bool FoldCached(const float* __restrict in, const float* __restrict u, float w,
+                float* __restrict out, int64_t n) {
+  int32_t bad = 0;
+  if (in == nullptr) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float o = w * u[i];
+      out[i] = o;
+      bad |= NonFiniteMask(o);
+    }
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const float o = in[i] + w * u[i];
+      out[i] = o;
+      bad |= NonFiniteMask(o);
+    }
+  }
+  return bad == 0;
+}
+
+#if defined(__SSE2__)
+bool FoldStreaming(const float* in, const float* u, float w, float* out, int64_t n) {
+  // Scalar head until `out` is 16-byte aligned, as _mm_stream_ps requires.
+  const int64_t head = std::min<int64_t>(
+      n, static_cast<int64_t>((16 - reinterpret_cast<uintptr_t>(out) % 16) % 16) / 4);
+  bool ok = FoldCached(in, u, w, out, head);
+  const __m128 vw = _mm_set1_ps(w);
+  const __m128 zero = _mm_setzero_ps();
+  __m128 bad = _mm_setzero_ps();
+  int64_t i = head;
+  for (; i + 8 <= n; i += 8) {
+    __m128 a = _mm_mul_ps(vw, _mm_loadu_ps(u + i));
+    __m128 b = _mm_mul_ps(vw, _mm_loadu_ps(u + i + 4));
+    if (in != nullptr) {
+      a = _mm_add_ps(a, _mm_loadu_ps(in + i));
+      b = _mm_add_ps(b, _mm_loadu_ps(in + i + 4));
+    }
+    _mm_stream_ps(out + i, a);
+    _mm_stream_ps(out + i + 4, b);
+    // x * 0 is 0 for finite x and NaN for +-Inf or NaN.
+    const __m128 za = _mm_mul_ps(a, zero);
+    const __m128 zb = _mm_mul_ps(b, zero);
+    bad = _mm_or_ps(bad, _mm_or_ps(_mm_cmpunord_ps(za, za), _mm_cmpunord_ps(zb, zb)));
+  }
+  _mm_sfence();  // order the streaming stores before any later read of `out`
+  ok = ok && _mm_movemask_ps(bad) == 0;
+  const bool tail_ok = FoldCached(in == nullptr ? nullptr : in + i, u + i, w, out + i, n - i);
+  return ok && tail_ok;
+}
+#endif
+
+}  // namespace
+
+bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n,
+                 bool streaming) {
+#if defined(__SSE2__)
+  if (streaming) return FoldStreaming(in, u, w, out, n);
+#endif
+  return FoldCached(in, u, w, out, n);
 }
 
 float Sum(const float* data, int64_t n) {

@@ -14,6 +14,15 @@ float MaxAbs(const float* data, int64_t n);
 // acc[i] += w * u[i] for i in [0, n). `acc` and `u` must not overlap.
 void ScaleAdd(float w, const float* u, int64_t n, float* acc);
 
+// The fold of the averaging rules, fused with its check in one pass:
+//   out[i] = in[i] + w * u[i]   (out[i] = w * u[i] when `in` is null), i in [0, n),
+// returning true iff every out[i] is finite (false when u holds a NaN or Inf, or the sum
+// overflows float32). `out` must not overlap `in` or `u`. With `streaming`, stores bypass the
+// cache (non-temporal, x86 only): faster when `out` is much larger than the last-level cache,
+// slower when it fits. Writing to a separate buffer is what makes a rejected update leave no
+// trace: the caller simply does not adopt `out`.
+bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n, bool streaming);
+
 // out[i] = w * u[i] for i in [0, n). `out` and `u` must not overlap.
 void Scale(float w, const float* u, int64_t n, float* out);
 

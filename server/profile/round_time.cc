@@ -111,18 +111,29 @@ void RoundTimePredictor::Observe(const RoundTimeInputs& inputs, double actual_s)
     moment_[i] += w * x[i] * actual_s;
   }
   ++observations_;
+  effective_observations_ += 1.0;
   Refit();
 }
 
 void RoundTimePredictor::Refit() {
+  if (!(effective_observations_ > 0)) {
+    for (int i = 0; i < kD; ++i) weights_[i] = kPriorWeights[i];
+    return;
+  }
+  // D = diag(gram) / n, floored so that a feature that was always 0 keeps its prior weight.
+  double max_d = 0;
+  for (int i = 0; i < kD; ++i) max_d = std::max(max_d, gram_[i * kD + i]);
+  const double floor_d = std::max(1e-9 * max_d, 1e-300);
   Eigen::Matrix<double, kD, kD> a;
   Eigen::Matrix<double, kD, 1> b;
   for (int i = 0; i < kD; ++i) {
     for (int j = 0; j < kD; ++j) a(i, j) = gram_[i * kD + j];
-    a(i, i) += options_.ridge_lambda;
-    b(i) = moment_[i] + options_.ridge_lambda * kPriorWeights[i];
+    const double penalty =
+        options_.ridge_lambda * std::max(gram_[i * kD + i], floor_d) / effective_observations_;
+    a(i, i) += penalty;
+    b(i) = moment_[i] + penalty * kPriorWeights[i];
   }
-  // a is symmetric positive definite (a Gram matrix plus lambda * I).
+  // a is symmetric positive definite (a Gram matrix plus a positive diagonal).
   const Eigen::Matrix<double, kD, 1> w = a.ldlt().solve(b);
   for (int i = 0; i < kD; ++i) {
     weights_[i] = std::isfinite(w(i)) ? std::max(w(i), 0.0) : kPriorWeights[i];
@@ -149,6 +160,7 @@ RoundTimePredictor::RoundError RoundTimePredictor::FinishRound() {
   if (options_.forgetting_per_round < 1.0) {
     for (double& g : gram_) g *= options_.forgetting_per_round;
     for (double& m : moment_) m *= options_.forgetting_per_round;
+    effective_observations_ *= options_.forgetting_per_round;
     Refit();
   }
   return e;
@@ -160,6 +172,7 @@ v1::RoundTimePredictorState RoundTimePredictor::ExportState() const {
   for (double g : gram_) s.add_gram(g);
   for (double m : moment_) s.add_moment(m);
   s.set_observations(observations_);
+  s.set_effective_observations(effective_observations_);
   return s;
 }
 
@@ -173,12 +186,16 @@ absl::Status RoundTimePredictor::ImportState(const v1::RoundTimePredictorState& 
   for (double v : state.gram()) {
     if (!std::isfinite(v)) return absl::InvalidArgumentError("non-finite predictor gram value");
   }
+  if (!std::isfinite(state.effective_observations()) || state.effective_observations() < 0) {
+    return absl::InvalidArgumentError("bad predictor effective_observations");
+  }
   for (double v : state.moment()) {
     if (!std::isfinite(v)) return absl::InvalidArgumentError("non-finite predictor moment value");
   }
   for (int i = 0; i < kD * kD; ++i) gram_[i] = state.gram(i);
   for (int i = 0; i < kD; ++i) moment_[i] = state.moment(i);
   observations_ = state.observations();
+  effective_observations_ = state.effective_observations();
   round_abs_pct_sum_ = 0;
   round_count_ = 0;
   Refit();

@@ -76,8 +76,8 @@ struct LinearPrediction {
 
 // Options of RoundTimePredictor.
 struct RoundTimePredictorOptions {
-  // Ridge strength lambda pulling the weights toward the analytic model (intercept 0, every
-  // term weight 1), in units of relative-error observations. Default: 1.0. Must be > 0.
+  // Ridge strength lambda: the prior (the analytic model) counts as lambda average
+  // observations, so its pull fades as data accumulates. Default: 1.0. Must be > 0.
   double ridge_lambda = 1.0;
   // Factor applied to the sufficient statistics at every FinishRound(), so that old rounds
   // fade (1 = never forget). Default: 0.95 (about 20 rounds of memory). Must be in (0, 1].
@@ -99,9 +99,11 @@ struct RoundTimePredictorOptions {
 // prior when the client was never measured (ProfileBook::Inputs).
 //
 // Each observation is weighted by 1 / y^2, so the fit minimises the squared *relative* error
-// (the quantity MAPE reports). The ridge term lambda * ||w - w0||^2 pulls toward
-// w0 = [0, 1, 1, 1], so an untrained predictor is the analytic model itself. Solved weights are
-// clamped to >= 0 (every term adds time). Predictions are floored at kMinPredictionSeconds.
+// (the quantity MAPE reports). The ridge term lambda * (w - w0)^T D (w - w0) pulls toward
+// w0 = [0, 1, 1, 1], so an untrained predictor is the analytic model itself; D = diag(gram) / n
+// (n = effective observations) makes the penalty scale-free per feature and worth lambda
+// average observations. Solved weights are clamped to >= 0 (every term adds time).
+// Predictions are floored at kMinPredictionSeconds.
 //
 // Not thread-safe; the owner serialises calls. Deterministic: a predictor restored by
 // ImportState() predicts bit-identically.
@@ -155,6 +157,7 @@ class RoundTimePredictor {
   std::array<double, kNumFeatures> moment_{};
   std::array<double, kNumFeatures> weights_{};
   int64_t observations_ = 0;
+  double effective_observations_ = 0;
   double round_abs_pct_sum_ = 0;
   int64_t round_count_ = 0;
 };

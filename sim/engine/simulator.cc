@@ -87,6 +87,8 @@ absl::Status Simulator::Init() {
     devices[c].compute_ms_per_sample = d.computation_ms_per_sample;
     devices[c].sample_kb = d.sample_kb;
     devices[c].num_samples = learner_->NumSamples(c);
+    // A client without local data never checks in (it has nothing to train on).
+    if (devices[c].num_samples <= 0) continue;
     if (availability_->IsAvailable(c, t0)) SetOnline(c, true);
     FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, t0));
   }

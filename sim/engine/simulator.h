@@ -12,7 +12,8 @@
 //   3. FIRST_K: the round closes at the K-th arrival (the rest are stragglers); DEADLINE: at the
 //      deadline. Either way it closes at round_deadline_s, or once every task has ended. It
 //      commits with >= min_updates updates, else fails and is retried (same round number).
-// Availability is tracked lazily: each client has at most one pending availability event (its
+// Clients whose Learner::NumSamples is 0 (possible under strong Dirichlet skew) never come
+// online. Availability is tracked lazily: each client has at most one pending availability event (its
 // next change), so 100,000 clients cost 100,000 heap entries, not every window of the trace.
 #ifndef FEDSCHED_SIM_ENGINE_SIMULATOR_H_
 #define FEDSCHED_SIM_ENGINE_SIMULATOR_H_

@@ -53,7 +53,7 @@ absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
       l->partition_,
       DirichletPartition(l->train_.labels, config.num_clients(),
                          d.dirichlet_alpha() > 0 ? d.dirichlet_alpha() : 0.5,
-                         d.min_samples() > 0 ? d.min_samples() : 10,
+                         d.min_samples() > 0 ? d.min_samples() : d.min_samples() < 0 ? 0 : 10,
                          d.partition_seed() != 0 ? d.partition_seed() : 42));
   FEDSCHED_ASSIGN_OR_RETURN(l->global_, InitialModel(config.model()));
   l->model_bytes_ = static_cast<int64_t>(l->global_.ByteSizeLong());

@@ -87,8 +87,7 @@ v1::CachePlan Plan(v1::CachePolicy policy, int64_t samples, int64_t bytes = 0, i
 }
 
 std::unique_ptr<SampleCache> MakeCache(SampleStore* store, v1::CachePolicy policy,
-                                       int64_t capacity_samples,
-                                       SampleCacheOptions options = {}) {
+                                       int64_t capacity_samples, SampleCacheOptions options = {}) {
   options.store = store;
   options.policy = policy;
   auto cache = SampleCache::Create(options);
@@ -134,8 +133,8 @@ TEST(SampleCacheTest, ImportanceIsLnRankPlusTenWithinEachMinibatch) {
   EXPECT_NEAR(MeanRankWeight(4), cache->Importance(7), 1e-12);
 
   // A sample repeated within a minibatch keeps its highest rank; equal losses rank by position.
-  ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{2, 2, 7}, std::vector<float>{0.1f, 0.9f, 0.5f},
-                                3));
+  ASSERT_OK(
+      cache->ReportLosses(std::vector<int64_t>{2, 2, 7}, std::vector<float>{0.1f, 0.9f, 0.5f}, 3));
   EXPECT_NEAR(cache->Importance(2), std::log(12.0), 1e-6);
   EXPECT_NEAR(cache->Importance(7), std::log(11.0), 1e-6);
   ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{5, 6}, std::vector<float>{1.0f, 1.0f}, 2));
@@ -147,9 +146,9 @@ TEST(SampleCacheTest, LsRule) {
   EXPECT_DOUBLE_EQ(NextLs(0.0, false, 0.0, 2.0), 0.02);
   EXPECT_DOUBLE_EQ(NextLs(0.02, true, 2.0, 1.0), 0.02 * std::exp(-0.5));
   EXPECT_DOUBLE_EQ(NextLs(0.02, true, 1.0, 1.5), 0.02 * std::exp(0.5));
-  EXPECT_DOUBLE_EQ(NextLs(0.5, true, 0.0, 1.0), 0.5);                 // no previous loss
+  EXPECT_DOUBLE_EQ(NextLs(0.5, true, 0.0, 1.0), 0.5);                        // no previous loss
   EXPECT_DOUBLE_EQ(NextLs(0.01, true, 1e-3, 100.0), 0.01 * std::exp(10.0));  // clamped exponent
-  EXPECT_DOUBLE_EQ(NextLs(900.0, true, 1.0, 2.0), kMaxLs);            // capped
+  EXPECT_DOUBLE_EQ(NextLs(900.0, true, 1.0, 2.0), kMaxLs);                   // capped
 
   auto store = MakeStore(10);
   auto cache = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 2);
@@ -241,13 +240,13 @@ TEST(SampleCacheTest, ImportanceChangesReorderCachedEntries) {
   SampleCacheOptions options;
   options.unseen_importance_scale = 0.0;
   auto cache = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 2, options);
-  ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{0, 1, 2},
-                                std::vector<float>{0.1f, 0.2f, 0.3f}, 3));
+  ASSERT_OK(
+      cache->ReportLosses(std::vector<int64_t>{0, 1, 2}, std::vector<float>{0.1f, 0.2f, 0.3f}, 3));
   ReadOk(*cache, 0);
   ReadOk(*cache, 1);
   // Retrain: 0 becomes the hardest, 1 the easiest; 2 (ln 12) then evicts 1, not 0.
-  ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{0, 1, 2},
-                                std::vector<float>{0.9f, 0.1f, 0.5f}, 3));
+  ASSERT_OK(
+      cache->ReportLosses(std::vector<int64_t>{0, 1, 2}, std::vector<float>{0.9f, 0.1f, 0.5f}, 3));
   ReadOk(*cache, 2);
   EXPECT_EQ(CachedIds(*cache), (std::vector<int64_t>{0, 2}));
 }
@@ -402,8 +401,8 @@ TEST(SampleCacheTest, ReplicationFillsBatchTimesStepsExactly) {
     ASSERT_OK_AND_ASSIGN(std::vector<int64_t> cold, cache->PlanRound(plan, 20, 2, rng));
     EXPECT_EQ(cold.size(), 40u);
     for (int64_t id = 0; id < 50; ++id) ReadOk(*cache, id);  // all 50 cached
-    for (auto [batch, steps] : std::vector<std::pair<int, int>>{{1, 1}, {4, 3}, {5, 7}, {20, 8},
-                                                                 {7, 1}, {3, 50}}) {
+    for (auto [batch, steps] :
+         std::vector<std::pair<int, int>>{{1, 1}, {4, 3}, {5, 7}, {20, 8}, {7, 1}, {3, 50}}) {
       ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, cache->PlanRound(plan, batch, steps, rng));
       ASSERT_EQ(ids.size(), static_cast<size_t>(batch * steps)) << "r=" << r;
       // Every draw is a hit, so each id's count is a sum of r's, except at most one truncated
@@ -467,8 +466,7 @@ TEST(SampleCacheTest, UntrainedSamplesAreDrawnOnlyThroughLsWhenUnseenScaleIsZero
   ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, cache->PlanRound(plan, 10, 10, rng));
   for (int64_t id : ids) EXPECT_TRUE(id == 3 || id == 4) << id;  // ls = 0 so far
   // Once ls > 0 every sample has p > 0.
-  ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{3, 4}, std::vector<float>{100.0f, 100.0f},
-                                2));
+  ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{3, 4}, std::vector<float>{100.0f, 100.0f}, 2));
   cache->EndRound();  // ls = 0.01 * 100 = 1: now comparable to the rank weights
   ASSERT_OK_AND_ASSIGN(ids, cache->PlanRound(plan, 10, 10, rng));
   int others = 0;
@@ -691,7 +689,7 @@ TEST(SampleCacheTest, StateFileSizeIsBounded) {
     losses.push_back(static_cast<float>(i % 50));
     ASSERT_OK(cache->Read(i).status());
   }
-  ASSERT_OK(cache->Read(7).status());  // frequency 2
+  ASSERT_OK(cache->Read(7).status());               // frequency 2
   ASSERT_OK(cache->ReportLosses(ids, losses, 50));  // importance ln(10 + i % 50)
   ASSERT_OK(cache->SaveState());
   ASSERT_OK_AND_ASSIGN(std::string bytes, ReadFileToString(options.state_path));

@@ -130,8 +130,7 @@ TEST(PackedSampleStoreTest, CorruptFilesAreDataLoss) {
   EXPECT_THAT(PackedSampleStore::Open(path, {}).status(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("index says")));
   ASSERT_OK(WriteFileAtomically(path, bytes.substr(0, 40)));
-  EXPECT_THAT(PackedSampleStore::Open(path, {}).status(),
-              StatusIs(absl::StatusCode::kDataLoss, _));
+  EXPECT_THAT(PackedSampleStore::Open(path, {}).status(), StatusIs(absl::StatusCode::kDataLoss, _));
   std::string bad_magic = bytes;
   bad_magic[0] = 'X';
   ASSERT_OK(WriteFileAtomically(path, bad_magic));
@@ -140,8 +139,7 @@ TEST(PackedSampleStoreTest, CorruptFilesAreDataLoss) {
   std::string bad_offset = bytes;
   bad_offset[16 + 8 * 3 + 6] = 0x7f;  // offsets[3] jumps past offsets[4]
   ASSERT_OK(WriteFileAtomically(path, bad_offset));
-  EXPECT_THAT(PackedSampleStore::Open(path, {}).status(),
-              StatusIs(absl::StatusCode::kDataLoss, _));
+  EXPECT_THAT(PackedSampleStore::Open(path, {}).status(), StatusIs(absl::StatusCode::kDataLoss, _));
   EXPECT_THAT(PackedSampleStore::Open(dir.path() + "/nope.pack", {}).status(),
               StatusIs(absl::StatusCode::kNotFound, _));
 }

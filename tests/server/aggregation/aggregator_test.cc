@@ -166,6 +166,33 @@ TEST(FedAvgTest, RejectedUpdatesLeaveNoTrace) {
   EXPECT_EQ(Values(got, "b"), Values(want, "b"));
 }
 
+// A model large enough (3M parameters, 12 MB) for the non-temporal fold path.
+TEST(FedAvgTest, LargeModelRejectsLateNaNAndAggregatesExactly) {
+  constexpr int kSize = 3'000'000;
+  v1::Model global = MakeModel({{"big", {kSize}, std::vector<float>(kSize, 1.0f)},
+                                {"small", {3}, {0, 0, 0}}});
+  auto make = [&](float x, float y) {
+    std::vector<float> big(kSize);
+    for (int i = 0; i < kSize; ++i) big[i] = x * static_cast<float>(i % 4);
+    return MakeModel({{"big", {kSize}, big}, {"small", {3}, {y, y, y}}});
+  };
+  auto agg = MakeAggregator(Rule(v1::AGGREGATION_RULE_FEDAVG), global);
+  ASSERT_OK(agg->Accumulate(make(1.0f, 2.0f), 1));
+  v1::Model poisoned = make(1e3f, 1.0f);
+  poisoned.mutable_tensors(0)->set_data(kSize - 2, kNaN);  // near the end of the big tensor
+  EXPECT_THAT(agg->Accumulate(poisoned, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("'big'"), HasSubstr("index 2999998"))));
+  ASSERT_OK(agg->Accumulate(make(3.0f, 4.0f), 3));
+  // D = (1 * d1 + 3 * d2) / 4: big[i] = 2.5 * (i % 4), small = 3.5.
+  ASSERT_OK_AND_ASSIGN(v1::Model next, agg->Finalize(global));
+  const std::vector<float> big = Values(next, "big");
+  for (int i = 0; i < kSize; ++i) {
+    ASSERT_EQ(big[i], 1.0f + 2.5f * static_cast<float>(i % 4)) << i;
+  }
+  EXPECT_THAT(Values(next, "small"), ElementsAre(3.5f, 3.5f, 3.5f));
+}
+
 TEST(FedAvgTest, RejectionMessagesNameTheTensor) {
   auto agg = MakeAggregator(Rule(v1::AGGREGATION_RULE_FEDAVG));
   EXPECT_THAT(agg->Accumulate(Delta(0, kNaN, 0), 1),

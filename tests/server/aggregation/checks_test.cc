@@ -1,5 +1,6 @@
 #include "server/aggregation/checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -175,6 +176,49 @@ TEST(KernelsTest, MaxAbsAndFirstNonFiniteFindEveryPosition) {
         copy[pos] = bad;
         EXPECT_EQ(FirstNonFinite(copy.data(), n), pos) << "n=" << n << " bad=" << bad;
         EXPECT_FALSE(std::isfinite(aggregation_internal::MaxAbs(copy.data(), n)));
+      }
+    }
+  }
+}
+
+// Both fold paths (cached and non-temporal) give the same values for every alignment of the
+// output and catch a NaN, an Inf or an overflow wherever it is.
+TEST(KernelsTest, FoldCheckedPathsAgreeAndCatchBadValuesAnywhere) {
+  for (int64_t n : {0, 1, 3, 8, 13, 64, 1031}) {
+    std::vector<float> in(n + 4);
+    std::vector<float> u(n + 4);
+    for (int64_t i = 0; i < n + 4; ++i) {
+      in[i] = 0.25f * static_cast<float>(i % 11) - 1.0f;
+      u[i] = 0.5f * static_cast<float>(i % 5) - 1.0f;
+    }
+    for (int shift = 0; shift < 4; ++shift) {
+      std::vector<float> cached(n + 4, -7.0f);
+      std::vector<float> streamed(n + 4, -7.0f);
+      std::vector<float> first(n + 4, -7.0f);
+      ASSERT_TRUE(aggregation_internal::FoldChecked(in.data() + shift, u.data() + shift, 3.0f,
+                                                    cached.data() + shift, n, false));
+      ASSERT_TRUE(aggregation_internal::FoldChecked(in.data() + shift, u.data() + shift, 3.0f,
+                                                    streamed.data() + shift, n, true));
+      ASSERT_TRUE(aggregation_internal::FoldChecked(nullptr, u.data() + shift, 3.0f,
+                                                    first.data() + shift, n, true));
+      EXPECT_EQ(cached, streamed);
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(cached[shift + i], in[shift + i] + 3.0f * u[shift + i]);
+        ASSERT_EQ(first[shift + i], 3.0f * u[shift + i]);
+      }
+      EXPECT_EQ(cached[shift + n], -7.0f);  // nothing written past n
+      for (int64_t pos = 0; pos < n; pos += std::max<int64_t>(1, n / 7)) {
+        for (float bad : {kNaN, kInf, -kInf, 3e38f}) {
+          std::vector<float> v = u;
+          v[shift + pos] = bad;
+          std::vector<float> out(n + 4);
+          for (bool streaming : {false, true}) {
+            EXPECT_FALSE(aggregation_internal::FoldChecked(in.data() + shift, v.data() + shift,
+                                                           3.0f, out.data() + shift, n,
+                                                           streaming))
+                << "n=" << n << " shift=" << shift << " pos=" << pos << " bad=" << bad;
+          }
+        }
       }
     }
   }

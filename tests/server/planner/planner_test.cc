@@ -1,1 +1,656 @@
+#include "server/planner/planner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+namespace fedsched::planner {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using profile::ProfileBook;
+using profile::TaskFailure;
+using profile::TaskTiming;
+
+constexpr v1::SelectionPolicy kAllPolicies[] = {
+    v1::SELECTION_POLICY_RANDOM, v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_FEDCASE};
+
+// Options where a task's predicted seconds are exactly batch x steps x ms / 1000 = ms / 100
+// (10 samples, no model transfer, no I/O), so that expected values can be computed by hand.
+PlannerOptions BaseOptions(v1::SelectionPolicy policy, int32_t k) {
+  PlannerOptions o;
+  o.policy = policy;
+  o.clients_per_round = k;
+  o.overcommit = 1.0;
+  o.batch_size = 10;
+  o.local_steps = 1;
+  o.round_deadline_s = 1000;
+  return o;
+}
+
+v1::UpdateMetrics Metrics(double ms, double utility, int64_t examples = 10) {
+  v1::UpdateMetrics m;
+  m.set_num_examples(examples);
+  m.set_train_seconds(ms * static_cast<double>(examples) / 1000.0);
+  m.set_statistical_utility(utility);
+  return m;
+}
+
+// Online iff ((index + floor(t / period)) mod 3) != 0: every client is offline a third of the
+// time, in rotation.
+class RotatingAvailability : public AvailabilityOracle {
+ public:
+  explicit RotatingAvailability(double period_s) : period_s_(period_s) {}
+  bool Online(ClientIndex i, double t) const {
+    return (i + static_cast<int64_t>(std::floor(t / period_s_))) % 3 != 0;
+  }
+  double ProbabilityOnline(ClientIndex i, double now_s, double until_s) const override {
+    return Online(i, now_s) && Online(i, until_s) ? 1.0 : 0.0;
+  }
+
+ private:
+  double period_s_;
+};
+
+class PlannerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(book_, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
+  }
+
+  ClientIndex Add(const std::string& identity, double benchmark_ms, int64_t samples = 1000) {
+    v1::DeviceProfile d;
+    d.set_device_model("phone");
+    d.set_compute_ms_per_sample(benchmark_ms);
+    d.set_num_samples(samples);
+    auto r = book_->OnRegister(identity, d, 0.0);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r->index;
+  }
+
+  // Measures a client directly in the book (the planner's predictor stays untrained).
+  void Measure(ClientIndex i, double ms, double utility, int64_t round) {
+    ASSERT_OK(book_->OnTaskAssigned(i, round, 0));
+    ASSERT_OK(book_->OnTaskSucceeded(i, Metrics(ms, utility), {.completion_s = ms / 100}, 0));
+  }
+
+  std::unique_ptr<Planner> Make(const PlannerOptions& o) {
+    auto p = Planner::Create(o, book_.get());
+    EXPECT_TRUE(p.ok()) << p.status();
+    return std::move(p).value();
+  }
+
+  std::vector<ClientIndex> All() const {
+    std::vector<ClientIndex> all(book_->size());
+    for (ClientIndex i = 0; i < all.size(); ++i) all[i] = i;
+    return all;
+  }
+
+  // Plans `round` over every known client and feeds back a success for every participant,
+  // measured at `ms_of[index]` with utility `utility_of[index]`; then closes the round.
+  RoundPlan RunRound(Planner& planner, int64_t round, const std::vector<double>& ms_of,
+                     const std::vector<double>& utility_of) {
+    const std::vector<ClientIndex> all = All();
+    auto plan = planner.PlanRound({.round = round, .now_s = 100.0 * round, .candidates = all});
+    EXPECT_TRUE(plan.ok()) << plan.status();
+    for (const PlannedTask& t : plan->participants) {
+      const double ms = ms_of[t.index];
+      EXPECT_OK(planner.OnUpdate(t.index, round, Metrics(ms, utility_of[t.index]),
+                                 {.completion_s = ms / 100}, 100.0 * round + ms / 100));
+    }
+    planner.OnRoundFinished(round, true, 100.0 * round + 50);
+    return *std::move(plan);
+  }
+
+  std::unique_ptr<ProfileBook> book_;
+};
+
+TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
+  v1::ServerConfig config;
+  ASSERT_OK_AND_ASSIGN(PlannerOptions o, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(o.policy, v1::SELECTION_POLICY_RANDOM);
+  EXPECT_EQ(o.clients_per_round, 10);
+  EXPECT_DOUBLE_EQ(o.overcommit, 1.3);
+  EXPECT_DOUBLE_EQ(o.oort.exploration_factor, 0.9);
+  EXPECT_DOUBLE_EQ(o.oort.exploration_min, 0.3);
+  EXPECT_EQ(o.oort.pacer_step, 20);
+  EXPECT_DOUBLE_EQ(o.fedcase.speed_weight, 0.1);
+  EXPECT_DOUBLE_EQ(o.cache.capacity_fraction, 0.1);
+  EXPECT_TRUE(o.cache.prefetch);
+  EXPECT_EQ(o.round_closing, v1::ROUND_CLOSING_FIRST_K);
+  ASSERT_OK_AND_ASSIGN(auto planner, Planner::Create(o, book_.get()));
+  EXPECT_EQ(planner->SlotsPerRound(), 13);  // ceil(10 x 1.3), not 14
+
+  config.mutable_selection()->set_overcommit(0.5);
+  EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("selection.overcommit")));
+  config.mutable_selection()->set_overcommit(0);
+  config.mutable_selection()->mutable_oort()->set_exploration_factor(1.5);
+  EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exploration_factor")));
+  EXPECT_THAT(Planner::Create(o, nullptr).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+}
+
+// Four tried clients: t = 1, 2, 4, 8 s; U = 10, 20, 40, 80; last selected in rounds 1..4.
+// Round 10: T = 30th percentile (nearest rank) = 2 s; clip = 90 % quantile = 80; min = 10.
+// The scores are the hand-computed ones of scoring_test.cc.
+TEST_F(PlannerTest, OortScoresMatchTheHandComputedExample) {
+  const double ms[] = {100, 200, 400, 800};
+  const double utility[] = {10, 20, 40, 80};
+  for (int i = 0; i < 4; ++i) Measure(Add("d" + std::to_string(i), ms[i]), ms[i], utility[i], i + 1);
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 4);
+  o.oort.exploration_factor = 0;  // exploit only
+  o.oort.exploration_min = 0;
+  auto planner = Make(o);
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0}).status());  // first round: empty
+  const std::vector<ClientIndex> all = All();
+  ASSERT_OK_AND_ASSIGN(RoundPlan plan, planner->PlanRound({.round = 10, .now_s = 1, .candidates = all}));
+  EXPECT_THAT(plan.preferred_duration_s, DoubleNear(2.0, 1e-12));
+  ASSERT_EQ(plan.participants.size(), 4u);
+  const double expected[] = {0.4799954279564171, 0.48228659556727754, 0.17642401806896657,
+                             0.07749539347558776};
+  const double penalty[] = {1, 1, 0.25, 0.0625};
+  for (const PlannedTask& t : plan.participants) {
+    SCOPED_TRACE(t.client_id);
+    EXPECT_THAT(t.predicted_seconds, DoubleNear(ms[t.index] / 100, 1e-12));
+    EXPECT_THAT(t.reason.score(), DoubleNear(expected[t.index], 1e-12));
+    EXPECT_THAT(t.reason.speed_penalty(), DoubleNear(penalty[t.index], 1e-12));
+    EXPECT_FALSE(t.reason.explored());
+    EXPECT_EQ(t.reason.note(), "oort-exploit");
+    EXPECT_EQ(t.reason.policy(), v1::SELECTION_POLICY_OORT);
+  }
+  // Fastest first.
+  EXPECT_EQ(plan.participants.front().index, 0u);
+  EXPECT_EQ(plan.participants.back().index, 3u);
+}
+
+TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
+  // 100 clients, half of them tried: both pools are large.
+  std::vector<double> ms(100), utility(100);
+  for (int i = 0; i < 100; ++i) {
+    ms[i] = 50 + 10 * i;
+    utility[i] = 5 + i % 7;
+    const ClientIndex c = Add("d" + std::to_string(i), ms[i]);
+    if (i % 2 == 0) Measure(c, ms[i], utility[i], 1);
+  }
+  auto planner = Make(BaseOptions(v1::SELECTION_POLICY_OORT, 10));
+  EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9);
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0}).status());
+  planner->OnRoundFinished(1, false, 0);  // a failed round does not decay epsilon
+  EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9);
+  const std::vector<ClientIndex> all = All();
+  double previous = planner->epsilon();
+  for (int64_t round = 2; round < 120; ++round) {
+    const double eps = planner->epsilon();
+    ASSERT_OK_AND_ASSIGN(RoundPlan plan,
+                         planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = all}));
+    int explored = 0;
+    for (const PlannedTask& t : plan.participants) explored += t.reason.explored() ? 1 : 0;
+    // While never-tried clients remain, exactly slots - floor((1 - eps) x slots) explore.
+    const int never_tried = std::count_if(all.begin(), all.end(), [&](ClientIndex i) {
+      return book_->profile(i).last_selected_round() == 0;
+    });
+    if (never_tried > 40) {
+      EXPECT_EQ(explored, 10 - static_cast<int>(std::floor((1 - eps) * 10))) << round;
+    }
+    planner->OnRoundFinished(round, true, 1.0 * round + 0.5);
+    EXPECT_LE(planner->epsilon(), previous);
+    EXPECT_GE(planner->epsilon(), 0.3);
+    previous = planner->epsilon();
+    if (round == 2) EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9 * 0.98);
+  }
+  EXPECT_EQ(planner->epsilon(), 0.3);
+}
+
+TEST_F(PlannerTest, OortPacerRelaxesTWhenUtilityPlateaus) {
+  // 20 tried clients with t = 1 .. 20 s and equal, constant utility.
+  std::vector<double> ms(20), utility(20, 10.0);
+  for (int i = 0; i < 20; ++i) {
+    ms[i] = 100.0 * (i + 1);
+    Measure(Add("d" + std::to_string(i), ms[i]), ms[i], utility[i], 1);
+  }
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 5);
+  o.oort.exploration_factor = 0;
+  o.oort.exploration_min = 0;
+  o.oort.pacer_step = 5;
+  auto planner = Make(o);
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0}).status());
+  planner->OnRoundFinished(1, true, 0);  // one committed round with zero exploit utility
+  std::map<int64_t, double> t_of_round;
+  for (int64_t round = 2; round <= 22; ++round) {
+    t_of_round[round] = RunRound(*planner, round, ms, utility).preferred_duration_s;
+  }
+  // 30th percentile of 20 durations: the 7th smallest, 7 s. Windows of 5 committed rounds are
+  // compared from the 10th commit on: rounds 1-5 (0 + 4 x 50) vs 6-10 (5 x 50) changed by 25 %:
+  // kept; after the 15th and 20th commits the utility has plateaued: relaxed by 5 each time.
+  EXPECT_THAT(t_of_round[2], DoubleNear(7.0, 1e-6));
+  EXPECT_THAT(t_of_round[15], DoubleNear(7.0, 1e-6));
+  EXPECT_THAT(t_of_round[16], DoubleNear(8.0, 1e-6));  // 35 %: floor(20 x 0.35) = 7 -> 8 s
+  EXPECT_THAT(t_of_round[20], DoubleNear(8.0, 1e-6));
+  EXPECT_THAT(t_of_round[21], DoubleNear(9.0, 1e-6));  // 40 %
+  EXPECT_DOUBLE_EQ(planner->round_threshold_percent(), 40);
+}
+
+TEST_F(PlannerTest, RandomWithAvailabilityStarvesNoOnlineClient) {
+  const int n = 60;
+  std::vector<double> ms(n), utility(n, 1.0);
+  for (int i = 0; i < n; ++i) {
+    ms[i] = 100 + 10 * i;  // 1 .. 6.9 s
+    Add("d" + std::to_string(i), ms[i]);
+  }
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_RANDOM, 5);
+  o.overcommit = 1.3;
+  auto planner = Make(o);
+  RotatingAvailability oracle(100.0);
+  std::vector<int> picks(n, 0);
+  for (int64_t round = 1; round <= 300; ++round) {
+    const double now = 37.0 * round;
+    std::vector<ClientIndex> online;
+    for (ClientIndex i = 0; i < n; ++i) {
+      if (oracle.Online(i, now)) online.push_back(i);
+    }
+    ASSERT_OK_AND_ASSIGN(RoundPlan plan, planner->PlanRound({.round = round,
+                                                             .now_s = now,
+                                                             .candidates = online,
+                                                             .availability = &oracle}));
+    EXPECT_EQ(plan.participants.size(), 7u);
+    for (const PlannedTask& t : plan.participants) {
+      EXPECT_TRUE(oracle.Online(t.index, now + t.predicted_seconds));
+      EXPECT_EQ(t.reason.note(), "random");
+      ++picks[t.index];
+      ASSERT_OK(planner->OnUpdate(t.index, round, Metrics(ms[t.index], 1.0), {.completion_s = 2},
+                                  now + 2));
+    }
+    planner->OnRoundFinished(round, true, now + 10);
+  }
+  // 300 rounds x 7 picks among ~40 online: about 35 each; nobody is left out.
+  const auto [min_it, max_it] = std::minmax_element(picks.begin(), picks.end());
+  EXPECT_GE(*min_it, 15);
+  EXPECT_LE(*max_it, 70);
+}
+
+TEST_F(PlannerTest, FedCasePrefersTheHigherExperienceClient) {
+  // Case 1: a is faster and more useful. Case 2: b is slower but much more useful (utility
+  // weighs 0.9).
+  const struct {
+    double ms_a, u_a, ms_b, u_b;
+    ClientIndex winner;
+  } cases[] = {{100, 50, 400, 10, 0}, {100, 10, 400, 50, 1}};
+  for (const auto& c : cases) {
+    SetUp();
+    std::vector<double> ms = {c.ms_a, c.ms_b}, utility = {c.u_a, c.u_b};
+    Measure(Add("a", c.ms_a), c.ms_a, c.u_a, 1);
+    Measure(Add("b", c.ms_b), c.ms_b, c.u_b, 1);
+    PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_FEDCASE, 1);
+    o.fedcase.top_ratio = 1.0;
+    auto planner = Make(o);
+    for (int64_t round = 1; round <= 10; ++round) {
+      const RoundPlan plan = RunRound(*planner, round, ms, utility);
+      ASSERT_EQ(plan.participants.size(), 1u);
+      EXPECT_EQ(plan.participants[0].index, c.winner);
+      EXPECT_EQ(plan.participants[0].reason.note(), "fedcase-top-experience");
+      EXPECT_THAT(plan.participants[0].reason.experience(), DoubleNear(c.winner ? 0.9 : 1.0, 1e-6));
+      // The other client is the one expected next (prefetch).
+      ASSERT_EQ(plan.expected_next.size(), 1u);
+      EXPECT_EQ(plan.expected_next[0].index, 1 - c.winner);
+      EXPECT_TRUE(plan.expected_next[0].cache_plan.prefetch());
+    }
+  }
+}
+
+TEST_F(PlannerTest, PredictorLearnsTheSystemInTheLoop) {
+  const int n = 30;
+  std::vector<double> ms(n);
+  for (int i = 0; i < n; ++i) {
+    ms[i] = 200 + 37 * i;
+    Measure(Add("d" + std::to_string(i), ms[i]), ms[i], 1.0, 1);
+  }
+  auto planner = Make(BaseOptions(v1::SELECTION_POLICY_RANDOM, 10));
+  const std::vector<ClientIndex> all = All();
+  std::vector<double> mape;
+  for (int64_t round = 1; round <= 25; ++round) {
+    ASSERT_OK_AND_ASSIGN(RoundPlan plan,
+                         planner->PlanRound({.round = round, .now_s = 0, .candidates = all}));
+    for (const PlannedTask& t : plan.participants) {
+      // The real system: 3 s of fixed latency and compute 1.5x slower than measured.
+      const double actual = 3.0 + 1.5 * ms[t.index] / 100;
+      ASSERT_OK(planner->OnUpdate(t.index, round, Metrics(ms[t.index], 1.0),
+                                  {.completion_s = actual}, actual));
+    }
+    const RoundSummary s = planner->OnRoundFinished(round, true, 100);
+    EXPECT_EQ(s.predictions_scored, 10);
+    mape.push_back(s.predictor_mape);
+  }
+  EXPECT_GT(mape.front(), 0.4);
+  EXPECT_LT(mape.back(), 0.01);
+}
+
+TEST_F(PlannerTest, ReRegisteredClientIsSelectableAtOnce) {
+  for (v1::SelectionPolicy policy : kAllPolicies) {
+    SCOPED_TRACE(policy);
+    SetUp();
+    const ClientIndex c = Add("phone-1", 100);
+    Measure(c, 100, 5.0, 1);
+    auto planner = Make(BaseOptions(policy, 1));
+    std::vector<ClientIndex> selectable;
+    book_->CollectSelectable(10, &selectable);
+    ASSERT_OK_AND_ASSIGN(RoundPlan r1,
+                         planner->PlanRound({.round = 2, .now_s = 10, .candidates = selectable}));
+    ASSERT_EQ(r1.participants.size(), 1u);
+    book_->CollectSelectable(11, &selectable);
+    EXPECT_TRUE(selectable.empty());  // busy with round 2
+
+    // The phone crashes and registers again while round 2 is still open.
+    v1::DeviceProfile d;
+    d.set_device_model("phone");
+    d.set_num_samples(1000);
+    ASSERT_OK_AND_ASSIGN(auto reg, book_->OnRegister("phone-1", d, 12));
+    EXPECT_FALSE(reg.is_new);
+    EXPECT_EQ(reg.index, c);
+    EXPECT_EQ(book_->profile(c).client_id(), "c1");
+    EXPECT_EQ(book_->profile(c).successes(), 1);
+    book_->CollectSelectable(12, &selectable);
+    EXPECT_THAT(selectable, ElementsAre(c));
+    ASSERT_OK_AND_ASSIGN(RoundPlan r3,
+                         planner->PlanRound({.round = 3, .now_s = 12, .candidates = selectable}));
+    ASSERT_EQ(r3.participants.size(), 1u);
+    EXPECT_EQ(r3.participants[0].client_id, "c1");
+    ASSERT_OK(planner->OnUpdate(c, 3, Metrics(100, 4.0), {.completion_s = 1}, 13));
+    EXPECT_EQ(book_->profile(c).successes(), 2);
+  }
+}
+
+TEST_F(PlannerTest, FewerOnlineThanKSelectsAllOfThemUnderEveryPolicy) {
+  for (v1::SelectionPolicy policy : kAllPolicies) {
+    SCOPED_TRACE(policy);
+    SetUp();
+    std::vector<double> ms = {100, 300, 200}, utility = {1, 2, 3};
+    for (int i = 0; i < 3; ++i) Add("d" + std::to_string(i), ms[i]);
+    PlannerOptions o = BaseOptions(policy, 10);
+    o.overcommit = 1.3;
+    auto planner = Make(o);
+    for (int64_t round = 1; round <= 4; ++round) {
+      const RoundPlan plan = RunRound(*planner, round, ms, utility);
+      ASSERT_EQ(plan.participants.size(), 3u) << round;
+      EXPECT_EQ(plan.target_updates, 3);
+      EXPECT_THAT(plan.expected_close_s, DoubleNear(3.0, 1e-6));  // the slowest of the three
+      std::set<ClientIndex> distinct;
+      for (const PlannedTask& t : plan.participants) distinct.insert(t.index);
+      EXPECT_EQ(distinct.size(), 3u);
+    }
+    // Nobody online.
+    ASSERT_OK_AND_ASSIGN(RoundPlan empty, planner->PlanRound({.round = 5, .now_s = 600}));
+    EXPECT_TRUE(empty.participants.empty());
+    EXPECT_EQ(empty.target_updates, 0);
+    // Two online, one of which will be offline before it could finish.
+    RotatingAvailability oracle(1e6);  // client 0 offline throughout, 1 and 2 online
+    const std::vector<ClientIndex> all = All();
+    ASSERT_OK_AND_ASSIGN(RoundPlan some, planner->PlanRound({.round = 6,
+                                                             .now_s = 700,
+                                                             .candidates = all,
+                                                             .availability = &oracle}));
+    ASSERT_EQ(some.participants.size(), 2u);
+    for (const PlannedTask& t : some.participants) EXPECT_NE(t.index, 0u);
+  }
+}
+
+TEST_F(PlannerTest, WorkloadSizingLowersStepsButNotBelowTheMinimum) {
+  // Per step: 10 samples x ms / 1000 s. Full workload 20 steps; deadline 10 s.
+  Measure(Add("fast", 10), 10, 1, 1);       // 0.1 s/step: 2 s, unchanged
+  Measure(Add("slow", 100), 100, 1, 1);     // 1 s/step: 20 s -> 10 steps
+  Measure(Add("snail", 10000), 10000, 1, 1);  // 100 s/step -> floor 3 steps, 300 s
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_RANDOM, 3);
+  o.local_steps = 20;
+  o.round_deadline_s = 10;
+  o.workload_fit_fraction = 1.0;
+  o.workload_sizing = true;
+  o.min_local_steps = 3;
+  auto planner = Make(o);
+  const std::vector<ClientIndex> all = All();
+  ASSERT_OK_AND_ASSIGN(RoundPlan plan,
+                       planner->PlanRound({.round = 2, .now_s = 0, .candidates = all}));
+  ASSERT_EQ(plan.participants.size(), 3u);
+  std::map<ClientIndex, const PlannedTask*> by;
+  for (const PlannedTask& t : plan.participants) by[t.index] = &t;
+  EXPECT_EQ(by[0]->local_steps, 20);
+  EXPECT_FALSE(by[0]->reason.workload_reduced());
+  EXPECT_THAT(by[0]->predicted_seconds, DoubleNear(2.0, 1e-9));
+  EXPECT_EQ(by[1]->local_steps, 10);
+  EXPECT_TRUE(by[1]->reason.workload_reduced());
+  EXPECT_THAT(by[1]->predicted_seconds, DoubleNear(10.0, 1e-9));
+  EXPECT_EQ(by[2]->local_steps, 3);
+  EXPECT_TRUE(by[2]->reason.workload_reduced());
+  EXPECT_EQ(by[2]->reason.local_steps(), 3);
+  EXPECT_THAT(by[2]->predicted_seconds, DoubleNear(300.0, 1e-6));
+  EXPECT_EQ(by[2]->cache_plan.samples_to_train(), 30);
+  for (int i = 0; i < 3; ++i) ASSERT_OK(planner->OnTaskFailed(i, 2, TaskFailure::kDropped, 1));
+
+  // FedCaSe leaves out a client that cannot make the deadline even at the minimum, and takes it
+  // last when nobody else is left.
+  o.policy = v1::SELECTION_POLICY_FEDCASE;
+  o.clients_per_round = 2;
+  o.fedcase.top_ratio = 0;
+  auto fedcase = Make(o);
+  for (int64_t round = 3; round <= 6; ++round) {
+    ASSERT_OK_AND_ASSIGN(RoundPlan p,
+                         fedcase->PlanRound({.round = round, .now_s = 0, .candidates = all}));
+    ASSERT_EQ(p.participants.size(), 2u);
+    for (const PlannedTask& t : p.participants) EXPECT_NE(t.index, 2u);
+    fedcase->OnRoundFinished(round, false, 0);
+  }
+  const std::vector<ClientIndex> only_snail = {2};
+  ASSERT_OK_AND_ASSIGN(RoundPlan p,
+                       fedcase->PlanRound({.round = 7, .now_s = 0, .candidates = only_snail}));
+  ASSERT_EQ(p.participants.size(), 1u);
+  EXPECT_EQ(p.participants[0].reason.note(), "fedcase-completion-fill");
+}
+
+TEST_F(PlannerTest, CachePlanFollowsTheConfigAndTheStorageBudget) {
+  v1::DeviceProfile d;
+  d.set_num_samples(1000);
+  d.set_sample_bytes(1000);
+  d.set_storage_budget_bytes(50'000);  // 50 samples < 10 % of 1000
+  ASSERT_OK(book_->OnRegister("small", d, 0).status());
+  d.set_storage_budget_bytes(1 << 20);
+  ASSERT_OK(book_->OnRegister("large", d, 0).status());
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_RANDOM, 2);
+  o.local_steps = 4;
+  o.cache.replication_factor = 3;
+  auto planner = Make(o);
+  const std::vector<ClientIndex> all = All();
+  ASSERT_OK_AND_ASSIGN(RoundPlan plan,
+                       planner->PlanRound({.round = 1, .now_s = 0, .candidates = all}));
+  for (const PlannedTask& t : plan.participants) {
+    const v1::CachePlan& c = t.cache_plan;
+    EXPECT_EQ(c.policy(), v1::CACHE_POLICY_IMPORTANCE);
+    EXPECT_EQ(c.replication_factor(), 3);
+    EXPECT_EQ(c.samples_to_train(), 40);
+    EXPECT_FALSE(c.prefetch());
+    EXPECT_EQ(c.capacity_samples(), t.index == 0 ? 50 : 100);
+    EXPECT_EQ(c.capacity_bytes(), t.index == 0 ? 50'000 : 100'000);
+  }
+}
+
+TEST_F(PlannerTest, RejectsBadRequestsAndSkipsBusyAndDuplicateCandidates) {
+  for (int i = 0; i < 3; ++i) Add("d" + std::to_string(i), 100);
+  auto planner = Make(BaseOptions(v1::SELECTION_POLICY_RANDOM, 5));
+  EXPECT_THAT(planner->PlanRound({.round = 0}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("round")));
+  const std::vector<ClientIndex> bad = {0, 7};
+  EXPECT_THAT(planner->PlanRound({.round = 1, .candidates = bad}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("candidate index 7")));
+  const std::vector<ClientIndex> dup = {0, 0, 1, 1, 0};
+  ASSERT_OK_AND_ASSIGN(RoundPlan plan, planner->PlanRound({.round = 2, .candidates = dup}));
+  EXPECT_EQ(plan.participants.size(), 2u);
+  const std::vector<ClientIndex> all = All();
+  ASSERT_OK_AND_ASSIGN(RoundPlan again, planner->PlanRound({.round = 2, .candidates = all}));
+  EXPECT_EQ(again.attempt, 2);
+  ASSERT_EQ(again.participants.size(), 1u);  // 0 and 1 are busy
+  EXPECT_EQ(again.participants[0].index, 2u);
+  EXPECT_THAT(planner->PlanRound({.round = 1, .candidates = all}).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("below")));
+  const RoundSummary s = planner->OnRoundFinished(2, false, 30);
+  EXPECT_EQ(s.stragglers, 3);
+  EXPECT_DOUBLE_EQ(book_->profile(0).censored_duration_s(), 30.0);
+  EXPECT_THAT(planner->OnUpdate(9, 2, Metrics(1, 1), {.completion_s = 1}, 1),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
+TEST(ForecastClosingTest, FirstKAndDeadline) {
+  std::vector<PlannedTask> p(3);
+  p[0].predicted_seconds = 5;
+  p[1].predicted_seconds = 1;
+  p[2].predicted_seconds = 3;
+  ClosingForecast f = ForecastClosing(p, 2, v1::ROUND_CLOSING_FIRST_K, 60);
+  EXPECT_THAT(f.first, ElementsAre(1u, 2u));
+  EXPECT_EQ(f.expected_close_s, 3);
+  EXPECT_EQ(f.deadline_s, 60);
+  f = ForecastClosing(p, 5, v1::ROUND_CLOSING_FIRST_K, 4);
+  EXPECT_THAT(f.first, ElementsAre(1u, 2u, 0u));
+  EXPECT_EQ(f.expected_close_s, 4);  // capped by the deadline
+  f = ForecastClosing(p, 2, v1::ROUND_CLOSING_DEADLINE, 60);
+  EXPECT_EQ(f.expected_close_s, 60);
+}
+
+// Runs `rounds` rounds with mixed outcomes on `planner`.
+void Drive(Planner& planner, ProfileBook& book, int64_t first, int64_t last) {
+  std::vector<ClientIndex> all(book.size());
+  for (ClientIndex i = 0; i < all.size(); ++i) all[i] = i;
+  for (int64_t round = first; round <= last; ++round) {
+    const double now = 100.0 * round;
+    auto plan = planner.PlanRound({.round = round, .now_s = now, .candidates = all,
+                                   .model_bytes = 200'000});
+    ASSERT_TRUE(plan.ok()) << plan.status();
+    int k = 0;
+    for (const PlannedTask& t : plan->participants) {
+      if (++k % 4 == 0) continue;  // a straggler
+      if (k % 5 == 0) {
+        ASSERT_OK(planner.OnTaskFailed(t.index, round, TaskFailure::kDropped, now + 1));
+        continue;
+      }
+      v1::UpdateMetrics m = Metrics(20 + t.index, 1.0 + (t.index * 7 + round) % 11);
+      m.set_download_bytes(200'000);
+      m.set_download_seconds(0.1 + 0.01 * t.index);
+      ASSERT_OK(planner.OnUpdate(t.index, round, m,
+                                 {.completion_s = 1.5 * t.predicted_seconds + 0.3,
+                                  .upload_s = 0.2,
+                                  .upload_bytes = 200'000},
+                                 now + t.predicted_seconds));
+    }
+    planner.OnRoundFinished(round, round % 3 != 0, now + 60);
+  }
+}
+
+TEST_F(PlannerTest, ExportImportGivesIdenticalNextSelections) {
+  for (v1::SelectionPolicy policy : kAllPolicies) {
+    SCOPED_TRACE(policy);
+    SetUp();
+    for (int i = 0; i < 40; ++i) Add("d" + std::to_string(i), i % 5 == 0 ? 0 : 5.0 + i);
+    PlannerOptions o = BaseOptions(policy, 6);
+    o.overcommit = 1.3;
+    o.workload_sizing = true;
+    o.round_deadline_s = 3;
+    o.local_steps = 5;
+    auto a = Make(o);
+    Drive(*a, *book_, 1, 8);
+
+    std::vector<v1::ClientProfile> saved;
+    for (ClientIndex i = 0; i < book_->size(); ++i) saved.push_back(book_->profile(i));
+    const std::string state = a->ExportState().SerializeAsString();
+
+    ASSERT_OK_AND_ASSIGN(auto book_b, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
+    ASSERT_OK(book_b->Import(saved));
+    ASSERT_OK_AND_ASSIGN(auto b, Planner::Create(o, book_b.get()));
+    v1::PlannerState parsed;
+    ASSERT_TRUE(parsed.ParseFromString(state));
+    ASSERT_OK(b->ImportState(parsed));
+    EXPECT_EQ(b->ExportState().SerializeAsString(), state);
+
+    const std::vector<ClientIndex> all = All();
+    for (int64_t round = 9; round <= 11; ++round) {
+      PlanRequest req{.round = round, .now_s = 5000.0 + round, .candidates = all,
+                      .model_bytes = 200'000};
+      ASSERT_OK_AND_ASSIGN(RoundPlan pa, a->PlanRound(req));
+      ASSERT_OK_AND_ASSIGN(RoundPlan pb, b->PlanRound(req));
+      ASSERT_EQ(pa.participants.size(), pb.participants.size());
+      ASSERT_FALSE(pa.participants.empty());
+      for (size_t i = 0; i < pa.participants.size(); ++i) {
+        EXPECT_EQ(pa.participants[i].client_id, pb.participants[i].client_id);
+        EXPECT_EQ(pa.participants[i].local_steps, pb.participants[i].local_steps);
+        EXPECT_EQ(pa.participants[i].predicted_seconds, pb.participants[i].predicted_seconds);
+        EXPECT_EQ(pa.participants[i].reason.SerializeAsString(),
+                  pb.participants[i].reason.SerializeAsString());
+        EXPECT_EQ(pa.participants[i].cache_plan.SerializeAsString(),
+                  pb.participants[i].cache_plan.SerializeAsString());
+      }
+      ASSERT_EQ(pa.expected_next.size(), pb.expected_next.size());
+      for (size_t i = 0; i < pa.expected_next.size(); ++i) {
+        EXPECT_EQ(pa.expected_next[i].client_id, pb.expected_next[i].client_id);
+      }
+      // Feed both the same outcomes.
+      for (Planner* p : {a.get(), b.get()}) {
+        for (const PlannedTask& t : pa.participants) {
+          ASSERT_OK(p->OnUpdate(t.index, round, Metrics(30, 2.0 + t.index % 3),
+                                {.completion_s = 2.0 + 0.01 * t.index}, req.now_s + 2));
+        }
+        p->OnRoundFinished(round, true, req.now_s + 3);
+      }
+    }
+  }
+}
+
+TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
+  const int n = 100'000;
+  std::vector<double> ms(n);
+  for (int i = 0; i < n; ++i) {
+    ms[i] = 5.0 + (i * 7919) % 300;
+    const ClientIndex c = Add("d" + std::to_string(i), ms[i]);
+    if (i % 3 == 0) Measure(c, ms[i], 1.0 + i % 17, 1);
+  }
+  const std::vector<ClientIndex> all = All();
+  for (v1::SelectionPolicy policy : kAllPolicies) {
+    PlannerOptions o = BaseOptions(policy, 100);
+    o.overcommit = 1.3;
+    o.local_steps = 5;
+    o.workload_sizing = true;
+    o.round_deadline_s = 10;
+    auto planner = Make(o);
+    const int rounds = 20;
+    const auto start = std::chrono::steady_clock::now();
+    for (int64_t round = 1; round <= rounds; ++round) {
+      auto plan = planner->PlanRound({.round = round, .now_s = 0, .candidates = all,
+                                      .model_bytes = 1'000'000});
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      ASSERT_EQ(plan->participants.size(), 130u);
+      for (const PlannedTask& t : plan->participants) {
+        ASSERT_OK(planner->OnUpdate(t.index, round, Metrics(ms[t.index], 2.0),
+                                    {.completion_s = t.predicted_seconds}, 1));
+      }
+      planner->OnRoundFinished(round, true, 1);
+    }
+    const double per_round_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+            .count() /
+        rounds;
+    std::printf("policy %d: %.2f ms per round over %d clients\n", policy, per_round_ms, n);
+    // Generous bound for a shared, unoptimised test machine; the target is well below.
+    EXPECT_LT(per_round_ms, 250.0);
+  }
+}
+
+}  // namespace
+}  // namespace fedsched::planner

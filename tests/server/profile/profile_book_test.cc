@@ -1,1 +1,282 @@
+#include "server/profile/profile_book.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
+
+namespace fedsched::profile {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::Contains;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::DeviceProfile Device(const std::string& model, double benchmark_ms, int64_t samples = 600,
+                         double hint_kbps = 0) {
+  v1::DeviceProfile d;
+  d.set_device_model(model);
+  d.set_compute_ms_per_sample(benchmark_ms);
+  d.set_num_samples(samples);
+  d.set_storage_budget_bytes(1 << 20);
+  d.set_sample_bytes(1000);
+  d.set_bandwidth_hint_kbps(hint_kbps);
+  return d;
+}
+
+// An update that measures `ms` training ms/sample over 100 examples.
+v1::UpdateMetrics Metrics(double ms, double utility = 5.0) {
+  v1::UpdateMetrics m;
+  m.set_num_examples(100);
+  m.set_train_seconds(ms * 100 / 1000.0);
+  m.set_statistical_utility(utility);
+  return m;
+}
+
+std::unique_ptr<ProfileBook> MakeBook() {
+  auto book = ProfileBook::Create({});
+  EXPECT_TRUE(book.ok()) << book.status();
+  return std::move(book).value();
+}
+
+TEST(ProfileBookTest, RegisterAssignsIdsAndReRegistrationKeepsProfile) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(ProfileBook::Registration a, book->OnRegister("dev-a", Device("m", 10), 0));
+  ASSERT_OK_AND_ASSIGN(ProfileBook::Registration b, book->OnRegister("dev-b", Device("m", 10), 0));
+  EXPECT_TRUE(a.is_new);
+  EXPECT_EQ(book->profile(a.index).client_id(), "c1");
+  EXPECT_EQ(book->profile(b.index).client_id(), "c2");
+
+  // A task in flight, then a measured success, then another task in flight.
+  ASSERT_OK(book->OnTaskAssigned(a.index, 1, 1.0));
+  ASSERT_OK(book->OnTaskSucceeded(a.index, Metrics(20), {.completion_s = 3.0}, 4.0));
+  ASSERT_OK(book->OnTaskAssigned(a.index, 2, 5.0));
+  EXPECT_TRUE(book->state(a.index).busy);
+  std::vector<ClientIndex> selectable;
+  book->CollectSelectable(5.0, &selectable);
+  EXPECT_THAT(selectable, Not(Contains(a.index)));
+
+  // The device restarts and registers again, long after its heartbeats stopped.
+  ASSERT_OK_AND_ASSIGN(ProfileBook::Registration again,
+                       book->OnRegister("dev-a", Device("m", 12, 700), 100.0));
+  EXPECT_FALSE(again.is_new);
+  EXPECT_EQ(again.index, a.index);
+  const v1::ClientProfile& p = book->profile(a.index);
+  EXPECT_EQ(p.client_id(), "c1");
+  EXPECT_EQ(p.successes(), 1);
+  EXPECT_DOUBLE_EQ(p.compute_ms_per_sample(), 20.0);
+  EXPECT_EQ(p.last_selected_round(), 2);
+  EXPECT_EQ(p.device().num_samples(), 700);
+  EXPECT_FALSE(book->state(a.index).busy);
+  EXPECT_TRUE(book->IsOnline(a.index, 100.0));
+  book->CollectSelectable(100.0, &selectable);
+  EXPECT_THAT(selectable, ElementsAre(a.index));  // b has been silent for 100 s
+  EXPECT_EQ(book->size(), 2);
+}
+
+TEST(ProfileBookTest, RejectsBadRegistrations) {
+  auto book = MakeBook();
+  EXPECT_THAT(book->OnRegister("", Device("m", 1), 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("identity")));
+  EXPECT_THAT(book->OnRegister("x", Device("m", -1), 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("compute_ms_per_sample")));
+  EXPECT_THAT(book->OnRegister("x", Device("m", std::nan("")), 0).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_EQ(book->size(), 0);
+  EXPECT_THAT(book->OnHeartbeat(3, 0), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
+TEST(ProfileBookTest, OnlineFollowsHeartbeatTimeout) {
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({.heartbeat_timeout_s = 6.0}));
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 1), 1000.0));
+  EXPECT_TRUE(book->IsOnline(r.index, 1006.0));
+  EXPECT_FALSE(book->IsOnline(r.index, 1006.5));
+  ASSERT_OK(book->OnHeartbeat(r.index, 1005.0));
+  EXPECT_TRUE(book->IsOnline(r.index, 1010.0));
+  EXPECT_EQ(book->CountOnline(1010.0), 1);
+  EXPECT_EQ(book->CountOnline(1012.0), 0);
+  book->SampleAvailability(1012.0);  // offline: availability 1 -> 0.9
+  EXPECT_DOUBLE_EQ(book->profile(r.index).availability(), 0.9);
+}
+
+TEST(ProfileBookTest, FromServerConfigDerivesTheHeartbeatTimeout) {
+  v1::ServerConfig config;
+  ASSERT_OK_AND_ASSIGN(ProfileBookOptions defaults, ProfileBookOptions::FromServerConfig(config));
+  EXPECT_DOUBLE_EQ(defaults.heartbeat_timeout_s, 6.0);
+  config.set_heartbeat_interval_ms(500);
+  config.set_missed_heartbeats(4);
+  ASSERT_OK_AND_ASSIGN(ProfileBookOptions o, ProfileBookOptions::FromServerConfig(config));
+  EXPECT_DOUBLE_EQ(o.heartbeat_timeout_s, 2.0);
+}
+
+TEST(ProfileBookTest, TaskSuccessUpdatesEwmas) {
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({.ewma_alpha = 0.5}));
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 10), 0));
+  v1::UpdateMetrics m;
+  m.set_num_examples(100);
+  m.set_train_seconds(2.0);
+  m.set_io_seconds(0.5);            // compute = 1.5 s -> 15 ms/sample
+  m.set_download_bytes(1'000'000);  // 8000 kbit in 2 s
+  m.set_download_seconds(2.0);
+  m.set_cache_hits(30);
+  m.set_cache_misses(70);
+  m.set_statistical_utility(42.0);
+  ASSERT_OK(book->OnTaskSucceeded(
+      r.index, m, {.completion_s = 7.0, .upload_s = 1.0, .upload_bytes = 500'000}, 10.0));
+  const v1::ClientProfile& p = book->profile(r.index);
+  EXPECT_DOUBLE_EQ(p.compute_ms_per_sample(), 15.0);
+  EXPECT_DOUBLE_EQ(p.download_kbps(), 4000.0);
+  EXPECT_DOUBLE_EQ(p.upload_kbps(), 4000.0);
+  EXPECT_DOUBLE_EQ(p.cache_hit_ratio(), 0.3);
+  EXPECT_DOUBLE_EQ(p.statistical_utility(), 42.0);
+  EXPECT_DOUBLE_EQ(p.last_duration_s(), 7.0);
+  EXPECT_DOUBLE_EQ(p.last_io_s(), 0.5);
+  EXPECT_EQ(p.last_samples_trained(), 100);
+  EXPECT_EQ(p.successes(), 1);
+  EXPECT_EQ(p.measured_tasks(), 1);
+  EXPECT_DOUBLE_EQ(book->ExpectedIoSecondsPerSample(r.index), 0.005);
+
+  // Second task: 25 ms/sample, no I/O, all hits: EWMA with alpha 0.5.
+  m.set_train_seconds(2.5);
+  m.set_io_seconds(0);
+  m.set_cache_hits(100);
+  m.set_cache_misses(0);
+  m.set_download_seconds(1.0);  // 8000 kbit/s
+  ASSERT_OK(book->OnTaskSucceeded(r.index, m, {.completion_s = 5.0}, 20.0));
+  EXPECT_DOUBLE_EQ(p.compute_ms_per_sample(), 20.0);
+  EXPECT_DOUBLE_EQ(p.download_kbps(), 6000.0);
+  EXPECT_DOUBLE_EQ(p.upload_kbps(), 4000.0);  // upload unknown this time
+  EXPECT_DOUBLE_EQ(p.cache_hit_ratio(), 0.65);
+  EXPECT_DOUBLE_EQ(book->ExpectedComputeMs(r.index), 20.0);
+}
+
+TEST(ProfileBookTest, InvalidMetricsChangeNothing) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 10), 0));
+  v1::UpdateMetrics m = Metrics(10);
+  m.set_num_examples(0);
+  EXPECT_THAT(book->OnTaskSucceeded(r.index, m, {.completion_s = 1}, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
+  m = Metrics(10);
+  m.set_train_seconds(std::nan(""));
+  EXPECT_THAT(book->OnTaskSucceeded(r.index, m, {.completion_s = 1}, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(book->OnTaskSucceeded(r.index, Metrics(10), {.completion_s = 0}, 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("completion_s")));
+  EXPECT_THAT(book->OnTaskSucceeded(9, Metrics(10), {.completion_s = 1}, 1),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+  EXPECT_EQ(book->profile(r.index).successes(), 0);
+  EXPECT_EQ(book->profile(r.index).compute_ms_per_sample(), 0);
+}
+
+TEST(ProfileBookTest, FailuresAndStragglerBound) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 10), 0));
+  ASSERT_OK(book->OnTaskAssigned(r.index, 1, 0));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kStraggler, 30.0, 30.0));
+  EXPECT_DOUBLE_EQ(book->profile(r.index).censored_duration_s(), 30.0);
+  EXPECT_DOUBLE_EQ(book->state(r.index).censored_duration_s, 30.0);
+  EXPECT_FALSE(book->state(r.index).busy);
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kDropped, 5.0, 40.0));
+  EXPECT_EQ(book->profile(r.index).failures(), 2);
+  EXPECT_DOUBLE_EQ(book->profile(r.index).availability(), 0.9);
+  ASSERT_OK(book->OnTaskSucceeded(r.index, Metrics(10), {.completion_s = 50}, 100));
+  EXPECT_DOUBLE_EQ(book->profile(r.index).censored_duration_s(), 0.0);
+}
+
+TEST(ProfileBookTest, PriorsByDeviceModelThenGlobal) {
+  ASSERT_OK_AND_ASSIGN(auto book,
+                       ProfileBook::Create({.default_compute_ms_per_sample = 7.0,
+                                            .default_kbps = 1234.0}));
+  ASSERT_OK_AND_ASSIGN(auto x1, book->OnRegister("x1", Device("X", 10.0), 0));
+  ASSERT_OK_AND_ASSIGN(auto nothing, book->OnRegister("n", Device("Z", 0.0), 0));
+  // Nobody measured yet: own benchmark, else the default.
+  EXPECT_DOUBLE_EQ(book->ExpectedComputeMs(x1.index), 10.0);
+  EXPECT_DOUBLE_EQ(book->ExpectedComputeMs(nothing.index), 7.0);
+  EXPECT_DOUBLE_EQ(book->ExpectedDownloadKbps(nothing.index), 1234.0);
+
+  // x1 measures 20 ms/sample: twice its benchmark.
+  ASSERT_OK(book->OnTaskSucceeded(x1.index, Metrics(20), {.completion_s = 1}, 1));
+  ASSERT_OK_AND_ASSIGN(auto x2, book->OnRegister("x2", Device("X", 5.0), 1));
+  ASSERT_OK_AND_ASSIGN(auto x3, book->OnRegister("x3", Device("X", 0.0), 1));
+  ASSERT_OK_AND_ASSIGN(auto y1, book->OnRegister("y1", Device("Y", 0.0), 1));
+  ASSERT_OK_AND_ASSIGN(auto y2, book->OnRegister("y2", Device("Y", 3.0), 1));
+  EXPECT_NEAR(book->ExpectedComputeMs(x2.index), 10.0, 1e-6);  // 5 x model ratio 2
+  EXPECT_NEAR(book->ExpectedComputeMs(x3.index), 20.0, 1e-6);  // model geometric mean
+  EXPECT_NEAR(book->ExpectedComputeMs(y1.index), 20.0, 1e-6);  // global geometric mean
+  EXPECT_NEAR(book->ExpectedComputeMs(y2.index), 6.0, 1e-6);   // 3 x global ratio 2
+
+  // A Y device measures 80 ms/sample (ratio 80/3): Y now has its own figures.
+  ASSERT_OK(book->OnTaskSucceeded(y2.index, Metrics(80), {.completion_s = 1}, 2));
+  EXPECT_NEAR(book->ExpectedComputeMs(y1.index), 80.0, 1e-6);
+  EXPECT_NEAR(book->ExpectedComputeMs(nothing.index), 40.0, 1e-6);  // sqrt(20 x 80)
+  EXPECT_NEAR(book->ExpectedComputeMs(x3.index), 20.0, 1e-6);
+}
+
+TEST(ProfileBookTest, DirtyTracking) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto a, book->OnRegister("a", Device("m", 1), 0));
+  ASSERT_OK_AND_ASSIGN(auto b, book->OnRegister("b", Device("m", 1), 0));
+  std::vector<ClientIndex> dirty;
+  book->TakeDirty(&dirty);
+  EXPECT_THAT(dirty, ElementsAre(a.index, b.index));
+  ASSERT_OK(book->OnHeartbeat(a.index, 1));
+  book->TakeDirty(&dirty);
+  EXPECT_TRUE(dirty.empty());
+  ASSERT_OK(book->OnTaskAssigned(b.index, 1, 1));
+  ASSERT_OK(book->OnTaskSucceeded(b.index, Metrics(3), {.completion_s = 1}, 2));
+  book->TakeDirty(&dirty);
+  EXPECT_THAT(dirty, ElementsAre(b.index));
+}
+
+TEST(ProfileBookTest, ExportImportRoundTrip) {
+  auto a = MakeBook();
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto r, a->OnRegister("dev" + std::to_string(i),
+                                               Device(i % 2 ? "X" : "Y", 5.0 + i, 600, 900), 0));
+    if (i < 4) {
+      v1::UpdateMetrics m = Metrics(10.0 + 7 * i);
+      m.set_download_bytes(100'000);
+      m.set_download_seconds(0.3 + 0.1 * i);
+      ASSERT_OK(a->OnTaskSucceeded(r.index, m, {.completion_s = 2.0 + i}, 1));
+    }
+  }
+  std::vector<v1::ClientProfile> saved;
+  for (ClientIndex i = 0; i < a->size(); ++i) saved.push_back(a->profile(i));
+  // Import in a different order: priors must come out bit-identical.
+  std::reverse(saved.begin(), saved.end());
+  auto b = MakeBook();
+  ASSERT_OK(b->Import(saved));
+  ASSERT_EQ(b->size(), a->size());
+  for (ClientIndex i = 0; i < a->size(); ++i) {
+    const std::string& id = a->profile(i).client_id();
+    const std::optional<ClientIndex> found = b->FindByClientId(id);
+    ASSERT_TRUE(found.has_value()) << id;
+    const ClientIndex j = *found;
+    EXPECT_EQ(b->profile(j).identity(), a->profile(i).identity());
+    EXPECT_EQ(b->ExpectedComputeMs(j), a->ExpectedComputeMs(i));
+    EXPECT_EQ(b->ExpectedDownloadKbps(j), a->ExpectedDownloadKbps(i));
+    EXPECT_EQ(b->ExpectedUploadKbps(j), a->ExpectedUploadKbps(i));
+  }
+  // New ids continue after the imported ones; known identities keep theirs.
+  ASSERT_OK_AND_ASSIGN(auto fresh, b->OnRegister("new", Device("X", 1), 2));
+  EXPECT_EQ(b->profile(fresh.index).client_id(), "c7");
+  ASSERT_OK_AND_ASSIGN(auto old, b->OnRegister("dev0", Device("Y", 5), 2));
+  EXPECT_FALSE(old.is_new);
+  EXPECT_EQ(b->profile(old.index).client_id(), "c1");
+
+  EXPECT_THAT(b->Import(saved), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  auto c = MakeBook();
+  saved.push_back(saved.front());
+  EXPECT_THAT(c->Import(saved), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeat")));
+  EXPECT_EQ(c->size(), 0);
+}
+
+}  // namespace
+}  // namespace fedsched::profile

@@ -78,20 +78,21 @@ class SyntheticSystem {
 TEST(RoundTimePredictorTest, ConvergesOnSyntheticLinearData) {
   ASSERT_OK_AND_ASSIGN(RoundTimePredictor p, RoundTimePredictor::Create({}));
   SyntheticSystem system(7);
-  double first_mape = 0, last_mape = 0;
+  double analytic_error_sum = 0, last_mape = 0;
   for (int round = 0; round < 30; ++round) {
     for (int i = 0; i < 50; ++i) {
       const RoundTimeInputs in = system.Draw();
       const double actual = system.Actual(in);
+      analytic_error_sum += std::abs(ComputeAnalyticTerms(in).Total() - actual) / actual;
       p.RecordError(p.Predict(in), actual);
       p.Observe(in, actual);
     }
     const RoundTimePredictor::RoundError e = p.FinishRound();
     EXPECT_EQ(e.count, 50);
-    if (round == 0) first_mape = e.mape;
     last_mape = e.mape;
   }
-  EXPECT_GT(first_mape, 0.05);
+  // The analytic model alone is far off (it misses the 2 s latency and the factors).
+  EXPECT_GT(analytic_error_sum / 1500, 0.2);
   EXPECT_LT(last_mape, 0.02);
   EXPECT_THAT(p.weights()[0], DoubleNear(2.0, 0.1));
   EXPECT_THAT(p.weights()[1], DoubleNear(1.5, 0.05));
