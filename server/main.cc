@@ -134,7 +134,8 @@ int Main() {
   } else {
     FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
   }
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = config->store_path()});
+  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
+      {.path = config->store_path(), .keep_models = config->audit_updates() ? 0 : 5});
   if (!store.ok()) {
     std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
     return 1;

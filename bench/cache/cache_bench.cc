@@ -49,6 +49,9 @@ ABSL_FLAG(std::string, test_images, fedsched::kFashionMnistTestImages, "IDX test
 ABSL_FLAG(std::string, test_labels, fedsched::kFashionMnistTestLabels, "IDX test labels");
 ABSL_FLAG(std::string, dir, "/tmp/fedsched_cache_bench",
           "working directory for the sample stores and cache state files (rebuilt each run)");
+ABSL_FLAG(bool, reuse_stores, false,
+          "keep sample stores already in --dir when they hold the same samples (skips rebuilding "
+          "60,000 files)");
 ABSL_FLAG(std::string, layout, "files", "sample store layout: files (one per sample) or packed");
 ABSL_FLAG(std::string, policies, "importance,lru,none",
           "comma-separated cache policies to compare: importance, lru, lfu, none, and "
@@ -140,6 +143,21 @@ struct Setup {
   std::vector<std::vector<int>> participants;
 };
 
+absl::StatusOr<std::unique_ptr<SampleStore>> OpenStore(const std::string& path);
+
+// Whether the store at `path` already holds exactly `samples` (count, and the first and last
+// sample byte for byte): --reuse_stores skips rebuilding it.
+bool StoreHolds(const std::string& path, const std::vector<std::string>& samples) {
+  absl::StatusOr<std::unique_ptr<SampleStore>> store = OpenStore(path);
+  if (!store.ok() || (*store)->NumSamples() != static_cast<int64_t>(samples.size())) return false;
+  if (samples.empty()) return true;
+  std::string buf;
+  for (size_t id : {size_t{0}, samples.size() - 1}) {
+    if (!(*store)->Read(static_cast<int64_t>(id), &buf).ok() || buf != samples[id]) return false;
+  }
+  return true;
+}
+
 absl::StatusOr<Setup> Prepare() {
   const auto start = std::chrono::steady_clock::now();
   Setup setup;
@@ -159,16 +177,20 @@ absl::StatusOr<Setup> Prepare() {
     return absl::InvalidArgumentError(
         absl::StrCat("--layout must be files or packed, got ", layout));
   }
+  const bool reuse = absl::GetFlag(FLAGS_reuse_stores);
   std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
+  if (!reuse) std::filesystem::remove_all(dir, ec);
   std::filesystem::create_directories(dir, ec);
   if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+  int reused = 0;
   for (int c = 0; c < num_clients; ++c) {
     std::vector<std::string> samples;
     samples.reserve(partitions[c].size());
     for (int64_t idx : partitions[c]) samples.push_back(EncodeSample(train, idx));
     std::string path = absl::StrCat(dir, "/client_", c, layout == "files" ? "" : ".pack");
-    if (layout == "files") {
+    if (reuse && StoreHolds(path, samples)) {
+      ++reused;
+    } else if (layout == "files") {
       FEDSCHED_RETURN_IF_ERROR(FileSampleStore::Build(path, samples));
     } else {
       FEDSCHED_RETURN_IF_ERROR(PackedSampleStore::Build(path, samples));
@@ -178,9 +200,12 @@ absl::StatusOr<Setup> Prepare() {
   }
   const auto [lo, hi] =
       std::minmax_element(setup.client_samples.begin(), setup.client_samples.end());
-  std::printf("stored %lld train samples for %d clients (%lld..%lld each, layout %s) in %.1f s\n",
-              static_cast<long long>(train.size), num_clients, static_cast<long long>(*lo),
-              static_cast<long long>(*hi), layout.c_str(), Seconds(start));
+  std::printf(
+      "stored %lld train samples for %d clients (%lld..%lld each, layout %s, %d stores reused) "
+      "in %.1f s\n",
+      static_cast<long long>(train.size), num_clients, static_cast<long long>(*lo),
+      static_cast<long long>(*hi), layout.c_str(), reused, Seconds(start));
+  std::fflush(stdout);
 
   setup.config.set_architecture(absl::GetFlag(FLAGS_arch));
   setup.config.set_init_seed(absl::GetFlag(FLAGS_seed));
@@ -332,6 +357,7 @@ absl::Status Run() {
   for (const PolicyVariant& variant : policies) {
     FEDSCHED_ASSIGN_OR_RETURN(PolicyResult r, RunPolicy(setup, variant));
     std::printf("%s done in %.1f s\n", variant.name.c_str(), r.wall_seconds);
+    std::fflush(stdout);
     results.push_back(std::move(r));
   }
 
@@ -346,17 +372,17 @@ absl::Status Run() {
       absl::GetFlag(FLAGS_busy_wait) ? "busy-wait" : "sleep", absl::GetFlag(FLAGS_layout).c_str(),
       setup.config.architecture().c_str(), absl::GetFlag(FLAGS_prefetch) ? "on" : "off");
   std::printf(
-      "| policy | hit ratio | I/O s per round (all participants) | I/O s per round "
-      "(slowest participant) | storage MB read per round | data coverage | "
+      "| policy | hit ratio | storage reads per round | storage MB per round | I/O s per round "
+      "(all participants) | I/O s per round (slowest participant) | data coverage | "
       "test accuracy | test loss |\n");
-  std::printf("|---|---|---|---|---|---|---|---|\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
   for (const PolicyResult& r : results) {
     const int64_t reads = r.hits + r.misses;
-    std::printf("| %s | %.3f | %.4f | %.4f | %.3f | %.3f | %.4f | %.4f |\n", r.name.c_str(),
+    std::printf("| %s | %.3f | %.1f | %.3f | %.4f | %.4f | %.3f | %.4f | %.4f |\n", r.name.c_str(),
                 reads > 0 ? static_cast<double>(r.hits) / static_cast<double>(reads) : 0.0,
-                r.io_seconds / rounds, r.slowest_io_seconds / rounds,
-                static_cast<double>(r.bytes_read) / 1e6 / rounds, r.coverage, r.accuracy,
-                r.test_loss);
+                static_cast<double>(r.misses) / rounds,
+                static_cast<double>(r.bytes_read) / 1e6 / rounds, r.io_seconds / rounds,
+                r.slowest_io_seconds / rounds, r.coverage, r.accuracy, r.test_loss);
   }
   if (absl::GetFlag(FLAGS_prefetch)) {
     std::printf("\nidle-time prefetch I/O s per round (not in the round's I/O):");

@@ -156,15 +156,27 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
   return Accumulate(delta, num_examples, /*staleness=*/0);
 }
 
-absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples,
-                                    int64_t staleness) {
+namespace {
+
+absl::Status NonFiniteError(const v1::Tensor& t) {
+  const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
+  return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': non-finite value ",
+                                                 bad >= 0 ? t.data(bad) : 0.0f, " at index ",
+                                                 bad));
+}
+
+}  // namespace
+
+absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
+                                 int64_t examples_so_far, std::vector<int>* index,
+                                 double* scale) const {
   if (num_examples <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("num_examples must be > 0, got ", num_examples));
   }
-  if (num_examples > std::numeric_limits<int64_t>::max() - total_examples_) {
+  if (num_examples > std::numeric_limits<int64_t>::max() - examples_so_far) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "num_examples ", num_examples, " overflows the round's example count ", total_examples_));
+        "num_examples ", num_examples, " overflows the round's example count ", examples_so_far));
   }
   if (staleness < 0) {
     return absl::InvalidArgumentError(absl::StrCat("staleness must be >= 0, got ", staleness));
@@ -180,64 +192,47 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
                      " already holds max_buffered_updates = ", config_.max_buffered_updates(),
                      " updates"));
   }
-  FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, &scratch_index_));
+  FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, index));
 
   // Clipping needs the update's L2 norm before the fold: one read-only pass, which also catches
   // non-finite values (their squares sum to Inf or NaN).
-  double scale = StalenessWeight(staleness);
-  const bool clip = config_.clip_update_norm() > 0.0;
-  if (clip) {
+  *scale = StalenessWeight(staleness);
+  if (config_.clip_update_norm() > 0.0) {
     double sum_squares = 0.0;
     for (const v1::Tensor& t : delta.tensors()) {
       const double ss = ai::SumSquares(t.data().data(), t.data_size());
-      if (!std::isfinite(ss)) {
-        const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
-      }
+      if (!std::isfinite(ss)) return NonFiniteError(t);
       sum_squares += ss;
     }
     const double norm = std::sqrt(sum_squares);
-    if (norm > config_.clip_update_norm()) scale *= config_.clip_update_norm() / norm;
+    if (norm > config_.clip_update_norm()) *scale *= config_.clip_update_norm() / norm;
   }
+  return absl::OkStatus();
+}
 
-  if (is_averaging()) {
-    // Fold into the spare buffer (or straight into the empty current one for the first update of
-    // a round) and adopt it only if every tensor folded to finite values.
-    const size_t total = static_cast<size_t>(layout_.total_size());
-    if (sum_[0].size() != total) {
-      sum_[0].resize(total);
-      sum_[1].resize(total);
-    }
-    const float w = static_cast<float>(static_cast<double>(num_examples) * scale);
-    const bool first = sum_is_zero_;
-    const float* in = sum_[current_].data();
-    float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
-    for (int k = 0; k < delta.tensors_size(); ++k) {
-      const v1::Tensor& t = delta.tensors(k);
-      const int64_t offset = layout_.offset(scratch_index_[k]);
-      if (!ai::FoldChecked(first ? nullptr : in + offset, t.data().data(), w, out + offset,
-                           t.data_size(), streaming_)) {
-        // Only clipping has read the values before; tell a bad value from an overflow now.
-        const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
-        if (bad >= 0) {
-          return absl::InvalidArgumentError(absl::StrCat(
-              "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
-        }
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", t.name(), "': the weighted sum overflows float32 (num_examples ",
-            num_examples, ", max |value| ", ai::MaxAbs(t.data().data(), t.data_size()), ")"));
-      }
-    }
-    if (!first) current_ = 1 - current_;
-    sum_is_zero_ = false;
-  } else {
+void Aggregator::EnsureSumBuffers() {
+  const size_t total = static_cast<size_t>(layout_.total_size());
+  if (sum_[0].size() != total) {
+    sum_[0].resize(total);
+    sum_[1].resize(total);
+  }
+}
+
+void Aggregator::Commit(int64_t num_examples) {
+  total_weight_ += static_cast<double>(num_examples);
+  total_examples_ += num_examples;
+  ++num_updates_;
+}
+
+absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples,
+                                    int64_t staleness) {
+  double scale = 1.0;
+  FEDSCHED_RETURN_IF_ERROR(
+      Prepare(delta, num_examples, staleness, total_examples_, &scratch_index_, &scale));
+
+  if (!is_averaging()) {
     for (const v1::Tensor& t : delta.tensors()) {
-      const int64_t bad = clip ? -1 : FirstNonFinite(t.data().data(), t.data_size());
-      if (bad >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
-      }
+      if (FirstNonFinite(t.data().data(), t.data_size()) >= 0) return NonFiniteError(t);
     }
     std::vector<float> copy(static_cast<size_t>(layout_.total_size()));
     const float s = static_cast<float>(scale);
@@ -246,11 +241,107 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
       ai::Scale(s, t.data().data(), t.data_size(), copy.data() + layout_.offset(scratch_index_[k]));
     }
     buffered_.push_back(std::move(copy));
+    Commit(num_examples);
+    return absl::OkStatus();
   }
-  total_weight_ += static_cast<double>(num_examples);
-  total_examples_ += num_examples;
-  ++num_updates_;
+
+  // Fold into the spare buffer (or straight into the empty current one for the first update of a
+  // round) and adopt it only if every tensor folded to finite values.
+  EnsureSumBuffers();
+  const float w = static_cast<float>(static_cast<double>(num_examples) * scale);
+  const bool first = sum_is_zero_;
+  const float* in = sum_[current_].data();
+  float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
+  for (int k = 0; k < delta.tensors_size(); ++k) {
+    const v1::Tensor& t = delta.tensors(k);
+    const int64_t offset = layout_.offset(scratch_index_[k]);
+    if (!ai::FoldChecked(first ? nullptr : in + offset, t.data().data(), w, out + offset,
+                         t.data_size(), streaming_)) {
+      // Tell a bad value from an overflow.
+      if (FirstNonFinite(t.data().data(), t.data_size()) >= 0) return NonFiniteError(t);
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor '", t.name(), "': the weighted sum overflows float32 (num_examples ",
+          num_examples, ", max |value| ", ai::MaxAbs(t.data().data(), t.data_size()), ")"));
+    }
+  }
+  if (!first) current_ = 1 - current_;
+  sum_is_zero_ = false;
+  Commit(num_examples);
   return absl::OkStatus();
+}
+
+std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedUpdate> updates) {
+  std::vector<absl::Status> status(updates.size());
+  if (!is_averaging()) {
+    for (size_t u = 0; u < updates.size(); ++u) {
+      status[u] = Accumulate(*updates[u].delta, updates[u].num_examples, updates[u].staleness);
+    }
+    return status;
+  }
+  // The checks that need no fold; the survivors are folded in groups of up to kMaxFoldBatch,
+  // one pass over the running sum per group.
+  struct Candidate {
+    size_t u;
+    float w;
+    std::vector<int> index;
+  };
+  std::vector<Candidate> candidates;
+  candidates.reserve(updates.size());
+  int64_t examples = total_examples_;
+  for (size_t u = 0; u < updates.size(); ++u) {
+    Candidate c{u, 0.0f, {}};
+    double scale = 1.0;
+    status[u] = Prepare(*updates[u].delta, updates[u].num_examples, updates[u].staleness,
+                        examples, &c.index, &scale);
+    if (!status[u].ok()) continue;
+    examples += updates[u].num_examples;
+    c.w = static_cast<float>(static_cast<double>(updates[u].num_examples) * scale);
+    candidates.push_back(std::move(c));
+  }
+  EnsureSumBuffers();
+  const int num_tensors = layout_.num_tensors();
+  std::vector<const float*> ptrs;
+  std::vector<float> weights;
+  std::vector<int32_t> input_bad;
+  for (size_t start = 0; start < candidates.size(); start += ai::kMaxFoldBatch) {
+    const int b = static_cast<int>(
+        std::min<size_t>(ai::kMaxFoldBatch, candidates.size() - start));
+    // ptrs[i * b + j]: tensor i (layout order) of the group's j-th update.
+    ptrs.assign(static_cast<size_t>(num_tensors) * b, nullptr);
+    weights.resize(b);
+    for (int j = 0; j < b; ++j) {
+      const Candidate& c = candidates[start + j];
+      weights[j] = c.w;
+      const v1::Model& delta = *updates[c.u].delta;
+      for (int k = 0; k < delta.tensors_size(); ++k) {
+        ptrs[static_cast<size_t>(c.index[k]) * b + j] = delta.tensors(k).data().data();
+      }
+    }
+    input_bad.assign(b, 0);
+    const bool first = sum_is_zero_;
+    const float* in = sum_[current_].data();
+    float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
+    bool ok = true;
+    for (int i = 0; i < num_tensors && ok; ++i) {
+      const int64_t offset = layout_.offset(i);
+      ok = ai::FoldBatchChecked(first ? nullptr : in + offset, &ptrs[static_cast<size_t>(i) * b],
+                                weights.data(), b, out + offset, layout_.size(i), streaming_,
+                                input_bad.data());
+    }
+    if (ok) {
+      if (!first) current_ = 1 - current_;
+      sum_is_zero_ = false;
+      for (int j = 0; j < b; ++j) Commit(updates[candidates[start + j].u].num_examples);
+    } else {
+      // Rare: some update holds a bad value or overflows. One at a time gives each its own
+      // verdict and, in the same order, the very same sums.
+      for (int j = 0; j < b; ++j) {
+        const WeightedUpdate& w = updates[candidates[start + j].u];
+        status[candidates[start + j].u] = Accumulate(*w.delta, w.num_examples, w.staleness);
+      }
+    }
+  }
+  return status;
 }
 
 absl::Status Aggregator::ComputeRobustDelta(std::vector<float>* delta) const {

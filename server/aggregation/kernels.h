@@ -26,6 +26,17 @@ bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n
 // out[i] = w * u[i] for i in [0, n). `out` and `u` must not overlap.
 void Scale(float w, const float* u, int64_t n, float* out);
 
+// Most updates FoldBatchChecked folds in one pass.
+inline constexpr int kMaxFoldBatch = 8;
+
+// FoldChecked for b (1 <= b <= kMaxFoldBatch) updates in one pass:
+//   out[i] = ((in[i] + w[0] u[0][i]) + w[1] u[1][i]) + ...   (in null: starts from w[0] u[0][i]),
+// the same operations in the same order as b successive FoldChecked calls, so the same bits.
+// Sets input_bad[j] to non-zero if u[j] holds a NaN or Inf (input_bad[j] is only ever OR-ed);
+// returns true iff every out[i] is finite and no input was bad.
+bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
+                      int64_t n, bool streaming, int32_t* input_bad);
+
 // Sum of u[i]^2 over [0, n), accumulated in double (no overflow for any finite float input).
 double SumSquares(const float* u, int64_t n);
 

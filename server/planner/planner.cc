@@ -38,12 +38,6 @@ size_t UniformIndex(std::mt19937_64& rng, size_t n) {
       (static_cast<unsigned __int128>(rng()) * static_cast<unsigned __int128>(n)) >> 64);
 }
 
-// Efraimidis-Spirakis key: taking the k largest keys samples k items without replacement with
-// probability proportional to weight (successive sampling), in one pass.
-double WeightedKey(std::mt19937_64& rng, double weight) {
-  return std::log(Uniform01(rng)) / std::max(weight, kMinWeight);
-}
-
 absl::Status OutOfRange(absl::string_view field, double value, absl::string_view range) {
   return absl::InvalidArgumentError(
       absl::StrCat(field, " must be ", range, ", got ", value));
@@ -122,23 +116,44 @@ T OrDefault(T value, T fallback) {
 
 }  // namespace
 
+// Why a participant was taken, for SelectionReason.note.
+enum Note : uint8_t {
+  kNoteNone,
+  kNoteRandom,
+  kNoteOortInitial,
+  kNoteOortExploit,
+  kNoteOortExplore,
+  kNoteOortFillExploit,
+  kNoteOortFillExplore,
+  kNoteFedCaseTop,
+  kNoteFedCaseRandom,
+  kNoteFedCaseLate,
+};
+constexpr const char* kNoteText[] = {"",
+                                     "random",
+                                     "oort-initial-random",
+                                     "oort-exploit",
+                                     "oort-explore",
+                                     "oort-fill-exploit",
+                                     "oort-fill-explore",
+                                     "fedcase-top-experience",
+                                     "fedcase-random",
+                                     "fedcase-completion-fill"};
+
+// Kept small (40 bytes): the planner scans one per candidate several times a round. Reason
+// details of the few participants are recomputed after selection.
 struct Planner::Candidate {
   ClientIndex index = 0;
-  int32_t steps = 0;       // after workload sizing
-  int32_t full_steps = 0;  // before sizing
-  double t_s = 0;          // predicted seconds at `steps`
-  double t_min_s = 0;      // predicted seconds at the fewest steps sizing may give
-  double utility = 0;      // raw statistical utility (reported, or at registration)
-  double score = 0;        // the policy's sampling weight / rank
-  double util_term = 0;    // Oort's clipped, normalised utility
-  double penalty = 1;      // Oort's speed penalty
-  double experience = 0;   // FedCaSe
-  const char* note = "";
-  bool tried = false;      // selected before (Oort's "explored" pool)
-  bool explore_pick = false;
-  bool exploited = false;
-  bool reduced = false;
+  int32_t steps = 0;    // after workload sizing
+  double t_s = 0;       // predicted seconds at `steps`
+  double utility = 0;   // raw statistical utility (reported, or at registration)
+  double score = 0;     // the policy's weight / rank (Oort score, FedCaSe experience)
   uint8_t status = kAvailable;
+  uint8_t note = kNoteNone;
+  bool tried = false;   // selected before: Oort's "explored" pool
+  bool fits = true;     // predicted to finish by the deadline at the fewest steps (FedCaSe)
+  bool exploited = false;
+  bool explore_pick = false;
 };
 
 OortOptions OortOptions::FromConfig(const v1::OortConfig& c) {
@@ -251,12 +266,12 @@ int32_t Planner::StepsFor(int64_t num_samples) const {
 void Planner::Evaluate(ClientIndex index, const PlanRequest& request, Candidate* c) const {
   const ClientState& s = book_->state(index);
   c->index = index;
-  c->full_steps = StepsFor(s.num_samples);
+  const int32_t full_steps = StepsFor(s.num_samples);
   c->tried = s.last_selected_round > 0;
   const double batch = options_.batch_size;
   const LinearPrediction lp =
       predictor_.PredictLinear(book_->Inputs(index, request.model_bytes, 0));
-  const double full = c->full_steps;
+  const double full = full_steps;
   // A straggler bound, scaled with the workload: the task it comes from had ~full_steps.
   auto predict = [&](int32_t steps) {
     double t = std::max(lp.fixed_s + lp.per_sample_s * batch * steps,
@@ -264,12 +279,12 @@ void Planner::Evaluate(ClientIndex index, const PlanRequest& request, Candidate*
     if (s.censored_duration_s > 0) t = std::max(t, s.censored_duration_s * steps / full);
     return t;
   };
-  c->steps = c->full_steps;
-  c->t_s = predict(c->steps);
-  c->reduced = false;
-  const int32_t min_steps = std::min(options_.min_local_steps, c->full_steps);
+  c->steps = full_steps;
+  c->t_s = predict(full_steps);
+  const double deadline = options_.round_deadline_s;
   if (options_.workload_sizing) {
-    const double target = options_.workload_fit_fraction * options_.round_deadline_s;
+    const int32_t min_steps = std::min(options_.min_local_steps, full_steps);
+    const double target = options_.workload_fit_fraction * deadline;
     if (c->t_s > target) {
       double fit = full;
       const double per_step = lp.per_sample_s * batch;
@@ -278,20 +293,17 @@ void Planner::Evaluate(ClientIndex index, const PlanRequest& request, Candidate*
         fit = std::min(fit, std::floor(target * full / s.censored_duration_s));
       }
       c->steps = static_cast<int32_t>(std::clamp(fit, static_cast<double>(min_steps), full));
-      if (c->steps < c->full_steps) {
-        c->reduced = true;
-        c->t_s = predict(c->steps);
-      }
+      if (c->steps < full_steps) c->t_s = predict(c->steps);
     }
-    c->t_min_s = c->steps > min_steps ? predict(min_steps) : c->t_s;
+    c->fits = (c->steps > min_steps ? predict(min_steps) : c->t_s) <= deadline;
   } else {
-    c->t_min_s = c->t_s;
+    c->fits = c->t_s <= deadline;
   }
   if (s.has_utility) {
     c->utility = s.statistical_utility;
   } else {
     // Oort's registration utility: min(|D_i|, batch x local steps) (research.md section 3).
-    const double slots = batch * c->full_steps;
+    const double slots = batch * full_steps;
     c->utility = s.num_samples > 0 ? std::min<double>(s.num_samples, slots) : slots;
   }
 }
@@ -343,6 +355,80 @@ size_t Planner::TakeRandom(size_t need, std::mt19937_64& rng, Ok&& ok) {
   return taken;
 }
 
+// Successive sampling without replacement, p ~ key (floored at kMinWeight), among the stage's
+// pool_ positions: each draw is over the whole stage by prefix sums and binary search, and a
+// draw that hits an entry already taken or rejected is redrawn, which gives exactly the
+// conditional distribution over the remaining entries. After a run of such misses the stage
+// is compacted. O(stage) to build plus O(log stage) per draw; no per-entry logarithms.
+template <typename Ok>
+size_t Planner::TakeWeighted(size_t need, std::mt19937_64& rng, Ok&& ok) {
+  constexpr int kMaxMisses = 16;
+  size_t taken = 0;
+  size_t remaining = 0;
+  double total = 0;
+  auto rebuild = [&] {
+    size_t n = 0;
+    for (const Keyed& k : stage_) {
+      if (pool_[k.pos].status == kAvailable) stage_[n++] = k;
+    }
+    stage_.resize(n);
+    values_.resize(n);
+    total = 0;
+    for (size_t i = 0; i < n; ++i) {
+      total += std::max(stage_[i].key, kMinWeight);
+      values_[i] = total;
+    }
+    remaining = n;
+  };
+  rebuild();
+  int misses = 0;
+  while (taken < need && remaining > 0) {
+    if (misses >= kMaxMisses) {
+      rebuild();
+      misses = 0;
+      continue;
+    }
+    const double r = Uniform01(rng) * total;
+    size_t i = static_cast<size_t>(std::upper_bound(values_.begin(), values_.end(), r) -
+                                   values_.begin());
+    if (i >= stage_.size()) i = stage_.size() - 1;
+    const uint32_t pos = stage_[i].pos;
+    if (pool_[pos].status != kAvailable) {
+      ++misses;
+      continue;
+    }
+    misses = 0;
+    --remaining;
+    if (ok(pos)) ++taken;
+  }
+  return taken;
+}
+
+template <typename Pred, typename Key>
+void Planner::FillStage(Pred&& pred, Key&& key) {
+  stage_.clear();
+  for (uint32_t pos = 0; pos < pool_.size(); ++pos) {
+    const Candidate& c = pool_[pos];
+    if (c.status == kAvailable && pred(c)) stage_.push_back({key(c), pos});
+  }
+}
+
+void Planner::AppendExpectedNext(size_t count, RoundPlan* plan) {
+  // stage_ holds {rank key, position}; the `count` best, best first (ties by position).
+  const size_t n = std::min(stage_.size(), count);
+  auto better = [](const Keyed& a, const Keyed& b) {
+    return a.key > b.key || (a.key == b.key && a.pos < b.pos);
+  };
+  if (n < stage_.size()) std::nth_element(stage_.begin(), stage_.begin() + n, stage_.end(), better);
+  std::sort(stage_.begin(), stage_.begin() + n, better);
+  for (size_t i = 0; i < n; ++i) {
+    const Candidate& c = pool_[stage_[i].pos];
+    plan->expected_next.push_back(
+        {c.index, book_->profile(c.index).client_id(),
+         MakeCachePlan(c.index, StepsFor(book_->state(c.index).num_samples), true)});
+  }
+}
+
 void Planner::SelectRandom(const PlanRequest& request, size_t slots, std::mt19937_64& rng) {
   for (ClientIndex idx : request.candidates) {
     if (book_->state(idx).busy || stamp_[idx] == stamp_serial_) continue;
@@ -355,7 +441,7 @@ void Planner::SelectRandom(const PlanRequest& request, size_t slots, std::mt1993
     Candidate c;
     Evaluate(idx, request, &c);
     if (!Feasible(c, request)) return false;
-    c.note = "random";
+    c.note = kNoteRandom;
     c.status = kSelected;
     pool_.push_back(c);
     chosen_.push_back(static_cast<uint32_t>(pool_.size() - 1));
@@ -373,8 +459,8 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
   if (pool_.empty()) return;
 
   // Takes pool_[pos] when feasible; marks it rejected otherwise.
-  auto taker = [&](const char* note, bool exploited, bool explore_pick) {
-    return [this, &request, note, exploited, explore_pick](uint32_t pos) {
+  auto taker = [this, &request](uint8_t note, bool exploited) {
+    return [this, &request, note, exploited](uint32_t pos) {
       Candidate& c = pool_[pos];
       if (!Feasible(c, request)) {
         c.status = kRejected;
@@ -383,24 +469,20 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
       c.status = kSelected;
       c.note = note;
       c.exploited = exploited;
-      c.explore_pick = explore_pick;
+      c.explore_pick = !exploited;
       chosen_.push_back(pos);
       return true;
     };
   };
-  auto fill_stage = [&](auto&& pred, auto&& key) {
-    stage_.clear();
-    for (uint32_t pos = 0; pos < pool_.size(); ++pos) {
-      const Candidate& c = pool_[pos];
-      if (c.status == kAvailable && pred(c)) stage_.push_back({key(c), pos});
-    }
-  };
+  auto is_tried = [](const Candidate& c) { return c.tried; };
+  auto is_new = [](const Candidate& c) { return !c.tried; };
+  auto score = [](const Candidate& c) { return c.score; };
 
   const bool first_round = rounds_planned_ == 0 || (plan->attempt > 1 && rounds_planned_ == 1);
   if (first_round) {
     // Oort's first round is uniform (research.md section 3): nothing is known yet.
-    fill_stage([](const Candidate&) { return true; }, [](const Candidate&) { return 0.0; });
-    TakeRandom(slots, rng, taker("oort-initial-random", false, true));
+    FillStage([](const Candidate&) { return true; }, [](const Candidate&) { return 0.0; });
+    TakeRandom(slots, rng, taker(kNoteOortInitial, false));
     return;
   }
 
@@ -414,7 +496,8 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
   if (tried == 0) {
     for (const Candidate& c : pool_) values_.push_back(c.t_s);
   }
-  OortRoundTerms terms;
+  OortRoundTerms& terms = oort_terms_;
+  terms = OortRoundTerms();
   terms.round = request.round;
   terms.round_penalty = options_.oort.round_penalty;
   terms.preferred_duration_s = PercentileInPlace(absl::MakeSpan(values_), round_threshold_);
@@ -425,44 +508,42 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
     values_.push_back(c.utility);
     min_utility = std::min(min_utility, c.utility);
   }
-  terms.clip_utility = PercentileInPlace(absl::MakeSpan(values_), 100.0 * options_.oort.clip_bound);
+  terms.clip_utility =
+      PercentileInPlace(absl::MakeSpan(values_), 100.0 * options_.oort.clip_bound);
   terms.min_utility = tried > 0 ? min_utility : 0.0;
   preferred_duration_s_ = terms.preferred_duration_s;
   plan->preferred_duration_s = terms.preferred_duration_s;
 
   for (Candidate& c : pool_) {
     if (c.tried) {
-      const OortScoreTerms st =
-          OortScore(c.utility, c.t_s, book_->state(c.index).last_selected_round, terms);
-      c.util_term = st.utility;
-      c.penalty = st.speed_penalty;
-      c.score = st.score;
+      c.score =
+          OortScore(c.utility, c.t_s, book_->state(c.index).last_selected_round, terms).score;
     } else {
       // Exploration weight: registration utility x speed penalty.
-      c.penalty = OortSpeedPenalty(c.t_s, terms.preferred_duration_s, terms.round_penalty);
-      c.score = c.utility * c.penalty;
+      c.score = c.utility *
+                OortSpeedPenalty(c.t_s, terms.preferred_duration_s, terms.round_penalty);
     }
   }
 
   const size_t exploit_len =
       std::min(tried, static_cast<size_t>(std::floor((1.0 - epsilon_) * slots)));
   const size_t explore_len = slots - exploit_len;
-  auto is_tried = [](const Candidate& c) { return c.tried; };
-  auto is_new = [](const Candidate& c) { return !c.tried; };
-  auto weighted = [&](const Candidate& c) { return WeightedKey(rng, c.score); };
-
   // Exploit: p ~ score among the tried clients scoring >= cut_off x the exploit_len-th best.
   if (exploit_len > 0) {
-    fill_stage(is_tried, [](const Candidate& c) { return c.score; });
+    FillStage(is_tried, score);
     std::nth_element(stage_.begin(), stage_.begin() + (exploit_len - 1), stage_.end(),
                      [](const Keyed& a, const Keyed& b) { return a.key > b.key; });
     const double cut = options_.oort.cut_off_util * stage_[exploit_len - 1].key;
-    fill_stage([&](const Candidate& c) { return c.tried && c.score >= cut; }, weighted);
-    TakeTop(exploit_len, taker("oort-exploit", true, false));
+    size_t n = 0;
+    for (const Keyed& k : stage_) {
+      if (k.key >= cut) stage_[n++] = k;
+    }
+    stage_.resize(n);
+    TakeWeighted(exploit_len, rng, taker(kNoteOortExploit, true));
   }
   // Explore: p ~ weight among the sample_window x explore_len never-tried with the largest one.
   if (explore_len > 0) {
-    fill_stage(is_new, [](const Candidate& c) { return c.score; });
+    FillStage(is_new, score);
     const size_t window =
         std::min(stage_.size(), static_cast<size_t>(options_.oort.sample_window) * explore_len);
     if (window < stage_.size()) {
@@ -470,32 +551,22 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
                        [](const Keyed& a, const Keyed& b) { return a.key > b.key; });
       stage_.resize(window);
     }
-    for (Keyed& k : stage_) k.key = WeightedKey(rng, pool_[k.pos].score);
-    TakeTop(explore_len, taker("oort-explore", false, true));
+    TakeWeighted(explore_len, rng, taker(kNoteOortExplore, false));
   }
   // Shortfalls (a pool too small, or candidates predicted offline): the rest of the tried
   // clients, then the rest of the never-tried ones, both p ~ score.
   if (chosen_.size() < slots) {
-    fill_stage(is_tried, weighted);
-    TakeTop(slots - chosen_.size(), taker("oort-fill-exploit", true, false));
+    FillStage(is_tried, score);
+    TakeWeighted(slots - chosen_.size(), rng, taker(kNoteOortFillExploit, true));
   }
   if (chosen_.size() < slots) {
-    fill_stage(is_new, weighted);
-    TakeTop(slots - chosen_.size(), taker("oort-fill-explore", false, true));
+    FillStage(is_new, score);
+    TakeWeighted(slots - chosen_.size(), rng, taker(kNoteOortFillExplore, false));
   }
   if (options_.cache.prefetch) {
     // Expected next round: the best-scoring tried clients not picked now.
-    fill_stage(is_tried, [](const Candidate& c) { return c.score; });
-    const size_t n = std::min(stage_.size(), slots);
-    std::partial_sort(stage_.begin(), stage_.begin() + n, stage_.end(),
-                      [](const Keyed& a, const Keyed& b) {
-                        return a.key > b.key || (a.key == b.key && a.pos < b.pos);
-                      });
-    for (size_t i = 0; i < n; ++i) {
-      const Candidate& c = pool_[stage_[i].pos];
-      plan->expected_next.push_back({c.index, book_->profile(c.index).client_id(),
-                                     MakeCachePlan(c.index, c.full_steps, true)});
-    }
+    FillStage(is_tried, score);
+    AppendExpectedNext(slots, plan);
   }
 }
 
@@ -518,10 +589,9 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
   }
   if (pool_.empty()) return;
   for (Candidate& c : pool_) {
-    c.experience = FedCaseExperience(c.t_s, c.utility, range_, options_.fedcase.speed_weight);
-    c.score = c.experience;
+    c.score = FedCaseExperience(c.t_s, c.utility, range_, options_.fedcase.speed_weight);
   }
-  auto taker = [&](const char* note) {
+  auto taker = [this, &request](uint8_t note) {
     return [this, &request, note](uint32_t pos) {
       Candidate& c = pool_[pos];
       if (!Feasible(c, request)) {
@@ -534,44 +604,30 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
       return true;
     };
   };
-  auto fill_stage = [&](auto&& pred, auto&& key) {
-    stage_.clear();
-    for (uint32_t pos = 0; pos < pool_.size(); ++pos) {
-      const Candidate& c = pool_[pos];
-      if (c.status == kAvailable && pred(c)) stage_.push_back({key(c), pos});
-    }
-  };
-  const double deadline = options_.round_deadline_s;
-  auto fits = [deadline](const Candidate& c) { return c.t_min_s <= deadline; };
-  auto late = [deadline](const Candidate& c) { return c.t_min_s > deadline; };
+  auto fits = [](const Candidate& c) { return c.fits; };
   const size_t top = std::min(
       slots, static_cast<size_t>(std::max(
                  0, CeilToInt(options_.fedcase.top_ratio * options_.clients_per_round))));
 
-  fill_stage(fits, [](const Candidate& c) { return c.experience; });
-  TakeTop(top, taker("fedcase-top-experience"));
-  if (chosen_.size() < slots) {
-    fill_stage(fits, [](const Candidate&) { return 0.0; });
-    TakeRandom(slots - chosen_.size(), rng, taker("fedcase-random"));
-  }
-  if (chosen_.size() < slots) {
-    fill_stage(late, [](const Candidate& c) { return -c.t_s; });
-    TakeTop(slots - chosen_.size(), taker("fedcase-completion-fill"));
-  }
+  FillStage(fits, [](const Candidate& c) { return c.score; });
+  TakeTop(top, taker(kNoteFedCaseTop));
   if (options_.cache.prefetch && top > 0) {
-    // Expected next round: the next clients by experience.
-    fill_stage([](const Candidate&) { return true; },
-               [](const Candidate& c) { return c.experience; });
-    const size_t n = std::min(stage_.size(), top);
-    std::partial_sort(stage_.begin(), stage_.begin() + n, stage_.end(),
-                      [](const Keyed& a, const Keyed& b) {
-                        return a.key > b.key || (a.key == b.key && a.pos < b.pos);
-                      });
-    for (size_t i = 0; i < n; ++i) {
-      const Candidate& c = pool_[stage_[i].pos];
-      plan->expected_next.push_back({c.index, book_->profile(c.index).client_id(),
-                                     MakeCachePlan(c.index, c.full_steps, true)});
+    // Expected next round: the next clients by experience (stage_ still ranks the rest).
+    size_t n = 0;
+    for (const Keyed& k : stage_) {
+      if (pool_[k.pos].status == kAvailable) stage_[n++] = k;
     }
+    stage_.resize(n);
+    AppendExpectedNext(top, plan);
+  }
+  if (chosen_.size() < slots) {
+    FillStage(fits, [](const Candidate&) { return 0.0; });
+    TakeRandom(slots - chosen_.size(), rng, taker(kNoteFedCaseRandom));
+  }
+  if (chosen_.size() < slots) {
+    FillStage([](const Candidate& c) { return !c.fits; },
+              [](const Candidate& c) { return -c.t_s; });
+    TakeTop(slots - chosen_.size(), taker(kNoteFedCaseLate));
   }
 }
 
@@ -670,8 +726,13 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   }
 
   plan.participants.reserve(chosen_.size());
+  const v1::SelectionPolicy policy = options_.policy == v1::SELECTION_POLICY_UNSPECIFIED
+                                         ? v1::SELECTION_POLICY_RANDOM
+                                         : options_.policy;
+  const bool oort_scored = policy == v1::SELECTION_POLICY_OORT && plan.preferred_duration_s > 0;
   for (uint32_t pos : chosen_) {
     const Candidate& c = pool_[pos];
+    const ClientState& s = book_->state(c.index);
     PlannedTask& t = plan.participants.emplace_back();
     t.index = c.index;
     t.client_id = book_->profile(c.index).client_id();
@@ -679,17 +740,23 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
     t.predicted_seconds = c.t_s;
     v1::SelectionReason& r = t.reason;
     r.set_client_id(t.client_id);
-    r.set_policy(options_.policy == v1::SELECTION_POLICY_UNSPECIFIED ? v1::SELECTION_POLICY_RANDOM
-                                                                     : options_.policy);
-    r.set_statistical_utility(c.util_term);
-    r.set_speed_penalty(c.penalty);
+    r.set_policy(policy);
+    r.set_speed_penalty(1.0);
+    if (oort_scored) {
+      // Utility and penalty terms for the record (for a never-tried client: its registration
+      // utility, normalised the same way).
+      const OortScoreTerms st =
+          OortScore(c.utility, c.t_s, std::max<int64_t>(1, s.last_selected_round), oort_terms_);
+      r.set_statistical_utility(st.utility);
+      r.set_speed_penalty(st.speed_penalty);
+    }
+    if (policy != v1::SELECTION_POLICY_RANDOM) r.set_score(c.score);
+    if (policy == v1::SELECTION_POLICY_FEDCASE) r.set_experience(c.score);
     r.set_explored(c.explore_pick);
     r.set_predicted_seconds(c.t_s);
-    r.set_score(c.score);
-    r.set_experience(c.experience);
     r.set_local_steps(c.steps);
-    r.set_workload_reduced(c.reduced);
-    r.set_note(c.note);
+    r.set_workload_reduced(c.steps < StepsFor(s.num_samples));
+    r.set_note(kNoteText[c.note]);
     t.cache_plan = MakeCachePlan(c.index, c.steps, false);
   }
   std::stable_sort(plan.participants.begin(), plan.participants.end(),

@@ -58,16 +58,29 @@ class AvailabilityOracle {
 
 // Oort knobs, defaults pinned to FedScale's (research.md section 3; config.proto OortConfig).
 struct OortOptions {
-  double exploration_factor = 0.9;  // initial epsilon, in [0, 1]
-  double exploration_decay = 0.98;  // epsilon *= this per committed round, in (0, 1]
-  double exploration_min = 0.3;     // epsilon floor, in [0, 1]
-  double round_threshold = 30;      // initial percentile of durations for T, in (0, 100]
-  double round_penalty = 2;         // alpha, >= 0
-  double clip_bound = 0.9;          // utility clip quantile, in (0, 1]
-  double cut_off_util = 0.05;       // exploit pool: score >= cut_off * (K-th best score), >= 0
-  int32_t pacer_step = 20;          // rounds per pacer window, >= 1
-  double pacer_delta = 5;           // percent-points, > 0
-  int32_t sample_window = 5;        // explore among the top sample_window x explore_len, >= 1
+  // Initial exploration factor epsilon, in [0, 1]. Default: 0.9.
+  double exploration_factor = 0.9;
+  // epsilon *= this after every committed round, in (0, 1]. Default: 0.98.
+  double exploration_decay = 0.98;
+  // Floor of epsilon, in [0, 1]. Default: 0.3.
+  double exploration_min = 0.3;
+  // Initial percentile of tried clients' predicted durations that sets T, percent in (0, 100].
+  // Default: 30.
+  double round_threshold = 30;
+  // alpha in the speed penalty (T / t)^alpha, >= 0. Default: 2.
+  double round_penalty = 2;
+  // Quantile at which utilities are clipped, in (0, 1]. Default: 0.9.
+  double clip_bound = 0.9;
+  // Exploit only among scores >= cut_off_util x the exploit_len-th best score, >= 0.
+  // Default: 0.05.
+  double cut_off_util = 0.05;
+  // Committed rounds per pacer window, >= 1. Default: 20.
+  int32_t pacer_step = 20;
+  // Pacer step, percentage points, in (0, 100]. Default: 5.
+  double pacer_delta = 5;
+  // Explore among the sample_window x explore_len never-tried clients with the largest
+  // weight, >= 1. Default: 5.
+  int32_t sample_window = 5;
 
   // Zero fields of `config` take the defaults above.
   static OortOptions FromConfig(const v1::OortConfig& config);
@@ -75,39 +88,65 @@ struct OortOptions {
 
 // FedCaSe knobs (research.md section 4; config.proto FedCaseConfig).
 struct FedCaseOptions {
-  double top_ratio = 0.5;     // ceil(top_ratio x K) participants by experience, in [0, overcommit]
-  double speed_weight = 0.1;  // weight of normalised speed in experience, in [0, 1]
+  // ceil(top_ratio x K) participants are taken by experience, >= 0 (capped at the slots).
+  // Default: 0.5.
+  double top_ratio = 0.5;
+  // Weight of normalised speed in experience; utility gets the rest. In [0, 1]. Default: 0.1.
+  double speed_weight = 0.1;
+  // Zero fields of `config` take the defaults above.
   static FedCaseOptions FromConfig(const v1::FedCaseConfig& config);
 };
 
-// The server-wide default of every task's cache plan (config.proto CacheConfig).
+// The server-wide defaults of every task's cache plan (config.proto CacheConfig; research.md
+// section 4).
 struct CachePlanOptions {
+  // Default: CACHE_POLICY_IMPORTANCE (also for UNSPECIFIED).
   v1::CachePolicy policy = v1::CACHE_POLICY_IMPORTANCE;
-  double capacity_fraction = 0.1;  // wss: cached share of the client's samples, in (0, 1]
-  int32_t replication_factor = 2;  // r, >= 1
-  bool prefetch = true;            // name the clients expected next round
+  // wss: the cached share of the client's samples, in (0, 1]. Default: 0.1.
+  double capacity_fraction = 0.1;
+  // r: times a cache hit is reused within a round, >= 1. Default: 2.
+  int32_t replication_factor = 2;
+  // Name the clients expected next round (RoundPlan::expected_next). Default: true.
+  bool prefetch = true;
+  // Zero fields of `config` take the defaults above; prefetch = !disable_prefetch.
   static CachePlanOptions FromConfig(const v1::CacheConfig& config);
 };
 
 struct PlannerOptions {
+  // Default: SELECTION_POLICY_RANDOM (also for UNSPECIFIED).
   v1::SelectionPolicy policy = v1::SELECTION_POLICY_RANDOM;
-  int32_t clients_per_round = 10;  // K, >= 1
-  double overcommit = 1.3;         // ceil(K x overcommit) tasks per round, >= 1
+  // K: updates a round waits for, >= 1. Default: 10.
+  int32_t clients_per_round = 10;
+  // ceil(K x overcommit) tasks per round, >= 1. Default: 1.3 (FedScale).
+  double overcommit = 1.3;
   OortOptions oort;
   FedCaseOptions fedcase;
   CachePlanOptions cache;
   // Lower a slow client's local steps so that its predicted seconds fit
-  // workload_fit_fraction x round_deadline_s, never below min_local_steps (>= 1).
+  // workload_fit_fraction x round_deadline_s. Default: false.
   bool workload_sizing = false;
+  // Sizing never goes below this many local steps (nor above the configured ones), >= 1.
+  // Default: 1.
   int32_t min_local_steps = 1;
-  double workload_fit_fraction = 0.9;  // safety margin for prediction error, in (0, 1]
+  // Share of the deadline a sized workload is predicted to take (a margin for prediction
+  // error), in (0, 1]. Default: 0.9.
+  double workload_fit_fraction = 0.9;
+  // Only forecast by the planner (ForecastClosing); the service closes rounds.
+  // Default: ROUND_CLOSING_FIRST_K (also for UNSPECIFIED).
   v1::RoundClosing round_closing = v1::ROUND_CLOSING_FIRST_K;
-  double round_deadline_s = 120;  // seconds, > 0: the round's hard deadline in both modes
-  int32_t batch_size = 32;        // samples per step, >= 1
-  int32_t local_steps = 0;        // steps per task; 0 = local_epochs x ceil(samples / batch)
-  int32_t local_epochs = 1;       // >= 1
-  uint64_t seed = 1;              // selection randomness (with round and attempt)
-  // A candidate whose AvailabilityOracle probability is below this is not selected. In [0, 1].
+  // The round's hard deadline in both closing modes, seconds, > 0. Default: 120.
+  double round_deadline_s = 120;
+  // Samples per local step, >= 1. Default: 32.
+  int32_t batch_size = 32;
+  // Local steps per task, >= 0; 0 = local_epochs x ceil(num_samples / batch_size).
+  // Default: 0.
+  int32_t local_steps = 0;
+  // Epochs per task when local_steps is 0, >= 1. Default: 1.
+  int32_t local_epochs = 1;
+  // Seeds the selection randomness, together with the round and the attempt. Default: 1.
+  uint64_t seed = 1;
+  // A candidate whose AvailabilityOracle probability is below this is not selected, in
+  // [0, 1]. Default: 0.5.
   double min_online_probability = 0.5;
   profile::RoundTimePredictorOptions predictor;
 
@@ -120,7 +159,7 @@ struct PlannerOptions {
 // What the caller asks for one round.
 struct PlanRequest {
   int64_t round = 0;  // >= 1
-  double now_s = 0;
+  double now_s = 0;   // seconds on the caller's clock
   // Candidates: online clients without a task in flight (busy ones and duplicates are skipped).
   absl::Span<const ClientIndex> candidates;
   // Serialized model size in bytes (it is downloaded and uploaded once each).
@@ -210,14 +249,21 @@ class Planner {
   // max_participants or ceil(K x overcommit) and eligible = candidates that are known, not
   // busy, and predicted online at now + their predicted seconds:
   //   random:  uniform without replacement.
-  //   oort:    Oort (research.md section 3): the planner's first round uniform; then
-  //            floor((1 - epsilon) x slots) exploited among tried clients with score >=
-  //            cut_off x (K-th best score), sampled with p ~ score; the rest explored among
-  //            never-tried clients, the top sample_window x explore_len by registration utility
-  //            x speed penalty, sampled with p ~ that; shortfalls filled from the other pool.
-  //   fedcase: ceil(top_ratio x K) by experience (research.md section 4), then uniform
-  //            random up to slots; clients predicted to miss the deadline even at
-  //            min_local_steps are taken last (fastest first).
+  //   oort:    Oort (Lai et al., OSDI 2021, section 4 and Algorithm 1; research.md section 3),
+  //            with "tried" = selected before (last_selected_round > 0) and t = predicted
+  //            seconds: the planner's first round uniform; then T = round_threshold-th
+  //            percentile of the tried clients' t; floor((1 - epsilon) x slots) exploited among
+  //            tried clients scoring >= cut_off_util x the exploit_len-th best score, sampled
+  //            with p ~ score (OortScore); the rest explored among never-tried clients: the
+  //            top sample_window x explore_len by registration utility x (T/t)^alpha, sampled
+  //            with p ~ that; shortfalls filled from the remaining tried, then never-tried.
+  //            expected_next = the best-scoring tried clients not picked.
+  //   fedcase: FedCaSe (Khan et al., SoCC 2024; research.md section 4): experience from
+  //            running min/max of t and utility over all candidates and updates seen; the
+  //            ceil(top_ratio x K) best by experience, then uniform random up to slots;
+  //            clients predicted to miss the deadline even at min_local_steps are taken last
+  //            (fastest first). expected_next = the next ceil(top_ratio x K) by experience.
+  //            top_ratio is fixed (FedCaSe's learned ratio is not implemented).
   // Predictions use RoundTimePredictor over ProfileBook::Inputs, never below the client's
   // straggler bound; with workload_sizing, a slow client's local steps are lowered to fit (see
   // PlannerOptions), recorded in reason.workload_reduced. Marks every participant with
@@ -232,10 +278,11 @@ class Planner {
   // An update of `round` from client `index` was accepted: updates the profile
   // (ProfileBook::OnTaskSucceeded), trains the predictor on the inputs it was planned with and
   // scores its prediction for the round's MAPE, records Oort's exploited utility and FedCaSe's
-  // running extremes. If timing.completion_s is 0 it is taken as now_s - planned time. An
-  // update without a matching in-flight task (e.g. planned before a restart) still updates the
-  // profile. Errors: NOT_FOUND for an unknown index; INVALID_ARGUMENT as
-  // ProfileBook::OnTaskSucceeded (no state changed).
+  // running extremes. If timing.completion_s is 0 it is taken as now_s - the time the task was
+  // planned. An update without a matching in-flight task (e.g. planned before a restart)
+  // still updates the profile but trains nothing. Errors: NOT_FOUND for an unknown index;
+  // INVALID_ARGUMENT as ProfileBook::OnTaskSucceeded, e.g. a completion_s of 0 without an
+  // in-flight task (no state changed).
   absl::Status OnUpdate(ClientIndex index, int64_t round, const v1::UpdateMetrics& metrics,
                         const profile::TaskTiming& timing, double now_s);
 
@@ -290,6 +337,11 @@ class Planner {
   size_t TakeTop(size_t need, Ok&& ok);
   template <typename Ok>
   size_t TakeRandom(size_t need, std::mt19937_64& rng, Ok&& ok);
+  template <typename Ok>
+  size_t TakeWeighted(size_t need, std::mt19937_64& rng, Ok&& ok);
+  template <typename Pred, typename Key>
+  void FillStage(Pred&& pred, Key&& key);
+  void AppendExpectedNext(size_t count, RoundPlan* plan);
   void SelectRandom(const PlanRequest& request, size_t slots, std::mt19937_64& rng);
   void SelectOort(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
                   RoundPlan* plan);
@@ -322,6 +374,7 @@ class Planner {
   std::vector<Candidate> pool_;
   std::vector<Keyed> stage_;
   std::vector<double> values_;
+  OortRoundTerms oort_terms_;  // of the current plan, for the participants' reasons
   std::vector<uint32_t> stamp_;
   uint32_t stamp_serial_ = 0;
   std::vector<uint32_t> chosen_;  // positions in pool_ of the selected, in selection order

@@ -383,63 +383,6 @@ std::optional<ClientIndex> ProfileBook::FindByIdentity(std::string_view identity
   return it->second;
 }
 
-double ProfileBook::ExpectedFigure(double measured, double self_reported,
-                                   const LogMean& model_value, const LogMean& model_ratio,
-                                   const LogMean& global_value, const LogMean& global_ratio,
-                                   double fallback) const {
-  if (measured > 0) return measured;
-  if (self_reported > 0) {
-    const double factor = model_ratio.n > 0    ? model_ratio.geo_mean
-                          : global_ratio.n > 0 ? global_ratio.geo_mean
-                                               : 1.0;
-    return self_reported * factor;
-  }
-  if (model_value.n > 0) return model_value.geo_mean;
-  if (global_value.n > 0) return global_value.geo_mean;
-  return fallback;
-}
-
-double ProfileBook::ExpectedComputeMs(ClientIndex index) const {
-  const ClientState& s = states_[index];
-  const Prior& m = model_priors_[s.device_model];
-  return ExpectedFigure(s.compute_ms_per_sample, s.benchmark_ms, m.compute_ms, m.compute_ratio,
-                        global_prior_.compute_ms, global_prior_.compute_ratio,
-                        options_.default_compute_ms_per_sample);
-}
-
-double ProfileBook::ExpectedDownloadKbps(ClientIndex index) const {
-  const ClientState& s = states_[index];
-  const Prior& m = model_priors_[s.device_model];
-  return ExpectedFigure(s.download_kbps, s.bandwidth_hint_kbps, m.down_kbps, m.down_ratio,
-                        global_prior_.down_kbps, global_prior_.down_ratio,
-                        options_.default_kbps);
-}
-
-double ProfileBook::ExpectedUploadKbps(ClientIndex index) const {
-  const ClientState& s = states_[index];
-  const Prior& m = model_priors_[s.device_model];
-  return ExpectedFigure(s.upload_kbps, s.bandwidth_hint_kbps, m.up_kbps, m.up_ratio,
-                        global_prior_.up_kbps, global_prior_.up_ratio, options_.default_kbps);
-}
-
-double ProfileBook::ExpectedIoSecondsPerSample(ClientIndex index) const {
-  const ClientState& s = states_[index];
-  if (s.measured) return s.io_seconds_per_sample;
-  return FedCaseIoSecondsPerSample(s.cache_hit_ratio, s.sample_bytes);
-}
-
-RoundTimeInputs ProfileBook::Inputs(ClientIndex index, int64_t model_bytes,
-                                    int64_t samples_to_train) const {
-  RoundTimeInputs in;
-  in.compute_ms_per_sample = ExpectedComputeMs(index);
-  in.download_kbps = ExpectedDownloadKbps(index);
-  in.upload_kbps = ExpectedUploadKbps(index);
-  in.model_bytes = model_bytes;
-  in.samples_to_train = samples_to_train;
-  in.io_seconds_per_sample = ExpectedIoSecondsPerSample(index);
-  return in;
-}
-
 void ProfileBook::TakeDirty(std::vector<ClientIndex>* out) {
   out->clear();
   out->swap(dirty_);

@@ -178,16 +178,16 @@ class ProfileBook {
 
   // Expected training ms per sample, download and upload kbit/s: the measured EWMA, else the
   // prior described at the class comment. Always > 0.
-  double ExpectedComputeMs(ClientIndex index) const;
-  double ExpectedDownloadKbps(ClientIndex index) const;
-  double ExpectedUploadKbps(ClientIndex index) const;
+  inline double ExpectedComputeMs(ClientIndex index) const;
+  inline double ExpectedDownloadKbps(ClientIndex index) const;
+  inline double ExpectedUploadKbps(ClientIndex index) const;
   // Expected storage I/O seconds per trained sample: last measured I/O seconds / samples once
   // measured, else FedCaSe's analytic term for the cache hit ratio and sample size.
-  double ExpectedIoSecondsPerSample(ClientIndex index) const;
+  inline double ExpectedIoSecondsPerSample(ClientIndex index) const;
   // Everything RoundTimePredictor needs for a task of `samples_to_train` samples of a model of
   // `model_bytes` bytes.
-  RoundTimeInputs Inputs(ClientIndex index, int64_t model_bytes,
-                         int64_t samples_to_train) const;
+  inline RoundTimeInputs Inputs(ClientIndex index, int64_t model_bytes,
+                                int64_t samples_to_train) const;
 
   // Persistence. The service writes profile(i) for every i returned here with the round's
   // commit. Appends the indices whose profile changed since the last call (registration,
@@ -225,9 +225,21 @@ class ProfileBook {
   void MarkDirty(ClientIndex index);
   std::string NextClientId();
   void ApplyContribution(const Contribution& c, uint32_t model, int sign);
-  double ExpectedFigure(double measured, double self_reported, const LogMean& model_value,
-                        const LogMean& model_ratio, const LogMean& global_value,
-                        const LogMean& global_ratio, double fallback) const;
+  static double ExpectedFigure(double measured, double self_reported,
+                               const LogMean& model_value, const LogMean& model_ratio,
+                               const LogMean& global_value, const LogMean& global_ratio,
+                               double fallback) {
+    if (measured > 0) return measured;
+    if (self_reported > 0) {
+      const double factor = model_ratio.n > 0    ? model_ratio.geo_mean
+                            : global_ratio.n > 0 ? global_ratio.geo_mean
+                                                 : 1.0;
+      return self_reported * factor;
+    }
+    if (model_value.n > 0) return model_value.geo_mean;
+    if (global_value.n > 0) return global_value.geo_mean;
+    return fallback;
+  }
 
   ProfileBookOptions options_;
   std::vector<v1::ClientProfile> profiles_;
@@ -242,6 +254,47 @@ class ProfileBook {
   Prior global_prior_;
   int64_t next_client_number_ = 1;
 };
+
+// Inline because the planner evaluates them for every candidate of every round.
+inline double ProfileBook::ExpectedComputeMs(ClientIndex index) const {
+  const ClientState& s = states_[index];
+  const Prior& m = model_priors_[s.device_model];
+  return ExpectedFigure(s.compute_ms_per_sample, s.benchmark_ms, m.compute_ms, m.compute_ratio,
+                        global_prior_.compute_ms, global_prior_.compute_ratio,
+                        options_.default_compute_ms_per_sample);
+}
+
+inline double ProfileBook::ExpectedDownloadKbps(ClientIndex index) const {
+  const ClientState& s = states_[index];
+  const Prior& m = model_priors_[s.device_model];
+  return ExpectedFigure(s.download_kbps, s.bandwidth_hint_kbps, m.down_kbps, m.down_ratio,
+                        global_prior_.down_kbps, global_prior_.down_ratio, options_.default_kbps);
+}
+
+inline double ProfileBook::ExpectedUploadKbps(ClientIndex index) const {
+  const ClientState& s = states_[index];
+  const Prior& m = model_priors_[s.device_model];
+  return ExpectedFigure(s.upload_kbps, s.bandwidth_hint_kbps, m.up_kbps, m.up_ratio,
+                        global_prior_.up_kbps, global_prior_.up_ratio, options_.default_kbps);
+}
+
+inline double ProfileBook::ExpectedIoSecondsPerSample(ClientIndex index) const {
+  const ClientState& s = states_[index];
+  if (s.measured) return s.io_seconds_per_sample;
+  return FedCaseIoSecondsPerSample(s.cache_hit_ratio, s.sample_bytes);
+}
+
+inline RoundTimeInputs ProfileBook::Inputs(ClientIndex index, int64_t model_bytes,
+                                           int64_t samples_to_train) const {
+  RoundTimeInputs in;
+  in.compute_ms_per_sample = ExpectedComputeMs(index);
+  in.download_kbps = ExpectedDownloadKbps(index);
+  in.upload_kbps = ExpectedUploadKbps(index);
+  in.model_bytes = model_bytes;
+  in.samples_to_train = samples_to_train;
+  in.io_seconds_per_sample = ExpectedIoSecondsPerSample(index);
+  return in;
+}
 
 }  // namespace fedsched::profile
 

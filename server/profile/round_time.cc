@@ -49,16 +49,6 @@ double FedCaseIoSecondsPerSample(double cache_hit_ratio, int64_t sample_bytes) {
                                           1024.0);
 }
 
-AnalyticTerms ComputeAnalyticTerms(const RoundTimeInputs& in) {
-  AnalyticTerms t;
-  const double n = static_cast<double>(std::max<int64_t>(in.samples_to_train, 0));
-  t.compute_s = n * std::max(in.compute_ms_per_sample, 0.0) / 1000.0;
-  const double kbit = ModelKbit(in.model_bytes);
-  t.comm_s = kbit / std::max(in.download_kbps, 1.0) + kbit / std::max(in.upload_kbps, 1.0);
-  t.io_s = n * std::max(in.io_seconds_per_sample, 0.0);
-  return t;
-}
-
 double LinearPrediction::At(int64_t samples) const {
   return fixed_s + per_sample_s * static_cast<double>(std::max<int64_t>(samples, 0));
 }
@@ -79,16 +69,6 @@ absl::StatusOr<RoundTimePredictor> RoundTimePredictor::Create(
 RoundTimePredictor::RoundTimePredictor(const RoundTimePredictorOptions& options)
     : options_(options) {
   Refit();
-}
-
-LinearPrediction RoundTimePredictor::PredictLinear(const RoundTimeInputs& inputs) const {
-  RoundTimeInputs one = inputs;
-  one.samples_to_train = 1;
-  const AnalyticTerms t = ComputeAnalyticTerms(one);
-  LinearPrediction p;
-  p.fixed_s = weights_[0] + weights_[2] * t.comm_s;
-  p.per_sample_s = weights_[1] * t.compute_s + weights_[3] * t.io_s;
-  return p;
 }
 
 double RoundTimePredictor::Predict(const RoundTimeInputs& inputs) const {

@@ -63,7 +63,7 @@ struct AnalyticTerms {
 };
 
 // The analytic terms for `inputs` (non-positive bandwidths count as 1 kbit/s).
-AnalyticTerms ComputeAnalyticTerms(const RoundTimeInputs& inputs);
+inline AnalyticTerms ComputeAnalyticTerms(const RoundTimeInputs& inputs);
 
 // A prediction that is affine in the number of trained samples n:
 // seconds(n) = fixed_s + per_sample_s * n (before the floor at kMinPredictionSeconds).
@@ -119,7 +119,7 @@ class RoundTimePredictor {
   double Predict(const RoundTimeInputs& inputs) const;
   // The prediction as an affine function of the trained samples (inputs.samples_to_train is
   // ignored). Weights are non-negative, so per_sample_s >= 0 and fixed_s >= 0.
-  LinearPrediction PredictLinear(const RoundTimeInputs& inputs) const;
+  inline LinearPrediction PredictLinear(const RoundTimeInputs& inputs) const;
 
   // Folds one measured task into the regression (the inputs as they were when the task was
   // planned) and refits the weights (a 4x4 solve). Ignores non-finite or non-positive
@@ -161,6 +161,28 @@ class RoundTimePredictor {
   double round_abs_pct_sum_ = 0;
   int64_t round_count_ = 0;
 };
+
+// Inline because the planner evaluates them for every candidate of every round.
+inline AnalyticTerms ComputeAnalyticTerms(const RoundTimeInputs& in) {
+  AnalyticTerms t;
+  const double n = in.samples_to_train > 0 ? static_cast<double>(in.samples_to_train) : 0.0;
+  const double kbit = in.model_bytes > 0 ? static_cast<double>(in.model_bytes) * 8.0 / 1000.0 : 0.0;
+  t.compute_s = n * (in.compute_ms_per_sample > 0 ? in.compute_ms_per_sample : 0.0) / 1000.0;
+  t.comm_s = kbit / (in.download_kbps > 1.0 ? in.download_kbps : 1.0) +
+             kbit / (in.upload_kbps > 1.0 ? in.upload_kbps : 1.0);
+  t.io_s = n * (in.io_seconds_per_sample > 0 ? in.io_seconds_per_sample : 0.0);
+  return t;
+}
+
+inline LinearPrediction RoundTimePredictor::PredictLinear(const RoundTimeInputs& inputs) const {
+  RoundTimeInputs one = inputs;
+  one.samples_to_train = 1;
+  const AnalyticTerms t = ComputeAnalyticTerms(one);
+  LinearPrediction p;
+  p.fixed_s = weights_[0] + weights_[2] * t.comm_s;
+  p.per_sample_s = weights_[1] * t.compute_s + weights_[3] * t.io_s;
+  return p;
+}
 
 }  // namespace fedsched::profile
 

@@ -126,7 +126,8 @@ int Coordinator::OnlineCount(absl::Time now) const {
 }
 
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
-                                                           absl::Time now) {
+                                                           absl::Time now,
+                                                           const std::string& cert_fingerprint) {
   if (request.identity().empty() || request.identity().size() > 256) {
     return absl::InvalidArgumentError("identity must be 1..256 bytes");
   }
@@ -142,6 +143,11 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   auto known = identities_.find(request.identity());
   if (known != identities_.end()) {
     client_id = known->second;
+    const std::string& bound = profiles_[client_id].cert_fingerprint();
+    if (!bound.empty() && bound != cert_fingerprint) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "identity '", request.identity(), "' is bound to another client certificate"));
+    }
   } else {
     client_id = absl::StrCat("client-", identities_.size() + 1);
     while (profiles_.contains(client_id)) client_id += "x";
@@ -157,6 +163,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     profile.set_statistical_utility(static_cast<double>(device.num_samples()));
   }
   *profile.mutable_device() = device;
+  if (profile.cert_fingerprint().empty()) profile.set_cert_fingerprint(cert_fingerprint);
   profile.set_last_heartbeat_unix_ms(ToUnixMs(now));
   if (absl::Status s = options_.store->PutProfile(profile); !s.ok()) {
     FEDSCHED_LOG(warn, "could not persist profile of {}: {}", client_id, s.ToString());
@@ -317,6 +324,15 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
   receipt.set_num_examples(metrics.num_examples());
   receipt.set_received_unix_ms(ToUnixMs(now));
   receipts_.push_back(std::move(receipt));
+  if (config_.audit_updates()) {
+    v1::AuditedUpdate audited;
+    audited.set_task_id(task.task_id);
+    audited.set_round(task.round);
+    audited.set_num_examples(metrics.num_examples());
+    audited.set_payload(payload);
+    audited.set_order(static_cast<int32_t>(audited_.size()));
+    audited_.push_back(std::move(audited));
+  }
 
   v1::ClientProfile& profile = profiles_[task.client_id];
   profile.set_successes(profile.successes() + 1);
@@ -391,6 +407,7 @@ void Coordinator::PlanRound(absl::Time now) {
   round_deadline_ = now + absl::Seconds(config_.round_deadline_s());
   tasks_.clear();
   receipts_.clear();
+  audited_.clear();
   touched_profiles_.clear();
   loss_sum_ = 0;
   hits_ = misses_ = 0;
@@ -488,6 +505,8 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   commit.record = record_;
   commit.model = *next;
   commit.receipts = receipts_;
+  commit.audited_updates = std::move(audited_);
+  audited_.clear();
   for (const std::string& id : touched_profiles_) commit.profiles.push_back(profiles_[id]);
   commit.meta.set_config_text(ConfigToText(config_));
   commit.meta.add_optimizer_state(aggregator_->SaveState().SerializeAsString());

@@ -76,8 +76,12 @@ class Coordinator {
   // Registers a device (or re-registers it: the same identity keeps its client id and profile
   // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
   // empty identity or negative device figures.
+  // `cert_fingerprint` is the SHA-256 of the client's TLS certificate under mutual TLS ("" when
+  // TLS is off): the first certificate seen for an identity is bound to it, and a later
+  // registration of that identity with another (or no) certificate is PERMISSION_DENIED.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
-                                                absl::Time now);
+                                                absl::Time now,
+                                                const std::string& cert_fingerprint = "");
 
   // Marks the client online. Returns the current round.
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
@@ -182,6 +186,7 @@ class Coordinator {
   std::map<std::string, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
   v1::RoundRecord record_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Receipt> receipts_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::AuditedUpdate> audited_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> touched_profiles_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> prefetch_clients_ ABSL_GUARDED_BY(mu_);
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,5 +1,6 @@
 #include "server/store/store.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,15 +53,15 @@ absl::StatusOr<Proto> ParseStored(const std::string& bytes, const std::string& w
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("store path is empty");
-  if (options.keep_models < 1) {
+  if (options.keep_models < 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("keep_models must be >= 1, got ", options.keep_models));
+        absl::StrCat("keep_models must be >= 0, got ", options.keep_models));
   }
   rocksdb::DBOptions db_options;
   db_options.create_if_missing = true;
   db_options.create_missing_column_families = true;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : {"default", "models", "rounds", "clients", "receipts", "meta"}) {
+  for (const char* name : {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
     families.emplace_back(name, rocksdb::ColumnFamilyOptions());
   }
   auto store = std::unique_ptr<Store>(new Store());
@@ -76,6 +77,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   store->clients_ = store->handles_[3];
   store->receipts_ = store->handles_[4];
   store->meta_ = store->handles_[5];
+  store->updates_ = store->handles_[6];
   return store;
 }
 
@@ -141,10 +143,13 @@ absl::Status Store::CommitRound(RoundCommit commit) {
   for (const v1::ClientProfile& profile : commit.profiles) {
     batch.Put(clients_, profile.client_id(), profile.SerializeAsString());
   }
+  for (const v1::AuditedUpdate& update : commit.audited_updates) {
+    batch.Put(updates_, RoundKey(round) + update.task_id(), update.SerializeAsString());
+  }
   if (!commit.planner_state.empty()) batch.Put(meta_, kPlannerKey, commit.planner_state);
   batch.Put(meta_, kMetaKey, commit.meta.SerializeAsString());
   const int64_t prune_below = round - options_.keep_models + 1;
-  if (prune_below > 0) batch.DeleteRange(models_, RoundKey(0), RoundKey(prune_below));
+  if (options_.keep_models > 0 && prune_below > 0) batch.DeleteRange(models_, RoundKey(0), RoundKey(prune_below));
   rocksdb::WriteOptions write;
   write.sync = true;
   return FromRocks(db_->Write(write, &batch), absl::StrCat("commit round ", round));
@@ -210,6 +215,23 @@ absl::StatusOr<v1::Receipt> Store::LoadReceipt(const std::string& task_id) const
   }
   if (!bytes.ok()) return bytes.status();
   return ParseStored<v1::Receipt>(*bytes, "receipt");
+}
+
+absl::StatusOr<std::vector<v1::AuditedUpdate>> Store::LoadAuditedUpdates(int64_t round) const {
+  std::vector<v1::AuditedUpdate> out;
+  const std::string prefix = RoundKey(round);
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), updates_));
+  for (it->Seek(prefix); it->Valid() && it->key().starts_with(prefix); it->Next()) {
+    FEDSCHED_ASSIGN_OR_RETURN(
+        v1::AuditedUpdate update,
+        ParseStored<v1::AuditedUpdate>(it->value().ToString(), "audited update"));
+    out.push_back(std::move(update));
+  }
+  FEDSCHED_RETURN_IF_ERROR(FromRocks(it->status(), "scan audited updates"));
+  std::sort(out.begin(), out.end(), [](const v1::AuditedUpdate& a, const v1::AuditedUpdate& b) {
+    return a.order() < b.order();
+  });
+  return out;
 }
 
 absl::StatusOr<std::string> Store::LoadPlannerState() const {

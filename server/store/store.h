@@ -34,6 +34,8 @@ struct RoundCommit {
   v1::RunMeta meta;
   // Opaque planner state to persist with the round (empty = unchanged).
   std::string planner_state;
+  // Accepted updates to keep for audit (empty unless ServerConfig.audit_updates).
+  std::vector<v1::AuditedUpdate> audited_updates;
 };
 
 // Options for Store::Open.
@@ -41,11 +43,12 @@ struct StoreOptions {
   // RocksDB directory; created if missing. Required.
   std::string path;
   // Keep the models of this many most recent rounds (older ones are deleted at commit); the
-  // round records and receipts are kept forever. Default: 5. Must be >= 1.
+  // round records and receipts are kept forever. 0 = keep every model. Default: 5. Must be >= 0.
   int keep_models = 5;
 };
 
-// RocksDB-backed state with column families `models`, `rounds`, `clients`, `receipts`, `meta`.
+// RocksDB-backed state with column families `models`, `rounds`, `clients`, `receipts`, `meta`
+// and `updates` (audit only).
 // Thread-safe: RocksDB serialises writes; callers need no extra locking.
 class Store {
  public:
@@ -84,6 +87,8 @@ class Store {
   absl::StatusOr<std::vector<v1::ClientProfile>> LoadProfiles() const;
   // The receipt for `task_id`. Errors: NOT_FOUND.
   absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const;
+  // The audited updates of `round` in accept order (empty if the run does not audit).
+  absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(int64_t round) const;
   // The planner state stored with the last commit ("" if none).
   absl::StatusOr<std::string> LoadPlannerState() const;
 
@@ -101,6 +106,7 @@ class Store {
   rocksdb::ColumnFamilyHandle* clients_ = nullptr;
   rocksdb::ColumnFamilyHandle* receipts_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ColumnFamilyHandle* updates_ = nullptr;
 };
 
 }  // namespace fedsched

@@ -20,6 +20,7 @@ min_updates: 3
 min_online_clients: 3
 round_deadline_s: 60
 heartbeat_interval_ms: 300
+audit_updates: true
 selection { overcommit: 1.0 }
 training { local_steps: 20 batch_size: 32 learning_rate: 0.05 }
 CFG
@@ -66,4 +67,7 @@ for p in "${pids[@]:1}"; do
 done
 reconnected=$(grep -h "reconnects" "$WORK"/client-*.log | grep -vc " 0 reconnects" || true)
 [ "$reconnected" -ge 1 ] || { echo "FAIL: no client reconnected"; cat "$WORK"/client-*.log; exit 1; }
+"$BUILD/server/fedsched-audit" --store_path="$WORK/store" > "$WORK/audit.log" || {
+  echo "FAIL: audit"; cat "$WORK/audit.log"; exit 1; }
+tail -n 1 "$WORK/audit.log"
 echo "PASS: resumed at round $((before + 1)), rounds 1..$ROUNDS committed once each, $reconnected clients reconnected"

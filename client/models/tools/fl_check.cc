@@ -1,16 +1,24 @@
 // fedsched_fl_check: in-process FedAvg (McMahan et al. 2017) on Fashion-MNIST with the reference
 // models, to check offline that the end-to-end target is reachable with given hyperparameters.
-// Not a test: it takes about a minute.
+// Not a test: it takes about 15 s on one idle core.
 //
 // Per round: sample --per_round of the --clients Dirichlet(--alpha) partitions uniformly without
 // replacement, train each for --epochs local epochs (samples shuffled each epoch, minibatch
 // --batch, SGD --lr, FedProx --mu) through ReferenceTrainer + InMemorySampleSource, average the
 // trained weights weighted by examples, evaluate on the test set.
 // Exit status: 0 if test accuracy reached --target within --rounds rounds, 1 if not, 2 on error.
+//
+// Defaults are the check's setup: 20 clients, alpha 0.5, min 10 samples, partition seed 42,
+// 10 participants per round, 1 local epoch at batch 32, 30 rounds, MLP 784-128-10. The default
+// learning rate 0.1 reached 0.80 test accuracy in rounds 4-8 and ended at 0.838-0.854 in round 30
+// over seeds 1-5 (lr 0.05: rounds 7-11, 0.826-0.842).
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -37,7 +45,7 @@ ABSL_FLAG(int, per_round, 10, "participants per round");
 ABSL_FLAG(int, rounds, 30, "rounds");
 ABSL_FLAG(int, epochs, 1, "local epochs per round");
 ABSL_FLAG(int, batch, 32, "local minibatch size");
-ABSL_FLAG(double, lr, 0.05, "local SGD learning rate");
+ABSL_FLAG(double, lr, 0.1, "local SGD learning rate");
 ABSL_FLAG(double, mu, 0.0, "FedProx proximal coefficient");
 ABSL_FLAG(uint64_t, seed, 1, "seed of the initial model, participant selection and sample order");
 ABSL_FLAG(double, target, 0.80, "test accuracy to reach");

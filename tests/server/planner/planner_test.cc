@@ -1,7 +1,7 @@
 #include "server/planner/planner.h"
 
 #include <algorithm>
-#include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cmath>
 #include <map>
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -151,12 +152,12 @@ TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
 TEST_F(PlannerTest, OortScoresMatchTheHandComputedExample) {
   const double ms[] = {100, 200, 400, 800};
   const double utility[] = {10, 20, 40, 80};
-  for (int i = 0; i < 4; ++i) Measure(Add("d" + std::to_string(i), ms[i]), ms[i], utility[i], i + 1);
+  for (int i = 0; i < 4; ++i) Measure(Add(absl::StrCat("d", i), ms[i]), ms[i], utility[i], i + 1);
   PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 4);
   o.oort.exploration_factor = 0;  // exploit only
   o.oort.exploration_min = 0;
   auto planner = Make(o);
-  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0}).status());  // first round: empty
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0, .candidates = {}}).status());  // first round: empty
   const std::vector<ClientIndex> all = All();
   ASSERT_OK_AND_ASSIGN(RoundPlan plan, planner->PlanRound({.round = 10, .now_s = 1, .candidates = all}));
   EXPECT_THAT(plan.preferred_duration_s, DoubleNear(2.0, 1e-12));
@@ -184,12 +185,12 @@ TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
   for (int i = 0; i < 100; ++i) {
     ms[i] = 50 + 10 * i;
     utility[i] = 5 + i % 7;
-    const ClientIndex c = Add("d" + std::to_string(i), ms[i]);
+    const ClientIndex c = Add(absl::StrCat("d", i), ms[i]);
     if (i % 2 == 0) Measure(c, ms[i], utility[i], 1);
   }
   auto planner = Make(BaseOptions(v1::SELECTION_POLICY_OORT, 10));
   EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9);
-  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0}).status());
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0, .candidates = {}}).status());
   planner->OnRoundFinished(1, false, 0);  // a failed round does not decay epsilon
   EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9);
   const std::vector<ClientIndex> all = All();
@@ -211,7 +212,9 @@ TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
     EXPECT_LE(planner->epsilon(), previous);
     EXPECT_GE(planner->epsilon(), 0.3);
     previous = planner->epsilon();
-    if (round == 2) EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9 * 0.98);
+    if (round == 2) {
+      EXPECT_DOUBLE_EQ(planner->epsilon(), 0.9 * 0.98);
+    }
   }
   EXPECT_EQ(planner->epsilon(), 0.3);
 }
@@ -221,14 +224,14 @@ TEST_F(PlannerTest, OortPacerRelaxesTWhenUtilityPlateaus) {
   std::vector<double> ms(20), utility(20, 10.0);
   for (int i = 0; i < 20; ++i) {
     ms[i] = 100.0 * (i + 1);
-    Measure(Add("d" + std::to_string(i), ms[i]), ms[i], utility[i], 1);
+    Measure(Add(absl::StrCat("d", i), ms[i]), ms[i], utility[i], 1);
   }
   PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 5);
   o.oort.exploration_factor = 0;
   o.oort.exploration_min = 0;
   o.oort.pacer_step = 5;
   auto planner = Make(o);
-  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0}).status());
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0, .candidates = {}}).status());
   planner->OnRoundFinished(1, true, 0);  // one committed round with zero exploit utility
   std::map<int64_t, double> t_of_round;
   for (int64_t round = 2; round <= 22; ++round) {
@@ -250,7 +253,7 @@ TEST_F(PlannerTest, RandomWithAvailabilityStarvesNoOnlineClient) {
   std::vector<double> ms(n), utility(n, 1.0);
   for (int i = 0; i < n; ++i) {
     ms[i] = 100 + 10 * i;  // 1 .. 6.9 s
-    Add("d" + std::to_string(i), ms[i]);
+    Add(absl::StrCat("d", i), ms[i]);
   }
   PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_RANDOM, 5);
   o.overcommit = 1.3;
@@ -317,7 +320,7 @@ TEST_F(PlannerTest, PredictorLearnsTheSystemInTheLoop) {
   std::vector<double> ms(n);
   for (int i = 0; i < n; ++i) {
     ms[i] = 200 + 37 * i;
-    Measure(Add("d" + std::to_string(i), ms[i]), ms[i], 1.0, 1);
+    Measure(Add(absl::StrCat("d", i), ms[i]), ms[i], 1.0, 1);
   }
   auto planner = Make(BaseOptions(v1::SELECTION_POLICY_RANDOM, 10));
   const std::vector<ClientIndex> all = All();
@@ -379,7 +382,7 @@ TEST_F(PlannerTest, FewerOnlineThanKSelectsAllOfThemUnderEveryPolicy) {
     SCOPED_TRACE(policy);
     SetUp();
     std::vector<double> ms = {100, 300, 200}, utility = {1, 2, 3};
-    for (int i = 0; i < 3; ++i) Add("d" + std::to_string(i), ms[i]);
+    for (int i = 0; i < 3; ++i) Add(absl::StrCat("d", i), ms[i]);
     PlannerOptions o = BaseOptions(policy, 10);
     o.overcommit = 1.3;
     auto planner = Make(o);
@@ -393,7 +396,7 @@ TEST_F(PlannerTest, FewerOnlineThanKSelectsAllOfThemUnderEveryPolicy) {
       EXPECT_EQ(distinct.size(), 3u);
     }
     // Nobody online.
-    ASSERT_OK_AND_ASSIGN(RoundPlan empty, planner->PlanRound({.round = 5, .now_s = 600}));
+    ASSERT_OK_AND_ASSIGN(RoundPlan empty, planner->PlanRound({.round = 5, .now_s = 600, .candidates = {}}));
     EXPECT_TRUE(empty.participants.empty());
     EXPECT_EQ(empty.target_updates, 0);
     // Two online, one of which will be offline before it could finish.
@@ -486,9 +489,9 @@ TEST_F(PlannerTest, CachePlanFollowsTheConfigAndTheStorageBudget) {
 }
 
 TEST_F(PlannerTest, RejectsBadRequestsAndSkipsBusyAndDuplicateCandidates) {
-  for (int i = 0; i < 3; ++i) Add("d" + std::to_string(i), 100);
+  for (int i = 0; i < 3; ++i) Add(absl::StrCat("d", i), 100);
   auto planner = Make(BaseOptions(v1::SELECTION_POLICY_RANDOM, 5));
-  EXPECT_THAT(planner->PlanRound({.round = 0}).status(),
+  EXPECT_THAT(planner->PlanRound({.round = 0, .now_s = 0, .candidates = {}}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("round")));
   const std::vector<ClientIndex> bad = {0, 7};
   EXPECT_THAT(planner->PlanRound({.round = 1, .candidates = bad}).status(),
@@ -559,7 +562,7 @@ TEST_F(PlannerTest, ExportImportGivesIdenticalNextSelections) {
   for (v1::SelectionPolicy policy : kAllPolicies) {
     SCOPED_TRACE(policy);
     SetUp();
-    for (int i = 0; i < 40; ++i) Add("d" + std::to_string(i), i % 5 == 0 ? 0 : 5.0 + i);
+    for (int i = 0; i < 40; ++i) Add(absl::StrCat("d", i), i % 5 == 0 ? 0 : 5.0 + i);
     PlannerOptions o = BaseOptions(policy, 6);
     o.overcommit = 1.3;
     o.workload_sizing = true;
@@ -613,12 +616,19 @@ TEST_F(PlannerTest, ExportImportGivesIdenticalNextSelections) {
   }
 }
 
+// CPU time of this thread, seconds: robust to a shared, loaded machine.
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
   const int n = 100'000;
   std::vector<double> ms(n);
   for (int i = 0; i < n; ++i) {
     ms[i] = 5.0 + (i * 7919) % 300;
-    const ClientIndex c = Add("d" + std::to_string(i), ms[i]);
+    const ClientIndex c = Add(absl::StrCat("d", i), ms[i]);
     if (i % 3 == 0) Measure(c, ms[i], 1.0 + i % 17, 1);
   }
   const std::vector<ClientIndex> all = All();
@@ -630,7 +640,7 @@ TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
     o.round_deadline_s = 10;
     auto planner = Make(o);
     const int rounds = 20;
-    const auto start = std::chrono::steady_clock::now();
+    const double start = CpuSeconds();
     for (int64_t round = 1; round <= rounds; ++round) {
       auto plan = planner->PlanRound({.round = round, .now_s = 0, .candidates = all,
                                       .model_bytes = 1'000'000});
@@ -642,11 +652,9 @@ TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
       }
       planner->OnRoundFinished(round, true, 1);
     }
-    const double per_round_ms =
-        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
-            .count() /
-        rounds;
-    std::printf("policy %d: %.2f ms per round over %d clients\n", policy, per_round_ms, n);
+    const double per_round_ms = (CpuSeconds() - start) * 1000.0 / rounds;
+    std::printf("policy %d: %.2f ms CPU per round (plan + %zu updates) over %d clients\n",
+                policy, per_round_ms, static_cast<size_t>(130), n);
     // Generous bound for a shared, unoptimised test machine; the target is well below.
     EXPECT_LT(per_round_ms, 250.0);
   }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -238,7 +239,7 @@ TEST(ProfileBookTest, DirtyTracking) {
 TEST(ProfileBookTest, ExportImportRoundTrip) {
   auto a = MakeBook();
   for (int i = 0; i < 6; ++i) {
-    ASSERT_OK_AND_ASSIGN(auto r, a->OnRegister("dev" + std::to_string(i),
+    ASSERT_OK_AND_ASSIGN(auto r, a->OnRegister(absl::StrCat("dev", i),
                                                Device(i % 2 ? "X" : "Y", 5.0 + i, 600, 900), 0));
     if (i < 4) {
       v1::UpdateMetrics m = Metrics(10.0 + 7 * i);

@@ -310,6 +310,18 @@ TEST_F(CoordinatorTest, FinishesAfterNumRounds) {
   EXPECT_TRUE(r.finished());
 }
 
+TEST_F(CoordinatorTest, IdentityIsBoundToItsFirstCertificate) {
+  Start();
+  v1::RegisterRequest request;
+  request.set_identity("phone-1");
+  ASSERT_OK(coordinator_->Register(request, kT0, "fingerprint-A").status());
+  ASSERT_OK(coordinator_->Register(request, kT0, "fingerprint-A").status());
+  EXPECT_THAT(coordinator_->Register(request, kT0, "fingerprint-B"),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("phone-1")));
+  EXPECT_THAT(coordinator_->Register(request, kT0, ""),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("certificate")));
+}
+
 TEST(ServerConfigTest, RejectsOutOfRangeValuesNamingTheField) {
   v1::ServerConfig config;
   config.set_store_path("/tmp/x");

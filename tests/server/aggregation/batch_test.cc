@@ -1,0 +1,154 @@
+// AccumulateBatch must be indistinguishable from Accumulate called on each update in order: the
+// same verdicts, the same counters and bit-identical models.
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/aggregation/aggregator.h"
+#include "tests/server/aggregation/test_models.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::IsOk;
+using ::fedsched::testing::MakeModel;
+using ::fedsched::testing::StatusIs;
+using ::fedsched::testing::Values;
+using ::testing::HasSubstr;
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// Values with plenty of rounding, so that any change of operation order would show.
+v1::Model Update(int seed, int size, bool reversed = false) {
+  std::vector<float> a(size);
+  std::vector<float> b(3);
+  uint32_t state = 977u * static_cast<uint32_t>(seed) + 1u;
+  auto next = [&] {
+    state = state * 1664525u + 1013904223u;
+    return (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 0.37f;
+  };
+  for (float& x : a) x = next();
+  for (float& x : b) x = next();
+  if (reversed) return MakeModel({{"b", {3}, b}, {"a", {size}, a}});
+  return MakeModel({{"a", {size}, a}, {"b", {3}, b}});
+}
+
+v1::Model GlobalOf(int size) {
+  return MakeModel({{"a", {size}, std::vector<float>(size, 0.5f)}, {"b", {3}, {1, 2, 3}}});
+}
+
+struct Outcome {
+  std::vector<absl::StatusCode> codes;
+  int64_t updates;
+  int64_t examples;
+  std::vector<float> a;
+  std::vector<float> b;
+};
+
+Outcome RunRound(v1::AggregationRule rule, int size, const std::vector<Aggregator::WeightedUpdate>& in,
+            bool batched) {
+  v1::AggregationConfig config;
+  config.set_rule(rule);
+  absl::StatusOr<std::unique_ptr<Aggregator>> agg = Aggregator::Create(config, GlobalOf(size));
+  EXPECT_THAT(agg, IsOk());
+  Outcome out;
+  if (batched) {
+    for (const absl::Status& s : (*agg)->AccumulateBatch(in)) out.codes.push_back(s.code());
+  } else {
+    for (const Aggregator::WeightedUpdate& u : in) {
+      out.codes.push_back((*agg)->Accumulate(*u.delta, u.num_examples, u.staleness).code());
+    }
+  }
+  out.updates = (*agg)->num_updates();
+  out.examples = (*agg)->total_examples();
+  absl::StatusOr<v1::Model> next = (*agg)->Finalize(GlobalOf(size));
+  EXPECT_THAT(next, IsOk());
+  if (next.ok()) {
+    out.a = Values(*next, "a");
+    out.b = Values(*next, "b");
+  }
+  return out;
+}
+
+void ExpectSame(const Outcome& batched, const Outcome& sequential) {
+  EXPECT_EQ(batched.codes, sequential.codes);
+  EXPECT_EQ(batched.updates, sequential.updates);
+  EXPECT_EQ(batched.examples, sequential.examples);
+  ASSERT_EQ(batched.a.size(), sequential.a.size());
+  for (size_t i = 0; i < batched.a.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(batched.a[i]), std::bit_cast<uint32_t>(sequential.a[i]))
+        << i;
+  }
+  EXPECT_EQ(batched.b, sequential.b);
+}
+
+TEST(AccumulateBatchTest, ValidUpdatesAreBitIdenticalToSequential) {
+  constexpr int kSize = 1001;
+  std::vector<v1::Model> models;
+  for (int i = 0; i < 19; ++i) models.push_back(Update(i, kSize, /*reversed=*/i % 3 == 1));
+  std::vector<Aggregator::WeightedUpdate> in;
+  for (int i = 0; i < 19; ++i) in.push_back({&models[i], 1 + 7 * i, i % 4});
+  for (v1::AggregationRule rule :
+       {v1::AGGREGATION_RULE_FEDAVG, v1::AGGREGATION_RULE_FEDADAM,
+        v1::AGGREGATION_RULE_TRIMMED_MEAN}) {
+    SCOPED_TRACE(v1::AggregationRule_Name(rule));
+    ExpectSame(RunRound(rule, kSize, in, true), RunRound(rule, kSize, in, false));
+  }
+}
+
+TEST(AccumulateBatchTest, BadUpdatesGetTheirOwnVerdictAndLeaveNoTrace) {
+  constexpr int kSize = 333;
+  std::vector<v1::Model> models;
+  for (int i = 0; i < 12; ++i) models.push_back(Update(100 + i, kSize));
+  models[2].mutable_tensors(0)->set_data(kSize - 1, kNaN);        // NaN, caught in the fold
+  models[5] = MakeModel({{"a", {kSize + 1}, std::vector<float>(kSize + 1)},
+                         {"b", {3}, {0, 0, 0}}});                  // shape
+  models[9].mutable_tensors(1)->set_data(0, 3e38f);                // overflows with weight 5
+  std::vector<Aggregator::WeightedUpdate> in;
+  for (int i = 0; i < 12; ++i) in.push_back({&models[i], 5, 0});
+  in[7].num_examples = 0;                                          // rejected before the fold
+  in[11].staleness = 50;                                           // too stale
+  const Outcome batched = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, true);
+  ExpectSame(batched, RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, false));
+  EXPECT_EQ(batched.updates, 7);
+  EXPECT_EQ(batched.codes[2], absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batched.codes[5], absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batched.codes[7], absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batched.codes[9], absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batched.codes[11], absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(AccumulateBatchTest, ExampleCountOverflowCountsEarlierUpdatesOfTheBatch) {
+  std::vector<v1::Model> models = {Update(1, 4), Update(2, 4), Update(3, 4)};
+  std::vector<Aggregator::WeightedUpdate> in = {
+      {&models[0], std::numeric_limits<int64_t>::max() / 2 + 1, 0},
+      {&models[1], std::numeric_limits<int64_t>::max() / 2 + 1, 0},
+      {&models[2], 3, 0}};
+  ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(4)));
+  std::vector<absl::Status> status = agg->AccumulateBatch(in);
+  EXPECT_OK(status[0]);
+  EXPECT_THAT(status[1], StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("overflow")));
+  EXPECT_OK(status[2]);
+  EXPECT_EQ(agg->num_updates(), 2);
+}
+
+TEST(AccumulateBatchTest, LargeModelAndEmptyBatch) {
+  constexpr int kSize = 3'000'000;  // streaming-sized running sum
+  std::vector<v1::Model> models = {Update(7, kSize), Update(8, kSize, true), Update(9, kSize)};
+  std::vector<Aggregator::WeightedUpdate> in = {{&models[0], 3, 0}, {&models[1], 1, 2},
+                                                {&models[2], 9, 0}};
+  ExpectSame(RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, true),
+             RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, false));
+  ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(kSize)));
+  EXPECT_TRUE(agg->AccumulateBatch({}).empty());
+  EXPECT_EQ(agg->num_updates(), 0);
+}
+
+}  // namespace
+}  // namespace fedsched
