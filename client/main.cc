@@ -14,6 +14,7 @@
 #include "client/models/partition.h"
 #include "client/models/reference_model.h"
 #include "client/models/samples.h"
+#include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
 #include "common/config.h"
 #include "common/logging.h"
@@ -27,6 +28,8 @@ ABSL_FLAG(double, slowdown, 0, "Overrides slowdown_factor when > 0 (>= 1).");
 ABSL_FLAG(double, bandwidth_kbps, -1, "Overrides bandwidth_kbps when >= 0.");
 ABSL_FLAG(std::string, state_dir, "", "Overrides state_dir (on-device cache state, sample store).");
 ABSL_FLAG(bool, disable_cache, false, "Sets disable_cache: every sample is read from storage.");
+ABSL_FLAG(double, read_delay_us_per_kb, -1,
+          "Overrides storage_read_delay_us_per_kb when >= 0 (emulates a microSD card).");
 ABSL_FLAG(std::string, log_level, "warn", "trace, debug, info, warn, error or off.");
 
 namespace fedsched {
@@ -58,6 +61,9 @@ int Main() {
   }
   if (!absl::GetFlag(FLAGS_state_dir).empty()) config.set_state_dir(absl::GetFlag(FLAGS_state_dir));
   if (absl::GetFlag(FLAGS_disable_cache)) config.set_disable_cache(true);
+  if (absl::GetFlag(FLAGS_read_delay_us_per_kb) >= 0) {
+    config.set_storage_read_delay_us_per_kb(absl::GetFlag(FLAGS_read_delay_us_per_kb));
+  }
   if (data.train_images_path().empty()) data.set_train_images_path(kFashionMnistTrainImages);
   if (data.train_labels_path().empty()) data.set_train_labels_path(kFashionMnistTrainLabels);
   if (data.num_partitions() == 0) data.set_num_partitions(20);
@@ -92,12 +98,16 @@ int Main() {
     local.labels.push_back(all->labels[index]);
   }
   *all = ImageDataset();
-  std::vector<int64_t> ids(local.size);
-  for (int64_t i = 0; i < local.size; ++i) ids[i] = i;
-  absl::StatusOr<std::unique_ptr<InMemorySampleSource>> source =
-      InMemorySampleSource::Create(local, std::move(ids));
-  if (!source.ok()) return Fail(source.status());
-  UniformDataPlan plan(source->get(), config.seed() + data.partition_index());
+  // The device's slow storage holds one file per sample; the cache keeps the important ones.
+  std::vector<std::string> encoded;
+  encoded.reserve(local.size);
+  for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
+  if (config.state_dir().empty()) config.set_state_dir("/tmp/fedsched-client-" + config.identity());
+  absl::StatusOr<std::unique_ptr<CacheDataPlan>> plan = CacheDataPlan::Create(
+      config.state_dir(), encoded, config.storage_read_delay_us_per_kb(), config.disable_cache(),
+      config.seed() + data.partition_index());
+  if (!plan.ok()) return Fail(plan.status());
+  encoded.clear();
 
   v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
   absl::StatusOr<std::unique_ptr<ReferenceTrainer>> trainer = ReferenceTrainer::Create(model_config);
@@ -106,7 +116,7 @@ int Main() {
   ClientOptions options;
   options.config = config;
   options.trainer = trainer->get();
-  options.data = &plan;
+  options.data = plan->get();
   options.device.set_sample_bytes(1 + pixels);
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
   if (!client.ok()) return Fail(client.status());

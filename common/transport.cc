@@ -1,41 +1,64 @@
 #include "common/transport.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
+#include <string>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "common/config.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 
 namespace fedsched {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
-constexpr int64_t kMaxGrpcMessage = std::numeric_limits<int32_t>::max();
+// gRPC takes message limits and keepalive periods as C ints.
+constexpr int64_t kMaxGrpcInt = std::numeric_limits<int32_t>::max();
+
+// INVALID_ARGUMENT naming `field` unless lo <= value <= hi. `original` is the configured value
+// (before defaults), printed so that e.g. "-1" shows up as given.
+absl::Status CheckRange(const char* field, int64_t value, int64_t original, int64_t lo, int64_t hi,
+                        const char* unit, const char* note = "") {
+  if (value >= lo && value <= hi) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("transport.", field, " must be in [", lo, ", ",
+                                                 hi, "] ", unit, ", got ", original, note));
+}
+
+constexpr char kNoSentinel[] = " (0 means the default; there is no 'unlimited' sentinel)";
 
 }  // namespace
 
 absl::StatusOr<v1::TransportConfig> ResolveTransport(const v1::TransportConfig& config) {
   v1::TransportConfig out = config;
   if (out.max_message_bytes() == 0) out.set_max_message_bytes(16 * kMiB);
-  if (out.max_message_bytes() < kMiB || out.max_message_bytes() > kMaxGrpcMessage) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transport.max_message_bytes must be in [", kMiB, ", ", kMaxGrpcMessage, "] bytes, got ",
-        config.max_message_bytes(), " (there is no 'unlimited' sentinel)"));
+  FEDSCHED_RETURN_IF_ERROR(CheckRange("max_message_bytes", out.max_message_bytes(),
+                                      config.max_message_bytes(), kMiB, kMaxGrpcInt, "bytes",
+                                      kNoSentinel));
+  if (out.chunk_bytes() == 0) {
+    out.set_chunk_bytes(std::min<int64_t>(kMiB, out.max_message_bytes() / 2));
   }
-  if (out.chunk_bytes() == 0) out.set_chunk_bytes(std::min<int64_t>(kMiB, out.max_message_bytes() / 2));
-  if (out.chunk_bytes() < 1024 || out.chunk_bytes() > out.max_message_bytes() / 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transport.chunk_bytes must be in [1024, max_message_bytes / 2 = ",
-        out.max_message_bytes() / 2, "], got ", config.chunk_bytes()));
-  }
+  FEDSCHED_RETURN_IF_ERROR(CheckRange("chunk_bytes", out.chunk_bytes(), config.chunk_bytes(), 1024,
+                                      out.max_message_bytes() / 2, "bytes (max_message_bytes / 2)",
+                                      kNoSentinel));
   if (out.min_ping_interval_ms() == 0) out.set_min_ping_interval_ms(20000);
+  FEDSCHED_RETURN_IF_ERROR(CheckRange("min_ping_interval_ms", out.min_ping_interval_ms(),
+                                      config.min_ping_interval_ms(), 1, kMaxGrpcInt, "ms",
+                                      kNoSentinel));
   if (out.keepalive_time_ms() == 0) {
     out.set_keepalive_time_ms(std::max<int64_t>(30000, out.min_ping_interval_ms()));
   }
+  FEDSCHED_RETURN_IF_ERROR(CheckRange("keepalive_time_ms", out.keepalive_time_ms(),
+                                      config.keepalive_time_ms(), 1, kMaxGrpcInt, "ms",
+                                      kNoSentinel));
   if (out.keepalive_timeout_ms() == 0) out.set_keepalive_timeout_ms(10000);
-  if (out.min_ping_interval_ms() < 0 || out.keepalive_timeout_ms() < 0) {
-    return absl::InvalidArgumentError("transport keepalive values must be positive");
-  }
+  FEDSCHED_RETURN_IF_ERROR(CheckRange("keepalive_timeout_ms", out.keepalive_timeout_ms(),
+                                      config.keepalive_timeout_ms(), 1, kMaxGrpcInt, "ms",
+                                      kNoSentinel));
   if (out.keepalive_time_ms() < out.min_ping_interval_ms()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "transport.keepalive_time_ms (", out.keepalive_time_ms(),
@@ -45,8 +68,10 @@ absl::StatusOr<v1::TransportConfig> ResolveTransport(const v1::TransportConfig& 
   if (out.tls_cert_path().empty() != out.tls_key_path().empty()) {
     return absl::InvalidArgumentError("transport.tls_cert_path and tls_key_path go together");
   }
-  if (out.require_client_cert() && out.tls_ca_path().empty()) {
-    return absl::InvalidArgumentError("transport.require_client_cert needs tls_ca_path");
+  if (out.require_client_cert() && (out.tls_ca_path().empty() || out.tls_cert_path().empty())) {
+    return absl::InvalidArgumentError(
+        "transport.require_client_cert needs tls_ca_path (to verify clients) and the server's "
+        "own tls_cert_path / tls_key_path");
   }
   return out;
 }
@@ -96,7 +121,15 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const v1::TransportConfig& resolved) {
-  if (resolved.tls_ca_path().empty()) return grpc::InsecureChannelCredentials();
+  if (resolved.tls_ca_path().empty()) {
+    if (!resolved.tls_cert_path().empty()) {
+      // A client certificate without a CA would silently fall back to plaintext.
+      return absl::InvalidArgumentError(
+          "transport.tls_cert_path is set but tls_ca_path is empty: a TLS client needs the CA "
+          "that signed the server's certificate");
+    }
+    return grpc::InsecureChannelCredentials();
+  }
   grpc::SslCredentialsOptions options;
   FEDSCHED_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFileToString(resolved.tls_ca_path()));
   if (!resolved.tls_cert_path().empty()) {
@@ -104,6 +137,25 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
     FEDSCHED_ASSIGN_OR_RETURN(options.pem_private_key, ReadFileToString(resolved.tls_key_path()));
   }
   return grpc::SslCredentials(options);
+}
+
+absl::StatusOr<std::string> CertificateFingerprint(absl::string_view pem) {
+  constexpr absl::string_view kBegin = "-----BEGIN CERTIFICATE-----";
+  constexpr absl::string_view kEnd = "-----END CERTIFICATE-----";
+  const size_t begin = pem.find(kBegin);
+  const size_t end = begin == absl::string_view::npos ? begin : pem.find(kEnd, begin);
+  if (begin == absl::string_view::npos || end == absl::string_view::npos) {
+    return absl::InvalidArgumentError("not a PEM certificate (no BEGIN/END CERTIFICATE lines)");
+  }
+  std::string base64;
+  for (char c : pem.substr(begin + kBegin.size(), end - begin - kBegin.size())) {
+    if (!absl::ascii_isspace(static_cast<unsigned char>(c))) base64.push_back(c);
+  }
+  std::string der;
+  if (base64.empty() || !absl::Base64Unescape(base64, &der) || der.empty()) {
+    return absl::InvalidArgumentError("PEM certificate body is not valid base64");
+  }
+  return Sha256(der);
 }
 
 }  // namespace fedsched

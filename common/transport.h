@@ -4,19 +4,25 @@
 #define FEDSCHED_COMMON_TRANSPORT_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "fedsched/v1/config.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace fedsched {
 
 // Returns `config` with defaults filled in for unset (zero) fields and every value checked:
-// max_message_bytes in [1 MiB, 2 GiB - 1] (default 16 MiB; negative values such as -1 are rejected,
-// never replaced by a default), chunk_bytes in [1 KiB, max_message_bytes / 2] (default 1 MiB),
-// keepalive_time_ms >= min_ping_interval_ms (defaults 30000 / 20000), keepalive_timeout_ms > 0
-// (default 10000), TLS key and cert given together.
-// Errors: INVALID_ARGUMENT naming the field and value.
+// max_message_bytes in [1 MiB, 2 GiB - 1] bytes (default 16 MiB), chunk_bytes in
+// [1 KiB, max_message_bytes / 2] bytes (default min(1 MiB, max_message_bytes / 2)),
+// min_ping_interval_ms, keepalive_time_ms and keepalive_timeout_ms in [1, 2^31 - 1] ms (defaults
+// 20000, max(30000, min_ping_interval_ms), 10000) with keepalive_time_ms >= min_ping_interval_ms,
+// TLS key and cert given together, require_client_cert only with tls_ca_path and a server cert.
+// Zero is "unset" (proto3) and takes the default; there is no "unlimited" sentinel: negative
+// values such as -1 are rejected, never replaced by a default.
+// Errors: INVALID_ARGUMENT naming the field ("transport.<field>"), the allowed range and the
+// configured value.
 absl::StatusOr<v1::TransportConfig> ResolveTransport(const v1::TransportConfig& config);
 
 // Applies a resolved transport config to a server builder: message limits, the minimum ping
@@ -33,9 +39,17 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const v1::TransportConfig& resolved);
 
 // Channel credentials: insecure when no CA is configured, else TLS with the CA (and the client's
-// own cert/key when given, for mutual TLS).
+// own cert/key when given, for mutual TLS). Errors: INVALID_ARGUMENT when a client certificate is
+// configured without tls_ca_path (that would silently connect in plaintext); NOT_FOUND when a file
+// cannot be read.
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const v1::TransportConfig& resolved);
+
+// SHA-256 fingerprint (raw 32 bytes) of the first certificate in `pem`: the digest of its DER
+// encoding, the same value as `openssl x509 -noout -fingerprint -sha256`. Used to bind a client
+// identity to the certificate it presented under mutual TLS.
+// Errors: INVALID_ARGUMENT when `pem` holds no well-formed PEM certificate block.
+absl::StatusOr<std::string> CertificateFingerprint(absl::string_view pem);
 
 }  // namespace fedsched
 

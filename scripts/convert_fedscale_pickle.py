@@ -146,7 +146,8 @@ def convert_availability(data, out_path, windows_path):
                     model = '"' + model.replace('"', '""') + '"'
                 on = sum(b - a for a, b in zip(active, inactive))
                 out.write("%s,%s,%s,%s,%d,%r\n" % (cid, model, _fmt(duration), _fmt(finish),
-                                                      len(active), round(on / finish, 6) if finish else 0.0))
+                                                      len(active),
+                                                      round(on / finish, 6) if finish else 0.0))
                 for k, (a, b) in enumerate(zip(active, inactive)):
                     win.write("%s,%d,%s,%s,%s\n" % (cid, k, _fmt(a), _fmt(b), _fmt(b - a)))
         finally:

@@ -6,6 +6,7 @@
 // SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -18,6 +19,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/models/idx.h"
 #include "client/models/reference_model.h"
 #include "common/config.h"
@@ -41,7 +43,9 @@ namespace fedsched {
 namespace {
 
 absl::Status ApplyFlags(v1::ServerConfig* config) {
-  if (!absl::GetFlag(FLAGS_store_path).empty()) config->set_store_path(absl::GetFlag(FLAGS_store_path));
+  if (!absl::GetFlag(FLAGS_store_path).empty()) {
+    config->set_store_path(absl::GetFlag(FLAGS_store_path));
+  }
   if (!absl::GetFlag(FLAGS_metrics_csv).empty()) {
     config->set_metrics_csv(absl::GetFlag(FLAGS_metrics_csv));
   }
@@ -161,7 +165,9 @@ int Main() {
     return 1;
   }
 
-  CoordinatorService service(coordinator->get(), config->transport());
+  CoordinatorServiceOptions service_options;
+  service_options.transport = config->transport();
+  CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(config->transport());
@@ -191,10 +197,18 @@ int Main() {
       stop.Notify();
     }
   });
+  // A stream with no progress for this long cannot serve its task any more (the round's deadline
+  // has passed): cancel it rather than pin its model and buffers.
+  const absl::Duration stream_idle =
+      std::max(absl::Seconds(60), absl::Seconds(config->round_deadline_s()));
   std::thread ticker([&] {
     absl::Time finished_at = absl::InfiniteFuture();
     while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
       (*coordinator)->Tick(absl::Now());
+      if (int n = service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
+        FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
+                     absl::FormatDuration(stream_idle));
+      }
       if ((*coordinator)->finished()) {
         // Keep answering "finished" briefly so every client learns the run is over.
         if (finished_at == absl::InfiniteFuture()) finished_at = absl::Now();
@@ -204,8 +218,15 @@ int Main() {
   });
   stop.WaitForNotification();
   ticker.join();
-  server->Shutdown(std::chrono::system_clock::now() +
-                   std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s() * 1000)));
+  // Pending RPCs (e.g. an upload stuck mid-read) get shutdown_grace_s to finish; then gRPC
+  // cancels them, so Shutdown returns within the grace period (research.md section 7). A round in
+  // flight is not committed: the restarted server re-plans it.
+  const absl::Time shutdown_start = absl::Now();
+  const auto grace =
+      std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s() * 1000));
+  server->Shutdown(std::chrono::system_clock::now() + grace);
+  FEDSCHED_LOG(info, "gRPC server stopped in {}",
+               absl::FormatDuration(absl::Now() - shutdown_start));
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // release it if no signal came
   signal_thread.join();
   const int64_t last_round = (*coordinator)->committed_round();

@@ -80,7 +80,8 @@ int Main() {
   if (!cache.empty()) {
     v1::CachePolicy p;
     if (!v1::CachePolicy_Parse("CACHE_POLICY_" + absl::AsciiStrToUpper(cache), &p)) {
-      return Fail(absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none"));
+      return Fail(
+          absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none"));
     }
     config.mutable_cache()->set_policy(p);
   }
@@ -97,9 +98,9 @@ int Main() {
   if (!sim.ok()) return Fail(sim.status());
   const v1::SimConfig& c = (*sim)->config;
   std::fprintf(stderr, "fedsched-sim effective config:\n%s", ConfigToText(c).c_str());
-  std::fprintf(stderr, "capacity: %s (%lld rows)\navailability: %s (%lld rows, mean online %.1f %%)\n",
-               (*sim)->capacity->source().c_str(),
-               static_cast<long long>((*sim)->capacity->size()),
+  std::fprintf(stderr,
+               "capacity: %s (%lld rows)\navailability: %s (%lld rows, mean online %.1f %%)\n",
+               (*sim)->capacity->source().c_str(), static_cast<long long>((*sim)->capacity->size()),
                (*sim)->availability->description().c_str(),
                static_cast<long long>((*sim)->availability->size()),
                100.0 * (*sim)->availability->MeanOnlineFraction());
@@ -131,21 +132,19 @@ int Main() {
       "final_accuracy=%.4f time_to_target_h=%s events=%llu setup_wall_s=%.2f run_wall_s=%.2f "
       "events_per_s=%.0f stop=\"%s\"\n",
       (*sim)->run_name.c_str(), PolicyName(c.selection().policy()).c_str(),
-      static_cast<unsigned long long>(c.seed()),
-      static_cast<long long>(summary->rounds_committed),
+      static_cast<unsigned long long>(c.seed()), static_cast<long long>(summary->rounds_committed),
       static_cast<long long>(summary->rounds_failed), summary->virtual_s / 3600.0,
       summary->final_accuracy,
       summary->time_to_target_s < 0 ? "never"
-                                     : std::to_string(summary->time_to_target_s / 3600.0).c_str(),
+                                    : std::to_string(summary->time_to_target_s / 3600.0).c_str(),
       static_cast<unsigned long long>(summary->events), setup_s, run_s,
       run_s > 0 ? summary->events / run_s : 0.0, summary->stop_reason.c_str());
   if (!absl::GetFlag(FLAGS_plot_png).empty() && !c.output_csv().empty()) {
     csv.reset();  // flush and close before gnuplot reads it
-    absl::Status s = PlotAccuracy(absl::GetFlag(FLAGS_plot_png),
-                                  {{(*sim)->run_name, c.output_csv()}},
-                                  absl::GetFlag(FLAGS_target) > 0 ? absl::GetFlag(FLAGS_target)
-                                                                  : c.target_accuracy(),
-                                  "test accuracy vs virtual time");
+    absl::Status s = PlotAccuracy(
+        absl::GetFlag(FLAGS_plot_png), {{(*sim)->run_name, c.output_csv()}},
+        absl::GetFlag(FLAGS_target) > 0 ? absl::GetFlag(FLAGS_target) : c.target_accuracy(),
+        "test accuracy vs virtual time");
     if (!s.ok()) return Fail(s);
   }
   return 0;

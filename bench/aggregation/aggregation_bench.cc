@@ -227,7 +227,8 @@ class RatioReporter : public benchmark::ConsoleReporter {
     for (const Run& run : runs) {
       if (run.error_occurred || run.run_type != Run::RT_Iteration) continue;
       auto it = run.counters.find("bytes_per_second");
-      if (it != run.counters.end()) rates_[run.run_name.function_name + "/" + run.run_name.args] = it->second;
+      if (it != run.counters.end())
+        rates_[run.run_name.function_name + "/" + run.run_name.args] = it->second;
     }
   }
 
@@ -262,23 +263,20 @@ class RatioReporter : public benchmark::ConsoleReporter {
 };
 
 void RegisterAll(bool quick) {
-  const std::vector<int64_t> params = quick ? std::vector<int64_t>{1'000'000, 10'000'000}
-                                            : std::vector<int64_t>{1'000'000, 10'000'000,
-                                                                   100'000'000};
+  const std::vector<int64_t> params =
+      quick ? std::vector<int64_t>{1'000'000, 10'000'000}
+            : std::vector<int64_t>{1'000'000, 10'000'000, 100'000'000};
   const std::vector<int64_t> updates =
       quick ? std::vector<int64_t>{10, 100} : std::vector<int64_t>{10, 100, 1000};
   // Baseline, FedAvg and the kernel side by side for each size, so that all three see the same
   // machine state (the cores are shared) and only one update pool is alive at a time.
   for (int64_t p : params) {
     for (int64_t k : updates) {
-      for (auto [name, fn] : {std::pair{"MemoryRead", &BM_MemoryRead},
-                              std::pair{"FedAvg", &BM_FedAvg},
-                              std::pair{"FedAvgBatch8", &BM_FedAvgBatch},
-                              std::pair{"FoldKernel", &BM_FoldKernel}}) {
-        benchmark::RegisterBenchmark(name, fn)
-            ->Args({p, k})
-            ->ArgNames({"", ""})
-            ->Unit(benchmark::kMillisecond);
+      for (auto [name, fn] :
+           {std::pair{"MemoryRead", &BM_MemoryRead}, std::pair{"FedAvg", &BM_FedAvg},
+            std::pair{"FedAvgBatch8", &BM_FedAvgBatch}, std::pair{"FoldKernel", &BM_FoldKernel}}) {
+        benchmark::RegisterBenchmark(name, fn)->Args({p, k})->ArgNames({"", ""})->Unit(
+            benchmark::kMillisecond);
       }
     }
   }
@@ -293,9 +291,8 @@ void RegisterAll(bool quick) {
         ->Unit(benchmark::kMillisecond);
   }
   const int64_t robust_params = 1'000'000;
-  for (v1::AggregationRule rule :
-       {v1::AGGREGATION_RULE_TRIMMED_MEAN, v1::AGGREGATION_RULE_MEDIAN, v1::AGGREGATION_RULE_KRUM,
-        v1::AGGREGATION_RULE_MULTI_KRUM}) {
+  for (v1::AggregationRule rule : {v1::AGGREGATION_RULE_TRIMMED_MEAN, v1::AGGREGATION_RULE_MEDIAN,
+                                   v1::AGGREGATION_RULE_KRUM, v1::AGGREGATION_RULE_MULTI_KRUM}) {
     for (int64_t k : quick ? std::vector<int64_t>{10} : std::vector<int64_t>{10, 50}) {
       benchmark::RegisterBenchmark(
           absl::StrCat("Robust/", v1::AggregationRule_Name(rule).substr(17)).c_str(),

@@ -5,7 +5,10 @@
 // in-process FedAvg run (same partition, initial model, participant sequence and seeds) is
 // repeated for every policy in --policies, and one table compares them: cache hit ratio, storage
 // I/O seconds per round (sum over the round's participants, and the slowest participant), bytes
-// read, data coverage, and test accuracy after --rounds rounds.
+// read, data coverage, test accuracy after --rounds rounds, and the mean wall seconds of a
+// client's local round (plan + reads + training + loss report + state save). The policies' runs
+// advance together, participant by participant, so that load from other processes affects every
+// policy's measured I/O alike.
 //
 // Reads are real preads; --read_delay_us_per_kb adds the microSD latency FedCaSe assumes
 // (1e-4 s/KB = 100 us/KB). Local training follows FedCaSe's setup (batch 20, 8 local steps);
@@ -130,7 +133,7 @@ struct PolicyResult {
   double coverage = 0.0;             // fraction of local samples trained at least once
   double accuracy = 0.0;
   double test_loss = 0.0;
-  double wall_seconds = 0.0;
+  double wall_seconds = 0.0;  // plan + train + report + save, all client-rounds
 };
 
 struct Setup {
@@ -235,113 +238,153 @@ absl::StatusOr<std::unique_ptr<SampleStore>> OpenStore(const std::string& path) 
   return std::unique_ptr<SampleStore>(std::move(store));
 }
 
-absl::StatusOr<PolicyResult> RunPolicy(const Setup& setup, const PolicyVariant& variant) {
-  const auto start = std::chrono::steady_clock::now();
-  const std::string& name = variant.name;
-  const v1::CachePolicy policy = variant.policy;
-  PolicyResult out;
-  out.name = name;
-  const int num_clients = static_cast<int>(setup.store_paths.size());
-  const std::string state_dir = absl::StrCat(absl::GetFlag(FLAGS_dir), "/state_", name);
-  std::error_code ec;
-  std::filesystem::remove_all(state_dir, ec);
-  std::filesystem::create_directories(state_dir, ec);
+// One policy's federation: its devices (stores + caches), its global model and its counters.
+// The runs of all policies advance together, participant by participant (see Run), so that load
+// from other processes on the machine affects every policy's measured I/O alike.
+class PolicyRun {
+ public:
+  static absl::StatusOr<std::unique_ptr<PolicyRun>> Create(const Setup& setup,
+                                                           const PolicyVariant& variant) {
+    std::unique_ptr<PolicyRun> run(new PolicyRun(setup, variant));
+    FEDSCHED_RETURN_IF_ERROR(run->Init());
+    return run;
+  }
 
-  std::vector<Device> devices(num_clients);
-  for (int c = 0; c < num_clients; ++c) {
-    FEDSCHED_ASSIGN_OR_RETURN(devices[c].store, OpenStore(setup.store_paths[c]));
-    SampleCacheOptions options;
-    options.store = devices[c].store.get();
-    options.state_path = absl::StrCat(state_dir, "/client_", c, ".state");
-    options.policy = policy;
-    options.unseen_importance_scale = variant.unseen_scale;
-    FEDSCHED_ASSIGN_OR_RETURN(devices[c].cache, SampleCache::Create(options));
-    // The planner's plan: wss * |D_i| samples (FedCaSe), replication r.
-    devices[c].plan.set_policy(policy);
-    devices[c].plan.set_capacity_samples(std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil(absl::GetFlag(FLAGS_cache_fraction) *
-                                          static_cast<double>(setup.client_samples[c])))));
-    devices[c].plan.set_replication_factor(absl::GetFlag(FLAGS_replication));
-    devices[c].plan.set_samples_to_train(int64_t{absl::GetFlag(FLAGS_batch)} *
-                                         absl::GetFlag(FLAGS_local_steps));
+  void BeginRound() {
+    sum_.resize(global_.tensors_size());
+    for (int t = 0; t < global_.tensors_size(); ++t) {
+      sum_[t].assign(global_.tensors(t).data_size(), 0.0);
+    }
+    total_examples_ = 0;
+    slowest_ = 0.0;
   }
-  FEDSCHED_ASSIGN_OR_RETURN(auto trainer, ReferenceTrainer::Create(setup.config));
-  v1::Model global = setup.initial;
-  const int batch = absl::GetFlag(FLAGS_batch);
-  const int steps = absl::GetFlag(FLAGS_local_steps);
-  const int rounds = static_cast<int>(setup.participants.size());
-  const int eval_every = absl::GetFlag(FLAGS_eval_every);
 
-  for (int round = 0; round < rounds; ++round) {
-    std::vector<std::vector<double>> sum(global.tensors_size());
-    for (int t = 0; t < global.tensors_size(); ++t) sum[t].assign(global.tensors(t).data_size(), 0);
-    int64_t total_examples = 0;
-    double slowest = 0.0;
-    for (int c : setup.participants[round]) {
-      Device& dev = devices[c];
-      // Same seed per (client, round) for every policy.
-      std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 0x9E3779B97F4A7C15ULL ^
-                          (static_cast<uint64_t>(c) << 32) ^ static_cast<uint64_t>(round));
-      TrainRequest request;
-      request.global = &global;
-      request.batch_size = batch;
-      request.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
-      FEDSCHED_ASSIGN_OR_RETURN(request.sample_ids,
-                                dev.cache->PlanRound(dev.plan, batch, steps, rng));
-      FEDSCHED_ASSIGN_OR_RETURN(TrainResult result, trainer->Train(request, *dev.cache));
-      FEDSCHED_RETURN_IF_ERROR(
-          dev.cache->ReportLosses(request.sample_ids, result.per_sample_losses, batch));
-      const CacheRoundStats stats = dev.cache->EndRound();
-      FEDSCHED_RETURN_IF_ERROR(dev.cache->SaveState());
-      out.hits += stats.hits;
-      out.misses += stats.misses;
-      out.bytes_read += stats.storage_bytes_read;
-      out.io_seconds += stats.io_seconds;
-      slowest = std::max(slowest, stats.io_seconds);
-      for (int t = 0; t < global.tensors_size(); ++t) {
-        const auto& data = result.trained.tensors(t).data();
-        for (int i = 0; i < data.size(); ++i) sum[t][i] += result.num_examples * double{data[i]};
-      }
-      total_examples += result.num_examples;
+  // Client `c`'s local round: plan, train through the cache, report losses, save state.
+  absl::Status TrainClient(int round, int c) {
+    const auto start = std::chrono::steady_clock::now();
+    Device& dev = devices_[c];
+    // Same seed per (client, round) for every policy.
+    std::mt19937_64 rng(absl::GetFlag(FLAGS_seed) * 0x9E3779B97F4A7C15ULL ^
+                        (static_cast<uint64_t>(c) << 32) ^ static_cast<uint64_t>(round));
+    const int batch = absl::GetFlag(FLAGS_batch);
+    TrainRequest request;
+    request.global = &global_;
+    request.batch_size = batch;
+    request.learning_rate = static_cast<float>(absl::GetFlag(FLAGS_lr));
+    FEDSCHED_ASSIGN_OR_RETURN(
+        request.sample_ids,
+        dev.cache->PlanRound(dev.plan, batch, absl::GetFlag(FLAGS_local_steps), rng));
+    FEDSCHED_ASSIGN_OR_RETURN(TrainResult result, trainer_->Train(request, *dev.cache));
+    FEDSCHED_RETURN_IF_ERROR(
+        dev.cache->ReportLosses(request.sample_ids, result.per_sample_losses, batch));
+    const CacheRoundStats stats = dev.cache->EndRound();
+    FEDSCHED_RETURN_IF_ERROR(dev.cache->SaveState());
+    out_.hits += stats.hits;
+    out_.misses += stats.misses;
+    out_.bytes_read += stats.storage_bytes_read;
+    out_.io_seconds += stats.io_seconds;
+    slowest_ = std::max(slowest_, stats.io_seconds);
+    for (int t = 0; t < global_.tensors_size(); ++t) {
+      const auto& data = result.trained.tensors(t).data();
+      for (int i = 0; i < data.size(); ++i) sum_[t][i] += result.num_examples * double{data[i]};
     }
-    out.slowest_io_seconds += slowest;
-    for (int t = 0; t < global.tensors_size(); ++t) {
-      float* w = global.mutable_tensors(t)->mutable_data()->mutable_data();
-      for (size_t i = 0; i < sum[t].size(); ++i) {
-        w[i] = static_cast<float>(sum[t][i] / static_cast<double>(total_examples));
-      }
-    }
-    if (absl::GetFlag(FLAGS_prefetch) && round + 1 < rounds) {
-      // The planner's prefetch hint: next round's participants warm their caches while idle.
-      for (int c : setup.participants[round + 1]) {
-        Device& dev = devices[c];
-        v1::CachePlan plan = dev.plan;
-        plan.set_prefetch(true);
-        FEDSCHED_ASSIGN_OR_RETURN(WarmStats warm, dev.cache->Warm(plan, dev.store->TotalBytes()));
-        out.prefetch_io_seconds += warm.io_seconds;
-      }
-    }
-    if (eval_every > 0 && (round + 1) % eval_every == 0 && round + 1 < rounds) {
-      FEDSCHED_ASSIGN_OR_RETURN(EvalResult eval, Evaluate(setup.config, global, setup.test));
-      std::printf("  %-10s round %3d  test_acc %.4f  hit_ratio %.3f\n", name.c_str(), round + 1,
-                  eval.accuracy,
-                  static_cast<double>(out.hits) / static_cast<double>(out.hits + out.misses));
-      std::fflush(stdout);
-    }
+    total_examples_ += result.num_examples;
+    out_.wall_seconds += Seconds(start);
+    return absl::OkStatus();
   }
-  FEDSCHED_ASSIGN_OR_RETURN(EvalResult eval, Evaluate(setup.config, global, setup.test));
-  out.accuracy = eval.accuracy;
-  out.test_loss = eval.mean_loss;
-  int64_t trained = 0;
-  int64_t total = 0;
-  for (const Device& dev : devices) {
-    for (int64_t id = 0; id < dev.cache->NumSamples(); ++id) trained += dev.cache->Trained(id);
-    total += dev.cache->NumSamples();
+
+  // FedAvg of the round's participants; then the prefetch hint for `next` (may be empty).
+  absl::Status EndRound(const std::vector<int>& next) {
+    out_.slowest_io_seconds += slowest_;
+    for (int t = 0; t < global_.tensors_size(); ++t) {
+      float* w = global_.mutable_tensors(t)->mutable_data()->mutable_data();
+      for (size_t i = 0; i < sum_[t].size(); ++i) {
+        w[i] = static_cast<float>(sum_[t][i] / static_cast<double>(total_examples_));
+      }
+    }
+    if (!absl::GetFlag(FLAGS_prefetch)) return absl::OkStatus();
+    // The planner's prefetch hint: next round's participants warm their caches while idle.
+    for (int c : next) {
+      Device& dev = devices_[c];
+      v1::CachePlan plan = dev.plan;
+      plan.set_prefetch(true);
+      FEDSCHED_ASSIGN_OR_RETURN(WarmStats warm, dev.cache->Warm(plan, dev.store->TotalBytes()));
+      out_.prefetch_io_seconds += warm.io_seconds;
+    }
+    return absl::OkStatus();
   }
-  out.coverage = static_cast<double>(trained) / static_cast<double>(total);
-  out.wall_seconds = Seconds(start);
-  return out;
-}
+
+  absl::StatusOr<EvalResult> Evaluate() const {
+    return ::fedsched::Evaluate(setup_.config, global_, setup_.test);
+  }
+
+  double HitRatio() const {
+    const int64_t reads = out_.hits + out_.misses;
+    return reads > 0 ? static_cast<double>(out_.hits) / static_cast<double>(reads) : 0.0;
+  }
+
+  absl::StatusOr<PolicyResult> Finish() {
+    FEDSCHED_ASSIGN_OR_RETURN(EvalResult eval, Evaluate());
+    out_.accuracy = eval.accuracy;
+    out_.test_loss = eval.mean_loss;
+    int64_t trained = 0;
+    int64_t total = 0;
+    for (const Device& dev : devices_) {
+      for (int64_t id = 0; id < dev.cache->NumSamples(); ++id) trained += dev.cache->Trained(id);
+      total += dev.cache->NumSamples();
+    }
+    out_.coverage = static_cast<double>(trained) / static_cast<double>(total);
+    return out_;
+  }
+
+  const std::string& name() const { return variant_.name; }
+
+ private:
+  PolicyRun(const Setup& setup, const PolicyVariant& variant)
+      : setup_(setup), variant_(variant), global_(setup.initial) {
+    out_.name = variant.name;
+  }
+
+  absl::Status Init() {
+    const int num_clients = static_cast<int>(setup_.store_paths.size());
+    const std::string state_dir = absl::StrCat(absl::GetFlag(FLAGS_dir), "/state_", name());
+    std::error_code ec;
+    std::filesystem::remove_all(state_dir, ec);
+    std::filesystem::create_directories(state_dir, ec);
+    devices_.resize(num_clients);
+    for (int c = 0; c < num_clients; ++c) {
+      Device& dev = devices_[c];
+      FEDSCHED_ASSIGN_OR_RETURN(dev.store, OpenStore(setup_.store_paths[c]));
+      SampleCacheOptions options;
+      options.store = dev.store.get();
+      options.state_path = absl::StrCat(state_dir, "/client_", c, ".state");
+      options.policy = variant_.policy;
+      options.unseen_importance_scale = variant_.unseen_scale;
+      FEDSCHED_ASSIGN_OR_RETURN(dev.cache, SampleCache::Create(options));
+      // The planner's plan: wss * |D_i| samples (FedCaSe), replication r.
+      dev.plan.set_policy(variant_.policy);
+      dev.plan.set_capacity_samples(std::max<int64_t>(
+          1, static_cast<int64_t>(std::ceil(absl::GetFlag(FLAGS_cache_fraction) *
+                                            static_cast<double>(setup_.client_samples[c])))));
+      dev.plan.set_replication_factor(absl::GetFlag(FLAGS_replication));
+      dev.plan.set_samples_to_train(int64_t{absl::GetFlag(FLAGS_batch)} *
+                                    absl::GetFlag(FLAGS_local_steps));
+    }
+    FEDSCHED_ASSIGN_OR_RETURN(trainer_, ReferenceTrainer::Create(setup_.config));
+    return absl::OkStatus();
+  }
+
+  const Setup& setup_;
+  const PolicyVariant variant_;
+  std::vector<Device> devices_;
+  std::unique_ptr<ReferenceTrainer> trainer_;
+  v1::Model global_;
+  PolicyResult out_;
+  // Current round.
+  std::vector<std::vector<double>> sum_;
+  int64_t total_examples_ = 0;
+  double slowest_ = 0.0;
+};
 
 absl::Status Run() {
   SetLogLevel("warn");
@@ -353,11 +396,33 @@ absl::Status Run() {
   }
   FEDSCHED_ASSIGN_OR_RETURN(Setup setup, Prepare());
   const int rounds = absl::GetFlag(FLAGS_rounds);
-  std::vector<PolicyResult> results;
+  std::vector<std::unique_ptr<PolicyRun>> runs;
   for (const PolicyVariant& variant : policies) {
-    FEDSCHED_ASSIGN_OR_RETURN(PolicyResult r, RunPolicy(setup, variant));
-    std::printf("%s done in %.1f s\n", variant.name.c_str(), r.wall_seconds);
-    std::fflush(stdout);
+    FEDSCHED_ASSIGN_OR_RETURN(auto run, PolicyRun::Create(setup, variant));
+    runs.push_back(std::move(run));
+  }
+  const int eval_every = absl::GetFlag(FLAGS_eval_every);
+  static const std::vector<int> kNoClients;
+  for (int round = 0; round < rounds; ++round) {
+    for (auto& run : runs) run->BeginRound();
+    for (int c : setup.participants[round]) {
+      for (auto& run : runs) FEDSCHED_RETURN_IF_ERROR(run->TrainClient(round, c));
+    }
+    const std::vector<int>& next = round + 1 < rounds ? setup.participants[round + 1] : kNoClients;
+    for (auto& run : runs) FEDSCHED_RETURN_IF_ERROR(run->EndRound(next));
+    if (eval_every > 0 && (round + 1) % eval_every == 0 && round + 1 < rounds) {
+      std::printf("round %3d:", round + 1);
+      for (auto& run : runs) {
+        FEDSCHED_ASSIGN_OR_RETURN(EvalResult eval, run->Evaluate());
+        std::printf("  %s acc %.4f hit %.3f", run->name().c_str(), eval.accuracy, run->HitRatio());
+      }
+      std::printf("\n");
+      std::fflush(stdout);
+    }
+  }
+  std::vector<PolicyResult> results;
+  for (auto& run : runs) {
+    FEDSCHED_ASSIGN_OR_RETURN(PolicyResult r, run->Finish());
     results.push_back(std::move(r));
   }
 
@@ -374,15 +439,16 @@ absl::Status Run() {
   std::printf(
       "| policy | hit ratio | storage reads per round | storage MB per round | I/O s per round "
       "(all participants) | I/O s per round (slowest participant) | data coverage | "
-      "test accuracy | test loss |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+      "test accuracy | test loss | client round s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|---|\n");
   for (const PolicyResult& r : results) {
     const int64_t reads = r.hits + r.misses;
-    std::printf("| %s | %.3f | %.1f | %.3f | %.4f | %.4f | %.3f | %.4f | %.4f |\n", r.name.c_str(),
-                reads > 0 ? static_cast<double>(r.hits) / static_cast<double>(reads) : 0.0,
-                static_cast<double>(r.misses) / rounds,
-                static_cast<double>(r.bytes_read) / 1e6 / rounds, r.io_seconds / rounds,
-                r.slowest_io_seconds / rounds, r.coverage, r.accuracy, r.test_loss);
+    std::printf(
+        "| %s | %.3f | %.1f | %.3f | %.4f | %.4f | %.3f | %.4f | %.4f | %.4f |\n", r.name.c_str(),
+        reads > 0 ? static_cast<double>(r.hits) / static_cast<double>(reads) : 0.0,
+        static_cast<double>(r.misses) / rounds, static_cast<double>(r.bytes_read) / 1e6 / rounds,
+        r.io_seconds / rounds, r.slowest_io_seconds / rounds, r.coverage, r.accuracy, r.test_loss,
+        r.wall_seconds / (rounds * static_cast<double>(setup.participants[0].size())));
   }
   if (absl::GetFlag(FLAGS_prefetch)) {
     std::printf("\nidle-time prefetch I/O s per round (not in the round's I/O):");

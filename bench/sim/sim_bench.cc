@@ -29,9 +29,8 @@ void BM_EventQueuePushPop(benchmark::State& state) {
     }
     while (!q.empty()) q.Pop();
   }
-  state.counters["events_per_s"] =
-      benchmark::Counter(static_cast<double>(state.iterations() * n * 2),
-                         benchmark::Counter::kIsRate);
+  state.counters["events_per_s"] = benchmark::Counter(
+      static_cast<double>(state.iterations() * n * 2), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_EventQueuePushPop)->Arg(100000)->Unit(benchmark::kMillisecond);
 

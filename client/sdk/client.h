@@ -106,6 +106,11 @@ class Client {
   // Asks Run() to return soon; interrupts backoff waits.
   void Stop();
   ClientRunStats stats() const;
+  // The transport settings in effect: the client's own resolved config, adjusted at each
+  // registration to the server's (RegisterResponse.transport): keepalive_time_ms raised to the
+  // server's min_ping_interval_ms when below it (else the server answers the pings with GOAWAY
+  // too_many_pings), chunk_bytes lowered to the server's when above it.
+  v1::TransportConfig transport() const;
 
  private:
   explicit Client(ClientOptions options);
@@ -121,15 +126,18 @@ class Client {
   absl::Duration NextBackoff();
   void ThrottleTransfer(int64_t bytes);
 
+  // The stub in use; a copy stays valid while Connect() replaces it (heartbeat thread).
+  std::shared_ptr<v1::Coordinator::Stub> stub() const;
+
   ClientOptions options_;
-  v1::TransportConfig transport_;
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Coordinator::Stub> stub_;
   absl::Notification stop_;
   std::mt19937_64 jitter_rng_;
   absl::Duration backoff_;
 
   mutable absl::Mutex mu_;
+  v1::TransportConfig transport_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<v1::Coordinator::Stub> stub_ ABSL_GUARDED_BY(mu_);
   std::string client_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   bool registered_ ABSL_GUARDED_BY(mu_) = false;

@@ -1,13 +1,12 @@
 #include "server/aggregation/aggregator.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <string>
 #include <utility>
-
-#include <Eigen/Core>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -69,9 +68,7 @@ v1::Tensor* AddScalar(v1::Model* model, const char* name, float value) {
   return t;
 }
 
-bool AllFinite(const float* data, int64_t n) {
-  return std::isfinite(ai::MaxAbs(data, n));
-}
+bool AllFinite(const float* data, int64_t n) { return std::isfinite(ai::MaxAbs(data, n)); }
 
 }  // namespace
 
@@ -132,13 +129,13 @@ double StalenessWeight(int64_t staleness) {
 Aggregator::Aggregator(const v1::AggregationConfig& config, ModelLayout layout)
     : config_(config),
       layout_(std::move(layout)),
-      streaming_(layout_.total_size() * static_cast<int64_t>(sizeof(float)) >=
-                 kStreamingMinBytes) {}
+      streaming_(layout_.total_size() * static_cast<int64_t>(sizeof(float)) >= kStreamingMinBytes) {
+}
 
 Aggregator::~Aggregator() = default;
 
-absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(
-    const v1::AggregationConfig& config, const v1::Model& global) {
+absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(const v1::AggregationConfig& config,
+                                                               const v1::Model& global) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::AggregationConfig effective, EffectiveAggregationConfig(config));
   FEDSCHED_RETURN_IF_ERROR(ValidateModel(global));
   FEDSCHED_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::FromModel(global));
@@ -161,8 +158,7 @@ namespace {
 absl::Status NonFiniteError(const v1::Tensor& t) {
   const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
   return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': non-finite value ",
-                                                 bad >= 0 ? t.data(bad) : 0.0f, " at index ",
-                                                 bad));
+                                                 bad >= 0 ? t.data(bad) : 0.0f, " at index ", bad));
 }
 
 }  // namespace
@@ -171,8 +167,7 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
                                  int64_t examples_so_far, std::vector<int>* index,
                                  double* scale) const {
   if (num_examples <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("num_examples must be > 0, got ", num_examples));
+    return absl::InvalidArgumentError(absl::StrCat("num_examples must be > 0, got ", num_examples));
   }
   if (num_examples > std::numeric_limits<int64_t>::max() - examples_so_far) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -185,12 +180,10 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
     return absl::FailedPreconditionError(absl::StrCat(
         "update is ", staleness, " versions stale; max_staleness is ", config_.max_staleness()));
   }
-  if (!is_averaging() &&
-      static_cast<int64_t>(buffered_.size()) >= config_.max_buffered_updates()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("aggregation rule ", v1::AggregationRule_Name(config_.rule()),
-                     " already holds max_buffered_updates = ", config_.max_buffered_updates(),
-                     " updates"));
+  if (!is_averaging() && static_cast<int64_t>(buffered_.size()) >= config_.max_buffered_updates()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+        " already holds max_buffered_updates = ", config_.max_buffered_updates(), " updates"));
   }
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, index));
 
@@ -291,8 +284,8 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
   for (size_t u = 0; u < updates.size(); ++u) {
     Candidate c{u, 0.0f, {}};
     double scale = 1.0;
-    status[u] = Prepare(*updates[u].delta, updates[u].num_examples, updates[u].staleness,
-                        examples, &c.index, &scale);
+    status[u] = Prepare(*updates[u].delta, updates[u].num_examples, updates[u].staleness, examples,
+                        &c.index, &scale);
     if (!status[u].ok()) continue;
     examples += updates[u].num_examples;
     c.w = static_cast<float>(static_cast<double>(updates[u].num_examples) * scale);
@@ -302,10 +295,8 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
   const int num_tensors = layout_.num_tensors();
   std::vector<const float*> ptrs;
   std::vector<float> weights;
-  std::vector<int32_t> input_bad;
   for (size_t start = 0; start < candidates.size(); start += ai::kMaxFoldBatch) {
-    const int b = static_cast<int>(
-        std::min<size_t>(ai::kMaxFoldBatch, candidates.size() - start));
+    const int b = static_cast<int>(std::min<size_t>(ai::kMaxFoldBatch, candidates.size() - start));
     // ptrs[i * b + j]: tensor i (layout order) of the group's j-th update.
     ptrs.assign(static_cast<size_t>(num_tensors) * b, nullptr);
     weights.resize(b);
@@ -317,7 +308,6 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
         ptrs[static_cast<size_t>(c.index[k]) * b + j] = delta.tensors(k).data().data();
       }
     }
-    input_bad.assign(b, 0);
     const bool first = sum_is_zero_;
     const float* in = sum_[current_].data();
     float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
@@ -325,8 +315,7 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
     for (int i = 0; i < num_tensors && ok; ++i) {
       const int64_t offset = layout_.offset(i);
       ok = ai::FoldBatchChecked(first ? nullptr : in + offset, &ptrs[static_cast<size_t>(i) * b],
-                                weights.data(), b, out + offset, layout_.size(i), streaming_,
-                                input_bad.data());
+                                weights.data(), b, out + offset, layout_.size(i), streaming_);
     }
     if (ok) {
       if (!first) current_ = 1 - current_;
@@ -531,9 +520,9 @@ absl::Status Aggregator::RestoreState(const v1::Model& state) {
   FEDSCHED_ASSIGN_OR_RETURN(float rule, scalar(kRuleTensor));
   FEDSCHED_ASSIGN_OR_RETURN(float steps, scalar(kStepsTensor));
   if (rule != static_cast<float>(config_.rule())) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "aggregator state was saved by rule ", static_cast<int>(rule), ", this aggregator runs ",
-        v1::AggregationRule_Name(config_.rule())));
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregator state was saved by rule ", static_cast<int>(rule),
+                     ", this aggregator runs ", v1::AggregationRule_Name(config_.rule())));
   }
   if (steps < 0) return absl::InvalidArgumentError("aggregator state: negative step count");
   const size_t expected = 2 + slots.size() * static_cast<size_t>(layout_.num_tensors());
@@ -560,11 +549,10 @@ absl::Status Aggregator::RestoreState(const v1::Model& state) {
       const float* data = t.data().data();
       const int64_t bad = FirstNonFinite(data, t.data_size());
       if (bad >= 0) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "aggregator state: tensor '", name, "': non-finite value at index ", bad));
+        return absl::InvalidArgumentError(
+            absl::StrCat("aggregator state: tensor '", name, "': non-finite value at index ", bad));
       }
-      if (slots[s] == "v" && t.data_size() > 0 &&
-          ConstArr(data, t.data_size()).minCoeff() < 0.0f) {
+      if (slots[s] == "v" && t.data_size() > 0 && ConstArr(data, t.data_size()).minCoeff() < 0.0f) {
         return absl::InvalidArgumentError(
             absl::StrCat("aggregator state: tensor '", name, "' has a negative second moment"));
       }

@@ -4,16 +4,18 @@
 // Clients upload DELTAS: their trained weights minus the global model they downloaded. A round:
 //
 //   FEDSCHED_ASSIGN_OR_RETURN(auto agg, Aggregator::Create(config.aggregation(), global));
-//   for each arriving update:  agg->Accumulate(delta, num_examples)   // rejected ones leave no trace
-//   FEDSCHED_ASSIGN_OR_RETURN(global, agg->Finalize(global));         // next round starts empty
-//   persist agg->SaveState() with the round; on restart Create(...) then RestoreState(saved).
+//   // For each arriving update (a rejected one leaves no trace):
+//   absl::Status s = agg->Accumulate(delta, num_examples);
+//   // At the end of the round (the next round starts empty):
+//   FEDSCHED_ASSIGN_OR_RETURN(global, agg->Finalize(global));
+//   // Persist agg->SaveState() with the round; on restart, Create(...) then RestoreState(saved).
 //
 // Memory. The averaging rules (FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad) fold each update
 // into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
 // 8 bytes per parameter whatever the number of clients, plus 4 (FedAvgM) or 8 (FedAdam, FedYogi,
 // FedAdagrad) bytes per parameter of optimiser state, plus transient buffers in Finalize (none
-// for FedAvg; up to 12 bytes per parameter for FedOpt). The robust rules (trimmed mean, median, Krum,
-// Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
+// for FedAvg; up to 12 bytes per parameter for FedOpt). The robust rules (trimmed mean, median,
+// Krum, Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
 // max_buffered_updates x 4 bytes x parameters (Default: 1000 updates; 1000 x 1M parameters =
 // 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
 #ifndef FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_

@@ -51,8 +51,8 @@ namespace {
 absl::Status CheckFinite(const v1::Tensor& t) {
   const int64_t bad = FirstNonFinite(t.data().data(), t.data_size());
   if (bad >= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': non-finite value ",
-                                                   t.data(bad), " at index ", bad));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor '", t.name(), "': non-finite value ", t.data(bad), " at index ", bad));
   }
   return absl::OkStatus();
 }
@@ -64,9 +64,9 @@ absl::Status ValidateModel(const v1::Model& model) {
   for (int i = 0; i < model.tensors_size(); ++i) {
     const v1::Tensor& t = model.tensors(i);
     if (t.data_size() != layout.size(i)) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", t.name(), "': ", t.data_size(), " values but shape ",
-                       ShapeToString(t.shape()), " needs ", layout.size(i)));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': ", t.data_size(),
+                                                     " values but shape ", ShapeToString(t.shape()),
+                                                     " needs ", layout.size(i)));
     }
     FEDSCHED_RETURN_IF_ERROR(CheckFinite(t));
   }

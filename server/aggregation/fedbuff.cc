@@ -26,13 +26,12 @@ absl::StatusOr<std::unique_ptr<FedBuffAggregator>> FedBuffAggregator::Create(
 absl::Status FedBuffAggregator::Accumulate(const v1::Model& delta, int64_t num_examples,
                                            int64_t base_version) {
   if (base_version > version_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "update trained on model version ", base_version, " but the current version is ",
-        version_));
+    return absl::InvalidArgumentError(absl::StrCat("update trained on model version ", base_version,
+                                                   " but the current version is ", version_));
   }
   if (ready()) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "FedBuff buffer already holds ", buffer_size_, " updates; call Finalize first"));
+    return absl::FailedPreconditionError(absl::StrCat("FedBuff buffer already holds ", buffer_size_,
+                                                      " updates; call Finalize first"));
   }
   return aggregator_->Accumulate(delta, num_examples, version_ - base_version);
 }

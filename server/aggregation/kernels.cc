@@ -1,11 +1,10 @@
 #include "server/aggregation/kernels.h"
 
+#include <Eigen/Core>
 #include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-#include <Eigen/Core>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -117,16 +116,16 @@ bool FoldStreaming(const float* in, const float* u, float w, float* out, int64_t
 
 template <int B, bool kFromZero>
 bool FoldBatchFixed(const float* __restrict in, const float* const* u_ptrs, const float* weights,
-                    float* __restrict out, int64_t n, int32_t* input_bad) {
+                    float* __restrict out, int64_t n) {
   const float* __restrict u[B];
   float w[B];
-  int32_t bad_in[B];
   for (int j = 0; j < B; ++j) {
     u[j] = u_ptrs[j];
     w[j] = weights[j];
-    bad_in[j] = 0;
   }
-  int32_t bad_out = 0;
+  // Only the outputs need checking: a NaN or Inf input (times w >= 0) makes its output NaN or
+  // Inf, and no later finite addend can make that finite again.
+  int32_t bad = 0;
   for (int64_t i = 0; i < n; ++i) {
     float o;
     if constexpr (kFromZero) {
@@ -134,55 +133,48 @@ bool FoldBatchFixed(const float* __restrict in, const float* const* u_ptrs, cons
     } else {
       o = in[i] + w[0] * u[0][i];
     }
-    bad_in[0] |= NonFiniteMask(u[0][i]);
 #pragma GCC unroll 8
-    for (int j = 1; j < B; ++j) {
-      const float x = u[j][i];
-      bad_in[j] |= NonFiniteMask(x);
-      o = o + w[j] * x;
-    }
+    for (int j = 1; j < B; ++j) o = o + w[j] * u[j][i];
     out[i] = o;
-    bad_out |= NonFiniteMask(o);
+    bad |= NonFiniteMask(o);
   }
-  int32_t any = bad_out;
-  for (int j = 0; j < B; ++j) {
-    input_bad[j] |= bad_in[j];
-    any |= bad_in[j];
-  }
-  return any == 0;
+  return bad == 0;
 }
 
 template <int B>
 bool FoldBatchDispatch(const float* in, const float* const* u, const float* w, float* out,
-                       int64_t n, int32_t* input_bad) {
-  return in == nullptr ? FoldBatchFixed<B, true>(in, u, w, out, n, input_bad)
-                       : FoldBatchFixed<B, false>(in, u, w, out, n, input_bad);
+                       int64_t n) {
+  return in == nullptr ? FoldBatchFixed<B, true>(in, u, w, out, n)
+                       : FoldBatchFixed<B, false>(in, u, w, out, n);
 }
 
 }  // namespace
 
 bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
-                      int64_t n, bool streaming, int32_t* input_bad) {
+                      int64_t n, bool streaming) {
   switch (b) {
-    case 1: {
-      // The single-update path may stream; its input check comes from the output check.
-      const bool ok = FoldChecked(in, u[0], w[0], out, n, streaming);
-      if (!ok) input_bad[0] |= 1;
-      return ok;
-    }
-    case 2: return FoldBatchDispatch<2>(in, u, w, out, n, input_bad);
-    case 3: return FoldBatchDispatch<3>(in, u, w, out, n, input_bad);
-    case 4: return FoldBatchDispatch<4>(in, u, w, out, n, input_bad);
-    case 5: return FoldBatchDispatch<5>(in, u, w, out, n, input_bad);
-    case 6: return FoldBatchDispatch<6>(in, u, w, out, n, input_bad);
-    case 7: return FoldBatchDispatch<7>(in, u, w, out, n, input_bad);
-    case 8: return FoldBatchDispatch<8>(in, u, w, out, n, input_bad);
-    default: return false;
+    case 1:
+      return FoldChecked(in, u[0], w[0], out, n, streaming);
+    case 2:
+      return FoldBatchDispatch<2>(in, u, w, out, n);
+    case 3:
+      return FoldBatchDispatch<3>(in, u, w, out, n);
+    case 4:
+      return FoldBatchDispatch<4>(in, u, w, out, n);
+    case 5:
+      return FoldBatchDispatch<5>(in, u, w, out, n);
+    case 6:
+      return FoldBatchDispatch<6>(in, u, w, out, n);
+    case 7:
+      return FoldBatchDispatch<7>(in, u, w, out, n);
+    case 8:
+      return FoldBatchDispatch<8>(in, u, w, out, n);
+    default:
+      return false;
   }
 }
 
-bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n,
-                 bool streaming) {
+bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n, bool streaming) {
 #if defined(__SSE2__)
   if (streaming) return FoldStreaming(in, u, w, out, n);
 #endif

@@ -32,10 +32,10 @@ inline constexpr int kMaxFoldBatch = 8;
 // FoldChecked for b (1 <= b <= kMaxFoldBatch) updates in one pass:
 //   out[i] = ((in[i] + w[0] u[0][i]) + w[1] u[1][i]) + ...   (in null: starts from w[0] u[0][i]),
 // the same operations in the same order as b successive FoldChecked calls, so the same bits.
-// Sets input_bad[j] to non-zero if u[j] holds a NaN or Inf (input_bad[j] is only ever OR-ed);
-// returns true iff every out[i] is finite and no input was bad.
+// Returns true iff every out[i] is finite, which is false whenever some u[j] holds a NaN or Inf
+// (w[j] >= 0) or the sum overflows. b == 1 is FoldChecked (and honours `streaming`).
 bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
-                      int64_t n, bool streaming, int32_t* input_bad);
+                      int64_t n, bool streaming);
 
 // Sum of u[i]^2 over [0, n), accumulated in double (no overflow for any finite float input).
 double SumSquares(const float* u, int64_t n);

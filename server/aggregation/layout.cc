@@ -30,8 +30,8 @@ absl::StatusOr<ModelLayout> ModelLayout::FromModel(const v1::Model& reference) {
     }
     absl::StatusOr<int64_t> size = NumElements(t.shape());
     if (!size.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("reference model: tensor '", t.name(),
-                                                     "': ", size.status().message()));
+      return absl::InvalidArgumentError(
+          absl::StrCat("reference model: tensor '", t.name(), "': ", size.status().message()));
     }
     if (*size > (int64_t{1} << 62) - layout.total_size_) {
       return absl::InvalidArgumentError("reference model: more than 2^62 values");
@@ -84,14 +84,14 @@ absl::Status ModelLayout::Match(const v1::Model& model, std::vector<int>* index)
       seen[i] = true;
     }
     if (!ShapeEquals(i, t.shape())) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "tensor '", t.name(), "': shape ", ShapeToString(t.shape()),
-          " differs from the global model's ", ShapeToString(shapes_[i])));
+      return absl::InvalidArgumentError(
+          absl::StrCat("tensor '", t.name(), "': shape ", ShapeToString(t.shape()),
+                       " differs from the global model's ", ShapeToString(shapes_[i])));
     }
     if (t.data_size() != sizes_[i]) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("tensor '", t.name(), "': ", t.data_size(), " values but shape ",
-                       ShapeToString(t.shape()), " needs ", sizes_[i]));
+      return absl::InvalidArgumentError(absl::StrCat("tensor '", t.name(), "': ", t.data_size(),
+                                                     " values but shape ", ShapeToString(t.shape()),
+                                                     " needs ", sizes_[i]));
     }
     (*index)[k] = i;
   }

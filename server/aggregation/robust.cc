@@ -82,8 +82,7 @@ std::vector<int> KrumSelect(const std::vector<const float*>& updates, int64_t n,
   }
   std::vector<int> order(k);
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int x, int y) { return score[x] < score[y]; });
+  std::stable_sort(order.begin(), order.end(), [&](int x, int y) { return score[x] < score[y]; });
   order.resize(m);
   return order;
 }

@@ -39,8 +39,7 @@ size_t UniformIndex(std::mt19937_64& rng, size_t n) {
 }
 
 absl::Status OutOfRange(absl::string_view field, double value, absl::string_view range) {
-  return absl::InvalidArgumentError(
-      absl::StrCat(field, " must be ", range, ", got ", value));
+  return absl::InvalidArgumentError(absl::StrCat(field, " must be ", range, ", got ", value));
 }
 
 absl::Status Validate(const PlannerOptions& o) {
@@ -144,14 +143,14 @@ constexpr const char* kNoteText[] = {"",
 // details of the few participants are recomputed after selection.
 struct Planner::Candidate {
   ClientIndex index = 0;
-  int32_t steps = 0;    // after workload sizing
-  double t_s = 0;       // predicted seconds at `steps`
-  double utility = 0;   // raw statistical utility (reported, or at registration)
-  double score = 0;     // the policy's weight / rank (Oort score, FedCaSe experience)
+  int32_t steps = 0;   // after workload sizing
+  double t_s = 0;      // predicted seconds at `steps`
+  double utility = 0;  // raw statistical utility (reported, or at registration)
+  double score = 0;    // the policy's weight / rank (Oort score, FedCaSe experience)
   uint8_t status = kAvailable;
   uint8_t note = kNoteNone;
-  bool tried = false;   // selected before: Oort's "explored" pool
-  bool fits = true;     // predicted to finish by the deadline at the fewest steps (FedCaSe)
+  bool tried = false;  // selected before: Oort's "explored" pool
+  bool fits = true;    // predicted to finish by the deadline at the fewest steps (FedCaSe)
   bool exploited = false;
   bool explore_pick = false;
 };
@@ -229,8 +228,7 @@ ClosingForecast ForecastClosing(absl::Span<const PlannedTask> participants, int3
   if (closing == v1::ROUND_CLOSING_DEADLINE || kk == 0) {
     f.expected_close_s = round_deadline_s;
   } else {
-    f.expected_close_s =
-        std::min(participants[order[kk - 1]].predicted_seconds, round_deadline_s);
+    f.expected_close_s = std::min(participants[order[kk - 1]].predicted_seconds, round_deadline_s);
   }
   return f;
 }
@@ -257,10 +255,9 @@ Planner::~Planner() = default;
 
 int32_t Planner::StepsFor(int64_t num_samples) const {
   if (options_.local_steps > 0) return options_.local_steps;
-  const int64_t per_epoch = (std::max<int64_t>(num_samples, 1) + options_.batch_size - 1) /
-                            options_.batch_size;
-  return static_cast<int32_t>(
-      std::clamp<int64_t>(per_epoch * options_.local_epochs, 1, 1 << 30));
+  const int64_t per_epoch =
+      (std::max<int64_t>(num_samples, 1) + options_.batch_size - 1) / options_.batch_size;
+  return static_cast<int32_t>(std::clamp<int64_t>(per_epoch * options_.local_epochs, 1, 1 << 30));
 }
 
 void Planner::Evaluate(ClientIndex index, const PlanRequest& request, Candidate* c) const {
@@ -389,8 +386,8 @@ size_t Planner::TakeWeighted(size_t need, std::mt19937_64& rng, Ok&& ok) {
       continue;
     }
     const double r = Uniform01(rng) * total;
-    size_t i = static_cast<size_t>(std::upper_bound(values_.begin(), values_.end(), r) -
-                                   values_.begin());
+    size_t i =
+        static_cast<size_t>(std::upper_bound(values_.begin(), values_.end(), r) - values_.begin());
     if (i >= stage_.size()) i = stage_.size() - 1;
     const uint32_t pos = stage_[i].pos;
     if (pool_[pos].status != kAvailable) {
@@ -508,20 +505,18 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
     values_.push_back(c.utility);
     min_utility = std::min(min_utility, c.utility);
   }
-  terms.clip_utility =
-      PercentileInPlace(absl::MakeSpan(values_), 100.0 * options_.oort.clip_bound);
+  terms.clip_utility = PercentileInPlace(absl::MakeSpan(values_), 100.0 * options_.oort.clip_bound);
   terms.min_utility = tried > 0 ? min_utility : 0.0;
   preferred_duration_s_ = terms.preferred_duration_s;
   plan->preferred_duration_s = terms.preferred_duration_s;
 
   for (Candidate& c : pool_) {
     if (c.tried) {
-      c.score =
-          OortScore(c.utility, c.t_s, book_->state(c.index).last_selected_round, terms).score;
+      c.score = OortScore(c.utility, c.t_s, book_->state(c.index).last_selected_round, terms).score;
     } else {
       // Exploration weight: registration utility x speed penalty.
-      c.score = c.utility *
-                OortSpeedPenalty(c.t_s, terms.preferred_duration_s, terms.round_penalty);
+      c.score =
+          c.utility * OortSpeedPenalty(c.t_s, terms.preferred_duration_s, terms.round_penalty);
     }
   }
 
@@ -605,9 +600,9 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
     };
   };
   auto fits = [](const Candidate& c) { return c.fits; };
-  const size_t top = std::min(
-      slots, static_cast<size_t>(std::max(
-                 0, CeilToInt(options_.fedcase.top_ratio * options_.clients_per_round))));
+  const size_t top =
+      std::min(slots, static_cast<size_t>(std::max(
+                          0, CeilToInt(options_.fedcase.top_ratio * options_.clients_per_round))));
 
   FillStage(fits, [](const Candidate& c) { return c.score; });
   TakeTop(top, taker(kNoteFedCaseTop));
@@ -631,8 +626,7 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
   }
 }
 
-v1::CachePlan Planner::MakeCachePlan(ClientIndex index, int32_t local_steps,
-                                     bool prefetch) const {
+v1::CachePlan Planner::MakeCachePlan(ClientIndex index, int32_t local_steps, bool prefetch) const {
   const ClientState& s = book_->state(index);
   v1::CachePlan plan;
   plan.set_policy(options_.cache.policy);
@@ -648,8 +642,8 @@ v1::CachePlan Planner::MakeCachePlan(ClientIndex index, int32_t local_steps,
   int64_t samples = 0;
   if (s.num_samples > 0) {
     samples = std::max<int64_t>(
-        1, static_cast<int64_t>(std::ceil(options_.cache.capacity_fraction * s.num_samples -
-                                          kCeilSlack)));
+        1, static_cast<int64_t>(
+               std::ceil(options_.cache.capacity_fraction * s.num_samples - kCeilSlack)));
   }
   int64_t bytes = 0;
   if (s.sample_bytes > 0 && samples > 0) {
@@ -671,15 +665,14 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
     return absl::InvalidArgumentError(absl::StrCat("round must be >= 1, got ", request.round));
   }
   if (request.round < last_planned_round_) {
-    return absl::InvalidArgumentError(absl::StrCat("round ", request.round,
-                                                   " is below the last planned round ",
-                                                   last_planned_round_));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "round ", request.round, " is below the last planned round ", last_planned_round_));
   }
   if (!std::isfinite(request.now_s)) return absl::InvalidArgumentError("now_s is not finite");
   if (request.model_bytes < 0 || request.max_participants < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "model_bytes and max_participants must be >= 0, got ", request.model_bytes, " and ",
-        request.max_participants));
+    return absl::InvalidArgumentError(
+        absl::StrCat("model_bytes and max_participants must be >= 0, got ", request.model_bytes,
+                     " and ", request.max_participants));
   }
   const int64_t book_size = book_->size();
   for (ClientIndex idx : request.candidates) {
@@ -694,12 +687,12 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   plan.attempt = request.round == last_planned_round_ ? plan_attempts_ + 1 : 1;
   plan.planned_at_s = request.now_s;
   plan.deadline_s = options_.round_deadline_s;
-  const size_t slots = request.max_participants > 0
-                           ? static_cast<size_t>(request.max_participants)
-                           : static_cast<size_t>(default_slots_);
+  const size_t slots = request.max_participants > 0 ? static_cast<size_t>(request.max_participants)
+                                                    : static_cast<size_t>(default_slots_);
 
   // Randomness depends only on (seed, round, attempt): a restarted planner draws the same.
-  std::seed_seq seq{static_cast<uint32_t>(options_.seed), static_cast<uint32_t>(options_.seed >> 32),
+  std::seed_seq seq{static_cast<uint32_t>(options_.seed),
+                    static_cast<uint32_t>(options_.seed >> 32),
                     static_cast<uint32_t>(request.round),
                     static_cast<uint32_t>(static_cast<uint64_t>(request.round) >> 32),
                     static_cast<uint32_t>(plan.attempt)};
@@ -763,11 +756,10 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
                    [](const PlannedTask& a, const PlannedTask& b) {
                      return a.predicted_seconds < b.predicted_seconds;
                    });
-  plan.target_updates = static_cast<int32_t>(
-      std::min<size_t>(options_.clients_per_round, plan.participants.size()));
-  const ClosingForecast forecast = ForecastClosing(plan.participants, plan.target_updates,
-                                                   options_.round_closing,
-                                                   options_.round_deadline_s);
+  plan.target_updates =
+      static_cast<int32_t>(std::min<size_t>(options_.clients_per_round, plan.participants.size()));
+  const ClosingForecast forecast = ForecastClosing(
+      plan.participants, plan.target_updates, options_.round_closing, options_.round_deadline_s);
   plan.expected_close_s = forecast.expected_close_s;
 
   // Commit: from here on the plan is handed out.
@@ -863,8 +855,7 @@ RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_
           std::accumulate(exploit_history_.begin(), exploit_history_.begin() + window, 0.0);
       const double last =
           std::accumulate(exploit_history_.begin() + window, exploit_history_.end(), 0.0);
-      round_threshold_ =
-          OortPacerStep(previous, last, round_threshold_, options_.oort.pacer_delta);
+      round_threshold_ = OortPacerStep(previous, last, round_threshold_, options_.oort.pacer_delta);
     }
     epsilon_ = std::max(epsilon_ * options_.oort.exploration_decay, options_.oort.exploration_min);
   }
@@ -931,8 +922,8 @@ absl::Status Planner::ImportState(const v1::PlannerState& s) {
   rounds_committed_ = o.rounds_committed();
   preferred_duration_s_ = o.preferred_duration_s();
   has_range_ = s.fedcase().has_range();
-  range_ = {s.fedcase().min_duration_s(), s.fedcase().max_duration_s(),
-            s.fedcase().min_utility(), s.fedcase().max_utility()};
+  range_ = {s.fedcase().min_duration_s(), s.fedcase().max_duration_s(), s.fedcase().min_utility(),
+            s.fedcase().max_utility()};
   in_flight_.clear();
   round_exploit_utility_ = 0;
   return absl::OkStatus();

@@ -343,8 +343,7 @@ class Planner {
   void FillStage(Pred&& pred, Key&& key);
   void AppendExpectedNext(size_t count, RoundPlan* plan);
   void SelectRandom(const PlanRequest& request, size_t slots, std::mt19937_64& rng);
-  void SelectOort(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
-                  RoundPlan* plan);
+  void SelectOort(const PlanRequest& request, size_t slots, std::mt19937_64& rng, RoundPlan* plan);
   void SelectFedCase(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
                      RoundPlan* plan);
   v1::CachePlan MakeCachePlan(ClientIndex index, int32_t local_steps, bool prefetch) const;

@@ -9,8 +9,8 @@ double PercentileInPlace(absl::Span<double> values, double percent) {
   if (values.empty()) return 0.0;
   const size_t n = values.size();
   const double p = std::clamp(percent, 0.0, 100.0);
-  const size_t k = std::min(n - 1, static_cast<size_t>(std::floor(static_cast<double>(n) * p /
-                                                                   100.0)));
+  const size_t k =
+      std::min(n - 1, static_cast<size_t>(std::floor(static_cast<double>(n) * p / 100.0)));
   std::nth_element(values.begin(), values.begin() + k, values.end());
   return values[k];
 }
@@ -26,11 +26,11 @@ OortScoreTerms OortScore(double utility, double duration_s, int64_t last_round,
   OortScoreTerms s;
   const double floor = 0.999 * t.min_utility;
   const double range = t.clip_utility - floor;
-  s.utility = range > 0 ? std::clamp((std::min(utility, t.clip_utility) - floor) / range, 0.0, 1.0)
-                        : 0.0;
+  s.utility =
+      range > 0 ? std::clamp((std::min(utility, t.clip_utility) - floor) / range, 0.0, 1.0) : 0.0;
   if (t.round > 1 && last_round >= 1) {
-    s.staleness = std::sqrt(0.1 * std::log(static_cast<double>(t.round)) /
-                            static_cast<double>(last_round));
+    s.staleness =
+        std::sqrt(0.1 * std::log(static_cast<double>(t.round)) / static_cast<double>(last_round));
   }
   s.speed_penalty = OortSpeedPenalty(duration_s, t.preferred_duration_s, t.round_penalty);
   s.score = (s.utility + s.staleness) * s.speed_penalty;
@@ -55,8 +55,7 @@ double FedCaseExperience(double duration_s, double utility, const ExperienceRang
   const double u_range = r.max_utility - r.min_utility;
   const double speed =
       t_range > 0 ? std::clamp((r.max_duration_s - duration_s) / t_range, 0.0, 1.0) : 0.0;
-  const double util =
-      u_range > 0 ? std::clamp((utility - r.min_utility) / u_range, 0.0, 1.0) : 0.0;
+  const double util = u_range > 0 ? std::clamp((utility - r.min_utility) / u_range, 0.0, 1.0) : 0.0;
   return speed_weight * speed + (1.0 - speed_weight) * util;
 }
 

@@ -19,11 +19,11 @@ double PercentileInPlace(absl::Span<double> values, double percent);
 // Per-round constants of Oort's score (Lai et al., OSDI 2021, section 4.2 and Algorithm 1;
 // research.md section 3).
 struct OortRoundTerms {
-  int64_t round = 1;               // current round R, >= 1
-  double clip_utility = 0;         // utility at the clip_bound quantile of explored clients
-  double min_utility = 0;          // smallest utility of explored clients
-  double preferred_duration_s = 0; // T, seconds
-  double round_penalty = 2;        // alpha
+  int64_t round = 1;                // current round R, >= 1
+  double clip_utility = 0;          // utility at the clip_bound quantile of explored clients
+  double min_utility = 0;           // smallest utility of explored clients
+  double preferred_duration_s = 0;  // T, seconds
+  double round_penalty = 2;         // alpha
 };
 
 // One client's score and its terms.

@@ -39,11 +39,11 @@ absl::Status ValidateDevice(const v1::DeviceProfile& d) {
   if (!FiniteNonNegative(d.compute_ms_per_sample()) ||
       !FiniteNonNegative(d.bandwidth_hint_kbps()) || d.storage_budget_bytes() < 0 ||
       d.num_samples() < 0 || d.sample_bytes() < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "device profile has a negative or non-finite figure: compute_ms_per_sample=",
-        d.compute_ms_per_sample(), " bandwidth_hint_kbps=", d.bandwidth_hint_kbps(),
-        " storage_budget_bytes=", d.storage_budget_bytes(), " num_samples=", d.num_samples(),
-        " sample_bytes=", d.sample_bytes()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("device profile has a negative or non-finite figure: compute_ms_per_sample=",
+                     d.compute_ms_per_sample(), " bandwidth_hint_kbps=", d.bandwidth_hint_kbps(),
+                     " storage_budget_bytes=", d.storage_budget_bytes(),
+                     " num_samples=", d.num_samples(), " sample_bytes=", d.sample_bytes()));
   }
   return absl::OkStatus();
 }
@@ -81,9 +81,9 @@ void ProfileBook::LogMean::Add(int64_t fx) {
 void ProfileBook::LogMean::Remove(int64_t fx) {
   --n;
   sum_fx -= fx;
-  geo_mean = n > 0 ? std::exp(static_cast<double>(sum_fx) / kFixedPointScale /
-                              static_cast<double>(n))
-                   : 0.0;
+  geo_mean = n > 0
+                 ? std::exp(static_cast<double>(sum_fx) / kFixedPointScale / static_cast<double>(n))
+                 : 0.0;
 }
 
 absl::StatusOr<std::unique_ptr<ProfileBook>> ProfileBook::Create(
@@ -102,8 +102,8 @@ absl::StatusOr<std::unique_ptr<ProfileBook>> ProfileBook::Create(
         absl::StrCat("availability_alpha must be in (0, 1], got ", options.availability_alpha));
   }
   if (!positive(options.default_compute_ms_per_sample)) {
-    return absl::InvalidArgumentError(absl::StrCat("default_compute_ms_per_sample must be > 0, got ",
-                                                   options.default_compute_ms_per_sample));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "default_compute_ms_per_sample must be > 0, got ", options.default_compute_ms_per_sample));
   }
   if (!positive(options.default_kbps)) {
     return absl::InvalidArgumentError(
@@ -149,10 +149,9 @@ void ProfileBook::Refresh(ClientIndex index) {
   s.statistical_utility = p.statistical_utility();
   s.has_utility = p.successes() > 0;
   s.measured = p.measured_tasks() > 0;
-  s.io_seconds_per_sample =
-      p.last_samples_trained() > 0
-          ? p.last_io_s() / static_cast<double>(p.last_samples_trained())
-          : 0.0;
+  s.io_seconds_per_sample = p.last_samples_trained() > 0
+                                ? p.last_io_s() / static_cast<double>(p.last_samples_trained())
+                                : 0.0;
   s.censored_duration_s = p.censored_duration_s();
   s.last_heartbeat_s = static_cast<double>(p.last_heartbeat_unix_ms()) / 1000.0;
   s.benchmark_ms = p.device().compute_ms_per_sample();
@@ -207,8 +206,9 @@ std::string ProfileBook::NextClientId() {
   return id;
 }
 
-absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(
-    std::string_view identity, const v1::DeviceProfile& device, double now_s) {
+absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_view identity,
+                                                                  const v1::DeviceProfile& device,
+                                                                  double now_s) {
   if (identity.empty()) return absl::InvalidArgumentError("empty client identity");
   if (absl::Status s = ValidateDevice(device); !s.ok()) return s;
   Registration reg;
@@ -315,8 +315,8 @@ absl::Status ProfileBook::OnTaskSucceeded(ClientIndex index, const v1::UpdateMet
         Ewma(p.compute_ms_per_sample(), compute_s * 1000.0 / examples, alpha));
   }
   if (m.download_seconds() > 0 && m.download_bytes() > 0) {
-    const double kbps = static_cast<double>(m.download_bytes()) * 8.0 / 1000.0 /
-                        m.download_seconds();
+    const double kbps =
+        static_cast<double>(m.download_bytes()) * 8.0 / 1000.0 / m.download_seconds();
     p.set_download_kbps(Ewma(p.download_kbps(), kbps, alpha));
   }
   if (timing.upload_s > 0 && timing.upload_bytes > 0) {
@@ -328,9 +328,8 @@ absl::Status ProfileBook::OnTaskSucceeded(ClientIndex index, const v1::UpdateMet
     const double ratio = static_cast<double>(m.cache_hits()) / static_cast<double>(lookups);
     // The hit ratio may legitimately be 0, so the first measurement is marked by
     // measured_tasks rather than by a non-zero value.
-    p.set_cache_hit_ratio(p.measured_tasks() > 0
-                              ? (1.0 - alpha) * p.cache_hit_ratio() + alpha * ratio
-                              : ratio);
+    p.set_cache_hit_ratio(
+        p.measured_tasks() > 0 ? (1.0 - alpha) * p.cache_hit_ratio() + alpha * ratio : ratio);
   }
   p.set_statistical_utility(m.statistical_utility());
   p.set_last_duration_s(timing.completion_s);

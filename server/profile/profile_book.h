@@ -163,8 +163,7 @@ class ProfileBook {
   // A task failed: failures + 1, busy cleared. kDropped folds a 0 into availability;
   // kStraggler raises censored_duration_s to `elapsed_s` (seconds since the task was planned;
   // ignored when not > 0). Errors: NOT_FOUND for an unknown index.
-  absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s,
-                            double now_s);
+  absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s, double now_s);
 
   // Binds the client's TLS certificate (SHA-256 of it). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
@@ -225,10 +224,9 @@ class ProfileBook {
   void MarkDirty(ClientIndex index);
   std::string NextClientId();
   void ApplyContribution(const Contribution& c, uint32_t model, int sign);
-  static double ExpectedFigure(double measured, double self_reported,
-                               const LogMean& model_value, const LogMean& model_ratio,
-                               const LogMean& global_value, const LogMean& global_ratio,
-                               double fallback) {
+  static double ExpectedFigure(double measured, double self_reported, const LogMean& model_value,
+                               const LogMean& model_ratio, const LogMean& global_value,
+                               const LogMean& global_ratio, double fallback) {
     if (measured > 0) return measured;
     if (self_reported > 0) {
       const double factor = model_ratio.n > 0    ? model_ratio.geo_mean

@@ -45,8 +45,8 @@ double FedCaseIoSeconds(double hits, double misses, double sample_kb) {
 
 double FedCaseIoSecondsPerSample(double cache_hit_ratio, int64_t sample_bytes) {
   const double h = std::clamp(cache_hit_ratio, 0.0, 1.0);
-  return FedCaseIoSeconds(h, 1.0 - h, static_cast<double>(std::max<int64_t>(sample_bytes, 0)) /
-                                          1024.0);
+  return FedCaseIoSeconds(h, 1.0 - h,
+                          static_cast<double>(std::max<int64_t>(sample_bytes, 0)) / 1000.0);
 }
 
 double LinearPrediction::At(int64_t samples) const {
@@ -60,8 +60,8 @@ absl::StatusOr<RoundTimePredictor> RoundTimePredictor::Create(
         absl::StrCat("ridge_lambda must be > 0, got ", options.ridge_lambda));
   }
   if (!(options.forgetting_per_round > 0 && options.forgetting_per_round <= 1)) {
-    return absl::InvalidArgumentError(absl::StrCat("forgetting_per_round must be in (0, 1], got ",
-                                                   options.forgetting_per_round));
+    return absl::InvalidArgumentError(
+        absl::StrCat("forgetting_per_round must be in (0, 1], got ", options.forgetting_per_round));
   }
   return RoundTimePredictor(options);
 }
@@ -158,10 +158,10 @@ v1::RoundTimePredictorState RoundTimePredictor::ExportState() const {
 
 absl::Status RoundTimePredictor::ImportState(const v1::RoundTimePredictorState& state) {
   if (state.num_features() != kD || state.gram_size() != kD * kD || state.moment_size() != kD) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "round-time predictor state has ", state.num_features(), " features, ",
-        state.gram_size(), " gram and ", state.moment_size(), " moment values; expected ", kD,
-        ", ", kD * kD, ", ", kD));
+    return absl::InvalidArgumentError(
+        absl::StrCat("round-time predictor state has ", state.num_features(), " features, ",
+                     state.gram_size(), " gram and ", state.moment_size(),
+                     " moment values; expected ", kD, ", ", kD * kD, ", ", kD));
   }
   for (double v : state.gram()) {
     if (!std::isfinite(v)) return absl::InvalidArgumentError("non-finite predictor gram value");

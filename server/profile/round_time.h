@@ -2,7 +2,7 @@
 // regression on top of them that learns how real completion times relate to those terms.
 //
 // Units throughout: seconds (s), milliseconds per sample (ms), kbit/s (1 kbit = 1000 bit),
-// bytes, KB = 1024 bytes (FedCaSe's sample sizes).
+// bytes, KB = 1000 bytes (as kbit = 1000 bit).
 #ifndef FEDSCHED_SERVER_PROFILE_ROUND_TIME_H_
 #define FEDSCHED_SERVER_PROFILE_ROUND_TIME_H_
 
@@ -35,7 +35,7 @@ double FedScaleCommSeconds(int64_t model_bytes, double kbps);
 double FedCaseIoSeconds(double hits, double misses, double sample_kb);
 
 // FedCaSe's expected I/O seconds per trained sample for a cache hit ratio in [0, 1] and a sample
-// size in bytes: FedCaseIoSeconds(h, 1 - h, sample_bytes / 1024).
+// size in bytes: FedCaseIoSeconds(h, 1 - h, sample_bytes / 1000).
 double FedCaseIoSecondsPerSample(double cache_hit_ratio, int64_t sample_bytes);
 
 // What the predictor needs to know about one task. All figures are the planner's current

@@ -1,14 +1,26 @@
 #include "server/service/grpc_service.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "common/transport.h"
+#include "grpc/grpc_security_constants.h"
 
 namespace fedsched {
 namespace {
+
+// Counts above 2^53 lose precision in the doubles that profiles and records keep, and a few of
+// them summed overflow int64: no honest device reports one.
+constexpr int64_t kMaxCount = int64_t{1} << 53;
+// GetStatus returns at most this many round records, whatever the request asks.
+constexpr int kMaxRecentRounds = 100;
 
 grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
                                       const absl::Status& status) {
@@ -17,22 +29,78 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+absl::Status CheckCount(const char* field, int64_t value, int64_t minimum) {
+  if (value < minimum || value > kMaxCount) {
+    return absl::InvalidArgumentError(absl::StrCat("upload header: metrics.", field,
+                                                   " must be in [", minimum, ", ", kMaxCount,
+                                                   "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckReal(const char* field, double value, bool non_negative) {
+  if (!std::isfinite(value) || (non_negative && value < 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("upload header: metrics.", field, " must be ",
+                                                   non_negative ? "finite and >= 0" : "finite",
+                                                   ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// Calls Coordinator::Register with the certificate fingerprint when the coordinator takes one
+// (the three-argument overload); until then only an empty fingerprint can be honoured.
+template <typename C>
+absl::StatusOr<v1::RegisterResponse> RegisterWithFingerprint(C& coordinator,
+                                                             const v1::RegisterRequest& request,
+                                                             absl::Time now,
+                                                             const std::string& fingerprint) {
+  if constexpr (requires { coordinator.Register(request, now, fingerprint); }) {
+    return coordinator.Register(request, now, fingerprint);
+  } else {
+    return coordinator.Register(request, now);
+  }
+}
+
+// The SHA-256 fingerprint of the client certificate of an authenticated TLS peer, "" when the
+// peer presented none. Errors: UNAUTHENTICATED when a presented certificate cannot be read.
+absl::StatusOr<std::string> PeerCertificateFingerprint(grpc::CallbackServerContext* context) {
+  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return std::string();
+  std::vector<grpc::string_ref> pems = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
+  if (pems.empty()) return std::string();
+  absl::StatusOr<std::string> fingerprint =
+      CertificateFingerprint(absl::string_view(pems.front().data(), pems.front().size()));
+  if (!fingerprint.ok()) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("cannot read the client certificate: ", fingerprint.status().message()));
+  }
+  return fingerprint;
+}
+
 // Streams one serialized model in chunks; holds a reference to the blob, so a newer global model
 // can be published while this download is still running.
-class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk> {
+class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
+                        public CoordinatorService::TrackedStream {
  public:
-  DownloadReactor(std::shared_ptr<const ModelBlob> blob, int64_t chunk_bytes)
-      : blob_(std::move(blob)), chunk_bytes_(chunk_bytes) {
+  DownloadReactor(CoordinatorService* service, grpc::CallbackServerContext* context,
+                  std::shared_ptr<const ModelBlob> blob, int64_t chunk_bytes)
+      : TrackedStream(context), service_(service), blob_(std::move(blob)),
+        chunk_bytes_(chunk_bytes) {
+    service_->Track(this);
     WriteNext();
   }
   void OnWriteDone(bool ok) override {
+    Touch(absl::Now());
     if (!ok) {
-      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "download stream broken"));
+      Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "download stream broken or cancelled"));
       return;
     }
     WriteNext();
   }
-  void OnDone() override { delete this; }
+  void OnDone() override {
+    service_->Untrack(this);
+    delete this;
+  }
 
  private:
   void WriteNext() {
@@ -52,6 +120,7 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk> {
     StartWrite(&chunk_);
   }
 
+  CoordinatorService* const service_;
   std::shared_ptr<const ModelBlob> blob_;
   const int64_t chunk_bytes_;
   int64_t offset_ = 0;
@@ -59,91 +128,71 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk> {
   v1::ModelChunk chunk_;
 };
 
-// Receives header + ordered data chunks, enforcing declared sizes as they arrive, then hands the
-// whole payload to the coordinator.
-class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk> {
+// Receives an upload through an UploadAssembler and submits it whole. Rejects as soon as the
+// stream is known bad, without reading the rest.
+class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
+                      public CoordinatorService::TrackedStream {
  public:
-  UploadReactor(Coordinator* coordinator, int64_t max_chunk_bytes,
+  UploadReactor(CoordinatorService* service, Coordinator* coordinator,
+                grpc::CallbackServerContext* context, int64_t chunk_bytes,
                 v1::UploadUpdateResponse* response)
-      : coordinator_(coordinator), max_chunk_bytes_(max_chunk_bytes), response_(response) {
+      : TrackedStream(context), service_(service), coordinator_(coordinator),
+        assembler_(coordinator->max_update_bytes(), chunk_bytes), response_(response) {
+    service_->Track(this);
     StartRead(&chunk_);
   }
   void OnReadDone(bool ok) override {
+    Touch(absl::Now());
     if (!ok) {
-      Complete();
+      if (context()->IsCancelled()) {
+        // The client went away (or the server is shutting down): even a complete-looking stream
+        // is not submitted, so a client never sees an error for an update that was applied.
+        Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
+      } else {
+        absl::Status s = assembler_.Finish();
+        if (s.ok()) s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload(),
+                                                   absl::Now());
+        Reply(s);
+      }
       return;
     }
-    absl::Status s = Consume();
+    const bool had_header = assembler_.has_header();
+    absl::Status s = assembler_.Add(chunk_);
+    if (s.ok() && !had_header) {
+      const int64_t declared = assembler_.header().total_bytes();
+      if (service_->ReserveUploadBytes(declared)) {
+        reserved_ = declared;
+      } else {
+        s = absl::ResourceExhaustedError(
+            absl::StrCat("server busy: uploads in flight already declare ",
+                         service_->inflight_upload_bytes(), " bytes; retry later"));
+      }
+    }
     if (!s.ok()) {
-      // Reject as soon as the stream is known bad: no need to read the rest.
-      response_->set_accepted(false);
-      response_->set_message(std::string(s.message()));
-      Finish(ToGrpcStatus(s));
+      Reply(s);
       return;
     }
     StartRead(&chunk_);
   }
-  void OnDone() override { delete this; }
-
- private:
-  absl::Status Consume() {
-    if (chunk_.has_header()) {
-      if (has_header_) return absl::InvalidArgumentError("upload stream has a second header");
-      header_ = chunk_.header();
-      has_header_ = true;
-      const int64_t limit = coordinator_->max_update_bytes();
-      if (header_.total_bytes() <= 0 || header_.total_bytes() > limit) {
-        return absl::InvalidArgumentError(absl::StrCat("upload declares ", header_.total_bytes(),
-                                                       " bytes; allowed 1..", limit));
-      }
-      const int64_t min_chunks = (header_.total_bytes() + max_chunk_bytes_ - 1) / max_chunk_bytes_;
-      if (header_.num_chunks() <= 0 || header_.num_chunks() > header_.total_bytes() ||
-          header_.num_chunks() < min_chunks) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("upload declares ", header_.num_chunks(), " chunks for ",
-                         header_.total_bytes(), " bytes"));
-      }
-      payload_.reserve(static_cast<size_t>(header_.total_bytes()));
-      return absl::OkStatus();
-    }
-    if (!has_header_) return absl::InvalidArgumentError("upload data before its header");
-    if (chunk_.seq() != next_seq_) {
-      return absl::InvalidArgumentError(absl::StrCat("upload chunk out of order: got seq ",
-                                                     chunk_.seq(), ", expected ", next_seq_));
-    }
-    if (static_cast<int64_t>(payload_.size() + chunk_.data().size()) > header_.total_bytes()) {
-      return absl::InvalidArgumentError("upload carries more bytes than it declared");
-    }
-    ++next_seq_;
-    payload_.append(chunk_.data());
-    return absl::OkStatus();
+  void OnDone() override {
+    service_->Untrack(this);
+    if (reserved_ > 0) service_->ReleaseUploadBytes(reserved_);
+    delete this;
   }
 
-  void Complete() {
-    absl::Status s;
-    if (!has_header_) {
-      s = absl::InvalidArgumentError("upload stream ended without a header");
-    } else if (next_seq_ != header_.num_chunks() ||
-               static_cast<int64_t>(payload_.size()) != header_.total_bytes()) {
-      s = absl::InvalidArgumentError(absl::StrCat(
-          "truncated upload: got ", next_seq_, " of ", header_.num_chunks(), " chunks, ",
-          payload_.size(), " of ", header_.total_bytes(), " bytes"));
-    } else {
-      s = coordinator_->SubmitUpdate(header_, payload_, absl::Now());
-    }
+ private:
+  void Reply(const absl::Status& s) {
     response_->set_accepted(s.ok());
     response_->set_message(s.ok() ? "accepted" : std::string(s.message()));
     Finish(ToGrpcStatus(s));
   }
 
+  CoordinatorService* const service_;
   Coordinator* const coordinator_;
-  const int64_t max_chunk_bytes_;
+  UploadAssembler assembler_;
   v1::UploadUpdateResponse* const response_;
   v1::UploadChunk chunk_;
-  v1::UploadHeader header_;
-  bool has_header_ = false;
-  int64_t next_seq_ = 0;
-  std::string payload_;
+  int64_t reserved_ = 0;
 };
 
 }  // namespace
@@ -153,14 +202,164 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+bool IsLoopbackPeer(absl::string_view peer) {
+  return absl::StartsWith(peer, "ipv4:127.") || absl::StartsWith(peer, "ipv6:[::1]") ||
+         absl::StartsWith(peer, "ipv6:%5B::1%5D") ||
+         absl::StartsWith(peer, "ipv6:[::ffff:127.") ||
+         absl::StartsWith(peer, "ipv6:%5B::ffff:127.") || absl::StartsWith(peer, "unix:");
+}
+
+absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_total_bytes,
+                                  int64_t max_chunk_bytes) {
+  if (header.total_bytes() <= 0 || header.total_bytes() > max_total_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("upload header: total_bytes must be in [1, ",
+                                                   max_total_bytes, "], got ",
+                                                   header.total_bytes()));
+  }
+  const int64_t min_chunks = (header.total_bytes() + max_chunk_bytes - 1) / max_chunk_bytes;
+  if (header.num_chunks() < min_chunks || header.num_chunks() > header.total_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("upload header: num_chunks must be in [", min_chunks, ", ",
+                     header.total_bytes(), "] for ", header.total_bytes(),
+                     " bytes in chunks of at most ", max_chunk_bytes, ", got ",
+                     header.num_chunks()));
+  }
+  if (header.sha256().size() != 32) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "upload header: sha256 must be 32 bytes, got ", header.sha256().size()));
+  }
+  const v1::UpdateMetrics& m = header.metrics();
+  FEDSCHED_RETURN_IF_ERROR(CheckCount("num_examples", m.num_examples(), 1));
+  FEDSCHED_RETURN_IF_ERROR(CheckCount("download_bytes", m.download_bytes(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckCount("cache_hits", m.cache_hits(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckCount("cache_misses", m.cache_misses(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckCount("storage_bytes_read", m.storage_bytes_read(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckCount("local_steps", m.local_steps(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckReal("train_seconds", m.train_seconds(), true));
+  FEDSCHED_RETURN_IF_ERROR(CheckReal("download_seconds", m.download_seconds(), true));
+  FEDSCHED_RETURN_IF_ERROR(CheckReal("io_seconds", m.io_seconds(), true));
+  FEDSCHED_RETURN_IF_ERROR(CheckReal("statistical_utility", m.statistical_utility(), true));
+  FEDSCHED_RETURN_IF_ERROR(CheckReal("mean_loss", m.mean_loss(), false));
+  return absl::OkStatus();
+}
+
+UploadAssembler::UploadAssembler(int64_t max_total_bytes, int64_t max_chunk_bytes)
+    : max_total_bytes_(max_total_bytes), max_chunk_bytes_(std::max<int64_t>(1, max_chunk_bytes)) {}
+
+absl::Status UploadAssembler::Add(const v1::UploadChunk& chunk) {
+  if (failed_) return absl::InvalidArgumentError("upload stream already rejected");
+  absl::Status s;
+  if (chunk.has_header()) {
+    if (has_header_) {
+      s = absl::InvalidArgumentError("upload stream has a second header");
+    } else {
+      s = ValidateUploadHeader(chunk.header(), max_total_bytes_, max_chunk_bytes_);
+      if (s.ok()) {
+        header_ = chunk.header();
+        has_header_ = true;
+        payload_.reserve(static_cast<size_t>(header_.total_bytes()));
+      }
+    }
+  } else if (!has_header_) {
+    s = absl::InvalidArgumentError("upload data before its header");
+  } else if (chunk.seq() != next_seq_) {
+    s = absl::InvalidArgumentError(absl::StrCat("upload chunk out of order: got seq ", chunk.seq(),
+                                                ", expected ", next_seq_));
+  } else if (next_seq_ >= header_.num_chunks()) {
+    s = absl::InvalidArgumentError(absl::StrCat("upload carries more chunks than the ",
+                                                header_.num_chunks(), " it declared"));
+  } else if (static_cast<int64_t>(chunk.data().size()) >
+             header_.total_bytes() - static_cast<int64_t>(payload_.size())) {
+    s = absl::InvalidArgumentError(absl::StrCat("upload carries more bytes than the ",
+                                                header_.total_bytes(), " it declared"));
+  } else {
+    ++next_seq_;
+    payload_.append(chunk.data());
+  }
+  if (!s.ok()) {
+    failed_ = true;
+    payload_.clear();
+    payload_.shrink_to_fit();
+  }
+  return s;
+}
+
+absl::Status UploadAssembler::Finish() const {
+  if (failed_) return absl::InvalidArgumentError("upload stream already rejected");
+  if (!has_header_) return absl::InvalidArgumentError("upload stream ended without a header");
+  if (next_seq_ != header_.num_chunks() ||
+      static_cast<int64_t>(payload_.size()) != header_.total_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "truncated upload: got ", next_seq_, " of ", header_.num_chunks(), " chunks, ",
+        payload_.size(), " of ", header_.total_bytes(), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+CoordinatorService::TrackedStream::TrackedStream(grpc::CallbackServerContext* context)
+    : context_(context), last_progress_ns_(absl::ToUnixNanos(absl::Now())) {}
+
+void CoordinatorService::TrackedStream::Touch(absl::Time now) {
+  last_progress_ns_.store(absl::ToUnixNanos(now), std::memory_order_relaxed);
+}
+
+absl::Time CoordinatorService::TrackedStream::last_progress() const {
+  return absl::FromUnixNanos(last_progress_ns_.load(std::memory_order_relaxed));
+}
+
+CoordinatorService::CoordinatorService(Coordinator* coordinator,
+                                       CoordinatorServiceOptions options)
+    : coordinator_(coordinator), options_(std::move(options)) {}
+
 CoordinatorService::CoordinatorService(Coordinator* coordinator,
                                        const v1::TransportConfig& transport)
-    : coordinator_(coordinator), chunk_bytes_(transport.chunk_bytes()) {}
+    : CoordinatorService(coordinator, CoordinatorServiceOptions{.transport = transport}) {}
+
+void CoordinatorService::Track(TrackedStream* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.insert(stream);
+}
+
+void CoordinatorService::Untrack(TrackedStream* stream) {
+  absl::MutexLock lock(&streams_mu_);
+  streams_.erase(stream);
+}
+
+int CoordinatorService::open_streams() const {
+  absl::MutexLock lock(&streams_mu_);
+  return static_cast<int>(streams_.size());
+}
+
+int CoordinatorService::CancelIdleStreams(absl::Time now, absl::Duration idle) {
+  int cancelled = 0;
+  absl::MutexLock lock(&streams_mu_);
+  for (TrackedStream* stream : streams_) {
+    if (now - stream->last_progress() > idle) {
+      // Untrack() runs under streams_mu_ before the reactor is deleted, so `stream` is alive.
+      stream->context()->TryCancel();
+      ++cancelled;
+    }
+  }
+  return cancelled;
+}
+
+bool CoordinatorService::ReserveUploadBytes(int64_t bytes) {
+  int64_t current = inflight_upload_bytes_.load();
+  do {
+    if (bytes > options_.max_inflight_upload_bytes - current) return false;
+  } while (!inflight_upload_bytes_.compare_exchange_weak(current, current + bytes));
+  return true;
+}
+
+void CoordinatorService::ReleaseUploadBytes(int64_t bytes) { inflight_upload_bytes_ -= bytes; }
 
 grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* context,
                                                        const v1::RegisterRequest* request,
                                                        v1::RegisterResponse* response) {
-  absl::StatusOr<v1::RegisterResponse> result = coordinator_->Register(*request, absl::Now());
+  absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
+  if (!fingerprint.ok()) return FinishUnary(context, fingerprint.status());
+  absl::StatusOr<v1::RegisterResponse> result =
+      RegisterWithFingerprint(*coordinator_, *request, absl::Now(), *fingerprint);
   if (result.ok()) *response = *std::move(result);
   return FinishUnary(context, result.status());
 }
@@ -193,12 +392,13 @@ grpc::ServerWriteReactor<v1::ModelChunk>* CoordinatorService::DownloadModel(
     };
     return new Rejected(blob.status());
   }
-  return new DownloadReactor(*std::move(blob), chunk_bytes_);
+  return new DownloadReactor(this, context, *std::move(blob), options_.transport.chunk_bytes());
 }
 
 grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
     grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) {
-  return new UploadReactor(coordinator_, chunk_bytes_, response);
+  return new UploadReactor(this, coordinator_, context, options_.transport.chunk_bytes(),
+                           response);
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(
@@ -210,7 +410,15 @@ grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(
 grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerContext* context,
                                                         const v1::GetStatusRequest* request,
                                                         v1::GetStatusResponse* response) {
-  *response = coordinator_->GetStatus(request->recent_rounds());
+  *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds));
+  if (!IsLoopbackPeer(context->peer())) {
+    // An identity is what a device registers with: never hand it to a remote caller.
+    for (v1::ClientSummary& client : *response->mutable_clients()) {
+      client.clear_identity();
+      client.mutable_profile()->clear_identity();
+      client.mutable_profile()->clear_cert_fingerprint();
+    }
+  }
   return FinishUnary(context, absl::OkStatus());
 }
 

@@ -3,9 +3,17 @@
 #define FEDSCHED_SERVER_SERVICE_GRPC_SERVICE_H_
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
+#include <string>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
@@ -15,13 +23,79 @@ namespace fedsched {
 // Converts an absl::Status to a grpc::Status with the same code and message.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// True when a gRPC peer string (grpc::ServerContext::peer(), e.g. "ipv4:127.0.0.1:4242",
+// "ipv6:[::1]:4242", "unix:/path") is on this host.
+bool IsLoopbackPeer(absl::string_view peer);
+
+// Checks the header of an upload before any data is read: 1 <= total_bytes <= max_total_bytes,
+// 1 <= num_chunks <= total_bytes with num_chunks >= ceil(total_bytes / max_chunk_bytes), a 32-byte
+// sha256, and metrics that cannot poison the aggregate or the profiles: num_examples in
+// [1, 2^53], every other count in [0, 2^53], every real finite and >= 0.
+// Errors: INVALID_ARGUMENT naming the field and the value.
+absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_total_bytes,
+                                  int64_t max_chunk_bytes);
+
+// Reassembles one UploadUpdate stream (gRPC-free, so that the fuzzers drive the same code): the
+// header first, then data chunks with seq 0, 1, ..., exactly header.num_chunks of them, totalling
+// header.total_bytes. Memory: the payload grows as data arrives, never beyond the declared size.
+// Call order: Add() per received message, then Finish() at the end of the stream; after an error
+// the assembler is spent (further calls keep failing). Not thread-safe.
+class UploadAssembler {
+ public:
+  // `max_total_bytes`: the largest payload accepted (Coordinator::max_update_bytes()).
+  // `max_chunk_bytes`: the sender's chunk size upper bound (transport.chunk_bytes).
+  UploadAssembler(int64_t max_total_bytes, int64_t max_chunk_bytes);
+  UploadAssembler(const UploadAssembler&) = delete;
+  UploadAssembler& operator=(const UploadAssembler&) = delete;
+
+  // Takes the next stream message. Errors (INVALID_ARGUMENT, saying what is wrong): a second
+  // header; data before the header; a header failing ValidateUploadHeader; a chunk whose seq is
+  // not the next expected one (missing or reordered chunks); more chunks or bytes than declared.
+  absl::Status Add(const v1::UploadChunk& chunk);
+  // Checks the stream is complete. Errors: INVALID_ARGUMENT for a stream without a header or a
+  // truncated one (fewer chunks or bytes than declared), or after an earlier error.
+  absl::Status Finish() const;
+
+  bool has_header() const { return has_header_; }
+  const v1::UploadHeader& header() const { return header_; }
+  // The payload received so far (complete after Finish() returned OK).
+  const std::string& payload() const { return payload_; }
+
+ private:
+  const int64_t max_total_bytes_;
+  const int64_t max_chunk_bytes_;
+  v1::UploadHeader header_;
+  bool has_header_ = false;
+  bool failed_ = false;
+  int64_t next_seq_ = 0;
+  std::string payload_;
+};
+
+// Options of CoordinatorService.
+struct CoordinatorServiceOptions {
+  // A transport config already passed through ResolveTransport (common/transport.h); its
+  // chunk_bytes sizes download chunks and bounds upload chunks. Required.
+  v1::TransportConfig transport;
+  // Upper bound on the bytes that all upload streams in flight may declare together; an upload
+  // past it is refused with RESOURCE_EXHAUSTED before any data is buffered (the client retries).
+  // Bounds server memory under many concurrent or hostile uploads. Default: 2 GiB.
+  int64_t max_inflight_upload_bytes = int64_t{2} << 30;
+};
+
 // Implements service Coordinator with gRPC's callback API (reactors for the streams), so a stalled
 // download or upload holds no thread. Model downloads stream the serialized global model in
-// chunks of transport.chunk_bytes; uploads must send the header first, then data chunks with
-// seq 0, 1, ... in order, exactly header.num_chunks of them, totalling header.total_bytes.
-// Thread-safe; owns nothing but a pointer to the coordinator, which must outlive it.
+// chunks of transport.chunk_bytes; uploads are reassembled by UploadAssembler and handed to
+// Coordinator::SubmitUpdate whole. An upload cancelled by its client (or by server shutdown)
+// is never submitted, even if all its chunks had arrived.
+// Under mutual TLS, Register passes the SHA-256 fingerprint of the client certificate
+// (CertificateFingerprint in common/transport.h) to the coordinator, which binds the identity to
+// it. GetStatus redacts client identities for peers not on this host.
+// Thread-safe; owns nothing but a pointer to the coordinator, which must outlive it. Destroy it
+// only after grpc::Server::Shutdown() has returned.
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
+  CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options);
+  // Same, with default options and `transport` (resolved).
   CoordinatorService(Coordinator* coordinator, const v1::TransportConfig& transport);
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
@@ -44,9 +118,40 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
 
+  // Cancels every download or upload stream that has made no progress (no chunk written or read)
+  // since `now - idle`, e.g. a client that stopped reading mid-download and would otherwise pin
+  // an old model in memory. Returns how many were cancelled. Call periodically (server/main.cc
+  // does, with idle = max(round_deadline_s, 60 s)).
+  int CancelIdleStreams(absl::Time now, absl::Duration idle);
+  // Download and upload streams currently open.
+  int open_streams() const;
+  // Bytes declared by the uploads in flight (see max_inflight_upload_bytes).
+  int64_t inflight_upload_bytes() const { return inflight_upload_bytes_.load(); }
+
+  // A stream reactor known to the idle sweep. Internal; public for the reactors in the .cc.
+  class TrackedStream {
+   public:
+    explicit TrackedStream(grpc::CallbackServerContext* context);
+    void Touch(absl::Time now);
+    absl::Time last_progress() const;
+    grpc::CallbackServerContext* context() const { return context_; }
+
+   private:
+    grpc::CallbackServerContext* const context_;
+    std::atomic<int64_t> last_progress_ns_;
+  };
+  void Track(TrackedStream* stream);
+  void Untrack(TrackedStream* stream);
+  // Reserves `bytes` of the upload budget; false (nothing reserved) when it would overflow.
+  bool ReserveUploadBytes(int64_t bytes);
+  void ReleaseUploadBytes(int64_t bytes);
+
  private:
   Coordinator* const coordinator_;
-  const int64_t chunk_bytes_;
+  const CoordinatorServiceOptions options_;
+  std::atomic<int64_t> inflight_upload_bytes_{0};
+  mutable absl::Mutex streams_mu_;
+  absl::flat_hash_set<TrackedStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
 };
 
 }  // namespace fedsched

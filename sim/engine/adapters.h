@@ -20,8 +20,8 @@ namespace fedsched::sim {
 // One participant chosen for a round.
 struct PlannedTask {
   int32_t client = -1;
-  double predicted_s = 0;    // the planner's predicted completion time, seconds (0 = none)
-  int32_t local_steps = 0;   // workload; 0 = the configured default
+  double predicted_s = 0;   // the planner's predicted completion time, seconds (0 = none)
+  int32_t local_steps = 0;  // workload; 0 = the configured default
   bool has_cache_plan = false;
   v1::CachePlan cache_plan;  // the planner's cache plan (else the learner's default plan)
 };
@@ -39,13 +39,13 @@ struct TaskReport {
   int32_t client = -1;
   int64_t round = 0;
   TaskOutcome outcome = TaskOutcome::kAccepted;
-  double start_s = 0;       // virtual time the task started
-  double end_s = 0;         // virtual time it ended (completion, failure or round close)
-  double duration_s = 0;    // full modelled duration (download + compute + io + upload)
+  double start_s = 0;     // virtual time the task started
+  double end_s = 0;       // virtual time it ended (completion, failure or round close)
+  double duration_s = 0;  // full modelled duration (download + compute + io + upload)
   double predicted_s = 0;
   double compute_s = 0, download_s = 0, upload_s = 0, io_s = 0;
-  int64_t examples = 0;      // samples trained (batch * steps)
-  int64_t model_bytes = 0;   // bytes each way
+  int64_t examples = 0;     // samples trained (batch * steps)
+  int64_t model_bytes = 0;  // bytes each way
   int64_t cache_hits = 0, cache_misses = 0;
   double mean_loss = 0;            // mean training loss of the local work
   double statistical_utility = 0;  // Oort's U_i (research.md section 3)
@@ -72,7 +72,7 @@ struct ModelQuality {
 // What a device says about itself when it registers (DeviceProfile in records.proto).
 struct DeviceInfo {
   int32_t client = -1;
-  std::string model;                // device model name from the availability trace, if any
+  std::string model;                 // device model name from the availability trace, if any
   double compute_ms_per_sample = 0;  // its benchmark: the capacity trace's computation, ms
   int64_t num_samples = 0;           // local training samples
   double sample_kb = 0;              // KB per stored sample

@@ -58,9 +58,9 @@ void BuiltinRandomSelector::Report(const TaskReport& r) {
   const double comm_s = r.download_s + r.upload_s;
   if (comm_s > 0 && r.model_bytes > 0) {
     const double measured = 2.0 * static_cast<double>(r.model_bytes) * 8.0 / 1000.0 / comm_s;
-    p.bandwidth_kbps = p.measured ? (1 - options_.ewma_weight) * p.bandwidth_kbps +
-                                        options_.ewma_weight * measured
-                                  : measured;
+    p.bandwidth_kbps =
+        p.measured ? (1 - options_.ewma_weight) * p.bandwidth_kbps + options_.ewma_weight * measured
+                   : measured;
     p.measured = true;
   }
   p.last_hits = r.cache_hits;

@@ -29,7 +29,7 @@ class BuiltinRandomSelector : public ParticipantSelector {
     int64_t examples_per_task = 0;  // batch * local steps, samples
     int64_t model_bytes = 0;        // bytes each way
     uint64_t seed = 1;
-    double ewma_weight = 0.5;       // weight of a new measurement. Default: 0.5
+    double ewma_weight = 0.5;  // weight of a new measurement. Default: 0.5
   };
   explicit BuiltinRandomSelector(const Options& options);
 
@@ -71,9 +71,9 @@ class BuiltinRandomSelector : public ParticipantSelector {
 class ModelledLearner : public Learner {
  public:
   struct Options {
-    v1::ModelledCurveConfig curve;   // defaults filled by the caller
+    v1::ModelledCurveConfig curve;  // defaults filled by the caller
     int32_t num_clients = 0;
-    int32_t clients_per_round = 0;   // K
+    int32_t clients_per_round = 0;  // K
     int32_t samples_per_client = 60;
     int32_t batch_size = 32;
     int32_t local_steps = 1;

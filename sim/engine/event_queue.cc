@@ -6,8 +6,7 @@
 
 namespace fedsched::sim {
 
-absl::Status EventQueue::Push(double time_s, EventKind kind, int32_t client, int64_t a,
-                              int64_t b) {
+absl::Status EventQueue::Push(double time_s, EventKind kind, int32_t client, int64_t a, int64_t b) {
   if (std::isnan(time_s) || time_s < now_) {
     return absl::InvalidArgumentError(absl::StrCat("event at t=", time_s,
                                                    " s is before the current virtual time ", now_,

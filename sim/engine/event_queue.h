@@ -22,8 +22,8 @@ enum class EventKind : uint8_t {
 
 // One event. `client`, `a`, `b` are payload whose meaning depends on `kind` (task id, round).
 struct Event {
-  double time_s = 0;   // virtual seconds
-  uint64_t seq = 0;    // insertion order; breaks ties in time
+  double time_s = 0;  // virtual seconds
+  uint64_t seq = 0;   // insertion order; breaks ties in time
   EventKind kind = EventKind::kRoundStart;
   int32_t client = -1;
   int64_t a = 0;

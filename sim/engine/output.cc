@@ -19,10 +19,9 @@ std::string RoundCsvHeader() {
 std::string RoundCsvLine(const std::string& run, const RoundRow& r) {
   return absl::StrFormat("%s,%d,%s,%.3f,%.3f,%.6f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%.6f,%.6f,%.3f",
                          run, r.round, r.committed ? "committed" : "failed", r.start_s, r.end_s,
-                         r.end_s / 3600.0, r.quality.accuracy, r.quality.loss,
-                         r.quality.train_loss, r.online, r.selected, r.participants,
-                         r.stragglers, r.failed, r.cache_hit_ratio, r.predictor_mape,
-                         r.mean_duration_s);
+                         r.end_s / 3600.0, r.quality.accuracy, r.quality.loss, r.quality.train_loss,
+                         r.online, r.selected, r.participants, r.stragglers, r.failed,
+                         r.cache_hit_ratio, r.predictor_mape, r.mean_duration_s);
 }
 
 absl::StatusOr<std::unique_ptr<CsvRoundWriter>> CsvRoundWriter::Open(const std::string& path,
@@ -42,8 +41,7 @@ void CsvRoundWriter::OnRound(const RoundRow& row) {
 
 namespace {
 double WallSeconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 }  // namespace
 
@@ -77,13 +75,15 @@ absl::Status PlotAccuracy(const std::string& png_path,
                           double target, const std::string& title) {
   std::string script = absl::StrCat(
       "set terminal pngcairo size 1000,600 noenhanced\n"
-      "set output '", png_path, "'\n",
+      "set output '",
+      png_path, "'\n",
       "set datafile separator ','\n"
       "set key bottom right\n"
       "set grid\n"
       "set xlabel 'virtual hours'\n"
       "set ylabel 'test accuracy'\n"
-      "set title '", absl::StrReplaceAll(title, {{"'", ""}}), "'\n");
+      "set title '",
+      absl::StrReplaceAll(title, {{"'", ""}}), "'\n");
   if (target > 0) {
     absl::StrAppend(&script, "set arrow from graph 0, first ", target, " to graph 1, first ",
                     target, " nohead dashtype 2 lc rgb 'gray'\n");

@@ -21,6 +21,8 @@ class PlannerSelector::Oracle : public planner::AvailabilityOracle {
   const AvailabilityTrace* trace_;
 };
 
+PlannerSelector::~PlannerSelector() = default;
+
 absl::StatusOr<std::unique_ptr<PlannerSelector>> PlannerSelector::Create(
     const v1::SimConfig& config, int32_t local_steps, int64_t model_bytes,
     const AvailabilityTrace* availability) {
@@ -59,15 +61,15 @@ absl::Status PlannerSelector::RegisterClients(absl::Span<const DeviceInfo> devic
     FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration r,
                               book_->OnRegister(absl::StrCat("sim-", d.client), p, 0.0));
     if (r.index != static_cast<planner::ClientIndex>(d.client)) {
-      return absl::InternalError(absl::StrCat("profile index ", r.index, " for client ",
-                                              d.client));
+      return absl::InternalError(absl::StrCat("profile index ", r.index, " for client ", d.client));
     }
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<PlannedTask>> PlannerSelector::Select(
-    int64_t round, double now_s, absl::Span<const int32_t> online, int32_t count) {
+absl::StatusOr<std::vector<PlannedTask>> PlannerSelector::Select(int64_t round, double now_s,
+                                                                 absl::Span<const int32_t> online,
+                                                                 int32_t count) {
   candidates_.assign(online.begin(), online.end());
   planner::PlanRequest req;
   req.round = round;

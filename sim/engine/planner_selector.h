@@ -36,6 +36,10 @@ class PlannerSelector : public ParticipantSelector {
       const v1::SimConfig& config, int32_t local_steps, int64_t model_bytes,
       const AvailabilityTrace* availability);
 
+  ~PlannerSelector() override;
+  PlannerSelector(const PlannerSelector&) = delete;
+  PlannerSelector& operator=(const PlannerSelector&) = delete;
+
   absl::Status RegisterClients(absl::Span<const DeviceInfo> devices) override;
   absl::StatusOr<std::vector<PlannedTask>> Select(int64_t round, double now_s,
                                                   absl::Span<const int32_t> online,

@@ -137,8 +137,7 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig&
     lo.seed = c.seed();
     sim->learner = std::make_unique<ModelledLearner>(lo);
   } else {
-    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<TrainingLearner> learner,
-                              TrainingLearner::Create(c));
+    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<TrainingLearner> learner, TrainingLearner::Create(c));
     mean_samples = learner->MeanSamples();
     sim->learner = std::move(learner);
   }
@@ -152,16 +151,15 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig&
 
 #ifdef FEDSCHED_SIM_HAVE_PLANNER
   if (!c.builtin_selector()) {
-    FEDSCHED_ASSIGN_OR_RETURN(sim->selector,
-                              PlannerSelector::Create(sim->config, local_steps,
-                                                      sim->learner->ModelBytes(),
-                                                      sim->availability.get()));
+    FEDSCHED_ASSIGN_OR_RETURN(
+        sim->selector, PlannerSelector::Create(sim->config, local_steps, sim->learner->ModelBytes(),
+                                               sim->availability.get()));
   }
 #endif
   if (sim->selector == nullptr) {
     if (c.selection().policy() != v1::SELECTION_POLICY_RANDOM) {
-      return absl::UnimplementedError(absl::StrCat(
-          "policy ", PolicyName(c.selection().policy()), " needs server/planner in this build"));
+      return absl::UnimplementedError(absl::StrCat("policy ", PolicyName(c.selection().policy()),
+                                                   " needs server/planner in this build"));
     }
     BuiltinRandomSelector::Options so;
     so.examples_per_task = static_cast<int64_t>(local_steps) * batch;

@@ -13,11 +13,12 @@ constexpr double kInf = AvailabilityTrace::kNever;
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(
-    const Options& options, const CapacityTrace* capacity, const AvailabilityTrace* availability,
-    ParticipantSelector* selector, Learner* learner) {
-  if (capacity == nullptr || availability == nullptr || selector == nullptr ||
-      learner == nullptr) {
+absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const Options& options,
+                                                             const CapacityTrace* capacity,
+                                                             const AvailabilityTrace* availability,
+                                                             ParticipantSelector* selector,
+                                                             Learner* learner) {
+  if (capacity == nullptr || availability == nullptr || selector == nullptr || learner == nullptr) {
     return absl::InvalidArgumentError("simulator: traces, selector and learner are required");
   }
   if (options.num_clients <= 0 || options.clients_per_round <= 0 || options.num_rounds <= 0) {
@@ -111,8 +112,8 @@ absl::Status Simulator::MaybeStartRound(double now) {
 }
 
 absl::Status Simulator::StartRound(double now) {
-  const int32_t count = static_cast<int32_t>(
-      std::ceil(options_.clients_per_round * options_.overcommit - 1e-9));
+  const int32_t count =
+      static_cast<int32_t>(std::ceil(options_.clients_per_round * options_.overcommit - 1e-9));
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<PlannedTask> planned,
                             selector_->Select(round_, now, online_, count));
   if (planned.empty()) {
@@ -121,9 +122,8 @@ absl::Status Simulator::StartRound(double now) {
   }
   for (PlannedTask& p : planned) {
     if (p.client < 0 || p.client >= options_.num_clients || online_pos_[p.client] < 0) {
-      return absl::InternalError(
-          absl::StrCat("selector '", selector_->name(), "' chose client ", p.client,
-                       " which is not online at t=", now));
+      return absl::InternalError(absl::StrCat("selector '", selector_->name(), "' chose client ",
+                                              p.client, " which is not online at t=", now));
     }
     if (p.local_steps <= 0) p.local_steps = options_.local_steps;
   }
@@ -285,8 +285,7 @@ bool Simulator::Done(double now) {
     summary_.stop_reason = absl::StrCat("completed ", options_.num_rounds, " rounds");
   } else if (options_.target_accuracy > 0 && summary_.time_to_target_s >= 0) {
     summary_.stop_reason = absl::StrCat("reached target accuracy ", options_.target_accuracy);
-  } else if (options_.max_virtual_s > 0 &&
-             now - options_.start_time_s >= options_.max_virtual_s) {
+  } else if (options_.max_virtual_s > 0 && now - options_.start_time_s >= options_.max_virtual_s) {
     summary_.stop_reason = absl::StrCat("virtual time limit ", options_.max_virtual_s, " s");
   } else {
     return false;

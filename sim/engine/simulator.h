@@ -13,8 +13,8 @@
 //      deadline. Either way it closes at round_deadline_s, or once every task has ended. It
 //      commits with >= min_updates updates, else fails and is retried (same round number).
 // Clients whose Learner::NumSamples is 0 (possible under strong Dirichlet skew) never come
-// online. Availability is tracked lazily: each client has at most one pending availability event (its
-// next change), so 100,000 clients cost 100,000 heap entries, not every window of the trace.
+// online. Availability is tracked lazily: each client has at most one pending availability event
+// (its next change), so 100,000 clients cost 100,000 heap entries, not every window of the trace.
 #ifndef FEDSCHED_SIM_ENGINE_SIMULATOR_H_
 #define FEDSCHED_SIM_ENGINE_SIMULATOR_H_
 
@@ -37,8 +37,8 @@ namespace fedsched::sim {
 struct RoundRow {
   int64_t round = 0;
   bool committed = false;
-  double start_s = 0;          // virtual seconds since the simulation start
-  double end_s = 0;            // virtual seconds since the simulation start
+  double start_s = 0;  // virtual seconds since the simulation start
+  double end_s = 0;    // virtual seconds since the simulation start
   ModelQuality quality;
   int32_t online = 0;          // online clients at round start
   int32_t selected = 0;        // tasks issued
@@ -61,8 +61,8 @@ class RoundSink {
 struct RunSummary {
   int64_t rounds_committed = 0;
   int64_t rounds_failed = 0;
-  double virtual_s = 0;          // virtual seconds simulated
-  uint64_t events = 0;           // events popped
+  double virtual_s = 0;  // virtual seconds simulated
+  uint64_t events = 0;   // events popped
   double final_accuracy = 0;
   double time_to_target_s = -1;  // virtual seconds to reach target_accuracy; -1 if never
   std::string stop_reason;
@@ -72,18 +72,18 @@ class Simulator {
  public:
   struct Options {
     int32_t num_clients = 1000;
-    int32_t clients_per_round = 50;   // K
-    double overcommit = 1.3;          // tasks = ceil(K * overcommit)
-    int64_t num_rounds = 100;         // committed rounds
-    double target_accuracy = 0;       // stop when reached; 0 = never
-    double max_virtual_s = 0;         // stop after this many virtual seconds; 0 = no limit
-    int32_t min_updates = 0;          // 0 = max(1, K / 2)
-    double round_deadline_s = 3600;   // hard cap on a round, seconds
+    int32_t clients_per_round = 50;  // K
+    double overcommit = 1.3;         // tasks = ceil(K * overcommit)
+    int64_t num_rounds = 100;        // committed rounds
+    double target_accuracy = 0;      // stop when reached; 0 = never
+    double max_virtual_s = 0;        // stop after this many virtual seconds; 0 = no limit
+    int32_t min_updates = 0;         // 0 = max(1, K / 2)
+    double round_deadline_s = 3600;  // hard cap on a round, seconds
     v1::RoundClosing closing = v1::ROUND_CLOSING_FIRST_K;
-    int32_t min_online_clients = 0;   // 0 = K
+    int32_t min_online_clients = 0;  // 0 = K
     int32_t batch_size = 32;
-    int32_t local_steps = 1;          // default workload per task
-    double start_time_s = 0;          // position in the availability trace at start
+    int32_t local_steps = 1;  // default workload per task
+    double start_time_s = 0;  // position in the availability trace at start
   };
 
   // `capacity`, `availability`, `selector`, `learner` are not owned and must outlive the
@@ -116,8 +116,7 @@ class Simulator {
   };
 
   Simulator(const Options& options, const CapacityTrace* capacity,
-            const AvailabilityTrace* availability, ParticipantSelector* selector,
-            Learner* learner);
+            const AvailabilityTrace* availability, ParticipantSelector* selector, Learner* learner);
   absl::Status Init();
   void SetOnline(int32_t client, bool online);
   absl::Status ScheduleAvailability(int32_t client, double now);
@@ -141,8 +140,8 @@ class Simulator {
   std::vector<int32_t> online_pos_;  // index in online_, or -1
 
   // Current round.
-  int64_t round_ = 1;           // round number being run (1-based)
-  int64_t attempt_ = 0;         // increments per started round; tags events
+  int64_t round_ = 1;    // round number being run (1-based)
+  int64_t attempt_ = 0;  // increments per started round; tags events
   bool round_open_ = false;
   bool waiting_ = false;        // waiting for enough clients to come online
   bool start_pending_ = false;  // a kRoundStart event is queued

@@ -38,27 +38,24 @@ absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
   const v1::DataConfig& d = config.data();
   FEDSCHED_ASSIGN_OR_RETURN(
       l->train_,
-      LoadIdxDataset(d.train_images_path().empty() ? kFashionMnistTrainImages
-                                                   : d.train_images_path(),
-                     d.train_labels_path().empty() ? kFashionMnistTrainLabels
-                                                   : d.train_labels_path()));
+      LoadIdxDataset(
+          d.train_images_path().empty() ? kFashionMnistTrainImages : d.train_images_path(),
+          d.train_labels_path().empty() ? kFashionMnistTrainLabels : d.train_labels_path()));
   const v1::EvalConfig& e = config.eval();
   FEDSCHED_ASSIGN_OR_RETURN(
-      l->test_,
-      LoadIdxDataset(e.test_images_path().empty() ? kFashionMnistTestImages
-                                                  : e.test_images_path(),
-                     e.test_labels_path().empty() ? kFashionMnistTestLabels
-                                                  : e.test_labels_path()));
-  FEDSCHED_ASSIGN_OR_RETURN(
-      l->partition_,
-      DirichletPartition(l->train_.labels, config.num_clients(),
-                         d.dirichlet_alpha() > 0 ? d.dirichlet_alpha() : 0.5,
-                         d.min_samples() > 0 ? d.min_samples() : d.min_samples() < 0 ? 0 : 10,
-                         d.partition_seed() != 0 ? d.partition_seed() : 42));
+      l->test_, LoadIdxDataset(
+                    e.test_images_path().empty() ? kFashionMnistTestImages : e.test_images_path(),
+                    e.test_labels_path().empty() ? kFashionMnistTestLabels : e.test_labels_path()));
+  FEDSCHED_ASSIGN_OR_RETURN(l->partition_,
+                            DirichletPartition(l->train_.labels, config.num_clients(),
+                                               d.dirichlet_alpha() > 0 ? d.dirichlet_alpha() : 0.5,
+                                               d.min_samples() > 0   ? d.min_samples()
+                                               : d.min_samples() < 0 ? 0
+                                                                     : 10,
+                                               d.partition_seed() != 0 ? d.partition_seed() : 42));
   FEDSCHED_ASSIGN_OR_RETURN(l->global_, InitialModel(config.model()));
   l->model_bytes_ = static_cast<int64_t>(l->global_.ByteSizeLong());
-  FEDSCHED_ASSIGN_OR_RETURN(l->aggregator_,
-                            Aggregator::Create(config.aggregation(), l->global_));
+  FEDSCHED_ASSIGN_OR_RETURN(l->aggregator_, Aggregator::Create(config.aggregation(), l->global_));
   for (int i = 0; i < std::max(1, config.train_threads()); ++i) {
     FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceTrainer> t,
                               ReferenceTrainer::Create(config.model()));
@@ -173,9 +170,9 @@ absl::StatusOr<std::vector<TaskWork>> TrainingLearner::StartTasks(
   out.reserve(tasks.size());
   for (const auto& p : pending_) {
     if (!p->status.ok()) {
-      return absl::Status(p->status.code(), absl::StrCat("training client ", p->client,
-                                                         " in round ", round, ": ",
-                                                         p->status.message()));
+      return absl::Status(p->status.code(),
+                          absl::StrCat("training client ", p->client, " in round ", round, ": ",
+                                       p->status.message()));
     }
     out.push_back(p->work);
   }

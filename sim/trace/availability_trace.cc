@@ -12,8 +12,9 @@
 
 namespace fedsched::sim {
 
-absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(
-    std::vector<AvailabilityRowSpec> rows, std::string description, bool synthetic) {
+absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(std::vector<AvailabilityRowSpec> rows,
+                                                              std::string description,
+                                                              bool synthetic) {
   if (rows.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(description, ": availability trace is empty"));
   }
@@ -30,8 +31,7 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(
     }
     for (const auto& [s, e] : row.windows) {
       if (!std::isfinite(s) || !std::isfinite(e) || e < s) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(where, "bad window [", s, ", ", e, ")"));
+        return absl::InvalidArgumentError(absl::StrCat(where, "bad window [", s, ", ", e, ")"));
       }
     }
     std::sort(row.windows.begin(), row.windows.end());
@@ -126,8 +126,8 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadFedscaleCsv(
     FEDSCHED_ASSIGN_OR_RETURN(spec.trace_id, clients.Int(row, id_col));
     FEDSCHED_ASSIGN_OR_RETURN(spec.finish_time_s, clients.Double(row, ft_col));
     if (!(spec.finish_time_s > 0)) {
-      return absl::InvalidArgumentError(absl::StrCat(clients.Where(row),
-                                                     "finish_time must be > 0 s"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(clients.Where(row), "finish_time must be > 0 s"));
     }
     if (model_col >= 0) spec.model = row.fields[model_col];
     if (!index.emplace(spec.trace_id, rows.size()).second) {
@@ -150,8 +150,8 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadFedscaleCsv(
                                                      " (not in ", clients_path, ")"));
     }
     if (s < 0 || e < s) {
-      return absl::InvalidArgumentError(absl::StrCat(windows.Where(row), "bad window [", s, ", ",
-                                                     e, "): need 0 <= start <= end"));
+      return absl::InvalidArgumentError(absl::StrCat(windows.Where(row), "bad window [", s, ", ", e,
+                                                     "): need 0 <= start <= end"));
     }
     rows[it->second].windows.emplace_back(s, e);
   }
@@ -190,8 +190,8 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadJsonl(const std::string
     }
     for (size_t k = 0; k < av->size(); ++k) {
       if ((*av)[k] < 0 || (*iv)[k] < (*av)[k]) {
-        return absl::InvalidArgumentError(absl::StrCat(where, "bad window ", k, ": [", (*av)[k],
-                                                       ", ", (*iv)[k], ")"));
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, "bad window ", k, ": [", (*av)[k], ", ", (*iv)[k], ")"));
       }
       spec.windows.emplace_back((*av)[k], (*iv)[k]);
     }
@@ -231,8 +231,8 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadMobiperf(const std::str
     } else if (state == "UN_AVL" || state == "AVL_EVAL") {
       available = false;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          table.Where(row), "unknown state '", state, "' (AVL_TRAIN, AVL_EVAL, UN_AVL)"));
+      return absl::InvalidArgumentError(absl::StrCat(table.Where(row), "unknown state '", state,
+                                                     "' (AVL_TRAIN, AVL_EVAL, UN_AVL)"));
     }
     auto [it, inserted] = index.emplace(id, devices.size());
     if (inserted) devices.push_back(Device{id, {}});
@@ -245,8 +245,7 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadMobiperf(const std::str
     max_t = std::max(max_t, t);
   }
   if (devices.empty()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": no events for trace '", trace, "'"));
+    return absl::InvalidArgumentError(absl::StrCat(path, ": no events for trace '", trace, "'"));
   }
   const double head = std::max(0.0, drop_head_s);
   const double finish = max_t - head;
@@ -329,11 +328,10 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Load(const v1::TraceConfig&
     case v1::AVAILABILITY_FORMAT_JSONL:
       return LoadJsonl(path);
     case v1::AVAILABILITY_FORMAT_MOBIPERF:
-      return LoadMobiperf(path,
-                          config.mobiperf_trace().empty() ? "2st" : config.mobiperf_trace(),
-                          config.mobiperf_drop_head_s() == 0   ? 300.0
+      return LoadMobiperf(path, config.mobiperf_trace().empty() ? "2st" : config.mobiperf_trace(),
+                          config.mobiperf_drop_head_s() == 0  ? 300.0
                           : config.mobiperf_drop_head_s() < 0 ? 0.0
-                                                               : config.mobiperf_drop_head_s());
+                                                              : config.mobiperf_drop_head_s());
     case v1::AVAILABILITY_FORMAT_SYNTHETIC:
       return Synthetic(config.synthetic(), std::max<int64_t>(1, num_clients));
     case v1::AVAILABILITY_FORMAT_ALWAYS_ON:

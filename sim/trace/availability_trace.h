@@ -20,8 +20,8 @@ namespace fedsched::sim {
 // One row as given by a source, before normalisation.
 struct AvailabilityRowSpec {
   int64_t trace_id = 0;
-  std::string model;           // device model name, may be empty
-  double finish_time_s = 0;    // period of the row, seconds (> 0)
+  std::string model;         // device model name, may be empty
+  double finish_time_s = 0;  // period of the row, seconds (> 0)
   // [start, end) windows in seconds; any order, may overlap or touch (they are merged);
   // clipped to [0, finish_time_s); empty windows are dropped.
   std::vector<std::pair<double, double>> windows;
@@ -43,8 +43,7 @@ class AvailabilityTrace {
   // Loads the trace `config` asks for (format AUTO picks by file name / header; see sim.proto).
   // `num_clients` sizes the synthetic generator (one row per client). Errors: NOT_FOUND for an
   // unreadable file; INVALID_ARGUMENT "path:line: ..." for a malformed row.
-  static absl::StatusOr<AvailabilityTrace> Load(const v1::TraceConfig& config,
-                                                int64_t num_clients);
+  static absl::StatusOr<AvailabilityTrace> Load(const v1::TraceConfig& config, int64_t num_clients);
   // FedScale's two CSVs (see AVAILABILITY_FORMAT_FEDSCALE_CSV). Errors as Load, plus
   // INVALID_ARGUMENT "windows:line: unknown client_id" for a window of a client not listed.
   static absl::StatusOr<AvailabilityTrace> LoadFedscaleCsv(const std::string& clients_path,

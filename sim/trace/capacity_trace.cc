@@ -12,12 +12,12 @@ namespace {
 
 absl::Status CheckRow(const DeviceCapacity& row, const std::string& where) {
   if (!(row.computation_ms_per_sample > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "computation must be > 0 ms/sample, got ", row.computation_ms_per_sample));
+    return absl::InvalidArgumentError(absl::StrCat(where, "computation must be > 0 ms/sample, got ",
+                                                   row.computation_ms_per_sample));
   }
   if (!(row.communication_kbps > 0)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, "communication must be > 0 kbit/s, got ", row.communication_kbps));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "communication must be > 0 kbit/s, got ", row.communication_kbps));
   }
   if (row.sample_kb < 0) {
     return absl::InvalidArgumentError(
@@ -73,10 +73,9 @@ absl::StatusOr<CapacityTrace> CapacityTrace::Load(const std::string& path,
 
 absl::StatusOr<CapacityTrace> CapacityTrace::LoadCsv(const std::string& path) {
   FEDSCHED_ASSIGN_OR_RETURN(CsvTable table, CsvTable::Read(path));
-  FEDSCHED_ASSIGN_OR_RETURN(int comp, table.RequireColumn({"computation_ms_per_sample",
-                                                           "computation"}));
-  FEDSCHED_ASSIGN_OR_RETURN(int comm, table.RequireColumn({"communication_kbps",
-                                                           "communication"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int comp,
+                            table.RequireColumn({"computation_ms_per_sample", "computation"}));
+  FEDSCHED_ASSIGN_OR_RETURN(int comm, table.RequireColumn({"communication_kbps", "communication"}));
   int id_col = table.ColumnIndex("client_id");
   if (id_col < 0) id_col = table.ColumnIndex("row_id");
   int kb_col = table.ColumnIndex("sample_size_kb");
@@ -106,8 +105,8 @@ absl::StatusOr<CapacityTrace> CapacityTrace::LoadJsonl(const std::string& path) 
     const std::string where = absl::StrCat(path, ":", line, ": ");
     DeviceCapacity d;
     FEDSCHED_ASSIGN_OR_RETURN(double id, JsonNumber(o, "client_id", false, where));
-    d.trace_id = o.count("client_id") ? static_cast<int64_t>(id)
-                                      : static_cast<int64_t>(rows.size());
+    d.trace_id =
+        o.count("client_id") ? static_cast<int64_t>(id) : static_cast<int64_t>(rows.size());
     FEDSCHED_ASSIGN_OR_RETURN(d.computation_ms_per_sample,
                               JsonNumber(o, "computation", true, where));
     FEDSCHED_ASSIGN_OR_RETURN(d.communication_kbps, JsonNumber(o, "communication", true, where));
@@ -150,9 +149,9 @@ absl::StatusOr<CapacityTrace> CapacityTrace::LoadFedcaseDemo(const std::string& 
     } else if (kind == "sample_size") {
       field = &DeviceCapacity::sample_kb;
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          table.Where(row), "unknown row '", kind,
-          "' (expected computation, communication or sample_size)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat(table.Where(row), "unknown row '", kind,
+                       "' (expected computation, communication or sample_size)"));
     }
     for (size_t c = 0; c < n; ++c) {
       FEDSCHED_ASSIGN_OR_RETURN(rows[c].*field, table.Double(row, static_cast<int>(c + 1)));

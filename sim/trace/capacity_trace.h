@@ -17,7 +17,7 @@ namespace fedsched::sim {
 
 // One device's capacity.
 struct DeviceCapacity {
-  int64_t trace_id = 0;                 // id in the source file (client_id / row_id / column)
+  int64_t trace_id = 0;                  // id in the source file (client_id / row_id / column)
   double computation_ms_per_sample = 0;  // ms per sample (inference latency), > 0
   double communication_kbps = 0;         // kbit/s, > 0
   double sample_kb = 0;                  // KB per stored sample; 0 = unknown (use a default)

@@ -142,18 +142,34 @@ class JsonParser {
         if (pos_ >= text_.size()) break;
         const char e = text_[pos_++];
         switch (e) {
-          case '"': out.push_back('"'); break;
-          case '\\': out.push_back('\\'); break;
-          case '/': out.push_back('/'); break;
-          case 'n': out.push_back('\n'); break;
-          case 't': out.push_back('\t'); break;
-          case 'r': out.push_back('\r'); break;
-          case 'b': out.push_back('\b'); break;
-          case 'f': out.push_back('\f'); break;
+          case '"':
+            out.push_back('"');
+            break;
+          case '\\':
+            out.push_back('\\');
+            break;
+          case '/':
+            out.push_back('/');
+            break;
+          case 'n':
+            out.push_back('\n');
+            break;
+          case 't':
+            out.push_back('\t');
+            break;
+          case 'r':
+            out.push_back('\r');
+            break;
+          case 'b':
+            out.push_back('\b');
+            break;
+          case 'f':
+            out.push_back('\f');
+            break;
           case 'u': {
             if (pos_ + 4 > text_.size()) return Error("short \\u escape");
-            const unsigned long cp = std::strtoul(std::string(text_.substr(pos_, 4)).c_str(),
-                                                  nullptr, 16);
+            const unsigned long cp =
+                std::strtoul(std::string(text_.substr(pos_, 4)).c_str(), nullptr, 16);
             pos_ += 4;
             // UTF-8 encode the BMP code point (surrogate pairs are not expected in traces).
             if (cp < 0x80) {
@@ -221,8 +237,8 @@ bool ParseFiniteDouble(absl::string_view text, double* out) {
 absl::StatusOr<std::string> ReadTraceFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return absl::NotFoundError(absl::StrCat(path, ": cannot open trace file: ",
-                                            std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open trace file: ", std::strerror(errno)));
   }
   std::ostringstream buffer;
   buffer << in.rdbuf();
@@ -260,9 +276,9 @@ absl::StatusOr<CsvTable> CsvTable::Parse(absl::string_view text, const std::stri
       continue;
     }
     if (fields.size() != table.header_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          source_name, ":", line_no, ": expected ", table.header_.size(), " fields (",
-          absl::StrJoin(table.header_, ","), "), found ", fields.size()));
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ":", line_no, ": expected ", table.header_.size(), " fields (",
+                       absl::StrJoin(table.header_, ","), "), found ", fields.size()));
     }
     table.rows_.push_back(Row{line_no, fields});
   }
@@ -289,14 +305,15 @@ absl::StatusOr<int> CsvTable::RequireColumn(const std::vector<absl::string_view>
                                                  absl::StrJoin(header_, ","), "'"));
 }
 
-std::string CsvTable::Where(const Row& row) const { return absl::StrCat(source_, ":", row.line, ": "); }
+std::string CsvTable::Where(const Row& row) const {
+  return absl::StrCat(source_, ":", row.line, ": ");
+}
 
 absl::StatusOr<double> CsvTable::Double(const Row& row, int col) const {
   double v = 0;
   if (!ParseFiniteDouble(row.fields[col], &v)) {
-    return absl::InvalidArgumentError(absl::StrCat(Where(row), "column '", header_[col],
-                                                   "': not a finite number: '", row.fields[col],
-                                                   "'"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(row), "column '", header_[col], "': not a finite number: '", row.fields[col], "'"));
   }
   return v;
 }
@@ -318,8 +335,7 @@ absl::StatusOr<JsonObject> ParseFlatJsonObject(absl::string_view text) {
 }
 
 absl::Status ForEachJsonLineImpl(
-    const std::string& path,
-    const std::function<absl::Status(int64_t, const JsonObject&)>& fn) {
+    const std::string& path, const std::function<absl::Status(int64_t, const JsonObject&)>& fn) {
   FEDSCHED_ASSIGN_OR_RETURN(std::string text, ReadTraceFile(path));
   int64_t line_no = 0;
   size_t pos = 0;

@@ -7,12 +7,12 @@
 #include <functional>
 #include <map>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <variant>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 
 namespace fedsched::sim {
 
@@ -98,9 +98,8 @@ class SplitMix64 {
 };
 
 // ---- implementation of the template ----
-absl::Status ForEachJsonLineImpl(
-    const std::string& path,
-    const std::function<absl::Status(int64_t, const JsonObject&)>& fn);
+absl::Status ForEachJsonLineImpl(const std::string& path,
+                                 const std::function<absl::Status(int64_t, const JsonObject&)>& fn);
 
 template <typename Fn>
 absl::Status ForEachJsonLine(const std::string& path, Fn fn) {

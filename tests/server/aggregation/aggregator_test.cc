@@ -144,7 +144,7 @@ TEST(FedAvgTest, RejectedUpdatesLeaveNoTrace) {
   bad.push_back(Delta(0.5f, 0.5f, kNaN));  // valid first tensor, NaN in the last one
   bad.push_back(Delta(kInf, 0.5f, 0.5f));
   bad.push_back(Delta(0.5f, -kInf, 0.5f));
-  bad.push_back(MakeModel({{"a", {2}, {1, 1}}}));                                   // missing
+  bad.push_back(MakeModel({{"a", {2}, {1, 1}}}));                                  // missing
   bad.push_back(MakeModel({{"a", {2}, {1, 1}}, {"b", {}, {1}}, {"c", {}, {1}}}));  // extra
   bad.push_back(MakeModel({{"a", {1, 2}, {1, 1}}, {"b", {}, {1}}}));               // shape
   bad.push_back(MakeModel({{"a", {2}, {1, 1, 1}}, {"b", {}, {1}}}));               // size
@@ -169,8 +169,8 @@ TEST(FedAvgTest, RejectedUpdatesLeaveNoTrace) {
 // A model large enough (3M parameters, 12 MB) for the non-temporal fold path.
 TEST(FedAvgTest, LargeModelRejectsLateNaNAndAggregatesExactly) {
   constexpr int kSize = 3'000'000;
-  v1::Model global = MakeModel({{"big", {kSize}, std::vector<float>(kSize, 1.0f)},
-                                {"small", {3}, {0, 0, 0}}});
+  v1::Model global =
+      MakeModel({{"big", {kSize}, std::vector<float>(kSize, 1.0f)}, {"small", {3}, {0, 0, 0}}});
   auto make = [&](float x, float y) {
     std::vector<float> big(kSize);
     for (int i = 0; i < kSize; ++i) big[i] = x * static_cast<float>(i % 4);
@@ -198,9 +198,9 @@ TEST(FedAvgTest, RejectionMessagesNameTheTensor) {
   EXPECT_THAT(agg->Accumulate(Delta(0, kNaN, 0), 1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("'a'"), HasSubstr("non-finite"), HasSubstr("index 1"))));
-  EXPECT_THAT(agg->Accumulate(MakeModel({{"a", {2}, {1, 1}}}), 1),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("missing"), HasSubstr("'b'"))));
+  EXPECT_THAT(
+      agg->Accumulate(MakeModel({{"a", {2}, {1, 1}}}), 1),
+      StatusIs(absl::StatusCode::kInvalidArgument, AllOf(HasSubstr("missing"), HasSubstr("'b'"))));
   EXPECT_THAT(agg->Accumulate(MakeModel({{"a", {3}, {1, 1, 1}}, {"b", {}, {1}}}), 1),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("'a'"), HasSubstr("[3]"), HasSubstr("[2]"))));
@@ -287,8 +287,7 @@ TEST(EffectiveAggregationConfigTest, RejectsOutOfRangeValuesNamingTheField) {
       {[](v1::AggregationConfig* c) { c->set_max_buffered_updates(-1); }, "max_buffered_updates"},
       {[](v1::AggregationConfig* c) { c->set_clip_update_norm(-1); }, "clip_update_norm"},
       {[](v1::AggregationConfig* c) { c->set_max_staleness(-3); }, "max_staleness"},
-      {[](v1::AggregationConfig* c) { c->set_rule(static_cast<v1::AggregationRule>(99)); },
-       "rule"},
+      {[](v1::AggregationConfig* c) { c->set_rule(static_cast<v1::AggregationRule>(99)); }, "rule"},
   };
   for (const Case& c : cases) {
     v1::AggregationConfig config;

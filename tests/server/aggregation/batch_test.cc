@@ -51,8 +51,8 @@ struct Outcome {
   std::vector<float> b;
 };
 
-Outcome RunRound(v1::AggregationRule rule, int size, const std::vector<Aggregator::WeightedUpdate>& in,
-            bool batched) {
+Outcome RunRound(v1::AggregationRule rule, int size,
+                 const std::vector<Aggregator::WeightedUpdate>& in, bool batched) {
   v1::AggregationConfig config;
   config.set_rule(rule);
   absl::StatusOr<std::unique_ptr<Aggregator>> agg = Aggregator::Create(config, GlobalOf(size));
@@ -82,8 +82,7 @@ void ExpectSame(const Outcome& batched, const Outcome& sequential) {
   EXPECT_EQ(batched.examples, sequential.examples);
   ASSERT_EQ(batched.a.size(), sequential.a.size());
   for (size_t i = 0; i < batched.a.size(); ++i) {
-    ASSERT_EQ(std::bit_cast<uint32_t>(batched.a[i]), std::bit_cast<uint32_t>(sequential.a[i]))
-        << i;
+    ASSERT_EQ(std::bit_cast<uint32_t>(batched.a[i]), std::bit_cast<uint32_t>(sequential.a[i])) << i;
   }
   EXPECT_EQ(batched.b, sequential.b);
 }
@@ -94,9 +93,8 @@ TEST(AccumulateBatchTest, ValidUpdatesAreBitIdenticalToSequential) {
   for (int i = 0; i < 19; ++i) models.push_back(Update(i, kSize, /*reversed=*/i % 3 == 1));
   std::vector<Aggregator::WeightedUpdate> in;
   for (int i = 0; i < 19; ++i) in.push_back({&models[i], 1 + 7 * i, i % 4});
-  for (v1::AggregationRule rule :
-       {v1::AGGREGATION_RULE_FEDAVG, v1::AGGREGATION_RULE_FEDADAM,
-        v1::AGGREGATION_RULE_TRIMMED_MEAN}) {
+  for (v1::AggregationRule rule : {v1::AGGREGATION_RULE_FEDAVG, v1::AGGREGATION_RULE_FEDADAM,
+                                   v1::AGGREGATION_RULE_TRIMMED_MEAN}) {
     SCOPED_TRACE(v1::AggregationRule_Name(rule));
     ExpectSame(RunRound(rule, kSize, in, true), RunRound(rule, kSize, in, false));
   }
@@ -106,14 +104,14 @@ TEST(AccumulateBatchTest, BadUpdatesGetTheirOwnVerdictAndLeaveNoTrace) {
   constexpr int kSize = 333;
   std::vector<v1::Model> models;
   for (int i = 0; i < 12; ++i) models.push_back(Update(100 + i, kSize));
-  models[2].mutable_tensors(0)->set_data(kSize - 1, kNaN);        // NaN, caught in the fold
-  models[5] = MakeModel({{"a", {kSize + 1}, std::vector<float>(kSize + 1)},
-                         {"b", {3}, {0, 0, 0}}});                  // shape
-  models[9].mutable_tensors(1)->set_data(0, 3e38f);                // overflows with weight 5
+  models[2].mutable_tensors(0)->set_data(kSize - 1, kNaN);  // NaN, caught in the fold
+  models[5] = MakeModel(
+      {{"a", {kSize + 1}, std::vector<float>(kSize + 1)}, {"b", {3}, {0, 0, 0}}});  // shape
+  models[9].mutable_tensors(1)->set_data(0, 3e38f);  // overflows with weight 5
   std::vector<Aggregator::WeightedUpdate> in;
   for (int i = 0; i < 12; ++i) in.push_back({&models[i], 5, 0});
-  in[7].num_examples = 0;                                          // rejected before the fold
-  in[11].staleness = 50;                                           // too stale
+  in[7].num_examples = 0;  // rejected before the fold
+  in[11].staleness = 50;   // too stale
   const Outcome batched = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, true);
   ExpectSame(batched, RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, false));
   EXPECT_EQ(batched.updates, 7);
@@ -141,8 +139,8 @@ TEST(AccumulateBatchTest, ExampleCountOverflowCountsEarlierUpdatesOfTheBatch) {
 TEST(AccumulateBatchTest, LargeModelAndEmptyBatch) {
   constexpr int kSize = 3'000'000;  // streaming-sized running sum
   std::vector<v1::Model> models = {Update(7, kSize), Update(8, kSize, true), Update(9, kSize)};
-  std::vector<Aggregator::WeightedUpdate> in = {{&models[0], 3, 0}, {&models[1], 1, 2},
-                                                {&models[2], 9, 0}};
+  std::vector<Aggregator::WeightedUpdate> in = {
+      {&models[0], 3, 0}, {&models[1], 1, 2}, {&models[2], 9, 0}};
   ExpectSame(RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, true),
              RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, false));
   ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(kSize)));

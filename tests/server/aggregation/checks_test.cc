@@ -74,10 +74,10 @@ TEST(ValidateUpdateTest, RejectsDataSizeNotMatchingShape) {
 TEST(ValidateUpdateTest, RejectsNaNNamingTensorAndIndex) {
   v1::Model update = Reference();
   update.mutable_tensors(0)->set_data(4, kNaN);
-  EXPECT_THAT(ValidateUpdate(update, Reference()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("dense/kernel"), HasSubstr("non-finite"),
-                             HasSubstr("index 4"))));
+  EXPECT_THAT(
+      ValidateUpdate(update, Reference()),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("dense/kernel"), HasSubstr("non-finite"), HasSubstr("index 4"))));
 }
 
 TEST(ValidateUpdateTest, RejectsPositiveAndNegativeInfinity) {
@@ -126,8 +126,8 @@ TEST(ValidateUpdateTest, RejectsDuplicateTensor) {
 
 TEST(ValidateModelTest, ChecksTheModelOnItsOwn) {
   EXPECT_THAT(ValidateModel(Reference()), IsOk());
-  EXPECT_THAT(ValidateModel(v1::Model()), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                    HasSubstr("no tensors")));
+  EXPECT_THAT(ValidateModel(v1::Model()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no tensors")));
   v1::Model unnamed = Reference();
   unnamed.mutable_tensors(1)->clear_name();
   EXPECT_THAT(ValidateModel(unnamed),
@@ -214,8 +214,7 @@ TEST(KernelsTest, FoldCheckedPathsAgreeAndCatchBadValuesAnywhere) {
           std::vector<float> out(n + 4);
           for (bool streaming : {false, true}) {
             EXPECT_FALSE(aggregation_internal::FoldChecked(in.data() + shift, v.data() + shift,
-                                                           3.0f, out.data() + shift, n,
-                                                           streaming))
+                                                           3.0f, out.data() + shift, n, streaming))
                 << "n=" << n << " shift=" << shift << " pos=" << pos << " bad=" << bad;
           }
         }

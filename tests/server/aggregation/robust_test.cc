@@ -1,5 +1,7 @@
 // Robust rules: hand-computed values and resistance to one adversarial update (research.md
 // section 5: trimmed mean, median, Krum / Multi-Krum).
+#include "server/aggregation/robust.h"
+
 #include <cmath>
 #include <cstdint>
 #include <memory>
@@ -9,7 +11,6 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/aggregation/aggregator.h"
-#include "server/aggregation/robust.h"
 #include "tests/server/aggregation/test_models.h"
 
 namespace fedsched {

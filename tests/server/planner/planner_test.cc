@@ -1,9 +1,9 @@
 #include "server/planner/planner.h"
 
 #include <algorithm>
-#include <ctime>
-#include <cstdio>
 #include <cmath>
+#include <cstdio>
+#include <ctime>
 #include <map>
 #include <memory>
 #include <set>
@@ -19,12 +19,12 @@ namespace fedsched::planner {
 namespace {
 
 using ::fedsched::testing::StatusIs;
-using ::testing::DoubleNear;
-using ::testing::ElementsAre;
-using ::testing::HasSubstr;
 using profile::ProfileBook;
 using profile::TaskFailure;
 using profile::TaskTiming;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 
 constexpr v1::SelectionPolicy kAllPolicies[] = {
     v1::SELECTION_POLICY_RANDOM, v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_FEDCASE};
@@ -157,9 +157,11 @@ TEST_F(PlannerTest, OortScoresMatchTheHandComputedExample) {
   o.oort.exploration_factor = 0;  // exploit only
   o.oort.exploration_min = 0;
   auto planner = Make(o);
-  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0, .candidates = {}}).status());  // first round: empty
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0, .candidates = {}})
+                .status());  // first round: empty
   const std::vector<ClientIndex> all = All();
-  ASSERT_OK_AND_ASSIGN(RoundPlan plan, planner->PlanRound({.round = 10, .now_s = 1, .candidates = all}));
+  ASSERT_OK_AND_ASSIGN(RoundPlan plan,
+                       planner->PlanRound({.round = 10, .now_s = 1, .candidates = all}));
   EXPECT_THAT(plan.preferred_duration_s, DoubleNear(2.0, 1e-12));
   ASSERT_EQ(plan.participants.size(), 4u);
   const double expected[] = {0.4799954279564171, 0.48228659556727754, 0.17642401806896657,
@@ -197,8 +199,9 @@ TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
   double previous = planner->epsilon();
   for (int64_t round = 2; round < 120; ++round) {
     const double eps = planner->epsilon();
-    ASSERT_OK_AND_ASSIGN(RoundPlan plan,
-                         planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = all}));
+    ASSERT_OK_AND_ASSIGN(
+        RoundPlan plan,
+        planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = all}));
     int explored = 0;
     for (const PlannedTask& t : plan.participants) explored += t.reason.explored() ? 1 : 0;
     // While never-tried clients remain, exactly slots - floor((1 - eps) x slots) explore.
@@ -266,10 +269,10 @@ TEST_F(PlannerTest, RandomWithAvailabilityStarvesNoOnlineClient) {
     for (ClientIndex i = 0; i < n; ++i) {
       if (oracle.Online(i, now)) online.push_back(i);
     }
-    ASSERT_OK_AND_ASSIGN(RoundPlan plan, planner->PlanRound({.round = round,
-                                                             .now_s = now,
-                                                             .candidates = online,
-                                                             .availability = &oracle}));
+    ASSERT_OK_AND_ASSIGN(
+        RoundPlan plan,
+        planner->PlanRound(
+            {.round = round, .now_s = now, .candidates = online, .availability = &oracle}));
     EXPECT_EQ(plan.participants.size(), 7u);
     for (const PlannedTask& t : plan.participants) {
       EXPECT_TRUE(oracle.Online(t.index, now + t.predicted_seconds));
@@ -396,16 +399,16 @@ TEST_F(PlannerTest, FewerOnlineThanKSelectsAllOfThemUnderEveryPolicy) {
       EXPECT_EQ(distinct.size(), 3u);
     }
     // Nobody online.
-    ASSERT_OK_AND_ASSIGN(RoundPlan empty, planner->PlanRound({.round = 5, .now_s = 600, .candidates = {}}));
+    ASSERT_OK_AND_ASSIGN(RoundPlan empty,
+                         planner->PlanRound({.round = 5, .now_s = 600, .candidates = {}}));
     EXPECT_TRUE(empty.participants.empty());
     EXPECT_EQ(empty.target_updates, 0);
     // Two online, one of which will be offline before it could finish.
     RotatingAvailability oracle(1e6);  // client 0 offline throughout, 1 and 2 online
     const std::vector<ClientIndex> all = All();
-    ASSERT_OK_AND_ASSIGN(RoundPlan some, planner->PlanRound({.round = 6,
-                                                             .now_s = 700,
-                                                             .candidates = all,
-                                                             .availability = &oracle}));
+    ASSERT_OK_AND_ASSIGN(
+        RoundPlan some,
+        planner->PlanRound({.round = 6, .now_s = 700, .candidates = all, .availability = &oracle}));
     ASSERT_EQ(some.participants.size(), 2u);
     for (const PlannedTask& t : some.participants) EXPECT_NE(t.index, 0u);
   }
@@ -413,8 +416,8 @@ TEST_F(PlannerTest, FewerOnlineThanKSelectsAllOfThemUnderEveryPolicy) {
 
 TEST_F(PlannerTest, WorkloadSizingLowersStepsButNotBelowTheMinimum) {
   // Per step: 10 samples x ms / 1000 s. Full workload 20 steps; deadline 10 s.
-  Measure(Add("fast", 10), 10, 1, 1);       // 0.1 s/step: 2 s, unchanged
-  Measure(Add("slow", 100), 100, 1, 1);     // 1 s/step: 20 s -> 10 steps
+  Measure(Add("fast", 10), 10, 1, 1);         // 0.1 s/step: 2 s, unchanged
+  Measure(Add("slow", 100), 100, 1, 1);       // 1 s/step: 20 s -> 10 steps
   Measure(Add("snail", 10000), 10000, 1, 1);  // 100 s/step -> floor 3 steps, 300 s
   PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_RANDOM, 3);
   o.local_steps = 20;
@@ -509,6 +512,15 @@ TEST_F(PlannerTest, RejectsBadRequestsAndSkipsBusyAndDuplicateCandidates) {
   const RoundSummary s = planner->OnRoundFinished(2, false, 30);
   EXPECT_EQ(s.stragglers, 3);
   EXPECT_DOUBLE_EQ(book_->profile(0).censored_duration_s(), 30.0);
+  // Asynchronous refill: exactly the free slots.
+  ASSERT_OK_AND_ASSIGN(
+      RoundPlan refill,
+      planner->PlanRound({.round = 3, .now_s = 40, .candidates = all, .max_participants = 1}));
+  EXPECT_EQ(refill.participants.size(), 1u);
+  EXPECT_THAT(
+      planner->PlanRound({.round = 3, .now_s = 40, .candidates = all, .max_participants = -1})
+          .status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_participants")));
   EXPECT_THAT(planner->OnUpdate(9, 2, Metrics(1, 1), {.completion_s = 1}, 1),
               StatusIs(absl::StatusCode::kNotFound, ::testing::_));
 }
@@ -535,8 +547,8 @@ void Drive(Planner& planner, ProfileBook& book, int64_t first, int64_t last) {
   for (ClientIndex i = 0; i < all.size(); ++i) all[i] = i;
   for (int64_t round = first; round <= last; ++round) {
     const double now = 100.0 * round;
-    auto plan = planner.PlanRound({.round = round, .now_s = now, .candidates = all,
-                                   .model_bytes = 200'000});
+    auto plan = planner.PlanRound(
+        {.round = round, .now_s = now, .candidates = all, .model_bytes = 200'000});
     ASSERT_TRUE(plan.ok()) << plan.status();
     int k = 0;
     for (const PlannedTask& t : plan->participants) {
@@ -585,8 +597,8 @@ TEST_F(PlannerTest, ExportImportGivesIdenticalNextSelections) {
 
     const std::vector<ClientIndex> all = All();
     for (int64_t round = 9; round <= 11; ++round) {
-      PlanRequest req{.round = round, .now_s = 5000.0 + round, .candidates = all,
-                      .model_bytes = 200'000};
+      PlanRequest req{
+          .round = round, .now_s = 5000.0 + round, .candidates = all, .model_bytes = 200'000};
       ASSERT_OK_AND_ASSIGN(RoundPlan pa, a->PlanRound(req));
       ASSERT_OK_AND_ASSIGN(RoundPlan pb, b->PlanRound(req));
       ASSERT_EQ(pa.participants.size(), pb.participants.size());
@@ -642,8 +654,8 @@ TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
     const int rounds = 20;
     const double start = CpuSeconds();
     for (int64_t round = 1; round <= rounds; ++round) {
-      auto plan = planner->PlanRound({.round = round, .now_s = 0, .candidates = all,
-                                      .model_bytes = 1'000'000});
+      auto plan = planner->PlanRound(
+          {.round = round, .now_s = 0, .candidates = all, .model_bytes = 1'000'000});
       ASSERT_TRUE(plan.ok()) << plan.status();
       ASSERT_EQ(plan->participants.size(), 130u);
       for (const PlannedTask& t : plan->participants) {
@@ -653,8 +665,8 @@ TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
       planner->OnRoundFinished(round, true, 1);
     }
     const double per_round_ms = (CpuSeconds() - start) * 1000.0 / rounds;
-    std::printf("policy %d: %.2f ms CPU per round (plan + %zu updates) over %d clients\n",
-                policy, per_round_ms, static_cast<size_t>(130), n);
+    std::printf("policy %d: %.2f ms CPU per round (plan + %zu updates) over %d clients\n", policy,
+                per_round_ms, static_cast<size_t>(130), n);
     // Generous bound for a shared, unoptimised test machine; the target is well below.
     EXPECT_LT(per_round_ms, 250.0);
   }

@@ -192,9 +192,8 @@ TEST(ProfileBookTest, FailuresAndStragglerBound) {
 }
 
 TEST(ProfileBookTest, PriorsByDeviceModelThenGlobal) {
-  ASSERT_OK_AND_ASSIGN(auto book,
-                       ProfileBook::Create({.default_compute_ms_per_sample = 7.0,
-                                            .default_kbps = 1234.0}));
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({.default_compute_ms_per_sample = 7.0,
+                                                       .default_kbps = 1234.0}));
   ASSERT_OK_AND_ASSIGN(auto x1, book->OnRegister("x1", Device("X", 10.0), 0));
   ASSERT_OK_AND_ASSIGN(auto nothing, book->OnRegister("n", Device("Z", 0.0), 0));
   // Nobody measured yet: own benchmark, else the default.

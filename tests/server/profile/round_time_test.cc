@@ -22,7 +22,7 @@ TEST(AnalyticModelTest, FedScaleAndFedCaseTerms) {
   EXPECT_DOUBLE_EQ(FedScaleCommSeconds(0, 0.0), 0.0);
   // 100 misses x 4 KB x 1e-4 + 100 hits x 4 KB x 5e-8.
   EXPECT_DOUBLE_EQ(FedCaseIoSeconds(100, 100, 4.0), 0.04 + 2e-5);
-  EXPECT_DOUBLE_EQ(FedCaseIoSecondsPerSample(0.25, 4096), 0.75 * 4 * 1e-4 + 0.25 * 4 * 5e-8);
+  EXPECT_DOUBLE_EQ(FedCaseIoSecondsPerSample(0.25, 4000), 0.75 * 4 * 1e-4 + 0.25 * 4 * 5e-8);
 
   RoundTimeInputs in;
   in.compute_ms_per_sample = 30.0;  // training ms/sample = 3 x 10 ms inference
@@ -50,9 +50,9 @@ TEST(RoundTimePredictorTest, UntrainedPredictorIsTheAnalyticModel) {
 TEST(RoundTimePredictorTest, RejectsBadOptions) {
   EXPECT_THAT(RoundTimePredictor::Create({.ridge_lambda = 0}).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("ridge_lambda")));
-  EXPECT_THAT(RoundTimePredictor::Create({.forgetting_per_round = 1.5}).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       ::testing::HasSubstr("forgetting_per_round")));
+  EXPECT_THAT(
+      RoundTimePredictor::Create({.forgetting_per_round = 1.5}).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("forgetting_per_round")));
 }
 
 // Synthetic system: completion = 2 s + 1.5 compute + 0.8 comm + 3 io, with 1 % noise.
@@ -60,8 +60,7 @@ class SyntheticSystem {
  public:
   explicit SyntheticSystem(uint64_t seed) : rng_(seed) {}
   RoundTimeInputs Draw() {
-    std::uniform_real_distribution<double> ms(5.0, 200.0), kbps(500.0, 50'000.0),
-        io(0.0, 0.004);
+    std::uniform_real_distribution<double> ms(5.0, 200.0), kbps(500.0, 50'000.0), io(0.0, 0.004);
     std::uniform_int_distribution<int64_t> samples(20, 400);
     return {ms(rng_), kbps(rng_), kbps(rng_), 2'000'000, samples(rng_), io(rng_)};
   }

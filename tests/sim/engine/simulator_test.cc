@@ -123,8 +123,8 @@ TEST(SimulatorTest, ThreeClientRoundComputedByHand) {
   EXPECT_EQ(r.failed, 0);
   EXPECT_DOUBLE_EQ(r.cache_hit_ratio, 0.5);
   // predicted 100 s for both: |100 - 5.05| / 5.05 and |100 - 10.05| / 10.05.
-  EXPECT_NEAR(r.predictor_mape,
-              0.5 * ((100 - 5.050025) / 5.050025 + (100 - 10.050025) / 10.050025), 1e-9);
+  EXPECT_NEAR(r.predictor_mape, 0.5 * ((100 - 5.050025) / 5.050025 + (100 - 10.050025) / 10.050025),
+              1e-9);
   EXPECT_EQ(learner.accepted, (std::vector<int32_t>{0, 1}));
   ASSERT_EQ(sel.reports.size(), 3u);
   EXPECT_EQ(sel.reports[2].client, 2);
@@ -286,7 +286,7 @@ TEST(SimulatorTest, SameSeedSameCsv) {
 }
 
 TEST(SimulatorTest, ShippedConfigsParse) {
-  for (const char* name : {"speed_100k.textproto"}) {
+  for (const char* name : {"speed_100k.textproto", "fmnist_1000.textproto"}) {
     v1::SimConfig c;
     ASSERT_OK(LoadTextConfig(SourceDir() + "/configs/sim/" + name, &c)) << name;
     EXPECT_OK(ResolveSimConfig(c).status());

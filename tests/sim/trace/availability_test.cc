@@ -40,7 +40,7 @@ TEST(AvailabilityTest, WindowEdgesAreHalfOpen) {
   EXPECT_TRUE(t.IsAvailable(0, 30));
   EXPECT_FALSE(t.IsAvailable(0, 40));
   EXPECT_DOUBLE_EQ(t.NextChange(0, 0), 10);
-  EXPECT_DOUBLE_EQ(t.NextChange(0, 10), 20);   // at the start edge: the end is next
+  EXPECT_DOUBLE_EQ(t.NextChange(0, 10), 20);  // at the start edge: the end is next
   EXPECT_DOUBLE_EQ(t.NextChange(0, 19.5), 20);
   EXPECT_DOUBLE_EQ(t.NextChange(0, 20), 30);   // at the end edge: next start
   EXPECT_DOUBLE_EQ(t.NextChange(0, 40), 110);  // wraps to the next period
@@ -139,16 +139,16 @@ TEST(AvailabilityTest, MobiperfEventsBecomeWindows) {
   EXPECT_DOUBLE_EQ(t.FinishTime(0), 1000);  // 1300 - 300 head
   EXPECT_FALSE(t.IsAvailable(0, 0));        // the head is dropped
   EXPECT_TRUE(t.IsAvailable(0, 100));
-  EXPECT_TRUE(t.IsAvailable(0, 250));       // [400,500) + [500,600) merged
+  EXPECT_TRUE(t.IsAvailable(0, 250));  // [400,500) + [500,600) merged
   EXPECT_FALSE(t.IsAvailable(0, 300));
   EXPECT_DOUBLE_EQ(t.NextChange(0, 100), 300);
   EXPECT_FALSE(t.IsAvailable(1, 999));
 }
 
 TEST(AvailabilityTest, SharedMobiperfTraceIsAboutOneFifthOnline) {
-  ASSERT_OK_AND_ASSIGN(AvailabilityTrace t,
-                       AvailabilityTrace::LoadMobiperf(TracesDir() + "/mobiperf/avl_events_300.csv",
-                                                       "2st", 300));
+  ASSERT_OK_AND_ASSIGN(
+      AvailabilityTrace t,
+      AvailabilityTrace::LoadMobiperf(TracesDir() + "/mobiperf/avl_events_300.csv", "2st", 300));
   EXPECT_EQ(t.size(), 300);
   EXPECT_NEAR(t.FinishTime(0), 536263 - 300, 1e-9);
   EXPECT_GT(t.MeanOnlineFraction(), 0.1);
@@ -167,8 +167,8 @@ TEST(AvailabilityTest, SyntheticIsLabelledAndDeterministic) {
 
 TEST(AvailabilityTest, MalformedRowsNameFileAndLine) {
   const std::string clients = WriteTemp("cl.csv", "client_id,model,finish_time_s\n1,x,100\n");
-  const std::string windows =
-      WriteTemp("win.csv", "client_id,window_idx,active_start_s,active_end_s\n1,0,5,10\n1,1,20,x\n");
+  const std::string windows = WriteTemp(
+      "win.csv", "client_id,window_idx,active_start_s,active_end_s\n1,0,5,10\n1,1,20,x\n");
   EXPECT_THAT(AvailabilityTrace::LoadFedscaleCsv(clients, windows),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("win.csv:3:")));
   const std::string unknown =
@@ -180,14 +180,14 @@ TEST(AvailabilityTest, MalformedRowsNameFileAndLine) {
       WriteTemp("win3.csv", "client_id,window_idx,active_start_s,active_end_s\n1,0,50,10\n");
   EXPECT_THAT(AvailabilityTrace::LoadFedscaleCsv(clients, backwards),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("win3.csv:2:")));
-  const std::string jsonl = WriteTemp(
-      "av.jsonl",
-      "{\"client_id\": 1, \"active\": [1], \"inactive\": [2], \"finish_time\": 10}\n"
-      "{\"client_id\": 2, \"active\": [1, 3], \"inactive\": [2], \"finish_time\": 10}\n");
+  const std::string jsonl =
+      WriteTemp("av.jsonl",
+                "{\"client_id\": 1, \"active\": [1], \"inactive\": [2], \"finish_time\": 10}\n"
+                "{\"client_id\": 2, \"active\": [1, 3], \"inactive\": [2], \"finish_time\": 10}\n");
   EXPECT_THAT(AvailabilityTrace::LoadJsonl(jsonl),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("av.jsonl:2:")));
-  const std::string mp = WriteTemp("mp_bad.csv",
-                                   "trainer_id,trace,t_s,state\n1,2st,0,AVL_TRAIN\n1,2st,5,ON\n");
+  const std::string mp =
+      WriteTemp("mp_bad.csv", "trainer_id,trace,t_s,state\n1,2st,0,AVL_TRAIN\n1,2st,5,ON\n");
   EXPECT_THAT(AvailabilityTrace::LoadMobiperf(mp, "2st", 0),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("mp_bad.csv:3:"), HasSubstr("ON"))));

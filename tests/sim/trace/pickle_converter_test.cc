@@ -17,14 +17,13 @@ std::string SourceDir() {
 }
 
 int RunConverter(const std::string& args) {
-  const std::string cmd = absl::StrCat("python3 ", SourceDir(),
-                                       "/scripts/convert_fedscale_pickle.py ", args, " 2>/dev/null");
+  const std::string cmd = absl::StrCat(
+      "python3 ", SourceDir(), "/scripts/convert_fedscale_pickle.py ", args, " 2>/dev/null");
   return std::system(cmd.c_str());
 }
 
 const std::string& Dir() {
-  static const std::string* dir =
-      new std::string(SourceDir() + "/../shared/data/traces/fedscale/");
+  static const std::string* dir = new std::string(SourceDir() + "/../shared/data/traces/fedscale/");
   return *dir;
 }
 
@@ -73,7 +72,8 @@ TEST(PickleConverterTest, RejectsForeignGlobals) {
   const std::string marker = ::testing::TempDir() + "/evil_ran";
   std::system(absl::StrCat("rm -f ", marker).c_str());
   const std::string make = absl::StrCat(
-      "python3 -c \"import pickle,os\nclass E:\n  def __reduce__(self): return (os.system, ('touch ",
+      "python3 -c \"import pickle,os\nclass E:\n  def __reduce__(self): return (os.system, "
+      "('touch ",
       marker, "',))\nopen('", bad, "','wb').write(pickle.dumps({1: E()}))\"");
   ASSERT_EQ(std::system(make.c_str()), 0);
   EXPECT_NE(RunConverter(bad + " --out " + ::testing::TempDir() + "/evil.csv"), 0);

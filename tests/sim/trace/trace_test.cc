@@ -40,9 +40,9 @@ TEST(CapacityTraceTest, LoadsSharedIds1To100Csv) {
 }
 
 TEST(CapacityTraceTest, FedcaseDemoIsTransposedWithSampleSize) {
-  ASSERT_OK_AND_ASSIGN(CapacityTrace t, CapacityTrace::Load(
-                                            TracesDir() + "/fedcase/demo_capacity.csv",
-                                            v1::CAPACITY_FORMAT_AUTO));
+  ASSERT_OK_AND_ASSIGN(
+      CapacityTrace t,
+      CapacityTrace::Load(TracesDir() + "/fedcase/demo_capacity.csv", v1::CAPACITY_FORMAT_AUTO));
   ASSERT_EQ(t.size(), 10);
   EXPECT_EQ(t.rows()[1].trace_id, 2);
   EXPECT_DOUBLE_EQ(t.rows()[1].computation_ms_per_sample, 39.0);
@@ -68,7 +68,7 @@ TEST(CapacityTraceTest, Capacity10kShuffleIsDeterministicAndBreaksSortOrder) {
     EXPECT_EQ(a.rows()[i].trace_id, b.rows()[i].trace_id);
     ascending += a.rows()[i + 1].communication_kbps >= a.rows()[i].communication_kbps;
   }
-  EXPECT_LT(ascending, 700);  // sorted input would give 1000
+  EXPECT_LT(ascending, 700);                       // sorted input would give 1000
   EXPECT_DOUBLE_EQ(a.rows()[0].sample_kb, 0.784);  // default filled in
 }
 
@@ -83,14 +83,14 @@ TEST(CapacityTraceTest, JsonlRoundTrip) {
 }
 
 TEST(CapacityTraceTest, MalformedCsvRowNamesFileAndLine) {
-  const std::string path = WriteTemp(
-      "bad_cap.csv",
-      "client_id,computation_ms_per_sample,communication_kbps\n1,10,100\n2,abc,100\n");
+  const std::string path =
+      WriteTemp("bad_cap.csv",
+                "client_id,computation_ms_per_sample,communication_kbps\n1,10,100\n2,abc,100\n");
   EXPECT_THAT(CapacityTrace::LoadCsv(path),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("bad_cap.csv:3:"), HasSubstr("abc"))));
-  const std::string short_row = WriteTemp(
-      "short_cap.csv", "client_id,computation_ms_per_sample,communication_kbps\n1,10\n");
+  const std::string short_row =
+      WriteTemp("short_cap.csv", "client_id,computation_ms_per_sample,communication_kbps\n1,10\n");
   EXPECT_THAT(CapacityTrace::LoadCsv(short_row),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("short_cap.csv:2:")));
   const std::string zero = WriteTemp(
@@ -122,8 +122,8 @@ TEST(CapacityTraceTest, MissingFileIsNotFound) {
 }
 
 TEST(JsonTest, ParsesFlatObjects) {
-  ASSERT_OK_AND_ASSIGN(JsonObject o,
-                       ParseFlatJsonObject(R"({"a": [1, 2.5e1], "b": "x\"y", "c": null, "d": true})"));
+  ASSERT_OK_AND_ASSIGN(
+      JsonObject o, ParseFlatJsonObject(R"({"a": [1, 2.5e1], "b": "x\"y", "c": null, "d": true})"));
   EXPECT_EQ(std::get<std::vector<double>>(o["a"]).at(1), 25.0);
   EXPECT_EQ(std::get<std::string>(o["b"]), "x\"y");
   EXPECT_FALSE(ParseFlatJsonObject(R"({"a": 1} x)").ok());

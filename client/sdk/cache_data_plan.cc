@@ -1,0 +1,85 @@
+#include "client/sdk/cache_data_plan.h"
+
+#include <filesystem>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace fedsched {
+
+CacheDataPlan::CacheDataPlan(std::unique_ptr<SampleStore> store, std::unique_ptr<SampleCache> cache,
+                             bool disable_cache, uint64_t seed)
+    : store_(std::move(store)), cache_(std::move(cache)), disable_cache_(disable_cache),
+      rng_(seed) {}
+
+absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
+    const std::string& state_dir, const std::vector<std::string>& samples,
+    double read_delay_us_per_kb, bool disable_cache, uint64_t seed) {
+  std::error_code ec;
+  const std::filesystem::path dir(state_dir);
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return absl::InternalError(absl::StrCat("create ", state_dir, ": ", ec.message()));
+  const std::string samples_dir = (dir / "samples").string();
+  SampleStoreOptions store_options;
+  store_options.read_delay_us_per_kb = read_delay_us_per_kb;
+  absl::StatusOr<std::unique_ptr<FileSampleStore>> store =
+      FileSampleStore::Open(samples_dir, store_options);
+  if (!store.ok() || (*store)->NumSamples() != static_cast<int64_t>(samples.size())) {
+    // First run on this device (or another partition): lay the samples out as files.
+    std::filesystem::remove_all(samples_dir, ec);
+    FEDSCHED_RETURN_IF_ERROR(FileSampleStore::Build(samples_dir, samples));
+    store = FileSampleStore::Open(samples_dir, store_options);
+    if (!store.ok()) return store.status();
+  }
+  SampleCacheOptions cache_options;
+  cache_options.store = store->get();
+  cache_options.state_path = (dir / "cache_state.pb").string();
+  cache_options.policy = disable_cache ? v1::CACHE_POLICY_NONE : v1::CACHE_POLICY_IMPORTANCE;
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<SampleCache> cache, SampleCache::Create(cache_options));
+  return std::unique_ptr<CacheDataPlan>(
+      new CacheDataPlan(*std::move(store), std::move(cache), disable_cache, seed));
+}
+
+v1::CachePlan CacheDataPlan::Effective(const v1::CachePlan& plan) const {
+  v1::CachePlan effective = plan;
+  if (disable_cache_) effective.set_policy(v1::CACHE_POLICY_NONE);
+  return effective;
+}
+
+absl::StatusOr<std::vector<int64_t>> CacheDataPlan::PlanRound(const v1::CachePlan& plan,
+                                                              int32_t batch_size,
+                                                              int32_t local_steps) {
+  const v1::CachePlan effective = Effective(plan);
+  FEDSCHED_RETURN_IF_ERROR(cache_->ApplyPlan(effective));
+  return cache_->PlanRound(effective, batch_size, local_steps, rng_);
+}
+
+void CacheDataPlan::ReportLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
+                                 int32_t batch_size) {
+  if (absl::Status s = cache_->ReportLosses(ids, losses, batch_size); !s.ok()) {
+    FEDSCHED_LOG(warn, "sample cache: losses not recorded: {}", s.ToString());
+  }
+}
+
+RoundIoCounters CacheDataPlan::TakeCounters() {
+  const CacheRoundStats stats = cache_->EndRound();
+  warmed_ = false;
+  return RoundIoCounters{stats.hits, stats.misses, stats.storage_bytes_read, stats.io_seconds};
+}
+
+void CacheDataPlan::Prefetch(const v1::CachePlan& plan) {
+  if (disable_cache_ || warmed_) return;
+  const v1::CachePlan effective = Effective(plan);
+  if (absl::Status s = cache_->ApplyPlan(effective); !s.ok()) return;
+  absl::StatusOr<WarmStats> warm = cache_->Warm(effective, effective.capacity_bytes());
+  warmed_ = true;
+  if (warm.ok()) {
+    FEDSCHED_LOG(debug, "prefetched {} samples ({} bytes)", warm->samples_loaded,
+                 warm->bytes_read);
+  }
+}
+
+}  // namespace fedsched

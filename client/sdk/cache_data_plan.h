@@ -1,0 +1,61 @@
+// The SDK's bridge to the on-device sample cache (client/cache): the cache chooses each round's
+// samples and serves them from RAM or from the device's storage.
+#ifndef FEDSCHED_CLIENT_SDK_CACHE_DATA_PLAN_H_
+#define FEDSCHED_CLIENT_SDK_CACHE_DATA_PLAN_H_
+
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "client/cache/sample_cache.h"
+#include "client/cache/sample_store.h"
+#include "client/sdk/client.h"
+
+namespace fedsched {
+
+// A LocalDataPlan over a SampleCache (FedCaSe, SoCC 2024, section 4; SHADE, FAST 2023): each
+// round applies the server's CachePlan, draws the training ids by importance with replication of
+// cache hits, learns importance from the per-sample losses, reports hit / miss / I/O counters,
+// warms the cache when the planner expects the client next round, and persists the importance
+// state after each round. With `disable_cache` every plan's policy becomes NONE (all reads from
+// storage). Not thread-safe; owned by one Client.
+class CacheDataPlan : public LocalDataPlan {
+ public:
+  // Builds (first run) or reopens the device's sample store under `state_dir` (one file per
+  // sample in state_dir/samples, so reads are real file reads) and the cache over it, with its
+  // importance state in state_dir/cache_state.pb. `samples` are the encoded local samples, used
+  // only when the store does not exist yet or holds another number of samples.
+  // `read_delay_us_per_kb` emulates a microSD card (0 = none).
+  // Errors: INTERNAL / NOT_FOUND from the file system; INVALID_ARGUMENT from the cache options.
+  static absl::StatusOr<std::unique_ptr<CacheDataPlan>> Create(
+      const std::string& state_dir, const std::vector<std::string>& samples,
+      double read_delay_us_per_kb, bool disable_cache, uint64_t seed);
+
+  SampleSource& source() override { return *cache_; }
+  absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan, int32_t batch_size,
+                                                 int32_t local_steps) override;
+  void ReportLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
+                    int32_t batch_size) override;
+  RoundIoCounters TakeCounters() override;
+  void Prefetch(const v1::CachePlan& plan) override;
+  absl::Status Save() override { return cache_->SaveState(); }
+
+  SampleCache& cache() { return *cache_; }
+
+ private:
+  CacheDataPlan(std::unique_ptr<SampleStore> store, std::unique_ptr<SampleCache> cache,
+                bool disable_cache, uint64_t seed);
+  v1::CachePlan Effective(const v1::CachePlan& plan) const;
+
+  std::unique_ptr<SampleStore> store_;
+  std::unique_ptr<SampleCache> cache_;
+  const bool disable_cache_;
+  std::mt19937_64 rng_;
+  bool warmed_ = false;
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_CLIENT_SDK_CACHE_DATA_PLAN_H_

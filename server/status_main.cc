@@ -1,0 +1,83 @@
+// fedsched-status: prints a running server's state, its clients and why each participant of the
+// recent rounds was picked (the planner's terms).
+//
+//   fedsched-status [--server=127.0.0.1:50051] [--rounds=3] [--clients]
+#include <cstdio>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "fedsched/v1/coordinator.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address.");
+ABSL_FLAG(int32_t, rounds, 3, "Recent rounds to show.");
+ABSL_FLAG(bool, clients, false, "Also list every client's profile.");
+
+namespace fedsched {
+namespace {
+
+const char* PolicyName(v1::SelectionPolicy p) {
+  switch (p) {
+    case v1::SELECTION_POLICY_OORT: return "oort";
+    case v1::SELECTION_POLICY_FEDCASE: return "fedcase";
+    default: return "random";
+  }
+}
+
+int Main() {
+  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials());
+  auto stub = v1::Coordinator::NewStub(channel);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  v1::GetStatusRequest request;
+  request.set_recent_rounds(absl::GetFlag(FLAGS_rounds));
+  v1::GetStatusResponse status;
+  grpc::Status s = stub->GetStatus(&context, request, &status);
+  if (!s.ok()) {
+    std::fprintf(stderr, "fedsched-status: %s: %s\n", absl::GetFlag(FLAGS_server).c_str(),
+                 s.error_message().c_str());
+    return 1;
+  }
+  std::printf("state %s | current round %lld | committed %lld | clients %d registered, %d online\n",
+              status.state().c_str(), static_cast<long long>(status.current_round()),
+              static_cast<long long>(status.committed_round()), status.registered_clients(),
+              status.online_clients());
+  for (const v1::RoundRecord& r : status.recent_rounds()) {
+    std::printf("\nround %lld (%s): %d accepted, %d stragglers, test_accuracy %.4f, "
+                "predictor MAPE %.1f %%\n",
+                static_cast<long long>(r.round()), v1::RoundOutcome_Name(r.outcome()).c_str(),
+                r.updates_accepted(), r.stragglers_size(), r.test_accuracy(),
+                100 * r.predictor_mape());
+    std::printf("  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy", "mode",
+                "utility", "speed_pen", "score", "predicted", "steps", "note");
+    for (const v1::SelectionReason& c : r.cohort()) {
+      std::printf("  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s\n", c.client_id().c_str(),
+                  PolicyName(c.policy()), c.explored() ? "explore" : "exploit",
+                  c.statistical_utility(), c.speed_penalty(), c.score(), c.predicted_seconds(),
+                  c.local_steps(), c.workload_reduced() ? "[steps reduced] " : "",
+                  c.note().c_str());
+    }
+  }
+  if (absl::GetFlag(FLAGS_clients)) {
+    std::printf("\n  %-12s %-16s %-7s %12s %10s %8s %8s %9s\n", "client", "identity", "online",
+                "ms/sample", "down kbps", "success", "failure", "utility");
+    for (const v1::ClientSummary& c : status.clients()) {
+      const v1::ClientProfile& p = c.profile();
+      std::printf("  %-12s %-16s %-7s %12.3f %10.0f %8lld %8lld %9.2f\n", c.client_id().c_str(),
+                  c.identity().c_str(), c.online() ? "yes" : "no", p.compute_ms_per_sample(),
+                  p.download_kbps(), static_cast<long long>(p.successes()),
+                  static_cast<long long>(p.failures()), p.statistical_utility());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace fedsched
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("fedsched operator status");
+  absl::ParseCommandLine(argc, argv);
+  return fedsched::Main();
+}
