@@ -11,6 +11,8 @@
 #                    portable x86-64 baseline that the server ships with.
 #   OUT_DIR          where logs, JSON and machine.txt go (default: $BUILD_DIR/bench-results).
 #   JOBS             parallel build jobs (default: 2).
+#   <NAME>_ARGS      extra arguments for suite NAME (upper case), e.g.
+#                    AGGREGATION_ARGS=--full adds the 100M x 1000-update round (several minutes).
 #
 # Each suite writes <name>.txt (console, with its own summary table) and, for Google Benchmark
 # suites, <name>.json. Suites whose target does not exist (yet) are reported and skipped. New
@@ -101,6 +103,8 @@ for suite in "${selected[@]}"; do
            --benchmark_color=false)
   fi
   if [[ $QUICK -eq 1 && -n "$quick_args" ]]; then args+=($quick_args); fi
+  extra_var="$(tr '[:lower:]' '[:upper:]' <<< "$name")_ARGS"
+  if [[ -n "${!extra_var:-}" ]]; then args+=(${!extra_var}); fi
   echo "== $name: $BUILD_DIR/$binary ${args[*]}"
   "$BUILD_DIR/$binary" "${args[@]}" | tee "$OUT_DIR/$name.txt"
 done

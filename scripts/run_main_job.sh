@@ -12,6 +12,7 @@
 #   SLOWDOWNS=""           space-separated slowdown factor per client (cycled), e.g. "1 1 3 6"
 #   CACHE=on|off           on-device sample cache (default on)
 #   RUN_DIR=runs/<name>    where to write; TARGET_ACCURACY=0.80 checked at the end (0 = skip)
+#   SEED=1                 server selection seed
 #   SKIP_BUILD=1           reuse an existing build
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,7 +49,7 @@ trap cleanup EXIT INT TERM
 
 "$SERVER_BIN" --config="$SERVER_CONFIG" --store_path="$RUN_DIR/store" \
   --metrics_csv="$RUN_DIR/metrics.csv" --listen="127.0.0.1:$PORT" --num_rounds="$ROUNDS" \
-  --policy="$POLICY" > >(tee "$RUN_DIR/server.log" | grep --line-buffered -E '^round +[0-9]') \
+  --policy="$POLICY" --seed="${SEED:-1}" > >(tee "$RUN_DIR/server.log" | grep --line-buffered -E '^round +[0-9]') \
   2> "$RUN_DIR/server.err" &
 server_pid=$!
 pids+=("$server_pid")

@@ -48,6 +48,7 @@ for policy in $POLICIES; do
 done
 if [[ -n "$curves" ]]; then
   "$SIM" --plot_csvs="$curves" --plot_png=docs/sim_tta.png --target="$TARGET"
+  rm -f docs/sim_tta.png.gp
 fi
 
 python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" <<'PY'

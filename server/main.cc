@@ -37,6 +37,7 @@ ABSL_FLAG(std::string, metrics_csv, "", "Overrides metrics_csv (per-round CSV)."
 ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:50051.");
 ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
 ABSL_FLAG(std::string, policy, "", "Overrides selection.policy: random, oort or fedcase.");
+ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 
 namespace fedsched {
@@ -51,6 +52,7 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
   }
   if (!absl::GetFlag(FLAGS_listen).empty()) config->set_listen_address(absl::GetFlag(FLAGS_listen));
   if (absl::GetFlag(FLAGS_num_rounds) >= 0) config->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
+  if (absl::GetFlag(FLAGS_seed) > 0) config->set_seed(absl::GetFlag(FLAGS_seed));
   const std::string policy = absl::GetFlag(FLAGS_policy);
   if (!policy.empty()) {
     v1::SelectionPolicy value;
@@ -185,8 +187,10 @@ int Main() {
                  config->listen_address().c_str());
     return 1;
   }
-  FEDSCHED_LOG(info, "listening on {} (resuming after round {})", config->listen_address(),
-               (*coordinator)->committed_round());
+  // With port 0 the kernel picks one: print the bound port, so scripts and tests can find it.
+  const std::string& listen = config->listen_address();
+  FEDSCHED_LOG(info, "listening on {}:{} (resuming after round {})",
+               listen.substr(0, listen.rfind(':')), bound_port, (*coordinator)->committed_round());
 
   absl::Notification stop;
   std::thread signal_thread([&] {

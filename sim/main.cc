@@ -1,7 +1,7 @@
 // fedsched-sim: replays device traces through fedsched's planner and training code over a
 // virtual clock (see sim/engine/simulator.h and docs/SIMULATION.md).
 //
-//   fedsched-sim --config=configs/sim/fmnist_1000.textproto --policy=fedcase --seed=2 \
+//   fedsched-sim --config=configs/sim/fmnist_1000.textproto --policy=fedcase --seed=2
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
 //   fedsched-sim --plot_png=acc.png --plot_csvs=random=a.csv,oort=b.csv --target=0.75
 #include <cstdio>

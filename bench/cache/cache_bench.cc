@@ -34,9 +34,11 @@
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "client/cache/sample_cache.h"
 #include "client/cache/sample_store.h"
 #include "client/models/idx.h"
@@ -58,7 +60,7 @@ ABSL_FLAG(bool, reuse_stores, false,
 ABSL_FLAG(std::string, layout, "files", "sample store layout: files (one per sample) or packed");
 ABSL_FLAG(std::string, policies, "importance,lru,none",
           "comma-separated cache policies to compare: importance, lru, lfu, none, and "
-          "importance0 (importance with --unseen_scale=0)");
+          "importance@S (importance with unseen_importance_scale S, e.g. importance@0)");
 ABSL_FLAG(std::string, arch, "mlp", "reference model: mlp or softmax");
 ABSL_FLAG(int, clients, 20, "number of clients (Dirichlet partitions)");
 ABSL_FLAG(double, alpha, 0.5, "Dirichlet concentration of the label skew");
@@ -71,8 +73,8 @@ ABSL_FLAG(int, local_steps, 8, "local steps per round (FedCaSe: 8)");
 ABSL_FLAG(double, lr, 0.05, "local SGD learning rate");
 ABSL_FLAG(double, cache_fraction, 0.1, "cache capacity as a fraction of each client's samples");
 ABSL_FLAG(int, replication, 2, "replication factor r for cache hits (importance policy)");
-ABSL_FLAG(double, unseen_scale, 1.0,
-          "SampleCacheOptions::unseen_importance_scale (importance policy)");
+ABSL_FLAG(double, unseen_scale, fedsched::SampleCacheOptions().unseen_importance_scale,
+          "SampleCacheOptions::unseen_importance_scale of the plain importance policy");
 ABSL_FLAG(double, read_delay_us_per_kb, 100.0,
           "emulated storage latency, microseconds per KB (FedCaSe's microSD: 100)");
 ABSL_FLAG(bool, busy_wait, true, "apply the read delay by spinning (precise) instead of sleeping");
@@ -88,8 +90,8 @@ double Seconds(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - since).count();
 }
 
-// A policy to compare: "importance0" is IMPORTANCE with unseen_importance_scale 0 (untrained
-// samples drawn through ls only), to show what the pinned unseen importance buys.
+// A policy to compare. "importance@S" is IMPORTANCE with unseen_importance_scale S; with S = 0
+// untrained samples are drawn through ls only, which shows what the pinned default (1) buys.
 struct PolicyVariant {
   std::string name;
   v1::CachePolicy policy = v1::CACHE_POLICY_IMPORTANCE;
@@ -100,8 +102,10 @@ absl::StatusOr<PolicyVariant> ParsePolicy(absl::string_view name) {
   PolicyVariant v{std::string(name), v1::CACHE_POLICY_IMPORTANCE,
                   absl::GetFlag(FLAGS_unseen_scale)};
   if (name == "importance") return v;
-  if (name == "importance0") {
-    v.unseen_scale = 0.0;
+  if (absl::ConsumePrefix(&name, "importance@")) {
+    if (!absl::SimpleAtod(name, &v.unseen_scale) || !(v.unseen_scale >= 0)) {
+      return absl::InvalidArgumentError(absl::StrCat("bad unseen scale in policy '", v.name, "'"));
+    }
     return v;
   }
   if (name == "lru")

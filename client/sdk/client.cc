@@ -86,19 +86,38 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
                                                                   : config.device_model());
   }
   auto client = std::unique_ptr<Client>(new Client(std::move(options)));
-  FEDSCHED_ASSIGN_OR_RETURN(client->transport_, ResolveTransport(client->options_.config.transport()));
+  FEDSCHED_ASSIGN_OR_RETURN(v1::TransportConfig transport,
+                            ResolveTransport(client->options_.config.transport()));
+  {
+    absl::MutexLock lock(&client->mu_);
+    client->transport_ = std::move(transport);
+  }
   FEDSCHED_RETURN_IF_ERROR(client->Connect());
   client->backoff_ = absl::Milliseconds(client->options_.config.backoff_initial_ms());
   return client;
 }
 
 absl::Status Client::Connect() {
+  const v1::TransportConfig config = transport();
   FEDSCHED_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
-                            MakeChannelCredentials(transport_));
-  channel_ = grpc::CreateCustomChannel(options_.config.server_address(), credentials,
-                                       ClientChannelArguments(transport_));
-  stub_ = v1::Coordinator::NewStub(channel_);
+                            MakeChannelCredentials(config));
+  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
+      options_.config.server_address(), credentials, ClientChannelArguments(config));
+  std::shared_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(channel);
+  absl::MutexLock lock(&mu_);
+  channel_ = std::move(channel);
+  stub_ = std::move(stub);
   return absl::OkStatus();
+}
+
+std::shared_ptr<v1::Coordinator::Stub> Client::stub() const {
+  absl::MutexLock lock(&mu_);
+  return stub_;
+}
+
+v1::TransportConfig Client::transport() const {
+  absl::MutexLock lock(&mu_);
+  return transport_;
 }
 
 void Client::Stop() {
@@ -132,11 +151,24 @@ absl::Status Client::RegisterOnce() {
   v1::RegisterResponse response;
   grpc::ClientContext context;
   SetUnaryDeadline(&context);
-  FEDSCHED_RETURN_IF_ERROR(FromGrpc(stub_->Register(&context, request, &response), "Register"));
+  FEDSCHED_RETURN_IF_ERROR(FromGrpc(stub()->Register(&context, request, &response), "Register"));
   const v1::TransportConfig& server = response.transport();
-  if (server.min_ping_interval_ms() > transport_.keepalive_time_ms()) {
-    // Respect the server's minimum, or it would answer our pings with GOAWAY too_many_pings.
-    transport_.set_keepalive_time_ms(server.min_ping_interval_ms());
+  bool reconnect = false;
+  {
+    absl::MutexLock lock(&mu_);
+    if (server.min_ping_interval_ms() > transport_.keepalive_time_ms()) {
+      // Respect the server's minimum, or it would answer our pings with GOAWAY too_many_pings.
+      transport_.set_keepalive_time_ms(server.min_ping_interval_ms());
+      reconnect = true;
+    }
+    if (server.chunk_bytes() > 0 && server.chunk_bytes() < transport_.chunk_bytes()) {
+      // The server bounds upload chunks by its own chunk size.
+      transport_.set_chunk_bytes(server.chunk_bytes());
+    }
+  }
+  if (reconnect) {
+    FEDSCHED_LOG(info, "{}: keepalive raised to the server's minimum ping interval, {} ms",
+                 options_.config.identity(), server.min_ping_interval_ms());
     FEDSCHED_RETURN_IF_ERROR(Connect());
   }
   absl::MutexLock lock(&mu_);
@@ -164,7 +196,7 @@ void Client::HeartbeatLoop() {
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::HeartbeatResponse response;
-    absl::Status s = FromGrpc(stub_->Heartbeat(&context, request, &response), "Heartbeat");
+    absl::Status s = FromGrpc(stub()->Heartbeat(&context, request, &response), "Heartbeat");
     if (IsSessionLost(s)) {
       absl::MutexLock lock(&mu_);
       if (token_ == request.session_token()) registered_ = false;
@@ -204,7 +236,7 @@ absl::Status Client::Run() {
     v1::PollTaskResponse response;
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
-    absl::Status s = FromGrpc(stub_->PollTask(&context, poll, &response), "PollTask");
+    absl::Status s = FromGrpc(stub()->PollTask(&context, poll, &response), "PollTask");
     if (!s.ok()) {
       if (IsSessionLost(s)) {
         absl::MutexLock lock(&mu_);
@@ -256,25 +288,38 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
   std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
-      stub_->DownloadModel(&context, request);
+      stub()->DownloadModel(&context, request);
   std::string payload;
   std::string sha;
   int64_t total = -1;
   int64_t next_seq = 0;
   v1::ModelChunk chunk;
+  // The task announced the model's size: never buffer more than that, whatever the stream says.
+  const int64_t expected = task.model_bytes() > 0 ? task.model_bytes() : -1;
   while (reader->Read(&chunk)) {
+    absl::Status bad;
     if (chunk.seq() != next_seq) {
-      context.TryCancel();
-      return absl::DataLossError(absl::StrCat("model chunk out of order: ", chunk.seq()));
-    }
-    if (next_seq == 0) {
+      bad = absl::DataLossError(absl::StrCat("model chunk out of order: ", chunk.seq()));
+    } else if (next_seq == 0) {
       total = chunk.total_bytes();
       sha = chunk.sha256();
-      if (total < 0 || total > transport_.max_message_bytes() * 4096LL) {
-        context.TryCancel();
-        return absl::DataLossError(absl::StrCat("absurd model size ", total));
+      if (total <= 0 || (expected > 0 && total != expected)) {
+        bad = absl::DataLossError(absl::StrCat("model stream declares ", total,
+                                               " bytes; the task announced ", expected));
+      } else if (expected > 0) {
+        payload.reserve(static_cast<size_t>(total));  // else it grows only as data arrives
       }
-      payload.reserve(static_cast<size_t>(total));
+    } else if (chunk.total_bytes() != total) {
+      bad = absl::DataLossError("model stream changed its declared size");
+    }
+    if (bad.ok() && static_cast<int64_t>(chunk.data().size()) >
+                        total - static_cast<int64_t>(payload.size())) {
+      bad = absl::DataLossError(absl::StrCat("model stream exceeds its ", total, " bytes"));
+    }
+    if (!bad.ok()) {
+      context.TryCancel();
+      reader->Finish().ok();  // drains the cancelled call
+      return bad;
     }
     ++next_seq;
     payload.append(chunk.data());
@@ -295,7 +340,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
 absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
                             const v1::UpdateMetrics& metrics) {
   const std::string payload = delta.SerializeAsString();
-  const int64_t chunk_bytes = transport_.chunk_bytes();
+  const int64_t chunk_bytes = transport().chunk_bytes();
   v1::UploadChunk header_chunk;
   v1::UploadHeader* header = header_chunk.mutable_header();
   {
@@ -314,7 +359,7 @@ absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
   v1::UploadUpdateResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
-      stub_->UploadUpdate(&context, &response);
+      stub()->UploadUpdate(&context, &response);
   bool ok = writer->Write(header_chunk);
   v1::UploadChunk data;
   for (int64_t offset = 0, seq = 0; ok && offset < static_cast<int64_t>(payload.size());
@@ -356,7 +401,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::ReportFailureResponse ignored;
-    stub_->ReportFailure(&context, failure, &ignored);
+    stub()->ReportFailure(&context, failure, &ignored);
     return result.status();
   }
   double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);

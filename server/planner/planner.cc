@@ -606,15 +606,6 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
 
   FillStage(fits, [](const Candidate& c) { return c.score; });
   TakeTop(top, taker(kNoteFedCaseTop));
-  if (options_.cache.prefetch && top > 0) {
-    // Expected next round: the next clients by experience (stage_ still ranks the rest).
-    size_t n = 0;
-    for (const Keyed& k : stage_) {
-      if (pool_[k.pos].status == kAvailable) stage_[n++] = k;
-    }
-    stage_.resize(n);
-    AppendExpectedNext(top, plan);
-  }
   if (chosen_.size() < slots) {
     FillStage(fits, [](const Candidate&) { return 0.0; });
     TakeRandom(slots - chosen_.size(), rng, taker(kNoteFedCaseRandom));
@@ -623,6 +614,11 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
     FillStage([](const Candidate& c) { return !c.fits; },
               [](const Candidate& c) { return -c.t_s; });
     TakeTop(slots - chosen_.size(), taker(kNoteFedCaseLate));
+  }
+  if (options_.cache.prefetch && top > 0) {
+    // Expected next round: the best by experience among those not picked now.
+    FillStage(fits, [](const Candidate& c) { return c.score; });
+    AppendExpectedNext(top, plan);
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/random/random.h"
@@ -14,20 +15,13 @@
 namespace fedsched {
 namespace {
 
-// Weight of the newest measurement in the profiles' exponentially weighted moving averages.
-constexpr double kEwmaAlpha = 0.3;
-
-double Ewma(double previous, double sample) {
-  if (previous <= 0) return sample;
-  return (1 - kEwmaAlpha) * previous + kEwmaAlpha * sample;
-}
-
 int64_t ToUnixMs(absl::Time t) { return absl::ToUnixMillis(t); }
+double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), config_(options_.config), rng_(options_.config.seed()) {}
+    : options_(std::move(options)), config_(options_.config) {}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options) {
   if (options.store == nullptr) return absl::InvalidArgumentError("coordinator needs a store");
@@ -39,6 +33,13 @@ absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOpti
 absl::Status Coordinator::Open() {
   absl::MutexLock lock(&mu_);
   Store& store = *options_.store;
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBookOptions book_options,
+                            profile::ProfileBookOptions::FromServerConfig(config_));
+  FEDSCHED_ASSIGN_OR_RETURN(book_, profile::ProfileBook::Create(book_options));
+  FEDSCHED_ASSIGN_OR_RETURN(planner::PlannerOptions planner_options,
+                            planner::PlannerOptions::FromServerConfig(config_));
+  FEDSCHED_ASSIGN_OR_RETURN(planner_, planner::Planner::Create(planner_options, book_.get()));
+
   absl::StatusOr<v1::RunMeta> meta = store.LoadMeta();
   v1::Model model;
   if (absl::IsNotFound(meta.status())) {
@@ -56,14 +57,17 @@ absl::Status Coordinator::Open() {
     committed_round_ = meta->committed_round();
     FEDSCHED_ASSIGN_OR_RETURN(model, store.LoadModel(committed_round_));
     FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::ClientProfile> profiles, store.LoadProfiles());
-    for (v1::ClientProfile& profile : profiles) {
-      // Sessions do not survive a restart; clients re-register and keep their profiles.
-      profile.set_last_heartbeat_unix_ms(0);
-      identities_[profile.identity()] = profile.client_id();
-      profiles_[profile.client_id()] = std::move(profile);
+    FEDSCHED_RETURN_IF_ERROR(book_->Import(profiles));
+    FEDSCHED_ASSIGN_OR_RETURN(std::string planner_bytes, store.LoadPlannerState());
+    if (!planner_bytes.empty()) {
+      v1::PlannerState state;
+      if (!state.ParseFromString(planner_bytes)) {
+        return absl::DataLossError("corrupt planner state in the store");
+      }
+      FEDSCHED_RETURN_IF_ERROR(planner_->ImportState(state));
     }
     FEDSCHED_LOG(info, "resuming after committed round {} with {} known clients",
-                 committed_round_, profiles_.size());
+                 committed_round_, book_->size());
   }
   FEDSCHED_ASSIGN_OR_RETURN(aggregator_, Aggregator::Create(config_.aggregation(), model));
   if (meta.ok() && meta->optimizer_state_size() > 0) {
@@ -102,27 +106,24 @@ std::string Coordinator::NewId(const char* prefix) {
   return absl::StrCat(prefix, ToHex(raw));
 }
 
-absl::Status Coordinator::CheckSession(const std::string& client_id,
-                                       const std::string& token) const {
+absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string& client_id,
+                                                               const std::string& token) const {
   auto it = sessions_.find(client_id);
-  if (it == sessions_.end() || token.empty() || it->second.session_token != token) {
+  std::optional<profile::ClientIndex> index = book_->FindByClientId(client_id);
+  if (it == sessions_.end() || token.empty() || it->second.session_token != token || !index) {
     return absl::UnauthenticatedError(
         absl::StrCat("no session for client '", client_id, "' with this token; register again"));
   }
-  return absl::OkStatus();
+  return *index;
 }
 
-bool Coordinator::IsOnline(const v1::ClientProfile& profile, absl::Time now) const {
-  if (profile.last_heartbeat_unix_ms() == 0) return false;
-  const int64_t timeout_ms =
-      static_cast<int64_t>(config_.heartbeat_interval_ms()) * config_.missed_heartbeats();
-  return ToUnixMs(now) - profile.last_heartbeat_unix_ms() <= timeout_ms;
-}
-
-int Coordinator::OnlineCount(absl::Time now) const {
-  int online = 0;
-  for (const auto& [id, profile] : profiles_) online += IsOnline(profile, now) ? 1 : 0;
-  return online;
+std::vector<v1::ClientProfile> Coordinator::TakeDirtyProfiles() {
+  std::vector<profile::ClientIndex> dirty;
+  book_->TakeDirty(&dirty);
+  std::vector<v1::ClientProfile> out;
+  out.reserve(dirty.size());
+  for (profile::ClientIndex i : dirty) out.push_back(book_->profile(i));
+  return out;
 }
 
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
@@ -139,39 +140,26 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     return absl::InvalidArgumentError("device profile has a negative or non-finite figure");
   }
   absl::MutexLock lock(&mu_);
-  std::string client_id;
-  auto known = identities_.find(request.identity());
-  if (known != identities_.end()) {
-    client_id = known->second;
-    const std::string& bound = profiles_[client_id].cert_fingerprint();
+  if (std::optional<profile::ClientIndex> known = book_->FindByIdentity(request.identity())) {
+    const std::string& bound = book_->profile(*known).cert_fingerprint();
     if (!bound.empty() && bound != cert_fingerprint) {
       return absl::PermissionDeniedError(absl::StrCat(
           "identity '", request.identity(), "' is bound to another client certificate"));
     }
-  } else {
-    client_id = absl::StrCat("client-", identities_.size() + 1);
-    while (profiles_.contains(client_id)) client_id += "x";
-    identities_[request.identity()] = client_id;
   }
-  v1::ClientProfile& profile = profiles_[client_id];
-  if (profile.client_id().empty()) {
-    profile.set_client_id(client_id);
-    profile.set_identity(request.identity());
-    profile.set_registered_unix_ms(ToUnixMs(now));
-    profile.set_compute_ms_per_sample(device.compute_ms_per_sample());
-    // Oort's registration utility: min(|D_i|, batch * steps) (research.md section 3).
-    profile.set_statistical_utility(static_cast<double>(device.num_samples()));
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration registration,
+                            book_->OnRegister(request.identity(), device, ToSeconds(now)));
+  if (book_->profile(registration.index).cert_fingerprint().empty() && !cert_fingerprint.empty()) {
+    FEDSCHED_RETURN_IF_ERROR(book_->SetCertFingerprint(registration.index, cert_fingerprint));
   }
-  *profile.mutable_device() = device;
-  if (profile.cert_fingerprint().empty()) profile.set_cert_fingerprint(cert_fingerprint);
-  profile.set_last_heartbeat_unix_ms(ToUnixMs(now));
+  const v1::ClientProfile& profile = book_->profile(registration.index);
   if (absl::Status s = options_.store->PutProfile(profile); !s.ok()) {
-    FEDSCHED_LOG(warn, "could not persist profile of {}: {}", client_id, s.ToString());
+    FEDSCHED_LOG(warn, "could not persist profile of {}: {}", profile.client_id(), s.ToString());
   }
-  ClientState& session = sessions_[client_id];
+  ClientState& session = sessions_[profile.client_id()];
   session.session_token = NewId("s-");
   v1::RegisterResponse response;
-  response.set_client_id(client_id);
+  response.set_client_id(profile.client_id());
   response.set_session_token(session.session_token);
   response.set_heartbeat_interval_ms(config_.heartbeat_interval_ms());
   *response.mutable_transport() = config_.transport();
@@ -185,8 +173,9 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
     const v1::HeartbeatRequest& request, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  FEDSCHED_RETURN_IF_ERROR(CheckSession(request.client_id(), request.session_token()));
-  profiles_[request.client_id()].set_last_heartbeat_unix_ms(ToUnixMs(now));
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
+                            CheckSession(request.client_id(), request.session_token()));
+  FEDSCHED_RETURN_IF_ERROR(book_->OnHeartbeat(index, ToSeconds(now)));
   v1::HeartbeatResponse response;
   response.set_current_round(committed_round_ + 1);
   return response;
@@ -195,8 +184,9 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
 absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskRequest& request,
                                                            absl::Time now) {
   absl::MutexLock lock(&mu_);
-  FEDSCHED_RETURN_IF_ERROR(CheckSession(request.client_id(), request.session_token()));
-  profiles_[request.client_id()].set_last_heartbeat_unix_ms(ToUnixMs(now));
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
+                            CheckSession(request.client_id(), request.session_token()));
+  FEDSCHED_RETURN_IF_ERROR(book_->OnHeartbeat(index, ToSeconds(now)));
   v1::PollTaskResponse response;
   if (phase_ == Phase::kFinished) {
     response.set_finished(true);
@@ -222,6 +212,8 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     return response;
   }
   response.set_retry_after_ms(std::min<int64_t>(500, config_.heartbeat_interval_ms()));
+  auto prefetch = prefetch_.find(request.client_id());
+  if (prefetch != prefetch_.end()) *response.mutable_prefetch_plan() = prefetch->second;
   return response;
 }
 
@@ -229,7 +221,7 @@ absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
     const std::string& client_id, const std::string& token, const std::string& task_id,
     absl::Time now) {
   absl::MutexLock lock(&mu_);
-  FEDSCHED_RETURN_IF_ERROR(CheckSession(client_id, token));
+  FEDSCHED_RETURN_IF_ERROR(CheckSession(client_id, token).status());
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) {
     if (closed_tasks_.contains(task_id)) {
@@ -251,7 +243,7 @@ absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
 }
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
-                                       absl::Time now) {
+                                       absl::Time now, double upload_seconds) {
   // Cheap checks and parsing happen before taking the lock.
   const v1::UpdateMetrics& metrics = header.metrics();
   if (metrics.num_examples() <= 0) {
@@ -272,7 +264,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
   }
 
   absl::MutexLock lock(&mu_);
-  FEDSCHED_RETURN_IF_ERROR(CheckSession(header.client_id(), header.session_token()));
+  FEDSCHED_RETURN_IF_ERROR(CheckSession(header.client_id(), header.session_token()).status());
   auto it = tasks_.find(header.task_id());
   if (it == tasks_.end()) {
     if (options_.store->LoadReceipt(header.task_id()).ok()) {
@@ -333,39 +325,21 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
     audited.set_order(static_cast<int32_t>(audited_.size()));
     audited_.push_back(std::move(audited));
   }
-
-  v1::ClientProfile& profile = profiles_[task.client_id];
-  profile.set_successes(profile.successes() + 1);
-  profile.set_last_heartbeat_unix_ms(ToUnixMs(now));
-  if (metrics.train_seconds() > 0) {
-    profile.set_compute_ms_per_sample(Ewma(
-        profile.compute_ms_per_sample(), 1000.0 * metrics.train_seconds() / metrics.num_examples()));
+  // Measured times feed the profile and the round-time predictor.
+  profile::TaskTiming timing;
+  timing.completion_s = std::max(1e-6, absl::ToDoubleSeconds(now - task.issued));
+  timing.upload_s = upload_seconds;
+  timing.upload_bytes = upload_seconds > 0 ? static_cast<int64_t>(payload.size()) : 0;
+  if (absl::Status s = planner_->OnUpdate(task.index, task.round, metrics, timing, ToSeconds(now));
+      !s.ok()) {
+    FEDSCHED_LOG(warn, "planner feedback for {}: {}", task.client_id, s.ToString());
   }
-  if (metrics.download_seconds() > 0 && metrics.download_bytes() > 0) {
-    profile.set_download_kbps(Ewma(profile.download_kbps(),
-                                   metrics.download_bytes() * 8.0 / 1000.0 /
-                                       metrics.download_seconds()));
-  }
-  const double duration = absl::ToDoubleSeconds(now - task.issued);
-  if (task.predicted_seconds > 0 && duration > 0) {
-    ape_sum_ += std::abs(task.predicted_seconds - duration) / duration;
-  }
-  profile.set_last_duration_s(duration);
-  profile.set_measured_tasks(profile.measured_tasks() + 1);
-  profile.set_statistical_utility(metrics.statistical_utility());
-  const int64_t accesses = metrics.cache_hits() + metrics.cache_misses();
-  if (accesses > 0) {
-    profile.set_cache_hit_ratio(static_cast<double>(metrics.cache_hits()) / accesses);
-  }
-  profile.set_last_io_s(metrics.io_seconds());
-  profile.set_last_samples_trained(metrics.num_examples());
-  touched_profiles_.insert(task.client_id);
   return absl::OkStatus();
 }
 
 absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request, absl::Time now) {
   absl::MutexLock lock(&mu_);
-  FEDSCHED_RETURN_IF_ERROR(CheckSession(request.client_id(), request.session_token()));
+  FEDSCHED_RETURN_IF_ERROR(CheckSession(request.client_id(), request.session_token()).status());
   auto it = tasks_.find(request.task_id());
   if (it == tasks_.end() || it->second.client_id != request.client_id()) {
     return absl::NotFoundError(
@@ -379,84 +353,75 @@ absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request,
 
 void Coordinator::FailTask(TaskState& task, absl::Time now, const std::string& why) {
   task.failed = true;
-  v1::ClientProfile& profile = profiles_[task.client_id];
-  profile.set_failures(profile.failures() + 1);
-  touched_profiles_.insert(task.client_id);
+  if (absl::Status s = planner_->OnTaskFailed(task.index, task.round, profile::TaskFailure::kDropped,
+                                              ToSeconds(now));
+      !s.ok()) {
+    FEDSCHED_LOG(warn, "planner failure feedback for {}: {}", task.client_id, s.ToString());
+  }
   FEDSCHED_LOG(info, "round {}: task of {} failed: {}", task.round, task.client_id, why);
 }
 
-std::vector<std::string> Coordinator::SelectCohort(absl::Time now) {
-  std::vector<std::string> online;
-  for (const auto& [id, profile] : profiles_) {
-    if (IsOnline(profile, now)) online.push_back(id);
-  }
-  std::sort(online.begin(), online.end());  // hash order is not deterministic
-  std::shuffle(online.begin(), online.end(), rng_);
-  const size_t want = static_cast<size_t>(
-      std::ceil(config_.clients_per_round() * config_.selection().overcommit() - 1e-9));
-  if (online.size() > want) online.resize(want);
-  return online;
-}
-
 void Coordinator::PlanRound(absl::Time now) {
-  std::vector<std::string> cohort = SelectCohort(now);
-  if (cohort.empty()) return;
+  std::vector<profile::ClientIndex> candidates;
+  book_->CollectSelectable(ToSeconds(now), &candidates);
+  // Only clients with a live session can fetch a task (after a restart, profiles come back
+  // before their devices re-register).
+  candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                  [&](profile::ClientIndex i) {
+                                    return !sessions_.contains(book_->profile(i).client_id());
+                                  }),
+                   candidates.end());
+  if (candidates.empty()) return;
+  planner::PlanRequest request;
+  request.round = committed_round_ + 1;
+  request.now_s = ToSeconds(now);
+  request.candidates = candidates;
+  request.model_bytes = static_cast<int64_t>(global_blob_->bytes.size());
+  absl::StatusOr<planner::RoundPlan> plan = planner_->PlanRound(request);
+  if (!plan.ok()) {
+    FEDSCHED_LOG(error, "planning round {} failed: {}", request.round, plan.status().ToString());
+    return;
+  }
+  if (plan->participants.empty()) return;
   phase_ = Phase::kRunning;
-  round_ = committed_round_ + 1;
+  round_ = request.round;
   round_start_ = now;
-  round_deadline_ = now + absl::Seconds(config_.round_deadline_s());
+  round_deadline_ = now + absl::Seconds(plan->deadline_s);
   tasks_.clear();
   receipts_.clear();
   audited_.clear();
-  touched_profiles_.clear();
   loss_sum_ = 0;
   hits_ = misses_ = 0;
-  ape_sum_ = 0;
   record_.Clear();
   record_.set_round(round_);
   record_.set_start_unix_ms(ToUnixMs(now));
-  record_.set_deadline_s(config_.round_deadline_s());
-  const v1::TrainingConfig& training = config_.training();
-  for (const std::string& client_id : cohort) {
-    const v1::ClientProfile& profile = profiles_[client_id];
+  record_.set_deadline_s(plan->deadline_s);
+  for (planner::PlannedTask& planned : plan->participants) {
     TaskState task;
     task.task_id = NewId("t-");
-    task.client_id = client_id;
+    task.client_id = planned.client_id;
+    task.index = planned.index;
     task.round = round_;
     task.issued = now;
-    const int64_t samples = std::max<int64_t>(1, profile.device().num_samples());
-    task.local_steps =
-        training.local_steps() > 0
-            ? training.local_steps()
-            : static_cast<int32_t>(std::max<int64_t>(
-                  1, (training.local_epochs() * samples + training.batch_size() - 1) /
-                         training.batch_size()));
-    v1::CachePlan& plan = task.cache_plan;
-    plan.set_policy(config_.cache().policy());
-    plan.set_capacity_samples(
-        static_cast<int64_t>(std::floor(config_.cache().capacity_fraction() * samples)));
-    int64_t bytes = plan.capacity_samples() * std::max<int64_t>(1, profile.device().sample_bytes());
-    if (profile.device().storage_budget_bytes() > 0) {
-      bytes = std::min(bytes, profile.device().storage_budget_bytes());
-    }
-    plan.set_capacity_bytes(bytes);
-    plan.set_replication_factor(config_.cache().replication_factor());
-    plan.set_samples_to_train(static_cast<int64_t>(task.local_steps) * training.batch_size());
-    v1::SelectionReason* reason = record_.add_cohort();
-    reason->set_client_id(client_id);
-    reason->set_policy(config_.selection().policy());
-    reason->set_local_steps(task.local_steps);
-    reason->set_note("random among online clients");
-    sessions_[client_id].task_id = task.task_id;
+    task.local_steps = planned.local_steps;
+    task.predicted_seconds = planned.predicted_seconds;
+    task.cache_plan = std::move(planned.cache_plan);
+    *record_.add_cohort() = std::move(planned.reason);
+    sessions_[task.client_id].task_id = task.task_id;
     tasks_.emplace(task.task_id, std::move(task));
   }
-  FEDSCHED_LOG(info, "round {} planned: {} participants (attempt {})", round_, cohort.size(),
-               attempt_ + 1);
+  prefetch_.clear();
+  for (planner::PrefetchHint& hint : plan->expected_next) {
+    prefetch_[hint.client_id] = std::move(hint.cache_plan);
+  }
+  FEDSCHED_LOG(info, "round {} planned: {} participants, deadline {:.1f} s (attempt {})", round_,
+               plan->participants.size(), plan->deadline_s, attempt_ + 1);
 }
 
 void Coordinator::FailRound(absl::Time now, const std::string& why) {
   record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
   record_.set_end_unix_ms(ToUnixMs(now));
+  planner_->OnRoundFinished(round_, /*committed=*/false, ToSeconds(now));
   if (absl::Status s = options_.store->RecordFailedRound(record_); !s.ok()) {
     FEDSCHED_LOG(error, "could not record failed round {}: {}", round_, s.ToString());
   }
@@ -483,15 +448,16 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   if (hits_ + misses_ > 0) {
     record_.set_cache_hit_ratio(static_cast<double>(hits_) / (hits_ + misses_));
   }
-  if (record_.updates_accepted() > 0) {
-    record_.set_predictor_mape(ape_sum_ / record_.updates_accepted());
-  }
   for (auto& [id, task] : tasks_) {
     if (!task.uploaded && !task.failed) {
+      // Stragglers: the planner records their elapsed time as a lower bound on their duration.
       record_.add_stragglers(task.client_id);
-      FailTask(task, now, "straggler: round closed");
+      task.failed = true;
     }
   }
+  const planner::RoundSummary summary =
+      planner_->OnRoundFinished(round_, /*committed=*/true, ToSeconds(now));
+  record_.set_predictor_mape(summary.predictor_mape);
   if (options_.evaluator && round_ % config_.eval().every_n_rounds() == 0) {
     absl::StatusOr<EvalMetrics> eval = options_.evaluator(*next);
     if (eval.ok()) {
@@ -505,11 +471,12 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   commit.record = record_;
   commit.model = *next;
   commit.receipts = receipts_;
-  commit.audited_updates = std::move(audited_);
-  audited_.clear();
-  for (const std::string& id : touched_profiles_) commit.profiles.push_back(profiles_[id]);
+  commit.profiles = TakeDirtyProfiles();
+  commit.planner_state = planner_->ExportState().SerializeAsString();
   commit.meta.set_config_text(ConfigToText(config_));
   commit.meta.add_optimizer_state(aggregator_->SaveState().SerializeAsString());
+  commit.audited_updates = std::move(audited_);
+  audited_.clear();
   if (absl::Status s = options_.store->CommitRound(std::move(commit)); !s.ok()) {
     FEDSCHED_LOG(error, "commit of round {} failed: {}", round_, s.ToString());
     FailRound(now, "store commit failed");
@@ -533,11 +500,12 @@ void Coordinator::Tick(absl::Time now) {
   {
     absl::MutexLock lock(&mu_);
     if (phase_ == Phase::kFinished) return;
+    const double now_s = ToSeconds(now);
     if (phase_ == Phase::kRunning) {
       int outstanding = 0;
       for (auto& [id, task] : tasks_) {
         if (task.uploaded || task.failed) continue;
-        if (!IsOnline(profiles_[task.client_id], now)) {
+        if (!book_->IsOnline(task.index, now_s)) {
           FailTask(task, now, "missed heartbeats");
           continue;
         }
@@ -556,7 +524,7 @@ void Coordinator::Tick(absl::Time now) {
                                     " updates by the ", past_deadline ? "deadline" : "last task"));
       }
     }
-    if (phase_ == Phase::kWaiting && OnlineCount(now) >= config_.min_online_clients()) {
+    if (phase_ == Phase::kWaiting && book_->CountOnline(now_s) >= config_.min_online_clients()) {
       PlanRound(now);
     }
   }
@@ -566,29 +534,26 @@ void Coordinator::Tick(absl::Time now) {
 v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
   v1::GetStatusResponse response;
   absl::MutexLock lock(&mu_);
-  const absl::Time now = absl::Now();
+  const double now_s = ToSeconds(absl::Now());
   response.set_committed_round(committed_round_);
   response.set_current_round(phase_ == Phase::kFinished ? committed_round_ : committed_round_ + 1);
   response.set_state(phase_ == Phase::kFinished  ? "finished"
                      : phase_ == Phase::kRunning ? "running"
                                                  : "waiting_for_clients");
-  response.set_registered_clients(static_cast<int32_t>(profiles_.size()));
-  response.set_online_clients(OnlineCount(now));
+  response.set_registered_clients(static_cast<int32_t>(book_->size()));
+  response.set_online_clients(static_cast<int32_t>(book_->CountOnline(now_s)));
   if (phase_ == Phase::kRunning) *response.add_recent_rounds() = record_;
   absl::StatusOr<std::vector<v1::RoundRecord>> recent =
       options_.store->LoadRecentRounds(recent_rounds <= 0 ? 5 : recent_rounds);
   if (recent.ok()) {
     for (v1::RoundRecord& record : *recent) *response.add_recent_rounds() = std::move(record);
   }
-  std::vector<std::string> ids;
-  for (const auto& [id, profile] : profiles_) ids.push_back(id);
-  std::sort(ids.begin(), ids.end());
-  for (const std::string& id : ids) {
-    const v1::ClientProfile& profile = profiles_.at(id);
+  for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(book_->size()); ++i) {
+    const v1::ClientProfile& profile = book_->profile(i);
     v1::ClientSummary* summary = response.add_clients();
-    summary->set_client_id(id);
+    summary->set_client_id(profile.client_id());
     summary->set_identity(profile.identity());
-    summary->set_online(IsOnline(profile, now));
+    summary->set_online(book_->IsOnline(i, now_s));
     *summary->mutable_profile() = profile;
   }
   return response;

@@ -7,8 +7,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <random>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -23,6 +21,8 @@
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/aggregation/aggregator.h"
+#include "server/planner/planner.h"
+#include "server/profile/profile_book.h"
 #include "server/store/store.h"
 
 namespace fedsched {
@@ -105,8 +105,10 @@ class Coordinator {
   // already uploaded (ALREADY_EXISTS); header.round matches; num_examples > 0; declared size and
   // SHA-256 match the payload; payload parses; shapes equal the global model's and every value is
   // finite (INVALID_ARGUMENT naming the tensor). A rejected update changes nothing.
+  // `upload_seconds` is how long the upload stream took, as measured by the service (0 = not
+  // measured); it feeds the client's upload bandwidth.
   absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
-                            absl::Time now);
+                            absl::Time now, double upload_seconds = 0);
 
   // The client gives up its task (e.g. out of battery). The round goes on without it.
   absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
@@ -131,6 +133,7 @@ class Coordinator {
   struct TaskState {
     std::string task_id;
     std::string client_id;
+    profile::ClientIndex index = 0;
     int64_t round = 0;
     int32_t local_steps = 0;
     absl::Time issued;
@@ -148,9 +151,10 @@ class Coordinator {
 
   explicit Coordinator(CoordinatorOptions options);
   absl::Status Open();
-  absl::Status CheckSession(const std::string& client_id, const std::string& token) const
+  // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
+  absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
+                                                    const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  int OnlineCount(absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void PlanRound(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Commits the current round; fills `committed` for the callback.
   void CloseRound(absl::Time now, v1::RoundRecord* committed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -158,9 +162,8 @@ class Coordinator {
   void FailTask(TaskState& task, absl::Time now, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetGlobalModel(v1::Model model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool IsOnline(const v1::ClientProfile& profile, absl::Time now) const;
-  // Chooses ceil(K * overcommit) of the online clients (random among them for now).
-  std::vector<std::string> SelectCohort(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Profiles changed since the last commit, for persisting with it.
+  std::vector<v1::ClientProfile> TakeDirtyProfiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId(const char* prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
@@ -172,11 +175,11 @@ class Coordinator {
   v1::Model global_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const ModelBlob> global_blob_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Aggregator> aggregator_ ABSL_GUARDED_BY(mu_);
-  // Profiles by client id; identity -> client id.
-  absl::flat_hash_map<std::string, v1::ClientProfile> profiles_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::string> identities_ ABSL_GUARDED_BY(mu_);
+  // Client profiles and the round planner (server/profile, server/planner): pure libraries
+  // driven here with the wall clock in unix seconds.
+  std::unique_ptr<profile::ProfileBook> book_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<planner::Planner> planner_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
-  std::mt19937_64 rng_ ABSL_GUARDED_BY(mu_);
 
   // The round in flight (phase_ == kRunning).
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
@@ -187,12 +190,11 @@ class Coordinator {
   v1::RoundRecord record_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::Receipt> receipts_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::AuditedUpdate> audited_ ABSL_GUARDED_BY(mu_);
-  std::set<std::string> touched_profiles_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> prefetch_clients_ ABSL_GUARDED_BY(mu_);
+  // Clients the planner expects next round -> their prefetch cache plan.
+  absl::flat_hash_map<std::string, v1::CachePlan> prefetch_ ABSL_GUARDED_BY(mu_);
   double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
-  double ape_sum_ ABSL_GUARDED_BY(mu_) = 0;
   // Task ids of closed rounds still in memory, to answer late uploads precisely.
   absl::flat_hash_map<std::string, int64_t> closed_tasks_ ABSL_GUARDED_BY(mu_);
 };

@@ -47,20 +47,6 @@ absl::Status CheckReal(const char* field, double value, bool non_negative) {
   return absl::OkStatus();
 }
 
-// Calls Coordinator::Register with the certificate fingerprint when the coordinator takes one
-// (the three-argument overload); until then only an empty fingerprint can be honoured.
-template <typename C>
-absl::StatusOr<v1::RegisterResponse> RegisterWithFingerprint(C& coordinator,
-                                                             const v1::RegisterRequest& request,
-                                                             absl::Time now,
-                                                             const std::string& fingerprint) {
-  if constexpr (requires { coordinator.Register(request, now, fingerprint); }) {
-    return coordinator.Register(request, now, fingerprint);
-  } else {
-    return coordinator.Register(request, now);
-  }
-}
-
 // The SHA-256 fingerprint of the client certificate of an authenticated TLS peer, "" when the
 // peer presented none. Errors: UNAUTHENTICATED when a presented certificate cannot be read.
 absl::StatusOr<std::string> PeerCertificateFingerprint(grpc::CallbackServerContext* context) {
@@ -359,7 +345,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
   absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
   if (!fingerprint.ok()) return FinishUnary(context, fingerprint.status());
   absl::StatusOr<v1::RegisterResponse> result =
-      RegisterWithFingerprint(*coordinator_, *request, absl::Now(), *fingerprint);
+      coordinator_->Register(*request, absl::Now(), *fingerprint);
   if (result.ok()) *response = *std::move(result);
   return FinishUnary(context, result.status());
 }

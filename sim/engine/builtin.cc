@@ -47,7 +47,10 @@ absl::StatusOr<std::vector<PlannedTask>> BuiltinRandomSelector::Select(
   for (size_t i = 0; i < n; ++i) {
     const size_t j = i + rng_.Below(scratch_.size() - i);
     std::swap(scratch_[i], scratch_[j]);
-    out.push_back(PlannedTask{scratch_[i], Predict(scratch_[i]), 0});
+    PlannedTask t;
+    t.client = scratch_[i];
+    t.predicted_s = Predict(scratch_[i]);
+    out.push_back(std::move(t));
   }
   return out;
 }

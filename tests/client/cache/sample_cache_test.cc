@@ -127,10 +127,13 @@ TEST(SampleCacheTest, ImportanceIsLnRankPlusTenWithinEachMinibatch) {
   EXPECT_NEAR(cache->Importance(6), std::log(10.0), 1e-6);
   EXPECT_NEAR(cache->Importance(5), std::log(11.0), 1e-6);
   EXPECT_FALSE(cache->Trained(7));
-  // An untrained sample counts as a median sample of the current batch size.
+  // An untrained sample counts as unseen_importance_scale times a median sample of the current
+  // batch size.
+  const double scale = SampleCacheOptions().unseen_importance_scale;
   EXPECT_NEAR(cache->Importance(7),
-              (std::log(10.0) + std::log(11.0) + std::log(12.0) + std::log(13.0)) / 4, 1e-9);
-  EXPECT_NEAR(MeanRankWeight(4), cache->Importance(7), 1e-12);
+              scale * (std::log(10.0) + std::log(11.0) + std::log(12.0) + std::log(13.0)) / 4,
+              1e-9);
+  EXPECT_NEAR(scale * MeanRankWeight(4), cache->Importance(7), 1e-12);
 
   // A sample repeated within a minibatch keeps its highest rank; equal losses rank by position.
   ASSERT_OK(

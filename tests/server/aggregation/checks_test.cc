@@ -223,6 +223,53 @@ TEST(KernelsTest, FoldCheckedPathsAgreeAndCatchBadValuesAnywhere) {
   }
 }
 
+// Every batch width gives the bits of successive single folds and catches a bad value in any of
+// its inputs.
+TEST(KernelsTest, FoldBatchCheckedEqualsSuccessiveFolds) {
+  namespace ai = aggregation_internal;
+  for (int b = 1; b <= ai::kMaxFoldBatch; ++b) {
+    for (int64_t n : {0, 1, 5, 37}) {
+      std::vector<std::vector<float>> u(b, std::vector<float>(n));
+      std::vector<float> w(b);
+      std::vector<float> in(n);
+      for (int j = 0; j < b; ++j) {
+        w[j] = 0.3f * static_cast<float>(j + 1);
+        for (int64_t i = 0; i < n; ++i)
+          u[j][i] = 0.01f * static_cast<float>((i * 7 + j) % 13) - 0.05f;
+      }
+      for (int64_t i = 0; i < n; ++i) in[i] = 0.1f * static_cast<float>(i);
+      std::vector<const float*> ptrs;
+      for (const auto& x : u) ptrs.push_back(x.data());
+      for (bool from_zero : {false, true}) {
+        std::vector<float> want(n);
+        std::vector<float> tmp(n);
+        ASSERT_TRUE(ai::FoldChecked(from_zero ? nullptr : in.data(), u[0].data(), w[0], want.data(),
+                                    n, false));
+        for (int j = 1; j < b; ++j) {
+          ASSERT_TRUE(ai::FoldChecked(want.data(), u[j].data(), w[j], tmp.data(), n, false));
+          want.swap(tmp);
+        }
+        std::vector<float> got(n);
+        ASSERT_TRUE(ai::FoldBatchChecked(from_zero ? nullptr : in.data(), ptrs.data(), w.data(), b,
+                                         got.data(), n, false));
+        EXPECT_EQ(got, want) << "b=" << b << " n=" << n;
+      }
+      for (int j = 0; j < b && n > 0; ++j) {
+        for (float bad : {kNaN, kInf, -kInf}) {
+          std::vector<float> saved = u[j];
+          u[j][n / 2] = bad;
+          std::vector<float> got(n);
+          EXPECT_FALSE(
+              ai::FoldBatchChecked(in.data(), ptrs.data(), w.data(), b, got.data(), n, false))
+              << "b=" << b << " n=" << n << " j=" << j;
+          u[j] = saved;
+          ptrs[j] = u[j].data();
+        }
+      }
+    }
+  }
+}
+
 TEST(KernelsTest, SumSquaresDoesNotOverflowForLargeFiniteValues) {
   std::vector<float> data(1000, 1e30f);
   EXPECT_NEAR(aggregation_internal::SumSquares(data.data(), 1000), 1e63, 1e57);

@@ -658,6 +658,9 @@ TEST_F(PlannerTest, HandlesAHundredThousandClientsQuickly) {
           {.round = round, .now_s = 0, .candidates = all, .model_bytes = 1'000'000});
       ASSERT_TRUE(plan.ok()) << plan.status();
       ASSERT_EQ(plan->participants.size(), 130u);
+      std::set<ClientIndex> picked;
+      for (const PlannedTask& t : plan->participants) picked.insert(t.index);
+      for (const PrefetchHint& h : plan->expected_next) EXPECT_FALSE(picked.contains(h.index));
       for (const PlannedTask& t : plan->participants) {
         ASSERT_OK(planner->OnUpdate(t.index, round, Metrics(ms[t.index], 2.0),
                                     {.completion_s = t.predicted_seconds}, 1));

@@ -29,7 +29,9 @@ TEST(EventQueueTest, ManyTiesKeepInsertionOrder) {
   int last_time = -1, last_client = -1;
   while (!q.empty()) {
     Event e = q.Pop();
-    if (static_cast<int>(e.time_s) == last_time) EXPECT_GT(e.client, last_client);
+    if (static_cast<int>(e.time_s) == last_time) {
+      EXPECT_GT(e.client, last_client);
+    }
     EXPECT_GE(static_cast<int>(e.time_s), last_time);
     last_time = static_cast<int>(e.time_s);
     last_client = e.client;

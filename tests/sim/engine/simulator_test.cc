@@ -31,7 +31,10 @@ class FixedSelector : public ParticipantSelector {
     std::sort(ids.begin(), ids.end());
     std::vector<PlannedTask> out;
     for (int32_t i = 0; i < count && i < static_cast<int32_t>(ids.size()); ++i) {
-      out.push_back(PlannedTask{ids[i], 100.0, 0});
+      PlannedTask t;
+      t.client = ids[i];
+      t.predicted_s = 100.0;
+      out.push_back(std::move(t));
     }
     starts.push_back(now_s);
     return out;

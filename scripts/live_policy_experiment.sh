@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Issue 3's live experiment: wall time to a target test accuracy for the random, oort and fedcase
+# selection policies, with 40 fedsched-client processes of mixed speed on loopback.
+#
+# Each client's slowdown factor comes from a real device: row k of FedScale's capacity trace
+# (../shared/data/traces/fedscale/capacity_ids1-100.csv), factor = computation_ms / min
+# computation_ms over the 40 rows, so the fastest device trains at full speed and the slowest
+# up to ~13x slower. Writes docs/LIVE_POLICIES.md with the table.
+#
+#   bash scripts/live_policy_experiment.sh            # 3 seeds x 3 policies
+#   SEEDS="1" POLICIES="random fedcase" bash scripts/live_policy_experiment.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SEEDS=${SEEDS:-"1 2 3"}
+POLICIES=${POLICIES:-"random oort fedcase"}
+TARGET=${TARGET:-0.80}
+CLIENTS=40
+ROUNDS=${ROUNDS:-40}
+TRACE=${TRACE:-../shared/data/traces/fedscale/capacity_ids1-100.csv}
+OUT=${OUT:-docs/LIVE_POLICIES.md}
+RESULTS=runs/live-policies
+mkdir -p "$RESULTS"
+
+bash scripts/install_deps.sh
+bash scripts/build.sh fedsched-server fedsched-client
+
+SLOWDOWNS=$(tail -n +2 "$TRACE" | head -n $CLIENTS | cut -d, -f2 |
+  awk '{v[NR]=$1; if (min=="" || $1<min) min=$1} END {for (i=1;i<=NR;i++) printf "%.2f ", v[i]/min}')
+echo "slowdown factors: $SLOWDOWNS"
+
+# Wall seconds (summed round durations) until test_accuracy first reaches TARGET, or "-".
+time_to_target() {
+  awk -F, -v t="$TARGET" 'NR>1 {w+=$3; if ($4>=t) {printf "%.1f", w; found=1; exit}} END {if (!found) printf "-"}' "$1"
+}
+rounds_to_target() {
+  awk -F, -v t="$TARGET" 'NR>1 {if ($4>=t) {print $1; found=1; exit}} END {if (!found) print "-"}' "$1"
+}
+
+rows=()
+for policy in $POLICIES; do
+  for seed in $SEEDS; do
+    dir="$RESULTS/$policy-seed$seed"
+    rm -rf "$dir"
+    echo "== $policy seed $seed"
+    CLIENTS=$CLIENTS ROUNDS=$ROUNDS POLICY=$policy SEED=$seed SLOWDOWNS="$SLOWDOWNS" \
+      SERVER_CONFIG=configs/server_live_policies.textproto TARGET_ACCURACY=0 SKIP_BUILD=1 \
+      RUN_DIR="$dir" PORT=$((50100 + seed)) bash scripts/run_main_job.sh > "$dir.log" 2>&1 ||
+      { echo "run failed: $dir.log"; tail "$dir.log"; exit 1; }
+    t=$(time_to_target "$dir/metrics.csv")
+    r=$(rounds_to_target "$dir/metrics.csv")
+    final=$(tail -n 1 "$dir/metrics.csv" | cut -d, -f4)
+    echo "   time to $TARGET: $t s (round $r), final accuracy $final"
+    rows+=("$policy $seed $t $r $final")
+  done
+done
+
+{
+  echo "# Live selection policies: wall time to $TARGET test accuracy"
+  echo
+  echo "40 \`fedsched-client\` processes on loopback (Fashion-MNIST, Dirichlet alpha 0.5, MLP"
+  echo "784-128-10), K = 10 per round, over-commitment 1.3, first-K round closing, up to $ROUNDS rounds."
+  echo "Client k is slowed by computation_ms(k) / min computation_ms over rows 1..40 of FedScale's"
+  echo "capacity trace (\`capacity_ids1-100.csv\`): factors $SLOWDOWNS."
+  echo "Time = summed wall seconds of the rounds until the global model first reaches $TARGET on"
+  echo "the 10,000 test images. Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')."
+  echo
+  echo "Reproduce: \`bash scripts/live_policy_experiment.sh\` (config \`configs/server_live_policies.textproto\`)."
+  echo
+  echo "| policy | seed | seconds to $TARGET | rounds to $TARGET | final accuracy |"
+  echo "|---|---|---|---|---|"
+  for row in "${rows[@]}"; do
+    read -r p s t r f <<< "$row"
+    echo "| $p | $s | $t | $r | $f |"
+  done
+  echo
+  echo "| policy | mean seconds to $TARGET |"
+  echo "|---|---|"
+  for policy in $POLICIES; do
+    printf '%s\n' "${rows[@]}" | awk -v p="$policy" '$1==p && $3!="-" {s+=$3; n++} END {if (n) printf "| %s | %.1f (%d runs) |\n", p, s/n, n; else printf "| %s | - |\n", p}'
+  done
+} > "$OUT"
+echo "wrote $OUT"

@@ -1,0 +1,332 @@
+// The real fedsched-server (and fedsched-client) binaries as processes on 127.0.0.1: SIGTERM
+// with an upload stuck mid-read, a round that closes at its deadline with no messages at all,
+// a client SIGKILLed mid-round, and broken config files.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/config.h"
+#include "common/testing/status_matchers.h"
+#include "tests/server/service/grpc_test_harness.h"
+
+extern char** environ;
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::DownloadRaw;
+using ::fedsched::testing::FilledLike;
+using ::fedsched::testing::PollRaw;
+using ::fedsched::testing::RegisterRaw;
+using ::fedsched::testing::Session;
+using ::fedsched::testing::TestServer;
+using ::fedsched::testing::UploadMessages;
+using ::fedsched::testing::UploadRaw;
+using ::testing::HasSubstr;
+
+std::string BinaryDir() {
+  const char* dir = std::getenv("FEDSCHED_BINARY_DIR");
+  return dir != nullptr ? dir : ".";
+}
+
+// A child process with stdout and stderr sent to `log_path`. Killed (SIGKILL) if still running
+// when destroyed.
+class Process {
+ public:
+  static std::unique_ptr<Process> Spawn(const std::vector<std::string>& argv,
+                                        const std::string& log_path) {
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    std::vector<char*> args;
+    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0) return nullptr;
+    return std::unique_ptr<Process>(new Process(pid, log_path));
+  }
+  ~Process() {
+    if (!exit_code_.has_value()) {
+      ::kill(pid_, SIGKILL);
+      Wait(absl::Seconds(10));
+    }
+  }
+  pid_t pid() const { return pid_; }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  // The exit code (128 + signal when killed), or nullopt if still running after `timeout`.
+  std::optional<int> Wait(absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    while (!exit_code_.has_value()) {
+      int status = 0;
+      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+      if (r == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      } else if (absl::Now() > end) {
+        break;
+      } else {
+        absl::SleepFor(absl::Milliseconds(10));
+      }
+    }
+    return exit_code_;
+  }
+  std::string Log() const {
+    absl::StatusOr<std::string> text = ReadFileToString(log_path_);
+    return text.ok() ? *text : "";
+  }
+  // Waits until the log contains `needle`.
+  bool WaitForLog(const std::string& needle, absl::Duration timeout = absl::Seconds(60)) {
+    return TestServer::WaitFor([&] { return absl::StrContains(Log(), needle); }, timeout);
+  }
+
+ private:
+  Process(pid_t pid, std::string log_path) : pid_(pid), log_path_(std::move(log_path)) {}
+  const pid_t pid_;
+  const std::string log_path_;
+  std::optional<int> exit_code_;
+};
+
+class ServerProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           absl::StrCat("fedsched_proc_", ::getpid(), "_",
+                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+
+  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string store() const { return Path("store"); }
+
+  // Writes `config_text` (plus port 0, the model architecture, no evaluation) and starts
+  // fedsched-server. fedsched-client trains the default "mlp"; raw-stub tests use "softmax".
+  std::unique_ptr<Process> StartServer(const std::string& config_text,
+                                       const std::string& log = "server.log",
+                                       const std::string& architecture = "softmax") {
+    const std::string config = absl::StrCat(
+        config_text, "\nlisten_address: \"127.0.0.1:0\"\nmodel { architecture: \"",
+        architecture, "\" }\n",
+        "eval { test_images_path: \"/nonexistent\" test_labels_path: \"/nonexistent\" }\n");
+    EXPECT_OK(WriteFileAtomically(Path("server.textproto"), config));
+    return Process::Spawn({BinaryDir() + "/server/fedsched-server",
+                           "--config=" + Path("server.textproto"), "--store_path=" + store()},
+                          Path(log));
+  }
+
+  // The address the server printed ("listening on 127.0.0.1:PORT").
+  std::string AddressOf(Process& server) {
+    EXPECT_TRUE(server.WaitForLog("listening on 127.0.0.1:")) << server.Log();
+    const std::string log = server.Log();
+    const size_t at = log.find("listening on 127.0.0.1:");
+    if (at == std::string::npos) return "";
+    const size_t begin = at + std::string("listening on ").size();
+    return log.substr(begin, log.find(' ', begin) - begin);
+  }
+
+  std::unique_ptr<v1::Coordinator::Stub> StubFor(const std::string& address) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return v1::Coordinator::NewStub(
+        grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args));
+  }
+
+  v1::Task WaitForTask(v1::Coordinator::Stub& stub, const Session& who) {
+    v1::Task task;
+    EXPECT_TRUE(TestServer::WaitFor([&] {
+      absl::StatusOr<v1::PollTaskResponse> r = PollRaw(stub, who);
+      if (r.ok() && r->has_task()) task = r->task();
+      return r.ok() && r->has_task();
+    }));
+    return task;
+  }
+
+  std::filesystem::path dir_;
+};
+
+TEST_F(ServerProcessTest, SigtermWithAnUploadStuckMidReadExitsCleanlyWithinTheGrace) {
+  std::unique_ptr<Process> server = StartServer(
+      "clients_per_round: 1\nmin_updates: 1\nmin_online_clients: 1\nround_deadline_s: 600\n"
+      "heartbeat_interval_ms: 1000\nmissed_heartbeats: 60\nshutdown_grace_s: 2\n"
+      "training { local_steps: 1 batch_size: 1 }\n");
+  ASSERT_NE(server, nullptr);
+  const std::string address = AddressOf(*server);
+  auto stub = StubFor(address);
+  ASSERT_OK_AND_ASSIGN(Session a, RegisterRaw(*stub, "stuck-uploader"));
+  // Round 1 commits normally.
+  v1::Task t1 = WaitForTask(*stub, a);
+  ASSERT_OK_AND_ASSIGN(std::string model_bytes, DownloadRaw(*stub, a, t1.task_id()));
+  v1::Model global;
+  ASSERT_TRUE(global.ParseFromString(model_bytes));
+  ASSERT_OK(UploadRaw(*stub, UploadMessages(a, t1, FilledLike(global, 0.25f).SerializeAsString(),
+                                            1, 1 << 20)));
+  ASSERT_TRUE(server->WaitForLog("round   1 |")) << server->Log();
+  // Round 2: the upload sends its header and then nothing, never half-closing.
+  v1::Task t2 = WaitForTask(*stub, a);
+  ASSERT_EQ(t2.round(), 2);
+  std::vector<v1::UploadChunk> messages =
+      UploadMessages(a, t2, FilledLike(global, 0.25f).SerializeAsString(), 1, 1 << 20);
+  grpc::ClientContext context;
+  v1::UploadUpdateResponse response;
+  auto stuck = stub->UploadUpdate(&context, &response);
+  ASSERT_TRUE(stuck->Write(messages[0]));
+  absl::SleepFor(absl::Milliseconds(200));
+
+  const absl::Time sigterm = absl::Now();
+  server->Signal(SIGTERM);
+  std::optional<int> code = server->Wait(absl::Seconds(30));
+  const absl::Duration took = absl::Now() - sigterm;
+  ASSERT_TRUE(code.has_value()) << "server still running 30 s after SIGTERM\n" << server->Log();
+  EXPECT_EQ(*code, 0) << server->Log();
+  // A liveness bound (shutdown_grace_s = 2 plus margin), not a speed claim.
+  EXPECT_LT(took, absl::Seconds(15));
+  std::printf("SIGTERM to exit: %s\n", absl::FormatDuration(took).c_str());
+  EXPECT_THAT(server->Log(), HasSubstr("stopped after committed round 1"));
+  EXPECT_FALSE(stuck->Finish().ok());
+
+  // The store reopens with round 1 committed and round 2 not (it is re-planned on restart).
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> reopened, Store::Open({.path = store()}));
+    ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, reopened->LoadMeta());
+    EXPECT_EQ(meta.committed_round(), 1);
+    ASSERT_OK(reopened->LoadModel(1).status());
+  }
+  std::unique_ptr<Process> again = StartServer(
+      "clients_per_round: 1\nmin_updates: 1\nmin_online_clients: 1\n", "server2.log");
+  ASSERT_TRUE(again->WaitForLog("resuming after committed round 1")) << again->Log();
+  again->Signal(SIGTERM);
+  EXPECT_EQ(again->Wait(absl::Seconds(30)), std::optional<int>(0)) << again->Log();
+}
+
+TEST_F(ServerProcessTest, RoundClosesAtItsDeadlineWithNoMessages) {
+  std::unique_ptr<Process> server = StartServer(
+      "clients_per_round: 2\nmin_updates: 1\nmin_online_clients: 2\nnum_rounds: 1\n"
+      "round_closing: ROUND_CLOSING_DEADLINE\nround_deadline_s: 1.5\n"
+      "heartbeat_interval_ms: 1000\nmissed_heartbeats: 60\n"
+      "selection { overcommit: 1.0 }\ntraining { local_steps: 1 batch_size: 1 }\n");
+  ASSERT_NE(server, nullptr);
+  auto stub = StubFor(AddressOf(*server));
+  ASSERT_OK_AND_ASSIGN(Session a, RegisterRaw(*stub, "a"));
+  ASSERT_OK_AND_ASSIGN(Session b, RegisterRaw(*stub, "b"));
+  v1::Task ta = WaitForTask(*stub, a);
+  WaitForTask(*stub, b);  // b is tasked and then never speaks again
+  ASSERT_OK_AND_ASSIGN(std::string model_bytes, DownloadRaw(*stub, a, ta.task_id()));
+  v1::Model global;
+  ASSERT_TRUE(global.ParseFromString(model_bytes));
+  ASSERT_OK(UploadRaw(*stub, UploadMessages(a, ta, FilledLike(global, 0.25f).SerializeAsString(),
+                                            1, 1 << 20)));
+  const absl::Time last_message = absl::Now();
+  // From here on nobody sends anything: only the server's timer can close the round, and with
+  // num_rounds = 1 the server then stops by itself.
+  std::optional<int> code = server->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.has_value()) << server->Log();
+  EXPECT_EQ(*code, 0) << server->Log();
+  EXPECT_THAT(server->Log(), HasSubstr("round   1 | participants   1"));
+  EXPECT_LT(absl::Now() - last_message, absl::Seconds(30));
+}
+
+TEST_F(ServerProcessTest, ClientSigkilledMidRoundIsMarkedFailedAndTheRoundProceeds) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed";
+  }
+  std::unique_ptr<Process> server = StartServer(
+      "clients_per_round: 3\nmin_updates: 2\nmin_online_clients: 3\nnum_rounds: 1\n"
+      "round_deadline_s: 600\nheartbeat_interval_ms: 300\nmissed_heartbeats: 3\n"
+      "selection { overcommit: 1.0 }\ntraining { local_steps: 2 batch_size: 16 }\n",
+      "server.log", "mlp");
+  ASSERT_NE(server, nullptr);
+  const std::string address = AddressOf(*server);
+  std::vector<std::unique_ptr<Process>> clients;
+  for (int i = 0; i < 3; ++i) {
+    std::vector<std::string> argv = {
+        BinaryDir() + "/client/fedsched-client", absl::StrCat("--partition_index=", i),
+        "--num_partitions=3", "--server=" + address, "--identity=" + absl::StrCat("proc-", i),
+        "--state_dir=" + Path(absl::StrCat("client-", i)), "--log_level=info"};
+    // Client 0 is slow: its emulated 40 kbit/s link keeps it in its 400 KB download for 80 s.
+    if (i == 0) argv.push_back("--bandwidth_kbps=40");
+    clients.push_back(Process::Spawn(argv, Path(absl::StrCat("client-", i, ".log"))));
+    ASSERT_NE(clients.back(), nullptr);
+  }
+  ASSERT_TRUE(server->WaitForLog("round 1 planned: 3 participants")) << server->Log();
+  // Let the slow client take its task, then kill it without a word.
+  ASSERT_TRUE(clients[0]->WaitForLog("registered as")) << clients[0]->Log();
+  absl::SleepFor(absl::Seconds(1));
+  const absl::Time killed = absl::Now();
+  clients[0]->Signal(SIGKILL);
+  EXPECT_EQ(clients[0]->Wait(absl::Seconds(10)), std::optional<int>(128 + SIGKILL));
+
+  // Three missed heartbeats later its task fails and the round commits with the other two.
+  std::optional<int> code = server->Wait(absl::Seconds(120));
+  ASSERT_TRUE(code.has_value()) << server->Log();
+  EXPECT_EQ(*code, 0) << server->Log();
+  const std::string log = server->Log();
+  EXPECT_THAT(log, HasSubstr("failed: missed heartbeats"));
+  EXPECT_THAT(log, HasSubstr("round   1 | participants   2"));
+  EXPECT_LT(absl::Now() - killed, absl::Seconds(120));  // far below the 600 s deadline
+  for (int i = 1; i < 3; ++i) {
+    EXPECT_EQ(clients[i]->Wait(absl::Seconds(30)), std::optional<int>(0)) << clients[i]->Log();
+  }
+}
+
+TEST_F(ServerProcessTest, BrokenConfigFilesExitWithAClearErrorAndTouchNothing) {
+  struct Case {
+    std::string text;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"clients_per_round: 3\nclients_per_rnd: 3\n", "clients_per_rnd"},
+      {"clients_per_round: 3\nclients_per_rnd: 3\n", "line 2"},
+      {"clients_per_round: -3\n", "clients_per_round must be >= 1, got -3"},
+      {"round_deadline_s: \"soon\"\n", "line 1"},
+      {"transport { max_message_bytes: -1 }\n", "transport.max_message_bytes"},
+      {"transport { keepalive_time_ms: 5000 }\n", "transport.keepalive_time_ms"},
+      {"training {\n  batch_size: 32\n", "line 3"},
+      {"min_updates: 9\nclients_per_round: 4\n", "min_updates (9) > clients_per_round (4)"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.text);
+    ASSERT_OK(WriteFileAtomically(Path("bad.textproto"), c.text));
+    auto server = Process::Spawn({BinaryDir() + "/server/fedsched-server",
+                                  "--config=" + Path("bad.textproto"), "--store_path=" + store()},
+                                 Path("bad.log"));
+    ASSERT_NE(server, nullptr);
+    EXPECT_EQ(server->Wait(absl::Seconds(30)), std::optional<int>(2));
+    EXPECT_THAT(server->Log(), HasSubstr(c.expected));
+    EXPECT_FALSE(std::filesystem::exists(store()));  // no store was created or touched
+  }
+  auto missing = Process::Spawn({BinaryDir() + "/server/fedsched-server",
+                                 "--config=" + Path("nope.textproto"), "--store_path=" + store()},
+                                Path("missing.log"));
+  EXPECT_EQ(missing->Wait(absl::Seconds(30)), std::optional<int>(2));
+  EXPECT_THAT(missing->Log(), HasSubstr("cannot open"));
+  // The client binary rejects its config the same way, before loading any data.
+  ASSERT_OK(WriteFileAtomically(Path("client.textproto"), "server_adress: \"127.0.0.1:1\"\n"));
+  auto client = Process::Spawn({BinaryDir() + "/client/fedsched-client",
+                                "--config=" + Path("client.textproto"), "--partition_index=0"},
+                               Path("client.log"));
+  EXPECT_EQ(client->Wait(absl::Seconds(30)), std::optional<int>(2));
+  EXPECT_THAT(client->Log(), HasSubstr("server_adress"));
+}
+
+}  // namespace
+}  // namespace fedsched

@@ -1,0 +1,216 @@
+// TLS and mutual TLS on loopback with certificates the test makes itself (openssl CLI): a TLS
+// server refuses plaintext, a mutual-TLS server refuses clients without a certificate from its
+// CA, the SDK completes a round over mutual TLS, and a known identity presented with a different
+// client certificate is refused.
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "common/config.h"
+#include "common/sha256.h"
+#include "common/testing/status_matchers.h"
+#include "tests/client/sdk/sdk_test_util.h"
+#include "tests/server/service/grpc_test_harness.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::ClientRunner;
+using ::fedsched::testing::PatternModel;
+using ::fedsched::testing::RegisterRaw;
+using ::fedsched::testing::StatusIs;
+using ::fedsched::testing::TestServer;
+using ::testing::HasSubstr;
+
+// A CA, a server certificate for 127.0.0.1, two client certificates from the CA and one from a
+// rogue CA, made once for the whole test binary.
+class Certificates : public ::testing::Environment {
+ public:
+  static std::filesystem::path dir() { return dir_; }
+  static std::string Path(const std::string& name) { return (dir_ / name).string(); }
+
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("fedsched_tls_", ::getpid());
+    std::filesystem::create_directories(dir_);
+    const std::string d = dir_.string();
+    const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    std::string script = absl::StrCat(
+        "set -e; cd '", d, "'\n",
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n'"
+        " > server.ext\n",
+        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n");
+    for (const char* ca : {"ca", "rogue_ca"}) {
+      absl::StrAppend(&script, "openssl req -x509 ", key, " -keyout ", ca, ".key -out ", ca,
+                      ".pem -days 2 -subj '/CN=fedsched test ", ca, "'\n");
+    }
+    auto leaf = [&](const std::string& name, const std::string& ca, const std::string& ext) {
+      absl::StrAppend(&script, "openssl req ", key, " -keyout ", name, ".key -out ", name,
+                      ".csr -subj '/CN=", name, "'\n", "openssl x509 -req -in ", name,
+                      ".csr -CA ", ca, ".pem -CAkey ", ca, ".key -CAcreateserial -days 2 -out ",
+                      name, ".pem -extfile ", ext, "\n");
+    };
+    leaf("server", "ca", "server.ext");
+    leaf("client_a", "ca", "client.ext");
+    leaf("client_b", "ca", "client.ext");
+    leaf("rogue_client", "rogue_ca", "client.ext");
+    const std::string script_path = (dir_ / "make_certs.sh").string();
+    ASSERT_OK(WriteFileAtomically(script_path, script));
+    ASSERT_EQ(std::system(absl::StrCat("bash '", script_path, "' > '", d, "/openssl.log' 2>&1")
+                              .c_str()),
+              0)
+        << "openssl failed; see " << d << "/openssl.log";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+ private:
+  static inline std::filesystem::path dir_;
+};
+
+// The SHA-256 fingerprint openssl prints for `pem_path`, as raw bytes.
+std::string OpensslFingerprint(const std::string& pem_path) {
+  const std::string out_path = pem_path + ".fp";
+  if (std::system(absl::StrCat("openssl x509 -in '", pem_path,
+                               "' -noout -fingerprint -sha256 > '", out_path, "'")
+                      .c_str()) != 0) {
+    return "";
+  }
+  absl::StatusOr<std::string> text = ReadFileToString(out_path);
+  if (!text.ok()) return "";
+  std::string hex = std::string(absl::StripAsciiWhitespace(text->substr(text->find('=') + 1)));
+  hex = absl::AsciiStrToLower(absl::StrReplaceAll(hex, {{":", ""}}));
+  std::string raw;
+  for (size_t i = 0; i + 1 < hex.size(); i += 2) {
+    raw.push_back(static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16)));
+  }
+  return raw;
+}
+
+v1::TransportConfig ClientTransport(const std::string& cert) {
+  v1::TransportConfig t;
+  t.set_tls_ca_path(Certificates::Path("ca.pem"));
+  if (!cert.empty()) {
+    t.set_tls_cert_path(Certificates::Path(cert + ".pem"));
+    t.set_tls_key_path(Certificates::Path(cert + ".key"));
+  }
+  return t;
+}
+
+// A stub whose channel uses `transport` (resolved) against `server`.
+std::unique_ptr<v1::Coordinator::Stub> Stub(const TestServer& server,
+                                            const v1::TransportConfig& transport) {
+  absl::StatusOr<v1::TransportConfig> resolved = ResolveTransport(transport);
+  EXPECT_OK(resolved);
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(*resolved);
+  EXPECT_OK(credentials);
+  return server.NewStub(*credentials);
+}
+
+TestServer::Options ServerOptions(bool mutual) {
+  TestServer::Options options;
+  options.config.set_clients_per_round(1);
+  options.config.set_min_updates(1);
+  options.config.set_min_online_clients(1);
+  options.config.set_num_rounds(1);
+  options.config.set_heartbeat_interval_ms(100);
+  options.config.mutable_training()->set_local_steps(1);
+  options.config.mutable_training()->set_batch_size(1);
+  v1::TransportConfig* t = options.config.mutable_transport();
+  t->set_tls_cert_path(Certificates::Path("server.pem"));
+  t->set_tls_key_path(Certificates::Path("server.key"));
+  if (mutual) {
+    t->set_tls_ca_path(Certificates::Path("ca.pem"));
+    t->set_require_client_cert(true);
+  }
+  options.initial_model = PatternModel({100});
+  options.tick_thread = true;
+  return options;
+}
+
+TEST(TlsTest, TlsServerServesTlsClientsAndRefusesPlaintext) {
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(ServerOptions(/*mutual=*/false)));
+  // Plaintext against a TLS port: the handshake never completes.
+  EXPECT_THAT(RegisterRaw(*server->NewStub(), "plain"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("")));
+  // TLS with the CA: a whole round with the SDK.
+  v1::ClientConfig config;
+  config.set_server_address(server->address());
+  config.set_identity("tls-device");
+  *config.mutable_transport() = ClientTransport("");
+  ASSERT_OK_AND_ASSIGN(auto client, ClientRunner::Start(config));
+  ASSERT_TRUE(TestServer::WaitFor([&] { return client->done(); }));
+  EXPECT_OK(client->result());
+  EXPECT_EQ(client->client().stats().tasks_completed, 1);
+  EXPECT_EQ(server->coordinator().committed_round(), 1);
+  // The register response never carries the server's certificate paths.
+  ASSERT_OK_AND_ASSIGN(auto session, RegisterRaw(*Stub(*server, ClientTransport("")), "x"));
+  EXPECT_FALSE(session.client_id.empty());
+}
+
+TEST(TlsTest, MutualTlsRefusesClientsWithoutACertificateFromItsCa) {
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(ServerOptions(/*mutual=*/true)));
+  EXPECT_THAT(RegisterRaw(*server->NewStub(), "plain"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("")));
+  EXPECT_THAT(RegisterRaw(*Stub(*server, ClientTransport("")), "no-cert"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("")));
+  EXPECT_THAT(RegisterRaw(*Stub(*server, ClientTransport("rogue_client")), "rogue"),
+              StatusIs(absl::StatusCode::kUnavailable, HasSubstr("")));
+  EXPECT_EQ(server->coordinator().GetStatus(1).registered_clients(), 0);
+  // A client with a certificate from the CA runs a whole round through the SDK.
+  v1::ClientConfig config;
+  config.set_server_address(server->address());
+  config.set_identity("device-a");
+  *config.mutable_transport() = ClientTransport("client_a");
+  ASSERT_OK_AND_ASSIGN(auto client, ClientRunner::Start(config));
+  ASSERT_TRUE(TestServer::WaitFor([&] { return client->done(); }));
+  EXPECT_OK(client->result());
+  EXPECT_EQ(client->client().stats().tasks_completed, 1);
+  EXPECT_EQ(server->coordinator().committed_round(), 1);
+}
+
+TEST(TlsTest, FingerprintMatchesOpenssl) {
+  for (const char* name : {"client_a.pem", "client_b.pem", "server.pem"}) {
+    ASSERT_OK_AND_ASSIGN(std::string pem, ReadFileToString(Certificates::Path(name)));
+    ASSERT_OK_AND_ASSIGN(std::string mine, CertificateFingerprint(pem));
+    EXPECT_EQ(ToHex(mine), ToHex(OpensslFingerprint(Certificates::Path(name)))) << name;
+  }
+}
+
+TEST(TlsTest, KnownIdentityWithADifferentCertificateIsRefused) {
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(ServerOptions(/*mutual=*/true)));
+  auto as_a = Stub(*server, ClientTransport("client_a"));
+  auto as_b = Stub(*server, ClientTransport("client_b"));
+  ASSERT_OK_AND_ASSIGN(auto first, RegisterRaw(*as_a, "device-a"));
+  EXPECT_THAT(RegisterRaw(*as_b, "device-a"),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("bound to another client certificate")));
+  // The rightful owner keeps its identity; another identity may use the other certificate.
+  ASSERT_OK_AND_ASSIGN(auto again, RegisterRaw(*as_a, "device-a"));
+  EXPECT_EQ(again.client_id, first.client_id);
+  ASSERT_OK(RegisterRaw(*as_b, "device-b").status());
+  // The server recorded the certificate's fingerprint with the profile.
+  ASSERT_OK_AND_ASSIGN(std::string pem, ReadFileToString(Certificates::Path("client_a.pem")));
+  ASSERT_OK_AND_ASSIGN(std::string fingerprint, CertificateFingerprint(pem));
+  const v1::GetStatusResponse status = server->coordinator().GetStatus(1);
+  bool found = false;
+  for (const v1::ClientSummary& c : status.clients()) {
+    if (c.client_id() != first.client_id) continue;
+    found = true;
+    EXPECT_EQ(ToHex(c.profile().cert_fingerprint()), ToHex(fingerprint));
+  }
+  EXPECT_TRUE(found);
+}
+
+}  // namespace
+}  // namespace fedsched
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new fedsched::Certificates());
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,114 @@
+// One TransportConfig sets message limits and keepalive for server and SDK: unset fields take the
+// documented defaults, "-1 = unlimited" style sentinels and out-of-range values are rejected with
+// an error naming the field (research.md section 7).
+#include "common/transport.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "common/sha256.h"
+#include "common/testing/status_matchers.h"
+#include "server/service/server_config.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(TransportConfigTest, UnsetFieldsTakeDocumentedDefaultsNotUnlimited) {
+  ASSERT_OK_AND_ASSIGN(v1::TransportConfig t, ResolveTransport(v1::TransportConfig()));
+  EXPECT_EQ(t.max_message_bytes(), 16 << 20);
+  EXPECT_EQ(t.chunk_bytes(), 1 << 20);
+  EXPECT_EQ(t.min_ping_interval_ms(), 20000);
+  EXPECT_EQ(t.keepalive_time_ms(), 30000);
+  EXPECT_EQ(t.keepalive_timeout_ms(), 10000);
+  // A small message limit shrinks the default chunk to fit.
+  v1::TransportConfig small;
+  small.set_max_message_bytes(1 << 20);
+  ASSERT_OK_AND_ASSIGN(t, ResolveTransport(small));
+  EXPECT_EQ(t.chunk_bytes(), 1 << 19);
+  // A server minimum above the default keepalive raises the default keepalive.
+  v1::TransportConfig slow_pings;
+  slow_pings.set_min_ping_interval_ms(60000);
+  ASSERT_OK_AND_ASSIGN(t, ResolveTransport(slow_pings));
+  EXPECT_EQ(t.keepalive_time_ms(), 60000);
+}
+
+struct BadCase {
+  const char* field;
+  std::function<void(v1::TransportConfig*)> edit;
+};
+
+TEST(TransportConfigTest, SentinelsAndOutOfRangeValuesAreRejectedNamingTheField) {
+  const BadCase cases[] = {
+      {"max_message_bytes", [](auto* t) { t->set_max_message_bytes(-1); }},
+      {"max_message_bytes", [](auto* t) { t->set_max_message_bytes(4096); }},
+      {"max_message_bytes", [](auto* t) { t->set_max_message_bytes(int64_t{3} << 30); }},
+      {"chunk_bytes", [](auto* t) { t->set_chunk_bytes(-1); }},
+      {"chunk_bytes", [](auto* t) { t->set_chunk_bytes(100); }},
+      {"chunk_bytes", [](auto* t) { t->set_chunk_bytes(12 << 20); }},  // > 16 MiB / 2
+      {"min_ping_interval_ms", [](auto* t) { t->set_min_ping_interval_ms(-1); }},
+      {"keepalive_time_ms", [](auto* t) { t->set_keepalive_time_ms(-1); }},
+      {"keepalive_time_ms", [](auto* t) { t->set_keepalive_time_ms(int64_t{1} << 40); }},
+      {"keepalive_timeout_ms", [](auto* t) { t->set_keepalive_timeout_ms(-1); }},
+      // Faster client pings than the server accepts: GOAWAY too_many_pings in production.
+      {"keepalive_time_ms", [](auto* t) { t->set_keepalive_time_ms(5000); }},
+      {"tls_key_path", [](auto* t) { t->set_tls_cert_path("/x/cert.pem"); }},
+      {"require_client_cert", [](auto* t) { t->set_require_client_cert(true); }},
+  };
+  for (const BadCase& c : cases) {
+    v1::TransportConfig config;
+    c.edit(&config);
+    SCOPED_TRACE(config.ShortDebugString());
+    EXPECT_THAT(ResolveTransport(config),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.field)));
+  }
+  // The message of a sentinel says why it is not "unlimited" and shows the configured value.
+  v1::TransportConfig minus_one;
+  minus_one.set_max_message_bytes(-1);
+  EXPECT_THAT(ResolveTransport(minus_one),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("transport.max_message_bytes"), HasSubstr("got -1"),
+                             HasSubstr("no 'unlimited' sentinel"))));
+}
+
+TEST(TransportConfigTest, ServerConfigRejectsBadTransportNamingTheField) {
+  v1::ServerConfig config;
+  config.set_store_path("/tmp/unused");
+  config.mutable_transport()->set_keepalive_timeout_ms(-1);
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("transport.keepalive_timeout_ms")));
+}
+
+TEST(TransportConfigTest, ClientCertificateWithoutCaIsAnErrorNotPlaintext) {
+  v1::TransportConfig config;
+  config.set_tls_cert_path("/x/client.pem");
+  config.set_tls_key_path("/x/client.key");
+  ASSERT_OK_AND_ASSIGN(v1::TransportConfig resolved, ResolveTransport(config));
+  EXPECT_THAT(MakeChannelCredentials(resolved),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("tls_ca_path")));
+  // Missing files are NOT_FOUND naming the path.
+  resolved.set_tls_ca_path("/nonexistent/ca.pem");
+  EXPECT_THAT(MakeChannelCredentials(resolved),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/ca.pem")));
+}
+
+TEST(CertificateFingerprintTest, RejectsNonPem) {
+  EXPECT_THAT(CertificateFingerprint("hello"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("PEM")));
+  EXPECT_THAT(CertificateFingerprint("-----BEGIN CERTIFICATE-----\n!!!\n"
+                                     "-----END CERTIFICATE-----\n"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("base64")));
+  // The digest of the DER bytes (here: "abc", base64 YWJj).
+  ASSERT_OK_AND_ASSIGN(std::string fp,
+                       CertificateFingerprint("-----BEGIN CERTIFICATE-----\nYWJj\n"
+                                              "-----END CERTIFICATE-----\n"));
+  EXPECT_EQ(ToHex(fp), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+}  // namespace
+}  // namespace fedsched
