@@ -18,7 +18,6 @@ namespace fedsched {
 namespace {
 
 using ConstArr = Eigen::Map<const Eigen::ArrayXf>;
-using Arr = Eigen::Map<Eigen::ArrayXf>;
 namespace ai = aggregation_internal;
 
 // Models at least this large (bytes) are folded with non-temporal stores: the two running-sum
@@ -67,8 +66,6 @@ v1::Tensor* AddScalar(v1::Model* model, const char* name, float value) {
   t->add_data(value);
   return t;
 }
-
-bool AllFinite(const float* data, int64_t n) { return std::isfinite(ai::MaxAbs(data, n)); }
 
 }  // namespace
 
@@ -142,8 +139,10 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(const v1::Aggrega
   std::unique_ptr<Aggregator> agg(new Aggregator(effective, std::move(layout)));
   const size_t n = static_cast<size_t>(agg->layout_.total_size());
   const v1::AggregationRule rule = effective.rule();
-  if (rule == v1::AGGREGATION_RULE_FEDAVGM || IsFedOpt(rule)) agg->m_.assign(n, 0.0f);
-  if (IsFedOpt(rule)) agg->v_.assign(n, 0.0f);
+  for (int b = 0; b < 2; ++b) {
+    if (rule == v1::AGGREGATION_RULE_FEDAVGM || IsFedOpt(rule)) agg->m_[b].assign(n, 0.0f);
+    if (IsFedOpt(rule)) agg->v_[b].assign(n, 0.0f);
+  }
   return agg;
 }
 
@@ -380,62 +379,37 @@ absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
   std::vector<int> index;
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(global, &index));
 
-  // The new model is global + step_scale * step, with `step` a flat buffer over the layout:
-  // FedAvg: the running sum itself (step_scale = eta / W, no extra pass); robust rules: their
-  // aggregate; FedAvgM / FedOpt: the optimiser's direction, computed into fresh state buffers
-  // that are adopted only once the whole step is known to be finite.
-  const int64_t n = layout_.total_size();
+  // FedAvg and the robust rules: new model = global + scale * step, with `step` the running sum
+  // (scale = eta / W) or the robust aggregate (scale = eta), in one fused pass per tensor.
+  // FedAvgM and FedOpt: one fused pass computes D, the new optimiser state (into the spare state
+  // buffers) and the new model; the state is adopted only once every value is finite.
   const v1::AggregationRule rule = config_.rule();
   const double eta = config_.server_learning_rate();
+  const bool optimiser = !m_[0].empty();
   const float* step = nullptr;
   float step_scale = static_cast<float>(eta);
-  std::vector<float> delta;
-  std::vector<float> new_m;
-  std::vector<float> new_v;
+  std::vector<float> robust;
   if (rule == v1::AGGREGATION_RULE_FEDAVG) {
     step = sum_[current_].data();
     step_scale = static_cast<float>(eta / total_weight_);
   } else if (!is_averaging()) {
-    FEDSCHED_RETURN_IF_ERROR(ComputeRobustDelta(&delta));
-    step = delta.data();
-  } else {
-    // D = sum / W, then the optimiser step (element-wise, float32 as in Flower's numpy code).
-    delta.resize(static_cast<size_t>(n));
-    ai::Scale(static_cast<float>(1.0 / total_weight_), sum_[current_].data(), n, delta.data());
-    Arr d(delta.data(), n);
-    new_m.resize(static_cast<size_t>(n));
-    Arr m(new_m.data(), n);
-    ConstArr old_m(m_.data(), n);
-    if (rule == v1::AGGREGATION_RULE_FEDAVGM) {
-      m = static_cast<float>(config_.server_momentum()) * old_m + d;
-      step = new_m.data();
-    } else {
-      const float b1 = static_cast<float>(config_.beta1());
-      const float b2 = static_cast<float>(config_.beta2());
-      new_v.resize(static_cast<size_t>(n));
-      Arr v(new_v.data(), n);
-      ConstArr old_v(v_.data(), n);
-      m = b1 * old_m + (1.0f - b1) * d;
-      if (rule == v1::AGGREGATION_RULE_FEDADAM) {
-        v = b2 * old_v + (1.0f - b2) * d.square();
-      } else if (rule == v1::AGGREGATION_RULE_FEDYOGI) {
-        // sign(v - D^2) is 0 where they are equal, as in Reddi et al.
-        v = old_v - (1.0f - b2) * d.square() * (old_v - d.square()).sign();
-      } else {  // FedAdagrad
-        v = old_v + d.square();
-      }
-      if (!AllFinite(new_v.data(), n)) {
-        return absl::OutOfRangeError(
-            "the server optimiser's second moment would overflow; the aggregated delta is too "
-            "large");
-      }
-      d = m / (v.sqrt() + static_cast<float>(config_.tau()));  // the step, reusing `delta`
-      step = delta.data();
-    }
-    if (!AllFinite(new_m.data(), n)) {
-      return absl::OutOfRangeError("the server optimiser's momentum would overflow");
-    }
+    FEDSCHED_RETURN_IF_ERROR(ComputeRobustDelta(&robust));
+    step = robust.data();
   }
+  ai::ServerOptimizerParams params;
+  ai::ServerOptimizer kind = ai::ServerOptimizer::kMomentum;
+  if (optimiser) {
+    params.inv_weight = static_cast<float>(1.0 / total_weight_);
+    params.eta = static_cast<float>(eta);
+    params.momentum = static_cast<float>(config_.server_momentum());
+    params.beta1 = static_cast<float>(config_.beta1());
+    params.beta2 = static_cast<float>(config_.beta2());
+    params.tau = static_cast<float>(config_.tau());
+    if (rule == v1::AGGREGATION_RULE_FEDADAM) kind = ai::ServerOptimizer::kAdam;
+    if (rule == v1::AGGREGATION_RULE_FEDYOGI) kind = ai::ServerOptimizer::kYogi;
+    if (rule == v1::AGGREGATION_RULE_FEDADAGRAD) kind = ai::ServerOptimizer::kAdagrad;
+  }
+  const int spare = 1 - state_current_;
 
   v1::Model out;
   out.mutable_tensors()->Reserve(global.tensors_size());
@@ -443,20 +417,30 @@ absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
     const v1::Tensor& g = global.tensors(k);
     const int i = index[k];
     const int64_t size = layout_.size(i);
+    const int64_t offset = layout_.offset(i);
     v1::Tensor* t = out.add_tensors();
     t->set_name(g.name());
     *t->mutable_shape() = g.shape();
     t->mutable_data()->Reserve(static_cast<int>(size));
     float* dst = t->mutable_data()->AddNAlreadyReserved(static_cast<int>(size));
-    if (!ai::FoldChecked(g.data().data(), step + layout_.offset(i), step_scale, dst, size,
-                         /*streaming=*/false)) {
+    bool ok;
+    if (optimiser) {
+      const bool has_v = !v_[0].empty();
+      ok = ai::ServerOptimizerStep(
+          kind, params, sum_[current_].data() + offset, m_[state_current_].data() + offset,
+          has_v ? v_[state_current_].data() + offset : nullptr, g.data().data(),
+          m_[spare].data() + offset, has_v ? v_[spare].data() + offset : nullptr, dst, size);
+    } else {
+      ok = ai::FoldChecked(g.data().data(), step + offset, step_scale, dst, size,
+                           /*streaming=*/false);
+    }
+    if (!ok) {
       return absl::OutOfRangeError(
-          absl::StrCat("the server step would make tensor '", g.name(), "' non-finite"));
+          absl::StrCat("the server step would make tensor '", g.name(),
+                       "' or the optimiser state non-finite; the aggregated delta is too large"));
     }
   }
-
-  if (!new_m.empty()) m_.swap(new_m);
-  if (!new_v.empty()) v_.swap(new_v);
+  if (optimiser) state_current_ = spare;
   ++steps_;
   Reset();
   return out;
@@ -476,7 +460,7 @@ v1::Model Aggregator::SaveState() const {
   AddScalar(&state, kStepsTensor, static_cast<float>(steps_));
   const std::vector<std::string> slots = StateSlots(config_.rule());
   for (size_t s = 0; s < slots.size(); ++s) {
-    const std::vector<float>& src = s == 0 ? m_ : v_;
+    const std::vector<float>& src = s == 0 ? m_[state_current_] : v_[state_current_];
     for (int i = 0; i < layout_.num_tensors(); ++i) {
       v1::Tensor* t = state.add_tensors();
       t->set_name(absl::StrCat(slots[s], "/", layout_.name(i)));
@@ -491,8 +475,10 @@ v1::Model Aggregator::SaveState() const {
 absl::Status Aggregator::RestoreState(const v1::Model& state) {
   const std::vector<std::string> slots = StateSlots(config_.rule());
   if (state.tensors_size() == 0) {
-    std::fill(m_.begin(), m_.end(), 0.0f);
-    std::fill(v_.begin(), v_.end(), 0.0f);
+    for (int b = 0; b < 2; ++b) {
+      std::fill(m_[b].begin(), m_[b].end(), 0.0f);
+      std::fill(v_[b].begin(), v_[b].end(), 0.0f);
+    }
     steps_ = 0;
     return absl::OkStatus();
   }
@@ -559,8 +545,8 @@ absl::Status Aggregator::RestoreState(const v1::Model& state) {
       std::copy(data, data + t.data_size(), restored[s].data() + layout_.offset(i));
     }
   }
-  if (!slots.empty()) m_.swap(restored[0]);
-  if (slots.size() > 1) v_.swap(restored[1]);
+  if (!slots.empty()) m_[state_current_].swap(restored[0]);
+  if (slots.size() > 1) v_[state_current_].swap(restored[1]);
   steps_ = static_cast<int64_t>(steps);
   return absl::OkStatus();
 }

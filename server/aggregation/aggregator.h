@@ -12,9 +12,9 @@
 //
 // Memory. The averaging rules (FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad) fold each update
 // into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
-// 8 bytes per parameter whatever the number of clients, plus 4 (FedAvgM) or 8 (FedAdam, FedYogi,
-// FedAdagrad) bytes per parameter of optimiser state, plus transient buffers in Finalize (none
-// for FedAvg; up to 12 bytes per parameter for FedOpt). The robust rules (trimmed mean, median,
+// 8 bytes per parameter whatever the number of clients, plus 8 (FedAvgM) or 16 (FedAdam,
+// FedYogi, FedAdagrad) bytes per parameter of double-buffered optimiser state; Finalize allocates
+// nothing but the model it returns. The robust rules (trimmed mean, median,
 // Krum, Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
 // max_buffered_updates x 4 bytes x parameters (Default: 1000 updates; 1000 x 1M parameters =
 // 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
@@ -182,9 +182,11 @@ class Aggregator {
   int64_t num_updates_ = 0;
   int64_t total_examples_ = 0;
 
-  // Optimiser state over the flat layout (empty when the rule has none).
-  std::vector<float> m_;  // FedAvgM momentum, or the FedOpt first moment
-  std::vector<float> v_;  // FedOpt second moment
+  // Optimiser state over the flat layout (empty when the rule has none), double-buffered like the
+  // sum: [state_current_] is the state; Finalize writes the other and adopts it on success.
+  std::vector<float> m_[2];  // FedAvgM momentum, or the FedOpt first moment
+  std::vector<float> v_[2];  // FedOpt second moment
+  int state_current_ = 0;
   int64_t steps_ = 0;
   std::vector<int> scratch_index_;
 };

@@ -148,7 +148,62 @@ bool FoldBatchDispatch(const float* in, const float* const* u, const float* w, f
                        : FoldBatchFixed<B, false>(in, u, w, out, n);
 }
 
+template <ServerOptimizer kRule>
+bool StepFixed(const ServerOptimizerParams& p, const float* __restrict sum,
+               const float* __restrict m, const float* __restrict v, const float* __restrict g,
+               float* __restrict m_out, float* __restrict v_out, float* __restrict out, int64_t n) {
+  int32_t bad = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = sum[i] * p.inv_weight;
+    float step;
+    if constexpr (kRule == ServerOptimizer::kMomentum) {
+      const float m1 = p.momentum * m[i] + d;
+      m_out[i] = m1;
+      bad |= NonFiniteMask(m1);
+      step = m1;
+    } else {
+      const float m1 = p.beta1 * m[i] + (1.0f - p.beta1) * d;
+      const float d2 = d * d;
+      float v1;
+      if constexpr (kRule == ServerOptimizer::kAdam) {
+        v1 = p.beta2 * v[i] + (1.0f - p.beta2) * d2;
+      } else if constexpr (kRule == ServerOptimizer::kYogi) {
+        // sign(v - D^2), 0 where they are equal, as in Reddi et al.
+        const float diff = v[i] - d2;
+        const float sign = diff > 0.0f ? 1.0f : (diff < 0.0f ? -1.0f : 0.0f);
+        v1 = v[i] - (1.0f - p.beta2) * d2 * sign;
+      } else {
+        v1 = v[i] + d2;
+      }
+      m_out[i] = m1;
+      v_out[i] = v1;
+      bad |= NonFiniteMask(m1) | NonFiniteMask(v1);
+      step = m1 / (std::sqrt(v1) + p.tau);
+    }
+    const float o = g[i] + p.eta * step;
+    out[i] = o;
+    bad |= NonFiniteMask(o);
+  }
+  return bad == 0;
+}
+
 }  // namespace
+
+bool ServerOptimizerStep(ServerOptimizer rule, const ServerOptimizerParams& p, const float* sum,
+                         const float* m, const float* v, const float* g, float* m_out, float* v_out,
+                         float* out, int64_t n) {
+  switch (rule) {
+    case ServerOptimizer::kMomentum:
+      return StepFixed<ServerOptimizer::kMomentum>(p, sum, m, v, g, m_out, v_out, out, n);
+    case ServerOptimizer::kAdam:
+      return StepFixed<ServerOptimizer::kAdam>(p, sum, m, v, g, m_out, v_out, out, n);
+    case ServerOptimizer::kYogi:
+      return StepFixed<ServerOptimizer::kYogi>(p, sum, m, v, g, m_out, v_out, out, n);
+    case ServerOptimizer::kAdagrad:
+      return StepFixed<ServerOptimizer::kAdagrad>(p, sum, m, v, g, m_out, v_out, out, n);
+  }
+  return false;
+}
 
 bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
                       int64_t n, bool streaming) {

@@ -37,6 +37,32 @@ inline constexpr int kMaxFoldBatch = 8;
 bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
                       int64_t n, bool streaming);
 
+// The element-wise server optimisers (Reddi et al., ICLR 2021, Algorithm 2 without bias
+// correction; Hsu et al. 2019 for momentum).
+enum class ServerOptimizer { kMomentum, kAdam, kYogi, kAdagrad };
+
+struct ServerOptimizerParams {
+  float inv_weight = 1.0f;  // D = sum * inv_weight
+  float eta = 1.0f;         // server learning rate
+  float momentum = 0.9f;    // kMomentum
+  float beta1 = 0.9f;       // FedOpt
+  float beta2 = 0.99f;      // kAdam, kYogi
+  float tau = 1e-9f;        // FedOpt
+};
+
+// One server step over n coordinates, in one pass, writing the new state and model to separate
+// buffers (the old ones stay intact):
+//   D = sum * inv_weight
+//   kMomentum: m' = momentum m + D;                    out = g + eta m'
+//   kAdam:     m' = b1 m + (1-b1) D; v' = b2 v + (1-b2) D^2
+//   kYogi:     m' as Adam;           v' = v - (1-b2) D^2 sign(v - D^2)
+//   kAdagrad:  m' as Adam;           v' = v + D^2;   FedOpt: out = g + eta m' / (sqrt(v') + tau)
+// `v` and `v_out` are unused (may be null) for kMomentum. Returns true iff every m', v' and out is
+// finite.
+bool ServerOptimizerStep(ServerOptimizer rule, const ServerOptimizerParams& p, const float* sum,
+                         const float* m, const float* v, const float* g, float* m_out, float* v_out,
+                         float* out, int64_t n);
+
 // Sum of u[i]^2 over [0, n), accumulated in double (no overflow for any finite float input).
 double SumSquares(const float* u, int64_t n);
 

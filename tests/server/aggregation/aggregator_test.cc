@@ -422,6 +422,32 @@ TEST(ServerOptimizerTest, RestoreStateRejectsForeignOrCorruptState) {
   EXPECT_EQ(adam->SaveState().SerializeAsString(), before);
 }
 
+TEST(ServerOptimizerTest, NonFiniteStepIsRefusedAndChangesNothing) {
+  // D = 1e20: D^2 overflows float32 in FedAdam's second moment.
+  auto adam = MakeAggregator(Rule(v1::AGGREGATION_RULE_FEDADAM), OptGlobal());
+  ASSERT_OK(adam->Accumulate(OptDelta(1.0f), 1));
+  ASSERT_OK(adam->Finalize(OptGlobal()).status());
+  const std::string state = adam->SaveState().SerializeAsString();
+  ASSERT_OK(adam->Accumulate(OptDelta(1e20f), 1));
+  EXPECT_THAT(adam->Finalize(OptGlobal()),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'w'")));
+  EXPECT_EQ(adam->SaveState().SerializeAsString(), state);
+  EXPECT_EQ(adam->num_updates(), 1);  // the round is kept; the caller decides (Reset)
+  adam->Reset();
+  ASSERT_OK(adam->Accumulate(OptDelta(-2.0f), 1));
+  ASSERT_OK_AND_ASSIGN(v1::Model next, adam->Finalize(OptGlobal()));
+  // As round 2 of FedAdamHandComputed, from the same global.
+  EXPECT_THAT(Values(next, "w"), ElementsAre(FloatNear(1.0f - 0.04924276f, 1e-6),
+                                             FloatNear(1.0f + 0.04924276f, 1e-6)));
+
+  // FedAvg: a global near FLT_MAX plus a large step overflows the model itself.
+  auto avg = MakeAggregator(Rule(v1::AGGREGATION_RULE_FEDAVG), OptGlobal());
+  ASSERT_OK(avg->Accumulate(OptDelta(3e38f), 1));
+  EXPECT_THAT(avg->Finalize(MakeModel({{"w", {2}, {3e38f, -3e38f}}})),
+              StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("'w'")));
+  EXPECT_EQ(avg->num_updates(), 1);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Clipping and staleness.
 
