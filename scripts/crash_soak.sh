@@ -9,7 +9,7 @@
 #      resumes at or after the last reported round) and no round is reported committed twice.
 #
 # Usage: scripts/crash_soak.sh [BUILD_DIR]        (default: build)
-# Env:   ROUNDS=20 CLIENTS=6 SEED=<random> PORT=<random> MIN_DELAY_MS=200 MAX_DELAY_MS=3000
+# Env:   ROUNDS=20 CLIENTS=6 SEED=<random> PORT=<random> MIN_DELAY_MS=0 MAX_DELAY_MS=2000
 #        MAX_KILLS=80 KEEP=1 (keep the work folder) SKIP_BUILD=1
 # Exit:  0 when every check passes; 1 otherwise. Prints one line per kill and the audit.
 set -euo pipefail
@@ -20,8 +20,8 @@ ROUNDS=${ROUNDS:-20}
 CLIENTS=${CLIENTS:-6}
 SEED=${SEED:-$RANDOM}
 PORT=${PORT:-$((21000 + RANDOM % 20000))}
-MIN_DELAY_MS=${MIN_DELAY_MS:-200}
-MAX_DELAY_MS=${MAX_DELAY_MS:-3000}
+MIN_DELAY_MS=${MIN_DELAY_MS:-0}
+MAX_DELAY_MS=${MAX_DELAY_MS:-2000}
 MAX_KILLS=${MAX_KILLS:-80}
 KEEP=${KEEP:-0}
 RANDOM=$SEED
@@ -86,11 +86,13 @@ while [ $kills -le "$MAX_KILLS" ]; do
   "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
     > "$log" 2>&1 &
   server_pid=$!
-  # The random delay counts from when the server listens (startup time varies with load).
-  for _ in $(seq 1 600); do
-    grep -q "listening on" "$log" 2>/dev/null && break
+  # The random delay counts from the first round this life plans (startup and reconnection
+  # times vary with load), so every kill lands while rounds run: mid-training, mid-upload,
+  # mid-commit or while the next round is planned.
+  for _ in $(seq 1 1200); do
+    grep -q " planned" "$log" 2>/dev/null && break
     kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.1
+    sleep 0.05
   done
   delay_ms=$((MIN_DELAY_MS + RANDOM % (MAX_DELAY_MS - MIN_DELAY_MS + 1)))
   sleep "$(printf '%d.%03d' $((delay_ms / 1000)) $((delay_ms % 1000)))"
@@ -101,7 +103,7 @@ while [ $kills -le "$MAX_KILLS" ]; do
     kills=$((kills + 1))
     reported=$(last_reported "$log")
     in_flight=$(grep -oE 'round [0-9]+ planned' "$log" | tail -1 | grep -oE '[0-9]+' || true)
-    printf 'kill %2d, %5d ms after listening: last reported commit %s, round in flight %s\n' \
+    printf 'kill %2d, %5d ms after a round was planned: last reported commit %s, round in flight %s\n' \
       "$kills" "$delay_ms" "${reported:--}" "${in_flight:--}"
   else
     code=0
@@ -127,7 +129,7 @@ fi
 # Clients see "finished" and exit; any that missed it while reconnecting are stopped.
 for p in "${client_pids[@]}"; do
   for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  kill -9 "$p" 2>/dev/null || true
+  { kill -9 "$p" && wait "$p"; } 2>/dev/null || true
 done
 client_pids=()
 

@@ -84,6 +84,11 @@ absl::Status Validate(const PlannerOptions& o) {
   if (!in(o.fedcase.speed_weight, 0, 1)) {
     return OutOfRange("selection.fedcase.speed_weight", o.fedcase.speed_weight, "in [0, 1]");
   }
+  if (o.fedcase.base_policy != v1::FedCaseConfig::BASE_POLICY_OORT &&
+      o.fedcase.base_policy != v1::FedCaseConfig::BASE_POLICY_RANDOM) {
+    return OutOfRange("selection.fedcase.base_policy", o.fedcase.base_policy,
+                      "BASE_POLICY_OORT or BASE_POLICY_RANDOM");
+  }
   if (!in(o.cache.capacity_fraction, 0, 1) || o.cache.capacity_fraction == 0) {
     return OutOfRange("cache.capacity_fraction", o.cache.capacity_fraction, "in (0, 1]");
   }
@@ -139,14 +144,15 @@ constexpr const char* kNoteText[] = {"",
                                      "fedcase-random",
                                      "fedcase-completion-fill"};
 
-// Kept small (40 bytes): the planner scans one per candidate several times a round. Reason
+// Kept small (48 bytes): the planner scans one per candidate several times a round. Reason
 // details of the few participants are recomputed after selection.
 struct Planner::Candidate {
   ClientIndex index = 0;
-  int32_t steps = 0;   // after workload sizing
-  double t_s = 0;      // predicted seconds at `steps`
-  double utility = 0;  // raw statistical utility (reported, or at registration)
-  double score = 0;    // the policy's weight / rank (Oort score, FedCaSe experience)
+  int32_t steps = 0;      // after workload sizing
+  double t_s = 0;         // predicted seconds at `steps`
+  double utility = 0;     // raw statistical utility (reported, or at registration)
+  double score = 0;       // Oort's score / exploration weight (the base set's rank)
+  double experience = 0;  // FedCaSe experience (fedcase only)
   uint8_t status = kAvailable;
   uint8_t note = kNoteNone;
   bool tried = false;  // selected before: Oort's "explored" pool
@@ -174,6 +180,9 @@ FedCaseOptions FedCaseOptions::FromConfig(const v1::FedCaseConfig& c) {
   FedCaseOptions o;
   o.top_ratio = OrDefault(c.top_ratio(), o.top_ratio);
   o.speed_weight = OrDefault(c.speed_weight(), o.speed_weight);
+  if (c.base_policy() != v1::FedCaseConfig::BASE_POLICY_UNSPECIFIED) {
+    o.base_policy = c.base_policy();
+  }
   return o;
 }
 
@@ -446,15 +455,28 @@ void Planner::SelectRandom(const PlanRequest& request, size_t slots, std::mt1993
   });
 }
 
-void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
-                         RoundPlan* plan) {
+void Planner::PoolCandidates(const PlanRequest& request) {
   for (ClientIndex idx : request.candidates) {
     if (book_->state(idx).busy || stamp_[idx] == stamp_serial_) continue;
     stamp_[idx] = stamp_serial_;
     Evaluate(idx, request, &pool_.emplace_back());
   }
-  if (pool_.empty()) return;
+}
 
+void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
+                         RoundPlan* plan) {
+  PoolCandidates(request);
+  if (pool_.empty()) return;
+  const bool scored = FillOort(request, slots, /*fits_only=*/false, rng, plan);
+  if (options_.cache.prefetch && scored) {
+    // Expected next round: the best-scoring tried clients not picked now.
+    FillStage([](const Candidate& c) { return c.tried; }, [](const Candidate& c) { return c.score; });
+    AppendExpectedNext(slots, plan);
+  }
+}
+
+bool Planner::FillOort(const PlanRequest& request, size_t slots, bool fits_only,
+                       std::mt19937_64& rng, RoundPlan* plan) {
   // Takes pool_[pos] when feasible; marks it rejected otherwise.
   auto taker = [this, &request](uint8_t note, bool exploited) {
     return [this, &request, note, exploited](uint32_t pos) {
@@ -471,20 +493,26 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
       return true;
     };
   };
-  auto is_tried = [](const Candidate& c) { return c.tried; };
-  auto is_new = [](const Candidate& c) { return !c.tried; };
+  auto eligible = [fits_only](const Candidate& c) { return !fits_only || c.fits; };
+  auto is_tried = [eligible](const Candidate& c) { return c.tried && eligible(c); };
+  auto is_new = [eligible](const Candidate& c) { return !c.tried && eligible(c); };
   auto score = [](const Candidate& c) { return c.score; };
+  if (chosen_.size() >= slots) return false;
+  // Oort's share of the round: everything when it selects alone, the slots left by FedCaSe's
+  // top clients when it is FedCaSe's base set.
+  const size_t oort_slots = slots - chosen_.size();
 
   const bool first_round = rounds_planned_ == 0 || (plan->attempt > 1 && rounds_planned_ == 1);
   if (first_round) {
     // Oort's first round is uniform (research.md section 3): nothing is known yet.
-    FillStage([](const Candidate&) { return true; }, [](const Candidate&) { return 0.0; });
-    TakeRandom(slots, rng, taker(kNoteOortInitial, false));
-    return;
+    FillStage(eligible, [](const Candidate&) { return 0.0; });
+    TakeRandom(oort_slots, rng, taker(kNoteOortInitial, false));
+    return false;
   }
 
   // T: the round_threshold-th percentile of the tried clients' predicted durations (of all
-  // candidates while none was tried); the utility clip and floor over the tried clients.
+  // candidates while none was tried); the utility clip and floor over the tried clients. These
+  // are statistics of the whole candidate population, FedCaSe's top clients included.
   values_.clear();
   for (const Candidate& c : pool_) {
     if (c.tried) values_.push_back(c.t_s);
@@ -510,8 +538,10 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
   preferred_duration_s_ = terms.preferred_duration_s;
   plan->preferred_duration_s = terms.preferred_duration_s;
 
+  size_t tried_left = 0;  // tried clients Oort may still exploit
   for (Candidate& c : pool_) {
     if (c.tried) {
+      if (c.status == kAvailable && eligible(c)) ++tried_left;
       c.score = OortScore(c.utility, c.t_s, book_->state(c.index).last_selected_round, terms).score;
     } else {
       // Exploration weight: registration utility x speed penalty.
@@ -521,8 +551,8 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
   }
 
   const size_t exploit_len =
-      std::min(tried, static_cast<size_t>(std::floor((1.0 - epsilon_) * slots)));
-  const size_t explore_len = slots - exploit_len;
+      std::min(tried_left, static_cast<size_t>(std::floor((1.0 - epsilon_) * oort_slots)));
+  const size_t explore_len = oort_slots - exploit_len;
   // Exploit: p ~ score among the tried clients scoring >= cut_off x the exploit_len-th best.
   if (exploit_len > 0) {
     FillStage(is_tried, score);
@@ -558,21 +588,15 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
     FillStage(is_new, score);
     TakeWeighted(slots - chosen_.size(), rng, taker(kNoteOortFillExplore, false));
   }
-  if (options_.cache.prefetch) {
-    // Expected next round: the best-scoring tried clients not picked now.
-    FillStage(is_tried, score);
-    AppendExpectedNext(slots, plan);
-  }
+  return true;
 }
 
 void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
                             RoundPlan* plan) {
-  for (ClientIndex idx : request.candidates) {
-    if (book_->state(idx).busy || stamp_[idx] == stamp_serial_) continue;
-    stamp_[idx] = stamp_serial_;
-    Candidate& c = pool_.emplace_back();
-    Evaluate(idx, request, &c);
-    // Running extremes over all history, this round's candidates included.
+  PoolCandidates(request);
+  if (pool_.empty()) return;
+  // Running extremes over all history, this round's candidates included.
+  for (const Candidate& c : pool_) {
     if (!has_range_) {
       range_ = {c.t_s, c.t_s, c.utility, c.utility};
       has_range_ = true;
@@ -582,9 +606,9 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
     range_.min_utility = std::min(range_.min_utility, c.utility);
     range_.max_utility = std::max(range_.max_utility, c.utility);
   }
-  if (pool_.empty()) return;
   for (Candidate& c : pool_) {
-    c.score = FedCaseExperience(c.t_s, c.utility, range_, options_.fedcase.speed_weight);
+    c.experience = FedCaseExperience(c.t_s, c.utility, range_, options_.fedcase.speed_weight);
+    c.score = c.experience;  // the random base set keeps it; Oort's overwrites it
   }
   auto taker = [this, &request](uint8_t note) {
     return [this, &request, note](uint32_t pos) {
@@ -600,15 +624,20 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
     };
   };
   auto fits = [](const Candidate& c) { return c.fits; };
+  auto experience = [](const Candidate& c) { return c.experience; };
   const size_t top =
       std::min(slots, static_cast<size_t>(std::max(
                           0, CeilToInt(options_.fedcase.top_ratio * options_.clients_per_round))));
 
-  FillStage(fits, [](const Candidate& c) { return c.score; });
+  FillStage(fits, experience);
   TakeTop(top, taker(kNoteFedCaseTop));
   if (chosen_.size() < slots) {
-    FillStage(fits, [](const Candidate&) { return 0.0; });
-    TakeRandom(slots - chosen_.size(), rng, taker(kNoteFedCaseRandom));
+    if (options_.fedcase.base_policy == v1::FedCaseConfig::BASE_POLICY_RANDOM) {
+      FillStage(fits, [](const Candidate&) { return 0.0; });
+      TakeRandom(slots - chosen_.size(), rng, taker(kNoteFedCaseRandom));
+    } else {
+      FillOort(request, slots, /*fits_only=*/true, rng, plan);
+    }
   }
   if (chosen_.size() < slots) {
     FillStage([](const Candidate& c) { return !c.fits; },
@@ -617,7 +646,7 @@ void Planner::SelectFedCase(const PlanRequest& request, size_t slots, std::mt199
   }
   if (options_.cache.prefetch && top > 0) {
     // Expected next round: the best by experience among those not picked now.
-    FillStage(fits, [](const Candidate& c) { return c.score; });
+    FillStage(fits, experience);
     AppendExpectedNext(top, plan);
   }
 }
@@ -718,7 +747,11 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   const v1::SelectionPolicy policy = options_.policy == v1::SELECTION_POLICY_UNSPECIFIED
                                          ? v1::SELECTION_POLICY_RANDOM
                                          : options_.policy;
-  const bool oort_scored = policy == v1::SELECTION_POLICY_OORT && plan.preferred_duration_s > 0;
+  // Oort's terms exist when it scored this round, alone or as FedCaSe's base set.
+  const bool oort_scored = (policy == v1::SELECTION_POLICY_OORT ||
+                            (policy == v1::SELECTION_POLICY_FEDCASE &&
+                             options_.fedcase.base_policy == v1::FedCaseConfig::BASE_POLICY_OORT)) &&
+                           plan.preferred_duration_s > 0;
   for (uint32_t pos : chosen_) {
     const Candidate& c = pool_[pos];
     const ClientState& s = book_->state(c.index);
@@ -739,8 +772,14 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
       r.set_statistical_utility(st.utility);
       r.set_speed_penalty(st.speed_penalty);
     }
-    if (policy != v1::SELECTION_POLICY_RANDOM) r.set_score(c.score);
-    if (policy == v1::SELECTION_POLICY_FEDCASE) r.set_experience(c.score);
+    if (policy == v1::SELECTION_POLICY_FEDCASE) {
+      // The rank the client was picked by: experience for the top clients, else the base
+      // set's (Oort's score or exploration weight; experience under the random base).
+      r.set_experience(c.experience);
+      r.set_score(c.note == kNoteFedCaseTop ? c.experience : c.score);
+    } else if (policy != v1::SELECTION_POLICY_RANDOM) {
+      r.set_score(c.score);
+    }
     r.set_explored(c.explore_pick);
     r.set_predicted_seconds(c.t_s);
     r.set_local_steps(c.steps);

@@ -93,6 +93,10 @@ struct FedCaseOptions {
   double top_ratio = 0.5;
   // Weight of normalised speed in experience; utility gets the rest. In [0, 1]. Default: 0.1.
   double speed_weight = 0.1;
+  // The set the top clients are joined with: Oort's selection or uniform random (research.md
+  // section 4: "the over-committed random (or Oort) set"; Oort pinned, see config.proto).
+  // Default: BASE_POLICY_OORT (also for UNSPECIFIED).
+  v1::FedCaseConfig::BasePolicy base_policy = v1::FedCaseConfig::BASE_POLICY_OORT;
   // Zero fields of `config` take the defaults above.
   static FedCaseOptions FromConfig(const v1::FedCaseConfig& config);
 };
@@ -260,10 +264,16 @@ class Planner {
   //            expected_next = the best-scoring tried clients not picked.
   //   fedcase: FedCaSe (Khan et al., SoCC 2024; research.md section 4): experience from
   //            running min/max of t and utility over all candidates and updates seen; the
-  //            ceil(top_ratio x K) best by experience, then uniform random up to slots;
-  //            clients predicted to miss the deadline even at min_local_steps are taken last
-  //            (fastest first). expected_next = the next ceil(top_ratio x K) by experience.
-  //            top_ratio is fixed (FedCaSe's learned ratio is not implemented).
+  //            ceil(top_ratio x K) best by experience (note "fedcase-top-experience"), then the
+  //            remaining slots from the base set: with base_policy OORT, Oort's selection as
+  //            above over the clients not yet taken (T, clip and utility floor over all
+  //            candidates; exploit_len = floor((1 - epsilon) x remaining slots); notes
+  //            "oort-initial-random" / "oort-exploit" / "oort-explore" / "oort-fill-*"); with
+  //            RANDOM, uniform random ("fedcase-random"). Both stages consider only clients
+  //            predicted to finish by the deadline at min_local_steps; the others are taken
+  //            last (fastest first, "fedcase-completion-fill"). expected_next = the next
+  //            ceil(top_ratio x K) by experience. top_ratio is fixed (FedCaSe's learned ratio
+  //            is not implemented).
   // Predictions use RoundTimePredictor over ProfileBook::Inputs, never below the client's
   // straggler bound; with workload_sizing, a slow client's local steps are lowered to fit (see
   // PlannerOptions), recorded in reason.workload_reduced. Marks every participant with
@@ -343,7 +353,13 @@ class Planner {
   void FillStage(Pred&& pred, Key&& key);
   void AppendExpectedNext(size_t count, RoundPlan* plan);
   void SelectRandom(const PlanRequest& request, size_t slots, std::mt19937_64& rng);
+  void PoolCandidates(const PlanRequest& request);
   void SelectOort(const PlanRequest& request, size_t slots, std::mt19937_64& rng, RoundPlan* plan);
+  // Oort's stages over the still available pool_ entries until `slots` are chosen in total;
+  // with `fits_only`, only over those predicted to finish by the deadline. Returns whether it
+  // scored the pool (false for Oort's uniform first round or when nothing was left to fill).
+  bool FillOort(const PlanRequest& request, size_t slots, bool fits_only, std::mt19937_64& rng,
+                RoundPlan* plan);
   void SelectFedCase(const PlanRequest& request, size_t slots, std::mt19937_64& rng,
                      RoundPlan* plan);
   v1::CachePlan MakeCachePlan(ClientIndex index, int32_t local_steps, bool prefetch) const;

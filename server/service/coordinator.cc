@@ -296,6 +296,13 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
         "update names round ", header.round(), " but task ", task.task_id, " is for round ",
         task.round));
   }
+  if (config_.round_closing() == v1::ROUND_CLOSING_FIRST_K &&
+      record_.updates_accepted() >= config_.clients_per_round()) {
+    // The round is complete with its first K updates; the next tick commits it.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "late update: round ", task.round, " already has its ", config_.clients_per_round(),
+        " updates (straggler)"));
+  }
   if (record_.total_examples() > INT64_MAX - metrics.num_examples()) {
     return absl::InvalidArgumentError("num_examples would overflow the round's example count");
   }

@@ -102,7 +102,8 @@ class Coordinator {
   // Validates and folds in an update (a serialized v1::Model delta = trained - downloaded).
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
   // (PERMISSION_DENIED), is for the current, open round (FAILED_PRECONDITION "late update"), not
-  // already uploaded (ALREADY_EXISTS); header.round matches; num_examples > 0; declared size and
+  // already uploaded (ALREADY_EXISTS); under first-K closing, the round does not already have
+  // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples > 0; declared size and
   // SHA-256 match the payload; payload parses; shapes equal the global model's and every value is
   // finite (INVALID_ARGUMENT naming the tensor). A rejected update changes nothing.
   // `upload_seconds` is how long the upload stream took, as measured by the service (0 = not

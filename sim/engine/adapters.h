@@ -1,6 +1,6 @@
 // The seams between the simulator's event loop and the code it drives. The engine owns virtual
-// time and availability; a ParticipantSelector decides who trains (server/planner in the full
-// build, a built-in random policy otherwise) and a Learner does or models the training
+// time and availability; a ParticipantSelector decides who trains (server/planner, or a
+// built-in random policy for engine-speed comparisons) and a Learner does or models the training
 // (client/models + client/cache + server/aggregation, or a modelled curve in no-train mode).
 // Both are called from the engine's thread only.
 #ifndef FEDSCHED_SIM_ENGINE_ADAPTERS_H_
@@ -79,7 +79,7 @@ struct DeviceInfo {
 };
 
 // Chooses participants. Implementations: BuiltinRandomSelector (sim/engine/builtin.h) and the
-// server/planner adapter.
+// server/planner adapter (PlannerSelector, sim/engine/planner_selector.h).
 class ParticipantSelector {
  public:
   virtual ~ParticipantSelector() = default;

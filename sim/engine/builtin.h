@@ -1,5 +1,5 @@
-// Built-in stand-ins used when the simulator runs without the server's planner or without real
-// training: a random selector with a simple round-time predictor, and the modelled learning
+// Built-in stand-ins: a random selector with a simple round-time predictor (builtin_selector,
+// for measuring the engine's speed without the server's planner) and the modelled learning
 // curve of the no-train mode. Both are deterministic for a seed.
 #ifndef FEDSCHED_SIM_ENGINE_BUILTIN_H_
 #define FEDSCHED_SIM_ENGINE_BUILTIN_H_

@@ -5,10 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "sim/engine/builtin.h"
-#include "sim/engine/training_learner.h"
-#ifdef FEDSCHED_SIM_HAVE_PLANNER
 #include "sim/engine/planner_selector.h"
-#endif
+#include "sim/engine/training_learner.h"
 
 namespace fedsched::sim {
 namespace {
@@ -73,6 +71,10 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   if (s->policy() == v1::SELECTION_POLICY_UNSPECIFIED) s->set_policy(v1::SELECTION_POLICY_RANDOM);
   if (s->overcommit() == 0) s->set_overcommit(1.3);
   if (s->overcommit() < 1) return Invalid("selection.overcommit", "must be >= 1");
+  if (c.builtin_selector() && s->policy() != v1::SELECTION_POLICY_RANDOM) {
+    return Invalid("builtin_selector",
+                   absl::StrCat("supports only the random policy, not ", PolicyName(s->policy())));
+  }
 
   v1::CacheConfig* cache = c.mutable_cache();
   if (cache->policy() == v1::CACHE_POLICY_UNSPECIFIED) {
@@ -149,23 +151,16 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig&
   }
   sim->config.mutable_training()->set_local_steps(local_steps);
 
-#ifdef FEDSCHED_SIM_HAVE_PLANNER
-  if (!c.builtin_selector()) {
-    FEDSCHED_ASSIGN_OR_RETURN(
-        sim->selector, PlannerSelector::Create(sim->config, local_steps, sim->learner->ModelBytes(),
-                                               sim->availability.get()));
-  }
-#endif
-  if (sim->selector == nullptr) {
-    if (c.selection().policy() != v1::SELECTION_POLICY_RANDOM) {
-      return absl::UnimplementedError(absl::StrCat("policy ", PolicyName(c.selection().policy()),
-                                                   " needs server/planner in this build"));
-    }
+  if (c.builtin_selector()) {
     BuiltinRandomSelector::Options so;
     so.examples_per_task = static_cast<int64_t>(local_steps) * batch;
     so.model_bytes = sim->learner->ModelBytes();
     so.seed = c.seed();
     sim->selector = std::make_unique<BuiltinRandomSelector>(so);
+  } else {
+    FEDSCHED_ASSIGN_OR_RETURN(
+        sim->selector, PlannerSelector::Create(sim->config, local_steps, sim->learner->ModelBytes(),
+                                               sim->availability.get()));
   }
 
   Simulator::Options o;

@@ -18,7 +18,8 @@ namespace fedsched::sim {
 
 // `config` with every zero field set to its documented default (sim.proto comments).
 // Errors: INVALID_ARGUMENT naming the field for an out-of-range value (negative counts,
-// overcommit < 1, min_updates > K, accuracy outside [0, 1], ...).
+// overcommit < 1, min_updates > K, accuracy outside [0, 1], builtin_selector with a policy other
+// than random, ...).
 absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
 
 // All parts of one run. Members are declared in dependency order.
@@ -32,9 +33,9 @@ struct Simulation {
   std::string run_name;  // config.run_name or the policy name
 };
 
-// Loads the traces and builds every part. Errors: those of ResolveSimConfig, the trace loaders
-// (file:line), data loading / partitioning, and UNIMPLEMENTED for a policy or mode this build
-// lacks.
+// Loads the traces and builds every part: the selector is server/planner's Planner
+// (PlannerSelector) unless builtin_selector is set. Errors: those of ResolveSimConfig, the trace
+// loaders (file:line), data loading / partitioning, and PlannerSelector::Create.
 absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& config);
 
 // Lower-case policy name: "random", "oort", "fedcase".

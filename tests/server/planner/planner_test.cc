@@ -29,6 +29,22 @@ using ::testing::HasSubstr;
 constexpr v1::SelectionPolicy kAllPolicies[] = {
     v1::SELECTION_POLICY_RANDOM, v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_FEDCASE};
 
+// Every policy, FedCaSe on both of its base sets (the base only matters for FedCaSe).
+struct Variant {
+  v1::SelectionPolicy policy;
+  v1::FedCaseConfig::BasePolicy base;
+};
+constexpr Variant kAllVariants[] = {
+    {v1::SELECTION_POLICY_RANDOM, v1::FedCaseConfig::BASE_POLICY_OORT},
+    {v1::SELECTION_POLICY_OORT, v1::FedCaseConfig::BASE_POLICY_OORT},
+    {v1::SELECTION_POLICY_FEDCASE, v1::FedCaseConfig::BASE_POLICY_OORT},
+    {v1::SELECTION_POLICY_FEDCASE, v1::FedCaseConfig::BASE_POLICY_RANDOM}};
+
+std::string Name(const Variant& v) {
+  return absl::StrCat(v1::SelectionPolicy_Name(v.policy), "/",
+                      v1::FedCaseConfig::BasePolicy_Name(v.base));
+}
+
 // Options where a task's predicted seconds are exactly batch x steps x ms / 1000 = ms / 100
 // (10 samples, no model transfer, no I/O), so that expected values can be computed by hand.
 PlannerOptions BaseOptions(v1::SelectionPolicy policy, int32_t k) {
@@ -129,6 +145,7 @@ TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
   EXPECT_DOUBLE_EQ(o.oort.exploration_min, 0.3);
   EXPECT_EQ(o.oort.pacer_step, 20);
   EXPECT_DOUBLE_EQ(o.fedcase.speed_weight, 0.1);
+  EXPECT_EQ(o.fedcase.base_policy, v1::FedCaseConfig::BASE_POLICY_OORT);  // the pinned default
   EXPECT_DOUBLE_EQ(o.cache.capacity_fraction, 0.1);
   EXPECT_TRUE(o.cache.prefetch);
   EXPECT_EQ(o.round_closing, v1::ROUND_CLOSING_FIRST_K);
@@ -144,6 +161,16 @@ TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exploration_factor")));
   EXPECT_THAT(Planner::Create(o, nullptr).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+
+  config.mutable_selection()->mutable_oort()->set_exploration_factor(0);
+  config.mutable_selection()->mutable_fedcase()->set_base_policy(
+      v1::FedCaseConfig::BASE_POLICY_RANDOM);
+  ASSERT_OK_AND_ASSIGN(o, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(o.fedcase.base_policy, v1::FedCaseConfig::BASE_POLICY_RANDOM);
+  config.mutable_selection()->mutable_fedcase()->set_base_policy(
+      static_cast<v1::FedCaseConfig::BasePolicy>(7));  // an unknown value off the wire
+  EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fedcase.base_policy")));
 }
 
 // Four tried clients: t = 1, 2, 4, 8 s; U = 10, 20, 40, 80; last selected in rounds 1..4.
@@ -318,6 +345,198 @@ TEST_F(PlannerTest, FedCasePrefersTheHigherExperienceClient) {
   }
 }
 
+// Eight tried clients (t = ms / 100 s, statistical utility U, all last selected in round 1):
+//   c0 8 s U 100, c1 7 s U 90, c2 6 s U 80, c3 1 s U 40, c4 1.2 s U 35, c5 1.1 s U 10,
+//   c6 2 s U 5, c7 3 s U 1.
+// K = 4 slots, top_ratio 0.5: the two best by experience (0.1 speed + 0.9 utility over the
+// running ranges t in [1, 8], U in [1, 100]) are c0 and c1; c2 would be third. Oort, exploiting
+// only and with cut_off 1 (so that its weighted draw is deterministic), fills the other two
+// slots with the best Oort scores among the rest: T = the 30th percentile of the 8 durations =
+// 1.2 s, so slow c2 is penalised by (1.2 / 6)^2 and c3, c4 win.
+TEST_F(PlannerTest, FedCaseOnOortTakesTopExperienceThenFillsByOortScore) {
+  const std::vector<double> ms = {800, 700, 600, 100, 120, 110, 200, 300};
+  const std::vector<double> utility = {100, 90, 80, 40, 35, 10, 5, 1};
+  for (int i = 0; i < 8; ++i) Measure(Add(absl::StrCat("d", i), ms[i]), ms[i], utility[i], 1);
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_FEDCASE, 4);
+  o.fedcase.top_ratio = 0.5;
+  o.oort.exploration_factor = 0;  // exploit only
+  o.oort.exploration_min = 0;
+  o.oort.cut_off_util = 1.0;
+  auto planner = Make(o);
+  ASSERT_OK(planner->PlanRound({.round = 1, .now_s = 0, .candidates = {}}).status());
+  const std::vector<ClientIndex> all = All();
+  ASSERT_OK_AND_ASSIGN(RoundPlan plan,
+                       planner->PlanRound({.round = 10, .now_s = 1, .candidates = all}));
+  EXPECT_THAT(plan.preferred_duration_s, DoubleNear(1.2, 1e-9));
+  std::map<ClientIndex, const PlannedTask*> by;
+  for (const PlannedTask& t : plan.participants) by[t.index] = &t;
+  std::vector<ClientIndex> picked;
+  for (const auto& [index, task] : by) picked.push_back(index);
+  ASSERT_THAT(picked, ElementsAre(0u, 1u, 3u, 4u));
+
+  const ExperienceRange range = {1.0, 8.0, 1.0, 100.0};
+  OortRoundTerms terms;
+  terms.round = 10;
+  terms.clip_utility = 100;  // the 90 % quantile (nearest rank) of 8 utilities is the largest
+  terms.min_utility = 1;
+  terms.preferred_duration_s = 1.2;
+  terms.round_penalty = 2;
+  // The hand check behind the expectation: c2 beats c3 on experience but not on Oort's score.
+  EXPECT_GT(FedCaseExperience(6, 80, range, 0.1), FedCaseExperience(1, 40, range, 0.1));
+  EXPECT_LT(OortScore(80, 6, 1, terms).score, OortScore(35, 1.2, 1, terms).score);
+  for (ClientIndex i : picked) {
+    SCOPED_TRACE(i);
+    const v1::SelectionReason& r = by[i]->reason;
+    const double t = ms[i] / 100;
+    const double experience = FedCaseExperience(t, utility[i], range, 0.1);
+    const OortScoreTerms oort = OortScore(utility[i], t, 1, terms);
+    EXPECT_EQ(r.policy(), v1::SELECTION_POLICY_FEDCASE);
+    EXPECT_THAT(r.experience(), DoubleNear(experience, 1e-9));
+    // Oort's terms are recorded for every participant of the round.
+    EXPECT_THAT(r.statistical_utility(), DoubleNear(oort.utility, 1e-9));
+    EXPECT_THAT(r.speed_penalty(), DoubleNear(oort.speed_penalty, 1e-9));
+    EXPECT_FALSE(r.explored());
+    if (i <= 1) {
+      EXPECT_EQ(r.note(), "fedcase-top-experience");
+      EXPECT_THAT(r.score(), DoubleNear(experience, 1e-9));
+    } else {
+      EXPECT_EQ(r.note(), "oort-exploit");
+      EXPECT_THAT(r.score(), DoubleNear(oort.score, 1e-9));
+    }
+  }
+  EXPECT_THAT(by[0]->reason.speed_penalty(), DoubleNear(0.0225, 1e-9));  // (1.2 / 8)^2
+  // Expected next: the best by experience not picked now, c2 (0.75) then c5 (0.18).
+  ASSERT_EQ(plan.expected_next.size(), 2u);
+  EXPECT_EQ(plan.expected_next[0].index, 2u);
+  EXPECT_EQ(plan.expected_next[1].index, 5u);
+
+  // Over the random base set the top two are the same; the rest are uniform among the others.
+  for (ClientIndex i : picked) {
+    ASSERT_OK(planner->OnTaskFailed(i, 10, TaskFailure::kDropped, 2));
+  }
+  o.fedcase.base_policy = v1::FedCaseConfig::BASE_POLICY_RANDOM;
+  auto random_base = Make(o);
+  std::set<ClientIndex> others;
+  for (int64_t round = 11; round <= 30; ++round) {
+    ASSERT_OK_AND_ASSIGN(RoundPlan p,
+                         random_base->PlanRound({.round = round, .now_s = 3, .candidates = all}));
+    ASSERT_EQ(p.participants.size(), 4u);
+    int top = 0;
+    for (const PlannedTask& t : p.participants) {
+      if (t.index <= 1) {
+        ++top;
+        EXPECT_EQ(t.reason.note(), "fedcase-top-experience");
+      } else {
+        EXPECT_EQ(t.reason.note(), "fedcase-random");
+        others.insert(t.index);
+      }
+    }
+    EXPECT_EQ(top, 2);
+    random_base->OnRoundFinished(round, false, 3);
+  }
+  EXPECT_EQ(others.size(), 6u);  // every other client was drawn at some point
+}
+
+// Fewer online than K: FedCaSe's top clients and Oort's share together take everybody, and
+// Oort's stages (first-round random, exploit, shortfall fill) run on what is left.
+TEST_F(PlannerTest, FedCaseOnOortWithFewerOnlineThanK) {
+  std::vector<double> ms = {100, 300, 200}, utility = {1, 2, 3};
+  for (int i = 0; i < 3; ++i) Add(absl::StrCat("d", i), ms[i]);
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_FEDCASE, 10);
+  o.overcommit = 1.3;
+  o.fedcase.top_ratio = 0.1;  // one top client; Oort may fill 12 slots
+  auto planner = Make(o);
+  for (int64_t round = 1; round <= 4; ++round) {
+    SCOPED_TRACE(round);
+    const RoundPlan plan = RunRound(*planner, round, ms, utility);
+    ASSERT_EQ(plan.participants.size(), 3u);
+    EXPECT_EQ(plan.target_updates, 3);
+    std::set<ClientIndex> distinct;
+    int top = 0;
+    for (const PlannedTask& t : plan.participants) {
+      distinct.insert(t.index);
+      if (t.reason.note() == "fedcase-top-experience") {
+        ++top;
+      } else if (round == 1) {
+        EXPECT_EQ(t.reason.note(), "oort-initial-random");
+      } else {
+        // One exploited (floor((1 - 0.88) x 12) = 1), the other from the shortfall fill: no
+        // never-tried client is left to explore.
+        EXPECT_THAT(t.reason.note(), ::testing::AnyOf("oort-exploit", "oort-fill-exploit"));
+      }
+    }
+    EXPECT_EQ(distinct.size(), 3u);
+    EXPECT_EQ(top, 1);
+  }
+  ASSERT_OK_AND_ASSIGN(RoundPlan empty,
+                       planner->PlanRound({.round = 5, .now_s = 600, .candidates = {}}));
+  EXPECT_TRUE(empty.participants.empty());
+  RotatingAvailability oracle(1e6);  // client 0 offline throughout, 1 and 2 online
+  const std::vector<ClientIndex> all = All();
+  ASSERT_OK_AND_ASSIGN(
+      RoundPlan some,
+      planner->PlanRound({.round = 6, .now_s = 700, .candidates = all, .availability = &oracle}));
+  ASSERT_EQ(some.participants.size(), 2u);
+  for (const PlannedTask& t : some.participants) EXPECT_NE(t.index, 0u);
+}
+
+// The state FedCaSe-on-Oort depends on (epsilon, the pacer's T percentile and window, the
+// experience ranges, the predictor) survives export / import: a restored planner plans the same
+// rounds, reasons included.
+TEST_F(PlannerTest, FedCaseOnOortStateRoundTripResumesIdentically) {
+  const int n = 200;  // never-tried clients remain to explore after 12 rounds
+  std::vector<double> ms(n), utility(n, 10.0);
+  for (int i = 0; i < n; ++i) {
+    ms[i] = 100 + 7 * i;
+    Add(absl::StrCat("d", i), ms[i]);
+  }
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_FEDCASE, 6);
+  o.overcommit = 1.3;
+  o.oort.exploration_factor = 0.5;
+  o.oort.pacer_step = 2;  // constant utility: the pacer relaxes T early
+  auto a = Make(o);
+  for (int64_t round = 1; round <= 12; ++round) RunRound(*a, round, ms, utility);
+  EXPECT_GT(a->round_threshold_percent(), 30);
+  EXPECT_LT(a->epsilon(), 0.5);
+
+  std::vector<v1::ClientProfile> saved;
+  for (ClientIndex i = 0; i < book_->size(); ++i) saved.push_back(book_->profile(i));
+  const v1::PlannerState state = a->ExportState();
+  EXPECT_TRUE(state.fedcase().has_range());
+  EXPECT_EQ(state.oort().exploit_utility_history_size(), 4);
+  ASSERT_OK_AND_ASSIGN(auto book_b, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
+  ASSERT_OK(book_b->Import(saved));
+  ASSERT_OK_AND_ASSIGN(auto b, Planner::Create(o, book_b.get()));
+  ASSERT_OK(b->ImportState(state));
+
+  const std::vector<ClientIndex> all = All();
+  std::set<std::string> notes;
+  for (int64_t round = 13; round <= 16; ++round) {
+    const PlanRequest req{.round = round, .now_s = 100.0 * round, .candidates = all};
+    ASSERT_OK_AND_ASSIGN(RoundPlan pa, a->PlanRound(req));
+    ASSERT_OK_AND_ASSIGN(RoundPlan pb, b->PlanRound(req));
+    EXPECT_EQ(pa.preferred_duration_s, pb.preferred_duration_s);
+    ASSERT_EQ(pa.participants.size(), 8u);
+    ASSERT_EQ(pb.participants.size(), 8u);
+    for (size_t i = 0; i < pa.participants.size(); ++i) {
+      EXPECT_EQ(pa.participants[i].reason.SerializeAsString(),
+                pb.participants[i].reason.SerializeAsString());
+      notes.insert(pa.participants[i].reason.note());
+    }
+    for (Planner* p : {a.get(), b.get()}) {
+      for (const PlannedTask& t : pa.participants) {
+        ASSERT_OK(p->OnUpdate(t.index, round, Metrics(ms[t.index], 10.0),
+                              {.completion_s = ms[t.index] / 100}, req.now_s + 1));
+      }
+      p->OnRoundFinished(round, true, req.now_s + 50);
+    }
+    EXPECT_EQ(a->ExportState().SerializeAsString(), b->ExportState().SerializeAsString());
+  }
+  EXPECT_TRUE(notes.contains("fedcase-top-experience"));
+  EXPECT_TRUE(notes.contains("oort-exploit"));
+  EXPECT_TRUE(notes.contains("oort-explore"));
+}
+
 TEST_F(PlannerTest, PredictorLearnsTheSystemInTheLoop) {
   const int n = 30;
   std::vector<double> ms(n);
@@ -381,12 +600,13 @@ TEST_F(PlannerTest, ReRegisteredClientIsSelectableAtOnce) {
 }
 
 TEST_F(PlannerTest, FewerOnlineThanKSelectsAllOfThemUnderEveryPolicy) {
-  for (v1::SelectionPolicy policy : kAllPolicies) {
-    SCOPED_TRACE(policy);
+  for (const Variant& v : kAllVariants) {
+    SCOPED_TRACE(Name(v));
     SetUp();
     std::vector<double> ms = {100, 300, 200}, utility = {1, 2, 3};
     for (int i = 0; i < 3; ++i) Add(absl::StrCat("d", i), ms[i]);
-    PlannerOptions o = BaseOptions(policy, 10);
+    PlannerOptions o = BaseOptions(v.policy, 10);
+    o.fedcase.base_policy = v.base;
     o.overcommit = 1.3;
     auto planner = Make(o);
     for (int64_t round = 1; round <= 4; ++round) {
@@ -571,11 +791,12 @@ void Drive(Planner& planner, ProfileBook& book, int64_t first, int64_t last) {
 }
 
 TEST_F(PlannerTest, ExportImportGivesIdenticalNextSelections) {
-  for (v1::SelectionPolicy policy : kAllPolicies) {
-    SCOPED_TRACE(policy);
+  for (const Variant& v : kAllVariants) {
+    SCOPED_TRACE(Name(v));
     SetUp();
     for (int i = 0; i < 40; ++i) Add(absl::StrCat("d", i), i % 5 == 0 ? 0 : 5.0 + i);
-    PlannerOptions o = BaseOptions(policy, 6);
+    PlannerOptions o = BaseOptions(v.policy, 6);
+    o.fedcase.base_policy = v.base;
     o.overcommit = 1.3;
     o.workload_sizing = true;
     o.round_deadline_s = 3;
@@ -594,6 +815,8 @@ TEST_F(PlannerTest, ExportImportGivesIdenticalNextSelections) {
     ASSERT_TRUE(parsed.ParseFromString(state));
     ASSERT_OK(b->ImportState(parsed));
     EXPECT_EQ(b->ExportState().SerializeAsString(), state);
+    EXPECT_EQ(b->epsilon(), a->epsilon());
+    EXPECT_EQ(b->round_threshold_percent(), a->round_threshold_percent());
 
     const std::vector<ClientIndex> all = All();
     for (int64_t round = 9; round <= 11; ++round) {

@@ -203,10 +203,15 @@ TEST_F(CoordinatorTest, StragglerUpdateAfterCloseIsLate) {
   v1::Task ta = TaskFor(a);
   v1::Task tb = TaskFor(b);
   ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
+  // Arrives before the tick that commits: the round already has its K = 1 updates.
+  EXPECT_THAT(Upload(b, tb, TwoTensorModel(5, 5)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("straggler")));
   coordinator_->Tick(kT0 + absl::Seconds(1));
   EXPECT_EQ(coordinator_->committed_round(), 1);
   EXPECT_THAT(Upload(b, tb, TwoTensorModel(1, 1)),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("late update")));
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);  // only a's update: (1,2) + (1,1)
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, store_->LoadRound(1));
   ASSERT_EQ(record.stragglers_size(), 1);
   EXPECT_EQ(record.stragglers(0), b.client_id());

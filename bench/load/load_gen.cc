@@ -1,0 +1,694 @@
+// fedsched-load-gen: many lightweight simulated clients in one process against a running
+// fedsched-server over loopback (issue 6, "Load").
+//
+//   fedsched-load-gen --server=127.0.0.1:50051 --clients=1000 --rounds=20 [--server_pid=PID]
+//
+// Each simulated client speaks the real protocol with gRPC's callback API (no thread per client):
+// Register, a Heartbeat every heartbeat_interval_ms, PollTask every retry_after_ms while idle,
+// then for a task DownloadModel (chunks, whole-model SHA-256 checked), a simulated compute time
+// drawn uniformly from [compute_ms_min, compute_ms_max] (no real training), and UploadUpdate of a
+// delta of the model's shape (header + chunks). One scheduler thread starts timed actions; gRPC's
+// callback threads complete them. A monitor samples GetStatus every second.
+//
+// It reports, per committed round and in summary: wall time (server record: end - start), the
+// slowest participant's simulated compute, round overhead = wall - slowest compute, the number
+// of participants; RPC counts and errors; the minimum online count seen; the server's CPU seconds
+// (utime + stime from /proc/PID/stat over the run) and peak RSS (VmHWM from /proc/PID/status).
+// Exits 0 when `rounds` rounds committed with no RPC error, every upload accepted and all clients
+// registered; 1 otherwise.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cinttypes>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <queue>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/sha256.h"
+#include "common/transport.h"
+#include "fedsched/v1/coordinator.grpc.pb.h"
+#include "fedsched/v1/tensor.pb.h"
+#include "grpcpp/grpcpp.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address (loopback).");
+ABSL_FLAG(int32_t, clients, 1000, "Simulated clients.");
+ABSL_FLAG(int32_t, rounds, 20, "Stop once the server has committed this many rounds.");
+ABSL_FLAG(int32_t, channels, 16, "gRPC channels (TCP connections) shared by the clients.");
+ABSL_FLAG(int32_t, compute_ms_min, 100, "Simulated local compute per task, lower bound, ms.");
+ABSL_FLAG(int32_t, compute_ms_max, 1000, "Simulated local compute per task, upper bound, ms.");
+ABSL_FLAG(int32_t, server_pid, 0, "Server process id, for CPU seconds and peak RSS (/proc).");
+ABSL_FLAG(int32_t, timeout_s, 900, "Give up after this many seconds.");
+ABSL_FLAG(uint64_t, seed, 1, "Seed of compute times and jitter.");
+ABSL_FLAG(std::string, out, "", "Also write the report to this file.");
+
+namespace fedsched {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Server process figures from /proc.
+struct ProcStats {
+  double cpu_seconds = -1;  // utime + stime
+  int64_t peak_rss_kb = -1;  // VmHWM
+  int64_t rss_kb = -1;       // VmRSS
+};
+
+ProcStats ReadProc(int pid) {
+  ProcStats stats;
+  if (pid <= 0) return stats;
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (std::getline(stat, line)) {
+    // Fields after the parenthesised command: state is field 3; utime 14, stime 15.
+    const size_t close = line.rfind(')');
+    std::istringstream rest(line.substr(close + 2));
+    std::vector<std::string> fields;
+    std::string f;
+    while (rest >> f) fields.push_back(f);
+    if (fields.size() > 12) {
+      const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
+      stats.cpu_seconds = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
+    }
+  }
+  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
+  while (std::getline(status, line)) {
+    if (line.rfind("VmHWM:", 0) == 0) stats.peak_rss_kb = std::stoll(line.substr(6));
+    if (line.rfind("VmRSS:", 0) == 0) stats.rss_kb = std::stoll(line.substr(6));
+  }
+  return stats;
+}
+
+double SelfCpuSeconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec +
+         usage.ru_stime.tv_usec / 1e6;
+}
+
+// One finished task, as the client saw it.
+struct TaskRecord {
+  int64_t round = 0;
+  double compute_ms = 0;
+  double download_ms = 0;
+  double upload_ms = 0;
+  bool accepted = false;
+};
+
+// Counts RPCs and errors by method.
+class Counters {
+ public:
+  void Add(const std::string& method, const grpc::Status& status, bool stopping) {
+    absl::MutexLock lock(&mu_);
+    ++calls_[method];
+    if (!status.ok() && !stopping) {
+      ++errors_[method];
+      if (examples_.size() < 10) {
+        examples_.push_back(absl::StrCat(method, ": ", status.error_code(), " ",
+                                         status.error_message()));
+      }
+    }
+  }
+  int64_t errors() const {
+    absl::MutexLock lock(&mu_);
+    int64_t n = 0;
+    for (const auto& [m, c] : errors_) n += c;
+    return n;
+  }
+  std::string Report() const {
+    absl::MutexLock lock(&mu_);
+    std::string out;
+    for (const auto& [m, c] : calls_) {
+      absl::StrAppend(&out, "  ", m, ": ", c, " calls, ",
+                      errors_.count(m) ? errors_.at(m) : 0, " errors\n");
+    }
+    for (const std::string& e : examples_) absl::StrAppend(&out, "  error: ", e, "\n");
+    return out;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> errors_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> examples_ ABSL_GUARDED_BY(mu_);
+};
+
+class LoadGenerator;
+
+// The downloaded global model of one round and the delta every client uploads for it.
+struct RoundPayload {
+  std::string model_sha;
+  std::string delta;      // serialized v1::Model
+  std::string delta_sha;  // raw SHA-256
+};
+
+// One simulated device. Its main chain (register -> poll -> download -> compute -> upload ->
+// poll ...) and its heartbeat chain each have at most one action in flight.
+struct SimClient {
+  int index = 0;
+  std::string identity;
+  std::string client_id;
+  std::string token;
+  v1::Coordinator::Stub* stub = nullptr;
+  int64_t heartbeat_ms = 2000;
+  std::atomic<bool> finished{false};
+  // The task in progress and the delta to upload for it.
+  v1::Task task;
+  std::shared_ptr<const RoundPayload> payload;
+  Clock::time_point download_start;
+  double download_ms = 0;
+  double compute_ms = 0;
+};
+
+class LoadGenerator {
+ public:
+  LoadGenerator() : rng_(absl::GetFlag(FLAGS_seed)) {
+    const int channels = std::max(1, absl::GetFlag(FLAGS_channels));
+    v1::TransportConfig transport;
+    transport_ = *ResolveTransport(transport);
+    for (int i = 0; i < channels; ++i) {
+      grpc::ChannelArguments args = ClientChannelArguments(transport_);
+      args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per channel
+      stubs_.push_back(v1::Coordinator::NewStub(grpc::CreateCustomChannel(
+          absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials(), args)));
+    }
+    const int n = absl::GetFlag(FLAGS_clients);
+    for (int i = 0; i < n; ++i) {
+      auto c = std::make_unique<SimClient>();
+      c->index = i;
+      c->identity = absl::StrCat("load-", i);
+      c->stub = stubs_[i % stubs_.size()].get();
+      clients_.push_back(std::move(c));
+    }
+  }
+
+  int Run();
+
+ private:
+  // --- scheduling ---
+  void At(Clock::time_point when, std::function<void()> fn) {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    queue_.push(Event{when, seq_++, std::move(fn)});
+    queue_cv_.notify_one();
+  }
+  void After(double ms, std::function<void()> fn) {
+    At(Clock::now() + std::chrono::microseconds(static_cast<int64_t>(ms * 1000)), std::move(fn));
+  }
+  void SchedulerLoop();
+  double Uniform(double lo, double hi) {
+    std::lock_guard<std::mutex> lock(rng_mu_);
+    return std::uniform_real_distribution<double>(lo, hi)(rng_);
+  }
+
+  // --- the protocol ---
+  void Register(SimClient* c);
+  void Heartbeat(SimClient* c);
+  void Poll(SimClient* c);
+  void Download(SimClient* c);
+  void Upload(SimClient* c);
+  void TaskDone(SimClient* c, const TaskRecord& record);
+  // Called when a download of `model_bytes` completes; returns the delta to upload.
+  std::shared_ptr<const RoundPayload> PayloadFor(const std::string& model_bytes,
+                                                 const std::string& sha);
+
+  bool stopping() const { return stopping_.load(); }
+
+  struct Event {
+    Clock::time_point when;
+    uint64_t seq;
+    std::function<void()> fn;
+    bool operator>(const Event& o) const { return when != o.when ? when > o.when : seq > o.seq; }
+  };
+
+  v1::TransportConfig transport_;
+  std::vector<std::unique_ptr<v1::Coordinator::Stub>> stubs_;
+  std::vector<std::unique_ptr<SimClient>> clients_;
+  Counters counters_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> registered_{0};
+  std::atomic<int> finished_{0};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<int64_t> uploads_rejected_{0};
+
+  std::mutex queue_mu_;
+  std::condition_variable queue_cv_;
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue_;
+  uint64_t seq_ = 0;
+  bool scheduler_done_ = false;
+
+  std::mutex rng_mu_;
+  std::mt19937_64 rng_;
+
+  absl::Mutex payload_mu_;
+  std::shared_ptr<const RoundPayload> payload_ ABSL_GUARDED_BY(payload_mu_);
+
+  absl::Mutex records_mu_;
+  std::vector<TaskRecord> records_ ABSL_GUARDED_BY(records_mu_);
+};
+
+void LoadGenerator::SchedulerLoop() {
+  std::unique_lock<std::mutex> lock(queue_mu_);
+  while (!scheduler_done_) {
+    if (queue_.empty()) {
+      queue_cv_.wait(lock);
+      continue;
+    }
+    const Clock::time_point when = queue_.top().when;
+    if (Clock::now() < when) {
+      queue_cv_.wait_until(lock, when);
+      continue;
+    }
+    std::function<void()> fn = std::move(const_cast<Event&>(queue_.top()).fn);
+    queue_.pop();
+    lock.unlock();
+    fn();
+    lock.lock();
+  }
+}
+
+// Unary call state kept alive until its callback runs.
+template <typename Request, typename Response>
+struct UnaryCall {
+  grpc::ClientContext context;
+  Request request;
+  Response response;
+};
+
+void LoadGenerator::Register(SimClient* c) {
+  if (stopping()) return;
+  auto call = std::make_shared<UnaryCall<v1::RegisterRequest, v1::RegisterResponse>>();
+  call->request.set_identity(c->identity);
+  call->request.mutable_device()->set_num_samples(500);
+  call->request.mutable_device()->set_device_model("load-gen");
+  call->request.mutable_device()->set_compute_ms_per_sample(1.0);
+  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+  ++in_flight_;
+  c->stub->async()->Register(&call->context, &call->request, &call->response,
+                             [this, c, call](grpc::Status s) {
+                               counters_.Add("Register", s, stopping());
+                               if (s.ok()) {
+                                 c->client_id = call->response.client_id();
+                                 c->token = call->response.session_token();
+                                 c->heartbeat_ms =
+                                     std::max<int64_t>(100, call->response.heartbeat_interval_ms());
+                                 ++registered_;
+                                 After(Uniform(0, c->heartbeat_ms), [this, c] { Heartbeat(c); });
+                                 After(Uniform(0, 200), [this, c] { Poll(c); });
+                               } else {
+                                 After(1000, [this, c] { Register(c); });
+                               }
+                               --in_flight_;
+                             });
+}
+
+void LoadGenerator::Heartbeat(SimClient* c) {
+  if (stopping() || c->finished) return;
+  auto call = std::make_shared<UnaryCall<v1::HeartbeatRequest, v1::HeartbeatResponse>>();
+  call->request.set_client_id(c->client_id);
+  call->request.set_session_token(c->token);
+  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ++in_flight_;
+  c->stub->async()->Heartbeat(&call->context, &call->request, &call->response,
+                              [this, c, call](grpc::Status s) {
+                                counters_.Add("Heartbeat", s, stopping());
+                                After(c->heartbeat_ms, [this, c] { Heartbeat(c); });
+                                --in_flight_;
+                              });
+}
+
+void LoadGenerator::Poll(SimClient* c) {
+  if (stopping()) return;
+  auto call = std::make_shared<UnaryCall<v1::PollTaskRequest, v1::PollTaskResponse>>();
+  call->request.set_client_id(c->client_id);
+  call->request.set_session_token(c->token);
+  call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+  ++in_flight_;
+  c->stub->async()->PollTask(
+      &call->context, &call->request, &call->response, [this, c, call](grpc::Status s) {
+        counters_.Add("PollTask", s, stopping());
+        if (!s.ok()) {
+          After(500, [this, c] { Poll(c); });
+        } else if (call->response.has_task()) {
+          c->task = call->response.task();
+          Download(c);
+        } else if (call->response.finished()) {
+          c->finished = true;
+          ++finished_;
+        } else {
+          // The SDK's behaviour: wait retry_after_ms (clamped), with a little jitter here.
+          const double wait = std::clamp<double>(call->response.retry_after_ms(), 10, 10000);
+          After(wait * Uniform(0.9, 1.1), [this, c] { Poll(c); });
+        }
+        --in_flight_;
+      });
+}
+
+// Streams the task's model; checks size and SHA-256; then "computes" and uploads.
+class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
+ public:
+  DownloadReactor(v1::Coordinator::Stub* stub, const v1::DownloadModelRequest& request,
+                  std::function<void(grpc::Status, std::string, std::string)> done)
+      : request_(request), done_(std::move(done)) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    stub->async()->DownloadModel(&context_, &request_, this);
+    StartRead(&chunk_);
+    StartCall();
+  }
+  void OnReadDone(bool ok) override {
+    if (!ok) return;  // OnDone follows
+    if (chunk_.seq() == 0) {
+      sha_ = chunk_.sha256();
+      total_ = chunk_.total_bytes();
+      payload_.reserve(static_cast<size_t>(std::max<int64_t>(0, total_)));
+    }
+    payload_.append(chunk_.data());
+    StartRead(&chunk_);
+  }
+  void OnDone(const grpc::Status& status) override {
+    grpc::Status s = status;
+    if (s.ok() && (static_cast<int64_t>(payload_.size()) != total_ || Sha256(payload_) != sha_)) {
+      s = grpc::Status(grpc::StatusCode::DATA_LOSS, "model fails its size or SHA-256 check");
+    }
+    done_(s, std::move(payload_), std::move(sha_));
+    delete this;
+  }
+
+ private:
+  grpc::ClientContext context_;
+  v1::DownloadModelRequest request_;
+  v1::ModelChunk chunk_;
+  std::string payload_;
+  std::string sha_;
+  int64_t total_ = -1;
+  std::function<void(grpc::Status, std::string, std::string)> done_;
+};
+
+// Writes the header and the chunks of one upload.
+class UploadReactor : public grpc::ClientWriteReactor<v1::UploadChunk> {
+ public:
+  UploadReactor(v1::Coordinator::Stub* stub, std::vector<v1::UploadChunk> messages,
+                std::function<void(grpc::Status, bool)> done)
+      : messages_(std::move(messages)), done_(std::move(done)) {
+    context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+    stub->async()->UploadUpdate(&context_, &response_, this);
+    StartWrite(&messages_[0]);
+    StartCall();
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) return;  // OnDone follows with the server's status
+    if (++next_ < messages_.size()) {
+      StartWrite(&messages_[next_]);
+    } else {
+      StartWritesDone();
+    }
+  }
+  void OnDone(const grpc::Status& status) override {
+    done_(status, response_.accepted());
+    delete this;
+  }
+
+ private:
+  grpc::ClientContext context_;
+  v1::UploadUpdateResponse response_;
+  std::vector<v1::UploadChunk> messages_;
+  size_t next_ = 0;
+  std::function<void(grpc::Status, bool)> done_;
+};
+
+std::shared_ptr<const RoundPayload> LoadGenerator::PayloadFor(const std::string& model_bytes,
+                                                              const std::string& sha) {
+  absl::MutexLock lock(&payload_mu_);
+  if (payload_ != nullptr && payload_->model_sha == sha) return payload_;
+  v1::Model model;
+  if (!model.ParseFromString(model_bytes)) return nullptr;
+  for (v1::Tensor& t : *model.mutable_tensors()) {
+    for (float& v : *t.mutable_data()) v = 1e-3f;
+  }
+  auto payload = std::make_shared<RoundPayload>();
+  payload->model_sha = sha;
+  payload->delta = model.SerializeAsString();
+  payload->delta_sha = Sha256(payload->delta);
+  payload_ = payload;
+  return payload_;
+}
+
+void LoadGenerator::Download(SimClient* c) {
+  if (stopping()) return;
+  v1::DownloadModelRequest request;
+  request.set_client_id(c->client_id);
+  request.set_session_token(c->token);
+  request.set_task_id(c->task.task_id());
+  c->download_start = Clock::now();
+  ++in_flight_;
+  new DownloadReactor(c->stub, request,
+                      [this, c](grpc::Status s, std::string bytes, std::string sha) {
+                        counters_.Add("DownloadModel", s, stopping());
+                        c->download_ms = std::chrono::duration<double, std::milli>(
+                                             Clock::now() - c->download_start)
+                                             .count();
+                        if (!s.ok()) {
+                          After(500, [this, c] { Poll(c); });
+                        } else {
+                          c->compute_ms = Uniform(absl::GetFlag(FLAGS_compute_ms_min),
+                                                  absl::GetFlag(FLAGS_compute_ms_max));
+                          c->payload = PayloadFor(bytes, sha);
+                          if (c->payload == nullptr) {
+                            counters_.Add("ParseModel",
+                                          grpc::Status(grpc::StatusCode::DATA_LOSS, "corrupt"),
+                                          stopping());
+                          }
+                          After(c->compute_ms, [this, c] { Upload(c); });
+                        }
+                        --in_flight_;
+                      });
+}
+
+void LoadGenerator::Upload(SimClient* c) {
+  if (stopping() || c->payload == nullptr) return;
+  std::shared_ptr<const RoundPayload> payload = c->payload;
+  const int64_t chunk = transport_.chunk_bytes();
+  const int64_t total = static_cast<int64_t>(payload->delta.size());
+  std::vector<v1::UploadChunk> messages(1);
+  v1::UploadHeader* header = messages[0].mutable_header();
+  header->set_client_id(c->client_id);
+  header->set_session_token(c->token);
+  header->set_task_id(c->task.task_id());
+  header->set_round(c->task.round());
+  header->set_total_bytes(total);
+  header->set_sha256(payload->delta_sha);
+  header->set_num_chunks((total + chunk - 1) / chunk);
+  v1::UpdateMetrics* m = header->mutable_metrics();
+  m->set_num_examples(32);
+  m->set_train_seconds(c->compute_ms / 1000.0);
+  m->set_download_seconds(c->download_ms / 1000.0);
+  m->set_download_bytes(c->task.model_bytes());
+  m->set_mean_loss(1.0);
+  m->set_statistical_utility(32.0);
+  m->set_local_steps(c->task.local_steps());
+  for (int64_t offset = 0, seq = 0; offset < total; offset += chunk, ++seq) {
+    v1::UploadChunk data;
+    data.set_seq(seq);
+    data.set_data(payload->delta.substr(offset, chunk));
+    messages.push_back(std::move(data));
+  }
+  const Clock::time_point start = Clock::now();
+  ++in_flight_;
+  new UploadReactor(c->stub, std::move(messages), [this, c, start](grpc::Status s, bool accepted) {
+    counters_.Add("UploadUpdate", s, stopping());
+    TaskRecord record;
+    record.round = c->task.round();
+    record.compute_ms = c->compute_ms;
+    record.download_ms = c->download_ms;
+    record.upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    record.accepted = s.ok() && accepted;
+    if (!record.accepted && !stopping()) ++uploads_rejected_;
+    TaskDone(c, record);
+    After(Uniform(0, 50), [this, c] { Poll(c); });
+    --in_flight_;
+  });
+}
+
+void LoadGenerator::TaskDone(SimClient* c, const TaskRecord& record) {
+  absl::MutexLock lock(&records_mu_);
+  records_.push_back(record);
+}
+
+double Percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
+  return v[i];
+}
+
+int LoadGenerator::Run() {
+  const int n = static_cast<int>(clients_.size());
+  const int rounds = absl::GetFlag(FLAGS_rounds);
+  const int pid = absl::GetFlag(FLAGS_server_pid);
+  const ProcStats proc_start = ReadProc(pid);
+  const double self_cpu_start = SelfCpuSeconds();
+  const absl::Time start = absl::Now();
+  std::thread scheduler([this] { SchedulerLoop(); });
+  // Registrations spread over about two seconds, as a fleet coming online would.
+  for (const std::unique_ptr<SimClient>& c : clients_) {
+    SimClient* p = c.get();
+    After(2000.0 * p->index / n, [this, p] { Register(p); });
+  }
+
+  auto status_stub = v1::Coordinator::NewStub(grpc::CreateChannel(
+      absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
+  int min_online = n;
+  bool all_registered_seen = false;
+  int64_t committed = 0;
+  v1::GetStatusResponse last;
+  bool timed_out = false;
+  while (true) {
+    absl::SleepFor(absl::Seconds(1));
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::GetStatusRequest request;
+    request.set_recent_rounds(std::min(rounds, 100));
+    v1::GetStatusResponse response;
+    grpc::Status s = status_stub->GetStatus(&context, request, &response);
+    counters_.Add("GetStatus", s, false);
+    if (s.ok()) {
+      last = response;
+      committed = response.committed_round();
+      if (registered_.load() == n && response.registered_clients() >= n) {
+        all_registered_seen = true;
+        min_online = std::min(min_online, static_cast<int>(response.online_clients()));
+      }
+      std::fprintf(stderr, "[%6.1f s] committed %3" PRId64 ", registered %4d, online %4d\n",
+                   absl::ToDoubleSeconds(absl::Now() - start), committed,
+                   response.registered_clients(), response.online_clients());
+    }
+    if (committed >= rounds) break;
+    if (absl::Now() - start > absl::Seconds(absl::GetFlag(FLAGS_timeout_s))) {
+      timed_out = true;
+      break;
+    }
+  }
+  // Final figures while the server still runs.
+  const ProcStats proc_end = ReadProc(pid);
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  stopping_ = true;
+  // Let in-flight calls finish (the server keeps serving briefly after the last round).
+  for (int i = 0; i < 200 && in_flight_.load() > 0; ++i) absl::SleepFor(absl::Milliseconds(50));
+  {
+    std::lock_guard<std::mutex> lock(queue_mu_);
+    scheduler_done_ = true;
+    queue_cv_.notify_one();
+  }
+  scheduler.join();
+  const double self_cpu = SelfCpuSeconds() - self_cpu_start;
+
+  // Per-round report from the server's round records and the clients' task records.
+  std::map<int64_t, std::vector<TaskRecord>> by_round;
+  {
+    absl::MutexLock lock(&records_mu_);
+    for (const TaskRecord& r : records_) by_round[r.round].push_back(r);
+  }
+  std::vector<v1::RoundRecord> committed_records;
+  for (const v1::RoundRecord& r : last.recent_rounds()) {
+    if (r.outcome() == v1::ROUND_OUTCOME_COMMITTED) committed_records.push_back(r);
+  }
+  std::sort(committed_records.begin(), committed_records.end(),
+            [](const auto& a, const auto& b) { return a.round() < b.round(); });
+  std::string report;
+  absl::StrAppend(&report, "# fedsched load test: ", n, " clients, ", rounds, " rounds, ",
+                  stubs_.size(), " channels, compute ", absl::GetFlag(FLAGS_compute_ms_min), "-",
+                  absl::GetFlag(FLAGS_compute_ms_max), " ms\n");
+  absl::StrAppend(&report,
+                  "round participants wall_s slowest_compute_s overhead_s mean_download_ms "
+                  "mean_upload_ms\n");
+  std::vector<double> overheads;
+  std::vector<double> walls;
+  for (const v1::RoundRecord& r : committed_records) {
+    const double wall_s = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
+    double slowest = 0, down = 0, up = 0;
+    const std::vector<TaskRecord>& tasks = by_round[r.round()];
+    int accepted = 0;
+    for (const TaskRecord& t : tasks) {
+      if (!t.accepted) continue;
+      ++accepted;
+      slowest = std::max(slowest, t.compute_ms / 1000.0);
+      down += t.download_ms;
+      up += t.upload_ms;
+    }
+    const double overhead = wall_s - slowest;
+    overheads.push_back(overhead);
+    walls.push_back(wall_s);
+    absl::StrAppend(&report,
+                    absl::StrFormat("%5d %12d %6.2f %17.3f %10.3f %16.1f %14.1f\n", r.round(),
+                                    r.updates_accepted(), wall_s, slowest, overhead,
+                                    accepted ? down / accepted : 0.0,
+                                    accepted ? up / accepted : 0.0));
+  }
+  double mean_overhead = 0;
+  for (double o : overheads) mean_overhead += o;
+  if (!overheads.empty()) mean_overhead /= overheads.size();
+  const int64_t errors = counters_.errors();
+  absl::StrAppend(&report, "rpcs:\n", counters_.Report());
+  absl::StrAppend(
+      &report,
+      absl::StrFormat("rounds_committed: %d\n", static_cast<int>(committed_records.size())),
+      absl::StrFormat("clients_registered: %d of %d\n", registered_.load(), n),
+      absl::StrFormat("min_online_clients_seen: %d\n", all_registered_seen ? min_online : -1),
+      absl::StrFormat("rpc_errors: %d\n", errors),
+      absl::StrFormat("uploads_rejected: %d\n", uploads_rejected_.load()),
+      absl::StrFormat("round_wall_s: mean %.3f, p50 %.3f, max %.3f\n",
+                      walls.empty() ? 0.0 : std::accumulate(walls.begin(), walls.end(), 0.0) /
+                                                walls.size(),
+                      Percentile(walls, 0.5), Percentile(walls, 1.0)),
+      absl::StrFormat("round_overhead_s: mean %.3f, p50 %.3f, max %.3f\n", mean_overhead,
+                      Percentile(overheads, 0.5), Percentile(overheads, 1.0)),
+      absl::StrFormat("run_wall_s: %.1f\n", wall));
+  if (pid > 0) {
+    absl::StrAppend(
+        &report,
+        absl::StrFormat("server_cpu_s: %.2f (%.1f%% of one core over the run)\n",
+                        proc_end.cpu_seconds - proc_start.cpu_seconds,
+                        100.0 * (proc_end.cpu_seconds - proc_start.cpu_seconds) / wall),
+        absl::StrFormat("server_peak_rss_mb: %.1f\n", proc_end.peak_rss_kb / 1024.0),
+        absl::StrFormat("server_rss_mb_at_end: %.1f\n", proc_end.rss_kb / 1024.0));
+  }
+  absl::StrAppend(&report, absl::StrFormat("load_gen_cpu_s: %.2f\n", self_cpu));
+  const bool ok = !timed_out && errors == 0 && uploads_rejected_.load() == 0 &&
+                  static_cast<int>(committed_records.size()) >= rounds &&
+                  registered_.load() == n;
+  absl::StrAppend(&report, "result: ", ok ? "PASS" : "FAIL",
+                  timed_out ? " (timed out)" : "", "\n");
+  std::fputs(report.c_str(), stdout);
+  if (!absl::GetFlag(FLAGS_out).empty()) std::ofstream(absl::GetFlag(FLAGS_out)) << report;
+  return ok ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace fedsched
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("fedsched load generator: many simulated clients over loopback");
+  absl::ParseCommandLine(argc, argv);
+  fedsched::LoadGenerator generator;
+  return generator.Run();
+}

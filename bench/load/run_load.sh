@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Load test (issue 6): starts fedsched-server on loopback with a softmax 784-10 model and
+# clients_per_round 100, then fedsched-load-gen with 1,000 simulated clients (heartbeats, polls,
+# chunked downloads and uploads, simulated compute) for 20 rounds. Prints and saves the load
+# generator's report: per-round wall time and overhead (wall - slowest participant's compute),
+# RPC counts and errors, server CPU seconds and peak RSS.
+#
+# Usage: bench/load/run_load.sh [BUILD_DIR]      (default: build)
+# Env:   CLIENTS=1000 PER_ROUND=100 ROUNDS=20 COMPUTE_MS_MIN=100 COMPUTE_MS_MAX=1000 PORT=<random>
+#        RUN_DIR=runs/load-<timestamp> SKIP_BUILD=1
+# Exit:  the load generator's (0 = PASS: every round committed, no RPC error).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$ROOT/build}
+CLIENTS=${CLIENTS:-1000}
+PER_ROUND=${PER_ROUND:-100}
+ROUNDS=${ROUNDS:-20}
+PORT=${PORT:-$((22000 + RANDOM % 20000))}
+RUN_DIR=${RUN_DIR:-$ROOT/runs/load-$(date +%Y%m%d-%H%M%S)}
+mkdir -p "$RUN_DIR"
+
+if [ "${SKIP_BUILD:-0}" != 1 ]; then
+  ninja -C "$BUILD" fedsched-server fedsched-load-gen > /dev/null
+fi
+
+cat > "$RUN_DIR/server.textproto" <<CFG
+listen_address: "127.0.0.1:$PORT"
+clients_per_round: $PER_ROUND
+min_updates: $PER_ROUND
+min_online_clients: $CLIENTS
+num_rounds: $ROUNDS
+round_deadline_s: 120
+heartbeat_interval_ms: 2000
+missed_heartbeats: 5
+selection { overcommit: 1.0 }
+training { local_steps: 1 batch_size: 32 }
+model { architecture: "softmax" }
+# No test-set evaluation: the figures are the coordination cost alone.
+eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
+CFG
+
+"$BUILD/server/fedsched-server" --config="$RUN_DIR/server.textproto" \
+  --store_path="$RUN_DIR/store" --log_level=warn > "$RUN_DIR/server.log" 2>&1 &
+server_pid=$!
+trap 'kill -9 $server_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 300); do
+  grep -q "# end of config" "$RUN_DIR/server.log" 2>/dev/null && break
+  kill -0 $server_pid 2>/dev/null || { cat "$RUN_DIR/server.log"; exit 1; }
+  sleep 0.1
+done
+sleep 0.5
+
+code=0
+"$BUILD/bench/load/fedsched-load-gen" --server="127.0.0.1:$PORT" --clients="$CLIENTS" \
+  --rounds="$ROUNDS" --server_pid=$server_pid --compute_ms_min="${COMPUTE_MS_MIN:-100}" \
+  --compute_ms_max="${COMPUTE_MS_MAX:-1000}" --out="$RUN_DIR/load.txt" \
+  2> "$RUN_DIR/load_progress.log" || code=$?
+# The server stops by itself a few seconds after the last round.
+for _ in $(seq 1 100); do kill -0 $server_pid 2>/dev/null || break; sleep 0.1; done
+echo "run folder: $RUN_DIR"
+exit $code
