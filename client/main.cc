@@ -105,7 +105,7 @@ int Main() {
   if (config.state_dir().empty()) config.set_state_dir("/tmp/fedsched-client-" + config.identity());
   absl::StatusOr<std::unique_ptr<CacheDataPlan>> plan = CacheDataPlan::Create(
       config.state_dir(), encoded, config.storage_read_delay_us_per_kb(), config.disable_cache(),
-      config.seed() + data.partition_index());
+      config.seed() + data.partition_index(), config.storage_budget_bytes());
   if (!plan.ok()) return Fail(plan.status());
   encoded.clear();
 
@@ -118,6 +118,7 @@ int Main() {
   options.trainer = trainer->get();
   options.data = plan->get();
   options.device.set_sample_bytes(1 + pixels);
+  options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
   if (!client.ok()) return Fail(client.status());
   FEDSCHED_LOG(info, "{}: {} local samples, server {}", config.identity(), local.size,

@@ -12,7 +12,9 @@
 //
 // It reports, per committed round and in summary: wall time (server record: end - start), the
 // slowest participant's simulated compute, round overhead = wall - slowest compute, the number
-// of participants; RPC counts and errors; the minimum online count seen; the server's CPU seconds
+// of participants, mean transfer times, task discovery (round start -> the poll that returned the
+// task; bounded by the poll period retry_after_ms) and close latency (last upload answered ->
+// round record end); RPC counts and errors; the minimum online count seen; the server's CPU seconds
 // (utime + stime from /proc/PID/stat over the run) and peak RSS (VmHWM from /proc/PID/status).
 // Exits 0 when `rounds` rounds committed with no RPC error, every upload accepted and all clients
 // registered; 1 otherwise.
@@ -113,6 +115,8 @@ struct TaskRecord {
   double compute_ms = 0;
   double download_ms = 0;
   double upload_ms = 0;
+  int64_t received_unix_ms = 0;  // when the poll returned the task
+  int64_t uploaded_unix_ms = 0;  // when the upload's status arrived
   bool accepted = false;
 };
 
@@ -175,6 +179,7 @@ struct SimClient {
   std::atomic<bool> finished{false};
   // The task in progress and the delta to upload for it.
   v1::Task task;
+  int64_t task_received_unix_ms = 0;
   std::shared_ptr<const RoundPayload> payload;
   Clock::time_point download_start;
   double download_ms = 0;
@@ -351,6 +356,7 @@ void LoadGenerator::Poll(SimClient* c) {
           After(500, [this, c] { Poll(c); });
         } else if (call->response.has_task()) {
           c->task = call->response.task();
+          c->task_received_unix_ms = absl::ToUnixMillis(absl::Now());
           Download(c);
         } else if (call->response.finished()) {
           c->finished = true;
@@ -521,6 +527,8 @@ void LoadGenerator::Upload(SimClient* c) {
     record.compute_ms = c->compute_ms;
     record.download_ms = c->download_ms;
     record.upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    record.received_unix_ms = c->task_received_unix_ms;
+    record.uploaded_unix_ms = absl::ToUnixMillis(absl::Now());
     record.accepted = s.ok() && accepted;
     if (!record.accepted && !stopping()) ++uploads_rejected_;
     TaskDone(c, record);
@@ -620,12 +628,13 @@ int LoadGenerator::Run() {
                   absl::GetFlag(FLAGS_compute_ms_max), " ms\n");
   absl::StrAppend(&report,
                   "round participants wall_s slowest_compute_s overhead_s mean_download_ms "
-                  "mean_upload_ms\n");
+                  "mean_upload_ms mean_discovery_ms max_discovery_ms close_ms\n");
   std::vector<double> overheads;
   std::vector<double> walls;
   for (const v1::RoundRecord& r : committed_records) {
     const double wall_s = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
-    double slowest = 0, down = 0, up = 0;
+    double slowest = 0, down = 0, up = 0, discovery = 0, max_discovery = 0;
+    int64_t last_upload = r.start_unix_ms();
     const std::vector<TaskRecord>& tasks = by_round[r.round()];
     int accepted = 0;
     for (const TaskRecord& t : tasks) {
@@ -634,15 +643,22 @@ int LoadGenerator::Run() {
       slowest = std::max(slowest, t.compute_ms / 1000.0);
       down += t.download_ms;
       up += t.upload_ms;
+      const double d = static_cast<double>(t.received_unix_ms - r.start_unix_ms());
+      discovery += d;
+      max_discovery = std::max(max_discovery, d);
+      last_upload = std::max(last_upload, t.uploaded_unix_ms);
     }
     const double overhead = wall_s - slowest;
     overheads.push_back(overhead);
     walls.push_back(wall_s);
     absl::StrAppend(&report,
-                    absl::StrFormat("%5d %12d %6.2f %17.3f %10.3f %16.1f %14.1f\n", r.round(),
-                                    r.updates_accepted(), wall_s, slowest, overhead,
+                    absl::StrFormat("%5d %12d %6.2f %17.3f %10.3f %16.1f %14.1f %17.0f %16.0f "
+                                    "%8d\n",
+                                    r.round(), r.updates_accepted(), wall_s, slowest, overhead,
                                     accepted ? down / accepted : 0.0,
-                                    accepted ? up / accepted : 0.0));
+                                    accepted ? up / accepted : 0.0,
+                                    accepted ? discovery / accepted : 0.0, max_discovery,
+                                    r.end_unix_ms() - last_upload));
   }
   double mean_overhead = 0;
   for (double o : overheads) mean_overhead += o;

@@ -43,7 +43,6 @@
 #include "client/cache/fenwick.h"
 #include "client/cache/sample_store.h"
 #include "client/sdk/trainer.h"
-#include "fedsched/v1/cache.pb.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 

@@ -17,7 +17,7 @@ CacheDataPlan::CacheDataPlan(std::unique_ptr<SampleStore> store, std::unique_ptr
 
 absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
     const std::string& state_dir, const std::vector<std::string>& samples,
-    double read_delay_us_per_kb, bool disable_cache, uint64_t seed) {
+    double read_delay_us_per_kb, bool disable_cache, uint64_t seed, int64_t storage_budget_bytes) {
   std::error_code ec;
   const std::filesystem::path dir(state_dir);
   std::filesystem::create_directories(dir, ec);
@@ -38,6 +38,7 @@ absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
   cache_options.store = store->get();
   cache_options.state_path = (dir / "cache_state.pb").string();
   cache_options.policy = disable_cache ? v1::CACHE_POLICY_NONE : v1::CACHE_POLICY_IMPORTANCE;
+  if (storage_budget_bytes > 0) cache_options.max_bytes = storage_budget_bytes;
   FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<SampleCache> cache, SampleCache::Create(cache_options));
   return std::unique_ptr<CacheDataPlan>(
       new CacheDataPlan(*std::move(store), std::move(cache), disable_cache, seed));
@@ -74,7 +75,8 @@ void CacheDataPlan::Prefetch(const v1::CachePlan& plan) {
   if (disable_cache_ || warmed_) return;
   const v1::CachePlan effective = Effective(plan);
   if (absl::Status s = cache_->ApplyPlan(effective); !s.ok()) return;
-  absl::StatusOr<WarmStats> warm = cache_->Warm(effective, effective.capacity_bytes());
+  // The plan may give only a sample count; the cache has turned it into bytes.
+  absl::StatusOr<WarmStats> warm = cache_->Warm(effective, cache_->capacity_bytes());
   warmed_ = true;
   if (warm.ok()) {
     FEDSCHED_LOG(debug, "prefetched {} samples ({} bytes)", warm->samples_loaded,

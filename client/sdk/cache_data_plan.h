@@ -27,11 +27,13 @@ class CacheDataPlan : public LocalDataPlan {
   // sample in state_dir/samples, so reads are real file reads) and the cache over it, with its
   // importance state in state_dir/cache_state.pb. `samples` are the encoded local samples, used
   // only when the store does not exist yet or holds another number of samples.
-  // `read_delay_us_per_kb` emulates a microSD card (0 = none).
+  // `read_delay_us_per_kb` emulates a microSD card (0 = none). `storage_budget_bytes` caps the
+  // cache's RAM whatever the server plans (0 = no device cap).
   // Errors: INTERNAL / NOT_FOUND from the file system; INVALID_ARGUMENT from the cache options.
   static absl::StatusOr<std::unique_ptr<CacheDataPlan>> Create(
       const std::string& state_dir, const std::vector<std::string>& samples,
-      double read_delay_us_per_kb, bool disable_cache, uint64_t seed);
+      double read_delay_us_per_kb, bool disable_cache, uint64_t seed,
+      int64_t storage_budget_bytes = 0);
 
   SampleSource& source() override { return *cache_; }
   absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan, int32_t batch_size,

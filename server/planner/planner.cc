@@ -470,7 +470,8 @@ void Planner::SelectOort(const PlanRequest& request, size_t slots, std::mt19937_
   const bool scored = FillOort(request, slots, /*fits_only=*/false, rng, plan);
   if (options_.cache.prefetch && scored) {
     // Expected next round: the best-scoring tried clients not picked now.
-    FillStage([](const Candidate& c) { return c.tried; }, [](const Candidate& c) { return c.score; });
+    FillStage([](const Candidate& c) { return c.tried; },
+              [](const Candidate& c) { return c.score; });
     AppendExpectedNext(slots, plan);
   }
 }
@@ -748,10 +749,11 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
                                          ? v1::SELECTION_POLICY_RANDOM
                                          : options_.policy;
   // Oort's terms exist when it scored this round, alone or as FedCaSe's base set.
-  const bool oort_scored = (policy == v1::SELECTION_POLICY_OORT ||
-                            (policy == v1::SELECTION_POLICY_FEDCASE &&
-                             options_.fedcase.base_policy == v1::FedCaseConfig::BASE_POLICY_OORT)) &&
-                           plan.preferred_duration_s > 0;
+  const bool oort_scored =
+      (policy == v1::SELECTION_POLICY_OORT ||
+       (policy == v1::SELECTION_POLICY_FEDCASE &&
+        options_.fedcase.base_policy == v1::FedCaseConfig::BASE_POLICY_OORT)) &&
+      plan.preferred_duration_s > 0;
   for (uint32_t pos : chosen_) {
     const Candidate& c = pool_[pos];
     const ClientState& s = book_->state(c.index);

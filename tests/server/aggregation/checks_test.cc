@@ -228,16 +228,17 @@ TEST(KernelsTest, FoldCheckedPathsAgreeAndCatchBadValuesAnywhere) {
 TEST(KernelsTest, FoldBatchCheckedEqualsSuccessiveFolds) {
   namespace ai = aggregation_internal;
   for (int b = 1; b <= ai::kMaxFoldBatch; ++b) {
-    for (int64_t n : {0, 1, 5, 37}) {
+    for (int64_t n : {0, 1, 5, 37, 5003}) {
       std::vector<std::vector<float>> u(b, std::vector<float>(n));
       std::vector<float> w(b);
       std::vector<float> in(n);
       for (int j = 0; j < b; ++j) {
         w[j] = 0.3f * static_cast<float>(j + 1);
-        for (int64_t i = 0; i < n; ++i)
+        for (int64_t i = 0; i < n; ++i) {
           u[j][i] = 0.01f * static_cast<float>((i * 7 + j) % 13) - 0.05f;
+        }
       }
-      for (int64_t i = 0; i < n; ++i) in[i] = 0.1f * static_cast<float>(i);
+      for (int64_t i = 0; i < n; ++i) in[i] = 0.1f * static_cast<float>(i % 101);
       std::vector<const float*> ptrs;
       for (const auto& x : u) ptrs.push_back(x.data());
       for (bool from_zero : {false, true}) {
@@ -249,21 +250,29 @@ TEST(KernelsTest, FoldBatchCheckedEqualsSuccessiveFolds) {
           ASSERT_TRUE(ai::FoldChecked(want.data(), u[j].data(), w[j], tmp.data(), n, false));
           want.swap(tmp);
         }
-        std::vector<float> got(n);
-        ASSERT_TRUE(ai::FoldBatchChecked(from_zero ? nullptr : in.data(), ptrs.data(), w.data(), b,
-                                         got.data(), n, false));
-        EXPECT_EQ(got, want) << "b=" << b << " n=" << n;
+        for (bool streaming : {false, true}) {
+          for (int shift : {0, 1, 3}) {  // misaligned outputs exercise the scalar head
+            std::vector<float> got(n + 3, -9.0f);
+            ASSERT_TRUE(ai::FoldBatchChecked(from_zero ? nullptr : in.data(), ptrs.data(), w.data(),
+                                             b, got.data() + shift, n, streaming));
+            EXPECT_EQ(std::vector<float>(got.begin() + shift, got.begin() + shift + n), want)
+                << "b=" << b << " n=" << n << " streaming=" << streaming << " shift=" << shift;
+          }
+        }
       }
       for (int j = 0; j < b && n > 0; ++j) {
         for (float bad : {kNaN, kInf, -kInf}) {
-          std::vector<float> saved = u[j];
-          u[j][n / 2] = bad;
-          std::vector<float> got(n);
-          EXPECT_FALSE(
-              ai::FoldBatchChecked(in.data(), ptrs.data(), w.data(), b, got.data(), n, false))
-              << "b=" << b << " n=" << n << " j=" << j;
-          u[j] = saved;
-          ptrs[j] = u[j].data();
+          for (int64_t pos : {int64_t{0}, n / 2, n - 1}) {
+            const float saved = u[j][pos];
+            u[j][pos] = bad;
+            std::vector<float> got(n);
+            for (bool streaming : {false, true}) {
+              EXPECT_FALSE(ai::FoldBatchChecked(in.data(), ptrs.data(), w.data(), b, got.data(), n,
+                                                streaming))
+                  << "b=" << b << " n=" << n << " j=" << j << " pos=" << pos;
+            }
+            u[j][pos] = saved;
+          }
         }
       }
     }

@@ -3,6 +3,8 @@
 // policy.
 #include "sim/engine/planner_selector.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,8 +12,6 @@
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -101,8 +101,9 @@ TEST(PlannerSelectorTest, AvailabilityOracleDropsClientsGoingOfflineBeforeTheyFi
 
 TEST(PlannerSelectorTest, FeedbackReachesThePlannerAndErrorsSurfaceInHealth) {
   AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
-  ASSERT_OK_AND_ASSIGN(auto selector, PlannerSelector::Create(
-                                          HandConfig(v1::SELECTION_POLICY_OORT, 2), 4, 10'000, &av));
+  ASSERT_OK_AND_ASSIGN(
+      auto selector,
+      PlannerSelector::Create(HandConfig(v1::SELECTION_POLICY_OORT, 2), 4, 10'000, &av));
   ASSERT_OK(selector->RegisterClients(ThreeDevices()));
   const std::vector<int32_t> online = {0, 1, 2};
   ASSERT_OK_AND_ASSIGN(std::vector<PlannedTask> tasks, selector->Select(1, 0.0, online, 2));
@@ -189,10 +190,11 @@ std::string RunToCsvFile(const v1::SimConfig& config, const std::string& name,
 
 TEST(PlannerSelectorTest, EveryPolicyRunsThroughTheRealPlannerDeterministically) {
   const std::vector<std::string> columns = {
-      "run",          "round",        "outcome",      "start_s",        "virtual_s",
-      "virtual_h",    "test_accuracy", "test_loss",   "train_loss",     "online",
-      "selected",     "participants", "stragglers",   "failed",         "cache_hit_ratio",
-      "predictor_mape", "mean_task_s"};
+      "run",        "round",     "outcome",         "start_s",
+      "virtual_s",  "virtual_h", "test_accuracy",   "test_loss",
+      "train_loss", "online",    "selected",        "participants",
+      "stragglers", "failed",    "cache_hit_ratio", "predictor_mape",
+      "mean_task_s"};
   for (v1::SelectionPolicy policy :
        {v1::SELECTION_POLICY_RANDOM, v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_FEDCASE}) {
     const std::string name = PolicyName(policy);
@@ -202,8 +204,7 @@ TEST(PlannerSelectorTest, EveryPolicyRunsThroughTheRealPlannerDeterministically)
     ASSERT_FALSE(csv.empty());
     std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
     ASSERT_GE(lines.size(), 13u);  // header + 12 committed rounds (+ any failed attempts)
-    EXPECT_THAT(std::vector<std::string>(absl::StrSplit(lines[0], ',')),
-                ElementsAreArray(columns));
+    EXPECT_THAT(std::vector<std::string>(absl::StrSplit(lines[0], ',')), ElementsAreArray(columns));
     int committed = 0;
     for (size_t i = 1; i < lines.size(); ++i) {
       SCOPED_TRACE(lines[i]);

@@ -1,0 +1,98 @@
+#include "client/sdk/cache_data_plan.h"
+
+#include <filesystem>
+
+#include "common/testing/status_matchers.h"
+
+namespace fedsched {
+namespace {
+
+std::vector<std::string> Samples(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i) out.push_back(std::string(785, static_cast<char>(i % 10)));
+  return out;
+}
+
+v1::CachePlan Plan() {
+  v1::CachePlan plan;
+  plan.set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  plan.set_capacity_samples(10);
+  plan.set_capacity_bytes(10 * 785);
+  plan.set_replication_factor(2);
+  plan.set_samples_to_train(40);
+  return plan;
+}
+
+// Runs one round through the plan: draw, read every sample, report losses, take counters.
+RoundIoCounters RunRound(CacheDataPlan& plan) {
+  absl::StatusOr<std::vector<int64_t>> ids = plan.PlanRound(Plan(), 8, 5);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(ids->size(), 40u);
+  std::vector<float> losses;
+  for (int64_t id : *ids) {
+    EXPECT_OK(plan.source().Read(id).status());
+    losses.push_back(static_cast<float>(id % 7) + 0.5f);
+  }
+  plan.ReportLosses(*ids, losses, 8);
+  return plan.TakeCounters();
+}
+
+class CacheDataPlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = std::filesystem::temp_directory_path() /
+           ("fedsched_cdp_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::filesystem::path dir_;
+};
+
+TEST_F(CacheDataPlanTest, RoundsCountEveryReadAndStateSurvivesRestart) {
+  {
+    ASSERT_OK_AND_ASSIGN(auto plan, CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
+    EXPECT_TRUE(std::filesystem::exists(dir_ / "samples"));
+    RoundIoCounters first = RunRound(*plan);
+    EXPECT_EQ(first.cache_hits + first.cache_misses, 40);
+    EXPECT_GT(first.storage_bytes_read, 0);
+    RoundIoCounters second = RunRound(*plan);
+    EXPECT_EQ(second.cache_hits + second.cache_misses, 40);
+    EXPECT_GT(second.cache_hits, 0);  // importance sampling revisits cached samples
+    EXPECT_LE(plan->cache().cached_bytes(), 10 * 785);
+    ASSERT_OK(plan->Save());
+  }
+  ASSERT_OK_AND_ASSIGN(auto reopened, CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
+  EXPECT_EQ(reopened->cache().state_origin(), CacheStateOrigin::kRestored);
+}
+
+TEST_F(CacheDataPlanTest, DisabledCacheNeverHits) {
+  ASSERT_OK_AND_ASSIGN(auto plan, CacheDataPlan::Create(dir_.string(), Samples(50), 0, true, 1));
+  for (int round = 0; round < 3; ++round) {
+    RoundIoCounters counters = RunRound(*plan);
+    EXPECT_EQ(counters.cache_hits, 0);
+    EXPECT_EQ(counters.cache_misses, 40);
+  }
+}
+
+TEST_F(CacheDataPlanTest, PrefetchWarmsTheCacheWithinItsBudget) {
+  ASSERT_OK_AND_ASSIGN(auto plan, CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
+  RunRound(*plan);  // learn some importance first
+  v1::CachePlan prefetch = Plan();
+  prefetch.set_prefetch(true);
+  prefetch.clear_capacity_bytes();  // only a sample count: the cache turns it into bytes
+  plan->Prefetch(prefetch);
+  EXPECT_GT(plan->cache().cached_samples(), 0);
+  EXPECT_LE(plan->cache().cached_samples(), 10);
+}
+
+TEST_F(CacheDataPlanTest, DeviceBudgetCapsTheCache) {
+  ASSERT_OK_AND_ASSIGN(auto plan,
+                       CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1, 3 * 785));
+  RunRound(*plan);
+  RunRound(*plan);
+  EXPECT_LE(plan->cache().cached_bytes(), 3 * 785);
+}
+
+}  // namespace
+}  // namespace fedsched
