@@ -3,12 +3,13 @@
 # runs each for SECONDS (default 60): upload_fuzzer (UploadChunk stream -> payload -> Model ->
 # ValidateUpdate -> Aggregator), config_fuzzer (ParseTextConfig + ResolveServerConfig round trip),
 # trace_fuzzer (sim/trace readers). Corpora persist in build-fuzz/corpus/<target> and start from
-# seeds: well-formed uploads, configs/*.textproto, small trace files written below.
-# Not part of the CI test run.
+# seeds: well-formed uploads, configs/*.textproto, small trace files written below. First it
+# replays the known reproducers in fuzz/regressions/<target>/. Not part of the CI test run.
 #
 # Usage: scripts/fuzz.sh [SECONDS]     Env: SKIP_BUILD=1
-# Exit:  0 when no target found a crash, leak, timeout or sanitizer report; 1 otherwise (the
-#        reproducer is left in build-fuzz/crashes/<target>/).
+# Exit:  0 when every regression input passes and no target found a crash, leak, timeout or
+#        sanitizer report; 1 otherwise (new reproducers are left in build-fuzz/crashes/<target>/;
+#        copy them to fuzz/regressions/<target>/ once understood).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -43,6 +44,21 @@ printf '\x06trainer_id,trace,t_s,state\n1,2st,0,AVL_TRAIN\n1,2st,400,UN_AVL\n1,2
 printf '\x07client_id,model,duration_s,finish_time_s\n1,m,100,200\n\fclient_id,window_idx,active_start_s,active_end_s\n1,0,10,50\n' > "$t/fedscale"
 
 status=0
+# Known reproducers (fuzz/regressions/<target>/) run once each first: a bug found before must
+# stay fixed. They are kept out of the corpora so that one open bug does not stop the fuzzing.
+for target in "${TARGETS[@]}"; do
+  for input in "$ROOT"/fuzz/regressions/"$target"/*; do
+    [ -f "$input" ] || continue
+    if "$BUILD/fuzz/$target" "$input" > "$BUILD/regression.log" 2>&1; then
+      echo "fuzz: regression $target/$(basename "$input"): fixed"
+    else
+      status=1
+      echo "fuzz: regression $target/$(basename "$input"): STILL FAILS:" \
+        "$(grep -m1 -E 'runtime error|ERROR' "$BUILD/regression.log" | sed "s|$ROOT/||")"
+    fi
+  done
+done
+
 for target in "${TARGETS[@]}"; do
   crashes=$BUILD/crashes/$target
   mkdir -p "$crashes"

@@ -38,7 +38,8 @@ namespace fedsched {
 //   rule UNSPECIFIED -> FEDAVG; server_learning_rate: 1.0 (FedAvg, FedAvgM, robust rules),
 //   0.1 (FedAdam, FedAdagrad), 0.01 (FedYogi); beta1: 0.9, but 0 for FedAdagrad (Flower's
 //   FedAdagrad pins beta_1 = 0, i.e. m = delta); beta2: 0.99; tau: 1e-9 (FedAdam, FedAdagrad),
-//   1e-3 (FedYogi); server_momentum: 0.9; trim_beta: 0.2; krum_byzantine: 1; multi_krum_m stays 0
+//   1e-3 (FedYogi); server_momentum: 0.9 (config.proto's pin; Flower's FedAvgM defaults to 0);
+//   trim_beta: 0.2; krum_byzantine: 1; multi_krum_m stays 0
 //   (meaning "number of updates - f"); max_buffered_updates: 1000; max_staleness: 10.
 // Errors: INVALID_ARGUMENT naming the field when a value is out of range: negative rates, tau,
 // clip norm, counts or staleness; beta1, beta2 or server_momentum outside [0, 1); trim_beta
