@@ -24,7 +24,8 @@ fi
 SIM="$BUILD/sim/fedsched-sim"
 
 for policy in $POLICIES; do
-  # FedCaSe with its importance cache; the baselines with LRU (FedCaSe's "Oort + LRU" baseline).
+  # FedCaSe (top clients by experience + Oort's selection, FedCaseConfig.base_policy) with its
+  # importance cache; the baselines with LRU (FedCaSe's "Oort + LRU" baseline).
   cache=lru
   [[ "$policy" == fedcase ]] && cache=importance
   for seed in $SEEDS; do

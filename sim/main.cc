@@ -22,6 +22,9 @@
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "", "override selection policy: random | oort | fedcase");
 ABSL_FLAG(std::string, cache_policy, "", "override cache policy: importance | lru | lfu | none");
+ABSL_FLAG(std::string, fedcase_base, "",
+          "override selection.fedcase.base_policy: oort | random (the set FedCaSe's top clients "
+          "are joined with)");
 ABSL_FLAG(uint64_t, seed, 0, "override SimConfig.seed (0 = keep)");
 ABSL_FLAG(int32_t, num_rounds, 0, "override SimConfig.num_rounds (0 = keep)");
 ABSL_FLAG(std::string, run_name, "", "override SimConfig.run_name");
@@ -84,6 +87,15 @@ int Main() {
           absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none"));
     }
     config.mutable_cache()->set_policy(p);
+  }
+  const std::string base = absl::GetFlag(FLAGS_fedcase_base);
+  if (!base.empty()) {
+    v1::FedCaseConfig::BasePolicy p;
+    if (!v1::FedCaseConfig::BasePolicy_Parse("BASE_POLICY_" + absl::AsciiStrToUpper(base), &p) ||
+        p == v1::FedCaseConfig::BASE_POLICY_UNSPECIFIED) {
+      return Fail(absl::InvalidArgumentError("--fedcase_base must be oort or random"));
+    }
+    config.mutable_selection()->mutable_fedcase()->set_base_policy(p);
   }
   if (absl::GetFlag(FLAGS_seed) != 0) config.set_seed(absl::GetFlag(FLAGS_seed));
   if (absl::GetFlag(FLAGS_num_rounds) != 0) config.set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
