@@ -14,6 +14,7 @@
 #   RUN_DIR=runs/<name>    where to write; TARGET_ACCURACY=0.80 checked at the end (0 = skip)
 #   SEED=1                 server selection seed
 #   SKIP_BUILD=1           reuse an existing build
+#   SERVER_BIN, CLIENT_BIN binaries to run (default: build/server/..., build/client/...)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -33,8 +34,8 @@ if [ "${SKIP_BUILD:-0}" != "1" ]; then
   bash scripts/install_deps.sh
   bash scripts/build.sh fedsched-server fedsched-client
 fi
-SERVER_BIN=$ROOT/build/server/fedsched-server
-CLIENT_BIN=$ROOT/build/client/fedsched-client
+SERVER_BIN=${SERVER_BIN:-$ROOT/build/server/fedsched-server}
+CLIENT_BIN=${CLIENT_BIN:-$ROOT/build/client/fedsched-client}
 
 mkdir -p "$RUN_DIR"
 RUN_DIR=$(cd "$RUN_DIR" && pwd)
