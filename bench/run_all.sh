@@ -12,11 +12,15 @@
 #   OUT_DIR          where logs, JSON and machine.txt go (default: $BUILD_DIR/bench-results).
 #   JOBS             parallel build jobs (default: 2).
 #   <NAME>_ARGS      extra arguments for suite NAME (upper case), e.g.
-#                    AGGREGATION_ARGS=--full adds the 100M x 1000-update round (several minutes).
+#                    AGGREGATION_ARGS=--full adds the 100M x 1000-update round (several minutes);
+#                    INGEST_ARGS="--clients=10,50 --params=1000000,10000000 --rounds=6" and
+#                    SDK_OVERHEAD_ARGS="--samples=3000 --rounds=10" spell out those defaults.
 #
 # Each suite writes <name>.txt (console, with its own summary table) and, for Google Benchmark
-# suites, <name>.json. Suites whose target does not exist (yet) are reported and skipped. New
-# suites: add a line to SUITES below (bench/CMakeLists.txt already builds any bench/*/).
+# suites, <name>.json. Suites: aggregation, sim, cache, ingest (server ingest vs raw gRPC
+# streaming) and sdk_overhead (SDK round vs bare training); see docs/BENCHMARKS.md. Suites whose
+# target does not exist are reported and skipped. New suites: add a line to SUITES below
+# (bench/CMakeLists.txt already builds any bench/*/).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -30,7 +34,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) QUICK=1 ;;
     --only) ONLY="$2"; shift ;;
-    -h|--help) sed -n '2,18p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "unknown argument: $1" >&2; exit 2 ;;
   esac
   shift
@@ -43,15 +47,8 @@ SUITES=(
   "aggregation|aggregation_bench|bench/aggregation/aggregation_bench|gbench|--quick"
   "sim|sim_bench|bench/sim/sim_bench|gbench|"
   "cache|cache_bench|bench/cache/cache_bench|program|--rounds=5"
-  # TODO(issue 7, server ingest): N loopback clients uploading updates through the Coordinator
-  #   service, beside a raw gRPC client-streaming baseline that moves the same bytes in the same
-  #   run; report GB/s and ingest/baseline (target >= 50 %). Add bench/ingest/CMakeLists.txt with
-  #   target ingest_bench, then enable:
-  # "ingest|ingest_bench|bench/ingest/ingest_bench|gbench|--quick"
-  # TODO(issue 7, SDK overhead): one SDK round (poll, download, train, upload over loopback)
-  #   beside bare training of the same model on the same data; report the overhead per round.
-  #   Add bench/sdk/CMakeLists.txt with target sdk_overhead_bench, then enable:
-  # "sdk_overhead|sdk_overhead_bench|bench/sdk/sdk_overhead_bench|gbench|--quick"
+  "ingest|ingest_bench|bench/ingest/ingest_bench|gbench|--quick"
+  "sdk_overhead|sdk_overhead_bench|bench/sdk/sdk_overhead_bench|gbench|--quick"
 )
 
 mkdir -p "$OUT_DIR"

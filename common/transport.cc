@@ -25,8 +25,8 @@ constexpr int64_t kMaxGrpcInt = std::numeric_limits<int32_t>::max();
 absl::Status CheckRange(const char* field, int64_t value, int64_t original, int64_t lo, int64_t hi,
                         const char* unit, const char* note = "") {
   if (value >= lo && value <= hi) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat("transport.", field, " must be in [", lo, ", ",
-                                                 hi, "] ", unit, ", got ", original, note));
+  return absl::InvalidArgumentError(absl::StrCat("transport.", field, " must be in [", lo, ", ", hi,
+                                                 "] ", unit, ", got ", original, note));
 }
 
 constexpr char kNoSentinel[] = " (0 means the default; there is no 'unlimited' sentinel)";
@@ -60,10 +60,10 @@ absl::StatusOr<v1::TransportConfig> ResolveTransport(const v1::TransportConfig& 
                                       config.keepalive_timeout_ms(), 1, kMaxGrpcInt, "ms",
                                       kNoSentinel));
   if (out.keepalive_time_ms() < out.min_ping_interval_ms()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "transport.keepalive_time_ms (", out.keepalive_time_ms(),
-        ") must be >= min_ping_interval_ms (", out.min_ping_interval_ms(),
-        "): the server would answer faster pings with GOAWAY too_many_pings"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("transport.keepalive_time_ms (", out.keepalive_time_ms(),
+                     ") must be >= min_ping_interval_ms (", out.min_ping_interval_ms(),
+                     "): the server would answer faster pings with GOAWAY too_many_pings"));
   }
   if (out.tls_cert_path().empty() != out.tls_key_path().empty()) {
     return absl::InvalidArgumentError("transport.tls_cert_path and tls_key_path go together");
@@ -107,9 +107,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const v1::TransportConfig& resolved) {
   if (resolved.tls_cert_path().empty()) return grpc::InsecureServerCredentials();
   grpc::SslServerCredentialsOptions options(
-      resolved.require_client_cert()
-          ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-          : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
+      resolved.require_client_cert() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                                     : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   FEDSCHED_ASSIGN_OR_RETURN(std::string cert, ReadFileToString(resolved.tls_cert_path()));
   FEDSCHED_ASSIGN_OR_RETURN(std::string key, ReadFileToString(resolved.tls_key_path()));
   options.pem_key_cert_pairs.push_back({key, cert});

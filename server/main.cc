@@ -70,7 +70,8 @@ class MetricsWriter {
   explicit MetricsWriter(const std::string& path) : path_(path) {
     if (path_.empty()) return;
     std::ifstream existing(path_);
-    const bool has_content = existing.good() && existing.peek() != std::ifstream::traits_type::eof();
+    const bool has_content =
+        existing.good() && existing.peek() != std::ifstream::traits_type::eof();
     out_.open(path_, std::ios::app);
     if (!has_content) {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
@@ -161,7 +162,8 @@ int Main() {
     };
   }
   options.on_round_committed = [&metrics](const v1::RoundRecord& r) { metrics.Write(r); };
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator = Coordinator::Create(std::move(options));
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
+      Coordinator::Create(std::move(options));
   if (!coordinator.ok()) {
     std::fprintf(stderr, "fedsched-server: %s\n", coordinator.status().ToString().c_str());
     return 1;

@@ -72,7 +72,7 @@ using Clock = std::chrono::steady_clock;
 
 // Server process figures from /proc.
 struct ProcStats {
-  double cpu_seconds = -1;  // utime + stime
+  double cpu_seconds = -1;   // utime + stime
   int64_t peak_rss_kb = -1;  // VmHWM
   int64_t rss_kb = -1;       // VmRSS
 };
@@ -129,8 +129,8 @@ class Counters {
     if (!status.ok() && !stopping) {
       ++errors_[method];
       if (examples_.size() < 10) {
-        examples_.push_back(absl::StrCat(method, ": ", status.error_code(), " ",
-                                         status.error_message()));
+        examples_.push_back(
+            absl::StrCat(method, ": ", status.error_code(), " ", status.error_message()));
       }
     }
   }
@@ -144,8 +144,8 @@ class Counters {
     absl::MutexLock lock(&mu_);
     std::string out;
     for (const auto& [m, c] : calls_) {
-      absl::StrAppend(&out, "  ", m, ": ", c, " calls, ",
-                      errors_.count(m) ? errors_.at(m) : 0, " errors\n");
+      absl::StrAppend(&out, "  ", m, ": ", c, " calls, ", errors_.count(m) ? errors_.at(m) : 0,
+                      " errors\n");
     }
     for (const std::string& e : examples_) absl::StrAppend(&out, "  error: ", e, "\n");
     return out;
@@ -309,22 +309,21 @@ void LoadGenerator::Register(SimClient* c) {
   call->request.mutable_device()->set_compute_ms_per_sample(1.0);
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   ++in_flight_;
-  c->stub->async()->Register(&call->context, &call->request, &call->response,
-                             [this, c, call](grpc::Status s) {
-                               counters_.Add("Register", s, stopping());
-                               if (s.ok()) {
-                                 c->client_id = call->response.client_id();
-                                 c->token = call->response.session_token();
-                                 c->heartbeat_ms =
-                                     std::max<int64_t>(100, call->response.heartbeat_interval_ms());
-                                 ++registered_;
-                                 After(Uniform(0, c->heartbeat_ms), [this, c] { Heartbeat(c); });
-                                 After(Uniform(0, 200), [this, c] { Poll(c); });
-                               } else {
-                                 After(1000, [this, c] { Register(c); });
-                               }
-                               --in_flight_;
-                             });
+  c->stub->async()->Register(
+      &call->context, &call->request, &call->response, [this, c, call](grpc::Status s) {
+        counters_.Add("Register", s, stopping());
+        if (s.ok()) {
+          c->client_id = call->response.client_id();
+          c->token = call->response.session_token();
+          c->heartbeat_ms = std::max<int64_t>(100, call->response.heartbeat_interval_ms());
+          ++registered_;
+          After(Uniform(0, c->heartbeat_ms), [this, c] { Heartbeat(c); });
+          After(Uniform(0, 200), [this, c] { Poll(c); });
+        } else {
+          After(1000, [this, c] { Register(c); });
+        }
+        --in_flight_;
+      });
 }
 
 void LoadGenerator::Heartbeat(SimClient* c) {
@@ -467,27 +466,25 @@ void LoadGenerator::Download(SimClient* c) {
   request.set_task_id(c->task.task_id());
   c->download_start = Clock::now();
   ++in_flight_;
-  new DownloadReactor(c->stub, request,
-                      [this, c](grpc::Status s, std::string bytes, std::string sha) {
-                        counters_.Add("DownloadModel", s, stopping());
-                        c->download_ms = std::chrono::duration<double, std::milli>(
-                                             Clock::now() - c->download_start)
-                                             .count();
-                        if (!s.ok()) {
-                          After(500, [this, c] { Poll(c); });
-                        } else {
-                          c->compute_ms = Uniform(absl::GetFlag(FLAGS_compute_ms_min),
-                                                  absl::GetFlag(FLAGS_compute_ms_max));
-                          c->payload = PayloadFor(bytes, sha);
-                          if (c->payload == nullptr) {
-                            counters_.Add("ParseModel",
-                                          grpc::Status(grpc::StatusCode::DATA_LOSS, "corrupt"),
-                                          stopping());
-                          }
-                          After(c->compute_ms, [this, c] { Upload(c); });
-                        }
-                        --in_flight_;
-                      });
+  new DownloadReactor(
+      c->stub, request, [this, c](grpc::Status s, std::string bytes, std::string sha) {
+        counters_.Add("DownloadModel", s, stopping());
+        c->download_ms =
+            std::chrono::duration<double, std::milli>(Clock::now() - c->download_start).count();
+        if (!s.ok()) {
+          After(500, [this, c] { Poll(c); });
+        } else {
+          c->compute_ms =
+              Uniform(absl::GetFlag(FLAGS_compute_ms_min), absl::GetFlag(FLAGS_compute_ms_max));
+          c->payload = PayloadFor(bytes, sha);
+          if (c->payload == nullptr) {
+            counters_.Add("ParseModel", grpc::Status(grpc::StatusCode::DATA_LOSS, "corrupt"),
+                          stopping());
+          }
+          After(c->compute_ms, [this, c] { Upload(c); });
+        }
+        --in_flight_;
+      });
 }
 
 void LoadGenerator::Upload(SimClient* c) {
@@ -563,8 +560,8 @@ int LoadGenerator::Run() {
     After(2000.0 * p->index / n, [this, p] { Register(p); });
   }
 
-  auto status_stub = v1::Coordinator::NewStub(grpc::CreateChannel(
-      absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
+  auto status_stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
   int min_online = n;
   bool all_registered_seen = false;
   int64_t committed = 0;
@@ -651,14 +648,13 @@ int LoadGenerator::Run() {
     const double overhead = wall_s - slowest;
     overheads.push_back(overhead);
     walls.push_back(wall_s);
-    absl::StrAppend(&report,
-                    absl::StrFormat("%5d %12d %6.2f %17.3f %10.3f %16.1f %14.1f %17.0f %16.0f "
-                                    "%8d\n",
-                                    r.round(), r.updates_accepted(), wall_s, slowest, overhead,
-                                    accepted ? down / accepted : 0.0,
-                                    accepted ? up / accepted : 0.0,
-                                    accepted ? discovery / accepted : 0.0, max_discovery,
-                                    r.end_unix_ms() - last_upload));
+    absl::StrAppend(
+        &report, absl::StrFormat("%5d %12d %6.2f %17.3f %10.3f %16.1f %14.1f %17.0f %16.0f "
+                                 "%8d\n",
+                                 r.round(), r.updates_accepted(), wall_s, slowest, overhead,
+                                 accepted ? down / accepted : 0.0, accepted ? up / accepted : 0.0,
+                                 accepted ? discovery / accepted : 0.0, max_discovery,
+                                 r.end_unix_ms() - last_upload));
   }
   double mean_overhead = 0;
   for (double o : overheads) mean_overhead += o;
@@ -672,28 +668,25 @@ int LoadGenerator::Run() {
       absl::StrFormat("min_online_clients_seen: %d\n", all_registered_seen ? min_online : -1),
       absl::StrFormat("rpc_errors: %d\n", errors),
       absl::StrFormat("uploads_rejected: %d\n", uploads_rejected_.load()),
-      absl::StrFormat("round_wall_s: mean %.3f, p50 %.3f, max %.3f\n",
-                      walls.empty() ? 0.0 : std::accumulate(walls.begin(), walls.end(), 0.0) /
-                                                walls.size(),
-                      Percentile(walls, 0.5), Percentile(walls, 1.0)),
+      absl::StrFormat(
+          "round_wall_s: mean %.3f, p50 %.3f, max %.3f\n",
+          walls.empty() ? 0.0 : std::accumulate(walls.begin(), walls.end(), 0.0) / walls.size(),
+          Percentile(walls, 0.5), Percentile(walls, 1.0)),
       absl::StrFormat("round_overhead_s: mean %.3f, p50 %.3f, max %.3f\n", mean_overhead,
                       Percentile(overheads, 0.5), Percentile(overheads, 1.0)),
       absl::StrFormat("run_wall_s: %.1f\n", wall));
   if (pid > 0) {
-    absl::StrAppend(
-        &report,
-        absl::StrFormat("server_cpu_s: %.2f (%.1f%% of one core over the run)\n",
-                        proc_end.cpu_seconds - proc_start.cpu_seconds,
-                        100.0 * (proc_end.cpu_seconds - proc_start.cpu_seconds) / wall),
-        absl::StrFormat("server_peak_rss_mb: %.1f\n", proc_end.peak_rss_kb / 1024.0),
-        absl::StrFormat("server_rss_mb_at_end: %.1f\n", proc_end.rss_kb / 1024.0));
+    absl::StrAppend(&report,
+                    absl::StrFormat("server_cpu_s: %.2f (%.1f%% of one core over the run)\n",
+                                    proc_end.cpu_seconds - proc_start.cpu_seconds,
+                                    100.0 * (proc_end.cpu_seconds - proc_start.cpu_seconds) / wall),
+                    absl::StrFormat("server_peak_rss_mb: %.1f\n", proc_end.peak_rss_kb / 1024.0),
+                    absl::StrFormat("server_rss_mb_at_end: %.1f\n", proc_end.rss_kb / 1024.0));
   }
   absl::StrAppend(&report, absl::StrFormat("load_gen_cpu_s: %.2f\n", self_cpu));
   const bool ok = !timed_out && errors == 0 && uploads_rejected_.load() == 0 &&
-                  static_cast<int>(committed_records.size()) >= rounds &&
-                  registered_.load() == n;
-  absl::StrAppend(&report, "result: ", ok ? "PASS" : "FAIL",
-                  timed_out ? " (timed out)" : "", "\n");
+                  static_cast<int>(committed_records.size()) >= rounds && registered_.load() == n;
+  absl::StrAppend(&report, "result: ", ok ? "PASS" : "FAIL", timed_out ? " (timed out)" : "", "\n");
   std::fputs(report.c_str(), stdout);
   if (!absl::GetFlag(FLAGS_out).empty()) std::ofstream(absl::GetFlag(FLAGS_out)) << report;
   return ok ? 0 : 1;

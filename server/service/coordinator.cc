@@ -1,6 +1,9 @@
 #include "server/service/coordinator.h"
 
+#include <openssl/evp.h>
+
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -11,12 +14,74 @@
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "google/protobuf/io/zero_copy_stream.h"
 
 namespace fedsched {
 namespace {
 
 int64_t ToUnixMs(absl::Time t) { return absl::ToUnixMillis(t); }
 double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
+// Parse targets kept for reuse: as many as updates are typically parsed at once (one per core of
+// a small server), each the size of the model.
+constexpr size_t kMaxSpareDeltas = 2;
+
+// The raw 32-byte SHA-256 of the concatenation of `pieces` ("" if OpenSSL fails, which matches no
+// declared checksum).
+std::string Sha256OfPieces(absl::Span<const std::string> pieces) {
+  EVP_MD_CTX* context = EVP_MD_CTX_new();
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  bool ok = context != nullptr && EVP_DigestInit_ex(context, EVP_sha256(), nullptr) == 1;
+  for (const std::string& piece : pieces) {
+    ok = ok && EVP_DigestUpdate(context, piece.data(), piece.size()) == 1;
+  }
+  ok = ok && EVP_DigestFinal_ex(context, digest, &length) == 1;
+  EVP_MD_CTX_free(context);
+  return ok ? std::string(reinterpret_cast<const char*>(digest), length) : std::string();
+}
+
+// The concatenation of `pieces` as a protobuf input stream, without copying it.
+class PiecesInputStream : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  explicit PiecesInputStream(absl::Span<const std::string> pieces) : pieces_(pieces) {}
+
+  bool Next(const void** data, int* size) override {
+    while (index_ < pieces_.size() && offset_ == pieces_[index_].size()) {
+      ++index_;
+      offset_ = 0;
+    }
+    if (index_ == pieces_.size()) return false;
+    const size_t n = std::min<size_t>(pieces_[index_].size() - offset_, INT_MAX);
+    *data = pieces_[index_].data() + offset_;
+    *size = static_cast<int>(n);
+    offset_ += n;
+    position_ += static_cast<int64_t>(n);
+    return true;
+  }
+  // Only ever backs up within the block the last Next() returned.
+  void BackUp(int count) override {
+    offset_ -= static_cast<size_t>(count);
+    position_ -= count;
+  }
+  bool Skip(int count) override {
+    const void* data;
+    int size;
+    while (count > 0) {
+      if (!Next(&data, &size)) return false;
+      if (size > count) BackUp(size - count);
+      count -= std::min(size, count);
+    }
+    return true;
+  }
+  int64_t ByteCount() const override { return position_; }
+
+ private:
+  const absl::Span<const std::string> pieces_;
+  size_t index_ = 0;
+  size_t offset_ = 0;
+  int64_t position_ = 0;
+};
 
 }  // namespace
 
@@ -70,6 +135,7 @@ absl::Status Coordinator::Open() {
                  committed_round_, book_->size());
   }
   FEDSCHED_ASSIGN_OR_RETURN(aggregator_, Aggregator::Create(config_.aggregation(), model));
+  for (const v1::Tensor& tensor : model.tensors()) delta_capacity_.push_back(tensor.data_size());
   if (meta.ok() && meta->optimizer_state_size() > 0) {
     v1::Model state;
     if (!state.ParseFromString(meta->optimizer_state(0))) {
@@ -244,25 +310,76 @@ absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
                                        absl::Time now, double upload_seconds) {
-  // Cheap checks and parsing happen before taking the lock.
+  return SubmitUpdate(header, absl::MakeConstSpan(&payload, 1), now, upload_seconds);
+}
+
+std::unique_ptr<v1::Model> Coordinator::TakeDelta() {
+  {
+    absl::MutexLock lock(&spare_mu_);
+    if (!spare_deltas_.empty()) {
+      std::unique_ptr<v1::Model> delta = std::move(spare_deltas_.back());
+      spare_deltas_.pop_back();
+      return delta;
+    }
+  }
+  // Room for each tensor of the global model, in its order: parsing a payload that arrives in
+  // pieces then never regrows a tensor (Clear keeps the tensors and their capacity for reuse).
+  auto delta = std::make_unique<v1::Model>();
+  for (int size : delta_capacity_) delta->add_tensors()->mutable_data()->Reserve(size);
+  delta->Clear();
+  return delta;
+}
+
+void Coordinator::RecycleDelta(std::unique_ptr<v1::Model> delta) {
+  // A model that took more tensors than the global model has (a malformed or hostile update)
+  // would keep them all allocated: drop it.
+  if (static_cast<size_t>(delta->tensors_size()) > delta_capacity_.size()) return;
+  delta->Clear();
+  absl::MutexLock lock(&spare_mu_);
+  if (spare_deltas_.size() < kMaxSpareDeltas) spare_deltas_.push_back(std::move(delta));
+}
+
+absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
+                                       absl::Span<const std::string> payload_pieces, absl::Time now,
+                                       double upload_seconds) {
+  // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
+  // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
+  // the hash (docs/BENCHMARKS.md, server ingest).
   const v1::UpdateMetrics& metrics = header.metrics();
   if (metrics.num_examples() <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("update for task ", header.task_id(), " declares num_examples = ",
                      metrics.num_examples(), "; it must be > 0"));
   }
-  if (header.total_bytes() != static_cast<int64_t>(payload.size())) {
-    return absl::InvalidArgumentError(absl::StrCat("update declares ", header.total_bytes(),
-                                                   " bytes but carries ", payload.size()));
+  int64_t payload_bytes = 0;
+  for (const std::string& piece : payload_pieces) {
+    payload_bytes += static_cast<int64_t>(piece.size());
   }
-  if (Sha256(payload) != header.sha256()) {
+  if (header.total_bytes() != payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("update declares ", header.total_bytes(),
+                                                   " bytes but carries ", payload_bytes));
+  }
+  if (Sha256OfPieces(payload_pieces) != header.sha256()) {
     return absl::InvalidArgumentError("update SHA-256 does not match its payload");
   }
-  v1::Model delta;
-  if (!delta.ParseFromString(payload)) {
-    return absl::InvalidArgumentError("update payload is not a valid Model message");
+  std::unique_ptr<v1::Model> delta = TakeDelta();
+  bool parsed;
+  if (payload_pieces.size() == 1) {
+    parsed = delta->ParseFromString(payload_pieces[0]);
+  } else {
+    PiecesInputStream input(payload_pieces);
+    parsed = delta->ParseFromZeroCopyStream(&input);
   }
+  absl::Status s = absl::InvalidArgumentError("update payload is not a valid Model message");
+  if (parsed) s = ApplyUpdate(header, *delta, payload_pieces, now, upload_seconds);
+  RecycleDelta(std::move(delta));
+  return s;
+}
 
+absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
+                                      absl::Span<const std::string> payload_pieces, absl::Time now,
+                                      double upload_seconds) {
+  const v1::UpdateMetrics& metrics = header.metrics();
   absl::MutexLock lock(&mu_);
   FEDSCHED_RETURN_IF_ERROR(CheckSession(header.client_id(), header.session_token()).status());
   auto it = tasks_.find(header.task_id());
@@ -328,7 +445,9 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
     audited.set_task_id(task.task_id);
     audited.set_round(task.round);
     audited.set_num_examples(metrics.num_examples());
-    audited.set_payload(payload);
+    std::string* payload = audited.mutable_payload();
+    payload->reserve(static_cast<size_t>(header.total_bytes()));
+    for (const std::string& piece : payload_pieces) payload->append(piece);
     audited.set_order(static_cast<int32_t>(audited_.size()));
     audited_.push_back(std::move(audited));
   }
@@ -336,7 +455,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
   profile::TaskTiming timing;
   timing.completion_s = std::max(1e-6, absl::ToDoubleSeconds(now - task.issued));
   timing.upload_s = upload_seconds;
-  timing.upload_bytes = upload_seconds > 0 ? static_cast<int64_t>(payload.size()) : 0;
+  timing.upload_bytes = upload_seconds > 0 ? header.total_bytes() : 0;
   if (absl::Status s = planner_->OnUpdate(task.index, task.round, metrics, timing, ToSeconds(now));
       !s.ok()) {
     FEDSCHED_LOG(warn, "planner feedback for {}: {}", task.client_id, s.ToString());

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
@@ -58,7 +59,8 @@ struct CoordinatorOptions {
 // The coordinator: registration, sessions, round planning, task bookkeeping, update validation
 // and aggregation, round closing, and durable commits (design.md, "A round").
 //
-// Thread-safe: every public method may be called concurrently (one internal mutex). Time is
+// Thread-safe: every public method may be called concurrently (one internal mutex; SubmitUpdate
+// hashes and parses outside it). Time is
 // always passed in (`now`), so tests and the simulator drive it without a wall clock.
 //
 // Legal order per client: Register -> PollTask -> ModelForTask -> SubmitUpdate | ReportFailure.
@@ -103,13 +105,19 @@ class Coordinator {
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
   // (PERMISSION_DENIED), is for the current, open round (FAILED_PRECONDITION "late update"), not
   // already uploaded (ALREADY_EXISTS); under first-K closing, the round does not already have
-  // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples > 0; declared size and
-  // SHA-256 match the payload; payload parses; shapes equal the global model's and every value is
-  // finite (INVALID_ARGUMENT naming the tensor). A rejected update changes nothing.
+  // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples > 0;
+  // declared size and SHA-256 match the payload; payload parses; shapes equal the global model's
+  // and every value is finite (INVALID_ARGUMENT naming the tensor). A rejected update changes
+  // nothing. Hashing and parsing happen before the coordinator's lock is taken.
   // `upload_seconds` is how long the upload stream took, as measured by the service (0 = not
   // measured); it feeds the client's upload bandwidth.
   absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
                             absl::Time now, double upload_seconds = 0);
+  // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
+  // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
+  absl::Status SubmitUpdate(const v1::UploadHeader& header,
+                            absl::Span<const std::string> payload_pieces, absl::Time now,
+                            double upload_seconds = 0);
 
   // The client gives up its task (e.g. out of battery). The round goes on without it.
   absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
@@ -166,6 +174,15 @@ class Coordinator {
   // Profiles changed since the last commit, for persisting with it.
   std::vector<v1::ClientProfile> TakeDirtyProfiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId(const char* prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // An empty model to parse an update into: a recycled one (its tensors keep their storage, so
+  // parsing allocates nothing) or a new one with room for the global model's tensors. Hand it
+  // back with RecycleDelta.
+  std::unique_ptr<v1::Model> TakeDelta() ABSL_LOCKS_EXCLUDED(spare_mu_);
+  void RecycleDelta(std::unique_ptr<v1::Model> delta) ABSL_LOCKS_EXCLUDED(spare_mu_);
+  // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`.
+  absl::Status ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
+                           absl::Span<const std::string> payload_pieces, absl::Time now,
+                           double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_);
 
   const CoordinatorOptions options_;
   const v1::ServerConfig& config_;
@@ -198,6 +215,13 @@ class Coordinator {
   int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
   // Task ids of closed rounds still in memory, to answer late uploads precisely.
   absl::flat_hash_map<std::string, int64_t> closed_tasks_ ABSL_GUARDED_BY(mu_);
+
+  // Number of values of each global model tensor, in order (set by Open, then read-only).
+  std::vector<int> delta_capacity_;
+  // Parse targets kept for reuse by TakeDelta / RecycleDelta: at most 2, i.e. at most twice the
+  // model's size in memory.
+  absl::Mutex spare_mu_;
+  std::vector<std::unique_ptr<v1::Model>> spare_deltas_ ABSL_GUARDED_BY(spare_mu_);
 };
 
 }  // namespace fedsched

@@ -70,7 +70,9 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
  public:
   DownloadReactor(CoordinatorService* service, grpc::CallbackServerContext* context,
                   std::shared_ptr<const ModelBlob> blob, int64_t chunk_bytes)
-      : TrackedStream(context), service_(service), blob_(std::move(blob)),
+      : TrackedStream(context),
+        service_(service),
+        blob_(std::move(blob)),
         chunk_bytes_(chunk_bytes) {
     service_->Track(this);
     WriteNext();
@@ -122,8 +124,11 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   UploadReactor(CoordinatorService* service, Coordinator* coordinator,
                 grpc::CallbackServerContext* context, int64_t chunk_bytes,
                 v1::UploadUpdateResponse* response)
-      : TrackedStream(context), service_(service), coordinator_(coordinator),
-        assembler_(coordinator->max_update_bytes(), chunk_bytes), response_(response) {
+      : TrackedStream(context),
+        service_(service),
+        coordinator_(coordinator),
+        assembler_(coordinator->max_update_bytes(), chunk_bytes),
+        response_(response) {
     service_->Track(this);
     StartRead(&chunk_);
   }
@@ -136,14 +141,16 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
         Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
       } else {
         absl::Status s = assembler_.Finish();
-        if (s.ok()) s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload(),
-                                                   absl::Now());
+        if (s.ok()) {
+          s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(),
+                                         absl::Now());
+        }
         Reply(s);
       }
       return;
     }
     const bool had_header = assembler_.has_header();
-    absl::Status s = assembler_.Add(chunk_);
+    absl::Status s = assembler_.Add(std::move(chunk_));
     if (s.ok() && !had_header) {
       const int64_t declared = assembler_.header().total_bytes();
       if (service_->ReserveUploadBytes(declared)) {
@@ -190,8 +197,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
 
 bool IsLoopbackPeer(absl::string_view peer) {
   return absl::StartsWith(peer, "ipv4:127.") || absl::StartsWith(peer, "ipv6:[::1]") ||
-         absl::StartsWith(peer, "ipv6:%5B::1%5D") ||
-         absl::StartsWith(peer, "ipv6:[::ffff:127.") ||
+         absl::StartsWith(peer, "ipv6:%5B::1%5D") || absl::StartsWith(peer, "ipv6:[::ffff:127.") ||
          absl::StartsWith(peer, "ipv6:%5B::ffff:127.") || absl::StartsWith(peer, "unix:");
 }
 
@@ -204,15 +210,14 @@ absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_to
   }
   const int64_t min_chunks = (header.total_bytes() + max_chunk_bytes - 1) / max_chunk_bytes;
   if (header.num_chunks() < min_chunks || header.num_chunks() > header.total_bytes()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("upload header: num_chunks must be in [", min_chunks, ", ",
-                     header.total_bytes(), "] for ", header.total_bytes(),
-                     " bytes in chunks of at most ", max_chunk_bytes, ", got ",
-                     header.num_chunks()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "upload header: num_chunks must be in [", min_chunks, ", ", header.total_bytes(), "] for ",
+        header.total_bytes(), " bytes in chunks of at most ", max_chunk_bytes, ", got ",
+        header.num_chunks()));
   }
   if (header.sha256().size() != 32) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "upload header: sha256 must be 32 bytes, got ", header.sha256().size()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("upload header: sha256 must be 32 bytes, got ", header.sha256().size()));
   }
   const v1::UpdateMetrics& m = header.metrics();
   FEDSCHED_RETURN_IF_ERROR(CheckCount("num_examples", m.num_examples(), 1));
@@ -232,7 +237,8 @@ absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_to
 UploadAssembler::UploadAssembler(int64_t max_total_bytes, int64_t max_chunk_bytes)
     : max_total_bytes_(max_total_bytes), max_chunk_bytes_(std::max<int64_t>(1, max_chunk_bytes)) {}
 
-absl::Status UploadAssembler::Add(const v1::UploadChunk& chunk) {
+absl::Status UploadAssembler::Check(const v1::UploadChunk& chunk, bool* is_data) {
+  *is_data = false;
   if (failed_) return absl::InvalidArgumentError("upload stream already rejected");
   absl::Status s;
   if (chunk.has_header()) {
@@ -243,41 +249,73 @@ absl::Status UploadAssembler::Add(const v1::UploadChunk& chunk) {
       if (s.ok()) {
         header_ = chunk.header();
         has_header_ = true;
-        payload_.reserve(static_cast<size_t>(header_.total_bytes()));
+        // Room for the pieces of an honest stream (the declared count may be absurdly large).
+        pieces_.reserve(static_cast<size_t>(header_.total_bytes() / max_chunk_bytes_ + 1));
       }
     }
   } else if (!has_header_) {
     s = absl::InvalidArgumentError("upload data before its header");
   } else if (chunk.seq() != next_seq_) {
-    s = absl::InvalidArgumentError(absl::StrCat("upload chunk out of order: got seq ", chunk.seq(),
-                                                ", expected ", next_seq_));
+    s = absl::InvalidArgumentError(
+        absl::StrCat("upload chunk out of order: got seq ", chunk.seq(), ", expected ", next_seq_));
   } else if (next_seq_ >= header_.num_chunks()) {
-    s = absl::InvalidArgumentError(absl::StrCat("upload carries more chunks than the ",
-                                                header_.num_chunks(), " it declared"));
-  } else if (static_cast<int64_t>(chunk.data().size()) >
-             header_.total_bytes() - static_cast<int64_t>(payload_.size())) {
-    s = absl::InvalidArgumentError(absl::StrCat("upload carries more bytes than the ",
-                                                header_.total_bytes(), " it declared"));
+    s = absl::InvalidArgumentError(
+        absl::StrCat("upload carries more chunks than the ", header_.num_chunks(), " it declared"));
+  } else if (static_cast<int64_t>(chunk.data().size()) > header_.total_bytes() - received_bytes_) {
+    s = absl::InvalidArgumentError(
+        absl::StrCat("upload carries more bytes than the ", header_.total_bytes(), " it declared"));
   } else {
     ++next_seq_;
-    payload_.append(chunk.data());
+    received_bytes_ += static_cast<int64_t>(chunk.data().size());
+    *is_data = true;
   }
   if (!s.ok()) {
     failed_ = true;
-    payload_.clear();
-    payload_.shrink_to_fit();
+    pieces_.clear();
+    pieces_.shrink_to_fit();
   }
   return s;
+}
+
+void UploadAssembler::Keep(std::string&& data) {
+  if (data.empty()) return;
+  // Coalescing keeps any two neighbouring pieces above max_chunk_bytes together.
+  if (!pieces_.empty() &&
+      static_cast<int64_t>(pieces_.back().size() + data.size()) <= max_chunk_bytes_) {
+    pieces_.back().append(data);
+  } else {
+    pieces_.push_back(std::move(data));
+  }
+}
+
+absl::Status UploadAssembler::Add(const v1::UploadChunk& chunk) {
+  bool is_data = false;
+  FEDSCHED_RETURN_IF_ERROR(Check(chunk, &is_data));
+  if (is_data) Keep(std::string(chunk.data()));
+  return absl::OkStatus();
+}
+
+absl::Status UploadAssembler::Add(v1::UploadChunk&& chunk) {
+  bool is_data = false;
+  FEDSCHED_RETURN_IF_ERROR(Check(chunk, &is_data));
+  if (is_data) Keep(std::move(*chunk.mutable_data()));
+  return absl::OkStatus();
+}
+
+std::string UploadAssembler::payload() const {
+  std::string payload;
+  payload.reserve(static_cast<size_t>(received_bytes_));
+  for (const std::string& piece : pieces_) payload.append(piece);
+  return payload;
 }
 
 absl::Status UploadAssembler::Finish() const {
   if (failed_) return absl::InvalidArgumentError("upload stream already rejected");
   if (!has_header_) return absl::InvalidArgumentError("upload stream ended without a header");
-  if (next_seq_ != header_.num_chunks() ||
-      static_cast<int64_t>(payload_.size()) != header_.total_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "truncated upload: got ", next_seq_, " of ", header_.num_chunks(), " chunks, ",
-        payload_.size(), " of ", header_.total_bytes(), " bytes"));
+  if (next_seq_ != header_.num_chunks() || received_bytes_ != header_.total_bytes()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("truncated upload: got ", next_seq_, " of ", header_.num_chunks(), " chunks, ",
+                     received_bytes_, " of ", header_.total_bytes(), " bytes"));
   }
   return absl::OkStatus();
 }
@@ -293,8 +331,7 @@ absl::Time CoordinatorService::TrackedStream::last_progress() const {
   return absl::FromUnixNanos(last_progress_ns_.load(std::memory_order_relaxed));
 }
 
-CoordinatorService::CoordinatorService(Coordinator* coordinator,
-                                       CoordinatorServiceOptions options)
+CoordinatorService::CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options)
     : coordinator_(coordinator), options_(std::move(options)) {}
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator,
@@ -383,13 +420,12 @@ grpc::ServerWriteReactor<v1::ModelChunk>* CoordinatorService::DownloadModel(
 
 grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
     grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) {
-  return new UploadReactor(this, coordinator_, context, options_.transport.chunk_bytes(),
-                           response);
+  return new UploadReactor(this, coordinator_, context, options_.transport.chunk_bytes(), response);
 }
 
-grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(
-    grpc::CallbackServerContext* context, const v1::ReportFailureRequest* request,
-    v1::ReportFailureResponse* response) {
+grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(grpc::CallbackServerContext* context,
+                                                            const v1::ReportFailureRequest* request,
+                                                            v1::ReportFailureResponse* response) {
   return FinishUnary(context, coordinator_->ReportFailure(*request, absl::Now()));
 }
 

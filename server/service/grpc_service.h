@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
@@ -37,7 +38,12 @@ absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_to
 
 // Reassembles one UploadUpdate stream (gRPC-free, so that the fuzzers drive the same code): the
 // header first, then data chunks with seq 0, 1, ..., exactly header.num_chunks of them, totalling
-// header.total_bytes. Memory: the payload grows as data arrives, never beyond the declared size.
+// header.total_bytes. Memory: the payload is kept in pieces as it arrives, never beyond the
+// declared size: chunks are kept whole (moved, not copied, by the rvalue Add) and small ones are
+// coalesced into pieces of at most max_chunk_bytes, so any two neighbouring pieces hold more than
+// max_chunk_bytes (a stream of tiny chunks may reserve up to twice its bytes). There is no
+// contiguous copy of the payload: a fresh buffer of an update's size (tens of MB) costs a page
+// fault every 4 KiB, about as much CPU as the SHA-256 of the data (docs/BENCHMARKS.md, ingest).
 // Call order: Add() per received message, then Finish() at the end of the stream; after an error
 // the assembler is spent (further calls keep failing). Not thread-safe.
 class UploadAssembler {
@@ -48,27 +54,40 @@ class UploadAssembler {
   UploadAssembler(const UploadAssembler&) = delete;
   UploadAssembler& operator=(const UploadAssembler&) = delete;
 
-  // Takes the next stream message. Errors (INVALID_ARGUMENT, saying what is wrong): a second
-  // header; data before the header; a header failing ValidateUploadHeader; a chunk whose seq is
-  // not the next expected one (missing or reordered chunks); more chunks or bytes than declared.
+  // Takes the next stream message (copies its data). Errors (INVALID_ARGUMENT, saying what is
+  // wrong): a second header; data before the header; a header failing ValidateUploadHeader; a
+  // chunk whose seq is not the next expected one (missing or reordered chunks); more chunks or
+  // bytes than declared.
   absl::Status Add(const v1::UploadChunk& chunk);
+  // As above, but takes the chunk's data without copying it; `chunk` is left valid but with
+  // unspecified contents (the caller may parse the next message into it).
+  absl::Status Add(v1::UploadChunk&& chunk);
   // Checks the stream is complete. Errors: INVALID_ARGUMENT for a stream without a header or a
   // truncated one (fewer chunks or bytes than declared), or after an earlier error.
   absl::Status Finish() const;
 
   bool has_header() const { return has_header_; }
   const v1::UploadHeader& header() const { return header_; }
-  // The payload received so far (complete after Finish() returned OK).
-  const std::string& payload() const { return payload_; }
+  // The payload received so far, in stream order, as pieces whose concatenation is the payload
+  // (complete after Finish() returned OK). Hand them to Coordinator::SubmitUpdate as they are.
+  const std::vector<std::string>& payload_pieces() const { return pieces_; }
+  // The payload received so far as one string: a copy, for callers that need it contiguous.
+  std::string payload() const;
 
  private:
+  // The checks of Add(); true in `*is_data` for an accepted data chunk whose bytes the caller
+  // must then keep with Keep(). On error the assembler is spent.
+  absl::Status Check(const v1::UploadChunk& chunk, bool* is_data);
+  void Keep(std::string&& data);
+
   const int64_t max_total_bytes_;
   const int64_t max_chunk_bytes_;
   v1::UploadHeader header_;
   bool has_header_ = false;
   bool failed_ = false;
   int64_t next_seq_ = 0;
-  std::string payload_;
+  int64_t received_bytes_ = 0;
+  std::vector<std::string> pieces_;
 };
 
 // Options of CoordinatorService.

@@ -70,7 +70,8 @@ TEST(LargeModelTest, HundredMegabyteModelRoundTripsThroughServiceAndSdk) {
             ToHex(Sha256(expected.SerializeAsString())));
   // The receipt holds the checksum of the 100 MB delta the server received.
   ASSERT_EQ(record.accepted_task_ids_size(), 1);
-  ASSERT_OK_AND_ASSIGN(v1::Receipt receipt, server->store().LoadReceipt(record.accepted_task_ids(0)));
+  ASSERT_OK_AND_ASSIGN(v1::Receipt receipt,
+                       server->store().LoadReceipt(record.accepted_task_ids(0)));
   EXPECT_EQ(receipt.sha256().size(), 32u);
 }
 

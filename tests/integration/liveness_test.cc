@@ -112,8 +112,8 @@ TEST(LivenessTest, ClientStalledMidDownloadDoesNotSlowTheOthers) {
   ASSERT_GT(total, 16'000'000);
 
   // Meanwhile both others download the whole model, train and upload.
-  ASSERT_TRUE(TestServer::WaitFor([&] { return InFlightAccepted(*server) == 2; },
-                                  absl::Seconds(60)));
+  ASSERT_TRUE(
+      TestServer::WaitFor([&] { return InFlightAccepted(*server) == 2; }, absl::Seconds(60)));
   EXPECT_GE(server->service().open_streams(), 1);  // the staller's download is still open
   EXPECT_LT(static_cast<int64_t>(payload.size()), total);
 
@@ -181,11 +181,12 @@ TEST(LivenessTest, ClientWhoseTrafficStopsIsMarkedFailedAndTheRoundProceeds) {
   }
   EXPECT_TRUE(found);
   // Its update, should it ever arrive, is refused.
-  EXPECT_THAT(UploadRaw(*stub, UploadMessages(a, task, FilledLike(PatternModel({1000}), 1.0f)
-                                                           .SerializeAsString(),
-                                              1, server->config().transport().chunk_bytes())),
-              AnyOf(StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("")),
-                    StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr(""))));
+  EXPECT_THAT(
+      UploadRaw(*stub,
+                UploadMessages(a, task, FilledLike(PatternModel({1000}), 1.0f).SerializeAsString(),
+                               1, server->config().transport().chunk_bytes())),
+      AnyOf(StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("")),
+            StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr(""))));
 }
 
 }  // namespace

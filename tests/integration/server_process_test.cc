@@ -125,8 +125,8 @@ class ServerProcessTest : public ::testing::Test {
                                        const std::string& log = "server.log",
                                        const std::string& architecture = "softmax") {
     const std::string config = absl::StrCat(
-        config_text, "\nlisten_address: \"127.0.0.1:0\"\nmodel { architecture: \"",
-        architecture, "\" }\n",
+        config_text, "\nlisten_address: \"127.0.0.1:0\"\nmodel { architecture: \"", architecture,
+        "\" }\n",
         "eval { test_images_path: \"/nonexistent\" test_labels_path: \"/nonexistent\" }\n");
     EXPECT_OK(WriteFileAtomically(Path("server.textproto"), config));
     return Process::Spawn({BinaryDir() + "/server/fedsched-server",
@@ -178,8 +178,8 @@ TEST_F(ServerProcessTest, SigtermWithAnUploadStuckMidReadExitsCleanlyWithinTheGr
   ASSERT_OK_AND_ASSIGN(std::string model_bytes, DownloadRaw(*stub, a, t1.task_id()));
   v1::Model global;
   ASSERT_TRUE(global.ParseFromString(model_bytes));
-  ASSERT_OK(UploadRaw(*stub, UploadMessages(a, t1, FilledLike(global, 0.25f).SerializeAsString(),
-                                            1, 1 << 20)));
+  ASSERT_OK(UploadRaw(
+      *stub, UploadMessages(a, t1, FilledLike(global, 0.25f).SerializeAsString(), 1, 1 << 20)));
   ASSERT_TRUE(server->WaitForLog("round   1 |")) << server->Log();
   // Round 2: the upload sends its header and then nothing, never half-closing.
   v1::Task t2 = WaitForTask(*stub, a);
@@ -211,8 +211,8 @@ TEST_F(ServerProcessTest, SigtermWithAnUploadStuckMidReadExitsCleanlyWithinTheGr
     EXPECT_EQ(meta.committed_round(), 1);
     ASSERT_OK(reopened->LoadModel(1).status());
   }
-  std::unique_ptr<Process> again = StartServer(
-      "clients_per_round: 1\nmin_updates: 1\nmin_online_clients: 1\n", "server2.log");
+  std::unique_ptr<Process> again =
+      StartServer("clients_per_round: 1\nmin_updates: 1\nmin_online_clients: 1\n", "server2.log");
   ASSERT_TRUE(again->WaitForLog("resuming after committed round 1")) << again->Log();
   again->Signal(SIGTERM);
   EXPECT_EQ(again->Wait(absl::Seconds(30)), std::optional<int>(0)) << again->Log();
@@ -233,8 +233,8 @@ TEST_F(ServerProcessTest, RoundClosesAtItsDeadlineWithNoMessages) {
   ASSERT_OK_AND_ASSIGN(std::string model_bytes, DownloadRaw(*stub, a, ta.task_id()));
   v1::Model global;
   ASSERT_TRUE(global.ParseFromString(model_bytes));
-  ASSERT_OK(UploadRaw(*stub, UploadMessages(a, ta, FilledLike(global, 0.25f).SerializeAsString(),
-                                            1, 1 << 20)));
+  ASSERT_OK(UploadRaw(
+      *stub, UploadMessages(a, ta, FilledLike(global, 0.25f).SerializeAsString(), 1, 1 << 20)));
   const absl::Time last_message = absl::Now();
   // From here on nobody sends anything: only the server's timer can close the round, and with
   // num_rounds = 1 the server then stops by itself.
@@ -258,10 +258,13 @@ TEST_F(ServerProcessTest, ClientSigkilledMidRoundIsMarkedFailedAndTheRoundProcee
   const std::string address = AddressOf(*server);
   std::vector<std::unique_ptr<Process>> clients;
   for (int i = 0; i < 3; ++i) {
-    std::vector<std::string> argv = {
-        BinaryDir() + "/client/fedsched-client", absl::StrCat("--partition_index=", i),
-        "--num_partitions=3", "--server=" + address, "--identity=" + absl::StrCat("proc-", i),
-        "--state_dir=" + Path(absl::StrCat("client-", i)), "--log_level=info"};
+    std::vector<std::string> argv = {BinaryDir() + "/client/fedsched-client",
+                                     absl::StrCat("--partition_index=", i),
+                                     "--num_partitions=3",
+                                     "--server=" + address,
+                                     "--identity=" + absl::StrCat("proc-", i),
+                                     "--state_dir=" + Path(absl::StrCat("client-", i)),
+                                     "--log_level=info"};
     // Client 0 is slow: its emulated 40 kbit/s link keeps it in its 400 KB download for 80 s.
     if (i == 0) argv.push_back("--bandwidth_kbps=40");
     clients.push_back(Process::Spawn(argv, Path(absl::StrCat("client-", i, ".log"))));

@@ -50,9 +50,9 @@ class Certificates : public ::testing::Environment {
     }
     auto leaf = [&](const std::string& name, const std::string& ca, const std::string& ext) {
       absl::StrAppend(&script, "openssl req ", key, " -keyout ", name, ".key -out ", name,
-                      ".csr -subj '/CN=", name, "'\n", "openssl x509 -req -in ", name,
-                      ".csr -CA ", ca, ".pem -CAkey ", ca, ".key -CAcreateserial -days 2 -out ",
-                      name, ".pem -extfile ", ext, "\n");
+                      ".csr -subj '/CN=", name, "'\n", "openssl x509 -req -in ", name, ".csr -CA ",
+                      ca, ".pem -CAkey ", ca, ".key -CAcreateserial -days 2 -out ", name,
+                      ".pem -extfile ", ext, "\n");
     };
     leaf("server", "ca", "server.ext");
     leaf("client_a", "ca", "client.ext");
@@ -60,9 +60,9 @@ class Certificates : public ::testing::Environment {
     leaf("rogue_client", "rogue_ca", "client.ext");
     const std::string script_path = (dir_ / "make_certs.sh").string();
     ASSERT_OK(WriteFileAtomically(script_path, script));
-    ASSERT_EQ(std::system(absl::StrCat("bash '", script_path, "' > '", d, "/openssl.log' 2>&1")
-                              .c_str()),
-              0)
+    ASSERT_EQ(
+        std::system(absl::StrCat("bash '", script_path, "' > '", d, "/openssl.log' 2>&1").c_str()),
+        0)
         << "openssl failed; see " << d << "/openssl.log";
   }
   void TearDown() override { std::filesystem::remove_all(dir_); }
@@ -74,8 +74,8 @@ class Certificates : public ::testing::Environment {
 // The SHA-256 fingerprint openssl prints for `pem_path`, as raw bytes.
 std::string OpensslFingerprint(const std::string& pem_path) {
   const std::string out_path = pem_path + ".fp";
-  if (std::system(absl::StrCat("openssl x509 -in '", pem_path,
-                               "' -noout -fingerprint -sha256 > '", out_path, "'")
+  if (std::system(absl::StrCat("openssl x509 -in '", pem_path, "' -noout -fingerprint -sha256 > '",
+                               out_path, "'")
                       .c_str()) != 0) {
     return "";
   }

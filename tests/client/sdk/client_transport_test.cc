@@ -1,10 +1,9 @@
 // The SDK against the real service: its keepalive respects the server's minimum ping interval
 // (else the server answers with GOAWAY too_many_pings, research.md section 7) and its upload
 // chunks fit the server's chunk size, both learnt from RegisterResponse.transport.
-#include "client/sdk/client.h"
-
 #include <memory>
 
+#include "client/sdk/client.h"
 #include "common/testing/status_matchers.h"
 #include "tests/client/sdk/sdk_test_util.h"
 #include "tests/server/service/grpc_test_harness.h"

@@ -165,9 +165,7 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
   // Zero, negative and overflowing counts; non-finite metrics.
   EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->mutable_metrics()->set_num_examples(0); }),
               StatusIs(code, HasSubstr("num_examples")));
-  EXPECT_THAT(with_header([](v1::UploadHeader* h) {
-                h->mutable_metrics()->set_num_examples(-5);
-              }),
+  EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->mutable_metrics()->set_num_examples(-5); }),
               StatusIs(code, HasSubstr("num_examples")));
   EXPECT_THAT(with_header([](v1::UploadHeader* h) {
                 h->mutable_metrics()->set_num_examples(std::numeric_limits<int64_t>::max());
@@ -177,18 +175,15 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
                 h->mutable_metrics()->set_cache_hits(std::numeric_limits<int64_t>::max());
               }),
               StatusIs(code, HasSubstr("metrics.cache_hits")));
-  EXPECT_THAT(with_header([](v1::UploadHeader* h) {
-                h->mutable_metrics()->set_mean_loss(std::nan(""));
-              }),
-              StatusIs(code, HasSubstr("metrics.mean_loss")));
-  EXPECT_THAT(with_header([](v1::UploadHeader* h) {
-                h->mutable_metrics()->set_statistical_utility(
-                    std::numeric_limits<double>::infinity());
-              }),
-              StatusIs(code, HasSubstr("metrics.statistical_utility")));
-  EXPECT_THAT(with_header([](v1::UploadHeader* h) {
-                h->mutable_metrics()->set_train_seconds(-1);
-              }),
+  EXPECT_THAT(
+      with_header([](v1::UploadHeader* h) { h->mutable_metrics()->set_mean_loss(std::nan("")); }),
+      StatusIs(code, HasSubstr("metrics.mean_loss")));
+  EXPECT_THAT(
+      with_header([](v1::UploadHeader* h) {
+        h->mutable_metrics()->set_statistical_utility(std::numeric_limits<double>::infinity());
+      }),
+      StatusIs(code, HasSubstr("metrics.statistical_utility")));
+  EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->mutable_metrics()->set_train_seconds(-1); }),
               StatusIs(code, HasSubstr("metrics.train_seconds")));
 
   // Malformed protobuf bytes with a matching size and checksum.
@@ -214,8 +209,8 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
   EXPECT_THAT(Upload(a, ta, renamed), StatusIs(code, HasSubstr("surprise")));
 
   // Session and task checks.
-  EXPECT_THAT(Upload(a, tb, delta), StatusIs(absl::StatusCode::kPermissionDenied,
-                                             HasSubstr("another client")));
+  EXPECT_THAT(Upload(a, tb, delta),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
   v1::Task unknown = ta;
   unknown.set_task_id("t-does-not-exist");
   EXPECT_THAT(Upload(a, unknown, delta),
@@ -226,7 +221,8 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("round 9")));
   Session forged = a;
   forged.token = b.token;
-  EXPECT_THAT(Upload(forged, ta, delta), StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("register again")));
+  EXPECT_THAT(Upload(forged, ta, delta),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("register again")));
 
   // A stream cancelled by its client after every byte was sent is not submitted.
   {
@@ -350,18 +346,18 @@ TEST_F(GrpcServiceTest, PollBeforeTheFirstRoundIsRetryAfterNeverFinished) {
 
 TEST_F(GrpcServiceTest, RegisterRejectsBadDevicesAndMalformedMessages) {
   Start();
-  EXPECT_THAT(RegisterRaw(*stub_, ""), StatusIs(absl::StatusCode::kInvalidArgument,
-                                                HasSubstr("identity")));
+  EXPECT_THAT(RegisterRaw(*stub_, ""),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("identity")));
   EXPECT_THAT(RegisterRaw(*stub_, std::string(300, 'x')),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("identity")));
   EXPECT_THAT(RegisterRaw(*stub_, "neg", -1),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("negative")));
   // Bytes that are not a protobuf message at all, sent to each method.
-  grpc::GenericStub generic(grpc::CreateChannel(server_->address(),
-                                                grpc::InsecureChannelCredentials()));
-  for (const char* method : {"/fedsched.v1.Coordinator/Register",
-                             "/fedsched.v1.Coordinator/PollTask",
-                             "/fedsched.v1.Coordinator/UploadUpdate"}) {
+  grpc::GenericStub generic(
+      grpc::CreateChannel(server_->address(), grpc::InsecureChannelCredentials()));
+  for (const char* method :
+       {"/fedsched.v1.Coordinator/Register", "/fedsched.v1.Coordinator/PollTask",
+        "/fedsched.v1.Coordinator/UploadUpdate"}) {
     SCOPED_TRACE(method);
     const std::string junk = "\xff\xff\xff\xff\x0f garbage";
     grpc::Slice slice(junk);
@@ -426,8 +422,7 @@ TEST_F(GrpcServiceTest, IdleStreamsAreCancelledBySweep) {
   ASSERT_TRUE(stalled->Write(ma[0]));
   ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().open_streams() == 1; }));
   EXPECT_EQ(server_->service().CancelIdleStreams(absl::Now(), absl::Minutes(1)), 0);
-  EXPECT_EQ(server_->service().CancelIdleStreams(absl::Now() + absl::Minutes(2),
-                                                 absl::Minutes(1)),
+  EXPECT_EQ(server_->service().CancelIdleStreams(absl::Now() + absl::Minutes(2), absl::Minutes(1)),
             1);
   EXPECT_EQ(stalled->Finish().error_code(), grpc::StatusCode::CANCELLED);
   ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().open_streams() == 0; }));

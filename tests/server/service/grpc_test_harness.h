@@ -207,8 +207,7 @@ inline void SetDeadline(grpc::ClientContext* context, absl::Duration d = absl::S
                         std::chrono::milliseconds(absl::ToInt64Milliseconds(d)));
 }
 
-inline absl::StatusOr<Session> RegisterRaw(v1::Coordinator::Stub& stub,
-                                           const std::string& identity,
+inline absl::StatusOr<Session> RegisterRaw(v1::Coordinator::Stub& stub, const std::string& identity,
                                            int64_t num_samples = 100) {
   v1::RegisterRequest request;
   request.set_identity(identity);
@@ -273,8 +272,8 @@ inline absl::StatusOr<std::string> DownloadRaw(v1::Coordinator::Stub& stub, cons
 // The messages of a well-formed upload of `payload` for `task`: the header, then chunks of at
 // most `chunk_bytes` with seq 0, 1, ...
 inline std::vector<v1::UploadChunk> UploadMessages(const Session& who, const v1::Task& task,
-                                                   const std::string& payload,
-                                                   int64_t num_examples, int64_t chunk_bytes) {
+                                                   const std::string& payload, int64_t num_examples,
+                                                   int64_t chunk_bytes) {
   std::vector<v1::UploadChunk> messages(1);
   v1::UploadHeader* header = messages[0].mutable_header();
   header->set_client_id(who.client_id);

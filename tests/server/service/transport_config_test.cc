@@ -1,14 +1,13 @@
 // One TransportConfig sets message limits and keepalive for server and SDK: unset fields take the
 // documented defaults, "-1 = unlimited" style sentinels and out-of-range values are rejected with
 // an error naming the field (research.md section 7).
-#include "common/transport.h"
-
 #include <cstdint>
 #include <functional>
 #include <string>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "common/transport.h"
 #include "server/service/server_config.h"
 
 namespace fedsched {
@@ -79,9 +78,8 @@ TEST(TransportConfigTest, ServerConfigRejectsBadTransportNamingTheField) {
   v1::ServerConfig config;
   config.set_store_path("/tmp/unused");
   config.mutable_transport()->set_keepalive_timeout_ms(-1);
-  EXPECT_THAT(ResolveServerConfig(config),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("transport.keepalive_timeout_ms")));
+  EXPECT_THAT(ResolveServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                    HasSubstr("transport.keepalive_timeout_ms")));
 }
 
 TEST(TransportConfigTest, ClientCertificateWithoutCaIsAnErrorNotPlaintext) {
@@ -104,9 +102,8 @@ TEST(CertificateFingerprintTest, RejectsNonPem) {
                                      "-----END CERTIFICATE-----\n"),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("base64")));
   // The digest of the DER bytes (here: "abc", base64 YWJj).
-  ASSERT_OK_AND_ASSIGN(std::string fp,
-                       CertificateFingerprint("-----BEGIN CERTIFICATE-----\nYWJj\n"
-                                              "-----END CERTIFICATE-----\n"));
+  ASSERT_OK_AND_ASSIGN(std::string fp, CertificateFingerprint("-----BEGIN CERTIFICATE-----\nYWJj\n"
+                                                              "-----END CERTIFICATE-----\n"));
   EXPECT_EQ(ToHex(fp), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
