@@ -167,7 +167,7 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadJsonl(const std::string
     if (auto it = o.find("client_id"); it != o.end()) {
       const double* d = std::get_if<double>(&it->second);
       if (d == nullptr) return absl::InvalidArgumentError(where + "client_id is not a number");
-      spec.trace_id = static_cast<int64_t>(*d);
+      FEDSCHED_ASSIGN_OR_RETURN(spec.trace_id, ClientIdFromNumber(*d, where));
     }
     auto ft = o.find("finish_time");
     const double* ftv = ft == o.end() ? nullptr : std::get_if<double>(&ft->second);

@@ -105,8 +105,11 @@ absl::StatusOr<CapacityTrace> CapacityTrace::LoadJsonl(const std::string& path) 
     const std::string where = absl::StrCat(path, ":", line, ": ");
     DeviceCapacity d;
     FEDSCHED_ASSIGN_OR_RETURN(double id, JsonNumber(o, "client_id", false, where));
-    d.trace_id =
-        o.count("client_id") ? static_cast<int64_t>(id) : static_cast<int64_t>(rows.size());
+    if (o.count("client_id")) {
+      FEDSCHED_ASSIGN_OR_RETURN(d.trace_id, ClientIdFromNumber(id, where));
+    } else {
+      d.trace_id = static_cast<int64_t>(rows.size());
+    }
     FEDSCHED_ASSIGN_OR_RETURN(d.computation_ms_per_sample,
                               JsonNumber(o, "computation", true, where));
     FEDSCHED_ASSIGN_OR_RETURN(d.communication_kbps, JsonNumber(o, "communication", true, where));
@@ -134,7 +137,9 @@ absl::StatusOr<CapacityTrace> CapacityTrace::LoadFedcaseDemo(const std::string& 
                                                      ": client column '", table.header()[c + 1],
                                                      "' is not a numeric id"));
     }
-    rows[c].trace_id = static_cast<int64_t>(id);
+    FEDSCHED_ASSIGN_OR_RETURN(
+        rows[c].trace_id,
+        ClientIdFromNumber(id, absl::StrCat(path, ":", table.header_line(), ": ")));
   }
   bool have_comp = false, have_comm = false;
   for (const CsvTable::Row& row : table.rows()) {

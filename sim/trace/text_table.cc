@@ -363,4 +363,13 @@ uint64_t SplitMix64::Next() {
   return z ^ (z >> 31);
 }
 
+absl::StatusOr<int64_t> ClientIdFromNumber(double value, absl::string_view where) {
+  constexpr double kMaxExact = 9007199254740992.0;  // 2^53
+  if (!(value >= 0 && value <= kMaxExact) || value != std::floor(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, "client id ", value, " is not a whole number in [0, 2^53]"));
+  }
+  return static_cast<int64_t>(value);
+}
+
 }  // namespace fedsched::sim

@@ -80,6 +80,11 @@ absl::StatusOr<std::string> ReadTraceFile(const std::string& path);
 // Parses a finite double from `text` (surrounding blanks allowed). Returns false otherwise.
 bool ParseFiniteDouble(absl::string_view text, double* out);
 
+// A client id that was read as a number, as an integer. Errors: INVALID_ARGUMENT starting with
+// `where` (e.g. "file:line: ") when `value` is not a whole number in [0, 2^53], the range a
+// double holds exactly (a plain cast of anything larger is undefined behaviour).
+absl::StatusOr<int64_t> ClientIdFromNumber(double value, absl::string_view where);
+
 // Deterministic 64-bit mixing PRNG (splitmix64, Steele et al. 2014) used wherever a trace is
 // shuffled or generated, so results do not depend on the standard library's distributions.
 class SplitMix64 {

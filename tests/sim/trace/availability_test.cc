@@ -5,6 +5,7 @@
 
 #include "common/testing/status_matchers.h"
 #include "sim/trace/availability_trace.h"
+#include "sim/trace/capacity_trace.h"
 
 namespace fedsched::sim {
 namespace {
@@ -191,6 +192,22 @@ TEST(AvailabilityTest, MalformedRowsNameFileAndLine) {
   EXPECT_THAT(AvailabilityTrace::LoadMobiperf(mp, "2st", 0),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        AllOf(HasSubstr("mp_bad.csv:3:"), HasSubstr("ON"))));
+}
+
+// Found by fuzz/trace_fuzzer: ids beyond 2^53 (or fractional) used to be cast to int64_t
+// (undefined behaviour); they are now errors naming file and line.
+TEST(TraceIdsTest, HugeOrFractionalClientIdsAreErrorsNamingTheLine) {
+  const std::string availability = WriteTemp(
+      "huge.jsonl",
+      "{\"client_id\": 1e300, \"active\": [1], \"inactive\": [2], \"finish_time\": 10}\n");
+  EXPECT_THAT(AvailabilityTrace::LoadJsonl(availability),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("huge.jsonl:1:"), HasSubstr("client id"))));
+  const std::string capacity = WriteTemp(
+      "frac.jsonl", "{\"client_id\": 2.5, \"computation\": 10, \"communication\": 100}\n");
+  EXPECT_THAT(CapacityTrace::LoadJsonl(capacity),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("frac.jsonl:1:"), HasSubstr("client id"))));
 }
 
 }  // namespace
