@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs fedsched's build and run dependencies from Debian 12's packages. Safe to run twice:
 # it only calls apt-get when something is missing. Needs root (or sudo).
+#   install_deps.sh                 the packages below
+#   install_deps.sh --only P1 P2    just these packages (e.g. scripts/install_fuzz_deps.sh)
 set -euo pipefail
 
 PACKAGES=(
@@ -10,6 +12,11 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev libspdlog-dev
   dataset-fashion-mnist gnuplot-nox openssl python3 procps
 )
+
+if [ "${1:-}" = "--only" ]; then
+  shift
+  PACKAGES=("$@")
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
