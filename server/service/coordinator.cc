@@ -351,6 +351,16 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
         absl::StrCat("update for task ", header.task_id(), " declares num_examples = ",
                      metrics.num_examples(), "; it must be > 0"));
   }
+  constexpr int64_t kMaxCount = int64_t{1} << 53;
+  if (metrics.cache_hits() < 0 || metrics.cache_misses() < 0 ||
+      metrics.storage_bytes_read() < 0 || metrics.cache_hits() > kMaxCount ||
+      metrics.cache_misses() > kMaxCount || metrics.storage_bytes_read() > kMaxCount ||
+      !std::isfinite(metrics.mean_loss()) || !std::isfinite(metrics.train_seconds()) ||
+      !std::isfinite(metrics.io_seconds()) || !std::isfinite(metrics.statistical_utility()) ||
+      metrics.train_seconds() < 0 || metrics.io_seconds() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update for task ", header.task_id(), " reports negative, absurd or non-finite metrics"));
+  }
   int64_t payload_bytes = 0;
   for (const std::string& piece : payload_pieces) {
     payload_bytes += static_cast<int64_t>(piece.size());
@@ -412,6 +422,15 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::
     return absl::FailedPreconditionError(absl::StrCat(
         "update names round ", header.round(), " but task ", task.task_id, " is for round ",
         task.round));
+  }
+  // FedAvg weighs by examples: a client may not claim more than the work it was given.
+  const int64_t planned_examples =
+      static_cast<int64_t>(task.local_steps) * config_.training().batch_size();
+  if (metrics.num_examples() > planned_examples) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update for task ", task.task_id, " claims ", metrics.num_examples(),
+        " examples; the task was for at most ", planned_examples, " (local_steps ",
+        task.local_steps, " x batch_size ", config_.training().batch_size(), ")"));
   }
   if (config_.round_closing() == v1::ROUND_CLOSING_FIRST_K &&
       record_.updates_accepted() >= config_.clients_per_round()) {

@@ -60,8 +60,8 @@ struct CoordinatorOptions {
 // and aggregation, round closing, and durable commits (design.md, "A round").
 //
 // Thread-safe: every public method may be called concurrently (one internal mutex; SubmitUpdate
-// hashes and parses outside it). Time is
-// always passed in (`now`), so tests and the simulator drive it without a wall clock.
+// hashes and parses outside it). Time is always passed in (`now`), so tests and the simulator
+// drive it without a wall clock.
 //
 // Legal order per client: Register -> PollTask -> ModelForTask -> SubmitUpdate | ReportFailure.
 // Errors common to the session methods: UNAUTHENTICATED for an unknown client id or a token
@@ -105,7 +105,8 @@ class Coordinator {
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
   // (PERMISSION_DENIED), is for the current, open round (FAILED_PRECONDITION "late update"), not
   // already uploaded (ALREADY_EXISTS); under first-K closing, the round does not already have
-  // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples > 0;
+  // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples is at
+  // most the task's local_steps x batch_size and the metrics are finite and in range; num_examples > 0;
   // declared size and SHA-256 match the payload; payload parses; shapes equal the global model's
   // and every value is finite (INVALID_ARGUMENT naming the tensor). A rejected update changes
   // nothing. Hashing and parsing happen before the coordinator's lock is taken.

@@ -38,8 +38,8 @@ absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_to
 
 // Reassembles one UploadUpdate stream (gRPC-free, so that the fuzzers drive the same code): the
 // header first, then data chunks with seq 0, 1, ..., exactly header.num_chunks of them, totalling
-// header.total_bytes. Memory: the payload is kept in pieces as it arrives, never beyond the
-// declared size: chunks are kept whole (moved, not copied, by the rvalue Add) and small ones are
+// header.total_bytes. Memory: the payload is kept in pieces as it arrives, never more data than
+// declared: chunks are kept whole (moved, not copied, by the rvalue Add) and small ones are
 // coalesced into pieces of at most max_chunk_bytes, so any two neighbouring pieces hold more than
 // max_chunk_bytes (a stream of tiny chunks may reserve up to twice its bytes). There is no
 // contiguous copy of the payload: a fresh buffer of an update's size (tens of MB) costs a page

@@ -158,6 +158,9 @@ TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
   EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1), 0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
+  // More examples than the task's local_steps (2) x batch_size (32) allow.
+  EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1), 65),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 64")));
   // Another client's task.
   EXPECT_THAT(Upload(a, tb, TwoTensorModel(1, 1)),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
@@ -190,6 +193,40 @@ TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
   // A late update for round 1, now closed; and a duplicate of an accepted one.
   EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1)),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+}
+
+TEST_F(CoordinatorTest, PayloadSplitAnywhereGivesTheSameAggregate) {
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task ta = TaskFor(a);
+  v1::Task tb = TaskFor(b);
+  const std::string payload = TwoTensorModel(1, 1).SerializeAsString();
+  v1::UploadHeader header;
+  header.set_client_id(a.client_id());
+  header.set_session_token(a.session_token());
+  header.set_task_id(ta.task_id());
+  header.set_round(ta.round());
+  header.set_total_bytes(static_cast<int64_t>(payload.size()));
+  header.set_sha256(Sha256(payload));
+  header.set_num_chunks(3);
+  header.mutable_metrics()->set_num_examples(10);
+  // Pieces of 1 byte, 0 bytes and the rest, as chunks may arrive.
+  std::vector<std::string> pieces = {payload.substr(0, 1), "", payload.substr(1)};
+  ASSERT_OK(coordinator_->SubmitUpdate(header, absl::MakeConstSpan(pieces), kT0));
+  // A corrupted byte in one piece fails the SHA-256 check and changes nothing.
+  std::vector<std::string> corrupt = {payload.substr(0, 3), payload.substr(3)};
+  corrupt[1][0] ^= 1;
+  header.set_client_id(b.client_id());
+  header.set_session_token(b.session_token());
+  header.set_task_id(tb.task_id());
+  EXPECT_THAT(coordinator_->SubmitUpdate(header, absl::MakeConstSpan(corrupt), kT0),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("SHA-256")));
+  ASSERT_OK(Upload(b, tb, TwoTensorModel(3, 3), 10));
+  coordinator_->Tick(kT0 + absl::Seconds(1));
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 3.0f);  // 1 + (1 + 3) / 2
 }
 
 TEST_F(CoordinatorTest, StragglerUpdateAfterCloseIsLate) {
