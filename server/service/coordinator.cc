@@ -1,7 +1,5 @@
 #include "server/service/coordinator.h"
 
-#include <openssl/evp.h>
-
 #include <algorithm>
 #include <climits>
 #include <cmath>
@@ -25,21 +23,6 @@ double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoc
 // Parse targets kept for reuse: as many as updates are typically parsed at once (one per core of
 // a small server), each the size of the model.
 constexpr size_t kMaxSpareDeltas = 2;
-
-// The raw 32-byte SHA-256 of the concatenation of `pieces` ("" if OpenSSL fails, which matches no
-// declared checksum).
-std::string Sha256OfPieces(absl::Span<const std::string> pieces) {
-  EVP_MD_CTX* context = EVP_MD_CTX_new();
-  unsigned char digest[EVP_MAX_MD_SIZE];
-  unsigned int length = 0;
-  bool ok = context != nullptr && EVP_DigestInit_ex(context, EVP_sha256(), nullptr) == 1;
-  for (const std::string& piece : pieces) {
-    ok = ok && EVP_DigestUpdate(context, piece.data(), piece.size()) == 1;
-  }
-  ok = ok && EVP_DigestFinal_ex(context, digest, &length) == 1;
-  EVP_MD_CTX_free(context);
-  return ok ? std::string(reinterpret_cast<const char*>(digest), length) : std::string();
-}
 
 // The concatenation of `pieces` as a protobuf input stream, without copying it.
 class PiecesInputStream : public google::protobuf::io::ZeroCopyInputStream {
@@ -304,7 +287,6 @@ absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
   if (it->second.failed) {
     return absl::FailedPreconditionError(absl::StrCat("task ", task_id, " was marked failed"));
   }
-  if (it->second.download_started == absl::InfinitePast()) it->second.download_started = now;
   return global_blob_;
 }
 
@@ -530,7 +512,6 @@ void Coordinator::PlanRound(absl::Time now) {
   if (plan->participants.empty()) return;
   phase_ = Phase::kRunning;
   round_ = request.round;
-  round_start_ = now;
   round_deadline_ = now + absl::Seconds(plan->deadline_s);
   tasks_.clear();
   receipts_.clear();
@@ -549,7 +530,6 @@ void Coordinator::PlanRound(absl::Time now) {
     task.round = round_;
     task.issued = now;
     task.local_steps = planned.local_steps;
-    task.predicted_seconds = planned.predicted_seconds;
     task.cache_plan = std::move(planned.cache_plan);
     *record_.add_cohort() = std::move(planned.reason);
     sessions_[task.client_id].task_id = task.task_id;

@@ -147,10 +147,8 @@ class Coordinator {
     int64_t round = 0;
     int32_t local_steps = 0;
     absl::Time issued;
-    absl::Time download_started = absl::InfinitePast();
     bool uploaded = false;
     bool failed = false;
-    double predicted_seconds = 0.0;
     v1::CachePlan cache_plan;
   };
   struct ClientState {
@@ -202,7 +200,6 @@ class Coordinator {
 
   // The round in flight (phase_ == kRunning).
   int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time round_start_ ABSL_GUARDED_BY(mu_);
   absl::Time round_deadline_ ABSL_GUARDED_BY(mu_);
   int attempt_ ABSL_GUARDED_BY(mu_) = 0;
   std::map<std::string, TaskState> tasks_ ABSL_GUARDED_BY(mu_);

@@ -37,5 +37,11 @@ TEST(Sha256Test, KnownVector) {
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
+TEST(Sha256Test, PiecesHashLikeTheirConcatenation) {
+  const std::vector<std::string> pieces = {"a", "", "bc"};
+  EXPECT_EQ(Sha256OfPieces(pieces), Sha256("abc"));
+  EXPECT_EQ(Sha256OfPieces({}), Sha256(""));
+}
+
 }  // namespace
 }  // namespace fedsched
