@@ -14,7 +14,7 @@
 // into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
 // 8 bytes per parameter whatever the number of clients, plus 8 (FedAvgM) or 16 (FedAdam,
 // FedYogi, FedAdagrad) bytes per parameter of double-buffered optimiser state; Finalize allocates
-// nothing but the model it returns. The robust rules (trimmed mean, median,
+// nothing but the model it returns, FinalizeInto nothing at all when handed last round's model. The robust rules (trimmed mean, median,
 // Krum, Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
 // max_buffered_updates x 4 bytes x parameters (Default: 1000 updates; 1000 x 1M parameters =
 // 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
@@ -25,12 +25,17 @@
 #include <memory>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/aggregation/layout.h"
+
+namespace Eigen {
+class ThreadPoolInterface;
+}  // namespace Eigen
 
 namespace fedsched {
 
@@ -40,9 +45,10 @@ namespace fedsched {
 //   FedAdagrad pins beta_1 = 0, i.e. m = delta); beta2: 0.99; tau: 1e-9 (FedAdam, FedAdagrad),
 //   1e-3 (FedYogi); server_momentum: 0.9 (config.proto's pin; Flower's FedAvgM defaults to 0);
 //   trim_beta: 0.2; krum_byzantine: 1; multi_krum_m stays 0
-//   (meaning "number of updates - f"); max_buffered_updates: 1000; max_staleness: 10.
+//   (meaning "number of updates - f"); max_buffered_updates: 1000; max_staleness: 10;
+//   fold_threads: min(hardware threads, 4).
 // Errors: INVALID_ARGUMENT naming the field when a value is out of range: negative rates, tau,
-// clip norm, counts or staleness; beta1, beta2 or server_momentum outside [0, 1); trim_beta
+// clip norm, counts or staleness; fold_threads outside [0, 64]; beta1, beta2 or server_momentum outside [0, 1); trim_beta
 // outside [0, 0.5); an unknown rule.
 absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     const v1::AggregationConfig& config);
@@ -53,6 +59,13 @@ double StalenessWeight(int64_t staleness);
 
 // Aggregates one round of client deltas into a new global model with the configured rule.
 // Not thread-safe: the caller serialises all calls. Not copyable.
+//
+// Threads. The folds and the server step of the averaging rules, and the coordinate-wise robust
+// rules, split the model's flat coordinate range into up to fold_threads contiguous slices (at
+// least 512K values each, so models under 1M parameters use one) and run one slice on the
+// calling thread and the others on the aggregator's own pool of fold_threads - 1 threads.
+// Every coordinate sees the same operations in the same order whatever the split, so results are
+// bit-identical for any fold_threads.
 class Aggregator {
  public:
   // Creates an aggregator for models shaped like `global` (names, shapes; values are read only to
@@ -132,6 +145,13 @@ class Aggregator {
   //   OUT_OF_RANGE: the step would produce a non-finite model or optimiser state.
   absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
 
+  // Finalize() writing the new model into `*out`, whose storage is reused: pass the model that
+  // the previous round's Finalize returned (or any model) to avoid allocating, and paying a page
+  // fault per 4 KiB of, a fresh model every round. `out` must not be `&global`. Same errors as
+  // Finalize(), plus INVALID_ARGUMENT if out is null or aliases global; on error the aggregator
+  // is unchanged and *out holds unspecified (but valid) contents.
+  absl::Status FinalizeInto(const v1::Model& global, v1::Model* out);
+
   // Drops the current round's accumulation (e.g. the round failed); keeps optimiser state.
   void Reset();
 
@@ -151,6 +171,8 @@ class Aggregator {
   const v1::AggregationConfig& config() const { return config_; }
   // The model layout the aggregator was created for.
   const ModelLayout& layout() const { return layout_; }
+  // Slices the coordinate range is split into for the folds (1 = single-threaded).
+  int fold_slices() const { return static_cast<int>(slice_starts_.size()) - 1; }
 
  private:
   Aggregator(const v1::AggregationConfig& config, ModelLayout layout);
@@ -162,6 +184,18 @@ class Aggregator {
   absl::Status Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
                        int64_t examples_so_far, std::vector<int>* index, double* scale) const;
   void EnsureSumBuffers();
+  // Runs fn(begin, end) once per slice [begin, end) of the flat coordinate range, slice 0 on the
+  // calling thread and the others on pool_, and waits for all; true iff every call returned true.
+  bool ForEachSlice(absl::FunctionRef<bool(int64_t begin, int64_t end)> fn) const;
+  // Calls fn(i, lo, hi) for each layout tensor i with values in [begin, end): [lo, hi) is the
+  // overlap, in flat coordinates (tensor i's own index is lo - layout_.offset(i)).
+  void ForTensorsIn(int64_t begin, int64_t end,
+                    absl::FunctionRef<void(int i, int64_t lo, int64_t hi)> fn) const;
+  // The error for an update whose fold failed (matched by `index`): the first tensor, in the
+  // update's order, holding a NaN or Inf, or else the first whose weighted fold into the running
+  // sum overflows. Writes only the spare sum buffer.
+  absl::Status FoldError(const v1::Model& delta, const std::vector<int>& index, float w,
+                         int64_t num_examples);
   void Commit(int64_t num_examples);
   absl::Status ComputeRobustDelta(std::vector<float>* delta) const;
 
@@ -190,6 +224,12 @@ class Aggregator {
   int state_current_ = 0;
   int64_t steps_ = 0;
   std::vector<int> scratch_index_;
+  std::vector<const float*> scratch_ptrs_;
+
+  // ForEachSlice: slice s is [slice_starts_[s], slice_starts_[s + 1]); pool_ is null when there
+  // is one slice.
+  std::vector<int64_t> slice_starts_;
+  std::unique_ptr<Eigen::ThreadPoolInterface> pool_;
 };
 
 }  // namespace fedsched

@@ -135,6 +135,10 @@ absl::Status Coordinator::Open() {
 
 void Coordinator::SetGlobalModel(v1::Model model) {
   global_ = std::move(model);
+  PublishGlobalModel();
+}
+
+void Coordinator::PublishGlobalModel() {
   auto blob = std::make_shared<ModelBlob>();
   blob->bytes = global_.SerializeAsString();
   blob->sha256 = Sha256(blob->bytes);
@@ -371,8 +375,79 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
 absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
                                       absl::Span<const std::string> payload_pieces, absl::Time now,
                                       double upload_seconds) {
-  const v1::UpdateMetrics& metrics = header.metrics();
+  // Flat combining: while one thread holds mu_, uploads that arrive queue up; the next thread to
+  // get mu_ decides all of them, folding them in few passes over the running sum instead of one
+  // pass each (docs/BENCHMARKS.md section 1).
+  PendingUpdate self;
+  self.header = &header;
+  self.delta = &delta;
+  self.payload_pieces = payload_pieces;
+  self.now = now;
+  self.upload_seconds = upload_seconds;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (queue_tail_ == nullptr) {
+      queue_head_ = &self;
+    } else {
+      queue_tail_->next = &self;
+    }
+    queue_tail_ = &self;
+  }
   absl::MutexLock lock(&mu_);
+  // Queued updates are taken and marked done within one hold of mu_, so an update not done yet
+  // is still queued, and this thread decides it with the others.
+  if (self.done) return self.status;
+  PendingUpdate* head;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    head = queue_head_;
+    queue_head_ = queue_tail_ = nullptr;
+  }
+  DecideUpdates(head);
+  // The other threads read their verdicts once they get mu_, and only then touch their deltas.
+  for (PendingUpdate* update = head; update != nullptr; update = update->next) {
+    update->done = true;
+  }
+  return self.status;
+}
+
+void Coordinator::DecideUpdates(PendingUpdate* head) {
+  // Candidates are checked against the state before any of them is folded. The checks whose
+  // answer depends on whether earlier candidates get accepted (the same task twice, the first-K
+  // cap, the example count) fold those first, so every verdict is the one that deciding the
+  // updates one at a time, in queue order, gives.
+  std::vector<FoldCandidate> candidates;
+  int64_t candidate_examples = 0;  // total of the candidates' num_examples
+  const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K;
+  for (PendingUpdate* update = head; update != nullptr; update = update->next) {
+    // num_examples > 0 was checked before queueing; total_examples + candidate_examples stays
+    // <= INT64_MAX because each candidate passed this test.
+    const int64_t examples = update->header->metrics().num_examples();
+    const bool depends_on_candidates =
+        (first_k && record_.updates_accepted() + static_cast<int64_t>(candidates.size()) >=
+                        config_.clients_per_round()) ||
+        record_.total_examples() + candidate_examples > INT64_MAX - examples ||
+        std::any_of(candidates.begin(), candidates.end(), [&](const FoldCandidate& c) {
+          return c.task->task_id == update->header->task_id();
+        });
+    if (depends_on_candidates) {
+      FoldCandidates(&candidates);
+      candidate_examples = 0;
+    }
+    absl::StatusOr<TaskState*> task = CheckUpdate(*update);
+    if (!task.ok()) {
+      update->status = task.status();
+      continue;
+    }
+    candidates.push_back({update, *task});
+    candidate_examples += examples;
+  }
+  FoldCandidates(&candidates);
+}
+
+absl::StatusOr<Coordinator::TaskState*> Coordinator::CheckUpdate(const PendingUpdate& update) {
+  const v1::UploadHeader& header = *update.header;
+  const v1::UpdateMetrics& metrics = header.metrics();
   FEDSCHED_RETURN_IF_ERROR(CheckSession(header.client_id(), header.session_token()).status());
   auto it = tasks_.find(header.task_id());
   if (it == tasks_.end()) {
@@ -424,8 +499,35 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::
   if (record_.total_examples() > INT64_MAX - metrics.num_examples()) {
     return absl::InvalidArgumentError("num_examples would overflow the round's example count");
   }
-  FEDSCHED_RETURN_IF_ERROR(aggregator_->Accumulate(delta, metrics.num_examples()));
+  return &task;
+}
 
+void Coordinator::FoldCandidates(std::vector<FoldCandidate>* candidates) {
+  if (candidates->empty()) return;
+  std::vector<Aggregator::WeightedUpdate> batch;
+  batch.reserve(candidates->size());
+  for (const FoldCandidate& c : *candidates) {
+    batch.push_back({.delta = c.update->delta,
+                     .num_examples = c.update->header->metrics().num_examples(),
+                     .staleness = 0});
+  }
+  std::vector<absl::Status> verdicts = aggregator_->AccumulateBatch(batch);
+  bool folded = false;
+  for (size_t i = 0; i < candidates->size(); ++i) {
+    const FoldCandidate& c = (*candidates)[i];
+    if (verdicts[i].ok()) {
+      RecordAccepted(*c.update, *c.task);
+      folded = true;
+    }
+    c.update->status = std::move(verdicts[i]);
+  }
+  if (folded) record_.set_aggregation_calls(record_.aggregation_calls() + 1);
+  candidates->clear();
+}
+
+void Coordinator::RecordAccepted(const PendingUpdate& update, TaskState& task) {
+  const v1::UploadHeader& header = *update.header;
+  const v1::UpdateMetrics& metrics = header.metrics();
   task.uploaded = true;
   record_.set_updates_accepted(record_.updates_accepted() + 1);
   record_.set_total_examples(record_.total_examples() + metrics.num_examples());
@@ -439,7 +541,7 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::
   receipt.set_round(task.round);
   receipt.set_sha256(header.sha256());
   receipt.set_num_examples(metrics.num_examples());
-  receipt.set_received_unix_ms(ToUnixMs(now));
+  receipt.set_received_unix_ms(ToUnixMs(update.now));
   receipts_.push_back(std::move(receipt));
   if (config_.audit_updates()) {
     v1::AuditedUpdate audited;
@@ -448,20 +550,20 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::
     audited.set_num_examples(metrics.num_examples());
     std::string* payload = audited.mutable_payload();
     payload->reserve(static_cast<size_t>(header.total_bytes()));
-    for (const std::string& piece : payload_pieces) payload->append(piece);
+    for (const std::string& piece : update.payload_pieces) payload->append(piece);
     audited.set_order(static_cast<int32_t>(audited_.size()));
     audited_.push_back(std::move(audited));
   }
   // Measured times feed the profile and the round-time predictor.
   profile::TaskTiming timing;
-  timing.completion_s = std::max(1e-6, absl::ToDoubleSeconds(now - task.issued));
-  timing.upload_s = upload_seconds;
-  timing.upload_bytes = upload_seconds > 0 ? header.total_bytes() : 0;
-  if (absl::Status s = planner_->OnUpdate(task.index, task.round, metrics, timing, ToSeconds(now));
+  timing.completion_s = std::max(1e-6, absl::ToDoubleSeconds(update.now - task.issued));
+  timing.upload_s = update.upload_seconds;
+  timing.upload_bytes = update.upload_seconds > 0 ? header.total_bytes() : 0;
+  if (absl::Status s =
+          planner_->OnUpdate(task.index, task.round, metrics, timing, ToSeconds(update.now));
       !s.ok()) {
     FEDSCHED_LOG(warn, "planner feedback for {}: {}", task.client_id, s.ToString());
   }
-  return absl::OkStatus();
 }
 
 absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request, absl::Time now) {
@@ -560,11 +662,12 @@ void Coordinator::FailRound(absl::Time now, const std::string& why) {
 }
 
 void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
-  absl::StatusOr<v1::Model> next = aggregator_->Finalize(global_);
-  if (!next.ok()) {
-    FailRound(now, absl::StrCat("aggregation: ", next.status().ToString()));
+  // The new model goes into the previous round's model (no fresh allocation per round).
+  if (absl::Status s = aggregator_->FinalizeInto(global_, &next_model_); !s.ok()) {
+    FailRound(now, absl::StrCat("aggregation: ", s.ToString()));
     return;
   }
+  const v1::Model& next = next_model_;
   record_.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
   record_.set_end_unix_ms(ToUnixMs(now));
   if (record_.total_examples() > 0) {
@@ -584,7 +687,7 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
       planner_->OnRoundFinished(round_, /*committed=*/true, ToSeconds(now));
   record_.set_predictor_mape(summary.predictor_mape);
   if (options_.evaluator && round_ % config_.eval().every_n_rounds() == 0) {
-    absl::StatusOr<EvalMetrics> eval = options_.evaluator(*next);
+    absl::StatusOr<EvalMetrics> eval = options_.evaluator(next);
     if (eval.ok()) {
       record_.set_test_accuracy(eval->accuracy);
       record_.set_test_loss(eval->loss);
@@ -594,7 +697,7 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   }
   RoundCommit commit;
   commit.record = record_;
-  commit.model = *next;
+  commit.model = next;
   commit.receipts = receipts_;
   commit.profiles = TakeDirtyProfiles();
   commit.planner_state = planner_->ExportState().SerializeAsString();
@@ -608,7 +711,8 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
     return;
   }
   committed_round_ = round_;
-  SetGlobalModel(*std::move(next));
+  global_.Swap(&next_model_);  // next_model_ keeps the old model's storage for the next round
+  PublishGlobalModel();
   *committed = record_;
   closed_tasks_.clear();
   for (const auto& [id, task] : tasks_) closed_tasks_[id] = task.round;

@@ -60,8 +60,9 @@ struct CoordinatorOptions {
 // and aggregation, round closing, and durable commits (design.md, "A round").
 //
 // Thread-safe: every public method may be called concurrently (one internal mutex; SubmitUpdate
-// hashes and parses outside it). Time is always passed in (`now`), so tests and the simulator
-// drive it without a wall clock.
+// hashes and parses outside it, and uploads that wait for it are folded together, see
+// SubmitUpdate). Time is always passed in (`now`), so tests and the simulator drive it without a
+// wall clock.
 //
 // Legal order per client: Register -> PollTask -> ModelForTask -> SubmitUpdate | ReportFailure.
 // Errors common to the session methods: UNAUTHENTICATED for an unknown client id or a token
@@ -106,12 +107,23 @@ class Coordinator {
   // (PERMISSION_DENIED), is for the current, open round (FAILED_PRECONDITION "late update"), not
   // already uploaded (ALREADY_EXISTS); under first-K closing, the round does not already have
   // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples is at
-  // most the task's local_steps x batch_size and the metrics are finite and in range; num_examples > 0;
-  // declared size and SHA-256 match the payload; payload parses; shapes equal the global model's
-  // and every value is finite (INVALID_ARGUMENT naming the tensor). A rejected update changes
-  // nothing. Hashing and parsing happen before the coordinator's lock is taken.
+  // most the task's local_steps x batch_size and the metrics are finite and in range;
+  // num_examples > 0; declared size and SHA-256 match the payload; payload parses; shapes equal
+  // the global model's and every value is finite (INVALID_ARGUMENT naming the tensor). A rejected
+  // update changes nothing. Hashing and parsing happen before the coordinator's lock is taken.
   // `upload_seconds` is how long the upload stream took, as measured by the service (0 = not
   // measured); it feeds the client's upload bandwidth.
+  //
+  // Concurrency (flat combining): a parsed update joins a queue, and whichever submitting thread
+  // next takes the coordinator's lock checks every queued update in queue order (the order in
+  // which their parsing finished) and folds the accepted ones with one
+  // Aggregator::AccumulateBatch call (a few passes over the running sum instead of one per
+  // update; RoundRecord.aggregation_calls counts the calls). Verdicts, the committed model (bit
+  // for bit), receipts, accept order and all bookkeeping are exactly those of processing the
+  // queued updates one at a time in queue order: a check that depends on earlier updates of the
+  // group (the same task twice, the first-K cap, the example count) is answered after folding
+  // those. Memory: nothing is copied; each thread's parsed delta is held until its group has
+  // been folded, then recycled. A call returns only after its own update has been decided.
   absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
                             absl::Time now, double upload_seconds = 0);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
@@ -170,6 +182,8 @@ class Coordinator {
   void FailTask(TaskState& task, absl::Time now, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetGlobalModel(v1::Model model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Serializes and hashes global_ into global_blob_, which downloads serve.
+  void PublishGlobalModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Profiles changed since the last commit, for persisting with it.
   std::vector<v1::ClientProfile> TakeDirtyProfiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::string NewId(const char* prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -178,10 +192,42 @@ class Coordinator {
   // back with RecycleDelta.
   std::unique_ptr<v1::Model> TakeDelta() ABSL_LOCKS_EXCLUDED(spare_mu_);
   void RecycleDelta(std::unique_ptr<v1::Model> delta) ABSL_LOCKS_EXCLUDED(spare_mu_);
-  // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`.
+  // An upload waiting to be checked and folded: lives on its submitting thread's stack, which
+  // keeps `header`, `delta` and the payload alive until the update is `done`.
+  struct PendingUpdate {
+    const v1::UploadHeader* header = nullptr;
+    const v1::Model* delta = nullptr;
+    absl::Span<const std::string> payload_pieces;
+    absl::Time now;
+    double upload_seconds = 0;
+    PendingUpdate* next = nullptr;  // queue link, under queue_mu_
+    absl::Status status;            // the verdict; written before `done`, both under mu_
+    bool done = false;
+  };
+  // An update that passed the coordinator's checks, waiting to be folded.
+  struct FoldCandidate {
+    PendingUpdate* update = nullptr;
+    TaskState* task = nullptr;
+  };
+  // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`: queues it,
+  // then either finds it decided by another thread or decides every queued update itself.
   absl::Status ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
                            absl::Span<const std::string> payload_pieces, absl::Time now,
-                           double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_);
+                           double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  // Decides the queued updates from `head` on (following `next`), in order, setting each one's
+  // status (not `done`).
+  void DecideUpdates(PendingUpdate* head) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The coordinator's checks of an update against the current state (session, task, round,
+  // workload, first-K cap, example count; see SubmitUpdate). Returns the update's task.
+  absl::StatusOr<TaskState*> CheckUpdate(const PendingUpdate& update)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Folds `candidates` with one AccumulateBatch call, sets their statuses, records the accepted
+  // ones in order, and clears `*candidates`.
+  void FoldCandidates(std::vector<FoldCandidate>* candidates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The bookkeeping of an update the aggregator accepted: task, round record, receipt, audit
+  // copy, planner feedback.
+  void RecordAccepted(const PendingUpdate& update, TaskState& task)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   const v1::ServerConfig& config_;
@@ -190,6 +236,9 @@ class Coordinator {
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
   int64_t committed_round_ ABSL_GUARDED_BY(mu_) = 0;
   v1::Model global_ ABSL_GUARDED_BY(mu_);
+  // Where Aggregator::FinalizeInto writes the next global model: the model before global_,
+  // recycled (swapped with global_ at each commit).
+  v1::Model next_model_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<const ModelBlob> global_blob_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<Aggregator> aggregator_ ABSL_GUARDED_BY(mu_);
   // Client profiles and the round planner (server/profile, server/planner): pure libraries
@@ -213,6 +262,11 @@ class Coordinator {
   int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
   // Task ids of closed rounds still in memory, to answer late uploads precisely.
   absl::flat_hash_map<std::string, int64_t> closed_tasks_ ABSL_GUARDED_BY(mu_);
+
+  // Parsed uploads waiting for mu_, oldest first (ApplyUpdate). Taken while holding mu_.
+  absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  PendingUpdate* queue_head_ ABSL_GUARDED_BY(queue_mu_) = nullptr;
+  PendingUpdate* queue_tail_ ABSL_GUARDED_BY(queue_mu_) = nullptr;
 
   // Number of values of each global model tensor, in order (set by Open, then read-only).
   std::vector<int> delta_capacity_;

@@ -112,7 +112,10 @@ class Learner {
   // updates until Accept / EndRound.
   virtual absl::StatusOr<std::vector<TaskWork>> StartTasks(int64_t round,
                                                            absl::Span<const PlannedTask> tasks) = 0;
-  // Folds `client`'s pending update of this round into the aggregate (in completion order).
+  // Folds `client`'s pending update of this round into the aggregate (in completion order). A
+  // learner may defer the fold (TrainingLearner folds 8 at a time) as long as the order, and so
+  // the result, is that of folding each at once; a rejected update is then reported by a later
+  // Accept or by EndRound. Errors end the simulation.
   virtual absl::Status Accept(int32_t client) = 0;
   // Ends the round: on `commit` applies the aggregate to the global model and evaluates it (if
   // due); otherwise discards it. Pending updates of non-accepted tasks are dropped.

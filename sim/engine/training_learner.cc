@@ -183,20 +183,43 @@ absl::Status TrainingLearner::Accept(int32_t client) {
   const int32_t i = pending_of_[client];
   if (i < 0) return absl::NotFoundError(absl::StrCat("client ", client, " has no pending task"));
   Pending& p = *pending_[i];
-  FEDSCHED_RETURN_IF_ERROR(aggregator_->Accumulate(p.delta, p.work.examples));
   accepted_loss_sum_ += p.work.mean_loss;
   ++accepted_;
-  p.delta.Clear();  // folded: free the memory now
+  unfolded_.push_back(i);
+  if (unfolded_.size() < kFoldBatch) return absl::OkStatus();
+  return FoldAccepted();
+}
+
+absl::Status TrainingLearner::FoldAccepted() {
+  std::vector<Aggregator::WeightedUpdate> batch;
+  batch.reserve(unfolded_.size());
+  for (int32_t i : unfolded_) batch.push_back({&pending_[i]->delta, pending_[i]->work.examples, 0});
+  const std::vector<absl::Status> status = aggregator_->AccumulateBatch(batch);
+  for (size_t k = 0; k < unfolded_.size(); ++k) {
+    Pending& p = *pending_[unfolded_[k]];
+    if (!status[k].ok()) {
+      return absl::Status(status[k].code(), absl::StrCat("update of client ", p.client, ": ",
+                                                         status[k].message()));
+    }
+    p.delta.Clear();  // folded: free the memory now
+  }
+  unfolded_.clear();
   return absl::OkStatus();
 }
 
 absl::StatusOr<ModelQuality> TrainingLearner::EndRound(int64_t round, bool commit) {
+  absl::Status folded = absl::OkStatus();
+  if (commit) folded = FoldAccepted();
+  unfolded_.clear();
   for (const auto& p : pending_) pending_of_[p->client] = -1;
   pending_.clear();
+  FEDSCHED_RETURN_IF_ERROR(folded);
   ModelQuality q = last_quality_;
   q.evaluated = false;
   if (commit && aggregator_->num_updates() > 0) {
-    FEDSCHED_ASSIGN_OR_RETURN(global_, aggregator_->Finalize(global_));
+    // The new model goes into the previous round's storage (no fresh allocation per round).
+    FEDSCHED_RETURN_IF_ERROR(aggregator_->FinalizeInto(global_, &spare_model_));
+    std::swap(global_, spare_model_);
     const int32_t every = std::max(1, config_.eval().every_n_rounds());
     if (round % every == 0 || round == 1) {
       FEDSCHED_ASSIGN_OR_RETURN(EvalResult r, Evaluate(config_.model(), global_, test_));

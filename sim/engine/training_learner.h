@@ -59,18 +59,27 @@ class TrainingLearner : public Learner {
   absl::Status TrainOne(int32_t client, int64_t round, int32_t local_steps,
                         const v1::CachePlan& plan, ReferenceTrainer& trainer, Pending* out);
   absl::StatusOr<Device*> DeviceFor(int32_t client);
+  // Folds the accepted, not yet folded updates (unfolded_) with one AccumulateBatch call.
+  // Errors: the first update the aggregator rejects, naming its client.
+  absl::Status FoldAccepted();
+
+  // Accepted updates are folded this many at a time: one pass over the running sum per batch
+  // (Aggregator::AccumulateBatch); the rest at the end of the round.
+  static constexpr size_t kFoldBatch = 8;
 
   v1::SimConfig config_;
   ImageDataset train_;
   ImageDataset test_;
   std::vector<std::vector<int64_t>> partition_;
   v1::Model global_;
+  v1::Model spare_model_;  // the previous global model, reused by FinalizeInto
   int64_t model_bytes_ = 0;
   std::unique_ptr<Aggregator> aggregator_;
   std::vector<std::unique_ptr<ReferenceTrainer>> trainers_;
   std::vector<std::unique_ptr<Device>> devices_;
   std::vector<std::unique_ptr<Pending>> pending_;  // this round's trained updates, by task
   std::vector<int32_t> pending_of_;                // client -> index in pending_, or -1
+  std::vector<int32_t> unfolded_;  // indices in pending_ accepted but not yet folded
   double accepted_loss_sum_ = 0;
   int32_t accepted_ = 0;
   ModelQuality last_quality_;

@@ -6,6 +6,7 @@
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "server/service/server_config.h"
 
 namespace fedsched {
@@ -33,10 +34,7 @@ v1::Model TwoTensorModel(float a, float b) {
 class CoordinatorTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("fedsched_coord_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
+    dir_ = ::fedsched::testing::FreshTestDir("fedsched_coord");
     raw_.set_store_path(dir_.string());
     raw_.set_clients_per_round(2);
     raw_.set_min_updates(1);
