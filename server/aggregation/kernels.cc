@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -11,6 +12,18 @@
 #endif
 
 namespace fedsched::aggregation_internal {
+
+#if FEDSCHED_AVX2_KERNELS
+// kernels_avx2.cc: the same loops compiled with -mavx2.
+namespace avx2 {
+bool FoldBatchLoop(const float* in, const float* const* u, const float* w, int b, float* out,
+                   int64_t n);
+bool StepLoop(ServerOptimizer rule, const ServerOptimizerParams& p, const float* sum,
+              const float* m, const float* v, const float* g, float* m_out, float* v_out,
+              float* out, int64_t n);
+}  // namespace avx2
+#endif
+
 namespace {
 
 using ConstVec = Eigen::Map<const Eigen::VectorXf>;
@@ -19,6 +32,19 @@ using Vec = Eigen::Map<Eigen::VectorXf>;
 // Blocks of this many values keep the double-precision partial sums exact enough while the
 // inner float reduction stays vectorised (4096 floats = 16 KiB, well inside L1).
 constexpr int64_t kBlock = 4096;
+
+std::atomic<bool> g_force_portable{false};
+
+// Whether the AVX2 build of the fold loops runs: compiled in (x86-64), supported by this CPU,
+// and not switched off by ForcePortableKernelsForTesting.
+bool UseAvx2() {
+#if FEDSCHED_AVX2_KERNELS
+  static const bool kCpuHasAvx2 = __builtin_cpu_supports("avx2");
+  return kCpuHasAvx2 && !g_force_portable.load(std::memory_order_relaxed);
+#else
+  return false;
+#endif
+}
 
 }  // namespace
 
@@ -58,30 +84,7 @@ double SquaredDistance(const float* a, const float* b, int64_t n) {
 
 namespace {
 
-// True iff the exponent field of x is all ones (x is +-Inf or NaN). An integer test, so that GCC
-// vectorises the OR-reduction below without -ffast-math.
-inline int32_t NonFiniteMask(float x) {
-  return (std::bit_cast<int32_t>(x) & 0x7f800000) == 0x7f800000 ? -1 : 0;
-}
-
-bool FoldCached(const float* __restrict in, const float* __restrict u, float w,
-                float* __restrict out, int64_t n) {
-  int32_t bad = 0;
-  if (in == nullptr) {
-    for (int64_t i = 0; i < n; ++i) {
-      const float o = w * u[i];
-      out[i] = o;
-      bad |= NonFiniteMask(o);
-    }
-  } else {
-    for (int64_t i = 0; i < n; ++i) {
-      const float o = in[i] + w * u[i];
-      out[i] = o;
-      bad |= NonFiniteMask(o);
-    }
-  }
-  return bad == 0;
-}
+#include "server/aggregation/fold_loops.inc"
 
 #if defined(__SSE2__)
 bool FoldStreaming(const float* in, const float* u, float w, float* out, int64_t n) {
@@ -114,126 +117,40 @@ bool FoldStreaming(const float* in, const float* u, float w, float* out, int64_t
 }
 #endif
 
-template <int B, bool kFromZero>
-bool FoldBatchFixed(const float* __restrict in, const float* const* u_ptrs, const float* weights,
-                    float* __restrict out, int64_t n) {
-  const float* __restrict u[B];
-  float w[B];
-  for (int j = 0; j < B; ++j) {
-    u[j] = u_ptrs[j];
-    w[j] = weights[j];
-  }
-  // Only the outputs need checking: a NaN or Inf input (times w >= 0) makes its output NaN or
-  // Inf, and no later finite addend can make that finite again.
-  int32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    float o;
-    if constexpr (kFromZero) {
-      o = w[0] * u[0][i];
-    } else {
-      o = in[i] + w[0] * u[0][i];
-    }
-#pragma GCC unroll 8
-    for (int j = 1; j < B; ++j) o = o + w[j] * u[j][i];
-    out[i] = o;
-    bad |= NonFiniteMask(o);
-  }
-  return bad == 0;
-}
-
-template <int B>
-bool FoldBatchDispatch(const float* in, const float* const* u, const float* w, float* out,
-                       int64_t n) {
-  return in == nullptr ? FoldBatchFixed<B, true>(in, u, w, out, n)
-                       : FoldBatchFixed<B, false>(in, u, w, out, n);
-}
-
-template <ServerOptimizer kRule>
-bool StepFixed(const ServerOptimizerParams& p, const float* __restrict sum,
-               const float* __restrict m, const float* __restrict v, const float* __restrict g,
-               float* __restrict m_out, float* __restrict v_out, float* __restrict out, int64_t n) {
-  int32_t bad = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    const float d = sum[i] * p.inv_weight;
-    float step;
-    if constexpr (kRule == ServerOptimizer::kMomentum) {
-      const float m1 = p.momentum * m[i] + d;
-      m_out[i] = m1;
-      bad |= NonFiniteMask(m1);
-      step = m1;
-    } else {
-      const float m1 = p.beta1 * m[i] + (1.0f - p.beta1) * d;
-      const float d2 = d * d;
-      float v1;
-      if constexpr (kRule == ServerOptimizer::kAdam) {
-        v1 = p.beta2 * v[i] + (1.0f - p.beta2) * d2;
-      } else if constexpr (kRule == ServerOptimizer::kYogi) {
-        // sign(v - D^2), 0 where they are equal, as in Reddi et al.
-        const float diff = v[i] - d2;
-        const float sign = diff > 0.0f ? 1.0f : (diff < 0.0f ? -1.0f : 0.0f);
-        v1 = v[i] - (1.0f - p.beta2) * d2 * sign;
-      } else {
-        v1 = v[i] + d2;
-      }
-      m_out[i] = m1;
-      v_out[i] = v1;
-      bad |= NonFiniteMask(m1) | NonFiniteMask(v1);
-      step = m1 / (std::sqrt(v1) + p.tau);
-    }
-    const float o = g[i] + p.eta * step;
-    out[i] = o;
-    bad |= NonFiniteMask(o);
-  }
-  return bad == 0;
-}
-
 }  // namespace
 
 bool ServerOptimizerStep(ServerOptimizer rule, const ServerOptimizerParams& p, const float* sum,
                          const float* m, const float* v, const float* g, float* m_out, float* v_out,
                          float* out, int64_t n) {
-  switch (rule) {
-    case ServerOptimizer::kMomentum:
-      return StepFixed<ServerOptimizer::kMomentum>(p, sum, m, v, g, m_out, v_out, out, n);
-    case ServerOptimizer::kAdam:
-      return StepFixed<ServerOptimizer::kAdam>(p, sum, m, v, g, m_out, v_out, out, n);
-    case ServerOptimizer::kYogi:
-      return StepFixed<ServerOptimizer::kYogi>(p, sum, m, v, g, m_out, v_out, out, n);
-    case ServerOptimizer::kAdagrad:
-      return StepFixed<ServerOptimizer::kAdagrad>(p, sum, m, v, g, m_out, v_out, out, n);
-  }
-  return false;
+#if FEDSCHED_AVX2_KERNELS
+  if (UseAvx2()) return avx2::StepLoop(rule, p, sum, m, v, g, m_out, v_out, out, n);
+#endif
+  return StepLoop(rule, p, sum, m, v, g, m_out, v_out, out, n);
 }
 
 bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
                       int64_t n, bool streaming) {
-  switch (b) {
-    case 1:
-      return FoldChecked(in, u[0], w[0], out, n, streaming);
-    case 2:
-      return FoldBatchDispatch<2>(in, u, w, out, n);
-    case 3:
-      return FoldBatchDispatch<3>(in, u, w, out, n);
-    case 4:
-      return FoldBatchDispatch<4>(in, u, w, out, n);
-    case 5:
-      return FoldBatchDispatch<5>(in, u, w, out, n);
-    case 6:
-      return FoldBatchDispatch<6>(in, u, w, out, n);
-    case 7:
-      return FoldBatchDispatch<7>(in, u, w, out, n);
-    case 8:
-      return FoldBatchDispatch<8>(in, u, w, out, n);
-    default:
-      return false;
-  }
+  if (b == 1) return FoldChecked(in, u[0], w[0], out, n, streaming);
+#if FEDSCHED_AVX2_KERNELS
+  if (UseAvx2()) return avx2::FoldBatchLoop(in, u, w, b, out, n);
+#endif
+  return FoldBatchLoop(in, u, w, b, out, n);
 }
 
 bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n, bool streaming) {
 #if defined(__SSE2__)
   if (streaming) return FoldStreaming(in, u, w, out, n);
 #endif
+#if FEDSCHED_AVX2_KERNELS
+  if (UseAvx2()) return avx2::FoldBatchLoop(in, &u, &w, 1, out, n);
+#endif
   return FoldCached(in, u, w, out, n);
+}
+
+bool Avx2KernelsInUse() { return UseAvx2(); }
+
+void ForcePortableKernelsForTesting(bool portable) {
+  g_force_portable.store(portable, std::memory_order_relaxed);
 }
 
 float Sum(const float* data, int64_t n) {

@@ -70,6 +70,14 @@ double SumSquares(const float* u, int64_t n);
 // Sum of (a[i] - b[i])^2 over [0, n), accumulated in double.
 double SquaredDistance(const float* a, const float* b, int64_t n);
 
+// Whether FoldChecked, FoldBatchChecked and ServerOptimizerStep run their AVX2 build (x86-64
+// CPUs with AVX2; chosen once, at first use) rather than the build's baseline ISA. Both give the
+// same bits: the loops are element-wise with the same operations per element.
+bool Avx2KernelsInUse();
+
+// Tests only: true makes the kernels use the baseline build even where AVX2 is available.
+void ForcePortableKernelsForTesting(bool portable);
+
 // Sum of data[i] over [0, n) in float (Eigen's vectorised reduction). The benchmarks' memory-read
 // baseline: the same bytes, read once, with the least arithmetic.
 float Sum(const float* data, int64_t n);
