@@ -325,12 +325,11 @@ void Coordinator::RecycleDelta(std::unique_ptr<v1::Model> delta) {
   if (spare_deltas_.size() < kMaxSpareDeltas) spare_deltas_.push_back(std::move(delta));
 }
 
-absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
-                                       absl::Span<const std::string> payload_pieces, absl::Time now,
-                                       double upload_seconds) {
-  // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
-  // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
-  // the hash (docs/BENCHMARKS.md, server ingest).
+namespace {
+
+// The checks of an upload's metrics (they need no coordinator state): num_examples > 0, counts
+// non-negative and at most 2^53, times and losses finite and non-negative.
+absl::Status CheckUpdateMetrics(const v1::UploadHeader& header) {
   const v1::UpdateMetrics& metrics = header.metrics();
   if (metrics.num_examples() <= 0) {
     return absl::InvalidArgumentError(
@@ -347,6 +346,24 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     return absl::InvalidArgumentError(absl::StrCat(
         "update for task ", header.task_id(), " reports negative, absurd or non-finite metrics"));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
+  FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
+  absl::MutexLock lock(&mu_);
+  return CheckUpdate(header).status();
+}
+
+absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
+                                       absl::Span<const std::string> payload_pieces, absl::Time now,
+                                       double upload_seconds) {
+  // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
+  // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
+  // the hash (docs/BENCHMARKS.md, server ingest).
+  FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
   int64_t payload_bytes = 0;
   for (const std::string& piece : payload_pieces) {
     payload_bytes += static_cast<int64_t>(piece.size());
@@ -434,7 +451,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
       FoldCandidates(&candidates);
       candidate_examples = 0;
     }
-    absl::StatusOr<TaskState*> task = CheckUpdate(*update);
+    absl::StatusOr<TaskState*> task = CheckUpdate(*update->header);
     if (!task.ok()) {
       update->status = task.status();
       continue;
@@ -445,8 +462,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
   FoldCandidates(&candidates);
 }
 
-absl::StatusOr<Coordinator::TaskState*> Coordinator::CheckUpdate(const PendingUpdate& update) {
-  const v1::UploadHeader& header = *update.header;
+absl::StatusOr<Coordinator::TaskState*> Coordinator::CheckUpdate(const v1::UploadHeader& header) {
   const v1::UpdateMetrics& metrics = header.metrics();
   FEDSCHED_RETURN_IF_ERROR(CheckSession(header.client_id(), header.session_token()).status());
   auto it = tasks_.find(header.task_id());

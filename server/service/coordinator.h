@@ -126,6 +126,14 @@ class Coordinator {
   // been folded, then recycled. A call returns only after its own update has been decided.
   absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
                             absl::Time now, double upload_seconds = 0);
+
+  // The checks of SubmitUpdate that need no payload, for an upload whose header has arrived and
+  // whose payload has not: metrics, session, task (exists, this client's, not uploaded or
+  // failed, for the current round), claimed examples, and under first-K closing room for one more
+  // update. Same errors as SubmitUpdate. The upload service calls it on the header, so that a
+  // straggler or a late upload is refused before it sends its model. OK does not promise
+  // acceptance: the round moves on while the payload streams, and SubmitUpdate checks again.
+  absl::Status CheckUploadHeader(const v1::UploadHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
   absl::Status SubmitUpdate(const v1::UploadHeader& header,
@@ -219,7 +227,7 @@ class Coordinator {
   void DecideUpdates(PendingUpdate* head) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The coordinator's checks of an update against the current state (session, task, round,
   // workload, first-K cap, example count; see SubmitUpdate). Returns the update's task.
-  absl::StatusOr<TaskState*> CheckUpdate(const PendingUpdate& update)
+  absl::StatusOr<TaskState*> CheckUpdate(const v1::UploadHeader& header)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Folds `candidates` with one AccumulateBatch call, sets their statuses, records the accepted
   // ones in order, and clears `*candidates`.

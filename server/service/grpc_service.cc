@@ -151,6 +151,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
     }
     const bool had_header = assembler_.has_header();
     absl::Status s = assembler_.Add(std::move(chunk_));
+    // On the header: refuse a straggler, a late or a foreign upload before its payload arrives.
+    if (s.ok() && !had_header) s = coordinator_->CheckUploadHeader(assembler_.header());
     if (s.ok() && !had_header) {
       const int64_t declared = assembler_.header().total_bytes();
       if (service_->ReserveUploadBytes(declared)) {

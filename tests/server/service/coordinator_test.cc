@@ -102,6 +102,25 @@ class CoordinatorTest : public ::testing::Test {
     return coordinator_->SubmitUpdate(header, payload, now);
   }
 
+  // A first-K round with K = 1 and two participants (over-commitment 2): a's and b's tasks.
+  struct FirstKOfTwo {
+    v1::RegisterResponse a, b;
+    v1::Task ta, tb;
+  };
+  FirstKOfTwo StartFirstKOfTwo() {
+    raw_.set_clients_per_round(1);
+    raw_.set_min_online_clients(1);
+    raw_.mutable_selection()->set_overcommit(2.0);  // two tasked, first one closes the round
+    Start();
+    FirstKOfTwo run;
+    run.a = Register("a");
+    run.b = Register("b");
+    coordinator_->Tick(kT0);
+    run.ta = TaskFor(run.a);
+    run.tb = TaskFor(run.b);
+    return run;
+  }
+
   std::filesystem::path dir_;
   v1::ServerConfig raw_;
   std::unique_ptr<Store> store_;
@@ -228,15 +247,7 @@ TEST_F(CoordinatorTest, PayloadSplitAnywhereGivesTheSameAggregate) {
 }
 
 TEST_F(CoordinatorTest, StragglerUpdateAfterCloseIsLate) {
-  raw_.set_clients_per_round(1);
-  raw_.set_min_online_clients(1);
-  raw_.mutable_selection()->set_overcommit(2.0);  // two tasked, first one closes the round
-  Start();
-  v1::RegisterResponse a = Register("a");
-  v1::RegisterResponse b = Register("b");
-  coordinator_->Tick(kT0);
-  v1::Task ta = TaskFor(a);
-  v1::Task tb = TaskFor(b);
+  const auto [a, b, ta, tb] = StartFirstKOfTwo();
   ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
   // Arrives before the tick that commits: the round already has its K = 1 updates.
   EXPECT_THAT(Upload(b, tb, TwoTensorModel(5, 5)),
@@ -250,6 +261,40 @@ TEST_F(CoordinatorTest, StragglerUpdateAfterCloseIsLate) {
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, store_->LoadRound(1));
   ASSERT_EQ(record.stragglers_size(), 1);
   EXPECT_EQ(record.stragglers(0), b.client_id());
+}
+
+TEST_F(CoordinatorTest, UploadHeaderIsCheckedBeforeThePayload) {
+  const auto [a, b, ta, tb] = StartFirstKOfTwo();
+  auto header_for = [](const v1::RegisterResponse& who, const v1::Task& task, int64_t examples) {
+    v1::UploadHeader header;
+    header.set_client_id(who.client_id());
+    header.set_session_token(who.session_token());
+    header.set_task_id(task.task_id());
+    header.set_round(task.round());
+    header.set_total_bytes(100);
+    header.mutable_metrics()->set_num_examples(examples);
+    return header;
+  };
+  EXPECT_OK(coordinator_->CheckUploadHeader(header_for(a, ta, 10)));
+  EXPECT_OK(coordinator_->CheckUploadHeader(header_for(b, tb, 10)));
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 0)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, tb, 10)),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
+  v1::UploadHeader wrong_token = header_for(a, ta, 10);
+  wrong_token.set_session_token("nope");
+  EXPECT_THAT(coordinator_->CheckUploadHeader(wrong_token),
+              StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
+  v1::UploadHeader unknown = header_for(a, ta, 10);
+  unknown.set_task_id("no-such-task");
+  EXPECT_THAT(coordinator_->CheckUploadHeader(unknown),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown task")));
+  // Once the round has its K = 1 updates, b's header alone tells it is a straggler.
+  ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(b, tb, 10)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("straggler")));
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 10)),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
 }
 
 TEST_F(CoordinatorTest, DeadlineClosesRoundWithoutMessages) {

@@ -90,6 +90,26 @@ class GrpcServiceTest : public ::testing::Test {
     return status.recent_rounds_size() > 0 ? status.recent_rounds(0) : v1::RoundRecord();
   }
 
+  // A first-K round with K = 1 and two participants (over-commitment 2): a's and b's tasks.
+  struct FirstKOfTwo {
+    Session a, b;
+    v1::Task ta, tb;
+  };
+  FirstKOfTwo StartFirstKOfTwo() {
+    raw_.set_clients_per_round(1);
+    raw_.set_min_updates(1);
+    raw_.set_min_online_clients(2);
+    raw_.mutable_selection()->set_overcommit(2.0);  // two tasked; the first update fills it
+    Start();
+    FirstKOfTwo run;
+    run.a = Register("a");
+    run.b = Register("b");
+    server_->Tick();
+    run.ta = TaskFor(run.a);
+    run.tb = TaskFor(run.b);
+    return run;
+  }
+
   v1::ServerConfig raw_;
   std::unique_ptr<TestServer> server_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;
@@ -264,16 +284,7 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
 }
 
 TEST_F(GrpcServiceTest, LateUpdateForAClosedRoundIsRejected) {
-  raw_.set_clients_per_round(1);
-  raw_.set_min_updates(1);
-  raw_.set_min_online_clients(2);
-  raw_.mutable_selection()->set_overcommit(2.0);  // two tasked; the first update closes it
-  Start();
-  Session a = Register("a");
-  Session b = Register("b");
-  server_->Tick();
-  v1::Task ta = TaskFor(a);
-  v1::Task tb = TaskFor(b);
+  const auto [a, b, ta, tb] = StartFirstKOfTwo();
   const v1::Model global = InitialModel();
   ASSERT_OK(Upload(a, ta, FilledLike(global, 1.0f)));
   server_->Tick();
@@ -296,6 +307,25 @@ TEST_F(GrpcServiceTest, LateUpdateForAClosedRoundIsRejected) {
     for (float& v : *t.mutable_data()) v += 1.25f;
   }
   EXPECT_EQ(Sha256(committed.SerializeAsString()), Sha256(expected.SerializeAsString()));
+}
+
+TEST_F(GrpcServiceTest, StragglerIsRefusedOnItsHeaderBeforeItsPayload) {
+  const auto [a, b, ta, tb] = StartFirstKOfTwo();
+  const v1::Model global = InitialModel();
+  ASSERT_OK(Upload(a, ta, FilledLike(global, 1.0f)));
+  // b sends only its header and keeps the stream open: the server answers at once, and with the
+  // straggler verdict, not with "truncated" after waiting for a payload.
+  std::vector<v1::UploadChunk> mb = Messages(b, tb, FilledLike(global, 2.0f));
+  grpc::ClientContext context;
+  v1::UploadUpdateResponse response;
+  auto writer = stub_->UploadUpdate(&context, &response);
+  ASSERT_TRUE(writer->Write(mb[0]));
+  EXPECT_THAT(FromGrpc(writer->Finish()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("straggler")));
+  EXPECT_FALSE(response.accepted());
+  EXPECT_EQ(server_->service().inflight_upload_bytes(), 0);
+  server_->Tick();
+  EXPECT_EQ(server_->coordinator().committed_round(), 1);
 }
 
 TEST_F(GrpcServiceTest, WrongTokenIsUnauthenticatedOnEveryRpc) {
