@@ -176,7 +176,9 @@ class CoordinatorBatchTest : public ::testing::Test {
     }
     // The others give up, so the round closes without waiting for them.
     for (int c = 0; c < clients; ++c) {
-      if (std::find(order.begin(), order.end(), c) == order.end()) EXPECT_OK(GiveUp(c));
+      if (std::find(order.begin(), order.end(), c) == order.end()) {
+        EXPECT_OK(GiveUp(c));
+      }
     }
     v1::Model model;
     v1::RoundRecord record;

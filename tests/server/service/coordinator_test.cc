@@ -351,7 +351,9 @@ TEST_F(CoordinatorTest, SilentClientIsMarkedFailedAfterMissedHeartbeats) {
   EXPECT_EQ(coordinator_->committed_round(), 1);
   v1::GetStatusResponse status = coordinator_->GetStatus(5);
   for (const v1::ClientSummary& c : status.clients()) {
-    if (c.client_id() == b.client_id()) EXPECT_EQ(c.profile().failures(), 1);
+    if (c.client_id() == b.client_id()) {
+      EXPECT_EQ(c.profile().failures(), 1);
+    }
   }
 }
 
