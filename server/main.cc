@@ -75,7 +75,7 @@ class MetricsWriter {
     out_.open(path_, std::ios::app);
     if (!has_content) {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
-              "stragglers,cache_hit_ratio,predictor_mape,total_examples\n";
+              "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls\n";
       out_.flush();
     }
   }
@@ -86,10 +86,10 @@ class MetricsWriter {
                 r.test_loss());
     std::fflush(stdout);
     if (!out_.is_open()) return;
-    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d\n", r.round(),
+    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d\n", r.round(),
                             r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
                             r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(),
-                            r.predictor_mape(), r.total_examples());
+                            r.predictor_mape(), r.total_examples(), r.aggregation_calls());
     out_.flush();
   }
 

@@ -44,11 +44,11 @@ int Main() {
               static_cast<long long>(status.committed_round()), status.registered_clients(),
               status.online_clients());
   for (const v1::RoundRecord& r : status.recent_rounds()) {
-    std::printf("\nround %lld (%s): %d accepted, %d stragglers, test_accuracy %.4f, "
-                "predictor MAPE %.1f %%\n",
+    std::printf("\nround %lld (%s): %d accepted in %d aggregation calls, %d stragglers, "
+                "test_accuracy %.4f, predictor MAPE %.1f %%\n",
                 static_cast<long long>(r.round()), v1::RoundOutcome_Name(r.outcome()).c_str(),
-                r.updates_accepted(), r.stragglers_size(), r.test_accuracy(),
-                100 * r.predictor_mape());
+                r.updates_accepted(), r.aggregation_calls(), r.stragglers_size(),
+                r.test_accuracy(), 100 * r.predictor_mape());
     std::printf("  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy", "mode",
                 "utility", "speed_pen", "score", "predicted", "steps", "note");
     for (const v1::SelectionReason& c : r.cohort()) {
