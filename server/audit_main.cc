@@ -99,7 +99,8 @@ int Main() {
           problem = "receipt of task " + u.task_id() + " missing or mismatched";
         } else if (!delta.ParseFromString(u.payload())) {
           problem = "stored update does not parse";
-        } else if (absl::Status s = (*aggregator)->Accumulate(delta, u.num_examples()); !s.ok()) {
+        } else if (absl::Status s = (*aggregator)->Accumulate(delta, u.num_examples(), u.staleness());
+                   !s.ok()) {
           problem = std::string(s.message());
         }
       }

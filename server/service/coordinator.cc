@@ -69,7 +69,9 @@ class PiecesInputStream : public google::protobuf::io::ZeroCopyInputStream {
 }  // namespace
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), config_(options_.config) {}
+    : options_(std::move(options)),
+      config_(options_.config),
+      async_(config_.aggregation().async_fedbuff()) {}
 
 absl::StatusOr<std::unique_ptr<Coordinator>> Coordinator::Create(CoordinatorOptions options) {
   if (options.store == nullptr) return absl::InvalidArgumentError("coordinator needs a store");
@@ -291,6 +293,8 @@ absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
   if (it->second.failed) {
     return absl::FailedPreconditionError(absl::StrCat("task ", task_id, " was marked failed"));
   }
+  // The version the client trains on: FedBuff weighs its update by how far behind it is.
+  it->second.base_version = committed_round_;
   return global_blob_;
 }
 
@@ -410,22 +414,32 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::
     }
     queue_tail_ = &self;
   }
-  absl::MutexLock lock(&mu_);
-  // Queued updates are taken and marked done within one hold of mu_, so an update not done yet
-  // is still queued, and this thread decides it with the others.
-  if (self.done) return self.status;
-  PendingUpdate* head;
+  std::vector<v1::RoundRecord> committed;
+  absl::Status status;
   {
-    absl::MutexLock lock(&queue_mu_);
-    head = queue_head_;
-    queue_head_ = queue_tail_ = nullptr;
+    absl::MutexLock lock(&mu_);
+    // Queued updates are taken and marked done within one hold of mu_, so an update not done
+    // yet is still queued, and this thread decides it with the others.
+    if (self.done) return self.status;
+    PendingUpdate* head;
+    {
+      absl::MutexLock queue_lock(&queue_mu_);
+      head = queue_head_;
+      queue_head_ = queue_tail_ = nullptr;
+    }
+    DecideUpdates(head);
+    // The other threads read their verdicts once they get mu_, and only then touch their deltas.
+    for (PendingUpdate* update = head; update != nullptr; update = update->next) {
+      update->done = true;
+    }
+    status = self.status;
+    committed.swap(inline_commits_);
   }
-  DecideUpdates(head);
-  // The other threads read their verdicts once they get mu_, and only then touch their deltas.
-  for (PendingUpdate* update = head; update != nullptr; update = update->next) {
-    update->done = true;
+  // FedBuff versions committed while deciding (a full buffer commits at once).
+  if (options_.on_round_committed) {
+    for (const v1::RoundRecord& record : committed) options_.on_round_committed(record);
   }
-  return self.status;
+  return status;
 }
 
 void Coordinator::DecideUpdates(PendingUpdate* head) {
@@ -435,8 +449,11 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
   // updates one at a time, in queue order, gives.
   std::vector<FoldCandidate> candidates;
   int64_t candidate_examples = 0;  // total of the candidates' num_examples
-  const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K;
+  // FedBuff's buffer holds K updates whatever round_closing says.
+  const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
+  absl::Time last_now = absl::InfinitePast();
   for (PendingUpdate* update = head; update != nullptr; update = update->next) {
+    last_now = std::max(last_now, update->now);
     // num_examples > 0 was checked before queueing; total_examples + candidate_examples stays
     // <= INT64_MAX because each candidate passed this test.
     const int64_t examples = update->header->metrics().num_examples();
@@ -450,6 +467,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     if (depends_on_candidates) {
       FoldCandidates(&candidates);
       candidate_examples = 0;
+      MaybeCommitBuffer(update->now);
     }
     absl::StatusOr<TaskState*> task = CheckUpdate(*update->header);
     if (!task.ok()) {
@@ -460,6 +478,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     candidate_examples += examples;
   }
   FoldCandidates(&candidates);
+  MaybeCommitBuffer(last_now);
 }
 
 absl::StatusOr<Coordinator::TaskState*> Coordinator::CheckUpdate(const v1::UploadHeader& header) {
@@ -523,9 +542,11 @@ void Coordinator::FoldCandidates(std::vector<FoldCandidate>* candidates) {
   std::vector<Aggregator::WeightedUpdate> batch;
   batch.reserve(candidates->size());
   for (const FoldCandidate& c : *candidates) {
+    // FedBuff: versions committed since the client downloaded its model (0 when synchronous).
+    const int64_t staleness = async_ ? committed_round_ - c.task->base_version : 0;
     batch.push_back({.delta = c.update->delta,
                      .num_examples = c.update->header->metrics().num_examples(),
-                     .staleness = 0});
+                     .staleness = staleness});
   }
   std::vector<absl::Status> verdicts = aggregator_->AccumulateBatch(batch);
   bool folded = false;
@@ -554,7 +575,8 @@ void Coordinator::RecordAccepted(const PendingUpdate& update, TaskState& task) {
   v1::Receipt receipt;
   receipt.set_task_id(task.task_id);
   receipt.set_client_id(task.client_id);
-  receipt.set_round(task.round);
+  // The round the update counts in: under FedBuff a later one than the task's if it is stale.
+  receipt.set_round(round_);
   receipt.set_sha256(header.sha256());
   receipt.set_num_examples(metrics.num_examples());
   receipt.set_received_unix_ms(ToUnixMs(update.now));
@@ -562,8 +584,9 @@ void Coordinator::RecordAccepted(const PendingUpdate& update, TaskState& task) {
   if (config_.audit_updates()) {
     v1::AuditedUpdate audited;
     audited.set_task_id(task.task_id);
-    audited.set_round(task.round);
+    audited.set_round(round_);
     audited.set_num_examples(metrics.num_examples());
+    audited.set_staleness(async_ ? committed_round_ - task.base_version : 0);
     std::string* payload = audited.mutable_payload();
     payload->reserve(static_cast<size_t>(header.total_bytes()));
     for (const std::string& piece : update.payload_pieces) payload->append(piece);
@@ -616,22 +639,46 @@ void Coordinator::PlanRound(absl::Time now) {
                                     return !sessions_.contains(book_->profile(i).client_id());
                                   }),
                    candidates.end());
-  if (candidates.empty()) return;
+  // FedBuff: tasks of earlier versions stay in flight; only idle clients get new ones, up to
+  // ceil(K x overcommit) tasks in flight in all.
+  int in_flight = 0;
+  int32_t free_slots = 0;
+  if (async_) {
+    for (const auto& [id, task] : tasks_) in_flight += task.uploaded || task.failed ? 0 : 1;
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [&](profile::ClientIndex i) {
+                                      auto task = tasks_.find(
+                                          sessions_[book_->profile(i).client_id()].task_id);
+                                      return task != tasks_.end() && !task->second.uploaded &&
+                                             !task->second.failed;
+                                    }),
+                     candidates.end());
+    const int concurrency = static_cast<int>(
+        std::ceil(config_.clients_per_round() * config_.selection().overcommit() - 1e-9));
+    free_slots = std::max(0, concurrency - in_flight);
+  }
+  absl::StatusOr<planner::RoundPlan> plan = planner::RoundPlan();
   planner::PlanRequest request;
   request.round = committed_round_ + 1;
-  request.now_s = ToSeconds(now);
-  request.candidates = candidates;
-  request.model_bytes = static_cast<int64_t>(global_blob_->bytes.size());
-  absl::StatusOr<planner::RoundPlan> plan = planner_->PlanRound(request);
-  if (!plan.ok()) {
-    FEDSCHED_LOG(error, "planning round {} failed: {}", request.round, plan.status().ToString());
-    return;
+  if (!candidates.empty() && (!async_ || free_slots > 0)) {
+    request.now_s = ToSeconds(now);
+    request.candidates = candidates;
+    request.model_bytes = static_cast<int64_t>(global_blob_->bytes.size());
+    request.max_participants = free_slots;
+    plan = planner_->PlanRound(request);
+    if (!plan.ok()) {
+      FEDSCHED_LOG(error, "planning round {} failed: {}", request.round, plan.status().ToString());
+      if (!async_ || in_flight == 0) return;
+      plan = planner::RoundPlan();
+    }
   }
-  if (plan->participants.empty()) return;
+  if (plan->participants.empty() && in_flight == 0) return;
   phase_ = Phase::kRunning;
   round_ = request.round;
-  round_deadline_ = now + absl::Seconds(plan->deadline_s);
-  tasks_.clear();
+  const double deadline_s =
+      plan->participants.empty() ? config_.round_deadline_s() : plan->deadline_s;
+  round_deadline_ = now + absl::Seconds(deadline_s);
+  if (!async_) tasks_.clear();
   receipts_.clear();
   audited_.clear();
   loss_sum_ = 0;
@@ -639,13 +686,14 @@ void Coordinator::PlanRound(absl::Time now) {
   record_.Clear();
   record_.set_round(round_);
   record_.set_start_unix_ms(ToUnixMs(now));
-  record_.set_deadline_s(plan->deadline_s);
+  record_.set_deadline_s(deadline_s);
   for (planner::PlannedTask& planned : plan->participants) {
     TaskState task;
     task.task_id = NewId("t-");
     task.client_id = planned.client_id;
     task.index = planned.index;
     task.round = round_;
+    task.base_version = committed_round_;
     task.issued = now;
     task.local_steps = planned.local_steps;
     task.cache_plan = std::move(planned.cache_plan);
@@ -657,8 +705,10 @@ void Coordinator::PlanRound(absl::Time now) {
   for (planner::PrefetchHint& hint : plan->expected_next) {
     prefetch_[hint.client_id] = std::move(hint.cache_plan);
   }
-  FEDSCHED_LOG(info, "round {} planned: {} participants, deadline {:.1f} s (attempt {})", round_,
-               plan->participants.size(), plan->deadline_s, attempt_ + 1);
+  FEDSCHED_LOG(info, "round {} planned: {} participants{}, deadline {:.1f} s (attempt {})", round_,
+               plan->participants.size(),
+               async_ ? absl::StrCat(" + ", in_flight, " in flight from earlier versions") : "",
+               deadline_s, attempt_ + 1);
 }
 
 void Coordinator::FailRound(absl::Time now, const std::string& why) {
@@ -693,7 +743,8 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
     record_.set_cache_hit_ratio(static_cast<double>(hits_) / (hits_ + misses_));
   }
   for (auto& [id, task] : tasks_) {
-    if (!task.uploaded && !task.failed) {
+    // FedBuff: tasks still in flight carry over to the next version.
+    if (!task.uploaded && !task.failed && !async_) {
       // Stragglers: the planner records their elapsed time as a lower bound on their duration.
       record_.add_stragglers(task.client_id);
       task.failed = true;
@@ -731,12 +782,43 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   PublishGlobalModel();
   *committed = record_;
   closed_tasks_.clear();
-  for (const auto& [id, task] : tasks_) closed_tasks_[id] = task.round;
-  tasks_.clear();
   attempt_ = 0;
   phase_ = (config_.num_rounds() > 0 && committed_round_ >= config_.num_rounds())
                ? Phase::kFinished
                : Phase::kWaiting;
+  if (!async_ || phase_ == Phase::kFinished) {
+    for (const auto& [id, task] : tasks_) closed_tasks_[id] = task.round;
+    tasks_.clear();
+    return;
+  }
+  // FedBuff: keep the tasks in flight that can still be accepted, and open the next version's
+  // buffer at once (with new tasks for idle clients), so that no upload finds it closed.
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    TaskState& task = it->second;
+    if (!task.uploaded && !task.failed &&
+        committed_round_ - task.base_version > aggregator_->config().max_staleness()) {
+      FailTask(task, now, absl::StrCat("more than max_staleness = ",
+                                       aggregator_->config().max_staleness(),
+                                       " versions behind"));
+    }
+    if (task.uploaded || task.failed) {
+      closed_tasks_[it->first] = task.round;
+      tasks_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+  PlanRound(now);
+}
+
+void Coordinator::MaybeCommitBuffer(absl::Time now) {
+  if (!async_ || phase_ != Phase::kRunning ||
+      record_.updates_accepted() < config_.clients_per_round()) {
+    return;
+  }
+  v1::RoundRecord committed;
+  CloseRound(now, &committed);
+  if (committed.round() > 0) inline_commits_.push_back(std::move(committed));
 }
 
 void Coordinator::Tick(absl::Time now) {
@@ -758,8 +840,9 @@ void Coordinator::Tick(absl::Time now) {
       }
       const int accepted = record_.updates_accepted();
       const bool enough = accepted >= config_.min_updates();
-      const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K &&
-                           accepted >= config_.clients_per_round();
+      const bool first_k =
+          (config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_) &&
+          accepted >= config_.clients_per_round();
       const bool past_deadline = now >= round_deadline_;
       if (first_k || (enough && (past_deadline || outstanding == 0))) {
         CloseRound(now, &committed);

@@ -124,6 +124,12 @@ class Coordinator {
   // group (the same task twice, the first-K cap, the example count) is answered after folding
   // those. Memory: nothing is copied; each thread's parsed delta is held until its group has
   // been folded, then recycled. A call returns only after its own update has been decided.
+  //
+  // FedBuff (aggregation.async_fedbuff): tasks of earlier versions stay valid; an update is
+  // folded with staleness = committed versions since its model was downloaded (weight
+  // 1 / sqrt(1 + staleness), FAILED_PRECONDITION past max_staleness), and the update that fills
+  // the buffer (K) commits the version before this call returns (on_round_committed is called
+  // from this thread, after the lock is released) and opens the next one.
   absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
                             absl::Time now, double upload_seconds = 0);
 
@@ -165,6 +171,9 @@ class Coordinator {
     std::string client_id;
     profile::ClientIndex index = 0;
     int64_t round = 0;
+    // The global model version the client trains on: committed_round_ when the task was issued,
+    // then when its model was downloaded. FedBuff staleness = committed_round_ - base_version.
+    int64_t base_version = 0;
     int32_t local_steps = 0;
     absl::Time issued;
     bool uploaded = false;
@@ -187,6 +196,9 @@ class Coordinator {
   // Commits the current round; fills `committed` for the callback.
   void CloseRound(absl::Time now, v1::RoundRecord* committed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailRound(absl::Time now, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FedBuff: commits the version whose buffer holds K updates (CloseRound, which opens the next
+  // one), queueing its record for on_round_committed; no-op when synchronous or not full.
+  void MaybeCommitBuffer(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailTask(TaskState& task, absl::Time now, const std::string& why)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SetGlobalModel(v1::Model model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -240,7 +252,12 @@ class Coordinator {
   const CoordinatorOptions options_;
   const v1::ServerConfig& config_;
 
+  // aggregation.async_fedbuff: FedBuff mode (see SubmitUpdate).
+  const bool async_;
   mutable absl::Mutex mu_;
+  // Records of versions committed by SubmitUpdate (FedBuff), for on_round_committed once mu_ is
+  // released.
+  std::vector<v1::RoundRecord> inline_commits_ ABSL_GUARDED_BY(mu_);
   Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
   int64_t committed_round_ ABSL_GUARDED_BY(mu_) = 0;
   v1::Model global_ ABSL_GUARDED_BY(mu_);

@@ -297,6 +297,80 @@ TEST_F(CoordinatorTest, UploadHeaderIsCheckedBeforeThePayload) {
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
 }
 
+// FedBuff (aggregation.async_fedbuff): a version commits as soon as its buffer holds K updates,
+// tasks in flight carry over, and a stale update counts with weight n / sqrt(1 + staleness).
+TEST_F(CoordinatorTest, FedBuffCommitsEachFullBufferAndWeighsStaleUpdates) {
+  raw_.set_clients_per_round(2);  // buffer of K = 2
+  raw_.set_min_online_clients(4);
+  raw_.mutable_selection()->set_overcommit(2.0);  // 4 tasks in flight
+  raw_.mutable_aggregation()->set_async_fedbuff(true);
+  raw_.set_audit_updates(true);
+  Start();
+  std::vector<v1::RegisterResponse> who;
+  for (const char* name : {"a", "b", "c", "d"}) who.push_back(Register(name));
+  coordinator_->Tick(kT0);
+  std::vector<v1::Task> task;
+  for (const v1::RegisterResponse& w : who) task.push_back(TaskFor(w));
+  for (const v1::Task& t : task) EXPECT_EQ(t.round(), 1);
+
+  // Two updates fill version 1's buffer: it commits without waiting for a tick.
+  ASSERT_OK(Upload(who[0], task[0], TwoTensorModel(1, 1), 10));
+  EXPECT_EQ(coordinator_->committed_round(), 0);
+  ASSERT_OK(Upload(who[1], task[1], TwoTensorModel(3, 3), 30));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  ASSERT_OK_AND_ASSIGN(v1::Model v1_model, store_->LoadModel(1));
+  // w = (1, 2) + (10 (1, 1) + 30 (3, 3)) / 40 = (3.5, 4.5)
+  EXPECT_FLOAT_EQ(v1_model.tensors(0).data(0), 3.5f);
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord round1, store_->LoadRound(1));
+  EXPECT_EQ(round1.stragglers_size(), 0);  // c and d are still in flight, not stragglers
+
+  // a and b were idle: they got version 2's tasks at once; c and d keep their version-0 tasks.
+  v1::Task a2 = TaskFor(who[0]);
+  EXPECT_EQ(a2.round(), 2);
+  EXPECT_EQ(TaskFor(who[2]).task_id(), task[2].task_id());
+
+  // c's update was trained on version 0, one version behind: weight 20 / sqrt(2). a's is fresh.
+  ASSERT_OK(Upload(who[2], task[2], TwoTensorModel(2, 2), 20));
+  ASSERT_OK(Upload(who[0], a2, TwoTensorModel(-1, -1), 10));
+  EXPECT_EQ(coordinator_->committed_round(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::Model v2_model, store_->LoadModel(2));
+  const double stale = 20.0 / std::sqrt(2.0);
+  const double expected = 3.5 + (stale * 2.0 + 10.0 * -1.0) / 30.0;
+  EXPECT_NEAR(v2_model.tensors(0).data(0), expected, 1e-5);
+  // The receipt and the audit trail name the version the update counted in, and its staleness,
+  // so that fedsched-audit replays the version exactly.
+  ASSERT_OK_AND_ASSIGN(v1::Receipt receipt, store_->LoadReceipt(task[2].task_id()));
+  EXPECT_EQ(receipt.round(), 2);
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::AuditedUpdate> audited, store_->LoadAuditedUpdates(2));
+  ASSERT_EQ(audited.size(), 2u);
+  for (const v1::AuditedUpdate& u : audited) {
+    EXPECT_EQ(u.staleness(), u.task_id() == task[2].task_id() ? 1 : 0) << u.task_id();
+  }
+}
+
+TEST_F(CoordinatorTest, FedBuffFailsTasksStalerThanMaxStaleness) {
+  raw_.set_clients_per_round(1);  // every update is a version
+  raw_.set_min_online_clients(2);
+  raw_.mutable_selection()->set_overcommit(2.0);
+  raw_.mutable_aggregation()->set_async_fedbuff(true);
+  raw_.mutable_aggregation()->set_max_staleness(1);
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  v1::Task slow = TaskFor(b);
+  // a commits versions 1 and 2 while b trains on version 0.
+  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
+  EXPECT_EQ(coordinator_->committed_round(), 2);
+  // Two versions behind > max_staleness 1: b's task was failed at the second commit.
+  EXPECT_THAT(Upload(b, slow, TwoTensorModel(5, 5)),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("late update")));
+  // b is idle again and gets a task on the current version.
+  EXPECT_EQ(TaskFor(b).round(), 3);
+}
+
 TEST_F(CoordinatorTest, DeadlineClosesRoundWithoutMessages) {
   raw_.set_min_updates(1);
   Start();
