@@ -3,6 +3,8 @@
 //
 //   fedsched-client --config=configs/client.textproto --partition_index=3 [--identity=dev-3]
 //                   [--server=127.0.0.1:50051] [--slowdown=2.5]
+#include <unistd.h>
+
 #include <cstdio>
 #include <memory>
 
@@ -17,6 +19,7 @@
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
 #include "common/config.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 
 ABSL_FLAG(std::string, config, "", "Client config, protobuf text format (ClientConfig).");
@@ -102,7 +105,12 @@ int Main() {
   std::vector<std::string> encoded;
   encoded.reserve(local.size);
   for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
-  if (config.state_dir().empty()) config.set_state_dir("/tmp/fedsched-client-" + config.identity());
+  if (config.state_dir().empty()) {
+    // Per user: two users' clients on one machine must not share a cache.
+    config.set_state_dir(absl::StrCat("/tmp/fedsched-client-", ::getuid(), "-", config.identity()));
+  }
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
+  std::fflush(stdout);
   absl::StatusOr<std::unique_ptr<CacheDataPlan>> plan = CacheDataPlan::Create(
       config.state_dir(), encoded, config.storage_read_delay_us_per_kb(), config.disable_cache(),
       config.seed() + data.partition_index(), config.storage_budget_bytes());
@@ -136,7 +144,7 @@ int Main() {
 }  // namespace fedsched
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("fedsched edge client (reference trainer on Fashion-MNIST)");
+  fedsched::SetUsage("fedsched edge client (reference trainer on Fashion-MNIST)");
   absl::ParseCommandLine(argc, argv);
   fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
   return fedsched::Main();

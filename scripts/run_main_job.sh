@@ -68,17 +68,19 @@ done
 
 status=0
 wait "$server_pid" || status=$?
+if [ "$status" -ne 0 ]; then
+  # Say why at once (a bad config fails in well under a second), and stop the clients.
+  echo "fedsched-server exited with status $status:" >&2
+  tail -n 20 "$RUN_DIR/server.err" >&2
+  echo "(full logs: $RUN_DIR/server.err, $RUN_DIR/server.log)" >&2
+  exit "$status"
+fi
 # Clients exit by themselves once the server says the run is finished.
 for p in "${pids[@]:1}"; do
   for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
 done
 trap - EXIT
 cleanup
-
-if [ "$status" -ne 0 ]; then
-  echo "fedsched-server exited with status $status; see $RUN_DIR/server.err" >&2
-  exit "$status"
-fi
 final=$(tail -n 1 "$RUN_DIR/metrics.csv" | cut -d, -f4)
 best=$(tail -n +2 "$RUN_DIR/metrics.csv" | cut -d, -f4 | sort -g | tail -n 1)
 echo "final test accuracy: $final (best $best) after $(($(wc -l < "$RUN_DIR/metrics.csv") - 1)) rounds"

@@ -9,12 +9,14 @@
 // counted in two rounds. Exits 0 when every round matches, 1 otherwise, 2 on usage errors.
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <set>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "common/config.h"
+#include "common/flags_usage.h"
 #include "common/sha256.h"
 #include "server/aggregation/aggregator.h"
 #include "server/store/store.h"
@@ -42,6 +44,12 @@ int Main() {
   const std::string path = absl::GetFlag(FLAGS_store_path);
   if (path.empty()) {
     std::fprintf(stderr, "fedsched-audit: --store_path is required\n");
+    return 2;
+  }
+  // Opening would create an empty store: refuse a path that holds none.
+  std::error_code error;
+  if (!std::filesystem::exists(std::filesystem::path(path) / "CURRENT", error)) {
+    std::fprintf(stderr, "fedsched-audit: no fedsched store (RocksDB) at %s\n", path.c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = path, .keep_models = 0});
@@ -131,7 +139,7 @@ int Main() {
 }  // namespace fedsched
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("fedsched store audit: replays every committed round");
+  fedsched::SetUsage("fedsched store audit: replays every committed round");
   absl::ParseCommandLine(argc, argv);
   return fedsched::Main();
 }

@@ -17,12 +17,14 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/models/idx.h"
 #include "client/models/reference_model.h"
 #include "common/config.h"
+#include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/transport.h"
 #include "grpcpp/grpcpp.h"
@@ -79,7 +81,9 @@ class MetricsWriter {
       out_.flush();
     }
   }
-  void Write(const v1::RoundRecord& r) {
+  // Thread-safe: FedBuff commits call it from upload threads as well as from the ticker.
+  void Write(const v1::RoundRecord& r) ABSL_LOCKS_EXCLUDED(mu_) {
+    absl::MutexLock lock(&mu_);
     const double wall = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
     std::printf("round %3lld | participants %3d | %7.2f s | test_accuracy %.4f | test_loss %.4f\n",
                 static_cast<long long>(r.round()), r.updates_accepted(), wall, r.test_accuracy(),
@@ -94,8 +98,9 @@ class MetricsWriter {
   }
 
  private:
+  absl::Mutex mu_;
   std::string path_;
-  std::ofstream out_;
+  std::ofstream out_ ABSL_GUARDED_BY(mu_);
 };
 
 int Main() {
@@ -180,12 +185,15 @@ int Main() {
     return 2;
   }
   int bound_port = 0;
+  // gRPC shares ports (SO_REUSEPORT) by default: a second server on a busy port would start and
+  // take a share of the clients. Refuse instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(config->listen_address(), *credentials, &bound_port);
   ApplyServerTransport(config->transport(), &builder);
   builder.RegisterService(&service);
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
-    std::fprintf(stderr, "fedsched-server: cannot listen on %s\n",
+    std::fprintf(stderr, "fedsched-server: cannot listen on %s (address in use?)\n",
                  config->listen_address().c_str());
     return 1;
   }
@@ -247,7 +255,7 @@ int Main() {
 }  // namespace fedsched
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("fedsched coordination server");
+  fedsched::SetUsage("fedsched coordination server");
   absl::ParseCommandLine(argc, argv);
   fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
   return fedsched::Main();

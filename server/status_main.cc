@@ -7,6 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "common/flags_usage.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
@@ -77,7 +78,7 @@ int Main() {
 }  // namespace fedsched
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("fedsched operator status");
+  fedsched::SetUsage("fedsched operator status");
   absl::ParseCommandLine(argc, argv);
   return fedsched::Main();
 }

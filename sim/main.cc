@@ -15,6 +15,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
+#include "common/flags_usage.h"
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
@@ -166,6 +167,9 @@ int Main() {
 }  // namespace fedsched::sim
 
 int main(int argc, char** argv) {
+  fedsched::SetUsage(
+      "fedsched simulator: replays device traces through the planner and aggregator, with real\n"
+      "training; --config=FILE (configs/sim/*.textproto)");
   absl::ParseCommandLine(argc, argv);
   return fedsched::sim::Main();
 }

@@ -207,6 +207,7 @@ void Client::HeartbeatLoop() {
 absl::Status Client::Run() {
   heartbeat_thread_ = std::make_unique<std::thread>([this] { HeartbeatLoop(); });
   bool ever_registered = false;
+  int64_t register_failures = 0;  // consecutive
   while (!stop_.HasBeenNotified()) {
     bool registered;
     {
@@ -216,10 +217,20 @@ absl::Status Client::Run() {
     if (!registered) {
       absl::Status s = RegisterOnce();
       if (!s.ok()) {
-        FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
+        // Loud on the 1st, 2nd, 4th, 8th... failure in a row (with the backoff, about once per
+        // backoff_max_ms at worst), so a wrong address or a down server shows without flooding.
+        ++register_failures;
+        if ((register_failures & (register_failures - 1)) == 0) {
+          FEDSCHED_LOG(warn, "{}: cannot register with {} ({} attempts so far): {}",
+                       options_.config.identity(), options_.config.server_address(),
+                       register_failures, s.ToString());
+        } else {
+          FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
+        }
         SleepFor(NextBackoff());
         continue;
       }
+      register_failures = 0;
       if (ever_registered) {
         absl::MutexLock lock(&mu_);
         ++stats_.reconnects;

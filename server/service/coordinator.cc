@@ -13,6 +13,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/zero_copy_stream.h"
+#include "server/aggregation/layout.h"
 
 namespace fedsched {
 namespace {
@@ -106,6 +107,19 @@ absl::Status Coordinator::Open() {
     if (!meta.ok()) return meta.status();
     committed_round_ = meta->committed_round();
     FEDSCHED_ASSIGN_OR_RETURN(model, store.LoadModel(committed_round_));
+    // The configured model must be the stored one's architecture: a different one would train
+    // clients on shapes the stored model does not have.
+    if (options_.initial_model.tensors_size() > 0) {
+      FEDSCHED_ASSIGN_OR_RETURN(ModelLayout configured,
+                                ModelLayout::FromModel(options_.initial_model));
+      std::vector<int> index;
+      if (absl::Status s = configured.Match(model, &index); !s.ok()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "the store holds a model (round ", committed_round_,
+            ") that does not match the configured model: ", s.message(),
+            "; use the run's original model config, or a new store_path"));
+      }
+    }
     FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::ClientProfile> profiles, store.LoadProfiles());
     FEDSCHED_RETURN_IF_ERROR(book_->Import(profiles));
     FEDSCHED_ASSIGN_OR_RETURN(std::string planner_bytes, store.LoadPlannerState());

@@ -52,7 +52,10 @@ struct CoordinatorOptions {
   v1::Model initial_model;
   // Optional test-set evaluation after each committed round.
   Evaluator evaluator;
-  // Called (with no lock held) after each round commits, e.g. to print and write metrics.csv.
+  // Called (with no lock held) after each round commits, e.g. to print and write metrics.csv:
+  // from Tick's thread, or under FedBuff from the SubmitUpdate call whose update filled the
+  // buffer. Calls may overlap, so it must be thread-safe; rounds arrive in order but for two
+  // commits racing to their callbacks.
   std::function<void(const v1::RoundRecord&)> on_round_committed;
 };
 

@@ -1,7 +1,9 @@
 #include "server/service/server_config.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
@@ -9,10 +11,29 @@
 namespace fedsched {
 namespace {
 
+// Also refuses NaN and infinities: no field of the server config means anything with them.
 absl::Status CheckAtLeast(const char* field, double value, double minimum) {
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server config: ", field, " must be a finite number, got ", value));
+  }
   if (value < minimum) {
     return absl::InvalidArgumentError(
         absl::StrCat("server config: ", field, " must be >= ", minimum, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// listen_address is HOST:PORT with PORT in [0, 65535] (0: the kernel picks one).
+absl::Status CheckListenAddress(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  int port = -1;
+  if (colon == std::string::npos || colon == 0 ||
+      !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) || port < 0 ||
+      port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server config: listen_address must be HOST:PORT with PORT in [0, 65535], got '", address,
+        "'"));
   }
   return absl::OkStatus();
 }
@@ -22,6 +43,7 @@ absl::Status CheckAtLeast(const char* field, double value, double minimum) {
 absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config) {
   v1::ServerConfig out = config;
   if (out.listen_address().empty()) out.set_listen_address("127.0.0.1:50051");
+  FEDSCHED_RETURN_IF_ERROR(CheckListenAddress(out.listen_address()));
   if (out.store_path().empty()) {
     return absl::InvalidArgumentError("server config: store_path is required");
   }
@@ -92,6 +114,20 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
     eval->set_test_labels_path("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
   }
   if (eval->every_n_rounds() == 0) eval->set_every_n_rounds(1);
+
+  // Krum needs K >= 2f + 3 updates (Blanchard et al. 2017): a round that may commit with fewer
+  // would fail at every attempt.
+  const v1::AggregationConfig& aggregation = out.aggregation();
+  if (aggregation.rule() == v1::AGGREGATION_RULE_KRUM ||
+      aggregation.rule() == v1::AGGREGATION_RULE_MULTI_KRUM) {
+    const int f = aggregation.krum_byzantine() > 0 ? aggregation.krum_byzantine() : 1;
+    if (out.min_updates() < 2 * f + 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "server config: ", v1::AggregationRule_Name(aggregation.rule()), " with krum_byzantine = ",
+          f, " needs rounds of at least 2f + 3 = ", 2 * f + 3, " updates, but min_updates is ",
+          out.min_updates(), " (clients_per_round ", out.clients_per_round(), ")"));
+    }
+  }
 
   FEDSCHED_ASSIGN_OR_RETURN(*out.mutable_transport(), ResolveTransport(out.transport()));
   return out;

@@ -305,6 +305,11 @@ TEST_F(ServerProcessTest, BrokenConfigFilesExitWithAClearErrorAndTouchNothing) {
       {"transport { keepalive_time_ms: 5000 }\n", "transport.keepalive_time_ms"},
       {"training {\n  batch_size: 32\n", "line 3"},
       {"min_updates: 9\nclients_per_round: 4\n", "min_updates (9) > clients_per_round (4)"},
+      {"training { learning_rate: nan }\n", "training.learning_rate must be a finite number"},
+      {"training { learning_rate: inf }\n", "training.learning_rate must be a finite number"},
+      {"listen_address: \"127.0.0.1:99999\"\n", "PORT in [0, 65535]"},
+      {"clients_per_round: 5\naggregation { rule: AGGREGATION_RULE_KRUM krum_byzantine: 10 }\n",
+       "needs rounds of at least 2f + 3 = 23 updates"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.text);

@@ -457,6 +457,20 @@ TEST_F(CoordinatorTest, RestartResumesAtTheRightRoundAndClientsReRegister) {
   EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);
 }
 
+TEST_F(CoordinatorTest, RestartWithAnotherModelArchitectureIsRefused) {
+  Start();
+  coordinator_.reset();
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(raw_));
+  CoordinatorOptions options;
+  options.config = config;
+  options.store = store_.get();
+  options.initial_model = TwoTensorModel(1, 2);
+  options.initial_model.mutable_tensors(0)->add_shape(1);  // w: [2] -> [2, 1]
+  EXPECT_THAT(Coordinator::Create(std::move(options)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("does not match the configured model")));
+}
+
 TEST_F(CoordinatorTest, FinishesAfterNumRounds) {
   raw_.set_num_rounds(1);
   Start();
