@@ -628,8 +628,12 @@ absl::Status Aggregator::RestoreState(const v1::Model& state) {
   FEDSCHED_ASSIGN_OR_RETURN(float steps, scalar(kStepsTensor));
   if (rule != static_cast<float>(config_.rule())) {
     return absl::InvalidArgumentError(
-        absl::StrCat("aggregator state was saved by rule ", static_cast<int>(rule),
-                     ", this aggregator runs ", v1::AggregationRule_Name(config_.rule())));
+        absl::StrCat("aggregator state was saved by ",
+                     v1::AggregationRule_IsValid(static_cast<int>(rule))
+                         ? v1::AggregationRule_Name(static_cast<v1::AggregationRule>(rule))
+                         : absl::StrCat("rule ", rule),
+                     ", this aggregator runs ", v1::AggregationRule_Name(config_.rule()),
+                     " (the store's run used another aggregation.rule)"));
   }
   if (steps < 0) return absl::InvalidArgumentError("aggregator state: negative step count");
   const size_t expected = 2 + slots.size() * static_cast<size_t>(layout_.num_tensors());

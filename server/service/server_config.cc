@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/aggregation/aggregator.h"
 
 namespace fedsched {
 namespace {
@@ -115,6 +116,10 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   }
   if (eval->every_n_rounds() == 0) eval->set_every_n_rounds(1);
 
+  // The aggregation block with its defaults filled in (printed with the effective config), and
+  // its errors reported here, before anything starts.
+  FEDSCHED_ASSIGN_OR_RETURN(*out.mutable_aggregation(),
+                            EffectiveAggregationConfig(out.aggregation()));
   // Krum needs K >= 2f + 3 updates (Blanchard et al. 2017): a round that may commit with fewer
   // would fail at every attempt.
   const v1::AggregationConfig& aggregation = out.aggregation();
