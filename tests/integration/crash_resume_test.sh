@@ -2,6 +2,7 @@
 # End-to-end: SIGKILL fedsched-server during a round, start it again on the same store, and check
 # that it resumes at that round, that every round commits exactly once, and that the clients
 # reconnect by themselves. Usage: crash_resume_test.sh BUILD_DIR SOURCE_DIR
+# With FEDBUFF=1 the server runs asynchronous FedBuff (6 tasks in flight for buffers of 3).
 set -euo pipefail
 BUILD=$1
 SRC=$2
@@ -21,9 +22,13 @@ min_online_clients: 3
 round_deadline_s: 60
 heartbeat_interval_ms: 300
 audit_updates: true
-selection { overcommit: 1.0 }
 training { local_steps: 20 batch_size: 32 learning_rate: 0.05 }
 CFG
+if [ "${FEDBUFF:-0}" = 1 ]; then
+  printf 'selection { overcommit: 2.0 }\naggregation { async_fedbuff: true }\n' >> "$WORK/server.textproto"
+else
+  printf 'selection { overcommit: 1.0 }\n' >> "$WORK/server.textproto"
+fi
 server() {
   "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
     --metrics_csv="$WORK/metrics.csv" --listen="127.0.0.1:$PORT" --num_rounds=$ROUNDS "$@"
