@@ -105,7 +105,8 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     return absl::InvalidArgumentError("aggregation.max_buffered_updates must be >= 0");
   }
   if (c.max_staleness() < 0) {
-    return absl::InvalidArgumentError("aggregation.max_staleness must be >= 0");
+    return absl::InvalidArgumentError(
+        "aggregation.max_staleness must be >= 1 (0 is unset and means the default, 10)");
   }
   if (c.fold_threads() < 0 || c.fold_threads() > kMaxFoldThreads) {
     return absl::InvalidArgumentError(absl::StrCat("aggregation.fold_threads must be in [0, ",

@@ -265,19 +265,25 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
   auto it = tasks_.find(task_id);
   if (phase_ == Phase::kRunning && it != tasks_.end() && !it->second.uploaded &&
       !it->second.failed) {
-    const TaskState& state = it->second;
+    TaskState& state = it->second;
+    // The model the task is announced with is the one its download serves, even if a FedBuff
+    // version commits in between (the client checks the announced size and SHA-256).
+    if (state.blob == nullptr) {
+      state.blob = global_blob_;
+      state.base_version = committed_round_;
+    }
     v1::Task* task = response.mutable_task();
     task->set_round(state.round);
     task->set_task_id(state.task_id);
-    task->set_model_version(committed_round_);
+    task->set_model_version(state.base_version);
     task->set_local_steps(state.local_steps);
     task->set_batch_size(config_.training().batch_size());
     task->set_learning_rate(config_.training().learning_rate());
     task->set_proximal_mu(config_.training().proximal_mu());
     task->set_deadline_unix_ms(ToUnixMs(round_deadline_));
     *task->mutable_cache_plan() = state.cache_plan;
-    task->set_model_bytes(static_cast<int64_t>(global_blob_->bytes.size()));
-    task->set_model_sha256(global_blob_->sha256);
+    task->set_model_bytes(static_cast<int64_t>(state.blob->bytes.size()));
+    task->set_model_sha256(state.blob->sha256);
     return response;
   }
   response.set_retry_after_ms(std::min<int64_t>(500, config_.heartbeat_interval_ms()));
@@ -307,9 +313,14 @@ absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
   if (it->second.failed) {
     return absl::FailedPreconditionError(absl::StrCat("task ", task_id, " was marked failed"));
   }
-  // The version the client trains on: FedBuff weighs its update by how far behind it is.
-  it->second.base_version = committed_round_;
-  return global_blob_;
+  // The model announced by PollTask (base_version is its version: FedBuff weighs the update by
+  // how far behind it is).
+  TaskState& task = it->second;
+  if (task.blob == nullptr) {
+    task.blob = global_blob_;
+    task.base_version = committed_round_;
+  }
+  return task.blob;
 }
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
@@ -670,6 +681,9 @@ void Coordinator::PlanRound(absl::Time now) {
     const int concurrency = static_cast<int>(
         std::ceil(config_.clients_per_round() * config_.selection().overcommit() - 1e-9));
     free_slots = std::max(0, concurrency - in_flight);
+    // New tasks only with min_online_clients online, as for a synchronous round; the buffer
+    // still opens for the updates in flight.
+    if (book_->CountOnline(ToSeconds(now)) < config_.min_online_clients()) free_slots = 0;
   }
   absl::StatusOr<planner::RoundPlan> plan = planner::RoundPlan();
   planner::PlanRequest request;

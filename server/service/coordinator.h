@@ -175,8 +175,10 @@ class Coordinator {
     profile::ClientIndex index = 0;
     int64_t round = 0;
     // The global model version the client trains on: committed_round_ when the task was issued,
-    // then when its model was downloaded. FedBuff staleness = committed_round_ - base_version.
+    // then when it was first handed out (PollTask), which pins `blob`, the model its download
+    // serves. FedBuff staleness = committed_round_ - base_version.
     int64_t base_version = 0;
+    std::shared_ptr<const ModelBlob> blob;
     int32_t local_steps = 0;
     absl::Time issued;
     bool uploaded = false;

@@ -324,8 +324,17 @@ TEST_F(CoordinatorTest, FedBuffCommitsEachFullBufferAndWeighsStaleUpdates) {
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord round1, store_->LoadRound(1));
   EXPECT_EQ(round1.stragglers_size(), 0);  // c and d are still in flight, not stragglers
 
+  // c's task was announced with version 0: its download serves version 0, not the model that
+  // has committed since (the client checks the announced SHA-256).
+  ASSERT_OK_AND_ASSIGN(std::shared_ptr<const ModelBlob> blob,
+                       coordinator_->ModelForTask(who[2].client_id(), who[2].session_token(),
+                                                  task[2].task_id(), kT0));
+  EXPECT_EQ(blob->sha256, task[2].model_sha256());
+  EXPECT_EQ(task[2].model_version(), 0);
+
   // a and b were idle: they got version 2's tasks at once; c and d keep their version-0 tasks.
   v1::Task a2 = TaskFor(who[0]);
+  EXPECT_EQ(a2.model_version(), 1);
   EXPECT_EQ(a2.round(), 2);
   EXPECT_EQ(TaskFor(who[2]).task_id(), task[2].task_id());
 
