@@ -3,6 +3,7 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -347,6 +348,23 @@ struct ReferenceTrainer::Impl {
 ReferenceTrainer::ReferenceTrainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 ReferenceTrainer::~ReferenceTrainer() = default;
 
+absl::StatusOr<v1::ModelConfig> ReferenceConfigOf(const v1::Model& model) {
+  v1::ModelConfig config;
+  for (const v1::Tensor& t : model.tensors()) {
+    if (t.name() == "dense/kernel") config.set_architecture("softmax");
+    if (t.name() == "dense1/kernel" && t.shape_size() == 2 && t.shape(1) > 0 &&
+        t.shape(1) <= std::numeric_limits<int32_t>::max()) {
+      config.set_architecture("mlp");
+      config.set_hidden_units(static_cast<int32_t>(t.shape(1)));
+    }
+  }
+  if (config.architecture().empty()) {
+    return absl::InvalidArgumentError(
+        "model is not a reference architecture (no dense/kernel or dense1/kernel [784, H])");
+  }
+  return ResolveModelConfig(config);
+}
+
 absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
     const v1::ModelConfig& config) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig resolved, ResolveModelConfig(config));
@@ -376,9 +394,24 @@ absl::StatusOr<TrainResult> ReferenceTrainer::Train(const TrainRequest& request,
     return absl::InvalidArgumentError(
         absl::StrFormat("Train: proximal_mu must be finite and >= 0, got %g", request.proximal_mu));
   }
+  absl::StatusOr<TensorIndex> indexed =
+      IndexTensors(impl_->config, impl_->net.layers(), *request.global);
+  if (!indexed.ok()) {
+    // The server's model decides the architecture: adopt the one its tensors describe (a
+    // softmax layer, or an MLP with another hidden width) when it is a reference architecture.
+    if (absl::StatusOr<v1::ModelConfig> adopted = ReferenceConfigOf(*request.global);
+        adopted.ok()) {
+      auto impl = std::make_unique<Impl>(*std::move(adopted));
+      if (absl::StatusOr<TensorIndex> retry =
+              IndexTensors(impl->config, impl->net.layers(), *request.global);
+          retry.ok()) {
+        impl_ = std::move(impl);
+        indexed = std::move(retry);
+      }
+    }
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(TensorIndex index, std::move(indexed));
   Impl& im = *impl_;
-  FEDSCHED_ASSIGN_OR_RETURN(TensorIndex index,
-                            IndexTensors(im.config, im.net.layers(), *request.global));
 
   TrainResult result;
   result.trained = *request.global;

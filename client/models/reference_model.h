@@ -75,6 +75,12 @@ absl::StatusOr<EvalResult> Evaluate(const v1::ModelConfig& config, const v1::Mod
 // One epoch of 3,000 samples at batch 32 with the 784-128-10 MLP takes about 0.1 s on one core.
 // Thread-safety: Train may be called from one thread at a time per instance (it reuses scratch
 // buffers); use one ReferenceTrainer per thread.
+// The reference architecture whose tensors `model` has: "softmax" if it has dense/kernel, "mlp"
+// with hidden_units H if it has dense1/kernel [784, H]; other fields defaulted (as
+// ResolveModelConfig). Reads names and shapes only. Errors: INVALID_ARGUMENT if neither tensor
+// is there, or as ResolveModelConfig for an out-of-range H.
+absl::StatusOr<v1::ModelConfig> ReferenceConfigOf(const v1::Model& model);
+
 class ReferenceTrainer : public Trainer {
  public:
   // Errors: as ResolveModelConfig.
@@ -84,8 +90,10 @@ class ReferenceTrainer : public Trainer {
   ReferenceTrainer(const ReferenceTrainer&) = delete;
   ReferenceTrainer& operator=(const ReferenceTrainer&) = delete;
 
-  // Trains from request.global over request.sample_ids. TrainResult::trained keeps the tensor
-  // order of request.global; per_sample_losses[i] is the loss of sample_ids[i] in the forward
+  // Trains from request.global over request.sample_ids. The server's model decides the
+  // architecture: when request.global is another reference architecture than the trainer's
+  // (softmax, or an MLP of another width; see ReferenceConfigOf), the trainer adopts it and
+  // config() changes. TrainResult::trained keeps the tensor order of request.global; per_sample_losses[i] is the loss of sample_ids[i] in the forward
   // pass before its minibatch's step.
   // Errors: INVALID_ARGUMENT if request.global is null or fails ValidateModel (the message names
   // the tensor), sample_ids is empty, batch_size <= 0, learning_rate is not finite and > 0,

@@ -212,9 +212,11 @@ TEST(ReferenceTrainerTest, RejectsWrongShapedModelAndBadRequests) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dense2/kernel")));
   EXPECT_THAT(Evaluate(config, wrong, ds),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dense2/kernel")));
-  // The default config's hidden_units (128) does not match a 16-unit model.
-  EXPECT_THAT(TrainOn(v1::ModelConfig(), model, ds, Iota(8), 4, 0.1f),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dense1/kernel")));
+  // A model that is no reference architecture at all.
+  v1::Model foreign = model;
+  Find(foreign, "dense1/kernel")->set_name("conv1/kernel");
+  EXPECT_THAT(TrainOn(v1::ModelConfig(), foreign, ds, Iota(8), 4, 0.1f),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("conv1/kernel")));
 
   EXPECT_THAT(TrainOn(config, model, ds, {}, 4, 0.1f),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("sample_ids")));
@@ -236,6 +238,31 @@ TEST(ReferenceTrainerTest, RejectsWrongShapedModelAndBadRequests) {
   // A bad sample id surfaces the source's error.
   EXPECT_THAT(TrainOn(config, model, ds, {0, 1, 8}, 4, 0.1f),
               StatusIs(absl::StatusCode::kOutOfRange, HasSubstr("8")));
+}
+
+// The server's model decides the architecture: a trainer built for the default MLP (128 hidden
+// units) trains a 16-unit MLP and a softmax model, adopting each.
+TEST(ReferenceTrainerTest, AdoptsTheArchitectureOfTheServersModel) {
+  const ImageDataset ds = testing::SyntheticDataset(8, 1);
+  ASSERT_OK_AND_ASSIGN(auto trainer, ReferenceTrainer::Create(v1::ModelConfig()));
+  ASSERT_OK_AND_ASSIGN(auto source, InMemorySampleSource::Create(ds, Iota(8)));
+  EXPECT_EQ(trainer->config().hidden_units(), 128);
+  for (const v1::ModelConfig& server : {Config("mlp", 16), Config("softmax", 0)}) {
+    SCOPED_TRACE(server.architecture());
+    ASSERT_OK_AND_ASSIGN(v1::Model global, InitialModel(server));
+    TrainRequest request;
+    request.global = &global;
+    request.sample_ids = Iota(8);
+    request.batch_size = 4;
+    request.learning_rate = 0.1f;
+    ASSERT_OK_AND_ASSIGN(TrainResult result, trainer->Train(request, *source));
+    EXPECT_EQ(result.trained.tensors_size(), global.tensors_size());
+    EXPECT_EQ(trainer->config().architecture(), server.architecture());
+    ASSERT_OK_AND_ASSIGN(v1::ModelConfig inferred, ReferenceConfigOf(global));
+    EXPECT_EQ(inferred.architecture(), server.architecture());
+  }
+  EXPECT_THAT(ReferenceConfigOf(v1::Model()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reference architecture")));
 }
 
 // A source that fails on one id, like storage going bad.
