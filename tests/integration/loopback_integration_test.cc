@@ -139,7 +139,9 @@ TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
   // A round that failed and was re-planned may make a client train one task more.
   int64_t completed = 0;
   for (auto& c : clients) {
-    if (!async) EXPECT_GE(c->stats().tasks_completed, 3);
+    if (!async) {
+      EXPECT_GE(c->stats().tasks_completed, 3);
+    }
     completed += c->stats().tasks_completed;
   }
   EXPECT_GE(completed, rounds_wanted * per_round);
