@@ -35,23 +35,23 @@
 //
 // Flags: the usual --benchmark_* flags; --quick keeps P <= 10M and K <= 100 (smoke run);
 // --full adds 100M x 1000 updates (400 GB of update data per variant, several minutes).
-#include <time.h>
 #include <unistd.h>
 
 #include <Eigen/Core>
 #include <algorithm>
 #include <chrono>
-#include <thread>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/common/bench_util.h"
 #include "benchmark/benchmark.h"
 #include "server/aggregation/aggregator.h"
 #include "server/aggregation/kernels.h"
@@ -60,31 +60,10 @@ namespace fedsched {
 namespace {
 
 namespace ai = aggregation_internal;
+using bench::SyntheticModel;
+using bench::ThreadCpuSeconds;
 
 constexpr int kPoolSize = 8;
-constexpr int kTensorsPerModel = 8;
-
-// A model of `params` values split over kTensorsPerModel tensors ("layer0/w", ...), filled with
-// small deterministic values (an LCG, seeded by `seed`), like a client's delta.
-v1::Model MakeUpdate(int64_t params, uint32_t seed) {
-  v1::Model model;
-  uint32_t state = seed * 2654435761u + 1u;
-  int64_t left = params;
-  for (int i = 0; i < kTensorsPerModel; ++i) {
-    const int64_t size = i + 1 == kTensorsPerModel ? left : params / kTensorsPerModel;
-    left -= size;
-    v1::Tensor* t = model.add_tensors();
-    t->set_name(absl::StrCat("layer", i, "/w"));
-    t->add_shape(size);
-    t->mutable_data()->Reserve(static_cast<int>(size));
-    float* data = t->mutable_data()->AddNAlreadyReserved(static_cast<int>(size));
-    for (int64_t j = 0; j < size; ++j) {
-      state = state * 1664525u + 1013904223u;
-      data[j] = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 1e-2f;
-    }
-  }
-  return model;
-}
 
 // The update pool for the most recently requested size (older pools are freed first, so at most
 // one pool is alive).
@@ -94,19 +73,13 @@ const std::vector<v1::Model>& Pool(int64_t params) {
   if (pool_params != params) {
     pool.clear();
     pool.shrink_to_fit();
-    for (int i = 0; i < kPoolSize; ++i) pool.push_back(MakeUpdate(params, 17 + i));
+    for (int i = 0; i < kPoolSize; ++i) pool.push_back(SyntheticModel(params, 17 + i));
     pool_params = params;
   }
   return pool;
 }
 
 int64_t UpdateBytes(int64_t params) { return params * static_cast<int64_t>(sizeof(float)); }
-
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
 
 template <typename F>
 double CpuSeconds(F&& f) {

@@ -39,8 +39,6 @@
 //
 // Flags: --quick (N = 10 only, 2 rounds), --rounds=R (measured rounds per row; default 6),
 // --clients=10,50 and --params=1000000,10000000 (the grid), and the usual --benchmark_* flags.
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -65,6 +63,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/common/bench_util.h"
 #include "benchmark/benchmark.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -82,7 +81,10 @@
 namespace fedsched {
 namespace {
 
-constexpr int kTensorsPerModel = 8;
+using bench::ProcessCpuSeconds;
+using bench::SyntheticModel;
+using bench::ThreadCpuSeconds;
+
 // Distinct payloads per model size; clients take them in turn.
 constexpr int kPayloadPool = 2;
 
@@ -95,43 +97,6 @@ absl::Status FromGrpc(const grpc::Status& status, const char* what) {
                       absl::StrCat(what, ": ", status.error_message()));
 }
 
-double ThreadCpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// User + system CPU seconds of the whole process (all threads) so far.
-double ProcessCpuSeconds() {
-  rusage usage;
-  getrusage(RUSAGE_SELF, &usage);
-  auto seconds = [](const timeval& t) { return t.tv_sec + 1e-6 * t.tv_usec; };
-  return seconds(usage.ru_utime) + seconds(usage.ru_stime);
-}
-
-// A model of `params` float32 values in kTensorsPerModel tensors ("layer0/w", ...), filled with
-// small deterministic values (an LCG seeded by `seed`), like a client's delta; seed 0 gives zeros.
-v1::Model MakeModel(int64_t params, uint32_t seed) {
-  v1::Model model;
-  uint32_t state = seed * 2654435761u + 1u;
-  int64_t left = params;
-  for (int i = 0; i < kTensorsPerModel; ++i) {
-    const int64_t size = i + 1 == kTensorsPerModel ? left : params / kTensorsPerModel;
-    left -= size;
-    v1::Tensor* t = model.add_tensors();
-    t->set_name(absl::StrCat("layer", i, "/w"));
-    t->add_shape(size);
-    t->mutable_data()->Resize(static_cast<int>(size), 0.0f);
-    if (seed == 0) continue;
-    float* data = t->mutable_data()->mutable_data();
-    for (int64_t j = 0; j < size; ++j) {
-      state = state * 1664525u + 1013904223u;
-      data[j] = (static_cast<float>(state >> 8) / 16777216.0f - 0.5f) * 1e-2f;
-    }
-  }
-  return model;
-}
-
 // A serialized delta as a client uploads it.
 struct Payload {
   std::string bytes;
@@ -141,7 +106,7 @@ struct Payload {
 std::vector<Payload> MakePayloads(int64_t params) {
   std::vector<Payload> pool(kPayloadPool);
   for (int i = 0; i < kPayloadPool; ++i) {
-    pool[i].bytes = MakeModel(params, 17 + i).SerializeAsString();
+    pool[i].bytes = SyntheticModel(params, 17 + i).SerializeAsString();
     pool[i].sha256 = Sha256(pool[i].bytes);
   }
   return pool;
@@ -227,7 +192,7 @@ class IngestHarness {
     CoordinatorOptions options;
     options.config = h->config_;
     options.store = h->store_.get();
-    options.initial_model = MakeModel(params, 0);
+    options.initial_model = SyntheticModel(params, 0);
     FEDSCHED_ASSIGN_OR_RETURN(h->coordinator_, Coordinator::Create(std::move(options)));
     h->service_ =
         std::make_unique<CoordinatorService>(h->coordinator_.get(), h->config_.transport());
@@ -525,7 +490,7 @@ void BM_Ingest(benchmark::State& state) {
 void BM_Steps(benchmark::State& state) {
   const int64_t params = state.range(0);
   const std::vector<Payload> pool = MakePayloads(params);
-  const v1::Model global = MakeModel(params, 0);
+  const v1::Model global = SyntheticModel(params, 0);
   absl::StatusOr<std::unique_ptr<Aggregator>> agg =
       Aggregator::Create(v1::AggregationConfig(), global);
   if (!agg.ok()) {

@@ -2,6 +2,7 @@
 
 #include <Eigen/Core>
 #include <algorithm>
+#include <atomic>
 #include <thread>
 #include <cmath>
 #include <limits>
@@ -533,12 +534,10 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
     position[i] = k;
   }
   const bool has_v = !v_[0].empty();
-  // Per slice, the first tensor (in global's order) whose step is not finite, or INT_MAX.
-  int failed[kMaxFoldThreads];
-  std::fill(failed, failed + kMaxFoldThreads, std::numeric_limits<int>::max());
+  // The first tensor (in global's order) whose step is not finite, over all slices.
+  std::atomic<int> first_failed{std::numeric_limits<int>::max()};
   const bool ok = ForEachSlice([&](int64_t begin, int64_t end) {
-    int& first_failed = failed[std::upper_bound(slice_starts_.begin(), slice_starts_.end(), begin) -
-                               slice_starts_.begin() - 1];
+    bool slice_ok = true;
     ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
       const int64_t within = lo - layout_.offset(i);
       bool tensor_ok;
@@ -552,14 +551,18 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
         tensor_ok = ai::FoldChecked(g_data[i] + within, step + lo, step_scale,
                                     out_data[i] + within, hi - lo, /*streaming=*/false);
       }
-      if (!tensor_ok) first_failed = std::min(first_failed, position[i]);
+      if (!tensor_ok) {
+        slice_ok = false;
+        int seen = first_failed.load();
+        while (position[i] < seen && !first_failed.compare_exchange_weak(seen, position[i])) {
+        }
+      }
     });
-    return first_failed == std::numeric_limits<int>::max();
+    return slice_ok;
   });
   if (!ok) {
-    const int k = *std::min_element(failed, failed + fold_slices());
     return absl::OutOfRangeError(absl::StrCat(
-        "the server step would make tensor '", global.tensors(k).name(),
+        "the server step would make tensor '", global.tensors(first_failed.load()).name(),
         "' or the optimiser state non-finite; the aggregated delta is too large"));
   }
   if (optimiser) state_current_ = spare;

@@ -263,8 +263,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
   }
   const std::string& task_id = sessions_[request.client_id()].task_id;
   auto it = tasks_.find(task_id);
-  if (phase_ == Phase::kRunning && it != tasks_.end() && !it->second.uploaded &&
-      !it->second.failed) {
+  if (phase_ == Phase::kRunning && it != tasks_.end() && it->second.in_flight()) {
     TaskState& state = it->second;
     // The model the task is announced with is the one its download serves, even if a FedBuff
     // version commits in between (the client checks the announced size and SHA-256).
@@ -567,11 +566,9 @@ void Coordinator::FoldCandidates(std::vector<FoldCandidate>* candidates) {
   std::vector<Aggregator::WeightedUpdate> batch;
   batch.reserve(candidates->size());
   for (const FoldCandidate& c : *candidates) {
-    // FedBuff: versions committed since the client downloaded its model (0 when synchronous).
-    const int64_t staleness = async_ ? committed_round_ - c.task->base_version : 0;
     batch.push_back({.delta = c.update->delta,
                      .num_examples = c.update->header->metrics().num_examples(),
-                     .staleness = staleness});
+                     .staleness = Staleness(*c.task)});
   }
   std::vector<absl::Status> verdicts = aggregator_->AccumulateBatch(batch);
   bool folded = false;
@@ -611,7 +608,7 @@ void Coordinator::RecordAccepted(const PendingUpdate& update, TaskState& task) {
     audited.set_task_id(task.task_id);
     audited.set_round(round_);
     audited.set_num_examples(metrics.num_examples());
-    audited.set_staleness(async_ ? committed_round_ - task.base_version : 0);
+    audited.set_staleness(Staleness(task));
     std::string* payload = audited.mutable_payload();
     payload->reserve(static_cast<size_t>(header.total_bytes()));
     for (const std::string& piece : update.payload_pieces) payload->append(piece);
@@ -638,7 +635,7 @@ absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request,
     return absl::NotFoundError(
         absl::StrCat("no open task '", request.task_id(), "' for client ", request.client_id()));
   }
-  if (!it->second.uploaded && !it->second.failed) {
+  if (it->second.in_flight()) {
     FailTask(it->second, now, absl::StrCat("client reported: ", request.reason()));
   }
   return absl::OkStatus();
@@ -669,18 +666,15 @@ void Coordinator::PlanRound(absl::Time now) {
   int in_flight = 0;
   int32_t free_slots = 0;
   if (async_) {
-    for (const auto& [id, task] : tasks_) in_flight += task.uploaded || task.failed ? 0 : 1;
+    for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
     candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
                                     [&](profile::ClientIndex i) {
                                       auto task = tasks_.find(
                                           sessions_[book_->profile(i).client_id()].task_id);
-                                      return task != tasks_.end() && !task->second.uploaded &&
-                                             !task->second.failed;
+                                      return task != tasks_.end() && task->second.in_flight();
                                     }),
                      candidates.end());
-    const int concurrency = static_cast<int>(
-        std::ceil(config_.clients_per_round() * config_.selection().overcommit() - 1e-9));
-    free_slots = std::max(0, concurrency - in_flight);
+    free_slots = std::max(0, planner_->SlotsPerRound() - in_flight);
     // New tasks only with min_online_clients online, as for a synchronous round; the buffer
     // still opens for the updates in flight.
     if (book_->CountOnline(ToSeconds(now)) < config_.min_online_clients()) free_slots = 0;
@@ -772,7 +766,7 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   }
   for (auto& [id, task] : tasks_) {
     // FedBuff: tasks still in flight carry over to the next version.
-    if (!task.uploaded && !task.failed && !async_) {
+    if (task.in_flight() && !async_) {
       // Stragglers: the planner records their elapsed time as a lower bound on their duration.
       record_.add_stragglers(task.client_id);
       task.failed = true;
@@ -823,13 +817,12 @@ void Coordinator::CloseRound(absl::Time now, v1::RoundRecord* committed) {
   // buffer at once (with new tasks for idle clients), so that no upload finds it closed.
   for (auto it = tasks_.begin(); it != tasks_.end();) {
     TaskState& task = it->second;
-    if (!task.uploaded && !task.failed &&
-        committed_round_ - task.base_version > aggregator_->config().max_staleness()) {
+    if (task.in_flight() && Staleness(task) > aggregator_->config().max_staleness()) {
       FailTask(task, now, absl::StrCat("more than max_staleness = ",
                                        aggregator_->config().max_staleness(),
                                        " versions behind"));
     }
-    if (task.uploaded || task.failed) {
+    if (!task.in_flight()) {
       closed_tasks_[it->first] = task.round;
       tasks_.erase(it++);
     } else {
@@ -859,7 +852,7 @@ void Coordinator::Tick(absl::Time now) {
     if (phase_ == Phase::kRunning) {
       int outstanding = 0;
       for (auto& [id, task] : tasks_) {
-        if (task.uploaded || task.failed) continue;
+        if (!task.in_flight()) continue;
         if (!book_->IsOnline(task.index, now_s)) {
           FailTask(task, now, "missed heartbeats");
           continue;

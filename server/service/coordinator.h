@@ -179,6 +179,9 @@ class Coordinator {
     // serves. FedBuff staleness = committed_round_ - base_version.
     int64_t base_version = 0;
     std::shared_ptr<const ModelBlob> blob;
+
+    // Neither uploaded nor failed: its client is still working on it.
+    bool in_flight() const { return !uploaded && !failed; }
     int32_t local_steps = 0;
     absl::Time issued;
     bool uploaded = false;
@@ -201,6 +204,11 @@ class Coordinator {
   // Commits the current round; fills `committed` for the callback.
   void CloseRound(absl::Time now, v1::RoundRecord* committed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FailRound(absl::Time now, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FedBuff: versions committed since `task`'s model (0 when synchronous): its update's weight is
+  // num_examples / sqrt(1 + staleness) (Nguyen et al. 2022, section 3).
+  int64_t Staleness(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return async_ ? committed_round_ - task.base_version : 0;
+  }
   // FedBuff: commits the version whose buffer holds K updates (CloseRound, which opens the next
   // one), queueing its record for on_round_committed; no-op when synchronous or not full.
   void MaybeCommitBuffer(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
