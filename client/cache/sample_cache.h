@@ -42,7 +42,7 @@
 #include "absl/types/span.h"
 #include "client/cache/fenwick.h"
 #include "client/cache/sample_store.h"
-#include "client/sdk/trainer.h"
+#include "models/trainer.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 

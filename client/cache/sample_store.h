@@ -80,7 +80,7 @@ struct StoreCounters {
 };
 
 // Read access to the encoded samples of one client, ids [0, NumSamples()), each an opaque byte
-// string (client/models: 1 label byte + 784 pixel bytes). Sizes are known without I/O; every
+// string (models/: 1 label byte + 784 pixel bytes). Sizes are known without I/O; every
 // Read is a real storage read. Not thread-safe: one owner thread (the SDK's training thread).
 // Not copyable.
 class SampleStore {

@@ -1,7 +1,7 @@
 // The seams between the simulator's event loop and the code it drives. The engine owns virtual
 // time and availability; a ParticipantSelector decides who trains (server/planner, or a
 // built-in random policy for engine-speed comparisons) and a Learner does or models the training
-// (client/models + client/cache + server/aggregation, or a modelled curve in no-train mode).
+// (models/ + client/cache + server/aggregation, or a modelled curve in no-train mode).
 // Both are called from the engine's thread only.
 #ifndef FEDSCHED_SIM_ENGINE_ADAPTERS_H_
 #define FEDSCHED_SIM_ENGINE_ADAPTERS_H_

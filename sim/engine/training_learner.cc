@@ -8,9 +8,9 @@
 #include "absl/strings/str_cat.h"
 #include "client/cache/sample_cache.h"
 #include "client/cache/sample_store.h"
-#include "client/models/partition.h"
-#include "client/models/reference_model.h"
-#include "client/models/samples.h"
+#include "models/partition.h"
+#include "models/reference_model.h"
+#include "models/samples.h"
 #include "common/status_macros.h"
 #include "server/aggregation/aggregator.h"
 

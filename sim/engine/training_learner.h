@@ -1,5 +1,5 @@
 // Real training for the simulator: every participant's update is trained with the reference
-// model (client/models) on its Dirichlet partition of Fashion-MNIST, reading its samples through
+// model (models/) on its Dirichlet partition of Fashion-MNIST, reading its samples through
 // its own on-device SampleCache (client/cache), and the accepted updates are folded by the
 // server's Aggregator (server/aggregation). Only time is virtual: the cache's hit / miss counts
 // feed the I/O term of the device model (research.md section 1).
@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "client/models/idx.h"
+#include "models/idx.h"
 #include "fedsched/v1/sim.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "sim/engine/adapters.h"
@@ -34,7 +34,7 @@ namespace fedsched::sim {
 class TrainingLearner : public Learner {
  public:
   // Loads the train / test IDX files (`config.data()`, `config.eval()`), partitions the train
-  // set over num_clients with Dirichlet(dirichlet_alpha) (client/models DirichletPartition) and
+  // set over num_clients with Dirichlet(dirichlet_alpha) (models/ DirichletPartition) and
   // initialises the model (`config.model()`). `config` must be resolved (ResolveSimConfig).
   // Errors: those of LoadIdxDataset (NOT_FOUND / DATA_LOSS naming the file),
   // DirichletPartition, InitialModel and Aggregator::Create.

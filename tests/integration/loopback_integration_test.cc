@@ -4,10 +4,10 @@
 #include <filesystem>
 #include <thread>
 
-#include "client/models/idx.h"
-#include "client/models/partition.h"
-#include "client/models/reference_model.h"
-#include "client/models/samples.h"
+#include "models/idx.h"
+#include "models/partition.h"
+#include "models/reference_model.h"
+#include "models/samples.h"
 #include "client/sdk/client.h"
 #include "common/testing/status_matchers.h"
 #include "common/transport.h"

@@ -14,7 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/sdk/client.h"
-#include "client/sdk/trainer.h"
+#include "models/trainer.h"
 
 namespace fedsched::testing {
 

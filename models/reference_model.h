@@ -17,8 +17,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/models/idx.h"
-#include "client/sdk/trainer.h"
+#include "models/idx.h"
+#include "models/trainer.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 
@@ -67,7 +67,7 @@ absl::StatusOr<EvalResult> Evaluate(const v1::ModelConfig& config, const v1::Mod
                                     const ImageDataset& dataset);
 
 // The reference Trainer: minibatch SGD over the reference models on samples in the encoding of
-// client/models/samples.h (read through a SampleSource).
+// models/samples.h (read through a SampleSource).
 // Each minibatch: forward pass, per-sample losses recorded, then one step
 //   w <- w - lr * (grad of mean batch loss + mu * (w - w_global))
 // (FedProx, Li et al. 2020: the gradient of (mu/2)||w - w_global||^2; biases included).

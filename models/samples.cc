@@ -1,4 +1,4 @@
-#include "client/models/samples.h"
+#include "models/samples.h"
 
 #include <algorithm>
 

@@ -24,11 +24,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
-#include "client/models/idx.h"
-#include "client/models/partition.h"
-#include "client/models/reference_model.h"
-#include "client/models/rng.h"
-#include "client/models/samples.h"
+#include "models/idx.h"
+#include "models/partition.h"
+#include "models/reference_model.h"
+#include "models/rng.h"
+#include "models/samples.h"
 #include "common/status_macros.h"
 
 ABSL_FLAG(std::string, train_images, fedsched::kFashionMnistTrainImages, "IDX training images");

@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "client/models/idx.h"
-#include "client/sdk/trainer.h"
+#include "models/idx.h"
+#include "models/trainer.h"
 
 namespace fedsched {
 

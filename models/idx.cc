@@ -1,4 +1,4 @@
-#include "client/models/idx.h"
+#include "models/idx.h"
 
 #include <zlib.h>
 

@@ -1,4 +1,4 @@
-#include "client/models/idx.h"
+#include "models/idx.h"
 
 #include <zlib.h>
 
@@ -11,7 +11,7 @@
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/models/test_data.h"
+#include "tests/models/test_data.h"
 
 namespace fedsched {
 namespace {

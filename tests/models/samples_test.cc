@@ -1,11 +1,11 @@
-#include "client/models/samples.h"
+#include "models/samples.h"
 
 #include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/models/test_data.h"
+#include "tests/models/test_data.h"
 
 namespace fedsched {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/models/reference_model.h"
+#include "models/reference_model.h"
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -12,8 +12,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "client/models/rng.h"
-#include "client/models/samples.h"
+#include "models/rng.h"
+#include "models/samples.h"
 #include "common/status_macros.h"
 
 namespace fedsched {

@@ -51,7 +51,7 @@ struct TrainResult {
   std::vector<float> per_sample_losses;
 };
 
-// The app implements this; fedsched ships a reference implementation in client/models.
+// The app implements this; fedsched ships a reference implementation in models.
 class Trainer {
  public:
   virtual ~Trainer() = default;

@@ -1,4 +1,4 @@
-#include "client/models/partition.h"
+#include "models/partition.h"
 
 #include <algorithm>
 #include <array>
@@ -7,12 +7,12 @@
 #include <limits>
 #include <vector>
 
-#include "client/models/idx.h"
-#include "client/models/rng.h"
+#include "models/idx.h"
+#include "models/rng.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/models/test_data.h"
+#include "tests/models/test_data.h"
 
 namespace fedsched {
 namespace {

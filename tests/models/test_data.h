@@ -1,12 +1,12 @@
-// Synthetic data for the client/models tests.
+// Synthetic data for the models tests.
 #ifndef FEDSCHED_TESTS_CLIENT_MODELS_TEST_DATA_H_
 #define FEDSCHED_TESTS_CLIENT_MODELS_TEST_DATA_H_
 
 #include <cstdint>
 #include <fstream>
 
-#include "client/models/idx.h"
-#include "client/models/rng.h"
+#include "models/idx.h"
+#include "models/rng.h"
 
 namespace fedsched::testing {
 

@@ -1,4 +1,4 @@
-#include "client/models/reference_model.h"
+#include "models/reference_model.h"
 
 #include <chrono>
 #include <cmath>
@@ -6,13 +6,13 @@
 #include <numeric>
 #include <vector>
 
-#include "client/models/rng.h"
-#include "client/models/samples.h"
+#include "models/rng.h"
+#include "models/samples.h"
 #include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "tests/client/models/test_data.h"
+#include "tests/models/test_data.h"
 
 namespace fedsched {
 namespace {

@@ -1,4 +1,4 @@
-#include "client/models/partition.h"
+#include "models/partition.h"
 
 #include <algorithm>
 #include <array>
@@ -6,7 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_format.h"
-#include "client/models/rng.h"
+#include "models/rng.h"
 
 namespace fedsched {
 
