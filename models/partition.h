@@ -13,11 +13,12 @@ namespace fedsched {
 // Most rounds of proportions DirichletPartition draws before giving up on `min_samples`.
 inline constexpr int kDirichletMaxAttempts = 10000;
 
-// Label-skewed partition of a data set over `num_clients` clients (research.md section 6, as in
-// Flower's FedAvgM baseline after Hsu et al. 2019): for every label value, the samples carrying
-// it are shuffled and split among the clients in proportions drawn from a symmetric
-// Dirichlet(alpha) over clients. If some client ends up with fewer than `min_samples` samples,
-// all proportions are drawn again (up to kDirichletMaxAttempts times).
+// Label-skewed partition of a data set over `num_clients` clients (Hsu et al. 2019, "Measuring the
+// Effects of Non-Identical Data Distribution for Federated Visual Classification"; as in Flower's
+// FedAvgM baseline): for every label value, the samples carrying it are shuffled and split among
+// the clients in proportions drawn from a symmetric Dirichlet(alpha) over clients. If some client
+// ends up with fewer than `min_samples` samples, all proportions are drawn again (up to
+// kDirichletMaxAttempts times).
 // Small alpha (e.g. 0.1) gives each client few labels; large alpha (e.g. 100) approaches an IID
 // split.
 //

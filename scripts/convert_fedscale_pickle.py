@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Converts FedScale's pickled device traces to fedsched's CSV / JSON Lines trace formats.
 
-FedScale (Lai et al., ICML 2022) ships two pickles (research.md section 1):
+FedScale (Lai et al., ICML 2022) ships two pickles (docs/ALGORITHMS.md §7):
   client_device_capacity: {client_id: {"computation": ms/sample, "communication": kbit/s}}
       (values are numpy float64 scalars)
   client_behave_trace:    {client_id: {"active": [s], "inactive": [s], "finish_time": s,

@@ -233,7 +233,7 @@ int Main() {
   stop.WaitForNotification();
   ticker.join();
   // Pending RPCs (e.g. an upload stuck mid-read) get shutdown_grace_s to finish; then gRPC
-  // cancels them, so Shutdown returns within the grace period (research.md section 7). A round in
+  // cancels them, so Shutdown returns within the grace period (docs/RELIABILITY.md §4). A round in
   // flight is not committed: the restarted server re-plans it.
   const absl::Time shutdown_start = absl::Now();
   const auto grace =

@@ -114,7 +114,7 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
                                                    kMaxFoldThreads, "], got ", c.fold_threads()));
   }
 
-  // Flower's defaults (research.md section 5).
+  // Flower's defaults (docs/ALGORITHMS.md §5).
   const v1::AggregationRule rule = c.rule();
   if (c.server_learning_rate() == 0.0) {
     double eta = 1.0;

@@ -1,5 +1,5 @@
-// Server-side aggregation of client updates (research.md section 5): streaming FedAvg, the FedOpt
-// server optimisers, robust rules, update clipping and FedBuff staleness weighting.
+// Server-side aggregation of client updates (docs/ALGORITHMS.md §5 and §6): streaming FedAvg, the
+// FedOpt server optimisers, robust rules, update clipping and FedBuff staleness weighting.
 //
 // Clients upload DELTAS: their trained weights minus the global model they downloaded. A round:
 //

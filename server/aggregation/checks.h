@@ -1,5 +1,5 @@
-// Validation of models and client updates before they reach the aggregate (research.md section 7:
-// "NaN/Inf or wrong-shape updates poisoning the model").
+// Validation of models and client updates before they reach the aggregate (docs/RELIABILITY.md
+// §6: NaN/Inf or wrong-shape updates must not poison the model).
 #ifndef FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
 #define FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
 

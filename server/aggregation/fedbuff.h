@@ -1,5 +1,6 @@
 // Asynchronous aggregation with a buffer (FedBuff: Nguyen et al., "Federated Learning with
-// Buffered Asynchronous Aggregation", AISTATS 2022; research.md section 5 and design.md).
+// Buffered Asynchronous Aggregation", AISTATS 2022; docs/ALGORITHMS.md §6 and docs/ARCHITECTURE.md
+// "The round engine").
 //
 // Clients train on whatever global model version they downloaded and upload at any time. The
 // server folds each update in with weight num_examples / sqrt(1 + staleness), where staleness =

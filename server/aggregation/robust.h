@@ -1,5 +1,6 @@
-// Coordinate-wise and distance-based robust aggregation over buffered updates (research.md
-// section 5). Internal to server/aggregation (the Aggregator calls these); exposed for tests.
+// Coordinate-wise and distance-based robust aggregation over buffered updates
+// (docs/ALGORITHMS.md §5). Internal to server/aggregation (the Aggregator calls these); exposed
+// for tests.
 // Every function reads `updates.size()` arrays of `n` floats each; none of them allocate more
 // than O(updates^2 + updates) besides `out`.
 #ifndef FEDSCHED_SERVER_AGGREGATION_ROBUST_H_

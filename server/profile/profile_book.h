@@ -1,5 +1,5 @@
 // The server's book of client profiles: what it has measured about every registered device
-// (design.md "Profiles and prediction"; issue 3 item 1).
+// (docs/ALGORITHMS.md §1; issue 3 item 1).
 //
 // Time: every method takes the current time as `now_s`, seconds on the caller's clock (unix
 // seconds in the server, virtual seconds in the simulator). Profiles store it as
@@ -118,8 +118,8 @@ class ProfileBook {
   };
   // Registers a device, or re-registers a known identity: the profile, client id and
   // measurements are kept, the device figures are replaced by `device`, and the client is
-  // online and not busy at once (a task it had in flight is forgotten; research.md section 7,
-  // "a re-registering client never scheduled again"). New clients get client id "c<n>".
+  // online and not busy at once (a task it had in flight is forgotten, so that a re-registering
+  // client is never left unschedulable). New clients get client id "c<n>".
   // Errors: INVALID_ARGUMENT for an empty identity or a negative / non-finite device figure.
   absl::StatusOr<Registration> OnRegister(std::string_view identity,
                                           const v1::DeviceProfile& device, double now_s);

@@ -15,7 +15,7 @@
 
 namespace fedsched::profile {
 
-// FedScale's compute term (ICML 2022; research.md section 1):
+// FedScale's compute term (ICML 2022; docs/ALGORITHMS.md §1):
 //   compute_s = 3 * batch_size * local_steps * inference_ms_per_sample / 1000.
 // `inference_ms_per_sample` is a capacity-trace value (inference latency, ms); the factor 3
 // charges forward + backward. Note that ClientProfile / DeviceProfile figures are *training*
@@ -24,12 +24,12 @@ namespace fedsched::profile {
 double FedScaleComputeSeconds(double inference_ms_per_sample, int64_t batch_size,
                               int64_t local_steps);
 
-// FedScale's communication term (research.md section 1): the model goes down and comes back up
+// FedScale's communication term (docs/ALGORITHMS.md §1): the model goes down and comes back up
 // at `kbps` kbit/s: comm_s = 2 * (model_bytes * 8 / 1000) / kbps. Returns 0 when model_bytes
 // <= 0 and +inf when kbps <= 0.
 double FedScaleCommSeconds(int64_t model_bytes, double kbps);
 
-// FedCaSe's I/O term (SoCC 2024; research.md section 1): a miss reads the sample from storage
+// FedCaSe's I/O term (SoCC 2024; docs/ALGORITHMS.md §1): a miss reads the sample from storage
 // at 1e-4 s/KB (microSD), a hit from RAM at 5e-8 s/KB:
 //   io_s = misses * sample_kb * 1e-4 + hits * sample_kb * 5e-8.
 double FedCaseIoSeconds(double hits, double misses, double sample_kb);
@@ -85,7 +85,7 @@ struct RoundTimePredictorOptions {
 };
 
 // Online ridge regression from a task's analytic terms to its measured completion seconds
-// (design.md "Profiles and prediction"; issue 3 item 2).
+// (docs/ALGORITHMS.md §1; issue 3 item 2).
 //
 // Features, in this order (kNumFeatures = 4):
 //   x = [1, compute_s, comm_s, io_s]   (the AnalyticTerms of the task, in seconds)

@@ -1,7 +1,7 @@
 // Device availability traces in FedScale's schema: per row, availability windows
 // [active[k], inactive[k]) in seconds that repeat modulo finish_time ("charging" = available;
-// FedScale ICML 2022 section 4, fedscale/cloud/internal/client_metadata.py; research.md
-// section 1). Also the MobiPerf state-event format, converted to windows, and a documented
+// FedScale ICML 2022 section 4, fedscale/cloud/internal/client_metadata.py; docs/ALGORITHMS.md
+// §7). Also the MobiPerf state-event format, converted to windows, and a documented
 // synthetic generator for when no real trace is given.
 #ifndef FEDSCHED_SIM_TRACE_AVAILABILITY_TRACE_H_
 #define FEDSCHED_SIM_TRACE_AVAILABILITY_TRACE_H_

@@ -2,7 +2,7 @@
 // inference latency; FedScale charges 3x for forward + backward) and communication (kbit/s),
 // plus the stored sample size (KB) that FedCaSe's I/O model uses.
 // Sources: FedScale (Lai et al., ICML 2022) section 4 / fedscale/cloud/internal/
-// client_metadata.py; FedCaSe (Khan et al., SoCC 2024); research.md section 1.
+// client_metadata.py; FedCaSe (Khan et al., SoCC 2024); docs/ALGORITHMS.md §7.
 #ifndef FEDSCHED_SIM_TRACE_CAPACITY_TRACE_H_
 #define FEDSCHED_SIM_TRACE_CAPACITY_TRACE_H_
 
@@ -24,7 +24,7 @@ struct DeviceCapacity {
 };
 
 // An immutable table of capacity rows; client k gets row (k mod N) (FedScale's mapping,
-// research.md section 1). Thread-safe for concurrent reads.
+// docs/ALGORITHMS.md §7). Thread-safe for concurrent reads.
 class CapacityTrace {
  public:
   // Loads `path` in `format` (AUTO picks by file name / first line, see sim.proto).

@@ -1,5 +1,5 @@
 // The SDK against the real service: its keepalive respects the server's minimum ping interval
-// (else the server answers with GOAWAY too_many_pings, research.md section 7) and its upload
+// (else the server answers with GOAWAY too_many_pings, docs/RELIABILITY.md §2) and its upload
 // chunks fit the server's chunk size, both learnt from RegisterResponse.transport.
 #include <memory>
 

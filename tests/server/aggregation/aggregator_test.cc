@@ -239,7 +239,7 @@ TEST(AggregatorCreateTest, RejectsMalformedGlobalAndConfig) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Config defaults (research.md section 5, Flower's defaults; config.proto comments).
+// Config defaults (docs/ALGORITHMS.md §5, Flower's defaults; config.proto comments).
 
 TEST(EffectiveAggregationConfigTest, FillsDefaultsPerRule) {
   ASSERT_OK_AND_ASSIGN(v1::AggregationConfig avg, EffectiveAggregationConfig({}));
@@ -300,7 +300,7 @@ TEST(EffectiveAggregationConfigTest, RejectsOutOfRangeValuesNamingTheField) {
 // ---------------------------------------------------------------------------------------------
 // Server optimisers over three rounds. One update per round, so D = its delta. Coordinate w[0]
 // sees D = 1, -2, 0.5 and w[1] the negated sequence; both start at 1, so w[1] = 2 - w[0].
-// Expected values computed by hand from the formulas of research.md section 5 (Reddi et al.
+// Expected values computed by hand from the formulas of docs/ALGORITHMS.md §5 (Reddi et al.
 // 2021, Algorithm 2 without bias correction; Hsu et al. 2019 for FedAvgM).
 
 v1::Model OptGlobal() { return MakeModel({{"w", {2}, {1, 1}}}); }

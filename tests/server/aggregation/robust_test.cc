@@ -1,5 +1,5 @@
-// Robust rules: hand-computed values and resistance to one adversarial update (research.md
-// section 5: trimmed mean, median, Krum / Multi-Krum).
+// Robust rules: hand-computed values and resistance to one adversarial update
+// (docs/ALGORITHMS.md §5: trimmed mean, median, Krum / Multi-Krum).
 #include "server/aggregation/robust.h"
 
 #include <cmath>

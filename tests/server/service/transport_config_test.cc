@@ -1,6 +1,6 @@
 // One TransportConfig sets message limits and keepalive for server and SDK: unset fields take the
 // documented defaults, "-1 = unlimited" style sentinels and out-of-range values are rejected with
-// an error naming the field (research.md section 7).
+// an error naming the field (docs/RELIABILITY.md §1).
 #include <cstdint>
 #include <functional>
 #include <string>
