@@ -1,6 +1,6 @@
 // A Fenwick (binary indexed) tree of non-negative weights for O(log n) weighted draws: the
-// sampler behind SampleCache::PlanRound (draws with p ~ importance + ls: FedCaSe, SoCC 2024;
-// research.md section 4).
+// sampler behind SampleCache::PlanRound (RoundSampler, round_sampler.h: draws with p ~
+// importance + ls; FedCaSe, SoCC 2024; docs/ALGORITHMS.md §4).
 // Internal to client/cache; public only so that it can be tested on its own.
 #ifndef FEDSCHED_CLIENT_CACHE_FENWICK_H_
 #define FEDSCHED_CLIENT_CACHE_FENWICK_H_
@@ -16,8 +16,10 @@ namespace fedsched {
 // allocation after construction. Not thread-safe.
 class FenwickTree {
  public:
+  // n (>= 0) weights, all 0.
   explicit FenwickTree(int64_t n = 0) : tree_(static_cast<size_t>(n) + 1, 0.0) {}
 
+  // Number of weights n.
   int64_t size() const { return static_cast<int64_t>(tree_.size()) - 1; }
 
   // Replaces all weights by `weights` (size() becomes weights.size()), in O(n).
@@ -44,6 +46,7 @@ class FenwickTree {
     return sum;
   }
 
+  // w[0] + ... + w[n - 1].
   double Total() const { return Prefix(size()); }
 
   // The smallest i with w[0] + ... + w[i] > u, for 0 <= u < Total(); size() - 1 if u is at or

@@ -1,6 +1,14 @@
 // The on-device sample cache: a byte-budgeted RAM cache over the device's slow SampleStore that
 // also plans which samples a round trains on (FedCaSe, Khan et al., SoCC 2024, whose on-device
-// cache builds on SHADE, Khan et al., FAST 2023; the facts used are in research.md section 4).
+// cache builds on SHADE, Khan et al., FAST 2023; the rules are in docs/ALGORITHMS.md §4).
+//
+// It is a thin composition of four parts, each in its own file:
+//   SampleStore      (sample_store.h)      the device's slow storage, with measured I/O;
+//   ImportanceModel  (importance_model.h)  per-sample importance from losses, frequency, ls;
+//   RoundSampler     (round_sampler.h)     each round's ids: weighted draws, replication;
+//   CacheEntries     (cache_entries.h)     the cached bytes in RAM, ordered for eviction;
+// plus the importance state file (cache_state.h). SampleCache owns the policy, the capacity,
+// the admission rule and the round counters.
 //
 // How the SDK drives it, per task (one thread):
 //
@@ -40,33 +48,18 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "client/cache/fenwick.h"
+#include "client/cache/cache_entries.h"
+#include "client/cache/importance_model.h"
+#include "client/cache/round_sampler.h"
 #include "client/cache/sample_store.h"
-#include "models/trainer.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
+#include "models/trainer.h"
 
 namespace fedsched {
 
-// Rank weight of the sample at rank `rank` (0 = lowest loss) of a minibatch: ln(rank + 10)
-// (the per-sample importance of SHADE, FAST 2023, as used by FedCaSe, SoCC 2024; research.md
-// section 4).
-double RankWeight(int64_t rank);
-
-// Mean of RankWeight(j) over j in [0, batch_size): the importance a never-trained sample is
-// given (times SampleCacheOptions::unseen_importance_scale). batch_size >= 1.
-double MeanRankWeight(int64_t batch_size);
-
-// The ls rule (FedCaSe, SoCC 2024; research.md section 4): the first round with a loss sets ls =
-// 0.01 * loss; each later round multiplies ls by exp((loss_t - loss_{t-1}) / loss_{t-1}). Pinned
-// guards: the exponent is clamped to at most kMaxLsExponent, a previous loss <= 0 leaves ls
-// unchanged, and ls is capped at kMaxLs (beyond a few times the rank weights, p is uniform anyway).
-inline constexpr double kLsInitFactor = 0.01;
-inline constexpr double kMaxLsExponent = 10.0;
-inline constexpr double kMaxLs = 1e3;
-// Returns the new ls given the current `ls`, the previous round's loss (if `have_previous`) and
-// this round's mean loss `loss` (finite, >= 0).
-double NextLs(double ls, bool have_previous, double previous_loss, double loss);
+// RankWeight, MeanRankWeight, NextLs and the ls constants (kLsInitFactor, kMaxLsExponent,
+// kMaxLs) are declared in client/cache/importance_model.h, included above.
 
 // Options of a SampleCache. Plain struct; every field has a default except `store`.
 struct SampleCacheOptions {
@@ -248,8 +241,8 @@ class SampleCache : public SampleSource {
   int32_t replication_factor() const { return replication_; }
 
   // Current contents.
-  int64_t cached_samples() const { return static_cast<int64_t>(heap_.size()); }
-  int64_t cached_bytes() const { return cached_bytes_; }
+  int64_t cached_samples() const { return entries_.size(); }
+  int64_t cached_bytes() const { return entries_.bytes(); }
 
   // On-device diagnostics (never report these): whether `id` is cached, its importance
   // (RankWeight of its last rank; unseen samples: the current unseen importance), its read
@@ -258,57 +251,33 @@ class SampleCache : public SampleSource {
   double Importance(int64_t id) const;
   int64_t Frequency(int64_t id) const;
   bool Trained(int64_t id) const;
-  double ls() const { return ls_; }
-  double last_loss() const { return last_loss_; }
+  double ls() const { return model_.ls(); }
+  double last_loss() const { return model_.last_loss(); }
   CacheStateOrigin state_origin() const { return state_origin_; }
 
  private:
-  // Eviction order key; the heap's minimum is the next victim.
-  struct Key {
-    double a = 0;
-    double b = 0;
-    int64_t c = 0;
-    bool operator<(const Key& o) const {
-      if (a != o.a) return a < o.a;
-      if (b != o.b) return b < o.b;
-      return c < o.c;
-    }
-  };
-  struct Entry {
-    int64_t id = -1;
-    int64_t last_tick = 0;
-    int32_t heap_pos = -1;
-    Key key;
-    std::string data;
-  };
-
   explicit SampleCache(const SampleCacheOptions& options);
   void LoadState();
-  void ResetState();
 
-  double UnseenImportance() const;
-  Key KeyFor(int64_t id, int64_t last_tick) const;
-  // Whether a candidate with `id` outranks the cached entry in `slot` (admission rule).
-  bool Outranks(int64_t id, int32_t slot) const;
-  void SetImportance(int64_t id, float importance);
+  // The eviction key of `id` under the current policy (see the class comment).
+  EvictionKey KeyFor(int64_t id, int64_t last_tick) const;
+  // Whether a candidate `id` outranks the cached entry keyed `low` by (importance, frequency)
+  // (admission rule of IMPORTANCE).
+  bool Outranks(int64_t id, const EvictionKey& low) const;
+  // Keeps the sampler and the entry order in step after the importance of `id` changed.
+  void OnImportanceChanged(int64_t id, float old_importance);
+  // Sets the batch size of the unseen importance; re-keys the entries if it changed.
+  void SetBatchSize(int64_t batch_size);
+  void RekeyAll();
 
-  // Heap over entry slots.
-  void HeapSwap(int32_t i, int32_t j);
-  void SiftUp(int32_t pos);
-  void SiftDown(int32_t pos);
-  void HeapFix(int32_t slot);
-  void HeapPush(int32_t slot);
-  void RebuildHeap();
-
-  // Makes room for `bytes` more; evicts minima. Under IMPORTANCE only while `candidate` (if >= 0)
+  // Makes room for `bytes` more by evicting minima; under IMPORTANCE only while `candidate`
   // outranks the minimum. Returns whether there is room.
   bool MakeRoom(int64_t bytes, int64_t candidate, int64_t* evictions);
-  void EvictMin();
-  void Insert(int64_t id, std::string data);
+  // Caches spare_ (just read) as `id`; returns a view of the cached bytes.
+  std::string_view Admit(int64_t id);
   void ShrinkToCapacity();
-
-  int64_t DrawImportance(std::mt19937_64& rng);
-  int64_t DrawUniformWithoutReplacement(std::mt19937_64& rng);
+  // Uncached ids, the `top` highest-ranked first by (importance, frequency, lower id).
+  std::vector<int32_t> WarmCandidates(size_t* top) const;
 
   SampleCacheOptions options_;
   SampleStore* store_;
@@ -319,37 +288,15 @@ class SampleCache : public SampleSource {
   int64_t capacity_bytes_ = 0;
   int64_t capacity_samples_ = 0;
   int32_t replication_ = 2;
-  int64_t unseen_batch_size_ = 32;
 
-  // Per-sample state.
-  std::vector<float> importance_;  // 0 until trained
-  std::vector<uint32_t> frequency_;
-  std::vector<int32_t> slot_;       // entry slot or -1
-  FenwickTree trained_weights_;     // importance of trained samples, 0 for untrained
-  std::vector<int32_t> untrained_;  // ids not yet trained (swap-remove)
-  std::vector<int32_t> untrained_pos_;
-  std::vector<int32_t> perm_;  // uniform sampling without replacement
-  int64_t perm_next_ = 0;
-
-  // Entries and the min-heap of slots.
-  std::vector<Entry> entries_;
-  std::vector<int32_t> free_slots_;
-  std::vector<int32_t> heap_;
-  int64_t cached_bytes_ = 0;
+  ImportanceModel model_;
+  RoundSampler sampler_;
+  CacheEntries entries_;
   int64_t tick_ = 0;
-  std::string spare_;     // read buffer for misses
-  std::string recycled_;  // buffer of the last evicted entry, becomes spare_ after an admission
-
-  // ls rule.
-  double ls_ = 0.0;
-  double last_loss_ = 0.0;
-  int64_t rounds_with_loss_ = 0;
-  double round_loss_sum_ = 0.0;
-  int64_t round_loss_count_ = 0;
+  std::string spare_;  // read buffer for misses
 
   CacheRoundStats round_;
   CacheStateOrigin state_origin_ = CacheStateOrigin::kFresh;
-  std::vector<int32_t> rank_scratch_;
 };
 
 }  // namespace fedsched

@@ -6,9 +6,9 @@
 //   FEDSCHED_RETURN_IF_ERROR(store->Read(17, &buf));   // one pread, timed
 //
 // Reads are real file reads (pread), timed with a steady clock, so what the cache reports as I/O
-// seconds is measured, not modelled (FedCaSe's round-time model, research.md section 1, derives
+// seconds is measured, not modelled (FedCaSe's round-time model, docs/ALGORITHMS.md §1, derives
 // io_s from hit and miss counts instead). An optional delay per KB read stands in for a microSD
-// card in experiments (FedCaSe's figure, research.md section 1: 1e-4 s/KB, i.e. 100 us/KB).
+// card in experiments (FedCaSe's figure, docs/ALGORITHMS.md §1: 1e-4 s/KB, i.e. 100 us/KB).
 #ifndef FEDSCHED_CLIENT_CACHE_SAMPLE_STORE_H_
 #define FEDSCHED_CLIENT_CACHE_SAMPLE_STORE_H_
 
@@ -24,8 +24,8 @@
 namespace fedsched {
 
 // Time source and delay for storage reads, injectable so that tests and the simulator get
-// deterministic I/O seconds (docs/style.md item 4). Implementations must be usable from the one
-// thread that owns the store.
+// deterministic I/O seconds. Implementations must be usable from the one thread that owns the
+// store.
 class IoClock {
  public:
   virtual ~IoClock() = default;
@@ -58,7 +58,7 @@ class ManualIoClock : public IoClock {
 // Options shared by every store layout.
 struct SampleStoreOptions {
   // Extra latency per KB (1 KB = 1024 bytes) of every read, in microseconds, standing in for a
-  // microSD card (FedCaSe / research.md section 1: 1e-4 s/KB = 100 us/KB). Must be finite and
+  // microSD card (FedCaSe / docs/ALGORITHMS.md §1: 1e-4 s/KB = 100 us/KB). Must be finite and
   // >= 0. Default: 0 (no added delay).
   double read_delay_us_per_kb = 0.0;
   // Apply the delay by spinning on the clock rather than sleeping. Default: false (sleep).
@@ -147,6 +147,7 @@ class FileSampleStore : public SampleStore {
   static absl::StatusOr<std::unique_ptr<FileSampleStore>> Open(const std::string& dir,
                                                                const SampleStoreOptions& options);
 
+  // The store's directory, as given to Open.
   const std::string& dir() const { return dir_; }
 
  private:
@@ -167,6 +168,7 @@ class FileSampleStore : public SampleStore {
 // descriptor kept open.
 class PackedSampleStore : public SampleStore {
  public:
+  // Closes the file descriptor.
   ~PackedSampleStore() override;
 
   // Writes the packed file at `path` atomically (temp file + fsync + rename).
@@ -191,11 +193,12 @@ class PackedSampleStore : public SampleStore {
   std::vector<int64_t> offsets_;
 };
 
-// Samples held in memory behind the store interface: the fake for tests (docs/style.md item 4).
+// Samples held in memory behind the store interface: the fake for tests.
 // A Read copies the bytes, applies the configured delay and counts like a real store, but does
 // no file I/O.
 class InMemorySampleStore : public SampleStore {
  public:
+  // A store of `samples` (sample id = index), each kept in RAM.
   // Errors: INVALID_ARGUMENT for bad options.
   static absl::StatusOr<std::unique_ptr<InMemorySampleStore>> Create(
       std::vector<std::string> samples, const SampleStoreOptions& options);

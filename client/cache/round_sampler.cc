@@ -1,0 +1,125 @@
+#include "client/cache/round_sampler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <utility>
+
+namespace fedsched {
+namespace {
+
+// Portable draws from the raw 64-bit engine output (the standard distributions are
+// implementation-defined, so the same seed would give different plans across standard libraries).
+double Uniform01(std::mt19937_64& rng) { return static_cast<double>(rng() >> 11) * 0x1.0p-53; }
+
+uint64_t Below(std::mt19937_64& rng, uint64_t n) {
+  const uint64_t limit = UINT64_MAX - UINT64_MAX % n;
+  uint64_t x;
+  do {
+    x = rng();
+  } while (x >= limit);
+  return x % n;
+}
+
+}  // namespace
+
+RoundSampler::RoundSampler(int64_t num_samples)
+    : n_(num_samples),
+      trained_weights_(num_samples),
+      untrained_(static_cast<size_t>(num_samples)),
+      untrained_pos_(static_cast<size_t>(num_samples)) {
+  std::iota(untrained_.begin(), untrained_.end(), 0);
+  std::iota(untrained_pos_.begin(), untrained_pos_.end(), 0);
+}
+
+void RoundSampler::Rebuild(const ImportanceModel& model) {
+  std::vector<double> weights(static_cast<size_t>(n_), 0.0);
+  untrained_.clear();
+  for (int64_t i = 0; i < n_; ++i) {
+    weights[i] = model.TrainedImportance(i);
+    if (model.Trained(i)) {
+      untrained_pos_[i] = -1;
+    } else {
+      untrained_pos_[i] = static_cast<int32_t>(untrained_.size());
+      untrained_.push_back(static_cast<int32_t>(i));
+    }
+  }
+  trained_weights_.Assign(weights);
+}
+
+void RoundSampler::UpdateWeight(int64_t id, float old_importance, float new_importance) {
+  if (old_importance <= 0.0f) {
+    // First training of this sample: it leaves the untrained pool.
+    const int32_t pos = untrained_pos_[id];
+    const int32_t last = untrained_.back();
+    untrained_[pos] = last;
+    untrained_pos_[last] = pos;
+    untrained_.pop_back();
+    untrained_pos_[id] = -1;
+    trained_weights_.Add(id, new_importance);
+  } else if (old_importance != new_importance) {
+    trained_weights_.Add(id,
+                         static_cast<double>(new_importance) - static_cast<double>(old_importance));
+  }
+}
+
+std::vector<int64_t> RoundSampler::Sample(v1::CachePolicy policy, int64_t slots,
+                                          int32_t replication, const ImportanceModel& model,
+                                          absl::FunctionRef<bool(int64_t)> is_cached,
+                                          std::mt19937_64& rng) {
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(slots));
+  if (policy == v1::CACHE_POLICY_IMPORTANCE) {
+    while (static_cast<int64_t>(ids.size()) < slots) {
+      const int64_t id = DrawImportance(model, rng);
+      const int64_t remaining = slots - static_cast<int64_t>(ids.size());
+      const int64_t copies = is_cached(id) ? std::min<int64_t>(replication, remaining) : 1;
+      ids.insert(ids.end(), static_cast<size_t>(copies), id);
+    }
+    for (size_t i = ids.size(); i > 1; --i) std::swap(ids[i - 1], ids[Below(rng, i)]);
+  } else {
+    if (perm_.size() != static_cast<size_t>(n_)) {
+      perm_.resize(static_cast<size_t>(n_));
+      std::iota(perm_.begin(), perm_.end(), 0);
+    }
+    perm_next_ = 0;
+    for (int64_t k = 0; k < slots; ++k) ids.push_back(DrawUniformWithoutReplacement(rng));
+  }
+  return ids;
+}
+
+int64_t RoundSampler::DrawImportance(const ImportanceModel& model, std::mt19937_64& rng) {
+  const double trained = trained_weights_.Total();
+  const double unseen_w = model.UnseenImportance();
+  const double unseen = unseen_w * static_cast<double>(untrained_.size());
+  const double ls = model.ls();
+  const double smoothing = ls * static_cast<double>(n_);
+  const double total = trained + unseen + smoothing;
+  if (!(total > 0.0) || !std::isfinite(total)) return static_cast<int64_t>(Below(rng, n_));
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    const double u = Uniform01(rng) * total;
+    if (u < trained) {
+      const int64_t id = trained_weights_.Find(u);
+      if (model.Trained(id)) return id;
+      continue;  // floating-point drift landed on an untrained id; draw again
+    }
+    if (u < trained + unseen) {
+      const auto k = static_cast<size_t>((u - trained) / unseen_w);
+      return untrained_[std::min(k, untrained_.size() - 1)];
+    }
+    const auto k = static_cast<int64_t>((u - trained - unseen) / ls);
+    return std::min(k, n_ - 1);
+  }
+  return static_cast<int64_t>(Below(rng, n_));
+}
+
+int64_t RoundSampler::DrawUniformWithoutReplacement(std::mt19937_64& rng) {
+  // Partial Fisher-Yates over a persistent permutation: O(1) per draw, distinct ids within one
+  // pass over the N samples; a new pass starts when a round needs more than N.
+  if (perm_next_ >= n_) perm_next_ = 0;
+  const int64_t j = perm_next_ + static_cast<int64_t>(Below(rng, n_ - perm_next_));
+  std::swap(perm_[perm_next_], perm_[j]);
+  return perm_[perm_next_++];
+}
+
+}  // namespace fedsched

@@ -1,0 +1,86 @@
+// The sampler of the on-device sample cache: chooses each round's training ids (FedCaSe, Khan et
+// al., SoCC 2024; docs/ALGORITHMS.md §4). Under the importance policy it draws with replacement
+// with p(i) ~ importance(i) + ls (Fenwick-tree weighted draws, O(log N) each) and replicates a
+// drawn sample that is cached r times; under the baselines it is a shuffled data loader.
+//
+//   RoundSampler sampler(model.num_samples());
+//   // after every importance change: sampler.UpdateWeight(id, old_importance, new_importance);
+//   std::vector<int64_t> ids = sampler.Sample(v1::CACHE_POLICY_IMPORTANCE, /*slots=*/320,
+//       /*replication=*/2, model, [&](int64_t id) { return entries.Contains(id); }, rng);
+//
+// Every draw uses the raw 64-bit output of std::mt19937_64 (no standard distribution), so a seed
+// gives the same ids on every standard library.
+//
+// Internal to client/cache (SampleCache composes it); public so that it can be tested on its own.
+#ifndef FEDSCHED_CLIENT_CACHE_ROUND_SAMPLER_H_
+#define FEDSCHED_CLIENT_CACHE_ROUND_SAMPLER_H_
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "absl/functional/function_ref.h"
+#include "client/cache/fenwick.h"
+#include "client/cache/importance_model.h"
+#include "fedsched/v1/config.pb.h"
+
+namespace fedsched {
+
+// Sampling state over the N samples of an ImportanceModel: a Fenwick tree of the trained
+// samples' importances, the pool of untrained ids, and a persistent permutation for the
+// baselines' uniform draws without replacement.
+//
+// Memory: about 16 bytes per sample (plus 4 once a baseline policy samples). Thread-safety: not
+// thread-safe; not copyable.
+class RoundSampler {
+ public:
+  // Sampling state for `num_samples` (>= 0) samples, all untrained.
+  explicit RoundSampler(int64_t num_samples);
+  RoundSampler(const RoundSampler&) = delete;
+  RoundSampler& operator=(const RoundSampler&) = delete;
+
+  // Rebuilds the weights and the untrained pool from `model` (same N) in O(N): after
+  // ImportanceModel::Restore or Reset.
+  void Rebuild(const ImportanceModel& model);
+
+  // Keeps the weights in step with the model: call after the importance of `id` changed from
+  // `old_importance` to `new_importance` (0 = untrained; importances only ever go from 0 to
+  // > 0, never back). O(log N).
+  void UpdateWeight(int64_t id, float old_importance, float new_importance);
+
+  // The ids of one round, exactly `slots` (>= 1) of them; requires N >= 1.
+  //   IMPORTANCE: draws i.i.d. with DrawImportance; a drawn id for which `is_cached` holds fills
+  //     min(replication, remaining) slots (FedCaSe's replication of cache hits), any other id
+  //     one slot; then the slots are shuffled (Fisher-Yates) so that copies spread over the
+  //     minibatches. O(slots log N).
+  //   LRU, LFU, NONE: uniform without replacement (a shuffled epoch), starting a new pass over
+  //     the N samples whenever slots > N. O(slots).
+  // `policy` must not be UNSPECIFIED (the caller maps it to IMPORTANCE); replication >= 1.
+  std::vector<int64_t> Sample(v1::CachePolicy policy, int64_t slots, int32_t replication,
+                              const ImportanceModel& model,
+                              absl::FunctionRef<bool(int64_t)> is_cached, std::mt19937_64& rng);
+
+  // One draw with p(i) ~ Importance(i) + ls over i in [0, N), split into three masses: trained
+  // samples (the Fenwick tree), untrained samples (UnseenImportance() each) and ls for every
+  // sample. A total weight that is 0 or not finite draws uniformly. O(log N). Requires N >= 1.
+  int64_t DrawImportance(const ImportanceModel& model, std::mt19937_64& rng);
+
+  // Total weight of the trained samples (sum of their importances).
+  double TrainedWeight() const { return trained_weights_.Total(); }
+  // Number of untrained samples.
+  int64_t NumUntrained() const { return static_cast<int64_t>(untrained_.size()); }
+
+ private:
+  int64_t DrawUniformWithoutReplacement(std::mt19937_64& rng);
+
+  int64_t n_;
+  FenwickTree trained_weights_;     // importance of trained samples, 0 for untrained
+  std::vector<int32_t> untrained_;  // ids not yet trained (swap-remove)
+  std::vector<int32_t> untrained_pos_;
+  std::vector<int32_t> perm_;  // uniform sampling without replacement
+  int64_t perm_next_ = 0;
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_CLIENT_CACHE_ROUND_SAMPLER_H_
