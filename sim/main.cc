@@ -1,5 +1,7 @@
-// fedsched-sim: replays device traces through fedsched's planner and training code over a
-// virtual clock (see sim/engine/simulator.h and docs/SIMULATION.md).
+// fedsched-sim: replays device traces through the server's round engine (server/round: planner,
+// closing, aggregation) and fedsched's training code over a virtual clock (see
+// sim/engine/simulator.h and docs/SIMULATION.md). Round-setting flags write into the config's
+// `server` block, the ServerConfig the coordination server reads.
 //
 //   fedsched-sim --config=configs/sim/fmnist_1000.textproto --policy=fedcase --seed=2
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
@@ -21,13 +23,17 @@
 #include "sim/engine/setup.h"
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
-ABSL_FLAG(std::string, policy, "", "override selection policy: random | oort | fedcase");
-ABSL_FLAG(std::string, cache_policy, "", "override cache policy: importance | lru | lfu | none");
+ABSL_FLAG(std::string, policy, "",
+          "override server.selection.policy: random | oort | fedcase");
+ABSL_FLAG(std::string, cache_policy, "",
+          "override server.cache.policy: importance | lru | lfu | none");
 ABSL_FLAG(std::string, fedcase_base, "",
-          "override selection.fedcase.base_policy: oort | random (the set FedCaSe's top clients "
-          "are joined with)");
-ABSL_FLAG(uint64_t, seed, 0, "override SimConfig.seed (0 = keep)");
-ABSL_FLAG(int32_t, num_rounds, 0, "override SimConfig.num_rounds (0 = keep)");
+          "override server.selection.fedcase.base_policy: oort | random (the set FedCaSe's top "
+          "clients are joined with)");
+ABSL_FLAG(bool, fedbuff, false,
+          "set server.aggregation.async_fedbuff (FedBuff: asynchronous buffered aggregation)");
+ABSL_FLAG(uint64_t, seed, 0, "override server.seed (0 = keep)");
+ABSL_FLAG(int32_t, num_rounds, 0, "override server.num_rounds (0 = keep)");
 ABSL_FLAG(std::string, run_name, "", "override SimConfig.run_name");
 ABSL_FLAG(std::string, output_csv, "", "override SimConfig.output_csv");
 ABSL_FLAG(std::string, plot_png, "", "write a PNG of accuracy vs virtual hours");
@@ -78,7 +84,7 @@ int Main() {
     } else {
       return Fail(absl::InvalidArgumentError("--policy must be random, oort or fedcase"));
     }
-    config.mutable_selection()->set_policy(p);
+    config.mutable_server()->mutable_selection()->set_policy(p);
   }
   const std::string cache = absl::GetFlag(FLAGS_cache_policy);
   if (!cache.empty()) {
@@ -87,7 +93,7 @@ int Main() {
       return Fail(
           absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none"));
     }
-    config.mutable_cache()->set_policy(p);
+    config.mutable_server()->mutable_cache()->set_policy(p);
   }
   const std::string base = absl::GetFlag(FLAGS_fedcase_base);
   if (!base.empty()) {
@@ -96,10 +102,12 @@ int Main() {
         p == v1::FedCaseConfig::BASE_POLICY_UNSPECIFIED) {
       return Fail(absl::InvalidArgumentError("--fedcase_base must be oort or random"));
     }
-    config.mutable_selection()->mutable_fedcase()->set_base_policy(p);
+    config.mutable_server()->mutable_selection()->mutable_fedcase()->set_base_policy(p);
   }
-  if (absl::GetFlag(FLAGS_seed) != 0) config.set_seed(absl::GetFlag(FLAGS_seed));
-  if (absl::GetFlag(FLAGS_num_rounds) != 0) config.set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
+  v1::ServerConfig* server = config.mutable_server();
+  if (absl::GetFlag(FLAGS_fedbuff)) server->mutable_aggregation()->set_async_fedbuff(true);
+  if (absl::GetFlag(FLAGS_seed) != 0) server->set_seed(absl::GetFlag(FLAGS_seed));
+  if (absl::GetFlag(FLAGS_num_rounds) != 0) server->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
   if (!absl::GetFlag(FLAGS_run_name).empty()) config.set_run_name(absl::GetFlag(FLAGS_run_name));
   if (!absl::GetFlag(FLAGS_output_csv).empty()) {
     config.set_output_csv(absl::GetFlag(FLAGS_output_csv));
@@ -132,7 +140,7 @@ int Main() {
     csv = std::move(*w);
     sinks.push_back(csv.get());
   }
-  ProgressLine progress((*sim)->run_name, c.num_rounds());
+  ProgressLine progress((*sim)->run_name, c.server().num_rounds());
   if (!c.quiet()) sinks.push_back(&progress);
   TeeSink tee(sinks);
   const absl::Time run_start = absl::Now();
@@ -144,8 +152,9 @@ int Main() {
       "run=%s policy=%s seed=%llu rounds_committed=%lld rounds_failed=%lld virtual_h=%.3f "
       "final_accuracy=%.4f time_to_target_h=%s events=%llu setup_wall_s=%.2f run_wall_s=%.2f "
       "events_per_s=%.0f stop=\"%s\"\n",
-      (*sim)->run_name.c_str(), PolicyName(c.selection().policy()).c_str(),
-      static_cast<unsigned long long>(c.seed()), static_cast<long long>(summary->rounds_committed),
+      (*sim)->run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
+      static_cast<unsigned long long>(c.server().seed()),
+      static_cast<long long>(summary->rounds_committed),
       static_cast<long long>(summary->rounds_failed), summary->virtual_s / 3600.0,
       summary->final_accuracy,
       summary->time_to_target_s < 0 ? "never"
@@ -168,8 +177,8 @@ int Main() {
 
 int main(int argc, char** argv) {
   fedsched::SetUsage(
-      "fedsched simulator: replays device traces through the planner and aggregator, with real\n"
-      "training; --config=FILE (configs/sim/*.textproto)");
+      "fedsched simulator: replays device traces through the server's round engine (planner,\n"
+      "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto)");
   absl::ParseCommandLine(argc, argv);
   return fedsched::sim::Main();
 }

@@ -39,18 +39,20 @@ std::string Traces() {
   return dir != nullptr ? dir : "../shared/data/traces";
 }
 
-// A whole no-train simulation: clients = range(0), rounds = range(1), K = 100, with the
-// planner (random policy) unless range(2) == 1 (built-in selector).
+// A whole no-train simulation through the round engine (server/round, random policy):
+// clients = range(0), rounds = range(1), K = 100, deadline 3600 s, min_online_clients 100.
 void BM_NoTrainRun(benchmark::State& state) {
   v1::SimConfig c;
   c.set_num_clients(static_cast<int32_t>(state.range(0)));
-  c.set_clients_per_round(100);
-  c.set_num_rounds(static_cast<int32_t>(state.range(1)));
   c.set_no_train(true);
   c.set_quiet(true);
-  c.set_builtin_selector(state.range(2) == 1);
-  c.mutable_training()->set_batch_size(20);
-  c.mutable_training()->set_local_steps(5);
+  v1::ServerConfig* server = c.mutable_server();
+  server->set_clients_per_round(100);
+  server->set_num_rounds(static_cast<int32_t>(state.range(1)));
+  server->set_round_deadline_s(3600);
+  server->set_min_online_clients(100);
+  server->mutable_training()->set_batch_size(20);
+  server->mutable_training()->set_local_steps(5);
   c.mutable_traces()->set_capacity_path(Traces() + "/fedscale/capacity_10k.csv");
   c.mutable_traces()->set_shuffle_capacity(true);
   c.mutable_traces()->set_availability_path(Traces() + "/mobiperf/avl_events_300.csv");
@@ -72,10 +74,8 @@ void BM_NoTrainRun(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(events), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_NoTrainRun)
-    ->Args({10000, 100, 1})
-    ->Args({100000, 1000, 1})
-    ->Args({10000, 100, 0})
-    ->Args({100000, 1000, 0})
+    ->Args({10000, 100})
+    ->Args({100000, 1000})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 

@@ -15,4 +15,10 @@ TaskTiming ComputeTaskTiming(const DeviceCapacity& device, int64_t examples, int
   return t;
 }
 
+absl::StatusOr<TaskTiming> CapacityDurations::Timing(const TrainTask& task, const TaskWork& work,
+                                                     int64_t model_bytes) {
+  return ComputeTaskTiming(capacity_->ForClient(task.client), work.examples, model_bytes,
+                           work.cache_hits, work.cache_misses);
+}
+
 }  // namespace fedsched::sim

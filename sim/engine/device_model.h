@@ -1,12 +1,16 @@
-// The simulated device's round time: what a task costs on a device of a given capacity.
-// Formulas from FedScale (Lai et al., ICML 2022, section 4; fedscale/cloud/internal/
-// client_metadata.py) and FedCaSe's I/O term (Khan et al., SoCC 2024), as pinned in
-// research.md section 1.
+// The simulated device's task time: what a task costs on a device of a given capacity
+// (docs/ALGORITHMS.md §1.1: FedScale's compute and communication terms, Lai et al., ICML 2022,
+// section 4 and fedscale/cloud/internal/client_metadata.py; FedCaSe's I/O term, Khan et al.,
+// SoCC 2024), and the seam through which the simulator asks for it (TaskDurations), so that a
+// test can script durations instead.
 #ifndef FEDSCHED_SIM_ENGINE_DEVICE_MODEL_H_
 #define FEDSCHED_SIM_ENGINE_DEVICE_MODEL_H_
 
 #include <cstdint>
+#include <string>
 
+#include "absl/status/statusor.h"
+#include "sim/engine/learner.h"
 #include "sim/trace/capacity_trace.h"
 
 namespace fedsched::sim {
@@ -34,6 +38,30 @@ struct TaskTiming {
 // `examples`, `hits`, `misses` >= 0; `model_bytes` in bytes.
 TaskTiming ComputeTaskTiming(const DeviceCapacity& device, int64_t examples, int64_t model_bytes,
                              int64_t hits, int64_t misses);
+
+// How long a trained task takes on its device. Called once per task, in planning order, right
+// after the task was trained (so `work` holds its cache counts).
+class TaskDurations {
+ public:
+  virtual ~TaskDurations() = default;
+  // Timing of `task` (simulated client task.client) whose local work was `work`, with a model
+  // of `model_bytes` bytes each way. Every phase must be finite and >= 0, and the total > 0.
+  // Errors end the simulation.
+  virtual absl::StatusOr<TaskTiming> Timing(const TrainTask& task, const TaskWork& work,
+                                            int64_t model_bytes) = 0;
+};
+
+// The default: ComputeTaskTiming over the client's capacity row (client k -> row k mod N).
+class CapacityDurations : public TaskDurations {
+ public:
+  // `capacity` is not owned and must outlive this object.
+  explicit CapacityDurations(const CapacityTrace* capacity) : capacity_(capacity) {}
+  absl::StatusOr<TaskTiming> Timing(const TrainTask& task, const TaskWork& work,
+                                    int64_t model_bytes) override;
+
+ private:
+  const CapacityTrace* capacity_;
+};
 
 }  // namespace fedsched::sim
 

@@ -1,7 +1,8 @@
 // The simulator's event queue: events ordered by virtual time, ties broken by insertion order
-// (a sequence number), so that a run is a deterministic function of its inputs. research.md
-// section 7 lists "simulator events processed out of virtual-time order" among the faults of
-// peer systems: Push refuses an event earlier than the last popped one.
+// (a sequence number), so that a run is a deterministic function of its inputs
+// (docs/ARCHITECTURE.md "The round engine": the simulator drives the engine over virtual time).
+// Processing events out of virtual-time order is a classic simulator fault: Push refuses an
+// event earlier than the last popped one.
 #ifndef FEDSCHED_SIM_ENGINE_EVENT_QUEUE_H_
 #define FEDSCHED_SIM_ENGINE_EVENT_QUEUE_H_
 
@@ -16,11 +17,12 @@ enum class EventKind : uint8_t {
   kAvailabilityChange = 0,  // a client's availability flips (one pending per client, lazily)
   kTaskComplete = 1,        // a participant's update arrives (download + compute + I/O + upload)
   kTaskFail = 2,            // a participant went offline before finishing
-  kRoundDeadline = 3,       // the round's hard deadline
-  kRoundStart = 4,          // start (or retry) a round
+  kRoundDeadline = 3,       // a round's deadline (the engine closes or fails it)
+  kRoundStart = 4,          // the start: the engine's first Advance
 };
 
-// One event. `client`, `a`, `b` are payload whose meaning depends on `kind` (task id, round).
+// One event. `client`, `a`, `b` are payload whose meaning depends on `kind` (the simulator's
+// task serial, a round's deadline tag).
 struct Event {
   double time_s = 0;  // virtual seconds
   uint64_t seq = 0;   // insertion order; breaks ties in time

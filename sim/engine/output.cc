@@ -54,10 +54,11 @@ void ProgressLine::OnRound(const RoundRow& row) {
   const double now = WallSeconds();
   if (last_print_ >= 0 && now - last_print_ < interval_s_) return;
   last_print_ = now;
+  const std::string total = total_ > 0 ? absl::StrCat("/", total_) : "";
   std::fprintf(stderr,
-               "\r[%s] round %lld/%lld  virtual %.2f h  acc %.4f  loss %.4f  participants %d  "
+               "\r[%s] round %lld%s  virtual %.2f h  acc %.4f  loss %.4f  participants %d  "
                "stragglers %d  failed %d  online %d   ",
-               run_.c_str(), static_cast<long long>(row.round), static_cast<long long>(total_),
+               run_.c_str(), static_cast<long long>(row.round), total.c_str(),
                row.end_s / 3600.0, row.quality.accuracy, row.quality.loss, row.participants,
                row.stragglers, row.failed, row.online);
   std::fflush(stderr);

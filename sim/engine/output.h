@@ -45,6 +45,9 @@ class TeeSink : public RoundSink {
   void OnRound(const RoundRow& row) override {
     for (RoundSink* s : sinks_) s->OnRound(row);
   }
+  void OnRecord(const v1::RoundRecord& record, const v1::Model* model) override {
+    for (RoundSink* s : sinks_) s->OnRecord(record, model);
+  }
 
  private:
   std::vector<RoundSink*> sinks_;
@@ -52,7 +55,7 @@ class TeeSink : public RoundSink {
 
 // Rewrites one terminal line on stderr ("\r") at most every `interval_s` of wall time (display
 // only; the simulation itself never reads the wall clock): round, virtual hours, accuracy,
-// participants, events. Finish() ends the line.
+// participants, events. `total_rounds` 0 = unknown (not shown). Finish() ends the line.
 class ProgressLine : public RoundSink {
  public:
   ProgressLine(std::string run, int64_t total_rounds, double interval_s = 0.25);

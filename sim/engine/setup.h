@@ -1,6 +1,6 @@
-// Building a simulation from a SimConfig (configs/sim/*.textproto): the traces, the selector
-// (server/planner or the built-in random policy), the learner (real training or the no-train
-// modelled curve) and the Simulator.
+// Building a simulation from a SimConfig (configs/sim/*.textproto): the resolved config, the
+// traces, the learner (real training or the no-train modelled curve) and the Simulator, which
+// drives the server's round engine (docs/ARCHITECTURE.md "The round engine").
 #ifndef FEDSCHED_SIM_ENGINE_SETUP_H_
 #define FEDSCHED_SIM_ENGINE_SETUP_H_
 
@@ -9,17 +9,20 @@
 
 #include "absl/status/statusor.h"
 #include "fedsched/v1/sim.pb.h"
-#include "sim/engine/adapters.h"
+#include "sim/engine/learner.h"
 #include "sim/engine/simulator.h"
 #include "sim/trace/availability_trace.h"
 #include "sim/trace/capacity_trace.h"
 
 namespace fedsched::sim {
 
-// `config` with every zero field set to its documented default (sim.proto comments).
-// Errors: INVALID_ARGUMENT naming the field for an out-of-range value (negative counts,
-// overcommit < 1, min_updates > K, accuracy outside [0, 1], builtin_selector with a policy other
-// than random, ...).
+// `config` with `server` resolved by round::ResolveRoundConfig (the server's defaults, e.g.
+// K = 10, round_deadline_s 120, min_online_clients = min_updates; errors name
+// "sim config: server: <field>") and every zero sim-only field set to its documented default
+// (sim.proto comments). Errors: INVALID_ARGUMENT naming the field for an out-of-range value:
+// negative counts, clients_per_round > num_clients, target_accuracy outside [0, 1],
+// server.num_rounds 0 with neither target_accuracy nor max_virtual_hours (the run would never
+// stop), a missing traces.capacity_path, ...
 absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
 
 // All parts of one run. Members are declared in dependency order.
@@ -27,19 +30,20 @@ struct Simulation {
   v1::SimConfig config;  // resolved
   std::unique_ptr<CapacityTrace> capacity;
   std::unique_ptr<AvailabilityTrace> availability;
-  std::unique_ptr<ParticipantSelector> selector;
   std::unique_ptr<Learner> learner;
   std::unique_ptr<Simulator> simulator;
-  std::string run_name;  // config.run_name or the policy name
+  std::string run_name;  // config.run_name, or RunName(config)
 };
 
-// Loads the traces and builds every part: the selector is server/planner's Planner
-// (PlannerSelector) unless builtin_selector is set. Errors: those of ResolveSimConfig, the trace
-// loaders (file:line), data loading / partitioning, and PlannerSelector::Create.
+// Loads the traces and builds every part (ModelledLearner under no_train, else
+// TrainingLearner; durations from the capacity trace). Errors: those of ResolveSimConfig, the
+// trace loaders (file:line), data loading / partitioning, and Simulator::Create.
 absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& config);
 
 // Lower-case policy name: "random", "oort", "fedcase".
 std::string PolicyName(v1::SelectionPolicy policy);
+// The default run name: the policy name, plus "-fedbuff" under aggregation.async_fedbuff.
+std::string RunName(const v1::SimConfig& config);
 
 }  // namespace fedsched::sim
 

@@ -1,7 +1,10 @@
+// The simulator's event loop around the round engine (docs/ARCHITECTURE.md "The round engine";
+// the call sequence is in simulator.h).
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -10,48 +13,119 @@ namespace fedsched::sim {
 namespace {
 
 constexpr double kInf = AvailabilityTrace::kNever;
+// Advance calls at one virtual instant before the simulator calls it a livelock: each one
+// closes a round, which the engine never does twice at one instant without tasks in between.
+constexpr int kMaxClosesPerInstant = 1000;
+
+bool ValidTiming(const TaskTiming& t) {
+  for (double v : {t.download_s, t.compute_s, t.io_s, t.upload_s}) {
+    if (!std::isfinite(v) || v < 0) return false;
+  }
+  return t.total_s() > 0;
+}
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(const Options& options,
-                                                             const CapacityTrace* capacity,
-                                                             const AvailabilityTrace* availability,
-                                                             ParticipantSelector* selector,
-                                                             Learner* learner) {
-  if (capacity == nullptr || availability == nullptr || selector == nullptr || learner == nullptr) {
-    return absl::InvalidArgumentError("simulator: traces, selector and learner are required");
+// round::Presence over the simulator's online list (the availability trace).
+class Simulator::OnlinePresence : public round::Presence {
+ public:
+  explicit OnlinePresence(const Simulator* sim) : sim_(sim) {}
+  bool IsReachable(round::ClientIndex index, double now_s) const override {
+    return index < sim_->client_of_.size() && sim_->online_pos_[sim_->client_of_[index]] >= 0;
   }
-  if (options.num_clients <= 0 || options.clients_per_round <= 0 || options.num_rounds <= 0) {
+  void CollectReachable(double now_s, std::vector<round::ClientIndex>* out) const override {
+    out->clear();
+    const std::vector<int32_t>& online = sim_->online_;
+    const std::vector<int32_t>& client_of = sim_->client_of_;
+    out->reserve(online.size());
+    if (online.size() * 8 >= client_of.size()) {
+      // A large share online: a scan in index order hands the engine's sort a sorted list.
+      for (size_t i = 0; i < client_of.size(); ++i) {
+        if (sim_->online_pos_[client_of[i]] >= 0) {
+          out->push_back(static_cast<round::ClientIndex>(i));
+        }
+      }
+      return;
+    }
+    for (int32_t c : online) out->push_back(static_cast<round::ClientIndex>(sim_->index_of_[c]));
+  }
+
+ private:
+  const Simulator* sim_;
+};
+
+Simulator::Simulator(SimulatorParts parts)
+    : parts_(std::move(parts)), config_(parts_.config), t0_(config_.traces().start_time_s()) {}
+
+Simulator::~Simulator() = default;
+
+absl::StatusOr<std::unique_ptr<Simulator>> Simulator::Create(SimulatorParts parts) {
+  if (parts.capacity == nullptr || parts.availability == nullptr || parts.learner == nullptr) {
     return absl::InvalidArgumentError(
-        "simulator: num_clients, clients_per_round and num_rounds must be > 0");
+        "simulator: a capacity trace, an availability trace and a learner are required");
   }
-  if (!(options.overcommit >= 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("simulator: overcommit must be >= 1, got ", options.overcommit));
+  if (parts.config.num_clients() <= 0) {
+    return absl::InvalidArgumentError("simulator: num_clients must be > 0");
   }
-  if (!(options.round_deadline_s > 0)) {
-    return absl::InvalidArgumentError("simulator: round_deadline_s must be > 0");
-  }
-  if (options.min_updates > options.clients_per_round || options.min_updates < 0) {
-    return absl::InvalidArgumentError("simulator: min_updates must be in [0, K]");
-  }
-  if (options.batch_size <= 0 || options.local_steps <= 0) {
-    return absl::InvalidArgumentError("simulator: batch_size and local_steps must be > 0");
-  }
-  Options o = options;
-  if (o.min_updates == 0) o.min_updates = std::max(1, o.clients_per_round / 2);
-  if (o.min_online_clients <= 0) o.min_online_clients = o.clients_per_round;
-  return std::unique_ptr<Simulator>(new Simulator(o, capacity, availability, selector, learner));
+  std::unique_ptr<Simulator> sim(new Simulator(std::move(parts)));
+  FEDSCHED_RETURN_IF_ERROR(sim->Init());
+  return sim;
 }
 
-Simulator::Simulator(const Options& options, const CapacityTrace* capacity,
-                     const AvailabilityTrace* availability, ParticipantSelector* selector,
-                     Learner* learner)
-    : options_(options),
-      capacity_(capacity),
-      availability_(availability),
-      selector_(selector),
-      learner_(learner) {}
+absl::Status Simulator::Init() {
+  if (parts_.durations == nullptr) {
+    default_durations_ = std::make_unique<CapacityDurations>(parts_.capacity);
+    durations_ = default_durations_.get();
+  } else {
+    durations_ = parts_.durations;
+  }
+  const int32_t n = config_.num_clients();
+  presence_ = std::make_unique<OnlinePresence>(this);
+  oracle_ = std::make_unique<TraceAvailabilityOracle>(parts_.availability, &client_of_);
+  round::EngineOptions options;
+  options.config = config_.server();
+  options.model = parts_.learner->initial_model();
+  options.presence = presence_.get();
+  options.availability = oracle_.get();
+  FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
+
+  queue_.set_start_time(t0_);
+  queue_.Reserve(static_cast<size_t>(n) + 1024);
+  online_pos_.assign(n, -1);
+  index_of_.assign(n, -1);
+  for (int32_t c = 0; c < n; ++c) {
+    DeviceInfo d;
+    d.client = c;
+    d.num_samples = parts_.learner->NumSamples(c);
+    // A client without local data never checks in (it has nothing to train on).
+    if (d.num_samples <= 0) continue;
+    const DeviceCapacity& cap = parts_.capacity->ForClient(c);
+    d.compute_ms_per_sample = cap.computation_ms_per_sample;
+    d.sample_kb = cap.sample_kb;
+    FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration r,
+                              engine_->Register(SimIdentity(c), SimDeviceProfile(d), t0_));
+    if (r.index != client_of_.size()) {
+      return absl::InternalError(absl::StrCat("simulator: client ", c, " registered as index ",
+                                              r.index, ", expected ", client_of_.size()));
+    }
+    index_of_[c] = static_cast<int64_t>(r.index);
+    client_of_.push_back(c);
+    if (parts_.availability->IsAvailable(c, t0_)) SetOnline(c, true);
+    FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, t0_));
+  }
+  // The planner predicts transfers from the published model's size: in no-train mode the
+  // engine's model is a one-float stand-in, so a placeholder of the modelled size is served.
+  const int64_t bytes = parts_.learner->ModelBytes();
+  if (bytes != static_cast<int64_t>(engine_->model()->ByteSizeLong())) {
+    auto blob = std::make_shared<round::ModelBlob>();
+    blob->bytes.assign(static_cast<size_t>(bytes), '\0');
+    blob_ = std::move(blob);
+  }
+  if (absl::Status s = engine_->Publish(0, engine_->model(), blob_); !s.ok()) {
+    return absl::InternalError(absl::StrCat("simulator: publishing version 0: ", s.message()));
+  }
+  return queue_.Push(t0_, EventKind::kRoundStart);
+}
 
 void Simulator::SetOnline(int32_t c, bool online) {
   const bool is_online = online_pos_[c] >= 0;
@@ -70,268 +144,303 @@ void Simulator::SetOnline(int32_t c, bool online) {
 }
 
 absl::Status Simulator::ScheduleAvailability(int32_t c, double now) {
-  double next = availability_->NextChange(c, now);
-  if (next <= now) next = availability_->NextChange(c, std::nextafter(now, kInf));  // rounding
+  double next = parts_.availability->NextChange(c, now);
+  if (next <= now) next = parts_.availability->NextChange(c, std::nextafter(now, kInf));
   if (next == kInf) return absl::OkStatus();
   return queue_.Push(next, EventKind::kAvailabilityChange, c);
 }
 
-absl::Status Simulator::Init() {
-  const double t0 = options_.start_time_s;
-  queue_.set_start_time(t0);
-  queue_.Reserve(static_cast<size_t>(options_.num_clients) + 1024);
-  online_pos_.assign(options_.num_clients, -1);
-  std::vector<DeviceInfo> devices(options_.num_clients);
-  for (int32_t c = 0; c < options_.num_clients; ++c) {
-    const DeviceCapacity& d = capacity_->ForClient(c);
-    devices[c].client = c;
-    devices[c].compute_ms_per_sample = d.computation_ms_per_sample;
-    devices[c].sample_kb = d.sample_kb;
-    devices[c].num_samples = learner_->NumSamples(c);
-    // A client without local data never checks in (it has nothing to train on).
-    if (devices[c].num_samples <= 0) continue;
-    if (availability_->IsAvailable(c, t0)) SetOnline(c, true);
-    FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, t0));
-  }
-  FEDSCHED_RETURN_IF_ERROR(selector_->RegisterClients(devices));
-  start_pending_ = true;
-  return queue_.Push(t0, EventKind::kRoundStart);
-}
-
-absl::Status Simulator::MaybeStartRound(double now) {
-  if (round_open_ || stop_) return absl::OkStatus();
-  if (static_cast<int32_t>(online_.size()) < options_.min_online_clients ||
-      now == last_failed_close_) {
-    // Not enough devices (or a round just failed at this instant): wait for availability
-    // events; time advances through them, so this never spins.
-    waiting_ = true;
-    return absl::OkStatus();
-  }
-  waiting_ = false;
-  return StartRound(now);
-}
-
-absl::Status Simulator::StartRound(double now) {
-  const int32_t count =
-      static_cast<int32_t>(std::ceil(options_.clients_per_round * options_.overcommit - 1e-9));
-  FEDSCHED_ASSIGN_OR_RETURN(std::vector<PlannedTask> planned,
-                            selector_->Select(round_, now, online_, count));
-  if (planned.empty()) {
-    waiting_ = true;
-    return absl::OkStatus();
-  }
-  for (PlannedTask& p : planned) {
-    if (p.client < 0 || p.client >= options_.num_clients || online_pos_[p.client] < 0) {
-      return absl::InternalError(absl::StrCat("selector '", selector_->name(), "' chose client ",
-                                              p.client, " which is not online at t=", now));
-    }
-    if (p.local_steps <= 0) p.local_steps = options_.local_steps;
-  }
-  FEDSCHED_ASSIGN_OR_RETURN(std::vector<TaskWork> work, learner_->StartTasks(round_, planned));
-  if (work.size() != planned.size()) {
-    return absl::InternalError("learner returned a different number of tasks");
-  }
-  ++attempt_;
-  round_open_ = true;
-  tasks_.clear();
-  accepted_.clear();
-  failed_ = 0;
-  row_ = RoundRow{};
-  row_.round = round_;
-  row_.start_s = now - options_.start_time_s;
-  row_.online = static_cast<int32_t>(online_.size());
-  row_.selected = static_cast<int32_t>(planned.size());
-  for (size_t i = 0; i < planned.size(); ++i) {
-    Task t;
-    t.client = planned[i].client;
-    t.start_s = now;
-    t.predicted_s = planned[i].predicted_s;
-    t.work = work[i];
-    t.timing = ComputeTaskTiming(capacity_->ForClient(t.client), t.work.examples,
-                                 learner_->ModelBytes(), t.work.cache_hits, t.work.cache_misses);
-    const double done = now + t.timing.total_s();
-    // The device must stay online until it is done (research.md section 1).
-    const double offline = availability_->NextChange(t.client, now);
-    const int64_t task_index = static_cast<int64_t>(tasks_.size());
-    if (offline < done) {
-      FEDSCHED_RETURN_IF_ERROR(
-          queue_.Push(offline, EventKind::kTaskFail, t.client, attempt_, task_index));
-    } else {
-      FEDSCHED_RETURN_IF_ERROR(
-          queue_.Push(done, EventKind::kTaskComplete, t.client, attempt_, task_index));
-    }
-    tasks_.push_back(t);
-  }
-  running_ = static_cast<int32_t>(tasks_.size());
-  return queue_.Push(now + options_.round_deadline_s, EventKind::kRoundDeadline, -1, attempt_);
-}
-
-TaskReport Simulator::MakeReport(const Task& t, TaskOutcome outcome, double end_s) const {
-  TaskReport r;
-  r.client = t.client;
-  r.round = round_;
-  r.outcome = outcome;
-  r.start_s = t.start_s;
-  r.end_s = end_s;
-  r.duration_s = t.timing.total_s();
-  r.predicted_s = t.predicted_s;
-  r.compute_s = t.timing.compute_s;
-  r.download_s = t.timing.download_s;
-  r.upload_s = t.timing.upload_s;
-  r.io_s = t.timing.io_s;
-  r.examples = t.work.examples;
-  r.model_bytes = learner_->ModelBytes();
-  r.cache_hits = t.work.cache_hits;
-  r.cache_misses = t.work.cache_misses;
-  r.mean_loss = t.work.mean_loss;
-  r.statistical_utility = t.work.statistical_utility;
-  return r;
-}
-
-absl::Status Simulator::OnTaskComplete(const Event& e) {
-  if (!round_open_ || e.a != attempt_) return absl::OkStatus();  // a closed round's task
-  Task& t = tasks_[e.b];
-  if (!t.running) return absl::OkStatus();
-  t.running = false;
-  --running_;
-  const bool full = static_cast<int32_t>(accepted_.size()) >= options_.clients_per_round;
-  if (full) {
-    // DEADLINE mode keeps only K updates too; a late arrival is a straggler.
-    selector_->Report(MakeReport(t, TaskOutcome::kStraggler, e.time_s));
-    ++row_.stragglers;
-  } else {
-    FEDSCHED_RETURN_IF_ERROR(learner_->Accept(t.client));
-    accepted_.push_back(static_cast<int32_t>(e.b));
-    selector_->Report(MakeReport(t, TaskOutcome::kAccepted, e.time_s));
-  }
-  const bool k_in = static_cast<int32_t>(accepted_.size()) >= options_.clients_per_round;
-  if ((k_in && options_.closing != v1::ROUND_CLOSING_DEADLINE) || running_ == 0) {
-    return CloseRound(e.time_s);
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Simulator::OnTaskFail(const Event& e) {
-  if (!round_open_ || e.a != attempt_) return absl::OkStatus();
-  Task& t = tasks_[e.b];
-  if (!t.running) return absl::OkStatus();
-  t.running = false;
-  --running_;
-  ++failed_;
-  selector_->Report(MakeReport(t, TaskOutcome::kFailedOffline, e.time_s));
-  if (running_ == 0) return CloseRound(e.time_s);
-  return absl::OkStatus();
-}
-
-absl::Status Simulator::CloseRound(double now) {
-  round_open_ = false;
-  for (const Task& t : tasks_) {
-    if (!t.running) continue;
-    selector_->Report(MakeReport(t, TaskOutcome::kStraggler, now));
-    ++row_.stragglers;
-  }
-  const bool commit = static_cast<int32_t>(accepted_.size()) >= options_.min_updates;
-  FEDSCHED_ASSIGN_OR_RETURN(ModelQuality quality, learner_->EndRound(round_, commit));
-  selector_->EndRound(round_, now, commit);
-  FEDSCHED_RETURN_IF_ERROR(selector_->Health());
-  row_.committed = commit;
-  row_.end_s = now - options_.start_time_s;
-  row_.quality = quality;
-  row_.participants = static_cast<int32_t>(accepted_.size());
-  row_.failed = failed_;
-  int64_t hits = 0, reads = 0;
-  double ape = 0, duration = 0;
-  int32_t predicted = 0;
-  for (int32_t i : accepted_) {
-    const Task& t = tasks_[i];
-    hits += t.work.cache_hits;
-    reads += t.work.cache_hits + t.work.cache_misses;
-    const double actual = t.timing.total_s();
-    duration += actual;
-    if (t.predicted_s > 0 && actual > 0) {
-      ape += std::abs(t.predicted_s - actual) / actual;
-      ++predicted;
-    }
-  }
-  row_.cache_hit_ratio = reads > 0 ? static_cast<double>(hits) / static_cast<double>(reads) : 0;
-  row_.predictor_mape = predicted > 0 ? ape / predicted : 0;
-  row_.mean_duration_s = accepted_.empty() ? 0 : duration / accepted_.size();
-  if (sink_ != nullptr) sink_->OnRound(row_);
-  summary_.virtual_s = row_.end_s;
-  if (commit) {
-    ++summary_.rounds_committed;
-    ++round_;
-    if (quality.evaluated) {
-      summary_.final_accuracy = quality.accuracy;
-      if (options_.target_accuracy > 0 && summary_.time_to_target_s < 0 &&
-          quality.accuracy >= options_.target_accuracy) {
-        summary_.time_to_target_s = row_.end_s;
-      }
-    }
-    last_failed_close_ = -1;
-  } else {
-    ++summary_.rounds_failed;
-    if (row_.start_s + options_.start_time_s == now) last_failed_close_ = now;
-  }
-  tasks_.clear();
-  accepted_.clear();
-  if (Done(now)) return absl::OkStatus();
-  return MaybeStartRound(now);
-}
-
-bool Simulator::Done(double now) {
-  if (stop_) return true;
-  if (summary_.rounds_committed >= options_.num_rounds) {
-    summary_.stop_reason = absl::StrCat("completed ", options_.num_rounds, " rounds");
-  } else if (options_.target_accuracy > 0 && summary_.time_to_target_s >= 0) {
-    summary_.stop_reason = absl::StrCat("reached target accuracy ", options_.target_accuracy);
-  } else if (options_.max_virtual_s > 0 && now - options_.start_time_s >= options_.max_virtual_s) {
-    summary_.stop_reason = absl::StrCat("virtual time limit ", options_.max_virtual_s, " s");
-  } else {
-    return false;
-  }
-  stop_ = true;
-  return true;
-}
-
 absl::StatusOr<RunSummary> Simulator::Run(RoundSink* sink) {
   sink_ = sink;
-  FEDSCHED_RETURN_IF_ERROR(Init());
+  const double max_s = config_.max_virtual_hours() * 3600.0;
+  bool advance = false;
   while (!stop_) {
     if (queue_.empty()) {
       summary_.stop_reason = "no client can come online again (availability trace exhausted)";
       break;
     }
-    if (options_.max_virtual_s > 0 &&
-        queue_.Top().time_s - options_.start_time_s > options_.max_virtual_s) {
-      summary_.virtual_s = options_.max_virtual_s;
-      summary_.stop_reason = absl::StrCat("virtual time limit ", options_.max_virtual_s, " s");
+    if (max_s > 0 && queue_.Top().time_s - t0_ > max_s) {
+      summary_.virtual_s = max_s;
+      summary_.stop_reason = absl::StrCat("virtual time limit ", max_s, " s");
       break;
     }
     const Event e = queue_.Pop();
-    switch (e.kind) {
-      case EventKind::kAvailabilityChange:
-        SetOnline(e.client, availability_->IsAvailable(e.client, e.time_s));
-        FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(e.client, e.time_s));
-        if (waiting_) FEDSCHED_RETURN_IF_ERROR(MaybeStartRound(e.time_s));
-        break;
-      case EventKind::kTaskComplete:
-        FEDSCHED_RETURN_IF_ERROR(OnTaskComplete(e));
-        break;
-      case EventKind::kTaskFail:
-        FEDSCHED_RETURN_IF_ERROR(OnTaskFail(e));
-        break;
-      case EventKind::kRoundDeadline:
-        if (round_open_ && e.a == attempt_) FEDSCHED_RETURN_IF_ERROR(CloseRound(e.time_s));
-        break;
-      case EventKind::kRoundStart:
-        start_pending_ = false;
-        FEDSCHED_RETURN_IF_ERROR(MaybeStartRound(e.time_s));
-        break;
+    FEDSCHED_RETURN_IF_ERROR(HandleEvent(e, &advance));
+    // The engine advances once per batch of same-time events.
+    if (advance && (queue_.empty() || queue_.Top().time_s != e.time_s)) {
+      advance = false;
+      FEDSCHED_RETURN_IF_ERROR(Step(e.time_s));
     }
   }
   summary_.events = queue_.popped();
   return summary_;
+}
+
+absl::Status Simulator::HandleEvent(const Event& e, bool* advance) {
+  switch (e.kind) {
+    case EventKind::kAvailabilityChange:
+      *advance = true;
+      return OnAvailabilityChange(e.client, e.time_s);
+    case EventKind::kTaskComplete:
+      *advance = true;
+      return OnTaskComplete(e.a, e.time_s);
+    case EventKind::kTaskFail: {
+      *advance = true;
+      auto it = tasks_.find(e.a);
+      if (it == tasks_.end()) return absl::InternalError("simulator: unknown task event");
+      const SimTask task = std::move(it->second);
+      tasks_.erase(it);
+      return FailIfInFlight(task.index, task.task_id, e.time_s);
+    }
+    case EventKind::kRoundDeadline:
+      // A closed round's deadline does nothing; the open one's closes it in Step.
+      if (open_ && e.a == open_serial_) *advance = true;
+      return absl::OkStatus();
+    case EventKind::kRoundStart:
+      *advance = true;
+      return absl::OkStatus();
+  }
+  return absl::InternalError("simulator: unknown event kind");
+}
+
+absl::Status Simulator::OnAvailabilityChange(int32_t c, double now) {
+  const bool online = parts_.availability->IsAvailable(c, now);
+  SetOnline(c, online);
+  FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, now));
+  if (online) return absl::OkStatus();
+  const auto index = static_cast<round::ClientIndex>(index_of_[c]);
+  if (const round::Task* task = engine_->TaskOf(index); task != nullptr) {
+    return FailIfInFlight(index, task->task_id, now);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Simulator::FailIfInFlight(round::ClientIndex index, const std::string& task_id,
+                                       double now) {
+  const round::Task* task = engine_->FindTask(task_id);
+  if (task == nullptr || !task->in_flight()) return absl::OkStatus();
+  FEDSCHED_RETURN_IF_ERROR(engine_->FailTask(index, task_id, now, "device went offline"));
+  ++failed_;
+  return absl::OkStatus();
+}
+
+absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
+  auto it = tasks_.find(serial);
+  if (it == tasks_.end()) return absl::InternalError("simulator: unknown task event");
+  const SimTask task = std::move(it->second);
+  tasks_.erase(it);
+  const int64_t bytes = parts_.learner->ModelBytes();
+  round::Update update;
+  update.claim.index = task.index;
+  update.claim.task_id = task.task_id;
+  update.claim.round = task.round;
+  update.claim.num_examples = task.work.examples;
+  update.delta = task.delta.get();
+  update.metrics = SimUpdateMetrics(task.work, task.timing, bytes);
+  update.now_s = now;
+  update.upload_seconds = task.timing.upload_s;
+  update.upload_bytes = bytes;
+  const std::vector<absl::Status> verdicts = engine_->FoldUpdates({update});
+  const absl::Status& verdict = verdicts.at(0);
+  if (verdict.ok()) {
+    ++accepted_;
+    accepted_duration_s_ += task.timing.total_s();
+    parts_.learner->OnAccepted(task.client, task.round);
+    return absl::OkStatus();
+  }
+  // Late, straggling or failed tasks are refused and their work dropped, as the server does;
+  // a malformed update means the learner (or a scripted test) produced something wrong.
+  if (verdict.code() == absl::StatusCode::kInvalidArgument) {
+    return absl::InvalidArgumentError(absl::StrCat("simulator: the engine refused client ",
+                                                   task.client, "'s update for task ",
+                                                   task.task_id, ": ", verdict.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Simulator::Step(double now) {
+  for (int i = 0; i < kMaxClosesPerInstant; ++i) {
+    const std::vector<round::ClosedRound> closed = engine_->Advance(now);
+    for (const round::ClosedRound& c : closed) {
+      FEDSCHED_RETURN_IF_ERROR(FinishRound(c, now));
+      if (stop_) return absl::OkStatus();
+    }
+    FEDSCHED_RETURN_IF_ERROR(NoteOpened(now));
+    if (closed.empty()) {
+      FEDSCHED_RETURN_IF_ERROR(StartNewTasks(now));
+      return absl::OkStatus();
+    }
+  }
+  return absl::InternalError(absl::StrCat("simulator: more than ", kMaxClosesPerInstant,
+                                          " rounds closed at virtual time ", now, " s"));
+}
+
+absl::Status Simulator::FinishRound(const round::ClosedRound& closed, double now) {
+  const v1::RoundRecord& record = closed.record;
+  const int64_t round = record.round();
+  ModelQuality quality;
+  if (closed.committed) {
+    if (absl::Status s = engine_->Publish(round, closed.commit.model, blob_); !s.ok()) {
+      return absl::InternalError(absl::StrCat("simulator: publishing version ", round, ": ",
+                                              s.message()));
+    }
+    FEDSCHED_ASSIGN_OR_RETURN(quality,
+                              parts_.learner->EndRound(round, true, *closed.commit.model));
+  } else {
+    FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, false, *engine_->model()));
+  }
+  quality.train_loss = record.mean_train_loss();
+  RoundRow row;
+  row.round = round;
+  row.committed = closed.committed;
+  row.start_s = open_s_ - t0_;
+  row.end_s = now - t0_;
+  row.quality = quality;
+  row.online = online_at_open_;
+  row.selected = record.cohort_size();
+  row.participants = record.updates_accepted();
+  row.stragglers = record.stragglers_size();
+  row.failed = failed_;
+  row.cache_hit_ratio = record.cache_hit_ratio();
+  row.predictor_mape = record.predictor_mape();
+  row.mean_duration_s = accepted_ > 0 ? accepted_duration_s_ / accepted_ : 0;
+  open_ = false;  // its deadline event is stale now
+  if (sink_ != nullptr) {
+    sink_->OnRound(row);
+    v1::RoundRecord evaluated = record;
+    evaluated.set_test_accuracy(quality.accuracy);
+    evaluated.set_test_loss(quality.loss);
+    sink_->OnRecord(evaluated, closed.committed ? closed.commit.model.get() : nullptr);
+  }
+  summary_.virtual_s = row.end_s;
+  if (closed.committed) {
+    ++summary_.rounds_committed;
+    if (quality.evaluated) {
+      summary_.final_accuracy = quality.accuracy;
+      if (config_.target_accuracy() > 0 && summary_.time_to_target_s < 0 &&
+          quality.accuracy >= config_.target_accuracy()) {
+        summary_.time_to_target_s = row.end_s;
+      }
+    }
+  } else {
+    ++summary_.rounds_failed;
+  }
+  Done(now);
+  return absl::OkStatus();
+}
+
+absl::Status Simulator::NoteOpened(double now) {
+  if (!engine_->running()) return absl::OkStatus();
+  const int64_t round = engine_->current_round();
+  const int attempt = engine_->attempts_failed();
+  if (open_ && round == open_round_ && attempt == open_attempt_) return absl::OkStatus();
+  // The round (version) opened in the Advance just made, at `now`: the engine's deadline is
+  // now + record.deadline_s (the same expression, so the same double).
+  open_ = true;
+  open_round_ = round;
+  open_attempt_ = attempt;
+  ++open_serial_;
+  open_s_ = now;
+  online_at_open_ = online_count();
+  failed_ = 0;
+  accepted_ = 0;
+  accepted_duration_s_ = 0;
+  return queue_.Push(now + engine_->current_record().deadline_s(), EventKind::kRoundDeadline, -1,
+                     open_serial_);
+}
+
+absl::Status Simulator::StartNewTasks(double now) {
+  const std::vector<const round::Task*> fresh = engine_->TakeNewTasks();
+  if (fresh.empty()) return absl::OkStatus();
+  std::vector<TrainTask> train;
+  std::vector<round::ClientIndex> indices;
+  train.reserve(fresh.size());
+  indices.reserve(fresh.size());
+  for (const round::Task* t : fresh) {
+    // The device fetches the published model at once (virtual time stands still).
+    absl::StatusOr<const round::Task*> pinned = engine_->PinModel(t->index, t->task_id);
+    if (!pinned.ok()) {
+      return absl::InternalError(
+          absl::StrCat("simulator: pinning task ", t->task_id, ": ", pinned.status().message()));
+    }
+    TrainTask task;
+    task.client = client_of_[t->index];
+    task.task_id = t->task_id;
+    task.round = t->round;
+    task.local_steps = t->local_steps;
+    task.cache_plan = t->cache_plan;
+    train.push_back(std::move(task));
+    indices.push_back(t->index);
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(std::vector<TrainedTask> trained,
+                            parts_.learner->Train(train, *engine_->published_model()));
+  if (trained.size() != train.size()) {
+    return absl::InternalError("simulator: the learner returned a different number of tasks");
+  }
+  for (size_t i = 0; i < train.size(); ++i) {
+    FEDSCHED_RETURN_IF_ERROR(ScheduleTask(train[i], std::move(trained[i]), indices[i], now));
+  }
+  return Prefetch();
+}
+
+absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
+                                     round::ClientIndex index, double now) {
+  const int64_t bytes = parts_.learner->ModelBytes();
+  FEDSCHED_ASSIGN_OR_RETURN(TaskTiming timing, durations_->Timing(task, trained.work, bytes));
+  if (!ValidTiming(timing)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "simulator: task ", task.task_id, " of client ", task.client,
+        " has an invalid timing (every phase must be finite and >= 0, the total > 0)"));
+  }
+  if (trained.delta == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulator: the learner returned no delta for task ", task.task_id));
+  }
+  const int64_t serial = next_serial_++;
+  SimTask& t = tasks_[serial];
+  t.task_id = task.task_id;
+  t.client = task.client;
+  t.index = index;
+  t.round = task.round;
+  t.work = trained.work;
+  t.timing = timing;
+  t.delta = std::move(trained.delta);
+  const double done = now + timing.total_s();
+  // The device must stay online until it is done (docs/ALGORITHMS.md §7.3).
+  const double offline = parts_.availability->NextChange(task.client, now);
+  if (offline < done) {
+    t.delta.reset();  // never uploaded
+    return queue_.Push(offline, EventKind::kTaskFail, task.client, serial);
+  }
+  return queue_.Push(done, EventKind::kTaskComplete, task.client, serial);
+}
+
+absl::Status Simulator::Prefetch() {
+  if (!parts_.learner->prefetches()) return absl::OkStatus();
+  for (int32_t c : online_) {
+    const auto index = static_cast<round::ClientIndex>(index_of_[c]);
+    const v1::CachePlan* plan = engine_->PrefetchPlan(index);
+    if (plan == nullptr || engine_->TaskOf(index) != nullptr) continue;
+    FEDSCHED_RETURN_IF_ERROR(parts_.learner->Prefetch(c, *plan));
+  }
+  return absl::OkStatus();
+}
+
+bool Simulator::Done(double now) {
+  if (stop_) return true;
+  if (engine_->finished()) {
+    summary_.stop_reason = absl::StrCat("completed ", config_.server().num_rounds(), " rounds");
+  } else if (config_.target_accuracy() > 0 && summary_.time_to_target_s >= 0) {
+    summary_.stop_reason = absl::StrCat("reached target accuracy ", config_.target_accuracy());
+  } else if (config_.max_virtual_hours() > 0 &&
+             now - t0_ >= config_.max_virtual_hours() * 3600.0) {
+    summary_.stop_reason =
+        absl::StrCat("virtual time limit ", config_.max_virtual_hours() * 3600.0, " s");
+  } else {
+    return false;
+  }
+  stop_ = true;
+  return true;
 }
 
 }  // namespace fedsched::sim

@@ -1,20 +1,45 @@
-// fedsched's discrete-event simulator: replays device capacity and availability traces over a
-// virtual clock and drives a ParticipantSelector (the server's planner) and a Learner (real or
-// modelled training) through synchronous rounds. It never reads or waits on the wall clock for
-// anything it simulates.
+// fedsched's discrete-event simulator: replays device availability (and, by default, capacity)
+// traces over a virtual clock and drives the server's round engine (server/round::RoundEngine,
+// docs/ARCHITECTURE.md "The round engine") with it, so that planning, first-K / deadline
+// closing, min_updates, stragglers, failed and re-planned rounds, FedBuff versions and
+// staleness, and aggregation are the very code the coordination server runs
+// (docs/ALGORITHMS.md §2 and §6). The simulator adds only what a fleet of devices would do:
+// who is online (the availability trace: round::Presence and the planner's oracle), how long
+// each task takes (TaskDurations), and the training itself (Learner). It never reads or waits
+// on the wall clock.
 //
-// A round (FedScale / Oort, research.md section 2; design.md "A round"):
-//   1. When at least min_online_clients are online (else wait, in virtual time, for
-//      availability events), select ceil(K * overcommit) online clients.
-//   2. Each task's duration = download + compute + I/O + upload (sim/engine/device_model.h, from
-//      the client's capacity row and the Learner's cache hits/misses). If the client's
-//      availability ends before that, the task fails when it goes offline.
-//   3. FIRST_K: the round closes at the K-th arrival (the rest are stragglers); DEADLINE: at the
-//      deadline. Either way it closes at round_deadline_s, or once every task has ended. It
-//      commits with >= min_updates updates, else fails and is retried (same round number).
-// Clients whose Learner::NumSamples is 0 (possible under strong Dirichlet skew) never come
-// online. Availability is tracked lazily: each client has at most one pending availability event
-// (its next change), so 100,000 clients cost 100,000 heap entries, not every window of the trace.
+// Exact call sequence into the engine (a test replaying a scenario through the server's
+// coordinator can mirror it):
+//   Create:  RoundEngine::Create({config.server(), learner.initial_model(), presence, oracle});
+//            for every client k with NumSamples(k) > 0, in increasing k:
+//            Register(SimIdentity(k), SimDeviceProfile(device k), t0); then
+//            Publish(0, engine.model(), blob) (blob: null, or a placeholder of ModelBytes()
+//            bytes when that differs from the model's serialized size, i.e. in no-train mode,
+//            so that the planner predicts transfers of the modelled size).
+//   Per event, in (virtual time, insertion) order; t = the event's time:
+//     availability change: the client's presence flips; going offline with a task in flight
+//            (TaskOf) -> FailTask(index, task_id, t, "device went offline").
+//     task failure (the device goes offline before it would finish): FailTask likewise, if
+//            the task is still in flight.
+//     task completion: FoldUpdates({update}) with claim {index, task_id, round, examples},
+//            the learner's delta, SimUpdateMetrics(work, timing, ModelBytes()), now_s = t,
+//            upload_seconds = timing.upload_s, upload_bytes = ModelBytes(). Every completion
+//            is folded, also a straggler's or a closed round's (the engine refuses it; the
+//            update is dropped); an INVALID_ARGUMENT verdict (a malformed update) is an error.
+//     round deadline (scheduled at each round's open time + record.deadline_s, which is the
+//            engine's deadline, Task::deadline_s): nothing but the Advance below.
+//   After the last event at time t (a batch of same-time events):
+//     loop { closed = Advance(t); per ClosedRound in order: if committed,
+//            Publish(round, commit.model, blob), then Learner::EndRound evaluates, the RoundRow
+//            is emitted; } until Advance closes nothing (a synchronous round is planned only
+//            after Publish). Then TakeNewTasks(); PinModel(index, task_id) for each; the
+//            learner trains them all from published_model(); each task's completion (or
+//            failure, if its device goes offline first) is scheduled at t + its duration; a
+//            deadline event is scheduled for a round that opened; idle online clients with a
+//            PrefetchPlan warm their caches (Learner::Prefetch).
+// Clients whose Learner::NumSamples is 0 (possible under strong Dirichlet skew) never register
+// nor come online. Availability is tracked lazily: each client has at most one pending
+// availability event (its next change), so 100,000 clients cost 100,000 heap entries.
 #ifndef FEDSCHED_SIM_ENGINE_SIMULATOR_H_
 #define FEDSCHED_SIM_ENGINE_SIMULATOR_H_
 
@@ -23,38 +48,46 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "fedsched/v1/config.pb.h"
-#include "sim/engine/adapters.h"
+#include "fedsched/v1/records.pb.h"
+#include "fedsched/v1/sim.pb.h"
+#include "server/round/engine.h"
 #include "sim/engine/device_model.h"
 #include "sim/engine/event_queue.h"
+#include "sim/engine/learner.h"
+#include "sim/engine/sim_client.h"
 #include "sim/trace/availability_trace.h"
 #include "sim/trace/capacity_trace.h"
 
 namespace fedsched::sim {
 
-// One closed round (a row of the per-round CSV).
+// One closed round (a row of the per-round CSV). Under FedBuff a round is a model version.
 struct RoundRow {
   int64_t round = 0;
   bool committed = false;
-  double start_s = 0;  // virtual seconds since the simulation start
-  double end_s = 0;    // virtual seconds since the simulation start
+  double start_s = 0;  // virtual seconds since the simulation start: the round opened
+  double end_s = 0;    // virtual seconds since the simulation start: the round closed
   ModelQuality quality;
-  int32_t online = 0;          // online clients at round start
-  int32_t selected = 0;        // tasks issued
-  int32_t participants = 0;    // updates accepted
-  int32_t stragglers = 0;      // still running at close (work discarded)
-  int32_t failed = 0;          // went offline mid-task
-  double cache_hit_ratio = 0;  // hits / reads over accepted updates
-  double predictor_mape = 0;   // mean |predicted - actual| / actual over accepted updates
-  double mean_duration_s = 0;  // mean duration of accepted updates
+  int32_t online = 0;          // online clients when the round opened
+  int32_t selected = 0;        // tasks planned for it (record.cohort)
+  int32_t participants = 0;    // updates accepted (record.updates_accepted)
+  int32_t stragglers = 0;      // in flight at a synchronous commit (record.stragglers)
+  int32_t failed = 0;          // tasks whose device went offline while the round was open
+  double cache_hit_ratio = 0;  // hits / reads over accepted updates (record)
+  double predictor_mape = 0;   // the planner's MAPE over accepted updates (record)
+  double mean_duration_s = 0;  // mean modelled duration of the accepted updates, seconds
 };
 
-// Receives rows as rounds close (the CSV writer, the progress line, tests).
+// Receives rounds as they close (the CSV writer, the progress line, tests).
 class RoundSink {
  public:
   virtual ~RoundSink() = default;
   virtual void OnRound(const RoundRow& row) = 0;
+  // The engine's record of the same round (test_accuracy / test_loss filled from the
+  // learner's evaluation) and, if it committed, the new global model (else null). Default:
+  // ignored.
+  virtual void OnRecord(const v1::RoundRecord& record, const v1::Model* model) {}
 };
 
 // Totals of a run.
@@ -68,89 +101,108 @@ struct RunSummary {
   std::string stop_reason;
 };
 
+// What a Simulator is made of. Pointers are not owned and must outlive the simulator.
+struct SimulatorParts {
+  // Resolved (ResolveSimConfig, sim/engine/setup.h): num_clients, target_accuracy,
+  // max_virtual_hours, traces.start_time_s and the round settings in `server` are read.
+  v1::SimConfig config;
+  // Each client's device (computation ms/sample and sample KB for its registration; also the
+  // task durations unless `durations` is given). Required.
+  const CapacityTrace* capacity = nullptr;
+  // Who is online when; also the planner's availability oracle. Required.
+  const AvailabilityTrace* availability = nullptr;
+  // Trains (or models) tasks and evaluates committed models. Required.
+  Learner* learner = nullptr;
+  // Task durations. Default (null): CapacityDurations over `capacity`.
+  TaskDurations* durations = nullptr;
+};
+
+// Not thread-safe; Run is called once.
 class Simulator {
  public:
-  struct Options {
-    int32_t num_clients = 1000;
-    int32_t clients_per_round = 50;  // K
-    double overcommit = 1.3;         // tasks = ceil(K * overcommit)
-    int64_t num_rounds = 100;        // committed rounds
-    double target_accuracy = 0;      // stop when reached; 0 = never
-    double max_virtual_s = 0;        // stop after this many virtual seconds; 0 = no limit
-    int32_t min_updates = 0;         // 0 = max(1, K / 2)
-    double round_deadline_s = 3600;  // hard cap on a round, seconds
-    v1::RoundClosing closing = v1::ROUND_CLOSING_FIRST_K;
-    int32_t min_online_clients = 0;  // 0 = K
-    int32_t batch_size = 32;
-    int32_t local_steps = 1;  // default workload per task
-    double start_time_s = 0;  // position in the availability trace at start
-  };
-
-  // `capacity`, `availability`, `selector`, `learner` are not owned and must outlive the
-  // simulator. Errors: INVALID_ARGUMENT for non-positive counts, overcommit < 1, a
-  // non-positive deadline, or min_updates > K.
-  static absl::StatusOr<std::unique_ptr<Simulator>> Create(const Options& options,
-                                                           const CapacityTrace* capacity,
-                                                           const AvailabilityTrace* availability,
-                                                           ParticipantSelector* selector,
-                                                           Learner* learner);
+  // Creates the round engine, registers every client with data and publishes version 0 (see
+  // the file comment). Errors: INVALID_ARGUMENT for a missing part, num_clients <= 0, or a
+  // config the engine refuses (RoundEngine::Create, naming the field); those of Register.
+  static absl::StatusOr<std::unique_ptr<Simulator>> Create(SimulatorParts parts);
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
+  ~Simulator();
 
-  // Runs until num_rounds rounds committed, target_accuracy was reached, max_virtual_s passed,
-  // or no client can ever come online again (stop_reason says which). Call once.
-  // Errors: whatever the selector or learner return; INTERNAL if the event order breaks.
+  // Runs until server.num_rounds rounds committed, target_accuracy was reached,
+  // max_virtual_hours passed, or no client can ever come online again (stop_reason says which).
+  // `sink` may be null. Errors: the learner's and the duration source's; INVALID_ARGUMENT for
+  // a timing that is negative or not finite, or an update the engine refuses as malformed;
+  // INTERNAL if the engine refuses a pin or a publish the simulator made, or the event order
+  // breaks.
   absl::StatusOr<RunSummary> Run(RoundSink* sink);
 
-  // Clients online right now (for tests).
+  // Clients online right now.
   int32_t online_count() const { return static_cast<int32_t>(online_.size()); }
+  // The engine (for tests: its book, planner, records).
+  const round::RoundEngine& engine() const { return *engine_; }
 
  private:
-  struct Task {
+  class OnlinePresence;
+  // A task the simulated device is working on (until its completion or failure event).
+  struct SimTask {
+    std::string task_id;
     int32_t client = -1;
-    double start_s = 0;
-    double predicted_s = 0;
-    TaskTiming timing;
+    round::ClientIndex index = 0;
+    int64_t round = 0;
     TaskWork work;
-    bool running = true;
+    TaskTiming timing;
+    std::shared_ptr<const v1::Model> delta;
   };
 
-  Simulator(const Options& options, const CapacityTrace* capacity,
-            const AvailabilityTrace* availability, ParticipantSelector* selector, Learner* learner);
+  explicit Simulator(SimulatorParts parts);
   absl::Status Init();
   void SetOnline(int32_t client, bool online);
   absl::Status ScheduleAvailability(int32_t client, double now);
-  absl::Status MaybeStartRound(double now);
-  absl::Status StartRound(double now);
-  absl::Status OnTaskComplete(const Event& e);
-  absl::Status OnTaskFail(const Event& e);
-  absl::Status CloseRound(double now);
+  absl::Status HandleEvent(const Event& e, bool* advance);
+  absl::Status OnAvailabilityChange(int32_t client, double now);
+  absl::Status OnTaskComplete(int64_t serial, double now);
+  absl::Status FailIfInFlight(round::ClientIndex index, const std::string& task_id, double now);
+  // Advances the engine at `now` until nothing closes; then starts the new tasks.
+  absl::Status Step(double now);
+  absl::Status FinishRound(const round::ClosedRound& closed, double now);
+  absl::Status NoteOpened(double now);
+  absl::Status StartNewTasks(double now);
+  absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained,
+                            round::ClientIndex index, double now);
+  absl::Status Prefetch();
   bool Done(double now);
-  TaskReport MakeReport(const Task& t, TaskOutcome outcome, double end_s) const;
 
-  Options options_;
-  const CapacityTrace* capacity_;
-  const AvailabilityTrace* availability_;
-  ParticipantSelector* selector_;
-  Learner* learner_;
+  SimulatorParts parts_;
+  const v1::SimConfig& config_;
+  const double t0_;  // traces.start_time_s: virtual time of the start, seconds
+  std::unique_ptr<TaskDurations> default_durations_;
+  TaskDurations* durations_ = nullptr;
   RoundSink* sink_ = nullptr;
+
+  std::vector<int32_t> client_of_;  // engine index -> simulated client
+  std::vector<int64_t> index_of_;   // simulated client -> engine index, or -1 (no data)
+  std::unique_ptr<OnlinePresence> presence_;
+  std::unique_ptr<TraceAvailabilityOracle> oracle_;
+  std::unique_ptr<round::RoundEngine> engine_;
+  std::shared_ptr<const round::ModelBlob> blob_;  // null unless no-train (see file comment)
 
   EventQueue queue_;
   std::vector<int32_t> online_;      // online clients, unordered
   std::vector<int32_t> online_pos_;  // index in online_, or -1
 
-  // Current round.
-  int64_t round_ = 1;    // round number being run (1-based)
-  int64_t attempt_ = 0;  // increments per started round; tags events
-  bool round_open_ = false;
-  bool waiting_ = false;        // waiting for enough clients to come online
-  bool start_pending_ = false;  // a kRoundStart event is queued
-  std::vector<Task> tasks_;
-  int32_t running_ = 0;
-  std::vector<int32_t> accepted_;  // task indexes in arrival order
+  absl::flat_hash_map<int64_t, SimTask> tasks_;  // by serial (event payload)
+  int64_t next_serial_ = 0;
+
+  // The open round (FedBuff: version), as last seen after an Advance.
+  bool open_ = false;
+  int64_t open_round_ = 0;
+  int open_attempt_ = 0;
+  int64_t open_serial_ = 0;  // tags its deadline event
+  double open_s_ = 0;
+  int32_t online_at_open_ = 0;
   int32_t failed_ = 0;
-  RoundRow row_;
-  double last_failed_close_ = -1;
+  int32_t accepted_ = 0;
+  double accepted_duration_s_ = 0;
 
   RunSummary summary_;
   bool stop_ = false;

@@ -8,25 +8,18 @@
 #include "absl/strings/str_cat.h"
 #include "client/cache/sample_cache.h"
 #include "client/cache/sample_store.h"
+#include "common/status_macros.h"
 #include "models/partition.h"
 #include "models/reference_model.h"
 #include "models/samples.h"
-#include "common/status_macros.h"
-#include "server/aggregation/aggregator.h"
 
 namespace fedsched::sim {
 
 struct TrainingLearner::Device {
-  ManualIoClock clock;  // storage delay is modelled by the engine, not slept
+  ManualIoClock clock;  // storage delay is modelled by the simulator, not slept
   std::unique_ptr<InMemorySampleStore> store;
   std::unique_ptr<SampleCache> cache;
-};
-
-struct TrainingLearner::Pending {
-  int32_t client = -1;
-  v1::Model delta;
-  TaskWork work;
-  absl::Status status;
+  bool warmed = false;  // prefetched since its last task (the SDK warms once per idle spell)
 };
 
 TrainingLearner::TrainingLearner(const v1::SimConfig& config) : config_(config) {}
@@ -41,7 +34,7 @@ absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
       LoadIdxDataset(
           d.train_images_path().empty() ? kFashionMnistTrainImages : d.train_images_path(),
           d.train_labels_path().empty() ? kFashionMnistTrainLabels : d.train_labels_path()));
-  const v1::EvalConfig& e = config.eval();
+  const v1::EvalConfig& e = config.server().eval();
   FEDSCHED_ASSIGN_OR_RETURN(
       l->test_, LoadIdxDataset(
                     e.test_images_path().empty() ? kFashionMnistTestImages : e.test_images_path(),
@@ -53,16 +46,14 @@ absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
                                                : d.min_samples() < 0 ? 0
                                                                      : 10,
                                                d.partition_seed() != 0 ? d.partition_seed() : 42));
-  FEDSCHED_ASSIGN_OR_RETURN(l->global_, InitialModel(config.model()));
-  l->model_bytes_ = static_cast<int64_t>(l->global_.ByteSizeLong());
-  FEDSCHED_ASSIGN_OR_RETURN(l->aggregator_, Aggregator::Create(config.aggregation(), l->global_));
+  FEDSCHED_ASSIGN_OR_RETURN(l->initial_, InitialModel(config.server().model()));
+  l->model_bytes_ = static_cast<int64_t>(l->initial_.ByteSizeLong());
   for (int i = 0; i < std::max(1, config.train_threads()); ++i) {
     FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceTrainer> t,
-                              ReferenceTrainer::Create(config.model()));
+                              ReferenceTrainer::Create(config.server().model()));
     l->trainers_.push_back(std::move(t));
   }
   l->devices_.resize(config.num_clients());
-  l->pending_of_.assign(config.num_clients(), -1);
   return l;
 }
 
@@ -73,6 +64,9 @@ double TrainingLearner::MeanSamples() const {
 }
 
 absl::StatusOr<TrainingLearner::Device*> TrainingLearner::DeviceFor(int32_t client) {
+  if (client < 0 || client >= static_cast<int32_t>(devices_.size())) {
+    return absl::OutOfRangeError(absl::StrCat("no simulated client ", client));
+  }
   std::unique_ptr<Device>& dev = devices_[client];
   if (dev != nullptr) return dev.get();
   dev = std::make_unique<Device>();
@@ -84,155 +78,113 @@ absl::StatusOr<TrainingLearner::Device*> TrainingLearner::DeviceFor(int32_t clie
   FEDSCHED_ASSIGN_OR_RETURN(dev->store, InMemorySampleStore::Create(std::move(samples), so));
   SampleCacheOptions co;
   co.store = dev->store.get();
-  co.policy = config_.cache().policy();
-  co.default_capacity_fraction = config_.cache().capacity_fraction();
-  co.default_replication_factor = std::max(1, config_.cache().replication_factor());
+  co.policy = config_.server().cache().policy();
+  co.default_capacity_fraction = config_.server().cache().capacity_fraction();
+  co.default_replication_factor = std::max(1, config_.server().cache().replication_factor());
   FEDSCHED_ASSIGN_OR_RETURN(dev->cache, SampleCache::Create(co));
   return dev.get();
 }
 
-absl::Status TrainingLearner::TrainOne(int32_t client, int64_t round, int32_t local_steps,
-                                       const v1::CachePlan& plan, ReferenceTrainer& trainer,
-                                       Pending* out) {
-  Device* dev = devices_[client].get();
-  const int32_t batch = config_.training().batch_size();
-  std::mt19937_64 rng(config_.seed() * 0x9E3779B97F4A7C15ULL ^
-                      (static_cast<uint64_t>(client) << 32) ^ static_cast<uint64_t>(round));
-  FEDSCHED_ASSIGN_OR_RETURN(std::vector<int64_t> ids,
-                            dev->cache->PlanRound(plan, batch, local_steps, rng));
+absl::StatusOr<TrainedTask> TrainingLearner::TrainOne(const TrainTask& task,
+                                                      const v1::Model& global,
+                                                      ReferenceTrainer& trainer) {
+  Device* dev = devices_[task.client].get();
+  dev->warmed = false;
+  const v1::TrainingConfig& training = config_.server().training();
+  const int32_t batch = training.batch_size();
+  std::mt19937_64 rng(config_.server().seed() * 0x9E3779B97F4A7C15ULL ^
+                      (static_cast<uint64_t>(task.client) << 32) ^
+                      static_cast<uint64_t>(task.round));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      std::vector<int64_t> ids,
+      dev->cache->PlanRound(task.cache_plan, batch, std::max(1, task.local_steps), rng));
   TrainRequest request;
-  request.global = &global_;
+  request.global = &global;
   request.sample_ids = std::move(ids);
   request.batch_size = batch;
-  request.learning_rate = config_.training().learning_rate();
-  request.proximal_mu = config_.training().proximal_mu();
+  request.learning_rate = training.learning_rate();
+  request.proximal_mu = training.proximal_mu();
   FEDSCHED_ASSIGN_OR_RETURN(TrainResult result, trainer.Train(request, *dev->cache));
   FEDSCHED_RETURN_IF_ERROR(
       dev->cache->ReportLosses(request.sample_ids, result.per_sample_losses, batch));
   const CacheRoundStats stats = dev->cache->EndRound();
   // Delta = trained - global; Train keeps the tensor order of the global model.
-  out->delta = std::move(result.trained);
-  for (int t = 0; t < out->delta.tensors_size(); ++t) {
-    v1::Tensor* dt = out->delta.mutable_tensors(t);
-    const v1::Tensor& gt = global_.tensors(t);
+  auto delta = std::make_shared<v1::Model>(std::move(result.trained));
+  for (int t = 0; t < delta->tensors_size(); ++t) {
+    v1::Tensor* dt = delta->mutable_tensors(t);
+    const v1::Tensor& gt = global.tensors(t);
     for (int i = 0; i < dt->data_size(); ++i) dt->set_data(i, dt->data(i) - gt.data(i));
   }
   double sq = 0;
   for (float l : result.per_sample_losses) sq += static_cast<double>(l) * l;
   const double n = static_cast<double>(result.per_sample_losses.size());
-  out->work.examples = result.num_examples;
-  out->work.cache_hits = stats.hits;
-  out->work.cache_misses = stats.misses;
-  out->work.mean_loss = result.mean_loss;
-  // Oort's statistical utility |B| sqrt(sum loss^2 / |B|) (research.md section 3).
-  out->work.statistical_utility = n > 0 ? n * std::sqrt(sq / n) : 0;
-  return absl::OkStatus();
+  TrainedTask out;
+  out.work.examples = result.num_examples;
+  out.work.cache_hits = stats.hits;
+  out.work.cache_misses = stats.misses;
+  out.work.mean_loss = result.mean_loss;
+  // Oort's statistical utility |B| sqrt(sum loss^2 / |B|) (docs/ALGORITHMS.md §3.1).
+  out.work.statistical_utility = n > 0 ? n * std::sqrt(sq / n) : 0;
+  out.delta = std::move(delta);
+  return out;
 }
 
-absl::StatusOr<std::vector<TaskWork>> TrainingLearner::StartTasks(
-    int64_t round, absl::Span<const PlannedTask> tasks) {
-  for (const auto& p : pending_) pending_of_[p->client] = -1;
-  pending_.clear();
-  aggregator_->Reset();
-  accepted_loss_sum_ = 0;
-  accepted_ = 0;
-  std::vector<v1::CachePlan> plans(tasks.size());
-  for (size_t i = 0; i < tasks.size(); ++i) {
-    FEDSCHED_RETURN_IF_ERROR(DeviceFor(tasks[i].client).status());
-    if (tasks[i].has_cache_plan) {
-      plans[i] = tasks[i].cache_plan;
-    } else {
-      plans[i].set_policy(config_.cache().policy());
-      plans[i].set_capacity_samples(static_cast<int64_t>(
-          std::ceil(config_.cache().capacity_fraction() * NumSamples(tasks[i].client))));
-      plans[i].set_replication_factor(config_.cache().replication_factor());
-    }
-    auto p = std::make_unique<Pending>();
-    p->client = tasks[i].client;
-    pending_of_[tasks[i].client] = static_cast<int32_t>(i);
-    pending_.push_back(std::move(p));
-  }
+absl::StatusOr<std::vector<TrainedTask>> TrainingLearner::Train(absl::Span<const TrainTask> tasks,
+                                                                const v1::Model& global) {
+  for (const TrainTask& t : tasks) FEDSCHED_RETURN_IF_ERROR(DeviceFor(t.client).status());
+  std::vector<absl::StatusOr<TrainedTask>> results(tasks.size(),
+                                                   absl::InternalError("not trained"));
   std::atomic<size_t> next{0};
   auto work = [&](size_t thread) {
     while (true) {
       const size_t i = next.fetch_add(1);
       if (i >= tasks.size()) return;
-      const int32_t steps = tasks[i].local_steps > 0 ? tasks[i].local_steps : 1;
-      pending_[i]->status =
-          TrainOne(tasks[i].client, round, steps, plans[i], *trainers_[thread], pending_[i].get());
+      results[i] = TrainOne(tasks[i], global, *trainers_[thread]);
     }
   };
   std::vector<std::thread> threads;
   for (size_t t = 1; t < trainers_.size() && t < tasks.size(); ++t) threads.emplace_back(work, t);
   work(0);
   for (std::thread& t : threads) t.join();
-  std::vector<TaskWork> out;
+  std::vector<TrainedTask> out;
   out.reserve(tasks.size());
-  for (const auto& p : pending_) {
-    if (!p->status.ok()) {
-      return absl::Status(p->status.code(),
-                          absl::StrCat("training client ", p->client, " in round ", round, ": ",
-                                       p->status.message()));
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (!results[i].ok()) {
+      const absl::Status& s = results[i].status();
+      return absl::Status(s.code(), absl::StrCat("training client ", tasks[i].client,
+                                                 " in round ", tasks[i].round, ": ", s.message()));
     }
-    out.push_back(p->work);
+    out.push_back(*std::move(results[i]));
   }
   return out;
 }
 
-absl::Status TrainingLearner::Accept(int32_t client) {
-  const int32_t i = pending_of_[client];
-  if (i < 0) return absl::NotFoundError(absl::StrCat("client ", client, " has no pending task"));
-  Pending& p = *pending_[i];
-  accepted_loss_sum_ += p.work.mean_loss;
-  ++accepted_;
-  unfolded_.push_back(i);
-  if (unfolded_.size() < kFoldBatch) return absl::OkStatus();
-  return FoldAccepted();
-}
-
-absl::Status TrainingLearner::FoldAccepted() {
-  std::vector<Aggregator::WeightedUpdate> batch;
-  batch.reserve(unfolded_.size());
-  for (int32_t i : unfolded_) batch.push_back({&pending_[i]->delta, pending_[i]->work.examples, 0});
-  const std::vector<absl::Status> status = aggregator_->AccumulateBatch(batch);
-  for (size_t k = 0; k < unfolded_.size(); ++k) {
-    Pending& p = *pending_[unfolded_[k]];
-    if (!status[k].ok()) {
-      return absl::Status(status[k].code(), absl::StrCat("update of client ", p.client, ": ",
-                                                         status[k].message()));
-    }
-    p.delta.Clear();  // folded: free the memory now
-  }
-  unfolded_.clear();
-  return absl::OkStatus();
-}
-
-absl::StatusOr<ModelQuality> TrainingLearner::EndRound(int64_t round, bool commit) {
-  absl::Status folded = absl::OkStatus();
-  if (commit) folded = FoldAccepted();
-  unfolded_.clear();
-  for (const auto& p : pending_) pending_of_[p->client] = -1;
-  pending_.clear();
-  FEDSCHED_RETURN_IF_ERROR(folded);
+absl::StatusOr<ModelQuality> TrainingLearner::EndRound(int64_t round, bool committed,
+                                                       const v1::Model& global) {
   ModelQuality q = last_quality_;
   q.evaluated = false;
-  if (commit && aggregator_->num_updates() > 0) {
-    // The new model goes into the previous round's storage (no fresh allocation per round).
-    FEDSCHED_RETURN_IF_ERROR(aggregator_->FinalizeInto(global_, &spare_model_));
-    std::swap(global_, spare_model_);
-    const int32_t every = std::max(1, config_.eval().every_n_rounds());
-    if (round % every == 0 || round == 1) {
-      FEDSCHED_ASSIGN_OR_RETURN(EvalResult r, Evaluate(config_.model(), global_, test_));
-      q.evaluated = true;
-      q.accuracy = r.accuracy;
-      q.loss = r.mean_loss;
-    }
-  } else {
-    aggregator_->Reset();
+  const int32_t every = std::max(1, config_.server().eval().every_n_rounds());
+  if (committed && (round % every == 0 || round == 1)) {
+    FEDSCHED_ASSIGN_OR_RETURN(EvalResult r, Evaluate(config_.server().model(), global, test_));
+    q.evaluated = true;
+    q.accuracy = r.accuracy;
+    q.loss = r.mean_loss;
   }
-  q.train_loss = accepted_ > 0 ? accepted_loss_sum_ / accepted_ : 0;
   last_quality_ = q;
   return q;
+}
+
+bool TrainingLearner::prefetches() const {
+  return config_.server().cache().policy() == v1::CACHE_POLICY_IMPORTANCE;
+}
+
+absl::Status TrainingLearner::Prefetch(int32_t client, const v1::CachePlan& plan) {
+  if (NumSamples(client) == 0) return absl::OkStatus();
+  FEDSCHED_ASSIGN_OR_RETURN(Device * dev, DeviceFor(client));
+  if (dev->warmed) return absl::OkStatus();
+  dev->warmed = true;
+  FEDSCHED_RETURN_IF_ERROR(dev->cache->ApplyPlan(plan));
+  return dev->cache->Warm(plan, dev->cache->capacity_bytes()).status();
 }
 
 }  // namespace fedsched::sim

@@ -1,246 +1,252 @@
-// The event loop: a round computed by hand, offline failures, a stretch with nobody online,
-// determinism, and the no-train speed path.
+// The simulator over the round engine: rounds computed by hand with scripted learners and
+// durations (first-K, offline failures, a stretch with nobody online, failed rounds re-planned,
+// deadlines in both closing modes, FedBuff versions with stale updates), determinism, and the
+// shipped configs.
 #include "sim/engine/simulator.h"
 
+#include <cmath>
 #include <cstdlib>
-#include <fstream>
 #include <sstream>
 
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
-#include "sim/engine/builtin.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
+#include "tests/sim/engine/scripted_parts.h"
 
 namespace fedsched::sim {
 namespace {
 
+using ::fedsched::testing::StatusIs;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
+using namespace ::fedsched::sim::testing;  // NOLINT: the scripted parts
 
-// Picks clients in id order; records reports.
-class FixedSelector : public ParticipantSelector {
- public:
-  absl::Status RegisterClients(absl::Span<const DeviceInfo> devices) override {
-    registered = static_cast<int>(devices.size());
-    return absl::OkStatus();
-  }
-  absl::StatusOr<std::vector<PlannedTask>> Select(int64_t round, double now_s,
-                                                  absl::Span<const int32_t> online,
-                                                  int32_t count) override {
-    std::vector<int32_t> ids(online.begin(), online.end());
-    std::sort(ids.begin(), ids.end());
-    std::vector<PlannedTask> out;
-    for (int32_t i = 0; i < count && i < static_cast<int32_t>(ids.size()); ++i) {
-      PlannedTask t;
-      t.client = ids[i];
-      t.predicted_s = 100.0;
-      out.push_back(std::move(t));
-    }
-    starts.push_back(now_s);
-    return out;
-  }
-  void Report(const TaskReport& r) override { reports.push_back(r); }
-  std::string name() const override { return "fixed"; }
-  int registered = 0;
-  std::vector<double> starts;
-  std::vector<TaskReport> reports;
-};
-
-// Every task trains `examples` samples; half of the reads hit the cache.
-class FixedLearner : public Learner {
- public:
-  absl::StatusOr<std::vector<TaskWork>> StartTasks(int64_t,
-                                                   absl::Span<const PlannedTask> tasks) override {
-    std::vector<TaskWork> out(tasks.size());
-    for (TaskWork& w : out) {
-      w.examples = 100;
-      w.cache_hits = 50;
-      w.cache_misses = 50;
-    }
-    return out;
-  }
-  absl::Status Accept(int32_t client) override {
-    accepted.push_back(client);
-    return absl::OkStatus();
-  }
-  absl::StatusOr<ModelQuality> EndRound(int64_t, bool commit) override {
-    ModelQuality q;
-    q.evaluated = true;
-    q.accuracy = 0.1 * (++rounds);
-    return q;
-  }
-  int64_t ModelBytes() const override { return 125000; }  // 1,000 kbit
-  int64_t NumSamples(int32_t) const override { return 100; }
-  std::vector<int32_t> accepted;
-  int rounds = 0;
-};
-
-class Rows : public RoundSink {
- public:
-  void OnRound(const RoundRow& r) override { rows.push_back(r); }
-  std::vector<RoundRow> rows;
-};
-
-CapacityTrace ThreeDevices() {
-  // computation ms/sample, kbit/s, KB/sample.
-  return *CapacityTrace::FromRows({{1, 10, 1000, 10}, {2, 20, 500, 10}, {3, 40, 250, 10}}, "t");
+// Resolves `config` and builds a simulator from the given parts.
+absl::StatusOr<std::unique_ptr<Simulator>> Make(const v1::SimConfig& config,
+                                                const CapacityTrace* capacity,
+                                                const AvailabilityTrace* availability,
+                                                Learner* learner,
+                                                TaskDurations* durations = nullptr) {
+  SimulatorParts parts;
+  absl::StatusOr<v1::SimConfig> resolved = ResolveSimConfig(config);
+  if (!resolved.ok()) return resolved.status();
+  parts.config = *resolved;
+  parts.capacity = capacity;
+  parts.availability = availability;
+  parts.learner = learner;
+  parts.durations = durations;
+  return Simulator::Create(std::move(parts));
 }
 
-AvailabilityTrace Rows3(std::vector<std::vector<std::pair<double, double>>> windows,
-                        double finish) {
-  std::vector<AvailabilityRowSpec> rows(windows.size());
-  for (size_t i = 0; i < windows.size(); ++i) {
-    rows[i].trace_id = static_cast<int64_t>(i);
-    rows[i].finish_time_s = finish;
-    rows[i].windows = windows[i];
-  }
-  return *AvailabilityTrace::FromRows(std::move(rows), "t", false);
-}
+// Each task: 100 examples (20 x 5), 50 hits + 50 misses of 10 KB, 1,000 kbit each way:
+//   client 0: compute 3*100*10/1000 = 3 s; comm 2*1000/1000 = 2 s;
+//             io 50*10*1e-4 + 50*10*5e-8 = 0.05 + 0.000025 s      -> 5.050025 s
+//   client 1: compute 6 s; comm 2*1000/500 = 4 s; io 0.050025     -> 10.050025 s
+//   client 2: compute 12 s; comm 2*1000/250 = 8 s; io 0.050025    -> 20.050025 s
+constexpr double kT0 = 5.050025, kT1 = 10.050025, kT2 = 20.050025;
+constexpr int64_t kModelBytes = 125'000;  // 1,000 kbit
 
 TEST(SimulatorTest, ThreeClientRoundComputedByHand) {
-  // K = 2, overcommit 1.5 -> 3 tasks. Each task: 100 examples, 50 hits + 50 misses of 10 KB,
-  // 1,000 kbit each way.
-  //   client 0: compute 3*100*10/1000 = 3 s; comm 2*1000/1000 = 2 s;
-  //             io 50*10*1e-4 + 50*10*5e-8 = 0.05 + 0.000025 s      -> 5.050025 s
-  //   client 1: compute 6 s; comm 2*1000/500 = 4 s; io 0.050025     -> 10.050025 s
-  //   client 2: compute 12 s; comm 2*1000/250 = 8 s; io 0.050025    -> 20.050025 s
-  // FIRST_K closes at the 2nd arrival: t = 10.050025; client 2 is a straggler.
+  // K = 2, overcommit 1.5 -> 3 tasks; FIRST_K closes at the 2nd arrival; client 2 straggles.
   CapacityTrace cap = ThreeDevices();
   AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
-  FixedSelector sel;
-  FixedLearner learner;
-  Simulator::Options o;
-  o.num_clients = 3;
-  o.clients_per_round = 2;
-  o.overcommit = 1.5;
-  o.num_rounds = 1;
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(o, &cap, &av, &sel, &learner));
-  Rows rows;
-  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&rows));
-  ASSERT_EQ(rows.rows.size(), 1u);
-  const RoundRow& r = rows.rows[0];
-  EXPECT_NEAR(r.end_s, 10.050025, 1e-9);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(3, 2, 1.5, 1), &cap, &av, &learner));
+  EXPECT_EQ(sim->engine().book().size(), 3);
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_EQ(out.rows.size(), 1u);
+  const RoundRow& r = out.rows[0];
+  EXPECT_NEAR(r.end_s, kT1, 1e-9);
   EXPECT_EQ(r.selected, 3);
   EXPECT_EQ(r.participants, 2);
   EXPECT_EQ(r.stragglers, 1);
   EXPECT_EQ(r.failed, 0);
   EXPECT_DOUBLE_EQ(r.cache_hit_ratio, 0.5);
-  // predicted 100 s for both: |100 - 5.05| / 5.05 and |100 - 10.05| / 10.05.
-  EXPECT_NEAR(r.predictor_mape, 0.5 * ((100 - 5.050025) / 5.050025 + (100 - 10.050025) / 10.050025),
-              1e-9);
-  EXPECT_EQ(learner.accepted, (std::vector<int32_t>{0, 1}));
-  ASSERT_EQ(sel.reports.size(), 3u);
-  EXPECT_EQ(sel.reports[2].client, 2);
-  EXPECT_EQ(sel.reports[2].outcome, TaskOutcome::kStraggler);
-  EXPECT_NEAR(sel.reports[0].compute_s, 3.0, 1e-12);
-  EXPECT_NEAR(sel.reports[1].download_s, 2.0, 1e-12);
+  EXPECT_NEAR(r.mean_duration_s, (kT0 + kT1) / 2, 1e-9);
+  EXPECT_TRUE(std::isfinite(r.predictor_mape) && r.predictor_mape > 0);
+  EXPECT_DOUBLE_EQ(r.quality.train_loss, 1.0);
+  EXPECT_THAT(learner.accepted, ElementsAre(Pair(0, 1), Pair(1, 1)));
+  // FedAvg of the deltas 1 (client 0) and 2 (client 1), equal examples.
+  EXPECT_THAT(out.models, ElementsAre(1.5f));
+  EXPECT_EQ(out.records[0].updates_accepted(), 2);
+  EXPECT_EQ(out.records[0].stragglers_size(), 1);
   EXPECT_EQ(s.rounds_committed, 1);
+  EXPECT_THAT(s.stop_reason, HasSubstr("completed 1 rounds"));
 }
 
 TEST(SimulatorTest, DeviceGoingOfflineMidTaskFails) {
-  // Client 1 goes offline at t = 7, before its 10.05 s task ends; client 2 finishes at 20.05.
+  // Client 1 goes offline at t = 7, before its 10.05 s task ends (the planner predicted about
+  // 6.3 s, so the trace oracle let it in); client 2 finishes at 20.05.
   CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = Rows3({{{0, 1000}}, {{0, 7}}, {{0, 1000}}}, 1000);
-  FixedSelector sel;
-  FixedLearner learner;
-  Simulator::Options o;
-  o.num_clients = 3;
-  o.clients_per_round = 2;
-  o.overcommit = 1.5;
-  o.num_rounds = 1;
-  o.min_online_clients = 3;
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(o, &cap, &av, &sel, &learner));
-  Rows rows;
-  ASSERT_OK(sim->Run(&rows).status());
-  ASSERT_EQ(rows.rows.size(), 1u);
-  EXPECT_NEAR(rows.rows[0].end_s, 20.050025, 1e-9);
-  EXPECT_EQ(rows.rows[0].failed, 1);
-  EXPECT_EQ(rows.rows[0].participants, 2);
-  EXPECT_EQ(learner.accepted, (std::vector<int32_t>{0, 2}));
-  ASSERT_EQ(sel.reports.size(), 3u);  // in virtual-time order: 0 done, 1 fails, 2 done
-  EXPECT_EQ(sel.reports[1].client, 1);
-  EXPECT_EQ(sel.reports[1].outcome, TaskOutcome::kFailedOffline);
-  EXPECT_DOUBLE_EQ(sel.reports[1].end_s, 7);
+  AvailabilityTrace av = Windows({{{0, 1000}}, {{0, 7}}, {{0, 1000}}}, 1000);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(3, 2, 1.5, 1), &cap, &av, &learner));
+  Collect out;
+  ASSERT_OK(sim->Run(&out).status());
+  ASSERT_EQ(out.rows.size(), 1u);
+  EXPECT_NEAR(out.rows[0].end_s, kT2, 1e-9);
+  EXPECT_EQ(out.rows[0].failed, 1);
+  EXPECT_EQ(out.rows[0].participants, 2);
+  EXPECT_EQ(out.rows[0].stragglers, 0);
+  EXPECT_THAT(learner.accepted, ElementsAre(Pair(0, 1), Pair(2, 1)));
+  EXPECT_EQ(sim->engine().book().profile(1).failures(), 1);
 }
 
 TEST(SimulatorTest, NobodyOnlineStretchAdvancesTimeWithoutHanging) {
-  // Everybody offline in [0, 5000); then online. The first round starts at t = 5000.
+  // Everybody offline in [0, 5000), then online: the first round starts at t = 5000.
   CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = Rows3({{{5000, 9000}}, {{5000, 9000}}, {{5000, 9000}}}, 10000);
-  FixedSelector sel;
-  FixedLearner learner;
-  Simulator::Options o;
-  o.num_clients = 3;
-  o.clients_per_round = 2;
-  o.overcommit = 1.0;
-  o.num_rounds = 3;
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(o, &cap, &av, &sel, &learner));
+  AvailabilityTrace av = Windows({{{5000, 9000}}, {{5000, 9000}}, {{5000, 9000}}}, 10000);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(3, 2, 1.0, 3), &cap, &av, &learner));
   EXPECT_EQ(sim->online_count(), 0);
-  Rows rows;
-  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&rows));
-  ASSERT_EQ(rows.rows.size(), 3u);
-  EXPECT_DOUBLE_EQ(rows.rows[0].start_s, 5000);
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_EQ(out.rows.size(), 3u);
+  EXPECT_DOUBLE_EQ(out.rows[0].start_s, 5000);
+  EXPECT_EQ(out.rows[0].online, 3);
   EXPECT_EQ(s.rounds_committed, 3);
 }
 
 TEST(SimulatorTest, NoClientEverOnlineStops) {
   CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = Rows3({{}, {}, {}}, 100);
-  FixedSelector sel;
-  FixedLearner learner;
-  Simulator::Options o;
-  o.num_clients = 3;
-  o.clients_per_round = 1;
-  o.num_rounds = 2;
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(o, &cap, &av, &sel, &learner));
+  AvailabilityTrace av = Windows({{}, {}, {}}, 100);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(3, 1, 1.0, 2), &cap, &av, &learner));
   ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(nullptr));
   EXPECT_EQ(s.rounds_committed, 0);
   EXPECT_THAT(s.stop_reason, HasSubstr("no client"));
+  EXPECT_FALSE(sim->engine().last_plan_status().ok());
 }
 
-TEST(SimulatorTest, FailedRoundIsRetriedAfterTimeAdvances) {
-  // Both devices go offline at t = 1 (tasks need >= 5 s): the round fails with 0 updates, and
-  // is retried once they are back at t = 100.
-  CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = Rows3({{{0, 1}, {100, 1000}}, {{0, 1}, {100, 1000}}}, 1000);
-  FixedSelector sel;
-  FixedLearner learner;
-  Simulator::Options o;
-  o.num_clients = 2;
-  o.clients_per_round = 2;
-  o.overcommit = 1.0;
-  o.num_rounds = 1;
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(o, &cap, &av, &sel, &learner));
-  Rows rows;
-  ASSERT_OK(sim->Run(&rows).status());
-  ASSERT_EQ(rows.rows.size(), 2u);
-  EXPECT_FALSE(rows.rows[0].committed);
-  EXPECT_EQ(rows.rows[0].failed, 2);
-  EXPECT_DOUBLE_EQ(rows.rows[1].start_s, 100);
-  EXPECT_TRUE(rows.rows[1].committed);
-  EXPECT_EQ(rows.rows[1].round, 1);
-}
-
-TEST(SimulatorTest, DeadlineClosesTheRound) {
+TEST(SimulatorTest, ClientsWithoutDataNeverRegister) {
   CapacityTrace cap = ThreeDevices();
   AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
-  FixedSelector sel;
-  FixedLearner learner;
-  Simulator::Options o;
-  o.num_clients = 3;
-  o.clients_per_round = 3;
-  o.overcommit = 1.0;
-  o.num_rounds = 1;
-  o.min_updates = 2;
-  o.round_deadline_s = 15;  // client 2 needs 20.05 s
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(o, &cap, &av, &sel, &learner));
-  Rows rows;
-  ASSERT_OK(sim->Run(&rows).status());
-  ASSERT_EQ(rows.rows.size(), 1u);
-  EXPECT_DOUBLE_EQ(rows.rows[0].end_s, 15);
-  EXPECT_EQ(rows.rows[0].participants, 2);
-  EXPECT_EQ(rows.rows[0].stragglers, 1);
-  EXPECT_TRUE(rows.rows[0].committed);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  learner.samples_[1] = 0;
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(3, 2, 1.0, 1), &cap, &av, &learner));
+  EXPECT_EQ(sim->engine().book().size(), 2);
+  EXPECT_EQ(sim->online_count(), 2);
+  Collect out;
+  ASSERT_OK(sim->Run(&out).status());
+  // Engine index 1 is simulated client 2: its task ends at 20.05 s.
+  EXPECT_THAT(learner.accepted, ElementsAre(Pair(0, 1), Pair(2, 1)));
+  EXPECT_NEAR(out.rows[0].end_s, kT2, 1e-9);
+}
+
+TEST(SimulatorTest, FailedRoundIsRePlannedOnceClientsReturn) {
+  // Round 1's first tasks take 30 s but both devices go offline at t = 20: the round fails with
+  // 0 updates (min_updates 1) and is re-planned, under the same round number with fresh task
+  // ids, once they are back at t = 100; the re-planned tasks take 5 s.
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = Windows({{{0, 20}, {100, 1000}}, {{0, 20}, {100, 1000}}}, 1000);
+  ScriptedLearner learner(2, 20, kModelBytes);
+  ScriptedDurations durations;
+  durations.by_task = {{"t1-1", 30}, {"t1-2", 30}, {"t1-3", 5}, {"t1-4", 5}};
+  ASSERT_OK_AND_ASSIGN(auto sim,
+                       Make(HandConfig(2, 2, 1.0, 1), &cap, &av, &learner, &durations));
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_EQ(out.rows.size(), 2u);
+  EXPECT_FALSE(out.rows[0].committed);
+  EXPECT_EQ(out.rows[0].round, 1);
+  EXPECT_EQ(out.rows[0].failed, 2);
+  EXPECT_DOUBLE_EQ(out.rows[0].end_s, 20);
+  EXPECT_TRUE(out.rows[1].committed);
+  EXPECT_EQ(out.rows[1].round, 1);
+  EXPECT_DOUBLE_EQ(out.rows[1].start_s, 100);
+  EXPECT_DOUBLE_EQ(out.rows[1].end_s, 105);
+  EXPECT_THAT(out.records[1].accepted_task_ids(), ElementsAre("t1-3", "t1-4"));
+  EXPECT_THAT(learner.ends, ElementsAre(Pair(1, false), Pair(1, true)));
+  EXPECT_EQ(s.rounds_failed, 1);
+}
+
+TEST(SimulatorTest, DeadlineClosesAFirstKRoundWithMinUpdates) {
+  // K = 3 tasks, min_updates 2, deadline 15 s: client 2 (20.05 s) straggles.
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner learner(3, 20, kModelBytes);
+  v1::SimConfig c = HandConfig(3, 3, 1.0, 1);
+  c.mutable_server()->set_min_updates(2);
+  c.mutable_server()->set_round_deadline_s(15);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner));
+  Collect out;
+  ASSERT_OK(sim->Run(&out).status());
+  ASSERT_EQ(out.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(out.rows[0].end_s, 15);
+  EXPECT_EQ(out.rows[0].participants, 2);
+  EXPECT_EQ(out.rows[0].stragglers, 1);
+  EXPECT_TRUE(out.rows[0].committed);
+}
+
+TEST(SimulatorTest, DeadlineClosingKeepsEveryArrivalUntilTheDeadline) {
+  // ROUND_CLOSING_DEADLINE, K = 2, 3 tasks: the engine does not cap the round at K. With a 25 s
+  // deadline all three arrive and the round closes when the last task ends; with 15 s, at the
+  // deadline with two.
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  for (double deadline : {25.0, 15.0}) {
+    SCOPED_TRACE(deadline);
+    ScriptedLearner learner(3, 20, kModelBytes);
+    v1::SimConfig c = HandConfig(3, 2, 1.5, 1);
+    c.mutable_server()->set_round_closing(v1::ROUND_CLOSING_DEADLINE);
+    c.mutable_server()->set_round_deadline_s(deadline);
+    ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner));
+    Collect out;
+    ASSERT_OK(sim->Run(&out).status());
+    ASSERT_EQ(out.rows.size(), 1u);
+    EXPECT_TRUE(out.rows[0].committed);
+    if (deadline == 25.0) {
+      EXPECT_NEAR(out.rows[0].end_s, kT2, 1e-9);
+      EXPECT_EQ(out.rows[0].participants, 3);
+      EXPECT_THAT(out.models, ElementsAre(2.0f));  // mean of 1, 2, 3
+    } else {
+      EXPECT_DOUBLE_EQ(out.rows[0].end_s, 15);
+      EXPECT_EQ(out.rows[0].participants, 2);
+      EXPECT_EQ(out.rows[0].stragglers, 1);
+    }
+  }
+}
+
+TEST(SimulatorTest, FedBuffCarriesTasksAcrossVersionsWithStaleness) {
+  // FedBuff, K = 2, 4 slots (overcommit 2) over 4 always-on clients taking 1, 2, 5, 7 s:
+  //   t=0 v1 opens, all 4 tasked; t=1, t=2: clients 0, 1 -> v1 commits (1 + 2) / 2 = 1.5;
+  //   clients 0, 1 get v2 tasks on model 1.5; t=3, t=4 -> v2 commits 1.5 + 1.5 = 3;
+  //   clients 0, 1 get v3 tasks; t=5: client 2's v1 task (2 versions stale) and client 0's
+  //   v3 task -> v3 commits 3 + (3 / sqrt(3) + 1) / 2 (FedBuff weight 1 / sqrt(1 + s)).
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner learner(4, 20, kModelBytes);
+  ScriptedDurations durations;
+  durations.by_client = {{0, 1}, {1, 2}, {2, 5}, {3, 7}};
+  v1::SimConfig c = HandConfig(4, 2, 2.0, 3);
+  c.mutable_server()->mutable_aggregation()->set_async_fedbuff(true);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner, &durations));
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_EQ(out.rows.size(), 3u);
+  EXPECT_EQ(s.rounds_committed, 3);
+  const double ends[] = {2, 4, 5};
+  for (int v = 0; v < 3; ++v) {
+    SCOPED_TRACE(v + 1);
+    EXPECT_EQ(out.rows[v].round, v + 1);
+    EXPECT_TRUE(out.rows[v].committed);
+    EXPECT_DOUBLE_EQ(out.rows[v].end_s, ends[v]);
+    EXPECT_EQ(out.rows[v].participants, 2);
+    EXPECT_EQ(out.rows[v].stragglers, 0);
+  }
+  EXPECT_EQ(out.rows[0].selected, 4);
+  EXPECT_EQ(out.rows[1].selected, 2);
+  EXPECT_THAT(learner.accepted, ElementsAre(Pair(0, 1), Pair(1, 1), Pair(0, 2), Pair(1, 2),
+                                            Pair(2, 1), Pair(0, 3)));
+  ASSERT_EQ(out.models.size(), 3u);
+  EXPECT_FLOAT_EQ(out.models[0], 1.5f);
+  EXPECT_FLOAT_EQ(out.models[1], 3.0f);
+  EXPECT_NEAR(out.models[2], 3.0 + (3.0 / std::sqrt(3.0) + 1.0) / 2.0, 1e-6);
+  // The run stops with v3, before client 3's v1 task (7 s) comes in.
+  EXPECT_DOUBLE_EQ(s.virtual_s, 5);
 }
 
 std::string SourceDir() {
@@ -251,13 +257,14 @@ std::string SourceDir() {
 v1::SimConfig SmallNoTrainConfig() {
   v1::SimConfig c;
   c.set_num_clients(2000);
-  c.set_clients_per_round(20);
-  c.set_num_rounds(50);
   c.set_no_train(true);
   c.set_quiet(true);
-  c.set_seed(3);
-  c.mutable_training()->set_batch_size(20);
-  c.mutable_training()->set_local_steps(5);
+  v1::ServerConfig* s = c.mutable_server();
+  s->set_clients_per_round(20);
+  s->set_num_rounds(50);
+  s->set_seed(3);
+  s->mutable_training()->set_batch_size(20);
+  s->mutable_training()->set_local_steps(5);
   const std::string traces = SourceDir() + "/../shared/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_shuffle_capacity(true);
@@ -269,31 +276,65 @@ std::string RunToCsv(const v1::SimConfig& config) {
   auto sim = BuildSimulation(config);
   EXPECT_TRUE(sim.ok()) << sim.status();
   if (!sim.ok()) return "";
-  struct Collect : RoundSink {
+  struct Lines : RoundSink {
     void OnRound(const RoundRow& r) override { out << RoundCsvLine("x", r) << "\n"; }
     std::ostringstream out;
-  } collect;
-  auto summary = (*sim)->simulator->Run(&collect);
+  } lines;
+  auto summary = (*sim)->simulator->Run(&lines);
   EXPECT_TRUE(summary.ok()) << summary.status();
-  return collect.out.str();
+  return lines.out.str();
 }
 
 TEST(SimulatorTest, SameSeedSameCsv) {
-  v1::SimConfig c = SmallNoTrainConfig();
-  const std::string a = RunToCsv(c);
-  const std::string b = RunToCsv(c);
-  EXPECT_FALSE(a.empty());
-  EXPECT_EQ(a, b);
-  c.set_seed(4);
-  EXPECT_NE(RunToCsv(c), a);
+  for (bool fedbuff : {false, true}) {
+    SCOPED_TRACE(fedbuff);
+    v1::SimConfig c = SmallNoTrainConfig();
+    c.mutable_server()->mutable_aggregation()->set_async_fedbuff(fedbuff);
+    const std::string a = RunToCsv(c);
+    EXPECT_FALSE(a.empty());
+    EXPECT_EQ(a, RunToCsv(c));
+    c.mutable_server()->set_seed(4);
+    EXPECT_NE(RunToCsv(c), a);
+  }
 }
 
 TEST(SimulatorTest, ShippedConfigsParse) {
-  for (const char* name : {"speed_100k.textproto", "fmnist_1000.textproto"}) {
+  for (const char* name :
+       {"speed_100k.textproto", "fmnist_1000.textproto", "fmnist_1000_fedbuff.textproto"}) {
+    SCOPED_TRACE(name);
     v1::SimConfig c;
-    ASSERT_OK(LoadTextConfig(SourceDir() + "/configs/sim/" + name, &c)) << name;
+    ASSERT_OK(LoadTextConfig(SourceDir() + "/configs/sim/" + name, &c));
     EXPECT_OK(ResolveSimConfig(c).status());
   }
+}
+
+TEST(SimulatorTest, RoundSettingsResolveAsTheServersDo) {
+  v1::SimConfig c;
+  c.mutable_traces()->set_capacity_path("unused");
+  c.set_target_accuracy(0.5);
+  ASSERT_OK_AND_ASSIGN(v1::SimConfig r, ResolveSimConfig(c));
+  EXPECT_EQ(r.num_clients(), 1000);
+  EXPECT_EQ(r.server().clients_per_round(), 10);
+  EXPECT_EQ(r.server().min_updates(), 5);
+  EXPECT_EQ(r.server().min_online_clients(), 5);
+  EXPECT_DOUBLE_EQ(r.server().round_deadline_s(), 120);
+  EXPECT_EQ(r.server().round_closing(), v1::ROUND_CLOSING_FIRST_K);
+  EXPECT_EQ(r.server().seed(), 1u);
+  // num_rounds 0 runs forever: a stop condition is required.
+  c.set_target_accuracy(0);
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("never stop")));
+  c.set_max_virtual_hours(1);
+  EXPECT_OK(ResolveSimConfig(c).status());
+  // Errors of the round settings name the sim's server block.
+  c.mutable_server()->set_min_online_clients(2);
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sim config: server: min_online_clients")));
+  c.mutable_server()->set_min_online_clients(0);
+  c.mutable_server()->set_clients_per_round(2000);
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_clients")));
 }
 
 }  // namespace

@@ -1,46 +1,79 @@
-// Real training in the simulator (TrainingLearner): a tiny run over Fashion-MNIST (20 clients,
-// 3 rounds) whose accuracy rises, with the cache's counts and Oort's utility per task.
+// Real training in the simulator (TrainingLearner): deltas and cache counts per task, evaluation
+// of the models the engine commits, prefetching, and a tiny real run through the round engine
+// whose accuracy rises and whose CSV is the same for the same seed.
 #include "sim/engine/training_learner.h"
 
 #include <cmath>
+#include <sstream>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "sim/engine/output.h"
 #include "sim/engine/setup.h"
 
 namespace fedsched::sim {
 namespace {
 
-using ::fedsched::testing::StatusIs;
+std::string SourceDir() {
+  const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
+  return src != nullptr ? src : "/work/main";
+}
 
 // 20 clients, Dirichlet alpha 1 (mild skew), batch 20 x 5 local steps, lr 0.1, MLP 784-32-10,
-// evaluated after rounds 1 and 3 on the 10,000 test images.
+// K = 8, evaluated after round 1 and every 3 rounds on the 10,000 test images.
 v1::SimConfig TinyConfig() {
   v1::SimConfig c;
   c.set_num_clients(20);
-  c.set_clients_per_round(8);
-  c.set_seed(3);
   c.set_train_threads(2);
-  c.mutable_training()->set_batch_size(20);
-  c.mutable_training()->set_local_steps(5);
-  c.mutable_training()->set_learning_rate(0.1f);
-  c.mutable_model()->set_architecture("mlp");
-  c.mutable_model()->set_hidden_units(32);
-  c.mutable_model()->set_init_seed(1);
-  c.mutable_cache()->set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  c.set_quiet(true);
+  v1::ServerConfig* s = c.mutable_server();
+  s->set_clients_per_round(8);
+  s->set_num_rounds(3);
+  s->set_seed(3);
+  s->mutable_training()->set_batch_size(20);
+  s->mutable_training()->set_local_steps(5);
+  s->mutable_training()->set_learning_rate(0.1f);
+  s->mutable_model()->set_architecture("mlp");
+  s->mutable_model()->set_hidden_units(32);
+  s->mutable_model()->set_init_seed(1);
+  s->mutable_cache()->set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  s->mutable_eval()->set_every_n_rounds(3);
   c.mutable_data()->set_dirichlet_alpha(1.0);
-  c.mutable_eval()->set_every_n_rounds(3);
   c.mutable_traces()->set_capacity_path("unused");  // the learner reads no trace
   auto resolved = ResolveSimConfig(c);
   EXPECT_TRUE(resolved.ok()) << resolved.status();
   return *resolved;
 }
 
-TEST(TrainingLearnerTest, TinyRealTrainingRunImproves) {
+v1::CachePlan Plan(v1::CachePolicy policy) {
+  v1::CachePlan p;
+  p.set_policy(policy);
+  p.set_capacity_samples(300);
+  p.set_replication_factor(2);
+  p.set_samples_to_train(100);
+  return p;
+}
+
+// global + the example-weighted mean of `deltas` (FedAvg with equal examples).
+v1::Model Average(const v1::Model& global, const std::vector<TrainedTask>& trained) {
+  v1::Model out = global;
+  for (int t = 0; t < out.tensors_size(); ++t) {
+    for (int i = 0; i < out.tensors(t).data_size(); ++i) {
+      double sum = 0;
+      for (const TrainedTask& r : trained) sum += r.delta->tensors(t).data(i);
+      out.mutable_tensors(t)->set_data(i, out.tensors(t).data(i) + sum / trained.size());
+    }
+  }
+  return out;
+}
+
+TEST(TrainingLearnerTest, TrainsDeltasAndEvaluatesCommittedModels) {
   const v1::SimConfig config = TinyConfig();
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TrainingLearner> learner, TrainingLearner::Create(config));
+  const v1::Model& initial = learner->initial_model();
+  EXPECT_EQ(learner->ModelBytes(), static_cast<int64_t>(initial.ByteSizeLong()));
   EXPECT_GT(learner->ModelBytes(), 4 * (784 * 32 + 32 * 10));  // float32 weights, at least
   int64_t total = 0;
   for (int32_t c = 0; c < 20; ++c) {
@@ -49,50 +82,114 @@ TEST(TrainingLearnerTest, TinyRealTrainingRunImproves) {
   }
   EXPECT_EQ(total, 60'000);
   EXPECT_DOUBLE_EQ(learner->MeanSamples(), 3'000);
-  EXPECT_THAT(learner->Accept(3), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
 
+  v1::Model global = initial;
   std::vector<ModelQuality> quality;
   for (int64_t round = 1; round <= 3; ++round) {
     SCOPED_TRACE(round);
-    // 10 tasks; the first 8 are accepted, the last 2 are stragglers whose work is dropped.
-    std::vector<PlannedTask> tasks(10);
-    for (int i = 0; i < 10; ++i) {
+    std::vector<TrainTask> tasks(8);
+    for (int i = 0; i < 8; ++i) {
       tasks[i].client = static_cast<int32_t>((i + 7 * round) % 20);
+      tasks[i].round = round;
       tasks[i].local_steps = 5;
+      tasks[i].cache_plan = Plan(v1::CACHE_POLICY_IMPORTANCE);
     }
-    ASSERT_OK_AND_ASSIGN(std::vector<TaskWork> work, learner->StartTasks(round, tasks));
-    ASSERT_EQ(work.size(), tasks.size());
-    for (const TaskWork& w : work) {
-      EXPECT_EQ(w.examples, 100);  // batch 20 x 5 steps
-      EXPECT_EQ(w.cache_hits + w.cache_misses, w.examples);
-      EXPECT_GT(w.mean_loss, 0);
+    ASSERT_OK_AND_ASSIGN(std::vector<TrainedTask> trained, learner->Train(tasks, global));
+    ASSERT_EQ(trained.size(), tasks.size());
+    for (const TrainedTask& r : trained) {
+      EXPECT_EQ(r.work.examples, 100);  // batch 20 x 5 steps
+      EXPECT_EQ(r.work.cache_hits + r.work.cache_misses, r.work.examples);
+      EXPECT_GT(r.work.mean_loss, 0);
       // Oort's utility |B| sqrt(mean loss^2) >= |B| x mean loss (quadratic vs arithmetic mean).
-      EXPECT_GE(w.statistical_utility, 100 * w.mean_loss * (1 - 1e-6));
+      EXPECT_GE(r.work.statistical_utility, 100 * r.work.mean_loss * (1 - 1e-6));
+      ASSERT_TRUE(r.delta != nullptr);
+      ASSERT_EQ(r.delta->tensors_size(), global.tensors_size());
+      for (int t = 0; t < global.tensors_size(); ++t) {
+        EXPECT_EQ(r.delta->tensors(t).name(), global.tensors(t).name());
+        EXPECT_EQ(r.delta->tensors(t).data_size(), global.tensors(t).data_size());
+      }
     }
-    for (int i = 0; i < 8; ++i) ASSERT_OK(learner->Accept(tasks[i].client));
-    ASSERT_OK_AND_ASSIGN(ModelQuality q, learner->EndRound(round, true));
-    EXPECT_GT(q.train_loss, 0);
+    global = Average(global, trained);
+    ASSERT_OK_AND_ASSIGN(ModelQuality q, learner->EndRound(round, true, global));
     quality.push_back(q);
   }
   // Evaluated after round 1 and round 3 (every 3 rounds, and always the first).
   ASSERT_TRUE(quality[0].evaluated);
   EXPECT_FALSE(quality[1].evaluated);
+  EXPECT_EQ(quality[1].accuracy, quality[0].accuracy);  // the last evaluation, carried over
   ASSERT_TRUE(quality[2].evaluated);
   EXPECT_GT(quality[0].accuracy, 0.15);  // better than chance after one round
   EXPECT_GT(quality[2].accuracy, quality[0].accuracy + 0.05);
   EXPECT_LT(quality[2].loss, quality[0].loss);
-  EXPECT_LT(quality[2].train_loss, quality[0].train_loss);
-
-  // A failed round discards its updates: nothing is evaluated, nothing can be accepted later.
-  std::vector<PlannedTask> one(1);
-  one[0].client = 3;
-  one[0].local_steps = 2;
-  ASSERT_OK_AND_ASSIGN(std::vector<TaskWork> work, learner->StartTasks(4, one));
-  EXPECT_EQ(work[0].examples, 40);
-  ASSERT_OK_AND_ASSIGN(ModelQuality failed, learner->EndRound(4, false));
+  // A failed round evaluates nothing.
+  ASSERT_OK_AND_ASSIGN(ModelQuality failed, learner->EndRound(3, false, global));
   EXPECT_FALSE(failed.evaluated);
-  EXPECT_EQ(failed.accuracy, quality[2].accuracy);  // the last evaluation, carried over
-  EXPECT_THAT(learner->Accept(3), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+  EXPECT_EQ(failed.accuracy, quality[2].accuracy);
+}
+
+TEST(TrainingLearnerTest, PrefetchWarmsAnImportanceCache) {
+  v1::SimConfig config = TinyConfig();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TrainingLearner> learner, TrainingLearner::Create(config));
+  EXPECT_TRUE(learner->prefetches());
+  v1::CachePlan plan = Plan(v1::CACHE_POLICY_IMPORTANCE);
+  plan.set_prefetch(true);
+  ASSERT_OK(learner->Prefetch(4, plan));
+  ASSERT_OK(learner->Prefetch(4, plan));  // once per idle spell: a no-op
+  TrainTask task;
+  task.client = 4;
+  task.round = 1;
+  task.local_steps = 5;
+  task.cache_plan = Plan(v1::CACHE_POLICY_IMPORTANCE);
+  ASSERT_OK_AND_ASSIGN(std::vector<TrainedTask> warm,
+                       learner->Train({task}, learner->initial_model()));
+  EXPECT_GT(warm[0].work.cache_hits, 0);  // 300 of ~3,000 samples were loaded while idle
+
+  config.mutable_server()->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<TrainingLearner> lru, TrainingLearner::Create(config));
+  EXPECT_FALSE(lru->prefetches());
+}
+
+// 20 clients always online, capacity from the shared FedScale trace, 3 rounds of K = 8.
+v1::SimConfig TinyRun() {
+  v1::SimConfig c = TinyConfig();
+  c.mutable_server()->mutable_eval()->set_every_n_rounds(1);
+  const std::string traces = SourceDir() + "/../shared/data/traces/";
+  c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
+  c.mutable_traces()->set_availability_format(v1::AVAILABILITY_FORMAT_ALWAYS_ON);
+  return c;
+}
+
+std::string RunToCsv(const v1::SimConfig& config, std::vector<RoundRow>* rows) {
+  auto sim = BuildSimulation(config);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  if (!sim.ok()) return "";
+  struct Lines : RoundSink {
+    void OnRound(const RoundRow& r) override {
+      out << RoundCsvLine("x", r) << "\n";
+      rows.push_back(r);
+    }
+    std::ostringstream out;
+    std::vector<RoundRow> rows;
+  } lines;
+  auto summary = (*sim)->simulator->Run(&lines);
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  if (rows != nullptr) *rows = lines.rows;
+  return lines.out.str();
+}
+
+TEST(TrainingLearnerTest, TinyRealRunThroughTheEngineImprovesDeterministically) {
+  std::vector<RoundRow> rows;
+  const std::string csv = RunToCsv(TinyRun(), &rows);
+  ASSERT_EQ(rows.size(), 3u);
+  for (const RoundRow& r : rows) {
+    EXPECT_TRUE(r.committed);
+    EXPECT_EQ(r.participants, 8);  // first K of ceil(8 x 1.3) = 11
+    EXPECT_EQ(r.selected, 11);
+    EXPECT_TRUE(r.quality.evaluated);
+    EXPECT_GT(r.quality.train_loss, 0);
+  }
+  EXPECT_GT(rows[2].quality.accuracy, rows[0].quality.accuracy);
+  EXPECT_EQ(RunToCsv(TinyRun(), nullptr), csv);
 }
 
 }  // namespace
