@@ -17,7 +17,7 @@ namespace fedsched::planner {
 double PercentileInPlace(absl::Span<double> values, double percent);
 
 // Per-round constants of Oort's score (Lai et al., OSDI 2021, section 4.2 and Algorithm 1;
-// research.md section 3).
+// docs/ALGORITHMS.md §3).
 struct OortRoundTerms {
   int64_t round = 1;                // current round R, >= 1
   double clip_utility = 0;          // utility at the clip_bound quantile of explored clients
@@ -48,7 +48,7 @@ OortScoreTerms OortScore(double utility, double duration_s, int64_t last_round,
 // registration utility of never-tried clients when sampling exploration.
 double OortSpeedPenalty(double duration_s, double preferred_duration_s, double alpha);
 
-// Oort's pacer (OSDI 2021 section 4.2, "pacer"; research.md section 3): given the summed
+// Oort's pacer (OSDI 2021 section 4.2, "pacer"; docs/ALGORITHMS.md §3): given the summed
 // exploited utility of the previous and the last window of pacer_step rounds, returns the new
 // round_threshold percentile: + delta (capped at 100) when the change is <= 10 % of the previous
 // window (utility plateaued: admit slower clients), - delta (floored at delta) when it is
@@ -62,7 +62,7 @@ struct ExperienceRange {
   double min_utility = 0, max_utility = 0;
 };
 
-// FedCaSe client experience (Khan et al., SoCC 2024, section 4; research.md section 4):
+// FedCaSe client experience (Khan et al., SoCC 2024, section 4; docs/ALGORITHMS.md §4):
 //   e = w * (t_max - t) / (t_max - t_min) + (1 - w) * (U - U_min) / (U_max - U_min)
 // with w = speed_weight (0.1). A term whose range is 0 contributes 0. Both terms are clamped
 // to [0, 1], so e is in [0, 1].

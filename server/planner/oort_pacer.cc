@@ -1,0 +1,73 @@
+#include "server/planner/oort_pacer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numeric>
+
+#include "server/planner/scoring.h"
+
+namespace fedsched::planner {
+
+OortPacer::OortPacer(const OortOptions& options)
+    : options_(options),
+      epsilon_(options.exploration_factor),
+      round_threshold_(options.round_threshold) {}
+
+double OortPacer::FinishRound(bool committed) {
+  const double utility = round_exploit_utility_;
+  round_exploit_utility_ = 0;
+  if (!committed) return utility;
+  const size_t window = static_cast<size_t>(options_.pacer_step);
+  exploit_history_.push_back(utility);
+  if (exploit_history_.size() > 2 * window) {
+    exploit_history_.erase(exploit_history_.begin(),
+                           exploit_history_.end() - static_cast<ptrdiff_t>(2 * window));
+  }
+  ++rounds_committed_;
+  if (rounds_committed_ % options_.pacer_step == 0 && exploit_history_.size() == 2 * window) {
+    const double previous =
+        std::accumulate(exploit_history_.begin(), exploit_history_.begin() + window, 0.0);
+    const double last =
+        std::accumulate(exploit_history_.begin() + window, exploit_history_.end(), 0.0);
+    round_threshold_ = OortPacerStep(previous, last, round_threshold_, options_.pacer_delta);
+  }
+  epsilon_ = std::max(epsilon_ * options_.exploration_decay, options_.exploration_min);
+  return utility;
+}
+
+void OortPacer::ExportTo(v1::OortState* o) const {
+  o->set_epsilon(epsilon_);
+  o->set_round_threshold_percent(round_threshold_);
+  for (double u : exploit_history_) o->add_exploit_utility_history(u);
+  o->set_rounds_committed(rounds_committed_);
+  o->set_preferred_duration_s(preferred_duration_s_);
+}
+
+absl::Status OortPacer::Validate(const v1::OortState& o) {
+  if (!(o.epsilon() >= 0 && o.epsilon() <= 1) ||
+      !(o.round_threshold_percent() > 0 && o.round_threshold_percent() <= 100) ||
+      o.rounds_committed() < 0) {
+    return absl::InvalidArgumentError("planner state has an out-of-range value");
+  }
+  for (double u : o.exploit_utility_history()) {
+    if (!std::isfinite(u)) return absl::InvalidArgumentError("non-finite exploit utility");
+  }
+  return absl::OkStatus();
+}
+
+void OortPacer::ImportFrom(const v1::OortState& o) {
+  epsilon_ = o.epsilon();
+  round_threshold_ = o.round_threshold_percent();
+  exploit_history_.assign(o.exploit_utility_history().begin(), o.exploit_utility_history().end());
+  const size_t keep = 2 * static_cast<size_t>(options_.pacer_step);
+  if (exploit_history_.size() > keep) {
+    exploit_history_.erase(exploit_history_.begin(),
+                           exploit_history_.end() - static_cast<ptrdiff_t>(keep));
+  }
+  rounds_committed_ = o.rounds_committed();
+  preferred_duration_s_ = o.preferred_duration_s();
+  round_exploit_utility_ = 0;
+}
+
+}  // namespace fedsched::planner

@@ -1,0 +1,168 @@
+#include "server/planner/oort_policy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/types/span.h"
+
+namespace fedsched::planner {
+namespace {
+
+// Stage filters: with `fits_only`, only candidates predicted to finish by the deadline.
+auto Eligible(bool fits_only) {
+  return [fits_only](const Candidate& c) { return !fits_only || c.fits; };
+}
+auto Tried(bool fits_only) {
+  return [fits_only](const Candidate& c) { return c.tried && (!fits_only || c.fits); };
+}
+auto NeverTried(bool fits_only) {
+  return [fits_only](const Candidate& c) { return !c.tried && (!fits_only || c.fits); };
+}
+double ScoreOf(const Candidate& c) { return c.score; }
+
+// Chooses a candidate predicted online as exploited (tried) or explored (never tried).
+auto Chooser(const RoundContext& round, CandidatePool* pool, Note note, bool exploited) {
+  return ChooseIfOnline(round, pool, note, exploited, /*explore_pick=*/!exploited);
+}
+
+}  // namespace
+
+void OortPolicy::Select(const RoundContext& round, CandidatePool* pool, RoundPlan* plan) {
+  BeginRound();
+  PoolCandidates(round, pool);
+  if (pool->empty()) return;
+  const bool scored = Fill(round, /*fits_only=*/false, pool, plan);
+  if (round.options.cache.prefetch && scored) {
+    // Expected next round: the best-scoring tried clients not picked now.
+    pool->FillStage([](const Candidate& c) { return c.tried; }, ScoreOf);
+    AppendExpectedNext(round, round.slots, pool, plan);
+  }
+}
+
+void OortPolicy::Describe(const Candidate& c, const profile::ClientState& client,
+                          v1::SelectionReason* reason) const {
+  DescribeTerms(c, client, reason);
+  reason->set_score(c.score);
+}
+
+void OortPolicy::DescribeTerms(const Candidate& c, const profile::ClientState& client,
+                               v1::SelectionReason* reason) const {
+  if (!scored_ || !(terms_.preferred_duration_s > 0)) return;
+  const OortScoreTerms st =
+      OortScore(c.utility, c.t_s, std::max<int64_t>(1, client.last_selected_round), terms_);
+  reason->set_statistical_utility(st.utility);
+  reason->set_speed_penalty(st.speed_penalty);
+}
+
+bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* pool,
+                      RoundPlan* plan) {
+  if (pool->num_chosen() >= round.slots) return false;
+  // Oort's share of the round: everything when it selects alone, the slots left by FedCaSe's
+  // top clients when it is FedCaSe's base set.
+  const size_t oort_slots = round.slots - pool->num_chosen();
+  const bool first_round =
+      round.rounds_planned == 0 || (round.attempt > 1 && round.rounds_planned == 1);
+  if (first_round) {
+    // Oort's first round is uniform (docs/ALGORITHMS.md §3): nothing is known yet.
+    pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
+    pool->TakeRandom(oort_slots, round.rng, Chooser(round, pool, kNoteOortInitial, false));
+    return false;
+  }
+  ComputeRoundTerms(round, *pool, plan);
+  const size_t tried_left = ScorePool(round, fits_only, pool);
+  const size_t exploit_len =
+      std::min(tried_left, static_cast<size_t>(std::floor((1.0 - pacer_->epsilon()) * oort_slots)));
+  Exploit(round, fits_only, exploit_len, pool);
+  Explore(round, fits_only, oort_slots - exploit_len, pool);
+  FillShortfall(round, fits_only, pool);
+  return true;
+}
+
+void OortPolicy::ComputeRoundTerms(const RoundContext& round, const CandidatePool& pool,
+                                   RoundPlan* plan) {
+  // T: the round_threshold-th percentile of the tried clients' predicted durations (of all
+  // candidates while none was tried); the utility clip and floor over the tried clients. These
+  // are statistics of the whole candidate population, FedCaSe's top clients included.
+  const std::vector<Candidate>& all = pool.candidates();
+  values_.clear();
+  for (const Candidate& c : all) {
+    if (c.tried) values_.push_back(c.t_s);
+  }
+  const size_t tried = values_.size();
+  if (tried == 0) {
+    for (const Candidate& c : all) values_.push_back(c.t_s);
+  }
+  terms_ = OortRoundTerms();
+  terms_.round = round.request.round;
+  terms_.round_penalty = round.options.oort.round_penalty;
+  terms_.preferred_duration_s =
+      PercentileInPlace(absl::MakeSpan(values_), pacer_->round_threshold_percent());
+  values_.clear();
+  double min_utility = std::numeric_limits<double>::infinity();
+  for (const Candidate& c : all) {
+    if (!c.tried) continue;
+    values_.push_back(c.utility);
+    min_utility = std::min(min_utility, c.utility);
+  }
+  terms_.clip_utility =
+      PercentileInPlace(absl::MakeSpan(values_), 100.0 * round.options.oort.clip_bound);
+  terms_.min_utility = tried > 0 ? min_utility : 0.0;
+  scored_ = true;
+  pacer_->set_preferred_duration_s(terms_.preferred_duration_s);
+  plan->preferred_duration_s = terms_.preferred_duration_s;
+}
+
+size_t OortPolicy::ScorePool(const RoundContext& round, bool fits_only, CandidatePool* pool) const {
+  const auto eligible = Eligible(fits_only);
+  size_t tried_left = 0;  // tried clients Oort may still exploit
+  for (Candidate& c : pool->candidates()) {
+    if (c.tried) {
+      if (c.status == kAvailable && eligible(c)) ++tried_left;
+      c.score =
+          OortScore(c.utility, c.t_s, round.book.state(c.index).last_selected_round, terms_).score;
+    } else {
+      // Exploration weight: registration utility x speed penalty.
+      c.score =
+          c.utility * OortSpeedPenalty(c.t_s, terms_.preferred_duration_s, terms_.round_penalty);
+    }
+  }
+  return tried_left;
+}
+
+void OortPolicy::Exploit(const RoundContext& round, bool fits_only, size_t exploit_len,
+                         CandidatePool* pool) const {
+  // p ~ score among the tried clients scoring >= cut_off x the exploit_len-th best.
+  if (exploit_len == 0) return;
+  pool->FillStage(Tried(fits_only), ScoreOf);
+  const double cut = round.options.oort.cut_off_util * pool->NthLargestStageKey(exploit_len);
+  pool->KeepStageKeysAtLeast(cut);
+  pool->TakeWeighted(exploit_len, round.rng, Chooser(round, pool, kNoteOortExploit, true));
+}
+
+void OortPolicy::Explore(const RoundContext& round, bool fits_only, size_t explore_len,
+                         CandidatePool* pool) const {
+  // p ~ weight among the sample_window x explore_len never-tried with the largest one.
+  if (explore_len == 0) return;
+  pool->FillStage(NeverTried(fits_only), ScoreOf);
+  pool->KeepBestOfStage(static_cast<size_t>(round.options.oort.sample_window) * explore_len);
+  pool->TakeWeighted(explore_len, round.rng, Chooser(round, pool, kNoteOortExplore, false));
+}
+
+void OortPolicy::FillShortfall(const RoundContext& round, bool fits_only,
+                               CandidatePool* pool) const {
+  // A pool too small, or candidates predicted offline: the rest of the tried clients, then the
+  // rest of the never-tried ones, both p ~ score.
+  if (pool->num_chosen() < round.slots) {
+    pool->FillStage(Tried(fits_only), ScoreOf);
+    pool->TakeWeighted(round.slots - pool->num_chosen(), round.rng,
+                       Chooser(round, pool, kNoteOortFillExploit, true));
+  }
+  if (pool->num_chosen() < round.slots) {
+    pool->FillStage(NeverTried(fits_only), ScoreOf);
+    pool->TakeWeighted(round.slots - pool->num_chosen(), round.rng,
+                       Chooser(round, pool, kNoteOortFillExplore, false));
+  }
+}
+
+}  // namespace fedsched::planner

@@ -1,0 +1,130 @@
+// The planner's options: selection (random, Oort, FedCaSe), cache plans, workload sizing,
+// deadlines and local work, read from ServerConfig with every documented default applied.
+// Included by planner.h, which is the header callers use.
+#ifndef FEDSCHED_SERVER_PLANNER_PLANNER_OPTIONS_H_
+#define FEDSCHED_SERVER_PLANNER_PLANNER_OPTIONS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "fedsched/v1/config.pb.h"
+#include "server/profile/round_time.h"
+
+namespace fedsched::planner {
+
+// Oort knobs, defaults pinned to FedScale's (docs/ALGORITHMS.md §3; config.proto OortConfig).
+struct OortOptions {
+  // Initial exploration factor epsilon, in [0, 1]. Default: 0.9.
+  double exploration_factor = 0.9;
+  // epsilon *= this after every committed round, in (0, 1]. Default: 0.98.
+  double exploration_decay = 0.98;
+  // Floor of epsilon, in [0, 1]. Default: 0.3.
+  double exploration_min = 0.3;
+  // Initial percentile of tried clients' predicted durations that sets T, percent in (0, 100].
+  // Default: 30.
+  double round_threshold = 30;
+  // alpha in the speed penalty (T / t)^alpha, >= 0. Default: 2.
+  double round_penalty = 2;
+  // Quantile at which utilities are clipped, in (0, 1]. Default: 0.9.
+  double clip_bound = 0.9;
+  // Exploit only among scores >= cut_off_util x the exploit_len-th best score, >= 0.
+  // Default: 0.05.
+  double cut_off_util = 0.05;
+  // Committed rounds per pacer window, >= 1. Default: 20.
+  int32_t pacer_step = 20;
+  // Pacer step, percentage points, in (0, 100]. Default: 5.
+  double pacer_delta = 5;
+  // Explore among the sample_window x explore_len never-tried clients with the largest
+  // weight, >= 1. Default: 5.
+  int32_t sample_window = 5;
+
+  // Zero fields of `config` take the defaults above.
+  static OortOptions FromConfig(const v1::OortConfig& config);
+};
+
+// FedCaSe knobs (docs/ALGORITHMS.md §4; config.proto FedCaseConfig).
+struct FedCaseOptions {
+  // ceil(top_ratio x K) participants are taken by experience, >= 0 (capped at the slots).
+  // Default: 0.5.
+  double top_ratio = 0.5;
+  // Weight of normalised speed in experience; utility gets the rest. In [0, 1]. Default: 0.1.
+  double speed_weight = 0.1;
+  // The set the top clients are joined with: Oort's selection or uniform random
+  // (docs/ALGORITHMS.md §4: the over-committed random or Oort set; Oort pinned, see
+  // config.proto). Default: BASE_POLICY_OORT (also for UNSPECIFIED).
+  v1::FedCaseConfig::BasePolicy base_policy = v1::FedCaseConfig::BASE_POLICY_OORT;
+  // Zero fields of `config` take the defaults above.
+  static FedCaseOptions FromConfig(const v1::FedCaseConfig& config);
+};
+
+// The server-wide defaults of every task's cache plan (config.proto CacheConfig;
+// docs/ALGORITHMS.md §4).
+struct CachePlanOptions {
+  // Default: CACHE_POLICY_IMPORTANCE (also for UNSPECIFIED).
+  v1::CachePolicy policy = v1::CACHE_POLICY_IMPORTANCE;
+  // wss: the cached share of the client's samples, in (0, 1]. Default: 0.1.
+  double capacity_fraction = 0.1;
+  // r: times a cache hit is reused within a round, >= 1. Default: 2.
+  int32_t replication_factor = 2;
+  // Name the clients expected next round (RoundPlan::expected_next). Default: true.
+  bool prefetch = true;
+  // Zero fields of `config` take the defaults above; prefetch = !disable_prefetch.
+  static CachePlanOptions FromConfig(const v1::CacheConfig& config);
+};
+
+// Everything the planner is configured with: the policy and its knobs, K and over-commitment,
+// deadlines and closing (docs/ALGORITHMS.md §2), local work and workload sizing (§2), the cache
+// plan defaults (§4), the seed and the predictor (§1). Checked by ValidatePlannerOptions.
+struct PlannerOptions {
+  // Default: SELECTION_POLICY_RANDOM (also for UNSPECIFIED).
+  v1::SelectionPolicy policy = v1::SELECTION_POLICY_RANDOM;
+  // K: updates a round waits for, >= 1. Default: 10.
+  int32_t clients_per_round = 10;
+  // ceil(K x overcommit) tasks per round, >= 1. Default: 1.3 (FedScale).
+  double overcommit = 1.3;
+  OortOptions oort;
+  FedCaseOptions fedcase;
+  CachePlanOptions cache;
+  // Lower a slow client's local steps so that its predicted seconds fit
+  // workload_fit_fraction x round_deadline_s. Default: false.
+  bool workload_sizing = false;
+  // Sizing never goes below this many local steps (nor above the configured ones), >= 1.
+  // Default: 1.
+  int32_t min_local_steps = 1;
+  // Share of the deadline a sized workload is predicted to take (a margin for prediction
+  // error), in (0, 1]. Default: 0.9.
+  double workload_fit_fraction = 0.9;
+  // Only forecast by the planner (ForecastClosing); the service closes rounds.
+  // Default: ROUND_CLOSING_FIRST_K (also for UNSPECIFIED).
+  v1::RoundClosing round_closing = v1::ROUND_CLOSING_FIRST_K;
+  // The round's hard deadline in both closing modes, seconds, > 0. Default: 120.
+  double round_deadline_s = 120;
+  // Samples per local step, >= 1. Default: 32.
+  int32_t batch_size = 32;
+  // Local steps per task, >= 0; 0 = local_epochs x ceil(num_samples / batch_size).
+  // Default: 0.
+  int32_t local_steps = 0;
+  // Epochs per task when local_steps is 0, >= 1. Default: 1.
+  int32_t local_epochs = 1;
+  // Seeds the selection randomness, together with the round and the attempt. Default: 1.
+  uint64_t seed = 1;
+  // A candidate whose AvailabilityOracle probability is below this is not selected, in
+  // [0, 1]. Default: 0.5.
+  double min_online_probability = 0.5;
+  profile::RoundTimePredictorOptions predictor;
+
+  // Reads ServerConfig (selection, cache, training, clients_per_round, round_deadline_s,
+  // round_closing, seed), applying every documented default for zero fields.
+  // Errors: INVALID_ARGUMENT naming the field when a value is out of range.
+  static absl::StatusOr<PlannerOptions> FromServerConfig(const v1::ServerConfig& config);
+};
+
+// Checks every field of `options` against the range documented above (the predictor's options
+// are checked by RoundTimePredictor::Create). Errors: INVALID_ARGUMENT naming the first field
+// out of range, as "<config path> must be <range>, got <value>".
+absl::Status ValidatePlannerOptions(const PlannerOptions& options);
+
+}  // namespace fedsched::planner
+
+#endif  // FEDSCHED_SERVER_PLANNER_PLANNER_OPTIONS_H_

@@ -1,0 +1,24 @@
+#include "server/planner/random_policy.h"
+
+#include <vector>
+
+namespace fedsched::planner {
+
+void RandomPolicy::Select(const RoundContext& round, CandidatePool* pool, RoundPlan* plan) {
+  std::vector<Keyed>& stage = pool->stage();
+  stage.clear();
+  for (ClientIndex idx : round.request.candidates) {
+    if (round.book.state(idx).busy || !pool->Claim(idx)) continue;
+    stage.push_back({0.0, idx});
+  }
+  pool->TakeRandom(round.slots, round.rng, [&round, pool](uint32_t idx) {
+    Candidate c;
+    round.evaluator.Evaluate(idx, &c);
+    if (!round.evaluator.PredictedOnline(c)) return false;
+    pool->Add() = c;
+    pool->Choose(static_cast<uint32_t>(pool->size() - 1), kNoteRandom);
+    return true;
+  });
+}
+
+}  // namespace fedsched::planner

@@ -1,0 +1,93 @@
+#include "server/planner/workload.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace fedsched::planner {
+
+using profile::ClientState;
+using profile::LinearPrediction;
+using profile::RoundTimePredictor;
+
+int32_t CeilToInt(double x) { return static_cast<int32_t>(std::ceil(x - kCeilSlack)); }
+
+int32_t LocalStepsFor(const PlannerOptions& options, int64_t num_samples) {
+  if (options.local_steps > 0) return options.local_steps;
+  const int64_t per_epoch =
+      (std::max<int64_t>(num_samples, 1) + options.batch_size - 1) / options.batch_size;
+  return static_cast<int32_t>(std::clamp<int64_t>(per_epoch * options.local_epochs, 1, 1 << 30));
+}
+
+// A straggler bound is scaled with the workload: the task it comes from had ~full_steps.
+struct CandidateEvaluator::StepSeconds {
+  LinearPrediction lp;
+  double batch = 0;       // samples per step
+  double censored_s = 0;  // straggler bound, seconds; 0 = none
+  double full_steps = 0;  // the unsized steps
+
+  double operator()(int32_t steps) const {
+    double t = std::max(lp.fixed_s + lp.per_sample_s * batch * steps,
+                        RoundTimePredictor::kMinPredictionSeconds);
+    if (censored_s > 0) t = std::max(t, censored_s * steps / full_steps);
+    return t;
+  }
+};
+
+CandidateEvaluator::CandidateEvaluator(const PlannerOptions& options,
+                                       const profile::ProfileBook& book,
+                                       const RoundTimePredictor& predictor,
+                                       const PlanRequest& request)
+    : options_(options), book_(book), predictor_(predictor), request_(request) {}
+
+void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
+  const ClientState& s = book_.state(index);
+  c->index = index;
+  const int32_t full_steps = LocalStepsFor(options_, s.num_samples);
+  c->tried = s.last_selected_round > 0;
+  const double batch = options_.batch_size;
+  const StepSeconds predict{
+      .lp = predictor_.PredictLinear(book_.Inputs(index, request_.model_bytes, 0)),
+      .batch = batch,
+      .censored_s = s.censored_duration_s,
+      .full_steps = static_cast<double>(full_steps)};
+  c->steps = full_steps;
+  c->t_s = predict(full_steps);
+  if (options_.workload_sizing) {
+    SizeWorkload(predict, full_steps, c);
+  } else {
+    c->fits = c->t_s <= options_.round_deadline_s;
+  }
+  if (s.has_utility) {
+    c->utility = s.statistical_utility;
+  } else {
+    // Oort's registration utility: min(|D_i|, batch x local steps) (docs/ALGORITHMS.md §3).
+    const double slots = batch * full_steps;
+    c->utility = s.num_samples > 0 ? std::min<double>(s.num_samples, slots) : slots;
+  }
+}
+
+void CandidateEvaluator::SizeWorkload(const StepSeconds& predict, int32_t full_steps,
+                                      Candidate* c) const {
+  const double deadline = options_.round_deadline_s;
+  const double full = full_steps;
+  const int32_t min_steps = std::min(options_.min_local_steps, full_steps);
+  const double target = options_.workload_fit_fraction * deadline;
+  if (c->t_s > target) {
+    double fit = full;
+    const double per_step = predict.lp.per_sample_s * predict.batch;
+    if (per_step > 0) fit = std::floor((target - predict.lp.fixed_s) / per_step);
+    if (predict.censored_s > 0) fit = std::min(fit, std::floor(target * full / predict.censored_s));
+    c->steps = static_cast<int32_t>(std::clamp(fit, static_cast<double>(min_steps), full));
+    if (c->steps < full_steps) c->t_s = predict(c->steps);
+  }
+  c->fits = (c->steps > min_steps ? predict(min_steps) : c->t_s) <= deadline;
+}
+
+bool CandidateEvaluator::PredictedOnline(const Candidate& c) const {
+  if (request_.availability == nullptr) return true;
+  const double p =
+      request_.availability->ProbabilityOnline(c.index, request_.now_s, request_.now_s + c.t_s);
+  return p >= options_.min_online_probability;  // false for NaN
+}
+
+}  // namespace fedsched::planner

@@ -1,0 +1,71 @@
+// Evaluating one candidate for a round: its local work (docs/ALGORITHMS.md §2), its predicted
+// completion seconds (§1), the optional workload sizing that lowers a slow client's local steps
+// (§2), its statistical utility or Oort's registration utility (§3), and whether it is predicted
+// to stay online until it finishes (§2).
+#ifndef FEDSCHED_SERVER_PLANNER_WORKLOAD_H_
+#define FEDSCHED_SERVER_PLANNER_WORKLOAD_H_
+
+#include <cstdint>
+
+#include "server/planner/candidate_pool.h"
+#include "server/planner/planner_options.h"
+#include "server/planner/round_plan.h"
+#include "server/profile/profile_book.h"
+#include "server/profile/round_time.h"
+
+namespace fedsched::planner {
+
+// Slack of CeilToInt: ceil() of products such as 10 x 1.3 = 13.000000000000002 must give 13.
+inline constexpr double kCeilSlack = 1e-9;
+
+// ceil(x - kCeilSlack) as an int32 (docs/ALGORITHMS.md §2, "slots"). x must fit an int32.
+int32_t CeilToInt(double x);
+
+// Local steps of a task for a client with `num_samples` samples, before sizing
+// (docs/ALGORITHMS.md §2): options.local_steps when > 0, else local_epochs x
+// ceil(max(num_samples, 1) / batch_size), clamped to [1, 2^30].
+int32_t LocalStepsFor(const PlannerOptions& options, int64_t num_samples);
+
+// Evaluates the candidates of one PlanRequest. Holds references to its arguments, which must
+// outlive it (one PlanRound call). Const and deterministic: the same inputs give bit-identical
+// candidates.
+class CandidateEvaluator {
+ public:
+  CandidateEvaluator(const PlannerOptions& options, const profile::ProfileBook& book,
+                     const profile::RoundTimePredictor& predictor, const PlanRequest& request);
+
+  // Fills every field of `c` a policy ranks by, for client `index` (< book.size()):
+  //   steps   LocalStepsFor(num_samples); with workload_sizing, lowered (not below
+  //           min(min_local_steps, those steps)) so that the prediction fits
+  //           workload_fit_fraction x round_deadline_s;
+  //   t_s     the predictor's seconds for `steps` (RoundTimePredictor::PredictLinear over
+  //           ProfileBook::Inputs with request.model_bytes), floored at kMinPredictionSeconds
+  //           and at the straggler bound censored_duration_s x steps / full steps;
+  //   fits    predicted within round_deadline_s (at the fewest steps sizing allows);
+  //   tried   selected before (last_selected_round > 0);
+  //   utility the last reported statistical utility, else Oort's registration utility
+  //           min(num_samples, batch_size x full steps) (batch_size x full steps when
+  //           num_samples is 0) (Lai et al., OSDI 2021, section 4.1; docs/ALGORITHMS.md §3).
+  // Leaves status, note, score, experience, exploited and explore_pick as they are.
+  void Evaluate(ClientIndex index, Candidate* c) const;
+
+  // Whether request.availability (if any) gives the candidate at least min_online_probability
+  // of being online at now_s + c.t_s (docs/ALGORITHMS.md §2). True without an oracle; false for
+  // a NaN probability. Calls the oracle once.
+  bool PredictedOnline(const Candidate& c) const;
+
+ private:
+  // Seconds of a task of `steps` local steps; see Evaluate.
+  struct StepSeconds;
+  // Workload sizing of `c` (steps, t_s, fits) from its full steps; see Evaluate.
+  void SizeWorkload(const StepSeconds& predict, int32_t full_steps, Candidate* c) const;
+
+  const PlannerOptions& options_;
+  const profile::ProfileBook& book_;
+  const profile::RoundTimePredictor& predictor_;
+  const PlanRequest& request_;
+};
+
+}  // namespace fedsched::planner
+
+#endif  // FEDSCHED_SERVER_PLANNER_WORKLOAD_H_

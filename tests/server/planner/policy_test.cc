@@ -1,0 +1,465 @@
+// Unit tests of the planner's parts below Planner: the candidate pool's staging steps, candidate
+// evaluation and cache plans, the Oort pacer, the experience tracker, and each SelectionPolicy
+// driven directly through a RoundContext.
+#include <cmath>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/planner/cache_plan.h"
+#include "server/planner/candidate_pool.h"
+#include "server/planner/fedcase_policy.h"
+#include "server/planner/oort_pacer.h"
+#include "server/planner/oort_policy.h"
+#include "server/planner/policy.h"
+#include "server/planner/random_policy.h"
+#include "server/planner/workload.h"
+
+namespace fedsched::planner {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using profile::ProfileBook;
+using ::testing::DoubleNear;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+// ---------------------------------------------------------------------------------------------
+// CandidatePool
+
+// A pool of n available candidates with score i (client index i).
+void FillPool(CandidatePool* pool, int n) {
+  pool->BeginRound(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    Candidate& c = pool->Add();
+    c.index = static_cast<ClientIndex>(i);
+    c.score = i;
+  }
+}
+
+TEST(CandidatePoolTest, ClaimSkipsDuplicatesUntilTheNextRound) {
+  CandidatePool pool;
+  pool.BeginRound(4);
+  EXPECT_TRUE(pool.Claim(2));
+  EXPECT_FALSE(pool.Claim(2));
+  EXPECT_TRUE(pool.Claim(3));
+  pool.BeginRound(8);  // a grown book
+  EXPECT_TRUE(pool.Claim(2));
+  EXPECT_TRUE(pool.Claim(7));
+  EXPECT_FALSE(pool.Claim(7));
+}
+
+TEST(CandidatePoolTest, TakeTopOffersByDecreasingKeyAndSkipsRejected) {
+  CandidatePool pool;
+  FillPool(&pool, 10);
+  pool.FillStage([](const Candidate&) { return true; }, [](const Candidate& c) { return c.score; });
+  std::vector<uint32_t> offered;
+  // Odd positions are rejected: the three best even ones are taken.
+  const size_t taken = pool.TakeTop(3, [&](uint32_t pos) {
+    offered.push_back(pos);
+    if (pos % 2 == 1) {
+      pool[pos].status = kRejected;
+      return false;
+    }
+    pool.Choose(pos, kNoteFedCaseTop);
+    return true;
+  });
+  EXPECT_EQ(taken, 3u);
+  EXPECT_EQ(std::set<uint32_t>(pool.chosen().begin(), pool.chosen().end()),
+            (std::set<uint32_t>{8, 6, 4}));
+  EXPECT_EQ(std::set<uint32_t>(offered.begin(), offered.end()).size(), offered.size());
+  for (uint32_t pos : offered) EXPECT_GE(pos, 3u);  // nothing below the 7th best was asked
+  EXPECT_EQ(pool[8].status, kSelected);
+  EXPECT_EQ(pool[8].note, kNoteFedCaseTop);
+}
+
+TEST(CandidatePoolTest, TakeRandomOffersEachEntryAtMostOnceAndIsSeeded) {
+  auto draw = [](uint64_t seed) {
+    CandidatePool pool;
+    FillPool(&pool, 50);
+    pool.FillStage([](const Candidate&) { return true; }, [](const Candidate&) { return 0.0; });
+    std::mt19937_64 rng(seed);
+    std::vector<uint32_t> offered;
+    pool.TakeRandom(100, rng, [&](uint32_t pos) {
+      offered.push_back(pos);
+      if (pos < 10) return false;
+      pool.Choose(pos, kNoteRandom);
+      return true;
+    });
+    EXPECT_EQ(pool.num_chosen(), 40u);
+    EXPECT_EQ(offered.size(), 50u);
+    EXPECT_EQ(std::set<uint32_t>(offered.begin(), offered.end()).size(), 50u);
+    return offered;
+  };
+  EXPECT_EQ(draw(3), draw(3));
+  EXPECT_NE(draw(3), draw(4));
+}
+
+TEST(CandidatePoolTest, TakeWeightedFollowsTheWeightsAndDrawsZeroWeightsLast) {
+  // Weights 0, 1, 2, 3 (position = weight): over many draws of one, frequencies ~ 1:2:3, and
+  // position 0 (weight floored at 1e-12) is taken only when nothing else is left.
+  std::map<uint32_t, int> first;
+  for (uint64_t seed = 1; seed <= 3000; ++seed) {
+    CandidatePool pool;
+    FillPool(&pool, 4);
+    pool.FillStage([](const Candidate&) { return true; },
+                   [](const Candidate& c) { return c.score; });
+    std::mt19937_64 rng(seed);
+    std::vector<uint32_t> order;
+    pool.TakeWeighted(4, rng, [&](uint32_t pos) {
+      order.push_back(pos);
+      pool.Choose(pos, kNoteOortExploit);
+      return true;
+    });
+    ASSERT_EQ(order.size(), 4u);
+    EXPECT_EQ(order.back(), 0u);
+    ++first[order.front()];
+  }
+  EXPECT_EQ(first[0], 0);
+  EXPECT_NEAR(first[1] / 3000.0, 1.0 / 6, 0.03);
+  EXPECT_NEAR(first[2] / 3000.0, 2.0 / 6, 0.03);
+  EXPECT_NEAR(first[3] / 3000.0, 3.0 / 6, 0.03);
+}
+
+TEST(CandidatePoolTest, StageTrimmingAndBestOfStage) {
+  CandidatePool pool;
+  FillPool(&pool, 6);
+  pool[4].score = 5;  // ties with position 5
+  auto all = [](const Candidate&) { return true; };
+  auto score = [](const Candidate& c) { return c.score; };
+  pool.FillStage(all, score);
+  EXPECT_EQ(pool.NthLargestStageKey(3), 3.0);  // 5, 5, 3, 2, 1, 0
+  pool.KeepStageKeysAtLeast(2.0);
+  EXPECT_EQ(pool.stage().size(), 4u);
+  pool.FillStage(all, score);
+  pool.KeepBestOfStage(2);
+  std::set<uint32_t> kept;
+  for (const Keyed& k : pool.stage()) kept.insert(k.pos);
+  EXPECT_EQ(kept, (std::set<uint32_t>{4, 5}));
+  pool.FillStage(all, score);
+  std::vector<uint32_t> best;
+  for (const Keyed& k : pool.BestOfStage(3)) best.push_back(k.pos);
+  EXPECT_THAT(best, ElementsAre(4, 5, 3));  // ties by position
+  EXPECT_EQ(pool.BestOfStage(100).size(), 6u);
+}
+
+TEST(CandidatePoolTest, NoteTextNamesEveryNote) {
+  EXPECT_STREQ(NoteText(kNoteNone), "");
+  EXPECT_STREQ(NoteText(kNoteRandom), "random");
+  EXPECT_STREQ(NoteText(kNoteOortFillExplore), "oort-fill-explore");
+  EXPECT_STREQ(NoteText(kNoteFedCaseLate), "fedcase-completion-fill");
+  EXPECT_STREQ(NoteText(static_cast<Note>(200)), "");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Workload and cache plans
+
+TEST(WorkloadTest, CeilToIntAndLocalSteps) {
+  EXPECT_EQ(CeilToInt(10 * 1.3), 13);
+  EXPECT_EQ(CeilToInt(13.01), 14);
+  PlannerOptions o;
+  o.batch_size = 32;
+  o.local_epochs = 2;
+  EXPECT_EQ(LocalStepsFor(o, 100), 8);  // 2 x ceil(100 / 32)
+  EXPECT_EQ(LocalStepsFor(o, 0), 2);    // at least one batch per epoch
+  o.local_steps = 5;
+  EXPECT_EQ(LocalStepsFor(o, 100), 5);
+}
+
+TEST(CachePlanTest, CapacityFollowsTheFractionAndTheStorageBudget) {
+  CachePlanOptions cache;
+  profile::ClientState s;
+  s.num_samples = 1000;
+  s.sample_bytes = 100;
+  v1::CachePlan p = MakeCachePlan(cache, 32, s, 4, /*prefetch=*/true);
+  EXPECT_EQ(p.policy(), v1::CACHE_POLICY_IMPORTANCE);
+  EXPECT_EQ(p.samples_to_train(), 128);
+  EXPECT_TRUE(p.prefetch());
+  EXPECT_EQ(p.replication_factor(), 2);
+  EXPECT_EQ(p.capacity_samples(), 100);
+  EXPECT_EQ(p.capacity_bytes(), 10'000);
+  s.storage_budget_bytes = 2'550;
+  p = MakeCachePlan(cache, 32, s, 4, false);
+  EXPECT_EQ(p.capacity_samples(), 25);
+  EXPECT_EQ(p.capacity_bytes(), 2'500);
+  cache.policy = v1::CACHE_POLICY_NONE;
+  p = MakeCachePlan(cache, 32, s, 4, false);
+  EXPECT_EQ(p.replication_factor(), 1);
+  EXPECT_EQ(p.capacity_samples(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// OortPacer and ExperienceTracker
+
+TEST(OortPacerTest, EpsilonDecaysOnCommittedRoundsToItsFloor) {
+  OortOptions o;
+  o.exploration_factor = 0.5;
+  o.exploration_decay = 0.5;
+  o.exploration_min = 0.2;
+  OortPacer pacer(o);
+  pacer.RecordExploitedUtility(3);
+  pacer.RecordExploitedUtility(4);
+  EXPECT_EQ(pacer.FinishRound(/*committed=*/false), 7);
+  EXPECT_EQ(pacer.epsilon(), 0.5);
+  EXPECT_EQ(pacer.FinishRound(true), 0);
+  EXPECT_EQ(pacer.epsilon(), 0.25);
+  pacer.FinishRound(true);
+  EXPECT_EQ(pacer.epsilon(), 0.2);
+}
+
+TEST(OortPacerTest, PacerRelaxesTAfterAPlateauAndStateRoundTrips) {
+  OortOptions o;
+  o.pacer_step = 2;
+  OortPacer pacer(o);
+  for (int i = 0; i < 4; ++i) {
+    pacer.RecordExploitedUtility(10);
+    pacer.FinishRound(true);
+  }
+  EXPECT_EQ(pacer.round_threshold_percent(), 35);  // flat utility: + pacer_delta
+  pacer.set_preferred_duration_s(4.5);
+  v1::OortState state;
+  pacer.ExportTo(&state);
+  EXPECT_EQ(state.exploit_utility_history_size(), 4);
+  ASSERT_OK(OortPacer::Validate(state));
+  OortPacer restored(o);
+  restored.ImportFrom(state);
+  EXPECT_EQ(restored.epsilon(), pacer.epsilon());
+  EXPECT_EQ(restored.round_threshold_percent(), 35);
+  EXPECT_EQ(restored.preferred_duration_s(), 4.5);
+  v1::OortState again;
+  restored.ExportTo(&again);
+  EXPECT_EQ(again.SerializeAsString(), state.SerializeAsString());
+
+  state.set_epsilon(1.5);
+  EXPECT_THAT(OortPacer::Validate(state),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("out-of-range")));
+  state.set_epsilon(0.5);
+  state.add_exploit_utility_history(NAN);
+  EXPECT_THAT(OortPacer::Validate(state),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("non-finite")));
+}
+
+TEST(ExperienceTrackerTest, KeepsRunningExtremesAndRoundTrips) {
+  ExperienceTracker t;
+  EXPECT_FALSE(t.has_range());
+  t.Observe(5, 10);
+  t.Observe(2, 30);
+  t.Observe(9, 20);
+  ASSERT_TRUE(t.has_range());
+  EXPECT_EQ(t.range().min_duration_s, 2);
+  EXPECT_EQ(t.range().max_duration_s, 9);
+  EXPECT_EQ(t.range().min_utility, 10);
+  EXPECT_EQ(t.range().max_utility, 30);
+  v1::FedCaseState state;
+  t.ExportTo(&state);
+  ExperienceTracker restored;
+  restored.ImportFrom(state);
+  EXPECT_TRUE(restored.has_range());
+  EXPECT_EQ(restored.range().max_duration_s, 9);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The policies, driven directly
+
+// A book of clients whose predicted seconds are ms / 100 (10 samples per task, no transfer, no
+// I/O; as in planner_test), and a RoundContext over all of them.
+class PolicyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_OK_AND_ASSIGN(book_, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
+    options_.clients_per_round = 4;
+    options_.overcommit = 1.0;
+    options_.batch_size = 10;
+    options_.local_steps = 1;
+    options_.round_deadline_s = 1000;
+    ASSERT_OK_AND_ASSIGN(predictor_, profile::RoundTimePredictor::Create(options_.predictor));
+  }
+
+  // Registers a client with a benchmark of `ms` per sample; with `utility` > 0 it is also
+  // measured (tried in round 1, statistical utility `utility`).
+  ClientIndex Add(double ms, double utility = 0) {
+    v1::DeviceProfile d;
+    d.set_device_model("phone");
+    d.set_compute_ms_per_sample(ms);
+    d.set_num_samples(1000);
+    auto r = book_->OnRegister(absl::StrCat("d", book_->size()), d, 0.0);
+    EXPECT_TRUE(r.ok()) << r.status();
+    if (utility > 0) {
+      v1::UpdateMetrics m;
+      m.set_num_examples(10);
+      m.set_train_seconds(ms / 100);
+      m.set_statistical_utility(utility);
+      EXPECT_OK(book_->OnTaskAssigned(r->index, 1, 0));
+      EXPECT_OK(book_->OnTaskSucceeded(r->index, m, {.completion_s = ms / 100}, 0));
+    }
+    return r->index;
+  }
+
+  // Runs `policy` over every client (listed twice: duplicates must be skipped) and returns the
+  // chosen candidates in selection order.
+  std::vector<Candidate> Run(SelectionPolicy& policy, size_t slots, int64_t rounds_planned,
+                             uint64_t seed = 1) {
+    candidates_.clear();
+    for (int pass = 0; pass < 2; ++pass) {
+      for (ClientIndex i = 0; i < book_->size(); ++i) candidates_.push_back(i);
+    }
+    request_ = {.round = rounds_planned + 1, .now_s = 0, .candidates = candidates_};
+    const CandidateEvaluator evaluator(options_, *book_, predictor_, request_);
+    std::mt19937_64 rng(seed);
+    const RoundContext round{.request = request_,
+                             .options = options_,
+                             .book = *book_,
+                             .evaluator = evaluator,
+                             .slots = slots,
+                             .attempt = 1,
+                             .rounds_planned = rounds_planned,
+                             .rng = rng};
+    plan_ = RoundPlan();
+    pool_.BeginRound(book_->size());
+    policy.Select(round, &pool_, &plan_);
+    std::vector<Candidate> chosen;
+    for (uint32_t pos : pool_.chosen()) chosen.push_back(pool_[pos]);
+    return chosen;
+  }
+
+  std::unique_ptr<ProfileBook> book_;
+  PlannerOptions options_;
+  profile::RoundTimePredictor predictor_ = *profile::RoundTimePredictor::Create({});
+  std::vector<ClientIndex> candidates_;
+  PlanRequest request_;
+  CandidatePool pool_;
+  RoundPlan plan_;
+};
+
+TEST_F(PolicyTest, FactoryPicksThePolicyOfTheOptions) {
+  OortPacer pacer(options_.oort);
+  ExperienceTracker experience;
+  auto make = [&](v1::SelectionPolicy p) {
+    options_.policy = p;
+    return MakeSelectionPolicy(options_, &pacer, &experience);
+  };
+  EXPECT_NE(dynamic_cast<RandomPolicy*>(make(v1::SELECTION_POLICY_UNSPECIFIED).get()), nullptr);
+  EXPECT_NE(dynamic_cast<RandomPolicy*>(make(v1::SELECTION_POLICY_RANDOM).get()), nullptr);
+  EXPECT_NE(dynamic_cast<OortPolicy*>(make(v1::SELECTION_POLICY_OORT).get()), nullptr);
+  EXPECT_NE(dynamic_cast<FedCasePolicy*>(make(v1::SELECTION_POLICY_FEDCASE).get()), nullptr);
+}
+
+TEST_F(PolicyTest, RandomPicksDistinctNonBusyClientsDeterministically) {
+  for (int i = 0; i < 20; ++i) Add(100 + i);
+  ASSERT_OK(book_->OnTaskAssigned(7, 1, 0));  // busy
+  RandomPolicy policy;
+  const std::vector<Candidate> a = Run(policy, 5, 0, /*seed=*/9);
+  ASSERT_EQ(a.size(), 5u);
+  std::set<ClientIndex> picked;
+  for (const Candidate& c : a) {
+    picked.insert(c.index);
+    EXPECT_EQ(c.note, kNoteRandom);
+    EXPECT_EQ(c.status, kSelected);
+    EXPECT_THAT(c.t_s, DoubleNear((100 + c.index) / 100.0, 1e-12));
+  }
+  EXPECT_EQ(picked.size(), 5u);
+  EXPECT_FALSE(picked.contains(7));
+  EXPECT_TRUE(plan_.expected_next.empty());
+  std::vector<ClientIndex> again;
+  for (const Candidate& c : Run(policy, 5, 0, 9)) again.push_back(c.index);
+  std::vector<ClientIndex> first;
+  for (const Candidate& c : a) first.push_back(c.index);
+  EXPECT_EQ(again, first);
+  // Everyone when there are fewer candidates than slots.
+  EXPECT_EQ(Run(policy, 100, 0).size(), 19u);
+}
+
+TEST_F(PolicyTest, OortFirstRoundIsUniformThenExploitsTheBestScores) {
+  // Four tried clients (t = 1, 2, 4, 8 s; U = 10, 20, 40, 80) and four never tried.
+  const double ms[] = {100, 200, 400, 800};
+  const double utility[] = {10, 20, 40, 80};
+  for (int i = 0; i < 4; ++i) Add(ms[i], utility[i]);
+  for (int i = 0; i < 4; ++i) Add(300);
+  options_.oort.exploration_factor = 0.5;
+  OortPacer pacer(options_.oort);
+  OortPolicy policy(&pacer);
+
+  for (const Candidate& c : Run(policy, 4, /*rounds_planned=*/0)) {
+    EXPECT_EQ(c.note, kNoteOortInitial);
+    EXPECT_TRUE(c.explore_pick);
+  }
+  EXPECT_EQ(plan_.preferred_duration_s, 0);
+  EXPECT_TRUE(plan_.expected_next.empty());
+
+  const std::vector<Candidate> chosen = Run(policy, 4, /*rounds_planned=*/1);
+  ASSERT_EQ(chosen.size(), 4u);
+  // floor((1 - 0.5) x 4) = 2 exploited, 2 explored.
+  int exploited = 0;
+  for (const Candidate& c : chosen) {
+    EXPECT_EQ(c.exploited, c.tried);
+    EXPECT_EQ(c.note, c.tried ? kNoteOortExploit : kNoteOortExplore);
+    exploited += c.exploited ? 1 : 0;
+  }
+  EXPECT_EQ(exploited, 2);
+  // T = the 30th percentile of the tried durations {1, 2, 4, 8} = 2 s.
+  EXPECT_THAT(plan_.preferred_duration_s, DoubleNear(2.0, 1e-12));
+  EXPECT_EQ(pacer.preferred_duration_s(), plan_.preferred_duration_s);
+  // Prefetch: the two tried clients not picked.
+  EXPECT_EQ(plan_.expected_next.size(), 2u);
+  for (const PrefetchHint& h : plan_.expected_next) {
+    for (const Candidate& c : chosen) EXPECT_NE(h.index, c.index);
+  }
+  v1::SelectionReason r;
+  r.set_speed_penalty(1);
+  policy.Describe(chosen[0], book_->state(chosen[0].index), &r);
+  EXPECT_EQ(r.score(), chosen[0].score);
+  EXPECT_GT(r.speed_penalty(), 0);
+}
+
+TEST_F(PolicyTest, FedCaseTakesTopExperienceThenTheBaseThenLateClients) {
+  // Tried clients: c0 1 s U 100 (best experience), c1 2 s U 50, c2 3 s U 10; c3 is too slow
+  // for the deadline (20 s > 10 s).
+  Add(100, 100);
+  Add(200, 50);
+  Add(300, 10);
+  Add(2000, 60);
+  options_.round_deadline_s = 10;
+  options_.clients_per_round = 2;
+  options_.fedcase.top_ratio = 0.5;  // one top client
+  options_.fedcase.base_policy = v1::FedCaseConfig::BASE_POLICY_RANDOM;
+  OortPacer pacer(options_.oort);
+  ExperienceTracker experience;
+  FedCasePolicy policy(&pacer, &experience);
+
+  const std::vector<Candidate> chosen = Run(policy, 4, 1);
+  ASSERT_EQ(chosen.size(), 4u);
+  EXPECT_EQ(chosen[0].index, 0u);
+  EXPECT_EQ(chosen[0].note, kNoteFedCaseTop);
+  EXPECT_EQ(chosen[1].note, kNoteFedCaseRandom);
+  EXPECT_EQ(chosen[2].note, kNoteFedCaseRandom);
+  EXPECT_EQ(chosen[3].index, 3u);
+  EXPECT_EQ(chosen[3].note, kNoteFedCaseLate);
+  EXPECT_FALSE(chosen[3].fits);
+  // The tracker saw every candidate: t in [1, 20] s, U in [10, 100].
+  EXPECT_THAT(experience.range().max_duration_s, DoubleNear(20, 1e-9));
+  EXPECT_EQ(experience.range().min_utility, 10);
+  EXPECT_EQ(plan_.preferred_duration_s, 0);  // Oort did not score
+  v1::SelectionReason r;
+  policy.Describe(chosen[0], book_->state(0), &r);
+  EXPECT_EQ(r.experience(), chosen[0].experience);
+  EXPECT_EQ(r.score(), chosen[0].experience);
+  EXPECT_EQ(r.statistical_utility(), 0);  // no Oort terms under the random base
+
+  // On Oort's base set the remaining fitting slot goes through Oort's stages.
+  options_.fedcase.base_policy = v1::FedCaseConfig::BASE_POLICY_OORT;
+  const std::vector<Candidate> on_oort = Run(policy, 3, 1);
+  ASSERT_EQ(on_oort.size(), 3u);
+  EXPECT_EQ(on_oort[0].note, kNoteFedCaseTop);
+  EXPECT_THAT(NoteText(static_cast<Note>(on_oort[1].note)), HasSubstr("oort-"));
+  EXPECT_GT(plan_.preferred_duration_s, 0);
+}
+
+}  // namespace
+}  // namespace fedsched::planner
