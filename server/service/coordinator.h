@@ -4,6 +4,7 @@
 #define FEDSCHED_SERVER_SERVICE_COORDINATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -21,9 +22,7 @@
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
-#include "server/aggregation/aggregator.h"
-#include "server/planner/planner.h"
-#include "server/profile/profile_book.h"
+#include "server/round/engine.h"
 #include "server/store/store.h"
 
 namespace fedsched {
@@ -37,11 +36,8 @@ struct EvalMetrics {
 // Evaluates a global model (e.g. on the 10,000 Fashion-MNIST test images). Optional.
 using Evaluator = std::function<absl::StatusOr<EvalMetrics>(const v1::Model&)>;
 
-// A serialized global model as downloaded by participants.
-struct ModelBlob {
-  std::string bytes;   // v1::Model wire format
-  std::string sha256;  // raw 32-byte digest of `bytes`
-};
+// A serialized global model as downloads serve it.
+using ModelBlob = round::ModelBlob;
 
 struct CoordinatorOptions {
   // A config already passed through ResolveServerConfig.
@@ -52,20 +48,32 @@ struct CoordinatorOptions {
   v1::Model initial_model;
   // Optional test-set evaluation after each committed round.
   Evaluator evaluator;
-  // Called (with no lock held) after each round commits, e.g. to print and write metrics.csv:
-  // from Tick's thread, or under FedBuff from the SubmitUpdate call whose update filled the
-  // buffer. Calls may overlap, so it must be thread-safe; rounds arrive in order but for two
-  // commits racing to their callbacks.
+  // Called (with no lock held) after each round is durably committed, e.g. to print and write
+  // metrics.csv, from the thread that ran the commit (see "Commits" below). Rounds arrive in
+  // order, one call at a time.
   std::function<void(const v1::RoundRecord&)> on_round_committed;
+  // The wall clock, for the commits' follow-up planning and GetStatus. Default: absl::Now.
+  // Tests pass a fake clock.
+  std::function<absl::Time()> clock;
 };
 
-// The coordinator: registration, sessions, round planning, task bookkeeping, update validation
-// and aggregation, round closing, and durable commits (design.md, "A round").
+// The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
+// "The round engine" and "An upload's path"). It owns sessions (tokens, certificate binding),
+// upload ingest (metric checks, digests, parsing into recycled models, flat combining) and the
+// commits; the round itself (planning, tasks, closing, FedBuff, folds) is the engine's.
 //
-// Thread-safe: every public method may be called concurrently (one internal mutex; SubmitUpdate
-// hashes and parses outside it, and uploads that wait for it are folded together, see
-// SubmitUpdate). Time is always passed in (`now`), so tests and the simulator drive it without a
-// wall clock.
+// Thread-safe: every public method may be called concurrently (one internal mutex around the
+// engine; SubmitUpdate hashes and parses outside it, and uploads that wait for it are folded
+// together, see SubmitUpdate). Time is always passed in (`now`), so tests drive it with a fake
+// clock; the commits' follow-up uses options.clock.
+//
+// Commits: a round the engine closes is queued, and the thread that closed it (Tick's, or the
+// upload's that filled a FedBuff buffer) then evaluates it, commits it to the store, serialises
+// and publishes the new model with the engine lock RELEASED, so other uploads and polls go on
+// meanwhile. Commits run one at a time in round order (a thread that finds another committing
+// leaves its round to that thread). A synchronous round is planned once the previous one is
+// published. A store commit that still fails after retries makes health() non-OK: the server
+// stops (a restart resumes at the last durable round).
 //
 // Legal order per client: Register -> PollTask -> ModelForTask -> SubmitUpdate | ReportFailure.
 // Errors common to the session methods: UNAUTHENTICATED for an unknown client id or a token
@@ -76,6 +84,7 @@ class Coordinator {
   // with `options.initial_model`. Errors: INVALID_ARGUMENT (missing store), whatever the store or
   // the aggregator return (e.g. DATA_LOSS on a corrupt store).
   static absl::StatusOr<std::unique_ptr<Coordinator>> Create(CoordinatorOptions options);
+  ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
@@ -161,65 +170,38 @@ class Coordinator {
   // re-planning it). Call periodically (the server ticks every 50 ms).
   void Tick(absl::Time now);
 
-  // True once num_rounds rounds have committed.
+  // True once num_rounds rounds have committed durably.
   bool finished() const;
-  // The last committed round (0 = initial model).
+  // The last durably committed round (0 = initial model).
   int64_t committed_round() const;
+  // OK unless a commit failed for good (the server must stop; its store holds every round
+  // committed before).
+  absl::Status health() const;
   // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
   int64_t max_update_bytes() const;
 
  private:
-  struct TaskState {
-    std::string task_id;
-    std::string client_id;
-    profile::ClientIndex index = 0;
-    int64_t round = 0;
-    // The global model version the client trains on: committed_round_ when the task was issued,
-    // then when it was first handed out (PollTask), which pins `blob`, the model its download
-    // serves. FedBuff staleness = committed_round_ - base_version.
-    int64_t base_version = 0;
-    std::shared_ptr<const ModelBlob> blob;
-
-    // Neither uploaded nor failed: its client is still working on it.
-    bool in_flight() const { return !uploaded && !failed; }
-    int32_t local_steps = 0;
-    absl::Time issued;
-    bool uploaded = false;
-    bool failed = false;
-    v1::CachePlan cache_plan;
-  };
+  class SessionPresence;
   struct ClientState {
     std::string session_token;
-    std::string task_id;  // current round's task, "" if none
   };
-  enum class Phase { kWaiting, kRunning, kFinished };
 
   explicit Coordinator(CoordinatorOptions options);
   absl::Status Open();
+  absl::Time Now() const { return options_.clock(); }
   // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void PlanRound(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Commits the current round; fills `committed` for the callback.
-  void CloseRound(absl::Time now, v1::RoundRecord* committed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailRound(absl::Time now, const std::string& why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // FedBuff: versions committed since `task`'s model (0 when synchronous): its update's weight is
-  // num_examples / sqrt(1 + staleness) (Nguyen et al. 2022, section 3).
-  int64_t Staleness(const TaskState& task) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return async_ ? committed_round_ - task.base_version : 0;
-  }
-  // FedBuff: commits the version whose buffer holds K updates (CloseRound, which opens the next
-  // one), queueing its record for on_round_committed; no-op when synchronous or not full.
-  void MaybeCommitBuffer(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailTask(TaskState& task, absl::Time now, const std::string& why)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetGlobalModel(v1::Model model) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Serializes and hashes global_ into global_blob_, which downloads serve.
-  void PublishGlobalModel() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Profiles changed since the last commit, for persisting with it.
-  std::vector<v1::ClientProfile> TakeDirtyProfiles() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  std::string NewId(const char* prefix) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
+  void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void LogTaskFailures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs the queued commits in order unless another thread is running them (coordinator_commit.cc).
+  void DrainCommits() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
+  // Evaluates, persists and publishes one closed round (no lock held but commit_mu_).
+  void RunCommit(round::ClosedRound closed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  std::string NewId(const char* prefix);
   // An empty model to parse an update into: a recycled one (its tensors keep their storage, so
   // parsing allocates nothing) or a new one with room for the global model's tensors. Hand it
   // back with RecycleDelta.
@@ -237,11 +219,6 @@ class Coordinator {
     absl::Status status;            // the verdict; written before `done`, both under mu_
     bool done = false;
   };
-  // An update that passed the coordinator's checks, waiting to be folded.
-  struct FoldCandidate {
-    PendingUpdate* update = nullptr;
-    TaskState* task = nullptr;
-  };
   // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`: queues it,
   // then either finds it decided by another thread or decides every queued update itself.
   absl::Status ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
@@ -250,56 +227,32 @@ class Coordinator {
   // Decides the queued updates from `head` on (following `next`), in order, setting each one's
   // status (not `done`).
   void DecideUpdates(PendingUpdate* head) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The coordinator's checks of an update against the current state (session, task, round,
-  // workload, first-K cap, example count; see SubmitUpdate). Returns the update's task.
-  absl::StatusOr<TaskState*> CheckUpdate(const v1::UploadHeader& header)
+  // Folds `batch` (updates of `owners`, in order) with one engine call, sets their statuses,
+  // advances the engine, and clears both.
+  void FoldBatch(std::vector<round::Update>* batch, std::vector<PendingUpdate*>* owners)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Folds `candidates` with one AccumulateBatch call, sets their statuses, records the accepted
-  // ones in order, and clears `*candidates`.
-  void FoldCandidates(std::vector<FoldCandidate>* candidates) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The bookkeeping of an update the aggregator accepted: task, round record, receipt, audit
-  // copy, planner feedback.
-  void RecordAccepted(const PendingUpdate& update, TaskState& task)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The engine's check of a session-checked update, with an already-accepted task answered from
+  // the receipts. `pending` / `pending_examples` as RoundEngine::CheckUpdate.
+  absl::Status CheckClaim(const round::UpdateClaim& claim, int32_t pending,
+                          int64_t pending_examples) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  const CoordinatorOptions options_;
+  CoordinatorOptions options_;
   const v1::ServerConfig& config_;
 
-  // aggregation.async_fedbuff: FedBuff mode (see SubmitUpdate).
-  const bool async_;
   mutable absl::Mutex mu_;
-  // Records of versions committed by SubmitUpdate (FedBuff), for on_round_committed once mu_ is
-  // released.
-  std::vector<v1::RoundRecord> inline_commits_ ABSL_GUARDED_BY(mu_);
-  Phase phase_ ABSL_GUARDED_BY(mu_) = Phase::kWaiting;
-  int64_t committed_round_ ABSL_GUARDED_BY(mu_) = 0;
-  v1::Model global_ ABSL_GUARDED_BY(mu_);
-  // Where Aggregator::FinalizeInto writes the next global model: the model before global_,
-  // recycled (swapped with global_ at each commit).
-  v1::Model next_model_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<const ModelBlob> global_blob_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<Aggregator> aggregator_ ABSL_GUARDED_BY(mu_);
-  // Client profiles and the round planner (server/profile, server/planner): pure libraries
-  // driven here with the wall clock in unix seconds.
-  std::unique_ptr<profile::ProfileBook> book_ ABSL_GUARDED_BY(mu_);
-  std::unique_ptr<planner::Planner> planner_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<SessionPresence> presence_;
+  std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
+  // Durable (committed and published) version, also readable without mu_ by the committer.
+  int64_t durable_round_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Status health_ ABSL_GUARDED_BY(mu_);
 
-  // The round in flight (phase_ == kRunning).
-  int64_t round_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time round_deadline_ ABSL_GUARDED_BY(mu_);
-  int attempt_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<std::string, TaskState> tasks_ ABSL_GUARDED_BY(mu_);
-  v1::RoundRecord record_ ABSL_GUARDED_BY(mu_);
-  std::vector<v1::Receipt> receipts_ ABSL_GUARDED_BY(mu_);
-  std::vector<v1::AuditedUpdate> audited_ ABSL_GUARDED_BY(mu_);
-  // Clients the planner expects next round -> their prefetch cache plan.
-  absl::flat_hash_map<std::string, v1::CachePlan> prefetch_ ABSL_GUARDED_BY(mu_);
-  double loss_sum_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t hits_ ABSL_GUARDED_BY(mu_) = 0;
-  int64_t misses_ ABSL_GUARDED_BY(mu_) = 0;
-  // Task ids of closed rounds still in memory, to answer late uploads precisely.
-  absl::flat_hash_map<std::string, int64_t> closed_tasks_ ABSL_GUARDED_BY(mu_);
+  // Closed rounds waiting to be committed, oldest first (taken with mu_ held or not).
+  absl::Mutex jobs_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::deque<round::ClosedRound> jobs_ ABSL_GUARDED_BY(jobs_mu_);
+  // Held by the thread running commits.
+  absl::Mutex commit_mu_;
 
   // Parsed uploads waiting for mu_, oldest first (ApplyUpdate). Taken while holding mu_.
   absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);
@@ -308,6 +261,7 @@ class Coordinator {
 
   // Number of values of each global model tensor, in order (set by Open, then read-only).
   std::vector<int> delta_capacity_;
+  int64_t model_bytes_ = 0;  // serialized global model size (set by Open)
   // Parse targets kept for reuse by TakeDelta / RecycleDelta: at most 2, i.e. at most twice the
   // model's size in memory.
   absl::Mutex spare_mu_;

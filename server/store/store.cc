@@ -51,7 +51,46 @@ absl::StatusOr<Proto> ParseStored(const std::string& bytes, const std::string& w
 
 }  // namespace
 
+// The RocksDB implementation of Store.
+class RocksDbStore final : public Store {
+ public:
+  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  ~RocksDbStore() override;
+  absl::StatusOr<v1::RunMeta> LoadMeta() const override;
+  absl::Status Initialize(const v1::Model& initial_model, v1::RunMeta meta) override;
+  absl::Status CommitRound(RoundCommit commit) override;
+  absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
+  absl::Status PutProfile(const v1::ClientProfile& profile) override;
+  absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
+  absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
+  absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;
+  absl::StatusOr<std::vector<v1::ClientProfile>> LoadProfiles() const override;
+  absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const override;
+  absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(int64_t round) const override;
+  absl::StatusOr<std::string> LoadPlannerState() const override;
+
+ private:
+  RocksDbStore() = default;
+  absl::Status Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
+                   const std::string& value);
+  absl::StatusOr<std::string> Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key) const;
+
+  StoreOptions options_;
+  std::unique_ptr<rocksdb::DB> db_;
+  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
+  rocksdb::ColumnFamilyHandle* models_ = nullptr;
+  rocksdb::ColumnFamilyHandle* rounds_ = nullptr;
+  rocksdb::ColumnFamilyHandle* clients_ = nullptr;
+  rocksdb::ColumnFamilyHandle* receipts_ = nullptr;
+  rocksdb::ColumnFamilyHandle* meta_ = nullptr;
+  rocksdb::ColumnFamilyHandle* updates_ = nullptr;
+};
+
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
+  return RocksDbStore::Open(options);
+}
+
+absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("store path is empty");
   if (options.keep_models < 0) {
     return absl::InvalidArgumentError(
@@ -64,7 +103,7 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   for (const char* name : {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
     families.emplace_back(name, rocksdb::ColumnFamilyOptions());
   }
-  auto store = std::unique_ptr<Store>(new Store());
+  auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore());
   store->options_ = options;
   rocksdb::DB* raw = nullptr;
   rocksdb::Status s = rocksdb::DB::Open(db_options, options.path, families, &store->handles_, &raw);
@@ -78,10 +117,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
   store->receipts_ = store->handles_[4];
   store->meta_ = store->handles_[5];
   store->updates_ = store->handles_[6];
-  return store;
+  return std::unique_ptr<Store>(std::move(store));
 }
 
-Store::~Store() {
+RocksDbStore::~RocksDbStore() {
   if (db_ == nullptr) return;
   rocksdb::FlushOptions flush;
   flush.wait = true;
@@ -92,14 +131,14 @@ Store::~Store() {
   db_->Close().PermitUncheckedError();
 }
 
-absl::Status Store::Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
+absl::Status RocksDbStore::Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                         const std::string& value) {
   rocksdb::WriteOptions write;
   write.sync = true;
   return FromRocks(db_->Put(write, cf, key, value), "store put");
 }
 
-absl::StatusOr<std::string> Store::Get(rocksdb::ColumnFamilyHandle* cf,
+absl::StatusOr<std::string> RocksDbStore::Get(rocksdb::ColumnFamilyHandle* cf,
                                        const std::string& key) const {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf, key, &value);
@@ -107,12 +146,12 @@ absl::StatusOr<std::string> Store::Get(rocksdb::ColumnFamilyHandle* cf,
   return value;
 }
 
-absl::StatusOr<v1::RunMeta> Store::LoadMeta() const {
+absl::StatusOr<v1::RunMeta> RocksDbStore::LoadMeta() const {
   FEDSCHED_ASSIGN_OR_RETURN(std::string bytes, Get(meta_, kMetaKey));
   return ParseStored<v1::RunMeta>(bytes, "run meta");
 }
 
-absl::Status Store::Initialize(const v1::Model& initial_model, v1::RunMeta meta) {
+absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMeta meta) {
   if (LoadMeta().ok()) {
     return absl::FailedPreconditionError(
         absl::StrCat("store at ", options_.path, " already holds a run"));
@@ -126,7 +165,7 @@ absl::Status Store::Initialize(const v1::Model& initial_model, v1::RunMeta meta)
   return FromRocks(db_->Write(write, &batch), "initialize store");
 }
 
-absl::Status Store::CommitRound(RoundCommit commit) {
+absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::RunMeta current, LoadMeta());
   const int64_t round = commit.record.round();
   if (round != current.committed_round() + 1) {
@@ -135,7 +174,7 @@ absl::Status Store::CommitRound(RoundCommit commit) {
   }
   commit.meta.set_committed_round(round);
   rocksdb::WriteBatch batch;
-  batch.Put(models_, RoundKey(round), commit.model.SerializeAsString());
+  batch.Put(models_, RoundKey(round), commit.model->SerializeAsString());
   batch.Put(rounds_, RoundKey(round), commit.record.SerializeAsString());
   for (const v1::Receipt& receipt : commit.receipts) {
     batch.Put(receipts_, receipt.task_id(), receipt.SerializeAsString());
@@ -155,15 +194,15 @@ absl::Status Store::CommitRound(RoundCommit commit) {
   return FromRocks(db_->Write(write, &batch), absl::StrCat("commit round ", round));
 }
 
-absl::Status Store::RecordFailedRound(const v1::RoundRecord& record) {
+absl::Status RocksDbStore::RecordFailedRound(const v1::RoundRecord& record) {
   return Put(rounds_, RoundKey(record.round()), record.SerializeAsString());
 }
 
-absl::Status Store::PutProfile(const v1::ClientProfile& profile) {
+absl::Status RocksDbStore::PutProfile(const v1::ClientProfile& profile) {
   return Put(clients_, profile.client_id(), profile.SerializeAsString());
 }
 
-absl::StatusOr<v1::Model> Store::LoadModel(int64_t round) const {
+absl::StatusOr<v1::Model> RocksDbStore::LoadModel(int64_t round) const {
   absl::StatusOr<std::string> bytes = Get(models_, RoundKey(round));
   if (absl::IsNotFound(bytes.status())) {
     return absl::NotFoundError(absl::StrCat("no model stored for round ", round));
@@ -172,7 +211,7 @@ absl::StatusOr<v1::Model> Store::LoadModel(int64_t round) const {
   return ParseStored<v1::Model>(*bytes, absl::StrCat("model of round ", round));
 }
 
-absl::StatusOr<v1::RoundRecord> Store::LoadRound(int64_t round) const {
+absl::StatusOr<v1::RoundRecord> RocksDbStore::LoadRound(int64_t round) const {
   absl::StatusOr<std::string> bytes = Get(rounds_, RoundKey(round));
   if (absl::IsNotFound(bytes.status())) {
     return absl::NotFoundError(absl::StrCat("no record for round ", round));
@@ -181,7 +220,7 @@ absl::StatusOr<v1::RoundRecord> Store::LoadRound(int64_t round) const {
   return ParseStored<v1::RoundRecord>(*bytes, absl::StrCat("record of round ", round));
 }
 
-absl::StatusOr<std::vector<v1::RoundRecord>> Store::LoadRecentRounds(int n) const {
+absl::StatusOr<std::vector<v1::RoundRecord>> RocksDbStore::LoadRecentRounds(int n) const {
   std::vector<v1::RoundRecord> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), rounds_));
   for (it->SeekToLast(); it->Valid() && static_cast<int>(out.size()) < n; it->Prev()) {
@@ -195,7 +234,7 @@ absl::StatusOr<std::vector<v1::RoundRecord>> Store::LoadRecentRounds(int n) cons
   return out;
 }
 
-absl::StatusOr<std::vector<v1::ClientProfile>> Store::LoadProfiles() const {
+absl::StatusOr<std::vector<v1::ClientProfile>> RocksDbStore::LoadProfiles() const {
   std::vector<v1::ClientProfile> out;
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), clients_));
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
@@ -208,7 +247,7 @@ absl::StatusOr<std::vector<v1::ClientProfile>> Store::LoadProfiles() const {
   return out;
 }
 
-absl::StatusOr<v1::Receipt> Store::LoadReceipt(const std::string& task_id) const {
+absl::StatusOr<v1::Receipt> RocksDbStore::LoadReceipt(const std::string& task_id) const {
   absl::StatusOr<std::string> bytes = Get(receipts_, task_id);
   if (absl::IsNotFound(bytes.status())) {
     return absl::NotFoundError(absl::StrCat("no receipt for task ", task_id));
@@ -217,7 +256,7 @@ absl::StatusOr<v1::Receipt> Store::LoadReceipt(const std::string& task_id) const
   return ParseStored<v1::Receipt>(*bytes, "receipt");
 }
 
-absl::StatusOr<std::vector<v1::AuditedUpdate>> Store::LoadAuditedUpdates(int64_t round) const {
+absl::StatusOr<std::vector<v1::AuditedUpdate>> RocksDbStore::LoadAuditedUpdates(int64_t round) const {
   std::vector<v1::AuditedUpdate> out;
   const std::string prefix = RoundKey(round);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), updates_));
@@ -234,7 +273,7 @@ absl::StatusOr<std::vector<v1::AuditedUpdate>> Store::LoadAuditedUpdates(int64_t
   return out;
 }
 
-absl::StatusOr<std::string> Store::LoadPlannerState() const {
+absl::StatusOr<std::string> RocksDbStore::LoadPlannerState() const {
   absl::StatusOr<std::string> bytes = Get(meta_, kPlannerKey);
   if (absl::IsNotFound(bytes.status())) return std::string();
   return bytes;

@@ -57,6 +57,8 @@ TEST(LargeModelTest, HundredMegabyteModelRoundTripsThroughServiceAndSdk) {
   std::printf("100 MB model: download + train + upload + commit in %s\n",
               absl::FormatDuration(absl::Now() - start).c_str());
 
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server->coordinator().committed_round() >= 1; }));
   ASSERT_EQ(server->coordinator().committed_round(), 1);
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, server->store().LoadRound(1));
   EXPECT_EQ(record.updates_accepted(), 1);

@@ -129,6 +129,8 @@ TEST(LivenessTest, ClientStalledMidDownloadDoesNotSlowTheOthers) {
   ASSERT_TRUE(TestServer::WaitFor([&] { return b->done() && c->done(); }));
   EXPECT_OK(b->result());
   EXPECT_OK(c->result());
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server->coordinator().committed_round() >= 1; }));
   ASSERT_EQ(server->coordinator().committed_round(), 1);
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, server->store().LoadRound(1));
   EXPECT_EQ(record.updates_accepted(), 3);
@@ -167,6 +169,8 @@ TEST(LivenessTest, ClientWhoseTrafficStopsIsMarkedFailedAndTheRoundProceeds) {
   ASSERT_TRUE(TestServer::WaitFor([&] { return b->done() && c->done(); }, absl::Seconds(60)));
   EXPECT_OK(b->result());
   EXPECT_OK(c->result());
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server->coordinator().committed_round() >= 1; }));
   ASSERT_EQ(server->coordinator().committed_round(), 1);
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, server->store().LoadRound(1));
   EXPECT_EQ(record.updates_accepted(), 2);

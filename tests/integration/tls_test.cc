@@ -146,6 +146,8 @@ TEST(TlsTest, TlsServerServesTlsClientsAndRefusesPlaintext) {
   ASSERT_TRUE(TestServer::WaitFor([&] { return client->done(); }));
   EXPECT_OK(client->result());
   EXPECT_EQ(client->client().stats().tasks_completed, 1);
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server->coordinator().committed_round() >= 1; }));
   EXPECT_EQ(server->coordinator().committed_round(), 1);
   // The register response never carries the server's certificate paths.
   ASSERT_OK_AND_ASSIGN(auto session, RegisterRaw(*Stub(*server, ClientTransport("")), "x"));
@@ -170,6 +172,8 @@ TEST(TlsTest, MutualTlsRefusesClientsWithoutACertificateFromItsCa) {
   ASSERT_TRUE(TestServer::WaitFor([&] { return client->done(); }));
   EXPECT_OK(client->result());
   EXPECT_EQ(client->client().stats().tasks_completed, 1);
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server->coordinator().committed_round() >= 1; }));
   EXPECT_EQ(server->coordinator().committed_round(), 1);
 }
 

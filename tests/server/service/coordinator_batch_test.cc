@@ -293,7 +293,9 @@ TEST_F(CoordinatorBatchTest, FirstKAcceptsExactlyKAndTheRestAreStragglers) {
       }
     }
     EXPECT_EQ(accepted, kK);
-    const v1::RoundRecord current = CurrentRound();
+    // The K-th update closes the round, which is committed before its upload returns.
+    ASSERT_EQ(coordinator_->committed_round(), 1);
+    ASSERT_OK_AND_ASSIGN(const v1::RoundRecord current, store_->LoadRound(1));
     EXPECT_EQ(current.updates_accepted(), kK);
     EXPECT_EQ(current.accepted_task_ids_size(), kK);
     EXPECT_LE(current.aggregation_calls(), kK);

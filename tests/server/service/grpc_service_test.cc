@@ -266,6 +266,8 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
   EXPECT_EQ(InFlight().updates_accepted(), 1);
   ASSERT_OK(Upload(b, tb, FilledLike(global, -0.25f), 10));
   server_->Tick();
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   ASSERT_EQ(server_->coordinator().committed_round(), 1);
   ASSERT_OK_AND_ASSIGN(v1::Model committed, server_->store().LoadModel(1));
   // global + (30 * 0.5 + 10 * -0.25) / 40 = global + 0.3125 (exact in float32).
@@ -288,6 +290,8 @@ TEST_F(GrpcServiceTest, LateUpdateForAClosedRoundIsRejected) {
   const v1::Model global = InitialModel();
   ASSERT_OK(Upload(a, ta, FilledLike(global, 1.0f)));
   server_->Tick();
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   ASSERT_EQ(server_->coordinator().committed_round(), 1);
   // b finishes late: its round has closed.
   EXPECT_THAT(Upload(b, tb, FilledLike(global, 100.0f)),
@@ -300,6 +304,8 @@ TEST_F(GrpcServiceTest, LateUpdateForAClosedRoundIsRejected) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("late update")));
   ASSERT_OK(Upload(b, t2, FilledLike(global, 0.25f)));
   server_->Tick();
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 2; }));
   ASSERT_EQ(server_->coordinator().committed_round(), 2);
   ASSERT_OK_AND_ASSIGN(v1::Model committed, server_->store().LoadModel(2));
   v1::Model expected = global;
@@ -326,6 +332,8 @@ TEST_F(GrpcServiceTest, StragglerIsRefusedOnItsHeaderBeforeItsPayload) {
   // Nothing stays reserved for it (a's reservation is released when its stream is done).
   EXPECT_TRUE(TestServer::WaitFor([&] { return server_->service().inflight_upload_bytes() == 0; }));
   server_->Tick();
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   EXPECT_EQ(server_->coordinator().committed_round(), 1);
 }
 
@@ -437,6 +445,8 @@ TEST_F(GrpcServiceTest, UploadsPastTheInflightBudgetAreRefusedUntilOthersFinish)
   ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().inflight_upload_bytes() == 0; }));
   ASSERT_OK(Upload(b, tb, delta));
   server_->Tick();
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   EXPECT_EQ(server_->coordinator().committed_round(), 1);
 }
 
@@ -477,6 +487,8 @@ TEST_F(GrpcServiceTest, ClipUpdateNormBoundsEachUpdateEndToEnd) {
   delta.mutable_tensors(0)->set_data(5, 10.0f);
   ASSERT_OK(Upload(a, ta, delta));
   server_->Tick();
+  // Commits are asynchronous to the upload that closed the round: wait for it.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   ASSERT_EQ(server_->coordinator().committed_round(), 1);
   ASSERT_OK_AND_ASSIGN(v1::Model committed, server_->store().LoadModel(1));
   EXPECT_FLOAT_EQ(committed.tensors(0).data(5), global.tensors(0).data(5) + 1.0f);

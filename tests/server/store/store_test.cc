@@ -37,7 +37,7 @@ RoundCommit MakeCommit(int64_t round, float value) {
   RoundCommit commit;
   commit.record.set_round(round);
   commit.record.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
-  commit.model = MakeModel(value);
+  commit.model = std::make_shared<v1::Model>(MakeModel(value));
   v1::Receipt receipt;
   receipt.set_task_id("task-" + std::to_string(round));
   receipt.set_round(round);

@@ -1,0 +1,343 @@
+#include "server/round/engine.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace fedsched::round {
+namespace {
+
+int64_t ToMs(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000.0)); }
+
+}  // namespace
+
+RoundEngine::RoundEngine(EngineOptions options)
+    : options_(std::move(options)),
+      config_(options_.config),
+      async_(config_.aggregation().async_fedbuff()) {}
+
+RoundEngine::~RoundEngine() = default;
+
+absl::StatusOr<std::unique_ptr<RoundEngine>> RoundEngine::Create(EngineOptions options) {
+  if (options.presence == nullptr) {
+    return absl::InvalidArgumentError("round engine: a Presence is required");
+  }
+  if (options.model.tensors_size() == 0) {
+    return absl::InvalidArgumentError("round engine: the global model has no tensors");
+  }
+  if (options.version < 0) {
+    return absl::InvalidArgumentError("round engine: version must be >= 0");
+  }
+  std::unique_ptr<RoundEngine> engine(new RoundEngine(std::move(options)));
+  FEDSCHED_RETURN_IF_ERROR(engine->Init());
+  return engine;
+}
+
+absl::Status RoundEngine::Init() {
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBookOptions book_options,
+                            profile::ProfileBookOptions::FromServerConfig(config_));
+  FEDSCHED_ASSIGN_OR_RETURN(book_, profile::ProfileBook::Create(book_options));
+  if (!options_.profiles.empty()) FEDSCHED_RETURN_IF_ERROR(book_->Import(options_.profiles));
+  FEDSCHED_ASSIGN_OR_RETURN(planner::PlannerOptions planner_options,
+                            planner::PlannerOptions::FromServerConfig(config_));
+  FEDSCHED_ASSIGN_OR_RETURN(planner_, planner::Planner::Create(planner_options, book_.get()));
+  if (!options_.planner_state.empty()) {
+    v1::PlannerState state;
+    if (!state.ParseFromString(options_.planner_state)) {
+      return absl::DataLossError("round engine: the restored planner state does not parse");
+    }
+    FEDSCHED_RETURN_IF_ERROR(planner_->ImportState(state));
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(aggregator_, Aggregator::Create(config_.aggregation(), options_.model));
+  if (!options_.optimizer_state.empty()) {
+    v1::Model state;
+    if (!state.ParseFromString(options_.optimizer_state)) {
+      return absl::DataLossError("round engine: the restored optimiser state does not parse");
+    }
+    FEDSCHED_RETURN_IF_ERROR(aggregator_->RestoreState(state));
+  }
+  version_ = options_.version;
+  model_mutable_ = std::make_shared<v1::Model>(std::move(options_.model));
+  model_ = model_mutable_;
+  options_.profiles.clear();
+  options_.planner_state.clear();
+  options_.optimizer_state.clear();
+  return absl::OkStatus();
+}
+
+std::string RoundEngine::NextTaskId() {
+  if (options_.new_task_id) return options_.new_task_id();
+  return absl::StrCat("t", round_, "-", ++task_serial_);
+}
+
+bool RoundEngine::finished() const {
+  return config_.num_rounds() > 0 && version_ >= config_.num_rounds();
+}
+
+int64_t RoundEngine::Staleness(const Task& task) const {
+  if (!async_) return 0;
+  const int64_t base = task.base_version >= 0 ? task.base_version : published_version_;
+  return std::max<int64_t>(0, version_ - base);
+}
+
+absl::StatusOr<profile::ProfileBook::Registration> RoundEngine::Register(
+    const std::string& identity, const v1::DeviceProfile& device, double now_s) {
+  return book_->OnRegister(identity, device, now_s);
+}
+
+absl::Status RoundEngine::Heartbeat(ClientIndex index, double now_s) {
+  return book_->OnHeartbeat(index, now_s);
+}
+
+std::vector<const Task*> RoundEngine::TakeNewTasks() {
+  std::vector<const Task*> out;
+  out.reserve(new_task_ids_.size());
+  for (const std::string& id : new_task_ids_) {
+    auto it = tasks_.find(id);
+    if (it != tasks_.end()) out.push_back(&it->second);
+  }
+  new_task_ids_.clear();
+  return out;
+}
+
+std::vector<TaskFailureNote> RoundEngine::TakeTaskFailures() {
+  std::vector<TaskFailureNote> out;
+  out.swap(failures_);
+  return out;
+}
+
+const Task* RoundEngine::TaskOf(ClientIndex index) const {
+  auto id = task_of_.find(index);
+  if (id == task_of_.end()) return nullptr;
+  auto it = tasks_.find(id->second);
+  return it == tasks_.end() || !it->second.in_flight() ? nullptr : &it->second;
+}
+
+const Task* RoundEngine::FindTask(const std::string& task_id) const {
+  auto it = tasks_.find(task_id);
+  return it == tasks_.end() ? nullptr : &it->second;
+}
+
+std::optional<int64_t> RoundEngine::ClosedTaskRound(const std::string& task_id) const {
+  auto it = closed_tasks_.find(task_id);
+  if (it == closed_tasks_.end()) return std::nullopt;
+  return it->second.round;
+}
+
+const v1::CachePlan* RoundEngine::PrefetchPlan(ClientIndex index) const {
+  auto it = prefetch_.find(index);
+  return it == prefetch_.end() ? nullptr : &it->second;
+}
+
+absl::StatusOr<const Task*> RoundEngine::PinModel(ClientIndex index, const std::string& task_id) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end()) {
+    if (std::optional<int64_t> round = ClosedTaskRound(task_id)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("task ", task_id, " belongs to round ", *round, ", which has closed"));
+    }
+    return absl::NotFoundError(absl::StrCat("unknown task '", task_id, "'"));
+  }
+  Task& task = it->second;
+  if (task.index != index) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("task ", task_id, " belongs to another client"));
+  }
+  if (task.failed) {
+    return absl::FailedPreconditionError(absl::StrCat("task ", task_id, " was marked failed"));
+  }
+  if (task.base_version < 0) {
+    // The model a task is announced with is the one its download serves, even if a FedBuff
+    // version commits in between (the client checks the announced size and digest).
+    task.base_version = published_version_;
+    task.blob = published_blob_;
+  }
+  return &task;
+}
+
+absl::Status RoundEngine::Publish(int64_t version, std::shared_ptr<const v1::Model> model,
+                                  std::shared_ptr<const ModelBlob> blob) {
+  if (model == nullptr) return absl::InvalidArgumentError("Publish: null model");
+  if (version <= published_version_ || version > version_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("Publish: version ", version, " is not in (", published_version_, ", ",
+                     version_, "]"));
+  }
+  published_version_ = version;
+  published_model_ = std::move(model);
+  published_blob_ = std::move(blob);
+  return absl::OkStatus();
+}
+
+void RoundEngine::NoteRejected() {
+  if (running_) record_.set_updates_rejected(record_.updates_rejected() + 1);
+}
+
+absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
+                                      int64_t pending_examples) const {
+  auto it = tasks_.find(claim.task_id);
+  if (it == tasks_.end()) {
+    if (auto closed = closed_tasks_.find(claim.task_id); closed != closed_tasks_.end()) {
+      if (closed->second.accepted) {
+        return absl::AlreadyExistsError(
+            absl::StrCat("update for task ", claim.task_id, " was already accepted"));
+      }
+      return absl::FailedPreconditionError(absl::StrCat(
+          "late update: round ", closed->second.round, " has closed",
+          closed->second.straggler ? " without it (straggler)" : "", "; current round ",
+          current_round()));
+    }
+    return absl::NotFoundError(absl::StrCat("unknown task '", claim.task_id, "'"));
+  }
+  const Task& task = it->second;
+  if (task.index != claim.index) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("task ", claim.task_id, " belongs to another client"));
+  }
+  if (task.uploaded) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("update for task ", claim.task_id, " was already accepted"));
+  }
+  if (task.failed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("task ", claim.task_id, " was marked failed (missed heartbeats)"));
+  }
+  if (claim.round != task.round) {
+    return absl::FailedPreconditionError(absl::StrCat("update names round ", claim.round,
+                                                      " but task ", task.task_id,
+                                                      " is for round ", task.round));
+  }
+  // FedAvg weighs by examples: a client may not claim more than the work it was given.
+  const int64_t planned =
+      static_cast<int64_t>(task.local_steps) * config_.training().batch_size();
+  if (claim.num_examples > planned) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update for task ", task.task_id, " claims ", claim.num_examples,
+        " examples; the task was for at most ", planned, " (local_steps ", task.local_steps,
+        " x batch_size ", config_.training().batch_size(), ")"));
+  }
+  const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
+  if (first_k && record_.updates_accepted() + pending >= config_.clients_per_round()) {
+    // The round (FedBuff: the version) is complete with its first K updates.
+    return absl::FailedPreconditionError(absl::StrCat(
+        "late update: round ", task.round, " already has its ", config_.clients_per_round(),
+        " updates (straggler)"));
+  }
+  if (record_.total_examples() + pending_examples > INT64_MAX - claim.num_examples) {
+    return absl::InvalidArgumentError("num_examples would overflow the round's example count");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> updates) {
+  std::vector<absl::Status> verdicts(updates.size());
+  std::vector<Aggregator::WeightedUpdate> batch;
+  std::vector<size_t> position;  // index in `updates` of each batch entry
+  int64_t pending_examples = 0;
+  for (size_t i = 0; i < updates.size(); ++i) {
+    const UpdateClaim& claim = updates[i].claim;
+    absl::Status s = CheckUpdate(claim, static_cast<int32_t>(batch.size()), pending_examples);
+    for (size_t p : position) {
+      if (s.ok() && updates[p].claim.task_id == claim.task_id) {
+        s = absl::AlreadyExistsError(
+            absl::StrCat("update for task ", claim.task_id, " was already accepted"));
+      }
+    }
+    if (!s.ok()) {
+      verdicts[i] = std::move(s);
+      continue;
+    }
+    const Task& task = tasks_.at(claim.task_id);
+    batch.push_back({.delta = updates[i].delta,
+                     .num_examples = claim.num_examples,
+                     .staleness = Staleness(task)});
+    position.push_back(i);
+    pending_examples += claim.num_examples;
+  }
+  if (!batch.empty()) {
+    std::vector<absl::Status> folded = aggregator_->AccumulateBatch(batch);
+    bool any = false;
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const size_t i = position[b];
+      if (folded[b].ok()) {
+        RecordAccepted(updates[i], tasks_.at(updates[i].claim.task_id));
+        any = true;
+      }
+      verdicts[i] = std::move(folded[b]);
+    }
+    if (any) record_.set_aggregation_calls(record_.aggregation_calls() + 1);
+  }
+  for (const absl::Status& v : verdicts) {
+    if (!v.ok()) NoteRejected();
+  }
+  return verdicts;
+}
+
+void RoundEngine::RecordAccepted(const Update& update, Task& task) {
+  const v1::UpdateMetrics& metrics = update.metrics;
+  if (task.base_version < 0) task.base_version = published_version_;
+  task.uploaded = true;
+  task_of_.erase(task.index);
+  record_.set_updates_accepted(record_.updates_accepted() + 1);
+  record_.set_total_examples(record_.total_examples() + update.claim.num_examples);
+  record_.add_accepted_task_ids(task.task_id);
+  loss_sum_ += metrics.mean_loss() * static_cast<double>(update.claim.num_examples);
+  hits_ += metrics.cache_hits();
+  misses_ += metrics.cache_misses();
+  v1::Receipt receipt;
+  receipt.set_task_id(task.task_id);
+  receipt.set_client_id(task.client_id);
+  // The round the update counts in: under FedBuff a later one than the task's if it is stale.
+  receipt.set_round(round_);
+  receipt.set_sha256(update.sha256);
+  receipt.set_num_examples(update.claim.num_examples);
+  receipt.set_received_unix_ms(ToMs(update.now_s));
+  receipts_.push_back(std::move(receipt));
+  if (config_.audit_updates()) {
+    v1::AuditedUpdate audited;
+    audited.set_task_id(task.task_id);
+    audited.set_round(round_);
+    audited.set_num_examples(update.claim.num_examples);
+    audited.set_staleness(Staleness(task));
+    std::string* payload = audited.mutable_payload();
+    if (update.payload_pieces.empty()) {
+      update.delta->SerializeToString(payload);
+    } else {
+      for (const std::string& piece : update.payload_pieces) payload->append(piece);
+    }
+    audited.set_order(static_cast<int32_t>(audited_.size()));
+    audited_.push_back(std::move(audited));
+  }
+  // Measured times feed the profile and the round-time predictor (docs/ALGORITHMS.md §1).
+  profile::TaskTiming timing;
+  timing.completion_s = std::max(1e-6, update.now_s - task.issued_s);
+  timing.upload_s = update.upload_seconds;
+  timing.upload_bytes = update.upload_seconds > 0 ? update.upload_bytes : 0;
+  // Feedback errors (e.g. a metric the profile refuses) do not undo an accepted update.
+  (void)planner_->OnUpdate(task.index, task.round, metrics, timing, update.now_s);
+}
+
+absl::Status RoundEngine::FailTask(ClientIndex index, const std::string& task_id, double now_s,
+                                   const std::string& why) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second.index != index) {
+    return absl::NotFoundError(absl::StrCat("no open task '", task_id, "' for this client"));
+  }
+  if (it->second.in_flight()) FailTaskState(it->second, now_s, why);
+  return absl::OkStatus();
+}
+
+void RoundEngine::FailTaskState(Task& task, double now_s, const std::string& why) {
+  task.failed = true;
+  task_of_.erase(task.index);
+  // Bounded for callers that never read the notes (the simulator): keep the newest.
+  if (failures_.size() >= 4096) failures_.erase(failures_.begin(), failures_.begin() + 2048);
+  failures_.push_back({task.task_id, task.client_id, task.round, why});
+  (void)planner_->OnTaskFailed(task.index, task.round, profile::TaskFailure::kDropped, now_s);
+}
+
+}  // namespace fedsched::round

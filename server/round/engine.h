@@ -1,0 +1,331 @@
+// The round engine: the one implementation of a federated round's lifecycle, shared by the
+// coordination server (server/service, wall clock) and the simulator (sim/engine, virtual
+// clock). docs/ARCHITECTURE.md "The round engine" describes the contract; docs/ALGORITHMS.md §2
+// (over-commitment, closing, deadlines) and §6 (FedBuff) the rules it follows.
+//
+// Pure: no gRPC, no threads, no clock, no disk. Time is passed in as seconds on the caller's
+// clock (`now_s`: unix seconds in the server, virtual seconds in the simulator); every
+// duration is seconds. Closing a round returns a value (ClosedRound) for the caller to persist;
+// the engine never writes anything itself.
+//
+// Call order, per round (synchronous mode):
+//   1. Register / Heartbeat devices as they appear (Presence says who is reachable).
+//   2. Advance(now_s): plans a round once min_online_clients are reachable -> new tasks
+//      (TakeNewTasks); fails tasks whose client is no longer reachable; closes the round when
+//      K updates are in (first-K) or at its deadline, or once no task is left in flight
+//      -> ClosedRound (committed with >= min_updates updates, else failed and re-planned).
+//   3. Per task: PinModel (when the client fetches it), then CheckUpdate + FoldUpdates for its
+//      update, or FailTask; call Advance after each batch of events.
+//   4. Per committed ClosedRound: the caller evaluates and persists it, then calls Publish;
+//      the next synchronous round is planned only after Publish (its tasks need the new model).
+// FedBuff (aggregation.async_fedbuff, Nguyen et al. AISTATS 2022 section 3): a round is a model
+// version that closes as soon as K updates are folded; tasks stay in flight across versions and
+// are weighed by staleness; new tasks go to idle clients at every close, pinned to the latest
+// published model when their client fetches it.
+#ifndef FEDSCHED_SERVER_ROUND_ENGINE_H_
+#define FEDSCHED_SERVER_ROUND_ENGINE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fedsched/v1/config.pb.h"
+#include "fedsched/v1/coordinator.pb.h"
+#include "fedsched/v1/records.pb.h"
+#include "fedsched/v1/tensor.pb.h"
+#include "server/aggregation/aggregator.h"
+#include "server/planner/planner.h"
+#include "server/profile/profile_book.h"
+#include "server/store/round_commit.h"
+
+namespace fedsched::round {
+
+using profile::ClientIndex;
+
+// Who can be given a task right now. The server answers from heartbeats and live sessions, the
+// simulator from its availability trace. Called only from inside engine calls.
+class Presence {
+ public:
+  virtual ~Presence() = default;
+  // True iff client `index` is reachable at now_s (online, and able to fetch a task).
+  virtual bool IsReachable(ClientIndex index, double now_s) const = 0;
+  // Appends every reachable client at now_s to `out` (cleared first), in any order: the engine
+  // sorts them, so that both callers hand the planner the same candidate list.
+  virtual void CollectReachable(double now_s, std::vector<ClientIndex>* out) const = 0;
+};
+
+// A serialized global model as downloads serve it (server only; the simulator publishes none).
+struct ModelBlob {
+  std::string bytes;   // v1::Model wire format
+  std::string sha256;  // raw 32-byte SHA-256 of `bytes`
+};
+
+// One task: a participant's work in one round (version, under FedBuff).
+struct Task {
+  std::string task_id;
+  std::string client_id;
+  ClientIndex index = 0;
+  int64_t round = 0;
+  int32_t local_steps = 0;
+  double issued_s = 0;           // when it was planned, caller's seconds
+  double predicted_s = 0;        // planner's predicted completion, seconds after issued_s
+  double deadline_s = 0;         // absolute deadline of its round, caller's seconds
+  v1::CachePlan cache_plan;
+  // The model version the client trains on: set by PinModel (the first fetch), or the
+  // published version when it is folded unpinned. -1 until pinned.
+  int64_t base_version = -1;
+  std::shared_ptr<const ModelBlob> blob;  // the pinned model's bytes (null in the simulator)
+  bool uploaded = false;
+  bool failed = false;
+  // Neither uploaded nor failed: its client is still working on it.
+  bool in_flight() const { return !uploaded && !failed; }
+};
+
+// What an update claims about itself, checked before its payload is read or folded.
+struct UpdateClaim {
+  ClientIndex index = 0;      // the authenticated sender
+  std::string task_id;
+  int64_t round = 0;          // the round the update names
+  int64_t num_examples = 0;   // samples trained, > 0 (validated by the caller's metrics check)
+};
+
+// An update ready to fold: a claim that passed CheckUpdate, its parsed delta and its facts.
+struct Update {
+  UpdateClaim claim;
+  const v1::Model* delta = nullptr;  // trained - downloaded, the global model's shapes; not owned
+  v1::UpdateMetrics metrics;         // as uploaded (num_examples == claim.num_examples)
+  double now_s = 0;                  // arrival time, caller's seconds
+  double upload_seconds = 0;         // measured (server) or modelled (simulator) upload time
+  int64_t upload_bytes = 0;          // bytes uploaded (the payload), for the bandwidth estimate
+  std::string sha256;                // of the payload as received (receipt); may be empty
+  // The payload as received, for the audit trail (ServerConfig.audit_updates); may be empty, in
+  // which case the delta is serialized instead.
+  absl::Span<const std::string> payload_pieces;
+};
+
+// A round (version) that closed: what the caller evaluates, persists and reports.
+struct ClosedRound {
+  bool committed = false;
+  double closed_at_s = 0;  // when it closed, caller's seconds
+  // outcome COMMITTED or FAILED; times are ms of the caller's clock. test_accuracy/test_loss
+  // are left for the caller (who evaluates).
+  v1::RoundRecord record;
+  // Committed rounds only: the new global model (version record.round()), receipts, changed
+  // profiles, planner and optimiser state, audited updates. `commit.model` is shared with the
+  // engine (read-only).
+  RoundCommit commit;
+  std::string failure_reason;  // failed rounds only
+};
+
+// A task the engine failed (its client became unreachable, reported failure, or fell more than
+// max_staleness versions behind), for the caller's log.
+struct TaskFailureNote {
+  std::string task_id;
+  std::string client_id;
+  int64_t round = 0;
+  std::string reason;
+};
+
+struct EngineOptions {
+  // A config resolved by ResolveRoundConfig (server/round/round_config.h).
+  v1::ServerConfig config;
+  // The global model at `version` (the initial model, or the last committed one on resume).
+  v1::Model model;
+  // Committed rounds so far (0 = fresh run).
+  int64_t version = 0;
+  // Restored state (empty on a fresh run): client profiles, planner state, optimiser state.
+  std::vector<v1::ClientProfile> profiles;
+  std::string planner_state;
+  std::string optimizer_state;
+  // Who is reachable. Not owned, required, must outlive the engine.
+  const Presence* presence = nullptr;
+  // Optional availability forecast for the planner (the simulator's trace). Not owned.
+  const planner::AvailabilityOracle* availability = nullptr;
+  // Task ids. Default: "t<round>-<n>" (deterministic); the server passes unguessable ids.
+  std::function<std::string()> new_task_id;
+};
+
+// Not thread-safe: the owner serialises every call (the server under its coordinator lock).
+// Deterministic for a given config (seed), input sequence and task id source.
+class RoundEngine {
+ public:
+  // Errors: INVALID_ARGUMENT (no presence, empty model, bad restored state: names it), and those
+  // of ProfileBook / Planner / Aggregator creation.
+  static absl::StatusOr<std::unique_ptr<RoundEngine>> Create(EngineOptions options);
+  RoundEngine(const RoundEngine&) = delete;
+  RoundEngine& operator=(const RoundEngine&) = delete;
+  ~RoundEngine();
+
+  // Registers a device (or re-registers a known identity, which keeps its client id, its profile
+  // and its task in flight, so that a restarted client resumes its work). Errors:
+  // INVALID_ARGUMENT as ProfileBook::OnRegister.
+  absl::StatusOr<profile::ProfileBook::Registration> Register(const std::string& identity,
+                                                              const v1::DeviceProfile& device,
+                                                              double now_s);
+  // The client is alive (any RPC). Errors: NOT_FOUND for an unknown index.
+  absl::Status Heartbeat(ClientIndex index, double now_s);
+
+  // Time-driven transitions (see the file comment). Returns the rounds that closed, in order
+  // (under FedBuff possibly more than one). Call after every batch of events and periodically.
+  std::vector<ClosedRound> Advance(double now_s);
+
+  // Tasks planned since the last call (by Advance), in planning order.
+  std::vector<const Task*> TakeNewTasks();
+  // Tasks failed since the last call, in order.
+  std::vector<TaskFailureNote> TakeTaskFailures();
+
+  // The client's task in flight, or null.
+  const Task* TaskOf(ClientIndex index) const;
+  // The task `task_id` if it is still open (in flight, uploaded or failed in the current round,
+  // or in flight from an earlier FedBuff version), else null.
+  const Task* FindTask(const std::string& task_id) const;
+  // The round `task_id` belonged to if it was a task of a closed round still remembered.
+  std::optional<int64_t> ClosedTaskRound(const std::string& task_id) const;
+
+  // Pins the latest published model to the task (the first call wins) and returns it.
+  // Errors: NOT_FOUND (unknown task), PERMISSION_DENIED (another client's task),
+  // FAILED_PRECONDITION (failed task, or closed round).
+  absl::StatusOr<const Task*> PinModel(ClientIndex index, const std::string& task_id);
+
+  // The checks of an update that need the round's state: task known (NOT_FOUND; the caller may
+  // then look up receipts for ALREADY_EXISTS), a closed round's task (FAILED_PRECONDITION "late
+  // update"), this client's (PERMISSION_DENIED), not uploaded (ALREADY_EXISTS) or failed
+  // (FAILED_PRECONDITION), the round it names (FAILED_PRECONDITION), examples at most the
+  // task's local_steps x batch_size (INVALID_ARGUMENT), room under first-K closing
+  // (FAILED_PRECONDITION "straggler"), no overflow of the round's example count. `pending` is
+  // the number of updates checked but not yet folded, and `pending_examples` their examples
+  // (both count against the first-K cap and the overflow check).
+  absl::Status CheckUpdate(const UpdateClaim& claim, int32_t pending = 0,
+                           int64_t pending_examples = 0) const;
+
+  // Folds updates that passed CheckUpdate with one Aggregator::AccumulateBatch call, in order.
+  // Returns one verdict per update: OK (accepted: receipt, audit copy, planner feedback) or the
+  // aggregator's INVALID_ARGUMENT (non-finite value, wrong shape: nothing changed for it).
+  // Re-checks each claim first (a verdict can be a CheckUpdate error). Does not close the round:
+  // call Advance.
+  std::vector<absl::Status> FoldUpdates(absl::Span<const Update> updates);
+
+  // The client gave up its task, or the caller knows it is lost (the simulator: the device went
+  // offline). Errors: NOT_FOUND (no open task of this client with that id). No-op for a task
+  // that is not in flight.
+  absl::Status FailTask(ClientIndex index, const std::string& task_id, double now_s,
+                        const std::string& why);
+
+  // The caller has persisted version `version` (or the initial model, version 0), whose global
+  // model is `model` (ClosedRound::commit.model, or model() for version 0), and serves it as
+  // `blob` (null in the simulator). Later pins get it; a synchronous round is planned only once
+  // the last committed version is published. Errors: FAILED_PRECONDITION for a version not in
+  // (published_version(), version()]; INVALID_ARGUMENT for a null model.
+  absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
+                       std::shared_ptr<const ModelBlob> blob);
+
+  // An update refused before it reached CheckUpdate (bad session, digest or payload): counted in
+  // the open round's record (updates_rejected).
+  void NoteRejected();
+
+  // The planner's cache plan for a client expected in the next round (prefetch), or null.
+  const v1::CachePlan* PrefetchPlan(ClientIndex index) const;
+  // Why the last Advance planned nothing (OK when it planned, or had nothing to do), e.g.
+  // FAILED_PRECONDITION "waiting for min_online_clients: 3 of 10 reachable".
+  const absl::Status& last_plan_status() const { return last_plan_status_; }
+  // Reachable clients counted at the last planning attempt.
+  int64_t reachable_at_last_plan() const { return reachable_; }
+
+  // Committed rounds (the latest version). Published version <= this.
+  int64_t version() const { return version_; }
+  int64_t published_version() const { return published_version_; }
+  // The latest committed global model (the caller must not keep it across calls that commit).
+  const std::shared_ptr<const v1::Model>& model() const { return model_; }
+  // The published model (the one new tasks train on).
+  const std::shared_ptr<const v1::Model>& published_model() const { return published_model_; }
+  const std::shared_ptr<const ModelBlob>& published_blob() const { return published_blob_; }
+  // True once num_rounds rounds have committed (num_rounds > 0).
+  bool finished() const;
+  // A round is open (tasks planned, not yet closed).
+  bool running() const { return running_; }
+  // The open round's record so far (valid while running()).
+  const v1::RoundRecord& current_record() const { return record_; }
+  // The round number being planned or run: version() + 1.
+  int64_t current_round() const { return version_ + 1; }
+  // Consecutive failed attempts of the current round.
+  int attempts_failed() const { return attempt_; }
+  // FedBuff staleness of `task`: committed versions since its base model (0 when synchronous).
+  int64_t Staleness(const Task& task) const;
+
+  const v1::ServerConfig& config() const { return config_; }
+  const profile::ProfileBook& book() const { return *book_; }
+  profile::ProfileBook& mutable_book() { return *book_; }
+  const planner::Planner& planner() const { return *planner_; }
+  const Aggregator& aggregator() const { return *aggregator_; }
+
+ private:
+  explicit RoundEngine(EngineOptions options);
+  absl::Status Init();
+  // Plans the next round (synchronous) or refills the free slots (FedBuff).
+  void Plan(double now_s);
+  void OpenRecord(double now_s, double deadline_s);
+  // Closes the open round: commits it, or fails it for re-planning.
+  ClosedRound Close(double now_s);
+  ClosedRound Fail(double now_s, const std::string& why);
+  void FailTaskState(Task& task, double now_s, const std::string& why);
+  void RecordAccepted(const Update& update, Task& task);
+  // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
+  void RetireTasks(double now_s, bool keep_in_flight);
+  bool ShouldClose(double now_s, int outstanding) const;
+  std::string NextTaskId();
+
+  EngineOptions options_;
+  const v1::ServerConfig& config_;
+  const bool async_;
+  std::unique_ptr<profile::ProfileBook> book_;
+  std::unique_ptr<planner::Planner> planner_;
+  std::unique_ptr<Aggregator> aggregator_;
+
+  int64_t version_ = 0;
+  std::shared_ptr<v1::Model> model_mutable_;  // == model_
+  std::shared_ptr<const v1::Model> model_;
+  std::shared_ptr<v1::Model> spare_;  // the model before model_, recycled when nobody holds it
+  int64_t published_version_ = -1;
+  std::shared_ptr<const v1::Model> published_model_;
+  std::shared_ptr<const ModelBlob> published_blob_;
+
+  bool running_ = false;
+  int64_t round_ = 0;
+  double deadline_s_ = 0;
+  int attempt_ = 0;
+  int64_t task_serial_ = 0;
+  std::map<std::string, Task> tasks_;
+  absl::flat_hash_map<ClientIndex, std::string> task_of_;  // client -> in-flight task id
+  std::vector<TaskFailureNote> failures_;
+  std::vector<std::string> new_task_ids_;  // planned since the last TakeNewTasks
+  v1::RoundRecord record_;
+  std::vector<v1::Receipt> receipts_;
+  std::vector<v1::AuditedUpdate> audited_;
+  double loss_sum_ = 0;
+  int64_t hits_ = 0;
+  int64_t misses_ = 0;
+  struct ClosedTask {
+    int64_t round = 0;
+    bool straggler = false;  // still in flight when its round closed
+    bool accepted = false;   // its update is in the committed round
+  };
+  absl::flat_hash_map<std::string, ClosedTask> closed_tasks_;
+  absl::flat_hash_set<std::string> stragglers_;  // scratch of Close
+  std::vector<ClientIndex> scratch_;
+  absl::flat_hash_map<ClientIndex, v1::CachePlan> prefetch_;
+  absl::Status last_plan_status_;
+  int64_t reachable_ = 0;
+};
+
+}  // namespace fedsched::round
+
+#endif  // FEDSCHED_SERVER_ROUND_ENGINE_H_

@@ -1,0 +1,241 @@
+// RoundEngine's time-driven transitions: planning, closing, failing and re-planning rounds
+// (docs/ARCHITECTURE.md "The round engine"; docs/ALGORITHMS.md §2 and §6).
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "server/round/engine.h"
+
+namespace fedsched::round {
+namespace {
+
+int64_t ToMs(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000.0)); }
+
+}  // namespace
+
+std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
+  std::vector<ClosedRound> closed;
+  if (finished()) return closed;
+  if (running_) {
+    int outstanding = 0;
+    for (auto& [id, task] : tasks_) {
+      if (!task.in_flight()) continue;
+      if (!options_.presence->IsReachable(task.index, now_s)) {
+        FailTaskState(task, now_s, "missed heartbeats");
+        continue;
+      }
+      ++outstanding;
+    }
+    const bool past_deadline = now_s >= deadline_s_;
+    if (ShouldClose(now_s, outstanding)) {
+      closed.push_back(Close(now_s));
+    } else if (past_deadline || outstanding == 0) {
+      closed.push_back(
+          Fail(now_s, absl::StrCat(record_.updates_accepted(), " of min_updates ",
+                                   config_.min_updates(), " updates by the ",
+                                   past_deadline ? "deadline" : "last task")));
+    }
+  }
+  if (!running_ && !finished()) Plan(now_s);
+  return closed;
+}
+
+bool RoundEngine::ShouldClose(double now_s, int outstanding) const {
+  const int accepted = record_.updates_accepted();
+  const bool first_k = (config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_) &&
+                       accepted >= config_.clients_per_round();
+  const bool enough = accepted >= config_.min_updates();
+  return first_k || (enough && (now_s >= deadline_s_ || outstanding == 0));
+}
+
+void RoundEngine::OpenRecord(double now_s, double deadline_s) {
+  running_ = true;
+  round_ = version_ + 1;
+  deadline_s_ = now_s + deadline_s;
+  receipts_.clear();
+  audited_.clear();
+  loss_sum_ = 0;
+  hits_ = misses_ = 0;
+  record_.Clear();
+  record_.set_round(round_);
+  record_.set_start_unix_ms(ToMs(now_s));
+  record_.set_deadline_s(deadline_s);
+}
+
+void RoundEngine::Plan(double now_s) {
+  last_plan_status_ = absl::OkStatus();
+  // A synchronous round's tasks train on the last committed model: wait until it is published.
+  if (!async_ && published_version_ != version_) {
+    last_plan_status_ = absl::UnavailableError(
+        absl::StrCat("waiting for version ", version_, " to be published"));
+    return;
+  }
+  options_.presence->CollectReachable(now_s, &scratch_);
+  std::sort(scratch_.begin(), scratch_.end());
+  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  reachable_ = static_cast<int64_t>(scratch_.size());
+  int in_flight = 0;
+  for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
+  // FedBuff: tasks of earlier versions stay in flight; only idle clients get new ones, up to
+  // ceil(K x overcommit) tasks in flight in all.
+  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                [&](ClientIndex i) { return task_of_.contains(i); }),
+                 scratch_.end());
+  int32_t free_slots = 0;
+  bool may_plan = reachable_ >= config_.min_online_clients();
+  if (!may_plan) {
+    last_plan_status_ = absl::FailedPreconditionError(
+        absl::StrCat("waiting for min_online_clients: ", reachable_, " of ",
+                     config_.min_online_clients(), " reachable"));
+  }
+  if (async_) {
+    free_slots = std::max(0, planner_->SlotsPerRound() - in_flight);
+    may_plan = may_plan && free_slots > 0;
+  }
+  planner::RoundPlan plan;
+  if (may_plan && !scratch_.empty()) {
+    planner::PlanRequest request;
+    request.round = version_ + 1;
+    request.now_s = now_s;
+    request.candidates = scratch_;
+    request.model_bytes = published_blob_ != nullptr
+                              ? static_cast<int64_t>(published_blob_->bytes.size())
+                              : static_cast<int64_t>(model_->ByteSizeLong());
+    request.availability = options_.availability;
+    request.max_participants = free_slots;
+    absl::StatusOr<planner::RoundPlan> planned = planner_->PlanRound(request);
+    if (!planned.ok()) {
+      last_plan_status_ = planned.status();
+      if (!async_ || in_flight == 0) return;
+    } else {
+      plan = std::move(*planned);
+    }
+  }
+  // A FedBuff version opens for the updates in flight even when nobody new is tasked.
+  if (plan.participants.empty() && in_flight == 0) return;
+  OpenRecord(now_s, plan.participants.empty() ? config_.round_deadline_s() : plan.deadline_s);
+  for (planner::PlannedTask& planned : plan.participants) {
+    Task task;
+    task.task_id = NextTaskId();
+    task.client_id = planned.client_id;
+    task.index = planned.index;
+    task.round = round_;
+    task.local_steps = planned.local_steps;
+    task.issued_s = now_s;
+    task.predicted_s = planned.predicted_seconds;
+    task.deadline_s = deadline_s_;
+    task.cache_plan = std::move(planned.cache_plan);
+    *record_.add_cohort() = std::move(planned.reason);
+    task_of_[task.index] = task.task_id;
+    auto [it, inserted] = tasks_.emplace(task.task_id, std::move(task));
+    new_task_ids_.push_back(it->first);
+  }
+  prefetch_.clear();
+  for (planner::PrefetchHint& hint : plan.expected_next) {
+    prefetch_[hint.index] = std::move(hint.cache_plan);
+  }
+}
+
+ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
+  record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
+  record_.set_end_unix_ms(ToMs(now_s));
+  planner_->OnRoundFinished(round_, /*committed=*/false, now_s);
+  aggregator_->Reset();
+  closed_tasks_.clear();
+  for (const auto& [id, task] : tasks_) closed_tasks_[id] = {task.round, task.in_flight(), false};
+  tasks_.clear();
+  task_of_.clear();
+  ++attempt_;
+  running_ = false;
+  ClosedRound out;
+  out.committed = false;
+  out.closed_at_s = now_s;
+  out.record = record_;
+  out.failure_reason = why;
+  return out;
+}
+
+ClosedRound RoundEngine::Close(double now_s) {
+  // The new model goes into the model before the current one when nobody holds it any more
+  // (no fresh allocation per round).
+  std::shared_ptr<v1::Model> next = spare_;
+  spare_.reset();
+  if (next == nullptr || next.use_count() > 1) next = std::make_shared<v1::Model>();
+  if (absl::Status s = aggregator_->FinalizeInto(*model_, next.get()); !s.ok()) {
+    return Fail(now_s, absl::StrCat("aggregation: ", s.ToString()));
+  }
+  record_.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
+  record_.set_end_unix_ms(ToMs(now_s));
+  if (record_.total_examples() > 0) {
+    record_.set_mean_train_loss(loss_sum_ / static_cast<double>(record_.total_examples()));
+  }
+  if (hits_ + misses_ > 0) {
+    record_.set_cache_hit_ratio(static_cast<double>(hits_) / static_cast<double>(hits_ + misses_));
+  }
+  if (!async_) {
+    // Stragglers: the planner records their elapsed time as a lower bound on their duration.
+    for (auto& [id, task] : tasks_) {
+      if (!task.in_flight()) continue;
+      record_.add_stragglers(task.client_id);
+      task.failed = true;
+      stragglers_.insert(task.task_id);
+    }
+  }
+  const planner::RoundSummary summary =
+      planner_->OnRoundFinished(round_, /*committed=*/true, now_s);
+  record_.set_predictor_mape(summary.predictor_mape);
+
+  ClosedRound out;
+  out.committed = true;
+  out.closed_at_s = now_s;
+  out.record = record_;
+  RoundCommit& commit = out.commit;
+  commit.record = record_;
+  commit.model = next;
+  commit.receipts = std::move(receipts_);
+  receipts_.clear();
+  std::vector<profile::ClientIndex> dirty;
+  book_->TakeDirty(&dirty);
+  commit.profiles.reserve(dirty.size());
+  for (profile::ClientIndex i : dirty) commit.profiles.push_back(book_->profile(i));
+  commit.planner_state = planner_->ExportState().SerializeAsString();
+  commit.meta.add_optimizer_state(aggregator_->SaveState().SerializeAsString());
+  commit.audited_updates = std::move(audited_);
+  audited_.clear();
+
+  version_ = round_;
+  spare_ = std::move(model_mutable_);
+  model_mutable_ = std::move(next);
+  model_ = model_mutable_;
+  attempt_ = 0;
+  running_ = false;
+  closed_tasks_.clear();
+  RetireTasks(now_s, /*keep_in_flight=*/async_ && !finished());
+  if (async_ && !finished()) Plan(now_s);
+  return out;
+}
+
+void RoundEngine::RetireTasks(double now_s, bool keep_in_flight) {
+  const int64_t max_staleness = aggregator_->config().max_staleness();
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    Task& task = it->second;
+    // FedBuff: a task whose model is already too many versions behind cannot count any more.
+    if (keep_in_flight && task.in_flight() && task.base_version >= 0 &&
+        Staleness(task) > max_staleness) {
+      FailTaskState(task, now_s, absl::StrCat("more than max_staleness = ", max_staleness,
+                                                    " versions behind"));
+    }
+    if (keep_in_flight && task.in_flight()) {
+      ++it;
+      continue;
+    }
+    closed_tasks_[it->first] = {task.round, stragglers_.contains(it->first), task.uploaded};
+    task_of_.erase(task.index);
+    it = tasks_.erase(it);
+  }
+  if (!keep_in_flight) task_of_.clear();
+  stragglers_.clear();
+}
+
+}  // namespace fedsched::round

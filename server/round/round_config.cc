@@ -1,0 +1,137 @@
+#include "server/round/round_config.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/aggregation/aggregator.h"
+
+namespace fedsched::round {
+namespace {
+
+// Also refuses NaN and infinities: no round setting means anything with them.
+absl::Status CheckAtLeast(const std::string& where, const char* field, double value,
+                          double minimum) {
+  if (!std::isfinite(value)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", field, " must be a finite number, got ", value));
+  }
+  if (value < minimum) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", field, " must be >= ", minimum, ", got ", value));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
+  if (out.clients_per_round() == 0) out.set_clients_per_round(10);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "clients_per_round", out.clients_per_round(), 1));
+  if (out.min_updates() == 0) out.set_min_updates(std::max(1, out.clients_per_round() / 2));
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "min_updates", out.min_updates(), 1));
+  if (out.min_updates() > out.clients_per_round()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": min_updates (", out.min_updates(), ") > clients_per_round (",
+                     out.clients_per_round(), ")"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "num_rounds", out.num_rounds(), 0));
+  if (out.round_deadline_s() == 0) out.set_round_deadline_s(120);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "round_deadline_s", out.round_deadline_s(), 0.001));
+  if (out.round_closing() == v1::ROUND_CLOSING_UNSPECIFIED) {
+    out.set_round_closing(v1::ROUND_CLOSING_FIRST_K);
+  }
+  if (out.min_online_clients() == 0) out.set_min_online_clients(out.min_updates());
+  if (out.min_online_clients() < out.min_updates()) {
+    // A round planned with fewer clients than min_updates can never commit: it would fail and
+    // be re-planned without end.
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": min_online_clients (", out.min_online_clients(), ") < min_updates (",
+        out.min_updates(), "): no round could ever commit"));
+  }
+  if (out.seed() == 0) out.set_seed(1);
+  return absl::OkStatus();
+}
+
+absl::Status ResolveTraining(const std::string& where, v1::ServerConfig& out) {
+  v1::TrainingConfig* training = out.mutable_training();
+  if (training->local_epochs() == 0 && training->local_steps() == 0) training->set_local_epochs(1);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "training.local_epochs", training->local_epochs(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "training.local_steps", training->local_steps(), 0));
+  if (training->batch_size() == 0) training->set_batch_size(32);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "training.batch_size", training->batch_size(), 1));
+  if (training->learning_rate() == 0) training->set_learning_rate(0.05f);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "training.learning_rate", training->learning_rate(), 1e-9));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "training.proximal_mu", training->proximal_mu(), 0));
+  v1::ModelConfig* model = out.mutable_model();
+  if (model->architecture().empty()) model->set_architecture("mlp");
+  if (model->hidden_units() == 0) model->set_hidden_units(128);
+  if (model->init_seed() == 0) model->set_init_seed(1);
+  if (out.eval().every_n_rounds() == 0) out.mutable_eval()->set_every_n_rounds(1);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "eval.every_n_rounds", out.eval().every_n_rounds(), 1));
+  return absl::OkStatus();
+}
+
+absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
+  v1::SelectionConfig* selection = out.mutable_selection();
+  if (selection->policy() == v1::SELECTION_POLICY_UNSPECIFIED) {
+    selection->set_policy(v1::SELECTION_POLICY_RANDOM);
+  }
+  if (selection->overcommit() == 0) selection->set_overcommit(kDefaultOvercommit);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "selection.overcommit", selection->overcommit(), 1.0));
+  if (selection->min_local_steps() == 0) selection->set_min_local_steps(1);
+  v1::CacheConfig* cache = out.mutable_cache();
+  if (cache->policy() == v1::CACHE_POLICY_UNSPECIFIED) {
+    cache->set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  }
+  if (cache->capacity_fraction() == 0) cache->set_capacity_fraction(0.1);
+  if (!(cache->capacity_fraction() >= 0 && cache->capacity_fraction() <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": cache.capacity_fraction must be in [0, 1], got ", cache->capacity_fraction()));
+  }
+  if (cache->replication_factor() == 0) cache->set_replication_factor(2);
+  return CheckAtLeast(where, "cache.replication_factor", cache->replication_factor(), 1);
+}
+
+absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out) {
+  // The aggregation block with its defaults filled in (printed with the effective config), and
+  // its errors reported here, before anything starts.
+  absl::StatusOr<v1::AggregationConfig> aggregation =
+      EffectiveAggregationConfig(out.aggregation());
+  if (!aggregation.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": aggregation: ", aggregation.status().message()));
+  }
+  *out.mutable_aggregation() = *aggregation;
+  // Krum needs K >= 2f + 3 updates (Blanchard et al. 2017): a round that may commit with fewer
+  // would fail at every attempt.
+  const v1::AggregationConfig& a = out.aggregation();
+  if (a.rule() == v1::AGGREGATION_RULE_KRUM || a.rule() == v1::AGGREGATION_RULE_MULTI_KRUM) {
+    const int f = a.krum_byzantine() > 0 ? a.krum_byzantine() : 1;
+    if (out.min_updates() < 2 * f + 3) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", v1::AggregationRule_Name(a.rule()), " with krum_byzantine = ", f,
+          " needs rounds of at least 2f + 3 = ", 2 * f + 3, " updates, but min_updates is ",
+          out.min_updates(), " (clients_per_round ", out.clients_per_round(), ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& config,
+                                                    const std::string& where) {
+  v1::ServerConfig out = config;
+  FEDSCHED_RETURN_IF_ERROR(ResolveCounts(where, out));
+  FEDSCHED_RETURN_IF_ERROR(ResolveTraining(where, out));
+  FEDSCHED_RETURN_IF_ERROR(ResolveSelection(where, out));
+  FEDSCHED_RETURN_IF_ERROR(ResolveAggregation(where, out));
+  return out;
+}
+
+}  // namespace fedsched::round

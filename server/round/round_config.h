@@ -1,0 +1,30 @@
+// The one owner of every round setting's default: the server (server/service/server_config.h)
+// and the simulator (sim/engine/setup.h) both resolve their ServerConfig through
+// ResolveRoundConfig, so a default is written once (here) and config.proto says the same.
+#ifndef FEDSCHED_SERVER_ROUND_ROUND_CONFIG_H_
+#define FEDSCHED_SERVER_ROUND_ROUND_CONFIG_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "fedsched/v1/config.pb.h"
+
+namespace fedsched::round {
+
+// Default over-commitment: ceil(K x 1.3) tasks per round (FedScale, docs/ALGORITHMS.md §2).
+inline constexpr double kDefaultOvercommit = 1.3;
+
+// Returns `config` with every unset (zero) field that shapes a round given its documented
+// default (config.proto) and range-checked: clients_per_round (10), min_updates (max(1, K/2)),
+// num_rounds (0 = forever), round_deadline_s (120), round_closing (FIRST_K),
+// min_online_clients (min_updates; must be >= min_updates, else no round could ever commit),
+// training, model, selection (overcommit 1.3), cache, aggregation, eval.every_n_rounds, seed.
+// Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).
+// Errors: INVALID_ARGUMENT "<where>: <field> ...", naming the field and the bad value; `where`
+// prefixes every message (e.g. "server config").
+absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& config,
+                                                    const std::string& where = "server config");
+
+}  // namespace fedsched::round
+
+#endif  // FEDSCHED_SERVER_ROUND_ROUND_CONFIG_H_

@@ -1,0 +1,95 @@
+// Coordinator: commits (docs/ARCHITECTURE.md "Persistence"). A closed round is evaluated,
+// written to the store and published with the engine lock released, one round at a time, in
+// round order.
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/config.h"
+#include "common/logging.h"
+#include "common/sha256.h"
+#include "server/service/coordinator.h"
+
+namespace fedsched {
+namespace {
+
+// A store commit is retried this many times (a transient I/O error), then the server stops.
+constexpr int kCommitAttempts = 3;
+
+}  // namespace
+
+void Coordinator::DrainCommits() {
+  while (true) {
+    // Whoever holds commit_mu_ commits every queued round, including the ones other threads
+    // queue meanwhile (they find it busy and leave): rounds commit in order, one at a time.
+    if (!commit_mu_.TryLock()) return;
+    while (true) {
+      round::ClosedRound job;
+      {
+        absl::MutexLock lock(&jobs_mu_);
+        if (jobs_.empty()) break;
+        job = std::move(jobs_.front());
+        jobs_.pop_front();
+      }
+      RunCommit(std::move(job));
+    }
+    commit_mu_.Unlock();
+    // A round queued between the last look and the unlock has nobody to commit it: look again.
+    absl::MutexLock lock(&jobs_mu_);
+    if (jobs_.empty()) return;
+  }
+}
+
+void Coordinator::RunCommit(round::ClosedRound closed) {
+  const int64_t round = closed.record.round();
+  if (!closed.committed) {
+    FEDSCHED_LOG(warn, "round {} failed ({}); re-planning", round, closed.failure_reason);
+    if (absl::Status s = options_.store->RecordFailedRound(closed.record); !s.ok()) {
+      FEDSCHED_LOG(error, "could not record failed round {}: {}", round, s.ToString());
+    }
+    return;
+  }
+  RoundCommit& commit = closed.commit;
+  const v1::Model& model = *commit.model;
+  if (options_.evaluator && round % config_.eval().every_n_rounds() == 0) {
+    absl::StatusOr<EvalMetrics> eval = options_.evaluator(model);
+    if (eval.ok()) {
+      commit.record.set_test_accuracy(eval->accuracy);
+      commit.record.set_test_loss(eval->loss);
+    } else {
+      FEDSCHED_LOG(warn, "evaluation of round {} failed: {}", round, eval.status().ToString());
+    }
+  }
+  commit.meta.set_config_text(ConfigToText(config_));
+  const v1::RoundRecord record = commit.record;
+  absl::Status stored;
+  for (int attempt = 1; attempt <= kCommitAttempts; ++attempt) {
+    stored = options_.store->CommitRound(commit);
+    if (stored.ok()) break;
+    FEDSCHED_LOG(error, "commit of round {} failed (attempt {} of {}): {}", round, attempt,
+                 kCommitAttempts, stored.ToString());
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
+  }
+  if (!stored.ok()) {
+    absl::MutexLock lock(&mu_);
+    health_ = absl::Status(stored.code(), absl::StrCat("commit of round ", round,
+                                                       " failed: ", stored.message()));
+    return;
+  }
+  auto blob = std::make_shared<ModelBlob>();
+  blob->bytes = model.SerializeAsString();
+  blob->sha256 = Sha256(blob->bytes);
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = engine_->Publish(round, commit.model, std::move(blob)); !s.ok()) {
+      FEDSCHED_LOG(error, "publishing round {}: {}", round, s.ToString());
+    }
+    durable_round_ = round;
+    // A synchronous round waits for this publication: plan it now, not at the next tick, as of
+    // the close (the simulator plans at the same instant; the next tick catches up).
+    AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
+  }
+  if (options_.on_round_committed) options_.on_round_committed(record);
+}
+
+}  // namespace fedsched

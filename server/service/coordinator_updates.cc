@@ -1,0 +1,290 @@
+// Coordinator: upload ingest (docs/ARCHITECTURE.md "An upload's path"): metric checks, size and
+// digest, parsing into recycled models outside the lock, then flat combining into the engine.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+#include "google/protobuf/io/zero_copy_stream.h"
+#include "server/service/coordinator.h"
+
+namespace fedsched {
+
+namespace {
+
+
+// Parse targets kept for reuse: as many as updates are typically parsed at once (one per core of
+// a small server), each the size of the model.
+constexpr size_t kMaxSpareDeltas = 2;
+
+// The concatenation of `pieces` as a protobuf input stream, without copying it.
+class PiecesInputStream : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  explicit PiecesInputStream(absl::Span<const std::string> pieces) : pieces_(pieces) {}
+
+  bool Next(const void** data, int* size) override {
+    while (index_ < pieces_.size() && offset_ == pieces_[index_].size()) {
+      ++index_;
+      offset_ = 0;
+    }
+    if (index_ == pieces_.size()) return false;
+    const size_t n = std::min<size_t>(pieces_[index_].size() - offset_, INT_MAX);
+    *data = pieces_[index_].data() + offset_;
+    *size = static_cast<int>(n);
+    offset_ += n;
+    position_ += static_cast<int64_t>(n);
+    return true;
+  }
+  // Only ever backs up within the block the last Next() returned.
+  void BackUp(int count) override {
+    offset_ -= static_cast<size_t>(count);
+    position_ -= count;
+  }
+  bool Skip(int count) override {
+    const void* data;
+    int size;
+    while (count > 0) {
+      if (!Next(&data, &size)) return false;
+      if (size > count) BackUp(size - count);
+      count -= std::min(size, count);
+    }
+    return true;
+  }
+  int64_t ByteCount() const override { return position_; }
+
+ private:
+  const absl::Span<const std::string> pieces_;
+  size_t index_ = 0;
+  size_t offset_ = 0;
+  int64_t position_ = 0;
+};
+
+}  // namespace
+
+absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
+                                       absl::Time now, double upload_seconds) {
+  return SubmitUpdate(header, absl::MakeConstSpan(&payload, 1), now, upload_seconds);
+}
+
+std::unique_ptr<v1::Model> Coordinator::TakeDelta() {
+  {
+    absl::MutexLock lock(&spare_mu_);
+    if (!spare_deltas_.empty()) {
+      std::unique_ptr<v1::Model> delta = std::move(spare_deltas_.back());
+      spare_deltas_.pop_back();
+      return delta;
+    }
+  }
+  // Room for each tensor of the global model, in its order: parsing a payload that arrives in
+  // pieces then never regrows a tensor (Clear keeps the tensors and their capacity for reuse).
+  auto delta = std::make_unique<v1::Model>();
+  for (int size : delta_capacity_) delta->add_tensors()->mutable_data()->Reserve(size);
+  delta->Clear();
+  return delta;
+}
+
+void Coordinator::RecycleDelta(std::unique_ptr<v1::Model> delta) {
+  // A model that took more tensors than the global model has (a malformed or hostile update)
+  // would keep them all allocated: drop it.
+  if (static_cast<size_t>(delta->tensors_size()) > delta_capacity_.size()) return;
+  delta->Clear();
+  absl::MutexLock lock(&spare_mu_);
+  if (spare_deltas_.size() < kMaxSpareDeltas) spare_deltas_.push_back(std::move(delta));
+}
+
+namespace {
+
+// The checks of an upload's metrics (they need no coordinator state): num_examples > 0, counts
+// non-negative and at most 2^53, times and losses finite and non-negative.
+absl::Status CheckUpdateMetrics(const v1::UploadHeader& header) {
+  const v1::UpdateMetrics& metrics = header.metrics();
+  if (metrics.num_examples() <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("update for task ", header.task_id(), " declares num_examples = ",
+                     metrics.num_examples(), "; it must be > 0"));
+  }
+  constexpr int64_t kMaxCount = int64_t{1} << 53;
+  if (metrics.cache_hits() < 0 || metrics.cache_misses() < 0 ||
+      metrics.storage_bytes_read() < 0 || metrics.cache_hits() > kMaxCount ||
+      metrics.cache_misses() > kMaxCount || metrics.storage_bytes_read() > kMaxCount ||
+      !std::isfinite(metrics.mean_loss()) || !std::isfinite(metrics.train_seconds()) ||
+      !std::isfinite(metrics.io_seconds()) || !std::isfinite(metrics.statistical_utility()) ||
+      metrics.train_seconds() < 0 || metrics.io_seconds() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update for task ", header.task_id(), " reports negative, absurd or non-finite metrics"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
+  FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
+  absl::MutexLock lock(&mu_);
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
+                            CheckSession(header.client_id(), header.session_token()));
+  return CheckClaim({.index = index,
+                     .task_id = header.task_id(),
+                     .round = header.round(),
+                     .num_examples = header.metrics().num_examples()},
+                    0, 0);
+}
+
+absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
+                                       absl::Span<const std::string> payload_pieces, absl::Time now,
+                                       double upload_seconds) {
+  // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
+  // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
+  // the hash (docs/BENCHMARKS.md, server ingest).
+  FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
+  int64_t payload_bytes = 0;
+  for (const std::string& piece : payload_pieces) {
+    payload_bytes += static_cast<int64_t>(piece.size());
+  }
+  if (header.total_bytes() != payload_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat("update declares ", header.total_bytes(),
+                                                   " bytes but carries ", payload_bytes));
+  }
+  if (Sha256OfPieces(payload_pieces) != header.sha256()) {
+    return absl::InvalidArgumentError("update SHA-256 does not match its payload");
+  }
+  std::unique_ptr<v1::Model> delta = TakeDelta();
+  bool parsed;
+  if (payload_pieces.size() == 1) {
+    parsed = delta->ParseFromString(payload_pieces[0]);
+  } else {
+    PiecesInputStream input(payload_pieces);
+    parsed = delta->ParseFromZeroCopyStream(&input);
+  }
+  absl::Status s = absl::InvalidArgumentError("update payload is not a valid Model message");
+  if (parsed) s = ApplyUpdate(header, *delta, payload_pieces, now, upload_seconds);
+  RecycleDelta(std::move(delta));
+  return s;
+}
+
+absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
+                                      absl::Span<const std::string> payload_pieces, absl::Time now,
+                                      double upload_seconds) {
+  // Flat combining: while one thread holds mu_, uploads that arrive queue up; the next thread to
+  // get mu_ decides all of them, folding them in few passes over the running sum instead of one
+  // pass each (docs/BENCHMARKS.md section 1).
+  PendingUpdate self;
+  self.header = &header;
+  self.delta = &delta;
+  self.payload_pieces = payload_pieces;
+  self.now = now;
+  self.upload_seconds = upload_seconds;
+  {
+    absl::MutexLock lock(&queue_mu_);
+    if (queue_tail_ == nullptr) {
+      queue_head_ = &self;
+    } else {
+      queue_tail_->next = &self;
+    }
+    queue_tail_ = &self;
+  }
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    // Queued updates are taken and marked done within one hold of mu_, so an update not done
+    // yet is still queued, and this thread decides it with the others.
+    if (self.done) return self.status;
+    PendingUpdate* head;
+    {
+      absl::MutexLock queue_lock(&queue_mu_);
+      head = queue_head_;
+      queue_head_ = queue_tail_ = nullptr;
+    }
+    DecideUpdates(head);
+    // The other threads read their verdicts once they get mu_, and only then touch their deltas.
+    for (PendingUpdate* update = head; update != nullptr; update = update->next) {
+      update->done = true;
+    }
+    status = self.status;
+  }
+  // Rounds closed while deciding (the K-th update closes first-K rounds and FedBuff versions)
+  // are committed now, with the engine lock released.
+  DrainCommits();
+  return status;
+}
+
+void Coordinator::DecideUpdates(PendingUpdate* head) {
+  // Every verdict is the one that deciding the updates one at a time, in queue order, gives:
+  // a check whose answer depends on whether earlier candidates are accepted (the same task
+  // twice, the first-K cap, the example count) folds those first and asks again.
+  std::vector<round::Update> batch;
+  std::vector<PendingUpdate*> owners;
+  int64_t pending_examples = 0;
+  for (PendingUpdate* update = head; update != nullptr; update = update->next) {
+    const v1::UploadHeader& header = *update->header;
+    absl::StatusOr<profile::ClientIndex> index =
+        CheckSession(header.client_id(), header.session_token());
+    if (!index.ok()) {
+      update->status = index.status();
+      engine_->NoteRejected();
+      continue;
+    }
+    round::UpdateClaim claim{.index = *index,
+                             .task_id = header.task_id(),
+                             .round = header.round(),
+                             .num_examples = header.metrics().num_examples()};
+    absl::Status s =
+        CheckClaim(claim, static_cast<int32_t>(batch.size()), pending_examples);
+    const bool duplicate = std::any_of(batch.begin(), batch.end(), [&](const round::Update& u) {
+      return u.claim.task_id == claim.task_id;
+    });
+    if ((!s.ok() || duplicate) && !batch.empty()) {
+      FoldBatch(&batch, &owners);
+      pending_examples = 0;
+      s = CheckClaim(claim, 0, 0);
+    }
+    if (!s.ok()) {
+      update->status = std::move(s);
+      engine_->NoteRejected();
+      continue;
+    }
+    round::Update u;
+    u.claim = std::move(claim);
+    u.delta = update->delta;
+    u.metrics = header.metrics();
+    u.now_s = absl::ToDoubleSeconds(update->now - absl::UnixEpoch());
+    u.upload_seconds = update->upload_seconds;
+    u.upload_bytes = header.total_bytes();
+    u.sha256 = header.sha256();
+    u.payload_pieces = update->payload_pieces;
+    pending_examples += u.claim.num_examples;
+    batch.push_back(std::move(u));
+    owners.push_back(update);
+  }
+  FoldBatch(&batch, &owners);
+}
+
+void Coordinator::FoldBatch(std::vector<round::Update>* batch,
+                            std::vector<PendingUpdate*>* owners) {
+  if (batch->empty()) return;
+  std::vector<absl::Status> verdicts = engine_->FoldUpdates(*batch);
+  absl::Time latest = absl::InfinitePast();
+  for (size_t i = 0; i < owners->size(); ++i) {
+    (*owners)[i]->status = std::move(verdicts[i]);
+    latest = std::max(latest, (*owners)[i]->now);
+  }
+  batch->clear();
+  owners->clear();
+  // First-K (and every FedBuff version) closes as soon as its K-th update is in.
+  AdvanceLocked(latest);
+}
+
+absl::Status Coordinator::CheckClaim(const round::UpdateClaim& claim, int32_t pending,
+                                     int64_t pending_examples) const {
+  absl::Status s = engine_->CheckUpdate(claim, pending, pending_examples);
+  if (absl::IsNotFound(s) && options_.store->LoadReceipt(claim.task_id).ok()) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("update for task ", claim.task_id, " was already accepted"));
+  }
+  return s;
+}
+
+}  // namespace fedsched

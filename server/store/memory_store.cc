@@ -1,0 +1,114 @@
+#include "server/store/memory_store.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace fedsched {
+
+absl::StatusOr<v1::RunMeta> MemoryStore::LoadMeta() const {
+  absl::MutexLock lock(&mu_);
+  if (!initialized_) return absl::NotFoundError("memory store: no run");
+  return meta_;
+}
+
+absl::Status MemoryStore::Initialize(const v1::Model& initial_model, v1::RunMeta meta) {
+  absl::MutexLock lock(&mu_);
+  if (initialized_) return absl::FailedPreconditionError("memory store already holds a run");
+  meta.set_committed_round(0);
+  meta_ = std::move(meta);
+  models_[0] = initial_model;
+  initialized_ = true;
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStore::CommitRound(RoundCommit commit) {
+  absl::MutexLock lock(&mu_);
+  if (!initialized_) return absl::FailedPreconditionError("memory store: not initialized");
+  const int64_t round = commit.record.round();
+  if (round != meta_.committed_round() + 1) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "commit of round ", round, " but the last committed round is ", meta_.committed_round()));
+  }
+  if (commit.model == nullptr) return absl::InvalidArgumentError("commit without a model");
+  commit.meta.set_committed_round(round);
+  meta_ = std::move(commit.meta);
+  models_[round] = *commit.model;
+  rounds_[round] = std::move(commit.record);
+  for (v1::Receipt& r : commit.receipts) receipts_[r.task_id()] = std::move(r);
+  for (v1::ClientProfile& p : commit.profiles) profiles_[p.client_id()] = std::move(p);
+  audited_[round] = std::move(commit.audited_updates);
+  if (!commit.planner_state.empty()) planner_state_ = std::move(commit.planner_state);
+  ++commits_;
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStore::RecordFailedRound(const v1::RoundRecord& record) {
+  absl::MutexLock lock(&mu_);
+  rounds_[record.round()] = record;
+  return absl::OkStatus();
+}
+
+absl::Status MemoryStore::PutProfile(const v1::ClientProfile& profile) {
+  absl::MutexLock lock(&mu_);
+  profiles_[profile.client_id()] = profile;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::Model> MemoryStore::LoadModel(int64_t round) const {
+  absl::MutexLock lock(&mu_);
+  auto it = models_.find(round);
+  if (it == models_.end()) return absl::NotFoundError(absl::StrCat("no model for round ", round));
+  return it->second;
+}
+
+absl::StatusOr<v1::RoundRecord> MemoryStore::LoadRound(int64_t round) const {
+  absl::MutexLock lock(&mu_);
+  auto it = rounds_.find(round);
+  if (it == rounds_.end()) return absl::NotFoundError(absl::StrCat("no record for round ", round));
+  return it->second;
+}
+
+absl::StatusOr<std::vector<v1::RoundRecord>> MemoryStore::LoadRecentRounds(int n) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::RoundRecord> out;
+  for (auto it = rounds_.rbegin(); it != rounds_.rend() && static_cast<int>(out.size()) < n;
+       ++it) {
+    out.push_back(it->second);
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<v1::ClientProfile>> MemoryStore::LoadProfiles() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<v1::ClientProfile> out;
+  for (const auto& [id, p] : profiles_) out.push_back(p);
+  return out;
+}
+
+absl::StatusOr<v1::Receipt> MemoryStore::LoadReceipt(const std::string& task_id) const {
+  absl::MutexLock lock(&mu_);
+  auto it = receipts_.find(task_id);
+  if (it == receipts_.end()) return absl::NotFoundError(absl::StrCat("no receipt for ", task_id));
+  return it->second;
+}
+
+absl::StatusOr<std::vector<v1::AuditedUpdate>> MemoryStore::LoadAuditedUpdates(
+    int64_t round) const {
+  absl::MutexLock lock(&mu_);
+  auto it = audited_.find(round);
+  if (it == audited_.end()) return std::vector<v1::AuditedUpdate>();
+  return it->second;
+}
+
+absl::StatusOr<std::string> MemoryStore::LoadPlannerState() const {
+  absl::MutexLock lock(&mu_);
+  return planner_state_;
+}
+
+int64_t MemoryStore::commits() const {
+  absl::MutexLock lock(&mu_);
+  return commits_;
+}
+
+}  // namespace fedsched

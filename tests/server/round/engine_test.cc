@@ -1,0 +1,203 @@
+// RoundEngine on its own, over a scripted clock: the closing rules of docs/ALGORITHMS.md §2 and
+// FedBuff's versions (§6).
+#include "server/round/engine.h"
+
+#include <set>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/round/round_config.h"
+
+namespace fedsched::round {
+namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::HasSubstr;
+
+class FakePresence : public Presence {
+ public:
+  bool IsReachable(ClientIndex index, double) const override { return online.contains(index); }
+  void CollectReachable(double, std::vector<ClientIndex>* out) const override {
+    out->assign(online.rbegin(), online.rend());  // any order: the engine sorts
+  }
+  std::set<ClientIndex> online;
+};
+
+v1::Model OneTensor(float value) {
+  v1::Model model;
+  v1::Tensor* t = model.add_tensors();
+  t->set_name("w");
+  t->add_shape(2);
+  t->add_data(value);
+  t->add_data(value);
+  return model;
+}
+
+class EngineTest : public ::testing::Test {
+ protected:
+  void Start(bool async = false) {
+    raw_.set_clients_per_round(2);
+    raw_.set_min_updates(1);
+    raw_.set_min_online_clients(2);
+    raw_.set_num_rounds(5);
+    raw_.set_round_deadline_s(10);
+    raw_.mutable_selection()->set_overcommit(1.5);  // 3 tasks for K = 2
+    raw_.mutable_training()->set_local_steps(2);
+    raw_.mutable_training()->set_batch_size(4);
+    raw_.mutable_aggregation()->set_async_fedbuff(async);
+    ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveRoundConfig(raw_));
+    EngineOptions options;
+    options.config = config;
+    options.model = OneTensor(1);
+    options.presence = &presence_;
+    ASSERT_OK_AND_ASSIGN(engine_, RoundEngine::Create(std::move(options)));
+    for (int i = 0; i < 4; ++i) {
+      v1::DeviceProfile device;
+      device.set_num_samples(100);
+      ASSERT_OK(engine_->Register(absl::StrCat("dev-", i), device, 0).status());
+      presence_.online.insert(i);
+    }
+    ASSERT_OK(engine_->Publish(0, engine_->model(), nullptr));
+  }
+
+  // Uploads a delta of `value` everywhere for `task` with 8 examples at `now`.
+  absl::Status Upload(const Task& task, float value, double now) {
+    v1::Model delta = OneTensor(value);
+    Update u;
+    u.claim = {.index = task.index, .task_id = task.task_id, .round = task.round,
+               .num_examples = 8};
+    u.delta = &delta;
+    u.metrics.set_num_examples(8);
+    u.metrics.set_train_seconds(now - task.issued_s);
+    u.now_s = now;
+    std::vector<absl::Status> v = engine_->FoldUpdates({&u, 1});
+    return v[0];
+  }
+
+  v1::ServerConfig raw_;
+  FakePresence presence_;
+  std::unique_ptr<RoundEngine> engine_;
+};
+
+TEST_F(EngineTest, FirstKCommitsWeightedMeanAndMarksStragglers) {
+  Start();
+  EXPECT_TRUE(engine_->Advance(0).empty());
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  ASSERT_OK(Upload(*tasks[0], 2, 1));
+  ASSERT_OK(Upload(*tasks[1], 4, 2));
+  EXPECT_THAT(Upload(*tasks[2], 6, 2.5), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                  HasSubstr("straggler")));
+  std::vector<ClosedRound> closed = engine_->Advance(3);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_TRUE(closed[0].committed);
+  EXPECT_EQ(closed[0].record.updates_accepted(), 2);
+  EXPECT_EQ(closed[0].record.stragglers_size(), 1);
+  EXPECT_EQ(closed[0].record.updates_rejected(), 1);
+  EXPECT_EQ(closed[0].commit.receipts.size(), 2u);
+  // FedAvg: 1 + (2 + 4) / 2.
+  EXPECT_FLOAT_EQ(closed[0].commit.model->tensors(0).data(0), 4.0f);
+  EXPECT_EQ(engine_->version(), 1);
+  // The next synchronous round waits for the new model to be published.
+  EXPECT_TRUE(engine_->Advance(3).empty());
+  EXPECT_FALSE(engine_->running());
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  engine_->Advance(3);
+  EXPECT_TRUE(engine_->running());
+  EXPECT_EQ(engine_->TakeNewTasks().front()->round, 2);
+}
+
+TEST_F(EngineTest, DeadlineCommitsWithMinUpdatesAndFailsBelowIt) {
+  raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_OK(Upload(*tasks[0], 2, 1));
+  EXPECT_TRUE(engine_->Advance(5).empty());  // others still in flight
+  std::vector<ClosedRound> closed = engine_->Advance(10);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_TRUE(closed[0].committed);
+  EXPECT_EQ(closed[0].record.stragglers_size(), 2);
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  // Round 2: nobody uploads by the deadline -> failed and re-planned (same round number).
+  engine_->Advance(10);
+  ASSERT_FALSE(engine_->TakeNewTasks().empty());
+  closed = engine_->Advance(20);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_FALSE(closed[0].committed);
+  EXPECT_EQ(closed[0].record.round(), 2);
+  EXPECT_THAT(closed[0].failure_reason, HasSubstr("0 of min_updates 1"));
+  EXPECT_EQ(engine_->attempts_failed(), 1);
+  EXPECT_TRUE(engine_->running());  // re-planned at once
+  EXPECT_EQ(engine_->TakeNewTasks().front()->round, 2);
+}
+
+TEST_F(EngineTest, UnreachableClientsTaskFailsAndWaitIsExplained) {
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  const ClientIndex gone = tasks[0]->index;
+  const std::string gone_task = tasks[0]->task_id;
+  presence_.online.erase(gone);
+  engine_->Advance(1);
+  EXPECT_EQ(engine_->TaskOf(gone), nullptr);
+  EXPECT_THAT(engine_->PinModel(gone, gone_task), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  // Everybody leaves: the round fails at once (no task left), and the engine says why it waits.
+  presence_.online.clear();
+  std::vector<ClosedRound> closed = engine_->Advance(2);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_FALSE(closed[0].committed);
+  EXPECT_FALSE(engine_->running());
+  EXPECT_THAT(engine_->last_plan_status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("0 of 2 reachable")));
+}
+
+TEST_F(EngineTest, RejectsForeignDuplicateAndOversizedUpdates) {
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  UpdateClaim claim{.index = tasks[1]->index, .task_id = tasks[0]->task_id, .round = 1,
+                    .num_examples = 8};
+  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  claim.index = tasks[0]->index;
+  claim.num_examples = 9;  // 2 steps x batch 4
+  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  claim.num_examples = 8;
+  claim.round = 7;
+  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  ASSERT_OK(Upload(*tasks[0], 1, 1));
+  EXPECT_THAT(Upload(*tasks[0], 1, 1), StatusIs(absl::StatusCode::kAlreadyExists, ::testing::_));
+  claim.task_id = "t-unknown";
+  claim.round = 1;
+  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
+TEST_F(EngineTest, FedBuffVersionsCarryTasksAndWeighStaleness) {
+  Start(/*async=*/true);
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  for (const Task* t : tasks) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  const std::string slow_id = tasks[2]->task_id;
+  const ClientIndex slow = tasks[2]->index;
+  ASSERT_OK(Upload(*tasks[0], 2, 1));
+  ASSERT_OK(Upload(*tasks[1], 2, 1));
+  std::vector<ClosedRound> closed = engine_->Advance(1);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_TRUE(closed[0].committed);
+  // Version 2 opens at once; the slow task carries over, and idle clients got new tasks.
+  EXPECT_TRUE(engine_->running());
+  EXPECT_EQ(engine_->current_round(), 2);
+  ASSERT_NE(engine_->TaskOf(slow), nullptr);
+  EXPECT_EQ(engine_->TakeNewTasks().size(), 2u);  // 3 slots - 1 in flight
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  const Task* carried = engine_->FindTask(slow_id);
+  ASSERT_NE(carried, nullptr);
+  EXPECT_EQ(engine_->Staleness(*carried), 1);
+  ASSERT_OK(Upload(*carried, 4, 2));
+  EXPECT_EQ(engine_->current_record().updates_accepted(), 1);
+}
+
+}  // namespace
+}  // namespace fedsched::round
