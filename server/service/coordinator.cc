@@ -107,7 +107,8 @@ absl::Status Coordinator::Open() {
   }
   presence_ = std::make_unique<SessionPresence>(this);
   engine.presence = presence_.get();
-  engine.new_task_id = [this] { return NewId("t-"); };
+  engine.availability = options_.availability;
+  if (!options_.deterministic_task_ids) engine.new_task_id = [this] { return NewId("t-"); };
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
   auto blob = std::make_shared<ModelBlob>();
   blob->bytes = engine_->model()->SerializeAsString();

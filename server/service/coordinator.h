@@ -55,6 +55,13 @@ struct CoordinatorOptions {
   // The wall clock, for the commits' follow-up planning and GetStatus. Default: absl::Now.
   // Tests pass a fake clock.
   std::function<absl::Time()> clock;
+  // Task ids "t<round>-<n>" (the engine's deterministic default) instead of unguessable ones.
+  // For tests that compare runs only: never in a server. Default: false.
+  bool deterministic_task_ids = false;
+  // Optional forecast of who stays online, for the planner (e.g. a learned availability
+  // pattern; the simulator passes its trace). Not owned; null = every candidate is assumed to
+  // stay online.
+  const planner::AvailabilityOracle* availability = nullptr;
 };
 
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md

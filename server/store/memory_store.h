@@ -13,7 +13,8 @@
 namespace fedsched {
 
 // Store in maps. Thread-safe (one mutex). Models of every round are kept (keep_models = 0).
-class MemoryStore final : public Store {
+// Tests may subclass it to observe writes.
+class MemoryStore : public Store {
  public:
   MemoryStore() = default;
   absl::StatusOr<v1::RunMeta> LoadMeta() const override;
