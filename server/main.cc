@@ -4,6 +4,7 @@
 //
 // Prints its effective config, one line per committed round, and exits 0 after num_rounds (or on
 // SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
+#include <atomic>
 #include <signal.h>
 
 #include <algorithm>
@@ -203,6 +204,7 @@ int Main() {
                listen.substr(0, listen.rfind(':')), bound_port, (*coordinator)->committed_round());
 
   absl::Notification stop;
+  std::atomic<int> exit_code{0};
   std::thread signal_thread([&] {
     int signal = 0;
     sigwait(&signals, &signal);
@@ -222,6 +224,13 @@ int Main() {
       if (int n = service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
         FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
                      absl::FormatDuration(stream_idle));
+      }
+      if (absl::Status health = (*coordinator)->health(); !health.ok()) {
+        // A round could not be made durable: stop (a restart resumes at the last durable one).
+        FEDSCHED_LOG(error, "stopping: {}", health.ToString());
+        exit_code = 1;
+        stop.Notify();
+        break;
       }
       if ((*coordinator)->finished()) {
         // Keep answering "finished" briefly so every client learns the run is over.
@@ -248,7 +257,7 @@ int Main() {
   store->reset();  // flushes RocksDB
   std::printf("fedsched-server: stopped after committed round %lld\n",
               static_cast<long long>(last_round));
-  return 0;
+  return exit_code.load();
 }
 
 }  // namespace
