@@ -1,37 +1,61 @@
 #!/usr/bin/env bash
 # Reproduces the simulator's time-to-accuracy experiment (issue 5): Fashion-MNIST, 1,000
 # clients, K = 50, over-commitment 1.3, Dirichlet alpha 0.1, real capacity + availability traces
-# (configs/sim/fmnist_1000.textproto); random, oort and fedcase selection, 3 seeds each; virtual
-# hours to 0.75 test accuracy. Writes runs/sim/*.csv, docs/sim_tta.png and the results section
-# of docs/SIMULATION.md. Run from anywhere; uses 2 training threads per run, one run at a time.
-#   scripts/sim_experiment.sh            # build (build-sim/) + all 9 runs + table + plot
+# (configs/sim/fmnist_1000.textproto); random, oort and fedcase selection, plus `fedbuff`
+# (fedcase selection and importance cache under asynchronous FedBuff aggregation,
+# configs/sim/fmnist_1000_fedbuff.textproto), 3 seeds each; virtual hours to 0.75 test
+# accuracy. Every run drives the server's round engine (server/round). Writes runs/sim/*.csv,
+# docs/sim_tta.png and the results section of docs/SIMULATION.md (with the commit the binary
+# was built from). Run from anywhere; uses 2 training threads per run, one run at a time.
+#   scripts/sim_experiment.sh            # build (build-sim/) + all 12 runs + tables + plot
 #   SEEDS="1" POLICIES="random fedcase" scripts/sim_experiment.sh
+#   SKIP_BUILD=1 BUILD=build-sim2 scripts/sim_experiment.sh   # an existing build
+#   SKIP_RUNS=1 scripts/sim_experiment.sh   # tables + plot from the CSVs in runs/sim only
+# POLICIES: random | oort | fedcase | fedbuff (the last is a row, not a selection policy).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 BUILD="${BUILD:-build-sim}"
 SEEDS="${SEEDS:-1 2 3}"
-POLICIES="${POLICIES:-random oort fedcase}"
+POLICIES="${POLICIES:-random oort fedcase fedbuff}"
 TARGET="${TARGET:-0.75}"
 CONFIG="${CONFIG:-configs/sim/fmnist_1000.textproto}"
+FEDBUFF_CONFIG="${FEDBUFF_CONFIG:-configs/sim/fmnist_1000_fedbuff.textproto}"
 OUT="runs/sim"
 mkdir -p "$OUT" docs
 
-if [[ -z "${SKIP_BUILD:-}" ]]; then
+if [[ -z "${SKIP_BUILD:-}" && -z "${SKIP_RUNS:-}" ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
   ninja -C "$BUILD" -j2 fedsched-sim
 fi
 SIM="$BUILD/sim/fedsched-sim"
 
+# The commit the runs' binary was built from (COMMIT=... overrides, e.g. with SKIP_RUNS).
+if [[ -z "${COMMIT:-}" ]]; then
+  COMMIT="$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if [[ -n "$(git -C "$ROOT" status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+    COMMIT="$COMMIT (plus uncommitted changes in the tree)"
+  fi
+fi
+
 for policy in $POLICIES; do
-  # FedCaSe (top clients by experience + Oort's selection, FedCaseConfig.base_policy) with its
-  # importance cache; the baselines with LRU (FedCaSe's "Oort + LRU" baseline).
+  [[ -n "${SKIP_RUNS:-}" ]] && break
+  # FedCaSe (top clients by experience + Oort's selection, FedCaSeConfig.base_policy) with its
+  # importance cache; the baselines with LRU (FedCaSe's "Oort + LRU" baseline). fedbuff: the
+  # fedcase setup under FedBuff (its own config).
   cache=lru
+  config="$CONFIG"
+  selection="$policy"
   [[ "$policy" == fedcase ]] && cache=importance
+  if [[ "$policy" == fedbuff ]]; then
+    cache=importance
+    config="$FEDBUFF_CONFIG"
+    selection=fedcase
+  fi
   for seed in $SEEDS; do
     csv="$OUT/${policy}_s${seed}.csv"
-    echo "== $policy seed $seed (cache $cache) -> $csv"
-    if ! "$SIM" --config="$CONFIG" --policy="$policy" --cache_policy="$cache" --seed="$seed" \
+    echo "== $policy seed $seed (selection $selection, cache $cache, $config) -> $csv"
+    if ! "$SIM" --config="$config" --policy="$selection" --cache_policy="$cache" --seed="$seed" \
         --run_name="$policy-s$seed" --output_csv="$csv" --quiet 2>"$OUT/${policy}_s${seed}.log" \
         | tee "$OUT/${policy}_s${seed}.summary"; then
       echo "   FAILED: $(tail -1 "$OUT/${policy}_s${seed}.log")"
@@ -52,54 +76,82 @@ if [[ -n "$curves" ]]; then
   rm -f docs/sim_tta.png.gp
 fi
 
-python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" <<'PY'
-import csv, os, re, statistics, sys
-out, target, policies, seeds = sys.argv[1], float(sys.argv[2]), sys.argv[3].split(), sys.argv[4].split()
+python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" "$COMMIT" <<'PY'
+import csv, os, re, statistics, sys, textwrap
+out, target = sys.argv[1], float(sys.argv[2])
+policies, seeds, commit = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
 
-def tta(path):
-    """Virtual hours at the first committed round with test accuracy >= target; None if never."""
-    last = None
+def load(path):
     with open(path) as f:
-        for row in csv.DictReader(f):
-            if row["outcome"] != "committed":
-                continue
-            last = row
-            if float(row["test_accuracy"]) >= target:
-                return float(row["virtual_h"]), int(row["round"]), last
-    return None, int(last["round"]) if last else 0, last
+        return list(csv.DictReader(f))
 
-rows, means = [], {}
+def upto_target(rows):
+    """(committed rows up to the first reaching the target, failed rows before it, reached)."""
+    done, failed = [], 0
+    for row in rows:
+        if row["outcome"] != "committed":
+            failed += 1
+            continue
+        done.append(row)
+        if float(row["test_accuracy"]) >= target:
+            return done, failed, True
+    return done, failed, False
+
+rows, means, stats = [], {}, []
 for p in policies:
-    cells, hits, rounds = [], [], []
+    cells, hits, per = [], [], []
     for s in seeds:
         path = os.path.join(out, f"{p}_s{s}.csv")
         if not os.path.exists(path):
             cells.append("n/a")
             continue
-        h, r, last = tta(path)
-        cells.append(f"{h:.2f} h (round {r})" if h is not None else
-                     f"not reached in {r} rounds ({float(last['virtual_h']):.1f} h, "
-                     f"acc {float(last['test_accuracy']):.3f})")
-        if h is not None:
+        done, failed, reached = upto_target(load(path))
+        last = done[-1] if done else None
+        if reached:
+            h = float(last["virtual_h"])
             hits.append(h)
+            cells.append(f"{h:.2f} h (round {last['round']})")
+        else:
+            cells.append(f"not reached in {last['round'] if last else 0} rounds "
+                         f"({float(last['virtual_h']) if last else 0:.1f} h, "
+                         f"acc {float(last['test_accuracy']) if last else 0:.3f})")
+        if done:
+            per.append((done, failed))
     mean = statistics.mean(hits) if len(hits) == len(seeds) else None
     means[p] = mean
     rows.append((p, cells, mean))
+    if per:
+        n = [len(d) for d, _ in per]
+        mean_of = lambda col: statistics.mean(float(r[col]) for d, _ in per for r in d)
+        round_s = statistics.mean(float(d[-1]["virtual_s"]) / len(d) for d, _ in per)
+        stats.append(f"| {p} | {min(n)}-{max(n)} | {sum(f for _, f in per)} | {round_s:.1f} s | "
+                     f"{mean_of('participants'):.1f} | {mean_of('stragglers'):.1f} | "
+                     f"{mean_of('mean_task_s'):.1f} s | {mean_of('cache_hit_ratio'):.2f} | "
+                     f"{100 * mean_of('predictor_mape'):.1f} % |")
 base = means.get("random")
 lines = ["| policy | " + " | ".join(f"seed {s}" for s in seeds) + " | mean | speed-up vs random |",
          "|---" * (len(seeds) + 3) + "|"]
 for p, cells, mean in rows:
     sp = f"{base / mean:.2f}x" if base and mean else "n/a"
-    lines.append(f"| {p} | " + " | ".join(cells) + f" | {mean:.2f} h |" if mean else
-                 f"| {p} | " + " | ".join(cells) + " | n/a |")
+    lines.append(f"| {p} | " + " | ".join(cells) + (f" | {mean:.2f} h |" if mean else " | n/a |"))
     lines[-1] += f" {sp} |"
 table = "\n".join(lines)
+detail = "\n".join(
+    ["| policy | rounds to target | failed rounds | mean round | participants | stragglers | "
+     "mean accepted task | cache hit ratio | predictor MAPE |", "|---" * 9 + "|"] + stats)
 doc = "docs/SIMULATION.md"
 text = open(doc).read() if os.path.exists(doc) else "<!-- BEGIN sim_experiment -->\n<!-- END sim_experiment -->\n"
-section = (f"<!-- BEGIN sim_experiment -->\nVirtual hours to {target} test accuracy "
-           f"(generated by `scripts/sim_experiment.sh`):\n\n{table}\n\n![accuracy vs virtual hours](sim_tta.png)\n"
-           "<!-- END sim_experiment -->")
+intro = textwrap.fill(f"Virtual hours to {target} test accuracy (generated by "
+                      f"`scripts/sim_experiment.sh` with a build of commit {commit}; seeds "
+                      f"{', '.join(seeds)}):", 100)
+note = textwrap.fill("Per-round figures up to the target, over seeds (mean round = virtual time "
+                     "at the target / committed rounds; participants, stragglers, task seconds, "
+                     "hit ratio and MAPE are means over those committed rounds):", 100)
+section = (f"<!-- BEGIN sim_experiment -->\n{intro}\n\n{table}\n\n{note}\n\n{detail}\n\n"
+           "![accuracy vs virtual hours](sim_tta.png)\n<!-- END sim_experiment -->")
 text = re.sub(r"<!-- BEGIN sim_experiment -->.*<!-- END sim_experiment -->", section, text, flags=re.S)
 open(doc, "w").write(text)
 print(table)
+print()
+print(detail)
 PY

@@ -1,3 +1,4 @@
+// Task timing on a simulated device (docs/ALGORITHMS.md §1.1).
 #include "sim/engine/device_model.h"
 
 namespace fedsched::sim {

@@ -1,3 +1,4 @@
+// The simulator's event queue (docs/ARCHITECTURE.md "The round engine": virtual time).
 #include "sim/engine/event_queue.h"
 
 #include <cmath>

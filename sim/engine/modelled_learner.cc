@@ -1,3 +1,5 @@
+// The no-train mode's modelled learning curve; the round engine folds its one-float model
+// (docs/ARCHITECTURE.md "The round engine").
 #include "sim/engine/modelled_learner.h"
 
 #include <algorithm>

@@ -1,5 +1,6 @@
-// The no-train mode's learner: a modelled learning curve instead of training, for speed runs.
-// NOT a claim about any model's accuracy. Deterministic for a seed.
+// The no-train mode's learner: a modelled learning curve instead of training, for speed runs
+// through the round engine (docs/ARCHITECTURE.md "The round engine"; task timing as
+// docs/ALGORITHMS.md §1.1). NOT a claim about any model's accuracy. Deterministic for a seed.
 #ifndef FEDSCHED_SIM_ENGINE_MODELLED_LEARNER_H_
 #define FEDSCHED_SIM_ENGINE_MODELLED_LEARNER_H_
 

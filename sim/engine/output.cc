@@ -1,3 +1,4 @@
+// fedsched-sim's outputs (docs/SIMULATION.md "Outputs").
 #include "sim/engine/output.h"
 
 #include <chrono>

@@ -1,5 +1,6 @@
 // Outputs of fedsched-sim: the per-round CSV, a one-line terminal progress display, and a PNG
-// plot of test accuracy against virtual hours drawn by gnuplot (Debian's gnuplot-nox).
+// plot of test accuracy against virtual hours drawn by gnuplot (Debian's gnuplot-nox). The
+// columns come from the round engine's records (docs/ARCHITECTURE.md "The round engine").
 #ifndef FEDSCHED_SIM_ENGINE_OUTPUT_H_
 #define FEDSCHED_SIM_ENGINE_OUTPUT_H_
 

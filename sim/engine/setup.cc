@@ -1,3 +1,5 @@
+// SimConfig resolution (the round settings by round::ResolveRoundConfig, docs/ARCHITECTURE.md
+// "The round engine") and the assembly of a simulation.
 #include "sim/engine/setup.h"
 
 #include <cmath>

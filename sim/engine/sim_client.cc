@@ -1,3 +1,4 @@
+// A simulated client as the round engine sees it (docs/ALGORITHMS.md §1.4, §2.2).
 #include "sim/engine/sim_client.h"
 
 #include "absl/strings/str_cat.h"
