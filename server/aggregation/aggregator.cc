@@ -122,12 +122,13 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     if (rule == v1::AGGREGATION_RULE_FEDYOGI) eta = 0.01;
     c.set_server_learning_rate(eta);
   }
-  if (c.beta1() == 0.0 && rule != v1::AGGREGATION_RULE_FEDADAGRAD) c.set_beta1(0.9);
-  if (c.beta2() == 0.0) c.set_beta2(0.99);
+  // Fields with presence take their default only when unset: an explicit 0 is a value.
+  if (!c.has_beta1()) c.set_beta1(rule == v1::AGGREGATION_RULE_FEDADAGRAD ? 0.0 : 0.9);
+  if (!c.has_beta2()) c.set_beta2(0.99);
   if (c.tau() == 0.0) c.set_tau(rule == v1::AGGREGATION_RULE_FEDYOGI ? 1e-3 : 1e-9);
-  if (c.server_momentum() == 0.0) c.set_server_momentum(0.9);
-  if (c.trim_beta() == 0.0) c.set_trim_beta(0.2);
-  if (c.krum_byzantine() == 0) c.set_krum_byzantine(1);
+  if (!c.has_server_momentum()) c.set_server_momentum(0.9);
+  if (!c.has_trim_beta()) c.set_trim_beta(0.2);
+  if (!c.has_krum_byzantine()) c.set_krum_byzantine(1);
   if (c.max_buffered_updates() == 0) c.set_max_buffered_updates(1000);
   if (c.max_staleness() == 0) c.set_max_staleness(10);
   if (c.fold_threads() == 0) {
@@ -135,6 +136,11 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     c.set_fold_threads(std::clamp(hardware, 1, kDefaultMaxFoldThreads));
   }
   return c;
+}
+
+double AdamBiasCorrection(double beta1, double beta2, int64_t t) {
+  const double td = static_cast<double>(t);
+  return std::sqrt(1.0 - std::pow(beta2, td)) / (1.0 - std::pow(beta1, td));
 }
 
 double StalenessWeight(int64_t staleness) {
@@ -283,6 +289,7 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
       ai::Scale(s, t.data().data(), t.data_size(), copy.data() + layout_.offset(scratch_index_[k]));
     }
     buffered_.push_back(std::move(copy));
+    buffered_examples_.push_back(num_examples);
     Commit(num_examples);
     return absl::OkStatus();
   }
@@ -440,21 +447,22 @@ absl::Status Aggregator::ComputeRobustDelta(std::vector<float>* delta) const {
       return absl::OkStatus();
     case v1::AGGREGATION_RULE_KRUM:
     case v1::AGGREGATION_RULE_MULTI_KRUM: {
+      // Flower's aggregate_krum: max(1, K - f - 2) neighbours, so any round size is accepted;
+      // Multi-Krum averages the kept updates weighted by their examples.
       const int f = config_.krum_byzantine();
       const int k = static_cast<int>(updates.size());
-      if (k < 2 * f + 3) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(v1::AggregationRule_Name(config_.rule()), " with krum_byzantine = ", f,
-                         " needs at least ", 2 * f + 3, " updates, got ", k));
-      }
       int m = 1;
       if (config_.rule() == v1::AGGREGATION_RULE_MULTI_KRUM) {
-        m = config_.multi_krum_m() > 0 ? std::min(config_.multi_krum_m(), k) : k - f;
+        m = config_.multi_krum_m() > 0 ? std::min(config_.multi_krum_m(), k) : std::max(1, k - f);
       }
       const std::vector<int> chosen = ai::KrumSelect(updates, n, f, m);
       std::vector<const float*> selected;
-      for (int i : chosen) selected.push_back(updates[i]);
-      ai::Mean(selected, n, delta->data());
+      std::vector<double> weights;
+      for (int i : chosen) {
+        selected.push_back(updates[i]);
+        weights.push_back(static_cast<double>(buffered_examples_[i]));
+      }
+      ai::WeightedMean(selected, weights, n, delta->data());
       return absl::OkStatus();
     }
     default:
@@ -507,7 +515,11 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
     params.beta1 = static_cast<float>(config_.beta1());
     params.beta2 = static_cast<float>(config_.beta2());
     params.tau = static_cast<float>(config_.tau());
-    if (rule == v1::AGGREGATION_RULE_FEDADAM) kind = ai::ServerOptimizer::kAdam;
+    if (rule == v1::AGGREGATION_RULE_FEDADAM) {
+      kind = ai::ServerOptimizer::kAdam;
+      params.eta = static_cast<float>(eta * AdamBiasCorrection(config_.beta1(), config_.beta2(),
+                                                               steps_ + 2));
+    }
     if (rule == v1::AGGREGATION_RULE_FEDYOGI) kind = ai::ServerOptimizer::kYogi;
     if (rule == v1::AGGREGATION_RULE_FEDADAGRAD) kind = ai::ServerOptimizer::kAdagrad;
   }
@@ -574,6 +586,7 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
 void Aggregator::Reset() {
   sum_is_zero_ = true;
   std::vector<std::vector<float>>().swap(buffered_);
+  buffered_examples_.clear();
   total_weight_ = 0.0;
   num_updates_ = 0;
   total_examples_ = 0;

@@ -44,7 +44,8 @@ namespace fedsched {
 //   0.1 (FedAdam, FedAdagrad), 0.01 (FedYogi); beta1: 0.9, but 0 for FedAdagrad (Flower's
 //   FedAdagrad pins beta_1 = 0, i.e. m = delta); beta2: 0.99; tau: 1e-9 (FedAdam, FedAdagrad),
 //   1e-3 (FedYogi); server_momentum: 0.9 (config.proto's pin; Flower's FedAvgM defaults to 0);
-//   trim_beta: 0.2; krum_byzantine: 1; multi_krum_m stays 0
+//   trim_beta: 0.2; krum_byzantine: 1 (Flower's: 0); beta1, beta2, server_momentum, trim_beta
+//   and krum_byzantine have presence: an explicit 0 is kept; multi_krum_m stays 0
 //   (meaning "number of updates - f"); max_buffered_updates: 1000; max_staleness: 10;
 //   fold_threads: min(hardware threads, 4).
 // Errors: INVALID_ARGUMENT naming the field when a value is out of range: negative rates, tau,
@@ -52,6 +53,12 @@ namespace fedsched {
 // outside [0, 0.5); an unknown rule.
 absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     const v1::AggregationConfig& config);
+
+// FedAdam's bias correction sqrt(1 - beta2^t) / (1 - beta1^t) (Kingma & Ba 2015, the step size
+// alpha_t before section 2.1), as Flower's FedAdam (>= 1.13) applies it to eta. Flower takes
+// t = server_round + 1 with server_round counting from 1, so the aggregator's n-th server step
+// (n from 0) uses t = n + 2. Requires beta1, beta2 in [0, 1) and t >= 1.
+double AdamBiasCorrection(double beta1, double beta2, int64_t t);
 
 // FedBuff's staleness weight 1 / sqrt(1 + staleness) (Nguyen et al., AISTATS 2022, section 3).
 // `staleness` >= 0 is the number of global model versions the update's base model is behind.
@@ -128,19 +135,20 @@ class Aggregator {
   //   Trimmed mean (Yin et al. 2018): per coordinate, drop the floor(trim_beta * K) largest and
   //     smallest values, average the rest (unweighted). Median: per coordinate (unweighted; mean of
   //     the two middle values when K is even).
-  //   Krum (Blanchard et al. 2017): the update with the least sum of squared L2 distances to its
-  //     K - f - 2 nearest neighbours; needs K >= 2f + 3. Multi-Krum: the unweighted mean of the m
-  //     updates with the least such scores (m = multi_krum_m, or K - f when 0; capped at K).
-  // Server step (Reddi et al., ICLR 2021, Algorithm 2, without bias correction; Hsu et al. 2019
-  // for FedAvgM), element-wise with eta = server_learning_rate:
+  //   Krum (Blanchard et al. 2017; Flower's aggregate_krum): the update with the least sum of
+  //     squared L2 distances to its max(1, K - f - 2) nearest other updates (fewer when K is
+  //     smaller), any K >= 1. Multi-Krum: the example-weighted mean of the m updates with the
+  //     least such scores (m = multi_krum_m, or max(1, K - f) when 0; capped at K).
+  // Server step (Reddi et al., ICLR 2021, Algorithm 2; Hsu et al. 2019 for FedAvgM; Flower's
+  // strategies), element-wise with eta = server_learning_rate:
   //   FedAvg & robust rules: w += eta * D.
   //   FedAvgM:   v = momentum * v + D;                        w += eta * v.
-  //   FedAdam:   m = b1 m + (1-b1) D;  v = b2 v + (1-b2) D^2;  w += eta * m / (sqrt(v) + tau).
+  //   FedAdam:   m = b1 m + (1-b1) D;  v = b2 v + (1-b2) D^2;
+  //              w += eta * AdamBiasCorrection(b1, b2, step + 2) * m / (sqrt(v) + tau).
   //   FedYogi:   m as Adam;  v = v - (1-b2) D^2 sign(v - D^2);  w as Adam.
   //   FedAdagrad: m as Adam (b1 = 0 by default);  v = v + D^2;  w as Adam.
   // Errors (nothing changes on error; the round's updates stay accumulated):
-  //   FAILED_PRECONDITION: no updates, or a total weight of zero (never a NaN model); Krum with
-  //     fewer than 2f + 3 updates.
+  //   FAILED_PRECONDITION: no updates, or a total weight of zero (never a NaN model).
   //   INVALID_ARGUMENT: `global` does not match the shapes given to Create.
   //   OUT_OF_RANGE: the step would produce a non-finite model or optimiser state.
   absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
@@ -212,6 +220,7 @@ class Aggregator {
   bool streaming_ = false;
   // Robust rules: one scaled copy of each accepted update.
   std::vector<std::vector<float>> buffered_;
+  std::vector<int64_t> buffered_examples_;  // num_examples of each buffered update
 
   double total_weight_ = 0.0;
   int64_t num_updates_ = 0;

@@ -55,6 +55,16 @@ void Mean(const std::vector<const float*>& updates, int64_t n, float* out) {
   for (size_t u = 1; u < updates.size(); ++u) ScaleAdd(w, updates[u], n, out);
 }
 
+void WeightedMean(const std::vector<const float*>& updates, const std::vector<double>& weights,
+                  int64_t n, float* out) {
+  double total = 0.0;
+  for (double w : weights) total += w;
+  Scale(static_cast<float>(weights[0] / total), updates[0], n, out);
+  for (size_t u = 1; u < updates.size(); ++u) {
+    ScaleAdd(static_cast<float>(weights[u] / total), updates[u], n, out);
+  }
+}
+
 std::vector<int> KrumSelect(const std::vector<const float*>& updates, int64_t n, int f, int m) {
   const int k = static_cast<int>(updates.size());
   std::vector<double> dist(static_cast<size_t>(k) * k, 0.0);
@@ -69,7 +79,8 @@ std::vector<int> KrumSelect(const std::vector<const float*>& updates, int64_t n,
   for (int a = 0; a < k; ++a) {
     for (int b = a + 1; b < k; ++b) dist[b * k + a] = dist[a * k + b];
   }
-  const int neighbours = k - f - 2;
+  // Flower's aggregate_krum: max(1, K - f - 2), and never more than the K - 1 others.
+  const int neighbours = std::min(std::max(1, k - f - 2), k - 1);
   std::vector<double> score(k);
   std::vector<double> row;
   for (int a = 0; a < k; ++a) {

@@ -23,10 +23,15 @@ void Median(const std::vector<const float*>& updates, int64_t n, float* out);
 // Unweighted mean of the updates. Requires K >= 1.
 void Mean(const std::vector<const float*>& updates, int64_t n, float* out);
 
-// Krum / Multi-Krum selection (Blanchard et al., NeurIPS 2017): the score of update i is the sum
-// of its squared L2 distances to its K - f - 2 nearest other updates; returns the indices of the
-// m updates with the least scores, ascending by score (ties by index). Requires K >= 2f + 3 and
-// 1 <= m <= K. O(K^2 n) time, O(K^2) extra memory.
+// sum_k weights[k] updates[k] / sum_k weights[k]. Requires K >= 1 and positive weights.
+void WeightedMean(const std::vector<const float*>& updates, const std::vector<double>& weights,
+                  int64_t n, float* out);
+
+// Krum / Multi-Krum selection (Blanchard et al., NeurIPS 2017, as Flower's aggregate_krum): the
+// score of update i is the sum of its squared L2 distances to its max(1, K - f - 2) nearest other
+// updates (all K - 1 others when fewer); returns the indices of the m updates with the least
+// scores, ascending by score (ties by index). Requires K >= 1, f >= 0 and 1 <= m <= K.
+// O(K^2 n) time, O(K^2) extra memory.
 std::vector<int> KrumSelect(const std::vector<const float*>& updates, int64_t n, int f, int m);
 
 }  // namespace fedsched::aggregation_internal

@@ -270,6 +270,43 @@ TEST(EffectiveAggregationConfigTest, FillsDefaultsPerRule) {
   EXPECT_EQ(avgm.server_learning_rate(), 1.0);
 }
 
+// beta1, beta2, server_momentum, trim_beta and krum_byzantine have presence: 0 is a value.
+TEST(EffectiveAggregationConfigTest, ExplicitZerosAreKept) {
+  v1::AggregationConfig config;
+  config.set_rule(v1::AGGREGATION_RULE_FEDAVGM);
+  config.set_beta1(0);
+  config.set_beta2(0);
+  config.set_server_momentum(0);
+  config.set_trim_beta(0);
+  config.set_krum_byzantine(0);
+  ASSERT_OK_AND_ASSIGN(v1::AggregationConfig c, EffectiveAggregationConfig(config));
+  EXPECT_EQ(c.beta1(), 0.0);
+  EXPECT_EQ(c.beta2(), 0.0);
+  EXPECT_EQ(c.server_momentum(), 0.0);
+  EXPECT_EQ(c.trim_beta(), 0.0);
+  EXPECT_EQ(c.krum_byzantine(), 0);
+}
+
+// FedAvgM with an explicit momentum 0 is Flower's default: plain server SGD, w += eta * D.
+TEST(FedAvgMTest, ZeroMomentumIsPlainServerSgd) {
+  v1::AggregationConfig config;
+  config.set_rule(v1::AGGREGATION_RULE_FEDAVGM);
+  config.set_server_momentum(0);
+  v1::Model zero = MakeModel({{"w", {1}, {0}}});
+  ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(config, zero));
+  v1::Model global = zero;
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_OK(agg->Accumulate(MakeModel({{"w", {1}, {1}}}), 1));
+    ASSERT_OK_AND_ASSIGN(global, agg->Finalize(global));
+  }
+  EXPECT_FLOAT_EQ(Values(global, "w")[0], 3.0f);
+}
+
+TEST(AdamBiasCorrectionTest, MatchesFlowersFormula) {
+  EXPECT_NEAR(AdamBiasCorrection(0.9, 0.99, 2), std::sqrt(1 - 0.99 * 0.99) / (1 - 0.81), 1e-12);
+  EXPECT_NEAR(AdamBiasCorrection(0.9, 0.99, 1000), std::sqrt(1 - std::pow(0.99, 1000)), 1e-12);
+}
+
 TEST(EffectiveAggregationConfigTest, RejectsOutOfRangeValuesNamingTheField) {
   struct Case {
     void (*set)(v1::AggregationConfig*);
@@ -301,7 +338,7 @@ TEST(EffectiveAggregationConfigTest, RejectsOutOfRangeValuesNamingTheField) {
 // Server optimisers over three rounds. One update per round, so D = its delta. Coordinate w[0]
 // sees D = 1, -2, 0.5 and w[1] the negated sequence; both start at 1, so w[1] = 2 - w[0].
 // Expected values computed by hand from the formulas of docs/ALGORITHMS.md §5 (Reddi et al.
-// 2021, Algorithm 2 without bias correction; Hsu et al. 2019 for FedAvgM).
+// 2021, Algorithm 2; Flower's FedAdam bias correction; Hsu et al. 2019 for FedAvgM).
 
 v1::Model OptGlobal() { return MakeModel({{"w", {2}, {1, 1}}}); }
 v1::Model OptDelta(float d) { return MakeModel({{"w", {2}, {d, -d}}}); }
@@ -329,14 +366,15 @@ TEST(ServerOptimizerTest, FedAvgMHandComputed) {
 }
 
 TEST(ServerOptimizerTest, FedAdamHandComputed) {
-  // eta 0.1, b1 0.9, b2 0.99, tau 1e-9.
-  // r1: m = 0.1, v = 0.01, w = 1 + 0.1 * 0.1 / 0.1 = 1.1
-  // r2: m = -0.11, v = 0.0499, w = 1.1 - 0.011 / sqrt(0.0499) = 1.05075724
-  // r3: m = -0.049, v = 0.051901, w = 1.02924883
+  // eta 0.1, b1 0.9, b2 0.99, tau 1e-9; Flower's bias correction c_t = sqrt(1 - b2^t) /
+  // (1 - b1^t) with t = round + 1 (rounds from 1).
+  // r1: m = 0.1, v = 0.01, w = 1 + 0.1 c_2 * 0.1 / 0.1 = 1.07424598
+  // r2: m = -0.11, v = 0.0499, w = w1 + 0.1 c_3 * -0.11 / sqrt(0.0499) = 1.04293053
+  // r3: m = -0.049, v = 0.051901, w = 1.03051554
   auto w = RunThreeRounds(Rule(v1::AGGREGATION_RULE_FEDADAM));
-  EXPECT_THAT(w[0], ElementsAre(FloatNear(1.1f, 1e-6), FloatNear(0.9f, 1e-6)));
-  EXPECT_THAT(w[1], ElementsAre(FloatNear(1.05075724f, 1e-6), FloatNear(0.94924276f, 1e-6)));
-  EXPECT_THAT(w[2], ElementsAre(FloatNear(1.02924883f, 1e-6), FloatNear(0.97075117f, 1e-6)));
+  EXPECT_THAT(w[0], ElementsAre(FloatNear(1.07424598f, 1e-6), FloatNear(0.92575402f, 1e-6)));
+  EXPECT_THAT(w[1], ElementsAre(FloatNear(1.04293053f, 1e-6), FloatNear(0.95706947f, 1e-6)));
+  EXPECT_THAT(w[2], ElementsAre(FloatNear(1.03051554f, 1e-6), FloatNear(0.96948446f, 1e-6)));
 }
 
 TEST(ServerOptimizerTest, FedYogiHandComputed) {
@@ -437,8 +475,8 @@ TEST(ServerOptimizerTest, NonFiniteStepIsRefusedAndChangesNothing) {
   ASSERT_OK(adam->Accumulate(OptDelta(-2.0f), 1));
   ASSERT_OK_AND_ASSIGN(v1::Model next, adam->Finalize(OptGlobal()));
   // As round 2 of FedAdamHandComputed, from the same global.
-  EXPECT_THAT(Values(next, "w"), ElementsAre(FloatNear(1.0f - 0.04924276f, 1e-6),
-                                             FloatNear(1.0f + 0.04924276f, 1e-6)));
+  EXPECT_THAT(Values(next, "w"), ElementsAre(FloatNear(1.0f - 0.03131545f, 1e-6),
+                                             FloatNear(1.0f + 0.03131545f, 1e-6)));
 
   // FedAvg: a global near FLT_MAX plus a large step overflows the model itself.
   auto avg = MakeAggregator(Rule(v1::AGGREGATION_RULE_FEDAVG), OptGlobal());

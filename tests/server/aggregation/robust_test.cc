@@ -99,14 +99,38 @@ TEST(MultiKrumTest, HandComputed) {
   EXPECT_FLOAT_EQ(AggregateScalars(*by_default, {0, 1, 2, 100, 3}), 1.5f);
 }
 
-TEST(KrumTest, NeedsTwoFPlusThreeUpdates) {
+// Flower's aggregate_krum: max(1, K - f - 2) neighbours, so rounds smaller than 2f + 3 work.
+TEST(KrumTest, SmallRoundsUseAtLeastOneNeighbour) {
+  // f = 2, K = 4: one neighbour; scores 1, 1, 1, 49 -> the first of the ties.
   auto krum = MakeRobust(v1::AGGREGATION_RULE_KRUM, /*f=*/2);
-  for (float x : {1.0f, 2.0f, 3.0f, 4.0f, 5.0f, 6.0f}) ASSERT_OK(krum->Accumulate(Scalar(x), 1));
-  EXPECT_THAT(krum->Finalize(Zero()),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("at least 7")));
-  EXPECT_EQ(krum->num_updates(), 6);  // kept: one more update makes the round valid
-  ASSERT_OK(krum->Accumulate(Scalar(7), 1));
-  EXPECT_OK(krum->Finalize(Zero()).status());
+  EXPECT_FLOAT_EQ(AggregateScalars(*krum, {1, 2, 3, 10}), 1.0f);
+  // K = 1 and K = 2 are rounds too.
+  EXPECT_FLOAT_EQ(AggregateScalars(*krum, {7}), 7.0f);
+  EXPECT_FLOAT_EQ(AggregateScalars(*krum, {4, 5}), 4.0f);
+}
+
+// krum_byzantine has presence: an explicit 0 (Flower's default) is not replaced by 1.
+TEST(KrumTest, ExplicitZeroByzantineIsKept) {
+  // f = 0, K = 5: three neighbours; 10 -> 105, 11 -> 83, 12 -> 69 (f = 1: 5, 2, 5).
+  auto zero = MakeRobust(v1::AGGREGATION_RULE_KRUM, /*f=*/0);
+  EXPECT_EQ(zero->config().krum_byzantine(), 0);
+  EXPECT_FLOAT_EQ(AggregateScalars(*zero, {0, 10, 11, 12, 20}), 12.0f);
+  v1::AggregationConfig unset;
+  unset.set_rule(v1::AGGREGATION_RULE_KRUM);
+  ASSERT_OK_AND_ASSIGN(auto by_default, Aggregator::Create(unset, Zero()));
+  EXPECT_EQ(by_default->config().krum_byzantine(), 1);
+  EXPECT_FLOAT_EQ(AggregateScalars(*by_default, {0, 10, 11, 12, 20}), 11.0f);
+}
+
+// Flower's Multi-Krum averages the kept updates weighted by their examples.
+TEST(MultiKrumTest, KeptUpdatesAreWeightedByExamples) {
+  auto three = MakeRobust(v1::AGGREGATION_RULE_MULTI_KRUM, /*f=*/1, /*m=*/3);
+  // Kept: 1 (x1 example), 2 (x3), 0 (x4): (1 + 6 + 0) / 8.
+  const float xs[] = {0, 1, 2, 100, 3};
+  const int64_t n[] = {4, 1, 3, 1000, 2};
+  for (int i = 0; i < 5; ++i) ASSERT_OK(three->Accumulate(Scalar(xs[i]), n[i]));
+  ASSERT_OK_AND_ASSIGN(v1::Model next, three->Finalize(Zero()));
+  EXPECT_FLOAT_EQ(Values(next, "w")[0], 7.0f / 8.0f);
 }
 
 TEST(BufferedRulesTest, MemoryIsBoundedByMaxBufferedUpdates) {
