@@ -16,24 +16,41 @@ OortPacer::OortPacer(const OortOptions& options)
 
 double OortPacer::FinishRound(bool committed) {
   const double utility = round_exploit_utility_;
+  // Oort appends this mean at the next selection; appending it now keeps it in the persisted
+  // history (every selection but the first follows the close of a round).
+  PushHistory(utility / (static_cast<double>(round_exploited_) + 1e-4));
   round_exploit_utility_ = 0;
-  if (!committed) return utility;
-  const size_t window = static_cast<size_t>(options_.pacer_step);
-  exploit_history_.push_back(utility);
-  if (exploit_history_.size() > 2 * window) {
+  round_exploited_ = 0;
+  if (committed) ++rounds_committed_;
+  return utility;
+}
+
+void OortPacer::PushHistory(double mean_utility) {
+  const size_t keep = 2 * static_cast<size_t>(options_.pacer_step);
+  exploit_history_.push_back(mean_utility);
+  if (exploit_history_.size() > keep) {
     exploit_history_.erase(exploit_history_.begin(),
-                           exploit_history_.end() - static_cast<ptrdiff_t>(2 * window));
+                           exploit_history_.end() - static_cast<ptrdiff_t>(keep));
   }
-  ++rounds_committed_;
-  if (rounds_committed_ % options_.pacer_step == 0 && exploit_history_.size() == 2 * window) {
+}
+
+void OortPacer::BeginSelection(int64_t round) {
+  // The very first selection appends Oort's 0 (nothing was exploited before it).
+  if (exploit_history_.empty() && rounds_committed_ == 0) PushHistory(0.0);
+  const size_t window = static_cast<size_t>(options_.pacer_step);
+  if (round >= 2 * options_.pacer_step && round % options_.pacer_step == 0 &&
+      exploit_history_.size() == 2 * window) {
     const double previous =
         std::accumulate(exploit_history_.begin(), exploit_history_.begin() + window, 0.0);
     const double last =
         std::accumulate(exploit_history_.begin() + window, exploit_history_.end(), 0.0);
     round_threshold_ = OortPacerStep(previous, last, round_threshold_, options_.pacer_delta);
   }
+}
+
+void OortPacer::DecayEpsilon() {
+  if (stopped_) return;
   epsilon_ = std::max(epsilon_ * options_.exploration_decay, options_.exploration_min);
-  return utility;
 }
 
 void OortPacer::ExportTo(v1::OortState* o) const {
@@ -68,6 +85,8 @@ void OortPacer::ImportFrom(const v1::OortState& o) {
   rounds_committed_ = o.rounds_committed();
   preferred_duration_s_ = o.preferred_duration_s();
   round_exploit_utility_ = 0;
+  round_exploited_ = 0;
+  stopped_ = epsilon_ == 0 && options_.exploration_min > 0;
 }
 
 }  // namespace fedsched::planner

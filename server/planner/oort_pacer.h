@@ -31,14 +31,32 @@ class OortPacer {
 
   // Adds the statistical utility of an exploited participant's accepted update to the current
   // round's sum.
-  void RecordExploitedUtility(double utility) { round_exploit_utility_ += utility; }
+  void RecordExploitedUtility(double utility) {
+    round_exploit_utility_ += utility;
+    ++round_exploited_;
+  }
 
-  // The round closed; returns its summed exploited utility and starts the next round's sum.
-  // When `committed`: the sum joins the pacer's history (the last 2 x pacer_step rounds); every
-  // pacer_step committed rounds with a full history, the percentile moves by OortPacerStep over
-  // the previous and the last window; epsilon = max(epsilon x exploration_decay,
-  // exploration_min).
+  // The round closed; returns its summed exploited utility and starts the next round's sum. Its
+  // MEAN exploited utility (sum / (count + 1e-4), Oort's calculateSumUtil) joins the history
+  // (the last 2 x pacer_step) whether or not the round committed, as Oort's pacer appends it at
+  // the next selection. `committed` only counts rounds_committed.
   double FinishRound(bool committed);
+
+  // Oort's pacer, run at the start of each Oort selection for round `round` (>= 1) as getTopK
+  // does (SymbioticLab/Oort oort/oort.py, pacer): the very first selection appends a 0 (nothing
+  // exploited yet); when round >= 2 x pacer_step and round % pacer_step == 0, moves the T
+  // percentile by OortPacerStep over the sums of the previous and the last window of
+  // pacer_step means. The new percentile applies to this very selection.
+  void BeginSelection(int64_t round);
+  // epsilon = max(epsilon x exploration_decay, exploration_min), once per scored selection
+  // (Oort decays in getTopK before sizing the exploitation).
+  void DecayEpsilon();
+  // No never-tried client is left: epsilon and its floor become 0 for good (Oort sets
+  // exploration and exploration_min to 0). A restored epsilon of 0 keeps this.
+  void StopExploring() {
+    epsilon_ = 0;
+    stopped_ = true;
+  }
 
   // Writes every field of v1::OortState.
   void ExportTo(v1::OortState* state) const;
@@ -51,13 +69,18 @@ class OortPacer {
   void ImportFrom(const v1::OortState& state);
 
  private:
+  // Appends a mean exploited utility, keeping the last 2 x pacer_step.
+  void PushHistory(double mean_utility);
+
   OortOptions options_;
   double epsilon_ = 0;
   double round_threshold_ = 0;
-  std::vector<double> exploit_history_;  // per committed round, oldest first
+  std::vector<double> exploit_history_;  // mean exploited utility per round, oldest first
   int64_t rounds_committed_ = 0;
   double preferred_duration_s_ = 0;
   double round_exploit_utility_ = 0;  // of the current round, not persisted
+  int64_t round_exploited_ = 0;       // updates summed in round_exploit_utility_
+  bool stopped_ = false;              // StopExploring was called
 };
 
 }  // namespace fedsched::planner

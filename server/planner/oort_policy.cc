@@ -57,6 +57,8 @@ void OortPolicy::DescribeTerms(const Candidate& c, const profile::ClientState& c
 
 bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* pool,
                       RoundPlan* plan) {
+  // Oort's getTopK runs its pacer first, on every selection.
+  pacer_->BeginSelection(round.request.round);
   if (pool->num_chosen() >= round.slots) return false;
   // Oort's share of the round: everything when it selects alone, the slots left by FedCaSe's
   // top clients when it is FedCaSe's base set.
@@ -69,30 +71,41 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
     pool->TakeRandom(oort_slots, round.rng, Chooser(round, pool, kNoteOortInitial, false));
     return false;
   }
+  // As getTopK: epsilon decays per selection, before it sizes the exploitation.
+  pacer_->DecayEpsilon();
   ComputeRoundTerms(round, *pool, plan);
   const size_t tried_left = ScorePool(round, fits_only, pool);
   const size_t exploit_len =
       std::min(tried_left, static_cast<size_t>(std::floor((1.0 - pacer_->epsilon()) * oort_slots)));
   Exploit(round, fits_only, exploit_len, pool);
-  Explore(round, fits_only, oort_slots - exploit_len, pool);
+  const bool any_never_tried =
+      std::any_of(pool->candidates().begin(), pool->candidates().end(),
+                  [](const Candidate& c) { return !c.tried; });
+  if (any_never_tried) {
+    Explore(round, fits_only, oort_slots - exploit_len, pool);
+  } else {
+    // Every client has been tried: Oort stops exploring for good and fills the rest of this
+    // round uniformly at random (rng.choice over the feasible clients).
+    pacer_->StopExploring();
+    if (pool->num_chosen() < round.slots) {
+      pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
+      pool->TakeRandom(round.slots - pool->num_chosen(), round.rng,
+                       Chooser(round, pool, kNoteOortFillExploit, true));
+    }
+  }
   FillShortfall(round, fits_only, pool);
   return true;
 }
 
 void OortPolicy::ComputeRoundTerms(const RoundContext& round, const CandidatePool& pool,
                                    RoundPlan* plan) {
-  // T: the round_threshold-th percentile of the tried clients' predicted durations (of all
-  // candidates while none was tried); the utility clip and floor over the tried clients. These
-  // are statistics of the whole candidate population, FedCaSe's top clients included.
+  // As getTopK: T is the round_threshold-th percentile of every candidate's predicted duration
+  // (Oort: of every registered client), tried or not; the utility clip, floor and max are taken
+  // over every candidate with a positive utility, never-tried clients' registration utility
+  // included (get_norm). FedCaSe's top clients take part.
   const std::vector<Candidate>& all = pool.candidates();
   values_.clear();
-  for (const Candidate& c : all) {
-    if (c.tried) values_.push_back(c.t_s);
-  }
-  const size_t tried = values_.size();
-  if (tried == 0) {
-    for (const Candidate& c : all) values_.push_back(c.t_s);
-  }
+  for (const Candidate& c : all) values_.push_back(c.t_s);
   terms_ = OortRoundTerms();
   terms_.round = round.request.round;
   terms_.round_penalty = round.options.oort.round_penalty;
@@ -100,14 +113,17 @@ void OortPolicy::ComputeRoundTerms(const RoundContext& round, const CandidatePoo
       PercentileInPlace(absl::MakeSpan(values_), pacer_->round_threshold_percent());
   values_.clear();
   double min_utility = std::numeric_limits<double>::infinity();
+  double max_utility = 0;
   for (const Candidate& c : all) {
-    if (!c.tried) continue;
+    if (!(c.utility > 0)) continue;
     values_.push_back(c.utility);
     min_utility = std::min(min_utility, c.utility);
+    max_utility = std::max(max_utility, c.utility);
   }
   terms_.clip_utility =
       PercentileInPlace(absl::MakeSpan(values_), 100.0 * round.options.oort.clip_bound);
-  terms_.min_utility = tried > 0 ? min_utility : 0.0;
+  terms_.min_utility = values_.empty() ? 0.0 : min_utility;
+  terms_.max_utility = max_utility;
   scored_ = true;
   pacer_->set_preferred_duration_s(terms_.preferred_duration_s);
   plan->preferred_duration_s = terms_.preferred_duration_s;
@@ -132,10 +148,13 @@ size_t OortPolicy::ScorePool(const RoundContext& round, bool fits_only, Candidat
 
 void OortPolicy::Exploit(const RoundContext& round, bool fits_only, size_t exploit_len,
                          CandidatePool* pool) const {
-  // p ~ score among the tried clients scoring >= cut_off x the exploit_len-th best.
+  // p ~ score among the tried clients scoring >= cut_off x the NEXT score after the
+  // exploit_len best (Oort's scores[sortedClientUtil[exploitLen]]; the last one when all of
+  // them are exploited).
   if (exploit_len == 0) return;
   pool->FillStage(Tried(fits_only), ScoreOf);
-  const double cut = round.options.oort.cut_off_util * pool->NthLargestStageKey(exploit_len);
+  const size_t next = std::min(exploit_len + 1, pool->stage().size());
+  const double cut = round.options.oort.cut_off_util * pool->NthLargestStageKey(next);
   pool->KeepStageKeysAtLeast(cut);
   pool->TakeWeighted(exploit_len, round.rng, Chooser(round, pool, kNoteOortExploit, true));
 }

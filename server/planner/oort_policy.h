@@ -12,16 +12,21 @@
 
 namespace fedsched::planner {
 
-// "Tried" = selected before (last_selected_round > 0); t = predicted seconds. The planner's
-// first round (and its re-plan) is uniform ("oort-initial-random"). Later rounds:
-//   T = the pacer's percentile of the tried clients' t (of all candidates while none was
-//   tried); utilities clipped at the clip_bound quantile of the tried clients' and floored at
-//   their minimum (OortRoundTerms);
+// As SymbioticLab/Oort oort/oort.py getTopK (docs/ALGORITHMS.md §3). "Tried" = selected before
+// (last_selected_round > 0); t = predicted seconds. Every Fill first runs the pacer
+// (OortPacer::BeginSelection). The planner's first round (and its re-plan) is uniform
+// ("oort-initial-random"). Later rounds:
+//   epsilon decays (OortPacer::DecayEpsilon); T = the pacer's percentile of every candidate's t;
+//   utilities clipped at the clip_bound quantile and normalised by max - 0.999 x min, all three
+//   over every candidate with a positive utility, never-tried ones' registration utility
+//   included (OortRoundTerms);
 //   exploit ("oort-exploit"): floor((1 - epsilon) x slots) tried clients (at most as many as
-//   are available), among those scoring >= cut_off_util x the exploit_len-th best OortScore,
-//   sampled with p ~ score;
+//   are available), among those scoring >= cut_off_util x the next score after the
+//   exploit_len best, sampled with p ~ score;
 //   explore ("oort-explore"): the rest among never-tried clients, the sample_window x
-//   explore_len largest by registration utility x (T/t)^alpha, sampled with p ~ that;
+//   explore_len largest by registration utility x (T/t)^alpha, sampled with p ~ that; when no
+//   candidate is never-tried, exploration stops for good (OortPacer::StopExploring) and the
+//   rest is uniform among the candidates ("oort-fill-exploit");
 //   shortfalls filled from the remaining tried ("oort-fill-exploit"), then never-tried
 //   ("oort-fill-explore") clients, p ~ score.
 // Prefetch hints: the best-scoring tried clients not picked (up to slots). FedCasePolicy

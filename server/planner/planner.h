@@ -124,9 +124,9 @@ class Planner {
                             double now_s);
 
   // The round closed. Tasks of `round` still in flight become stragglers (their elapsed time
-  // is recorded as a lower bound on their duration). When `committed`, Oort's exploitation
-  // factor decays and the pacer may move T. The predictor's round error is returned and
-  // reset; its statistics are forgotten by one round.
+  // is recorded as a lower bound on their duration). The round's mean exploited utility joins
+  // Oort's pacer history (epsilon and T move at Oort's next selection, as in getTopK). The
+  // predictor's round error is returned and reset; its statistics are forgotten by one round.
   RoundSummary OnRoundFinished(int64_t round, bool committed, double now_s);
 
   // Persisted state (planner.proto). ImportState errors: INVALID_ARGUMENT for a malformed

@@ -25,9 +25,8 @@ OortScoreTerms OortScore(double utility, double duration_s, int64_t last_round,
                          const OortRoundTerms& t) {
   OortScoreTerms s;
   const double floor = 0.999 * t.min_utility;
-  const double range = t.clip_utility - floor;
-  s.utility =
-      range > 0 ? std::clamp((std::min(utility, t.clip_utility) - floor) / range, 0.0, 1.0) : 0.0;
+  const double range = std::max(t.max_utility - floor, 1e-4);
+  s.utility = (std::min(utility, t.clip_utility) - floor) / range;
   if (t.round > 1 && last_round >= 1) {
     s.staleness =
         std::sqrt(0.1 * std::log(static_cast<double>(t.round)) / static_cast<double>(last_round));

@@ -20,15 +20,18 @@ double PercentileInPlace(absl::Span<double> values, double percent);
 // docs/ALGORITHMS.md §3).
 struct OortRoundTerms {
   int64_t round = 1;                // current round R, >= 1
-  double clip_utility = 0;          // utility at the clip_bound quantile of explored clients
-  double min_utility = 0;           // smallest utility of explored clients
+  // Over the candidates with a positive utility, tried or not (a never-tried client's is its
+  // registration utility), as Oort's get_norm:
+  double clip_utility = 0;          // utility at the clip_bound quantile
+  double min_utility = 0;           // smallest
+  double max_utility = 0;           // largest
   double preferred_duration_s = 0;  // T, seconds
   double round_penalty = 2;         // alpha
 };
 
 // One client's score and its terms.
 struct OortScoreTerms {
-  double utility = 0;        // clipped utility normalised to [0, 1] (floor: 0.999 * min)
+  double utility = 0;        // clipped utility normalised by (max - 0.999 * min)
   double staleness = 0;      // sqrt(0.1 * ln(R) / last_round)
   double speed_penalty = 1;  // (T / t)^alpha when t > T, else 1
   double score = 0;          // (utility + staleness) * speed_penalty
@@ -36,11 +39,12 @@ struct OortScoreTerms {
 
 // Oort's exploitation score of a client with statistical utility `utility`, predicted duration
 // `duration_s` and last participation round `last_round` (>= 1):
-//   u      = (min(U, clip) - 0.999 * U_min) / (clip - 0.999 * U_min)   (0 if the range is 0)
+//   u      = (min(U, clip) - 0.999 * U_min) / max(U_max - 0.999 * U_min, 1e-4)
 //   bonus  = sqrt(0.1 * ln(R) / last_round)
 //   score  = (u + bonus) * ((T / t)^alpha if t > T else 1)
-// (OSDI 2021 section 4.2, eq. for Util(i) with the (T/t)^alpha penalty; the staleness bonus and
-// clipping from Algorithm 1 as FedScale implements them.)
+// (OSDI 2021 section 4.2, eq. for Util(i) with the (T/t)^alpha penalty; the normalisation,
+// staleness bonus and clipping as SymbioticLab/Oort oort/oort.py getTopK and get_norm compute
+// them: u is not clamped and may exceed 1 only when clip > max, i.e. never.)
 OortScoreTerms OortScore(double utility, double duration_s, int64_t last_round,
                          const OortRoundTerms& terms);
 

@@ -198,7 +198,9 @@ TEST(CachePlanTest, CapacityFollowsTheFractionAndTheStorageBudget) {
 // ---------------------------------------------------------------------------------------------
 // OortPacer and ExperienceTracker
 
-TEST(OortPacerTest, EpsilonDecaysOnCommittedRoundsToItsFloor) {
+// Oort's getTopK decays epsilon per selection, not per committed round, and stops exploring
+// for good once every client was tried.
+TEST(OortPacerTest, EpsilonDecaysPerSelectionToItsFloorAndStops) {
   OortOptions o;
   o.exploration_factor = 0.5;
   o.exploration_decay = 0.5;
@@ -206,23 +208,42 @@ TEST(OortPacerTest, EpsilonDecaysOnCommittedRoundsToItsFloor) {
   OortPacer pacer(o);
   pacer.RecordExploitedUtility(3);
   pacer.RecordExploitedUtility(4);
-  EXPECT_EQ(pacer.FinishRound(/*committed=*/false), 7);
-  EXPECT_EQ(pacer.epsilon(), 0.5);
-  EXPECT_EQ(pacer.FinishRound(true), 0);
+  EXPECT_EQ(pacer.FinishRound(/*committed=*/true), 7);
+  EXPECT_EQ(pacer.epsilon(), 0.5);  // rounds do not decay it
+  pacer.DecayEpsilon();
   EXPECT_EQ(pacer.epsilon(), 0.25);
-  pacer.FinishRound(true);
+  pacer.DecayEpsilon();
   EXPECT_EQ(pacer.epsilon(), 0.2);
+  pacer.StopExploring();
+  pacer.DecayEpsilon();
+  EXPECT_EQ(pacer.epsilon(), 0);
+  v1::OortState state;
+  pacer.ExportTo(&state);
+  OortPacer restored(o);
+  restored.ImportFrom(state);
+  restored.DecayEpsilon();
+  EXPECT_EQ(restored.epsilon(), 0);  // still stopped
 }
 
-TEST(OortPacerTest, PacerRelaxesTAfterAPlateauAndStateRoundTrips) {
+// Oort's pacer: per selection, the history gains the last round's MEAN exploited utility (0 at
+// the first selection); at round R >= 2 x step with R % step == 0 the sums of the two windows
+// are compared and the new percentile applies to round R itself.
+TEST(OortPacerTest, PacerComparesMeanUtilityAndDecidesInTheSameRound) {
   OortOptions o;
   o.pacer_step = 2;
   OortPacer pacer(o);
-  for (int i = 0; i < 4; ++i) {
+  for (int64_t round = 1; round <= 6; ++round) {
+    pacer.BeginSelection(round);
+    // Round 4: windows {0, m} vs {m, m} changed by 100 %: kept. Round 6: {m, m} vs {m, m}.
+    if (round == 4) EXPECT_EQ(pacer.round_threshold_percent(), 30) << round;
+    if (round == 6) EXPECT_EQ(pacer.round_threshold_percent(), 35) << round;
+    // Two exploited updates of utility 10 (mean 10) and one more in round 5 (still mean 10).
     pacer.RecordExploitedUtility(10);
+    pacer.RecordExploitedUtility(10);
+    if (round == 5) pacer.RecordExploitedUtility(10);
     pacer.FinishRound(true);
   }
-  EXPECT_EQ(pacer.round_threshold_percent(), 35);  // flat utility: + pacer_delta
+  EXPECT_EQ(pacer.round_threshold_percent(), 35);  // flat mean utility: + pacer_delta
   pacer.set_preferred_duration_s(4.5);
   v1::OortState state;
   pacer.ExportTo(&state);
@@ -403,8 +424,8 @@ TEST_F(PolicyTest, OortFirstRoundIsUniformThenExploitsTheBestScores) {
     exploited += c.exploited ? 1 : 0;
   }
   EXPECT_EQ(exploited, 2);
-  // T = the 30th percentile of the tried durations {1, 2, 4, 8} = 2 s.
-  EXPECT_THAT(plan_.preferred_duration_s, DoubleNear(2.0, 1e-12));
+  // T = the 30th percentile of every candidate's duration {1, 2, 3, 3, 3, 3, 4, 8} = 3 s.
+  EXPECT_THAT(plan_.preferred_duration_s, DoubleNear(3.0, 1e-12));
   EXPECT_EQ(pacer.preferred_duration_s(), plan_.preferred_duration_s);
   // Prefetch: the two tried clients not picked.
   EXPECT_EQ(plan_.expected_next.size(), 2u);

@@ -27,6 +27,7 @@ TEST(OortScoreTest, HandComputedExample) {
   terms.round = 10;
   terms.clip_utility = 80;
   terms.min_utility = 10;
+  terms.max_utility = 80;
   terms.preferred_duration_s = 2;
   terms.round_penalty = 2;
 
@@ -51,13 +52,18 @@ TEST(OortScoreTest, HandComputedExample) {
   // Round 1 has no staleness bonus (ln 1 = 0). Equal utilities all normalise to 1 thanks to
   // the 0.999 floor; all-zero utilities give 0.
   terms.round = 1;
-  terms.clip_utility = terms.min_utility = 5;
+  terms.clip_utility = terms.min_utility = terms.max_utility = 5;
   const OortScoreTerms e = OortScore(5, 1.0, 1, terms);
   EXPECT_EQ(e.staleness, 0);
   EXPECT_DOUBLE_EQ(e.utility, 1);
   EXPECT_DOUBLE_EQ(e.score, 1);
-  terms.clip_utility = terms.min_utility = 0;
+  terms.clip_utility = terms.min_utility = terms.max_utility = 0;
   EXPECT_EQ(OortScore(0, 1.0, 1, terms).score, 0);
+  // Oort divides by max - floor, not clip - floor: clip 40, max 80 -> u(40) = 30.01 / 70.01.
+  terms.clip_utility = 40;
+  terms.min_utility = 10;
+  terms.max_utility = 80;
+  EXPECT_NEAR(OortScore(80, 1.0, 1, terms).utility, 30.01 / 70.01, 1e-15);
 }
 
 TEST(OortScoreTest, SpeedPenalty) {
