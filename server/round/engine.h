@@ -258,6 +258,12 @@ class RoundEngine {
   int64_t current_round() const { return version_ + 1; }
   // Consecutive failed attempts of the current round.
   int attempts_failed() const { return attempt_; }
+  // After config.replan_backoff_after_failures consecutive failures of a round, the engine
+  // plans it again no earlier than this (caller's seconds; 1 s after the N-th failure, doubling
+  // per further failure, at most config.replan_backoff_max_s). 0 when not backing off.
+  // While it waits, last_plan_status() is FAILED_PRECONDITION "backing off: ..." with the
+  // last failure's need vs have.
+  double next_plan_s() const { return next_plan_s_; }
   // FedBuff staleness of `task`: committed versions since its base model (0 when synchronous).
   int64_t Staleness(const Task& task) const;
 
@@ -302,6 +308,8 @@ class RoundEngine {
   int64_t round_ = 0;
   double deadline_s_ = 0;
   int attempt_ = 0;
+  double next_plan_s_ = 0;    // backoff after repeated failures (next_plan_s())
+  std::string last_failure_;  // why the last attempt failed, for the backoff status
   int64_t task_serial_ = 0;
   std::map<std::string, Task> tasks_;
   absl::flat_hash_map<ClientIndex, std::string> task_of_;  // client -> in-flight task id

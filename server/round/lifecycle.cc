@@ -71,6 +71,12 @@ void RoundEngine::Plan(double now_s) {
         absl::StrCat("waiting for version ", version_, " to be published"));
     return;
   }
+  if (now_s < next_plan_s_) {
+    last_plan_status_ = absl::FailedPreconditionError(absl::StrCat(
+        "backing off: round ", version_ + 1, " failed ", attempt_, " times in a row (last: ",
+        last_failure_, "); next attempt in ", std::ceil(next_plan_s_ - now_s), " s"));
+    return;
+  }
   options_.presence->CollectReachable(now_s, &scratch_);
   std::sort(scratch_.begin(), scratch_.end());
   scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
@@ -148,11 +154,22 @@ ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
   task_of_.clear();
   ++attempt_;
   running_ = false;
+  last_failure_ = why;
   ClosedRound out;
   out.committed = false;
   out.closed_at_s = now_s;
   out.record = record_;
   out.failure_reason = why;
+  // A round that keeps failing (too few clients, every upload rejected) must not spin: wait
+  // 1 s after the N-th consecutive failure, doubling per further failure.
+  const int backoff_after = config_.replan_backoff_after_failures();
+  if (backoff_after > 0 && attempt_ >= backoff_after) {
+    const double delay = std::min(config_.replan_backoff_max_s(),
+                                  std::ldexp(1.0, std::min(attempt_ - backoff_after, 30)));
+    next_plan_s_ = now_s + delay;
+    out.failure_reason = absl::StrCat(why, "; ", attempt_, " consecutive failures, next attempt in ",
+                                      delay, " s");
+  }
   return out;
 }
 
@@ -209,6 +226,8 @@ ClosedRound RoundEngine::Close(double now_s) {
   model_mutable_ = std::move(next);
   model_ = model_mutable_;
   attempt_ = 0;
+  next_plan_s_ = 0;
+  last_failure_.clear();
   running_ = false;
   closed_tasks_.clear();
   RetireTasks(now_s, /*keep_in_flight=*/async_ && !finished());

@@ -49,6 +49,12 @@ absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
         out.min_updates(), "): no round could ever commit"));
   }
   if (out.seed() == 0) out.set_seed(1);
+  if (out.replan_backoff_after_failures() == 0) out.set_replan_backoff_after_failures(5);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "replan_backoff_after_failures",
+                                        out.replan_backoff_after_failures(), 1));
+  if (out.replan_backoff_max_s() == 0) out.set_replan_backoff_max_s(300);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "replan_backoff_max_s", out.replan_backoff_max_s(), 1));
   return absl::OkStatus();
 }
 

@@ -199,5 +199,85 @@ TEST_F(EngineTest, FedBuffVersionsCarryTasksAndWeighStaleness) {
   EXPECT_EQ(engine_->current_record().updates_accepted(), 1);
 }
 
+// Issue 12 item 2: a round that keeps failing backs off instead of re-planning in a tight loop,
+// and says why (need vs have).
+TEST_F(EngineTest, RepeatedFailuresBackOffExponentially) {
+  raw_.set_replan_backoff_after_failures(3);
+  Start();
+  double now = 0;
+  for (int attempt = 1; attempt <= 3; ++attempt) {
+    engine_->Advance(now);
+    ASSERT_TRUE(engine_->running()) << "attempt " << attempt;
+    for (const Task* task : engine_->TakeNewTasks()) {
+      ASSERT_OK(engine_->FailTask(task->index, task->task_id, now, "gave up"));
+    }
+    std::vector<ClosedRound> closed = engine_->Advance(now);
+    ASSERT_EQ(closed.size(), 1u);
+    EXPECT_FALSE(closed[0].committed);
+    if (attempt == 3) EXPECT_THAT(closed[0].failure_reason, HasSubstr("next attempt in 1 s"));
+  }
+  // Not re-planned at once: the status says why, with need vs have.
+  engine_->Advance(now + 0.5);
+  EXPECT_FALSE(engine_->running());
+  EXPECT_THAT(engine_->last_plan_status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("backing off: round 1 failed 3 times in a row (last: 0 of "
+                                 "min_updates 1 updates")));
+  engine_->Advance(now + 1);
+  ASSERT_TRUE(engine_->running());
+  // The next failure doubles the wait.
+  for (const Task* task : engine_->TakeNewTasks()) {
+    ASSERT_OK(engine_->FailTask(task->index, task->task_id, now + 1, "gave up"));
+  }
+  ASSERT_EQ(engine_->Advance(now + 1).size(), 1u);
+  EXPECT_DOUBLE_EQ(engine_->next_plan_s(), now + 3);
+  engine_->Advance(now + 2.9);
+  EXPECT_FALSE(engine_->running());
+  engine_->Advance(now + 3);
+  EXPECT_TRUE(engine_->running());
+}
+
+// A round whose every upload is rejected fails at its deadline, counts the rejections, and
+// backs off like any other failing round.
+TEST_F(EngineTest, RoundWithEveryUploadRejectedCountsThemAndBacksOff) {
+  raw_.set_replan_backoff_after_failures(2);
+  raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);
+  Start();
+  double now = 0;
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    engine_->Advance(now);
+    ASSERT_TRUE(engine_->running());
+    int sent = 0;
+    for (const Task* task : engine_->TakeNewTasks()) {
+      v1::Model delta = OneTensor(1);
+      Update u;
+      u.claim = {.index = task->index, .task_id = task->task_id, .round = task->round,
+                 .num_examples = 1000};  // more than local_steps x batch_size
+      u.delta = &delta;
+      u.now_s = now + 1;
+      EXPECT_FALSE(engine_->FoldUpdates({&u, 1})[0].ok());
+      ++sent;
+    }
+    now += 10;
+    std::vector<ClosedRound> closed = engine_->Advance(now);
+    ASSERT_EQ(closed.size(), 1u);
+    EXPECT_FALSE(closed[0].committed);
+    EXPECT_EQ(closed[0].record.updates_rejected(), sent);
+  }
+  engine_->Advance(now);
+  EXPECT_FALSE(engine_->running());
+  EXPECT_THAT(engine_->last_plan_status().message(), HasSubstr("backing off"));
+}
+
+TEST(RoundConfigTest, BackoffSettingsAreResolvedAndChecked) {
+  v1::ServerConfig raw;
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveRoundConfig(raw));
+  EXPECT_EQ(config.replan_backoff_after_failures(), 5);
+  EXPECT_EQ(config.replan_backoff_max_s(), 300);
+  raw.set_replan_backoff_after_failures(-1);
+  EXPECT_THAT(ResolveRoundConfig(raw), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                HasSubstr("replan_backoff_after_failures")));
+}
+
 }  // namespace
 }  // namespace fedsched::round
