@@ -6,6 +6,7 @@
 // SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
 #include <atomic>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -30,6 +31,7 @@
 #include "common/transport.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
+#include "server/service/credentials.h"
 #include "server/service/grpc_service.h"
 #include "server/service/server_config.h"
 #include "server/store/store.h"
@@ -147,11 +149,30 @@ int Main() {
   } else {
     FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
   }
+  // The store holds identities and credential bindings: private to this user (0700 / 0600).
+  ::umask(077);
+  std::string enrolment_key;
+  if (!config->security().enrolment_key_path().empty()) {
+    absl::StatusOr<std::string> key = ReadSecretFile(config->security().enrolment_key_path(), 16);
+    if (!key.ok()) {
+      std::fprintf(stderr, "fedsched-server: enrolment key: %s\n", key.status().ToString().c_str());
+      return 2;
+    }
+    enrolment_key = *std::move(key);
+  }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
       {.path = config->store_path(), .keep_models = config->audit_updates() ? 0 : 5});
   if (!store.ok()) {
     std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
     return 1;
+  }
+  ::chmod(config->store_path().c_str(), 0700);
+  absl::StatusOr<std::string> operator_token =
+      ReadOrCreateToken(config->security().operator_token_path());
+  if (!operator_token.ok()) {
+    std::fprintf(stderr, "fedsched-server: operator token: %s\n",
+                 operator_token.status().ToString().c_str());
+    return 2;
   }
   MetricsWriter metrics(config->metrics_csv());
   CoordinatorOptions options;
@@ -167,6 +188,7 @@ int Main() {
       return EvalMetrics{r->accuracy, r->mean_loss};
     };
   }
+  options.enrolment_key = enrolment_key;
   options.on_round_committed = [&metrics](const v1::RoundRecord& r) { metrics.Write(r); };
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Create(std::move(options));
@@ -177,6 +199,7 @@ int Main() {
 
   CoordinatorServiceOptions service_options;
   service_options.transport = config->transport();
+  service_options.operator_token = *operator_token;
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =

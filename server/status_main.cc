@@ -1,19 +1,30 @@
 // fedsched-status: prints a running server's state, its clients and why each participant of the
 // recent rounds was picked (the planner's terms).
 //
-//   fedsched-status [--server=127.0.0.1:50051] [--rounds=3] [--clients]
+//   fedsched-status --token_file=RUN/store/operator_token [--server=127.0.0.1:50051]
+//                   [--ca=ca.pem [--cert=operator.pem --key=operator.key]] [--rounds=3] [--clients]
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "common/flags_usage.h"
+#include "common/transport.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address.");
 ABSL_FLAG(int32_t, rounds, 3, "Recent rounds to show.");
 ABSL_FLAG(bool, clients, false, "Also list every client's profile.");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding the server's operator token (default: the server writes it to "
+          "<store_path>/operator_token).");
+ABSL_FLAG(std::string, ca, "", "CA certificate (PEM) of a TLS server; empty = plaintext.");
+ABSL_FLAG(std::string, cert, "", "Client certificate (PEM) for a mutual-TLS server.");
+ABSL_FLAG(std::string, key, "", "Private key (PEM) of --cert.");
 
 namespace fedsched {
 namespace {
@@ -26,10 +37,34 @@ const char* PolicyName(v1::SelectionPolicy p) {
   }
 }
 
+// The operator token from --token_file ("" when the flag is unset).
+absl::StatusOr<std::string> ReadToken() {
+  const std::string path = absl::GetFlag(FLAGS_token_file);
+  if (path.empty()) return std::string();
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError("cannot read --token_file " + path);
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  return std::string(absl::StripAsciiWhitespace(buffer.str()));
+}
+
 int Main() {
-  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials());
+  v1::TransportConfig transport;
+  transport.set_tls_ca_path(absl::GetFlag(FLAGS_ca));
+  transport.set_tls_cert_path(absl::GetFlag(FLAGS_cert));
+  transport.set_tls_key_path(absl::GetFlag(FLAGS_key));
+  absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> credentials =
+      MakeChannelCredentials(transport);
+  absl::StatusOr<std::string> token = ReadToken();
+  if (!credentials.ok() || !token.ok()) {
+    std::fprintf(stderr, "fedsched-status: %s\n",
+                 (credentials.ok() ? token.status() : credentials.status()).ToString().c_str());
+    return 2;
+  }
+  auto channel = grpc::CreateChannel(absl::GetFlag(FLAGS_server), *credentials);
   auto stub = v1::Coordinator::NewStub(channel);
   grpc::ClientContext context;
+  if (!token->empty()) context.AddMetadata("fedsched-operator-token", *token);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   v1::GetStatusRequest request;
   request.set_recent_rounds(absl::GetFlag(FLAGS_rounds));

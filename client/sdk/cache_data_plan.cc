@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "client/sdk/client.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 
@@ -20,8 +21,7 @@ absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
     double read_delay_us_per_kb, bool disable_cache, uint64_t seed, int64_t storage_budget_bytes) {
   std::error_code ec;
   const std::filesystem::path dir(state_dir);
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return absl::InternalError(absl::StrCat("create ", state_dir, ": ", ec.message()));
+  FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(state_dir));
   const std::string samples_dir = (dir / "samples").string();
   SampleStoreOptions store_options;
   store_options.read_delay_us_per_kb = read_delay_us_per_kb;

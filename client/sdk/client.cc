@@ -1,10 +1,19 @@
 #include "client/sdk/client.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
 #include <algorithm>
 #include <cmath>
 #include <thread>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "common/logging.h"
@@ -92,6 +101,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     absl::MutexLock lock(&client->mu_);
     client->transport_ = std::move(transport);
   }
+  if (!client->options_.config.state_dir().empty()) {
+    FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(client->options_.config.state_dir()));
+  }
+  FEDSCHED_RETURN_IF_ERROR(client->LoadCredential());
   FEDSCHED_RETURN_IF_ERROR(client->Connect());
   client->backoff_ = absl::Milliseconds(client->options_.config.backoff_initial_ms());
   return client;
@@ -144,9 +157,56 @@ void Client::ThrottleTransfer(int64_t bytes) {
   SleepFor(absl::Seconds(bytes * 8.0 / 1000.0 / kbps));
 }
 
+std::string Client::CredentialPath() const {
+  const std::string& dir = options_.config.state_dir();
+  return dir.empty() ? std::string() : dir + "/credential";
+}
+
+absl::Status Client::LoadCredential() {
+  const std::string path = CredentialPath();
+  if (path.empty()) return absl::OkStatus();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot open ", path, " (symlink?): ", std::strerror(errno)));
+  }
+  struct stat st;
+  std::string text;
+  if (::fstat(fd, &st) == 0 && (st.st_mode & 077) == 0 && st.st_size < 4096) {
+    text.resize(static_cast<size_t>(st.st_size));
+    if (::read(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) text.clear();
+  } else {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        absl::StrCat(path, " must be a private (0600) file under 4 KiB"));
+  }
+  ::close(fd);
+  absl::MutexLock lock(&mu_);
+  credential_ = std::string(absl::StripAsciiWhitespace(text));
+  return absl::OkStatus();
+}
+
+absl::Status Client::SaveCredential(const std::string& credential) {
+  const std::string path = CredentialPath();
+  if (path.empty()) return absl::OkStatus();
+  const int fd =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const std::string line = credential + "\n";
+  const bool ok =
+      fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+  if (fd >= 0) ::close(fd);
+  if (!ok) return absl::InternalError(absl::StrCat("cannot save the credential to ", path));
+  return absl::OkStatus();
+}
+
 absl::Status Client::RegisterOnce() {
   v1::RegisterRequest request;
   request.set_identity(options_.config.identity());
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_credential(credential_);
+  }
   *request.mutable_device() = options_.device;
   v1::RegisterResponse response;
   grpc::ClientContext context;
@@ -171,7 +231,14 @@ absl::Status Client::RegisterOnce() {
                  options_.config.identity(), server.min_ping_interval_ms());
     FEDSCHED_RETURN_IF_ERROR(Connect());
   }
+  if (!response.credential().empty()) {
+    // Issued at this identity's first registration: without it the identity is lost.
+    if (absl::Status saved = SaveCredential(response.credential()); !saved.ok()) {
+      FEDSCHED_LOG(warn, "{}: {}", options_.config.identity(), saved.ToString());
+    }
+  }
   absl::MutexLock lock(&mu_);
+  if (!response.credential().empty()) credential_ = response.credential();
   client_id_ = response.client_id();
   token_ = response.session_token();
   heartbeat_interval_ms_ = std::max<int64_t>(50, response.heartbeat_interval_ms());
@@ -266,6 +333,8 @@ absl::Status Client::Run() {
         return absl::OkStatus();
       case v1::PollTaskResponse::kTask: {
         absl::Status task_status = RunTask(response.task());
+        // The server is over a limit (e.g. its upload budget): back off, never hammer it.
+        if (absl::IsResourceExhausted(task_status)) SleepFor(NextBackoff());
         absl::MutexLock lock(&mu_);
         if (task_status.ok()) {
           ++stats_.tasks_completed;
@@ -456,6 +525,30 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_io_seconds(io.io_seconds);
   metrics.set_local_steps(task.local_steps());
   return Upload(task, delta, metrics);
+}
+
+absl::Status MakePrivateDir(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path path(dir);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
+  }
+  // Open without following a link, then check what was opened: no race with a swapped path.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state dir ", dir, " is not a directory of its own (symlink?): ", std::strerror(errno)));
+  }
+  struct stat st;
+  absl::Status s;
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) {
+    s = absl::FailedPreconditionError(absl::StrCat("state dir ", dir, " belongs to another user"));
+  } else if ((st.st_mode & 0777) != 0700 && ::fchmod(fd, 0700) != 0) {
+    s = absl::InternalError(absl::StrCat("chmod 0700 ", dir, ": ", std::strerror(errno)));
+  }
+  ::close(fd);
+  return s;
 }
 
 }  // namespace fedsched

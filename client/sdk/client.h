@@ -116,6 +116,13 @@ class Client {
   explicit Client(ClientOptions options);
   absl::Status Connect();
   absl::Status RegisterOnce();
+  // <state_dir>/credential, "" without a state_dir.
+  std::string CredentialPath() const;
+  // Loads credential_ from CredentialPath() when it exists. Errors: FAILED_PRECONDITION when the
+  // file is a symlink or readable by others.
+  absl::Status LoadCredential();
+  // Saves a credential the server issued (0600, O_NOFOLLOW).
+  absl::Status SaveCredential(const std::string& credential);
   absl::Status RunTask(const v1::Task& task);
   absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
   absl::Status Upload(const v1::Task& task, const v1::Model& delta,
@@ -140,11 +147,21 @@ class Client {
   std::shared_ptr<v1::Coordinator::Stub> stub_ ABSL_GUARDED_BY(mu_);
   std::string client_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
+  // Proof of the identity sent with every registration (docs/SECURITY.md): read from
+  // <state_dir>/credential (an enrolment secret, or the credential the server issued at the
+  // first registration, saved there 0600).
+  std::string credential_ ABSL_GUARDED_BY(mu_);
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
   ClientRunStats stats_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<std::thread> heartbeat_thread_;
 };
+
+// Creates `dir` (and its parents) if missing and makes it private: the directory itself must not
+// be a symbolic link and must belong to this user; it is then set to mode 0700. Device state
+// (sample store, cache state, the registration credential) lives there.
+// Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
+absl::Status MakePrivateDir(const std::string& dir);
 
 }  // namespace fedsched
 

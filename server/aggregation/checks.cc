@@ -83,4 +83,47 @@ absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference)
   return absl::OkStatus();
 }
 
+double UpdateL2Norm(const v1::Model& update) {
+  double sum = 0;
+  for (const v1::Tensor& t : update.tensors()) {
+    for (float v : t.data()) sum += static_cast<double>(v) * v;
+  }
+  return std::sqrt(sum);
+}
+
+absl::Status UpdateNormScreen::Check(double norm) const {
+  if (!std::isfinite(norm)) return absl::OkStatus();
+  if (max_norm_ > 0 && norm > max_norm_) {
+    return absl::InvalidArgumentError(absl::StrCat("update L2 norm ", norm,
+                                                   " exceeds the bound ", max_norm_,
+                                                   " (security.max_update_norm)"));
+  }
+  if (median_factor_ <= 0) return absl::OkStatus();
+  std::vector<double> recent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (static_cast<int>(recent_.size()) < kMinHistory) return absl::OkStatus();
+    recent = recent_;
+  }
+  std::nth_element(recent.begin(), recent.begin() + recent.size() / 2, recent.end());
+  const double median = recent[recent.size() / 2];
+  if (norm > median_factor_ * median) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update L2 norm ", norm, " exceeds ", median_factor_, " x the median ", median,
+        " of recent accepted updates (security.norm_median_factor)"));
+  }
+  return absl::OkStatus();
+}
+
+void UpdateNormScreen::RecordAccepted(double norm) {
+  if (!std::isfinite(norm)) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (static_cast<int>(recent_.size()) < kWindow) {
+    recent_.push_back(norm);
+  } else {
+    recent_[next_] = norm;
+    next_ = (next_ + 1) % kWindow;
+  }
+}
+
 }  // namespace fedsched

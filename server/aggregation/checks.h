@@ -4,7 +4,9 @@
 #define FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
 
 #include <cstdint>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -39,6 +41,36 @@ absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference)
 
 // Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
 int64_t FirstNonFinite(const float* data, int64_t n);
+
+// L2 norm of all of `update`'s values, accumulated in double (+inf or NaN when a value is).
+double UpdateL2Norm(const v1::Model& update);
+
+// Screens updates by L2 norm before they enter the sum (docs/SECURITY.md): an update is refused
+// when its norm exceeds `max_norm` (0 = no bound) or `median_factor` x the median norm of the
+// last accepted updates (once kMinHistory are known; 0 = off). Thread-safe.
+class UpdateNormScreen {
+ public:
+  static constexpr int kMinHistory = 5;
+  static constexpr int kWindow = 64;
+
+  UpdateNormScreen(double max_norm, double median_factor)
+      : max_norm_(max_norm), median_factor_(median_factor) {}
+  UpdateNormScreen(const UpdateNormScreen&) = delete;
+  UpdateNormScreen& operator=(const UpdateNormScreen&) = delete;
+
+  // OK, or INVALID_ARGUMENT naming the norm and the bound it exceeds. A non-finite norm is OK
+  // here: ValidateUpdate reports the offending value.
+  absl::Status Check(double norm) const;
+  // Adds an accepted update's norm to the window of recent norms.
+  void RecordAccepted(double norm);
+
+ private:
+  const double max_norm_;
+  const double median_factor_;
+  mutable std::mutex mu_;
+  std::vector<double> recent_;  // ring of the last kWindow accepted norms
+  size_t next_ = 0;
+};
 
 }  // namespace fedsched
 

@@ -162,6 +162,7 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.batch_size = OrDefault(tr.batch_size(), o.batch_size);
   o.local_steps = tr.local_steps();
   o.local_epochs = OrDefault(tr.local_epochs(), o.local_epochs);
+  o.max_local_steps = OrDefault(tr.max_local_steps(), o.max_local_steps);
   o.seed = OrDefault<uint64_t>(config.seed(), o.seed);
   FEDSCHED_RETURN_IF_ERROR(ValidatePlannerOptions(o));
   return o;

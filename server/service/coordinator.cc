@@ -8,12 +8,14 @@
 #include <utility>
 
 #include "absl/random/random.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "server/aggregation/layout.h"
+#include "server/service/credentials.h"
 
 namespace fedsched {
 namespace {
@@ -53,6 +55,8 @@ class Coordinator::SessionPresence : public round::Presence {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)), config_(options_.config) {
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
+  norm_screen_ = std::make_unique<UpdateNormScreen>(config_.security().max_update_norm(),
+                                                    config_.security().norm_median_factor());
 }
 
 Coordinator::~Coordinator() = default;
@@ -157,19 +161,48 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
       !std::isfinite(device.bandwidth_hint_kbps())) {
     return absl::InvalidArgumentError("device profile has a negative or non-finite figure");
   }
+  const v1::SecurityConfig& security = config_.security();
+  if (security.max_num_samples() > 0 && device.num_samples() > security.max_num_samples()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device.num_samples ", device.num_samples(), " exceeds the server's limit ",
+                     security.max_num_samples(), " (security.max_num_samples)"));
+  }
+  if (!options_.enrolment_key.empty() &&
+      !ConstantTimeEquals(request.credential(),
+                          EnrolmentSecret(options_.enrolment_key, request.identity()))) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "identity '", request.identity(), "' did not present its enrolment secret"));
+  }
+  // What proves the identity: the TLS certificate, else the credential presented.
+  std::string binding = cert_fingerprint;
+  if (binding.empty() && !request.credential().empty()) {
+    binding = CredentialBinding(request.credential());
+  }
   absl::MutexLock lock(&mu_);
   profile::ProfileBook& book = engine_->mutable_book();
-  if (std::optional<profile::ClientIndex> known = book.FindByIdentity(request.identity())) {
+  std::optional<profile::ClientIndex> known = book.FindByIdentity(request.identity());
+  if (known) {
     const std::string& bound = book.profile(*known).cert_fingerprint();
-    if (!bound.empty() && bound != cert_fingerprint) {
+    if (!bound.empty() && !ConstantTimeEquals(bound, binding)) {
       return absl::PermissionDeniedError(absl::StrCat(
-          "identity '", request.identity(), "' is bound to another client certificate"));
+          "identity '", request.identity(), "' is enrolled with another ",
+          absl::StartsWith(bound, "cred:") ? "credential" : "client certificate"));
     }
+  } else if (security.max_identities() > 0 &&
+             static_cast<int64_t>(book.size()) >= security.max_identities()) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", book.size(), " identities (security.max_identities)"));
+  }
+  std::string issued;
+  if (binding.empty()) {
+    // Trust on first use: the first registrant of an unbound identity gets its credential.
+    issued = NewId("c-");
+    binding = CredentialBinding(issued);
   }
   FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration registration,
                             engine_->Register(request.identity(), device, ToSeconds(now)));
-  if (book.profile(registration.index).cert_fingerprint().empty() && !cert_fingerprint.empty()) {
-    FEDSCHED_RETURN_IF_ERROR(book.SetCertFingerprint(registration.index, cert_fingerprint));
+  if (book.profile(registration.index).cert_fingerprint().empty()) {
+    FEDSCHED_RETURN_IF_ERROR(book.SetCertFingerprint(registration.index, binding));
   }
   const v1::ClientProfile& profile = book.profile(registration.index);
   if (absl::Status s = options_.store->PutProfile(profile); !s.ok()) {
@@ -181,6 +214,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   response.set_client_id(profile.client_id());
   response.set_session_token(session.session_token);
   response.set_heartbeat_interval_ms(config_.heartbeat_interval_ms());
+  response.set_credential(issued);
   *response.mutable_transport() = config_.transport();
   // Certificate paths are the server's own; never send them.
   response.mutable_transport()->clear_tls_cert_path();

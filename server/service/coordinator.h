@@ -22,6 +22,7 @@
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
+#include "server/aggregation/checks.h"
 #include "server/round/engine.h"
 #include "server/store/store.h"
 
@@ -62,6 +63,9 @@ struct CoordinatorOptions {
   // pattern; the simulator passes its trace). Not owned; null = every candidate is assumed to
   // stay online.
   const planner::AvailabilityOracle* availability = nullptr;
+  // The enrolment key (config.security.enrolment_key_path's contents); empty = no enrolment:
+  // credentials are issued at first registration (docs/SECURITY.md).
+  std::string enrolment_key;
 };
 
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
@@ -97,7 +101,12 @@ class Coordinator {
 
   // Registers a device (or re-registers it: the same identity keeps its client id and profile
   // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
-  // empty identity or negative device figures.
+  // empty identity, negative device figures or num_samples above security.max_num_samples;
+  // UNAUTHENTICATED when an enrolment key is set and request.credential is not the identity's
+  // enrolment secret; PERMISSION_DENIED when the identity is bound to another credential or
+  // certificate; RESOURCE_EXHAUSTED for a new identity beyond security.max_identities.
+  // Without an enrolment key or certificate, a first registration is issued a random
+  // credential (response.credential) that every later registration must present.
   // `cert_fingerprint` is the SHA-256 of the client's TLS certificate under mutual TLS ("" when
   // TLS is off): the first certificate seen for an identity is bound to it, and a later
   // registration of that identity with another (or no) certificate is PERMISSION_DENIED.
@@ -245,6 +254,8 @@ class Coordinator {
 
   CoordinatorOptions options_;
   const v1::ServerConfig& config_;
+  // Norm screening of updates before they are folded (security.max_update_norm, ...).
+  std::unique_ptr<UpdateNormScreen> norm_screen_;
 
   mutable absl::Mutex mu_;
   std::unique_ptr<SessionPresence> presence_;

@@ -1,6 +1,7 @@
 // Coordinator: commits (docs/ARCHITECTURE.md "Persistence"). A closed round is evaluated,
 // written to the store and published with the engine lock released, one round at a time, in
 // round order.
+#include <cmath>
 #include <thread>
 #include <utility>
 
@@ -8,6 +9,7 @@
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/sha256.h"
+#include "server/aggregation/checks.h"
 #include "server/service/coordinator.h"
 
 namespace fedsched {
@@ -59,6 +61,19 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     } else {
       FEDSCHED_LOG(warn, "evaluation of round {} failed: {}", round, eval.status().ToString());
     }
+  }
+  // Never publish a model with a non-finite value (docs/SECURITY.md): the round is not stored,
+  // and the server stops; a restart resumes at the last durable model.
+  absl::Status finite = ValidateModel(model);
+  if (finite.ok() && !std::isfinite(commit.record.test_loss())) {
+    finite = absl::DataLossError("its test loss is not finite");
+  }
+  if (!finite.ok()) {
+    FEDSCHED_LOG(error, "round {} not published: {}", round, finite.ToString());
+    absl::MutexLock lock(&mu_);
+    health_ = absl::DataLossError(absl::StrCat("round ", round, " produced a non-finite model (",
+                                               finite.message(), "); it was not published"));
+    return;
   }
   commit.meta.set_config_text(ConfigToText(config_));
   const v1::RoundRecord record = commit.record;

@@ -160,7 +160,11 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     parsed = delta->ParseFromZeroCopyStream(&input);
   }
   absl::Status s = absl::InvalidArgumentError("update payload is not a valid Model message");
-  if (parsed) s = ApplyUpdate(header, *delta, payload_pieces, now, upload_seconds);
+  // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum.
+  const double norm = parsed ? UpdateL2Norm(*delta) : 0;
+  if (parsed) s = norm_screen_->Check(norm);
+  if (parsed && s.ok()) s = ApplyUpdate(header, *delta, payload_pieces, now, upload_seconds);
+  if (parsed && s.ok()) norm_screen_->RecordAccepted(norm);
   RecycleDelta(std::move(delta));
   return s;
 }

@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/service/credentials.h"
 #include "grpc/grpc_security_constants.h"
 
 namespace fedsched {
@@ -378,11 +379,32 @@ bool CoordinatorService::ReserveUploadBytes(int64_t bytes) {
 
 void CoordinatorService::ReleaseUploadBytes(int64_t bytes) { inflight_upload_bytes_ -= bytes; }
 
+std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth) {
+  std::vector<std::string> names;
+  if (!auth.IsPeerAuthenticated()) return names;
+  for (const char* property :
+       {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
+    for (const grpc::string_ref& value : auth.FindPropertyValues(property)) {
+      names.emplace_back(value.data(), value.size());
+    }
+  }
+  return names;
+}
+
 grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* context,
                                                        const v1::RegisterRequest* request,
                                                        v1::RegisterResponse* response) {
   absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
   if (!fingerprint.ok()) return FinishUnary(context, fingerprint.status());
+  if (!fingerprint->empty()) {
+    // Under mutual TLS the certificate names the device: a client cannot pick another identity.
+    std::vector<std::string> names = PeerCertificateNames(*context->auth_context());
+    if (std::find(names.begin(), names.end(), request->identity()) == names.end()) {
+      return FinishUnary(context, absl::PermissionDeniedError(absl::StrCat(
+                                      "identity '", request->identity(),
+                                      "' is not a name of the client certificate (CN or SAN)")));
+    }
+  }
   absl::StatusOr<v1::RegisterResponse> result =
       coordinator_->Register(*request, absl::Now(), *fingerprint);
   if (result.ok()) *response = *std::move(result);
@@ -434,6 +456,17 @@ grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(grpc::CallbackServer
 grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerContext* context,
                                                         const v1::GetStatusRequest* request,
                                                         v1::GetStatusResponse* response) {
+  if (!options_.operator_token.empty()) {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kOperatorTokenHeader);
+    if (it == metadata.end() ||
+        !ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
+                            options_.operator_token)) {
+      return FinishUnary(context, absl::UnauthenticatedError(
+                                      "GetStatus needs the operator token (metadata "
+                                      "fedsched-operator-token; fedsched-status --token_file)"));
+    }
+  }
   *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds));
   if (!IsLoopbackPeer(context->peer())) {
     // An identity is what a device registers with: never hand it to a remote caller.

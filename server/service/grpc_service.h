@@ -99,16 +99,29 @@ struct CoordinatorServiceOptions {
   // past it is refused with RESOURCE_EXHAUSTED before any data is buffered (the client retries).
   // Bounds server memory under many concurrent or hostile uploads. Default: 2 GiB.
   int64_t max_inflight_upload_bytes = int64_t{2} << 30;
+  // The operator token GetStatus requires as metadata kOperatorTokenHeader; a call without it
+  // (or with another) is UNAUTHENTICATED. Empty = no check (tests only: fedsched-server always
+  // sets one). Default: empty.
+  std::string operator_token;
 };
+
+// The gRPC metadata key that carries the operator token (fedsched-status --token_file).
+inline constexpr char kOperatorTokenHeader[] = "fedsched-operator-token";
+
+// The names a TLS peer's certificate vouches for: its subject CN and its SANs. Empty when the
+// peer is not authenticated by a certificate.
+std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth);
 
 // Implements service Coordinator with gRPC's callback API (reactors for the streams), so a stalled
 // download or upload holds no thread. Model downloads stream the serialized global model in
 // chunks of transport.chunk_bytes; uploads are reassembled by UploadAssembler and handed to
 // Coordinator::SubmitUpdate whole. An upload cancelled by its client (or by server shutdown)
 // is never submitted, even if all its chunks had arrived.
-// Under mutual TLS, Register passes the SHA-256 fingerprint of the client certificate
+// Under mutual TLS, Register refuses (PERMISSION_DENIED) an identity that is neither the client
+// certificate's CN nor one of its SANs, and passes the SHA-256 fingerprint of the certificate
 // (CertificateFingerprint in common/transport.h) to the coordinator, which binds the identity to
-// it. GetStatus redacts client identities for peers not on this host.
+// it. GetStatus requires the operator token, and redacts client identities for peers not on
+// this host.
 // Thread-safe; owns nothing but a pointer to the coordinator, which must outlive it. Destroy it
 // only after grpc::Server::Shutdown() has returned.
 class CoordinatorService final : public v1::Coordinator::CallbackService {

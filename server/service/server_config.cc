@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -39,6 +40,40 @@ absl::Status CheckListenAddress(const std::string& address) {
   return absl::OkStatus();
 }
 
+bool IsLoopbackAddress(const std::string& address) {
+  const std::string host = address.substr(0, address.rfind(':'));
+  return absl::StartsWith(host, "127.") || host == "localhost" || host == "[::1]" ||
+         absl::StartsWith(address, "unix:");
+}
+
+// Security defaults (docs/SECURITY.md) and the refusal to serve plaintext beyond this host.
+absl::Status ResolveSecurity(v1::ServerConfig& out) {
+  v1::SecurityConfig* security = out.mutable_security();
+  if (!IsLoopbackAddress(out.listen_address()) && out.transport().tls_cert_path().empty() &&
+      !security->allow_insecure_listen()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server config: listen_address '", out.listen_address(),
+        "' is not loopback and TLS is off (transport.tls_cert_path): credentials and updates "
+        "would cross the network in plaintext; configure TLS, or set "
+        "security.allow_insecure_listen: true"));
+  }
+  if (security->operator_token_path().empty()) {
+    security->set_operator_token_path(out.store_path() + "/operator_token");
+  }
+  if (security->max_num_samples() == 0) security->set_max_num_samples(1000000);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.max_num_samples", security->max_num_samples(), 1));
+  if (security->max_update_norm() == 0) security->set_max_update_norm(1000);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.max_update_norm", security->max_update_norm(), 0));
+  if (security->norm_median_factor() == 0) security->set_norm_median_factor(20);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast("security.norm_median_factor", security->norm_median_factor(), 1));
+  if (security->max_new_identities_per_peer_per_minute() == 0) {
+    security->set_max_new_identities_per_peer_per_minute(600);
+  }
+  if (security->max_identities() == 0) security->set_max_identities(10000);
+  return CheckAtLeast("security.max_identities", security->max_identities(), 1);
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config) {
@@ -65,6 +100,7 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   }
 
   FEDSCHED_ASSIGN_OR_RETURN(*out.mutable_transport(), ResolveTransport(out.transport()));
+  FEDSCHED_RETURN_IF_ERROR(ResolveSecurity(out));
   return out;
 }
 

@@ -166,7 +166,7 @@ TEST(TlsTest, MutualTlsRefusesClientsWithoutACertificateFromItsCa) {
   // A client with a certificate from the CA runs a whole round through the SDK.
   v1::ClientConfig config;
   config.set_server_address(server->address());
-  config.set_identity("device-a");
+  config.set_identity("client_a");  // under mTLS the identity is the certificate's CN or SAN
   *config.mutable_transport() = ClientTransport("client_a");
   ASSERT_OK_AND_ASSIGN(auto client, ClientRunner::Start(config));
   ASSERT_TRUE(TestServer::WaitFor([&] { return client->done(); }));
@@ -189,14 +189,18 @@ TEST(TlsTest, KnownIdentityWithADifferentCertificateIsRefused) {
   ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(ServerOptions(/*mutual=*/true)));
   auto as_a = Stub(*server, ClientTransport("client_a"));
   auto as_b = Stub(*server, ClientTransport("client_b"));
-  ASSERT_OK_AND_ASSIGN(auto first, RegisterRaw(*as_a, "device-a"));
-  EXPECT_THAT(RegisterRaw(*as_b, "device-a"),
+  ASSERT_OK_AND_ASSIGN(auto first, RegisterRaw(*as_a, "client_a"));
+  // Issue 19: another certificate cannot claim the identity, nor a certificate another name.
+  EXPECT_THAT(RegisterRaw(*as_b, "client_a"),
               StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("bound to another client certificate")));
+                       HasSubstr("not a name of the client certificate")));
+  EXPECT_THAT(RegisterRaw(*as_a, "device-a"),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("not a name of the client certificate")));
   // The rightful owner keeps its identity; another identity may use the other certificate.
-  ASSERT_OK_AND_ASSIGN(auto again, RegisterRaw(*as_a, "device-a"));
+  ASSERT_OK_AND_ASSIGN(auto again, RegisterRaw(*as_a, "client_a"));
   EXPECT_EQ(again.client_id, first.client_id);
-  ASSERT_OK(RegisterRaw(*as_b, "device-b").status());
+  ASSERT_OK(RegisterRaw(*as_b, "client_b").status());
   // The server recorded the certificate's fingerprint with the profile.
   ASSERT_OK_AND_ASSIGN(std::string pem, ReadFileToString(Certificates::Path("client_a.pem")));
   ASSERT_OK_AND_ASSIGN(std::string fingerprint, CertificateFingerprint(pem));

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -87,6 +88,11 @@ class TestServer {
     int64_t max_inflight_upload_bytes = 0;
     // Called after each committed round (with no lock held).
     std::function<void(const v1::RoundRecord&)> on_round_committed;
+    // CoordinatorOptions.enrolment_key and CoordinatorServiceOptions.operator_token.
+    std::string enrolment_key;
+    std::string operator_token;
+    // CoordinatorOptions.evaluator.
+    Evaluator evaluator;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
@@ -104,10 +110,13 @@ class TestServer {
     coordinator_options.store = server->store_.get();
     coordinator_options.initial_model = std::move(options.initial_model);
     coordinator_options.on_round_committed = std::move(options.on_round_committed);
+    coordinator_options.enrolment_key = options.enrolment_key;
+    coordinator_options.evaluator = std::move(options.evaluator);
     FEDSCHED_ASSIGN_OR_RETURN(server->coordinator_,
                               Coordinator::Create(std::move(coordinator_options)));
     CoordinatorServiceOptions service_options;
     service_options.transport = server->config_.transport();
+    service_options.operator_token = options.operator_token;
     if (options.max_inflight_upload_bytes > 0) {
       service_options.max_inflight_upload_bytes = options.max_inflight_upload_bytes;
     }
@@ -207,15 +216,40 @@ inline void SetDeadline(grpc::ClientContext* context, absl::Duration d = absl::S
                         std::chrono::milliseconds(absl::ToInt64Milliseconds(d)));
 }
 
+// The credentials servers issued to identities registered by RegisterRaw in this process, so that
+// a re-registration proves its identity as a device would (docs/SECURITY.md).
+inline absl::flat_hash_map<std::string, std::string>& IssuedCredentials() {
+  static auto* credentials = new absl::flat_hash_map<std::string, std::string>();
+  return *credentials;
+}
+inline absl::Mutex& IssuedCredentialsMutex() {
+  static auto* mu = new absl::Mutex();
+  return *mu;
+}
+
+// Registers `identity` with `credential`, or (when null) with the credential a server issued
+// to it earlier in this process, if any; remembers a newly issued one.
 inline absl::StatusOr<Session> RegisterRaw(v1::Coordinator::Stub& stub, const std::string& identity,
-                                           int64_t num_samples = 100) {
+                                           int64_t num_samples = 100,
+                                           const std::string* credential = nullptr) {
   v1::RegisterRequest request;
   request.set_identity(identity);
   request.mutable_device()->set_num_samples(num_samples);
+  if (credential != nullptr) {
+    request.set_credential(*credential);
+  } else {
+    absl::MutexLock lock(&IssuedCredentialsMutex());
+    auto it = IssuedCredentials().find(identity);
+    if (it != IssuedCredentials().end()) request.set_credential(it->second);
+  }
   v1::RegisterResponse response;
   grpc::ClientContext context;
   SetDeadline(&context);
   FEDSCHED_RETURN_IF_ERROR(FromGrpc(stub.Register(&context, request, &response)));
+  if (!response.credential().empty() && credential == nullptr) {
+    absl::MutexLock lock(&IssuedCredentialsMutex());
+    IssuedCredentials()[identity] = response.credential();
+  }
   return Session{response.client_id(), response.session_token()};
 }
 

@@ -1,0 +1,282 @@
+// The attacks of issue 19, replayed against a real CoordinatorService on 127.0.0.1 through raw
+// gRPC stubs, each refused or bounded (docs/SECURITY.md has the table).
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "client/sdk/client.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/aggregation/checks.h"
+#include "server/service/credentials.h"
+#include "tests/server/service/grpc_test_harness.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::FilledLike;
+using ::fedsched::testing::FromGrpc;
+using ::fedsched::testing::PatternModel;
+using ::fedsched::testing::PollRaw;
+using ::fedsched::testing::RegisterRaw;
+using ::fedsched::testing::Session;
+using ::fedsched::testing::StatusIs;
+using ::fedsched::testing::TestServer;
+using ::fedsched::testing::UploadMessages;
+using ::fedsched::testing::UploadRaw;
+using ::testing::HasSubstr;
+
+constexpr int64_t kChunk = 1024;
+
+class SecurityTest : public ::testing::Test {
+ protected:
+  SecurityTest() {
+    raw_.set_clients_per_round(2);
+    raw_.set_min_updates(2);
+    raw_.set_min_online_clients(2);
+    raw_.set_num_rounds(5);
+    raw_.set_round_deadline_s(60);
+    raw_.set_heartbeat_interval_ms(1000);
+    raw_.set_missed_heartbeats(60);
+    raw_.mutable_selection()->set_overcommit(1.0);
+    raw_.mutable_transport()->set_chunk_bytes(kChunk);
+  }
+
+  void Start(TestServer::Options options = {}) {
+    options.config = raw_;
+    options.initial_model = PatternModel({600, 10});
+    ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(std::move(options)));
+    stub_ = server_->NewStub();
+  }
+
+  v1::Task TaskFor(const Session& who) {
+    absl::StatusOr<v1::PollTaskResponse> r;
+    TestServer::WaitFor([&] {
+      server_->Tick();
+      r = PollRaw(*stub_, who);
+      return r.ok() && r->has_task();
+    });
+    EXPECT_TRUE(r.ok() && r->has_task()) << r.status();
+    return r.ok() ? r->task() : v1::Task();
+  }
+
+  absl::Status Upload(const Session& who, const v1::Task& task, const v1::Model& delta,
+                      int64_t examples = 10) {
+    return UploadRaw(*stub_, UploadMessages(who, task, delta.SerializeAsString(), examples,
+                                            kChunk));
+  }
+
+  v1::ServerConfig raw_;
+  std::unique_ptr<TestServer> server_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+// Finding 1: Register("alice") from another connection no longer takes alice's identity.
+TEST_F(SecurityTest, StolenIdentityNameCannotTakeOverAnEnrolledIdentity) {
+  Start();
+  const std::string none;
+  // Alice registers first (trust on first use): the server issues her credential.
+  v1::RegisterRequest request;
+  request.set_identity("alice-dev");
+  request.mutable_device()->set_num_samples(100);
+  v1::RegisterResponse alice;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->Register(&context, request, &alice).ok());
+  }
+  ASSERT_FALSE(alice.credential().empty());
+  // The attacker, on its own connection, knows the name only (or guesses a credential).
+  std::unique_ptr<v1::Coordinator::Stub> attacker = server_->NewStub();
+  EXPECT_THAT(RegisterRaw(*attacker, "alice-dev", 100, &none),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another credential")));
+  const std::string guess = "c-00000000000000000000000000000000";
+  EXPECT_THAT(RegisterRaw(*attacker, "alice-dev", 100, &guess),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another credential")));
+  // Alice's session survived the attempts; her credential still re-registers her.
+  EXPECT_OK(testing::HeartbeatRaw(*stub_, {alice.client_id(), alice.session_token()}));
+  ASSERT_OK_AND_ASSIGN(Session again, RegisterRaw(*stub_, "alice-dev", 100, &alice.credential()));
+  EXPECT_EQ(again.client_id, alice.client_id());
+}
+
+TEST_F(SecurityTest, EnrolmentKeyRequiresEachDevicesSecret) {
+  TestServer::Options options;
+  options.enrolment_key = "0123456789abcdef-operator-key";
+  Start(std::move(options));
+  const std::string none;
+  const std::string bob_secret = EnrolmentSecret("0123456789abcdef-operator-key", "bob");
+  EXPECT_THAT(RegisterRaw(*stub_, "alice", 100, &none),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("enrolment secret")));
+  // One device's secret does not open another identity.
+  EXPECT_THAT(RegisterRaw(*stub_, "alice", 100, &bob_secret),
+              StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
+  ASSERT_OK(RegisterRaw(*stub_, "bob", 100, &bob_secret).status());
+  ASSERT_OK(RegisterRaw(*stub_, "bob", 100, &bob_secret).status());  // re-registration
+}
+
+TEST(SecurityConfigTest, PlaintextBeyondLoopbackRefusedUnlessExplicit) {
+  v1::ServerConfig config;
+  config.set_store_path("/tmp/x");
+  config.set_listen_address("0.0.0.0:50051");
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("allow_insecure_listen")));
+  config.mutable_security()->set_allow_insecure_listen(true);
+  EXPECT_OK(ResolveServerConfig(config).status());
+  config.clear_security();
+  config.set_listen_address("127.0.0.1:50051");
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig resolved, ResolveServerConfig(config));
+  EXPECT_EQ(resolved.aggregation().clip_update_norm(), 10.0);
+  EXPECT_EQ(resolved.training().max_local_steps(), 0);  // the planner's default, 1000, applies
+  EXPECT_EQ(resolved.security().max_update_norm(), 1000.0);
+}
+
+// Finding 2: a finite update of 1e30 everywhere is refused before it enters the sum; the honest
+// updates of the round still commit a finite model.
+TEST_F(SecurityTest, HugeUpdateRejectedBeforeTheSum) {
+  raw_.mutable_training()->set_local_steps(1);
+  Start();
+  ASSERT_OK_AND_ASSIGN(Session a, RegisterRaw(*stub_, "honest-a"));
+  ASSERT_OK_AND_ASSIGN(Session b, RegisterRaw(*stub_, "poisoner"));
+  const v1::Task task_a = TaskFor(a);
+  const v1::Task task_b = TaskFor(b);
+  const v1::Model model = PatternModel({600, 10});
+  EXPECT_THAT(Upload(b, task_b, FilledLike(model, 1e30f), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("norm")));
+  // Within the absolute bound but far above the clip: folded only after clipping to norm 10.
+  ASSERT_OK(Upload(a, task_a, FilledLike(model, 0.01f), 1));
+  ASSERT_OK(Upload(b, task_b, FilledLike(model, 5.0f), 1));  // norm 123: clipped
+  ASSERT_TRUE(TestServer::WaitFor([&] {
+    server_->Tick();
+    return server_->coordinator().committed_round() >= 1;
+  }));
+  ASSERT_OK_AND_ASSIGN(v1::Model committed, server_->store().LoadModel(1));
+  ASSERT_OK(ValidateModel(committed));
+  // Mean of the (clipped) deltas moves the model by at most the clip bound.
+  double moved = 0;
+  for (int t = 0; t < committed.tensors_size(); ++t) {
+    for (int i = 0; i < committed.tensors(t).data_size(); ++i) {
+      const double d = committed.tensors(t).data(i) - model.tensors(t).data(i);
+      moved += d * d;
+    }
+  }
+  EXPECT_LE(std::sqrt(moved), 10.0 + 1e-3);
+}
+
+TEST(UpdateNormScreenTest, RejectsOutliersAgainstTheMedian) {
+  UpdateNormScreen screen(1000, 20);
+  for (int i = 0; i < UpdateNormScreen::kMinHistory; ++i) {
+    EXPECT_OK(screen.Check(1.0 + i * 0.1));
+    screen.RecordAccepted(1.0 + i * 0.1);
+  }
+  EXPECT_OK(screen.Check(20));
+  EXPECT_THAT(screen.Check(50), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("median")));
+  EXPECT_THAT(screen.Check(2000), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bound")));
+}
+
+// A commit whose model is non-finite (here: its evaluation says so) is never published.
+TEST_F(SecurityTest, NonFiniteCommittedModelIsNotPublished) {
+  raw_.mutable_training()->set_local_steps(1);
+  TestServer::Options options;
+  options.evaluator = [](const v1::Model&) -> absl::StatusOr<EvalMetrics> {
+    return EvalMetrics{0.1, std::nan("")};
+  };
+  Start(std::move(options));
+  ASSERT_OK_AND_ASSIGN(Session a, RegisterRaw(*stub_, "a"));
+  ASSERT_OK_AND_ASSIGN(Session b, RegisterRaw(*stub_, "b"));
+  const v1::Task task_a = TaskFor(a);
+  const v1::Task task_b = TaskFor(b);
+  const v1::Model model = PatternModel({600, 10});
+  ASSERT_OK(Upload(a, task_a, FilledLike(model, 0.01f), 1));
+  ASSERT_OK(Upload(b, task_b, FilledLike(model, 0.01f), 1));
+  ASSERT_TRUE(TestServer::WaitFor([&] {
+    server_->Tick();
+    return !server_->coordinator().health().ok();
+  }));
+  EXPECT_THAT(server_->coordinator().health(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("not published")));
+  EXPECT_EQ(server_->coordinator().committed_round(), 0);
+  EXPECT_FALSE(server_->store().LoadModel(1).ok());
+}
+
+// Finding 3: a self-declared huge dataset is refused; a large one gets a bounded task.
+TEST_F(SecurityTest, SelfDeclaredWeightIsBounded) {
+  Start();
+  EXPECT_THAT(RegisterRaw(*stub_, "whale", int64_t{1000000000000}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_num_samples")));
+  ASSERT_OK_AND_ASSIGN(Session big, RegisterRaw(*stub_, "big", 1000000));
+  ASSERT_OK_AND_ASSIGN(Session small, RegisterRaw(*stub_, "small", 100));
+  const v1::Task task = TaskFor(big);
+  EXPECT_LE(task.local_steps(), 1000);
+  // Its claimed examples are bounded by the task: local_steps x batch_size.
+  const v1::Model model = PatternModel({600, 10});
+  EXPECT_THAT(Upload(big, task, FilledLike(model, 0.01f), int64_t{34000000000}),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+}
+
+// Finding 4 (partly): the number of identities is bounded; known ones still re-register.
+TEST_F(SecurityTest, IdentityCountIsBounded) {
+  raw_.mutable_security()->set_max_identities(5);
+  Start();
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_OK(RegisterRaw(*stub_, absl::StrCat("sybil-", i)).status());
+  }
+  EXPECT_THAT(RegisterRaw(*stub_, "sybil-5"),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("max_identities")));
+  EXPECT_OK(RegisterRaw(*stub_, "sybil-0").status());
+}
+
+// Finding 6: GetStatus needs the operator token.
+TEST_F(SecurityTest, GetStatusNeedsTheOperatorToken) {
+  TestServer::Options options;
+  options.operator_token = "operator-secret-token-0123456789";
+  Start(std::move(options));
+  ASSERT_OK(RegisterRaw(*stub_, "device-1").status());
+  v1::GetStatusRequest request;
+  v1::GetStatusResponse response;
+  {
+    grpc::ClientContext context;
+    EXPECT_THAT(FromGrpc(stub_->GetStatus(&context, request, &response)),
+                StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("operator token")));
+  }
+  {
+    grpc::ClientContext context;
+    context.AddMetadata(kOperatorTokenHeader, "wrong");
+    EXPECT_THAT(FromGrpc(stub_->GetStatus(&context, request, &response)),
+                StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
+  }
+  grpc::ClientContext context;
+  context.AddMetadata(kOperatorTokenHeader, "operator-secret-token-0123456789");
+  ASSERT_OK(FromGrpc(stub_->GetStatus(&context, request, &response)));
+  EXPECT_EQ(response.registered_clients(), 1);
+}
+
+// Finding 7: the client's state dir is private, and a symlink planted in its place is refused.
+TEST(PrivateDirTest, StateDirIsPrivateAndNoSymlink) {
+  const std::filesystem::path base =
+      std::filesystem::temp_directory_path() / ("fedsched_sec_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  std::filesystem::create_directories(base / "elsewhere");
+  ASSERT_OK(MakePrivateDir((base / "state").string()));
+  struct stat st;
+  ASSERT_EQ(::stat((base / "state").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  std::filesystem::create_directory_symlink(base / "elsewhere", base / "planted");
+  EXPECT_THAT(MakePrivateDir((base / "planted").string()),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  std::filesystem::remove_all(base);
+}
+
+TEST(CredentialsTest, HmacMatchesRfc4231) {
+  // RFC 4231 test case 2.
+  EXPECT_EQ(ToHex(HmacSha256("Jefe", "what do ya want for nothing?")),
+            "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+  EXPECT_TRUE(ConstantTimeEquals("abc", "abc"));
+  EXPECT_FALSE(ConstantTimeEquals("abc", "abd"));
+}
+
+}  // namespace
+}  // namespace fedsched
