@@ -86,6 +86,8 @@ struct Task {
   std::shared_ptr<const ModelBlob> blob;  // the pinned model's bytes (null in the simulator)
   bool uploaded = false;
   bool failed = false;
+  // A failed task whose slot was given to another client (at most one replacement per task).
+  bool replaced = false;
   // Neither uploaded nor failed: its client is still working on it.
   bool in_flight() const { return !uploaded && !failed; }
 };
@@ -283,6 +285,12 @@ class RoundEngine {
   ClosedRound Close(double now_s);
   ClosedRound Fail(double now_s, const std::string& why);
   void FailTaskState(Task& task, double now_s, const std::string& why);
+  // Synchronous rounds: gives the slot of each failed task to an idle reachable client (one
+  // planner call with max_participants = 1, excluding every client already in the round),
+  // within the round's deadline. Returns the number of new tasks.
+  int RetaskFailedSlots(double now_s);
+  // Appends a planned task of the open round (deadline: the round's) and returns it.
+  Task& AddTask(planner::PlannedTask& planned, double now_s);
   void RecordAccepted(const Update& update, Task& task);
   // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
   void RetireTasks(double now_s, bool keep_in_flight);

@@ -27,6 +27,7 @@ std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
       }
       ++outstanding;
     }
+    if (!async_ && now_s < deadline_s_) outstanding += RetaskFailedSlots(now_s);
     const bool past_deadline = now_s >= deadline_s_;
     if (ShouldClose(now_s, outstanding)) {
       closed.push_back(Close(now_s));
@@ -121,26 +122,66 @@ void RoundEngine::Plan(double now_s) {
   // A FedBuff version opens for the updates in flight even when nobody new is tasked.
   if (plan.participants.empty() && in_flight == 0) return;
   OpenRecord(now_s, plan.participants.empty() ? config_.round_deadline_s() : plan.deadline_s);
-  for (planner::PlannedTask& planned : plan.participants) {
-    Task task;
-    task.task_id = NextTaskId();
-    task.client_id = planned.client_id;
-    task.index = planned.index;
-    task.round = round_;
-    task.local_steps = planned.local_steps;
-    task.issued_s = now_s;
-    task.predicted_s = planned.predicted_seconds;
-    task.deadline_s = deadline_s_;
-    task.cache_plan = std::move(planned.cache_plan);
-    *record_.add_cohort() = std::move(planned.reason);
-    task_of_[task.index] = task.task_id;
-    auto [it, inserted] = tasks_.emplace(task.task_id, std::move(task));
-    new_task_ids_.push_back(it->first);
-  }
+  for (planner::PlannedTask& planned : plan.participants) AddTask(planned, now_s);
   prefetch_.clear();
   for (planner::PrefetchHint& hint : plan.expected_next) {
     prefetch_[hint.index] = std::move(hint.cache_plan);
   }
+}
+
+Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
+  Task task;
+  task.task_id = NextTaskId();
+  task.client_id = planned.client_id;
+  task.index = planned.index;
+  task.round = round_;
+  task.local_steps = planned.local_steps;
+  task.issued_s = now_s;
+  task.predicted_s = planned.predicted_seconds;
+  task.deadline_s = deadline_s_;
+  task.cache_plan = std::move(planned.cache_plan);
+  *record_.add_cohort() = std::move(planned.reason);
+  task_of_[task.index] = task.task_id;
+  auto [it, inserted] = tasks_.emplace(task.task_id, std::move(task));
+  new_task_ids_.push_back(it->first);
+  return it->second;
+}
+
+int RoundEngine::RetaskFailedSlots(double now_s) {
+  std::vector<Task*> vacant;
+  for (auto& [id, task] : tasks_) {
+    if (task.failed && !task.replaced && task.round == round_) vacant.push_back(&task);
+  }
+  if (vacant.empty()) return 0;
+  options_.presence->CollectReachable(now_s, &scratch_);
+  std::sort(scratch_.begin(), scratch_.end());
+  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  // Only idle clients that have no part in this round yet (busy, done or failed are excluded).
+  absl::flat_hash_set<ClientIndex> in_round;
+  for (const auto& [id, task] : tasks_) in_round.insert(task.index);
+  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                [&](ClientIndex i) { return in_round.contains(i); }),
+                 scratch_.end());
+  int added = 0;
+  for (Task* failed : vacant) {
+    if (scratch_.empty()) break;
+    planner::PlanRequest request;
+    request.round = round_;
+    request.now_s = now_s;
+    request.candidates = scratch_;
+    request.model_bytes = published_blob_ != nullptr
+                              ? static_cast<int64_t>(published_blob_->bytes.size())
+                              : static_cast<int64_t>(model_->ByteSizeLong());
+    request.availability = options_.availability;
+    request.max_participants = 1;
+    absl::StatusOr<planner::RoundPlan> plan = planner_->PlanRound(request);
+    if (!plan.ok() || plan->participants.empty()) break;
+    failed->replaced = true;
+    Task& task = AddTask(plan->participants.front(), now_s);
+    scratch_.erase(std::remove(scratch_.begin(), scratch_.end(), task.index), scratch_.end());
+    ++added;
+  }
+  return added;
 }
 
 ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {

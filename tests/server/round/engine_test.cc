@@ -204,6 +204,7 @@ TEST_F(EngineTest, FedBuffVersionsCarryTasksAndWeighStaleness) {
 TEST_F(EngineTest, RepeatedFailuresBackOffExponentially) {
   raw_.set_replan_backoff_after_failures(3);
   Start();
+  presence_.online.erase(3);  // no idle client to re-task failed slots to
   double now = 0;
   for (int attempt = 1; attempt <= 3; ++attempt) {
     engine_->Advance(now);
@@ -267,6 +268,36 @@ TEST_F(EngineTest, RoundWithEveryUploadRejectedCountsThemAndBacksOff) {
   engine_->Advance(now);
   EXPECT_FALSE(engine_->running());
   EXPECT_THAT(engine_->last_plan_status().message(), HasSubstr("backing off"));
+}
+
+// Issue 12 item 5: a failed task's slot goes to an idle reachable client within the deadline;
+// the round keeps its accepted updates and commits.
+TEST_F(EngineTest, FailedTaskIsRetaskedToAnIdleClient) {
+  raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);
+  raw_.set_min_updates(2);
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  std::set<ClientIndex> busy;
+  for (const Task* t : tasks) busy.insert(t->index);
+  const std::string first_id = tasks[0]->task_id;
+  ASSERT_OK(Upload(*tasks[0], 2, 1));
+  ASSERT_OK(engine_->FailTask(tasks[1]->index, tasks[1]->task_id, 2, "crashed"));
+  ASSERT_OK(engine_->FailTask(tasks[2]->index, tasks[2]->task_id, 2, "crashed"));
+  EXPECT_TRUE(engine_->Advance(2).empty());  // not failed: a slot was re-tasked
+  ASSERT_TRUE(engine_->running());
+  std::vector<const Task*> replacement = engine_->TakeNewTasks();
+  ASSERT_EQ(replacement.size(), 1u);  // one idle client left
+  EXPECT_FALSE(busy.contains(replacement[0]->index));
+  EXPECT_DOUBLE_EQ(replacement[0]->deadline_s, 10);  // the round's deadline, not a new one
+  ASSERT_OK(Upload(*replacement[0], 4, 3));
+  std::vector<ClosedRound> closed = engine_->Advance(3);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_TRUE(closed[0].committed);
+  EXPECT_EQ(closed[0].record.updates_accepted(), 2);
+  EXPECT_EQ(closed[0].record.accepted_task_ids(0), first_id);
+  EXPECT_EQ(closed[0].record.cohort_size(), 4);
 }
 
 TEST(RoundConfigTest, BackoffSettingsAreResolvedAndChecked) {
