@@ -270,11 +270,21 @@ absl::Status Simulator::Step(double now) {
       // The simulator counts failures itself (RoundRow::failed); the engine's notes are for a
       // server's log.
       (void)engine_->TakeTaskFailures();
+      FEDSCHED_RETURN_IF_ERROR(ScheduleWake(now));
       return StartNewTasks(now);
     }
   }
   return absl::InternalError(absl::StrCat("simulator: more than ", kMaxClosesPerInstant,
                                           " rounds closed at virtual time ", now, " s"));
+}
+
+absl::Status Simulator::ScheduleWake(double now) {
+  // A round that failed repeatedly is re-planned only after the engine's backoff: wake it then
+  // (nothing else may happen in between).
+  const double at = engine_->next_plan_s();
+  if (engine_->running() || !(at > now) || at == wake_s_) return absl::OkStatus();
+  wake_s_ = at;
+  return queue_.Push(at, EventKind::kRoundStart);
 }
 
 absl::Status Simulator::FinishRound(const round::ClosedRound& closed, double now) {

@@ -27,7 +27,9 @@
 //            is folded, also a straggler's or a closed round's (the engine refuses it; the
 //            update is dropped); an INVALID_ARGUMENT verdict (a malformed update) is an error.
 //     round deadline (scheduled at each round's open time + record.deadline_s, which is the
-//            engine's deadline, Task::deadline_s): nothing but the Advance below.
+//            engine's deadline, Task::deadline_s), start, and wake-up (scheduled at
+//            next_plan_s() while the engine backs off re-planning a round that failed
+//            repeatedly): nothing but the Advance below.
 //   After the last event at time t (a batch of same-time events):
 //     loop { closed = Advance(t); per ClosedRound in order: if committed,
 //            Publish(round, commit.model, blob), then Learner::EndRound evaluates, the RoundRow
@@ -36,7 +38,8 @@
 //            learner trains them all from published_model(); each task's completion (or
 //            failure, if its device goes offline first) is scheduled at t + its duration; a
 //            deadline event is scheduled for a round that opened; idle online clients with a
-//            PrefetchPlan warm their caches (Learner::Prefetch).
+//            PrefetchPlan warm their caches (Learner::Prefetch). (The engine may also hand out
+//            tasks mid-round, replacing failed ones: they are started the same way.)
 // Clients whose Learner::NumSamples is 0 (possible under strong Dirichlet skew) never register
 // nor come online. Availability is tracked lazily: each client has at most one pending
 // availability event (its next change), so 100,000 clients cost 100,000 heap entries.
@@ -166,6 +169,7 @@ class Simulator {
   absl::Status Step(double now);
   absl::Status FinishRound(const round::ClosedRound& closed, double now);
   absl::Status NoteOpened(double now);
+  absl::Status ScheduleWake(double now);
   absl::Status StartNewTasks(double now);
   absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained,
                             round::ClientIndex index, double now);
@@ -191,6 +195,7 @@ class Simulator {
   std::vector<int32_t> online_pos_;  // index in online_, or -1
 
   absl::flat_hash_map<int64_t, SimTask> tasks_;  // by serial (event payload)
+  double wake_s_ = -1;  // the pending wake-up for the engine's re-plan backoff
   int64_t next_serial_ = 0;
 
   // The open round (FedBuff: version), as last seen after an Advance.

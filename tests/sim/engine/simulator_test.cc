@@ -1,7 +1,7 @@
 // The simulator over the round engine: rounds computed by hand with scripted learners and
-// durations (first-K, offline failures, a stretch with nobody online, failed rounds re-planned,
-// deadlines in both closing modes, FedBuff versions with stale updates), determinism, and the
-// shipped configs.
+// durations (first-K, offline failures, a stretch with nobody online, failed rounds re-planned
+// and backed off, deadlines in both closing modes, FedBuff versions with stale updates),
+// determinism, and the shipped configs.
 #include "sim/engine/simulator.h"
 
 #include <cmath>
@@ -161,6 +161,35 @@ TEST(SimulatorTest, FailedRoundIsRePlannedOnceClientsReturn) {
   EXPECT_THAT(out.records[1].accepted_task_ids(), ElementsAre("t1-3", "t1-4"));
   EXPECT_THAT(learner.ends, ElementsAre(Pair(1, false), Pair(1, true)));
   EXPECT_EQ(s.rounds_failed, 1);
+}
+
+TEST(SimulatorTest, RepeatedFailuresBackOffAndTheSimulatorWakesTheEngine) {
+  // min_updates 2, but client 1's tasks take 1,000 s against a 5 s deadline: every attempt
+  // fails at its deadline. After the 5th failure (t = 25) the engine waits 1 s, then 2 s, ...
+  // before re-planning, and nothing else happens meanwhile: the simulator's wake-up events
+  // advance it at t = 26 and t = 33 (failure at 31, + 2 s).
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner learner(2, 20, kModelBytes);
+  ScriptedDurations durations;
+  durations.by_client = {{0, 1}, {1, 1000}};
+  v1::SimConfig c = HandConfig(2, 2, 1.0, 1);
+  c.mutable_server()->set_min_updates(2);
+  c.mutable_server()->set_round_deadline_s(5);
+  c.set_max_virtual_hours(0.01);  // 36 s
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner, &durations));
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_EQ(out.rows.size(), 6u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_DOUBLE_EQ(out.rows[i].start_s, 5.0 * i);
+    EXPECT_FALSE(out.rows[i].committed);
+  }
+  EXPECT_DOUBLE_EQ(out.rows[5].start_s, 26);
+  EXPECT_DOUBLE_EQ(out.rows[5].end_s, 31);
+  EXPECT_EQ(s.rounds_failed, 6);
+  EXPECT_DOUBLE_EQ(sim->engine().next_plan_s(), 33);
+  EXPECT_THAT(s.stop_reason, HasSubstr("virtual time limit"));
 }
 
 TEST(SimulatorTest, DeadlineClosesAFirstKRoundWithMinUpdates) {
