@@ -33,9 +33,6 @@ constexpr int64_t kMinSliceValues = int64_t{1} << 19;
 constexpr int kMaxFoldThreads = 64;
 constexpr int kDefaultMaxFoldThreads = 4;
 
-constexpr char kRuleTensor[] = "__aggregator__/rule";
-constexpr char kStepsTensor[] = "__aggregator__/steps";
-
 bool IsFedOpt(v1::AggregationRule rule) {
   return rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDYOGI ||
          rule == v1::AGGREGATION_RULE_FEDADAGRAD;
@@ -60,20 +57,6 @@ absl::Status CheckNonNegative(const char* field, double value) {
         absl::StrCat("aggregation.", field, " must be finite and >= 0, got ", value));
   }
   return absl::OkStatus();
-}
-
-// The names of the optimiser-state slots of `rule`, in SaveState order.
-std::vector<std::string> StateSlots(v1::AggregationRule rule) {
-  if (rule == v1::AGGREGATION_RULE_FEDAVGM) return {"momentum"};
-  if (IsFedOpt(rule)) return {"m", "v"};
-  return {};
-}
-
-v1::Tensor* AddScalar(v1::Model* model, const char* name, float value) {
-  v1::Tensor* t = model->add_tensors();
-  t->set_name(name);
-  t->add_data(value);
-  return t;
 }
 
 }  // namespace
@@ -470,6 +453,58 @@ absl::Status Aggregator::ComputeRobustDelta(std::vector<float>* delta) const {
   }
 }
 
+namespace {
+
+// The server optimiser for `config`'s rule (FedAvgM: momentum; FedAdam / FedYogi / FedAdagrad)
+// and its step parameters, with FedAdam's bias correction at step steps + 2 (Flower's t =
+// server_round + 1, docs/ALGORITHMS.md §5).
+ai::ServerOptimizer OptimizerFor(const v1::AggregationConfig& config, double total_weight,
+                                 int64_t steps, ai::ServerOptimizerParams* params) {
+  const double eta = config.server_learning_rate();
+  params->inv_weight = static_cast<float>(1.0 / total_weight);
+  params->eta = static_cast<float>(eta);
+  params->momentum = static_cast<float>(config.server_momentum());
+  params->beta1 = static_cast<float>(config.beta1());
+  params->beta2 = static_cast<float>(config.beta2());
+  params->tau = static_cast<float>(config.tau());
+  switch (config.rule()) {
+    case v1::AGGREGATION_RULE_FEDADAM:
+      params->eta =
+          static_cast<float>(eta * AdamBiasCorrection(config.beta1(), config.beta2(), steps + 2));
+      return ai::ServerOptimizer::kAdam;
+    case v1::AGGREGATION_RULE_FEDYOGI:
+      return ai::ServerOptimizer::kYogi;
+    case v1::AGGREGATION_RULE_FEDADAGRAD:
+      return ai::ServerOptimizer::kAdagrad;
+    default:
+      return ai::ServerOptimizer::kMomentum;
+  }
+}
+
+// The output tensors in `global`'s order, reusing `out`'s storage (Clear keeps the tensor
+// objects and their capacity); the global and output data and global's position, by layout
+// index (`index` maps global's tensors to layout indices).
+void PrepareOutput(const v1::Model& global, const std::vector<int>& index,
+                   const ModelLayout& layout, v1::Model* out, std::vector<const float*>* g_data,
+                   std::vector<float*>* out_data, std::vector<int>* position) {
+  out->Clear();
+  out->mutable_tensors()->Reserve(global.tensors_size());
+  for (int k = 0; k < global.tensors_size(); ++k) {
+    const v1::Tensor& g = global.tensors(k);
+    const int i = index[k];
+    const int size = static_cast<int>(layout.size(i));
+    v1::Tensor* t = out->add_tensors();
+    t->set_name(g.name());
+    *t->mutable_shape() = g.shape();
+    t->mutable_data()->Reserve(size);
+    (*out_data)[i] = t->mutable_data()->AddNAlreadyReserved(size);
+    (*g_data)[i] = g.data().data();
+    (*position)[i] = k;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
   v1::Model out;
   FEDSCHED_RETURN_IF_ERROR(FinalizeInto(global, &out));
@@ -508,43 +543,14 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
   }
   ai::ServerOptimizerParams params;
   ai::ServerOptimizer kind = ai::ServerOptimizer::kMomentum;
-  if (optimiser) {
-    params.inv_weight = static_cast<float>(1.0 / total_weight_);
-    params.eta = static_cast<float>(eta);
-    params.momentum = static_cast<float>(config_.server_momentum());
-    params.beta1 = static_cast<float>(config_.beta1());
-    params.beta2 = static_cast<float>(config_.beta2());
-    params.tau = static_cast<float>(config_.tau());
-    if (rule == v1::AGGREGATION_RULE_FEDADAM) {
-      kind = ai::ServerOptimizer::kAdam;
-      params.eta = static_cast<float>(eta * AdamBiasCorrection(config_.beta1(), config_.beta2(),
-                                                               steps_ + 2));
-    }
-    if (rule == v1::AGGREGATION_RULE_FEDYOGI) kind = ai::ServerOptimizer::kYogi;
-    if (rule == v1::AGGREGATION_RULE_FEDADAGRAD) kind = ai::ServerOptimizer::kAdagrad;
-  }
+  if (optimiser) kind = OptimizerFor(config_, total_weight_, steps_, &params);
   const int spare = 1 - state_current_;
 
-  // The output tensors in `global`'s order, reusing `out`'s storage (Clear keeps the tensor
-  // objects and their capacity); the global and output data by layout index.
-  out->Clear();
-  out->mutable_tensors()->Reserve(global.tensors_size());
   const int num_tensors = layout_.num_tensors();
   std::vector<const float*> g_data(static_cast<size_t>(num_tensors));
   std::vector<float*> out_data(static_cast<size_t>(num_tensors));
   std::vector<int> position(static_cast<size_t>(num_tensors));  // in global's order
-  for (int k = 0; k < global.tensors_size(); ++k) {
-    const v1::Tensor& g = global.tensors(k);
-    const int i = index[k];
-    const int size = static_cast<int>(layout_.size(i));
-    v1::Tensor* t = out->add_tensors();
-    t->set_name(g.name());
-    *t->mutable_shape() = g.shape();
-    t->mutable_data()->Reserve(size);
-    out_data[i] = t->mutable_data()->AddNAlreadyReserved(size);
-    g_data[i] = g.data().data();
-    position[i] = k;
-  }
+  PrepareOutput(global, index, layout_, out, &g_data, &out_data, &position);
   const bool has_v = !v_[0].empty();
   // The first tensor (in global's order) whose step is not finite, over all slices.
   std::atomic<int> first_failed{std::numeric_limits<int>::max()};
@@ -590,107 +596,6 @@ void Aggregator::Reset() {
   total_weight_ = 0.0;
   num_updates_ = 0;
   total_examples_ = 0;
-}
-
-v1::Model Aggregator::SaveState() const {
-  v1::Model state;
-  AddScalar(&state, kRuleTensor, static_cast<float>(config_.rule()));
-  AddScalar(&state, kStepsTensor, static_cast<float>(steps_));
-  const std::vector<std::string> slots = StateSlots(config_.rule());
-  for (size_t s = 0; s < slots.size(); ++s) {
-    const std::vector<float>& src = s == 0 ? m_[state_current_] : v_[state_current_];
-    for (int i = 0; i < layout_.num_tensors(); ++i) {
-      v1::Tensor* t = state.add_tensors();
-      t->set_name(absl::StrCat(slots[s], "/", layout_.name(i)));
-      for (int64_t d : layout_.shape(i)) t->add_shape(d);
-      const float* begin = src.data() + layout_.offset(i);
-      t->mutable_data()->Add(begin, begin + layout_.size(i));
-    }
-  }
-  return state;
-}
-
-absl::Status Aggregator::RestoreState(const v1::Model& state) {
-  const std::vector<std::string> slots = StateSlots(config_.rule());
-  if (state.tensors_size() == 0) {
-    for (int b = 0; b < 2; ++b) {
-      std::fill(m_[b].begin(), m_[b].end(), 0.0f);
-      std::fill(v_[b].begin(), v_[b].end(), 0.0f);
-    }
-    steps_ = 0;
-    return absl::OkStatus();
-  }
-  // Expected: the two scalars, then every slot / tensor, matched by name.
-  absl::flat_hash_map<std::string, const v1::Tensor*> by_name;
-  for (const v1::Tensor& t : state.tensors()) {
-    if (!by_name.emplace(t.name(), &t).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("aggregator state: duplicate tensor '", t.name(), "'"));
-    }
-  }
-  auto scalar = [&](const char* name) -> absl::StatusOr<float> {
-    auto it = by_name.find(name);
-    if (it == by_name.end()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("aggregator state: missing tensor '", name, "'"));
-    }
-    if (it->second->shape_size() != 0 || it->second->data_size() != 1 ||
-        !std::isfinite(it->second->data(0))) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("aggregator state: tensor '", name, "' must be one finite scalar"));
-    }
-    return it->second->data(0);
-  };
-  FEDSCHED_ASSIGN_OR_RETURN(float rule, scalar(kRuleTensor));
-  FEDSCHED_ASSIGN_OR_RETURN(float steps, scalar(kStepsTensor));
-  if (rule != static_cast<float>(config_.rule())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aggregator state was saved by ",
-                     v1::AggregationRule_IsValid(static_cast<int>(rule))
-                         ? v1::AggregationRule_Name(static_cast<v1::AggregationRule>(rule))
-                         : absl::StrCat("rule ", rule),
-                     ", this aggregator runs ", v1::AggregationRule_Name(config_.rule()),
-                     " (the store's run used another aggregation.rule)"));
-  }
-  if (steps < 0) return absl::InvalidArgumentError("aggregator state: negative step count");
-  const size_t expected = 2 + slots.size() * static_cast<size_t>(layout_.num_tensors());
-  if (static_cast<size_t>(state.tensors_size()) != expected) {
-    return absl::InvalidArgumentError(absl::StrCat("aggregator state has ", state.tensors_size(),
-                                                   " tensors, expected ", expected));
-  }
-  std::vector<std::vector<float>> restored(slots.size());
-  for (size_t s = 0; s < slots.size(); ++s) {
-    restored[s].resize(static_cast<size_t>(layout_.total_size()));
-    for (int i = 0; i < layout_.num_tensors(); ++i) {
-      const std::string name = absl::StrCat(slots[s], "/", layout_.name(i));
-      auto it = by_name.find(name);
-      if (it == by_name.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("aggregator state: missing tensor '", name, "'"));
-      }
-      const v1::Tensor& t = *it->second;
-      if (!layout_.ShapeEquals(i, t.shape()) || t.data_size() != layout_.size(i)) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "aggregator state: tensor '", name, "' has shape ", ShapeToString(t.shape()), " and ",
-            t.data_size(), " values; expected ", ShapeToString(layout_.shape(i))));
-      }
-      const float* data = t.data().data();
-      const int64_t bad = FirstNonFinite(data, t.data_size());
-      if (bad >= 0) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("aggregator state: tensor '", name, "': non-finite value at index ", bad));
-      }
-      if (slots[s] == "v" && t.data_size() > 0 && ConstArr(data, t.data_size()).minCoeff() < 0.0f) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("aggregator state: tensor '", name, "' has a negative second moment"));
-      }
-      std::copy(data, data + t.data_size(), restored[s].data() + layout_.offset(i));
-    }
-  }
-  if (!slots.empty()) m_[state_current_].swap(restored[0]);
-  if (slots.size() > 1) v_[state_current_].swap(restored[1]);
-  steps_ = static_cast<int64_t>(steps);
-  return absl::OkStatus();
 }
 
 }  // namespace fedsched
