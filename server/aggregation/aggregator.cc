@@ -3,10 +3,9 @@
 #include <Eigen/Core>
 #include <algorithm>
 #include <atomic>
-#include <thread>
 #include <cmath>
+#include <thread>
 #include <limits>
-#include <numeric>
 #include <string>
 #include <utility>
 
