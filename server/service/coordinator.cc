@@ -301,6 +301,7 @@ void Coordinator::Tick(absl::Time now) {
 }
 
 void Coordinator::AdvanceLocked(absl::Time now) {
+  ApplyActivityLocked();
   std::vector<round::ClosedRound> closed = engine_->Advance(ToSeconds(now));
   LogTaskFailures();
   LogNewTasks();

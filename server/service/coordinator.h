@@ -186,6 +186,13 @@ class Coordinator {
   // re-planning it). Call periodically (the server ticks every 50 ms).
   void Tick(absl::Time now);
 
+  // Progress on a transfer stream of `client_id` (a download chunk written, an upload chunk
+  // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
+  // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
+  // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
+  void NoteActivity(const std::string& client_id, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(activity_mu_);
+
   // True once num_rounds rounds have committed durably.
   bool finished() const;
   // The last durably committed round (0 = initial model).
@@ -261,6 +268,10 @@ class Coordinator {
   std::unique_ptr<SessionPresence> presence_;
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
+  // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
+  absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);
+  void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(activity_mu_);
   // Durable (committed and published) version, also readable without mu_ by the committer.
   int64_t durable_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -1,6 +1,7 @@
 // Coordinator: upload ingest (docs/ARCHITECTURE.md "An upload's path"): metric checks, size and
 // digest, parsing into recycled models outside the lock, then flat combining into the engine.
 #include <algorithm>
+#include <optional>
 #include <climits>
 #include <cmath>
 #include <utility>
@@ -289,6 +290,26 @@ absl::Status Coordinator::CheckClaim(const round::UpdateClaim& claim, int32_t pe
         absl::StrCat("update for task ", claim.task_id, " was already accepted"));
   }
   return s;
+}
+
+void Coordinator::NoteActivity(const std::string& client_id, absl::Time now) {
+  absl::MutexLock lock(&activity_mu_);
+  absl::Time& last = activity_[client_id];
+  last = std::max(last, now);
+}
+
+void Coordinator::ApplyActivityLocked() {
+  absl::flat_hash_map<std::string, absl::Time> activity;
+  {
+    absl::MutexLock lock(&activity_mu_);
+    activity.swap(activity_);
+  }
+  for (const auto& [client_id, at] : activity) {
+    if (!sessions_.contains(client_id)) continue;
+    if (std::optional<profile::ClientIndex> index = engine_->book().FindByClientId(client_id)) {
+      (void)engine_->Heartbeat(*index, absl::ToDoubleSeconds(at - absl::UnixEpoch()));
+    }
+  }
 }
 
 }  // namespace fedsched

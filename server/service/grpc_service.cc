@@ -69,17 +69,23 @@ absl::StatusOr<std::string> PeerCertificateFingerprint(grpc::CallbackServerConte
 class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
                         public CoordinatorService::TrackedStream {
  public:
-  DownloadReactor(CoordinatorService* service, grpc::CallbackServerContext* context,
+  DownloadReactor(CoordinatorService* service, Coordinator* coordinator,
+                  grpc::CallbackServerContext* context, std::string client_id,
                   std::shared_ptr<const ModelBlob> blob, int64_t chunk_bytes)
       : TrackedStream(context),
         service_(service),
+        coordinator_(coordinator),
+        client_id_(std::move(client_id)),
         blob_(std::move(blob)),
         chunk_bytes_(chunk_bytes) {
     service_->Track(this);
     WriteNext();
   }
   void OnWriteDone(bool ok) override {
-    Touch(absl::Now());
+    const absl::Time now = absl::Now();
+    Touch(now);
+    // A client receiving its model is alive (issue 12 item 1).
+    if (ok) coordinator_->NoteActivity(client_id_, now);
     if (!ok) {
       Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "download stream broken or cancelled"));
       return;
@@ -110,6 +116,8 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
   }
 
   CoordinatorService* const service_;
+  Coordinator* const coordinator_;
+  const std::string client_id_;
   std::shared_ptr<const ModelBlob> blob_;
   const int64_t chunk_bytes_;
   int64_t offset_ = 0;
@@ -168,6 +176,9 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
       Reply(s);
       return;
     }
+    // A client sending its update is alive (issue 12 item 1); its header passed the session
+    // check.
+    coordinator_->NoteActivity(assembler_.header().client_id(), absl::Now());
     StartRead(&chunk_);
   }
   void OnDone() override {
@@ -439,7 +450,8 @@ grpc::ServerWriteReactor<v1::ModelChunk>* CoordinatorService::DownloadModel(
     };
     return new Rejected(blob.status());
   }
-  return new DownloadReactor(this, context, *std::move(blob), options_.transport.chunk_bytes());
+  return new DownloadReactor(this, coordinator_, context, request->client_id(), *std::move(blob),
+                             options_.transport.chunk_bytes());
 }
 
 grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
