@@ -3,6 +3,7 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -65,14 +66,19 @@ class CoordinatorTest : public ::testing::Test {
     Start();
   }
 
+  // Registers `identity`, presenting the credential the coordinator issued it earlier (as a device
+  // does, docs/SECURITY.md).
   v1::RegisterResponse Register(const std::string& identity, absl::Time now = kT0) {
     v1::RegisterRequest request;
     request.set_identity(identity);
     request.mutable_device()->set_num_samples(100);
+    request.set_credential(credentials_[identity]);
     absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, now);
     EXPECT_TRUE(r.ok()) << r.status();
+    if (r.ok() && !r->credential().empty()) credentials_[identity] = r->credential();
     return r.ok() ? *r : v1::RegisterResponse();
   }
+  std::map<std::string, std::string> credentials_;  // issued, by identity
 
   absl::StatusOr<v1::PollTaskResponse> Poll(const v1::RegisterResponse& who, absl::Time now = kT0) {
     v1::PollTaskRequest request;

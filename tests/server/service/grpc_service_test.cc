@@ -50,6 +50,8 @@ class GrpcServiceTest : public ::testing::Test {
     raw_.mutable_selection()->set_overcommit(1.0);
     raw_.mutable_training()->set_local_steps(1);
     raw_.mutable_transport()->set_chunk_bytes(kChunk);
+    // The tests check exact sums of unit-scale deltas: default clipping (norm 10) made inert.
+    raw_.mutable_aggregation()->set_clip_update_norm(1e6);
   }
 
   void Start(int64_t max_inflight_upload_bytes = 0) {
