@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <memory>
 
+#include <optional>
+
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
@@ -23,7 +25,8 @@
 #include "common/logging.h"
 
 ABSL_FLAG(std::string, config, "", "Client config, protobuf text format (ClientConfig).");
-ABSL_FLAG(int32_t, partition_index, -1, "Overrides data.partition_index.");
+ABSL_FLAG(std::optional<int32_t>, partition_index, std::nullopt,
+          "Overrides data.partition_index (>= 0) when given.");
 ABSL_FLAG(int32_t, num_partitions, 0, "Overrides data.num_partitions when > 0.");
 ABSL_FLAG(std::string, identity, "", "Overrides identity (default: device-<partition_index>).");
 ABSL_FLAG(std::string, server, "", "Overrides server_address.");
@@ -51,8 +54,13 @@ int Main() {
     }
   }
   v1::DataConfig& data = *config.mutable_data();
-  if (absl::GetFlag(FLAGS_partition_index) >= 0) {
-    data.set_partition_index(absl::GetFlag(FLAGS_partition_index));
+  // A negative index is an error, never a silent device-0.
+  if (const std::optional<int32_t> index = absl::GetFlag(FLAGS_partition_index)) {
+    if (*index < 0) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat("--partition_index must be >= 0, got ", *index)));
+    }
+    data.set_partition_index(*index);
   }
   if (absl::GetFlag(FLAGS_num_partitions) > 0) {
     data.set_num_partitions(absl::GetFlag(FLAGS_num_partitions));
