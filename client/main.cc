@@ -6,6 +6,10 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 
 #include <optional>
@@ -44,6 +48,94 @@ namespace {
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "fedsched-client: %s\n", s.ToString().c_str());
   return 2;
+}
+
+// The partition file in the client's state dir: its name hashes everything that decides the
+// partition (data files with their sizes and times, num_partitions, alpha, min_samples, seed,
+// index), so a changed setting never reads a stale one.
+std::string PartitionCachePath(const v1::DataConfig& data, const std::string& state_dir) {
+  std::string key = data.SerializeAsString();
+  for (const std::string& f : {data.train_images_path(), data.train_labels_path()}) {
+    std::error_code ec;
+    key += absl::StrCat("|", std::filesystem::file_size(f, ec), "|",
+                        std::filesystem::last_write_time(f, ec).time_since_epoch().count());
+  }
+  return absl::StrCat(state_dir, "/partition-", absl::Hex(std::hash<std::string>()(key)), ".bin");
+}
+
+constexpr char kPartitionMagic[] = "FSPART01";
+
+// Reads a partition written by SavePartition; nullopt if absent, short or malformed.
+std::optional<ImageDataset> LoadPartition(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char magic[8];
+  ImageDataset d;
+  int32_t dims[2];
+  if (!in.read(magic, 8) || std::memcmp(magic, kPartitionMagic, 8) != 0 ||
+      !in.read(reinterpret_cast<char*>(&d.size), sizeof d.size) ||
+      !in.read(reinterpret_cast<char*>(dims), sizeof dims) || d.size < 0 || dims[0] <= 0 ||
+      dims[1] <= 0 || d.size > (int64_t{1} << 32)) {
+    return std::nullopt;
+  }
+  d.rows = dims[0];
+  d.cols = dims[1];
+  d.labels.resize(static_cast<size_t>(d.size));
+  d.pixels.resize(static_cast<size_t>(d.size) * d.rows * d.cols);
+  if (!in.read(reinterpret_cast<char*>(d.labels.data()), d.labels.size()) ||
+      !in.read(reinterpret_cast<char*>(d.pixels.data()), d.pixels.size() * sizeof(float)) ||
+      in.peek() != EOF) {
+    return std::nullopt;
+  }
+  return d;
+}
+
+// Writes `d` atomically (temp file, rename); failures only cost the next start its speed.
+void SavePartition(const ImageDataset& d, const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    const int32_t dims[2] = {d.rows, d.cols};
+    out.write(kPartitionMagic, 8);
+    out.write(reinterpret_cast<const char*>(&d.size), sizeof d.size);
+    out.write(reinterpret_cast<const char*>(dims), sizeof dims);
+    out.write(reinterpret_cast<const char*>(d.labels.data()), d.labels.size());
+    out.write(reinterpret_cast<const char*>(d.pixels.data()), d.pixels.size() * sizeof(float));
+    if (!out) return;
+  }
+  std::filesystem::rename(tmp, path, ec);
+}
+
+// This client's samples: from the partition file kept in `state_dir` when there is one (a
+// restarted client registers in well under a second instead of re-reading and re-partitioning
+// the whole data set: issue 12 item 8), else loaded, partitioned and saved there.
+absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
+                                            const std::string& state_dir) {
+  const std::string cache = PartitionCachePath(data, state_dir);
+  if (std::optional<ImageDataset> cached = LoadPartition(cache)) return *std::move(cached);
+  absl::StatusOr<ImageDataset> all = LoadIdxDataset(data.train_images_path(), data.train_labels_path());
+  if (!all.ok()) return all.status();
+  absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
+      DirichletPartition(all->labels, data.num_partitions(), data.dirichlet_alpha(),
+                         data.min_samples(), data.partition_seed());
+  if (!parts.ok()) return parts.status();
+  // Keep only this client's samples in memory.
+  const std::vector<int64_t>& mine = (*parts)[data.partition_index()];
+  ImageDataset local;
+  local.size = static_cast<int64_t>(mine.size());
+  local.rows = all->rows;
+  local.cols = all->cols;
+  const int64_t pixels = static_cast<int64_t>(all->rows) * all->cols;
+  local.pixels.reserve(mine.size() * pixels);
+  for (int64_t index : mine) {
+    local.pixels.insert(local.pixels.end(), all->pixels.begin() + index * pixels,
+                        all->pixels.begin() + (index + 1) * pixels);
+    local.labels.push_back(all->labels[index]);
+  }
+  *all = ImageDataset();
+  SavePartition(local, cache);
+  return local;
 }
 
 int Main() {
@@ -89,34 +181,17 @@ int Main() {
   if (!absl::GetFlag(FLAGS_identity).empty()) config.set_identity(absl::GetFlag(FLAGS_identity));
   if (config.identity().empty()) config.set_identity(absl::StrCat("device-", data.partition_index()));
 
-  absl::StatusOr<ImageDataset> all = LoadIdxDataset(data.train_images_path(), data.train_labels_path());
-  if (!all.ok()) return Fail(all.status());
-  absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
-      DirichletPartition(all->labels, data.num_partitions(), data.dirichlet_alpha(),
-                         data.min_samples(), data.partition_seed());
-  if (!parts.ok()) return Fail(parts.status());
-  // Keep only this client's samples in memory.
-  const std::vector<int64_t>& mine = (*parts)[data.partition_index()];
-  ImageDataset local;
-  local.size = static_cast<int64_t>(mine.size());
-  local.rows = all->rows;
-  local.cols = all->cols;
-  const int64_t pixels = static_cast<int64_t>(all->rows) * all->cols;
-  local.pixels.reserve(mine.size() * pixels);
-  for (int64_t index : mine) {
-    local.pixels.insert(local.pixels.end(), all->pixels.begin() + index * pixels,
-                        all->pixels.begin() + (index + 1) * pixels);
-    local.labels.push_back(all->labels[index]);
-  }
-  *all = ImageDataset();
-  // The device's slow storage holds one file per sample; the cache keeps the important ones.
-  std::vector<std::string> encoded;
-  encoded.reserve(local.size);
-  for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
   if (config.state_dir().empty()) {
     // Per user: two users' clients on one machine must not share a cache.
     config.set_state_dir(absl::StrCat("/tmp/fedsched-client-", ::getuid(), "-", config.identity()));
   }
+  absl::StatusOr<ImageDataset> partition = LocalPartition(data, config.state_dir());
+  if (!partition.ok()) return Fail(partition.status());
+  ImageDataset& local = *partition;
+  // The device's slow storage holds one file per sample; the cache keeps the important ones.
+  std::vector<std::string> encoded;
+  encoded.reserve(local.size);
+  for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
   std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
   std::fflush(stdout);
   absl::StatusOr<std::unique_ptr<CacheDataPlan>> plan = CacheDataPlan::Create(
@@ -133,7 +208,7 @@ int Main() {
   options.config = config;
   options.trainer = trainer->get();
   options.data = plan->get();
-  options.device.set_sample_bytes(1 + pixels);
+  options.device.set_sample_bytes(1 + static_cast<int64_t>(local.rows) * local.cols);
   options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
   if (!client.ok()) return Fail(client.status());

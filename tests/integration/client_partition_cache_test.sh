@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# A (re)started fedsched-client keeps its data partition in its state dir (issue 12 item 8): the
+# first start writes partition-*.bin, a restart reads it instead of re-reading and
+# re-partitioning the whole data set, and gets the same samples.
+# Usage: client_partition_cache_test.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD="$1"
+SRC="$2"
+STATE=$(mktemp -d /tmp/fedsched_partcache.XXXXXX)
+trap 'rm -rf "$STATE"' EXIT
+run() {  # nothing listens on port 1: the client loads its data, logs, then retries until killed
+  timeout 20 "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" \
+    --partition_index=2 --num_partitions=6 --server=127.0.0.1:1 --state_dir="$STATE" \
+    --log_level=info 2>&1 | grep -m1 -o "[0-9]* local samples"
+}
+first=$(run)
+ls "$STATE"/partition-*.bin > /dev/null 2>&1 || { echo "FAIL: no partition file in $STATE"; exit 1; }
+second=$(run)
+[ -n "$first" ] && [ "$first" = "$second" ] || { echo "FAIL: '$first' vs '$second'"; exit 1; }
+echo "OK: $first both times, partition kept in $(ls "$STATE"/partition-*.bin)"
