@@ -163,6 +163,15 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
     // On the header: refuse a straggler, a late or a foreign upload before its payload arrives.
     if (s.ok() && !had_header) s = coordinator_->CheckUploadHeader(assembler_.header());
     if (s.ok() && !had_header) {
+      if (service_->AcquireClientUploadStream(assembler_.header().client_id())) {
+        stream_client_ = assembler_.header().client_id();
+      } else {
+        s = absl::ResourceExhaustedError(absl::StrCat(
+            "client ", assembler_.header().client_id(),
+            " already has its maximum of upload streams open; retry later"));
+      }
+    }
+    if (s.ok() && !had_header) {
       const int64_t declared = assembler_.header().total_bytes();
       if (service_->ReserveUploadBytes(declared)) {
         reserved_ = declared;
@@ -184,6 +193,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   void OnDone() override {
     service_->Untrack(this);
     if (reserved_ > 0) service_->ReleaseUploadBytes(reserved_);
+    if (!stream_client_.empty()) service_->ReleaseClientUploadStream(stream_client_);
     delete this;
   }
 
@@ -200,6 +210,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   v1::UploadUpdateResponse* const response_;
   v1::UploadChunk chunk_;
   int64_t reserved_ = 0;
+  std::string stream_client_;  // counted in the per-client stream limit when non-empty
 };
 
 }  // namespace
@@ -389,6 +400,24 @@ bool CoordinatorService::ReserveUploadBytes(int64_t bytes) {
 }
 
 void CoordinatorService::ReleaseUploadBytes(int64_t bytes) { inflight_upload_bytes_ -= bytes; }
+
+bool CoordinatorService::AcquireClientUploadStream(const std::string& client_id) {
+  absl::MutexLock lock(&client_streams_mu_);
+  int32_t& open = client_upload_streams_[client_id];
+  if (options_.max_upload_streams_per_client > 0 &&
+      open >= options_.max_upload_streams_per_client) {
+    if (open == 0) client_upload_streams_.erase(client_id);
+    return false;
+  }
+  ++open;
+  return true;
+}
+
+void CoordinatorService::ReleaseClientUploadStream(const std::string& client_id) {
+  absl::MutexLock lock(&client_streams_mu_);
+  auto it = client_upload_streams_.find(client_id);
+  if (it != client_upload_streams_.end() && --it->second <= 0) client_upload_streams_.erase(it);
+}
 
 std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth) {
   std::vector<std::string> names;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -103,6 +104,10 @@ struct CoordinatorServiceOptions {
   // (or with another) is UNAUTHENTICATED. Empty = no check (tests only: fedsched-server always
   // sets one). Default: empty.
   std::string operator_token;
+  // Upload streams one client may have past their header at once; one more is
+  // RESOURCE_EXHAUSTED, so one client cannot reserve the whole upload budget with header-only
+  // streams (docs/SECURITY.md). Default: 2.
+  int32_t max_upload_streams_per_client = 2;
 };
 
 // The gRPC metadata key that carries the operator token (fedsched-status --token_file).
@@ -177,6 +182,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // Reserves `bytes` of the upload budget; false (nothing reserved) when it would overflow.
   bool ReserveUploadBytes(int64_t bytes);
   void ReleaseUploadBytes(int64_t bytes);
+  // Counts an upload stream of `client_id`; false (nothing counted) at the per-client limit.
+  bool AcquireClientUploadStream(const std::string& client_id);
+  void ReleaseClientUploadStream(const std::string& client_id);
 
  private:
   Coordinator* const coordinator_;
@@ -184,6 +192,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   std::atomic<int64_t> inflight_upload_bytes_{0};
   mutable absl::Mutex streams_mu_;
   absl::flat_hash_set<TrackedStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
+  absl::Mutex client_streams_mu_;
+  absl::flat_hash_map<std::string, int32_t> client_upload_streams_
+      ABSL_GUARDED_BY(client_streams_mu_);
 };
 
 }  // namespace fedsched

@@ -229,6 +229,44 @@ TEST_F(SecurityTest, IdentityCountIsBounded) {
   EXPECT_OK(RegisterRaw(*stub_, "sybil-0").status());
 }
 
+// Finding 5 (partly): header-only upload streams of one client cannot pile up; the honest
+// client's upload is still accepted and the round commits.
+TEST_F(SecurityTest, HeaderOnlyUploadStreamsPerClientAreBounded) {
+  raw_.mutable_training()->set_local_steps(1);
+  Start();
+  ASSERT_OK_AND_ASSIGN(Session honest, RegisterRaw(*stub_, "honest"));
+  ASSERT_OK_AND_ASSIGN(Session hog, RegisterRaw(*stub_, "hog"));
+  const v1::Task task_honest = TaskFor(honest);
+  const v1::Task task_hog = TaskFor(hog);
+  const v1::Model model = PatternModel({600, 10});
+  const std::vector<v1::UploadChunk> messages =
+      UploadMessages(hog, task_hog, FilledLike(model, 0.01f).SerializeAsString(), 1, kChunk);
+  // Two streams send their header and then hold (the limit is 2 per client).
+  std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
+  std::vector<std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>>> held;
+  v1::UploadUpdateResponse ignored;
+  for (int i = 0; i < 2; ++i) {
+    contexts.push_back(std::make_unique<grpc::ClientContext>());
+    held.push_back(stub_->UploadUpdate(contexts.back().get(), &ignored));
+    ASSERT_TRUE(held.back()->Write(messages[0]));
+  }
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_THAT(UploadRaw(*stub_, {messages[0]}),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("upload streams")));
+  EXPECT_EQ(server_->service().inflight_upload_bytes(),
+            2 * static_cast<int64_t>(messages[0].header().total_bytes()));
+  ASSERT_OK(Upload(honest, task_honest, FilledLike(model, 0.01f), 1));
+  for (auto& context : contexts) context->TryCancel();
+  for (auto& writer : held) writer->Finish();
+  // Once the held streams are gone the hog may upload again.
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().inflight_upload_bytes() == 0; }));
+  ASSERT_OK(Upload(hog, task_hog, FilledLike(model, 0.01f), 1));
+  ASSERT_TRUE(TestServer::WaitFor([&] {
+    server_->Tick();
+    return server_->coordinator().committed_round() >= 1;
+  }));
+}
+
 // Finding 6: GetStatus needs the operator token.
 TEST_F(SecurityTest, GetStatusNeedsTheOperatorToken) {
   TestServer::Options options;
