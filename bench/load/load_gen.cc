@@ -64,6 +64,8 @@ ABSL_FLAG(int32_t, server_pid, 0, "Server process id, for CPU seconds and peak R
 ABSL_FLAG(int32_t, timeout_s, 900, "Give up after this many seconds.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of compute times and jitter.");
 ABSL_FLAG(std::string, out, "", "Also write the report to this file.");
+ABSL_FLAG(std::string, token_file, "",
+          "The server's operator token file (<store_path>/operator_token), for GetStatus.");
 
 namespace fedsched {
 namespace {
@@ -567,10 +569,16 @@ int LoadGenerator::Run() {
   int64_t committed = 0;
   v1::GetStatusResponse last;
   bool timed_out = false;
+  std::string operator_token;
+  if (!absl::GetFlag(FLAGS_token_file).empty()) {
+    std::ifstream in(absl::GetFlag(FLAGS_token_file));
+    in >> operator_token;
+  }
   while (true) {
     absl::SleepFor(absl::Seconds(1));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    if (!operator_token.empty()) context.AddMetadata("fedsched-operator-token", operator_token);
     v1::GetStatusRequest request;
     request.set_recent_rounds(std::min(rounds, 100));
     v1::GetStatusResponse response;

@@ -55,6 +55,7 @@ code=0
 "$BUILD/bench/load/fedsched-load-gen" --server="127.0.0.1:$PORT" --clients="$CLIENTS" \
   --rounds="$ROUNDS" --server_pid=$server_pid --compute_ms_min="${COMPUTE_MS_MIN:-100}" \
   --compute_ms_max="${COMPUTE_MS_MAX:-1000}" --out="$RUN_DIR/load.txt" \
+  --token_file="$RUN_DIR/store/operator_token" \
   2> "$RUN_DIR/load_progress.log" || code=$?
 # The server stops by itself a few seconds after the last round.
 for _ in $(seq 1 100); do kill -0 $server_pid 2>/dev/null || break; sleep 0.1; done
