@@ -3,6 +3,8 @@
 //
 //   fedsched-client --config=configs/client.textproto --partition_index=3 [--identity=dev-3]
 //                   [--server=127.0.0.1:50051] [--slowdown=2.5]
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -138,6 +140,23 @@ absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
   return local;
 }
 
+// Holds an exclusive flock on <state_dir>/LOCK for the life of the process. Errors:
+// FAILED_PRECONDITION if another fedsched-client holds it; INTERNAL if it cannot be created.
+absl::Status LockStateDir(const std::string& state_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  const std::string path = state_dir + "/LOCK";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);  // kept open until exit
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state dir ", state_dir, " is in use by another fedsched-client; give each client its "
+        "own --state_dir"));
+  }
+  return absl::OkStatus();
+}
+
 int Main() {
   v1::ClientConfig config;
   if (!absl::GetFlag(FLAGS_config).empty()) {
@@ -185,6 +204,9 @@ int Main() {
     // Per user: two users' clients on one machine must not share a cache.
     config.set_state_dir(absl::StrCat("/tmp/fedsched-client-", ::getuid(), "-", config.identity()));
   }
+  // One client per state dir: two sharing it (e.g. two test runs with the same identities)
+  // would rebuild each other's sample files mid-run.
+  if (absl::Status s = LockStateDir(config.state_dir()); !s.ok()) return Fail(s);
   absl::StatusOr<ImageDataset> partition = LocalPartition(data, config.state_dir());
   if (!partition.ok()) return Fail(partition.status());
   ImageDataset& local = *partition;

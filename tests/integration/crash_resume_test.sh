@@ -3,6 +3,8 @@
 # that it resumes at that round, that every round commits exactly once, and that the clients
 # reconnect by themselves. Usage: crash_resume_test.sh BUILD_DIR SOURCE_DIR
 # With FEDBUFF=1 the server runs asynchronous FedBuff (6 tasks in flight for buffers of 3).
+# Each client has its own state dir in WORK: the default one (per identity) is shared with any
+# other run of device-0..5 on this machine, e.g. the FedBuff variant under ctest -j (issue 12 item 7).
 set -euo pipefail
 BUILD=$1
 SRC=$2
@@ -44,7 +46,8 @@ server_pid=$!
 pids+=("$server_pid")
 for ((i = 0; i < CLIENTS; i++)); do
   "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=$i \
-    --num_partitions=$CLIENTS --server="127.0.0.1:$PORT" > "$WORK/client-$i.log" 2>&1 &
+    --num_partitions=$CLIENTS --server="127.0.0.1:$PORT" --state_dir="$WORK/state-$i" \
+    > "$WORK/client-$i.log" 2>&1 &
   pids+=("$!")
 done
 
