@@ -88,9 +88,14 @@ class MetricsWriter {
   void Write(const v1::RoundRecord& r) ABSL_LOCKS_EXCLUDED(mu_) {
     absl::MutexLock lock(&mu_);
     const double wall = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
-    std::printf("round %3lld | participants %3d | %7.2f s | test_accuracy %.4f | test_loss %.4f\n",
-                static_cast<long long>(r.round()), r.updates_accepted(), wall, r.test_accuracy(),
-                r.test_loss());
+    // An evaluated model always has a positive cross-entropy loss: 0 means not evaluated (no
+    // test set, or not an eval.every_n_rounds round), which must not read as accuracy 0.
+    const std::string quality =
+        r.test_loss() > 0 ? absl::StrFormat("test_accuracy %.4f | test_loss %.4f",
+                                            r.test_accuracy(), r.test_loss())
+                          : std::string("not evaluated");
+    std::printf("round %3lld | participants %3d | %7.2f s | %s\n",
+                static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str());
     std::fflush(stdout);
     if (!out_.is_open()) return;
     out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d\n", r.round(),

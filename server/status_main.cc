@@ -11,6 +11,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
 #include "common/flags_usage.h"
 #include "common/transport.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
@@ -66,6 +67,11 @@ int Main() {
   grpc::ClientContext context;
   if (!token->empty()) context.AddMetadata("fedsched-operator-token", *token);
   context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  if (absl::GetFlag(FLAGS_rounds) < 0) {
+    std::fprintf(stderr, "fedsched-status: --rounds must be >= 0, got %d\n",
+                 absl::GetFlag(FLAGS_rounds));
+    return 2;
+  }
   v1::GetStatusRequest request;
   request.set_recent_rounds(absl::GetFlag(FLAGS_rounds));
   v1::GetStatusResponse status;
@@ -79,12 +85,20 @@ int Main() {
               status.state().c_str(), static_cast<long long>(status.current_round()),
               static_cast<long long>(status.committed_round()), status.registered_clients(),
               status.online_clients());
+  // --rounds=N shows at most N rounds (the server adds the round in flight to its N, and reads
+  // 0 as its default): 0 shows none.
+  int shown = 0;
   for (const v1::RoundRecord& r : status.recent_rounds()) {
-    std::printf("\nround %lld (%s): %d accepted in %d aggregation calls, %d stragglers, "
-                "test_accuracy %.4f, predictor MAPE %.1f %%\n",
+    if (shown++ >= absl::GetFlag(FLAGS_rounds)) break;
+    // An evaluated model has a positive test loss; 0 is "not evaluated", not accuracy 0.
+    const std::string quality = r.test_loss() > 0
+                                    ? absl::StrFormat("test_accuracy %.4f", r.test_accuracy())
+                                    : std::string("not evaluated");
+    std::printf("\nround %lld (%s): %d accepted, %d rejected in %d aggregation calls, "
+                "%d stragglers, %s, predictor MAPE %.1f %%\n",
                 static_cast<long long>(r.round()), v1::RoundOutcome_Name(r.outcome()).c_str(),
-                r.updates_accepted(), r.aggregation_calls(), r.stragglers_size(),
-                r.test_accuracy(), 100 * r.predictor_mape());
+                r.updates_accepted(), r.updates_rejected(), r.aggregation_calls(),
+                r.stragglers_size(), quality.c_str(), 100 * r.predictor_mape());
     std::printf("  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy", "mode",
                 "utility", "speed_pen", "score", "predicted", "steps", "note");
     for (const v1::SelectionReason& c : r.cohort()) {

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Operator facts (issue 12 item 6): a round without evaluation prints "not evaluated" (not
+# test_accuracy 0.0000) on the server's console and in fedsched-status, and
+# `fedsched-status --rounds=N` shows at most N rounds (0 = none; it printed 6).
+# Usage: operator_facts_test.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD="$1"
+SRC="$2"
+WORK=$(mktemp -d /tmp/fedsched_facts.XXXXXX)
+PORT=$((20000 + RANDOM % 20000))
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
+cat > "$WORK/server.textproto" <<CFG
+clients_per_round: 1
+min_updates: 1
+round_deadline_s: 60
+training { local_steps: 2 batch_size: 8 }
+eval { every_n_rounds: 2 }
+CFG
+"$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
+  --listen="127.0.0.1:$PORT" --num_rounds=0 > "$WORK/server.log" 2>&1 &
+pids+=($!)
+"$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=0 \
+  --num_partitions=4 --server="127.0.0.1:$PORT" --state_dir="$WORK/client" > "$WORK/client.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 1800); do grep -qE '^round +3 ' "$WORK/server.log" && break; sleep 0.1; done
+grep -qE '^round +1 .*not evaluated' "$WORK/server.log" || {
+  echo "FAIL: round 1 not shown as not evaluated"; cat "$WORK/server.log"; exit 1; }
+grep -qE '^round +2 .*test_accuracy 0\.[0-9]+ ' "$WORK/server.log" || {
+  echo "FAIL: round 2 shows no accuracy"; cat "$WORK/server.log"; exit 1; }
+status() {
+  "$BUILD/server/fedsched-status" --server="127.0.0.1:$PORT" \
+    --token_file="$WORK/store/operator_token" "$@"
+}
+n0=$(status --rounds=0 | grep -c '^round ')
+n2=$(status --rounds=2 | grep -c '^round ')
+[ "$n0" = 0 ] && [ "$n2" = 2 ] || { echo "FAIL: --rounds=0 showed $n0, --rounds=2 showed $n2"; exit 1; }
+status --rounds=10 | grep -q "not evaluated" || { echo "FAIL: status shows no 'not evaluated'"; exit 1; }
+echo "OK: console and status say 'not evaluated'; --rounds=0 shows 0 rounds, --rounds=2 shows 2"
