@@ -34,6 +34,8 @@ TEST(LargeModelTest, HundredMegabyteModelRoundTripsThroughServiceAndSdk) {
   options.config.set_heartbeat_interval_ms(500);
   options.config.set_missed_heartbeats(20);
   options.config.mutable_training()->set_local_steps(1);
+  // The committed model is compared bit for bit with base + delta: clipping made inert.
+  options.config.mutable_aggregation()->set_clip_update_norm(1e9);
   options.config.mutable_training()->set_batch_size(1);
   // Default transport: 16 MiB messages, 1 MiB chunks; the model is six times the message limit.
   options.initial_model = initial;
