@@ -214,8 +214,6 @@ int Main() {
   std::vector<std::string> encoded;
   encoded.reserve(local.size);
   for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
-  std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
-  std::fflush(stdout);
   absl::StatusOr<std::unique_ptr<CacheDataPlan>> plan = CacheDataPlan::Create(
       config.state_dir(), encoded, config.storage_read_delay_us_per_kb(), config.disable_cache(),
       config.seed() + data.partition_index(), config.storage_budget_bytes());
@@ -236,6 +234,9 @@ int Main() {
   if (!client.ok()) return Fail(client.status());
   FEDSCHED_LOG(info, "{}: {} local samples, server {}", config.identity(), local.size,
                config.server_address());
+  // Printed only once every part of it was accepted.
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
+  std::fflush(stdout);
   absl::Status s = (*client)->Run();
   ClientRunStats stats = (*client)->stats();
   std::printf("fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects\n",

@@ -138,9 +138,6 @@ int Main() {
     std::fprintf(stderr, "fedsched-server: %s\n", config.status().ToString().c_str());
     return 2;
   }
-  std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
-  std::fflush(stdout);
-
   absl::StatusOr<v1::Model> initial = InitialModel(config->model());
   if (!initial.ok()) {
     std::fprintf(stderr, "fedsched-server: %s\n", initial.status().ToString().c_str());
@@ -226,6 +223,9 @@ int Main() {
                  config->listen_address().c_str());
     return 1;
   }
+  // Printed only now that every part of it was accepted (store, credentials, listening port).
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
+  std::fflush(stdout);
   // With port 0 the kernel picks one: print the bound port, so scripts and tests can find it.
   const std::string& listen = config->listen_address();
   FEDSCHED_LOG(info, "listening on {}:{} (resuming after round {})",

@@ -17,6 +17,13 @@ round_deadline_s: 60
 training { local_steps: 2 batch_size: 8 }
 eval { every_n_rounds: 2 }
 CFG
+# A config refused at start (here: a store path that cannot be created) prints no "effective
+# config" first.
+out=$("$BUILD/server/fedsched-server" --config="$WORK/server.textproto" \
+  --store_path=/dev/null/store --listen="127.0.0.1:$PORT" 2>&1)
+if [ $? -eq 0 ] || grep -q "effective config" <<<"$out"; then
+  echo "FAIL: refused start printed its effective config or exited 0: $out"; exit 1
+fi
 "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
   --listen="127.0.0.1:$PORT" --num_rounds=0 > "$WORK/server.log" 2>&1 &
 pids+=($!)
