@@ -85,6 +85,7 @@ int Main() {
               status.state().c_str(), static_cast<long long>(status.current_round()),
               static_cast<long long>(status.committed_round()), status.registered_clients(),
               status.online_clients());
+  if (!status.waiting_for().empty()) std::printf("waiting: %s\n", status.waiting_for().c_str());
   // --rounds=N shows at most N rounds (the server adds the round in flight to its N, and reads
   // 0 as its default): 0 shows none.
   int shown = 0;

@@ -345,6 +345,9 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
                                            : "waiting_for_clients");
   response.set_registered_clients(static_cast<int32_t>(book.size()));
   response.set_online_clients(static_cast<int32_t>(book.CountOnline(now_s)));
+  if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
+    response.set_waiting_for(std::string(engine_->last_plan_status().message()));
+  }
   if (engine_->running()) *response.add_recent_rounds() = engine_->current_record();
   absl::StatusOr<std::vector<v1::RoundRecord>> recent =
       options_.store->LoadRecentRounds(recent_rounds <= 0 ? 5 : recent_rounds);

@@ -43,4 +43,20 @@ n0=$(status --rounds=0 | grep -c '^round ')
 n2=$(status --rounds=2 | grep -c '^round ')
 [ "$n0" = 0 ] && [ "$n2" = 2 ] || { echo "FAIL: --rounds=0 showed $n0, --rounds=2 showed $n2"; exit 1; }
 status --rounds=10 | grep -q "not evaluated" || { echo "FAIL: status shows no 'not evaluated'"; exit 1; }
-echo "OK: console and status say 'not evaluated'; --rounds=0 shows 0 rounds, --rounds=2 shows 2"
+# A server short of clients says what it waits for (need vs have) in fedsched-status.
+PORT2=$((PORT + 1))
+sed 's/min_updates: 1/min_updates: 2/; s/clients_per_round: 1/clients_per_round: 2/' \
+  "$WORK/server.textproto" > "$WORK/server2.textproto"
+"$BUILD/server/fedsched-server" --config="$WORK/server2.textproto" --store_path="$WORK/store2" \
+  --listen="127.0.0.1:$PORT2" --num_rounds=0 > "$WORK/server2.log" 2>&1 &
+pids+=($!)
+waiting=""
+for _ in $(seq 1 300); do
+  waiting=$("$BUILD/server/fedsched-status" --server="127.0.0.1:$PORT2" \
+    --token_file="$WORK/store2/operator_token" 2>/dev/null | grep '^waiting:')
+  [ -n "$waiting" ] && break
+  sleep 0.2
+done
+grep -q "min_online_clients: 0 of 2 reachable" <<<"$waiting" || {
+  echo "FAIL: status does not say what it waits for: '$waiting'"; exit 1; }
+echo "OK: $waiting; console and status say 'not evaluated'; --rounds=0 shows 0 rounds, --rounds=2 shows 2"
