@@ -13,6 +13,7 @@ namespace fedsched {
 namespace {
 
 using ::fedsched::testing::FilledLike;
+using ::fedsched::testing::HeartbeatRaw;
 using ::fedsched::testing::PatternModel;
 using ::fedsched::testing::PollRaw;
 using ::fedsched::testing::RegisterRaw;
@@ -27,12 +28,15 @@ TEST(SlowTransferLivenessTest, StreamProgressCountsAsAHeartbeat) {
   options.config.set_min_online_clients(1);
   options.config.set_num_rounds(1);
   options.config.set_round_deadline_s(300);  // far away: only liveness can fail the task
-  options.config.set_heartbeat_interval_ms(200);
-  options.config.set_missed_heartbeats(3);   // offline after 0.6 s without a heartbeat
+  options.config.set_heartbeat_interval_ms(300);
+  options.config.set_missed_heartbeats(3);   // offline after 0.9 s without a heartbeat
   options.config.mutable_selection()->set_overcommit(1.0);
   options.config.mutable_training()->set_local_steps(1);
   options.config.mutable_training()->set_batch_size(1);
   options.initial_model = PatternModel({4'000'000});  // 16 MB: 16 chunks of 1 MiB
+  // The update is made up front, so that no client-side work (slow on a loaded machine) sits
+  // between the last heartbeat and the slow stream.
+  const std::string update = FilledLike(options.initial_model, 0.5f).SerializeAsString();
   options.tick_thread = true;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server, TestServer::Start(std::move(options)));
   std::unique_ptr<v1::Coordinator::Stub> stub = server->NewStub();
@@ -54,14 +58,14 @@ TEST(SlowTransferLivenessTest, StreamProgressCountsAsAHeartbeat) {
   std::string payload;
   while (reader->Read(&chunk)) payload.append(chunk.data());
   ASSERT_OK(testing::FromGrpc(reader->Finish()));
-  v1::Model global;
-  ASSERT_TRUE(global.ParseFromString(payload));
+  ASSERT_EQ(payload.size(), server->store().LoadModel(0)->ByteSizeLong());
+  ASSERT_OK(HeartbeatRaw(*stub, a));  // the last heartbeat: none during the upload
 
   // A slow uplink: one 1 MiB chunk every 250 ms (about 4 s), and no heartbeat RPC at all. The
   // server sees every chunk arrive at this pace (unlike a download, which flow-control windows
   // may buffer), so this is a deterministic slow stream.
   const std::vector<v1::UploadChunk> messages =
-      UploadMessages(a, task, FilledLike(global, 0.5f).SerializeAsString(), 1, 1 << 20);
+      UploadMessages(a, task, update, 1, 1 << 20);
   ASSERT_GT(messages.size(), 12u);
   grpc::ClientContext upload;
   v1::UploadUpdateResponse response;
@@ -74,7 +78,7 @@ TEST(SlowTransferLivenessTest, StreamProgressCountsAsAHeartbeat) {
   writer->WritesDone();
   ASSERT_OK(testing::FromGrpc(writer->Finish()));
   EXPECT_TRUE(response.accepted()) << response.message();
-  ASSERT_GT(absl::Now() - started, absl::Seconds(2));  // well past the 0.6 s timeout
+  ASSERT_GT(absl::Now() - started, absl::Seconds(3));  // well past the 0.9 s timeout
   ASSERT_TRUE(TestServer::WaitFor([&] { return server->coordinator().committed_round() >= 1; }));
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, server->store().LoadRound(1));
   EXPECT_EQ(record.updates_accepted(), 1);
