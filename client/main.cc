@@ -13,22 +13,21 @@
 #include <fstream>
 #include <functional>
 #include <memory>
-
 #include <optional>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "models/idx.h"
-#include "models/partition.h"
-#include "models/reference_model.h"
-#include "models/samples.h"
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
+#include "models/idx.h"
+#include "models/partition.h"
+#include "models/reference_model.h"
+#include "models/samples.h"
 
 ABSL_FLAG(std::string, config, "", "Client config, protobuf text format (ClientConfig).");
 ABSL_FLAG(std::optional<int32_t>, partition_index, std::nullopt,
@@ -116,7 +115,8 @@ absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
                                             const std::string& state_dir) {
   const std::string cache = PartitionCachePath(data, state_dir);
   if (std::optional<ImageDataset> cached = LoadPartition(cache)) return *std::move(cached);
-  absl::StatusOr<ImageDataset> all = LoadIdxDataset(data.train_images_path(), data.train_labels_path());
+  absl::StatusOr<ImageDataset> all =
+      LoadIdxDataset(data.train_images_path(), data.train_labels_path());
   if (!all.ok()) return all.status();
   absl::StatusOr<std::vector<std::vector<int64_t>>> parts =
       DirichletPartition(all->labels, data.num_partitions(), data.dirichlet_alpha(),
@@ -150,9 +150,10 @@ absl::Status LockStateDir(const std::string& state_dir) {
   if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     ::close(fd);
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state dir ", state_dir, " is in use by another fedsched-client; give each client its "
-        "own --state_dir"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("state dir ", state_dir,
+                     " is in use by another fedsched-client; give each client its "
+                     "own --state_dir"));
   }
   return absl::OkStatus();
 }
@@ -168,8 +169,8 @@ int Main() {
   // A negative index is an error, never a silent device-0.
   if (const std::optional<int32_t> index = absl::GetFlag(FLAGS_partition_index)) {
     if (*index < 0) {
-      return Fail(absl::InvalidArgumentError(
-          absl::StrCat("--partition_index must be >= 0, got ", *index)));
+      return Fail(
+          absl::InvalidArgumentError(absl::StrCat("--partition_index must be >= 0, got ", *index)));
     }
     data.set_partition_index(*index);
   }
@@ -193,12 +194,13 @@ int Main() {
   if (data.min_samples() == 0) data.set_min_samples(10);
   if (data.partition_seed() == 0) data.set_partition_seed(42);
   if (data.partition_index() < 0 || data.partition_index() >= data.num_partitions()) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "data.partition_index must be in [0, ", data.num_partitions(), "), got ",
-        data.partition_index())));
+    return Fail(absl::InvalidArgumentError(absl::StrCat("data.partition_index must be in [0, ",
+                                                        data.num_partitions(), "), got ",
+                                                        data.partition_index())));
   }
   if (!absl::GetFlag(FLAGS_identity).empty()) config.set_identity(absl::GetFlag(FLAGS_identity));
-  if (config.identity().empty()) config.set_identity(absl::StrCat("device-", data.partition_index()));
+  if (config.identity().empty())
+    config.set_identity(absl::StrCat("device-", data.partition_index()));
 
   if (config.state_dir().empty()) {
     // Per user: two users' clients on one machine must not share a cache.
@@ -221,7 +223,8 @@ int Main() {
   encoded.clear();
 
   v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
-  absl::StatusOr<std::unique_ptr<ReferenceTrainer>> trainer = ReferenceTrainer::Create(model_config);
+  absl::StatusOr<std::unique_ptr<ReferenceTrainer>> trainer =
+      ReferenceTrainer::Create(model_config);
   if (!trainer.ok()) return Fail(trainer.status());
 
   ClientOptions options;

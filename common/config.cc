@@ -43,16 +43,16 @@ absl::Status ParseTextConfig(const std::string& text, const std::string& source_
   parser.AllowUnknownField(false);
   parser.AllowUnknownExtension(false);
   if (!parser.ParseFromString(text, message)) {
-    return absl::InvalidArgumentError(absl::StrCat("config ", source_name, " (",
-                                                   message->GetTypeName(),
-                                                   "): ", errors.Joined()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("config ", source_name, " (", message->GetTypeName(), "): ", errors.Joined()));
   }
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  if (!in)
+    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
   std::ostringstream buffer;
   buffer << in.rdbuf();
   if (in.bad()) return absl::DataLossError(absl::StrCat("read error on ", path));
@@ -90,7 +90,8 @@ absl::Status WriteFileAtomically(const std::string& path, const std::string& dat
     return absl::InternalError(absl::StrCat("fsync/close ", tmp, ": ", std::strerror(errno)));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return absl::InternalError(absl::StrCat("rename ", tmp, " -> ", path, ": ", std::strerror(errno)));
+    return absl::InternalError(
+        absl::StrCat("rename ", tmp, " -> ", path, ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

@@ -6,9 +6,9 @@
 #include "absl/status/statusor.h"
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define FEDSCHED_RETURN_IF_ERROR(expr)            \
-  do {                                            \
-    ::absl::Status _fedsched_status = (expr);     \
+#define FEDSCHED_RETURN_IF_ERROR(expr)                   \
+  do {                                                   \
+    ::absl::Status _fedsched_status = (expr);            \
     if (!_fedsched_status.ok()) return _fedsched_status; \
   } while (0)
 

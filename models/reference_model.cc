@@ -12,9 +12,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/status_macros.h"
 #include "models/rng.h"
 #include "models/samples.h"
-#include "common/status_macros.h"
 
 namespace fedsched {
 namespace {

@@ -17,10 +17,10 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "models/idx.h"
-#include "models/trainer.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/tensor.pb.h"
+#include "models/idx.h"
+#include "models/trainer.h"
 
 namespace fedsched {
 
@@ -93,10 +93,10 @@ class ReferenceTrainer : public Trainer {
   // Trains from request.global over request.sample_ids. The server's model decides the
   // architecture: when request.global is another reference architecture than the trainer's
   // (softmax, or an MLP of another width; see ReferenceConfigOf), the trainer adopts it and
-  // config() changes. TrainResult::trained keeps the tensor order of request.global; per_sample_losses[i] is the loss of sample_ids[i] in the forward
-  // pass before its minibatch's step.
-  // Errors: INVALID_ARGUMENT if request.global is null or fails ValidateModel (the message names
-  // the tensor), sample_ids is empty, batch_size <= 0, learning_rate is not finite and > 0,
+  // config() changes. TrainResult::trained keeps the tensor order of request.global;
+  // per_sample_losses[i] is the loss of sample_ids[i] in the forward pass before its minibatch's
+  // step. Errors: INVALID_ARGUMENT if request.global is null or fails ValidateModel (the message
+  // names the tensor), sample_ids is empty, batch_size <= 0, learning_rate is not finite and > 0,
   // proximal_mu is not finite and >= 0, or training diverges (a non-finite loss; the message
   // names the step); a failed Read's status as returned by `samples`; INVALID_ARGUMENT /
   // DATA_LOSS from DecodeSample for a malformed sample.

@@ -63,7 +63,8 @@ int Main() {
     return 2;
   }
   v1::ServerConfig config;
-  if (absl::Status s = ParseTextConfig(meta->config_text(), "stored run config", &config); !s.ok()) {
+  if (absl::Status s = ParseTextConfig(meta->config_text(), "stored run config", &config);
+      !s.ok()) {
     std::fprintf(stderr, "fedsched-audit: %s\n", s.ToString().c_str());
     return 2;
   }
@@ -107,15 +108,16 @@ int Main() {
           problem = "receipt of task " + u.task_id() + " missing or mismatched";
         } else if (!delta.ParseFromString(u.payload())) {
           problem = "stored update does not parse";
-        } else if (absl::Status s = (*aggregator)->Accumulate(delta, u.num_examples(), u.staleness());
+        } else if (absl::Status s =
+                       (*aggregator)->Accumulate(delta, u.num_examples(), u.staleness());
                    !s.ok()) {
           problem = std::string(s.message());
         }
       }
       if (problem.empty()) {
-        absl::StatusOr<v1::Model> replayed =
-            aggregator.ok() ? (*aggregator)->Finalize(*previous)
-                            : absl::StatusOr<v1::Model>(aggregator.status());
+        absl::StatusOr<v1::Model> replayed = aggregator.ok()
+                                                 ? (*aggregator)->Finalize(*previous)
+                                                 : absl::StatusOr<v1::Model>(aggregator.status());
         if (!replayed.ok()) {
           problem = std::string(replayed.status().message());
         } else {
@@ -124,8 +126,8 @@ int Main() {
         }
       }
     }
-    std::printf("round %lld: %s (%d updates, max |diff| %.3g)%s%s\n",
-                static_cast<long long>(round), problem.empty() ? "OK" : "MISMATCH",
+    std::printf("round %lld: %s (%d updates, max |diff| %.3g)%s%s\n", static_cast<long long>(round),
+                problem.empty() ? "OK" : "MISMATCH",
                 updates.ok() ? static_cast<int>(updates->size()) : -1, diff,
                 problem.empty() ? "" : ": ", problem.c_str());
     bad += problem.empty() ? 0 : 1;

@@ -19,8 +19,9 @@ ABSL_FLAG(std::string, identity, "", "The device identity to enrol.");
 ABSL_FLAG(std::string, out, "", "Write the secret to this file (0600) instead of stdout.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("Prints a device's enrolment secret: fedsched-enroll "
-                               "--key_file=KEY --identity=ID [--out=FILE]");
+  absl::SetProgramUsageMessage(
+      "Prints a device's enrolment secret: fedsched-enroll "
+      "--key_file=KEY --identity=ID [--out=FILE]");
   absl::ParseCommandLine(argc, argv);
   const std::string identity = absl::GetFlag(FLAGS_identity);
   if (identity.empty()) {

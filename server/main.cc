@@ -4,11 +4,11 @@
 //
 // Prints its effective config, one line per committed round, and exits 0 after num_rounds (or on
 // SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
-#include <atomic>
 #include <signal.h>
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -23,13 +23,13 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
-#include "models/idx.h"
-#include "models/reference_model.h"
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/transport.h"
 #include "grpcpp/grpcpp.h"
+#include "models/idx.h"
+#include "models/reference_model.h"
 #include "server/service/coordinator.h"
 #include "server/service/credentials.h"
 #include "server/service/grpc_service.h"
@@ -90,10 +90,10 @@ class MetricsWriter {
     const double wall = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
     // An evaluated model always has a positive cross-entropy loss: 0 means not evaluated (no
     // test set, or not an eval.every_n_rounds round), which must not read as accuracy 0.
-    const std::string quality =
-        r.test_loss() > 0 ? absl::StrFormat("test_accuracy %.4f | test_loss %.4f",
-                                            r.test_accuracy(), r.test_loss())
-                          : std::string("not evaluated");
+    const std::string quality = r.test_loss() > 0
+                                    ? absl::StrFormat("test_accuracy %.4f | test_loss %.4f",
+                                                      r.test_accuracy(), r.test_loss())
+                                    : std::string("not evaluated");
     std::printf("round %3lld | participants %3d | %7.2f s | %s\n",
                 static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str());
     std::fflush(stdout);
@@ -162,8 +162,8 @@ int Main() {
     }
     enrolment_key = *std::move(key);
   }
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open(
-      {.path = config->store_path(), .keep_models = config->audit_updates() ? 0 : 5});
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open({.path = config->store_path(), .keep_models = config->audit_updates() ? 0 : 5});
   if (!store.ok()) {
     std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
     return 1;
@@ -183,8 +183,8 @@ int Main() {
   options.initial_model = *initial;
   if (test_set != nullptr) {
     const v1::ModelConfig model_config = config->model();
-    options.evaluator = [test_set, model_config](const v1::Model& model)
-        -> absl::StatusOr<EvalMetrics> {
+    options.evaluator = [test_set,
+                         model_config](const v1::Model& model) -> absl::StatusOr<EvalMetrics> {
       absl::StatusOr<EvalResult> r = Evaluate(model_config, model, *test_set);
       if (!r.ok()) return r.status();
       return EvalMetrics{r->accuracy, r->mean_loss};

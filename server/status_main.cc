@@ -32,9 +32,12 @@ namespace {
 
 const char* PolicyName(v1::SelectionPolicy p) {
   switch (p) {
-    case v1::SELECTION_POLICY_OORT: return "oort";
-    case v1::SELECTION_POLICY_FEDCASE: return "fedcase";
-    default: return "random";
+    case v1::SELECTION_POLICY_OORT:
+      return "oort";
+    case v1::SELECTION_POLICY_FEDCASE:
+      return "fedcase";
+    default:
+      return "random";
   }
 }
 
@@ -95,11 +98,12 @@ int Main() {
     const std::string quality = r.test_loss() > 0
                                     ? absl::StrFormat("test_accuracy %.4f", r.test_accuracy())
                                     : std::string("not evaluated");
-    std::printf("\nround %lld (%s): %d accepted, %d rejected in %d aggregation calls, "
-                "%d stragglers, %s, predictor MAPE %.1f %%\n",
-                static_cast<long long>(r.round()), v1::RoundOutcome_Name(r.outcome()).c_str(),
-                r.updates_accepted(), r.updates_rejected(), r.aggregation_calls(),
-                r.stragglers_size(), quality.c_str(), 100 * r.predictor_mape());
+    std::printf(
+        "\nround %lld (%s): %d accepted, %d rejected in %d aggregation calls, "
+        "%d stragglers, %s, predictor MAPE %.1f %%\n",
+        static_cast<long long>(r.round()), v1::RoundOutcome_Name(r.outcome()).c_str(),
+        r.updates_accepted(), r.updates_rejected(), r.aggregation_calls(), r.stragglers_size(),
+        quality.c_str(), 100 * r.predictor_mape());
     std::printf("  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy", "mode",
                 "utility", "speed_pen", "score", "predicted", "steps", "note");
     for (const v1::SelectionReason& c : r.cohort()) {

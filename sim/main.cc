@@ -23,8 +23,7 @@
 #include "sim/engine/setup.h"
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
-ABSL_FLAG(std::string, policy, "",
-          "override server.selection.policy: random | oort | fedcase");
+ABSL_FLAG(std::string, policy, "", "override server.selection.policy: random | oort | fedcase");
 ABSL_FLAG(std::string, cache_policy, "",
           "override server.cache.policy: importance | lru | lfu | none");
 ABSL_FLAG(std::string, fedcase_base, "",

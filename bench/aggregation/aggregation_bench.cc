@@ -357,8 +357,10 @@ void RegisterAll(bool quick, bool full) {
         ->Unit(benchmark::kMillisecond);
   }
   benchmark::RegisterBenchmark("Finalize/FEDAVG_fresh_model",
-                               [](benchmark::State& s) { BM_Finalize(s, v1::AGGREGATION_RULE_FEDAVG,
-                                                                     /*fresh=*/true); })
+                               [](benchmark::State& s) {
+                                 BM_Finalize(s, v1::AGGREGATION_RULE_FEDAVG,
+                                             /*fresh=*/true);
+                               })
       ->Arg(finalize_params)
       ->Unit(benchmark::kMillisecond);
   const int64_t robust_params = 1'000'000;

@@ -41,12 +41,12 @@
 #include "absl/strings/strip.h"
 #include "client/cache/sample_cache.h"
 #include "client/cache/sample_store.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
 #include "models/idx.h"
 #include "models/partition.h"
 #include "models/reference_model.h"
 #include "models/samples.h"
-#include "common/logging.h"
-#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, train_images, fedsched::kFashionMnistTrainImages, "IDX training images");
 ABSL_FLAG(std::string, train_labels, fedsched::kFashionMnistTrainLabels, "IDX training labels");

@@ -13,7 +13,9 @@ namespace fedsched {
 
 CacheDataPlan::CacheDataPlan(std::unique_ptr<SampleStore> store, std::unique_ptr<SampleCache> cache,
                              bool disable_cache, uint64_t seed)
-    : store_(std::move(store)), cache_(std::move(cache)), disable_cache_(disable_cache),
+    : store_(std::move(store)),
+      cache_(std::move(cache)),
+      disable_cache_(disable_cache),
       rng_(seed) {}
 
 absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
@@ -79,8 +81,7 @@ void CacheDataPlan::Prefetch(const v1::CachePlan& plan) {
   absl::StatusOr<WarmStats> warm = cache_->Warm(effective, cache_->capacity_bytes());
   warmed_ = true;
   if (warm.ok()) {
-    FEDSCHED_LOG(debug, "prefetched {} samples ({} bytes)", warm->samples_loaded,
-                 warm->bytes_read);
+    FEDSCHED_LOG(debug, "prefetched {} samples ({} bytes)", warm->samples_loaded, warm->bytes_read);
   }
 }
 

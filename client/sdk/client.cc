@@ -4,12 +4,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
-
-#include <algorithm>
-#include <cmath>
 #include <thread>
 #include <utility>
 
@@ -190,8 +189,7 @@ absl::Status Client::LoadCredential() {
 absl::Status Client::SaveCredential(const std::string& credential) {
   const std::string path = CredentialPath();
   if (path.empty()) return absl::OkStatus();
-  const int fd =
-      ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
   const std::string line = credential + "\n";
   const bool ok =
       fd >= 0 && ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size());
@@ -355,8 +353,7 @@ absl::Status Client::Run() {
   return absl::CancelledError("client stopped");
 }
 
-absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
-                                           double* seconds) {
+absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes, double* seconds) {
   v1::DownloadModelRequest request;
   {
     absl::MutexLock lock(&mu_);
@@ -384,16 +381,16 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
       total = chunk.total_bytes();
       sha = chunk.sha256();
       if (total <= 0 || (expected > 0 && total != expected)) {
-        bad = absl::DataLossError(absl::StrCat("model stream declares ", total,
-                                               " bytes; the task announced ", expected));
+        bad = absl::DataLossError(
+            absl::StrCat("model stream declares ", total, " bytes; the task announced ", expected));
       } else if (expected > 0) {
         payload.reserve(static_cast<size_t>(total));  // else it grows only as data arrives
       }
     } else if (chunk.total_bytes() != total) {
       bad = absl::DataLossError("model stream changed its declared size");
     }
-    if (bad.ok() && static_cast<int64_t>(chunk.data().size()) >
-                        total - static_cast<int64_t>(payload.size())) {
+    if (bad.ok() &&
+        static_cast<int64_t>(chunk.data().size()) > total - static_cast<int64_t>(payload.size())) {
       bad = absl::DataLossError(absl::StrCat("model stream exceeds its ", total, " bytes"));
     }
     if (!bad.ok()) {
@@ -465,10 +462,9 @@ absl::Status Client::RunTask(const v1::Task& task) {
   request.learning_rate = task.learning_rate();
   request.proximal_mu = task.proximal_mu();
   const absl::Time train_start = absl::Now();
-  absl::StatusOr<TrainResult> result =
-      ids.ok() ? (request.sample_ids = *std::move(ids),
-                  options_.trainer->Train(request, data.source()))
-               : absl::StatusOr<TrainResult>(ids.status());
+  absl::StatusOr<TrainResult> result = ids.ok() ? (request.sample_ids = *std::move(ids),
+                                                   options_.trainer->Train(request, data.source()))
+                                                : absl::StatusOr<TrainResult>(ids.status());
   if (!result.ok()) {
     v1::ReportFailureRequest failure;
     {

@@ -15,9 +15,9 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
-#include "models/trainer.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
+#include "models/trainer.h"
 
 namespace fedsched {
 

@@ -24,8 +24,7 @@ MATCHER(IsOk, "is OK") {
   return s.ok();
 }
 
-MATCHER_P2(StatusIs, code, message_matcher,
-           "has code " + ::testing::PrintToString(code)) {
+MATCHER_P2(StatusIs, code, message_matcher, "has code " + ::testing::PrintToString(code)) {
   const absl::Status& s = ::fedsched::testing::GetStatus(arg);
   *result_listener << "status: " << s;
   return s.code() == code &&
@@ -36,10 +35,10 @@ MATCHER_P2(StatusIs, code, message_matcher,
 
 #define FEDSCHED_TESTING_CONCAT_INNER_(a, b) a##b
 #define FEDSCHED_TESTING_CONCAT_(a, b) FEDSCHED_TESTING_CONCAT_INNER_(a, b)
-#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                                        \
-  auto FEDSCHED_TESTING_CONCAT_(_so_, __LINE__) = (rexpr);                      \
-  ASSERT_TRUE(FEDSCHED_TESTING_CONCAT_(_so_, __LINE__).ok())                    \
-      << FEDSCHED_TESTING_CONCAT_(_so_, __LINE__).status();                     \
+#define ASSERT_OK_AND_ASSIGN(lhs, rexpr)                     \
+  auto FEDSCHED_TESTING_CONCAT_(_so_, __LINE__) = (rexpr);   \
+  ASSERT_TRUE(FEDSCHED_TESTING_CONCAT_(_so_, __LINE__).ok()) \
+      << FEDSCHED_TESTING_CONCAT_(_so_, __LINE__).status();  \
   lhs = std::move(FEDSCHED_TESTING_CONCAT_(_so_, __LINE__)).value()
 #define ASSERT_OK(expr) ASSERT_THAT((expr), ::fedsched::testing::IsOk())
 #define EXPECT_OK(expr) EXPECT_THAT((expr), ::fedsched::testing::IsOk())

@@ -24,12 +24,12 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/status/status.h"
+#include "common/status_macros.h"
 #include "models/idx.h"
 #include "models/partition.h"
 #include "models/reference_model.h"
 #include "models/rng.h"
 #include "models/samples.h"
-#include "common/status_macros.h"
 
 ABSL_FLAG(std::string, train_images, fedsched::kFashionMnistTrainImages, "IDX training images");
 ABSL_FLAG(std::string, train_labels, fedsched::kFashionMnistTrainLabels, "IDX training labels");

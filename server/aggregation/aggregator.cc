@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <thread>
 #include <limits>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -292,9 +292,9 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
   const bool ok = ForEachSlice([&](int64_t begin, int64_t end) {
     bool slice_ok = true;
     ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
-      slice_ok &= ai::FoldChecked(in == nullptr ? nullptr : in + lo,
-                                  src[i] + (lo - layout_.offset(i)), w, out + lo, hi - lo,
-                                  streaming_);
+      slice_ok &=
+          ai::FoldChecked(in == nullptr ? nullptr : in + lo, src[i] + (lo - layout_.offset(i)), w,
+                          out + lo, hi - lo, streaming_);
     });
     return slice_ok;
   });
@@ -379,7 +379,8 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
       bool slice_ok = true;
       ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
         const float* u[ai::kMaxFoldBatch];
-        for (int j = 0; j < b; ++j) u[j] = ptrs[static_cast<size_t>(i) * b + j] + (lo - layout_.offset(i));
+        for (int j = 0; j < b; ++j)
+          u[j] = ptrs[static_cast<size_t>(i) * b + j] + (lo - layout_.offset(i));
         slice_ok &= ai::FoldBatchChecked(in == nullptr ? nullptr : in + lo, u, weights.data(), b,
                                          out + lo, hi - lo, streaming_);
       });
@@ -565,8 +566,8 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
             m_[spare].data() + lo, has_v ? v_[spare].data() + lo : nullptr, out_data[i] + within,
             hi - lo);
       } else {
-        tensor_ok = ai::FoldChecked(g_data[i] + within, step + lo, step_scale,
-                                    out_data[i] + within, hi - lo, /*streaming=*/false);
+        tensor_ok = ai::FoldChecked(g_data[i] + within, step + lo, step_scale, out_data[i] + within,
+                                    hi - lo, /*streaming=*/false);
       }
       if (!tensor_ok) {
         slice_ok = false;

@@ -14,10 +14,10 @@
 // into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
 // 8 bytes per parameter whatever the number of clients, plus 8 (FedAvgM) or 16 (FedAdam,
 // FedYogi, FedAdagrad) bytes per parameter of double-buffered optimiser state; Finalize allocates
-// nothing but the model it returns, FinalizeInto nothing at all when handed last round's model. The robust rules (trimmed mean, median,
-// Krum, Multi-Krum) need every update at once: they keep a copy of each, so they hold up to
-// max_buffered_updates x 4 bytes x parameters (Default: 1000 updates; 1000 x 1M parameters =
-// 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
+// nothing but the model it returns, FinalizeInto nothing at all when handed last round's model. The
+// robust rules (trimmed mean, median, Krum, Multi-Krum) need every update at once: they keep a copy
+// of each, so they hold up to max_buffered_updates x 4 bytes x parameters (Default: 1000 updates;
+// 1000 x 1M parameters = 4 GB) and reject updates past that bound with RESOURCE_EXHAUSTED.
 #ifndef FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_
 #define FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_
 
@@ -49,8 +49,8 @@ namespace fedsched {
 //   (meaning "number of updates - f"); max_buffered_updates: 1000; max_staleness: 10;
 //   fold_threads: min(hardware threads, 4).
 // Errors: INVALID_ARGUMENT naming the field when a value is out of range: negative rates, tau,
-// clip norm, counts or staleness; fold_threads outside [0, 64]; beta1, beta2 or server_momentum outside [0, 1); trim_beta
-// outside [0, 0.5); an unknown rule.
+// clip norm, counts or staleness; fold_threads outside [0, 64]; beta1, beta2 or server_momentum
+// outside [0, 1); trim_beta outside [0, 0.5); an unknown rule.
 absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     const v1::AggregationConfig& config);
 

@@ -94,9 +94,8 @@ double UpdateL2Norm(const v1::Model& update) {
 absl::Status UpdateNormScreen::Check(double norm) const {
   if (!std::isfinite(norm)) return absl::OkStatus();
   if (max_norm_ > 0 && norm > max_norm_) {
-    return absl::InvalidArgumentError(absl::StrCat("update L2 norm ", norm,
-                                                   " exceeds the bound ", max_norm_,
-                                                   " (security.max_update_norm)"));
+    return absl::InvalidArgumentError(absl::StrCat("update L2 norm ", norm, " exceeds the bound ",
+                                                   max_norm_, " (security.max_update_norm)"));
   }
   if (median_factor_ <= 0) return absl::OkStatus();
   std::vector<double> recent;
@@ -108,9 +107,9 @@ absl::Status UpdateNormScreen::Check(double norm) const {
   std::nth_element(recent.begin(), recent.begin() + recent.size() / 2, recent.end());
   const double median = recent[recent.size() / 2];
   if (norm > median_factor_ * median) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "update L2 norm ", norm, " exceeds ", median_factor_, " x the median ", median,
-        " of recent accepted updates (security.norm_median_factor)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("update L2 norm ", norm, " exceeds ", median_factor_, " x the median ", median,
+                     " of recent accepted updates (security.norm_median_factor)"));
   }
   return absl::OkStatus();
 }

@@ -78,9 +78,8 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
   const size_t exploit_len =
       std::min(tried_left, static_cast<size_t>(std::floor((1.0 - pacer_->epsilon()) * oort_slots)));
   Exploit(round, fits_only, exploit_len, pool);
-  const bool any_never_tried =
-      std::any_of(pool->candidates().begin(), pool->candidates().end(),
-                  [](const Candidate& c) { return !c.tried; });
+  const bool any_never_tried = std::any_of(pool->candidates().begin(), pool->candidates().end(),
+                                           [](const Candidate& c) { return !c.tried; });
   if (any_never_tried) {
     Explore(round, fits_only, oort_slots - exploit_len, pool);
   } else {

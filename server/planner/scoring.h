@@ -19,7 +19,7 @@ double PercentileInPlace(absl::Span<double> values, double percent);
 // Per-round constants of Oort's score (Lai et al., OSDI 2021, section 4.2 and Algorithm 1;
 // docs/ALGORITHMS.md §3).
 struct OortRoundTerms {
-  int64_t round = 1;                // current round R, >= 1
+  int64_t round = 1;  // current round R, >= 1
   // Over the candidates with a positive utility, tried or not (a never-tried client's is its
   // registration utility), as Oort's get_norm:
   double clip_utility = 0;          // utility at the clip_bound quantile

@@ -16,7 +16,7 @@ int32_t LocalStepsFor(const PlannerOptions& options, int64_t num_samples) {
   const int64_t per_epoch =
       (std::max<int64_t>(num_samples, 1) + options.batch_size - 1) / options.batch_size;
   return static_cast<int32_t>(std::clamp<int64_t>(per_epoch * options.local_epochs, 1,
-                                                   std::max(options.max_local_steps, 1)));
+                                                  std::max(options.max_local_steps, 1)));
 }
 
 // A straggler bound is scaled with the workload: the task it comes from had ~full_steps.

@@ -163,9 +163,8 @@ absl::Status RoundEngine::Publish(int64_t version, std::shared_ptr<const v1::Mod
                                   std::shared_ptr<const ModelBlob> blob) {
   if (model == nullptr) return absl::InvalidArgumentError("Publish: null model");
   if (version <= published_version_ || version > version_) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("Publish: version ", version, " is not in (", published_version_, ", ",
-                     version_, "]"));
+    return absl::FailedPreconditionError(absl::StrCat("Publish: version ", version, " is not in (",
+                                                      published_version_, ", ", version_, "]"));
   }
   published_version_ = version;
   published_model_ = std::move(model);
@@ -186,10 +185,10 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
         return absl::AlreadyExistsError(
             absl::StrCat("update for task ", claim.task_id, " was already accepted"));
       }
-      return absl::FailedPreconditionError(absl::StrCat(
-          "late update: round ", closed->second.round, " has closed",
-          closed->second.straggler ? " without it (straggler)" : "", "; current round ",
-          current_round()));
+      return absl::FailedPreconditionError(
+          absl::StrCat("late update: round ", closed->second.round, " has closed",
+                       closed->second.straggler ? " without it (straggler)" : "",
+                       "; current round ", current_round()));
     }
     return absl::NotFoundError(absl::StrCat("unknown task '", claim.task_id, "'"));
   }
@@ -208,24 +207,23 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
   }
   if (claim.round != task.round) {
     return absl::FailedPreconditionError(absl::StrCat("update names round ", claim.round,
-                                                      " but task ", task.task_id,
-                                                      " is for round ", task.round));
+                                                      " but task ", task.task_id, " is for round ",
+                                                      task.round));
   }
   // FedAvg weighs by examples: a client may not claim more than the work it was given.
-  const int64_t planned =
-      static_cast<int64_t>(task.local_steps) * config_.training().batch_size();
+  const int64_t planned = static_cast<int64_t>(task.local_steps) * config_.training().batch_size();
   if (claim.num_examples > planned) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "update for task ", task.task_id, " claims ", claim.num_examples,
-        " examples; the task was for at most ", planned, " (local_steps ", task.local_steps,
-        " x batch_size ", config_.training().batch_size(), ")"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("update for task ", task.task_id, " claims ", claim.num_examples,
+                     " examples; the task was for at most ", planned, " (local_steps ",
+                     task.local_steps, " x batch_size ", config_.training().batch_size(), ")"));
   }
   const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
   if (first_k && record_.updates_accepted() + pending >= config_.clients_per_round()) {
     // The round (FedBuff: the version) is complete with its first K updates.
-    return absl::FailedPreconditionError(absl::StrCat(
-        "late update: round ", task.round, " already has its ", config_.clients_per_round(),
-        " updates (straggler)"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("late update: round ", task.round, " already has its ",
+                     config_.clients_per_round(), " updates (straggler)"));
   }
   if (record_.total_examples() + pending_examples > INT64_MAX - claim.num_examples) {
     return absl::InvalidArgumentError("num_examples would overflow the round's example count");

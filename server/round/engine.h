@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -76,9 +76,9 @@ struct Task {
   ClientIndex index = 0;
   int64_t round = 0;
   int32_t local_steps = 0;
-  double issued_s = 0;           // when it was planned, caller's seconds
-  double predicted_s = 0;        // planner's predicted completion, seconds after issued_s
-  double deadline_s = 0;         // absolute deadline of its round, caller's seconds
+  double issued_s = 0;     // when it was planned, caller's seconds
+  double predicted_s = 0;  // planner's predicted completion, seconds after issued_s
+  double deadline_s = 0;   // absolute deadline of its round, caller's seconds
   v1::CachePlan cache_plan;
   // The model version the client trains on: set by PinModel (the first fetch), or the
   // published version when it is folded unpinned. -1 until pinned.
@@ -94,10 +94,10 @@ struct Task {
 
 // What an update claims about itself, checked before its payload is read or folded.
 struct UpdateClaim {
-  ClientIndex index = 0;      // the authenticated sender
+  ClientIndex index = 0;  // the authenticated sender
   std::string task_id;
-  int64_t round = 0;          // the round the update names
-  int64_t num_examples = 0;   // samples trained, > 0 (validated by the caller's metrics check)
+  int64_t round = 0;         // the round the update names
+  int64_t num_examples = 0;  // samples trained, > 0 (validated by the caller's metrics check)
 };
 
 // An update ready to fold: a claim that passed CheckUpdate, its parsed delta and its facts.

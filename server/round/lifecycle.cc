@@ -32,10 +32,9 @@ std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
     if (ShouldClose(now_s, outstanding)) {
       closed.push_back(Close(now_s));
     } else if (past_deadline || outstanding == 0) {
-      closed.push_back(
-          Fail(now_s, absl::StrCat(record_.updates_accepted(), " of min_updates ",
-                                   config_.min_updates(), " updates by the ",
-                                   past_deadline ? "deadline" : "last task")));
+      closed.push_back(Fail(
+          now_s, absl::StrCat(record_.updates_accepted(), " of min_updates ", config_.min_updates(),
+                              " updates by the ", past_deadline ? "deadline" : "last task")));
     }
   }
   if (!running_ && !finished()) Plan(now_s);
@@ -68,8 +67,8 @@ void RoundEngine::Plan(double now_s) {
   last_plan_status_ = absl::OkStatus();
   // A synchronous round's tasks train on the last committed model: wait until it is published.
   if (!async_ && published_version_ != version_) {
-    last_plan_status_ = absl::UnavailableError(
-        absl::StrCat("waiting for version ", version_, " to be published"));
+    last_plan_status_ =
+        absl::UnavailableError(absl::StrCat("waiting for version ", version_, " to be published"));
     return;
   }
   if (now_s < next_plan_s_) {
@@ -208,8 +207,8 @@ ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
     const double delay = std::min(config_.replan_backoff_max_s(),
                                   std::ldexp(1.0, std::min(attempt_ - backoff_after, 30)));
     next_plan_s_ = now_s + delay;
-    out.failure_reason = absl::StrCat(why, "; ", attempt_, " consecutive failures, next attempt in ",
-                                      delay, " s");
+    out.failure_reason =
+        absl::StrCat(why, "; ", attempt_, " consecutive failures, next attempt in ", delay, " s");
   }
   return out;
 }
@@ -283,8 +282,8 @@ void RoundEngine::RetireTasks(double now_s, bool keep_in_flight) {
     // FedBuff: a task whose model is already too many versions behind cannot count any more.
     if (keep_in_flight && task.in_flight() && task.base_version >= 0 &&
         Staleness(task) > max_staleness) {
-      FailTaskState(task, now_s, absl::StrCat("more than max_staleness = ", max_staleness,
-                                                    " versions behind"));
+      FailTaskState(task, now_s,
+                    absl::StrCat("more than max_staleness = ", max_staleness, " versions behind"));
     }
     if (keep_in_flight && task.in_flight()) {
       ++it;

@@ -30,9 +30,9 @@ absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
   if (out.min_updates() == 0) out.set_min_updates(std::max(1, out.clients_per_round() / 2));
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "min_updates", out.min_updates(), 1));
   if (out.min_updates() > out.clients_per_round()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": min_updates (", out.min_updates(), ") > clients_per_round (",
-                     out.clients_per_round(), ")"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": min_updates (", out.min_updates(),
+                                                   ") > clients_per_round (",
+                                                   out.clients_per_round(), ")"));
   }
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "num_rounds", out.num_rounds(), 0));
   if (out.round_deadline_s() == 0) out.set_round_deadline_s(120);
@@ -44,14 +44,14 @@ absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
   if (out.min_online_clients() < out.min_updates()) {
     // A round planned with fewer clients than min_updates can never commit: it would fail and
     // be re-planned without end.
-    return absl::InvalidArgumentError(absl::StrCat(
-        where, ": min_online_clients (", out.min_online_clients(), ") < min_updates (",
-        out.min_updates(), "): no round could ever commit"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": min_online_clients (", out.min_online_clients(), ") < min_updates (",
+                     out.min_updates(), "): no round could ever commit"));
   }
   if (out.seed() == 0) out.set_seed(1);
   if (out.replan_backoff_after_failures() == 0) out.set_replan_backoff_after_failures(5);
-  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "replan_backoff_after_failures",
-                                        out.replan_backoff_after_failures(), 1));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "replan_backoff_after_failures", out.replan_backoff_after_failures(), 1));
   if (out.replan_backoff_max_s() == 0) out.set_replan_backoff_max_s(300);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "replan_backoff_max_s", out.replan_backoff_max_s(), 1));
@@ -69,8 +69,7 @@ absl::Status ResolveTraining(const std::string& where, v1::ServerConfig& out) {
   if (training->learning_rate() == 0) training->set_learning_rate(0.05f);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "training.learning_rate", training->learning_rate(), 1e-9));
-  FEDSCHED_RETURN_IF_ERROR(
-      CheckAtLeast(where, "training.proximal_mu", training->proximal_mu(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "training.proximal_mu", training->proximal_mu(), 0));
   v1::ModelConfig* model = out.mutable_model();
   if (model->architecture().empty()) model->set_architecture("mlp");
   if (model->hidden_units() == 0) model->set_hidden_units(128);
@@ -111,8 +110,7 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
   if (out.aggregation().clip_update_norm() == 0) {
     out.mutable_aggregation()->set_clip_update_norm(10.0);
   }
-  absl::StatusOr<v1::AggregationConfig> aggregation =
-      EffectiveAggregationConfig(out.aggregation());
+  absl::StatusOr<v1::AggregationConfig> aggregation = EffectiveAggregationConfig(out.aggregation());
   if (!aggregation.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": aggregation: ", aggregation.status().message()));

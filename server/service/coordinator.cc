@@ -94,10 +94,10 @@ absl::Status Coordinator::Open() {
                                 ModelLayout::FromModel(options_.initial_model));
       std::vector<int> index;
       if (absl::Status s = configured.Match(engine.model, &index); !s.ok()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "the store holds a model (round ", engine.version,
-            ") that does not match the configured model: ", s.message(),
-            "; use the run's original model config, or a new store_path"));
+        return absl::FailedPreconditionError(
+            absl::StrCat("the store holds a model (round ", engine.version,
+                         ") that does not match the configured model: ", s.message(),
+                         "; use the run's original model config, or a new store_path"));
       }
     }
     FEDSCHED_ASSIGN_OR_RETURN(engine.profiles, store.LoadProfiles());
@@ -170,8 +170,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   if (!options_.enrolment_key.empty() &&
       !ConstantTimeEquals(request.credential(),
                           EnrolmentSecret(options_.enrolment_key, request.identity()))) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "identity '", request.identity(), "' did not present its enrolment secret"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("identity '", request.identity(), "' did not present its enrolment secret"));
   }
   // What proves the identity: the TLS certificate, else the credential presented.
   std::string binding = cert_fingerprint;
@@ -184,14 +184,14 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   if (known) {
     const std::string& bound = book.profile(*known).cert_fingerprint();
     if (!bound.empty() && !ConstantTimeEquals(bound, binding)) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "identity '", request.identity(), "' is enrolled with another ",
-          absl::StartsWith(bound, "cred:") ? "credential" : "client certificate"));
+      return absl::PermissionDeniedError(
+          absl::StrCat("identity '", request.identity(), "' is enrolled with another ",
+                       absl::StartsWith(bound, "cred:") ? "credential" : "client certificate"));
     }
   } else if (security.max_identities() > 0 &&
              static_cast<int64_t>(book.size()) >= security.max_identities()) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the server holds ", book.size(), " identities (security.max_identities)"));
+    return absl::ResourceExhaustedError(
+        absl::StrCat("the server holds ", book.size(), " identities (security.max_identities)"));
   }
   std::string issued;
   if (binding.empty()) {
@@ -223,8 +223,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   return response;
 }
 
-absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(
-    const v1::HeartbeatRequest& request, absl::Time now) {
+absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request,
+                                                             absl::Time now) {
   absl::MutexLock lock(&mu_);
   FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
                             CheckSession(request.client_id(), request.session_token()));
@@ -246,8 +246,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     return response;
   }
   if (const round::Task* current = engine_->TaskOf(index)) {
-    FEDSCHED_ASSIGN_OR_RETURN(const round::Task* state,
-                              engine_->PinModel(index, current->task_id));
+    FEDSCHED_ASSIGN_OR_RETURN(const round::Task* state, engine_->PinModel(index, current->task_id));
     v1::Task* task = response.mutable_task();
     task->set_round(state->round);
     task->set_task_id(state->task_id);
@@ -328,8 +327,7 @@ void Coordinator::LogNewTasks() {
   if (tasks.empty()) return;
   FEDSCHED_LOG(info, "round {} planned: {} participants, deadline {:.1f} s (attempt {})",
                tasks.front()->round, tasks.size(),
-               tasks.front()->deadline_s - tasks.front()->issued_s,
-               engine_->attempts_failed() + 1);
+               tasks.front()->deadline_s - tasks.front()->issued_s, engine_->attempts_failed() + 1);
 }
 
 v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
@@ -340,9 +338,9 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
   const bool finished = engine_->finished() && durable_round_ == engine_->version();
   response.set_committed_round(durable_round_);
   response.set_current_round(finished ? durable_round_ : engine_->current_round());
-  response.set_state(finished              ? "finished"
-                     : engine_->running()  ? "running"
-                                           : "waiting_for_clients");
+  response.set_state(finished             ? "finished"
+                     : engine_->running() ? "running"
+                                          : "waiting_for_clients");
   response.set_registered_clients(static_cast<int32_t>(book.size()));
   response.set_online_clients(static_cast<int32_t>(book.CountOnline(now_s)));
   if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {

@@ -110,8 +110,7 @@ class Coordinator {
   // `cert_fingerprint` is the SHA-256 of the client's TLS certificate under mutual TLS ("" when
   // TLS is off): the first certificate seen for an identity is bound to it, and a later
   // registration of that identity with another (or no) certificate is PERMISSION_DENIED.
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request,
-                                                absl::Time now,
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
                                                 const std::string& cert_fingerprint = "");
 
   // Marks the client online. Returns the current round.
@@ -120,8 +119,7 @@ class Coordinator {
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
-  absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
-                                                absl::Time now);
+  absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request, absl::Time now);
 
   // The serialized model for `task_id`. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED
   // (another client's task), FAILED_PRECONDITION (the task's round has closed).
@@ -190,8 +188,7 @@ class Coordinator {
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
   // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
   // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
-  void NoteActivity(const std::string& client_id, absl::Time now)
-      ABSL_LOCKS_EXCLUDED(activity_mu_);
+  void NoteActivity(const std::string& client_id, absl::Time now) ABSL_LOCKS_EXCLUDED(activity_mu_);
 
   // True once num_rounds rounds have committed durably.
   bool finished() const;

@@ -87,8 +87,8 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   }
   if (!stored.ok()) {
     absl::MutexLock lock(&mu_);
-    health_ = absl::Status(stored.code(), absl::StrCat("commit of round ", round,
-                                                       " failed: ", stored.message()));
+    health_ = absl::Status(stored.code(),
+                           absl::StrCat("commit of round ", round, " failed: ", stored.message()));
     return;
   }
   auto blob = std::make_shared<ModelBlob>();

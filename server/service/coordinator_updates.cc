@@ -1,9 +1,9 @@
 // Coordinator: upload ingest (docs/ARCHITECTURE.md "An upload's path"): metric checks, size and
 // digest, parsing into recycled models outside the lock, then flat combining into the engine.
 #include <algorithm>
-#include <optional>
 #include <climits>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -15,7 +15,6 @@
 namespace fedsched {
 
 namespace {
-
 
 // Parse targets kept for reuse: as many as updates are typically parsed at once (one per core of
 // a small server), each the size of the model.
@@ -104,16 +103,16 @@ absl::Status CheckUpdateMetrics(const v1::UploadHeader& header) {
   const v1::UpdateMetrics& metrics = header.metrics();
   if (metrics.num_examples() <= 0) {
     return absl::InvalidArgumentError(
-        absl::StrCat("update for task ", header.task_id(), " declares num_examples = ",
-                     metrics.num_examples(), "; it must be > 0"));
+        absl::StrCat("update for task ", header.task_id(),
+                     " declares num_examples = ", metrics.num_examples(), "; it must be > 0"));
   }
   constexpr int64_t kMaxCount = int64_t{1} << 53;
-  if (metrics.cache_hits() < 0 || metrics.cache_misses() < 0 ||
-      metrics.storage_bytes_read() < 0 || metrics.cache_hits() > kMaxCount ||
-      metrics.cache_misses() > kMaxCount || metrics.storage_bytes_read() > kMaxCount ||
-      !std::isfinite(metrics.mean_loss()) || !std::isfinite(metrics.train_seconds()) ||
-      !std::isfinite(metrics.io_seconds()) || !std::isfinite(metrics.statistical_utility()) ||
-      metrics.train_seconds() < 0 || metrics.io_seconds() < 0) {
+  if (metrics.cache_hits() < 0 || metrics.cache_misses() < 0 || metrics.storage_bytes_read() < 0 ||
+      metrics.cache_hits() > kMaxCount || metrics.cache_misses() > kMaxCount ||
+      metrics.storage_bytes_read() > kMaxCount || !std::isfinite(metrics.mean_loss()) ||
+      !std::isfinite(metrics.train_seconds()) || !std::isfinite(metrics.io_seconds()) ||
+      !std::isfinite(metrics.statistical_utility()) || metrics.train_seconds() < 0 ||
+      metrics.io_seconds() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "update for task ", header.task_id(), " reports negative, absurd or non-finite metrics"));
   }
@@ -236,8 +235,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
                              .task_id = header.task_id(),
                              .round = header.round(),
                              .num_examples = header.metrics().num_examples()};
-    absl::Status s =
-        CheckClaim(claim, static_cast<int32_t>(batch.size()), pending_examples);
+    absl::Status s = CheckClaim(claim, static_cast<int32_t>(batch.size()), pending_examples);
     const bool duplicate = std::any_of(batch.begin(), batch.end(), [&](const round::Update& u) {
       return u.claim.task_id == claim.task_id;
     });

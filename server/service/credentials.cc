@@ -48,12 +48,12 @@ std::string CredentialBinding(std::string_view credential) {
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, size_t min_bytes) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(absl::StrCat("cannot read secret file '", path,
-                                            "': ", std::strerror(errno)));
+    return absl::NotFoundError(
+        absl::StrCat("cannot read secret file '", path, "': ", std::strerror(errno)));
   }
   if ((st.st_mode & 077) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secret file '", path, "' is readable by group or others; chmod 600 it"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("secret file '", path, "' is readable by group or others; chmod 600 it"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::PermissionDeniedError(absl::StrCat("cannot open '", path, "'"));
@@ -61,9 +61,8 @@ absl::StatusOr<std::string> ReadSecretFile(const std::string& path, size_t min_b
   buffer << in.rdbuf();
   std::string secret(absl::StripTrailingAsciiWhitespace(buffer.str()));
   if (secret.size() < min_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("secret file '", path, "' holds ",
-                                                   secret.size(), " bytes; at least ",
-                                                   min_bytes, " needed"));
+    return absl::InvalidArgumentError(absl::StrCat("secret file '", path, "' holds ", secret.size(),
+                                                   " bytes; at least ", min_bytes, " needed"));
   }
   return secret;
 }

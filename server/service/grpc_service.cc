@@ -11,8 +11,8 @@
 #include "absl/time/clock.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
-#include "server/service/credentials.h"
 #include "grpc/grpc_security_constants.h"
+#include "server/service/credentials.h"
 
 namespace fedsched {
 namespace {
@@ -166,9 +166,9 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
       if (service_->AcquireClientUploadStream(assembler_.header().client_id())) {
         stream_client_ = assembler_.header().client_id();
       } else {
-        s = absl::ResourceExhaustedError(absl::StrCat(
-            "client ", assembler_.header().client_id(),
-            " already has its maximum of upload streams open; retry later"));
+        s = absl::ResourceExhaustedError(
+            absl::StrCat("client ", assembler_.header().client_id(),
+                         " already has its maximum of upload streams open; retry later"));
       }
     }
     if (s.ok() && !had_header) {
@@ -201,6 +201,13 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   void Reply(const absl::Status& s) {
     response_->set_accepted(s.ok());
     response_->set_message(s.ok() ? "accepted" : std::string(s.message()));
+    // The stream reads nothing more: give back its slot and byte budget before the client
+    // learns the verdict, so that the client's next upload (sent right after it) is not refused
+    // for a stream that is only waiting for gRPC to tear it down.
+    if (reserved_ > 0) service_->ReleaseUploadBytes(reserved_);
+    reserved_ = 0;
+    if (!stream_client_.empty()) service_->ReleaseClientUploadStream(stream_client_);
+    stream_client_.clear();
     Finish(ToGrpcStatus(s));
   }
 
@@ -422,8 +429,7 @@ void CoordinatorService::ReleaseClientUploadStream(const std::string& client_id)
 std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth) {
   std::vector<std::string> names;
   if (!auth.IsPeerAuthenticated()) return names;
-  for (const char* property :
-       {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
+  for (const char* property : {GRPC_X509_CN_PROPERTY_NAME, GRPC_X509_SAN_PROPERTY_NAME}) {
     for (const grpc::string_ref& value : auth.FindPropertyValues(property)) {
       names.emplace_back(value.data(), value.size());
     }

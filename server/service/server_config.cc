@@ -61,9 +61,11 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
     security->set_operator_token_path(out.store_path() + "/operator_token");
   }
   if (security->max_num_samples() == 0) security->set_max_num_samples(1000000);
-  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.max_num_samples", security->max_num_samples(), 1));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast("security.max_num_samples", security->max_num_samples(), 1));
   if (security->max_update_norm() == 0) security->set_max_update_norm(1000);
-  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.max_update_norm", security->max_update_norm(), 0));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast("security.max_update_norm", security->max_update_norm(), 0));
   if (security->norm_median_factor() == 0) security->set_norm_median_factor(20);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast("security.norm_median_factor", security->norm_median_factor(), 1));

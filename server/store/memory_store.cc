@@ -72,8 +72,7 @@ absl::StatusOr<v1::RoundRecord> MemoryStore::LoadRound(int64_t round) const {
 absl::StatusOr<std::vector<v1::RoundRecord>> MemoryStore::LoadRecentRounds(int n) const {
   absl::MutexLock lock(&mu_);
   std::vector<v1::RoundRecord> out;
-  for (auto it = rounds_.rbegin(); it != rounds_.rend() && static_cast<int>(out.size()) < n;
-       ++it) {
+  for (auto it = rounds_.rbegin(); it != rounds_.rend() && static_cast<int>(out.size()) < n; ++it) {
     out.push_back(it->second);
   }
   return out;

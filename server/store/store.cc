@@ -1,13 +1,13 @@
 #include "server/store/store.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <utility>
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -91,10 +91,12 @@ absl::Status WriteMarker(const std::string& dir, int64_t round) {
 std::string RecoveryHint(const std::string& dir) {
   return absl::StrCat(
       ". Committed rounds would be lost if the server resumed from it, so it refuses to start. "
-      "Recover by restoring the directory ", dir, " from a backup, or start a new run with a "
+      "Recover by restoring the directory ",
+      dir,
+      " from a backup, or start a new run with a "
       "fresh store path (keep the damaged copy for inspection). To "
-      "resume from the surviving state deliberately, delete ", MarkerPath(dir),
-      " (the rounds after the surviving one are lost)");
+      "resume from the surviving state deliberately, delete ",
+      MarkerPath(dir), " (the rounds after the surviving one are lost)");
 }
 
 absl::Status Damaged(const std::string& dir, const std::string& what) {
@@ -165,7 +167,8 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
   db_options.paranoid_checks = true;
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name : {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
+  for (const char* name :
+       {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
     families.emplace_back(name, rocksdb::ColumnFamilyOptions());
   }
   auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore());
@@ -201,14 +204,14 @@ RocksDbStore::~RocksDbStore() {
 }
 
 absl::Status RocksDbStore::Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
-                        const std::string& value) {
+                               const std::string& value) {
   rocksdb::WriteOptions write;
   write.sync = true;
   return FromRocks(db_->Put(write, cf, key, value), "store put");
 }
 
 absl::StatusOr<std::string> RocksDbStore::Get(rocksdb::ColumnFamilyHandle* cf,
-                                       const std::string& key) const {
+                                              const std::string& key) const {
   std::string value;
   rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), cf, key, &value);
   if (!s.ok()) return FromRocks(s, "store get");
@@ -258,7 +261,8 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   if (!commit.planner_state.empty()) batch.Put(meta_, kPlannerKey, commit.planner_state);
   batch.Put(meta_, kMetaKey, commit.meta.SerializeAsString());
   const int64_t prune_below = round - options_.keep_models + 1;
-  if (options_.keep_models > 0 && prune_below > 0) batch.DeleteRange(models_, RoundKey(0), RoundKey(prune_below));
+  if (options_.keep_models > 0 && prune_below > 0)
+    batch.DeleteRange(models_, RoundKey(0), RoundKey(prune_below));
   rocksdb::WriteOptions write;
   write.sync = true;
   FEDSCHED_RETURN_IF_ERROR(
@@ -288,8 +292,10 @@ absl::Status RocksDbStore::VerifyIntegrity() const {
   if (!meta.ok()) return Damaged(dir, meta.status().ToString());
   const int64_t committed = meta->committed_round();
   if (marker > committed) {
-    return Damaged(dir, absl::StrCat("the run meta says round ", committed, " is the last "
-                                     "committed, but ", kMarkerFile, " says round ", marker));
+    return Damaged(dir, absl::StrCat("the run meta says round ", committed,
+                                     " is the last "
+                                     "committed, but ",
+                                     kMarkerFile, " says round ", marker));
   }
   absl::StatusOr<v1::Model> model = LoadModel(committed);
   if (!model.ok()) {
@@ -298,14 +304,18 @@ absl::Status RocksDbStore::VerifyIntegrity() const {
   }
   FEDSCHED_ASSIGN_OR_RETURN(const int64_t last_model, LastRoundKey(models_));
   if (last_model > committed) {
-    return Damaged(dir, absl::StrCat("a model of round ", last_model, " is stored but the run "
-                                     "meta says round ", committed, " is the last committed"));
+    return Damaged(dir, absl::StrCat("a model of round ", last_model,
+                                     " is stored but the run "
+                                     "meta says round ",
+                                     committed, " is the last committed"));
   }
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::RoundRecord> recent, LoadRecentRounds(2));
   for (const v1::RoundRecord& record : recent) {
     if (record.outcome() == v1::ROUND_OUTCOME_COMMITTED && record.round() > committed) {
-      return Damaged(dir, absl::StrCat("round ", record.round(), " has a committed record but "
-                                       "the run meta says round ", committed, " is the last"));
+      return Damaged(dir, absl::StrCat("round ", record.round(),
+                                       " has a committed record but "
+                                       "the run meta says round ",
+                                       committed, " is the last"));
     }
   }
   if (committed > 0) {
@@ -319,13 +329,15 @@ absl::Status RocksDbStore::VerifyIntegrity() const {
   for (it->SeekToFirst(); it->Valid(); it->Next()) {
     v1::Receipt receipt;
     if (!receipt.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
-      return Damaged(dir, absl::StrCat("the receipt of task ", it->key().ToString(),
-                                       " cannot be parsed"));
+      return Damaged(
+          dir, absl::StrCat("the receipt of task ", it->key().ToString(), " cannot be parsed"));
     }
     if (receipt.round() > committed) {
-      return Damaged(dir, absl::StrCat("a receipt of round ", receipt.round(), " (task ",
-                                       receipt.task_id(), ") is stored but the run meta says "
-                                       "round ", committed, " is the last committed"));
+      return Damaged(
+          dir, absl::StrCat("a receipt of round ", receipt.round(), " (task ", receipt.task_id(),
+                            ") is stored but the run meta says "
+                            "round ",
+                            committed, " is the last committed"));
     }
   }
   if (!it->status().ok()) return Damaged(dir, it->status().ToString());
@@ -395,7 +407,8 @@ absl::StatusOr<v1::Receipt> RocksDbStore::LoadReceipt(const std::string& task_id
   return ParseStored<v1::Receipt>(*bytes, "receipt");
 }
 
-absl::StatusOr<std::vector<v1::AuditedUpdate>> RocksDbStore::LoadAuditedUpdates(int64_t round) const {
+absl::StatusOr<std::vector<v1::AuditedUpdate>> RocksDbStore::LoadAuditedUpdates(
+    int64_t round) const {
   std::vector<v1::AuditedUpdate> out;
   const std::string prefix = RoundKey(round);
   std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), updates_));

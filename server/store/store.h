@@ -69,10 +69,10 @@ class Store {
   // The receipt for `task_id`. Errors: NOT_FOUND.
   virtual absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const = 0;
   // The audited updates of `round` in accept order (empty if the run does not audit).
-  virtual absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(int64_t round) const = 0;
+  virtual absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(
+      int64_t round) const = 0;
   // The planner state stored with the last commit ("" if none).
   virtual absl::StatusOr<std::string> LoadPlannerState() const = 0;
-
 };
 
 }  // namespace fedsched

@@ -59,9 +59,9 @@ void ProgressLine::OnRound(const RoundRow& row) {
   std::fprintf(stderr,
                "\r[%s] round %lld%s  virtual %.2f h  acc %.4f  loss %.4f  participants %d  "
                "stragglers %d  failed %d  online %d   ",
-               run_.c_str(), static_cast<long long>(row.round), total.c_str(),
-               row.end_s / 3600.0, row.quality.accuracy, row.quality.loss, row.participants,
-               row.stragglers, row.failed, row.online);
+               run_.c_str(), static_cast<long long>(row.round), total.c_str(), row.end_s / 3600.0,
+               row.quality.accuracy, row.quality.loss, row.participants, row.stragglers, row.failed,
+               row.online);
   std::fflush(stderr);
 }
 

@@ -48,8 +48,7 @@ class TraceAvailabilityOracle : public planner::AvailabilityOracle {
   TraceAvailabilityOracle(const AvailabilityTrace* trace,
                           const std::vector<int32_t>* client_of_index)
       : trace_(trace), client_of_index_(client_of_index) {}
-  double ProbabilityOnline(planner::ClientIndex index, double now_s,
-                           double until_s) const override;
+  double ProbabilityOnline(planner::ClientIndex index, double now_s, double until_s) const override;
 
  private:
   const AvailabilityTrace* trace_;

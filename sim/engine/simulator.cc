@@ -252,8 +252,8 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   // a malformed update means the learner (or a scripted test) produced something wrong.
   if (verdict.code() == absl::StatusCode::kInvalidArgument) {
     return absl::InvalidArgumentError(absl::StrCat("simulator: the engine refused client ",
-                                                   task.client, "'s update for task ",
-                                                   task.task_id, ": ", verdict.message()));
+                                                   task.client, "'s update for task ", task.task_id,
+                                                   ": ", verdict.message()));
   }
   return absl::OkStatus();
 }
@@ -293,11 +293,10 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& closed, double now
   ModelQuality quality;
   if (closed.committed) {
     if (absl::Status s = engine_->Publish(round, closed.commit.model, blob_); !s.ok()) {
-      return absl::InternalError(absl::StrCat("simulator: publishing version ", round, ": ",
-                                              s.message()));
+      return absl::InternalError(
+          absl::StrCat("simulator: publishing version ", round, ": ", s.message()));
     }
-    FEDSCHED_ASSIGN_OR_RETURN(quality,
-                              parts_.learner->EndRound(round, true, *closed.commit.model));
+    FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, true, *closed.commit.model));
   } else {
     FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, false, *engine_->model()));
   }
@@ -444,8 +443,7 @@ bool Simulator::Done(double now) {
     summary_.stop_reason = absl::StrCat("completed ", config_.server().num_rounds(), " rounds");
   } else if (config_.target_accuracy() > 0 && summary_.time_to_target_s >= 0) {
     summary_.stop_reason = absl::StrCat("reached target accuracy ", config_.target_accuracy());
-  } else if (config_.max_virtual_hours() > 0 &&
-             now - t0_ >= config_.max_virtual_hours() * 3600.0) {
+  } else if (config_.max_virtual_hours() > 0 && now - t0_ >= config_.max_virtual_hours() * 3600.0) {
     summary_.stop_reason =
         absl::StrCat("virtual time limit ", config_.max_virtual_hours() * 3600.0, " s");
   } else {

@@ -171,8 +171,8 @@ class Simulator {
   absl::Status NoteOpened(double now);
   absl::Status ScheduleWake(double now);
   absl::Status StartNewTasks(double now);
-  absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained,
-                            round::ClientIndex index, double now);
+  absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained, round::ClientIndex index,
+                            double now);
   absl::Status Prefetch();
   bool Done(double now);
 

@@ -151,8 +151,8 @@ absl::StatusOr<std::vector<TrainedTask>> TrainingLearner::Train(absl::Span<const
   for (size_t i = 0; i < tasks.size(); ++i) {
     if (!results[i].ok()) {
       const absl::Status& s = results[i].status();
-      return absl::Status(s.code(), absl::StrCat("training client ", tasks[i].client,
-                                                 " in round ", tasks[i].round, ": ", s.message()));
+      return absl::Status(s.code(), absl::StrCat("training client ", tasks[i].client, " in round ",
+                                                 tasks[i].round, ": ", s.message()));
     }
     out.push_back(*std::move(results[i]));
   }

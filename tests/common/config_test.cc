@@ -19,8 +19,8 @@ TEST(ConfigTest, ParsesKnownKeys) {
 
 TEST(ConfigTest, UnknownKeyIsAnErrorNamingKeyAndLine) {
   v1::ServerConfig config;
-  absl::Status s = ParseTextConfig("clients_per_round: 7\nclient_per_round: 3\n", "bad.textproto",
-                                   &config);
+  absl::Status s =
+      ParseTextConfig("clients_per_round: 7\nclient_per_round: 3\n", "bad.textproto", &config);
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kInvalidArgument,
                           AllOf(HasSubstr("client_per_round"), HasSubstr("line 2"),
                                 HasSubstr("bad.textproto"))));

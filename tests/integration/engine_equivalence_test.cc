@@ -5,8 +5,8 @@
 // the same model bits.
 #include <cmath>
 #include <map>
-#include <set>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -167,10 +167,12 @@ std::vector<Closed> RunSimulator(bool fedbuff, int* dropped_tasks = nullptr) {
   raw.mutable_traces()->set_capacity_path("unused: durations are scripted");
   absl::StatusOr<v1::SimConfig> config = sim::ResolveSimConfig(raw);
   EXPECT_TRUE(config.ok()) << config.status();
-  absl::StatusOr<sim::CapacityTrace> capacity = sim::CapacityTrace::FromRows(
-      {{.trace_id = 0, .computation_ms_per_sample = 5, .communication_kbps = 1000,
-        .sample_kb = kSampleKb}},
-      "scripted");
+  absl::StatusOr<sim::CapacityTrace> capacity =
+      sim::CapacityTrace::FromRows({{.trace_id = 0,
+                                     .computation_ms_per_sample = 5,
+                                     .communication_kbps = 1000,
+                                     .sample_kb = kSampleKb}},
+                                   "scripted");
   EXPECT_TRUE(capacity.ok()) << capacity.status();
   sim::AvailabilityTrace availability = ScriptedAvailability();
   ScriptedLearner learner;
@@ -260,9 +262,11 @@ class ScriptedFleet {
   void Register(int32_t c) {
     v1::RegisterRequest request;
     request.set_identity(sim::SimIdentity(c));
-    *request.mutable_device() = sim::SimDeviceProfile(
-        {.client = c, .model = "", .compute_ms_per_sample = 5, .num_samples = 100,
-         .sample_kb = kSampleKb});
+    *request.mutable_device() = sim::SimDeviceProfile({.client = c,
+                                                       .model = "",
+                                                       .compute_ms_per_sample = 5,
+                                                       .num_samples = 100,
+                                                       .sample_kb = kSampleKb});
     absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, At(0));
     ASSERT_TRUE(r.ok()) << r.status();
     devices_[c].session = *r;
@@ -359,10 +363,11 @@ class ScriptedFleet {
 std::string Summary(const std::vector<Closed>& closed) {
   std::string out;
   for (const Closed& c : closed) {
-    absl::StrAppend(&out, "  round ", c.record.round(), " ", v1::RoundOutcome_Name(c.record.outcome()),
-                    " [", c.record.start_unix_ms(), ", ", c.record.end_unix_ms(), "] ms, accepted ",
-                    c.record.updates_accepted(), ", rejected ", c.record.updates_rejected(),
-                    ", stragglers ", c.record.stragglers_size(), ", cohort");
+    absl::StrAppend(&out, "  round ", c.record.round(), " ",
+                    v1::RoundOutcome_Name(c.record.outcome()), " [", c.record.start_unix_ms(), ", ",
+                    c.record.end_unix_ms(), "] ms, accepted ", c.record.updates_accepted(),
+                    ", rejected ", c.record.updates_rejected(), ", stragglers ",
+                    c.record.stragglers_size(), ", cohort");
     for (const v1::SelectionReason& r : c.record.cohort()) {
       absl::StrAppend(&out, " ", r.client_id(), "(", r.predicted_seconds(), " s)");
     }

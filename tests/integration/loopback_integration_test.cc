@@ -4,13 +4,13 @@
 #include <filesystem>
 #include <thread>
 
+#include "client/sdk/client.h"
+#include "common/testing/status_matchers.h"
+#include "common/transport.h"
 #include "models/idx.h"
 #include "models/partition.h"
 #include "models/reference_model.h"
 #include "models/samples.h"
-#include "client/sdk/client.h"
-#include "common/testing/status_matchers.h"
-#include "common/transport.h"
 #include "server/service/coordinator.h"
 #include "server/service/grpc_service.h"
 #include "server/service/server_config.h"
@@ -128,8 +128,9 @@ TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
 
   for (const absl::Status& s : results) EXPECT_OK(s);
   // FedBuff versions commit from upload threads: their callbacks may overtake each other.
-  std::sort(rounds.begin(), rounds.end(),
-            [](const v1::RoundRecord& a, const v1::RoundRecord& b) { return a.round() < b.round(); });
+  std::sort(rounds.begin(), rounds.end(), [](const v1::RoundRecord& a, const v1::RoundRecord& b) {
+    return a.round() < b.round();
+  });
   ASSERT_EQ(rounds.size(), static_cast<size_t>(rounds_wanted));
   EXPECT_EQ(coordinator->committed_round(), rounds_wanted);
   for (const v1::RoundRecord& r : rounds) EXPECT_EQ(r.updates_accepted(), per_round);

@@ -29,7 +29,7 @@ TEST(SlowTransferLivenessTest, StreamProgressCountsAsAHeartbeat) {
   options.config.set_num_rounds(1);
   options.config.set_round_deadline_s(300);  // far away: only liveness can fail the task
   options.config.set_heartbeat_interval_ms(300);
-  options.config.set_missed_heartbeats(3);   // offline after 0.9 s without a heartbeat
+  options.config.set_missed_heartbeats(3);  // offline after 0.9 s without a heartbeat
   options.config.mutable_selection()->set_overcommit(1.0);
   options.config.mutable_training()->set_local_steps(1);
   options.config.mutable_training()->set_batch_size(1);
@@ -64,8 +64,7 @@ TEST(SlowTransferLivenessTest, StreamProgressCountsAsAHeartbeat) {
   // A slow uplink: one 1 MiB chunk every 250 ms (about 4 s), and no heartbeat RPC at all. The
   // server sees every chunk arrive at this pace (unlike a download, which flow-control windows
   // may buffer), so this is a deterministic slow stream.
-  const std::vector<v1::UploadChunk> messages =
-      UploadMessages(a, task, update, 1, 1 << 20);
+  const std::vector<v1::UploadChunk> messages = UploadMessages(a, task, update, 1, 1 << 20);
   ASSERT_GT(messages.size(), 12u);
   grpc::ClientContext upload;
   v1::UploadUpdateResponse response;

@@ -7,11 +7,11 @@
 #include <limits>
 #include <vector>
 
-#include "models/idx.h"
-#include "models/rng.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/idx.h"
+#include "models/rng.h"
 #include "tests/models/test_data.h"
 
 namespace fedsched {

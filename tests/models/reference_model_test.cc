@@ -6,12 +6,12 @@
 #include <numeric>
 #include <vector>
 
-#include "models/rng.h"
-#include "models/samples.h"
 #include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "models/rng.h"
+#include "models/samples.h"
 #include "tests/models/test_data.h"
 
 namespace fedsched {

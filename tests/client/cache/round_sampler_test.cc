@@ -18,10 +18,9 @@ namespace {
 void Train(ImportanceModel& model, RoundSampler& sampler, const std::vector<int64_t>& ids) {
   std::vector<float> losses(ids.size());
   std::iota(losses.begin(), losses.end(), 1.0f);
-  model.ApplyLosses(ids, losses, static_cast<int>(ids.size()),
-                    [&](int64_t id, float old) {
-                      sampler.UpdateWeight(id, old, model.TrainedImportance(id));
-                    });
+  model.ApplyLosses(ids, losses, static_cast<int>(ids.size()), [&](int64_t id, float old) {
+    sampler.UpdateWeight(id, old, model.TrainedImportance(id));
+  });
 }
 
 const auto kNothingCached = [](int64_t) { return false; };
@@ -112,7 +111,8 @@ TEST(RoundSamplerTest, BaselinesSampleShuffledEpochs) {
     std::iota(all.begin(), all.end(), 0);
     EXPECT_EQ(ids, all);  // one epoch: every sample once, no replication
     // 30 slots: two full passes and 6 distinct samples of a third.
-    ids = sampler.Sample(policy, 30, 3, model, [](int64_t) { return true; }, rng);
+    ids = sampler.Sample(
+        policy, 30, 3, model, [](int64_t) { return true; }, rng);
     std::map<int64_t, int> counts;
     for (int64_t id : ids) ++counts[id];
     ASSERT_EQ(counts.size(), 12u);

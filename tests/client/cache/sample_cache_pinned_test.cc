@@ -45,8 +45,8 @@ TEST(SampleCachePinnedTest, PlansForAFixedSeedAreUnchanged) {
   }
   plan.set_policy(v1::CACHE_POLICY_LRU);
   ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, cache->PlanRound(plan, 5, 4, rng));
-  EXPECT_EQ(ids, (std::vector<int64_t>{14, 0, 4, 15, 2, 11, 13, 8, 3, 12, 6, 5, 10, 1, 9, 7, 15,
-                                       11, 8, 3}));
+  EXPECT_EQ(ids, (std::vector<int64_t>{14, 0, 4,  15, 2, 11, 13, 8,  3, 12,
+                                       6,  5, 10, 1,  9, 7,  15, 11, 8, 3}));
 }
 
 }  // namespace

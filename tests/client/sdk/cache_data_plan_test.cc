@@ -51,7 +51,8 @@ class CacheDataPlanTest : public ::testing::Test {
 
 TEST_F(CacheDataPlanTest, RoundsCountEveryReadAndStateSurvivesRestart) {
   {
-    ASSERT_OK_AND_ASSIGN(auto plan, CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
+    ASSERT_OK_AND_ASSIGN(auto plan,
+                         CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
     EXPECT_TRUE(std::filesystem::exists(dir_ / "samples"));
     RoundIoCounters first = RunRound(*plan);
     EXPECT_EQ(first.cache_hits + first.cache_misses, 40);
@@ -62,7 +63,8 @@ TEST_F(CacheDataPlanTest, RoundsCountEveryReadAndStateSurvivesRestart) {
     EXPECT_LE(plan->cache().cached_bytes(), 10 * 785);
     ASSERT_OK(plan->Save());
   }
-  ASSERT_OK_AND_ASSIGN(auto reopened, CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
+  ASSERT_OK_AND_ASSIGN(auto reopened,
+                       CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
   EXPECT_EQ(reopened->cache().state_origin(), CacheStateOrigin::kRestored);
 }
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <memory>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -29,7 +29,8 @@ std::string GoldenPath(const std::string& name) {
 
 // The golden models have tensors w0 (shape [3]) and w1 ([2, 2]), flattened in that order.
 v1::Model ToModel(const std::vector<float>& v) {
-  return MakeModel({{"w0", {3}, {v.begin(), v.begin() + 3}}, {"w1", {2, 2}, {v.begin() + 3, v.end()}}});
+  return MakeModel(
+      {{"w0", {3}, {v.begin(), v.begin() + 3}}, {"w1", {2, 2}, {v.begin() + 3, v.end()}}});
 }
 
 std::vector<float> Flat(const v1::Model& m) {

@@ -2,8 +2,8 @@
 // same bits as one thread, keep the "a rejected update leaves no trace" rule, and FinalizeInto must
 // reuse its output's storage.
 #include <cmath>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -106,13 +106,11 @@ TEST_P(SameBitsTest, OneAndThreeThreadsAgree) {
   ExpectSameBits(result[0], result[1]);
 }
 
-INSTANTIATE_TEST_SUITE_P(Rules, SameBitsTest,
-                         ::testing::Values(v1::AGGREGATION_RULE_FEDAVG,
-                                           v1::AGGREGATION_RULE_FEDAVGM,
-                                           v1::AGGREGATION_RULE_FEDADAM,
-                                           v1::AGGREGATION_RULE_FEDYOGI,
-                                           v1::AGGREGATION_RULE_TRIMMED_MEAN,
-                                           v1::AGGREGATION_RULE_MEDIAN));
+INSTANTIATE_TEST_SUITE_P(
+    Rules, SameBitsTest,
+    ::testing::Values(v1::AGGREGATION_RULE_FEDAVG, v1::AGGREGATION_RULE_FEDAVGM,
+                      v1::AGGREGATION_RULE_FEDADAM, v1::AGGREGATION_RULE_FEDYOGI,
+                      v1::AGGREGATION_RULE_TRIMMED_MEAN, v1::AGGREGATION_RULE_MEDIAN));
 
 TEST(FoldThreadsTest, ARejectedUpdateLeavesNoTrace) {
   const v1::Model global = Filled(0, 1.0f);
@@ -184,8 +182,10 @@ TEST(FinalizeIntoTest, ReusesTheOutputStorageAndMatchesFinalize) {
 
   v1::Model same = global;
   ASSERT_OK(agg->Accumulate(delta, 5));
-  EXPECT_THAT(agg->FinalizeInto(same, &same), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("distinct")));
-  EXPECT_THAT(agg->FinalizeInto(same, nullptr), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("distinct")));
+  EXPECT_THAT(agg->FinalizeInto(same, &same),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("distinct")));
+  EXPECT_THAT(agg->FinalizeInto(same, nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("distinct")));
   EXPECT_EQ(agg->num_updates(), 1);
 }
 

@@ -83,8 +83,8 @@ int Replay(const std::string& name) {
       ++selections;
       pacer.DecayEpsilon();
       eps_used = pacer.epsilon();
-      all_tried_before = std::all_of(arms.begin(), arms.end(),
-                                     [](const auto& a) { return a.second.count > 0; });
+      all_tried_before =
+          std::all_of(arms.begin(), arms.end(), [](const auto& a) { return a.second.count > 0; });
       // The round's terms over every client (all are feasible in the golden run).
       std::vector<double> durations, rewards;
       double min_reward = INFINITY, max_reward = 0;
@@ -137,8 +137,8 @@ int Replay(const std::string& name) {
       std::vector<double> sorted;
       for (const auto& [id, s] : scores) sorted.push_back(s);
       std::sort(sorted.rbegin(), sorted.rend());
-      const size_t exploit_len = std::min(
-          sorted.size(), static_cast<size_t>(std::floor((1.0 - eps_used) * k)));
+      const size_t exploit_len =
+          std::min(sorted.size(), static_cast<size_t>(std::floor((1.0 - eps_used) * k)));
       const double cut = o.cut_off_util * sorted[std::min(exploit_len, sorted.size() - 1)];
       std::set<int> got;
       for (const auto& [id, s] : scores) {

@@ -1,6 +1,8 @@
 // Unit tests of the planner's parts below Planner: the candidate pool's staging steps, candidate
 // evaluation and cache plans, the Oort pacer, the experience tracker, and each SelectionPolicy
 // driven directly through a RoundContext.
+#include "server/planner/policy.h"
+
 #include <cmath>
 #include <map>
 #include <memory>
@@ -18,7 +20,6 @@
 #include "server/planner/fedcase_policy.h"
 #include "server/planner/oort_pacer.h"
 #include "server/planner/oort_policy.h"
-#include "server/planner/policy.h"
 #include "server/planner/random_policy.h"
 #include "server/planner/workload.h"
 

@@ -65,8 +65,8 @@ class EngineTest : public ::testing::Test {
   absl::Status Upload(const Task& task, float value, double now) {
     v1::Model delta = OneTensor(value);
     Update u;
-    u.claim = {.index = task.index, .task_id = task.task_id, .round = task.round,
-               .num_examples = 8};
+    u.claim = {
+        .index = task.index, .task_id = task.task_id, .round = task.round, .num_examples = 8};
     u.delta = &delta;
     u.metrics.set_num_examples(8);
     u.metrics.set_train_seconds(now - task.issued_s);
@@ -87,8 +87,8 @@ TEST_F(EngineTest, FirstKCommitsWeightedMeanAndMarksStragglers) {
   ASSERT_EQ(tasks.size(), 3u);
   ASSERT_OK(Upload(*tasks[0], 2, 1));
   ASSERT_OK(Upload(*tasks[1], 4, 2));
-  EXPECT_THAT(Upload(*tasks[2], 6, 2.5), StatusIs(absl::StatusCode::kFailedPrecondition,
-                                                  HasSubstr("straggler")));
+  EXPECT_THAT(Upload(*tasks[2], 6, 2.5),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("straggler")));
   std::vector<ClosedRound> closed = engine_->Advance(3);
   ASSERT_EQ(closed.size(), 1u);
   EXPECT_TRUE(closed[0].committed);
@@ -142,7 +142,8 @@ TEST_F(EngineTest, UnreachableClientsTaskFailsAndWaitIsExplained) {
   presence_.online.erase(gone);
   engine_->Advance(1);
   EXPECT_EQ(engine_->TaskOf(gone), nullptr);
-  EXPECT_THAT(engine_->PinModel(gone, gone_task), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_THAT(engine_->PinModel(gone, gone_task),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
   // Everybody leaves: the round fails at once (no task left), and the engine says why it waits.
   presence_.online.clear();
   std::vector<ClosedRound> closed = engine_->Advance(2);
@@ -157,15 +158,18 @@ TEST_F(EngineTest, RejectsForeignDuplicateAndOversizedUpdates) {
   Start();
   engine_->Advance(0);
   std::vector<const Task*> tasks = engine_->TakeNewTasks();
-  UpdateClaim claim{.index = tasks[1]->index, .task_id = tasks[0]->task_id, .round = 1,
-                    .num_examples = 8};
-  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
+  UpdateClaim claim{
+      .index = tasks[1]->index, .task_id = tasks[0]->task_id, .round = 1, .num_examples = 8};
+  EXPECT_THAT(engine_->CheckUpdate(claim),
+              StatusIs(absl::StatusCode::kPermissionDenied, ::testing::_));
   claim.index = tasks[0]->index;
   claim.num_examples = 9;  // 2 steps x batch 4
-  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(engine_->CheckUpdate(claim),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   claim.num_examples = 8;
   claim.round = 7;
-  EXPECT_THAT(engine_->CheckUpdate(claim), StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  EXPECT_THAT(engine_->CheckUpdate(claim),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
   ASSERT_OK(Upload(*tasks[0], 1, 1));
   EXPECT_THAT(Upload(*tasks[0], 1, 1), StatusIs(absl::StatusCode::kAlreadyExists, ::testing::_));
   claim.task_id = "t-unknown";
@@ -252,7 +256,9 @@ TEST_F(EngineTest, RoundWithEveryUploadRejectedCountsThemAndBacksOff) {
     for (const Task* task : engine_->TakeNewTasks()) {
       v1::Model delta = OneTensor(1);
       Update u;
-      u.claim = {.index = task->index, .task_id = task->task_id, .round = task->round,
+      u.claim = {.index = task->index,
+                 .task_id = task->task_id,
+                 .round = task->round,
                  .num_examples = 1000};  // more than local_steps x batch_size
       u.delta = &delta;
       u.now_s = now + 1;

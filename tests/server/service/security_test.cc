@@ -67,8 +67,8 @@ class SecurityTest : public ::testing::Test {
 
   absl::Status Upload(const Session& who, const v1::Task& task, const v1::Model& delta,
                       int64_t examples = 10) {
-    return UploadRaw(*stub_, UploadMessages(who, task, delta.SerializeAsString(), examples,
-                                            kChunk));
+    return UploadRaw(*stub_,
+                     UploadMessages(who, task, delta.SerializeAsString(), examples, kChunk));
   }
 
   v1::ServerConfig raw_;

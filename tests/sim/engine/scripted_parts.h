@@ -36,7 +36,9 @@ inline v1::Model OneFloatModel(float value) {
 class ScriptedLearner : public Learner {
  public:
   ScriptedLearner(int32_t num_clients, int32_t batch_size, int64_t model_bytes)
-      : samples_(num_clients, 100), batch_(batch_size), model_bytes_(model_bytes),
+      : samples_(num_clients, 100),
+        batch_(batch_size),
+        model_bytes_(model_bytes),
         initial_(OneFloatModel(0)) {}
 
   const v1::Model& initial_model() const override { return initial_; }
@@ -60,9 +62,7 @@ class ScriptedLearner : public Learner {
     }
     return out;
   }
-  void OnAccepted(int32_t client, int64_t round) override {
-    accepted.emplace_back(client, round);
-  }
+  void OnAccepted(int32_t client, int64_t round) override { accepted.emplace_back(client, round); }
   absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
                                         const v1::Model& global) override {
     ModelQuality q;
@@ -76,7 +76,7 @@ class ScriptedLearner : public Learner {
   std::vector<int64_t> samples_;
   std::vector<TrainTask> trained;
   std::vector<std::pair<int32_t, int64_t>> accepted;  // (client, task round)
-  std::vector<std::pair<int64_t, bool>> ends;          // (round, committed)
+  std::vector<std::pair<int64_t, bool>> ends;         // (round, committed)
 
  private:
   int32_t batch_;

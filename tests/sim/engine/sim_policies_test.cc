@@ -193,8 +193,8 @@ int CheckRows(const std::string& csv, const std::string& run, bool fedbuff) {
 
 TEST(SimPoliciesTest, EveryPolicyRunsThroughTheEngineDeterministically) {
   for (bool fedbuff : {false, true}) {
-    for (v1::SelectionPolicy policy : {v1::SELECTION_POLICY_RANDOM, v1::SELECTION_POLICY_OORT,
-                                       v1::SELECTION_POLICY_FEDCASE}) {
+    for (v1::SelectionPolicy policy :
+         {v1::SELECTION_POLICY_RANDOM, v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_FEDCASE}) {
       const std::string name = absl::StrCat(PolicyName(policy), fedbuff ? "-fedbuff" : "");
       SCOPED_TRACE(name);
       v1::PlannerState state;

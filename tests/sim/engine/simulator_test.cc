@@ -145,8 +145,7 @@ TEST(SimulatorTest, FailedRoundIsRePlannedOnceClientsReturn) {
   ScriptedLearner learner(2, 20, kModelBytes);
   ScriptedDurations durations;
   durations.by_task = {{"t1-1", 30}, {"t1-2", 30}, {"t1-3", 5}, {"t1-4", 5}};
-  ASSERT_OK_AND_ASSIGN(auto sim,
-                       Make(HandConfig(2, 2, 1.0, 1), &cap, &av, &learner, &durations));
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(2, 2, 1.0, 1), &cap, &av, &learner, &durations));
   Collect out;
   ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
   ASSERT_EQ(out.rows.size(), 2u);
@@ -268,8 +267,8 @@ TEST(SimulatorTest, FedBuffCarriesTasksAcrossVersionsWithStaleness) {
   }
   EXPECT_EQ(out.rows[0].selected, 4);
   EXPECT_EQ(out.rows[1].selected, 2);
-  EXPECT_THAT(learner.accepted, ElementsAre(Pair(0, 1), Pair(1, 1), Pair(0, 2), Pair(1, 2),
-                                            Pair(2, 1), Pair(0, 3)));
+  EXPECT_THAT(learner.accepted,
+              ElementsAre(Pair(0, 1), Pair(1, 1), Pair(0, 2), Pair(1, 2), Pair(2, 1), Pair(0, 3)));
   ASSERT_EQ(out.models.size(), 3u);
   EXPECT_FLOAT_EQ(out.models[0], 1.5f);
   EXPECT_FLOAT_EQ(out.models[1], 3.0f);
