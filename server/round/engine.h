@@ -295,6 +295,9 @@ class RoundEngine {
   // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
   void RetireTasks(double now_s, bool keep_in_flight);
   bool ShouldClose(double now_s, int outstanding) const;
+  // A planner request for `round` over scratch_ (the sorted candidates), at most
+  // `max_participants` tasks (0 = the planner's slot count).
+  planner::PlanRequest MakePlanRequest(int64_t round, double now_s, int32_t max_participants) const;
   std::string NextTaskId();
 
   EngineOptions options_;

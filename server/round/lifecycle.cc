@@ -41,6 +41,22 @@ std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
   return closed;
 }
 
+planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
+                                                  int32_t max_participants) const {
+  planner::PlanRequest request;
+  request.round = round;
+  request.now_s = now_s;
+  request.candidates = scratch_;
+  // The bytes each task downloads and uploads: the published blob's (the server's), else the
+  // model's serialized size.
+  request.model_bytes = published_blob_ != nullptr
+                            ? static_cast<int64_t>(published_blob_->bytes.size())
+                            : static_cast<int64_t>(model_->ByteSizeLong());
+  request.availability = options_.availability;
+  request.max_participants = max_participants;
+  return request;
+}
+
 bool RoundEngine::ShouldClose(double now_s, int outstanding) const {
   const int accepted = record_.updates_accepted();
   const bool first_k = (config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_) &&
@@ -101,15 +117,7 @@ void RoundEngine::Plan(double now_s) {
   }
   planner::RoundPlan plan;
   if (may_plan && !scratch_.empty()) {
-    planner::PlanRequest request;
-    request.round = version_ + 1;
-    request.now_s = now_s;
-    request.candidates = scratch_;
-    request.model_bytes = published_blob_ != nullptr
-                              ? static_cast<int64_t>(published_blob_->bytes.size())
-                              : static_cast<int64_t>(model_->ByteSizeLong());
-    request.availability = options_.availability;
-    request.max_participants = free_slots;
+    const planner::PlanRequest request = MakePlanRequest(version_ + 1, now_s, free_slots);
     absl::StatusOr<planner::RoundPlan> planned = planner_->PlanRound(request);
     if (!planned.ok()) {
       last_plan_status_ = planned.status();
@@ -164,15 +172,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
   int added = 0;
   for (Task* failed : vacant) {
     if (scratch_.empty()) break;
-    planner::PlanRequest request;
-    request.round = round_;
-    request.now_s = now_s;
-    request.candidates = scratch_;
-    request.model_bytes = published_blob_ != nullptr
-                              ? static_cast<int64_t>(published_blob_->bytes.size())
-                              : static_cast<int64_t>(model_->ByteSizeLong());
-    request.availability = options_.availability;
-    request.max_participants = 1;
+    const planner::PlanRequest request = MakePlanRequest(round_, now_s, 1);
     absl::StatusOr<planner::RoundPlan> plan = planner_->PlanRound(request);
     if (!plan.ok() || plan->participants.empty()) break;
     failed->replaced = true;
