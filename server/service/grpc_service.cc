@@ -368,7 +368,11 @@ CoordinatorService::CoordinatorService(Coordinator* coordinator, CoordinatorServ
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator,
                                        const v1::TransportConfig& transport)
-    : CoordinatorService(coordinator, CoordinatorServiceOptions{.transport = transport}) {}
+    : CoordinatorService(coordinator, [&transport] {
+        CoordinatorServiceOptions options;
+        options.transport = transport;
+        return options;
+      }()) {}
 
 void CoordinatorService::Track(TrackedStream* stream) {
   absl::MutexLock lock(&streams_mu_);

@@ -236,8 +236,12 @@ TEST(OortPacerTest, PacerComparesMeanUtilityAndDecidesInTheSameRound) {
   for (int64_t round = 1; round <= 6; ++round) {
     pacer.BeginSelection(round);
     // Round 4: windows {0, m} vs {m, m} changed by 100 %: kept. Round 6: {m, m} vs {m, m}.
-    if (round == 4) EXPECT_EQ(pacer.round_threshold_percent(), 30) << round;
-    if (round == 6) EXPECT_EQ(pacer.round_threshold_percent(), 35) << round;
+    if (round == 4) {
+      EXPECT_EQ(pacer.round_threshold_percent(), 30) << round;
+    }
+    if (round == 6) {
+      EXPECT_EQ(pacer.round_threshold_percent(), 35) << round;
+    }
     // Two exploited updates of utility 10 (mean 10) and one more in round 5 (still mean 10).
     pacer.RecordExploitedUtility(10);
     pacer.RecordExploitedUtility(10);

@@ -219,7 +219,9 @@ TEST_F(EngineTest, RepeatedFailuresBackOffExponentially) {
     std::vector<ClosedRound> closed = engine_->Advance(now);
     ASSERT_EQ(closed.size(), 1u);
     EXPECT_FALSE(closed[0].committed);
-    if (attempt == 3) EXPECT_THAT(closed[0].failure_reason, HasSubstr("next attempt in 1 s"));
+    if (attempt == 3) {
+      EXPECT_THAT(closed[0].failure_reason, HasSubstr("next attempt in 1 s"));
+    }
   }
   // Not re-planned at once: the status says why, with need vs have.
   engine_->Advance(now + 0.5);
