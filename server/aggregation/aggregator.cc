@@ -6,7 +6,6 @@
 #include <cmath>
 #include <limits>
 #include <string>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,8 +28,6 @@ constexpr int64_t kStreamingMinBytes = int64_t{8} << 20;
 // Slices of the coordinate range are at least this many values (2 MB), so that the work handed
 // to a thread dwarfs the cost of waking it (tens of microseconds); aligned to 16 values (64 B).
 constexpr int64_t kMinSliceValues = int64_t{1} << 19;
-constexpr int kMaxFoldThreads = 64;
-constexpr int kDefaultMaxFoldThreads = 4;
 
 bool IsFedOpt(v1::AggregationRule rule) {
   return rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDYOGI ||
@@ -42,83 +39,7 @@ bool IsRobust(v1::AggregationRule rule) {
          rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM;
 }
 
-absl::Status CheckUnit(const char* field, double value) {
-  if (!(value >= 0.0 && value < 1.0)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aggregation.", field, " must be in [0, 1), got ", value));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status CheckNonNegative(const char* field, double value) {
-  if (!(value >= 0.0) || std::isinf(value)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aggregation.", field, " must be finite and >= 0, got ", value));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
-
-absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
-    const v1::AggregationConfig& config) {
-  v1::AggregationConfig c = config;
-  if (!v1::AggregationRule_IsValid(c.rule())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aggregation.rule: unknown value ", static_cast<int>(c.rule())));
-  }
-  if (c.rule() == v1::AGGREGATION_RULE_UNSPECIFIED) c.set_rule(v1::AGGREGATION_RULE_FEDAVG);
-  FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("server_learning_rate", c.server_learning_rate()));
-  FEDSCHED_RETURN_IF_ERROR(CheckUnit("beta1", c.beta1()));
-  FEDSCHED_RETURN_IF_ERROR(CheckUnit("beta2", c.beta2()));
-  FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("tau", c.tau()));
-  FEDSCHED_RETURN_IF_ERROR(CheckUnit("server_momentum", c.server_momentum()));
-  if (!(c.trim_beta() >= 0.0 && c.trim_beta() < 0.5)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aggregation.trim_beta must be in [0, 0.5), got ", c.trim_beta()));
-  }
-  FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("clip_update_norm", c.clip_update_norm()));
-  if (c.krum_byzantine() < 0) {
-    return absl::InvalidArgumentError("aggregation.krum_byzantine must be >= 0");
-  }
-  if (c.multi_krum_m() < 0) {
-    return absl::InvalidArgumentError("aggregation.multi_krum_m must be >= 0");
-  }
-  if (c.max_buffered_updates() < 0) {
-    return absl::InvalidArgumentError("aggregation.max_buffered_updates must be >= 0");
-  }
-  if (c.max_staleness() < 0) {
-    return absl::InvalidArgumentError(
-        "aggregation.max_staleness must be >= 1 (0 is unset and means the default, 10)");
-  }
-  if (c.fold_threads() < 0 || c.fold_threads() > kMaxFoldThreads) {
-    return absl::InvalidArgumentError(absl::StrCat("aggregation.fold_threads must be in [0, ",
-                                                   kMaxFoldThreads, "], got ", c.fold_threads()));
-  }
-
-  // Flower's defaults (docs/ALGORITHMS.md §5).
-  const v1::AggregationRule rule = c.rule();
-  if (c.server_learning_rate() == 0.0) {
-    double eta = 1.0;
-    if (rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDADAGRAD) eta = 0.1;
-    if (rule == v1::AGGREGATION_RULE_FEDYOGI) eta = 0.01;
-    c.set_server_learning_rate(eta);
-  }
-  // Fields with presence take their default only when unset: an explicit 0 is a value.
-  if (!c.has_beta1()) c.set_beta1(rule == v1::AGGREGATION_RULE_FEDADAGRAD ? 0.0 : 0.9);
-  if (!c.has_beta2()) c.set_beta2(0.99);
-  if (c.tau() == 0.0) c.set_tau(rule == v1::AGGREGATION_RULE_FEDYOGI ? 1e-3 : 1e-9);
-  if (!c.has_server_momentum()) c.set_server_momentum(0.9);
-  if (!c.has_trim_beta()) c.set_trim_beta(0.2);
-  if (!c.has_krum_byzantine()) c.set_krum_byzantine(1);
-  if (c.max_buffered_updates() == 0) c.set_max_buffered_updates(1000);
-  if (c.max_staleness() == 0) c.set_max_staleness(10);
-  if (c.fold_threads() == 0) {
-    const int hardware = static_cast<int>(std::thread::hardware_concurrency());
-    c.set_fold_threads(std::clamp(hardware, 1, kDefaultMaxFoldThreads));
-  }
-  return c;
-}
 
 double AdamBiasCorrection(double beta1, double beta2, int64_t t) {
   const double td = static_cast<double>(t);

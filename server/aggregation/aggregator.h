@@ -39,6 +39,9 @@ class ThreadPoolInterface;
 
 namespace fedsched {
 
+// Upper bound of AggregationConfig.fold_threads.
+inline constexpr int kMaxFoldThreads = 64;
+
 // `config` with every zero field replaced by its documented default, after range checks:
 //   rule UNSPECIFIED -> FEDAVG; server_learning_rate: 1.0 (FedAvg, FedAvgM, robust rules),
 //   0.1 (FedAdam, FedAdagrad), 0.01 (FedYogi); beta1: 0.9, but 0 for FedAdagrad (Flower's
