@@ -9,11 +9,6 @@
 #include "common/status_macros.h"
 
 namespace fedsched::round {
-namespace {
-
-int64_t ToMs(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000.0)); }
-
-}  // namespace
 
 RoundEngine::RoundEngine(EngineOptions options)
     : options_(std::move(options)),
@@ -293,7 +288,7 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
   receipt.set_round(round_);
   receipt.set_sha256(update.sha256);
   receipt.set_num_examples(update.claim.num_examples);
-  receipt.set_received_unix_ms(ToMs(update.now_s));
+  receipt.set_received_unix_ms(ToMillis(update.now_s));
   receipts_.push_back(std::move(receipt));
   if (config_.audit_updates()) {
     v1::AuditedUpdate audited;

@@ -25,6 +25,7 @@
 #ifndef FEDSCHED_SERVER_ROUND_ENGINE_H_
 #define FEDSCHED_SERVER_ROUND_ENGINE_H_
 
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -50,6 +51,12 @@
 namespace fedsched::round {
 
 using profile::ClientIndex;
+
+// Seconds on the caller's clock as whole milliseconds (rounded to nearest), the unit of the
+// records' and receipts' *_unix_ms fields.
+inline int64_t ToMillis(double seconds) {
+  return static_cast<int64_t>(std::llround(seconds * 1000.0));
+}
 
 // Who can be given a task right now. The server answers from heartbeats and live sessions, the
 // simulator from its availability trace. Called only from inside engine calls.

@@ -8,11 +8,6 @@
 #include "server/round/engine.h"
 
 namespace fedsched::round {
-namespace {
-
-int64_t ToMs(double seconds) { return static_cast<int64_t>(std::llround(seconds * 1000.0)); }
-
-}  // namespace
 
 std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
   std::vector<ClosedRound> closed;
@@ -75,7 +70,7 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   hits_ = misses_ = 0;
   record_.Clear();
   record_.set_round(round_);
-  record_.set_start_unix_ms(ToMs(now_s));
+  record_.set_start_unix_ms(ToMillis(now_s));
   record_.set_deadline_s(deadline_s);
 }
 
@@ -185,7 +180,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
 
 ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
   record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
-  record_.set_end_unix_ms(ToMs(now_s));
+  record_.set_end_unix_ms(ToMillis(now_s));
   planner_->OnRoundFinished(round_, /*committed=*/false, now_s);
   aggregator_->Reset();
   closed_tasks_.clear();
@@ -223,7 +218,7 @@ ClosedRound RoundEngine::Close(double now_s) {
     return Fail(now_s, absl::StrCat("aggregation: ", s.ToString()));
   }
   record_.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
-  record_.set_end_unix_ms(ToMs(now_s));
+  record_.set_end_unix_ms(ToMillis(now_s));
   if (record_.total_examples() > 0) {
     record_.set_mean_train_loss(loss_sum_ / static_cast<double>(record_.total_examples()));
   }

@@ -21,7 +21,6 @@ namespace fedsched {
 namespace {
 
 double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
-int64_t SecondsToUnixMs(double s) { return static_cast<int64_t>(std::llround(s * 1000.0)); }
 
 // How often a server that waits for clients says so, seconds.
 constexpr double kWaitLogIntervalS = 10;
@@ -255,7 +254,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     task->set_batch_size(config_.training().batch_size());
     task->set_learning_rate(config_.training().learning_rate());
     task->set_proximal_mu(config_.training().proximal_mu());
-    task->set_deadline_unix_ms(SecondsToUnixMs(state->deadline_s));
+    task->set_deadline_unix_ms(round::ToMillis(state->deadline_s));
     *task->mutable_cache_plan() = state->cache_plan;
     task->set_model_bytes(static_cast<int64_t>(state->blob->bytes.size()));
     task->set_model_sha256(state->blob->sha256);
