@@ -245,8 +245,11 @@ int Main() {
   // has passed): cancel it rather than pin its model and buffers.
   const absl::Duration stream_idle =
       std::max(absl::Seconds(60), absl::Seconds(config->round_deadline_s()));
+  // How long a finished server keeps answering polls for clients that have not heard it yet.
+  constexpr absl::Duration kFinishLinger = absl::Seconds(30);
   std::thread ticker([&] {
     absl::Time finished_at = absl::InfiniteFuture();
+    absl::Time last_linger_log = absl::InfinitePast();
     while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
       (*coordinator)->Tick(absl::Now());
       if (int n = service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
@@ -261,9 +264,22 @@ int Main() {
         break;
       }
       if ((*coordinator)->finished()) {
-        // Keep answering "finished" briefly so every client learns the run is over.
-        if (finished_at == absl::InfiniteFuture()) finished_at = absl::Now();
-        if (absl::Now() - finished_at > absl::Seconds(3)) stop.Notify();
+        // Keep answering "finished" until every live client has heard it (a client training or
+        // backing off when the last round committed polls later), at most kFinishLinger.
+        const absl::Time now = absl::Now();
+        if (finished_at == absl::InfiniteFuture()) finished_at = now;
+        const int waiting = (*coordinator)->ClientsAwaitingFinish(now);
+        if (waiting == 0 || now - finished_at > kFinishLinger) {
+          if (waiting > 0) {
+            FEDSCHED_LOG(warn, "stopping with {} live client(s) not yet told the run is finished",
+                         waiting);
+          }
+          stop.Notify();
+        } else if (now - last_linger_log > absl::Seconds(5)) {
+          last_linger_log = now;
+          FEDSCHED_LOG(info, "run finished; waiting (at most {}) for {} client(s) to poll",
+                       absl::FormatDuration(kFinishLinger - (now - finished_at)), waiting);
+        }
       }
     }
   });

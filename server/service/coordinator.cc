@@ -241,6 +241,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
   FEDSCHED_RETURN_IF_ERROR(engine_->Heartbeat(index, ToSeconds(now)));
   v1::PollTaskResponse response;
   if (engine_->finished()) {
+    told_finished_.insert(index);
     response.set_finished(true);
     return response;
   }
@@ -365,6 +366,17 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
 bool Coordinator::finished() const {
   absl::MutexLock lock(&mu_);
   return engine_->finished() && durable_round_ == engine_->version();
+}
+
+int Coordinator::ClientsAwaitingFinish(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  const double now_s = ToSeconds(now);
+  int waiting = 0;
+  for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(engine_->book().size());
+       ++i) {
+    if (presence_->IsReachable(i, now_s) && !told_finished_.contains(i)) ++waiting;
+  }
+  return waiting;
 }
 
 int64_t Coordinator::committed_round() const {

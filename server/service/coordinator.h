@@ -13,6 +13,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -192,6 +193,11 @@ class Coordinator {
 
   // True once num_rounds rounds have committed durably.
   bool finished() const;
+  // Clients with a live session (heartbeat within the timeout) that have not yet been answered
+  // "finished" by PollTask. The server keeps serving after the run ends until this is 0 (or a
+  // cap passes), so that a client busy training or backing off when the last round commits still
+  // learns the run is over instead of retrying a vanished server (docs/RELIABILITY.md §4).
+  int ClientsAwaitingFinish(absl::Time now) const;
   // The last durably committed round (0 = initial model).
   int64_t committed_round() const;
   // OK unless a commit failed for good (the server must stop; its store holds every round
@@ -265,6 +271,8 @@ class Coordinator {
   std::unique_ptr<SessionPresence> presence_;
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
+  // Clients that PollTask has answered "finished".
+  absl::flat_hash_set<profile::ClientIndex> told_finished_ ABSL_GUARDED_BY(mu_);
   // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
   absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);

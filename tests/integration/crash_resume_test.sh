@@ -70,7 +70,11 @@ got=$(tail -n +2 "$WORK/metrics.csv" | cut -d, -f1 | tr '\n' ' ')
 # Clients notice the finished run and exit 0 by themselves, having reconnected.
 for p in "${pids[@]:1}"; do
   for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$p" 2>/dev/null; then echo "FAIL: a client did not exit"; exit 1; fi
+  if kill -0 "$p" 2>/dev/null; then
+    echo "FAIL: a client did not exit"; tail -n 25 "$WORK/server2.log"
+    for f in "$WORK"/client-*.log; do echo "== $f"; tail -n 6 "$f"; done
+    exit 1
+  fi
   wait "$p" || { echo "FAIL: a client exited non-zero"; exit 1; }
 done
 reconnected=$(grep -h "reconnects" "$WORK"/client-*.log | grep -vc " 0 reconnects" || true)
