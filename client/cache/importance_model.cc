@@ -25,16 +25,31 @@ double NextLs(double ls, bool have_previous, double previous_loss, double loss) 
   return std::min(kMaxLs, ls * std::exp(exponent));
 }
 
-ImportanceModel::ImportanceModel(int64_t num_samples, double unseen_importance_scale)
-    : n_(num_samples), unseen_scale_(unseen_importance_scale) {
-  unseen_importance_ = unseen_scale_ * MeanRankWeight(batch_size_);
+ImportanceModel::ImportanceModel(int64_t num_samples, double unseen_importance_scale,
+                                 SamplingWeights weights)
+    : n_(num_samples), unseen_scale_(unseen_importance_scale), weights_(weights) {
+  unseen_importance_ = weights_ == SamplingWeights::kFedCaseReview
+                           ? 1.0
+                           : unseen_scale_ * MeanRankWeight(batch_size_);
   Reset();
+}
+
+std::pair<double, double> ImportanceModel::ImportanceRange() const {
+  if (n_ == 0) return {0.0, 0.0};
+  double lo = std::numeric_limits<double>::infinity();
+  double hi = -lo;
+  for (int64_t i = 0; i < n_; ++i) {
+    const double w = Importance(i);
+    lo = std::min(lo, w);
+    hi = std::max(hi, w);
+  }
+  return {lo, hi};
 }
 
 void ImportanceModel::Reset() {
   importance_.assign(static_cast<size_t>(n_), 0.0f);
   frequency_.assign(static_cast<size_t>(n_), 0);
-  ls_ = 0.0;
+  ls_ = weights_ == SamplingWeights::kFedCaseReview ? kLsBeforeFirstLoss : 0.0;
   last_loss_ = 0.0;
   rounds_with_loss_ = 0;
 }
@@ -113,6 +128,7 @@ absl::Status ImportanceModel::CheckLosses(absl::Span<const int64_t> ids,
 bool ImportanceModel::SetBatchSize(int64_t batch_size) {
   if (batch_size == batch_size_) return false;
   batch_size_ = batch_size;
+  if (weights_ == SamplingWeights::kFedCaseReview) return false;  // unseen stays 1.0
   unseen_importance_ = unseen_scale_ * MeanRankWeight(batch_size_);
   return true;
 }
@@ -134,19 +150,29 @@ void ImportanceModel::ApplyLosses(absl::Span<const int64_t> ids, absl::Span<cons
       importance_[id] = static_cast<float>(RankWeight(static_cast<int64_t>(j)));
       on_change(id, old);
     }
+    // FedScale's moving loss over the task's steps (the first step's mean, then an EMA).
+    double batch_sum = 0.0;
+    for (size_t j = 0; j < m; ++j) batch_sum += losses[start + j];
+    const double batch_mean = batch_sum / static_cast<double>(m);
+    round_moving_loss_ = round_loss_count_ == 0 && start == 0
+                             ? batch_mean
+                             : (1.0 - kLossDecay) * round_moving_loss_ + kLossDecay * batch_mean;
   }
   for (float loss : losses) round_loss_sum_ += loss;
   round_loss_count_ += static_cast<int64_t>(losses.size());
 }
 
 void ImportanceModel::StartRound() {
+  round_moving_loss_ = 0.0;
   round_loss_sum_ = 0.0;
   round_loss_count_ = 0;
 }
 
 void ImportanceModel::EndRound() {
   if (round_loss_count_ > 0) {
-    const double loss = round_loss_sum_ / static_cast<double>(round_loss_count_);
+    const double loss = weights_ == SamplingWeights::kFedCaseReview
+                            ? round_moving_loss_
+                            : round_loss_sum_ / static_cast<double>(round_loss_count_);
     ls_ = NextLs(ls_, rounds_with_loss_ > 0, last_loss_, loss);
     last_loss_ = loss;
     ++rounds_with_loss_;

@@ -70,8 +70,9 @@ std::vector<int64_t> RoundSampler::Sample(v1::CachePolicy policy, int64_t slots,
   std::vector<int64_t> ids;
   ids.reserve(static_cast<size_t>(slots));
   if (policy == v1::CACHE_POLICY_IMPORTANCE) {
+    const Normalisation norm = NormalisationOf(model);
     while (static_cast<int64_t>(ids.size()) < slots) {
-      const int64_t id = DrawImportance(model, rng);
+      const int64_t id = DrawImportance(model, rng, norm);
       const int64_t remaining = slots - static_cast<int64_t>(ids.size());
       const int64_t copies = is_cached(id) ? std::min<int64_t>(replication, remaining) : 1;
       ids.insert(ids.end(), static_cast<size_t>(copies), id);
@@ -88,27 +89,46 @@ std::vector<int64_t> RoundSampler::Sample(v1::CachePolicy policy, int64_t slots,
   return ids;
 }
 
-int64_t RoundSampler::DrawImportance(const ImportanceModel& model, std::mt19937_64& rng) {
+double SamplingWeight(const ImportanceModel& model, const Normalisation& norm, int64_t id) {
+  const double w = model.Importance(id);
+  return w + std::clamp((w - norm.min) * norm.inv_range, 0.0, 1.0) + model.ls();
+}
+
+Normalisation RoundSampler::NormalisationOf(const ImportanceModel& model) {
+  if (model.sampling_weights() != SamplingWeights::kFedCaseReview) return {};
+  const auto [lo, hi] = model.ImportanceRange();
+  // The review code divides by (max - min) and keeps the raw weights when that raises.
+  return {lo, hi > lo ? 1.0 / (hi - lo) : 0.0};
+}
+
+int64_t RoundSampler::DrawImportance(const ImportanceModel& model, std::mt19937_64& rng,
+                                     Normalisation norm) {
+  const bool normalised = norm.inv_range > 0.0;
   const double trained = trained_weights_.Total();
   const double unseen_w = model.UnseenImportance();
   const double unseen = unseen_w * static_cast<double>(untrained_.size());
   const double ls = model.ls();
-  const double smoothing = ls * static_cast<double>(n_);
+  // The proposal's per-sample constant: the normalised term is in [0, 1], so w + ls + 1 bounds
+  // every weight from above.
+  const double flat = normalised ? ls + 1.0 : ls;
+  const double smoothing = flat * static_cast<double>(n_);
   const double total = trained + unseen + smoothing;
   if (!(total > 0.0) || !std::isfinite(total)) return static_cast<int64_t>(Below(rng, n_));
-  for (int attempt = 0; attempt < 4; ++attempt) {
+  for (int attempt = 0; attempt < 64; ++attempt) {
     const double u = Uniform01(rng) * total;
+    int64_t id;
     if (u < trained) {
-      const int64_t id = trained_weights_.Find(u);
-      if (model.Trained(id)) return id;
-      continue;  // floating-point drift landed on an untrained id; draw again
-    }
-    if (u < trained + unseen) {
+      id = trained_weights_.Find(u);
+      if (!model.Trained(id)) continue;  // floating-point drift landed on an untrained id
+    } else if (u < trained + unseen) {
       const auto k = static_cast<size_t>((u - trained) / unseen_w);
-      return untrained_[std::min(k, untrained_.size() - 1)];
+      id = untrained_[std::min(k, untrained_.size() - 1)];
+    } else {
+      id = std::min(static_cast<int64_t>((u - trained - unseen) / flat), n_ - 1);
     }
-    const auto k = static_cast<int64_t>((u - trained - unseen) / ls);
-    return std::min(k, n_ - 1);
+    if (!normalised) return id;
+    const double w = model.Importance(id);
+    if (Uniform01(rng) * (w + flat) < SamplingWeight(model, norm, id)) return id;
   }
   return static_cast<int64_t>(Below(rng, n_));
 }

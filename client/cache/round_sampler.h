@@ -26,6 +26,20 @@
 
 namespace fedsched {
 
+// The min-max normalisation of one round's sampling weights (SamplingWeights::kFedCaseReview):
+// the smallest importance and 1 / (largest - smallest), 0 when they are equal (the review code
+// then falls back to the raw weights). {0, 0} means no normalisation.
+struct Normalisation {
+  double min = 0.0;
+  double inv_range = 0.0;
+};
+
+// Sampling weight of sample `id` (in [0, N)) for one round (FedCaSe's review code,
+// divide_data.py `use`; docs/ALGORITHMS.md §4.5): with w = model.Importance(id),
+// w + clamp((w - norm.min) x norm.inv_range, 0, 1) + model.ls(), i.e. w + ls without a
+// normalisation. Dimensionless, > 0 whenever w > 0 or ls > 0.
+double SamplingWeight(const ImportanceModel& model, const Normalisation& norm, int64_t id);
+
 // Sampling state over the N samples of an ImportanceModel: a Fenwick tree of the trained
 // samples' importances, the pool of untrained ids, and a persistent permutation for the
 // baselines' uniform draws without replacement.
@@ -49,10 +63,11 @@ class RoundSampler {
   void UpdateWeight(int64_t id, float old_importance, float new_importance);
 
   // The ids of one round, exactly `slots` (>= 1) of them; requires N >= 1.
-  //   IMPORTANCE: draws i.i.d. with DrawImportance; a drawn id for which `is_cached` holds fills
-  //     min(replication, remaining) slots (FedCaSe's replication of cache hits), any other id
-  //     one slot; then the slots are shuffled (Fisher-Yates) so that copies spread over the
-  //     minibatches. O(slots log N).
+  //   IMPORTANCE: draws i.i.d. with DrawImportance (normalised by NormalisationOf(model), taken
+  //     once at the start of the round, as the review code weighs a round); a drawn id for which
+  //     `is_cached` holds fills min(replication, remaining) slots (FedCaSe's replication of cache
+  //     hits), any other id one slot; then the slots are shuffled (Fisher-Yates) so that copies
+  //     spread over the minibatches. O(slots log N).
   //   LRU, LFU, NONE: uniform without replacement (a shuffled epoch), starting a new pass over
   //     the N samples whenever slots > N. O(slots).
   // `policy` must not be UNSPECIFIED (the caller maps it to IMPORTANCE); replication >= 1.
@@ -60,10 +75,19 @@ class RoundSampler {
                               const ImportanceModel& model,
                               absl::FunctionRef<bool(int64_t)> is_cached, std::mt19937_64& rng);
 
-  // One draw with p(i) ~ Importance(i) + ls over i in [0, N), split into three masses: trained
-  // samples (the Fenwick tree), untrained samples (UnseenImportance() each) and ls for every
-  // sample. A total weight that is 0 or not finite draws uniformly. O(log N). Requires N >= 1.
-  int64_t DrawImportance(const ImportanceModel& model, std::mt19937_64& rng);
+  // The normalisation of `model`'s current importances under kFedCaseReview; {0, 0} (none)
+  // under kScaledUnseen. O(N).
+  static Normalisation NormalisationOf(const ImportanceModel& model);
+
+  // One draw with p(i) ~ w_i + (w_i - norm.min) x norm.inv_range + ls over i in [0, N), where
+  // w_i = Importance(i) (so p(i) ~ w_i + ls without a normalisation). Proposals come from three
+  // masses: trained samples (the Fenwick tree), untrained samples (UnseenImportance() each) and
+  // ls + 1 (ls alone without a normalisation) for every sample; with a normalisation a proposal
+  // is accepted with probability (its weight) / (w_i + ls + 1) >= 1/2 for weights >= 1, so the
+  // draw is exact. A total weight that is 0 or not finite draws uniformly. O(log N) expected.
+  // Requires N >= 1.
+  int64_t DrawImportance(const ImportanceModel& model, std::mt19937_64& rng,
+                         Normalisation norm = Normalisation());
 
   // Total weight of the trained samples (sum of their importances).
   double TrainedWeight() const { return trained_weights_.Total(); }

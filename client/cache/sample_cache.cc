@@ -42,6 +42,10 @@ absl::Status ValidateOptions(const SampleCacheOptions& options) {
     return absl::InvalidArgumentError(
         "SampleCacheOptions.unseen_importance_scale must be finite and >= 0");
   }
+  if (options.sampling_weights != SamplingWeights::kFedCaseReview &&
+      options.sampling_weights != SamplingWeights::kScaledUnseen) {
+    return absl::InvalidArgumentError("SampleCacheOptions.sampling_weights: unknown value");
+  }
   if (options.max_state_entries < 1) {
     return absl::InvalidArgumentError("SampleCacheOptions.max_state_entries must be >= 1");
   }
@@ -61,7 +65,7 @@ SampleCache::SampleCache(const SampleCacheOptions& options)
     : options_(options),
       store_(options.store),
       n_(options.store->NumSamples()),
-      model_(n_, options.unseen_importance_scale),
+      model_(n_, options.unseen_importance_scale, options.sampling_weights),
       sampler_(n_),
       entries_(n_) {}
 

@@ -79,7 +79,13 @@ struct SampleCacheOptions {
   double default_capacity_fraction = 0.1;
   // Replication factor r when the plan leaves it 0. >= 1. Default: 2 (FedCaSe: about 2-3).
   int32_t default_replication_factor = 2;
-  // A never-trained sample's importance is this times MeanRankWeight(batch size). 0 is the
+  // Sampling weights and the never-trained samples' importance (docs/ALGORITHMS.md §4.4-§4.5).
+  // Default: kFedCaseReview, as FedCaSe's review code (never-trained 1.0, weights
+  // w + (w - min) / (max - min) + ls, ls 0.01 before the first loss); kScaledUnseen is
+  // fedsched's earlier rule, which uses unseen_importance_scale below.
+  SamplingWeights sampling_weights = SamplingWeights::kFedCaseReview;
+  // Under kScaledUnseen only (ignored under kFedCaseReview): a never-trained sample's
+  // importance is this times MeanRankWeight(batch size). 0 is the
   // literal rule (a sample has importance only once trained, so unseen samples are drawn through
   // ls alone): the highest hit ratio, but local training keeps to a small part of the data;
   // 1 treats an unseen sample as a median one: full coverage, fewer hits. Pinned choice (the

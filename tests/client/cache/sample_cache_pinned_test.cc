@@ -1,7 +1,7 @@
 // Pins SampleCache's plans for a fixed seed: the same seed must give the same ids on every build
 // (portable draws from the raw mt19937_64 output), and a refactoring of the cache's parts
 // (importance model, sampler, entries) must not change them. The values were recorded before
-// the cache was split into those parts.
+// the cache was split into those parts, with the weights then in force (kScaledUnseen).
 #include <cstdint>
 #include <random>
 #include <string>
@@ -20,6 +20,7 @@ TEST(SampleCachePinnedTest, PlansForAFixedSeedAreUnchanged) {
   ASSERT_OK_AND_ASSIGN(auto store, InMemorySampleStore::Create(samples, {}));
   SampleCacheOptions options;
   options.store = store.get();
+  options.sampling_weights = SamplingWeights::kScaledUnseen;
   ASSERT_OK_AND_ASSIGN(auto cache, SampleCache::Create(options));
   v1::CachePlan plan;
   plan.set_policy(v1::CACHE_POLICY_IMPORTANCE);

@@ -127,13 +127,20 @@ TEST(SampleCacheTest, ImportanceIsLnRankPlusTenWithinEachMinibatch) {
   EXPECT_NEAR(cache->Importance(6), std::log(10.0), 1e-6);
   EXPECT_NEAR(cache->Importance(5), std::log(11.0), 1e-6);
   EXPECT_FALSE(cache->Trained(7));
-  // An untrained sample counts as unseen_importance_scale times a median sample of the current
-  // batch size.
-  const double scale = SampleCacheOptions().unseen_importance_scale;
-  EXPECT_NEAR(cache->Importance(7),
-              scale * (std::log(10.0) + std::log(11.0) + std::log(12.0) + std::log(13.0)) / 4,
-              1e-9);
-  EXPECT_NEAR(scale * MeanRankWeight(4), cache->Importance(7), 1e-12);
+  // An untrained sample weighs 1.0 (FedCaSe's review code) by default; under kScaledUnseen it
+  // counts as unseen_importance_scale times a median sample of the current batch size.
+  EXPECT_EQ(cache->Importance(7), 1.0);
+  {
+    SampleCacheOptions scaled;
+    scaled.sampling_weights = SamplingWeights::kScaledUnseen;
+    auto legacy = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 4, scaled);
+    ASSERT_OK(legacy->ReportLosses(ids, losses, 4));
+    const double scale = scaled.unseen_importance_scale;
+    EXPECT_NEAR(legacy->Importance(7),
+                scale * (std::log(10.0) + std::log(11.0) + std::log(12.0) + std::log(13.0)) / 4,
+                1e-9);
+    EXPECT_NEAR(scale * MeanRankWeight(4), legacy->Importance(7), 1e-12);
+  }
 
   // A sample repeated within a minibatch keeps its highest rank; equal losses rank by position.
   ASSERT_OK(
@@ -157,7 +164,7 @@ TEST(SampleCacheTest, LsRule) {
   auto cache = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 2);
   std::mt19937_64 rng(1);
   const v1::CachePlan plan = Plan(v1::CACHE_POLICY_IMPORTANCE, 2);
-  EXPECT_DOUBLE_EQ(cache->ls(), 0.0);
+  EXPECT_DOUBLE_EQ(cache->ls(), kLsBeforeFirstLoss);  // the review code's 1e-2 before any loss
   // Round 1: mean loss 2.0 -> ls = 0.01 * 2.0.
   ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, cache->PlanRound(plan, 2, 1, rng));
   ASSERT_OK(cache->ReportLosses(ids, std::vector<float>{1.0f, 3.0f}, 2));
@@ -425,6 +432,7 @@ TEST(SampleCacheTest, ReplicationFillsBatchTimesStepsExactly) {
 TEST(SampleCacheTest, PlansAreDeterministicAndFollowImportance) {
   auto store = MakeStore(100);
   SampleCacheOptions options;
+  options.sampling_weights = SamplingWeights::kScaledUnseen;
   options.unseen_importance_scale = 0.0;  // only trained samples (no ls yet) are drawn
   auto a = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 1, options);
   auto b = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 1, options);
@@ -461,6 +469,7 @@ TEST(SampleCacheTest, PlansAreDeterministicAndFollowImportance) {
 TEST(SampleCacheTest, UntrainedSamplesAreDrawnOnlyThroughLsWhenUnseenScaleIsZero) {
   auto store = MakeStore(50);
   SampleCacheOptions options;
+  options.sampling_weights = SamplingWeights::kScaledUnseen;
   options.unseen_importance_scale = 0.0;
   auto cache = MakeCache(store.get(), v1::CACHE_POLICY_IMPORTANCE, 1, options);
   ASSERT_OK(cache->ReportLosses(std::vector<int64_t>{3, 4}, std::vector<float>{1.0f, 2.0f}, 2));
@@ -664,7 +673,7 @@ TEST(SampleCacheTest, CorruptOrTruncatedStateIsRebuiltWithAWarning) {
       ASSERT_FALSE(cache->Trained(id));
       ASSERT_EQ(cache->Frequency(id), 0);
     }
-    EXPECT_EQ(cache->ls(), 0.0);
+    EXPECT_EQ(cache->ls(), kLsBeforeFirstLoss);
     // The cache keeps working, and the next save replaces the bad file.
     std::mt19937_64 rng(1);
     ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids,
