@@ -18,6 +18,11 @@ struct RoundCommit {
   v1::RoundRecord record;
   // The global model after this round (shared, read-only: the engine keeps serving it).
   std::shared_ptr<const v1::Model> model;
+  // `model` serialized, and its raw 32-byte SHA-256, when the caller already has them (the
+  // server serialises each model once, for downloads and the store alike); null / empty = the
+  // store serialises and hashes `model` itself. Must be exactly model->SerializeAsString().
+  std::shared_ptr<const std::string> model_bytes;
+  std::string model_sha256;
   // Receipts of the updates folded into `model`.
   std::vector<v1::Receipt> receipts;
   // Client profiles changed since the last commit (upserted).

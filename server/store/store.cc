@@ -10,10 +10,12 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
+#include "server/store/model_files.h"
 
 namespace fedsched {
 namespace {
@@ -23,6 +25,9 @@ constexpr char kPlannerKey[] = "planner";
 // A file beside the RocksDB files holding the last committed round, written after each commit:
 // a second copy of committed_round that a damaged WAL or MANIFEST cannot roll back with the rest.
 constexpr char kMarkerFile[] = "COMMITTED_ROUND";
+// The folder of the content-addressed model files (server/store/model_files.h), inside the
+// RocksDB directory (RocksDB ignores names it did not make).
+constexpr char kModelFolder[] = "model_files";
 
 // Big-endian keys so that RocksDB's bytewise order is numeric round order.
 std::string RoundKey(int64_t round) {
@@ -134,8 +139,16 @@ class RocksDbStore final : public Store {
   absl::Status Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                    const std::string& value);
   absl::StatusOr<std::string> Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key) const;
+  // Writes the model file of `model` (serialized `bytes` with raw SHA-256 `sha256`, both
+  // computed here when empty) and returns the reference to put in the batch.
+  absl::StatusOr<std::string> WriteModelFile(const v1::Model& model,
+                                             const std::shared_ptr<const std::string>& bytes,
+                                             std::string sha256);
+  // Deletes the model files no round in `models_` references (pruned rounds, crashed commits).
+  absl::Status RemoveUnreferencedModelFiles();
 
   StoreOptions options_;
+  std::unique_ptr<ModelFiles> files_;
   std::unique_ptr<rocksdb::DB> db_;
   std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* models_ = nullptr;
@@ -188,7 +201,11 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
   store->receipts_ = store->handles_[4];
   store->meta_ = store->handles_[5];
   store->updates_ = store->handles_[6];
+  store->files_ = std::make_unique<ModelFiles>(absl::StrCat(options.path, "/", kModelFolder));
+  FEDSCHED_RETURN_IF_ERROR(store->files_->Init());
   FEDSCHED_RETURN_IF_ERROR(store->VerifyIntegrity());
+  // Only once the store is known good: files of a commit that crashed before its batch.
+  FEDSCHED_RETURN_IF_ERROR(store->RemoveUnreferencedModelFiles());
   return std::unique_ptr<Store>(std::move(store));
 }
 
@@ -229,8 +246,9 @@ absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMet
         absl::StrCat("store at ", options_.path, " already holds a run"));
   }
   meta.set_committed_round(0);
+  FEDSCHED_ASSIGN_OR_RETURN(std::string model_ref, WriteModelFile(initial_model, nullptr, ""));
   rocksdb::WriteBatch batch;
-  batch.Put(models_, RoundKey(0), initial_model.SerializeAsString());
+  batch.Put(models_, RoundKey(0), model_ref);
   batch.Put(meta_, kMetaKey, meta.SerializeAsString());
   rocksdb::WriteOptions write;
   write.sync = true;
@@ -245,9 +263,14 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
     return absl::FailedPreconditionError(absl::StrCat(
         "commit of round ", round, " but the last committed round is ", current.committed_round()));
   }
+  if (commit.model == nullptr) return absl::InvalidArgumentError("commit without a model");
   commit.meta.set_committed_round(round);
+  // The model goes to its own file first (fsynced); the batch carries only its reference, so a
+  // synced batch always points at a durable file (docs/DECISIONS.md "Model persistence").
+  FEDSCHED_ASSIGN_OR_RETURN(std::string model_ref, WriteModelFile(*commit.model, commit.model_bytes,
+                                                                  std::move(commit.model_sha256)));
   rocksdb::WriteBatch batch;
-  batch.Put(models_, RoundKey(round), commit.model->SerializeAsString());
+  batch.Put(models_, RoundKey(round), model_ref);
   batch.Put(rounds_, RoundKey(round), commit.record.SerializeAsString());
   for (const v1::Receipt& receipt : commit.receipts) {
     batch.Put(receipts_, receipt.task_id(), receipt.SerializeAsString());
@@ -268,7 +291,40 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   FEDSCHED_RETURN_IF_ERROR(
       FromRocks(db_->Write(write, &batch), absl::StrCat("commit round ", round)));
   // After the batch: a crash in between leaves the marker behind the meta, which is harmless.
-  return WriteMarker(options_.path, round);
+  FEDSCHED_RETURN_IF_ERROR(WriteMarker(options_.path, round));
+  if (options_.keep_models > 0 && prune_below > 0) {
+    // Pruned models' files; a failure here only leaves files for the next commit or open.
+    RemoveUnreferencedModelFiles().IgnoreError();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RocksDbStore::WriteModelFile(
+    const v1::Model& model, const std::shared_ptr<const std::string>& bytes, std::string sha256) {
+  std::string own;
+  const std::string* serialized = bytes.get();
+  if (serialized == nullptr) {
+    own = model.SerializeAsString();
+    serialized = &own;
+    sha256.clear();
+  }
+  if (sha256.empty()) sha256 = Sha256(*serialized);
+  FEDSCHED_RETURN_IF_ERROR(files_->Write(*serialized, sha256));
+  return EncodeModelRef(
+      ModelRef{.sha256 = std::move(sha256), .size = static_cast<int64_t>(serialized->size())});
+}
+
+absl::Status RocksDbStore::RemoveUnreferencedModelFiles() {
+  absl::flat_hash_set<std::string> live;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), models_));
+  for (it->SeekToFirst(); it->Valid(); it->Next()) {
+    ModelRef ref;
+    if (DecodeModelRef(std::string_view(it->value().data(), it->value().size()), &ref)) {
+      live.insert(std::move(ref.sha256));
+    }
+  }
+  FEDSCHED_RETURN_IF_ERROR(FromRocks(it->status(), "scan models"));
+  return files_->RemoveUnreferenced(live).status();
 }
 
 absl::StatusOr<int64_t> RocksDbStore::LastRoundKey(rocksdb::ColumnFamilyHandle* cf) const {
@@ -359,7 +415,25 @@ absl::StatusOr<v1::Model> RocksDbStore::LoadModel(int64_t round) const {
     return absl::NotFoundError(absl::StrCat("no model stored for round ", round));
   }
   if (!bytes.ok()) return bytes.status();
-  return ParseStored<v1::Model>(*bytes, absl::StrCat("model of round ", round));
+  ModelRef ref;
+  if (!DecodeModelRef(*bytes, &ref)) {
+    // Stored inline by a server before the model files.
+    return ParseStored<v1::Model>(*bytes, absl::StrCat("model of round ", round));
+  }
+  absl::StatusOr<std::string> contents = files_->Read(ref);
+  if (absl::IsNotFound(contents.status())) {
+    // Pruned by a commit since the reference was read: the round's model is gone, not damaged.
+    if (absl::IsNotFound(Get(models_, RoundKey(round)).status())) {
+      return absl::NotFoundError(absl::StrCat("no model stored for round ", round));
+    }
+    return absl::DataLossError(
+        absl::StrCat("the model of round ", round, ": ", contents.status().message()));
+  }
+  if (!contents.ok()) {
+    return absl::Status(contents.status().code(), absl::StrCat("the model of round ", round, ": ",
+                                                               contents.status().message()));
+  }
+  return ParseStored<v1::Model>(*contents, absl::StrCat("model of round ", round));
 }
 
 absl::StatusOr<v1::RoundRecord> RocksDbStore::LoadRound(int64_t round) const {

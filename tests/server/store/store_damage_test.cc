@@ -1,5 +1,6 @@
 // Damaged copies of a real RocksDB store (issue 12 item 4): a torn or overwritten WAL, a
-// truncated MANIFEST or an overwritten table file must never reopen as an earlier round.
+// truncated MANIFEST or an overwritten table file must never reopen as an earlier round; a
+// missing, truncated or corrupt model file (issue 13) is refused naming the file.
 #include <unistd.h>
 
 #include <filesystem>
@@ -157,6 +158,85 @@ TEST_F(StoreDamageTest, DeletingTheMarkerAcceptsTheSurvivingStateDeliberately) {
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = copy.string()}));
   ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store->LoadMeta());
   EXPECT_LT(meta.committed_round(), kRounds);
+}
+
+// The model file of the last committed round (server/store/model_files.h): the one holding
+// round kRounds' bytes.
+fs::path ModelFileOfLastRound(const fs::path& store) {
+  const std::string wanted = MakeModel(static_cast<float>(kRounds)).SerializeAsString();
+  for (const auto& entry : fs::directory_iterator(store / "model_files")) {
+    if (entry.file_size() != wanted.size()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (bytes == wanted) return entry.path();
+  }
+  return {};
+}
+
+TEST_F(StoreDamageTest, ModelsLiveInFilesNotInTheWal) {
+  const fs::path copy = MakeStore(/*crash=*/true);
+  const fs::path wal = FindFile(copy, ".log");
+  ASSERT_FALSE(wal.empty());
+  // kRounds + 1 models of 16 KiB each; the WAL holds only references and records.
+  EXPECT_LT(fs::file_size(wal), 16384u);
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(copy / "model_files")) {
+    EXPECT_EQ(entry.path().extension(), ".model") << entry.path();
+    ++files;
+  }
+  EXPECT_EQ(files, kRounds + 1);
+  EXPECT_FALSE(ModelFileOfLastRound(copy).empty());
+}
+
+TEST_F(StoreDamageTest, MissingModelFileIsRefused) {
+  for (bool crash : {false, true}) {
+    SCOPED_TRACE(crash ? "crash copy" : "clean copy");
+    const fs::path copy = MakeStore(crash);
+    const fs::path file = ModelFileOfLastRound(copy);
+    ASSERT_FALSE(file.empty());
+    fs::remove(file);
+    absl::Status s = Store::Open({.path = copy.string()}).status();
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is damaged")));
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("round 4")));
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is missing")));
+    EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr(file.filename().string())));
+    fs::remove_all(base_);
+    fs::create_directories(base_);
+  }
+}
+
+TEST_F(StoreDamageTest, CorruptModelFileIsRefused) {
+  const fs::path copy = MakeStore(/*crash=*/false);
+  const fs::path file = ModelFileOfLastRound(copy);
+  ASSERT_FALSE(file.empty());
+  Overwrite(file, 0.5, 8);
+  absl::Status s = Store::Open({.path = copy.string()}).status();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is damaged")));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is corrupt: its SHA-256 is")));
+}
+
+TEST_F(StoreDamageTest, TruncatedModelFileIsRefused) {
+  const fs::path copy = MakeStore(/*crash=*/false);
+  const fs::path file = ModelFileOfLastRound(copy);
+  ASSERT_FALSE(file.empty());
+  Truncate(file, 0.5);
+  absl::Status s = Store::Open({.path = copy.string()}).status();
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("is damaged")));
+  EXPECT_THAT(s, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("its reference says")));
+}
+
+TEST_F(StoreDamageTest, ModelFileOfACrashedCommitIsRemovedAtOpen) {
+  const fs::path copy = MakeStore(/*crash=*/false);
+  // What a crash between the model file's fsync and the batch leaves: a file nobody references.
+  const fs::path orphan = copy / "model_files" / (std::string(64, 'a') + ".model");
+  std::ofstream(orphan) << "orphan";
+  const fs::path temp = copy / "model_files" / (std::string(64, 'b') + ".model.tmp");
+  std::ofstream(temp) << "torn";
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = copy.string()}));
+  EXPECT_FALSE(fs::exists(orphan));
+  EXPECT_FALSE(fs::exists(temp));
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store->LoadModel(kRounds));
+  EXPECT_EQ(model.SerializeAsString(), MakeModel(static_cast<float>(kRounds)).SerializeAsString());
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 
 namespace fedsched {
@@ -96,6 +97,42 @@ TEST_F(StoreTest, PrunesOldModelsKeepsRecords) {
   EXPECT_OK(store->LoadModel(3));
   EXPECT_OK(store->LoadModel(4));
   EXPECT_OK(store->LoadRound(1));
+}
+
+int CountModelFiles(const std::filesystem::path& store) {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(store / "model_files")) {
+    if (entry.path().extension() == ".model") ++n;
+  }
+  return n;
+}
+
+TEST_F(StoreTest, PrunedModelsFilesAreDeletedSharedOnesKept) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
+  for (int r = 1; r <= 4; ++r) ASSERT_OK(store->CommitRound(MakeCommit(r, r)));
+  EXPECT_EQ(CountModelFiles(dir_), 2);  // keep_models = 2
+  // Rounds 5 and 6 repeat the models of rounds 3 and 4 (same digests, same files): pruning
+  // rounds 3 and 4 must not delete the files rounds 5 and 6 still name.
+  ASSERT_OK(store->CommitRound(MakeCommit(5, 3)));
+  ASSERT_OK(store->CommitRound(MakeCommit(6, 4)));
+  EXPECT_EQ(CountModelFiles(dir_), 2);
+  ASSERT_OK_AND_ASSIGN(v1::Model five, store->LoadModel(5));
+  EXPECT_FLOAT_EQ(five.tensors(0).data(0), 3);
+  EXPECT_THAT(store->LoadModel(4), StatusIs(absl::StatusCode::kNotFound, HasSubstr("round 4")));
+}
+
+TEST_F(StoreTest, CommitWritesTheCallersSerializedModel) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
+  RoundCommit commit = MakeCommit(1, 7);
+  commit.model_bytes = std::make_shared<const std::string>(commit.model->SerializeAsString());
+  commit.model_sha256 = Sha256(*commit.model_bytes);
+  ASSERT_OK(store->CommitRound(commit));
+  EXPECT_TRUE(
+      std::filesystem::exists(dir_ / "model_files" / (ToHex(commit.model_sha256) + ".model")));
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store->LoadModel(1));
+  EXPECT_EQ(model.SerializeAsString(), *commit.model_bytes);
 }
 
 TEST_F(StoreTest, SecondOpenOfSameDirectoryFailsClearly) {
