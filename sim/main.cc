@@ -13,7 +13,6 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
@@ -23,7 +22,9 @@
 #include "sim/engine/setup.h"
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
-ABSL_FLAG(std::string, policy, "", "override server.selection.policy: random | oort | fedcase");
+ABSL_FLAG(std::string, policy, "",
+          "override server.selection.policy: random | oort | fedcase; also sets the policy's own "
+          "cache (random, oort: lru; fedcase: importance) unless --cache_policy is given");
 ABSL_FLAG(std::string, cache_policy, "",
           "override server.cache.policy: importance | lru | lfu | none");
 ABSL_FLAG(std::string, fedcase_base, "",
@@ -67,41 +68,14 @@ int Main() {
   if (absl::GetFlag(FLAGS_config).empty()) {
     return Fail(absl::InvalidArgumentError("--config is required"));
   }
-  v1::SimConfig config;
-  if (absl::Status s = LoadTextConfig(absl::GetFlag(FLAGS_config), &config); !s.ok()) {
+  absl::StatusOr<v1::SimConfig> loaded = LoadSimConfig(absl::GetFlag(FLAGS_config));
+  if (!loaded.ok()) return Fail(loaded.status());
+  v1::SimConfig config = std::move(*loaded);
+  if (absl::Status s =
+          ApplySelectionFlags(absl::GetFlag(FLAGS_policy), absl::GetFlag(FLAGS_cache_policy),
+                              absl::GetFlag(FLAGS_fedcase_base), &config);
+      !s.ok()) {
     return Fail(s);
-  }
-  const std::string policy = absl::GetFlag(FLAGS_policy);
-  if (!policy.empty()) {
-    v1::SelectionPolicy p;
-    if (policy == "random") {
-      p = v1::SELECTION_POLICY_RANDOM;
-    } else if (policy == "oort") {
-      p = v1::SELECTION_POLICY_OORT;
-    } else if (policy == "fedcase") {
-      p = v1::SELECTION_POLICY_FEDCASE;
-    } else {
-      return Fail(absl::InvalidArgumentError("--policy must be random, oort or fedcase"));
-    }
-    config.mutable_server()->mutable_selection()->set_policy(p);
-  }
-  const std::string cache = absl::GetFlag(FLAGS_cache_policy);
-  if (!cache.empty()) {
-    v1::CachePolicy p;
-    if (!v1::CachePolicy_Parse("CACHE_POLICY_" + absl::AsciiStrToUpper(cache), &p)) {
-      return Fail(
-          absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none"));
-    }
-    config.mutable_server()->mutable_cache()->set_policy(p);
-  }
-  const std::string base = absl::GetFlag(FLAGS_fedcase_base);
-  if (!base.empty()) {
-    v1::FedCaseConfig::BasePolicy p;
-    if (!v1::FedCaseConfig::BasePolicy_Parse("BASE_POLICY_" + absl::AsciiStrToUpper(base), &p) ||
-        p == v1::FedCaseConfig::BASE_POLICY_UNSPECIFIED) {
-      return Fail(absl::InvalidArgumentError("--fedcase_base must be oort or random"));
-    }
-    config.mutable_server()->mutable_selection()->mutable_fedcase()->set_base_policy(p);
   }
   v1::ServerConfig* server = config.mutable_server();
   if (absl::GetFlag(FLAGS_fedbuff)) server->mutable_aggregation()->set_async_fedbuff(true);
@@ -124,6 +98,15 @@ int Main() {
                (*sim)->availability->description().c_str(),
                static_cast<long long>((*sim)->availability->size()),
                100.0 * (*sim)->availability->MeanOnlineFraction());
+  std::fprintf(stderr, "selection: %s, cache: %s%s\n",
+               PolicyName(c.server().selection().policy()).c_str(),
+               CachePolicyName(c.server().cache().policy()).c_str(),
+               c.no_train() ? "; no_train: accuracy and loss come from the modelled curve "
+                              "(config `curve`), no model is trained"
+                            : "");
+  for (const std::string& w : (*sim)->availability->warnings()) {
+    std::fprintf(stderr, "WARNING: availability trace: %s\n", w.c_str());
+  }
   int64_t with_data = 0;
   for (int32_t k = 0; k < c.num_clients(); ++k) with_data += (*sim)->learner->NumSamples(k) > 0;
   std::fprintf(stderr, "clients with local data: %lld of %d\n", static_cast<long long>(with_data),
@@ -147,15 +130,18 @@ int Main() {
   const double run_s = absl::ToDoubleSeconds(absl::Now() - run_start);
   if (!c.quiet()) progress.Finish();
   if (!summary.ok()) return Fail(summary.status());
+  // In no-train mode the accuracy is the modelled curve's (ModelledCurveConfig), not a
+  // measurement of any model (issue 15, defect 6).
   std::printf(
-      "run=%s policy=%s seed=%llu rounds_committed=%lld rounds_failed=%lld virtual_h=%.3f "
-      "final_accuracy=%.4f time_to_target_h=%s events=%llu setup_wall_s=%.2f run_wall_s=%.2f "
-      "events_per_s=%.0f stop=\"%s\"\n",
+      "run=%s policy=%s cache=%s seed=%llu rounds_committed=%lld rounds_failed=%lld "
+      "virtual_h=%.3f final_accuracy=%.4f%s time_to_target_h=%s events=%llu setup_wall_s=%.2f "
+      "run_wall_s=%.2f events_per_s=%.0f stop=\"%s\"\n",
       (*sim)->run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
+      CachePolicyName(c.server().cache().policy()).c_str(),
       static_cast<unsigned long long>(c.server().seed()),
       static_cast<long long>(summary->rounds_committed),
       static_cast<long long>(summary->rounds_failed), summary->virtual_s / 3600.0,
-      summary->final_accuracy,
+      summary->final_accuracy, c.no_train() ? " accuracy_source=modelled_curve(no_train)" : "",
       summary->time_to_target_s < 0 ? "never"
                                     : std::to_string(summary->time_to_target_s / 3600.0).c_str(),
       static_cast<unsigned long long>(summary->events), setup_s, run_s,

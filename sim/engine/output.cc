@@ -49,12 +49,27 @@ double WallSeconds() {
 ProgressLine::ProgressLine(std::string run, int64_t total_rounds, double interval_s)
     : run_(std::move(run)), total_(total_rounds), interval_s_(interval_s) {}
 
+bool ProgressLine::Due() {
+  const double now = WallSeconds();
+  if (last_print_ >= 0 && now - last_print_ < interval_s_) return false;
+  last_print_ = now;
+  return true;
+}
+
+void ProgressLine::OnWaiting(double virtual_s, int32_t online, int32_t needed) {
+  if (!Due()) return;
+  any_waiting_ = true;
+  std::fprintf(stderr,
+               "\r[%s] virtual %.2f h: no round open, waiting for server.min_online_clients: %d "
+               "of %d online   ",
+               run_.c_str(), virtual_s / 3600.0, online, needed);
+  std::fflush(stderr);
+}
+
 void ProgressLine::OnRound(const RoundRow& row) {
   last_ = row;
   any_ = true;
-  const double now = WallSeconds();
-  if (last_print_ >= 0 && now - last_print_ < interval_s_) return;
-  last_print_ = now;
+  if (!Due()) return;
   const std::string total = total_ > 0 ? absl::StrCat("/", total_) : "";
   std::fprintf(stderr,
                "\r[%s] round %lld%s  virtual %.2f h  acc %.4f  loss %.4f  participants %d  "
@@ -66,7 +81,10 @@ void ProgressLine::OnRound(const RoundRow& row) {
 }
 
 void ProgressLine::Finish() {
-  if (!any_) return;
+  if (!any_) {
+    if (any_waiting_) std::fprintf(stderr, "\n");
+    return;
+  }
   last_print_ = -1;
   OnRound(last_);
   std::fprintf(stderr, "\n");

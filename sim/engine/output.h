@@ -49,6 +49,9 @@ class TeeSink : public RoundSink {
   void OnRecord(const v1::RoundRecord& record, const v1::Model* model) override {
     for (RoundSink* s : sinks_) s->OnRecord(record, model);
   }
+  void OnWaiting(double virtual_s, int32_t online, int32_t needed) override {
+    for (RoundSink* s : sinks_) s->OnWaiting(virtual_s, online, needed);
+  }
 
  private:
   std::vector<RoundSink*> sinks_;
@@ -56,20 +59,26 @@ class TeeSink : public RoundSink {
 
 // Rewrites one terminal line on stderr ("\r") at most every `interval_s` of wall time (display
 // only; the simulation itself never reads the wall clock): round, virtual hours, accuracy,
-// participants, events. `total_rounds` 0 = unknown (not shown). Finish() ends the line.
+// participants, events; while no round can open, what the run waits for ("waiting for
+// server.min_online_clients: 38 of 50 online ..."). `total_rounds` 0 = unknown (not shown).
+// Finish() ends the line.
 class ProgressLine : public RoundSink {
  public:
   ProgressLine(std::string run, int64_t total_rounds, double interval_s = 0.25);
   void OnRound(const RoundRow& row) override;
+  void OnWaiting(double virtual_s, int32_t online, int32_t needed) override;
   void Finish();
 
  private:
+  bool Due();  // a line may be printed now (rate limit)
+
   std::string run_;
   int64_t total_;
   double interval_s_;
   double last_print_ = -1;
   RoundRow last_;
   bool any_ = false;
+  bool any_waiting_ = false;
 };
 
 // Draws test accuracy (y) against virtual hours (x) for each (label, csv path) — one curve per

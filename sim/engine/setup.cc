@@ -3,8 +3,13 @@
 #include "sim/engine/setup.h"
 
 #include <cmath>
+#include <filesystem>
+#include <system_error>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/status_macros.h"
 #include "server/round/round_config.h"
 #include "sim/engine/modelled_learner.h"
@@ -34,7 +39,86 @@ absl::Status ResolveCurve(v1::SimConfig& c) {
   return absl::OkStatus();
 }
 
+// `field` of the config at `config_path`: relative to the config's directory.
+absl::Status ResolvePath(const std::filesystem::path& dir, const std::string& config_path,
+                         const std::string& field, std::string* value) {
+  if (value->empty()) return absl::OkStatus();
+  const std::filesystem::path given(*value);
+  const std::string resolved =
+      given.is_absolute() ? *value : (dir / given).lexically_normal().string();
+  std::error_code ec;
+  if (!std::filesystem::exists(resolved, ec)) {
+    return absl::NotFoundError(absl::StrCat(
+        config_path, ": ", field, " \"", *value, "\"",
+        given.is_absolute() ? ""
+                            : absl::StrCat(" (relative to the config's directory: ", resolved, ")"),
+        ": no such file"));
+  }
+  *value = resolved;
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path) {
+  v1::SimConfig config;
+  FEDSCHED_RETURN_IF_ERROR(LoadTextConfig(path, &config));
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  v1::TraceConfig* t = config.mutable_traces();
+  FEDSCHED_RETURN_IF_ERROR(
+      ResolvePath(dir, path, "traces.capacity_path", t->mutable_capacity_path()));
+  FEDSCHED_RETURN_IF_ERROR(
+      ResolvePath(dir, path, "traces.sample_size_path", t->mutable_sample_size_path()));
+  FEDSCHED_RETURN_IF_ERROR(
+      ResolvePath(dir, path, "traces.availability_path", t->mutable_availability_path()));
+  FEDSCHED_RETURN_IF_ERROR(ResolvePath(dir, path, "traces.availability_windows_path",
+                                       t->mutable_availability_windows_path()));
+  return config;
+}
+
+v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy) {
+  return policy == v1::SELECTION_POLICY_FEDCASE ? v1::CACHE_POLICY_IMPORTANCE
+                                                : v1::CACHE_POLICY_LRU;
+}
+
+absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
+                                 const std::string& fedcase_base, v1::SimConfig* config) {
+  v1::ServerConfig* server = config->mutable_server();
+  if (!policy.empty()) {
+    v1::SelectionPolicy p;
+    if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &p) ||
+        p == v1::SELECTION_POLICY_UNSPECIFIED) {
+      return absl::InvalidArgumentError("--policy must be random, oort or fedcase");
+    }
+    server->mutable_selection()->set_policy(p);
+    server->mutable_cache()->set_policy(OwnCachePolicy(p));
+  }
+  if (!cache_policy.empty()) {
+    v1::CachePolicy p;
+    if (!v1::CachePolicy_Parse("CACHE_POLICY_" + absl::AsciiStrToUpper(cache_policy), &p) ||
+        p == v1::CACHE_POLICY_UNSPECIFIED) {
+      return absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none");
+    }
+    server->mutable_cache()->set_policy(p);
+  }
+  if (!fedcase_base.empty()) {
+    v1::FedCaseConfig::BasePolicy p;
+    if (!v1::FedCaseConfig::BasePolicy_Parse("BASE_POLICY_" + absl::AsciiStrToUpper(fedcase_base),
+                                             &p) ||
+        p == v1::FedCaseConfig::BASE_POLICY_UNSPECIFIED) {
+      return absl::InvalidArgumentError("--fedcase_base must be oort or random");
+    }
+    server->mutable_selection()->mutable_fedcase()->set_base_policy(p);
+  }
+  return absl::OkStatus();
+}
+
+std::string CachePolicyName(v1::CachePolicy policy) {
+  if (policy == v1::CACHE_POLICY_UNSPECIFIED) policy = v1::CACHE_POLICY_IMPORTANCE;
+  std::string name = v1::CachePolicy_Name(policy);
+  if (absl::StartsWith(name, "CACHE_POLICY_")) name = name.substr(13);
+  return absl::AsciiStrToLower(name);
+}
 
 std::string PolicyName(v1::SelectionPolicy policy) {
   switch (policy) {

@@ -40,8 +40,30 @@ struct Simulation {
 // trace loaders (file:line), data loading / partitioning, and Simulator::Create.
 absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& config);
 
+// Reads a SimConfig in protobuf text format from `path` (unknown keys are errors) and
+// resolves its trace paths (traces.capacity_path, sample_size_path, availability_path,
+// availability_windows_path) relative to the directory of `path` when they are relative, so a
+// config runs from any working directory (issue 21, item 3). Other paths (output_csv, data)
+// are left as given. Errors: those of LoadTextConfig; NOT_FOUND for a trace file that does
+// not exist, naming the field, the path as given and as resolved.
+absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
+
+// The cache a selection policy runs with in FedCaSe's evaluation (issue 15, defect 5): LRU for
+// the baselines random and oort ("Oort + LRU"), the importance cache for fedcase.
+v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
+
+// fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
+// Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase") also sets
+// the policy's own cache (OwnCachePolicy) unless `cache_policy` ("importance" | "lru" | "lfu" |
+// "none") names one. Errors: INVALID_ARGUMENT naming the flag and its allowed values.
+absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
+                                 const std::string& fedcase_base, v1::SimConfig* config);
+
 // Lower-case policy name: "random", "oort", "fedcase".
 std::string PolicyName(v1::SelectionPolicy policy);
+// Lower-case cache policy name: "importance" (also for UNSPECIFIED, which the server treats
+// as importance), "lru", "lfu", "none".
+std::string CachePolicyName(v1::CachePolicy policy);
 // The default run name: the policy name, plus "-fedbuff" under aggregation.async_fedbuff.
 std::string RunName(const v1::SimConfig& config);
 

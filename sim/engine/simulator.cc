@@ -150,14 +150,47 @@ absl::Status Simulator::ScheduleAvailability(int32_t c, double now) {
   return queue_.Push(next, EventKind::kAvailabilityChange, c);
 }
 
+absl::Status Simulator::CheckCanStart() const {
+  const AvailabilityTrace& trace = *parts_.availability;
+  std::vector<int64_t> per_row(static_cast<size_t>(trace.size()), 0);
+  for (int32_t c : client_of_) ++per_row[static_cast<size_t>(trace.RowOf(c))];
+  const AvailabilityTrace::Peak peak = trace.PeakOnline(per_row);
+  const int64_t needed = config_.server().min_online_clients();
+  if (peak.clients >= needed) return absl::OkStatus();
+  const std::string registered = absl::StrCat(client_of_.size(), " clients with data");
+  if (peak.clients == 0) {
+    return absl::FailedPreconditionError(absl::StrCat("simulator: none of the ", registered,
+                                                      " is ever online in the availability "
+                                                      "trace (",
+                                                      trace.description(),
+                                                      "): no round can ever start"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "simulator: server.min_online_clients is ", needed, " but ",
+      peak.exact ? absl::StrCat("at most ", peak.clients, " of the ", registered,
+                                " are online at once over the trace's whole period (",
+                                peak.period_s, " s)")
+                 : absl::StrCat("only ", peak.clients, " of the ", registered, " are ever online"),
+      " in ", trace.description(),
+      ": no round can ever start (lower min_online_clients and "
+      "clients_per_round, or use more clients)"));
+}
+
 absl::StatusOr<RunSummary> Simulator::Run(RoundSink* sink) {
   sink_ = sink;
+  FEDSCHED_RETURN_IF_ERROR(CheckCanStart());
   const double max_s = config_.max_virtual_hours() * 3600.0;
   bool advance = false;
   while (!stop_) {
     if (queue_.empty()) {
-      summary_.stop_reason = "no client can come online again (availability trace exhausted)";
-      break;
+      // Nothing can happen any more (CheckCanStart makes this rare: every client keeps its
+      // state for ever and the engine waits).
+      return absl::FailedPreconditionError(absl::StrCat(
+          "simulator: the run can never go on: no client can come online again and none is "
+          "training (",
+          online_count(), " online, server.min_online_clients ",
+          config_.server().min_online_clients(), ") at virtual ", (summary_.virtual_s / 3600.0),
+          " h"));
     }
     if (max_s > 0 && queue_.Top().time_s - t0_ > max_s) {
       summary_.virtual_s = max_s;
@@ -170,10 +203,17 @@ absl::StatusOr<RunSummary> Simulator::Run(RoundSink* sink) {
     if (advance && (queue_.empty() || queue_.Top().time_s != e.time_s)) {
       advance = false;
       FEDSCHED_RETURN_IF_ERROR(Step(e.time_s));
+      NoteWaiting(e.time_s);
     }
   }
   summary_.events = queue_.popped();
   return summary_;
+}
+
+void Simulator::NoteWaiting(double now) {
+  const int32_t needed = config_.server().min_online_clients();
+  if (stop_ || sink_ == nullptr || engine_->running() || online_count() >= needed) return;
+  sink_->OnWaiting(now - t0_, online_count(), needed);
 }
 
 absl::Status Simulator::HandleEvent(const Event& e, bool* advance) {

@@ -91,6 +91,10 @@ class RoundSink {
   // learner's evaluation) and, if it committed, the new global model (else null). Default:
   // ignored.
   virtual void OnRecord(const v1::RoundRecord& record, const v1::Model* model) {}
+  // No round is open because only `online` clients are online and server.min_online_clients
+  // (`needed`) are required; called after every batch of events while that lasts (a display
+  // rate-limits it). `virtual_s`: seconds since the simulation start. Default: ignored.
+  virtual void OnWaiting(double virtual_s, int32_t online, int32_t needed) {}
 };
 
 // Totals of a run.
@@ -131,9 +135,13 @@ class Simulator {
   Simulator& operator=(const Simulator&) = delete;
   ~Simulator();
 
-  // Runs until server.num_rounds rounds committed, target_accuracy was reached,
-  // max_virtual_hours passed, or no client can ever come online again (stop_reason says which).
-  // `sink` may be null. Errors: the learner's and the duration source's; INVALID_ARGUMENT for
+  // Runs until server.num_rounds rounds committed, target_accuracy was reached, or
+  // max_virtual_hours passed (stop_reason says which). `sink` may be null. Errors:
+  // FAILED_PRECONDITION, before anything runs, when the availability trace shows that no round
+  // can ever start (fewer than server.min_online_clients of the clients with data are ever
+  // online at once, AvailabilityTrace::PeakOnline; none at all), or later when nothing can
+  // happen any more (no pending event: nobody can come online again and nobody trains); the
+  // learner's and the duration source's; INVALID_ARGUMENT for
   // a timing that is negative or not finite, or an update the engine refuses as malformed;
   // INTERNAL if the engine refuses a pin or a publish the simulator made, or the event order
   // breaks.
@@ -161,6 +169,8 @@ class Simulator {
   absl::Status Init();
   void SetOnline(int32_t client, bool online);
   absl::Status ScheduleAvailability(int32_t client, double now);
+  absl::Status CheckCanStart() const;
+  void NoteWaiting(double now);
   absl::Status HandleEvent(const Event& e, bool* advance);
   absl::Status OnAvailabilityChange(int32_t client, double now);
   absl::Status OnTaskComplete(int64_t serial, double now);

@@ -12,6 +12,80 @@
 
 namespace fedsched::sim {
 
+namespace {
+
+// Counts of one kind of degenerate input, with the first row that has it.
+struct Oddity {
+  int64_t count = 0;
+  std::string first;  // "client_id 7, window [a, b) with finish_time F"
+  void Note(std::string where) {
+    if (count++ == 0) first = std::move(where);
+  }
+};
+
+std::string WindowText(const AvailabilityRowSpec& row, double s, double e) {
+  return absl::StrCat("client_id ", row.trace_id, ", window [", s, ", ", e, ") with finish_time ",
+                      row.finish_time_s);
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> AvailabilityTrace::CheckRows(
+    const std::vector<AvailabilityRowSpec>& rows, const std::string& description) {
+  Oddity empty_rows, zero_length, past_end, outside;
+  int64_t windows = 0;
+  for (const AvailabilityRowSpec& row : rows) {
+    if (row.windows.empty()) empty_rows.Note(absl::StrCat("client_id ", row.trace_id));
+    for (const auto& [s, e] : row.windows) {
+      ++windows;
+      if (s == e) zero_length.Note(WindowText(row, s, e));
+      if (s >= row.finish_time_s) {
+        outside.Note(WindowText(row, s, e));
+      } else if (e > row.finish_time_s) {
+        past_end.Note(WindowText(row, s, e));
+      }
+    }
+  }
+  const std::string rows_n = absl::StrCat(rows.size());
+  if (windows == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(description, ": none of the ", rows_n,
+                     " rows has an availability window: nobody would ever be online"));
+  }
+  if (outside.count == windows) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        description, ": every one of the ", windows,
+        " windows starts at or after its row's finish_time (first: ", outside.first,
+        "): nobody would ever be online. Are the windows in milliseconds and finish_time in "
+        "seconds?"));
+  }
+  std::vector<std::string> warnings;
+  if (empty_rows.count > 0) {
+    warnings.push_back(absl::StrCat(
+        description, ": ", empty_rows.count, " of ", rows_n,
+        " rows have no availability window (never online); first: ", empty_rows.first));
+  }
+  if (zero_length.count > 0) {
+    warnings.push_back(absl::StrCat(
+        description, ": ", zero_length.count, " of ", windows,
+        " windows have active == inactive (empty, ignored); first: ", zero_length.first));
+  }
+  if (outside.count > 0) {
+    warnings.push_back(absl::StrCat(
+        description, ": ", outside.count, " of ", windows,
+        " windows start at or after their row's finish_time (outside the period, ignored); "
+        "first: ",
+        outside.first, ". Milliseconds where seconds are meant?"));
+  }
+  if (past_end.count > 0) {
+    warnings.push_back(absl::StrCat(description, ": ", past_end.count, " of ", windows,
+                                    " windows end after their row's finish_time (cut at "
+                                    "finish_time); first: ",
+                                    past_end.first));
+  }
+  return warnings;
+}
+
 absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(std::vector<AvailabilityRowSpec> rows,
                                                               std::string description,
                                                               bool synthetic) {
@@ -60,6 +134,8 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(std::vector<Availa
     trace.finish_.push_back(ft);
     trace.trace_id_.push_back(row.trace_id);
   }
+  // After the per-row errors above (rows were only sorted since).
+  FEDSCHED_ASSIGN_OR_RETURN(trace.warnings_, CheckRows(rows, trace.description_));
   return trace;
 }
 
@@ -82,6 +158,37 @@ bool AvailabilityTrace::IsAvailable(int64_t client, double t) const {
 }
 
 double AvailabilityTrace::NextChange(int64_t client, double t) const {
+  // The boundary base + b is computed in floating point and may land an ulp or two either side
+  // of the time at which IsAvailable (an exact fmod against b) flips; after the first period it
+  // often landed below, the flip was lost and the client kept its state for another period
+  // (issue 15, defect 1). So the candidate is moved, ulp by ulp, to the smallest double at which
+  // IsAvailable really differs from its value at t. A window narrower than the doubles around
+  // t can resolve is never observable: the search goes on from past it.
+  const bool now = IsAvailable(client, t);
+  const int64_t r = RowOf(client);
+  const int64_t max_tries = offset_[r + 1] - offset_[r] + 2;
+  double from = t;
+  for (int64_t i = 0; i < max_tries; ++i) {
+    const double raw = RawNextChange(client, from);
+    if (raw == kNever) return kNever;
+    double c = std::max(raw, std::nextafter(t, kNever));
+    for (int step = 0; step < 64 && IsAvailable(client, c) == now; ++step) {
+      c = std::nextafter(c, kNever);
+    }
+    if (IsAvailable(client, c) != now) {
+      for (int step = 0; step < 64; ++step) {
+        const double prev = std::nextafter(c, -kNever);
+        if (!(prev > t) || IsAvailable(client, prev) == now) break;
+        c = prev;
+      }
+      return c;
+    }
+    from = std::nextafter(c, kNever);
+  }
+  return kNever;
+}
+
+double AvailabilityTrace::RawNextChange(int64_t client, double t) const {
   const int64_t r = RowOf(client);
   const double ft = finish_[r];
   double x = std::fmod(t, ft);
@@ -99,6 +206,38 @@ double AvailabilityTrace::NextChange(int64_t client, double t) const {
   // Same status across the wrap: the next change is the first boundary > 0 of the next period.
   const double* next = std::upper_bound(b, b + n, 0.0);
   return base + ft + *next;
+}
+
+AvailabilityTrace::Peak AvailabilityTrace::PeakOnline(
+    const std::vector<int64_t>& clients_per_row) const {
+  Peak peak;
+  peak.exact = true;
+  double period = -1;
+  // (position in the period, +n at a start / -n at an end); ends sort first at a tie: windows
+  // are half-open, so one that ends where another starts is not online with it.
+  std::vector<std::pair<double, int64_t>> edges;
+  for (int64_t r = 0; r < size() && r < static_cast<int64_t>(clients_per_row.size()); ++r) {
+    const int64_t n = clients_per_row[r];
+    if (n <= 0 || NumWindows(r) == 0) continue;
+    peak.exact = peak.exact && (period < 0 || finish_[r] == period);
+    period = finish_[r];
+    peak.clients += n;  // the upper bound, until the sweep below
+    for (int64_t k = 0; k < NumWindows(r); ++k) {
+      const auto [start, end] = Window(r, k);
+      edges.emplace_back(start, n);
+      edges.emplace_back(end, -n);
+    }
+  }
+  if (!peak.exact || edges.empty()) return peak;
+  peak.period_s = period;
+  std::sort(edges.begin(), edges.end());
+  int64_t online = 0, most = 0;
+  for (const auto& [at, delta] : edges) {
+    online += delta;
+    most = std::max(most, online);
+  }
+  peak.clients = most;
+  return peak;
 }
 
 double AvailabilityTrace::OnlineFraction(int64_t row) const {

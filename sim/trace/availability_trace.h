@@ -35,8 +35,13 @@ class AvailabilityTrace {
   static constexpr double kNever = std::numeric_limits<double>::infinity();
 
   // Normalises `rows` (see AvailabilityRowSpec). `description` names the source in outputs;
-  // `synthetic` marks a generated trace. Errors: INVALID_ARGUMENT if `rows` is empty, a
-  // finish_time is not > 0, or a window has end < start or a non-finite bound.
+  // `synthetic` marks a generated trace. Degenerate input is accepted with warnings()
+  // (issue 15, defect 4): rows without windows, windows with start == end, windows that end
+  // after finish_time (cut) or start at or after it (ignored), each with its count and the first
+  // offending client. Errors: INVALID_ARGUMENT if `rows` is empty, no row has a window, every
+  // window starts at or after its row's finish_time (nobody would ever be online: typically
+  // milliseconds given for seconds), a finish_time is not > 0, or a window has end < start or a
+  // non-finite bound.
   static absl::StatusOr<AvailabilityTrace> FromRows(std::vector<AvailabilityRowSpec> rows,
                                                     std::string description, bool synthetic);
 
@@ -72,8 +77,10 @@ class AvailabilityTrace {
 
   // True iff client's row has a window with start <= (t mod finish_time) < end.
   bool IsAvailable(int64_t client, double t) const;
-  // The smallest t' > t at which IsAvailable changes value, or kNever if it never does
-  // (no windows, or one window covering the whole period). Windows that touch across the
+  // The smallest t' > t at which IsAvailable changes value (exactly: IsAvailable(t') differs
+  // from IsAvailable(t), and every double in (t, t') agrees with t, also after many periods with
+  // boundaries that are not whole seconds), or kNever if it never does (no windows, or one
+  // window covering the whole period). Windows that touch across the
   // wrap-around (one ends at finish_time, the next period's starts at 0) are one window.
   double NextChange(int64_t client, double t) const;
 
@@ -81,21 +88,49 @@ class AvailabilityTrace {
   int64_t RowOf(int64_t client) const { return client % size(); }
   double FinishTime(int64_t row) const { return finish_[row]; }
   int64_t NumWindows(int64_t row) const { return (offset_[row + 1] - offset_[row]) / 2; }
+  // Row `row`'s k-th window [start, end) in seconds, 0 <= k < NumWindows(row), sorted, merged.
+  std::pair<double, double> Window(int64_t row, int64_t k) const {
+    const int64_t i = offset_[row] + 2 * k;
+    return {bounds_[i], bounds_[i + 1]};
+  }
+
+  // The most clients online at once at any time, for `clients_per_row[r]` clients on row r
+  // (size() entries). Exact (`exact` true) when every row with clients has the same
+  // finish_time (the pattern then repeats each period); otherwise an upper bound: the clients
+  // whose row has a window at all. O(W log W) in the windows of those rows.
+  struct Peak {
+    int64_t clients = 0;
+    bool exact = false;
+    double period_s = 0;  // the common finish_time when exact
+  };
+  Peak PeakOnline(const std::vector<int64_t>& clients_per_row) const;
+
   // Fraction of the period the row is online, in [0, 1].
   double OnlineFraction(int64_t row) const;
   // Mean of OnlineFraction over rows.
   double MeanOnlineFraction() const;
   const std::string& description() const { return description_; }
+  // What the input had that is probably not meant (see FromRows), one line per kind, each
+  // starting with description(); empty for a clean trace.
+  const std::vector<std::string>& warnings() const { return warnings_; }
   bool synthetic() const { return synthetic_; }
   int64_t TraceId(int64_t row) const { return trace_id_[row]; }
 
  private:
+  // NextChange's candidate from the boundaries: base + boundary in floating point, which may
+  // be off by an ulp or two from where IsAvailable flips.
+  double RawNextChange(int64_t client, double t) const;
+  // FromRows' checks: the warnings, or the error for input that cannot be meant.
+  static absl::StatusOr<std::vector<std::string>> CheckRows(
+      const std::vector<AvailabilityRowSpec>& rows, const std::string& description);
+
   // bounds_[offset_[r] .. offset_[r+1]) are row r's sorted boundaries s0 < e0 < s1 < e1 ...
   std::vector<double> bounds_;
   std::vector<int64_t> offset_{0};
   std::vector<double> finish_;
   std::vector<int64_t> trace_id_;
   std::string description_;
+  std::vector<std::string> warnings_;
   bool synthetic_ = false;
 };
 

@@ -6,7 +6,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
@@ -18,6 +21,7 @@ namespace fedsched::sim {
 namespace {
 
 using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
@@ -110,15 +114,96 @@ TEST(SimulatorTest, NobodyOnlineStretchAdvancesTimeWithoutHanging) {
   EXPECT_EQ(s.rounds_committed, 3);
 }
 
-TEST(SimulatorTest, NoClientEverOnlineStops) {
+// Issue 15, defect 3: nobody with data ever online is an error, not a normal stop.
+TEST(SimulatorTest, NoClientEverOnlineIsAnError) {
   CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = Windows({{}, {}, {}}, 100);
+  // Only client 0 is ever online, and it has no data.
+  AvailabilityTrace av = Windows({{{0, 50}}, {}, {}}, 100);
   ScriptedLearner learner(3, 20, kModelBytes);
+  learner.samples_[0] = 0;
   ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(3, 1, 1.0, 2), &cap, &av, &learner));
-  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(nullptr));
-  EXPECT_EQ(s.rounds_committed, 0);
-  EXPECT_THAT(s.stop_reason, HasSubstr("no client"));
-  EXPECT_FALSE(sim->engine().last_plan_status().ok());
+  EXPECT_THAT(sim->Run(nullptr).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("none of the 2 clients with data is ever online"),
+                             HasSubstr("no round can ever start"))));
+}
+
+// Issue 15, defect 2: fewer than min_online_clients ever online at once stops at once with an
+// error naming both numbers (the run used to wait for ever, silently).
+TEST(SimulatorTest, TooFewEverOnlineAtOnceIsAnError) {
+  CapacityTrace cap = ThreeDevices();
+  // Never more than one online at a time; [10, 20) and [20, 30) touch but do not overlap.
+  AvailabilityTrace av = Windows({{{0, 10}}, {{10, 20}}, {{20, 30}, {60, 70}}}, 100);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  v1::SimConfig c = HandConfig(3, 2, 1.0, 2);
+  c.mutable_server()->set_min_online_clients(2);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner));
+  EXPECT_THAT(sim->Run(nullptr).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("min_online_clients is 2"),
+                             HasSubstr("at most 1 of the 3 clients with data are online at once"),
+                             HasSubstr("no round can ever start"))));
+}
+
+// Issue 15, defect 2: while fewer than min_online_clients are online the run says so (the
+// progress line prints these notes at the default level).
+TEST(SimulatorTest, WaitingForMinOnlineClientsIsReported) {
+  CapacityTrace cap = ThreeDevices();
+  // Two clients online together only in [500, 600).
+  AvailabilityTrace av = Windows({{{0, 600}}, {{500, 600}}, {}}, 1000);
+  ScriptedLearner learner(3, 20, kModelBytes);
+  v1::SimConfig c = HandConfig(3, 2, 1.0, 1);
+  c.mutable_server()->set_min_online_clients(2);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner));
+  struct Waits : Collect {
+    void OnWaiting(double virtual_s, int32_t online, int32_t needed) override {
+      notes.push_back({virtual_s, online, needed});
+    }
+    std::vector<std::tuple<double, int32_t, int32_t>> notes;
+  } out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_FALSE(out.notes.empty());
+  EXPECT_EQ(out.notes[0], std::make_tuple(0.0, 1, 2));
+  ASSERT_EQ(out.rows.size(), 1u);
+  EXPECT_DOUBLE_EQ(out.rows[0].start_s, 500);
+  EXPECT_EQ(s.rounds_committed, 1);
+}
+
+// Issue 15, defect 1, through the simulator: availability boundaries in milliseconds over
+// hundreds of periods. At every round's opening the simulator's online count equals the
+// trace's own count at that time.
+TEST(SimulatorTest, OnlineCountFollowsMillisecondTraceOverManyPeriods) {
+  constexpr int kClients = 40;
+  constexpr double kPeriod = 30.123;  // seconds, boundaries on whole milliseconds
+  std::vector<std::vector<std::pair<double, double>>> windows(kClients);
+  for (int c = 0; c < kClients; ++c) {
+    // Client c: online [c * 0.737 s, + 10.011 s), modulo the period.
+    const double s = (c * 737 % 30123) / 1000.0;
+    const double e = s + 10.011;
+    if (e <= kPeriod) {
+      windows[c] = {{s, e}};
+    } else {
+      windows[c] = {{s, kPeriod}, {0, e - kPeriod}};
+    }
+  }
+  AvailabilityTrace av = Windows(windows, kPeriod);
+  std::vector<DeviceCapacity> devices;
+  for (int c = 0; c < kClients; ++c) devices.push_back({c, 10, 1000, 10});
+  ASSERT_OK_AND_ASSIGN(CapacityTrace cap, CapacityTrace::FromRows(devices, "t"));
+  ScriptedLearner learner(kClients, 20, kModelBytes);
+  ScriptedDurations durations;  // 1 s per task
+  v1::SimConfig c = HandConfig(kClients, 1, 1.0, 0);
+  c.set_max_virtual_hours(200 * kPeriod / 3600.0);  // 200 periods
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner, &durations));
+  Collect out;
+  ASSERT_OK(sim->Run(&out).status());
+  ASSERT_GT(out.rows.size(), 3000u);
+  for (const RoundRow& row : out.rows) {
+    int32_t trace_count = 0;
+    for (int k = 0; k < kClients; ++k) trace_count += av.IsAvailable(k, row.start_s);
+    ASSERT_EQ(row.online, trace_count) << "round " << row.round << " at " << row.start_s << " s";
+  }
+  EXPECT_GT(out.rows.back().start_s, 190 * kPeriod);
 }
 
 TEST(SimulatorTest, ClientsWithoutDataNeverRegister) {
@@ -330,10 +415,58 @@ TEST(SimulatorTest, ShippedConfigsParse) {
   for (const char* name :
        {"speed_100k.textproto", "fmnist_1000.textproto", "fmnist_1000_fedbuff.textproto"}) {
     SCOPED_TRACE(name);
-    v1::SimConfig c;
-    ASSERT_OK(LoadTextConfig(SourceDir() + "/configs/sim/" + name, &c));
+    ASSERT_OK_AND_ASSIGN(v1::SimConfig c, LoadSimConfig(SourceDir() + "/configs/sim/" + name));
     EXPECT_OK(ResolveSimConfig(c).status());
   }
+}
+
+// Issue 21, item 3: trace paths resolve relative to the config file, whatever the working
+// directory; a missing file is named as given and as resolved.
+TEST(SimulatorTest, TracePathsResolveRelativeToTheConfigFile) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "cfgdir";
+  std::filesystem::create_directories(dir / "conf");
+  std::filesystem::create_directories(dir / "traces");
+  std::ofstream(dir / "traces" / "cap.csv") << "x\n";
+  std::ofstream(dir / "traces" / "av.csv") << "x\n";
+  const std::string config = (dir / "conf" / "run.textproto").string();
+  std::ofstream(config) << "traces { capacity_path: \"../traces/cap.csv\" availability_path: \""
+                        << (dir / "traces" / "av.csv").string() << "\" }\n";
+  ASSERT_OK_AND_ASSIGN(v1::SimConfig c, LoadSimConfig(config));
+  EXPECT_EQ(c.traces().capacity_path(), (dir / "traces" / "cap.csv").string());
+  EXPECT_EQ(c.traces().availability_path(), (dir / "traces" / "av.csv").string());  // absolute
+  EXPECT_TRUE(c.traces().sample_size_path().empty());
+
+  std::ofstream(config) << "traces { capacity_path: \"../traces/cap.csv\" "
+                           "availability_path: \"../missing/av.csv\" }\n";
+  EXPECT_THAT(LoadSimConfig(config).status(),
+              StatusIs(absl::StatusCode::kNotFound,
+                       AllOf(HasSubstr("traces.availability_path \"../missing/av.csv\""),
+                             HasSubstr((dir / "missing" / "av.csv").string()))));
+}
+
+// Issue 15, defect 5: --policy brings the policy's own cache (FedCaSe's evaluation: random +
+// LRU, oort + LRU, fedcase + importance) unless --cache_policy names one.
+TEST(SimulatorTest, EachPolicyRunsWithItsOwnCacheUnlessTold) {
+  v1::SimConfig c;
+  c.mutable_server()->mutable_cache()->set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  ASSERT_OK(ApplySelectionFlags("random", "", "", &c));
+  EXPECT_EQ(c.server().selection().policy(), v1::SELECTION_POLICY_RANDOM);
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "lru");
+  ASSERT_OK(ApplySelectionFlags("oort", "", "", &c));
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "lru");
+  ASSERT_OK(ApplySelectionFlags("fedcase", "", "random", &c));
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "importance");
+  EXPECT_EQ(c.server().selection().fedcase().base_policy(), v1::FedCaseConfig::BASE_POLICY_RANDOM);
+  ASSERT_OK(ApplySelectionFlags("oort", "importance", "", &c));
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "importance");
+  // No --policy: the config's cache stays.
+  c.mutable_server()->mutable_cache()->set_policy(v1::CACHE_POLICY_LFU);
+  ASSERT_OK(ApplySelectionFlags("", "", "", &c));
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "lfu");
+  EXPECT_THAT(ApplySelectionFlags("best", "", "", &c),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--policy")));
+  EXPECT_THAT(ApplySelectionFlags("", "fifo", "", &c),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--cache_policy")));
 }
 
 TEST(SimulatorTest, RoundSettingsResolveAsTheServersDo) {

@@ -12,6 +12,7 @@ namespace {
 
 using ::fedsched::testing::StatusIs;
 using ::testing::AllOf;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
 std::string TracesDir() {
@@ -78,7 +79,11 @@ TEST(AvailabilityTest, WindowTouchingTheWrapIsOneWindow) {
 
 TEST(AvailabilityTest, NeverChangingRowsReturnNever) {
   EXPECT_EQ(OneRow(100, {{0, 100}}).NextChange(0, 5), AvailabilityTrace::kNever);
-  AvailabilityTrace off = OneRow(100, {});
+  std::vector<AvailabilityRowSpec> rows(2);
+  rows[0].finish_time_s = rows[1].finish_time_s = 100;
+  rows[1].windows = {{10, 20}};
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace off,
+                       AvailabilityTrace::FromRows(std::move(rows), "test", false));
   EXPECT_FALSE(off.IsAvailable(0, 5));
   EXPECT_EQ(off.NextChange(0, 5), AvailabilityTrace::kNever);
   AvailabilityTrace on = AvailabilityTrace::AlwaysOn();
@@ -103,6 +108,116 @@ TEST(AvailabilityTest, NextChangeAgreesWithIsAvailable) {
     EXPECT_NE(t.IsAvailable(0, c), now) << "x=" << x;
     for (double y = x; y < c; y += 0.25) ASSERT_EQ(t.IsAvailable(0, y), now) << x << " " << y;
   }
+}
+
+// Issue 15, defect 1: boundaries in milliseconds (not whole seconds) over hundreds of periods.
+// A client is followed as the simulator follows it (the state read at each NextChange, then the
+// next change from there); its state must equal the trace's own, computed exactly in integer
+// milliseconds, at every checkpoint. Before the fix the computed change landed a hair below the
+// boundary, the transition was lost, and the followed count drifted away from the trace's.
+TEST(AvailabilityTest, MillisecondBoundariesDoNotDriftOverManyPeriods) {
+  constexpr int kRows = 60;
+  constexpr int64_t kPeriodMs = 3'600'123;  // 1 h + 123 ms
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> ms(kRows);
+  std::vector<AvailabilityRowSpec> rows(kRows);
+  uint64_t x = 88172645463325252ULL;
+  auto next = [&x](int64_t mod) {  // xorshift64, deterministic
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return static_cast<int64_t>(x % static_cast<uint64_t>(mod));
+  };
+  for (int r = 0; r < kRows; ++r) {
+    rows[r].trace_id = r;
+    rows[r].finish_time_s = kPeriodMs / 1000.0;
+    int64_t t = next(200'000);
+    while (true) {
+      const int64_t s = t, e = s + 1 + next(400'000);
+      if (e >= kPeriodMs) break;
+      ms[r].emplace_back(s, e);
+      rows[r].windows.emplace_back(s / 1000.0, e / 1000.0);
+      t = e + 1 + next(400'000);
+    }
+  }
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace trace,
+                       AvailabilityTrace::FromRows(std::move(rows), "ms", false));
+  auto exact = [&](int r, int64_t t_ms) {
+    const int64_t p = t_ms % kPeriodMs;
+    for (const auto& [s, e] : ms[r]) {
+      if (s <= p && p < e) return true;
+    }
+    return false;
+  };
+  constexpr int kPeriods = 300;
+  // Checkpoints half a millisecond off the grid, so no boundary is ambiguous.
+  std::vector<double> checks;
+  for (int k = 0; k < kPeriods * 7; ++k) checks.push_back((k * 154'321 + 0.5) / 1000.0);
+  std::vector<int> followed(checks.size(), 0), truth(checks.size(), 0);
+  for (int r = 0; r < kRows; ++r) {
+    double t = 0;
+    bool online = trace.IsAvailable(r, 0);
+    double change = trace.NextChange(r, t);
+    for (size_t i = 0; i < checks.size(); ++i) {
+      while (change <= checks[i]) {
+        ASSERT_NE(trace.IsAvailable(r, change), online) << "row " << r << " at " << change;
+        online = trace.IsAvailable(r, change);
+        const double after = trace.NextChange(r, change);
+        ASSERT_GT(after, change);
+        change = after;
+      }
+      followed[i] += online;
+      truth[i] += exact(r, static_cast<int64_t>(checks[i] * 1000.0));
+    }
+  }
+  for (size_t i = 0; i < checks.size(); ++i) {
+    ASSERT_EQ(followed[i], truth[i]) << "at t = " << checks[i] << " s";
+  }
+}
+
+// Issue 15, defect 4: degenerate input is reported with counts and the first offending
+// client; input that cannot be meant is refused.
+TEST(AvailabilityTest, DegenerateWindowsAreCountedAndNamed) {
+  std::vector<AvailabilityRowSpec> rows(4);
+  for (int r = 0; r < 4; ++r) {
+    rows[r].trace_id = 10 + r;
+    rows[r].finish_time_s = 100;
+  }
+  rows[0].windows = {{10, 20}, {30, 30}};  // one window with active == inactive
+  rows[1].windows = {{50, 150}};           // ends after finish_time: cut
+  rows[2].windows = {{120, 130}, {0, 5}};  // one window outside the period
+  // rows[3]: no window at all
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace t, AvailabilityTrace::FromRows(rows, "odd", false));
+  EXPECT_THAT(t.warnings(),
+              ElementsAre(AllOf(HasSubstr("1 of 4 rows have no availability window"),
+                                HasSubstr("client_id 13")),
+                          AllOf(HasSubstr("1 of 5 windows have active == inactive"),
+                                HasSubstr("client_id 10, window [30, 30)")),
+                          AllOf(HasSubstr("1 of 5 windows start at or after"),
+                                HasSubstr("client_id 12, window [120, 130)")),
+                          AllOf(HasSubstr("1 of 5 windows end after"),
+                                HasSubstr("client_id 11, window [50, 150) with finish_time 100"))));
+  EXPECT_TRUE(t.IsAvailable(1, 99.5));
+  EXPECT_FALSE(t.IsAvailable(1, 100.5));  // cut at finish_time, so offline at the wrap
+  EXPECT_TRUE(OneRow(100, {{0, 50}}).warnings().empty());
+
+  // Milliseconds for seconds: every window is outside the 1,000 s period.
+  std::vector<AvailabilityRowSpec> ms(2);
+  ms[0].trace_id = 1;
+  ms[1].trace_id = 2;
+  ms[0].finish_time_s = ms[1].finish_time_s = 1000;
+  ms[0].windows = {{5000, 90000}};
+  ms[1].windows = {{1000, 2000}, {400000, 500000}};
+  EXPECT_THAT(
+      AvailabilityTrace::FromRows(ms, "ms", false).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument,
+               AllOf(HasSubstr("every one of the 3 windows starts at or after"),
+                     HasSubstr("client_id 1, window [5000, 90000)"), HasSubstr("milliseconds"))));
+  // Nobody ever online.
+  std::vector<AvailabilityRowSpec> none(3);
+  for (AvailabilityRowSpec& r : none) r.finish_time_s = 10;
+  EXPECT_THAT(
+      AvailabilityTrace::FromRows(none, "none", false).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("nobody would ever be online")));
 }
 
 TEST(AvailabilityTest, FedscaleCsvMatchesItsSummary) {
