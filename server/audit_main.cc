@@ -19,6 +19,7 @@
 #include "common/flags_usage.h"
 #include "common/sha256.h"
 #include "server/aggregation/aggregator.h"
+#include "server/cli/store_lock.h"
 #include "server/store/store.h"
 
 ABSL_FLAG(std::string, store_path, "", "RocksDB directory of a stopped fedsched-server.");
@@ -52,9 +53,15 @@ int Main() {
     std::fprintf(stderr, "fedsched-audit: no fedsched store (RocksDB) at %s\n", path.c_str());
     return 2;
   }
+  // A running server holds the store's RocksDB lock: say so instead of RocksDB's LOCK error.
+  if (absl::Status s = cli::CheckStoreNotInUse(path); !s.ok()) {
+    std::fprintf(stderr, "fedsched-audit: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = path, .keep_models = 0});
   if (!store.ok()) {
-    std::fprintf(stderr, "fedsched-audit: %s\n", store.status().ToString().c_str());
+    std::fprintf(stderr, "fedsched-audit: %s\n",
+                 cli::ExplainStoreOpenError(path, store.status()).ToString().c_str());
     return 2;
   }
   absl::StatusOr<v1::RunMeta> meta = (*store)->LoadMeta();

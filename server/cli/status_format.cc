@@ -1,0 +1,106 @@
+#include "server/cli/status_format.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+
+namespace fedsched::cli {
+namespace {
+
+// "random", "oort", "fedcase" (the enum name without its prefix, lower case).
+std::string PolicyName(v1::SelectionPolicy p) {
+  return absl::AsciiStrToLower(absl::StripPrefix(v1::SelectionPolicy_Name(p), "SELECTION_POLICY_"));
+}
+
+// Oort's terms mean something only when Oort (or FedCaSe on Oort's stages) scored the cohort.
+bool UsesOortScores(const v1::RoundRecord& r) {
+  return std::any_of(r.cohort().begin(), r.cohort().end(), [](const v1::SelectionReason& c) {
+    return c.policy() == v1::SELECTION_POLICY_OORT || c.policy() == v1::SELECTION_POLICY_FEDCASE;
+  });
+}
+
+std::string RoundHeadline(const v1::RoundRecord& r) {
+  // The round in flight has no outcome yet; its model is not evaluated before it commits.
+  const bool in_flight = r.outcome() == v1::ROUND_OUTCOME_UNSPECIFIED;
+  std::string outcome;
+  std::string quality;
+  if (in_flight) {
+    outcome = absl::StrFormat("in progress, deadline %.1f s", r.deadline_s());
+    quality = "not evaluated yet";
+  } else {
+    outcome = r.outcome() == v1::ROUND_OUTCOME_COMMITTED ? "committed" : "failed";
+    // An evaluated model has a positive test loss; 0 is "not evaluated", not accuracy 0.
+    quality = r.test_loss() > 0 ? absl::StrFormat("test_accuracy %.4f", r.test_accuracy())
+                                : std::string("not evaluated");
+  }
+  std::string line = absl::StrFormat(
+      "round %d (%s): %d accepted, %d rejected in %d aggregation calls, %d stragglers, %s",
+      r.round(), outcome, r.updates_accepted(), r.updates_rejected(), r.aggregation_calls(),
+      r.stragglers_size(), quality);
+  if (!in_flight)
+    absl::StrAppendFormat(&line, ", predictor MAPE %.1f %%", 100 * r.predictor_mape());
+  absl::StrAppend(&line, "\n");
+  return line;
+}
+
+std::string CohortTable(const v1::RoundRecord& r) {
+  std::string out;
+  if (UsesOortScores(r)) {
+    absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy",
+                          "mode", "norm_util", "speed_pen", "score", "predicted", "steps", "note");
+    for (const v1::SelectionReason& c : r.cohort()) {
+      absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s\n",
+                            c.client_id(), PolicyName(c.policy()),
+                            c.explored() ? "explore" : "exploit", c.statistical_utility(),
+                            c.speed_penalty(), c.score(), c.predicted_seconds(), c.local_steps(),
+                            c.workload_reduced() ? "[steps reduced] " : "", c.note());
+    }
+    return out;
+  }
+  absl::StrAppendFormat(&out, "  %-12s %-8s %10s %6s %s\n", "client", "policy", "predicted",
+                        "steps", "note");
+  for (const v1::SelectionReason& c : r.cohort()) {
+    absl::StrAppendFormat(&out, "  %-12s %-8s %9.2fs %6d %s%s\n", c.client_id(),
+                          PolicyName(c.policy()), c.predicted_seconds(), c.local_steps(),
+                          c.workload_reduced() ? "[steps reduced] " : "", c.note());
+  }
+  return out;
+}
+
+std::string ClientTable(const v1::GetStatusResponse& status) {
+  std::string out =
+      absl::StrFormat("\n  %-12s %-16s %-7s %12s %10s %8s %8s %9s\n", "client", "identity",
+                      "online", "ms/sample", "down kbps", "success", "failure", "raw_util");
+  for (const v1::ClientSummary& c : status.clients()) {
+    const v1::ClientProfile& p = c.profile();
+    absl::StrAppendFormat(&out, "  %-12s %-16s %-7s %12.3f %10.0f %8d %8d %9.2f\n", c.client_id(),
+                          c.identity(), c.online() ? "yes" : "no", p.compute_ms_per_sample(),
+                          p.download_kbps(), p.successes(), p.failures(), p.statistical_utility());
+  }
+  out +=
+      "  raw_util: the profile's Oort utility |B| sqrt(mean loss^2); a round's norm_util is it "
+      "clipped and normalised over that round's candidates\n";
+  return out;
+}
+
+}  // namespace
+
+std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormatOptions& options) {
+  std::string out = absl::StrFormat(
+      "state %s | current round %d | committed %d | clients %d registered, %d online\n",
+      status.state(), status.current_round(), status.committed_round(), status.registered_clients(),
+      status.online_clients());
+  if (!status.waiting_for().empty()) absl::StrAppend(&out, "waiting: ", status.waiting_for(), "\n");
+  const int shown = std::min(options.rounds, status.recent_rounds_size());
+  for (int i = 0; i < shown; ++i) {
+    const v1::RoundRecord& r = status.recent_rounds(i);
+    absl::StrAppend(&out, "\n", RoundHeadline(r), CohortTable(r));
+  }
+  if (options.clients) out += ClientTable(status);
+  return out;
+}
+
+}  // namespace fedsched::cli

@@ -1,0 +1,115 @@
+#include "server/cli/status_format.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fedsched::cli {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::RoundRecord Committed(int64_t round, v1::SelectionPolicy policy) {
+  v1::RoundRecord r;
+  r.set_round(round);
+  r.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
+  r.set_updates_accepted(2);
+  r.set_test_accuracy(0.75);
+  r.set_test_loss(0.6);
+  v1::SelectionReason* c = r.add_cohort();
+  c->set_client_id("c-1");
+  c->set_policy(policy);
+  c->set_statistical_utility(0.5);
+  c->set_speed_penalty(1);
+  c->set_score(0.5);
+  return r;
+}
+
+int CountRounds(const std::string& text) {
+  int n = 0;
+  for (size_t at = text.find("\nround "); at != std::string::npos;
+       at = text.find("\nround ", at + 1)) {
+    ++n;
+  }
+  return n;
+}
+
+TEST(StatusFormatTest, RoundInFlightSaysInProgressAndHasNoAccuracy) {
+  v1::GetStatusResponse status;
+  status.set_state("running");
+  v1::RoundRecord* in_flight = status.add_recent_rounds();
+  in_flight->set_round(4);
+  in_flight->set_deadline_s(30);
+  in_flight->set_updates_accepted(1);
+  *status.add_recent_rounds() = Committed(3, v1::SELECTION_POLICY_RANDOM);
+  const std::string text = FormatStatus(status, {.rounds = 2});
+  EXPECT_THAT(text, HasSubstr("round 4 (in progress, deadline 30.0 s): 1 accepted"));
+  EXPECT_THAT(text, HasSubstr("not evaluated yet"));
+  EXPECT_THAT(text, HasSubstr("round 3 (committed)"));
+  EXPECT_THAT(text, HasSubstr("test_accuracy 0.7500"));
+  EXPECT_THAT(text, Not(HasSubstr("UNSPECIFIED")));
+  EXPECT_THAT(text, Not(HasSubstr("test_accuracy 0.0000")));
+}
+
+TEST(StatusFormatTest, UnevaluatedCommittedRoundSaysNotEvaluated) {
+  v1::GetStatusResponse status;
+  v1::RoundRecord r = Committed(2, v1::SELECTION_POLICY_RANDOM);
+  r.set_test_loss(0);
+  r.set_test_accuracy(0);
+  *status.add_recent_rounds() = r;
+  const std::string text = FormatStatus(status, {});
+  EXPECT_THAT(text, HasSubstr("round 2 (committed)"));
+  EXPECT_THAT(text, HasSubstr("not evaluated"));
+  EXPECT_THAT(text, Not(HasSubstr("test_accuracy")));
+}
+
+TEST(StatusFormatTest, ShowsAtMostTheRequestedRoundsInFlightIncluded) {
+  v1::GetStatusResponse status;
+  status.add_recent_rounds()->set_round(5);  // in flight, sent on top of the N asked for
+  for (int64_t r = 4; r >= 2; --r) *status.add_recent_rounds() = Committed(r, {});
+  EXPECT_EQ(CountRounds(FormatStatus(status, {.rounds = 2})), 2);
+  EXPECT_EQ(CountRounds(FormatStatus(status, {.rounds = 0})), 0);
+  EXPECT_EQ(CountRounds(FormatStatus(status, {.rounds = 10})), 4);
+}
+
+TEST(StatusFormatTest, OortColumnsOnlyForOortScoredRounds) {
+  for (v1::SelectionPolicy policy :
+       {v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_FEDCASE, v1::SELECTION_POLICY_RANDOM}) {
+    v1::GetStatusResponse status;
+    *status.add_recent_rounds() = Committed(1, policy);
+    const std::string text = FormatStatus(status, {});
+    if (policy == v1::SELECTION_POLICY_RANDOM) {
+      EXPECT_THAT(text, Not(HasSubstr("norm_util")));
+      EXPECT_THAT(text, Not(HasSubstr("speed_pen")));
+      EXPECT_THAT(text, Not(HasSubstr("exploit")));
+      EXPECT_THAT(text, HasSubstr("c-1"));
+    } else {
+      EXPECT_THAT(text, HasSubstr("norm_util speed_pen"));
+      EXPECT_THAT(text, HasSubstr("exploit"));
+    }
+  }
+}
+
+TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
+  v1::GetStatusResponse status;
+  v1::ClientSummary* c = status.add_clients();
+  c->set_client_id("c-7");
+  c->mutable_profile()->set_statistical_utility(123.5);
+  EXPECT_THAT(FormatStatus(status, {.clients = false}), Not(HasSubstr("c-7")));
+  const std::string text = FormatStatus(status, {.clients = true});
+  EXPECT_THAT(text, HasSubstr("raw_util"));
+  EXPECT_THAT(text, HasSubstr("123.50"));
+}
+
+TEST(StatusFormatTest, SaysWhatTheServerWaitsFor) {
+  v1::GetStatusResponse status;
+  status.set_state("waiting_for_clients");
+  status.set_waiting_for("waiting for min_online_clients: 3 of 10 reachable");
+  EXPECT_THAT(FormatStatus(status, {}),
+              HasSubstr("waiting: waiting for min_online_clients: 3 of 10 reachable\n"));
+}
+
+}  // namespace
+}  // namespace fedsched::cli
