@@ -1,5 +1,6 @@
 #include "server/planner/candidate_pool.h"
 
+#include <algorithm>
 #include <iterator>
 
 namespace fedsched::planner {
@@ -63,6 +64,13 @@ absl::Span<const Keyed> CandidatePool::BestOfStage(size_t count) {
   if (n < stage_.size()) std::nth_element(stage_.begin(), stage_.begin() + n, stage_.end(), better);
   std::sort(stage_.begin(), stage_.begin() + n, better);
   return absl::MakeConstSpan(stage_.data(), n);
+}
+
+void CandidatePool::KeepFastestChosen(size_t n) {
+  std::stable_sort(chosen_.begin(), chosen_.end(),
+                   [this](uint32_t a, uint32_t b) { return pool_[a].t_s < pool_[b].t_s; });
+  for (size_t k = n; k < chosen_.size(); ++k) pool_[chosen_[k]].status = kRejected;
+  if (chosen_.size() > n) chosen_.resize(n);
 }
 
 }  // namespace fedsched::planner

@@ -122,6 +122,10 @@ class CandidatePool {
   const std::vector<uint32_t>& chosen() const { return chosen_; }
   // chosen().size().
   size_t num_chosen() const { return chosen_.size(); }
+  // Keeps the min(n, num_chosen()) chosen candidates with the smallest t_s (ties by selection
+  // order), fastest first; the others become kRejected (FedCaSe keeps the fastest of its
+  // joined set, docs/ALGORITHMS.md §4.2). O(chosen log chosen).
+  void KeepFastestChosen(size_t n);
 
   // The stage: the entries the next Take*() draws from.
   std::vector<Keyed>& stage() { return stage_; }

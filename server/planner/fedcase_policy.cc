@@ -1,7 +1,11 @@
 #include "server/planner/fedcase_policy.h"
 
 #include <algorithm>
+#include <cmath>
+#include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "server/planner/workload.h"
 
 namespace fedsched::planner {
@@ -16,42 +20,18 @@ auto Chooser(const RoundContext& round, CandidatePool* pool, Note note) {
 
 }  // namespace
 
-void ExperienceTracker::Observe(double duration_s, double utility) {
-  if (!has_range_) {
-    range_ = {duration_s, duration_s, utility, utility};
-    has_range_ = true;
-  }
-  range_.min_duration_s = std::min(range_.min_duration_s, duration_s);
-  range_.max_duration_s = std::max(range_.max_duration_s, duration_s);
-  range_.min_utility = std::min(range_.min_utility, utility);
-  range_.max_utility = std::max(range_.max_utility, utility);
-}
-
-void ExperienceTracker::ExportTo(v1::FedCaseState* f) const {
-  f->set_has_range(has_range_);
-  f->set_min_duration_s(range_.min_duration_s);
-  f->set_max_duration_s(range_.max_duration_s);
-  f->set_min_utility(range_.min_utility);
-  f->set_max_utility(range_.max_utility);
-}
-
-void ExperienceTracker::ImportFrom(const v1::FedCaseState& f) {
-  has_range_ = f.has_range();
-  range_ = {f.min_duration_s(), f.max_duration_s(), f.min_utility(), f.max_utility()};
-}
-
 void FedCasePolicy::Select(const RoundContext& round, CandidatePool* pool, RoundPlan* plan) {
   oort_.BeginRound();
   PoolCandidates(round, pool);
   if (pool->empty()) return;
-  ScoreExperience(round, pool);
-  const size_t top = std::min(
-      round.slots, static_cast<size_t>(std::max(0, CeilToInt(round.options.fedcase.top_ratio *
-                                                             round.options.clients_per_round))));
-
-  pool->FillStage(Fits, ExperienceOf);
-  pool->TakeTop(top, Chooser(round, pool, kNoteFedCaseTop));
-  if (pool->num_chosen() < round.slots) FillBase(round, pool, plan);
+  for (Candidate& c : pool->candidates()) {
+    c.experience = experience_->ExperienceOf(c.index).value_or(0.0);
+    c.score = c.experience;  // the random base set keeps it; Oort's overwrites it
+  }
+  FillBase(round, pool, plan);
+  const size_t top = TopCount(round);
+  JoinExperienced(round, top, pool);
+  pool->KeepFastestChosen(round.slots);
   if (pool->num_chosen() < round.slots) {
     pool->FillStage([](const Candidate& c) { return !c.fits; },
                     [](const Candidate& c) { return -c.t_s; });
@@ -59,7 +39,9 @@ void FedCasePolicy::Select(const RoundContext& round, CandidatePool* pool, Round
   }
   if (round.options.cache.prefetch && top > 0) {
     // Expected next round: the best by experience among those not picked now.
-    pool->FillStage(Fits, ExperienceOf);
+    pool->FillStage(
+        [this](const Candidate& c) { return experience_->ExperienceOf(c.index).has_value(); },
+        ExperienceOf);
     AppendExpectedNext(round, top, pool, plan);
   }
 }
@@ -71,16 +53,6 @@ void FedCasePolicy::Describe(const Candidate& c, const profile::ClientState& cli
   reason->set_score(c.note == kNoteFedCaseTop ? c.experience : c.score);
 }
 
-void FedCasePolicy::ScoreExperience(const RoundContext& round, CandidatePool* pool) {
-  // Running extremes over all history, this round's candidates included.
-  for (const Candidate& c : pool->candidates()) experience_->Observe(c.t_s, c.utility);
-  const double speed_weight = round.options.fedcase.speed_weight;
-  for (Candidate& c : pool->candidates()) {
-    c.experience = FedCaseExperience(c.t_s, c.utility, experience_->range(), speed_weight);
-    c.score = c.experience;  // the random base set keeps it; Oort's overwrites it
-  }
-}
-
 void FedCasePolicy::FillBase(const RoundContext& round, CandidatePool* pool, RoundPlan* plan) {
   if (round.options.fedcase.base_policy == v1::FedCaseConfig::BASE_POLICY_RANDOM) {
     pool->FillStage(Fits, [](const Candidate&) { return 0.0; });
@@ -89,6 +61,37 @@ void FedCasePolicy::FillBase(const RoundContext& round, CandidatePool* pool, Rou
   } else {
     oort_.Fill(round, /*fits_only=*/true, pool, plan);
   }
+}
+
+size_t FedCasePolicy::TopCount(const RoundContext& round) {
+  if (experience_->experiences().empty()) return 0;  // the review code's empty fedcase_clients
+  const double fixed = round.options.fedcase.top_ratio;
+  double ratio = fixed;
+  if (fixed > 0) {
+    experience_->top_ratio().RecordRatio(fixed);
+  } else {
+    ratio = experience_->top_ratio().Draw(round.rng);
+  }
+  // Python's int(ratio * K): truncation.
+  const double count = std::floor(ratio * round.options.clients_per_round);
+  return count > 0 ? static_cast<size_t>(count) : 0;
+}
+
+void FedCasePolicy::JoinExperienced(const RoundContext& round, size_t top, CandidatePool* pool) {
+  if (top == 0) return;
+  // The best `top` of every experienced client (ties by index), as the review code sorts its
+  // whole fedcase_clients table before filtering the active ones.
+  std::vector<std::pair<double, ClientIndex>> best;
+  best.reserve(experience_->experiences().size());
+  for (const auto& [index, e] : experience_->experiences()) best.emplace_back(-e, index);
+  const size_t n = std::min(top, best.size());
+  std::partial_sort(best.begin(), best.begin() + n, best.end());
+  absl::flat_hash_map<ClientIndex, size_t> rank;
+  for (size_t k = 0; k < n; ++k) rank[best[k].second] = k;
+  // Offer those in the pool, best first.
+  pool->FillStage([&rank](const Candidate& c) { return rank.contains(c.index); },
+                  [&rank](const Candidate& c) { return -static_cast<double>(rank.at(c.index)); });
+  pool->TakeTop(pool->stage().size(), Chooser(round, pool, kNoteFedCaseTop));
 }
 
 }  // namespace fedsched::planner

@@ -1,12 +1,14 @@
-// FedCaSe selection (Khan et al., SoCC 2024, section 4; docs/ALGORITHMS.md §4): the clients
-// with the best "experience" first, then a base set (Oort's selection, by composition with
-// OortPolicy, or uniform random), then clients predicted to miss the deadline.
+// FedCaSe selection (Khan et al., SoCC 2024, section 4; docs/ALGORITHMS.md §4): a base set
+// (Oort's selection, by composition with OortPolicy, or uniform random) joined with the clients
+// of best "experience", of which the fastest are kept; then clients predicted to miss the
+// deadline.
 #ifndef FEDSCHED_SERVER_PLANNER_FEDCASE_POLICY_H_
 #define FEDSCHED_SERVER_PLANNER_FEDCASE_POLICY_H_
 
 #include <cstddef>
 
 #include "fedsched/v1/planner.pb.h"
+#include "server/planner/experience_tracker.h"
 #include "server/planner/oort_pacer.h"
 #include "server/planner/oort_policy.h"
 #include "server/planner/policy.h"
@@ -14,41 +16,21 @@
 
 namespace fedsched::planner {
 
-// Running minima and maxima of durations (seconds) and statistical utilities over all history,
-// which normalise FedCaSe's experience (docs/ALGORITHMS.md §4): every candidate FedCaSe
-// evaluates and every accepted update. Persisted as v1::FedCaseState. The planner keeps it
-// under every policy, so that a restart may switch policy. Copyable.
-class ExperienceTracker {
- public:
-  // Folds one (duration, utility) pair into the extremes; the first pair sets them all.
-  void Observe(double duration_s, double utility);
-  // Whether anything was observed; range() is all zeros before.
-  bool has_range() const { return has_range_; }
-  const ExperienceRange& range() const { return range_; }
-
-  // Writes every field of v1::FedCaseState.
-  void ExportTo(v1::FedCaseState* state) const;
-  // Restores the extremes as stored (no validation: any values are usable).
-  void ImportFrom(const v1::FedCaseState& state);
-
- private:
-  bool has_range_ = false;
-  ExperienceRange range_;
-};
-
-// Per round: every candidate folds its predicted seconds and utility into the tracker and gets
-// experience e = FedCaseExperience(t, utility, range, speed_weight). Among the candidates that
-// fit the deadline at min_local_steps ("fits"):
-//   1. the min(slots, ceil(top_ratio x K)) best by experience ("fedcase-top-experience");
-//   2. the remaining slots from the base set: with BASE_POLICY_OORT, OortPolicy::Fill over the
-//      clients not yet taken (T, clip and utility floor over all candidates; exploit_len =
-//      floor((1 - epsilon) x remaining slots)); with BASE_POLICY_RANDOM, uniform
-//      ("fedcase-random");
-// then 3. the clients that do not fit, fastest first ("fedcase-completion-fill").
-// Prefetch hints: the next ceil(top_ratio x K) fitting clients by experience. top_ratio is
-// fixed (FedCaSe's learned ratio is not implemented).
+// Per round, as FedCaSe's review code (fedcasereview/fedcase @ fd14ff6c, aggregator.py
+// `tictak_client_tasks`; docs/ALGORITHMS.md §4.2):
+//   1. the base set: the round's slots from the candidates that fit the deadline at
+//      min_local_steps ("fits"): with BASE_POLICY_OORT, OortPolicy::Fill (Oort's over-committed
+//      selection); with BASE_POLICY_RANDOM, uniform ("fedcase-random");
+//   2. joined with the floor(ratio x K) clients of best experience among every client that
+//      completed a task (ExperienceTracker: fixed at completion), those predicted online
+//      ("fedcase-top-experience"); ratio = TopRatioLearner::Draw (random in {0.1, ..., 0.9},
+//      then the forest's prediction from round 10), or options.fedcase.top_ratio when set;
+//      no client has an experience yet: nothing is joined (and nothing drawn);
+//   3. the joined set keeps its `slots` fastest by predicted seconds (the round engine's first-K
+//      closing then keeps the K fastest, as the review code keeps K of its joined set);
+//   4. clients that do not fit fill what is left, fastest first ("fedcase-completion-fill").
+// Prefetch hints: the next floor(ratio x K) clients by experience not picked.
 //
-// Not thread-safe. The pacer and the tracker are not owned and must outlive the policy.
 class FedCasePolicy final : public SelectionPolicy {
  public:
   FedCasePolicy(OortPacer* pacer, ExperienceTracker* experience)
@@ -64,10 +46,12 @@ class FedCasePolicy final : public SelectionPolicy {
                 v1::SelectionReason* reason) const override;
 
  private:
-  // Folds the pool into the tracker, then sets every entry's experience and score.
-  void ScoreExperience(const RoundContext& round, CandidatePool* pool);
-  // Step 2 of the class comment.
+  // Step 1 of the class comment.
   void FillBase(const RoundContext& round, CandidatePool* pool, RoundPlan* plan);
+  // The number of experienced clients joined this round, floor(ratio x K) (step 2).
+  size_t TopCount(const RoundContext& round);
+  // Step 2: chooses the `top` best-experienced clients that are in the pool and online.
+  void JoinExperienced(const RoundContext& round, size_t top, CandidatePool* pool);
 
   OortPolicy oort_;  // the base set's stages
   ExperienceTracker* experience_;

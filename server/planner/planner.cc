@@ -186,7 +186,9 @@ absl::Status Planner::OnUpdate(ClientIndex index, int64_t round, const v1::Updat
     if (it->second.exploited) pacer_.RecordExploitedUtility(metrics.statistical_utility());
     in_flight_.erase(it);
   }
-  experience_.Observe(t.completion_s, metrics.statistical_utility());
+  experience_.OnCompleted(index, t.completion_s, metrics.statistical_utility(),
+                          options_.fedcase.speed_weight);
+  experience_.top_ratio().AddLoss(metrics.mean_loss());
   return absl::OkStatus();
 }
 
@@ -222,6 +224,7 @@ RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_
   summary.predictor_mape = error.mape;
   summary.predictions_scored = error.count;
   summary.exploit_utility = pacer_.FinishRound(committed);
+  experience_.top_ratio().FinishRound(committed, now_s);
   summary.epsilon = pacer_.epsilon();
   summary.round_threshold_percent = pacer_.round_threshold_percent();
   return summary;
@@ -235,7 +238,7 @@ v1::PlannerState Planner::ExportState() const {
   s.set_plan_attempts(plan_attempts_);
   s.set_rounds_planned(rounds_planned_);
   pacer_.ExportTo(s.mutable_oort());
-  experience_.ExportTo(s.mutable_fedcase());
+  experience_.ExportTo(s.mutable_fedcase(), book_);
   *s.mutable_predictor() = predictor_.ExportState();
   return s;
 }
@@ -249,6 +252,7 @@ absl::Status Planner::ImportState(const v1::PlannerState& s) {
     return absl::InvalidArgumentError("planner state has an out-of-range value");
   }
   FEDSCHED_RETURN_IF_ERROR(OortPacer::Validate(s.oort()));
+  FEDSCHED_RETURN_IF_ERROR(ExperienceTracker::Validate(s.fedcase()));
   FEDSCHED_ASSIGN_OR_RETURN(RoundTimePredictor predictor,
                             RoundTimePredictor::Create(options_.predictor));
   FEDSCHED_RETURN_IF_ERROR(predictor.ImportState(s.predictor()));
@@ -258,7 +262,7 @@ absl::Status Planner::ImportState(const v1::PlannerState& s) {
   plan_attempts_ = s.plan_attempts();
   rounds_planned_ = s.rounds_planned();
   pacer_.ImportFrom(s.oort());
-  experience_.ImportFrom(s.fedcase());
+  experience_.ImportFrom(s.fedcase(), book_);
   in_flight_.clear();
   return absl::OkStatus();
 }

@@ -83,18 +83,15 @@ class Planner {
   //            top sample_window x explore_len by registration utility x (T/t)^alpha, sampled
   //            with p ~ that; shortfalls filled from the remaining tried, then never-tried.
   //            expected_next = the best-scoring tried clients not picked.
-  //   fedcase: FedCaSe (Khan et al., SoCC 2024; docs/ALGORITHMS.md §4): experience from
-  //            running min/max of t and utility over all candidates and updates seen; the
-  //            ceil(top_ratio x K) best by experience (note "fedcase-top-experience"), then the
-  //            remaining slots from the base set: with base_policy OORT, Oort's selection as
-  //            above over the clients not yet taken (T, clip and utility floor over all
-  //            candidates; exploit_len = floor((1 - epsilon) x remaining slots); notes
-  //            "oort-initial-random" / "oort-exploit" / "oort-explore" / "oort-fill-*"); with
-  //            RANDOM, uniform random ("fedcase-random"). Both stages consider only clients
-  //            predicted to finish by the deadline at min_local_steps; the others are taken
-  //            last (fastest first, "fedcase-completion-fill"). expected_next = the next
-  //            ceil(top_ratio x K) by experience. top_ratio is fixed (FedCaSe's learned ratio
-  //            is not implemented).
+  //   fedcase: FedCaSe (Khan et al., SoCC 2024; docs/ALGORITHMS.md §4; FedCasePolicy): the
+  //            base set (Oort's selection as above, or uniform random, over the clients
+  //            predicted to finish by the deadline at min_local_steps) joined with the
+  //            floor(ratio x K) clients of best experience (fixed when each client's task
+  //            completed, normalised by the extremes seen so far; "fedcase-top-experience"),
+  //            ratio learned (TopRatioLearner) or fixed (fedcase.top_ratio); the joined set
+  //            keeps its `slots` fastest; clients that do not fit are taken last (fastest
+  //            first, "fedcase-completion-fill"). expected_next = the next floor(ratio x K)
+  //            by experience.
   // Predictions use RoundTimePredictor over ProfileBook::Inputs, never below the client's
   // straggler bound; with workload_sizing, a slow client's local steps are lowered to fit (see
   // PlannerOptions), recorded in reason.workload_reduced. Marks every participant with
@@ -109,7 +106,8 @@ class Planner {
   // An update of `round` from client `index` was accepted: updates the profile
   // (ProfileBook::OnTaskSucceeded), trains the predictor on the inputs it was planned with and
   // scores its prediction for the round's MAPE, records Oort's exploited utility and FedCaSe's
-  // running extremes. If timing.completion_s is 0 it is taken as now_s - the time the task was
+  // experience (fixed at completion) and the round's loss for the top-ratio learner. If
+  // timing.completion_s is 0 it is taken as now_s - the time the task was
   // planned. An update without a matching in-flight task (e.g. planned before a restart)
   // still updates the profile but trains nothing. Errors: NOT_FOUND for an unknown index;
   // INVALID_ARGUMENT as ProfileBook::OnTaskSucceeded, e.g. a completion_s of 0 without an

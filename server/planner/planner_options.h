@@ -45,9 +45,10 @@ struct OortOptions {
 
 // FedCaSe knobs (docs/ALGORITHMS.md §4; config.proto FedCaseConfig).
 struct FedCaseOptions {
-  // ceil(top_ratio x K) participants are taken by experience, >= 0 (capped at the slots).
-  // Default: 0.5.
-  double top_ratio = 0.5;
+  // 0: the ratio of K joined by experience is learned (TopRatioLearner, as FedCaSe's review
+  // code); > 0: a fixed ratio instead (fedsched's option; floor(top_ratio x K) clients).
+  // Default: 0 (learned).
+  double top_ratio = 0;
   // Weight of normalised speed in experience; utility gets the rest. In [0, 1]. Default: 0.1.
   double speed_weight = 0.1;
   // The set the top clients are joined with: Oort's selection or uniform random

@@ -21,6 +21,7 @@
 #include "server/planner/oort_pacer.h"
 #include "server/planner/oort_policy.h"
 #include "server/planner/random_policy.h"
+#include "server/planner/top_ratio.h"
 #include "server/planner/workload.h"
 
 namespace fedsched::planner {
@@ -444,9 +445,9 @@ TEST_F(PolicyTest, OortFirstRoundIsUniformThenExploitsTheBestScores) {
   EXPECT_GT(r.speed_penalty(), 0);
 }
 
-TEST_F(PolicyTest, FedCaseTakesTopExperienceThenTheBaseThenLateClients) {
-  // Tried clients: c0 1 s U 100 (best experience), c1 2 s U 50, c2 3 s U 10; c3 is too slow
-  // for the deadline (20 s > 10 s).
+TEST_F(PolicyTest, FedCaseJoinsTheBaseSetWithTheTopExperiencedThenTakesLateClients) {
+  // c0 1 s, c1 2 s, c2 3 s; c3 is too slow for the deadline (20 s > 10 s). Experience fixed at
+  // completion: c0 best (1 s, U 100), then c1, then c2.
   Add(100, 100);
   Add(200, 50);
   Add(300, 10);
@@ -457,34 +458,64 @@ TEST_F(PolicyTest, FedCaseTakesTopExperienceThenTheBaseThenLateClients) {
   options_.fedcase.base_policy = v1::FedCaseConfig::BASE_POLICY_RANDOM;
   OortPacer pacer(options_.oort);
   ExperienceTracker experience;
+  experience.OnCompleted(2, 3, 10, 0.1);
+  experience.OnCompleted(1, 2, 50, 0.1);
+  experience.OnCompleted(0, 1, 100, 0.1);
   FedCasePolicy policy(&pacer, &experience);
 
+  // Two slots: the random base set's two, joined with c0, keep the two fastest: c0 first.
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    const std::vector<Candidate> chosen = Run(policy, 2, 1, seed);
+    ASSERT_EQ(chosen.size(), 2u);
+    EXPECT_EQ(chosen[0].index, 0u);
+    EXPECT_LT(chosen[0].t_s, chosen[1].t_s);
+    EXPECT_EQ(chosen[0].experience, *experience.ExperienceOf(0));
+  }
+  // Four slots: the three fitting, then the late one.
   const std::vector<Candidate> chosen = Run(policy, 4, 1);
   ASSERT_EQ(chosen.size(), 4u);
-  EXPECT_EQ(chosen[0].index, 0u);
-  EXPECT_EQ(chosen[0].note, kNoteFedCaseTop);
-  EXPECT_EQ(chosen[1].note, kNoteFedCaseRandom);
-  EXPECT_EQ(chosen[2].note, kNoteFedCaseRandom);
   EXPECT_EQ(chosen[3].index, 3u);
   EXPECT_EQ(chosen[3].note, kNoteFedCaseLate);
   EXPECT_FALSE(chosen[3].fits);
-  // The tracker saw every candidate: t in [1, 20] s, U in [10, 100].
-  EXPECT_THAT(experience.range().max_duration_s, DoubleNear(20, 1e-9));
-  EXPECT_EQ(experience.range().min_utility, 10);
   EXPECT_EQ(plan_.preferred_duration_s, 0);  // Oort did not score
   v1::SelectionReason r;
-  policy.Describe(chosen[0], book_->state(0), &r);
+  policy.Describe(chosen[0], book_->state(chosen[0].index), &r);
   EXPECT_EQ(r.experience(), chosen[0].experience);
-  EXPECT_EQ(r.score(), chosen[0].experience);
   EXPECT_EQ(r.statistical_utility(), 0);  // no Oort terms under the random base
 
-  // On Oort's base set the remaining fitting slot goes through Oort's stages.
+  // On Oort's base set the base goes through Oort's stages.
   options_.fedcase.base_policy = v1::FedCaseConfig::BASE_POLICY_OORT;
   const std::vector<Candidate> on_oort = Run(policy, 3, 1);
   ASSERT_EQ(on_oort.size(), 3u);
-  EXPECT_EQ(on_oort[0].note, kNoteFedCaseTop);
-  EXPECT_THAT(NoteText(static_cast<Note>(on_oort[1].note)), HasSubstr("oort-"));
   EXPECT_GT(plan_.preferred_duration_s, 0);
+}
+
+TEST(TopRatioLearnerTest, DrawsAtRandomUntilRoundNineCommittedThenPredicts) {
+  TopRatioLearner learner;
+  std::mt19937_64 rng(3);
+  // Ratio 0.5 always works best: loss drops fast when 0.5 was used.
+  for (int round = 1; round <= 12; ++round) {
+    const double ratio = learner.Draw(rng);
+    if (round < 10) {
+      EXPECT_NEAR(ratio * 10, std::round(ratio * 10), 1e-12) << round;
+      EXPECT_GE(ratio, 0.1);
+      EXPECT_LE(ratio, 0.9);
+    }
+    learner.AddLoss(2.0 - 0.1 * round);
+    learner.FinishRound(/*committed=*/true, 60.0 * round);
+  }
+  EXPECT_EQ(learner.committed_rounds(), 12);
+  EXPECT_EQ(learner.rows().size(), 11u);  // the first committed round is the baseline
+  EXPECT_NEAR(learner.rows()[0][0], 0.1, 1e-12);
+  EXPECT_EQ(learner.rows()[0][1], 60);
+  v1::FedCaseState state;
+  learner.ExportTo(&state);
+  TopRatioLearner restored;
+  ASSERT_OK(restored.ImportFrom(state));
+  EXPECT_EQ(restored.rows(), learner.rows());
+  EXPECT_EQ(restored.targets(), learner.targets());
+  state.add_ratios(0.5);
+  EXPECT_EQ(restored.ImportFrom(state).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
