@@ -206,7 +206,8 @@ absl::Status Planner::OnTaskFailed(ClientIndex index, int64_t round, profile::Ta
   return book_->OnTaskFailed(index, failure, elapsed, now_s);
 }
 
-RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_s) {
+RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_s,
+                                      bool held_to_deadline) {
   RoundSummary summary;
   summary.round = round;
   std::vector<std::pair<ClientIndex, double>> stragglers;
@@ -217,7 +218,10 @@ RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_
   std::sort(stragglers.begin(), stragglers.end());
   for (const auto& [index, elapsed] : stragglers) {
     in_flight_.erase(index);
-    (void)book_->OnTaskFailed(index, profile::TaskFailure::kStraggler, elapsed, now_s);
+    (void)book_->OnTaskFailed(
+        index,
+        held_to_deadline ? profile::TaskFailure::kMissedDeadline : profile::TaskFailure::kStraggler,
+        elapsed, now_s);
   }
   summary.stragglers = static_cast<int32_t>(stragglers.size());
   const RoundTimePredictor::RoundError error = predictor_.FinishRound();

@@ -125,7 +125,11 @@ class Planner {
   // is recorded as a lower bound on their duration). The round's mean exploited utility joins
   // Oort's pacer history (epsilon and T move at Oort's next selection, as in getTopK). The
   // predictor's round error is returned and reset; its statistics are forgotten by one round.
-  RoundSummary OnRoundFinished(int64_t round, bool committed, double now_s);
+  // `held_to_deadline`: the round closed at its deadline (it waited for the tasks still in
+  // flight), so they are TaskFailure::kMissedDeadline (counted by the failure penalty) rather
+  // than kStraggler.
+  RoundSummary OnRoundFinished(int64_t round, bool committed, double now_s,
+                               bool held_to_deadline = false);
 
   // Persisted state (planner.proto). ImportState errors: INVALID_ARGUMENT for a malformed
   // state (unknown version, bad predictor arrays, out-of-range values); no state changed.

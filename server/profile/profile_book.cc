@@ -69,6 +69,18 @@ absl::StatusOr<ProfileBookOptions> ProfileBookOptions::FromServerConfig(
       config.heartbeat_interval_ms() > 0 ? config.heartbeat_interval_ms() : 2000.0;
   const double missed = config.missed_heartbeats() > 0 ? config.missed_heartbeats() : 3.0;
   options.heartbeat_timeout_s = interval_ms * missed / 1000.0;
+  const v1::SecurityConfig& security = config.security();
+  if (security.failure_cooldown_s() < 0 || !std::isfinite(security.failure_cooldown_s())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("security.failure_cooldown_s must be finite and >= 0, got ",
+                     security.failure_cooldown_s()));
+  }
+  if (security.failure_cooldown_after() != 0) {
+    options.failure_cooldown_after = std::max(0, security.failure_cooldown_after());
+  }
+  if (security.failure_cooldown_s() > 0) {
+    options.failure_cooldown_s = security.failure_cooldown_s();
+  }
   return options;
 }
 
@@ -153,6 +165,8 @@ void ProfileBook::Refresh(ClientIndex index) {
                                 ? p.last_io_s() / static_cast<double>(p.last_samples_trained())
                                 : 0.0;
   s.censored_duration_s = p.censored_duration_s();
+  s.consecutive_failures = p.consecutive_failures();
+  s.last_failure_s = static_cast<double>(p.last_failure_unix_ms()) / 1000.0;
   s.last_heartbeat_s = static_cast<double>(p.last_heartbeat_unix_ms()) / 1000.0;
   s.benchmark_ms = p.device().compute_ms_per_sample();
   s.bandwidth_hint_kbps = p.device().bandwidth_hint_kbps();
@@ -338,6 +352,7 @@ absl::Status ProfileBook::OnTaskSucceeded(ClientIndex index, const v1::UpdateMet
   p.set_successes(p.successes() + 1);
   p.set_measured_tasks(p.measured_tasks() + 1);
   p.set_censored_duration_s(0);
+  p.set_consecutive_failures(0);
   const double a = options_.availability_alpha;
   p.set_availability((1.0 - a) * p.availability() + a);
   p.set_last_heartbeat_unix_ms(std::max(p.last_heartbeat_unix_ms(), ToMs(now_s)));
@@ -357,10 +372,24 @@ absl::Status ProfileBook::OnTaskFailed(ClientIndex index, TaskFailure failure, d
   } else if (std::isfinite(elapsed_s) && elapsed_s > 0) {
     p.set_censored_duration_s(std::max(p.censored_duration_s(), elapsed_s));
   }
+  if (failure != TaskFailure::kStraggler) {
+    p.set_consecutive_failures(p.consecutive_failures() + 1);
+    p.set_last_failure_unix_ms(ToMs(now_s));
+  }
   states_[index].busy = false;
   Refresh(index);
   MarkDirty(index);
   return absl::OkStatus();
+}
+
+bool ProfileBook::InFailureCooldown(ClientIndex index, double now_s) const {
+  const ClientState& s = states_[index];
+  const int32_t after = options_.failure_cooldown_after;
+  if (after <= 0 || s.consecutive_failures < after) return false;
+  const int64_t doublings = std::min<int64_t>(6, s.consecutive_failures - after);
+  const double cooldown_s =
+      options_.failure_cooldown_s * static_cast<double>(int64_t{1} << doublings);
+  return now_s < s.last_failure_s + cooldown_s;
 }
 
 absl::Status ProfileBook::SetCertFingerprint(ClientIndex index, std::string fingerprint) {

@@ -43,9 +43,17 @@ struct ProfileBookOptions {
   // Defaults: 10 ms, 10000 kbit/s. Must be > 0.
   double default_compute_ms_per_sample = 10.0;
   double default_kbps = 10000.0;
+  // Failure penalty (docs/SECURITY.md "Admission control"): after this many counted failures
+  // in a row (TaskFailure::kDropped or kMissedDeadline, no success in between) a client is in a
+  // cooldown of failure_cooldown_s x 2^(failures - failure_cooldown_after) seconds from its
+  // last failure, at most 64 x failure_cooldown_s. 0 = no penalty. Defaults: 3 and 60 s
+  // (security.failure_cooldown_after / failure_cooldown_s). failure_cooldown_s must be >= 0.
+  int32_t failure_cooldown_after = 3;
+  double failure_cooldown_s = 60.0;
 
   // heartbeat_timeout_s = heartbeat_interval_ms x missed_heartbeats / 1000 (defaults 2000, 3);
-  // everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
+  // the failure penalty from config.security (0 = default, negative failure_cooldown_after =
+  // off); everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
   static absl::StatusOr<ProfileBookOptions> FromServerConfig(const v1::ServerConfig& config);
 };
 
@@ -65,6 +73,9 @@ enum class TaskFailure {
   // The task was not done when its round closed: its elapsed time is a lower bound on the
   // client's completion time (ClientProfile.censored_duration_s).
   kStraggler,
+  // As kStraggler, but the round waited for it until its deadline (it was not merely slower
+  // than the first K): also counts towards the failure penalty, like kDropped.
+  kMissedDeadline,
 };
 
 // A compact, read-only mirror of the figures the planner reads for every candidate each round
@@ -78,6 +89,8 @@ struct ClientState {
   double statistical_utility = 0;    // from the last success; see has_utility
   double io_seconds_per_sample = 0;  // last measured I/O seconds / samples; see measured
   double censored_duration_s = 0;    // straggler lower bound, seconds; 0 = none
+  double last_failure_s = 0;         // seconds: last counted failure; see consecutive_failures
+  int64_t consecutive_failures = 0;  // counted failures since the last success
   double last_heartbeat_s = 0;       // seconds: last heartbeat, registration or upload
   double benchmark_ms = 0;           // DeviceProfile.compute_ms_per_sample; 0 = none
   double bandwidth_hint_kbps = 0;    // DeviceProfile.bandwidth_hint_kbps; 0 = none
@@ -161,9 +174,17 @@ class ProfileBook {
                                const TaskTiming& timing, double now_s);
 
   // A task failed: failures + 1, busy cleared. kDropped folds a 0 into availability;
-  // kStraggler raises censored_duration_s to `elapsed_s` (seconds since the task was planned;
-  // ignored when not > 0). Errors: NOT_FOUND for an unknown index.
+  // kStraggler and kMissedDeadline raise censored_duration_s to `elapsed_s` (seconds since the
+  // task was planned; ignored when not > 0); kDropped and kMissedDeadline also count towards
+  // the failure penalty (consecutive_failures + 1, last_failure_unix_ms = now). A success
+  // resets the count. Errors: NOT_FOUND for an unknown index.
   absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s, double now_s);
+
+  // True while the client sits out its failure cooldown at now_s (see ProfileBookOptions:
+  // failure_cooldown_after counted failures in a row, cooldown doubling per further failure).
+  // The round engine leaves such clients out of planning while enough others are reachable
+  // (docs/SECURITY.md "Admission control"). Precondition: index < size().
+  bool InFailureCooldown(ClientIndex index, double now_s) const;
 
   // Binds the client's TLS certificate (SHA-256 of it). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);

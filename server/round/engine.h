@@ -241,6 +241,21 @@ class RoundEngine {
   // the open round's record (updates_rejected).
   void NoteRejected();
 
+  // Collapse guard (docs/SECURITY.md "Updates"): the verdict on the test-set evaluation of the
+  // model the last Advance committed (`accuracy` a fraction in [0, 1], `loss` the mean
+  // cross-entropy). OK, and the accuracy joins the best of the run so far; or
+  // FAILED_PRECONDITION naming the rule: a non-finite accuracy or loss, or an accuracy more than
+  // security.max_accuracy_drop (default kDefaultMaxAccuracyDrop; negative = off) below the best
+  // accuracy accepted so far in this process. On an error call RevertClose.
+  absl::Status ScreenEvaluation(double accuracy, double loss);
+  // Takes back the last committed round before it is published (synchronous rounds only): the
+  // model, version and optimiser state from before it come back, and the round counts as a
+  // failed attempt (re-planned, with the backoff of repeated failures). The updates it folded
+  // are dropped. Returns it as a failed round (outcome FAILED, failure_reason `why`).
+  // Errors: FAILED_PRECONDITION under FedBuff, or when the latest version is already published
+  // or was not closed by this engine.
+  absl::StatusOr<ClosedRound> RevertClose(double now_s, const std::string& why);
+
   // The planner's cache plan for a client expected in the next round (prefetch), or null.
   const v1::CachePlan* PrefetchPlan(ClientIndex index) const;
   // Why the last Advance planned nothing (OK when it planned, or had nothing to do), e.g.
@@ -292,6 +307,9 @@ class RoundEngine {
   ClosedRound Close(double now_s);
   ClosedRound Fail(double now_s, const std::string& why);
   void FailTaskState(Task& task, double now_s, const std::string& why);
+  // Counts a failed attempt of the current round (attempt_, the backoff of repeated failures)
+  // and fills `out` as its failed ClosedRound with record_.
+  void NoteFailedAttempt(double now_s, const std::string& why, ClosedRound* out);
   // Synchronous rounds: gives the slot of each failed task to an idle reachable client (one
   // planner call with max_participants = 1, excluding every client already in the round),
   // within the round's deadline. Returns the number of new tasks.
@@ -305,6 +323,10 @@ class RoundEngine {
   // A planner request for `round` over scratch_ (the sorted candidates), at most
   // `max_participants` tasks (0 = the planner's slot count).
   planner::PlanRequest MakePlanRequest(int64_t round, double now_s, int32_t max_participants) const;
+  // Failure penalty (docs/SECURITY.md "Admission control"): drops the candidates in scratch_
+  // that sit out a failure cooldown (ProfileBook::InFailureCooldown) when at least `need`
+  // others remain; otherwise keeps them all, so a round is never starved by the penalty.
+  void LeaveOutFailingClients(double now_s, size_t need);
   std::string NextTaskId();
 
   EngineOptions options_;
@@ -350,7 +372,15 @@ class RoundEngine {
   absl::flat_hash_map<ClientIndex, v1::CachePlan> prefetch_;
   absl::Status last_plan_status_;
   int64_t reachable_ = 0;
+  // Collapse guard: the optimiser state before the last Close (synchronous rounds), so that
+  // RevertClose can restore it, and the best evaluated accuracy accepted so far (-1 = none).
+  v1::Model state_before_close_;
+  bool revertible_ = false;
+  double best_accuracy_ = -1;
 };
+
+// security.max_accuracy_drop when unset: 0.2 (20 accuracy points below the best so far).
+inline constexpr double kDefaultMaxAccuracyDrop = 0.2;
 
 }  // namespace fedsched::round
 

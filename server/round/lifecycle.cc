@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "server/round/engine.h"
 
 namespace fedsched::round {
@@ -50,6 +51,18 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
   request.availability = options_.availability;
   request.max_participants = max_participants;
   return request;
+}
+
+void RoundEngine::LeaveOutFailingClients(double now_s, size_t need) {
+  const profile::ProfileBook& book = *book_;
+  const size_t cooled =
+      static_cast<size_t>(std::count_if(scratch_.begin(), scratch_.end(), [&](ClientIndex i) {
+        return book.InFailureCooldown(i, now_s);
+      }));
+  if (cooled == 0 || scratch_.size() - cooled < need) return;
+  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                [&](ClientIndex i) { return book.InFailureCooldown(i, now_s); }),
+                 scratch_.end());
 }
 
 bool RoundEngine::ShouldClose(double now_s, int outstanding) const {
@@ -110,6 +123,8 @@ void RoundEngine::Plan(double now_s) {
     free_slots = std::max(0, planner_->SlotsPerRound() - in_flight);
     may_plan = may_plan && free_slots > 0;
   }
+  LeaveOutFailingClients(now_s,
+                         static_cast<size_t>(async_ ? free_slots : planner_->SlotsPerRound()));
   planner::RoundPlan plan;
   if (may_plan && !scratch_.empty()) {
     const planner::PlanRequest request = MakePlanRequest(version_ + 1, now_s, free_slots);
@@ -164,6 +179,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
   scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
                                 [&](ClientIndex i) { return in_round.contains(i); }),
                  scratch_.end());
+  LeaveOutFailingClients(now_s, vacant.size());
   int added = 0;
   for (Task* failed : vacant) {
     if (scratch_.empty()) break;
@@ -181,20 +197,26 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
 ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
   record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
   record_.set_end_unix_ms(ToMillis(now_s));
-  planner_->OnRoundFinished(round_, /*committed=*/false, now_s);
+  planner_->OnRoundFinished(round_, /*committed=*/false, now_s,
+                            /*held_to_deadline=*/now_s >= deadline_s_);
   aggregator_->Reset();
   closed_tasks_.clear();
   for (const auto& [id, task] : tasks_) closed_tasks_[id] = {task.round, task.in_flight(), false};
   tasks_.clear();
   task_of_.clear();
-  ++attempt_;
   running_ = false;
-  last_failure_ = why;
   ClosedRound out;
-  out.committed = false;
-  out.closed_at_s = now_s;
-  out.record = record_;
-  out.failure_reason = why;
+  NoteFailedAttempt(now_s, why, &out);
+  return out;
+}
+
+void RoundEngine::NoteFailedAttempt(double now_s, const std::string& why, ClosedRound* out) {
+  ++attempt_;
+  last_failure_ = why;
+  out->committed = false;
+  out->closed_at_s = now_s;
+  out->record = record_;
+  out->failure_reason = why;
   // A round that keeps failing (too few clients, every upload rejected) must not spin: wait
   // 1 s after the N-th consecutive failure, doubling per further failure.
   const int backoff_after = config_.replan_backoff_after_failures();
@@ -202,9 +224,46 @@ ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
     const double delay = std::min(config_.replan_backoff_max_s(),
                                   std::ldexp(1.0, std::min(attempt_ - backoff_after, 30)));
     next_plan_s_ = now_s + delay;
-    out.failure_reason =
+    out->failure_reason =
         absl::StrCat(why, "; ", attempt_, " consecutive failures, next attempt in ", delay, " s");
   }
+}
+
+absl::Status RoundEngine::ScreenEvaluation(double accuracy, double loss) {
+  if (!std::isfinite(accuracy) || !std::isfinite(loss)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its test evaluation is not finite (accuracy ", accuracy, ", loss ", loss, ")"));
+  }
+  double drop = config_.security().max_accuracy_drop();
+  if (drop == 0) drop = kDefaultMaxAccuracyDrop;
+  if (drop > 0 && best_accuracy_ >= 0 && accuracy < best_accuracy_ - drop) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("its test accuracy ", accuracy, " collapsed: more than ", drop,
+                     " below the best so far, ", best_accuracy_, " (security.max_accuracy_drop)"));
+  }
+  best_accuracy_ = std::max(best_accuracy_, accuracy);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ClosedRound> RoundEngine::RevertClose(double now_s, const std::string& why) {
+  if (async_ || !revertible_ || published_version_ >= version_ || spare_ == nullptr) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", version_,
+                     " cannot be taken back (published, FedBuff, or not "
+                     "closed by this engine)"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(aggregator_->RestoreState(state_before_close_));
+  revertible_ = false;
+  // The model before the round comes back; the rejected one is never handed out.
+  std::shared_ptr<v1::Model> rejected = std::move(model_mutable_);
+  model_mutable_ = std::move(spare_);
+  model_ = model_mutable_;
+  spare_ = std::move(rejected);
+  --version_;
+  record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
+  record_.set_end_unix_ms(ToMillis(now_s));
+  ClosedRound out;
+  NoteFailedAttempt(now_s, why, &out);
   return out;
 }
 
@@ -214,6 +273,9 @@ ClosedRound RoundEngine::Close(double now_s) {
   std::shared_ptr<v1::Model> next = spare_;
   spare_.reset();
   if (next == nullptr || next.use_count() > 1) next = std::make_shared<v1::Model>();
+  // The collapse guard may take the round back before it is published (RevertClose).
+  revertible_ = false;
+  if (!async_) state_before_close_ = aggregator_->SaveState();
   if (absl::Status s = aggregator_->FinalizeInto(*model_, next.get()); !s.ok()) {
     return Fail(now_s, absl::StrCat("aggregation: ", s.ToString()));
   }
@@ -235,7 +297,8 @@ ClosedRound RoundEngine::Close(double now_s) {
     }
   }
   const planner::RoundSummary summary =
-      planner_->OnRoundFinished(round_, /*committed=*/true, now_s);
+      planner_->OnRoundFinished(round_, /*committed=*/true, now_s,
+                                /*held_to_deadline=*/now_s >= deadline_s_);
   record_.set_predictor_mape(summary.predictor_mape);
 
   ClosedRound out;
@@ -257,6 +320,7 @@ ClosedRound RoundEngine::Close(double now_s) {
   audited_.clear();
 
   version_ = round_;
+  revertible_ = !async_;
   spare_ = std::move(model_mutable_);
   model_mutable_ = std::move(next);
   model_ = model_mutable_;

@@ -191,6 +191,37 @@ TEST(ProfileBookTest, FailuresAndStragglerBound) {
   EXPECT_DOUBLE_EQ(book->profile(r.index).censored_duration_s(), 0.0);
 }
 
+// Failure penalty (docs/SECURITY.md "Admission control"): 3 counted failures in a row start a
+// cooldown of 60 s that doubles per further failure; a first-K straggler does not count, a
+// success resets the count.
+TEST(ProfileBookTest, RepeatedFailuresStartADoublingCooldown) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 10), 0));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kDropped, 1, 10));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kMissedDeadline, 60, 70));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kStraggler, 5, 80));  // not counted
+  EXPECT_EQ(book->profile(r.index).consecutive_failures(), 2);
+  EXPECT_FALSE(book->InFailureCooldown(r.index, 80));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kDropped, 1, 100));
+  EXPECT_EQ(book->profile(r.index).last_failure_unix_ms(), 100000);
+  EXPECT_TRUE(book->InFailureCooldown(r.index, 159));
+  EXPECT_FALSE(book->InFailureCooldown(r.index, 160));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kDropped, 1, 200));
+  EXPECT_TRUE(book->InFailureCooldown(r.index, 319));  // 120 s after the 4th
+  EXPECT_FALSE(book->InFailureCooldown(r.index, 320));
+  ASSERT_OK(book->OnTaskSucceeded(r.index, Metrics(10), {.completion_s = 5}, 210));
+  EXPECT_EQ(book->profile(r.index).consecutive_failures(), 0);
+  EXPECT_FALSE(book->InFailureCooldown(r.index, 211));
+  // Configured off.
+  v1::ServerConfig config;
+  config.mutable_security()->set_failure_cooldown_after(-1);
+  ASSERT_OK_AND_ASSIGN(ProfileBookOptions off, ProfileBookOptions::FromServerConfig(config));
+  EXPECT_EQ(off.failure_cooldown_after, 0);
+  config.mutable_security()->set_failure_cooldown_s(-1);
+  EXPECT_THAT(ProfileBookOptions::FromServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("failure_cooldown_s")));
+}
+
 TEST(ProfileBookTest, PriorsByDeviceModelThenGlobal) {
   ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({.default_compute_ms_per_sample = 7.0,
                                                        .default_kbps = 1234.0}));

@@ -2,6 +2,7 @@
 // FedBuff's versions (§6).
 #include "server/round/engine.h"
 
+#include <cmath>
 #include <set>
 
 #include "common/testing/status_matchers.h"
@@ -306,6 +307,92 @@ TEST_F(EngineTest, FailedTaskIsRetaskedToAnIdleClient) {
   EXPECT_EQ(closed[0].record.updates_accepted(), 2);
   EXPECT_EQ(closed[0].record.accepted_task_ids(0), first_id);
   EXPECT_EQ(closed[0].record.cohort_size(), 4);
+}
+
+// Failure penalty (docs/SECURITY.md "Admission control"): clients in a failure cooldown are
+// left out while the others can fill the round, and come back when too few others are there.
+TEST_F(EngineTest, ClientsThatKeepFailingSitOutWhileOthersFillTheRound) {
+  Start();  // 4 clients, 3 tasks a round
+  for (int i = 4; i < 7; ++i) {
+    v1::DeviceProfile device;
+    device.set_num_samples(100);
+    ASSERT_OK(engine_->Register(absl::StrCat("dev-", i), device, 0).status());
+    presence_.online.insert(i);
+  }
+  profile::ProfileBook& book = engine_->mutable_book();
+  for (ClientIndex i = 0; i < 4; ++i) {
+    for (int f = 0; f < 3; ++f) {
+      ASSERT_OK(book.OnTaskFailed(i, profile::TaskFailure::kDropped, 0, 1));
+    }
+  }
+  engine_->Advance(2);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  for (const Task* t : tasks) EXPECT_GE(t->index, 4u) << t->client_id;
+  // Everyone but two fails three times: too few others, so nobody is left out.
+  for (const Task* t : tasks) ASSERT_OK(engine_->FailTask(t->index, t->task_id, 3, "gone"));
+  for (int f = 0; f < 2; ++f) ASSERT_OK(book.OnTaskFailed(4, profile::TaskFailure::kDropped, 0, 3));
+  for (int f = 0; f < 2; ++f) ASSERT_OK(book.OnTaskFailed(5, profile::TaskFailure::kDropped, 0, 3));
+  for (int f = 0; f < 2; ++f) ASSERT_OK(book.OnTaskFailed(6, profile::TaskFailure::kDropped, 0, 3));
+  EXPECT_TRUE(book.InFailureCooldown(6, 4));
+  engine_->Advance(4);  // the failed round is re-planned over all 7
+  EXPECT_EQ(engine_->TakeNewTasks().size(), 3u);
+}
+
+// A task still running when its round reaches the deadline counts towards the penalty; a
+// first-K straggler does not.
+TEST_F(EngineTest, OnlyTasksHeldToTheDeadlineCountAsFailures) {
+  raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  const ClientIndex late = tasks[1]->index;
+  ASSERT_OK(Upload(*tasks[0], 2, 1));
+  ASSERT_EQ(engine_->Advance(10).size(), 1u);
+  EXPECT_EQ(engine_->book().profile(late).consecutive_failures(), 1);
+}
+
+// Collapse guard (docs/SECURITY.md "Updates"): a committed round whose evaluation collapsed is
+// taken back before it is published: the previous model and version come back and the round is
+// re-planned as a failed attempt.
+TEST_F(EngineTest, CollapsedRoundIsTakenBack) {
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_OK(Upload(*tasks[0], 2, 1));
+  ASSERT_OK(Upload(*tasks[1], 4, 2));
+  std::vector<ClosedRound> closed = engine_->Advance(3);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_OK(engine_->ScreenEvaluation(0.8, 0.5));
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  engine_->Advance(3);
+  tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.front()->round, 2);
+  ASSERT_OK(Upload(*tasks[0], 100, 4));
+  ASSERT_OK(Upload(*tasks[1], 100, 5));
+  closed = engine_->Advance(6);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_TRUE(closed[0].committed);
+  EXPECT_EQ(engine_->version(), 2);
+  EXPECT_THAT(engine_->ScreenEvaluation(0.55, 0.5),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("collapsed")));
+  EXPECT_THAT(engine_->ScreenEvaluation(0.8, std::nan("")),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("not finite")));
+  EXPECT_OK(engine_->ScreenEvaluation(0.61, 0.5));  // within 0.2 of the best, 0.8
+  ASSERT_OK_AND_ASSIGN(ClosedRound back, engine_->RevertClose(6, "collapsed"));
+  EXPECT_FALSE(back.committed);
+  EXPECT_EQ(back.record.round(), 2);
+  EXPECT_EQ(back.record.outcome(), v1::ROUND_OUTCOME_FAILED);
+  EXPECT_EQ(engine_->version(), 1);
+  EXPECT_FLOAT_EQ(engine_->model()->tensors(0).data(0), 4.0f);  // round 1's model
+  EXPECT_EQ(engine_->attempts_failed(), 1);
+  engine_->Advance(6);
+  ASSERT_TRUE(engine_->running());
+  EXPECT_EQ(engine_->TakeNewTasks().front()->round, 2);
+  // Only an unpublished round can be taken back.
+  EXPECT_THAT(engine_->RevertClose(7, "again"),
+              StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
 }
 
 TEST(RoundConfigTest, BackoffSettingsAreResolvedAndChecked) {
