@@ -268,7 +268,7 @@ int Main() {
         // backing off when the last round committed polls later), at most kFinishLinger.
         const absl::Time now = absl::Now();
         if (finished_at == absl::InfiniteFuture()) finished_at = now;
-        const int waiting = (*coordinator)->ClientsAwaitingFinish(now);
+        const int waiting = (*coordinator)->ClientsAwaitingFinish(now, kFinishLinger);
         if (waiting == 0 || now - finished_at > kFinishLinger) {
           if (waiting > 0) {
             FEDSCHED_LOG(warn, "stopping with {} live client(s) not yet told the run is finished",

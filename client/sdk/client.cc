@@ -15,6 +15,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/sdk/transfer_pacer.h"
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
@@ -150,10 +151,26 @@ absl::Duration Client::NextBackoff() {
   return wait;
 }
 
-void Client::ThrottleTransfer(int64_t bytes) {
-  const double kbps = options_.config.bandwidth_kbps();
-  if (kbps <= 0 || bytes <= 0) return;
-  SleepFor(absl::Seconds(bytes * 8.0 / 1000.0 / kbps));
+bool Client::WaitForServer(absl::Duration d) {
+  std::shared_ptr<grpc::Channel> channel;
+  {
+    absl::MutexLock lock(&mu_);
+    channel = channel_;
+  }
+  // Connected: the failure was the server's answer, so back off for the whole wait.
+  if (channel == nullptr || channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
+    return SleepFor(d);
+  }
+  // Not connected (server down or restarting): wake as soon as gRPC reconnects, which it tries
+  // at most every 2 s (common/transport.cc), so a restarted server gets its clients back in
+  // about that time instead of after a backoff of up to backoff_max_ms (issue 12).
+  const absl::Time until = absl::Now() + d;
+  for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
+    if (stop_.HasBeenNotified()) return false;
+    const absl::Time slice = std::min(until, now + absl::Milliseconds(100));
+    if (channel->WaitForConnected(absl::ToChronoTime(slice))) break;
+  }
+  return !stop_.HasBeenNotified();
 }
 
 std::string Client::CredentialPath() const {
@@ -292,7 +309,7 @@ absl::Status Client::Run() {
         } else {
           FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
         }
-        SleepFor(NextBackoff());
+        WaitForServer(NextBackoff());
         continue;
       }
       register_failures = 0;
@@ -320,7 +337,7 @@ absl::Status Client::Run() {
         continue;
       }
       FEDSCHED_LOG(debug, "{}: poll failed: {}", options_.config.identity(), s.ToString());
-      SleepFor(NextBackoff());
+      WaitForServer(NextBackoff());
       continue;
     }
     backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
@@ -362,6 +379,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   }
   request.set_task_id(task.task_id());
   const absl::Time start = absl::Now();
+  TransferPacer pacer(options_.config.bandwidth_kbps(), start);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
   std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
@@ -393,6 +411,11 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
         static_cast<int64_t>(chunk.data().size()) > total - static_cast<int64_t>(payload.size())) {
       bad = absl::DataLossError(absl::StrCat("model stream exceeds its ", total, " bytes"));
     }
+    // Paced reads hold the stream back (gRPC flow control), so the server sends at our rate.
+    if (bad.ok() &&
+        !SleepFor(pacer.Account(static_cast<int64_t>(chunk.data().size()), absl::Now()))) {
+      bad = absl::CancelledError("client stopped");
+    }
     if (!bad.ok()) {
       context.TryCancel();
       reader->Finish().ok();  // drains the cancelled call
@@ -406,7 +429,6 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
       (!task.model_sha256().empty() && task.model_sha256() != sha)) {
     return absl::DataLossError("downloaded model fails its size or SHA-256 check");
   }
-  ThrottleTransfer(total);
   v1::Model model;
   if (!model.ParseFromString(payload)) return absl::DataLossError("downloaded model is corrupt");
   *bytes = total;
@@ -431,12 +453,15 @@ absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
   header->set_sha256(Sha256(payload));
   header->set_num_chunks((static_cast<int64_t>(payload.size()) + chunk_bytes - 1) / chunk_bytes);
   *header->mutable_metrics() = metrics;
-  ThrottleTransfer(static_cast<int64_t>(payload.size()));
+  const double kbps = options_.config.bandwidth_kbps();
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
+  // 120 s for the transfer itself plus the time pacing stretches it by.
+  context.set_deadline(absl::ToChronoTime(
+      absl::Now() + absl::Seconds(120 + TransferPacer::SecondsFor(payload.size(), kbps))));
   v1::UploadUpdateResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
       stub()->UploadUpdate(&context, &response);
+  TransferPacer pacer(kbps, absl::Now());
   bool ok = writer->Write(header_chunk);
   v1::UploadChunk data;
   for (int64_t offset = 0, seq = 0; ok && offset < static_cast<int64_t>(payload.size());
@@ -444,6 +469,12 @@ absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
     data.set_seq(seq);
     data.set_data(payload.substr(offset, chunk_bytes));
     ok = writer->Write(data);
+    // Paced between chunks: the stream itself is slow, as over a slow link.
+    if (ok && !SleepFor(pacer.Account(static_cast<int64_t>(data.data().size()), absl::Now()))) {
+      context.TryCancel();
+      writer->Finish().ok();  // drains the cancelled call
+      return absl::CancelledError("client stopped");
+    }
   }
   writer->WritesDone();
   return FromGrpc(writer->Finish(), "UploadUpdate");

@@ -89,7 +89,10 @@ struct ClientRunStats {
 // A federated-learning client. Run() blocks until the server reports the run finished or Stop()
 // is called; it survives disconnects and server restarts, retrying with exponential backoff and
 // jitter (backoff_initial_ms doubling to backoff_max_ms, each wait drawn from [0.5, 1.5) x the
-// backoff) and re-registering under the same identity when its session is gone.
+// backoff) and re-registering under the same identity when its session is gone. While the server
+// is unreachable a backoff wait ends early as soon as gRPC reconnects (WaitForServer).
+// ClientConfig.bandwidth_kbps paces model downloads and update uploads chunk by chunk
+// (TransferPacer), so the streams themselves run at that rate.
 // Thread-safety: Run() on one thread; Stop() from any thread.
 class Client {
  public:
@@ -131,7 +134,11 @@ class Client {
   // Sleeps up to `d`; returns false if Stop() was called.
   bool SleepFor(absl::Duration d);
   absl::Duration NextBackoff();
-  void ThrottleTransfer(int64_t bytes);
+  // Backs off for `d` after a failed Register or PollTask, but returns early once the channel
+  // (re)connects when it was not connected, so a restarted server gets its clients back within
+  // gRPC's reconnect backoff (at most 2 s) instead of up to backoff_max_ms. Returns false if
+  // Stop() was called.
+  bool WaitForServer(absl::Duration d);
 
   // The stub in use; a copy stays valid while Connect() replaces it (heartbeat thread).
   std::shared_ptr<v1::Coordinator::Stub> stub() const;

@@ -25,6 +25,11 @@ double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoc
 // How often a server that waits for clients says so, seconds.
 constexpr double kWaitLogIntervalS = 10;
 
+absl::Status NoSessionError(const std::string& client_id) {
+  return absl::UnauthenticatedError(
+      absl::StrCat("no session for client '", client_id, "' with this token; register again"));
+}
+
 }  // namespace
 
 // Reachable = heartbeated within the timeout (ProfileBook) and holding a live session: after a
@@ -119,6 +124,7 @@ absl::Status Coordinator::Open() {
   model_bytes_ = static_cast<int64_t>(blob->bytes.size());
   FEDSCHED_RETURN_IF_ERROR(engine_->Publish(engine_->version(), engine_->model(), blob));
   durable_round_ = engine_->version();
+  current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   return absl::OkStatus();
 }
 
@@ -141,8 +147,7 @@ absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string
   auto it = sessions_.find(client_id);
   std::optional<profile::ClientIndex> index = engine_->book().FindByClientId(client_id);
   if (it == sessions_.end() || token.empty() || it->second.session_token != token || !index) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("no session for client '", client_id, "' with this token; register again"));
+    return NoSessionError(client_id);
   }
   return *index;
 }
@@ -209,6 +214,10 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   }
   ClientState& session = sessions_[profile.client_id()];
   session.session_token = NewId("s-");
+  {
+    absl::MutexLock tokens(&session_mu_);
+    session_tokens_[profile.client_id()] = session.session_token;
+  }
   v1::RegisterResponse response;
   response.set_client_id(profile.client_id());
   response.set_session_token(session.session_token);
@@ -224,12 +233,23 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
 
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request,
                                                              absl::Time now) {
-  absl::MutexLock lock(&mu_);
-  FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
-                            CheckSession(request.client_id(), request.session_token()));
-  FEDSCHED_RETURN_IF_ERROR(engine_->Heartbeat(index, ToSeconds(now)));
+  {
+    absl::ReaderMutexLock lock(&session_mu_);
+    auto it = session_tokens_.find(request.client_id());
+    if (it == session_tokens_.end() || request.session_token().empty() ||
+        !ConstantTimeEquals(it->second, request.session_token())) {
+      return NoSessionError(request.client_id());
+    }
+  }
+  NoteActivity(request.client_id(), now);
+  // Fold it in now if nobody holds the lock (a heartbeat then counts at once, as before);
+  // otherwise the next Tick folds it (issue 12 item 1: never wait behind a fold or a plan).
+  if (mu_.TryLock()) {
+    ApplyActivityLocked();
+    mu_.Unlock();
+  }
   v1::HeartbeatResponse response;
-  response.set_current_round(engine_->current_round());
+  response.set_current_round(current_round_.load(std::memory_order_relaxed));
   return response;
 }
 
@@ -302,6 +322,7 @@ void Coordinator::Tick(absl::Time now) {
 void Coordinator::AdvanceLocked(absl::Time now) {
   ApplyActivityLocked();
   std::vector<round::ClosedRound> closed = engine_->Advance(ToSeconds(now));
+  current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   LogTaskFailures();
   LogNewTasks();
   if (!engine_->running() && !engine_->finished() &&
@@ -368,13 +389,16 @@ bool Coordinator::finished() const {
   return engine_->finished() && durable_round_ == engine_->version();
 }
 
-int Coordinator::ClientsAwaitingFinish(absl::Time now) const {
+int Coordinator::ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) const {
   absl::MutexLock lock(&mu_);
-  const double now_s = ToSeconds(now);
+  const double oldest_s = ToSeconds(now - heard_within);
+  const profile::ProfileBook& book = engine_->book();
   int waiting = 0;
-  for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(engine_->book().size());
-       ++i) {
-    if (presence_->IsReachable(i, now_s) && !told_finished_.contains(i)) ++waiting;
+  for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(book.size()); ++i) {
+    if (sessions_.contains(book.profile(i).client_id()) &&
+        book.state(i).last_heartbeat_s >= oldest_s && !told_finished_.contains(i)) {
+      ++waiting;
+    }
   }
   return waiting;
 }

@@ -3,6 +3,7 @@
 #ifndef FEDSCHED_SERVER_SERVICE_COORDINATOR_H_
 #define FEDSCHED_SERVER_SERVICE_COORDINATOR_H_
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -114,9 +115,15 @@ class Coordinator {
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
                                                 const std::string& cert_fingerprint = "");
 
-  // Marks the client online. Returns the current round.
+  // Marks the client online. Returns the current round (as of the last time the engine
+  // advanced). Never waits for the coordinator's lock (issue 12 item 1): the session is checked
+  // against a copy of the tokens under a small lock of its own, and the heartbeat is recorded
+  // like transfer progress (NoteActivity), folded in at once when the lock is free, else at the
+  // next Tick. A heartbeat therefore never queues behind an update being folded, a round being
+  // planned or a commit's bookkeeping. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                  absl::Time now);
+                                                  absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_, session_mu_, activity_mu_);
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
@@ -193,11 +200,14 @@ class Coordinator {
 
   // True once num_rounds rounds have committed durably.
   bool finished() const;
-  // Clients with a live session (heartbeat within the timeout) that have not yet been answered
-  // "finished" by PollTask. The server keeps serving after the run ends until this is 0 (or a
-  // cap passes), so that a client busy training or backing off when the last round commits still
-  // learns the run is over instead of retrying a vanished server (docs/RELIABILITY.md §4).
-  int ClientsAwaitingFinish(absl::Time now) const;
+  // Clients with a session in this server's life, heard from (heartbeat, poll, transfer,
+  // registration) within `heard_within` before `now`, that have not yet been answered "finished"
+  // by PollTask. The server keeps serving after the run ends until this is 0 (or a cap passes),
+  // so that a client busy training, backing off or briefly starved of CPU when the last round
+  // commits still learns the run is over instead of retrying a vanished server forever
+  // (docs/RELIABILITY.md §4). `heard_within` is deliberately longer than the heartbeat timeout:
+  // a client that missed a few heartbeats under load is still coming back.
+  int ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) const;
   // The last durably committed round (0 = initial model).
   int64_t committed_round() const;
   // OK unless a commit failed for good (the server must stop; its store holds every round
@@ -277,6 +287,12 @@ class Coordinator {
   absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);
   void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(activity_mu_);
+  // Each session's token by client id, a copy of sessions_ for Heartbeat, which checks a
+  // session without mu_ (written by Register under mu_; sessions are never removed).
+  mutable absl::Mutex session_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  absl::flat_hash_map<std::string, std::string> session_tokens_ ABSL_GUARDED_BY(session_mu_);
+  // engine_->current_round() as of the last AdvanceLocked, for Heartbeat's answer.
+  std::atomic<int64_t> current_round_{1};
   // Durable (committed and published) version, also readable without mu_ by the committer.
   int64_t durable_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
