@@ -14,11 +14,15 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <thread>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
 #include "common/config.h"
@@ -41,7 +45,9 @@ ABSL_FLAG(std::string, state_dir, "", "Overrides state_dir (on-device cache stat
 ABSL_FLAG(bool, disable_cache, false, "Sets disable_cache: every sample is read from storage.");
 ABSL_FLAG(double, read_delay_us_per_kb, -1,
           "Overrides storage_read_delay_us_per_kb when >= 0 (emulates a microSD card).");
-ABSL_FLAG(std::string, log_level, "warn", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(std::string, log_level, "info",
+          "trace, debug, info, warn, error or off. info (default) says what the client is doing "
+          "(loading data, registering, waiting for a task, finishing); warn shows problems only.");
 
 namespace fedsched {
 namespace {
@@ -158,6 +164,40 @@ absl::Status LockStateDir(const std::string& state_dir) {
   return absl::OkStatus();
 }
 
+// Runs `client`; while it gets no task for kWaitLogInterval at a time, says so at info level
+// (a server plans a round only once enough clients are online: docs/RELIABILITY.md §8).
+absl::Status RunSayingWaits(Client& client, const v1::ClientConfig& config) {
+  constexpr absl::Duration kWaitLogInterval = absl::Seconds(30);
+  absl::Notification done;
+  std::thread watcher([&] {
+    int64_t last_tasks = 0;
+    absl::Time since = absl::Now();
+    while (!done.WaitForNotificationWithTimeout(kWaitLogInterval)) {
+      const ClientRunStats stats = client.stats();
+      const int64_t tasks = stats.tasks_completed + stats.tasks_failed;
+      const double quiet_s = absl::ToDoubleSeconds(absl::Now() - since);
+      if (tasks != last_tasks) {
+        last_tasks = tasks;
+        since = absl::Now();
+      } else if (tasks == 0) {
+        FEDSCHED_LOG(info,
+                     "{}: no task yet after {:.0f} s; waiting for server {} to plan a round with "
+                     "this client (fedsched-status says what the server waits for)",
+                     config.identity(), quiet_s, config.server_address());
+      } else {
+        FEDSCHED_LOG(info,
+                     "{}: {} task(s) done, none finished in the last {:.0f} s (still training, "
+                     "not picked, or server {} waits for clients: see fedsched-status)",
+                     config.identity(), tasks, quiet_s, config.server_address());
+      }
+    }
+  });
+  absl::Status s = client.Run();
+  done.Notify();
+  watcher.join();
+  return s;
+}
+
 int Main() {
   v1::ClientConfig config;
   if (!absl::GetFlag(FLAGS_config).empty()) {
@@ -209,6 +249,13 @@ int Main() {
   // One client per state dir: two sharing it (e.g. two test runs with the same identities)
   // would rebuild each other's sample files mid-run.
   if (absl::Status s = LockStateDir(config.state_dir()); !s.ok()) return Fail(s);
+  // Reading and partitioning the data set takes seconds (a minute on a loaded machine): say so.
+  const absl::Time load_start = absl::Now();
+  const bool cached = std::filesystem::exists(PartitionCachePath(data, config.state_dir()));
+  FEDSCHED_LOG(info, "{}: loading partition {} of {} ({})", config.identity(),
+               data.partition_index(), data.num_partitions(),
+               cached ? "kept in " + config.state_dir()
+                      : "reading and partitioning " + data.train_images_path());
   absl::StatusOr<ImageDataset> partition = LocalPartition(data, config.state_dir());
   if (!partition.ok()) return Fail(partition.status());
   ImageDataset& local = *partition;
@@ -235,12 +282,13 @@ int Main() {
   options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
   if (!client.ok()) return Fail(client.status());
-  FEDSCHED_LOG(info, "{}: {} local samples, server {}", config.identity(), local.size,
+  FEDSCHED_LOG(info, "{}: {} local samples ready in {:.1f} s; registering with server {}",
+               config.identity(), local.size, absl::ToDoubleSeconds(absl::Now() - load_start),
                config.server_address());
   // Printed only once every part of it was accepted.
   std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
   std::fflush(stdout);
-  absl::Status s = (*client)->Run();
+  absl::Status s = RunSayingWaits(**client, config);
   ClientRunStats stats = (*client)->stats();
   std::printf("fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects\n",
               config.identity().c_str(), s.ok() ? "finished" : s.ToString().c_str(),

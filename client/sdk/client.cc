@@ -258,7 +258,8 @@ absl::Status Client::RegisterOnce() {
   token_ = response.session_token();
   heartbeat_interval_ms_ = std::max<int64_t>(50, response.heartbeat_interval_ms());
   registered_ = true;
-  FEDSCHED_LOG(info, "{} registered as {}", options_.config.identity(), client_id_);
+  FEDSCHED_LOG(info, "{} registered as {} with server {}", options_.config.identity(), client_id_,
+               options_.config.server_address());
   return absl::OkStatus();
 }
 
