@@ -2,27 +2,41 @@
 # Issue 3's live experiment: wall time to a target test accuracy for the random, oort and fedcase
 # selection policies, with 40 fedsched-client processes of mixed speed on loopback.
 #
+# Expected run time on 2 cores: about 15-25 minutes for the default 3 seeds x 3 policies (each
+# run: 1-2 min for 40 clients to load their data, then 40 rounds of about 1 s; estimated from
+# docs/LIVE_POLICIES.md's round seconds), plus the install and build unless SKIP_BUILD=1.
+# A quick look: SEEDS=1 POLICIES="random fedcase" CLIENTS=20 ROUNDS=15 (a few minutes).
+#
 # Each client's slowdown factor comes from a real device: row k of FedScale's capacity trace
 # (../shared/data/traces/fedscale/capacity_ids1-100.csv), factor = computation_ms / min
-# computation_ms over the 40 rows, so the fastest device trains at full speed and the slowest
-# up to ~13x slower. Writes docs/LIVE_POLICIES.md with the table.
+# computation_ms over the CLIENTS rows, so the fastest device trains at full speed and the
+# slowest up to ~13x slower.
+#
+# Knobs (environment variables):
+#   SEEDS="1 2 3"  POLICIES="random oort fedcase"  TARGET=0.80
+#   CLIENTS=40     client processes (at least the config's min_online_clients, 20)
+#   ROUNDS=40      rounds per run
+#   OUT_DIR=runs/live-policies   where the runs and the report (LIVE_POLICIES.md) go
+#   DOCS=1         also write the report to docs/LIVE_POLICIES.md (default: only OUT_DIR)
+#   SKIP_BUILD=1   no install, no build: use the existing build/ (or SERVER_BIN, CLIENT_BIN)
+#   REPORT_ONLY=1  rewrite the report from the runs in OUT_DIR only
 #
 #   bash scripts/live_policy_experiment.sh            # 3 seeds x 3 policies
 #   SEEDS="1" POLICIES="random fedcase" bash scripts/live_policy_experiment.sh
-#   REPORT_ONLY=1 bash scripts/live_policy_experiment.sh   # rewrite the table from runs/ only
+#   REPORT_ONLY=1 DOCS=1 bash scripts/live_policy_experiment.sh   # table into docs/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 SEEDS=${SEEDS:-"1 2 3"}
 POLICIES=${POLICIES:-"random oort fedcase"}
 TARGET=${TARGET:-0.80}
-CLIENTS=40
+CLIENTS=${CLIENTS:-40}
 ROUNDS=${ROUNDS:-40}
 TRACE=${TRACE:-../shared/data/traces/fedscale/capacity_ids1-100.csv}
-OUT=${OUT:-docs/LIVE_POLICIES.md}
-RESULTS=runs/live-policies
+RESULTS=${OUT_DIR:-runs/live-policies}
+OUT=$RESULTS/LIVE_POLICIES.md
 mkdir -p "$RESULTS"
 
-if [ "${REPORT_ONLY:-0}" != "1" ]; then
+if [ "${REPORT_ONLY:-0}" != "1" ] && [ "${SKIP_BUILD:-0}" != "1" ]; then
   bash scripts/install_deps.sh
   bash scripts/build.sh fedsched-server fedsched-client
 fi
@@ -39,6 +53,12 @@ rounds_to_target() {
   awk -F, -v t="$TARGET" 'NR>1 {if ($4>=t) {print $1; found=1; exit}} END {if (!found) print "-"}' "$1"
 }
 
+# The commit the binaries were built from (uncommitted changes noted), for the report.
+COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
+if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  COMMIT="$COMMIT (plus uncommitted changes)"
+fi
+
 rows=()
 for policy in $POLICIES; do
   for seed in $SEEDS; do
@@ -48,7 +68,7 @@ for policy in $POLICIES; do
     echo "== $policy seed $seed"
     CLIENTS=$CLIENTS ROUNDS=$ROUNDS POLICY=$policy SEED=$seed SLOWDOWNS="$SLOWDOWNS" \
       SERVER_CONFIG=configs/server_live_policies.textproto TARGET_ACCURACY=0 SKIP_BUILD=1 \
-      RUN_DIR="$dir" PORT=$((50100 + seed)) bash scripts/run_main_job.sh > "$dir.log" 2>&1 ||
+      RUN_DIR="$dir" PORT=${PORT:-$((50100 + seed))} bash scripts/run_main_job.sh > "$dir.log" 2>&1 ||
       { echo "run failed: $dir.log"; tail "$dir.log"; exit 1; }
     fi
     t=$(time_to_target "$dir/metrics.csv")
@@ -62,14 +82,15 @@ done
 {
   echo "# Live selection policies: wall time to $TARGET test accuracy"
   echo
-  echo "40 \`fedsched-client\` processes on loopback (Fashion-MNIST, Dirichlet alpha 0.5, MLP"
+  echo "$CLIENTS \`fedsched-client\` processes on loopback (Fashion-MNIST, Dirichlet alpha 0.5, MLP"
   echo "784-128-10), K = 10 per round, over-commitment 1.3, first-K round closing, up to $ROUNDS rounds."
-  echo "Client k is slowed by computation_ms(k) / min computation_ms over rows 1..40 of FedScale's"
+  echo "Client k is slowed by computation_ms(k) / min computation_ms over rows 1..$CLIENTS of FedScale's"
   echo "capacity trace (\`capacity_ids1-100.csv\`): factors $SLOWDOWNS."
   echo "Time = summed wall seconds of the rounds until the global model first reaches $TARGET on"
   echo "the 10,000 test images. Machine: $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')."
   echo
-  echo "Reproduce: \`bash scripts/live_policy_experiment.sh\` (config \`configs/server_live_policies.textproto\`)."
+  echo "Reproduce: \`SEEDS=\"$SEEDS\" POLICIES=\"$POLICIES\" CLIENTS=$CLIENTS ROUNDS=$ROUNDS bash scripts/live_policy_experiment.sh\`"
+  echo "(config \`configs/server_live_policies.textproto\`), commit $COMMIT."
   echo
   echo "| policy | seed | seconds to $TARGET | rounds to $TARGET | final accuracy |"
   echo "|---|---|---|---|---|"
@@ -92,7 +113,11 @@ done
   echo "Reading the table: on loopback a round lasts until the K-th of the 13 tasked clients"
   echo "uploads, so a policy's system utility shows in the mean round seconds (Oort's speed"
   echo "penalty and FedCaSe's speed term avoid the 10x-13x slow devices), and its statistical"
-  echo "utility in the rounds to $TARGET. With 40 clients and 3 seeds the time to $TARGET is"
+  echo "utility in the rounds to $TARGET. With $CLIENTS clients and 3 seeds the time to $TARGET is"
   echo "noisy (one slow early round moves it by tens of seconds): compare medians as well as means."
 } > "$OUT"
 echo "wrote $OUT"
+if [ "${DOCS:-0}" = "1" ]; then
+  cp "$OUT" docs/LIVE_POLICIES.md
+  echo "wrote docs/LIVE_POLICIES.md"
+fi
