@@ -156,11 +156,24 @@ def convert_availability(data, out_path, windows_path):
 
 
 def main(argv):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("input")
-    p.add_argument("--out", required=True, help="*.csv or *.jsonl")
-    p.add_argument("--kind", choices=["auto", "capacity", "availability"], default="auto")
-    p.add_argument("--windows-out", help="availability windows CSV (CSV output only)")
+    p = argparse.ArgumentParser(
+        description=__doc__.splitlines()[0],
+        # The docstring's format table and exit status, after "Capacity CSV:".
+        epilog="output formats:\nCapacity CSV:" + __doc__.split("Capacity CSV:", 1)[1],
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("input", metavar="INPUT.pkl",
+                   help="one of FedScale's pickles: client_device_capacity (per-client compute "
+                        "ms/sample and bandwidth kbit/s) or client_behave_trace (per-client "
+                        "active/inactive times in seconds)")
+    p.add_argument("--out", required=True, metavar="OUT.{csv,jsonl}",
+                   help="file to write; the extension picks the format: .csv (fedsched's CSV "
+                        "trace) or .jsonl (JSON Lines, one client per line)")
+    p.add_argument("--kind", choices=["auto", "capacity", "availability"], default="auto",
+                   help="which pickle INPUT is; auto (default) tells them apart by their keys "
+                        "(computation/communication vs active/inactive)")
+    p.add_argument("--windows-out", metavar="WINDOWS.csv",
+                   help="availability only, with a .csv OUT: also write one row per active "
+                        "window (client_id,window_idx,active_start_s,active_end_s,length_s)")
     args = p.parse_args(argv)
     try:
         data = load(args.input)

@@ -70,9 +70,11 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
 }
 
 // Appends one CSV row per committed round; writes the header when the file is new or empty.
+// Under FedBuff (`fedbuff`) the console line of each version also shows its updates' staleness
+// and the tasks dropped as too stale (the CSV has these columns in every mode).
 class MetricsWriter {
  public:
-  explicit MetricsWriter(const std::string& path) : path_(path) {
+  MetricsWriter(const std::string& path, bool fedbuff) : path_(path), fedbuff_(fedbuff) {
     if (path_.empty()) return;
     std::ifstream existing(path_);
     const bool has_content =
@@ -80,7 +82,8 @@ class MetricsWriter {
     out_.open(path_, std::ios::app);
     if (!has_content) {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
-              "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls\n";
+              "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
+              "staleness_mean,staleness_max,dropped_stale\n";
       out_.flush();
     }
   }
@@ -94,20 +97,27 @@ class MetricsWriter {
                                     ? absl::StrFormat("test_accuracy %.4f | test_loss %.4f",
                                                       r.test_accuracy(), r.test_loss())
                                     : std::string("not evaluated");
-    std::printf("round %3lld | participants %3d | %7.2f s | %s\n",
-                static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str());
+    const std::string fedbuff =
+        fedbuff_ ? absl::StrFormat(" | staleness mean %.2f max %d | dropped %d stale",
+                                   r.staleness_mean(), r.staleness_max(), r.dropped_stale())
+                 : std::string();
+    std::printf("round %3lld | participants %3d | %7.2f s | %s%s\n",
+                static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str(),
+                fedbuff.c_str());
     std::fflush(stdout);
     if (!out_.is_open()) return;
-    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d\n", r.round(),
+    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d\n", r.round(),
                             r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
                             r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(),
-                            r.predictor_mape(), r.total_examples(), r.aggregation_calls());
+                            r.predictor_mape(), r.total_examples(), r.aggregation_calls(),
+                            r.staleness_mean(), r.staleness_max(), r.dropped_stale());
     out_.flush();
   }
 
  private:
   absl::Mutex mu_;
   std::string path_;
+  bool fedbuff_;
   std::ofstream out_ ABSL_GUARDED_BY(mu_);
 };
 
@@ -176,7 +186,7 @@ int Main() {
                  operator_token.status().ToString().c_str());
     return 2;
   }
-  MetricsWriter metrics(config->metrics_csv());
+  MetricsWriter metrics(config->metrics_csv(), config->aggregation().async_fedbuff());
   CoordinatorOptions options;
   options.config = *config;
   options.store = store->get();

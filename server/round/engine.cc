@@ -276,6 +276,11 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
   task.uploaded = true;
   task_of_.erase(task.index);
   record_.set_updates_accepted(record_.updates_accepted() + 1);
+  const int64_t staleness = Staleness(task);
+  record_.set_staleness_mean(record_.staleness_mean() +
+                             (static_cast<double>(staleness) - record_.staleness_mean()) /
+                                 record_.updates_accepted());
+  record_.set_staleness_max(std::max(record_.staleness_max(), staleness));
   record_.set_total_examples(record_.total_examples() + update.claim.num_examples);
   record_.add_accepted_task_ids(task.task_id);
   loss_sum_ += metrics.mean_loss() * static_cast<double>(update.claim.num_examples);

@@ -359,6 +359,7 @@ class RoundEngine {
   std::vector<v1::Receipt> receipts_;
   std::vector<v1::AuditedUpdate> audited_;
   double loss_sum_ = 0;
+  int32_t dropped_stale_ = 0;  // FedBuff tasks dropped as too stale since the last OpenRecord
   int64_t hits_ = 0;
   int64_t misses_ = 0;
   struct ClosedTask {

@@ -85,6 +85,7 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   record_.set_round(round_);
   record_.set_start_unix_ms(ToMillis(now_s));
   record_.set_deadline_s(deadline_s);
+  record_.set_dropped_stale(std::exchange(dropped_stale_, 0));
 }
 
 void RoundEngine::Plan(double now_s) {
@@ -343,6 +344,7 @@ void RoundEngine::RetireTasks(double now_s, bool keep_in_flight) {
         Staleness(task) > max_staleness) {
       FailTaskState(task, now_s,
                     absl::StrCat("more than max_staleness = ", max_staleness, " versions behind"));
+      ++dropped_stale_;
     }
     if (keep_in_flight && task.in_flight()) {
       ++it;

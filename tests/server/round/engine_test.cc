@@ -204,6 +204,58 @@ TEST_F(EngineTest, FedBuffVersionsCarryTasksAndWeighStaleness) {
   EXPECT_EQ(engine_->current_record().updates_accepted(), 1);
 }
 
+// Issue 21 item 6: each FedBuff version's record says how stale its updates were and how many
+// tasks were dropped as too stale (metrics.csv and the console show them).
+TEST_F(EngineTest, FedBuffRecordsStalenessAndTasksDroppedAsTooStale) {
+  raw_.mutable_aggregation()->set_max_staleness(1);
+  Start(/*async=*/true);
+  engine_->Advance(0);
+  std::vector<const Task*> first = engine_->TakeNewTasks();
+  ASSERT_EQ(first.size(), 3u);
+  for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  const std::string slow_id = first[2]->task_id;
+  ASSERT_OK(Upload(*first[0], 2, 1));
+  ASSERT_OK(Upload(*first[1], 2, 1));
+  std::vector<ClosedRound> closed = engine_->Advance(1);
+  ASSERT_EQ(closed.size(), 1u);
+  EXPECT_EQ(closed[0].record.staleness_max(), 0);
+  EXPECT_EQ(closed[0].record.dropped_stale(), 0);
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  // Version 2: two fresh tasks; the slow one is 1 version behind (allowed) but does not upload.
+  std::vector<const Task*> second = engine_->TakeNewTasks();
+  ASSERT_EQ(second.size(), 2u);
+  for (const Task* t : second) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  ASSERT_OK(Upload(*second[0], 2, 2));
+  EXPECT_EQ(engine_->current_record().staleness_max(), 0);
+  ASSERT_OK(Upload(*second[1], 2, 2));
+  closed = engine_->Advance(2);
+  ASSERT_EQ(closed.size(), 1u);
+  // Version 2 committed: the slow task is now 2 versions behind, more than max_staleness = 1.
+  EXPECT_EQ(engine_->FindTask(slow_id), nullptr);
+  EXPECT_EQ(engine_->current_record().dropped_stale(), 1);
+}
+
+TEST_F(EngineTest, FedBuffRecordsTheStalenessOfFoldedUpdates) {
+  Start(/*async=*/true);
+  engine_->Advance(0);
+  std::vector<const Task*> first = engine_->TakeNewTasks();
+  ASSERT_EQ(first.size(), 3u);
+  for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  const std::string slow_id = first[2]->task_id;
+  ASSERT_OK(Upload(*first[0], 2, 1));
+  ASSERT_OK(Upload(*first[1], 2, 1));
+  std::vector<ClosedRound> closed = engine_->Advance(1);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  std::vector<const Task*> second = engine_->TakeNewTasks();
+  ASSERT_EQ(second.size(), 2u);
+  ASSERT_OK(engine_->PinModel(second[0]->index, second[0]->task_id).status());
+  ASSERT_OK(Upload(*engine_->FindTask(slow_id), 4, 2));  // 1 version behind
+  ASSERT_OK(Upload(*second[0], 2, 2));                   // fresh
+  EXPECT_EQ(engine_->current_record().staleness_max(), 1);
+  EXPECT_DOUBLE_EQ(engine_->current_record().staleness_mean(), 0.5);
+}
+
 // Issue 12 item 2: a round that keeps failing backs off instead of re-planning in a tight loop,
 // and says why (need vs have).
 TEST_F(EngineTest, RepeatedFailuresBackOffExponentially) {
