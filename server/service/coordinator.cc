@@ -152,9 +152,33 @@ absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string
   return *index;
 }
 
+absl::Status Coordinator::AdmitNewIdentity(const std::string& peer_address, absl::Time now) {
+  const int32_t limit = config_.security().max_new_identities_per_peer_per_minute();
+  if (limit <= 0 || peer_address.empty()) return absl::OkStatus();
+  const absl::Time window_start = now - absl::Minutes(1);
+  // Forget peers quiet for a minute, at most once a minute (bounded memory under churn).
+  if (now - last_peer_sweep_ >= absl::Minutes(1)) {
+    last_peer_sweep_ = now;
+    absl::erase_if(new_identities_by_peer_, [&](const auto& entry) {
+      return entry.second.empty() || entry.second.back() <= window_start;
+    });
+  }
+  std::deque<absl::Time>& times = new_identities_by_peer_[peer_address];
+  while (!times.empty() && times.front() <= window_start) times.pop_front();
+  if (static_cast<int64_t>(times.size()) >= limit) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("peer ", peer_address, " registered ", times.size(),
+                     " new identities in the last minute "
+                     "(security.max_new_identities_per_peer_per_minute); retry later"));
+  }
+  times.push_back(now);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
                                                            absl::Time now,
-                                                           const std::string& cert_fingerprint) {
+                                                           const std::string& cert_fingerprint,
+                                                           const std::string& peer_address) {
   if (request.identity().empty() || request.identity().size() > 256) {
     return absl::InvalidArgumentError("identity must be 1..256 bytes");
   }
@@ -197,6 +221,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     return absl::ResourceExhaustedError(
         absl::StrCat("the server holds ", book.size(), " identities (security.max_identities)"));
   }
+  if (!known) FEDSCHED_RETURN_IF_ERROR(AdmitNewIdentity(peer_address, now));
   std::string issued;
   if (binding.empty()) {
     // Trust on first use: the first registrant of an unbound identity gets its credential.

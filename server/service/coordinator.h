@@ -112,8 +112,13 @@ class Coordinator {
   // `cert_fingerprint` is the SHA-256 of the client's TLS certificate under mutual TLS ("" when
   // TLS is off): the first certificate seen for an identity is bound to it, and a later
   // registration of that identity with another (or no) certificate is PERMISSION_DENIED.
+  // `peer_address` is the caller's network address without the port (PeerAddress in
+  // grpc_service.h; "" = unknown): at most security.max_new_identities_per_peer_per_minute new
+  // identities per address in any minute, RESOURCE_EXHAUSTED beyond (re-registrations of known
+  // identities are not limited).
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
-                                                const std::string& cert_fingerprint = "");
+                                                const std::string& cert_fingerprint = "",
+                                                const std::string& peer_address = "");
 
   // Marks the client online. Returns the current round (as of the last time the engine
   // advanced). Never waits for the coordinator's lock (issue 12 item 1): the session is checked
@@ -229,6 +234,10 @@ class Coordinator {
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Registration rate limit per peer address (security.max_new_identities_per_peer_per_minute):
+  // records a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at the limit.
+  absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -237,6 +246,11 @@ class Coordinator {
   void DrainCommits() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
   // Evaluates, persists and publishes one closed round (no lock held but commit_mu_).
   void RunCommit(round::ClosedRound closed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // The collapse guard of a committed round (`evaluated`: its record holds a test evaluation):
+  // true to publish it; false when the engine took it back (recorded as a failed round, the
+  // previous model stays) or could not (health() becomes DATA_LOSS).
+  bool PassesCollapseGuard(const round::ClosedRound& closed, bool evaluated)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   std::string NewId(const char* prefix);
   // An empty model to parse an update into: a recycled one (its tensors keep their storage, so
   // parsing allocates nothing) or a new one with room for the global model's tensors. Hand it
@@ -283,6 +297,10 @@ class Coordinator {
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
   // Clients that PollTask has answered "finished".
   absl::flat_hash_set<profile::ClientIndex> told_finished_ ABSL_GUARDED_BY(mu_);
+  // Times of the new identities registered from each peer address in the last minute.
+  absl::flat_hash_map<std::string, std::deque<absl::Time>> new_identities_by_peer_
+      ABSL_GUARDED_BY(mu_);
+  absl::Time last_peer_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
   absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);

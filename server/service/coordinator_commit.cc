@@ -42,6 +42,42 @@ void Coordinator::DrainCommits() {
   }
 }
 
+bool Coordinator::PassesCollapseGuard(const round::ClosedRound& closed, bool evaluated) {
+  // Collapse guard (docs/SECURITY.md "Updates"): a model with a non-finite value, or whose
+  // evaluation is non-finite or collapsed, is never stored or published; the engine takes the
+  // round back (the previous model stays) and re-plans it.
+  const int64_t round = closed.record.round();
+  const v1::RoundRecord& evaluation = closed.commit.record;
+  absl::Status verdict = ValidateModel(*closed.commit.model);
+  absl::StatusOr<round::ClosedRound> reverted;
+  {
+    absl::MutexLock lock(&mu_);
+    if (verdict.ok() && evaluated) {
+      verdict = engine_->ScreenEvaluation(evaluation.test_accuracy(), evaluation.test_loss());
+    }
+    if (verdict.ok()) return true;
+    reverted = engine_->RevertClose(closed.closed_at_s,
+                                    absl::StrCat("not published: ", verdict.message()));
+    if (!reverted.ok()) {
+      health_ = absl::DataLossError(
+          absl::StrCat("round ", round, " was not published (", verdict.message(),
+                       ") and cannot be taken back: ", reverted.status().message()));
+      FEDSCHED_LOG(error, "{}", health_.ToString());
+      return false;
+    }
+    AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
+  }
+  FEDSCHED_LOG(warn, "round {} failed ({}); the previous model stays", round,
+               reverted->failure_reason);
+  v1::RoundRecord record = reverted->record;
+  record.set_test_accuracy(evaluation.test_accuracy());
+  record.set_test_loss(evaluation.test_loss());
+  if (absl::Status s = options_.store->RecordFailedRound(record); !s.ok()) {
+    FEDSCHED_LOG(error, "could not record failed round {}: {}", round, s.ToString());
+  }
+  return false;
+}
+
 void Coordinator::RunCommit(round::ClosedRound closed) {
   const int64_t round = closed.record.round();
   if (!closed.committed) {
@@ -53,28 +89,18 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   }
   RoundCommit& commit = closed.commit;
   const v1::Model& model = *commit.model;
+  bool evaluated = false;
   if (options_.evaluator && round % config_.eval().every_n_rounds() == 0) {
     absl::StatusOr<EvalMetrics> eval = options_.evaluator(model);
     if (eval.ok()) {
       commit.record.set_test_accuracy(eval->accuracy);
       commit.record.set_test_loss(eval->loss);
+      evaluated = true;
     } else {
       FEDSCHED_LOG(warn, "evaluation of round {} failed: {}", round, eval.status().ToString());
     }
   }
-  // Never publish a model with a non-finite value (docs/SECURITY.md): the round is not stored,
-  // and the server stops; a restart resumes at the last durable model.
-  absl::Status finite = ValidateModel(model);
-  if (finite.ok() && !std::isfinite(commit.record.test_loss())) {
-    finite = absl::DataLossError("its test loss is not finite");
-  }
-  if (!finite.ok()) {
-    FEDSCHED_LOG(error, "round {} not published: {}", round, finite.ToString());
-    absl::MutexLock lock(&mu_);
-    health_ = absl::DataLossError(absl::StrCat("round ", round, " produced a non-finite model (",
-                                               finite.message(), "); it was not published"));
-    return;
-  }
+  if (!PassesCollapseGuard(closed, evaluated)) return;
   commit.meta.set_config_text(ConfigToText(config_));
   const v1::RoundRecord record = commit.record;
   absl::Status stored;

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/zero_copy_stream.h"
@@ -164,7 +165,12 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   const double norm = parsed ? UpdateL2Norm(*delta) : 0;
   if (parsed) s = norm_screen_->Check(norm);
   if (parsed && s.ok()) s = ApplyUpdate(header, *delta, payload_pieces, now, upload_seconds);
-  if (parsed && s.ok()) norm_screen_->RecordAccepted(norm);
+  if (parsed && s.ok()) {
+    norm_screen_->RecordAccepted(norm);
+    // The measurement behind the clip default (docs/SECURITY.md "Choosing the clip bound").
+    FEDSCHED_LOG(debug, "round {}: update of {} accepted, L2 norm {:.4f}", header.round(),
+                 header.client_id(), norm);
+  }
   RecycleDelta(std::move(delta));
   return s;
 }

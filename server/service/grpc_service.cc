@@ -94,6 +94,7 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
   }
   void OnDone() override {
     service_->Untrack(this);
+    service_->ReleaseClientDownloadStream(client_id_);
     delete this;
   }
 
@@ -160,7 +161,11 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
     }
     const bool had_header = assembler_.has_header();
     absl::Status s = assembler_.Add(std::move(chunk_));
-    // On the header: refuse a straggler, a late or a foreign upload before its payload arrives.
+    // On the header: refuse a foreign TLS peer, a straggler, a late or a foreign upload before
+    // its payload arrives.
+    if (s.ok() && !had_header) {
+      s = service_->CheckSessionPeer(context(), assembler_.header().client_id());
+    }
     if (s.ok() && !had_header) s = coordinator_->CheckUploadHeader(assembler_.header());
     if (s.ok() && !had_header) {
       if (service_->AcquireClientUploadStream(assembler_.header().client_id())) {
@@ -225,6 +230,20 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
 grpc::Status ToGrpcStatus(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+std::string PeerAddress(absl::string_view peer) {
+  absl::string_view address = peer;
+  if (absl::StartsWith(address, "ipv4:")) {
+    address.remove_prefix(5);
+    return std::string(address.substr(0, address.rfind(':')));
+  }
+  if (absl::StartsWith(address, "ipv6:")) {
+    address.remove_prefix(5);
+    const size_t end = address.rfind(':');
+    return std::string(end == absl::string_view::npos ? address : address.substr(0, end));
+  }
+  return std::string(address);
 }
 
 bool IsLoopbackPeer(absl::string_view peer) {
@@ -412,22 +431,58 @@ bool CoordinatorService::ReserveUploadBytes(int64_t bytes) {
 
 void CoordinatorService::ReleaseUploadBytes(int64_t bytes) { inflight_upload_bytes_ -= bytes; }
 
-bool CoordinatorService::AcquireClientUploadStream(const std::string& client_id) {
-  absl::MutexLock lock(&client_streams_mu_);
-  int32_t& open = client_upload_streams_[client_id];
-  if (options_.max_upload_streams_per_client > 0 &&
-      open >= options_.max_upload_streams_per_client) {
-    if (open == 0) client_upload_streams_.erase(client_id);
+namespace {
+
+// Counts one more stream of `client_id` in `open` unless it already has `limit` (<= 0: none).
+bool AcquireStreamSlot(absl::flat_hash_map<std::string, int32_t>& open,
+                       const std::string& client_id, int32_t limit) {
+  int32_t& count = open[client_id];
+  if (limit > 0 && count >= limit) {
+    if (count == 0) open.erase(client_id);
     return false;
   }
-  ++open;
+  ++count;
   return true;
+}
+
+void ReleaseStreamSlot(absl::flat_hash_map<std::string, int32_t>& open,
+                       const std::string& client_id) {
+  auto it = open.find(client_id);
+  if (it != open.end() && --it->second <= 0) open.erase(it);
+}
+
+}  // namespace
+
+bool CoordinatorService::AcquireClientUploadStream(const std::string& client_id) {
+  absl::MutexLock lock(&client_streams_mu_);
+  return AcquireStreamSlot(client_upload_streams_, client_id,
+                           options_.max_upload_streams_per_client);
 }
 
 void CoordinatorService::ReleaseClientUploadStream(const std::string& client_id) {
   absl::MutexLock lock(&client_streams_mu_);
-  auto it = client_upload_streams_.find(client_id);
-  if (it != client_upload_streams_.end() && --it->second <= 0) client_upload_streams_.erase(it);
+  ReleaseStreamSlot(client_upload_streams_, client_id);
+}
+
+bool CoordinatorService::AcquireClientDownloadStream(const std::string& client_id) {
+  absl::MutexLock lock(&client_streams_mu_);
+  if (!AcquireStreamSlot(client_download_streams_, client_id,
+                         options_.max_download_streams_per_client)) {
+    return false;
+  }
+  ++download_streams_;
+  return true;
+}
+
+void CoordinatorService::ReleaseClientDownloadStream(const std::string& client_id) {
+  absl::MutexLock lock(&client_streams_mu_);
+  ReleaseStreamSlot(client_download_streams_, client_id);
+  --download_streams_;
+}
+
+int CoordinatorService::open_download_streams() const {
+  absl::MutexLock lock(&client_streams_mu_);
+  return download_streams_;
 }
 
 std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth) {
@@ -456,14 +511,44 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
     }
   }
   absl::StatusOr<v1::RegisterResponse> result =
-      coordinator_->Register(*request, absl::Now(), *fingerprint);
-  if (result.ok()) *response = *std::move(result);
+      coordinator_->Register(*request, absl::Now(), *fingerprint, PeerAddress(context->peer()));
+  if (result.ok()) {
+    absl::MutexLock lock(&session_peers_mu_);
+    if (fingerprint->empty()) {
+      session_peers_.erase(result->client_id());
+    } else {
+      session_peers_[result->client_id()] = *fingerprint;
+    }
+    *response = *std::move(result);
+  }
   return FinishUnary(context, result.status());
+}
+
+absl::Status CoordinatorService::CheckSessionPeer(grpc::CallbackServerContext* context,
+                                                  const std::string& client_id) {
+  std::string bound;
+  {
+    absl::MutexLock lock(&session_peers_mu_);
+    auto it = session_peers_.find(client_id);
+    if (it == session_peers_.end()) return absl::OkStatus();
+    bound = it->second;
+  }
+  absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
+  if (!fingerprint.ok()) return fingerprint.status();
+  if (!ConstantTimeEquals(*fingerprint, bound)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "the session of client ", client_id,
+        " belongs to another TLS client certificate; register with your own certificate"));
+  }
+  return absl::OkStatus();
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerContext* context,
                                                         const v1::HeartbeatRequest* request,
                                                         v1::HeartbeatResponse* response) {
+  if (absl::Status s = CheckSessionPeer(context, request->client_id()); !s.ok()) {
+    return FinishUnary(context, s);
+  }
   absl::StatusOr<v1::HeartbeatResponse> result = coordinator_->Heartbeat(*request, absl::Now());
   if (result.ok()) *response = *std::move(result);
   return FinishUnary(context, result.status());
@@ -472,6 +557,9 @@ grpc::ServerUnaryReactor* CoordinatorService::Heartbeat(grpc::CallbackServerCont
 grpc::ServerUnaryReactor* CoordinatorService::PollTask(grpc::CallbackServerContext* context,
                                                        const v1::PollTaskRequest* request,
                                                        v1::PollTaskResponse* response) {
+  if (absl::Status s = CheckSessionPeer(context, request->client_id()); !s.ok()) {
+    return FinishUnary(context, s);
+  }
   absl::StatusOr<v1::PollTaskResponse> result = coordinator_->PollTask(*request, absl::Now());
   if (result.ok()) *response = *std::move(result);
   return FinishUnary(context, result.status());
@@ -479,8 +567,17 @@ grpc::ServerUnaryReactor* CoordinatorService::PollTask(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<v1::ModelChunk>* CoordinatorService::DownloadModel(
     grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) {
-  absl::StatusOr<std::shared_ptr<const ModelBlob>> blob = coordinator_->ModelForTask(
-      request->client_id(), request->session_token(), request->task_id(), absl::Now());
+  absl::Status peer = CheckSessionPeer(context, request->client_id());
+  absl::StatusOr<std::shared_ptr<const ModelBlob>> blob =
+      peer.ok() ? coordinator_->ModelForTask(request->client_id(), request->session_token(),
+                                             request->task_id(), absl::Now())
+                : peer;
+  // A download slot of the client (docs/SECURITY.md), released by the download's OnDone.
+  if (blob.ok() && !AcquireClientDownloadStream(request->client_id())) {
+    blob = absl::ResourceExhaustedError(
+        absl::StrCat("client ", request->client_id(),
+                     " already has its maximum of download streams open; retry later"));
+  }
   if (!blob.ok()) {
     class Rejected : public grpc::ServerWriteReactor<v1::ModelChunk> {
      public:
@@ -501,6 +598,9 @@ grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
 grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(grpc::CallbackServerContext* context,
                                                             const v1::ReportFailureRequest* request,
                                                             v1::ReportFailureResponse* response) {
+  if (absl::Status s = CheckSessionPeer(context, request->client_id()); !s.ok()) {
+    return FinishUnary(context, s);
+  }
   return FinishUnary(context, coordinator_->ReportFailure(*request, absl::Now()));
 }
 

@@ -25,6 +25,11 @@ namespace fedsched {
 // Converts an absl::Status to a grpc::Status with the same code and message.
 grpc::Status ToGrpcStatus(const absl::Status& status);
 
+// The address part of a gRPC peer string, without the port: "ipv4:10.0.0.7:4242" ->
+// "10.0.0.7", "ipv6:[::1]:4242" -> "[::1]"; other forms ("unix:/path") are returned whole.
+// Registration limits are per peer address (docs/SECURITY.md).
+std::string PeerAddress(absl::string_view peer);
+
 // True when a gRPC peer string (grpc::ServerContext::peer(), e.g. "ipv4:127.0.0.1:4242",
 // "ipv6:[::1]:4242", "unix:/path") is on this host.
 bool IsLoopbackPeer(absl::string_view peer);
@@ -108,6 +113,9 @@ struct CoordinatorServiceOptions {
   // RESOURCE_EXHAUSTED, so one client cannot reserve the whole upload budget with header-only
   // streams (docs/SECURITY.md). Default: 2.
   int32_t max_upload_streams_per_client = 2;
+  // Download streams one client may have open at once; one more is RESOURCE_EXHAUSTED, so
+  // streams nobody reads cost at most this many per session (docs/SECURITY.md). Default: 2.
+  int32_t max_download_streams_per_client = 2;
 };
 
 // The gRPC metadata key that carries the operator token (fedsched-status --token_file).
@@ -185,6 +193,15 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   // Counts an upload stream of `client_id`; false (nothing counted) at the per-client limit.
   bool AcquireClientUploadStream(const std::string& client_id);
   void ReleaseClientUploadStream(const std::string& client_id);
+  // The same for download streams (max_download_streams_per_client).
+  bool AcquireClientDownloadStream(const std::string& client_id);
+  void ReleaseClientDownloadStream(const std::string& client_id);
+  // Download streams open right now (all clients).
+  int open_download_streams() const;
+  // A session is bound to the TLS client certificate it registered with (docs/SECURITY.md):
+  // OK when `client_id` registered without one, or when the caller's certificate is that one.
+  // Errors: UNAUTHENTICATED when the caller presents another certificate (or none).
+  absl::Status CheckSessionPeer(grpc::CallbackServerContext* context, const std::string& client_id);
 
  private:
   Coordinator* const coordinator_;
@@ -192,9 +209,15 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   std::atomic<int64_t> inflight_upload_bytes_{0};
   mutable absl::Mutex streams_mu_;
   absl::flat_hash_set<TrackedStream*> streams_ ABSL_GUARDED_BY(streams_mu_);
-  absl::Mutex client_streams_mu_;
+  // client id -> SHA-256 of the TLS client certificate its session registered with.
+  absl::Mutex session_peers_mu_;
+  absl::flat_hash_map<std::string, std::string> session_peers_ ABSL_GUARDED_BY(session_peers_mu_);
+  mutable absl::Mutex client_streams_mu_;
   absl::flat_hash_map<std::string, int32_t> client_upload_streams_
       ABSL_GUARDED_BY(client_streams_mu_);
+  absl::flat_hash_map<std::string, int32_t> client_download_streams_
+      ABSL_GUARDED_BY(client_streams_mu_);
+  int32_t download_streams_ ABSL_GUARDED_BY(client_streams_mu_) = 0;
 };
 
 }  // namespace fedsched

@@ -214,6 +214,30 @@ TEST(TlsTest, KnownIdentityWithADifferentCertificateIsRefused) {
   EXPECT_TRUE(found);
 }
 
+// Issue 19: a session token is bound to the certificate that registered it; the same token
+// from another certificate (a leaked token) is UNAUTHENTICATED on every session RPC.
+TEST(TlsTest, SessionTokenIsBoundToTheRegisteringCertificate) {
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(ServerOptions(/*mutual=*/true)));
+  auto as_a = Stub(*server, ClientTransport("client_a"));
+  auto as_b = Stub(*server, ClientTransport("client_b"));
+  ASSERT_OK_AND_ASSIGN(testing::Session alice, RegisterRaw(*as_a, "client_a"));
+  EXPECT_OK(testing::HeartbeatRaw(*as_a, alice));
+  EXPECT_THAT(testing::HeartbeatRaw(*as_b, alice),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("another TLS client")));
+  EXPECT_THAT(testing::PollRaw(*as_b, alice),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("another TLS client")));
+  v1::ReportFailureRequest failure;
+  failure.set_client_id(alice.client_id);
+  failure.set_session_token(alice.token);
+  failure.set_task_id("any");
+  v1::ReportFailureResponse ignored;
+  grpc::ClientContext context;
+  EXPECT_THAT(testing::FromGrpc(as_b->ReportFailure(&context, failure, &ignored)),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("another TLS client")));
+  // The token still works from its own certificate.
+  EXPECT_OK(testing::PollRaw(*as_a, alice).status());
+}
+
 }  // namespace
 }  // namespace fedsched
 
