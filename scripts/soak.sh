@@ -13,6 +13,7 @@
 #      restart resumed before a round that had been reported;
 #   3. no healthy client failed for missed heartbeats: every "task of cN failed: missed
 #      heartbeats" names a client that was SIGSTOPped or SIGKILLed in the 60 s before it.
+# A failure before the client's first logged registration counts from 60 s before it.
 # It prints progress every PROGRESS_S seconds, one line per injected fault (also in
 # WORK/faults.log) and, at the end, how each fault was handled. Not part of CTest (it runs for
 # tens of minutes); see docs/RELIABILITY.md for a recorded run.
@@ -81,6 +82,7 @@ transport { max_message_bytes: 16777216 chunk_bytes: 1048576 }
 CFG
 
 T0=$(date +%s)
+: > "$WORK/faults.log"
 now_s() { echo $(($(date +%s) - T0)); }
 fault() {  # fault KIND TARGET DETAIL: one line on stdout and in faults.log (epoch ms first)
   local line
@@ -244,10 +246,14 @@ for i in range(clients):
         if m: device_of[m.group(2)] = f'device-{m.group(1)}'
 faults = []
 for line in open(f'{work}/faults.log'):
-    ms, rest = line.split(' ', 1)
-    parts = rest.split()
-    faults.append((int(ms) / 1000.0, parts[1], parts[2], rest.strip()))
-# Check 3: every missed-heartbeat failure is explained by a fault of that client.
+    m = re.match(r'(\d+) (t=\s*\d+s\s+(\S+)\s+(\S+).*)', line.strip())
+    if m: faults.append((int(m.group(1)) / 1000.0, m.group(3), m.group(4), m.group(2)))
+regs = {}
+for i in range(clients):
+    regs[f'device-{i}'] = [stamp(l) for l in open(f'{work}/client-{i}.log', errors='replace')
+                           if 'registered as' in l]
+# Check 3: every missed-heartbeat failure is explained by a fault of that client since the
+# registration whose task failed (a client restarted and registered again is healthy).
 failures = []
 for life in range(1, lives + 1):
     for line in open(f'{work}/server-{life}.log', errors='replace'):
@@ -257,7 +263,8 @@ healthy_failed = 0
 for t, cid, reason, rnd in failures:
     dev = device_of.get(cid, cid)
     if 'missed heartbeats' not in reason: continue
-    cause = [f for f in faults if f[2] == dev and f[1] in ('SIGKILL', 'SIGSTOP') and t - 60 <= f[0] <= t]
+    since = max([r for r in regs.get(dev, []) if r and r <= t], default=t - 60)
+    cause = [f for f in faults if f[2] == dev and f[1] in ('SIGKILL', 'SIGSTOP') and since <= f[0] <= t]
     if not cause:
         healthy_failed += 1
         print(f'FAIL: healthy {dev} ({cid}) failed for missed heartbeats in round {rnd}')
@@ -267,10 +274,6 @@ print(f'task failures: {len(failures)} ({sum("missed heartbeats" in f[2] for f i
 ok = ok and healthy_failed == 0
 # How each fault was handled.
 print('fault report (what the server and the client did next):')
-regs = {}
-for i in range(clients):
-    regs[f'device-{i}'] = [stamp(l) for l in open(f'{work}/client-{i}.log', errors='replace')
-                           if 'registered as' in l]
 for t, kind, target, text in faults:
     if kind in ('RESTART', 'SIGCONT') and target != 'server': continue
     if target == 'server':
