@@ -13,8 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "models/cnn.h"
 #include "models/rng.h"
 #include "models/samples.h"
+#include "models/train_checks.h"
 
 namespace fedsched {
 namespace {
@@ -47,6 +49,7 @@ std::vector<LayerSpec> LayersOf(const v1::ModelConfig& resolved) {
 
 std::string Describe(const v1::ModelConfig& resolved) {
   if (resolved.architecture() == "softmax") return "architecture softmax";
+  if (resolved.architecture() == kCnnArchitecture) return "architecture cnn";
   return absl::StrCat("architecture mlp, hidden_units ", resolved.hidden_units());
 }
 
@@ -236,11 +239,12 @@ void PointersOf(ModelT& model, const TensorIndex& index, std::vector<Ptr>* kerne
 absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& config) {
   v1::ModelConfig resolved = config;
   if (resolved.architecture().empty()) resolved.set_architecture("mlp");
-  if (resolved.architecture() != "mlp" && resolved.architecture() != "softmax") {
+  if (resolved.architecture() != "mlp" && resolved.architecture() != "softmax" &&
+      resolved.architecture() != kCnnArchitecture) {
     return absl::InvalidArgumentError(absl::StrCat("ModelConfig.architecture \"",
                                                    resolved.architecture(),
-                                                   "\" is unknown; use \"mlp\" or "
-                                                   "\"softmax\""));
+                                                   "\" is unknown; use \"mlp\", \"softmax\" or "
+                                                   "\"cnn\""));
   }
   if (resolved.hidden_units() < 0 || resolved.hidden_units() > kMaxHiddenUnits) {
     return absl::InvalidArgumentError(
@@ -254,6 +258,7 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& config
 
 absl::StatusOr<v1::Model> InitialModel(const v1::ModelConfig& config) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig resolved, ResolveModelConfig(config));
+  if (resolved.architecture() == kCnnArchitecture) return CnnInitialModel(resolved.init_seed());
   const std::vector<LayerSpec> layers = LayersOf(resolved);
   Rng rng(resolved.init_seed());
   v1::Model model;
@@ -285,14 +290,20 @@ absl::StatusOr<v1::Model> InitialModel(const v1::ModelConfig& config) {
 
 absl::Status ValidateModel(const v1::ModelConfig& config, const v1::Model& model) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig resolved, ResolveModelConfig(config));
+  if (resolved.architecture() == kCnnArchitecture) return ValidateCnnModel(model);
   return IndexTensors(resolved, LayersOf(resolved), model).status();
 }
 
 absl::StatusOr<EvalResult> Evaluate(const v1::ModelConfig& config, const v1::Model& model,
                                     const ImageDataset& dataset) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig resolved, ResolveModelConfig(config));
-  std::vector<LayerSpec> layers = LayersOf(resolved);
-  FEDSCHED_ASSIGN_OR_RETURN(TensorIndex index, IndexTensors(resolved, layers, model));
+  FEDSCHED_RETURN_IF_ERROR(ValidateModel(resolved, model));
+  const bool cnn = resolved.architecture() == kCnnArchitecture;
+  std::vector<LayerSpec> layers = cnn ? std::vector<LayerSpec>() : LayersOf(resolved);
+  TensorIndex index;
+  if (!cnn) {
+    FEDSCHED_ASSIGN_OR_RETURN(index, IndexTensors(resolved, layers, model));
+  }
   if (dataset.pixels_per_image() != kReferenceInputSize) {
     return absl::InvalidArgumentError(
         absl::StrFormat("Evaluate: images have %dx%d pixels; the reference models take %d",
@@ -309,12 +320,18 @@ absl::StatusOr<EvalResult> Evaluate(const v1::ModelConfig& config, const v1::Mod
   PointersOf(model, index, &kernels, &biases);
   Network net(std::move(layers));
   net.Bind(std::move(kernels), std::move(biases));
+  std::vector<float> cnn_logits;
 
   int64_t correct = 0;
   double loss_sum = 0.0;
   for (int64_t start = 0; start < dataset.size; start += kEvalBatch) {
     const int rows = static_cast<int>(std::min<int64_t>(kEvalBatch, dataset.size - start));
-    const RowMat& logits = net.Forward(dataset.pixels.data() + start * kReferenceInputSize, rows);
+    const float* x = dataset.pixels.data() + start * kReferenceInputSize;
+    if (cnn) {
+      FEDSCHED_RETURN_IF_ERROR(CnnLogits(model, x, rows, &cnn_logits));
+    }
+    const ConstMatMap logits = cnn ? ConstMatMap(cnn_logits.data(), rows, kNumClasses)
+                                   : ConstMatMap(net.Forward(x, rows).data(), rows, kNumClasses);
     for (int i = 0; i < rows; ++i) {
       const int label = dataset.labels[start + i];
       if (label >= kNumClasses) {
@@ -352,6 +369,7 @@ absl::StatusOr<v1::ModelConfig> ReferenceConfigOf(const v1::Model& model) {
   v1::ModelConfig config;
   for (const v1::Tensor& t : model.tensors()) {
     if (t.name() == "dense/kernel") config.set_architecture("softmax");
+    if (t.name() == "conv1/kernel") config.set_architecture(kCnnArchitecture);
     if (t.name() == "dense1/kernel" && t.shape_size() == 2 && t.shape(1) > 0 &&
         t.shape(1) <= std::numeric_limits<int32_t>::max()) {
       config.set_architecture("mlp");
@@ -360,7 +378,8 @@ absl::StatusOr<v1::ModelConfig> ReferenceConfigOf(const v1::Model& model) {
   }
   if (config.architecture().empty()) {
     return absl::InvalidArgumentError(
-        "model is not a reference architecture (no dense/kernel or dense1/kernel [784, H])");
+        "model is not a reference architecture (no dense/kernel, dense1/kernel [784, H] or "
+        "conv1/kernel)");
   }
   return ResolveModelConfig(config);
 }
@@ -376,26 +395,21 @@ const v1::ModelConfig& ReferenceTrainer::config() const { return impl_->config; 
 
 absl::StatusOr<TrainResult> ReferenceTrainer::Train(const TrainRequest& request,
                                                     SampleSource& samples) {
-  if (request.global == nullptr) {
-    return absl::InvalidArgumentError("Train: TrainRequest.global is null");
-  }
-  if (request.sample_ids.empty()) {
-    return absl::InvalidArgumentError("Train: TrainRequest.sample_ids is empty");
-  }
-  if (request.batch_size <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Train: batch_size must be > 0, got %d", request.batch_size));
-  }
-  if (!(request.learning_rate > 0.0f) || !std::isfinite(request.learning_rate)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "Train: learning_rate must be finite and > 0, got %g", request.learning_rate));
-  }
-  if (!(request.proximal_mu >= 0.0f) || !std::isfinite(request.proximal_mu)) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("Train: proximal_mu must be finite and >= 0, got %g", request.proximal_mu));
+  FEDSCHED_RETURN_IF_ERROR(CheckTrainRequest(request));
+  // The CNN (models/cnn.h) has its own trainer; the server's model decides, as below.
+  if (LooksLikeCnn(*request.global)) {
+    if (impl_->config.architecture() != kCnnArchitecture) {
+      v1::ModelConfig cnn = impl_->config;
+      cnn.set_architecture(kCnnArchitecture);
+      impl_ = std::make_unique<Impl>(std::move(cnn));
+    }
+    return CnnTrainer().Train(request, samples);
   }
   absl::StatusOr<TensorIndex> indexed =
-      IndexTensors(impl_->config, impl_->net.layers(), *request.global);
+      impl_->config.architecture() == kCnnArchitecture
+          ? absl::StatusOr<TensorIndex>(absl::InvalidArgumentError(
+                "model has no tensor \"conv1/kernel\" (architecture cnn)"))
+          : IndexTensors(impl_->config, impl_->net.layers(), *request.global);
   if (!indexed.ok()) {
     // The server's model decides the architecture: adopt the one its tensors describe (a
     // softmax layer, or an MLP with another hidden width) when it is a reference architecture.
@@ -447,15 +461,7 @@ absl::StatusOr<TrainResult> ReferenceTrainer::Train(const TrainRequest& request,
     im.net.BackwardAndStep(im.batch.data(), im.labels.data(), request.learning_rate,
                            request.proximal_mu, kernels, biases, global_kernels, global_biases);
   }
-  for (const v1::Tensor& t : result.trained.tensors()) {
-    for (float v : t.data()) {
-      if (!std::isfinite(v)) {
-        return absl::InvalidArgumentError(
-            absl::StrFormat("Train: tensor \"%s\" became non-finite (learning rate %g too high?)",
-                            t.name(), request.learning_rate));
-      }
-    }
-  }
+  FEDSCHED_RETURN_IF_ERROR(CheckTrainedFinite(result.trained, request.learning_rate));
   result.num_examples = total;
   result.mean_loss = loss_sum / total;
   return result;

@@ -4,6 +4,7 @@
 //   "mlp"      one hidden ReLU layer 784-H-10 (H = hidden_units, default 128):
 //                h = relu(x * dense1/kernel [784, H] + dense1/bias [H])
 //                logits = h * dense2/kernel [H, 10] + dense2/bias [10]
+//   "cnn"      a LeNet-style CNN (conv 6@5x5, pool, conv 16@5x5, pool, 256-64-10): models/cnn.h
 // Inputs are row vectors of pixel intensities in [0, 1]; kernels are stored [fan_in, fan_out]
 // row-major in v1::Tensor. Loss: softmax cross-entropy in nats (computed with the max-shifted
 // log-sum-exp, so large logits do not overflow). Training: minibatch SGD on the batch-mean loss,
@@ -31,7 +32,8 @@ inline constexpr int kMaxHiddenUnits = 65536;
 
 // `config` with its defaults filled in: architecture "" -> "mlp", hidden_units 0 -> 128,
 // init_seed 0 -> 1 (hidden_units is kept but unused for "softmax").
-// Errors: INVALID_ARGUMENT for an architecture other than "mlp" / "softmax", or hidden_units
+// Errors: INVALID_ARGUMENT for an architecture other than "mlp" / "softmax" / "cnn", or
+// hidden_units
 // outside [0, kMaxHiddenUnits].
 absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& config);
 

@@ -99,8 +99,8 @@ TEST(ResolveModelConfigTest, FillsDefaultsAndRejectsUnknown) {
   EXPECT_EQ(resolved.architecture(), "mlp");
   EXPECT_EQ(resolved.hidden_units(), 128);
   EXPECT_EQ(resolved.init_seed(), 1u);
-  EXPECT_THAT(ResolveModelConfig(Config("cnn")),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"cnn\"")));
+  EXPECT_THAT(ResolveModelConfig(Config("resnet")),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"resnet\"")));
   EXPECT_THAT(ResolveModelConfig(Config("mlp", -1)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("hidden_units")));
   EXPECT_THAT(InitialModel(Config("resnet")),
