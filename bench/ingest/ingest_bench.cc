@@ -267,14 +267,20 @@ class IngestHarness {
   }
 
   // Commits the round whose updates are all in and returns its record (updates_accepted,
-  // aggregation_calls). Errors: INTERNAL if it did not commit; the store's, reading it back.
+  // aggregation_calls). The round may already have closed and committed on the last upload's
+  // thread (first-K: the K-th update closes it). Errors: INTERNAL if it did not commit within
+  // 60 s; the store's, reading it back.
   absl::StatusOr<v1::RoundRecord> CommitRound() {
-    const int64_t before = coordinator_->committed_round();
-    coordinator_->Tick(absl::Now());
-    if (coordinator_->committed_round() != before + 1) {
-      return absl::InternalError(absl::StrCat("round ", before + 1, " did not commit"));
+    const int64_t target = devices_.front().round;
+    const absl::Time give_up = absl::Now() + absl::Seconds(60);
+    while (coordinator_->committed_round() < target) {
+      if (absl::Now() > give_up) {
+        return absl::InternalError(absl::StrCat("round ", target, " did not commit"));
+      }
+      coordinator_->Tick(absl::Now());
+      if (coordinator_->committed_round() < target) absl::SleepFor(absl::Milliseconds(5));
     }
-    return store_->LoadRound(before + 1);
+    return store_->LoadRound(target);
   }
 
   // Streams `payload` from device `i` to the byte sink (header + chunks of

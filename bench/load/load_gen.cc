@@ -4,18 +4,21 @@
 //   fedsched-load-gen --server=127.0.0.1:50051 --clients=1000 --rounds=20 [--server_pid=PID]
 //
 // Each simulated client speaks the real protocol with gRPC's callback API (no thread per client):
-// Register, a Heartbeat every heartbeat_interval_ms, PollTask every retry_after_ms while idle,
+// Register, a Heartbeat every heartbeat_interval_ms, PollTask while idle (a long poll the server
+// may hold up to --poll_wait_ms, then again after retry_after_ms),
 // then for a task DownloadModel (chunks, whole-model SHA-256 checked), a simulated compute time
 // drawn uniformly from [compute_ms_min, compute_ms_max] (no real training), and UploadUpdate of a
 // delta of the model's shape (header + chunks). One scheduler thread starts timed actions; gRPC's
-// callback threads complete them. A monitor samples GetStatus every second.
+// callback threads complete them. A monitor samples GetStatus every --status_interval_ms.
 //
 // It reports, per committed round and in summary: wall time (server record: end - start), the
 // slowest participant's simulated compute, round overhead = wall - slowest compute, the number
 // of participants, mean transfer times, task discovery (round start -> the poll that returned the
-// task; bounded by the poll period retry_after_ms) and close latency (last upload answered ->
-// round record end); RPC counts and errors; the minimum online count seen; the server's CPU seconds
-// (utime + stime from /proc/PID/stat over the run) and peak RSS (VmHWM from /proc/PID/status).
+// task; bounded by the poll period retry_after_ms without long polls) and close latency (last
+// upload answered -> round record end); RPC counts and errors; the minimum online count seen; the
+// server's CPU seconds (utime + stime from /proc/PID/stat over the run) and peak RSS (VmHWM from
+// /proc/PID/status). Steady state, after --warmup_rounds: round_period_s (between the ends of
+// consecutive rounds) and server_cpu_s_per_round (issue 13's figures, bench/round_throughput.sh).
 // Exits 0 when `rounds` rounds committed with no RPC error, every upload accepted and all clients
 // registered; 1 otherwise.
 #include <sys/resource.h>
@@ -64,6 +67,12 @@ ABSL_FLAG(int32_t, server_pid, 0, "Server process id, for CPU seconds and peak R
 ABSL_FLAG(int32_t, timeout_s, 900, "Give up after this many seconds.");
 ABSL_FLAG(uint64_t, seed, 1, "Seed of compute times and jitter.");
 ABSL_FLAG(std::string, out, "", "Also write the report to this file.");
+ABSL_FLAG(int32_t, poll_wait_ms, 5000,
+          "PollTaskRequest.wait_ms: how long the server may hold an idle poll (long poll); 0 = "
+          "answer at once (poll every retry_after_ms).");
+ABSL_FLAG(int32_t, status_interval_ms, 1000, "GetStatus sampling period of the monitor, ms.");
+ABSL_FLAG(int32_t, warmup_rounds, 1,
+          "Rounds left out of the steady-state figures (round_period_s, server_cpu_s_per_round).");
 ABSL_FLAG(std::string, token_file, "",
           "The server's operator token file (<store_path>/operator_token), for GetStatus.");
 
@@ -348,6 +357,7 @@ void LoadGenerator::Poll(SimClient* c) {
   auto call = std::make_shared<UnaryCall<v1::PollTaskRequest, v1::PollTaskResponse>>();
   call->request.set_client_id(c->client_id);
   call->request.set_session_token(c->token);
+  call->request.set_wait_ms(absl::GetFlag(FLAGS_poll_wait_ms));
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
   ++in_flight_;
   c->stub->async()->PollTask(
@@ -574,8 +584,12 @@ int LoadGenerator::Run() {
     std::ifstream in(absl::GetFlag(FLAGS_token_file));
     in >> operator_token;
   }
+  // Steady state: from the first sample with warmup_rounds committed to the end.
+  const int warmup = std::max(0, absl::GetFlag(FLAGS_warmup_rounds));
+  ProcStats proc_warm;
+  int64_t committed_warm = -1;
   while (true) {
-    absl::SleepFor(absl::Seconds(1));
+    absl::SleepFor(absl::Milliseconds(std::max(10, absl::GetFlag(FLAGS_status_interval_ms))));
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
     if (!operator_token.empty()) context.AddMetadata("fedsched-operator-token", operator_token);
@@ -587,6 +601,10 @@ int LoadGenerator::Run() {
     if (s.ok()) {
       last = response;
       committed = response.committed_round();
+      if (committed_warm < 0 && committed >= warmup) {
+        proc_warm = ReadProc(pid);
+        committed_warm = committed;
+      }
       if (registered_.load() == n && response.registered_clients() >= n) {
         all_registered_seen = true;
         min_online = std::min(min_online, static_cast<int>(response.online_clients()));
@@ -683,6 +701,30 @@ int LoadGenerator::Run() {
       absl::StrFormat("round_overhead_s: mean %.3f, p50 %.3f, max %.3f\n", mean_overhead,
                       Percentile(overheads, 0.5), Percentile(overheads, 1.0)),
       absl::StrFormat("run_wall_s: %.1f\n", wall));
+  // Steady state: round_period_s = time between the ends of consecutive rounds (planning, task
+  // discovery, transfers, fold, commit and publication all included).
+  int64_t first_end_ms = -1, last_end_ms = -1, first_round = 0, last_round = 0;
+  for (const v1::RoundRecord& r : committed_records) {
+    if (r.round() < std::max<int64_t>(committed_warm, 1)) continue;
+    if (first_end_ms < 0) {
+      first_end_ms = r.end_unix_ms();
+      first_round = r.round();
+    }
+    last_end_ms = r.end_unix_ms();
+    last_round = r.round();
+  }
+  if (last_round > first_round) {
+    absl::StrAppend(&report, absl::StrFormat("round_period_s: %.3f (rounds %d to %d)\n",
+                                             (last_end_ms - first_end_ms) / 1000.0 /
+                                                 static_cast<double>(last_round - first_round),
+                                             first_round, last_round));
+  }
+  if (pid > 0 && committed_warm >= 0 && committed > committed_warm) {
+    absl::StrAppend(&report, absl::StrFormat("server_cpu_s_per_round: %.3f (rounds %d to %d)\n",
+                                             (proc_end.cpu_seconds - proc_warm.cpu_seconds) /
+                                                 static_cast<double>(committed - committed_warm),
+                                             committed_warm, committed));
+  }
   if (pid > 0) {
     absl::StrAppend(&report,
                     absl::StrFormat("server_cpu_s: %.2f (%.1f%% of one core over the run)\n",

@@ -143,7 +143,8 @@ class RoundProbe {
 // The service the client talks to: CoordinatorService, with PollTask observed by a RoundProbe.
 // PollTask does exactly what CoordinatorService::PollTask does (Coordinator::PollTask, status
 // converted at the edge), so that the probe can see the answer before it is sent.
-class ObservedService final : public v1::Coordinator::CallbackService {
+class ObservedService final : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
+                                  v1::Coordinator::CallbackService> {
  public:
   ObservedService(Coordinator* coordinator, CoordinatorService* inner, RoundProbe* probe)
       : coordinator_(coordinator), inner_(inner), probe_(probe) {}
@@ -169,8 +170,8 @@ class ObservedService final : public v1::Coordinator::CallbackService {
     reactor->Finish(ToGrpcStatus(result.status()));
     return reactor;
   }
-  grpc::ServerWriteReactor<v1::ModelChunk>* DownloadModel(
-      grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) override {
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadModel(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override {
     return inner_->DownloadModel(context, request);
   }
   grpc::ServerReadReactor<v1::UploadChunk>* UploadUpdate(

@@ -37,6 +37,11 @@ void SetUnaryDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
 }
 
+// Long poll (PollTaskRequest.wait_ms): the server may hold a poll this long while there is no
+// task, so the client hears of its task when the round is planned. Well under the unary
+// deadline above; an older server answers at once and the retry_after_ms loop applies.
+constexpr int32_t kPollWaitMs = 5000;
+
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> UniformDataPlan::PlanRound(const v1::CachePlan& plan,
@@ -135,6 +140,9 @@ v1::TransportConfig Client::transport() const {
 
 void Client::Stop() {
   if (!stop_.HasBeenNotified()) stop_.Notify();
+  // A poll the server holds would keep Run() for up to kPollWaitMs.
+  absl::MutexLock lock(&mu_);
+  if (poll_context_ != nullptr) poll_context_->TryCancel();
 }
 
 ClientRunStats Client::stats() const {
@@ -327,10 +335,21 @@ absl::Status Client::Run() {
       poll.set_client_id(client_id_);
       poll.set_session_token(token_);
     }
+    poll.set_wait_ms(kPollWaitMs);
     v1::PollTaskResponse response;
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
+    {
+      absl::MutexLock lock(&mu_);
+      if (stop_.HasBeenNotified()) break;
+      poll_context_ = &context;
+    }
     absl::Status s = FromGrpc(stub()->PollTask(&context, poll, &response), "PollTask");
+    {
+      absl::MutexLock lock(&mu_);
+      poll_context_ = nullptr;
+    }
+    if (stop_.HasBeenNotified()) break;
     if (!s.ok()) {
       if (IsSessionLost(s)) {
         absl::MutexLock lock(&mu_);

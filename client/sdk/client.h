@@ -161,6 +161,8 @@ class Client {
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
   ClientRunStats stats_ ABSL_GUARDED_BY(mu_);
+  // The PollTask call in flight (a long poll), cancelled by Stop(); null when none.
+  grpc::ClientContext* poll_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<std::thread> heartbeat_thread_;
 };
 

@@ -371,6 +371,7 @@ void Coordinator::LogTaskFailures() {
 void Coordinator::LogNewTasks() {
   std::vector<const round::Task*> tasks = engine_->TakeNewTasks();
   if (tasks.empty()) return;
+  if (task_listener_) task_listener_();
   FEDSCHED_LOG(info, "round {} planned: {} participants, deadline {:.1f} s (attempt {})",
                tasks.front()->round, tasks.size(),
                tasks.front()->deadline_s - tasks.front()->issued_s, engine_->attempts_failed() + 1);
@@ -407,6 +408,11 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
     *summary->mutable_profile() = profile;
   }
   return response;
+}
+
+void Coordinator::SetTaskListener(std::function<void()> listener) {
+  absl::MutexLock lock(&mu_);
+  task_listener_ = std::move(listener);
 }
 
 bool Coordinator::finished() const {

@@ -203,6 +203,11 @@ class Coordinator {
   // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
   void NoteActivity(const std::string& client_id, absl::Time now) ABSL_LOCKS_EXCLUDED(activity_mu_);
 
+  // Sets the function called (with the coordinator's lock held: it must only signal, e.g.
+  // HeldPolls::Wake) when a poll's answer may have changed: tasks were planned, a round was
+  // published, the run finished. Null = none. The service sets it (long polls).
+  void SetTaskListener(std::function<void()> listener) ABSL_LOCKS_EXCLUDED(mu_);
+
   // True once num_rounds rounds have committed durably.
   bool finished() const;
   // Clients with a session in this server's life, heard from (heartbeat, poll, transfer,
@@ -315,6 +320,7 @@ class Coordinator {
   int64_t durable_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Status health_ ABSL_GUARDED_BY(mu_);
+  std::function<void()> task_listener_ ABSL_GUARDED_BY(mu_);  // SetTaskListener
 
   // Closed rounds waiting to be committed, oldest first (taken with mu_ held or not).
   absl::Mutex jobs_mu_ ABSL_ACQUIRED_AFTER(mu_);

@@ -102,6 +102,13 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   }
   if (!PassesCollapseGuard(closed, evaluated)) return;
   commit.meta.set_config_text(ConfigToText(config_));
+  // Serialised and hashed once: the store writes these bytes to the model's file and downloads
+  // stream them (docs/DECISIONS.md "Model persistence").
+  auto blob = std::make_shared<ModelBlob>();
+  blob->bytes = model.SerializeAsString();
+  blob->sha256 = Sha256(blob->bytes);
+  commit.model_bytes = std::shared_ptr<const std::string>(blob, &blob->bytes);
+  commit.model_sha256 = blob->sha256;
   const v1::RoundRecord record = commit.record;
   absl::Status stored;
   for (int attempt = 1; attempt <= kCommitAttempts; ++attempt) {
@@ -117,9 +124,6 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
                            absl::StrCat("commit of round ", round, " failed: ", stored.message()));
     return;
   }
-  auto blob = std::make_shared<ModelBlob>();
-  blob->bytes = model.SerializeAsString();
-  blob->sha256 = Sha256(blob->bytes);
   {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = engine_->Publish(round, commit.model, std::move(blob)); !s.ok()) {
@@ -129,6 +133,8 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     // A synchronous round waits for this publication: plan it now, not at the next tick, as of
     // the close (the simulator plans at the same instant; the next tick catches up).
     AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
+    // Held polls learn of a finished run (or a FedBuff version) now, not at their bound.
+    if (task_listener_) task_listener_();
   }
   if (options_.on_round_committed) options_.on_round_committed(record);
 }

@@ -13,6 +13,7 @@
 #include "common/transport.h"
 #include "grpc/grpc_security_constants.h"
 #include "server/service/credentials.h"
+#include "server/service/model_stream.h"
 
 namespace fedsched {
 namespace {
@@ -64,9 +65,10 @@ absl::StatusOr<std::string> PeerCertificateFingerprint(grpc::CallbackServerConte
   return fingerprint;
 }
 
-// Streams one serialized model in chunks; holds a reference to the blob, so a newer global model
-// can be published while this download is still running.
-class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
+// Streams one serialized model in chunks straight from the shared blob (ModelChunkFrame: no
+// copy per download); holds a reference to the blob, so a newer global model can be published
+// while this download is still running.
+class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                         public CoordinatorService::TrackedStream {
  public:
   DownloadReactor(CoordinatorService* service, Coordinator* coordinator,
@@ -100,20 +102,13 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
 
  private:
   void WriteNext() {
-    const int64_t total = static_cast<int64_t>(blob_->bytes.size());
-    if (offset_ >= total && seq_ > 0) {
+    if (seq_ >= ModelChunkCount(*blob_, chunk_bytes_)) {
       Finish(grpc::Status::OK);
       return;
     }
-    const int64_t length = std::min(chunk_bytes_, total - offset_);
-    chunk_.Clear();
-    chunk_.set_seq(seq_);
-    chunk_.set_total_bytes(total);
-    if (seq_ == 0) chunk_.set_sha256(blob_->sha256);
-    chunk_.set_data(blob_->bytes.data() + offset_, static_cast<size_t>(length));
-    offset_ += length;
+    frame_ = ModelChunkFrame(blob_, seq_, chunk_bytes_);
     ++seq_;
-    StartWrite(&chunk_);
+    StartWrite(&frame_);
   }
 
   CoordinatorService* const service_;
@@ -121,9 +116,8 @@ class DownloadReactor : public grpc::ServerWriteReactor<v1::ModelChunk>,
   const std::string client_id_;
   std::shared_ptr<const ModelBlob> blob_;
   const int64_t chunk_bytes_;
-  int64_t offset_ = 0;
   int64_t seq_ = 0;
-  v1::ModelChunk chunk_;
+  grpc::ByteBuffer frame_;  // the chunk being written
 };
 
 // Receives an upload through an UploadAssembler and submits it whole. Rejects as soon as the
@@ -383,7 +377,11 @@ absl::Time CoordinatorService::TrackedStream::last_progress() const {
 }
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options)
-    : coordinator_(coordinator), options_(std::move(options)) {}
+    : coordinator_(coordinator),
+      options_(std::move(options)),
+      held_polls_(std::make_unique<HeldPolls>(coordinator, options_.held_polls)) {
+  coordinator_->SetTaskListener(held_polls_->Waker());
+}
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator,
                                        const v1::TransportConfig& transport)
@@ -560,33 +558,33 @@ grpc::ServerUnaryReactor* CoordinatorService::PollTask(grpc::CallbackServerConte
   if (absl::Status s = CheckSessionPeer(context, request->client_id()); !s.ok()) {
     return FinishUnary(context, s);
   }
-  absl::StatusOr<v1::PollTaskResponse> result = coordinator_->PollTask(*request, absl::Now());
-  if (result.ok()) *response = *std::move(result);
-  return FinishUnary(context, result.status());
+  return held_polls_->Poll(context, request, response);
 }
 
-grpc::ServerWriteReactor<v1::ModelChunk>* CoordinatorService::DownloadModel(
-    grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) {
-  absl::Status peer = CheckSessionPeer(context, request->client_id());
+grpc::ServerWriteReactor<grpc::ByteBuffer>* CoordinatorService::DownloadModel(
+    grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
+  v1::DownloadModelRequest request;
+  absl::Status parsed = ParseDownloadRequest(*raw_request, &request);
+  if (parsed.ok()) parsed = CheckSessionPeer(context, request.client_id());
   absl::StatusOr<std::shared_ptr<const ModelBlob>> blob =
-      peer.ok() ? coordinator_->ModelForTask(request->client_id(), request->session_token(),
-                                             request->task_id(), absl::Now())
-                : peer;
+      parsed.ok() ? coordinator_->ModelForTask(request.client_id(), request.session_token(),
+                                               request.task_id(), absl::Now())
+                  : parsed;
   // A download slot of the client (docs/SECURITY.md), released by the download's OnDone.
-  if (blob.ok() && !AcquireClientDownloadStream(request->client_id())) {
+  if (blob.ok() && !AcquireClientDownloadStream(request.client_id())) {
     blob = absl::ResourceExhaustedError(
-        absl::StrCat("client ", request->client_id(),
+        absl::StrCat("client ", request.client_id(),
                      " already has its maximum of download streams open; retry later"));
   }
   if (!blob.ok()) {
-    class Rejected : public grpc::ServerWriteReactor<v1::ModelChunk> {
+    class Rejected : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
      public:
       explicit Rejected(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
       void OnDone() override { delete this; }
     };
     return new Rejected(blob.status());
   }
-  return new DownloadReactor(this, coordinator_, context, request->client_id(), *std::move(blob),
+  return new DownloadReactor(this, coordinator_, context, request.client_id(), *std::move(blob),
                              options_.transport.chunk_bytes());
 }
 

@@ -19,6 +19,7 @@
 #include "fedsched/v1/coordinator.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
+#include "server/service/held_polls.h"
 
 namespace fedsched {
 
@@ -116,7 +117,12 @@ struct CoordinatorServiceOptions {
   // Download streams one client may have open at once; one more is RESOURCE_EXHAUSTED, so
   // streams nobody reads cost at most this many per session (docs/SECURITY.md). Default: 2.
   int32_t max_download_streams_per_client = 2;
+  // Long polls: how many PollTask calls may be held, and for how long (held_polls.h).
+  HeldPollsOptions held_polls;
 };
+
+// Full names of the methods CoordinatorService takes raw (grpc::ByteBuffer requests).
+inline constexpr const char* kRawRequestMethods[] = {"/fedsched.v1.Coordinator/DownloadModel"};
 
 // The gRPC metadata key that carries the operator token (fedsched-status --token_file).
 inline constexpr char kOperatorTokenHeader[] = "fedsched-operator-token";
@@ -137,7 +143,10 @@ std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth);
 // this host.
 // Thread-safe; owns nothing but a pointer to the coordinator, which must outlive it. Destroy it
 // only after grpc::Server::Shutdown() has returned.
-class CoordinatorService final : public v1::Coordinator::CallbackService {
+// A method made raw here (WithRawCallbackMethod_*) must also be listed in
+// kRawRequestMethods below: the RPC-metrics interceptor reads typed requests as messages.
+class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
+                                     v1::Coordinator::CallbackService> {
  public:
   CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options);
   // Same, with default options and `transport` (resolved).
@@ -149,11 +158,15 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* Heartbeat(grpc::CallbackServerContext* context,
                                       const v1::HeartbeatRequest* request,
                                       v1::HeartbeatResponse* response) override;
+  // Answers at once, or holds the poll while the client has no task (request.wait_ms > 0; see
+  // HeldPolls).
   grpc::ServerUnaryReactor* PollTask(grpc::CallbackServerContext* context,
                                      const v1::PollTaskRequest* request,
                                      v1::PollTaskResponse* response) override;
-  grpc::ServerWriteReactor<v1::ModelChunk>* DownloadModel(
-      grpc::CallbackServerContext* context, const v1::DownloadModelRequest* request) override;
+  // Raw method (the stream writes pre-serialized v1::ModelChunk frames, see model_stream.h):
+  // `request` is a serialized v1::DownloadModelRequest.
+  grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadModel(
+      grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
   grpc::ServerReadReactor<v1::UploadChunk>* UploadUpdate(
       grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) override;
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
@@ -170,6 +183,8 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   int CancelIdleStreams(absl::Time now, absl::Duration idle);
   // Download and upload streams currently open.
   int open_streams() const;
+  // PollTask calls held right now (long polls).
+  int held_polls() const { return held_polls_->held(); }
   // Bytes declared by the uploads in flight (see max_inflight_upload_bytes).
   int64_t inflight_upload_bytes() const { return inflight_upload_bytes_.load(); }
 
@@ -206,6 +221,7 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
  private:
   Coordinator* const coordinator_;
   const CoordinatorServiceOptions options_;
+  std::unique_ptr<HeldPolls> held_polls_;
   std::atomic<int64_t> inflight_upload_bytes_{0};
   mutable absl::Mutex streams_mu_;
   absl::flat_hash_set<TrackedStream*> streams_ ABSL_GUARDED_BY(streams_mu_);

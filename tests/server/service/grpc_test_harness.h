@@ -93,6 +93,8 @@ class TestServer {
     std::string operator_token;
     // CoordinatorOptions.evaluator.
     Evaluator evaluator;
+    // Long polls (CoordinatorServiceOptions.held_polls).
+    HeldPollsOptions held_polls;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
@@ -117,6 +119,7 @@ class TestServer {
     CoordinatorServiceOptions service_options;
     service_options.transport = server->config_.transport();
     service_options.operator_token = options.operator_token;
+    service_options.held_polls = options.held_polls;
     if (options.max_inflight_upload_bytes > 0) {
       service_options.max_inflight_upload_bytes = options.max_inflight_upload_bytes;
     }
