@@ -4,13 +4,28 @@
 # (configs/sim/fmnist_1000.textproto); random, oort and fedcase selection, plus `fedbuff`
 # (fedcase selection and importance cache under asynchronous FedBuff aggregation,
 # configs/sim/fmnist_1000_fedbuff.textproto), 3 seeds each; virtual hours to 0.75 test
-# accuracy. Every run drives the server's round engine (server/round). Writes runs/sim/*.csv,
-# docs/sim_tta.png and the results section of docs/SIMULATION.md (with the commit the binary
-# was built from). Run from anywhere; uses 2 training threads per run, one run at a time.
+# accuracy. Every run drives the server's round engine (server/round). Run from anywhere; uses
+# 2 training threads per run, one run at a time.
+#
+# Expected run time on 2 cores: about 10 minutes for the 12 runs (each 15-40 s, plus 5-12 s to
+# load and partition the data; docs/SIMULATION.md), plus a few minutes to build fedsched-sim
+# unless SKIP_BUILD=1. One seed of two policies: about 2 minutes.
+#
+# Writes into OUT_DIR (default runs/sim): per run <policy>_s<seed>.csv/.log/.summary, the plot
+# sim_tta.png and the tables results.md (with the commit the binary was built from). DOCS=1
+# also puts them into docs/: the results section of docs/SIMULATION.md and docs/sim_tta.png.
+#
+# Knobs (environment variables):
+#   SEEDS="1 2 3"  POLICIES="random oort fedcase fedbuff"  TARGET=0.75
+#   ROUNDS=N       stop each run after N rounds (default: the config's num_rounds)
+#   CONFIG=configs/sim/fmnist_1000.textproto  FEDBUFF_CONFIG=configs/sim/fmnist_1000_fedbuff.textproto
+#   OUT_DIR=runs/sim   DOCS=1 (update docs/)   BUILD=build-sim   SKIP_BUILD=1 (use BUILD as is)
+#   SKIP_RUNS=1    tables + plot from the CSVs in OUT_DIR only
+#
 #   scripts/sim_experiment.sh            # build (build-sim/) + all 12 runs + tables + plot
 #   SEEDS="1" POLICIES="random fedcase" scripts/sim_experiment.sh
 #   SKIP_BUILD=1 BUILD=build-sim2 scripts/sim_experiment.sh   # an existing build
-#   SKIP_RUNS=1 scripts/sim_experiment.sh   # tables + plot from the CSVs in runs/sim only
+#   SKIP_RUNS=1 DOCS=1 scripts/sim_experiment.sh   # tables + plot into docs/ from runs/sim
 # POLICIES: random | oort | fedcase | fedbuff (the last is a row, not a selection policy).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
@@ -21,8 +36,10 @@ POLICIES="${POLICIES:-random oort fedcase fedbuff}"
 TARGET="${TARGET:-0.75}"
 CONFIG="${CONFIG:-configs/sim/fmnist_1000.textproto}"
 FEDBUFF_CONFIG="${FEDBUFF_CONFIG:-configs/sim/fmnist_1000_fedbuff.textproto}"
-OUT="runs/sim"
-mkdir -p "$OUT" docs
+OUT="${OUT_DIR:-runs/sim}"
+ROUNDS_FLAG=()
+if [[ -n "${ROUNDS:-}" ]]; then ROUNDS_FLAG=(--num_rounds="$ROUNDS"); fi
+mkdir -p "$OUT"
 
 if [[ -z "${SKIP_BUILD:-}" && -z "${SKIP_RUNS:-}" ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -56,6 +73,7 @@ for policy in $POLICIES; do
     csv="$OUT/${policy}_s${seed}.csv"
     echo "== $policy seed $seed (selection $selection, cache $cache, $config) -> $csv"
     if ! "$SIM" --config="$config" --policy="$selection" --cache_policy="$cache" --seed="$seed" \
+        "${ROUNDS_FLAG[@]}" \
         --run_name="$policy-s$seed" --output_csv="$csv" --quiet 2>"$OUT/${policy}_s${seed}.log" \
         | tee "$OUT/${policy}_s${seed}.summary"; then
       echo "   FAILED: $(tail -1 "$OUT/${policy}_s${seed}.log")"
@@ -72,14 +90,18 @@ for policy in $POLICIES; do
   [[ -f "$csv" ]] && curves="${curves:+$curves,}$policy=$csv"
 done
 if [[ -n "$curves" ]]; then
-  "$SIM" --plot_csvs="$curves" --plot_png=docs/sim_tta.png --target="$TARGET"
-  rm -f docs/sim_tta.png.gp
+  # Title: seed, policies, config and the config's trace files.
+  traces=$(grep -oE '(capacity|availability)_path: *"[^"]*"' "$CONFIG" | sed 's/.*"\(.*\)"/\1/' |
+    xargs -r -n1 basename | paste -sd, -)
+  "$SIM" --plot_csvs="$curves" --plot_png="$OUT/sim_tta.png" --target="$TARGET" \
+    --plot_title="seed $first_seed: $POLICIES | $CONFIG (fedbuff row: $FEDBUFF_CONFIG) | traces $traces"
+  if [[ "${DOCS:-}" == 1 ]]; then cp "$OUT/sim_tta.png" docs/sim_tta.png; fi
 fi
 
-python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" "$COMMIT" <<'PY'
+python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" "$COMMIT" "$([[ "${DOCS:-}" == 1 ]] && echo 1)" <<'PY'
 import csv, os, re, statistics, sys, textwrap
 out, target = sys.argv[1], float(sys.argv[2])
-policies, seeds, commit = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5]
+policies, seeds, commit, to_docs = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5], sys.argv[6]
 
 def load(path):
     with open(path) as f:
@@ -139,7 +161,7 @@ table = "\n".join(lines)
 detail = "\n".join(
     ["| policy | rounds to target | failed rounds | mean round | participants | stragglers | "
      "mean accepted task | cache hit ratio | predictor MAPE |", "|---" * 9 + "|"] + stats)
-doc = "docs/SIMULATION.md"
+doc = "docs/SIMULATION.md" if to_docs else os.path.join(out, "results.md")
 text = open(doc).read() if os.path.exists(doc) else "<!-- BEGIN sim_experiment -->\n<!-- END sim_experiment -->\n"
 intro = textwrap.fill(f"Virtual hours to {target} test accuracy (generated by "
                       f"`scripts/sim_experiment.sh` with a build of commit {commit}; seeds "
@@ -151,6 +173,9 @@ section = (f"<!-- BEGIN sim_experiment -->\n{intro}\n\n{table}\n\n{note}\n\n{det
            "![accuracy vs virtual hours](sim_tta.png)\n<!-- END sim_experiment -->")
 text = re.sub(r"<!-- BEGIN sim_experiment -->.*<!-- END sim_experiment -->", section, text, flags=re.S)
 open(doc, "w").write(text)
+if to_docs:  # the same section next to the runs
+    open(os.path.join(out, "results.md"), "w").write(section + "\n")
+print(f"wrote {doc}" + ("" if to_docs else " (DOCS=1 also updates docs/SIMULATION.md)"))
 print(table)
 print()
 print(detail)

@@ -13,6 +13,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
@@ -39,7 +41,12 @@ ABSL_FLAG(std::string, output_csv, "", "override SimConfig.output_csv");
 ABSL_FLAG(std::string, plot_png, "", "write a PNG of accuracy vs virtual hours");
 ABSL_FLAG(std::string, plot_csvs, "",
           "plot-only mode: comma-separated label=csv pairs, one curve each");
-ABSL_FLAG(double, target, 0, "dashed target-accuracy line on the plot (0 = none)");
+ABSL_FLAG(double, target, 0,
+          "dashed target-accuracy line on the plot, with each run's time to target marked "
+          "(0 = the config's target_accuracy in a run, none in plot-only mode)");
+ABSL_FLAG(std::string, plot_title, "",
+          "plot title (default: run, policy, cache, seed, config and traces; in plot-only mode "
+          "the curves' labels)");
 ABSL_FLAG(bool, quiet, false, "no progress line");
 
 namespace fedsched::sim {
@@ -58,8 +65,15 @@ int PlotOnly() {
     if (kv.second.empty()) kv.second = kv.first;
     curves.push_back(kv);
   }
-  absl::Status s = PlotAccuracy(absl::GetFlag(FLAGS_plot_png), curves, absl::GetFlag(FLAGS_target),
-                                "test accuracy vs virtual time");
+  std::string title = absl::GetFlag(FLAGS_plot_title);
+  if (title.empty()) {
+    title = absl::StrCat("test accuracy vs virtual time: ",
+                         absl::StrJoin(curves, ", ", [](std::string* out, const auto& curve) {
+                           absl::StrAppend(out, curve.first);
+                         }));
+  }
+  absl::Status s =
+      PlotAccuracy(absl::GetFlag(FLAGS_plot_png), curves, absl::GetFlag(FLAGS_target), title);
   return s.ok() ? 0 : Fail(s);
 }
 
@@ -148,10 +162,17 @@ int Main() {
       run_s > 0 ? summary->events / run_s : 0.0, summary->stop_reason.c_str());
   if (!absl::GetFlag(FLAGS_plot_png).empty() && !c.output_csv().empty()) {
     csv.reset();  // flush and close before gnuplot reads it
+    std::string title = absl::GetFlag(FLAGS_plot_title);
+    if (title.empty()) {
+      title =
+          absl::StrCat((*sim)->run_name, ": policy ", PolicyName(c.server().selection().policy()),
+                       ", cache ", CachePolicyName(c.server().cache().policy()), ", seed ",
+                       c.server().seed(), " | config ", absl::GetFlag(FLAGS_config), " | traces ",
+                       c.traces().capacity_path(), ", ", c.traces().availability_path());
+    }
     absl::Status s = PlotAccuracy(
         absl::GetFlag(FLAGS_plot_png), {{(*sim)->run_name, c.output_csv()}},
-        absl::GetFlag(FLAGS_target) > 0 ? absl::GetFlag(FLAGS_target) : c.target_accuracy(),
-        "test accuracy vs virtual time");
+        absl::GetFlag(FLAGS_target) > 0 ? absl::GetFlag(FLAGS_target) : c.target_accuracy(), title);
     if (!s.ok()) return Fail(s);
   }
   return 0;

@@ -2,11 +2,17 @@
 #include "sim/engine/output.h"
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
+#include <optional>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "common/config.h"
 
 namespace fedsched::sim {
@@ -90,6 +96,29 @@ void ProgressLine::Finish() {
   std::fprintf(stderr, "\n");
 }
 
+namespace {
+
+// First committed row of a fedsched-sim CSV whose test accuracy reaches `target`: (virtual
+// hours, accuracy), or nullopt. Columns as RoundCsvHeader: outcome 2, virtual_h 5, accuracy 6.
+std::optional<std::pair<double, double>> TimeToTarget(const std::string& csv_path, double target) {
+  std::ifstream in(csv_path);
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    const std::vector<std::string> cells = absl::StrSplit(line, ',');
+    double hours = 0;
+    double accuracy = 0;
+    if (cells.size() < 7 || cells[2] != "committed" || !absl::SimpleAtod(cells[5], &hours) ||
+        !absl::SimpleAtod(cells[6], &accuracy)) {
+      continue;
+    }
+    if (accuracy >= target) return std::make_pair(hours, accuracy);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
 absl::Status PlotAccuracy(const std::string& png_path,
                           const std::vector<std::pair<std::string, std::string>>& curves,
                           double target, const std::string& title) {
@@ -104,12 +133,10 @@ absl::Status PlotAccuracy(const std::string& png_path,
       "set ylabel 'test accuracy'\n"
       "set title '",
       absl::StrReplaceAll(title, {{"'", ""}}), "'\n");
-  if (target > 0) {
-    absl::StrAppend(&script, "set arrow from graph 0, first ", target, " to graph 1, first ",
-                    target, " nohead dashtype 2 lc rgb 'gray'\n");
-  }
-  // column 3 is outcome; plot committed rounds only.
+  // One line per run (committed rounds only: column 3 is the outcome); the target as a dashed
+  // line in the legend; each run's time to target as a labelled point.
   std::string plot = "plot ";
+  std::string marks;  // inline data of the time-to-target points
   for (size_t i = 0; i < curves.size(); ++i) {
     std::ifstream probe(curves[i].second);
     if (!probe) return absl::NotFoundError(absl::StrCat("no CSV ", curves[i].second));
@@ -117,18 +144,33 @@ absl::Status PlotAccuracy(const std::string& png_path,
                     "' every ::1 using 6:(strcol(3) eq 'committed' ? $7 : 1/0) with lines lw 2 "
                     "title '",
                     absl::StrReplaceAll(curves[i].first, {{"'", ""}}), "'");
+    if (target <= 0) continue;
+    if (const auto reached = TimeToTarget(curves[i].second, target)) {
+      // Comma-separated like the CSVs (the datafile separator applies to inline data too).
+      absl::StrAppendFormat(&marks, "%.6f,%.6f\n", reached->first, reached->second);
+      absl::StrAppendFormat(&script, "set label '%s %.2f h' at %.6f,%.6f offset 0.5,-1\n",
+                            absl::StrReplaceAll(curves[i].first, {{"'", ""}}), reached->first,
+                            reached->first, reached->second);
+    }
+  }
+  if (target > 0) {
+    absl::StrAppend(&plot, ", ", target, " with lines dashtype 2 lc rgb 'gray' title 'target ",
+                    target, "'");
+    if (!marks.empty()) {
+      absl::StrAppend(&plot, ", '-' using 1:2 with points pt 7 ps 1.5 lc rgb 'black' ",
+                      "title 'time to target'");
+    }
   }
   absl::StrAppend(&script, plot, "\n");
-  const std::string gp = png_path + ".gp";
-  {
-    std::ofstream out(gp);
-    out << script;
-    if (!out) return absl::InternalError(absl::StrCat("cannot write ", gp));
-  }
-  const std::string cmd = absl::StrCat("gnuplot '", gp, "' 2>&1");
-  const int rc = std::system(cmd.c_str());
+  if (!marks.empty()) absl::StrAppend(&script, marks, "e\n");
+  // The script goes to gnuplot's stdin: no .gp file is left beside the PNG.
+  FILE* gnuplot = ::popen("gnuplot", "w");
+  if (gnuplot == nullptr) return absl::InternalError("cannot start gnuplot");
+  std::fwrite(script.data(), 1, script.size(), gnuplot);
+  const int rc = ::pclose(gnuplot);
   if (rc != 0) {
-    return absl::InternalError(absl::StrCat("gnuplot failed on ", gp, " (exit ", rc, ")"));
+    return absl::InternalError(absl::StrCat("gnuplot failed drawing ", png_path, " (status ", rc,
+                                            "; Debian package gnuplot-nox)"));
   }
   return absl::OkStatus();
 }

@@ -82,9 +82,11 @@ class ProgressLine : public RoundSink {
 };
 
 // Draws test accuracy (y) against virtual hours (x) for each (label, csv path) — one curve per
-// run, committed rounds only — into `png_path` with gnuplot; draws a dashed line at `target`
-// if > 0. Errors: NOT_FOUND for a missing CSV; INTERNAL if gnuplot fails (message includes its
-// exit code).
+// run, committed rounds only — into `png_path` with gnuplot, under `title`. If `target` > 0 it
+// also draws the target as a dashed line in the legend and marks each run's time to target (its
+// first committed round at or above it) with a point labelled in hours. The gnuplot script goes
+// to gnuplot's stdin (no file is left beside the PNG). Errors: NOT_FOUND for a missing CSV;
+// INTERNAL if gnuplot fails (message includes its exit status).
 absl::Status PlotAccuracy(const std::string& png_path,
                           const std::vector<std::pair<std::string, std::string>>& curves,
                           double target, const std::string& title);

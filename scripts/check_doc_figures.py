@@ -1,0 +1,112 @@
+#!/usr/bin/env python3
+"""Fails when a deterministic figure documented in docs/ no longer reproduces.
+
+A figure that a command reproduces exactly (same build, same seed, same output) is wrapped in
+the Markdown source with a marker naming the command, the key of the command's output that holds
+it, and how it is printed:
+
+    <!-- figure key=events format={:,} cmd: build/sim/fedsched-sim --config=X --quiet -->484,039<!-- /figure -->
+
+The command runs from the repository root; a leading `build/` is replaced by --build. Its
+standard output is read as `key=value` tokens (fedsched-sim's summary line); the value of `key`,
+formatted with the Python format spec `format` (numbers parsed first), must equal the text
+between the markers. Each distinct command runs once. Markers are HTML comments: the rendered
+page shows only the figure, next to the prose that names its command and commit.
+
+Usage: check_doc_figures.py [--build DIR] [--docs DIR] [--list]
+Exit status 0 if every figure reproduces, 1 if one does not (each named with the documented
+and reproduced values and the command), 2 on a malformed marker or a command that fails.
+"""
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+MARKER = re.compile(
+    r"<!-- figure key=(?P<key>\S+) format=(?P<format>\S+) cmd: (?P<cmd>.+?) -->"
+    r"(?P<value>.*?)<!-- /figure -->")
+TOKEN = re.compile(r'(\w+)=("[^"]*"|\S+)')
+
+
+def parse_number(text):
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text
+
+
+def find_figures(docs_dir):
+    figures = []
+    for name in sorted(os.listdir(docs_dir)):
+        if not name.endswith(".md"):
+            continue
+        path = os.path.join(docs_dir, name)
+        with open(path, encoding="utf-8") as f:
+            for number, line in enumerate(f, 1):
+                for m in MARKER.finditer(line):
+                    figures.append(dict(m.groupdict(), where="%s:%d" % (path, number)))
+    return figures
+
+
+def run(cmd, build, root, timeout_s):
+    args = shlex.split(cmd)
+    if args and args[0].startswith("build/"):
+        args[0] = os.path.join(build, args[0][len("build/"):])
+    done = subprocess.run(args, cwd=root, capture_output=True, text=True, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError("exit %d: %s" % (done.returncode, done.stderr.strip()[-500:]))
+    return {k: v.strip('"') for k, v in TOKEN.findall(done.stdout)}
+
+
+def main(argv):
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="\n".join(__doc__.splitlines()[2:]))
+    p.add_argument("--build", default=os.path.join(root, "build"),
+                   help="build directory whose binaries replace build/ (default: ROOT/build)")
+    p.add_argument("--docs", default=os.path.join(root, "docs"),
+                   help="folder of the Markdown files to check (default: ROOT/docs)")
+    p.add_argument("--timeout_s", type=float, default=240, help="per command (default 240)")
+    p.add_argument("--list", action="store_true", help="list the figures without running")
+    args = p.parse_args(argv)
+    figures = find_figures(args.docs)
+    if args.list:
+        for f in figures:
+            print("%s: %s = %s  <- %s" % (f["where"], f["key"], f["value"], f["cmd"]))
+        return 0
+    if not figures:
+        print("no figure markers in %s" % args.docs)
+        return 2
+    outputs, failed = {}, 0
+    for f in figures:
+        try:
+            if f["cmd"] not in outputs:
+                outputs[f["cmd"]] = run(f["cmd"], os.path.abspath(args.build), root,
+                                        args.timeout_s)
+            values = outputs[f["cmd"]]
+            if f["key"] not in values:
+                raise RuntimeError("its output has no %s=... (has %s)" %
+                                   (f["key"], ", ".join(sorted(values))))
+            got = f["format"].format(parse_number(values[f["key"]]))
+        except (RuntimeError, OSError, ValueError, subprocess.TimeoutExpired) as e:
+            print("%s: cannot reproduce %s: %s\n  command: %s" % (f["where"], f["key"], e, f["cmd"]))
+            return 2
+        if got == f["value"].strip():
+            print("%s: %s = %s reproduces" % (f["where"], f["key"], got))
+        else:
+            failed += 1
+            print("%s: %s is documented as %s but the command now gives %s\n  command: %s\n"
+                  "  update the figure (and the commit named beside it) or find the change" %
+                  (f["where"], f["key"], f["value"].strip(), got, f["cmd"]))
+    print("%d of %d documented figures reproduce" % (len(figures) - failed, len(figures)))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
