@@ -40,8 +40,14 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
       "round %d (%s): %d accepted, %d rejected in %d aggregation calls, %d stragglers, %s",
       r.round(), outcome, r.updates_accepted(), r.updates_rejected(), r.aggregation_calls(),
       r.stragglers_size(), quality);
-  if (!in_flight)
+  if (!in_flight) {
     absl::StrAppendFormat(&line, ", predictor MAPE %.1f %%", 100 * r.predictor_mape());
+  }
+  // FedBuff versions: how stale their updates were, and the tasks dropped as too stale.
+  if (r.staleness_max() > 0 || r.dropped_stale() > 0) {
+    absl::StrAppendFormat(&line, ", staleness mean %.2f max %d, %d dropped as stale",
+                          r.staleness_mean(), r.staleness_max(), r.dropped_stale());
+  }
   absl::StrAppend(&line, "\n");
   return line;
 }

@@ -103,6 +103,18 @@ TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
   EXPECT_THAT(text, HasSubstr("123.50"));
 }
 
+TEST(StatusFormatTest, FedBuffVersionsShowStalenessAndDroppedTasks) {
+  v1::GetStatusResponse status;
+  v1::RoundRecord r = Committed(7, v1::SELECTION_POLICY_RANDOM);
+  *status.add_recent_rounds() = r;
+  EXPECT_THAT(FormatStatus(status, {}), Not(HasSubstr("staleness")));  // synchronous
+  r.set_staleness_mean(0.5);
+  r.set_staleness_max(2);
+  r.set_dropped_stale(1);
+  *status.mutable_recent_rounds(0) = r;
+  EXPECT_THAT(FormatStatus(status, {}), HasSubstr("staleness mean 0.50 max 2, 1 dropped as stale"));
+}
+
 TEST(StatusFormatTest, SaysWhatTheServerWaitsFor) {
   v1::GetStatusResponse status;
   status.set_state("waiting_for_clients");
