@@ -285,6 +285,12 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
                             CheckSession(request.client_id(), request.session_token()));
   FEDSCHED_RETURN_IF_ERROR(engine_->Heartbeat(index, ToSeconds(now)));
   v1::PollTaskResponse response;
+  if (engine_->finished() && durable_round_ != engine_->version()) {
+    // The last rounds are closed but not yet durable: a client told "finished" now would leave,
+    // and a crash before the commits end would restart the run without it (issue 12).
+    response.set_retry_after_ms(std::min<int64_t>(500, config_.heartbeat_interval_ms()));
+    return response;
+  }
   if (engine_->finished()) {
     told_finished_.insert(index);
     response.set_finished(true);

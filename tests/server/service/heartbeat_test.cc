@@ -68,6 +68,7 @@ class HeartbeatTest : public ::testing::Test {
     options.store = &store_;
     options.initial_model = Model(0);
     options.clock = [this] { return now_.load(); };
+    options.evaluator = evaluator_;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
   }
 
@@ -102,6 +103,7 @@ class HeartbeatTest : public ::testing::Test {
     return false;
   }
 
+  Evaluator evaluator_;  // optional, set before Start
   BlockingStore store_;
   std::atomic<absl::Time> now_{kT0};
   std::unique_ptr<Coordinator> coordinator_;
@@ -193,6 +195,45 @@ TEST_F(HeartbeatTest, FinishedServerWaitsForClientsHeardRecently) {
   now_ = kT0 + absl::Seconds(31);
   EXPECT_EQ(coordinator_->ClientsAwaitingFinish(now_.load(), absl::Seconds(30)), 0);
   (void)idle;
+}
+
+TEST_F(HeartbeatTest, FinishedIsSaidOnlyOnceTheLastRoundIsDurable) {
+  absl::Notification evaluating, release;
+  evaluator_ = [&](const v1::Model&) -> absl::StatusOr<EvalMetrics> {
+    evaluating.Notify();
+    release.WaitForNotificationWithTimeout(kWait);  // a slow commit of the last round
+    return EvalMetrics{0.5, 1.0};
+  };
+  Start(/*num_rounds=*/1, /*min_online=*/1);
+  v1::RegisterResponse a = Register("a");
+  coordinator_->Tick(kT0);
+  ASSERT_OK_AND_ASSIGN(v1::PollTaskResponse task, Poll(a));
+  ASSERT_TRUE(task.has_task());
+  v1::UploadHeader header;
+  header.set_client_id(a.client_id());
+  header.set_session_token(a.session_token());
+  header.set_task_id(task.task().task_id());
+  header.set_round(task.task().round());
+  const std::string payload = Model(1).SerializeAsString();
+  header.set_total_bytes(static_cast<int64_t>(payload.size()));
+  header.set_sha256(Sha256(payload));
+  header.set_num_chunks(1);
+  header.mutable_metrics()->set_num_examples(10);
+  // The update closes the last round; its commit (evaluation) runs on this thread.
+  std::thread committer([&] { EXPECT_OK(coordinator_->SubmitUpdate(header, payload, kT0)); });
+  ASSERT_TRUE(evaluating.WaitForNotificationWithTimeout(kWait));
+  // Closed but not durable: a poll is told to retry, not "finished" (a crash now would
+  // restart the run without the clients that had left).
+  absl::StatusOr<v1::PollTaskResponse> early = Poll(a);
+  release.Notify();
+  committer.join();
+  ASSERT_OK(early.status());
+  EXPECT_FALSE(early->finished());
+  EXPECT_GT(early->retry_after_ms(), 0);
+  coordinator_->Tick(kT0);
+  ASSERT_TRUE(coordinator_->finished());
+  ASSERT_OK_AND_ASSIGN(v1::PollTaskResponse done, Poll(a));
+  EXPECT_TRUE(done.finished());
 }
 
 }  // namespace
