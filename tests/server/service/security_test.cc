@@ -439,6 +439,14 @@ TEST_F(SecurityTest, UnreadDownloadStreamsPerClientAreBounded) {
   request.set_client_id(hog.client_id);
   request.set_session_token(hog.token);
   request.set_task_id(task_hog.task_id());
+  // The hog's own connection, without BDP probing: each stream keeps gRPC's initial 64 KiB
+  // window, so a stream it does not read stalls on the server whatever the machine's speed.
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  args.SetMaxReceiveMessageSize(-1);
+  std::unique_ptr<v1::Coordinator::Stub> hog_stub = v1::Coordinator::NewStub(
+      grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args));
   constexpr int kStreams = 40;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::ModelChunk>>> readers;
@@ -446,7 +454,7 @@ TEST_F(SecurityTest, UnreadDownloadStreamsPerClientAreBounded) {
   int exhausted = 0;
   for (int i = 0; i < kStreams; ++i) {
     contexts.push_back(std::make_unique<grpc::ClientContext>());
-    readers.push_back(stub_->DownloadModel(contexts.back().get(), request));
+    readers.push_back(hog_stub->DownloadModel(contexts.back().get(), request));
     // Read the first chunk only, then leave the stream unread.
     v1::ModelChunk first;
     if (readers.back()->Read(&first)) {
