@@ -43,3 +43,22 @@ function(fedsched_cc_binary)
   add_executable(${FB_NAME} ${FB_SRCS})
   target_link_libraries(${FB_NAME} PRIVATE ${FB_DEPS})
 endfunction()
+
+# A static library of generated protobuf messages and gRPC services for PROTOS (paths relative
+# to the calling folder, which is also the import root); generated code lives in the build tree.
+#   fedsched_grpc_proto_library(TARGET ingest_baseline_proto PROTOS ingest_baseline.proto)
+function(fedsched_grpc_proto_library)
+  cmake_parse_arguments(FP "" "TARGET" "PROTOS" ${ARGN})
+  add_library(${FP_TARGET} STATIC ${FP_PROTOS})
+  target_link_libraries(${FP_TARGET} PUBLIC protobuf::libprotobuf gRPC::grpc++)
+  target_include_directories(${FP_TARGET} PUBLIC ${CMAKE_CURRENT_BINARY_DIR})
+  protobuf_generate(TARGET ${FP_TARGET} LANGUAGE cpp
+    IMPORT_DIRS ${CMAKE_CURRENT_SOURCE_DIR}
+    PROTOC_OUT_DIR ${CMAKE_CURRENT_BINARY_DIR})
+  # CMake 3.25's protobuf_generate takes LANGUAGE grpc (singular) for the plugin step.
+  protobuf_generate(TARGET ${FP_TARGET} LANGUAGE grpc
+    GENERATE_EXTENSIONS .grpc.pb.h .grpc.pb.cc
+    PLUGIN "protoc-gen-grpc=$<TARGET_FILE:gRPC::grpc_cpp_plugin>"
+    IMPORT_DIRS ${CMAKE_CURRENT_SOURCE_DIR}
+    PROTOC_OUT_DIR ${CMAKE_CURRENT_BINARY_DIR})
+endfunction()

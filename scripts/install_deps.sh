@@ -11,6 +11,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev librocksdb-dev libssl-dev zlib1g-dev
   libgtest-dev libgmock-dev googletest libbenchmark-dev libspdlog-dev
   dataset-fashion-mnist gnuplot-nox openssl python3 procps
+  prometheus-cpp-dev prometheus
 )
 
 if [ "${1:-}" = "--only" ]; then

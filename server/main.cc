@@ -28,8 +28,12 @@
 #include "common/logging.h"
 #include "common/transport.h"
 #include "grpcpp/grpcpp.h"
+#include "grpcpp/health_check_service_interface.h"
 #include "models/idx.h"
 #include "models/reference_model.h"
+#include "server/ops/health.h"
+#include "server/ops/rpc_metrics.h"
+#include "server/ops/server_metrics.h"
 #include "server/service/coordinator.h"
 #include "server/service/credentials.h"
 #include "server/service/grpc_service.h"
@@ -43,6 +47,14 @@ ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:500
 ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
 ABSL_FLAG(std::string, policy, "", "Overrides selection.policy: random, oort or fedcase.");
 ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
+          "127.0.0.1:9464.");
+ABSL_FLAG(std::string, health_listen, "",
+          "Overrides ops.health_listen_address (grpc.health.v1 endpoint up during start-up).");
+ABSL_FLAG(bool, check_config, false,
+          "Only check the config (parse, apply flags and defaults, validate), print the "
+          "effective config and exit: 0 if valid, 2 if not. Opens nothing.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 
 namespace fedsched {
@@ -58,6 +70,12 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
   if (!absl::GetFlag(FLAGS_listen).empty()) config->set_listen_address(absl::GetFlag(FLAGS_listen));
   if (absl::GetFlag(FLAGS_num_rounds) >= 0) config->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
   if (absl::GetFlag(FLAGS_seed) > 0) config->set_seed(absl::GetFlag(FLAGS_seed));
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    config->mutable_ops()->set_metrics_listen_address(absl::GetFlag(FLAGS_metrics_listen));
+  }
+  if (!absl::GetFlag(FLAGS_health_listen).empty()) {
+    config->mutable_ops()->set_health_listen_address(absl::GetFlag(FLAGS_health_listen));
+  }
   const std::string policy = absl::GetFlag(FLAGS_policy);
   if (!policy.empty()) {
     v1::SelectionPolicy value;
@@ -148,10 +166,39 @@ int Main() {
     std::fprintf(stderr, "fedsched-server: %s\n", config.status().ToString().c_str());
     return 2;
   }
+  if (absl::GetFlag(FLAGS_check_config)) {
+    std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
+    return 0;
+  }
   absl::StatusOr<v1::Model> initial = InitialModel(config->model());
   if (!initial.ok()) {
     std::fprintf(stderr, "fedsched-server: %s\n", initial.status().ToString().c_str());
     return 2;
+  }
+  // Health first: probes see NOT_SERVING while the store opens and the run resumes.
+  ops::EnableHealthService();
+  std::unique_ptr<ops::HealthEndpoint> health;
+  if (!config->ops().health_listen_address().empty()) {
+    absl::StatusOr<std::unique_ptr<ops::HealthEndpoint>> started =
+        ops::HealthEndpoint::Start(config->ops().health_listen_address());
+    if (!started.ok()) {
+      std::fprintf(stderr, "fedsched-server: %s\n", started.status().ToString().c_str());
+      return 1;
+    }
+    health = *std::move(started);
+    FEDSCHED_LOG(info, "health endpoint on port {} (NOT_SERVING until the store is open)",
+                 health->port());
+  }
+  std::unique_ptr<ops::ServerMetrics> ops_metrics;
+  if (!config->ops().metrics_listen_address().empty()) {
+    absl::StatusOr<std::unique_ptr<ops::ServerMetrics>> served =
+        ops::ServerMetrics::Serve(config->ops().metrics_listen_address());
+    if (!served.ok()) {
+      std::fprintf(stderr, "fedsched-server: %s\n", served.status().ToString().c_str());
+      return 1;
+    }
+    ops_metrics = *std::move(served);
+    FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", ops_metrics->port());
   }
   std::shared_ptr<ImageDataset> test_set;
   absl::StatusOr<ImageDataset> loaded =
@@ -201,7 +248,18 @@ int Main() {
     };
   }
   options.enrolment_key = enrolment_key;
-  options.on_round_committed = [&metrics](const v1::RoundRecord& r) { metrics.Write(r); };
+  options.on_round_committed = [&metrics, m = ops_metrics.get()](const v1::RoundRecord& r) {
+    metrics.Write(r);
+    if (m != nullptr) m->OnRoundCommitted(r);
+  };
+  if (ops_metrics != nullptr) {
+    options.on_round_failed = [m = ops_metrics.get()](const v1::RoundRecord&) {
+      m->OnRoundFailed();
+    };
+    options.on_task_failed = [m = ops_metrics.get()](const std::string& reason) {
+      m->OnTaskFailed(reason);
+    };
+  }
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Create(std::move(options));
   if (!coordinator.ok()) {
@@ -227,11 +285,22 @@ int Main() {
   builder.AddListeningPort(config->listen_address(), *credentials, &bound_port);
   ApplyServerTransport(config->transport(), &builder);
   builder.RegisterService(&service);
+  if (ops_metrics != nullptr) {
+    builder.experimental().SetInterceptorCreators(ops::MakeRpcMetricsInterceptors(
+        ops_metrics.get(),
+        std::vector<std::string>(std::begin(kRawRequestMethods), std::end(kRawRequestMethods))));
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || bound_port == 0) {
     std::fprintf(stderr, "fedsched-server: cannot listen on %s (address in use?)\n",
                  config->listen_address().c_str());
     return 1;
+  }
+  if (health != nullptr) {
+    health->Attach(server.get());
+    health->SetServing(true);
+  } else if (grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService()) {
+    h->SetServingStatus(true);
   }
   // Printed only now that every part of it was accepted (store, credentials, listening port).
   std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
@@ -260,8 +329,14 @@ int Main() {
   std::thread ticker([&] {
     absl::Time finished_at = absl::InfiniteFuture();
     absl::Time last_linger_log = absl::InfinitePast();
+    absl::Time last_counts = absl::InfinitePast();
     while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
       (*coordinator)->Tick(absl::Now());
+      if (ops_metrics != nullptr && absl::Now() - last_counts >= absl::Seconds(1)) {
+        last_counts = absl::Now();
+        const Coordinator::ClientCounts counts = (*coordinator)->CountClients(last_counts);
+        ops_metrics->SetClients(counts.registered, counts.online);
+      }
       if (int n = service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
         FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
                      absl::FormatDuration(stream_idle));
@@ -295,6 +370,12 @@ int Main() {
   });
   stop.WaitForNotification();
   ticker.join();
+  // Draining: load balancers and readiness probes stop sending new clients first.
+  if (health != nullptr) {
+    health->SetServing(false);
+  } else if (grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService()) {
+    h->SetServingStatus(false);
+  }
   // Pending RPCs (e.g. an upload stuck mid-read) get shutdown_grace_s to finish; then gRPC
   // cancels them, so Shutdown returns within the grace period (docs/RELIABILITY.md §4). A round in
   // flight is not committed: the restarted server re-plans it.
@@ -302,6 +383,7 @@ int Main() {
   const auto grace =
       std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s() * 1000));
   server->Shutdown(std::chrono::system_clock::now() + grace);
+  if (health != nullptr) health->Detach(server.get());
   FEDSCHED_LOG(info, "gRPC server stopped in {}",
                absl::FormatDuration(absl::Now() - shutdown_start));
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // release it if no signal came

@@ -371,6 +371,7 @@ void Coordinator::AdvanceLocked(absl::Time now) {
 void Coordinator::LogTaskFailures() {
   for (const round::TaskFailureNote& f : engine_->TakeTaskFailures()) {
     FEDSCHED_LOG(info, "round {}: task of {} failed: {}", f.round, f.client_id, f.reason);
+    if (options_.on_task_failed) options_.on_task_failed(f.reason);
   }
 }
 
@@ -438,6 +439,12 @@ int Coordinator::ClientsAwaitingFinish(absl::Time now, absl::Duration heard_with
     }
   }
   return waiting;
+}
+
+Coordinator::ClientCounts Coordinator::CountClients(absl::Time now) const {
+  absl::MutexLock lock(&mu_);
+  const profile::ProfileBook& book = engine_->book();
+  return {static_cast<int64_t>(book.size()), book.CountOnline(ToSeconds(now))};
 }
 
 int64_t Coordinator::committed_round() const {

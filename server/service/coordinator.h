@@ -55,6 +55,11 @@ struct CoordinatorOptions {
   // metrics.csv, from the thread that ran the commit (see "Commits" below). Rounds arrive in
   // order, one call at a time.
   std::function<void(const v1::RoundRecord&)> on_round_committed;
+  // Optional, for operations metrics: a round attempt failed (called with no lock held, from
+  // the commit thread) / a task failed with this reason (called under the coordinator's lock:
+  // must be cheap and must not call back into the coordinator).
+  std::function<void(const v1::RoundRecord&)> on_round_failed;
+  std::function<void(const std::string& reason)> on_task_failed;
   // The wall clock, for the commits' follow-up planning and GetStatus. Default: absl::Now.
   // Tests pass a fake clock.
   std::function<absl::Time()> clock;
@@ -218,6 +223,13 @@ class Coordinator {
   // (docs/RELIABILITY.md §4). `heard_within` is deliberately longer than the heartbeat timeout:
   // a client that missed a few heartbeats under load is still coming back.
   int ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) const;
+  // Registered clients and those heard from within the heartbeat timeout at `now` (cheap: no
+  // per-client output, unlike GetStatus).
+  struct ClientCounts {
+    int64_t registered = 0;
+    int64_t online = 0;
+  };
+  ClientCounts CountClients(absl::Time now) const;
   // The last durably committed round (0 = initial model).
   int64_t committed_round() const;
   // OK unless a commit failed for good (the server must stop; its store holds every round

@@ -82,6 +82,7 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   const int64_t round = closed.record.round();
   if (!closed.committed) {
     FEDSCHED_LOG(warn, "round {} failed ({}); re-planning", round, closed.failure_reason);
+    if (options_.on_round_failed) options_.on_round_failed(closed.record);
     if (absl::Status s = options_.store->RecordFailedRound(closed.record); !s.ok()) {
       FEDSCHED_LOG(error, "could not record failed round {}: {}", round, s.ToString());
     }

@@ -27,15 +27,42 @@ absl::Status CheckAtLeast(const char* field, double value, double minimum) {
 }
 
 // listen_address is HOST:PORT with PORT in [0, 65535] (0: the kernel picks one).
-absl::Status CheckListenAddress(const std::string& address) {
+absl::Status CheckListenAddress(const std::string& address, const char* field = "listen_address") {
   const size_t colon = address.rfind(':');
   int port = -1;
   if (colon == std::string::npos || colon == 0 ||
       !absl::SimpleAtoi(absl::string_view(address).substr(colon + 1), &port) || port < 0 ||
       port > 65535) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server config: ", field, " must be HOST:PORT with PORT in [0, 65535], got '",
+                     address, "'"));
+  }
+  return absl::OkStatus();
+}
+
+// The operations endpoints (docs/OPERATIONS.md): HOST:PORT each, on ports of their own.
+absl::Status CheckOps(const v1::ServerConfig& config) {
+  const v1::OpsConfig& ops = config.ops();
+  const std::string& metrics = ops.metrics_listen_address();
+  const std::string& health = ops.health_listen_address();
+  if (!metrics.empty()) {
+    FEDSCHED_RETURN_IF_ERROR(CheckListenAddress(metrics, "ops.metrics_listen_address"));
+  }
+  if (!health.empty()) {
+    FEDSCHED_RETURN_IF_ERROR(CheckListenAddress(health, "ops.health_listen_address"));
+  }
+  auto port = [](const std::string& a) { return a.substr(a.rfind(':') + 1); };
+  for (const std::string* a : {&metrics, &health}) {
+    if (!a->empty() && port(*a) != "0" && port(*a) == port(config.listen_address())) {
+      return absl::InvalidArgumentError(absl::StrCat("server config: ops endpoint '", *a,
+                                                     "' uses the port of listen_address '",
+                                                     config.listen_address(), "'"));
+    }
+  }
+  if (!metrics.empty() && metrics == health && port(metrics) != "0") {
     return absl::InvalidArgumentError(absl::StrCat(
-        "server config: listen_address must be HOST:PORT with PORT in [0, 65535], got '", address,
-        "'"));
+        "server config: ops.metrics_listen_address and ops.health_listen_address are both '",
+        metrics, "'"));
   }
   return absl::OkStatus();
 }
@@ -103,6 +130,7 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
 
   FEDSCHED_ASSIGN_OR_RETURN(*out.mutable_transport(), ResolveTransport(out.transport()));
   FEDSCHED_RETURN_IF_ERROR(ResolveSecurity(out));
+  FEDSCHED_RETURN_IF_ERROR(CheckOps(out));
   return out;
 }
 

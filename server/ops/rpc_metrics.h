@@ -1,0 +1,23 @@
+// A gRPC server interceptor that counts every RPC by method and status code and the bytes of the
+// messages each method receives and sends, into ServerMetrics (docs/OPERATIONS.md).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "grpcpp/support/server_interceptor.h"
+#include "server/ops/server_metrics.h"
+
+namespace fedsched::ops {
+
+// Interceptor factories for grpc::ServerBuilder::experimental().SetInterceptorCreators.
+// `metrics` must outlive the server. `raw_request_methods` lists the full names
+// ("/fedsched.v1.Coordinator/DownloadModel") of the methods whose requests arrive as raw
+// grpc::ByteBuffers (generated WithRawMethod / WithRawCallbackMethod): their received bytes are
+// not counted, since only typed requests can be read as protobuf messages. A raw method missing
+// from the list is undefined behaviour (its ByteBuffer would be read as a message).
+std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+MakeRpcMetricsInterceptors(ServerMetrics* metrics, std::vector<std::string> raw_request_methods);
+
+}  // namespace fedsched::ops

@@ -1,0 +1,167 @@
+#include "server/ops/server_metrics.h"
+
+#include <exception>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "prometheus/exposer.h"
+#include "prometheus/text_serializer.h"
+
+namespace fedsched::ops {
+namespace {
+
+// Round durations from tens of milliseconds (small models on loopback) to the default 120 s
+// deadline and beyond.
+const prometheus::Histogram::BucketBoundaries& RoundBuckets() {
+  static const auto* const kBuckets = new prometheus::Histogram::BucketBoundaries{
+      0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600};
+  return *kBuckets;
+}
+
+prometheus::Counter* NewCounter(prometheus::Registry& registry, const std::string& name,
+                                const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+}
+
+prometheus::Gauge* NewGauge(prometheus::Registry& registry, const std::string& name,
+                            const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+}
+
+}  // namespace
+
+ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
+  prometheus::Registry& r = *registry_;
+  rounds_committed_ = NewCounter(r, "fedsched_rounds_committed_total",
+                                 "Rounds (FedBuff: model versions) committed durably.");
+  rounds_failed_ = NewCounter(r, "fedsched_rounds_failed_total",
+                              "Round attempts that failed and were re-planned.");
+  participants_total_ =
+      NewCounter(r, "fedsched_participants_total", "Updates accepted into committed rounds.");
+  stragglers_total_ =
+      NewCounter(r, "fedsched_stragglers_total", "Participants that missed their round's closing.");
+  updates_rejected_total_ = NewCounter(r, "fedsched_updates_rejected_total",
+                                       "Updates refused by validation or screening.");
+  examples_total_ =
+      NewCounter(r, "fedsched_examples_total", "Training examples behind the committed updates.");
+  round_seconds_ = &prometheus::BuildHistogram()
+                        .Name("fedsched_round_duration_seconds")
+                        .Help("Wall time from a round's planning to its commit.")
+                        .Register(r)
+                        .Add({}, RoundBuckets());
+  last_round_ = NewGauge(r, "fedsched_committed_round", "Last committed round.");
+  last_participants_ =
+      NewGauge(r, "fedsched_round_participants", "Updates accepted in the last committed round.");
+  last_accuracy_ = NewGauge(r, "fedsched_test_accuracy",
+                            "Test accuracy of the last evaluated committed model, [0, 1].");
+  predictor_mape_ = NewGauge(r, "fedsched_predictor_mape",
+                             "Mean absolute percentage error of the planner's completion-time "
+                             "prediction in the last committed round (0.2 = 20 %).");
+  clients_registered_ = NewGauge(r, "fedsched_clients_registered", "Registered clients.");
+  clients_online_ =
+      NewGauge(r, "fedsched_clients_online", "Clients heard from within the heartbeat timeout.");
+  task_failures_ = &prometheus::BuildCounter()
+                        .Name("fedsched_task_failures_total")
+                        .Help("Failed tasks by cause.")
+                        .Register(r);
+  rpcs_ = &prometheus::BuildCounter()
+               .Name("fedsched_rpcs_total")
+               .Help("Finished RPCs by method and gRPC status code.")
+               .Register(r);
+  bytes_in_ = &prometheus::BuildCounter()
+                   .Name("fedsched_received_bytes_total")
+                   .Help("Protobuf-encoded bytes of messages received, by method.")
+                   .Register(r);
+  bytes_out_ = &prometheus::BuildCounter()
+                    .Name("fedsched_sent_bytes_total")
+                    .Help("Protobuf-encoded bytes of messages sent, by method.")
+                    .Register(r);
+}
+
+ServerMetrics::~ServerMetrics() = default;
+
+absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Serve(
+    const std::string& listen_address) {
+  auto metrics = std::make_unique<ServerMetrics>();
+  // prometheus-cpp (CivetWeb underneath) reports a bind failure by throwing: keep it inside.
+  try {
+    metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen_address);
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot serve metrics on ", listen_address, ": ", e.what()));
+  }
+  metrics->exposer_->RegisterCollectable(metrics->registry_);
+  return metrics;
+}
+
+int ServerMetrics::port() const {
+  if (exposer_ == nullptr) return 0;
+  std::vector<int> ports = exposer_->GetListeningPorts();
+  return ports.empty() ? 0 : ports.front();
+}
+
+void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record) {
+  rounds_committed_->Increment();
+  participants_total_->Increment(record.updates_accepted());
+  stragglers_total_->Increment(record.stragglers_size());
+  updates_rejected_total_->Increment(record.updates_rejected());
+  examples_total_->Increment(static_cast<double>(record.total_examples()));
+  if (record.end_unix_ms() >= record.start_unix_ms() && record.start_unix_ms() > 0) {
+    round_seconds_->Observe((record.end_unix_ms() - record.start_unix_ms()) / 1000.0);
+  }
+  last_round_->Set(static_cast<double>(record.round()));
+  last_participants_->Set(record.updates_accepted());
+  // A positive loss marks an evaluated model (see the server's per-round line).
+  if (record.test_loss() > 0) last_accuracy_->Set(record.test_accuracy());
+  predictor_mape_->Set(record.predictor_mape());
+}
+
+void ServerMetrics::OnRoundFailed() { rounds_failed_->Increment(); }
+
+std::string ServerMetrics::CauseLabel(const std::string& reason) {
+  // The round engine's and the coordinator's reasons (server/round/lifecycle.cc, ReportFailure).
+  if (absl::StartsWith(reason, "client reported")) return "reported";
+  if (absl::StrContains(reason, "heartbeat")) return "missed_heartbeats";
+  if (absl::StrContains(reason, "max_staleness")) return "stale";
+  if (absl::StrContains(reason, "deadline")) return "deadline";
+  return "other";
+}
+
+void ServerMetrics::OnTaskFailed(const std::string& reason) {
+  const std::string cause = CauseLabel(reason);
+  Cached(task_failures_, "task|" + cause, {{"cause", cause}})->Increment();
+}
+
+void ServerMetrics::SetClients(int64_t registered, int64_t online) {
+  clients_registered_->Set(static_cast<double>(registered));
+  clients_online_->Set(static_cast<double>(online));
+}
+
+void ServerMetrics::OnRpcFinished(const std::string& method, int code) {
+  Cached(rpcs_, absl::StrCat("rpc|", method, "|", code),
+         {{"method", method}, {"code", std::to_string(code)}})
+      ->Increment();
+}
+
+prometheus::Counter* ServerMetrics::BytesIn(const std::string& method) {
+  return Cached(bytes_in_, "in|" + method, {{"method", method}});
+}
+
+prometheus::Counter* ServerMetrics::BytesOut(const std::string& method) {
+  return Cached(bytes_out_, "out|" + method, {{"method", method}});
+}
+
+prometheus::Counter* ServerMetrics::Cached(prometheus::Family<prometheus::Counter>* family,
+                                           const std::string& key,
+                                           const std::map<std::string, std::string>& labels) {
+  absl::MutexLock lock(&mu_);
+  prometheus::Counter*& counter = by_label_[key];
+  if (counter == nullptr) counter = &family->Add(labels);
+  return counter;
+}
+
+std::string ServerMetrics::TextExposition() const {
+  return prometheus::TextSerializer().Serialize(registry_->Collect());
+}
+
+}  // namespace fedsched::ops

@@ -1,0 +1,96 @@
+// Prometheus metrics of a running fedsched-server (docs/OPERATIONS.md lists every name).
+//
+// ServerMetrics owns a prometheus-cpp registry and, when given an address, the HTTP exposer that
+// serves it at /metrics. The server feeds it from the coordinator's callbacks (rounds committed
+// and failed, tasks failed), from a periodic status snapshot (clients online and registered) and
+// from a gRPC interceptor (RPCs by method and status code, bytes in and out; rpc_metrics.h).
+// Every method is thread-safe and cheap (atomic adds; a label lookup under a small lock).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "proto/fedsched/v1/records.pb.h"
+
+namespace prometheus {
+class Exposer;
+}
+
+namespace fedsched::ops {
+
+class ServerMetrics {
+ public:
+  // A registry without an HTTP endpoint (tests; or metrics collected but not served).
+  ServerMetrics();
+  ~ServerMetrics();
+  ServerMetrics(const ServerMetrics&) = delete;
+  ServerMetrics& operator=(const ServerMetrics&) = delete;
+
+  // Serves the registry at http://`listen_address`/metrics (e.g. "127.0.0.1:9464"; port 0 picks
+  // a free one, see port()). Errors: UNAVAILABLE when the address cannot be bound.
+  static absl::StatusOr<std::unique_ptr<ServerMetrics>> Serve(const std::string& listen_address);
+  // The bound HTTP port, or 0 without an endpoint.
+  int port() const;
+
+  // A committed round (or FedBuff version): counts it, observes its duration (seconds from
+  // start_unix_ms to end_unix_ms), participants, stragglers, rejected updates, examples, and sets
+  // the gauges for the last round (test accuracy when evaluated, predictor MAPE).
+  void OnRoundCommitted(const v1::RoundRecord& record);
+  // A round attempt that failed (it is re-planned). `reason` is free text; not a label.
+  void OnRoundFailed();
+  // A task that failed; `reason` is reduced to a small cause label (CauseLabel).
+  void OnTaskFailed(const std::string& reason);
+  // Current client counts (from the coordinator's status snapshot).
+  void SetClients(int64_t registered, int64_t online);
+  // One finished RPC: `method` as gRPC names it ("/fedsched.v1.Coordinator/PollTask"), its
+  // status code (grpc::StatusCode as an int).
+  void OnRpcFinished(const std::string& method, int code);
+  // Counters of payload bytes received from / sent to clients for `method` (protobuf-encoded
+  // message sizes), owned by the registry; stable for the metrics' lifetime.
+  prometheus::Counter* BytesIn(const std::string& method);
+  prometheus::Counter* BytesOut(const std::string& method);
+
+  // The registry's current text exposition (what /metrics serves), for tests and debugging.
+  std::string TextExposition() const;
+
+  // Maps a task-failure reason to a cause label: "reported" (the client said it failed),
+  // "missed_heartbeats", "stale" (FedBuff: beyond max_staleness), "deadline" or "other".
+  static std::string CauseLabel(const std::string& reason);
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  prometheus::Counter* rounds_committed_;
+  prometheus::Counter* rounds_failed_;
+  prometheus::Counter* participants_total_;
+  prometheus::Counter* stragglers_total_;
+  prometheus::Counter* updates_rejected_total_;
+  prometheus::Counter* examples_total_;
+  prometheus::Histogram* round_seconds_;
+  prometheus::Gauge* last_round_;
+  prometheus::Gauge* last_participants_;
+  prometheus::Gauge* last_accuracy_;
+  prometheus::Gauge* predictor_mape_;
+  prometheus::Gauge* clients_registered_;
+  prometheus::Gauge* clients_online_;
+  prometheus::Family<prometheus::Counter>* task_failures_;
+  prometheus::Family<prometheus::Counter>* rpcs_;
+  prometheus::Family<prometheus::Counter>* bytes_in_;
+  prometheus::Family<prometheus::Counter>* bytes_out_;
+  // Label lookups are cached: prometheus-cpp's Family::Add hashes the label set under its lock.
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, prometheus::Counter*> by_label_ ABSL_GUARDED_BY(mu_);
+  prometheus::Counter* Cached(prometheus::Family<prometheus::Counter>* family,
+                              const std::string& key,
+                              const std::map<std::string, std::string>& labels);
+};
+
+}  // namespace fedsched::ops
