@@ -326,6 +326,11 @@ int Main() {
       std::max(absl::Seconds(60), absl::Seconds(config->round_deadline_s()));
   // How long a finished server keeps answering polls for clients that have not heard it yet.
   constexpr absl::Duration kFinishLinger = absl::Seconds(30);
+  // A resumed run may finish before the previous life's clients have reconnected (the server
+  // cannot know them yet): it serves at least this long after it started listening.
+  constexpr absl::Duration kResumedMinServe = absl::Seconds(15);
+  const bool resumed = (*coordinator)->committed_round() > 0;
+  const absl::Time listening_since = absl::Now();
   std::thread ticker([&] {
     absl::Time finished_at = absl::InfiniteFuture();
     absl::Time last_linger_log = absl::InfinitePast();
@@ -354,7 +359,8 @@ int Main() {
         const absl::Time now = absl::Now();
         if (finished_at == absl::InfiniteFuture()) finished_at = now;
         const int waiting = (*coordinator)->ClientsAwaitingFinish(now, kFinishLinger);
-        if (waiting == 0 || now - finished_at > kFinishLinger) {
+        const bool reconnects_due = resumed && now - listening_since < kResumedMinServe;
+        if ((waiting == 0 && !reconnects_due) || now - finished_at > kFinishLinger) {
           if (waiting > 0) {
             FEDSCHED_LOG(warn, "stopping with {} live client(s) not yet told the run is finished",
                          waiting);
