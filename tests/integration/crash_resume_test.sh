@@ -71,7 +71,8 @@ before=$(rounds_done "$WORK/server1.log")
 echo "killed the server with SIGKILL after $before committed rounds"
 sleep 1
 
-server > "$WORK/server2.log" 2>&1
+server > "$WORK/server2.log" 2>&1 || {
+  echo "FAIL: the restarted server exited with status $?"; tail -n 30 "$WORK/server2.log"; exit 1; }
 # The store, not the console, says what was durable: a round committed just before the kill may
 # not have been printed (or written to metrics.csv) yet, so the resume point can be later than
 # the last printed round, never earlier.
