@@ -7,13 +7,17 @@ it, and how it is printed:
 
     <!-- figure key=events format={:,} cmd: build/sim/fedsched-sim --config=X --quiet -->484,039<!-- /figure -->
 
+A figure whose command takes minutes (a full simulator run of the time-to-accuracy experiment)
+carries the word `slow` before `key=`; it is checked only with --all (the test suite checks the
+fast ones; scripts/sim_experiment.sh writes slow markers into the experiment table).
+
 The command runs from the repository root; a leading `build/` is replaced by --build. Its
 standard output is read as `key=value` tokens (fedsched-sim's summary line); the value of `key`,
 formatted with the Python format spec `format` (numbers parsed first), must equal the text
 between the markers. Each distinct command runs once. Markers are HTML comments: the rendered
 page shows only the figure, next to the prose that names its command and commit.
 
-Usage: check_doc_figures.py [--build DIR] [--docs DIR] [--list]
+Usage: check_doc_figures.py [--build DIR] [--docs DIR] [--all] [--list]
 Exit status 0 if every figure reproduces, 1 if one does not (each named with the documented
 and reproduced values and the command), 2 on a malformed marker or a command that fails.
 """
@@ -26,7 +30,7 @@ import subprocess
 import sys
 
 MARKER = re.compile(
-    r"<!-- figure key=(?P<key>\S+) format=(?P<format>\S+) cmd: (?P<cmd>.+?) -->"
+    r"<!-- figure (?P<slow>slow )?key=(?P<key>\S+) format=(?P<format>\S+) cmd: (?P<cmd>.+?) -->"
     r"(?P<value>.*?)<!-- /figure -->")
 TOKEN = re.compile(r'(\w+)=("[^"]*"|\S+)')
 
@@ -74,12 +78,19 @@ def main(argv):
                    help="folder of the Markdown files to check (default: ROOT/docs)")
     p.add_argument("--timeout_s", type=float, default=240, help="per command (default 240)")
     p.add_argument("--list", action="store_true", help="list the figures without running")
+    p.add_argument("--all", action="store_true",
+                   help="also check the slow figures (minutes each: full simulator runs)")
     args = p.parse_args(argv)
     figures = find_figures(args.docs)
     if args.list:
         for f in figures:
-            print("%s: %s = %s  <- %s" % (f["where"], f["key"], f["value"], f["cmd"]))
+            print("%s: %s = %s  <- %s%s" % (f["where"], f["key"], f["value"], f["cmd"],
+                                            "  (slow)" if f["slow"] else ""))
         return 0
+    slow = [f for f in figures if f["slow"]]
+    if not args.all and slow:
+        figures = [f for f in figures if not f["slow"]]
+        print("skipping %d slow figures (minutes each; --all checks them too)" % len(slow))
     if not figures:
         print("no figure markers in %s" % args.docs)
         return 2
@@ -87,6 +98,7 @@ def main(argv):
     for f in figures:
         try:
             if f["cmd"] not in outputs:
+                print("running: %s" % f["cmd"], flush=True)
                 outputs[f["cmd"]] = run(f["cmd"], os.path.abspath(args.build), root,
                                         args.timeout_s)
             values = outputs[f["cmd"]]

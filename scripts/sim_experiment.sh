@@ -14,6 +14,8 @@
 # Writes into OUT_DIR (default runs/sim): per run <policy>_s<seed>.csv/.log/.summary, the plot
 # sim_tta.png and the tables results.md (with the commit the binary was built from). DOCS=1
 # also puts them into docs/: the results section of docs/SIMULATION.md and docs/sim_tta.png.
+# Each hours figure in the table carries a slow marker naming the run that reproduces it:
+# `python3 scripts/check_doc_figures.py --all --build=BUILD` re-runs them (about 10 minutes).
 #
 # Knobs (environment variables):
 #   SEEDS="1 2 3"  POLICIES="random oort fedcase fedbuff"  TARGET=0.75
@@ -98,10 +100,23 @@ if [[ -n "$curves" ]]; then
   if [[ "${DOCS:-}" == 1 ]]; then cp "$OUT/sim_tta.png" docs/sim_tta.png; fi
 fi
 
-python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" "$COMMIT" "$([[ "${DOCS:-}" == 1 ]] && echo 1)" <<'PY'
+python3 - "$OUT" "$TARGET" "$POLICIES" "$SEEDS" "$COMMIT" "$([[ "${DOCS:-}" == 1 ]] && echo 1)" \
+  "$CONFIG" "$FEDBUFF_CONFIG" "${ROUNDS:-}" <<'PY'
 import csv, os, re, statistics, sys, textwrap
 out, target = sys.argv[1], float(sys.argv[2])
 policies, seeds, commit, to_docs = sys.argv[3].split(), sys.argv[4].split(), sys.argv[5], sys.argv[6]
+config, fedbuff_config, rounds = sys.argv[7], sys.argv[8], sys.argv[9]
+
+def figure(policy, seed, hours):
+    """The hours cell wrapped in a slow figure marker (scripts/check_doc_figures.py --all)
+    naming the exact run that reproduces it (same selection, cache and config as above)."""
+    selection = "fedcase" if policy == "fedbuff" else policy
+    cache = "importance" if policy in ("fedcase", "fedbuff") else "lru"
+    cmd = (f"build/sim/fedsched-sim --config={fedbuff_config if policy == 'fedbuff' else config} "
+           f"--policy={selection} --cache_policy={cache} --seed={seed}"
+           + (f" --num_rounds={rounds}" if rounds else "") + " --quiet")
+    return (f"<!-- figure slow key=time_to_target_h format={{:.2f}} cmd: {cmd} -->"
+            f"{hours:.2f}<!-- /figure --> h")
 
 def load(path):
     with open(path) as f:
@@ -132,7 +147,7 @@ for p in policies:
         if reached:
             h = float(last["virtual_h"])
             hits.append(h)
-            cells.append(f"{h:.2f} h (round {last['round']})")
+            cells.append(f"{figure(p, s, h)} (round {last['round']})")
         else:
             cells.append(f"not reached in {last['round'] if last else 0} rounds "
                          f"({float(last['virtual_h']) if last else 0:.1f} h, "
