@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/types/span.h"
+#include "server/planner/selection_draws.h"
 #include "server/profile/profile_book.h"
 
 namespace fedsched::planner {
@@ -23,18 +24,6 @@ using profile::ClientIndex;
 
 // Selection weights are floored here so that zero-score clients are still drawable (last).
 inline constexpr double kMinSelectionWeight = 1e-12;
-
-// Uniform double in (0, 1) from the top 53 bits of one draw of `rng`.
-inline double Uniform01(std::mt19937_64& rng) {
-  return (static_cast<double>(rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-
-// Uniform integer in [0, n), n >= 1, from one draw of `rng` (multiply-shift; the bias is below
-// 2^-53 for n < 2^11).
-inline size_t UniformIndex(std::mt19937_64& rng, size_t n) {
-  return static_cast<size_t>(
-      (static_cast<unsigned __int128>(rng()) * static_cast<unsigned __int128>(n)) >> 64);
-}
 
 // Where a candidate stands in the current round's selection.
 enum CandidateStatus : uint8_t { kAvailable = 0, kSelected = 1, kRejected = 2 };
@@ -154,15 +143,19 @@ class CandidatePool {
   // particular order). O(stage) expected per block.
   template <typename Ok>
   size_t TakeTop(size_t need, Ok&& ok);
-  // Offers entries in uniformly random order, one draw of `rng` per offer.
+  // Offers entries in uniformly random order, one draws.PickUniform per offer. With
+  // `positions_are_clients`, stage positions are client indices (RandomPolicy's lazy stage),
+  // else pool positions.
   template <typename Ok>
-  size_t TakeRandom(size_t need, std::mt19937_64& rng, Ok&& ok);
+  size_t TakeRandom(size_t need, SelectionDraws& draws, Ok&& ok,
+                    bool positions_are_clients = false);
   // Successive sampling without replacement, p ~ key (floored at kMinSelectionWeight), among
   // stage entries whose pool candidate is still kAvailable. Stage positions must be pool
   // positions, and `ok` must leave every candidate it is offered not kAvailable (Choose() it,
   // or mark it kRejected), or it may be offered again.
+  // One draws.PickWeighted per draw (a draw that hits a taken entry is redrawn).
   template <typename Ok>
-  size_t TakeWeighted(size_t need, std::mt19937_64& rng, Ok&& ok);
+  size_t TakeWeighted(size_t need, SelectionDraws& draws, Ok&& ok);
 
  private:
   std::vector<Candidate> pool_;
@@ -206,12 +199,17 @@ size_t CandidatePool::TakeTop(size_t need, Ok&& ok) {
 }
 
 template <typename Ok>
-size_t CandidatePool::TakeRandom(size_t need, std::mt19937_64& rng, Ok&& ok) {
+size_t CandidatePool::TakeRandom(size_t need, SelectionDraws& draws, Ok&& ok,
+                                 bool positions_are_clients) {
   size_t taken = 0;
   size_t lo = 0;
   size_t hi = stage_.size();
   while (taken < need && lo < hi) {
-    std::swap(stage_[lo], stage_[lo + UniformIndex(rng, hi - lo)]);
+    const size_t pick = draws.PickUniform(hi - lo, [&](size_t i) {
+      const uint32_t pos = stage_[lo + i].pos;
+      return positions_are_clients ? static_cast<ClientIndex>(pos) : pool_[pos].index;
+    });
+    std::swap(stage_[lo], stage_[lo + pick]);
     if (ok(stage_[lo].pos)) {
       ++lo;
       ++taken;
@@ -227,7 +225,7 @@ size_t CandidatePool::TakeRandom(size_t need, std::mt19937_64& rng, Ok&& ok) {
 // over the remaining entries. After a run of such misses the stage is compacted. O(stage) to
 // build plus O(log stage) per draw; no per-entry logarithms.
 template <typename Ok>
-size_t CandidatePool::TakeWeighted(size_t need, std::mt19937_64& rng, Ok&& ok) {
+size_t CandidatePool::TakeWeighted(size_t need, SelectionDraws& draws, Ok&& ok) {
   constexpr int kMaxMisses = 16;
   size_t taken = 0;
   size_t remaining = 0;
@@ -254,10 +252,8 @@ size_t CandidatePool::TakeWeighted(size_t need, std::mt19937_64& rng, Ok&& ok) {
       misses = 0;
       continue;
     }
-    const double r = Uniform01(rng) * total;
-    size_t i =
-        static_cast<size_t>(std::upper_bound(prefix_.begin(), prefix_.end(), r) - prefix_.begin());
-    if (i >= stage_.size()) i = stage_.size() - 1;
+    const size_t i = draws.PickWeighted(absl::MakeConstSpan(prefix_),
+                                        [this](size_t e) { return pool_[stage_[e].pos].index; });
     const uint32_t pos = stage_[i].pos;
     if (pool_[pos].status != kAvailable) {
       ++misses;

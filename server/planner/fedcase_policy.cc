@@ -56,7 +56,7 @@ void FedCasePolicy::Describe(const Candidate& c, const profile::ClientState& cli
 void FedCasePolicy::FillBase(const RoundContext& round, CandidatePool* pool, RoundPlan* plan) {
   if (round.options.fedcase.base_policy == v1::FedCaseConfig::BASE_POLICY_RANDOM) {
     pool->FillStage(Fits, [](const Candidate&) { return 0.0; });
-    pool->TakeRandom(round.slots - pool->num_chosen(), round.rng,
+    pool->TakeRandom(round.slots - pool->num_chosen(), round.draws,
                      Chooser(round, pool, kNoteFedCaseRandom));
   } else {
     oort_.Fill(round, /*fits_only=*/true, pool, plan);
@@ -70,7 +70,7 @@ size_t FedCasePolicy::TopCount(const RoundContext& round) {
   if (fixed > 0) {
     experience_->top_ratio().RecordRatio(fixed);
   } else {
-    ratio = experience_->top_ratio().Draw(round.rng);
+    ratio = experience_->top_ratio().Draw(round.draws, round.rng);
   }
   // Python's int(ratio * K): truncation.
   const double count = std::floor(ratio * round.options.clients_per_round);

@@ -68,7 +68,7 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
   if (first_round) {
     // Oort's first round is uniform (docs/ALGORITHMS.md §3): nothing is known yet.
     pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
-    pool->TakeRandom(oort_slots, round.rng, Chooser(round, pool, kNoteOortInitial, false));
+    pool->TakeRandom(oort_slots, round.draws, Chooser(round, pool, kNoteOortInitial, false));
     return false;
   }
   // As getTopK: epsilon decays per selection, before it sizes the exploitation.
@@ -88,7 +88,7 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
     pacer_->StopExploring();
     if (pool->num_chosen() < round.slots) {
       pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
-      pool->TakeRandom(round.slots - pool->num_chosen(), round.rng,
+      pool->TakeRandom(round.slots - pool->num_chosen(), round.draws,
                        Chooser(round, pool, kNoteOortFillExploit, true));
     }
   }
@@ -155,7 +155,7 @@ void OortPolicy::Exploit(const RoundContext& round, bool fits_only, size_t explo
   const size_t next = std::min(exploit_len + 1, pool->stage().size());
   const double cut = round.options.oort.cut_off_util * pool->NthLargestStageKey(next);
   pool->KeepStageKeysAtLeast(cut);
-  pool->TakeWeighted(exploit_len, round.rng, Chooser(round, pool, kNoteOortExploit, true));
+  pool->TakeWeighted(exploit_len, round.draws, Chooser(round, pool, kNoteOortExploit, true));
 }
 
 void OortPolicy::Explore(const RoundContext& round, bool fits_only, size_t explore_len,
@@ -164,21 +164,23 @@ void OortPolicy::Explore(const RoundContext& round, bool fits_only, size_t explo
   if (explore_len == 0) return;
   pool->FillStage(NeverTried(fits_only), ScoreOf);
   pool->KeepBestOfStage(static_cast<size_t>(round.options.oort.sample_window) * explore_len);
-  pool->TakeWeighted(explore_len, round.rng, Chooser(round, pool, kNoteOortExplore, false));
+  pool->TakeWeighted(explore_len, round.draws, Chooser(round, pool, kNoteOortExplore, false));
 }
 
 void OortPolicy::FillShortfall(const RoundContext& round, bool fits_only,
                                CandidatePool* pool) const {
   // A pool too small, or candidates predicted offline: the rest of the tried clients, then the
-  // rest of the never-tried ones, both p ~ score.
+  // rest of the never-tried ones, both p ~ score. Neither counts as exploited for the pacer: as
+  // Oort's exploitClients, which holds only the exploited draw when getTopK explores.
   if (pool->num_chosen() < round.slots) {
     pool->FillStage(Tried(fits_only), ScoreOf);
-    pool->TakeWeighted(round.slots - pool->num_chosen(), round.rng,
-                       Chooser(round, pool, kNoteOortFillExploit, true));
+    pool->TakeWeighted(round.slots - pool->num_chosen(), round.draws,
+                       ChooseIfOnline(round, pool, kNoteOortFillExploit, /*exploited=*/false,
+                                      /*explore_pick=*/false));
   }
   if (pool->num_chosen() < round.slots) {
     pool->FillStage(NeverTried(fits_only), ScoreOf);
-    pool->TakeWeighted(round.slots - pool->num_chosen(), round.rng,
+    pool->TakeWeighted(round.slots - pool->num_chosen(), round.draws,
                        Chooser(round, pool, kNoteOortFillExplore, false));
   }
 }

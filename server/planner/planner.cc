@@ -49,6 +49,7 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   FEDSCHED_RETURN_IF_ERROR(CheckRequest(request));
   RoundPlan plan = StartPlan(request);
   std::mt19937_64 rng = RoundRng(request.round, plan.attempt);
+  RngDraws draws(rng);
   const CandidateEvaluator evaluator(options_, *book_, predictor_, request);
   const size_t slots = request.max_participants > 0 ? static_cast<size_t>(request.max_participants)
                                                     : static_cast<size_t>(default_slots_);
@@ -59,7 +60,8 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
                            .slots = slots,
                            .attempt = plan.attempt,
                            .rounds_planned = rounds_planned_,
-                           .rng = rng};
+                           .rng = rng,
+                           .draws = draws};
   pool_.BeginRound(static_cast<size_t>(book_->size()));
   policy_->Select(round, &pool_, &plan);
   AddParticipants(&plan);

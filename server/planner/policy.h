@@ -10,7 +10,8 @@
 //   policy->Select(round, &pool, &plan);           // pool.chosen(), plan.preferred_duration_s,
 //                                                  // plan.expected_next
 //   for (pos : pool.chosen()) policy->Describe(pool[pos], book.state(...), &reason);
-// Policies do no I/O, read no clock and draw randomness only from RoundContext::rng.
+// Policies do no I/O, read no clock and draw randomness only from RoundContext::draws (picks)
+// and RoundContext::rng (FedCaSe's forest bootstrap).
 #ifndef FEDSCHED_SERVER_PLANNER_POLICY_H_
 #define FEDSCHED_SERVER_PLANNER_POLICY_H_
 
@@ -23,6 +24,7 @@
 #include "server/planner/candidate_pool.h"
 #include "server/planner/planner_options.h"
 #include "server/planner/round_plan.h"
+#include "server/planner/selection_draws.h"
 #include "server/planner/workload.h"
 #include "server/profile/profile_book.h"
 
@@ -41,7 +43,8 @@ struct RoundContext {
   size_t slots;                         // tasks to hand out, >= 1
   int32_t attempt;                      // 1 on the round's first plan, 2 on its re-plan, ...
   int64_t rounds_planned;               // rounds planned before (first attempts), >= 0
-  std::mt19937_64& rng;                 // seeded by (seed, round, attempt)
+  std::mt19937_64& rng;                 // seeded by (seed, round, attempt); the forest's bootstrap
+  SelectionDraws& draws;                // every pick of the selection (RngDraws over rng)
 };
 
 // A selection policy. Implementations are deterministic: the same RoundContext (rng state

@@ -154,9 +154,9 @@ RegressionForest::Row TopRatioLearner::AimPoint() const {
   return {aim_loss, aim_time, aim_time != 0 ? aim_loss / aim_time : 0.0};
 }
 
-double TopRatioLearner::Draw(std::mt19937_64& rng) {
+double TopRatioLearner::Draw(SelectionDraws& draws, std::mt19937_64& rng) {
   // random.choice([0.1, ..., 0.9]), made every time as in the review code.
-  double ratio = static_cast<double>(UniformIndex(rng, 9) + 1) / 10.0;
+  double ratio = static_cast<double>(draws.PickIndex(9) + 1) / 10.0;
   if (committed_rounds_ >= kLearnAfterRounds && !rows_.empty()) {
     RegressionForest forest;
     forest.Fit(rows_, targets_, kForestTrees, /*bootstrap=*/true, rng);

@@ -15,6 +15,7 @@
 
 #include "absl/status/status.h"
 #include "fedsched/v1/planner.pb.h"
+#include "server/planner/selection_draws.h"
 
 namespace fedsched::planner {
 
@@ -84,7 +85,8 @@ class TopRatioLearner {
   void FinishRound(bool committed, double now_s);
 
   // The ratio for the next selection (see the class comment); records it as the ratio used.
-  double Draw(std::mt19937_64& rng);
+  // The cold-start pick is draws.PickIndex(9); the forest's bootstrap draws from `rng`.
+  double Draw(SelectionDraws& draws, std::mt19937_64& rng);
   // Records `ratio` as the ratio used for the round being collected (a fixed ratio, or a test
   // scripting the draws).
   void RecordRatio(double ratio) { ratio_used_ = ratio; }

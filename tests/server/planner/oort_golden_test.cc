@@ -3,7 +3,10 @@
 // per selection its T, pacer percentile, every tried client's score, the tried clients at or
 // above the cut-off, the exploited draw and epsilon. fedsched's formulas (scoring.h) and pacer
 // (OortPacer), fed the same client states and the same exploited clients, must reproduce them:
-// the scores to 1e-12, the eligible sets, T, the percentile and epsilon exactly.
+// the scores to 1e-12, the eligible sets, T, the percentile and epsilon exactly. Then
+// OortPolicy itself, fed the reference's own draws (numpy's choice and rng.choice picks, in
+// order, through ScriptedDraws), must select exactly the reference's set, with the same clients
+// exploited, every round.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -16,10 +19,18 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
+#include "server/planner/candidate_pool.h"
 #include "server/planner/oort_pacer.h"
+#include "server/planner/oort_policy.h"
 #include "server/planner/planner_options.h"
+#include "server/planner/policy.h"
 #include "server/planner/scoring.h"
+#include "server/planner/workload.h"
+#include "server/profile/profile_book.h"
+#include "server/profile/round_time.h"
+#include "tests/server/planner/scripted_draws.h"
 
 namespace fedsched::planner {
 namespace {
@@ -36,6 +47,26 @@ std::set<int> ReadIds(std::istringstream& in) {
   int id;
   while (in >> id) ids.insert(id);
   return ids;
+}
+
+std::vector<int> ReadIdList(std::istringstream& in) {
+  std::vector<int> ids;
+  int id;
+  while (in >> id) ids.push_back(id);
+  return ids;
+}
+
+// An "update ID REWARD DURATION" line (the rest of `in`): the client's feedback after `round`;
+// an exploited client's reward enters the pacer.
+void ApplyUpdate(std::istringstream& in, int64_t round, const std::set<int>& exploited,
+                 std::map<int, Arm>* arms, OortPacer* pacer) {
+  int id;
+  in >> id;
+  Arm& a = (*arms)[id];
+  in >> a.reward >> a.duration;
+  a.time_stamp = round;
+  ++a.count;
+  if (exploited.contains(id)) pacer->RecordExploitedUtility(a.reward);
 }
 
 // Replays one golden file; returns the number of Oort selections checked.
@@ -148,13 +179,7 @@ int Replay(const std::string& name) {
     } else if (key == "exploited") {
       exploited = ReadIds(in);
     } else if (key == "update") {
-      int id;
-      in >> id;
-      Arm& a = arms[id];
-      in >> a.reward >> a.duration;
-      a.time_stamp = round;
-      ++a.count;
-      if (exploited.contains(id)) pacer.RecordExploitedUtility(a.reward);
+      ApplyUpdate(in, round, exploited, &arms, &pacer);
     }
   }
   return selections;
@@ -163,6 +188,115 @@ int Replay(const std::string& name) {
 TEST(OortGoldenTest, FiftyClients) { EXPECT_EQ(Replay("oort_50_clients.txt"), 29); }
 
 TEST(OortGoldenTest, FourHundredClients) { EXPECT_EQ(Replay("oort_400_clients.txt"), 29); }
+
+// Replays one golden file through OortPolicy::Fill with the reference's draws scripted; returns
+// the number of rounds whose selected set was compared (30).
+int ReplaySelection(const std::string& name) {
+  const std::string path = std::string(FEDSCHED_TESTDATA_DIR) + "/golden/" + name;
+  std::ifstream file(path);
+  EXPECT_TRUE(file.good()) << path;
+  PlannerOptions options;
+  options.policy = v1::SELECTION_POLICY_OORT;
+  options.overcommit = 1.0;
+  options.oort.pacer_step = 5;  // as the golden run
+  auto book = profile::ProfileBook::Create({.heartbeat_timeout_s = 1e9});
+  EXPECT_TRUE(book.ok()) << book.status();
+  OortPacer pacer(options.oort);
+  OortPolicy policy(&pacer);
+  CandidatePool pool;
+  std::map<int, Arm> arms;
+  std::vector<ClientIndex> candidates;
+  int64_t round = 0;
+  std::set<int> exploited;
+  ScriptedDraws draws;
+  std::set<int> chosen;
+  std::set<int> chosen_exploited;
+  int compared = 0;
+  // One Oort selection of `round` with the draws scripted so far.
+  auto select = [&]() {
+    pool.BeginRound(arms.size());
+    for (const auto& [id, a] : arms) {
+      Candidate& c = pool.Add();
+      c.index = static_cast<ClientIndex>(id);
+      c.steps = 1;
+      c.t_s = a.duration;
+      c.utility = a.reward;
+      c.tried = a.count > 0;
+    }
+    WithGoldenRound(options, **book, candidates, static_cast<size_t>(options.clients_per_round),
+                    round, draws, [&](const RoundContext& context) {
+                      RoundPlan plan;
+                      policy.BeginRound();
+                      policy.Fill(context, /*fits_only=*/false, &pool, &plan);
+                    });
+    chosen.clear();
+    chosen_exploited.clear();
+    for (uint32_t pos : pool.chosen()) {
+      chosen.insert(static_cast<int>(pool[pos].index));
+      // Oort's exploitClients aliases the list its uniform fill appends to: the fill counts as
+      // exploited (for the pacer), as fedsched's "oort-fill-exploit" picks do.
+      if (pool[pos].exploited) chosen_exploited.insert(static_cast<int>(pool[pos].index));
+    }
+    for (const std::string& e : draws.errors()) ADD_FAILURE() << e;
+    EXPECT_EQ(draws.clients_left(), 0u);
+    for (int c : chosen) EXPECT_OK((*book)->OnTaskAssigned(c, round, 0));
+  };
+  std::string line;
+  while (std::getline(file, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string key;
+    in >> key;
+    SCOPED_TRACE(absl::StrCat(name, " round ", round, ": ", line.substr(0, 60)));
+    if (key == "config") {
+      std::string n;
+      in >> n >> n >> n >> options.clients_per_round;
+    } else if (key == "client") {
+      int id;
+      Arm a;
+      in >> id >> a.reward >> a.duration;
+      arms[id] = a;
+      v1::DeviceProfile d;
+      d.set_num_samples(1000);
+      EXPECT_TRUE((*book)->OnRegister(absl::StrCat("c", id), d, 0.0).ok());
+      candidates.push_back(static_cast<ClientIndex>(id));
+    } else if (key == "round") {
+      if (round > 0) pacer.FinishRound(true);
+      in >> round;
+      exploited.clear();
+    } else if (key == "uniform") {
+      draws.AddClients(ReadIdList(in));
+      select();
+      std::istringstream again(line.substr(key.size()));
+      EXPECT_EQ(chosen, ReadIds(again));
+      ++compared;
+    } else if (key == "exploit_draw" || key == "explore_draw" || key == "fill_draw") {
+      draws.AddClients(ReadIdList(in));
+    } else if (key == "exploited") {
+      exploited = ReadIds(in);
+    } else if (key == "picked") {
+      select();
+      EXPECT_EQ(chosen, ReadIds(in));
+      EXPECT_EQ(chosen_exploited, exploited);
+      ++compared;
+    } else if (key == "eps_after") {
+      double e;
+      in >> e;
+      EXPECT_EQ(pacer.epsilon(), e);
+    } else if (key == "update") {
+      ApplyUpdate(in, round, exploited, &arms, &pacer);
+    }
+  }
+  return compared;
+}
+
+TEST(OortGoldenTest, FiftyClientsSelectTheReferenceSetGivenItsDraws) {
+  EXPECT_EQ(ReplaySelection("oort_50_clients.txt"), 30);
+}
+
+TEST(OortGoldenTest, FourHundredClientsSelectTheReferenceSetGivenItsDraws) {
+  EXPECT_EQ(ReplaySelection("oort_400_clients.txt"), 30);
+}
 
 }  // namespace
 }  // namespace fedsched::planner

@@ -88,8 +88,9 @@ TEST(CandidatePoolTest, TakeRandomOffersEachEntryAtMostOnceAndIsSeeded) {
     FillPool(&pool, 50);
     pool.FillStage([](const Candidate&) { return true; }, [](const Candidate&) { return 0.0; });
     std::mt19937_64 rng(seed);
+    RngDraws draws(rng);
     std::vector<uint32_t> offered;
-    pool.TakeRandom(100, rng, [&](uint32_t pos) {
+    pool.TakeRandom(100, draws, [&](uint32_t pos) {
       offered.push_back(pos);
       if (pos < 10) return false;
       pool.Choose(pos, kNoteRandom);
@@ -114,8 +115,9 @@ TEST(CandidatePoolTest, TakeWeightedFollowsTheWeightsAndDrawsZeroWeightsLast) {
     pool.FillStage([](const Candidate&) { return true; },
                    [](const Candidate& c) { return c.score; });
     std::mt19937_64 rng(seed);
+    RngDraws draws(rng);
     std::vector<uint32_t> order;
-    pool.TakeWeighted(4, rng, [&](uint32_t pos) {
+    pool.TakeWeighted(4, draws, [&](uint32_t pos) {
       order.push_back(pos);
       pool.Choose(pos, kNoteOortExploit);
       return true;
@@ -340,6 +342,7 @@ class PolicyTest : public ::testing::Test {
     request_ = {.round = rounds_planned + 1, .now_s = 0, .candidates = candidates_};
     const CandidateEvaluator evaluator(options_, *book_, predictor_, request_);
     std::mt19937_64 rng(seed);
+    RngDraws draws(rng);
     const RoundContext round{.request = request_,
                              .options = options_,
                              .book = *book_,
@@ -347,7 +350,8 @@ class PolicyTest : public ::testing::Test {
                              .slots = slots,
                              .attempt = 1,
                              .rounds_planned = rounds_planned,
-                             .rng = rng};
+                             .rng = rng,
+                             .draws = draws};
     plan_ = RoundPlan();
     pool_.BeginRound(book_->size());
     policy.Select(round, &pool_, &plan_);
@@ -495,7 +499,8 @@ TEST(TopRatioLearnerTest, DrawsAtRandomUntilRoundNineCommittedThenPredicts) {
   std::mt19937_64 rng(3);
   // Ratio 0.5 always works best: loss drops fast when 0.5 was used.
   for (int round = 1; round <= 12; ++round) {
-    const double ratio = learner.Draw(rng);
+    RngDraws draws(rng);
+    const double ratio = learner.Draw(draws, rng);
     if (round < 10) {
       EXPECT_NEAR(ratio * 10, std::round(ratio * 10), 1e-12) << round;
       EXPECT_GE(ratio, 0.1);
