@@ -5,6 +5,8 @@
 #include <numeric>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
+
 namespace fedsched {
 namespace {
 
@@ -86,6 +88,69 @@ std::vector<int64_t> RoundSampler::Sample(v1::CachePolicy policy, int64_t slots,
     perm_next_ = 0;
     for (int64_t k = 0; k < slots; ++k) ids.push_back(DrawUniformWithoutReplacement(rng));
   }
+  return ids;
+}
+
+double AdaptiveReplication(int64_t hits, int64_t slots, int batch_size) {
+  if (hits <= 0) return 1.0;  // the review code's rep_factor default
+  const int64_t m = slots / hits + 1;
+  if (m <= 3) return static_cast<double>(m);
+  if (static_cast<double>(hits) > 0.6 * batch_size) {
+    return static_cast<double>(std::max<int64_t>(3, (m + 1) / 2));
+  }
+  return std::max(3.0, 0.2 * batch_size);
+}
+
+int64_t ReplicatedHits(int64_t hits, double r) {
+  if (r != std::floor(r)) return hits * static_cast<int64_t>(r - 0.5) + hits / 2;
+  return hits * static_cast<int64_t>(r);
+}
+
+void PadsSort(std::vector<int64_t>* ids) {
+  absl::flat_hash_map<int64_t, int64_t> count;
+  for (int64_t id : *ids) ++count[id];
+  std::sort(ids->begin(), ids->end(), [&count](int64_t a, int64_t b) {
+    const int64_t ca = count[a];
+    const int64_t cb = count[b];
+    return ca != cb ? ca > cb : a < b;
+  });
+}
+
+std::vector<int64_t> RoundSampler::SampleAdaptive(int64_t slots, int batch_size,
+                                                  const ImportanceModel& model,
+                                                  absl::FunctionRef<bool(int64_t)> is_cached,
+                                                  std::mt19937_64& rng) {
+  const bool reorder = ++adaptive_calls_ % 3 == 0;
+  const Normalisation norm = NormalisationOf(model);
+  std::vector<int64_t> drawn(static_cast<size_t>(reorder ? std::max(n_, slots) : slots));
+  for (int64_t& id : drawn) id = DrawImportance(model, rng, norm);
+  if (reorder) {
+    PadsSort(&drawn);
+    drawn.resize(static_cast<size_t>(slots));
+  }
+  std::vector<int64_t> hits;
+  std::vector<int64_t> misses;
+  for (int64_t id : drawn) (is_cached(id) ? hits : misses).push_back(id);
+  const double r = AdaptiveReplication(static_cast<int64_t>(hits.size()), slots, batch_size);
+  last_replication_ = r;
+  const auto h = static_cast<int64_t>(hits.size());
+  std::vector<int64_t> ids;
+  ids.reserve(static_cast<size_t>(std::max(slots, ReplicatedHits(h, r))));
+  const auto whole = static_cast<int64_t>(r != std::floor(r) ? r - 0.5 : r);
+  for (int64_t k = 0; k < whole; ++k) ids.insert(ids.end(), hits.begin(), hits.end());
+  if (r != std::floor(r)) ids.insert(ids.end(), hits.begin(), hits.begin() + h / 2);
+  auto shuffle = [&rng](std::vector<int64_t>::iterator first, std::vector<int64_t>::iterator last) {
+    for (auto n = last - first; n > 1; --n) std::swap(first[n - 1], first[Below(rng, n)]);
+  };
+  shuffle(ids.begin(), ids.end());
+  shuffle(misses.begin(), misses.end());
+  // misses[:slots - copies] in Python: a negative count drops that many from the end.
+  const auto m = static_cast<int64_t>(misses.size());
+  const int64_t want = slots - static_cast<int64_t>(ids.size());
+  const int64_t take = want >= 0 ? std::min(want, m) : std::max<int64_t>(0, m + want);
+  ids.insert(ids.end(), misses.begin(), misses.begin() + take);
+  ids.resize(static_cast<size_t>(slots));
+  shuffle(ids.begin(), ids.end());
   return ids;
 }
 

@@ -40,6 +40,22 @@ struct Normalisation {
 // normalisation. Dimensionless, > 0 whenever w > 0 or ls > 0.
 double SamplingWeight(const ImportanceModel& model, const Normalisation& norm, int64_t id);
 
+// FedCaSe's replication factor for a round (review code, divide_data.py `prepare_hits`;
+// docs/ALGORITHMS.md §4.5) from `hits` (>= 0) of the round's `slots` (>= 1) drawn ids being cached
+// and the minibatch size: 1 when hits = 0; else m = floor(slots / hits) + 1, and r = m when
+// m <= 3, else max(3, ceil(m / 2)) when hits > 0.6 x batch_size, else max(3, 0.2 x batch_size)
+// (which may be fractional: then floor(r - 0.5) copies of every hit plus one more of the first
+// half of the hits, FedCaSe's "half step").
+double AdaptiveReplication(int64_t hits, int64_t slots, int batch_size);
+
+// Copies of the hits list of length `hits` that replication `r` gives: hits x r, or for a
+// fractional r, hits x floor(r - 0.5) + floor(hits / 2) (as prepare_hits).
+int64_t ReplicatedHits(int64_t hits, double r);
+
+// FedCaSe's periodic reorder (review code `pads_sort`): sorts `ids` by descending number of
+// occurrences in `ids`, ties by ascending id. O(n log n).
+void PadsSort(std::vector<int64_t>* ids);
+
 // Sampling state over the N samples of an ImportanceModel: a Fenwick tree of the trained
 // samples' importances, the pool of untrained ids, and a persistent permutation for the
 // baselines' uniform draws without replacement.
@@ -75,6 +91,26 @@ class RoundSampler {
                               const ImportanceModel& model,
                               absl::FunctionRef<bool(int64_t)> is_cached, std::mt19937_64& rng);
 
+  // FedCaSe's round under the importance policy with the adaptive replication (the review
+  // code's `use` and `prepare_hits` with its defaults; docs/ALGORITHMS.md §4.5): exactly `slots`
+  // (>= 1) ids, requires N >= 1.
+  //   1. draw `slots` ids i.i.d. with DrawImportance (normalised as Sample); on every third call
+  //      (calls counted by this sampler) draw max(N, slots) and PadsSort them, keeping the first
+  //      `slots` (the most often drawn, with their repeats);
+  //   2. split them, in order, into hits (`is_cached` at the start of the round) and misses;
+  //   3. r = AdaptiveReplication(hits, slots, batch_size); the hits repeated as ReplicatedHits
+  //      says, shuffled, then the shuffled misses, as many as slots - copies leaves (Python's
+  //      slicing: a negative count drops misses from the end), cut at `slots`;
+  //   4. shuffled (the review code's data loader shuffles).
+  // O(slots log N), O(N log N) on every third call. Sets last_replication().
+  std::vector<int64_t> SampleAdaptive(int64_t slots, int batch_size, const ImportanceModel& model,
+                                      absl::FunctionRef<bool(int64_t)> is_cached,
+                                      std::mt19937_64& rng);
+  // The replication factor of the last SampleAdaptive (0 before).
+  double last_replication() const { return last_replication_; }
+  // SampleAdaptive calls so far (pads_sort runs when this becomes a multiple of 3).
+  int64_t adaptive_calls() const { return adaptive_calls_; }
+
   // The normalisation of `model`'s current importances under kFedCaseReview; {0, 0} (none)
   // under kScaledUnseen. O(N).
   static Normalisation NormalisationOf(const ImportanceModel& model);
@@ -103,6 +139,8 @@ class RoundSampler {
   std::vector<int32_t> untrained_pos_;
   std::vector<int32_t> perm_;  // uniform sampling without replacement
   int64_t perm_next_ = 0;
+  int64_t adaptive_calls_ = 0;
+  double last_replication_ = 0;
 };
 
 }  // namespace fedsched

@@ -35,8 +35,8 @@ absl::Status ValidateOptions(const SampleCacheOptions& options) {
     return absl::InvalidArgumentError(
         "SampleCacheOptions.default_capacity_fraction must be in [0, 1]");
   }
-  if (options.default_replication_factor < 1) {
-    return absl::InvalidArgumentError("SampleCacheOptions.default_replication_factor must be >= 1");
+  if (options.default_replication_factor < 0) {
+    return absl::InvalidArgumentError("SampleCacheOptions.default_replication_factor must be >= 0");
   }
   if (!std::isfinite(options.unseen_importance_scale) || options.unseen_importance_scale < 0) {
     return absl::InvalidArgumentError(
@@ -162,9 +162,11 @@ absl::StatusOr<std::vector<int64_t>> SampleCache::PlanRound(const v1::CachePlan&
   round_ = CacheRoundStats();
   model_.StartRound();
   SetBatchSize(batch_size);
-  return sampler_.Sample(
-      policy_, slots, replication_, model_, [this](int64_t id) { return entries_.Contains(id); },
-      rng);
+  auto cached = [this](int64_t id) { return entries_.Contains(id); };
+  if (policy_ == v1::CACHE_POLICY_IMPORTANCE && replication_ == 0) {
+    return sampler_.SampleAdaptive(slots, batch_size, model_, cached, rng);
+  }
+  return sampler_.Sample(policy_, slots, std::max(1, replication_), model_, cached, rng);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -77,8 +77,11 @@ struct SampleCacheOptions {
   // Capacity as a fraction of the samples (FedCaSe's wss) when neither the plan nor max_bytes
   // bounds the cache. In [0, 1]. Default: 0.1.
   double default_capacity_fraction = 0.1;
-  // Replication factor r when the plan leaves it 0. >= 1. Default: 2 (FedCaSe: about 2-3).
-  int32_t default_replication_factor = 2;
+  // Replication factor r when the plan leaves it 0. >= 0. Default: 0 = FedCaSe's adaptive
+  // factor per round from the round's cache hits, with its periodic reorder
+  // (RoundSampler::SampleAdaptive; docs/ALGORITHMS.md §4.5); >= 1: every drawn hit fills r slots
+  // (fedsched's earlier fixed factor, an option).
+  int32_t default_replication_factor = 0;
   // Sampling weights and the never-trained samples' importance (docs/ALGORITHMS.md §4.4-§4.5).
   // Default: kFedCaseReview, as FedCaSe's review code (never-trained 1.0, weights
   // w + (w - min) / (max - min) + ls, ls 0.01 before the first loss); kScaledUnseen is

@@ -15,7 +15,7 @@ namespace fedsched::planner {
 // state `client`:
 //   policy = cache.policy; samples_to_train = batch_size x local_steps; prefetch = `prefetch`;
 //   with CACHE_POLICY_NONE: replication_factor 1 and no capacity; otherwise
-//   replication_factor = cache.replication_factor (r) and
+//   replication_factor = cache.replication_factor (r; 0 = the device's adaptive factor) and
 //   capacity_samples = max(1, ceil(capacity_fraction x num_samples)) (wss x |D_i|; 0 when
 //   num_samples is 0), capacity_bytes = capacity_samples x sample_bytes, both lowered to fit
 //   storage_budget_bytes (never below one sample); without sample_bytes, capacity_bytes is the

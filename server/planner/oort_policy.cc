@@ -169,20 +169,17 @@ void OortPolicy::Explore(const RoundContext& round, bool fits_only, size_t explo
 
 void OortPolicy::FillShortfall(const RoundContext& round, bool fits_only,
                                CandidatePool* pool) const {
-  // A pool too small, or candidates predicted offline: the rest of the tried clients, then the
-  // rest of the never-tried ones, both p ~ score. Neither counts as exploited for the pacer: as
-  // Oort's exploitClients, which holds only the exploited draw when getTopK explores.
-  if (pool->num_chosen() < round.slots) {
-    pool->FillStage(Tried(fits_only), ScoreOf);
-    pool->TakeWeighted(round.slots - pool->num_chosen(), round.draws,
-                       ChooseIfOnline(round, pool, kNoteOortFillExploit, /*exploited=*/false,
-                                      /*explore_pick=*/false));
-  }
-  if (pool->num_chosen() < round.slots) {
-    pool->FillStage(NeverTried(fits_only), ScoreOf);
-    pool->TakeWeighted(round.slots - pool->num_chosen(), round.draws,
-                       Chooser(round, pool, kNoteOortFillExplore, false));
-  }
+  // As getTopK's last loop (rng.choice over the feasible clients): a pool too small, or
+  // candidates predicted offline, leave slots that are filled uniformly among the remaining
+  // candidates. They do not count as exploited for the pacer: Oort's exploitClients holds only
+  // the exploited draw when it explores.
+  if (pool->num_chosen() >= round.slots) return;
+  pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
+  pool->TakeRandom(round.slots - pool->num_chosen(), round.draws, [&round, pool](uint32_t pos) {
+    const bool tried = (*pool)[pos].tried;
+    return ChooseIfOnline(round, pool, tried ? kNoteOortFillExploit : kNoteOortFillExplore,
+                          /*exploited=*/false, /*explore_pick=*/!tried)(pos);
+  });
 }
 
 }  // namespace fedsched::planner

@@ -27,8 +27,8 @@ namespace fedsched::planner {
 //   explore_len largest by registration utility x (T/t)^alpha, sampled with p ~ that; when no
 //   candidate is never-tried, exploration stops for good (OortPacer::StopExploring) and the
 //   rest is uniform among the candidates ("oort-fill-exploit");
-//   shortfalls filled from the remaining tried ("oort-fill-exploit"), then never-tried
-//   ("oort-fill-explore") clients, p ~ score, not counted as exploited by the pacer.
+//   shortfalls filled uniformly among the remaining candidates ("oort-fill-exploit" for tried,
+//   "oort-fill-explore" for never-tried clients), not counted as exploited by the pacer.
 // Every pick goes through round.draws (a test can script the reference's draws).
 // Prefetch hints: the best-scoring tried clients not picked (up to slots). FedCasePolicy
 // reuses the stages for its base set through Fill().

@@ -68,8 +68,8 @@ absl::Status ValidateFedCaseAndCache(const FedCaseOptions& f, const CachePlanOpt
   if (!In(c.capacity_fraction, 0, 1) || c.capacity_fraction == 0) {
     return OutOfRange("cache.capacity_fraction", c.capacity_fraction, "in (0, 1]");
   }
-  if (c.replication_factor < 1) {
-    return OutOfRange("cache.replication_factor", c.replication_factor, ">= 1");
+  if (c.replication_factor < 0) {
+    return OutOfRange("cache.replication_factor", c.replication_factor, ">= 0");
   }
   return absl::OkStatus();
 }

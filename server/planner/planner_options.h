@@ -66,8 +66,10 @@ struct CachePlanOptions {
   v1::CachePolicy policy = v1::CACHE_POLICY_IMPORTANCE;
   // wss: the cached share of the client's samples, in (0, 1]. Default: 0.1.
   double capacity_fraction = 0.1;
-  // r: times a cache hit is reused within a round, >= 1. Default: 2.
-  int32_t replication_factor = 2;
+  // r: times a cache hit is reused within a round, >= 0. Default: 0 = FedCaSe's adaptive factor,
+  // chosen by the device each round from its cache hits (docs/ALGORITHMS.md §4.5); >= 1 fixes r
+  // (an option).
+  int32_t replication_factor = 0;
   // Name the clients expected next round (RoundPlan::expected_next). Default: true.
   bool prefetch = true;
   // Zero fields of `config` take the defaults above; prefetch = !disable_prefetch.

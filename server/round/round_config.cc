@@ -98,8 +98,8 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": cache.capacity_fraction must be in [0, 1], got ", cache->capacity_fraction()));
   }
-  if (cache->replication_factor() == 0) cache->set_replication_factor(2);
-  return CheckAtLeast(where, "cache.replication_factor", cache->replication_factor(), 1);
+  // 0 = FedCaSe's adaptive factor on the device (docs/ALGORITHMS.md §4.5).
+  return CheckAtLeast(where, "cache.replication_factor", cache->replication_factor(), 0);
 }
 
 absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out) {

@@ -80,7 +80,7 @@ absl::StatusOr<TrainingLearner::Device*> TrainingLearner::DeviceFor(int32_t clie
   co.store = dev->store.get();
   co.policy = config_.server().cache().policy();
   co.default_capacity_fraction = config_.server().cache().capacity_fraction();
-  co.default_replication_factor = std::max(1, config_.server().cache().replication_factor());
+  co.default_replication_factor = std::max(0, config_.server().cache().replication_factor());
   FEDSCHED_ASSIGN_OR_RETURN(dev->cache, SampleCache::Create(co));
   return dev.get();
 }

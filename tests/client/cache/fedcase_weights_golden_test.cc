@@ -4,6 +4,11 @@
 // ImportanceModel under SamplingWeights::kFedCaseReview, fed the same minibatches, must reproduce
 // them to float rounding (importances are stored as float). A last check draws from the final
 // weights and compares the frequencies with them.
+//
+// tests/data/golden/fedcase_replication.txt: the review code's prepare_hits (its replication
+// factor from the round's cache hits, the hit copies and the round's length) and pads_sort on
+// recorded inputs; AdaptiveReplication, ReplicatedHits and PadsSort must give the same.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -87,6 +92,49 @@ TEST(FedCaseWeightsGoldenTest, ReproducesTheReviewCodesWeightsAndLs) {
     const double p = last_weights[id] / total;
     EXPECT_NEAR(counts[id], kDraws * p, 4 * std::sqrt(kDraws * p * (1 - p))) << "sample " << id;
   }
+}
+
+TEST(FedCaseWeightsGoldenTest, ReproducesTheReviewCodesReplicationAndReorder) {
+  const std::string path = std::string(FEDSCHED_TESTDATA_DIR) + "/golden/fedcase_replication.txt";
+  std::ifstream file(path);
+  ASSERT_TRUE(file.good()) << path;
+  int reps = 0, reorders = 0;
+  std::string line;
+  while (std::getline(file, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::istringstream in(line);
+    std::string kind;
+    in >> kind;
+    SCOPED_TRACE(line);
+    if (kind == "rep") {
+      int64_t hits, need, copies, length;
+      int batch;
+      double r;
+      in >> hits >> need >> batch >> r >> copies >> length;
+      const double got = AdaptiveReplication(hits, need, batch);
+      EXPECT_EQ(got, r);
+      EXPECT_EQ(ReplicatedHits(hits, got), copies);
+      // The copies and the misses after them always fill the round (SampleAdaptive's length).
+      EXPECT_EQ(length, need);
+      ++reps;
+    } else if (kind == "pads") {
+      std::vector<int64_t> ids, want;
+      std::string token;
+      bool out = false;
+      while (in >> token) {
+        if (token == "|") {
+          out = true;
+        } else {
+          (out ? want : ids).push_back(std::stoll(token));
+        }
+      }
+      PadsSort(&ids);
+      EXPECT_EQ(ids, want);
+      ++reorders;
+    }
+  }
+  EXPECT_EQ(reps, 159);
+  EXPECT_EQ(reorders, 6);
 }
 
 }  // namespace

@@ -125,5 +125,53 @@ TEST(RoundSamplerTest, BaselinesSampleShuffledEpochs) {
   }
 }
 
+TEST(RoundSamplerTest, AdaptiveReplicationRepeatsTheRoundsHitsAndReordersEveryThirdCall) {
+  // 200 samples, the even ids trained with a high importance (drawn often); ids < 20 cached.
+  ImportanceModel model(200, 0.1);
+  RoundSampler sampler(200);
+  std::vector<int64_t> trained;
+  for (int64_t id = 0; id < 200; id += 2) trained.push_back(id);
+  Train(model, sampler, trained);
+  const auto cached = [](int64_t id) { return id < 20; };
+  std::mt19937_64 rng(5);
+  for (int call = 1; call <= 6; ++call) {
+    const std::vector<int64_t> ids =
+        sampler.SampleAdaptive(40, /*batch_size=*/10, model, cached, rng);
+    ASSERT_EQ(ids.size(), 40u);
+    EXPECT_EQ(sampler.adaptive_calls(), call);
+    const double r = sampler.last_replication();
+    EXPECT_GE(r, 1.0);
+    std::map<int64_t, int> counts;
+    int hit_slots = 0;
+    for (int64_t id : ids) {
+      ++counts[id];
+      hit_slots += cached(id) ? 1 : 0;
+    }
+    int distinct_hits = 0;
+    for (auto [id, c] : counts) distinct_hits += cached(id) ? 1 : 0;
+    // Replicated hits repeat (the copies may be cut at the round's end, so not always r-fold).
+    if (r > 1 && distinct_hits > 0) EXPECT_GT(hit_slots, distinct_hits) << "call " << call;
+    if (call % 3 == 0) {
+      // pads_sort: the round keeps the most often drawn of N draws, so few distinct ids.
+      EXPECT_LT(counts.size(), 30u) << "call " << call;
+    }
+  }
+}
+
+TEST(RoundSamplerTest, AdaptiveReplicationFollowsTheReviewCodesRule) {
+  EXPECT_EQ(AdaptiveReplication(0, 100, 20), 1.0);   // no hit: the default factor
+  EXPECT_EQ(AdaptiveReplication(40, 100, 20), 3.0);  // floor(100 / 40) + 1
+  EXPECT_EQ(AdaptiveReplication(60, 100, 20), 2.0);
+  EXPECT_EQ(AdaptiveReplication(20, 100, 20), 3.0);   // m = 6, 20 > 12: ceil(6 / 2)
+  EXPECT_EQ(AdaptiveReplication(13, 320, 20), 13.0);  // m = 25: ceil(12.5)
+  EXPECT_EQ(AdaptiveReplication(5, 100, 20), 4.0);    // m = 21, 5 <= 12: 0.2 x 20
+  EXPECT_EQ(AdaptiveReplication(5, 100, 32), 6.4);    // a half step
+  EXPECT_EQ(ReplicatedHits(5, 6.4), 5 * 5 + 2);
+  EXPECT_EQ(ReplicatedHits(5, 4.0), 20);
+  std::vector<int64_t> ids = {3, 1, 3, 2, 1, 3, 0};
+  PadsSort(&ids);
+  EXPECT_EQ(ids, (std::vector<int64_t>{3, 3, 3, 1, 1, 0, 2}));
+}
+
 }  // namespace
 }  // namespace fedsched

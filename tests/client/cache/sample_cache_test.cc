@@ -530,7 +530,7 @@ TEST(SampleCacheTest, DefaultCapacityIsTenPercentOfSamples) {
   ASSERT_OK_AND_ASSIGN(auto cache, SampleCache::Create(options));
   EXPECT_EQ(cache->policy(), v1::CACHE_POLICY_IMPORTANCE);
   EXPECT_EQ(cache->capacity_samples(), 10);  // ceil(0.1 * 95)
-  EXPECT_EQ(cache->replication_factor(), 2);
+  EXPECT_EQ(cache->replication_factor(), 0);  // FedCaSe's adaptive factor
   // A byte-bounded plan leaves the sample count unbounded; the device cap still applies.
   ASSERT_OK(cache->ApplyPlan(Plan(v1::CACHE_POLICY_LRU, 0, 500, 3)));
   EXPECT_EQ(cache->capacity_samples(), 95);
@@ -736,7 +736,7 @@ TEST(SampleCacheTest, RejectsBadArguments) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("store")));
   auto store = MakeStore(10);
   options.store = store.get();
-  options.default_replication_factor = 0;
+  options.default_replication_factor = -1;
   EXPECT_THAT(SampleCache::Create(options).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("replication")));
   options.default_replication_factor = 2;

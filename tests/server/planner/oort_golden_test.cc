@@ -233,8 +233,9 @@ int ReplaySelection(const std::string& name) {
     chosen_exploited.clear();
     for (uint32_t pos : pool.chosen()) {
       chosen.insert(static_cast<int>(pool[pos].index));
-      // Oort's exploitClients aliases the list its uniform fill appends to: the fill counts as
-      // exploited (for the pacer), as fedsched's "oort-fill-exploit" picks do.
+      // Once exploration stops, Oort's exploitClients aliases the list its uniform fill appends
+      // to, so that fill counts as exploited (as fedsched's); a shortfall fill after
+      // exploration does not.
       if (pool[pos].exploited) chosen_exploited.insert(static_cast<int>(pool[pos].index));
     }
     for (const std::string& e : draws.errors()) ADD_FAILURE() << e;

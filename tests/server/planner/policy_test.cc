@@ -186,7 +186,7 @@ TEST(CachePlanTest, CapacityFollowsTheFractionAndTheStorageBudget) {
   EXPECT_EQ(p.policy(), v1::CACHE_POLICY_IMPORTANCE);
   EXPECT_EQ(p.samples_to_train(), 128);
   EXPECT_TRUE(p.prefetch());
-  EXPECT_EQ(p.replication_factor(), 2);
+  EXPECT_EQ(p.replication_factor(), 0);  // the device's adaptive factor
   EXPECT_EQ(p.capacity_samples(), 100);
   EXPECT_EQ(p.capacity_bytes(), 10'000);
   s.storage_budget_bytes = 2'550;
