@@ -3,8 +3,7 @@
 //
 //   fedsched-client --config=configs/client.textproto --partition_index=3 [--identity=dev-3]
 //                   [--server=127.0.0.1:50051] [--slowdown=2.5]
-#include <fcntl.h>
-#include <sys/file.h>
+
 #include <unistd.h>
 
 #include <cstdio>
@@ -25,6 +24,7 @@
 #include "absl/time/time.h"
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
+#include "client/sdk/state_dir_lock.h"
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
@@ -146,24 +146,6 @@ absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
   return local;
 }
 
-// Holds an exclusive flock on <state_dir>/LOCK for the life of the process. Errors:
-// FAILED_PRECONDITION if another fedsched-client holds it; INTERNAL if it cannot be created.
-absl::Status LockStateDir(const std::string& state_dir) {
-  std::error_code ec;
-  std::filesystem::create_directories(state_dir, ec);
-  const std::string path = state_dir + "/LOCK";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT, 0600);  // kept open until exit
-  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    ::close(fd);
-    return absl::FailedPreconditionError(
-        absl::StrCat("state dir ", state_dir,
-                     " is in use by another fedsched-client; give each client its "
-                     "own --state_dir"));
-  }
-  return absl::OkStatus();
-}
-
 // Runs `client`; while it gets no task for kWaitLogInterval at a time, says so at info level
 // (a server plans a round only once enough clients are online: docs/RELIABILITY.md §8).
 absl::Status RunSayingWaits(Client& client, const v1::ClientConfig& config) {
@@ -248,7 +230,9 @@ int Main() {
   }
   // One client per state dir: two sharing it (e.g. two test runs with the same identities)
   // would rebuild each other's sample files mid-run.
-  if (absl::Status s = LockStateDir(config.state_dir()); !s.ok()) return Fail(s);
+  // Held until exit.
+  absl::StatusOr<std::unique_ptr<StateDirLock>> lock = StateDirLock::Acquire(config.state_dir());
+  if (!lock.ok()) return Fail(lock.status());
   // Reading and partitioning the data set takes seconds (a minute on a loaded machine): say so.
   const absl::Time load_start = absl::Now();
   const bool cached = std::filesystem::exists(PartitionCachePath(data, config.state_dir()));
