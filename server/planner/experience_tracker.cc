@@ -41,14 +41,17 @@ void ExperienceTracker::ExportTo(v1::FedCaseState* f, const profile::ProfileBook
   f->set_max_utility(range_.max_utility);
   f->clear_experiences();
   if (book != nullptr) {
-    std::vector<std::pair<std::string, double>> named;
-    for (const auto& [index, e] : experiences_) {
-      if (index < book->size()) named.emplace_back(book->profile(index).client_id(), e);
-    }
-    std::sort(named.begin(), named.end());
-    for (const auto& [id, e] : named) {
+    // Sorted by client index (registration order, stable across restarts), not by id: the
+    // state is exported at every commit, and sorting 100k id strings per round took half of a
+    // 100k-client simulation (docs/SIMULATION.md, speed run).
+    std::vector<std::pair<profile::ClientIndex, double>> indexed(experiences_.begin(),
+                                                                 experiences_.end());
+    std::sort(indexed.begin(), indexed.end());
+    f->mutable_experiences()->Reserve(static_cast<int>(indexed.size()));
+    for (const auto& [index, e] : indexed) {
+      if (index >= book->size()) continue;
       v1::ClientExperience* ce = f->add_experiences();
-      ce->set_client_id(id);
+      ce->set_client_id(book->profile(index).client_id());
       ce->set_experience(e);
     }
   }

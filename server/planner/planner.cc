@@ -244,7 +244,11 @@ v1::PlannerState Planner::ExportState() const {
   s.set_plan_attempts(plan_attempts_);
   s.set_rounds_planned(rounds_planned_);
   pacer_.ExportTo(s.mutable_oort());
-  experience_.ExportTo(s.mutable_fedcase(), book_);
+  // Per-client experiences are persisted only where FedCaSe selects with them: they are
+  // learned under every policy, but a 100k-client state written at every commit is not free
+  // (a run restarted under FedCaSe after another policy starts them cold).
+  experience_.ExportTo(s.mutable_fedcase(),
+                       options_.policy == v1::SELECTION_POLICY_FEDCASE ? book_ : nullptr);
   *s.mutable_predictor() = predictor_.ExportState();
   return s;
 }
