@@ -36,8 +36,8 @@ missed_heartbeats: 5
 selection { overcommit: 1.0 }
 training { local_steps: 1 batch_size: 32 }
 model { architecture: "softmax" }
-# Every simulated client registers from this host: no per-address registration limit.
-security { max_new_identities_per_peer_per_minute: -1 }
+# Every simulated client registers from this host at once: no registration rate limits.
+security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1 }
 # No test-set evaluation: the figures are the coordination cost alone.
 eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 CFG

@@ -233,21 +233,30 @@ absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_vi
     p.set_last_heartbeat_unix_ms(ToMs(now_s));
     states_[reg.index].busy = false;
   } else {
-    if (profiles_.size() >= std::numeric_limits<ClientIndex>::max()) {
-      return absl::ResourceExhaustedError("too many clients");
+    if (!free_slots_.empty()) {
+      reg.index = free_slots_.back();
+      free_slots_.pop_back();
+      profiles_[reg.index].Clear();
+      states_[reg.index] = ClientState();
+      contributions_[reg.index] = Contribution();
+    } else {
+      if (profiles_.size() >= std::numeric_limits<ClientIndex>::max()) {
+        return absl::ResourceExhaustedError("too many clients");
+      }
+      reg.index = static_cast<ClientIndex>(profiles_.size());
+      profiles_.emplace_back();
+      states_.emplace_back();
+      contributions_.emplace_back();
+      dirty_flag_.push_back(0);
     }
-    reg.index = static_cast<ClientIndex>(profiles_.size());
     reg.is_new = true;
-    v1::ClientProfile& p = profiles_.emplace_back();
+    v1::ClientProfile& p = profiles_[reg.index];
     p.set_client_id(NextClientId());
     p.set_identity(std::string(identity));
     *p.mutable_device() = device;
     p.set_registered_unix_ms(ToMs(now_s));
     p.set_last_heartbeat_unix_ms(ToMs(now_s));
     p.set_availability(1.0);
-    states_.emplace_back();
-    contributions_.emplace_back();
-    dirty_flag_.push_back(0);
     by_client_id_.emplace(p.client_id(), reg.index);
     by_identity_.emplace(p.identity(), reg.index);
   }
@@ -257,7 +266,7 @@ absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_vi
 }
 
 absl::Status ProfileBook::OnHeartbeat(ClientIndex index, double now_s) {
-  if (index >= profiles_.size()) return NotFound(index);
+  if (index >= profiles_.size() || states_[index].retired) return NotFound(index);
   const int64_t ms = ToMs(now_s);
   profiles_[index].set_last_heartbeat_unix_ms(ms);
   states_[index].last_heartbeat_s = static_cast<double>(ms) / 1000.0;
@@ -286,13 +295,14 @@ int64_t ProfileBook::CountOnline(double now_s) const {
 void ProfileBook::SampleAvailability(double now_s) {
   const double a = options_.availability_alpha;
   for (ClientIndex i = 0; i < profiles_.size(); ++i) {
+    if (states_[i].retired) continue;
     v1::ClientProfile& p = profiles_[i];
     p.set_availability((1.0 - a) * p.availability() + (IsOnline(i, now_s) ? a : 0.0));
   }
 }
 
 absl::Status ProfileBook::OnTaskAssigned(ClientIndex index, int64_t round, double now_s) {
-  if (index >= profiles_.size()) return NotFound(index);
+  if (index >= profiles_.size() || states_[index].retired) return NotFound(index);
   if (round < 1) return absl::InvalidArgumentError(absl::StrCat("round must be >= 1, got ", round));
   profiles_[index].set_last_selected_round(round);
   states_[index].last_selected_round = round;
@@ -384,7 +394,12 @@ absl::Status ProfileBook::OnTaskFailed(ClientIndex index, TaskFailure failure, d
 
 bool ProfileBook::InFailureCooldown(ClientIndex index, double now_s) const {
   const ClientState& s = states_[index];
-  const int32_t after = options_.failure_cooldown_after;
+  // A client that never had an update accepted gets no benefit of the doubt: it sits out after
+  // its first counted failure (a live sybil that never uploads costs one failed task, not
+  // failure_cooldown_after of them; docs/SECURITY.md "Admission control").
+  const int32_t after = options_.failure_cooldown_after <= 0 ? 0
+                        : s.has_utility                      ? options_.failure_cooldown_after
+                                                             : 1;
   if (after <= 0 || s.consecutive_failures < after) return false;
   const int64_t doublings = std::min<int64_t>(6, s.consecutive_failures - after);
   const double cooldown_s =
@@ -396,6 +411,39 @@ absl::Status ProfileBook::SetCertFingerprint(ClientIndex index, std::string fing
   if (index >= profiles_.size()) return NotFound(index);
   profiles_[index].set_cert_fingerprint(std::move(fingerprint));
   MarkDirty(index);
+  return absl::OkStatus();
+}
+
+void ProfileBook::CollectUnseen(double now_s, double ttl_s, std::vector<ClientIndex>* out) const {
+  out->clear();
+  const double oldest = now_s - ttl_s;
+  for (ClientIndex i = 0; i < states_.size(); ++i) {
+    const ClientState& s = states_[i];
+    if (!s.retired && !s.busy && !s.has_utility && s.last_heartbeat_s < oldest) {
+      out->push_back(i);
+    }
+  }
+}
+
+absl::Status ProfileBook::Retire(ClientIndex index) {
+  if (index >= profiles_.size() || states_[index].retired) return NotFound(index);
+  if (states_[index].busy) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "client ", profiles_[index].client_id(), " has a task in flight and cannot be retired"));
+  }
+  ApplyContribution(contributions_[index], states_[index].device_model, -1);
+  contributions_[index] = Contribution();
+  by_client_id_.erase(profiles_[index].client_id());
+  by_identity_.erase(profiles_[index].identity());
+  profiles_[index].Clear();
+  states_[index] = ClientState();
+  states_[index].retired = true;
+  states_[index].last_heartbeat_s = -std::numeric_limits<double>::infinity();
+  if (dirty_flag_[index]) {
+    dirty_flag_[index] = 0;
+    std::erase(dirty_, index);
+  }
+  free_slots_.push_back(index);
   return absl::OkStatus();
 }
 

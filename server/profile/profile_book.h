@@ -26,7 +26,8 @@
 namespace fedsched::profile {
 
 // Dense index of a client in a ProfileBook: 0, 1, 2, ... in registration (or import) order.
-// Stable for the book's lifetime; the persistent name of a client is its client_id.
+// Stable for the client's lifetime in the book; the slot of a retired client (Retire) is given
+// to the next new identity. The persistent name of a client is its client_id.
 using ClientIndex = uint32_t;
 
 struct ProfileBookOptions {
@@ -102,6 +103,7 @@ struct ClientState {
   bool has_utility = false;         // successes > 0
   bool measured = false;            // measured_tasks > 0
   bool busy = false;                // has a task in flight (OnTaskAssigned, not yet resolved)
+  bool retired = false;             // forgotten by Retire: no identity, never online
 };
 
 // Holds one v1::ClientProfile per client plus the device-model priors used to estimate clients
@@ -181,7 +183,8 @@ class ProfileBook {
   absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s, double now_s);
 
   // True while the client sits out its failure cooldown at now_s (see ProfileBookOptions:
-  // failure_cooldown_after counted failures in a row, cooldown doubling per further failure).
+  // failure_cooldown_after counted failures in a row, cooldown doubling per further failure;
+  // a client that never had an update accepted sits out after its first counted failure).
   // The round engine leaves such clients out of planning while enough others are reachable
   // (docs/SECURITY.md "Admission control"). Precondition: index < size().
   bool InFailureCooldown(ClientIndex index, double now_s) const;
@@ -189,7 +192,23 @@ class ProfileBook {
   // Binds the client's TLS certificate (SHA-256 of it). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
 
+  // Identity expiry (docs/SECURITY.md "Admission control"): appends to `out` (cleared first),
+  // in index order, every live client that never had an update accepted (successes == 0), has
+  // no task in flight (not busy) and was last heard from (registration, heartbeat, upload) more
+  // than `ttl_s` seconds before now_s. O(size()).
+  void CollectUnseen(double now_s, double ttl_s, std::vector<ClientIndex>* out) const;
+  // Forgets a client: its identity and client id are no longer known (a later registration of
+  // the identity is a new client with a new client id), its measurements leave the priors, it
+  // is never online or returned by TakeDirty, and its slot (index) goes to the next new
+  // identity. Errors: NOT_FOUND (unknown or already retired index); FAILED_PRECONDITION (it has
+  // a task in flight).
+  absl::Status Retire(ClientIndex index);
+
+  // Slots, live or retired: every index < size() is valid for the accessors below (a retired
+  // slot has an empty profile and state().retired).
   int64_t size() const { return static_cast<int64_t>(profiles_.size()); }
+  // Live (registered, not retired) clients.
+  int64_t live_size() const { return size() - static_cast<int64_t>(free_slots_.size()); }
   std::optional<ClientIndex> FindByClientId(std::string_view client_id) const;
   std::optional<ClientIndex> FindByIdentity(std::string_view identity) const;
   // Precondition for the accessors below: index < size().
@@ -266,6 +285,7 @@ class ProfileBook {
   std::vector<Contribution> contributions_;
   std::vector<uint8_t> dirty_flag_;
   std::vector<ClientIndex> dirty_;
+  std::vector<ClientIndex> free_slots_;  // retired slots, reused last-in first-out
   absl::flat_hash_map<std::string, ClientIndex> by_client_id_;
   absl::flat_hash_map<std::string, ClientIndex> by_identity_;
   absl::flat_hash_map<std::string, uint32_t> device_model_ids_;

@@ -88,6 +88,25 @@ absl::Status RoundEngine::Heartbeat(ClientIndex index, double now_s) {
   return book_->OnHeartbeat(index, now_s);
 }
 
+std::vector<std::string> RoundEngine::RetireUnseen(double now_s, double ttl_s) {
+  std::vector<std::string> retired;
+  std::vector<ClientIndex> unseen;
+  book_->CollectUnseen(now_s, ttl_s, &unseen);
+  if (unseen.empty()) return retired;
+  // A client named by a remembered task keeps its slot: the task's index must stay its own.
+  absl::flat_hash_set<ClientIndex> tasked;
+  for (const auto& [id, task] : tasks_) tasked.insert(task.index);
+  for (ClientIndex index : unseen) {
+    if (tasked.contains(index)) continue;
+    std::string client_id = book_->profile(index).client_id();
+    if (!book_->Retire(index).ok()) continue;
+    task_of_.erase(index);
+    prefetch_.erase(index);
+    retired.push_back(std::move(client_id));
+  }
+  return retired;
+}
+
 std::vector<const Task*> RoundEngine::TakeNewTasks() {
   std::vector<const Task*> out;
   out.reserve(new_task_ids_.size());

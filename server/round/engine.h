@@ -182,6 +182,13 @@ class RoundEngine {
                                                               double now_s);
   // The client is alive (any RPC). Errors: NOT_FOUND for an unknown index.
   absl::Status Heartbeat(ClientIndex index, double now_s);
+  // Identity expiry (docs/SECURITY.md "Admission control"): forgets every client that never had
+  // an update accepted, has no task the engine remembers, and was last heard from more than
+  // `ttl_s` seconds before now_s (ProfileBook::CollectUnseen, ProfileBook::Retire). Returns
+  // their client ids, for the caller to drop their sessions and stored profiles. The server
+  // calls it (security.unseen_identity_ttl_s); the simulator does not (its devices register
+  // once and may be offline for hours). O(clients + tasks).
+  std::vector<std::string> RetireUnseen(double now_s, double ttl_s);
 
   // Time-driven transitions (see the file comment). Returns the rounds that closed, in order
   // (under FedBuff possibly more than one). Call after every batch of events and periodically.
@@ -255,6 +262,23 @@ class RoundEngine {
   // Errors: FAILED_PRECONDITION under FedBuff, or when the latest version is already published
   // or was not closed by this engine.
   absl::StatusOr<ClosedRound> RevertClose(double now_s, const std::string& why);
+
+  // Test-set metrics of a committed model: accuracy a fraction in [0, 1], loss the mean
+  // cross-entropy (nats).
+  struct Evaluation {
+    double accuracy = 0;
+    double loss = 0;
+  };
+  // The collapse guard of a committed round before it is published, the one decision the
+  // server and the simulator share (docs/SECURITY.md "Updates"): `closed` is the committed
+  // ClosedRound the last Advance returned and `evaluation` its test evaluation (nullopt when it
+  // was not evaluated; the caller evaluates). The model must be finite (ValidateModel) and the
+  // evaluation pass ScreenEvaluation. Returns nullopt when the round may be published;
+  // otherwise the round was taken back (RevertClose: the previous model stays) and is returned
+  // as a failed round. Errors: FAILED_PRECONDITION when the round must not be published but
+  // cannot be taken back (FedBuff, already published), naming both reasons.
+  absl::StatusOr<std::optional<ClosedRound>> GuardCommitted(const ClosedRound& closed,
+                                                            std::optional<Evaluation> evaluation);
 
   // The planner's cache plan for a client expected in the next round (prefetch), or null.
   const v1::CachePlan* PrefetchPlan(ClientIndex index) const;

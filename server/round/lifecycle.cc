@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/aggregation/checks.h"
 #include "server/round/engine.h"
 
 namespace fedsched::round {
@@ -124,8 +125,13 @@ void RoundEngine::Plan(double now_s) {
     free_slots = std::max(0, planner_->SlotsPerRound() - in_flight);
     may_plan = may_plan && free_slots > 0;
   }
-  LeaveOutFailingClients(now_s,
-                         static_cast<size_t>(async_ ? free_slots : planner_->SlotsPerRound()));
+  // A synchronous round needs min_updates updates to commit, not every slot filled: failing
+  // clients sit out as long as that many others are reachable (with the slot count instead,
+  // 300 live sybils came back as soon as the honest clients alone could not fill the slots).
+  LeaveOutFailingClients(
+      now_s, static_cast<size_t>(
+                 async_ ? free_slots
+                        : std::min(planner_->SlotsPerRound(), std::max(1, config_.min_updates()))));
   planner::RoundPlan plan;
   if (may_plan && !scratch_.empty()) {
     const planner::PlanRequest request = MakePlanRequest(version_ + 1, now_s, free_slots);
@@ -180,7 +186,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
   scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
                                 [&](ClientIndex i) { return in_round.contains(i); }),
                  scratch_.end());
-  LeaveOutFailingClients(now_s, vacant.size());
+  LeaveOutFailingClients(now_s, 1);
   int added = 0;
   for (Task* failed : vacant) {
     if (scratch_.empty()) break;
@@ -269,6 +275,24 @@ absl::StatusOr<ClosedRound> RoundEngine::RevertClose(double now_s, const std::st
   ClosedRound out;
   NoteFailedAttempt(now_s, why, &out);
   return out;
+}
+
+absl::StatusOr<std::optional<ClosedRound>> RoundEngine::GuardCommitted(
+    const ClosedRound& closed, std::optional<Evaluation> evaluation) {
+  absl::Status verdict =
+      closed.commit.model != nullptr ? ValidateModel(*closed.commit.model) : absl::OkStatus();
+  if (verdict.ok() && evaluation.has_value()) {
+    verdict = ScreenEvaluation(evaluation->accuracy, evaluation->loss);
+  }
+  if (verdict.ok()) return std::nullopt;
+  absl::StatusOr<ClosedRound> reverted =
+      RevertClose(closed.closed_at_s, absl::StrCat("not published: ", verdict.message()));
+  if (!reverted.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("round ", closed.record.round(), " must not be published (", verdict.message(),
+                     ") but cannot be taken back: ", reverted.status().message()));
+  }
+  return std::optional<ClosedRound>(*std::move(reverted));
 }
 
 ClosedRound RoundEngine::Close(double now_s) {

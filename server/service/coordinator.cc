@@ -153,26 +153,65 @@ absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string
 }
 
 absl::Status Coordinator::AdmitNewIdentity(const std::string& peer_address, absl::Time now) {
-  const int32_t limit = config_.security().max_new_identities_per_peer_per_minute();
-  if (limit <= 0 || peer_address.empty()) return absl::OkStatus();
+  const v1::SecurityConfig& security = config_.security();
+  const int32_t global_limit = security.max_new_identities_per_minute();
+  const int32_t peer_limit =
+      peer_address.empty() ? 0 : security.max_new_identities_per_peer_per_minute();
   const absl::Time window_start = now - absl::Minutes(1);
-  // Forget peers quiet for a minute, at most once a minute (bounded memory under churn).
-  if (now - last_peer_sweep_ >= absl::Minutes(1)) {
-    last_peer_sweep_ = now;
-    absl::erase_if(new_identities_by_peer_, [&](const auto& entry) {
-      return entry.second.empty() || entry.second.back() <= window_start;
-    });
+  while (!new_identities_.empty() && new_identities_.front() <= window_start) {
+    new_identities_.pop_front();
   }
-  std::deque<absl::Time>& times = new_identities_by_peer_[peer_address];
-  while (!times.empty() && times.front() <= window_start) times.pop_front();
-  if (static_cast<int64_t>(times.size()) >= limit) {
+  if (global_limit > 0 && static_cast<int64_t>(new_identities_.size()) >= global_limit) {
     return absl::ResourceExhaustedError(
-        absl::StrCat("peer ", peer_address, " registered ", times.size(),
-                     " new identities in the last minute "
-                     "(security.max_new_identities_per_peer_per_minute); retry later"));
+        absl::StrCat(new_identities_.size(),
+                     " new identities registered in the last minute from all peers "
+                     "(security.max_new_identities_per_minute); retry later"));
   }
-  times.push_back(now);
+  std::deque<absl::Time>* times = nullptr;
+  if (peer_limit > 0) {
+    // Forget peers quiet for a minute, at most once a minute (bounded memory under churn).
+    if (now - last_peer_sweep_ >= absl::Minutes(1)) {
+      last_peer_sweep_ = now;
+      absl::erase_if(new_identities_by_peer_, [&](const auto& entry) {
+        return entry.second.empty() || entry.second.back() <= window_start;
+      });
+    }
+    times = &new_identities_by_peer_[peer_address];
+    while (!times->empty() && times->front() <= window_start) times->pop_front();
+    if (static_cast<int64_t>(times->size()) >= peer_limit) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("peer ", peer_address, " registered ", times->size(),
+                       " new identities in the last minute "
+                       "(security.max_new_identities_per_peer_per_minute); retry later"));
+    }
+    times->push_back(now);
+  }
+  if (global_limit > 0) new_identities_.push_back(now);
   return absl::OkStatus();
+}
+
+void Coordinator::ExpireUnseenLocked(absl::Time now) {
+  const double ttl_s = config_.security().unseen_identity_ttl_s();
+  if (ttl_s <= 0) return;
+  // A sweep is O(clients): at most every ttl / 10, and at least every 10 s.
+  const absl::Duration every = std::min(absl::Seconds(10), absl::Seconds(ttl_s / 10));
+  if (now - last_expiry_sweep_ < every) return;
+  last_expiry_sweep_ = now;
+  std::vector<std::string> expired = engine_->RetireUnseen(ToSeconds(now), ttl_s);
+  if (expired.empty()) return;
+  {
+    absl::MutexLock tokens(&session_mu_);
+    for (const std::string& id : expired) session_tokens_.erase(id);
+  }
+  for (const std::string& id : expired) sessions_.erase(id);
+  if (absl::Status s = options_.store->DeleteProfiles(expired); !s.ok()) {
+    FEDSCHED_LOG(warn, "could not delete the profiles of {} expired identities: {}", expired.size(),
+                 s.ToString());
+  }
+  FEDSCHED_LOG(info,
+               "forgot {} identities never heard from for {:.0f} s without an accepted update "
+               "(security.unseen_identity_ttl_s); {} remain",
+               expired.size(), ttl_s, engine_->book().live_size());
 }
 
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
@@ -216,10 +255,9 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
           absl::StrCat("identity '", request.identity(), "' is enrolled with another ",
                        absl::StartsWith(bound, "cred:") ? "credential" : "client certificate"));
     }
-  } else if (security.max_identities() > 0 &&
-             static_cast<int64_t>(book.size()) >= security.max_identities()) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("the server holds ", book.size(), " identities (security.max_identities)"));
+  } else if (security.max_identities() > 0 && book.live_size() >= security.max_identities()) {
+    return absl::ResourceExhaustedError(absl::StrCat("the server holds ", book.live_size(),
+                                                     " identities (security.max_identities)"));
   }
   if (!known) FEDSCHED_RETURN_IF_ERROR(AdmitNewIdentity(peer_address, now));
   std::string issued;
@@ -352,6 +390,7 @@ void Coordinator::Tick(absl::Time now) {
 
 void Coordinator::AdvanceLocked(absl::Time now) {
   ApplyActivityLocked();
+  ExpireUnseenLocked(now);
   std::vector<round::ClosedRound> closed = engine_->Advance(ToSeconds(now));
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   LogTaskFailures();
@@ -361,7 +400,7 @@ void Coordinator::AdvanceLocked(absl::Time now) {
       ToSeconds(now) - ToSeconds(last_wait_log_) >= kWaitLogIntervalS) {
     last_wait_log_ = now;
     FEDSCHED_LOG(info, "round {}: {} (registered {})", engine_->current_round(),
-                 std::string(engine_->last_plan_status().message()), engine_->book().size());
+                 std::string(engine_->last_plan_status().message()), engine_->book().live_size());
   }
   if (closed.empty()) return;
   absl::MutexLock lock(&jobs_mu_);
@@ -395,7 +434,7 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
   response.set_state(finished             ? "finished"
                      : engine_->running() ? "running"
                                           : "waiting_for_clients");
-  response.set_registered_clients(static_cast<int32_t>(book.size()));
+  response.set_registered_clients(static_cast<int32_t>(book.live_size()));
   response.set_online_clients(static_cast<int32_t>(book.CountOnline(now_s)));
   if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
     response.set_waiting_for(std::string(engine_->last_plan_status().message()));
@@ -407,6 +446,7 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
     for (v1::RoundRecord& record : *recent) *response.add_recent_rounds() = std::move(record);
   }
   for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(book.size()); ++i) {
+    if (book.state(i).retired) continue;
     const v1::ClientProfile& profile = book.profile(i);
     v1::ClientSummary* summary = response.add_clients();
     summary->set_client_id(profile.client_id());
@@ -444,7 +484,7 @@ int Coordinator::ClientsAwaitingFinish(absl::Time now, absl::Duration heard_with
 Coordinator::ClientCounts Coordinator::CountClients(absl::Time now) const {
   absl::MutexLock lock(&mu_);
   const profile::ProfileBook& book = engine_->book();
-  return {static_cast<int64_t>(book.size()), book.CountOnline(ToSeconds(now))};
+  return {book.live_size(), book.CountOnline(ToSeconds(now))};
 }
 
 int64_t Coordinator::committed_round() const {

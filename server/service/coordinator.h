@@ -119,8 +119,11 @@ class Coordinator {
   // registration of that identity with another (or no) certificate is PERMISSION_DENIED.
   // `peer_address` is the caller's network address without the port (PeerAddress in
   // grpc_service.h; "" = unknown): at most security.max_new_identities_per_peer_per_minute new
-  // identities per address in any minute, RESOURCE_EXHAUSTED beyond (re-registrations of known
-  // identities are not limited).
+  // identities per address and security.max_new_identities_per_minute from all peers in any
+  // minute, RESOURCE_EXHAUSTED beyond (re-registrations of known identities are not limited).
+  // An identity that never had an update accepted and is not heard from for
+  // security.unseen_identity_ttl_s is forgotten by Tick (its session ends, its stored profile is
+  // deleted); registering it again makes a new client.
   absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
                                                 const std::string& cert_fingerprint = "",
                                                 const std::string& peer_address = "");
@@ -251,10 +254,16 @@ class Coordinator {
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Registration rate limit per peer address (security.max_new_identities_per_peer_per_minute):
-  // records a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at the limit.
+  // Registration rate limits (security.max_new_identities_per_minute over all peers,
+  // max_new_identities_per_peer_per_minute per peer address, both in a sliding minute): records
+  // a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at either limit
+  // (nothing recorded).
   absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Admission control"): at
+  // most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
+  // ends their sessions and deletes their stored profiles.
+  void ExpireUnseenLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -318,12 +327,16 @@ class Coordinator {
   absl::flat_hash_map<std::string, std::deque<absl::Time>> new_identities_by_peer_
       ABSL_GUARDED_BY(mu_);
   absl::Time last_peer_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Times of the new identities registered from all peers in the last minute (at most
+  // security.max_new_identities_per_minute of them).
+  std::deque<absl::Time> new_identities_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_expiry_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
   absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);
   void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(activity_mu_);
   // Each session's token by client id, a copy of sessions_ for Heartbeat, which checks a
-  // session without mu_ (written by Register under mu_; sessions are never removed).
+  // session without mu_ (written by Register and identity expiry under mu_).
   mutable absl::Mutex session_mu_ ABSL_ACQUIRED_AFTER(mu_);
   absl::flat_hash_map<std::string, std::string> session_tokens_ ABSL_GUARDED_BY(session_mu_);
   // engine_->current_round() as of the last AdvanceLocked, for Heartbeat's answer.

@@ -2,6 +2,7 @@
 // written to the store and published with the engine lock released, one round at a time, in
 // round order.
 #include <cmath>
+#include <optional>
 #include <thread>
 #include <utility>
 
@@ -44,32 +45,29 @@ void Coordinator::DrainCommits() {
 
 bool Coordinator::PassesCollapseGuard(const round::ClosedRound& closed, bool evaluated) {
   // Collapse guard (docs/SECURITY.md "Updates"): a model with a non-finite value, or whose
-  // evaluation is non-finite or collapsed, is never stored or published; the engine takes the
-  // round back (the previous model stays) and re-plans it.
+  // evaluation is non-finite or collapsed, is never stored or published; the engine decides
+  // (RoundEngine::GuardCommitted, as in the simulator), takes the round back (the previous
+  // model stays) and re-plans it.
   const int64_t round = closed.record.round();
   const v1::RoundRecord& evaluation = closed.commit.record;
-  absl::Status verdict = ValidateModel(*closed.commit.model);
-  absl::StatusOr<round::ClosedRound> reverted;
+  std::optional<round::RoundEngine::Evaluation> metrics;
+  if (evaluated) metrics = {evaluation.test_accuracy(), evaluation.test_loss()};
+  absl::StatusOr<std::optional<round::ClosedRound>> reverted;
   {
     absl::MutexLock lock(&mu_);
-    if (verdict.ok() && evaluated) {
-      verdict = engine_->ScreenEvaluation(evaluation.test_accuracy(), evaluation.test_loss());
-    }
-    if (verdict.ok()) return true;
-    reverted = engine_->RevertClose(closed.closed_at_s,
-                                    absl::StrCat("not published: ", verdict.message()));
+    reverted = engine_->GuardCommitted(closed, metrics);
     if (!reverted.ok()) {
-      health_ = absl::DataLossError(
-          absl::StrCat("round ", round, " was not published (", verdict.message(),
-                       ") and cannot be taken back: ", reverted.status().message()));
+      health_ = absl::DataLossError(reverted.status().message());
       FEDSCHED_LOG(error, "{}", health_.ToString());
       return false;
     }
+    if (!reverted->has_value()) return true;
     AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
   }
+  const round::ClosedRound& failed = **reverted;
   FEDSCHED_LOG(warn, "round {} failed ({}); the previous model stays", round,
-               reverted->failure_reason);
-  v1::RoundRecord record = reverted->record;
+               failed.failure_reason);
+  v1::RoundRecord record = failed.record;
   record.set_test_accuracy(evaluation.test_accuracy());
   record.set_test_loss(evaluation.test_loss());
   if (absl::Status s = options_.store->RecordFailedRound(record); !s.ok()) {

@@ -99,6 +99,16 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
   if (security->max_new_identities_per_peer_per_minute() == 0) {
     security->set_max_new_identities_per_peer_per_minute(600);
   }
+  if (security->max_new_identities_per_minute() == 0) {
+    security->set_max_new_identities_per_minute(3000);
+  }
+  if (security->unseen_identity_ttl_s() == 0) security->set_unseen_identity_ttl_s(3600);
+  const double heartbeat_timeout_s =
+      static_cast<double>(out.heartbeat_interval_ms()) * out.missed_heartbeats() / 1000.0;
+  if (security->unseen_identity_ttl_s() > 0) {
+    FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.unseen_identity_ttl_s",
+                                          security->unseen_identity_ttl_s(), heartbeat_timeout_s));
+  }
   if (security->max_identities() == 0) security->set_max_identities(10000);
   return CheckAtLeast("security.max_identities", security->max_identities(), 1);
 }

@@ -55,6 +55,12 @@ absl::Status MemoryStore::PutProfile(const v1::ClientProfile& profile) {
   return absl::OkStatus();
 }
 
+absl::Status MemoryStore::DeleteProfiles(absl::Span<const std::string> client_ids) {
+  absl::MutexLock lock(&mu_);
+  for (const std::string& id : client_ids) profiles_.erase(id);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::Model> MemoryStore::LoadModel(int64_t round) const {
   absl::MutexLock lock(&mu_);
   auto it = models_.find(round);

@@ -22,6 +22,7 @@ class MemoryStore : public Store {
   absl::Status CommitRound(RoundCommit commit) override;
   absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
   absl::Status PutProfile(const v1::ClientProfile& profile) override;
+  absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) override;
   absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
   absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
   absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;

@@ -121,6 +121,7 @@ class RocksDbStore final : public Store {
   absl::Status CommitRound(RoundCommit commit) override;
   absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
   absl::Status PutProfile(const v1::ClientProfile& profile) override;
+  absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) override;
   absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
   absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
   absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;
@@ -407,6 +408,15 @@ absl::Status RocksDbStore::RecordFailedRound(const v1::RoundRecord& record) {
 
 absl::Status RocksDbStore::PutProfile(const v1::ClientProfile& profile) {
   return Put(clients_, profile.client_id(), profile.SerializeAsString());
+}
+
+absl::Status RocksDbStore::DeleteProfiles(absl::Span<const std::string> client_ids) {
+  if (client_ids.empty()) return absl::OkStatus();
+  rocksdb::WriteBatch batch;
+  for (const std::string& id : client_ids) batch.Delete(clients_, id);
+  rocksdb::WriteOptions write;
+  write.sync = true;
+  return FromRocks(db_->Write(write, &batch), "store delete profiles");
 }
 
 absl::StatusOr<v1::Model> RocksDbStore::LoadModel(int64_t round) const {

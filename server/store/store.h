@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/store/round_commit.h"
@@ -57,6 +58,9 @@ class Store {
 
   // Upserts one profile (e.g. at registration), synced. Errors: INTERNAL.
   virtual absl::Status PutProfile(const v1::ClientProfile& profile) = 0;
+  // Deletes the profiles of `client_ids` (expired identities, docs/SECURITY.md "Admission
+  // control") in one synced write; unknown ids are ignored. Errors: INTERNAL.
+  virtual absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) = 0;
 
   // The model committed at `round` (0 = initial). Errors: NOT_FOUND (never committed or pruned).
   virtual absl::StatusOr<v1::Model> LoadModel(int64_t round) const = 0;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -327,19 +328,35 @@ absl::Status Simulator::ScheduleWake(double now) {
   return queue_.Push(at, EventKind::kRoundStart);
 }
 
-absl::Status Simulator::FinishRound(const round::ClosedRound& closed, double now) {
-  const v1::RoundRecord& record = closed.record;
-  const int64_t round = record.round();
+absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now) {
+  const round::ClosedRound* closed_ptr = &given;
+  const int64_t round = given.record.round();
   ModelQuality quality;
-  if (closed.committed) {
-    if (absl::Status s = engine_->Publish(round, closed.commit.model, blob_); !s.ok()) {
+  std::optional<round::ClosedRound> taken_back;
+  if (given.committed) {
+    // Evaluated before it is published, and refused by the engine's collapse guard exactly as
+    // the server refuses it (docs/SECURITY.md "Updates"): then the round is a failed one and
+    // the previous model stays. (A modelled learner has already counted the round's progress;
+    // its accuracy curve never drops, so its rounds are never refused.)
+    FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, true, *given.commit.model));
+    std::optional<round::RoundEngine::Evaluation> evaluation;
+    if (quality.evaluated) evaluation = {quality.accuracy, quality.loss};
+    absl::StatusOr<std::optional<round::ClosedRound>> guard =
+        engine_->GuardCommitted(given, evaluation);
+    if (!guard.ok())
+      return absl::InternalError(absl::StrCat("simulator: ", guard.status().message()));
+    if (guard->has_value()) {
+      taken_back = std::move(**guard);
+      closed_ptr = &*taken_back;
+    } else if (absl::Status s = engine_->Publish(round, given.commit.model, blob_); !s.ok()) {
       return absl::InternalError(
           absl::StrCat("simulator: publishing version ", round, ": ", s.message()));
     }
-    FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, true, *closed.commit.model));
   } else {
     FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, false, *engine_->model()));
   }
+  const round::ClosedRound& closed = *closed_ptr;
+  const v1::RoundRecord& record = closed.record;
   quality.train_loss = record.mean_train_loss();
   RoundRow row;
   row.round = round;

@@ -1,6 +1,7 @@
 // The real fedsched-server (and fedsched-client) binaries as processes on 127.0.0.1: SIGTERM
 // with an upload stuck mid-read, a round that closes at its deadline with no messages at all,
-// a client SIGKILLed mid-round, and broken config files.
+// a client SIGKILLed mid-round, broken config files, and a private store whose status needs the
+// operator token.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -291,6 +292,53 @@ TEST_F(ServerProcessTest, ClientSigkilledMidRoundIsMarkedFailedAndTheRoundProcee
   for (int i = 1; i < 3; ++i) {
     EXPECT_EQ(clients[i]->Wait(absl::Seconds(30)), std::optional<int>(0)) << clients[i]->Log();
   }
+}
+
+// Issue 19 findings 6 and 7 against the real binaries: the store the server creates is
+// private (folders 0700, files with no group or other bits; it holds identities and credential
+// bindings), GetStatus refuses a caller without the operator token, and fedsched-status with
+// --token_file reads the server's state while it fails without it.
+TEST_F(ServerProcessTest, StoreIsPrivateAndStatusNeedsTheOperatorToken) {
+  std::unique_ptr<Process> server = StartServer(
+      "clients_per_round: 2\nmin_updates: 1\nmin_online_clients: 2\nnum_rounds: 1\n"
+      "heartbeat_interval_ms: 1000\nmissed_heartbeats: 60\n");
+  ASSERT_NE(server, nullptr);
+  const std::string address = AddressOf(*server);
+  auto stub = StubFor(address);
+  ASSERT_OK(RegisterRaw(*stub, "device-1").status());
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(store())) {
+    const auto mode = static_cast<unsigned>(entry.status().permissions());
+    if (entry.is_directory()) {
+      EXPECT_EQ(mode & 0777u, 0700u) << entry.path();
+    } else {
+      ++files;
+      EXPECT_EQ(mode & 0077u, 0u) << entry.path();
+    }
+  }
+  EXPECT_EQ(static_cast<unsigned>(std::filesystem::status(store()).permissions()) & 0777u, 0700u);
+  EXPECT_GT(files, 0);
+  v1::GetStatusRequest request;
+  v1::GetStatusResponse response;
+  {
+    grpc::ClientContext context;
+    EXPECT_THAT(testing::FromGrpc(stub->GetStatus(&context, request, &response)),
+                testing::StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("operator token")));
+  }
+  const std::string status_bin = BinaryDir() + "/server/fedsched-status";
+  auto refused = Process::Spawn({status_bin, "--server=" + address}, Path("status_none.log"));
+  ASSERT_NE(refused, nullptr);
+  std::optional<int> code = refused->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0) << refused->Log();
+  auto allowed = Process::Spawn(
+      {status_bin, "--server=" + address, "--token_file=" + store() + "/operator_token"},
+      Path("status_token.log"));
+  ASSERT_NE(allowed, nullptr);
+  code = allowed->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << allowed->Log();
+  EXPECT_THAT(allowed->Log(), HasSubstr("clients 1 registered"));
 }
 
 TEST_F(ServerProcessTest, BrokenConfigFilesExitWithAClearErrorAndTouchNothing) {

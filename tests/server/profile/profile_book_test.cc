@@ -197,6 +197,8 @@ TEST(ProfileBookTest, FailuresAndStragglerBound) {
 TEST(ProfileBookTest, RepeatedFailuresStartADoublingCooldown) {
   auto book = MakeBook();
   ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 10), 0));
+  // A proven client (one accepted update) gets failure_cooldown_after (3) failures in a row.
+  ASSERT_OK(book->OnTaskSucceeded(r.index, Metrics(10), {.completion_s = 1}, 5));
   ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kDropped, 1, 10));
   ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kMissedDeadline, 60, 70));
   ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kStraggler, 5, 80));  // not counted
@@ -220,6 +222,52 @@ TEST(ProfileBookTest, RepeatedFailuresStartADoublingCooldown) {
   config.mutable_security()->set_failure_cooldown_s(-1);
   EXPECT_THAT(ProfileBookOptions::FromServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("failure_cooldown_s")));
+}
+
+// A client that never had an update accepted sits out after its first counted failure.
+TEST(ProfileBookTest, UnprovenClientSitsOutAfterItsFirstFailure) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("new", Device("m", 10), 0));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kStraggler, 5, 10));  // not counted
+  EXPECT_FALSE(book->InFailureCooldown(r.index, 11));
+  ASSERT_OK(book->OnTaskFailed(r.index, TaskFailure::kMissedDeadline, 60, 70));
+  EXPECT_TRUE(book->InFailureCooldown(r.index, 129));
+  EXPECT_FALSE(book->InFailureCooldown(r.index, 130));
+}
+
+// Identity expiry (docs/SECURITY.md "Admission control"): never proven, idle and not heard
+// from within the TTL -> retired; the slot goes to the next new identity with a new client id.
+TEST(ProfileBookTest, UnseenClientsAreRetiredAndTheirSlotsReused) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto proven, book->OnRegister("proven", Device("m", 10), 0));
+  ASSERT_OK_AND_ASSIGN(auto heard, book->OnRegister("heard", Device("m", 10), 0));
+  ASSERT_OK_AND_ASSIGN(auto busy, book->OnRegister("busy", Device("m", 10), 0));
+  ASSERT_OK_AND_ASSIGN(auto ghost, book->OnRegister("ghost", Device("m", 10), 0));
+  ASSERT_OK(book->OnTaskSucceeded(proven.index, Metrics(10), {.completion_s = 1}, 10));
+  ASSERT_OK(book->OnHeartbeat(heard.index, 90));
+  ASSERT_OK(book->OnTaskAssigned(busy.index, 1, 1));
+  std::vector<ClientIndex> unseen;
+  book->CollectUnseen(100, 50, &unseen);
+  EXPECT_THAT(unseen, ElementsAre(ghost.index));
+  const std::string ghost_id = book->profile(ghost.index).client_id();
+  std::vector<ClientIndex> dirty;
+  ASSERT_OK(book->Retire(ghost.index));
+  EXPECT_EQ(book->live_size(), 3);
+  EXPECT_EQ(book->size(), 4);
+  EXPECT_FALSE(book->FindByIdentity("ghost").has_value());
+  EXPECT_FALSE(book->FindByClientId(ghost_id).has_value());
+  EXPECT_FALSE(book->IsOnline(ghost.index, 100));
+  EXPECT_THAT(book->Retire(ghost.index), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+  EXPECT_THAT(book->Retire(busy.index),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("task in flight")));
+  book->TakeDirty(&dirty);
+  EXPECT_THAT(dirty, ::testing::Not(::testing::Contains(ghost.index)));
+  ASSERT_OK_AND_ASSIGN(auto next, book->OnRegister("ghost", Device("m", 10), 100));
+  EXPECT_TRUE(next.is_new);
+  EXPECT_EQ(next.index, ghost.index);
+  EXPECT_NE(book->profile(next.index).client_id(), ghost_id);
+  EXPECT_EQ(book->live_size(), 4);
+  EXPECT_TRUE(book->IsOnline(next.index, 100));
 }
 
 TEST(ProfileBookTest, PriorsByDeviceModelThenGlobal) {

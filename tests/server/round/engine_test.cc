@@ -391,6 +391,41 @@ TEST_F(EngineTest, ClientsThatKeepFailingSitOutWhileOthersFillTheRound) {
   EXPECT_EQ(engine_->TakeNewTasks().size(), 3u);
 }
 
+// Failing clients sit out as long as min_updates others are reachable, even when those cannot
+// fill every slot (300 live sybils against a handful of honest clients, docs/SECURITY.md): 4
+// clients, 3 tasks a round, min_updates 1; the three never-proven clients that failed once sit
+// out and the round goes to the fourth alone.
+TEST_F(EngineTest, FailingClientsSitOutWhileMinUpdatesOthersRemain) {
+  Start();
+  profile::ProfileBook& book = engine_->mutable_book();
+  for (ClientIndex i = 0; i < 3; ++i) {
+    ASSERT_OK(book.OnTaskFailed(i, profile::TaskFailure::kMissedDeadline, 10, 1));
+  }
+  engine_->Advance(2);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 1u);
+  EXPECT_EQ(tasks[0]->index, 3u);
+}
+
+// Identity expiry in the core: a client never heard from for the TTL and never proven is
+// retired (its id returned, its identity unknown), one with a remembered task is not.
+TEST_F(EngineTest, UnseenClientsAreRetiredUnlessTasked) {
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  std::set<ClientIndex> tasked;
+  for (const Task* t : tasks) tasked.insert(t->index);
+  ClientIndex idle = 0;
+  while (tasked.contains(idle)) ++idle;
+  const std::string idle_id = engine_->book().profile(idle).client_id();
+  const std::vector<std::string> retired = engine_->RetireUnseen(100, 50);
+  EXPECT_THAT(retired, ::testing::ElementsAre(idle_id));
+  EXPECT_FALSE(engine_->book().FindByClientId(idle_id).has_value());
+  EXPECT_EQ(engine_->book().live_size(), 3);
+  EXPECT_TRUE(engine_->RetireUnseen(100, 50).empty());
+}
+
 // A task still running when its round reaches the deadline counts towards the penalty; a
 // first-K straggler does not.
 TEST_F(EngineTest, OnlyTasksHeldToTheDeadlineCountAsFailures) {

@@ -276,6 +276,51 @@ TEST(SimulatorTest, RepeatedFailuresBackOffAndTheSimulatorWakesTheEngine) {
   EXPECT_THAT(s.stop_reason, HasSubstr("virtual time limit"));
 }
 
+// The collapse guard runs in the simulator as in the server (RoundEngine::GuardCommitted,
+// docs/SECURITY.md "Updates"): round 2's first attempt folds a delta of -5 from client 0, the
+// model drops from 1.5 to 0 (the scripted accuracy is the model's value, 1.5 below the best),
+// so the round is taken back as a failed one before it is published; the previous model stays
+// and the re-planned round commits 1.5 + 1.5.
+TEST(SimulatorTest, CollapsedRoundIsTakenBackAsInTheServer) {
+  class PoisonOnce : public ScriptedLearner {
+   public:
+    using ScriptedLearner::ScriptedLearner;
+    absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
+                                                   const v1::Model& global) override {
+      absl::StatusOr<std::vector<TrainedTask>> out = ScriptedLearner::Train(tasks, global);
+      if (!out.ok()) return out;
+      for (size_t i = 0; i < tasks.size(); ++i) {
+        if (tasks[i].round == 2 && tasks[i].client == 0 && !poisoned_) {
+          (*out)[i].delta = std::make_shared<v1::Model>(OneFloatModel(-5));
+          poisoned_ = true;
+        }
+      }
+      return out;
+    }
+
+   private:
+    bool poisoned_ = false;
+  };
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  PoisonOnce learner(2, 20, kModelBytes);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(HandConfig(2, 2, 1.0, 2), &cap, &av, &learner));
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_EQ(out.rows.size(), 3u);
+  EXPECT_TRUE(out.rows[0].committed);
+  EXPECT_FALSE(out.rows[1].committed);
+  EXPECT_EQ(out.rows[1].round, 2);
+  EXPECT_EQ(out.records[1].outcome(), v1::ROUND_OUTCOME_FAILED);
+  EXPECT_THAT(learner.ends, ElementsAre(Pair(1, true), Pair(2, true), Pair(2, true)));
+  EXPECT_TRUE(out.rows[2].committed);
+  EXPECT_EQ(out.rows[2].round, 2);
+  EXPECT_THAT(out.models, ElementsAre(1.5f, -1.0f, 3.0f));
+  EXPECT_EQ(s.rounds_committed, 2);
+  EXPECT_EQ(s.rounds_failed, 1);
+  EXPECT_EQ(sim->engine().version(), 2);
+}
+
 TEST(SimulatorTest, DeadlineClosesAFirstKRoundWithMinUpdates) {
   // K = 3 tasks, min_updates 2, deadline 15 s: client 2 (20.05 s) straggles.
   CapacityTrace cap = ThreeDevices();
