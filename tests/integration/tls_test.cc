@@ -238,6 +238,33 @@ TEST(TlsTest, SessionTokenIsBoundToTheRegisteringCertificate) {
   EXPECT_OK(testing::PollRaw(*as_a, alice).status());
 }
 
+// Issue 19 finding 6: fedsched-status talks to a mutual-TLS server (--ca, --cert, --key) with
+// the operator token, and gets nothing without TLS or without the token.
+TEST(TlsTest, StatusToolSpeaksMutualTlsWithTheOperatorToken) {
+  TestServer::Options options = ServerOptions(/*mutual=*/true);
+  options.operator_token = "operator-token-for-the-tls-test-0123";
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(std::move(options)));
+  ASSERT_OK(RegisterRaw(*Stub(*server, ClientTransport("client_a")), "client_a").status());
+  const std::string token_file = Certificates::Path("operator_token");
+  ASSERT_OK(WriteFileAtomically(token_file, "operator-token-for-the-tls-test-0123"));
+  const char* dir = std::getenv("FEDSCHED_BINARY_DIR");
+  const std::string status = absl::StrCat(dir != nullptr ? dir : ".", "/server/fedsched-status",
+                                          " --server=", server->address());
+  const std::string tls = absl::StrCat(" --ca=", Certificates::Path("ca.pem"),
+                                       " --cert=", Certificates::Path("client_a.pem"),
+                                       " --key=", Certificates::Path("client_a.key"));
+  const std::string out = Certificates::Path("status.out");
+  auto run = [&](const std::string& args) {
+    return std::system(absl::StrCat(status, args, " > '", out, "' 2>&1").c_str());
+  };
+  EXPECT_EQ(run(tls + " --token_file=" + token_file), 0);
+  absl::StatusOr<std::string> shown = ReadFileToString(out);
+  ASSERT_OK(shown);
+  EXPECT_THAT(*shown, HasSubstr("clients 1 registered"));
+  EXPECT_NE(run(tls), 0);                            // no operator token
+  EXPECT_NE(run(" --token_file=" + token_file), 0);  // plaintext against the TLS port
+}
+
 }  // namespace
 }  // namespace fedsched
 
