@@ -272,6 +272,12 @@ print(f'task failures: {len(failures)} ({sum("missed heartbeats" in f[2] for f i
       f'missed heartbeats, each after a SIGKILL/SIGSTOP of that client); healthy clients failed '
       f'for missed heartbeats: {healthy_failed}')
 ok = ok and healthy_failed == 0
+# Heartbeats slower than their interval, as the clients saw them (the SDK logs each one).
+slow = [int(m.group(1)) for i in range(clients)
+        for m in re.finditer(r'heartbeat took (\d+) ms', open(f'{work}/client-{i}.log',
+                                                               errors='replace').read())]
+print(f'heartbeats slower than their interval: {len(slow)}'
+      + (f' (slowest {max(slow)} ms)' if slow else ''))
 # How each fault was handled.
 print('fault report (what the server and the client did next):')
 for t, kind, target, text in faults:

@@ -100,10 +100,20 @@ absl::Status Client::Connect() {
                             MakeChannelCredentials(config));
   std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
       options_.config.server_address(), credentials, ClientChannelArguments(config));
+  // Heartbeats get a connection of their own (a channel argument the other channel lacks gives
+  // it its own subchannel), so that they never wait behind a model download or an update upload
+  // on one HTTP/2 connection (docs/RELIABILITY.md §8 "Soak").
+  grpc::ChannelArguments heartbeat_args = ClientChannelArguments(config);
+  heartbeat_args.SetString("fedsched.channel_role", "heartbeat");
+  std::shared_ptr<grpc::Channel> heartbeat_channel =
+      grpc::CreateCustomChannel(options_.config.server_address(), credentials, heartbeat_args);
   std::shared_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(channel);
+  std::shared_ptr<v1::Coordinator::Stub> heartbeat_stub =
+      v1::Coordinator::NewStub(heartbeat_channel);
   absl::MutexLock lock(&mu_);
   channel_ = std::move(channel);
   stub_ = std::move(stub);
+  heartbeat_stub_ = std::move(heartbeat_stub);
   return absl::OkStatus();
 }
 
@@ -266,7 +276,19 @@ void Client::HeartbeatLoop() {
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::HeartbeatResponse response;
-    absl::Status s = FromGrpc(stub()->Heartbeat(&context, request, &response), "Heartbeat");
+    std::shared_ptr<v1::Coordinator::Stub> stub;
+    {
+      absl::MutexLock lock(&mu_);
+      stub = heartbeat_stub_;
+    }
+    const absl::Time sent = absl::Now();
+    absl::Status s = FromGrpc(stub->Heartbeat(&context, request, &response), "Heartbeat");
+    // A heartbeat slower than its interval eats into the server's patience (missed_heartbeats
+    // x interval): say so, it is the first sign of a starved server or network.
+    if (const absl::Duration took = absl::Now() - sent; took > absl::Milliseconds(interval_ms)) {
+      FEDSCHED_LOG(warn, "heartbeat took {} ms (interval {} ms): {}",
+                   absl::ToInt64Milliseconds(took), interval_ms, s.ok() ? "OK" : s.ToString());
+    }
     if (IsSessionLost(s)) {
       absl::MutexLock lock(&mu_);
       if (token_ == request.session_token()) registered_ = false;

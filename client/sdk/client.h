@@ -152,6 +152,8 @@ class Client {
   v1::TransportConfig transport_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<v1::Coordinator::Stub> stub_ ABSL_GUARDED_BY(mu_);
+  // The stub the heartbeat thread uses: a channel (and HTTP/2 connection) of its own.
+  std::shared_ptr<v1::Coordinator::Stub> heartbeat_stub_ ABSL_GUARDED_BY(mu_);
   std::string client_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   // Proof of the identity sent with every registration (docs/SECURITY.md): read from

@@ -51,17 +51,21 @@ class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                         public CoordinatorService::TrackedStream {
  public:
   DownloadReactor(CoordinatorService* service, Coordinator* coordinator,
-                  grpc::CallbackServerContext* context, std::string client_id,
-                  std::shared_ptr<const ModelBlob> blob, int64_t chunk_bytes)
+                  grpc::CallbackServerContext* context, int64_t chunk_bytes)
       : TrackedStream(context),
         service_(service),
         coordinator_(coordinator),
-        client_id_(std::move(client_id)),
-        blob_(std::move(blob)),
-        chunk_bytes_(chunk_bytes) {
+        chunk_bytes_(chunk_bytes) {}
+  // Streams `blob` to `client_id`, who holds one of its download slots (released by OnDone).
+  void Start(std::string client_id, std::shared_ptr<const ModelBlob> blob) {
+    client_id_ = std::move(client_id);
+    blob_ = std::move(blob);
+    started_ = true;
     service_->Track(this);
     WriteNext();
   }
+  // Ends the stream with `status`, nothing sent.
+  void Reject(const absl::Status& status) { Finish(ToGrpcStatus(status)); }
   void OnWriteDone(bool ok) override {
     const absl::Time now = absl::Now();
     Touch(now);
@@ -74,8 +78,10 @@ class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
     WriteNext();
   }
   void OnDone() override {
-    service_->Untrack(this);
-    service_->ReleaseClientDownloadStream(client_id_);
+    if (started_) {
+      service_->Untrack(this);
+      service_->ReleaseClientDownloadStream(client_id_);
+    }
     delete this;
   }
 
@@ -92,9 +98,10 @@ class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
 
   CoordinatorService* const service_;
   Coordinator* const coordinator_;
-  const std::string client_id_;
+  std::string client_id_;
   std::shared_ptr<const ModelBlob> blob_;
   const int64_t chunk_bytes_;
+  bool started_ = false;  // Start() was called: tracked, holding a download slot
   int64_t seq_ = 0;
   grpc::ByteBuffer frame_;  // the chunk being written
 };
@@ -122,51 +129,32 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
         // The client went away (or the server is shutting down): even a complete-looking stream
         // is not submitted, so a client never sees an error for an update that was applied.
         Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
-      } else {
-        absl::Status s = assembler_.Finish();
-        if (s.ok()) {
-          s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(),
-                                         absl::Now());
-        }
-        Reply(s);
+        return;
       }
+      // Hashing, parsing and folding tens of MB (and committing a round the update closes) take
+      // seconds on a loaded machine: on the service's worker, so that gRPC's callback threads
+      // stay free for heartbeats (docs/RELIABILITY.md §8 "Soak").
+      service_->PostSlowWork([this] { Submit(); });
       return;
     }
     const bool had_header = assembler_.has_header();
     absl::Status s = assembler_.Add(std::move(chunk_));
-    // On the header: refuse a foreign TLS peer, a straggler, a late or a foreign upload before
-    // its payload arrives.
-    if (s.ok() && !had_header) {
-      s = service_->CheckSessionPeer(context(), assembler_.header().client_id());
-    }
-    if (s.ok() && !had_header) s = coordinator_->CheckUploadHeader(assembler_.header());
-    if (s.ok() && !had_header) {
-      if (service_->AcquireClientUploadStream(assembler_.header().client_id())) {
-        stream_client_ = assembler_.header().client_id();
-      } else {
-        s = absl::ResourceExhaustedError(
-            absl::StrCat("client ", assembler_.header().client_id(),
-                         " already has its maximum of upload streams open; retry later"));
-      }
-    }
-    if (s.ok() && !had_header) {
-      const int64_t declared = assembler_.header().total_bytes();
-      if (service_->ReserveUploadBytes(declared)) {
-        reserved_ = declared;
-      } else {
-        s = absl::ResourceExhaustedError(
-            absl::StrCat("server busy: uploads in flight already declare ",
-                         service_->inflight_upload_bytes(), " bytes; retry later"));
-      }
-    }
     if (!s.ok()) {
       Reply(s);
       return;
     }
-    // A client sending its update is alive (issue 12 item 1); its header passed the session
-    // check.
-    coordinator_->NoteActivity(assembler_.header().client_id(), absl::Now());
-    StartRead(&chunk_);
+    if (!had_header) {
+      // The header's checks take the coordinator's lock: on the worker too.
+      service_->PostSlowWork([this] {
+        if (absl::Status checked = CheckHeader(); !checked.ok()) {
+          Reply(checked);
+        } else {
+          ReadNext();
+        }
+      });
+      return;
+    }
+    ReadNext();
   }
   void OnDone() override {
     service_->Untrack(this);
@@ -176,6 +164,47 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   }
 
  private:
+  // The checks on the header, before any payload is read: refuse a foreign TLS peer, a
+  // straggler, a late or a foreign upload; count the stream and reserve its declared bytes.
+  absl::Status CheckHeader() {
+    const v1::UploadHeader& header = assembler_.header();
+    FEDSCHED_RETURN_IF_ERROR(service_->CheckSessionPeer(context(), header.client_id()));
+    FEDSCHED_RETURN_IF_ERROR(coordinator_->CheckUploadHeader(header));
+    if (!service_->AcquireClientUploadStream(header.client_id())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("client ", header.client_id(),
+                       " already has its maximum of upload streams open; retry later"));
+    }
+    stream_client_ = header.client_id();
+    if (!service_->ReserveUploadBytes(header.total_bytes())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("server busy: uploads in flight already declare ",
+                       service_->inflight_upload_bytes(), " bytes; retry later"));
+    }
+    reserved_ = header.total_bytes();
+    return absl::OkStatus();
+  }
+
+  // A client sending its update is alive (issue 12 item 1); its header passed the session check.
+  void ReadNext() {
+    coordinator_->NoteActivity(assembler_.header().client_id(), absl::Now());
+    StartRead(&chunk_);
+  }
+
+  // Runs on the service's worker once the whole stream has arrived.
+  void Submit() {
+    Touch(absl::Now());
+    if (context()->IsCancelled()) {  // the client left while the submission was queued
+      Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
+      return;
+    }
+    absl::Status s = assembler_.Finish();
+    if (s.ok()) {
+      s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(), absl::Now());
+    }
+    Reply(s);
+  }
+
   void Reply(const absl::Status& s) {
     response_->set_accepted(s.ok());
     response_->set_message(s.ok() ? "accepted" : std::string(s.message()));
@@ -239,8 +268,27 @@ absl::Time CoordinatorService::TrackedStream::last_progress() const {
 CoordinatorService::CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options)
     : coordinator_(coordinator),
       options_(std::move(options)),
-      held_polls_(std::make_unique<HeldPolls>(coordinator, options_.held_polls)) {
+      slow_work_(std::make_unique<WorkQueue>(options_.upload_threads)),
+      held_polls_(std::make_unique<HeldPolls>(coordinator, options_.held_polls, slow_work_.get())) {
   coordinator_->SetTaskListener(held_polls_->Waker());
+}
+
+CoordinatorService::~CoordinatorService() {
+  // Runs what is still queued while the held polls (which it may answer) are alive.
+  slow_work_.reset();
+}
+
+void CoordinatorService::PostSlowWork(absl::AnyInvocable<void()> work) {
+  slow_work_->Post(std::move(work));
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::OnWorker(grpc::CallbackServerContext* context,
+                                                       absl::AnyInvocable<absl::Status()> handler) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  PostSlowWork([reactor, handler = std::move(handler)]() mutable {
+    reactor->Finish(ToGrpcStatus(handler()));
+  });
+  return reactor;
 }
 
 CoordinatorService::CoordinatorService(Coordinator* coordinator,
@@ -357,15 +405,21 @@ std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth) {
 grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerContext* context,
                                                        const v1::RegisterRequest* request,
                                                        v1::RegisterResponse* response) {
+  return OnWorker(context, [=, this] { return RegisterNow(context, request, response); });
+}
+
+absl::Status CoordinatorService::RegisterNow(grpc::CallbackServerContext* context,
+                                             const v1::RegisterRequest* request,
+                                             v1::RegisterResponse* response) {
   absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
-  if (!fingerprint.ok()) return FinishUnary(context, fingerprint.status());
+  if (!fingerprint.ok()) return fingerprint.status();
   if (!fingerprint->empty()) {
     // Under mutual TLS the certificate names the device: a client cannot pick another identity.
     std::vector<std::string> names = PeerCertificateNames(*context->auth_context());
     if (std::find(names.begin(), names.end(), request->identity()) == names.end()) {
-      return FinishUnary(context, absl::PermissionDeniedError(absl::StrCat(
-                                      "identity '", request->identity(),
-                                      "' is not a name of the client certificate (CN or SAN)")));
+      return absl::PermissionDeniedError(
+          absl::StrCat("identity '", request->identity(),
+                       "' is not a name of the client certificate (CN or SAN)"));
     }
   }
   absl::StatusOr<v1::RegisterResponse> result =
@@ -379,7 +433,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
     }
     *response = *std::move(result);
   }
-  return FinishUnary(context, result.status());
+  return result.status();
 }
 
 absl::Status CoordinatorService::CheckSessionPeer(grpc::CallbackServerContext* context,
@@ -423,29 +477,30 @@ grpc::ServerUnaryReactor* CoordinatorService::PollTask(grpc::CallbackServerConte
 
 grpc::ServerWriteReactor<grpc::ByteBuffer>* CoordinatorService::DownloadModel(
     grpc::CallbackServerContext* context, const grpc::ByteBuffer* raw_request) {
-  v1::DownloadModelRequest request;
-  absl::Status parsed = ParseDownloadRequest(*raw_request, &request);
-  if (parsed.ok()) parsed = CheckSessionPeer(context, request.client_id());
-  absl::StatusOr<std::shared_ptr<const ModelBlob>> blob =
-      parsed.ok() ? coordinator_->ModelForTask(request.client_id(), request.session_token(),
-                                               request.task_id(), absl::Now())
-                  : parsed;
-  // A download slot of the client (docs/SECURITY.md), released by the download's OnDone.
-  if (blob.ok() && !AcquireClientDownloadStream(request.client_id())) {
-    blob = absl::ResourceExhaustedError(
-        absl::StrCat("client ", request.client_id(),
-                     " already has its maximum of download streams open; retry later"));
-  }
-  if (!blob.ok()) {
-    class Rejected : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
-     public:
-      explicit Rejected(const absl::Status& s) { Finish(ToGrpcStatus(s)); }
-      void OnDone() override { delete this; }
-    };
-    return new Rejected(blob.status());
-  }
-  return new DownloadReactor(this, coordinator_, context, request.client_id(), *std::move(blob),
-                             options_.transport.chunk_bytes());
+  auto* reactor =
+      new DownloadReactor(this, coordinator_, context, options_.transport.chunk_bytes());
+  // ModelForTask takes the coordinator's lock: on the worker (see PostSlowWork).
+  PostSlowWork([this, reactor, context, raw_request] {
+    v1::DownloadModelRequest request;
+    absl::Status parsed = ParseDownloadRequest(*raw_request, &request);
+    if (parsed.ok()) parsed = CheckSessionPeer(context, request.client_id());
+    absl::StatusOr<std::shared_ptr<const ModelBlob>> blob =
+        parsed.ok() ? coordinator_->ModelForTask(request.client_id(), request.session_token(),
+                                                 request.task_id(), absl::Now())
+                    : parsed;
+    // A download slot of the client (docs/SECURITY.md), released by the download's OnDone.
+    if (blob.ok() && !AcquireClientDownloadStream(request.client_id())) {
+      blob = absl::ResourceExhaustedError(
+          absl::StrCat("client ", request.client_id(),
+                       " already has its maximum of download streams open; retry later"));
+    }
+    if (!blob.ok()) {
+      reactor->Reject(blob.status());
+    } else {
+      reactor->Start(request.client_id(), *std::move(blob));
+    }
+  });
+  return reactor;
 }
 
 grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
@@ -456,24 +511,36 @@ grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
 grpc::ServerUnaryReactor* CoordinatorService::ReportFailure(grpc::CallbackServerContext* context,
                                                             const v1::ReportFailureRequest* request,
                                                             v1::ReportFailureResponse* response) {
+  return OnWorker(context, [=, this] { return ReportFailureNow(context, request, response); });
+}
+
+absl::Status CoordinatorService::ReportFailureNow(grpc::CallbackServerContext* context,
+                                                  const v1::ReportFailureRequest* request,
+                                                  v1::ReportFailureResponse* response) {
   if (absl::Status s = CheckSessionPeer(context, request->client_id()); !s.ok()) {
-    return FinishUnary(context, s);
+    return s;
   }
-  return FinishUnary(context, coordinator_->ReportFailure(*request, absl::Now()));
+  return coordinator_->ReportFailure(*request, absl::Now());
 }
 
 grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerContext* context,
                                                         const v1::GetStatusRequest* request,
                                                         v1::GetStatusResponse* response) {
+  return OnWorker(context, [=, this] { return GetStatusNow(context, request, response); });
+}
+
+absl::Status CoordinatorService::GetStatusNow(grpc::CallbackServerContext* context,
+                                              const v1::GetStatusRequest* request,
+                                              v1::GetStatusResponse* response) {
   if (!options_.operator_token.empty()) {
     const auto& metadata = context->client_metadata();
     auto it = metadata.find(kOperatorTokenHeader);
     if (it == metadata.end() ||
         !ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
                             options_.operator_token)) {
-      return FinishUnary(context, absl::UnauthenticatedError(
-                                      "GetStatus needs the operator token (metadata "
-                                      "fedsched-operator-token; fedsched-status --token_file)"));
+      return absl::UnauthenticatedError(
+          "GetStatus needs the operator token (metadata "
+          "fedsched-operator-token; fedsched-status --token_file)");
     }
   }
   *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds));
@@ -485,7 +552,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerCont
       client.mutable_profile()->clear_cert_fingerprint();
     }
   }
-  return FinishUnary(context, absl::OkStatus());
+  return absl::OkStatus();
 }
 
 }  // namespace fedsched

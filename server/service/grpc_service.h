@@ -11,6 +11,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -20,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
 #include "server/service/held_polls.h"
+#include "server/service/work_queue.h"
 
 namespace fedsched {
 
@@ -119,6 +121,9 @@ struct CoordinatorServiceOptions {
   int32_t max_download_streams_per_client = 2;
   // Long polls: how many PollTask calls may be held, and for how long (held_polls.h).
   HeldPollsOptions held_polls;
+  // Threads of the worker (WorkQueue) that checks upload headers and submits whole uploads, off
+  // gRPC's callback threads. Default: 2 (hashing and parsing of two updates overlap).
+  int32_t upload_threads = 2;
 };
 
 // Full names of the methods CoordinatorService takes raw (grpc::ByteBuffer requests).
@@ -151,6 +156,7 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options);
   // Same, with default options and `transport` (resolved).
   CoordinatorService(Coordinator* coordinator, const v1::TransportConfig& transport);
+  ~CoordinatorService() override;
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
                                      const v1::RegisterRequest* request,
@@ -200,6 +206,13 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
     grpc::CallbackServerContext* const context_;
     std::atomic<int64_t> last_progress_ns_;
   };
+  // Runs `work` on the service's worker (CoordinatorServiceOptions.upload_threads) instead of
+  // the calling gRPC callback thread. Every step that takes the coordinator's lock or burns CPU
+  // for seconds goes there (Register, PollTask's first answer, DownloadModel's start, an
+  // upload's header check and submission, ReportFailure, GetStatus): gRPC 1.51 runs callbacks
+  // on two threads, and while both waited for the lock no heartbeat was answered
+  // (docs/RELIABILITY.md §8 "Soak"). Heartbeat itself never waits for the lock and stays inline.
+  void PostSlowWork(absl::AnyInvocable<void()> work);
   void Track(TrackedStream* stream);
   void Untrack(TrackedStream* stream);
   // Reserves `bytes` of the upload budget; false (nothing reserved) when it would overflow.
@@ -219,8 +232,20 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   absl::Status CheckSessionPeer(grpc::CallbackServerContext* context, const std::string& client_id);
 
  private:
+  // A unary reactor whose `handler` (its status finishes the call) runs on the worker.
+  grpc::ServerUnaryReactor* OnWorker(grpc::CallbackServerContext* context,
+                                     absl::AnyInvocable<absl::Status()> handler);
+  absl::Status RegisterNow(grpc::CallbackServerContext* context, const v1::RegisterRequest* request,
+                           v1::RegisterResponse* response);
+  absl::Status ReportFailureNow(grpc::CallbackServerContext* context,
+                                const v1::ReportFailureRequest* request,
+                                v1::ReportFailureResponse* response);
+  absl::Status GetStatusNow(grpc::CallbackServerContext* context,
+                            const v1::GetStatusRequest* request, v1::GetStatusResponse* response);
+
   Coordinator* const coordinator_;
   const CoordinatorServiceOptions options_;
+  std::unique_ptr<WorkQueue> slow_work_;  // see PostSlowWork; before held_polls_, which uses it
   std::unique_ptr<HeldPolls> held_polls_;
   std::atomic<int64_t> inflight_upload_bytes_{0};
   mutable absl::Mutex streams_mu_;

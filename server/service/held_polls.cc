@@ -34,8 +34,8 @@ class HeldPolls::Held : public grpc::ServerUnaryReactor {
   bool cancelled_ = false;
 };
 
-HeldPolls::HeldPolls(Coordinator* coordinator, HeldPollsOptions options)
-    : coordinator_(coordinator), options_(options), waiter_([this] { Run(); }) {
+HeldPolls::HeldPolls(Coordinator* coordinator, HeldPollsOptions options, WorkQueue* work)
+    : coordinator_(coordinator), options_(options), work_(work), waiter_([this] { Run(); }) {
   absl::MutexLock lock(&target_->mu);
   target_->polls = this;
 }
@@ -65,30 +65,15 @@ grpc::ServerUnaryReactor* HeldPolls::Poll(grpc::CallbackServerContext* context,
                                           const v1::PollTaskRequest* request,
                                           v1::PollTaskResponse* response) {
   const absl::Time now = absl::Now();
-  int64_t wakes_before;
-  {
-    absl::MutexLock lock(&mu_);
-    wakes_before = wakes_;
+  const absl::Duration wait =
+      std::clamp(absl::Milliseconds(request->wait_ms()), absl::ZeroDuration(), options_.max_wait);
+  auto* poll = new Held(this, request, response, now, now + wait);
+  if (work_ == nullptr) {
+    Recheck(poll, now, /*expired=*/false, /*first=*/true);
+  } else {
+    work_->Post([this, poll] { Recheck(poll, absl::Now(), /*expired=*/false, /*first=*/true); });
   }
-  absl::StatusOr<v1::PollTaskResponse> result = coordinator_->PollTask(*request, now);
-  if (result.ok() && result->result_case() == v1::PollTaskResponse::kRetryAfterMs &&
-      request->wait_ms() > 0) {
-    absl::MutexLock lock(&mu_);
-    if (!stop_ && static_cast<int64_t>(held_.size()) < options_.max_held) {
-      const absl::Duration wait =
-          std::min(absl::Milliseconds(request->wait_ms()), options_.max_wait);
-      auto* poll = new Held(this, request, response, now, now + wait);
-      poll->in_set_ = true;
-      held_.insert(poll);
-      // Tasks planned between the answer above and now: answer again at once.
-      if (wakes_ != wakes_before) recheck_ = true;
-      return poll;
-    }
-  }
-  if (result.ok()) *response = *std::move(result);
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(result.status()));
-  return reactor;
+  return poll;
 }
 
 void HeldPolls::Wake() {
@@ -145,15 +130,24 @@ void HeldPolls::Run() {
   }
 }
 
-void HeldPolls::Recheck(Held* poll, absl::Time now, bool expired) {
+void HeldPolls::Recheck(Held* poll, absl::Time now, bool expired, bool first) {
+  int64_t wakes_before;
+  {
+    absl::MutexLock lock(&mu_);
+    wakes_before = wakes_;
+  }
   absl::StatusOr<v1::PollTaskResponse> result = coordinator_->PollTask(*poll->request_, now);
   const bool done =
       expired || !result.ok() || result->result_case() != v1::PollTaskResponse::kRetryAfterMs;
   {
     absl::MutexLock lock(&mu_);
-    if (!poll->cancelled_ && !done && !stop_) {
+    const bool may_hold =
+        !first || (poll->deadline_ > now && static_cast<int64_t>(held_.size()) < options_.max_held);
+    if (!poll->cancelled_ && !done && !stop_ && may_hold) {
       poll->in_set_ = true;
       held_.insert(poll);
+      // Tasks planned between the answer above and now: answer again at once.
+      if (wakes_ != wakes_before) recheck_ = true;
       return;
     }
     poll->finished_ = true;

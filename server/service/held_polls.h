@@ -17,6 +17,7 @@
 #include "fedsched/v1/coordinator.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
+#include "server/service/work_queue.h"
 
 namespace fedsched {
 
@@ -42,13 +43,17 @@ struct HeldPollsOptions {
 // shutdown cancels them).
 class HeldPolls {
  public:
-  HeldPolls(Coordinator* coordinator, HeldPollsOptions options);
+  // `work`: where the first answer of each poll is computed (it takes the coordinator's lock, so
+  // not on a gRPC callback thread, docs/RELIABILITY.md §8 "Soak"); must outlive this object.
+  // Null = on the calling thread.
+  HeldPolls(Coordinator* coordinator, HeldPollsOptions options, WorkQueue* work = nullptr);
   ~HeldPolls();
   HeldPolls(const HeldPolls&) = delete;
   HeldPolls& operator=(const HeldPolls&) = delete;
 
-  // Handles one PollTask: answers at once (a task, finished, an error, wait_ms <= 0, or too many
-  // held polls), else holds it for min(wait_ms, max_wait).
+  // Handles one PollTask: answers as soon as the coordinator has (a task, finished, an error,
+  // wait_ms <= 0, or too many held polls), else holds it for min(wait_ms, max_wait). The
+  // coordinator is asked on `work` (see the constructor); the reactor is returned at once.
   grpc::ServerUnaryReactor* Poll(grpc::CallbackServerContext* context,
                                  const v1::PollTaskRequest* request,
                                  v1::PollTaskResponse* response);
@@ -66,7 +71,9 @@ class HeldPolls {
  private:
   void Run();
   // Answers `poll` again (no lock held); finishes it if it is done, else holds it again.
-  void Recheck(Held* poll, absl::Time now, bool expired) ABSL_LOCKS_EXCLUDED(mu_);
+  // `first`: the poll's first answer (it is held only if it asked to wait and there is room).
+  void Recheck(Held* poll, absl::Time now, bool expired, bool first = false)
+      ABSL_LOCKS_EXCLUDED(mu_);
   void Finish(Held* poll, const absl::Status& status);
   friend class Held;
   void Cancelled(Held* poll) ABSL_LOCKS_EXCLUDED(mu_);
@@ -79,6 +86,7 @@ class HeldPolls {
 
   Coordinator* const coordinator_;
   const HeldPollsOptions options_;
+  WorkQueue* const work_;
   const std::shared_ptr<Target> target_ = std::make_shared<Target>();
   mutable absl::Mutex mu_;
   absl::flat_hash_set<Held*> held_ ABSL_GUARDED_BY(mu_);

@@ -95,6 +95,8 @@ class TestServer {
     Evaluator evaluator;
     // Long polls (CoordinatorServiceOptions.held_polls).
     HeldPollsOptions held_polls;
+    // CoordinatorOptions.on_task_failed (called with the coordinator's lock held).
+    std::function<void(const std::string& reason)> on_task_failed;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
@@ -114,6 +116,7 @@ class TestServer {
     coordinator_options.on_round_committed = std::move(options.on_round_committed);
     coordinator_options.enrolment_key = options.enrolment_key;
     coordinator_options.evaluator = std::move(options.evaluator);
+    coordinator_options.on_task_failed = std::move(options.on_task_failed);
     FEDSCHED_ASSIGN_OR_RETURN(server->coordinator_,
                               Coordinator::Create(std::move(coordinator_options)));
     CoordinatorServiceOptions service_options;
