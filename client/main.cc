@@ -24,7 +24,7 @@
 #include "absl/time/time.h"
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
-#include "client/sdk/state_dir_lock.h"
+#include "client/sdk/state_dir.h"
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"

@@ -13,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
-#include "client/sdk/state_dir_lock.h"
+#include "client/sdk/state_dir.h"
 #include "common/config.h"
 
 struct fedsched_sample_reader {

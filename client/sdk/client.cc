@@ -20,8 +20,17 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "fedsched/v1/coordinator.grpc.pb.h"
 
 namespace fedsched {
+
+// Declared in client.h. `stub` serves everything but heartbeats; `heartbeat_stub` has a channel
+// (and HTTP/2 connection) of its own so heartbeats never wait behind a transfer.
+struct ClientRpc {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+  std::unique_ptr<v1::Coordinator::Stub> heartbeat_stub;
+};
 namespace {
 
 absl::Status FromGrpc(const grpc::Status& status, const char* what) {
@@ -107,19 +116,16 @@ absl::Status Client::Connect() {
   heartbeat_args.SetString("fedsched.channel_role", "heartbeat");
   std::shared_ptr<grpc::Channel> heartbeat_channel =
       grpc::CreateCustomChannel(options_.config.server_address(), credentials, heartbeat_args);
-  std::shared_ptr<v1::Coordinator::Stub> stub = v1::Coordinator::NewStub(channel);
-  std::shared_ptr<v1::Coordinator::Stub> heartbeat_stub =
-      v1::Coordinator::NewStub(heartbeat_channel);
+  auto rpc = std::make_shared<ClientRpc>(ClientRpc{channel, v1::Coordinator::NewStub(channel),
+                                                   v1::Coordinator::NewStub(heartbeat_channel)});
   absl::MutexLock lock(&mu_);
-  channel_ = std::move(channel);
-  stub_ = std::move(stub);
-  heartbeat_stub_ = std::move(heartbeat_stub);
+  rpc_ = std::move(rpc);
   return absl::OkStatus();
 }
 
-std::shared_ptr<v1::Coordinator::Stub> Client::stub() const {
+std::shared_ptr<ClientRpc> Client::rpc() const {
   absl::MutexLock lock(&mu_);
-  return stub_;
+  return rpc_;
 }
 
 v1::TransportConfig Client::transport() const {
@@ -149,11 +155,8 @@ absl::Duration Client::NextBackoff() {
 }
 
 bool Client::WaitForServer(absl::Duration d) {
-  std::shared_ptr<grpc::Channel> channel;
-  {
-    absl::MutexLock lock(&mu_);
-    channel = channel_;
-  }
+  const std::shared_ptr<ClientRpc> current = rpc();
+  grpc::Channel* channel = current == nullptr ? nullptr : current->channel.get();
   // Connected: the failure was the server's answer, so back off for the whole wait.
   if (channel == nullptr || channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) {
     return SleepFor(d);
@@ -223,7 +226,8 @@ absl::Status Client::RegisterOnce() {
   v1::RegisterResponse response;
   grpc::ClientContext context;
   SetUnaryDeadline(&context);
-  FEDSCHED_RETURN_IF_ERROR(FromGrpc(stub()->Register(&context, request, &response), "Register"));
+  FEDSCHED_RETURN_IF_ERROR(
+      FromGrpc(rpc()->stub->Register(&context, request, &response), "Register"));
   const v1::TransportConfig& server = response.transport();
   bool reconnect = false;
   {
@@ -276,13 +280,10 @@ void Client::HeartbeatLoop() {
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::HeartbeatResponse response;
-    std::shared_ptr<v1::Coordinator::Stub> stub;
-    {
-      absl::MutexLock lock(&mu_);
-      stub = heartbeat_stub_;
-    }
+    const std::shared_ptr<ClientRpc> current = rpc();
     const absl::Time sent = absl::Now();
-    absl::Status s = FromGrpc(stub->Heartbeat(&context, request, &response), "Heartbeat");
+    absl::Status s =
+        FromGrpc(current->heartbeat_stub->Heartbeat(&context, request, &response), "Heartbeat");
     // A heartbeat slower than its interval eats into the server's patience (missed_heartbeats
     // x interval): say so, it is the first sign of a starved server or network.
     if (const absl::Duration took = absl::Now() - sent; took > absl::Milliseconds(interval_ms)) {
@@ -345,7 +346,7 @@ absl::Status Client::Run() {
       if (stop_.HasBeenNotified()) break;
       poll_context_ = &context;
     }
-    absl::Status s = FromGrpc(stub()->PollTask(&context, poll, &response), "PollTask");
+    absl::Status s = FromGrpc(rpc()->stub->PollTask(&context, poll, &response), "PollTask");
     {
       absl::MutexLock lock(&mu_);
       poll_context_ = nullptr;
@@ -404,7 +405,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
   std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
-      stub()->DownloadModel(&context, request);
+      rpc()->stub->DownloadModel(&context, request);
   std::string payload;
   std::string sha;
   int64_t total = -1;
@@ -481,7 +482,7 @@ absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
       absl::Now() + absl::Seconds(120 + TransferPacer::SecondsFor(payload.size(), kbps))));
   v1::UploadUpdateResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
-      stub()->UploadUpdate(&context, &response);
+      rpc()->stub->UploadUpdate(&context, &response);
   TransferPacer pacer(kbps, absl::Now());
   bool ok = writer->Write(header_chunk);
   v1::UploadChunk data;
@@ -529,7 +530,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::ReportFailureResponse ignored;
-    stub()->ReportFailure(&context, failure, &ignored);
+    rpc()->stub->ReportFailure(&context, failure, &ignored);
     return result.status();
   }
   double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
@@ -573,30 +574,6 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_io_seconds(io.io_seconds);
   metrics.set_local_steps(task.local_steps());
   return Upload(task, delta, metrics);
-}
-
-absl::Status MakePrivateDir(const std::string& dir) {
-  std::error_code ec;
-  const std::filesystem::path path(dir);
-  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
-  }
-  // Open without following a link, then check what was opened: no race with a swapped path.
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "state dir ", dir, " is not a directory of its own (symlink?): ", std::strerror(errno)));
-  }
-  struct stat st;
-  absl::Status s;
-  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) {
-    s = absl::FailedPreconditionError(absl::StrCat("state dir ", dir, " belongs to another user"));
-  } else if ((st.st_mode & 0777) != 0700 && ::fchmod(fd, 0700) != 0) {
-    s = absl::InternalError(absl::StrCat("chmod 0700 ", dir, ": ", std::strerror(errno)));
-  }
-  ::close(fd);
-  return s;
 }
 
 }  // namespace fedsched

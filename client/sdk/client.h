@@ -15,11 +15,21 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "client/sdk/state_dir.h"
+#include "fedsched/v1/cache.pb.h"
 #include "fedsched/v1/config.pb.h"
-#include "fedsched/v1/coordinator.grpc.pb.h"
+#include "fedsched/v1/coordinator.pb.h"
 #include "models/trainer.h"
 
+namespace grpc {
+class ClientContext;
+}  // namespace grpc
+
 namespace fedsched {
+
+// The client's gRPC channels and Coordinator stubs (defined in client.cc, so that this header
+// and an app that embeds the SDK need no generated gRPC code).
+struct ClientRpc;
 
 // I/O counters of one round, aggregated on the device (only these leave it).
 struct RoundIoCounters {
@@ -140,8 +150,8 @@ class Client {
   // Stop() was called.
   bool WaitForServer(absl::Duration d);
 
-  // The stub in use; a copy stays valid while Connect() replaces it (heartbeat thread).
-  std::shared_ptr<v1::Coordinator::Stub> stub() const;
+  // The channels and stubs in use; a copy stays valid while Connect() replaces them.
+  std::shared_ptr<ClientRpc> rpc() const;
 
   ClientOptions options_;
   absl::Notification stop_;
@@ -150,10 +160,7 @@ class Client {
 
   mutable absl::Mutex mu_;
   v1::TransportConfig transport_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<grpc::Channel> channel_ ABSL_GUARDED_BY(mu_);
-  std::shared_ptr<v1::Coordinator::Stub> stub_ ABSL_GUARDED_BY(mu_);
-  // The stub the heartbeat thread uses: a channel (and HTTP/2 connection) of its own.
-  std::shared_ptr<v1::Coordinator::Stub> heartbeat_stub_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<ClientRpc> rpc_ ABSL_GUARDED_BY(mu_);
   std::string client_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   // Proof of the identity sent with every registration (docs/SECURITY.md): read from
@@ -167,12 +174,6 @@ class Client {
   grpc::ClientContext* poll_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<std::thread> heartbeat_thread_;
 };
-
-// Creates `dir` (and its parents) if missing and makes it private: the directory itself must not
-// be a symbolic link and must belong to this user; it is then set to mode 0700. Device state
-// (sample store, cache state, the registration credential) lives there.
-// Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
-absl::Status MakePrivateDir(const std::string& dir);
 
 }  // namespace fedsched
 

@@ -1,0 +1,60 @@
+#include "client/sdk/state_dir.h"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_cat.h"
+
+namespace fedsched {
+
+absl::StatusOr<std::unique_ptr<StateDirLock>> StateDirLock::Acquire(const std::string& state_dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(state_dir, ec);
+  const std::string path = state_dir + "/LOCK";
+  // O_NOFOLLOW: the state dir holds the credential; never follow a planted link.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return absl::InternalError(absl::StrCat("cannot create ", path));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state dir ", state_dir,
+        " is in use by another fedsched-client or SDK handle; give each client its own "
+        "state_dir"));
+  }
+  return std::unique_ptr<StateDirLock>(new StateDirLock(fd));
+}
+
+StateDirLock::~StateDirLock() { ::close(fd_); }  // closing the descriptor releases the flock
+
+absl::Status MakePrivateDir(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path path(dir);
+  if (path.has_parent_path()) std::filesystem::create_directories(path.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
+  }
+  // Open without following a link, then check what was opened: no race with a swapped path.
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "state dir ", dir, " is not a directory of its own (symlink?): ", std::strerror(errno)));
+  }
+  struct stat st;
+  absl::Status s;
+  if (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid()) {
+    s = absl::FailedPreconditionError(absl::StrCat("state dir ", dir, " belongs to another user"));
+  } else if ((st.st_mode & 0777) != 0700 && ::fchmod(fd, 0700) != 0) {
+    s = absl::InternalError(absl::StrCat("chmod 0700 ", dir, ": ", std::strerror(errno)));
+  }
+  ::close(fd);
+  return s;
+}
+
+}  // namespace fedsched

@@ -1,0 +1,38 @@
+// A client's state directory (sample store, cache state, registration credential): created
+// private, and locked so that two clients (processes or SDK handles) never share one.
+#ifndef FEDSCHED_CLIENT_SDK_STATE_DIR_H_
+#define FEDSCHED_CLIENT_SDK_STATE_DIR_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace fedsched {
+
+// Creates `dir` (and its parents) if missing and makes it private: the directory itself must not
+// be a symbolic link and must belong to this user; it is then set to mode 0700. Device state
+// (sample store, cache state, the registration credential) lives there.
+// Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
+absl::Status MakePrivateDir(const std::string& dir);
+
+// Holds flock(LOCK_EX) on <state_dir>/LOCK (mode 0600) until destroyed. Not copyable.
+class StateDirLock {
+ public:
+  // Creates `state_dir` if missing and takes the lock without waiting.
+  // Errors: FAILED_PRECONDITION naming the folder when another client holds it; INTERNAL when
+  // the lock file cannot be created.
+  static absl::StatusOr<std::unique_ptr<StateDirLock>> Acquire(const std::string& state_dir);
+  ~StateDirLock();
+  StateDirLock(const StateDirLock&) = delete;
+  StateDirLock& operator=(const StateDirLock&) = delete;
+
+ private:
+  explicit StateDirLock(int fd) : fd_(fd) {}
+  const int fd_;
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_CLIENT_SDK_STATE_DIR_H_
