@@ -13,11 +13,14 @@ function(fedsched_cc_library)
   set(target fedsched_${FL_NAME})
   if(FL_SRCS)
     add_library(${target} STATIC ${FL_SRCS} ${FL_HDRS})
-    target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+    # Installed (cmake/install.cmake: the SDK's libraries), headers sit under include/fedsched.
+    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+      $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}> $<INSTALL_INTERFACE:include/fedsched>)
     target_link_libraries(${target} PUBLIC ${FL_DEPS})
   else()
     add_library(${target} INTERFACE ${FL_HDRS})
-    target_include_directories(${target} INTERFACE ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
+    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}>
+      $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}> $<INSTALL_INTERFACE:include/fedsched>)
     target_link_libraries(${target} INTERFACE ${FL_DEPS})
   endif()
   add_library(fedsched::${FL_NAME} ALIAS ${target})

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The SDK as a package (issue 22 item 0): `cmake --install --component sdk` into a fresh prefix;
+# examples/embed_sdk (C++, its own CMakeLists) builds against the installed CMake package
+# (find_package(fedsched) -> fedsched::sdk) and examples/c_client (C) against the pkg-config
+# file alone; no generated gRPC header is installed; then both run as the two clients of a
+# real fedsched-server for 2 rounds and must finish them.
+# Usage: install_package_test.sh BUILD_DIR SOURCE_DIR
+set -u
+BUILD="$1"
+SRC="$2"
+WORK=$(mktemp -d /tmp/fedsched_install.XXXXXX)
+PORT=$((20000 + RANDOM % 20000))
+pids=()
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+cmake --install "$BUILD" --prefix "$WORK/prefix" --component sdk > "$WORK/install.log" 2>&1 ||
+  { cat "$WORK/install.log"; fail "cmake --install"; }
+[ -f "$WORK/prefix/include/fedsched/client/sdk/client.h" ] || fail "client.h not installed"
+[ -z "$(find "$WORK/prefix" -name '*.grpc.pb.h')" ] || fail "a generated gRPC header was installed"
+if grep -rq "grpc.pb.h" "$WORK/prefix/include"; then fail "an installed header includes generated gRPC code"; fi
+
+echo "== build examples/embed_sdk against the installed CMake package"
+cmake -S "$SRC/examples/embed_sdk" -B "$WORK/embed" -DCMAKE_PREFIX_PATH="$WORK/prefix" \
+  -DCMAKE_BUILD_TYPE=Release > "$WORK/embed_cfg.log" 2>&1 || { cat "$WORK/embed_cfg.log"; fail "configure"; }
+cmake --build "$WORK/embed" > "$WORK/embed_build.log" 2>&1 || { cat "$WORK/embed_build.log"; fail "build"; }
+
+echo "== build examples/c_client with pkg-config fedsched-sdk"
+export PKG_CONFIG_PATH="$WORK/prefix/lib/pkgconfig"
+pkg-config --modversion fedsched-sdk || fail "pkg-config does not know fedsched-sdk"
+# shellcheck disable=SC2046
+cc -std=c99 -O2 "$SRC/examples/c_client/c_client.c" $(pkg-config --cflags fedsched-sdk) \
+  -o "$WORK/c_client" $(pkg-config --libs fedsched-sdk) -lz -lm > "$WORK/cc.log" 2>&1 ||
+  { cat "$WORK/cc.log"; fail "cc with pkg-config"; }
+
+echo "== run both against fedsched-server"
+cat > "$WORK/server.textproto" <<CFG
+clients_per_round: 2
+min_updates: 2
+min_online_clients: 2
+num_rounds: 2
+round_deadline_s: 120
+missed_heartbeats: 20
+model { architecture: "softmax" }
+training { local_steps: 4 batch_size: 8 }
+CFG
+"$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
+  --listen="127.0.0.1:$PORT" > "$WORK/server.log" 2>&1 &
+server=$!
+pids+=($server)
+"$WORK/embed/embed_sdk" "127.0.0.1:$PORT" embed-device "$WORK/state-embed" > "$WORK/embed.log" 2>&1 &
+pids+=($!)
+"$WORK/c_client" "127.0.0.1:$PORT" c-device "$WORK/state-c" 0 4 > "$WORK/c.log" 2>&1 &
+pids+=($!)
+wait "${pids[1]}" || { cat "$WORK/embed.log"; tail -20 "$WORK/server.log"; fail "embed_sdk exited non-zero"; }
+wait "${pids[2]}" || { cat "$WORK/c.log"; tail -20 "$WORK/server.log"; fail "c_client exited non-zero"; }
+wait "$server" || { tail -20 "$WORK/server.log"; fail "the server exited non-zero"; }
+grep -q "embed_sdk: fedsched SDK [0-9]" "$WORK/embed.log" || fail "no version line: $(cat "$WORK/embed.log")"
+grep -qE "embed_sdk: finished; 2 tasks completed, 0 failed" "$WORK/embed.log" ||
+  fail "embed_sdk: $(cat "$WORK/embed.log")"
+grep -qE "c_client c-device: finished; 2 tasks completed, 0 failed" "$WORK/c.log" ||
+  fail "c_client: $(cat "$WORK/c.log")"
+echo "PASS"
