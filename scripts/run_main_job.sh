@@ -2,6 +2,9 @@
 # The main job: installs what is missing, builds, starts fedsched-server and N fedsched-client
 # processes on loopback, and runs a real federated training run on Fashion-MNIST.
 # Prints one line per round and, at the end, the run folder (metrics.csv, logs, RocksDB store).
+# While the clients load their data (seconds to minutes on a loaded machine) it prints the server's
+# periodic "round N: waiting for ..." lines and, every 15 s, how many clients have loaded their
+# data and registered.
 #
 # Knobs (environment variables; defaults reproduce the README's main job):
 #   CLIENTS=20             client processes (= Dirichlet partitions)
@@ -50,7 +53,9 @@ trap cleanup EXIT INT TERM
 
 "$SERVER_BIN" --config="$SERVER_CONFIG" --store_path="$RUN_DIR/store" \
   --metrics_csv="$RUN_DIR/metrics.csv" --listen="127.0.0.1:$PORT" --num_rounds="$ROUNDS" \
-  --policy="$POLICY" --seed="${SEED:-1}" > >(tee "$RUN_DIR/server.log" | grep --line-buffered -E '^round +[0-9]') \
+  --policy="$POLICY" --seed="${SEED:-1}" > >(tee "$RUN_DIR/server.log" |
+    grep --line-buffered -E '^round +[0-9]|\] round [0-9]+: waiting for' |
+    sed -u -E 's/^\[[^]]*\] \[[a-z]+\] //') \
   2> "$RUN_DIR/server.err" &
 server_pid=$!
 pids+=("$server_pid")
@@ -66,8 +71,21 @@ for ((i = 0; i < CLIENTS; i++)); do
   pids+=("$!")
 done
 
+# Client start-up progress every 15 s until all have registered (their logs: client-<i>.log).
+(
+  while sleep 15 </dev/null >/dev/null 2>&1; do
+    ready=$(grep -l 'local samples ready' "$RUN_DIR"/client-*.log 2>/dev/null | wc -l)
+    registered=$(grep -l ' registered as ' "$RUN_DIR"/client-*.log 2>/dev/null | wc -l)
+    echo "clients: $ready of $CLIENTS loaded their data, $registered registered"
+    [ "$registered" -lt "$CLIENTS" ] || break
+  done
+) &
+progress_pid=$!
+pids+=("$progress_pid")
+
 status=0
 wait "$server_pid" || status=$?
+kill "$progress_pid" 2>/dev/null || true
 if [ "$status" -ne 0 ]; then
   # Say why at once (a bad config fails in well under a second), and stop the clients.
   echo "fedsched-server exited with status $status:" >&2
