@@ -59,6 +59,21 @@ if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
   COMMIT="$COMMIT (plus uncommitted changes)"
 fi
 
+# While run $1 is going, prints the latest line of its log $2 (a round, what the server waits for,
+# or how many clients have loaded their data) every 20 s, so a long wait is visible.
+watch_run() {
+  local run_pid=$1 log=$2 waited=0
+  while kill -0 "$run_pid" 2>/dev/null; do
+    sleep 1
+    waited=$((waited + 1))
+    if [ $((waited % 20)) -eq 0 ] && kill -0 "$run_pid" 2>/dev/null; then
+      echo "   [$(date +%H:%M:%S), ${waited} s] $(tail -n 1 "$log")"
+    fi
+  done
+}
+run_pid=
+trap '[ -z "$run_pid" ] || kill "$run_pid" 2>/dev/null; exit 130' INT TERM
+
 rows=()
 for policy in $POLICIES; do
   for seed in $SEEDS; do
@@ -68,17 +83,24 @@ for policy in $POLICIES; do
     echo "== $policy seed $seed"
     CLIENTS=$CLIENTS ROUNDS=$ROUNDS POLICY=$policy SEED=$seed SLOWDOWNS="$SLOWDOWNS" \
       SERVER_CONFIG=configs/server_live_policies.textproto TARGET_ACCURACY=0 SKIP_BUILD=1 \
-      RUN_DIR="$dir" PORT=${PORT:-$((50100 + seed))} bash scripts/run_main_job.sh > "$dir.log" 2>&1 ||
-      { echo "run failed: $dir.log"; tail "$dir.log"; exit 1; }
+      RUN_DIR="$dir" PORT=${PORT:-$((50100 + seed))} bash scripts/run_main_job.sh > "$dir.log" 2>&1 &
+    run_pid=$!
+    watch_run "$run_pid" "$dir.log"
+    wait "$run_pid" || { echo "run failed: $dir.log"; tail "$dir.log"; exit 1; }
     fi
     t=$(time_to_target "$dir/metrics.csv")
     r=$(rounds_to_target "$dir/metrics.csv")
     final=$(tail -n 1 "$dir/metrics.csv" | cut -d, -f4)
-    echo "   time to $TARGET: $t s (round $r), final accuracy $final"
+    if [ "$t" = "-" ]; then
+      echo "   $TARGET not reached in $(($(wc -l < "$dir/metrics.csv") - 1)) rounds, final accuracy $final"
+    else
+      echo "   time to $TARGET: $t s (round $r), final accuracy $final"
+    fi
     rows+=("$policy $seed $t $r $final")
   done
 done
 
+nseeds=$(wc -w <<< "$SEEDS")
 {
   echo "# Live selection policies: wall time to $TARGET test accuracy"
   echo
@@ -99,7 +121,7 @@ done
     echo "| $p | $s | $t | $r | $f |"
   done
   echo
-  echo "| policy | mean seconds to $TARGET | median seconds | mean round seconds (all rounds) |"
+  echo "| policy | mean seconds to $TARGET (runs that reached it) | median seconds | mean round seconds (all rounds) |"
   echo "|---|---|---|---|"
   for policy in $POLICIES; do
     times=$(printf '%s\n' "${rows[@]}" | awk -v p="$policy" '$1==p && $3!="-" {print $3}' | sort -g)
@@ -107,13 +129,14 @@ done
     mean=$(printf '%s\n' "$times" | awk '{s+=$1} END {if (NR) printf "%.1f", s/NR; else printf "-"}')
     median=$(printf '%s\n' "$times" | awk '{v[NR]=$1} END {if (NR%2) printf "%.1f", v[(NR+1)/2]; else if (NR) printf "%.1f", (v[NR/2]+v[NR/2+1])/2; else printf "-"}')
     round_s=$(cat "$RESULTS/$policy"-seed*/metrics.csv 2>/dev/null | awk -F, '$1!="round" {s+=$3; n++} END {if (n) printf "%.2f", s/n; else printf "-"}')
-    echo "| $policy | $mean ($n runs) | $median | $round_s |"
+    if [ "$n" -eq 0 ]; then mean="not reached"; median="-"; fi
+    echo "| $policy | $mean ($n of $nseeds runs) | $median | $round_s |"
   done
   echo
   echo "Reading the table: on loopback a round lasts until the K-th of the 13 tasked clients"
   echo "uploads, so a policy's system utility shows in the mean round seconds (Oort's speed"
   echo "penalty and FedCaSe's speed term avoid the 10x-13x slow devices), and its statistical"
-  echo "utility in the rounds to $TARGET. With $CLIENTS clients and 3 seeds the time to $TARGET is"
+  echo "utility in the rounds to $TARGET. With $CLIENTS clients and $nseeds seed(s) the time to $TARGET is"
   echo "noisy (one slow early round moves it by tens of seconds): compare medians as well as means."
 } > "$OUT"
 echo "wrote $OUT"
