@@ -51,6 +51,13 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
 // Errors: INVALID_ARGUMENT when `pem` holds no well-formed PEM certificate block.
 absl::StatusOr<std::string> CertificateFingerprint(absl::string_view pem);
 
+// Protocol convention between the SDK and the server: a ReportFailureRequest.reason starting with
+// this says the device stopped being eligible mid-task (ClientOptions::eligible: unplugged, off
+// Wi-Fi, ...) and stops checking in. The server then ends its session at once, so it is not
+// planned again before it returns (it registers again once eligible); the task counts as
+// dropped (docs/ARCHITECTURE.md "Eligibility on the device").
+inline constexpr char kIneligibleReasonPrefix[] = "interrupted: device no longer eligible";
+
 }  // namespace fedsched
 
 #endif  // FEDSCHED_COMMON_TRANSPORT_H_

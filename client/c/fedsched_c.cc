@@ -187,6 +187,11 @@ absl::StatusOr<std::unique_ptr<fedsched_client>> Create(const fedsched_client_op
   client_options.trainer = handle->trainer.get();
   client_options.data = handle->plan.get();
   client_options.device.set_sample_bytes(options.sample_bytes);
+  if (options.eligible != nullptr) {
+    client_options.eligible = [fn = options.eligible, context = options.context] {
+      return fn(context) != 0;
+    };
+  }
   client_options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(client_options));
   if (!client.ok()) return client.status();
@@ -248,9 +253,10 @@ void fedsched_client_stop(fedsched_client* client) {
 }
 
 fedsched_client_stats fedsched_client_get_stats(const fedsched_client* client) {
-  if (client == nullptr) return fedsched_client_stats{0, 0, 0};
+  if (client == nullptr) return fedsched_client_stats{0, 0, 0, 0};
   const fedsched::ClientRunStats s = client->client->stats();
-  return fedsched_client_stats{s.tasks_completed, s.tasks_failed, s.reconnects};
+  return fedsched_client_stats{s.tasks_completed, s.tasks_failed, s.reconnects,
+                               s.tasks_interrupted};
 }
 
 void fedsched_client_destroy(fedsched_client* client) {

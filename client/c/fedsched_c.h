@@ -131,6 +131,13 @@ typedef int64_t (*fedsched_num_samples_fn)(void* context);
 typedef fedsched_code (*fedsched_read_sample_fn)(void* context, int64_t id, const uint8_t** data,
                                                  size_t* size);
 
+/* Device conditions (e.g. charging, unmetered network, idle, battery above a level): returns
+ * nonzero while the app lets the SDK work. While it returns 0 the client does not check in, and
+ * a task in flight is interrupted at its next stage and reported to the server as interrupted
+ * (fedsched_client_stats.tasks_interrupted). Called from the SDK's threads (the one running
+ * fedsched_client_run and its heartbeat thread): must be thread-safe and cheap. */
+typedef int (*fedsched_eligible_fn)(void* context);
+
 /* Everything fedsched_client_create() needs. Zero-initialise it, then set the fields. */
 typedef struct fedsched_client_options {
   /* fedsched.v1.ClientConfig in protobuf text format (server_address, identity, state_dir,
@@ -146,6 +153,8 @@ typedef struct fedsched_client_options {
   fedsched_read_sample_fn read_sample;
   /* Bytes of one encoded sample (reported to the server for cache planning; 0 = unknown). */
   int64_t sample_bytes;
+  /* Optional (NULL = always eligible); see fedsched_eligible_fn. */
+  fedsched_eligible_fn eligible;
 } fedsched_client_options;
 
 typedef struct fedsched_client fedsched_client;
@@ -173,6 +182,8 @@ typedef struct fedsched_client_stats {
   int64_t tasks_completed;
   int64_t tasks_failed;
   int64_t reconnects;
+  /* Tasks given up because the eligible callback turned 0 mid-task. */
+  int64_t tasks_interrupted;
 } fedsched_client_stats;
 fedsched_client_stats fedsched_client_get_stats(const fedsched_client* client);
 

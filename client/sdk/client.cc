@@ -15,36 +15,18 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "client/sdk/client_rpc.h"
 #include "client/sdk/transfer_pacer.h"
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
-#include "fedsched/v1/coordinator.grpc.pb.h"
 
 namespace fedsched {
 
-// Declared in client.h. `stub` serves everything but heartbeats; `heartbeat_stub` has a channel
-// (and HTTP/2 connection) of its own so heartbeats never wait behind a transfer.
-struct ClientRpc {
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Coordinator::Stub> stub;
-  std::unique_ptr<v1::Coordinator::Stub> heartbeat_stub;
-};
 namespace {
 
-absl::Status FromGrpc(const grpc::Status& status, const char* what) {
-  if (status.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
-                      absl::StrCat(what, ": ", status.error_message()));
-}
-
 bool IsSessionLost(const absl::Status& s) { return absl::IsUnauthenticated(s); }
-
-// Unary calls get a short deadline so a dead server is noticed quickly.
-void SetUnaryDeadline(grpc::ClientContext* context) {
-  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
-}
 
 // Long poll (PollTaskRequest.wait_ms): the server may hold a poll this long while there is no
 // task, so the client hears of its task when the round is planned. Well under the unary
@@ -276,7 +258,7 @@ void Client::HeartbeatLoop() {
       if (!registered_) request.clear_client_id();
     }
     if (!SleepFor(absl::Milliseconds(interval_ms))) return;
-    if (request.client_id().empty()) continue;
+    if (request.client_id().empty() || !Eligible()) continue;  // ineligible: away
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::HeartbeatResponse response;
@@ -301,7 +283,21 @@ absl::Status Client::Run() {
   heartbeat_thread_ = std::make_unique<std::thread>([this] { HeartbeatLoop(); });
   bool ever_registered = false;
   int64_t register_failures = 0;  // consecutive
+  bool waiting_for_eligibility = false;
   while (!stop_.HasBeenNotified()) {
+    if (!Eligible()) {
+      if (!waiting_for_eligibility) {
+        FEDSCHED_LOG(info, "{}: device not eligible (the app's conditions); not checking in",
+                     options_.config.identity());
+      }
+      waiting_for_eligibility = true;
+      SleepFor(options_.eligibility_check_interval);
+      continue;
+    }
+    if (waiting_for_eligibility) {
+      FEDSCHED_LOG(info, "{}: device eligible again", options_.config.identity());
+      waiting_for_eligibility = false;
+    }
     bool registered;
     {
       absl::MutexLock lock(&mu_);
@@ -375,6 +371,10 @@ absl::Status Client::Run() {
         absl::MutexLock lock(&mu_);
         if (task_status.ok()) {
           ++stats_.tasks_completed;
+        } else if (IsInterruption(task_status)) {
+          ++stats_.tasks_interrupted;
+          FEDSCHED_LOG(info, "{}: task {} {}", options_.config.identity(),
+                       response.task().task_id(), std::string(task_status.message()));
         } else {
           ++stats_.tasks_failed;
           FEDSCHED_LOG(warn, "{}: task {} failed: {}", options_.config.identity(),
@@ -392,120 +392,31 @@ absl::Status Client::Run() {
   return absl::CancelledError("client stopped");
 }
 
-absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes, double* seconds) {
-  v1::DownloadModelRequest request;
+absl::Status Client::ReportTaskFailure(const v1::Task& task, const std::string& reason,
+                                       absl::Status status) {
+  v1::ReportFailureRequest failure;
   {
     absl::MutexLock lock(&mu_);
-    request.set_client_id(client_id_);
-    request.set_session_token(token_);
+    failure.set_client_id(client_id_);
+    failure.set_session_token(token_);
   }
-  request.set_task_id(task.task_id());
-  const absl::Time start = absl::Now();
-  TransferPacer pacer(options_.config.bandwidth_kbps(), start);
+  failure.set_task_id(task.task_id());
+  failure.set_reason(reason);
   grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
-  std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
-      rpc()->stub->DownloadModel(&context, request);
-  std::string payload;
-  std::string sha;
-  int64_t total = -1;
-  int64_t next_seq = 0;
-  v1::ModelChunk chunk;
-  // The task announced the model's size: never buffer more than that, whatever the stream says.
-  const int64_t expected = task.model_bytes() > 0 ? task.model_bytes() : -1;
-  while (reader->Read(&chunk)) {
-    absl::Status bad;
-    if (chunk.seq() != next_seq) {
-      bad = absl::DataLossError(absl::StrCat("model chunk out of order: ", chunk.seq()));
-    } else if (next_seq == 0) {
-      total = chunk.total_bytes();
-      sha = chunk.sha256();
-      if (total <= 0 || (expected > 0 && total != expected)) {
-        bad = absl::DataLossError(
-            absl::StrCat("model stream declares ", total, " bytes; the task announced ", expected));
-      } else if (expected > 0) {
-        payload.reserve(static_cast<size_t>(total));  // else it grows only as data arrives
-      }
-    } else if (chunk.total_bytes() != total) {
-      bad = absl::DataLossError("model stream changed its declared size");
-    }
-    if (bad.ok() &&
-        static_cast<int64_t>(chunk.data().size()) > total - static_cast<int64_t>(payload.size())) {
-      bad = absl::DataLossError(absl::StrCat("model stream exceeds its ", total, " bytes"));
-    }
-    // Paced reads hold the stream back (gRPC flow control), so the server sends at our rate.
-    if (bad.ok() &&
-        !SleepFor(pacer.Account(static_cast<int64_t>(chunk.data().size()), absl::Now()))) {
-      bad = absl::CancelledError("client stopped");
-    }
-    if (!bad.ok()) {
-      context.TryCancel();
-      reader->Finish().ok();  // drains the cancelled call
-      return bad;
-    }
-    ++next_seq;
-    payload.append(chunk.data());
-  }
-  FEDSCHED_RETURN_IF_ERROR(FromGrpc(reader->Finish(), "DownloadModel"));
-  if (static_cast<int64_t>(payload.size()) != total || Sha256(payload) != sha ||
-      (!task.model_sha256().empty() && task.model_sha256() != sha)) {
-    return absl::DataLossError("downloaded model fails its size or SHA-256 check");
-  }
-  v1::Model model;
-  if (!model.ParseFromString(payload)) return absl::DataLossError("downloaded model is corrupt");
-  *bytes = total;
-  *seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  return model;
-}
-
-absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
-                            const v1::UpdateMetrics& metrics) {
-  const std::string payload = delta.SerializeAsString();
-  const int64_t chunk_bytes = transport().chunk_bytes();
-  v1::UploadChunk header_chunk;
-  v1::UploadHeader* header = header_chunk.mutable_header();
-  {
-    absl::MutexLock lock(&mu_);
-    header->set_client_id(client_id_);
-    header->set_session_token(token_);
-  }
-  header->set_task_id(task.task_id());
-  header->set_round(task.round());
-  header->set_total_bytes(static_cast<int64_t>(payload.size()));
-  header->set_sha256(Sha256(payload));
-  header->set_num_chunks((static_cast<int64_t>(payload.size()) + chunk_bytes - 1) / chunk_bytes);
-  *header->mutable_metrics() = metrics;
-  const double kbps = options_.config.bandwidth_kbps();
-  grpc::ClientContext context;
-  // 120 s for the transfer itself plus the time pacing stretches it by.
-  context.set_deadline(absl::ToChronoTime(
-      absl::Now() + absl::Seconds(120 + TransferPacer::SecondsFor(payload.size(), kbps))));
-  v1::UploadUpdateResponse response;
-  std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
-      rpc()->stub->UploadUpdate(&context, &response);
-  TransferPacer pacer(kbps, absl::Now());
-  bool ok = writer->Write(header_chunk);
-  v1::UploadChunk data;
-  for (int64_t offset = 0, seq = 0; ok && offset < static_cast<int64_t>(payload.size());
-       offset += chunk_bytes, ++seq) {
-    data.set_seq(seq);
-    data.set_data(payload.substr(offset, chunk_bytes));
-    ok = writer->Write(data);
-    // Paced between chunks: the stream itself is slow, as over a slow link.
-    if (ok && !SleepFor(pacer.Account(static_cast<int64_t>(data.data().size()), absl::Now()))) {
-      context.TryCancel();
-      writer->Finish().ok();  // drains the cancelled call
-      return absl::CancelledError("client stopped");
-    }
-  }
-  writer->WritesDone();
-  return FromGrpc(writer->Finish(), "UploadUpdate");
+  SetUnaryDeadline(&context);
+  v1::ReportFailureResponse ignored;
+  rpc()->stub->ReportFailure(&context, failure, &ignored);
+  return status;
 }
 
 absl::Status Client::RunTask(const v1::Task& task) {
   int64_t download_bytes = 0;
   double download_seconds = 0;
   FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
+  if (!Eligible()) {
+    const std::string reason = absl::StrCat(kInterrupted, " (after the download)");
+    return ReportTaskFailure(task, reason, absl::AbortedError(reason));
+  }
   LocalDataPlan& data = *options_.data;
   absl::StatusOr<std::vector<int64_t>> ids =
       data.PlanRound(task.cache_plan(), task.batch_size(), task.local_steps());
@@ -519,19 +430,11 @@ absl::Status Client::RunTask(const v1::Task& task) {
                                                    options_.trainer->Train(request, data.source()))
                                                 : absl::StatusOr<TrainResult>(ids.status());
   if (!result.ok()) {
-    v1::ReportFailureRequest failure;
-    {
-      absl::MutexLock lock(&mu_);
-      failure.set_client_id(client_id_);
-      failure.set_session_token(token_);
-    }
-    failure.set_task_id(task.task_id());
-    failure.set_reason(std::string(result.status().message()));
-    grpc::ClientContext context;
-    SetUnaryDeadline(&context);
-    v1::ReportFailureResponse ignored;
-    rpc()->stub->ReportFailure(&context, failure, &ignored);
-    return result.status();
+    return ReportTaskFailure(task, std::string(result.status().message()), result.status());
+  }
+  if (!Eligible()) {
+    const std::string reason = absl::StrCat(kInterrupted, " (after training)");
+    return ReportTaskFailure(task, reason, absl::AbortedError(reason));
   }
   double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
   if (options_.config.slowdown_factor() > 1.0) {
@@ -573,7 +476,11 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_storage_bytes_read(io.storage_bytes_read);
   metrics.set_io_seconds(io.io_seconds);
   metrics.set_local_steps(task.local_steps());
-  return Upload(task, delta, metrics);
+  absl::Status uploaded = Upload(task, delta, metrics);
+  if (IsInterruption(uploaded)) {
+    return ReportTaskFailure(task, std::string(uploaded.message()), uploaded);
+  }
+  return uploaded;
 }
 
 }  // namespace fedsched

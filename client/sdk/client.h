@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -15,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "client/sdk/state_dir.h"
 #include "fedsched/v1/cache.pb.h"
 #include "fedsched/v1/config.pb.h"
@@ -87,12 +89,25 @@ struct ClientOptions {
   LocalDataPlan* data = nullptr;
   // What the device reports at registration (num_samples is filled from the data if 0).
   v1::DeviceProfile device;
+  // Device conditions under which the app lets the SDK work (e.g. charging, on an unmetered
+  // network, idle, battery above a level: Bonawitz et al., SysML 2019, section 3 "eligibility").
+  // Null = always eligible. While it returns false the client neither checks in (no poll, no
+  // heartbeat: the server sees it leave, and its availability profile learns that) nor starts
+  // a task; a task in flight is interrupted at its next stage (after the download, after
+  // training, between upload chunks) and reported to the server as "interrupted: device no
+  // longer eligible", counted in ClientRunStats::tasks_interrupted, not as a failure.
+  // Called from Run's thread and the heartbeat thread: must be thread-safe and cheap.
+  std::function<bool()> eligible;
+  // How often an ineligible client looks at `eligible` again.
+  absl::Duration eligibility_check_interval = absl::Seconds(1);
 };
 
 // Summary of a finished Run, for logs and tests.
 struct ClientRunStats {
   int64_t tasks_completed = 0;
   int64_t tasks_failed = 0;
+  // Tasks given up because `eligible` turned false mid-task (reported to the server as such).
+  int64_t tasks_interrupted = 0;
   int64_t reconnects = 0;
 };
 
@@ -137,6 +152,12 @@ class Client {
   // Saves a credential the server issued (0600, O_NOFOLLOW).
   absl::Status SaveCredential(const std::string& credential);
   absl::Status RunTask(const v1::Task& task);
+  // True unless the app's `eligible` callback says otherwise.
+  bool Eligible() const { return !options_.eligible || options_.eligible(); }
+  // Tells the server the task failed with `reason` (best effort: the server also notices the
+  // silence) and returns `status`.
+  absl::Status ReportTaskFailure(const v1::Task& task, const std::string& reason,
+                                 absl::Status status);
   absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
   absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                       const v1::UpdateMetrics& metrics);

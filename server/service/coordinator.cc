@@ -14,6 +14,7 @@
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
+#include "common/transport.h"
 #include "server/aggregation/layout.h"
 #include "server/service/credentials.h"
 
@@ -377,6 +378,15 @@ absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request,
         absl::StrCat("no open task '", request.task_id(), "' for client ", request.client_id()));
   }
   LogTaskFailures();
+  if (absl::StartsWith(request.reason(), kIneligibleReasonPrefix)) {
+    // The device stopped being eligible and stops checking in: unreachable now, not after its
+    // missed heartbeats (a re-plan would hand it the round again); it registers when eligible.
+    {
+      absl::MutexLock tokens(&session_mu_);
+      session_tokens_.erase(request.client_id());
+    }
+    sessions_.erase(request.client_id());
+  }
   return absl::OkStatus();
 }
 

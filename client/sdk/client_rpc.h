@@ -1,0 +1,49 @@
+// The SDK's gRPC side, shared by client.cc (the protocol loop) and client_transfer.cc (model
+// download and update upload). Internal: not installed, not part of the SDK's public API.
+#ifndef FEDSCHED_CLIENT_SDK_CLIENT_RPC_H_
+#define FEDSCHED_CLIENT_SDK_CLIENT_RPC_H_
+
+#include <chrono>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/transport.h"
+#include "fedsched/v1/coordinator.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+
+namespace fedsched {
+
+// Declared in client.h. `stub` serves everything but heartbeats; `heartbeat_stub` has a channel
+// (and HTTP/2 connection) of its own so heartbeats never wait behind a transfer.
+struct ClientRpc {
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Coordinator::Stub> stub;
+  std::unique_ptr<v1::Coordinator::Stub> heartbeat_stub;
+};
+
+// A gRPC status as absl::Status, its message prefixed with the RPC's name `what`.
+inline absl::Status FromGrpc(const grpc::Status& status, const char* what) {
+  if (status.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
+                      absl::StrCat(what, ": ", status.error_message()));
+}
+
+// The message prefix of a task given up because the device stopped being eligible
+// (ClientOptions::eligible); such a status is ABORTED and its message is the failure report's
+// reason (the server recognises the prefix, common/transport.h).
+inline constexpr const char* kInterrupted = kIneligibleReasonPrefix;
+
+inline bool IsInterruption(const absl::Status& s) {
+  return absl::IsAborted(s) && absl::StartsWith(s.message(), kInterrupted);
+}
+
+// Unary calls get a short deadline so a dead server is noticed quickly.
+inline void SetUnaryDeadline(grpc::ClientContext* context) {
+  context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+}
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_CLIENT_SDK_CLIENT_RPC_H_

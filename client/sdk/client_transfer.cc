@@ -1,0 +1,131 @@
+// fedsched::Client's transfers: the model download (chunked, size- and SHA-256-checked, paced
+// by ClientConfig.bandwidth_kbps) and the update upload (header first, then paced chunks).
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/sdk/client.h"
+#include "client/sdk/client_rpc.h"
+#include "client/sdk/transfer_pacer.h"
+#include "common/sha256.h"
+#include "common/status_macros.h"
+
+namespace fedsched {
+
+absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes, double* seconds) {
+  v1::DownloadModelRequest request;
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_client_id(client_id_);
+    request.set_session_token(token_);
+  }
+  request.set_task_id(task.task_id());
+  const absl::Time start = absl::Now();
+  TransferPacer pacer(options_.config.bandwidth_kbps(), start);
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
+  std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
+      rpc()->stub->DownloadModel(&context, request);
+  std::string payload;
+  std::string sha;
+  int64_t total = -1;
+  int64_t next_seq = 0;
+  v1::ModelChunk chunk;
+  // The task announced the model's size: never buffer more than that, whatever the stream says.
+  const int64_t expected = task.model_bytes() > 0 ? task.model_bytes() : -1;
+  while (reader->Read(&chunk)) {
+    absl::Status bad;
+    if (chunk.seq() != next_seq) {
+      bad = absl::DataLossError(absl::StrCat("model chunk out of order: ", chunk.seq()));
+    } else if (next_seq == 0) {
+      total = chunk.total_bytes();
+      sha = chunk.sha256();
+      if (total <= 0 || (expected > 0 && total != expected)) {
+        bad = absl::DataLossError(
+            absl::StrCat("model stream declares ", total, " bytes; the task announced ", expected));
+      } else if (expected > 0) {
+        payload.reserve(static_cast<size_t>(total));  // else it grows only as data arrives
+      }
+    } else if (chunk.total_bytes() != total) {
+      bad = absl::DataLossError("model stream changed its declared size");
+    }
+    if (bad.ok() &&
+        static_cast<int64_t>(chunk.data().size()) > total - static_cast<int64_t>(payload.size())) {
+      bad = absl::DataLossError(absl::StrCat("model stream exceeds its ", total, " bytes"));
+    }
+    // Paced reads hold the stream back (gRPC flow control), so the server sends at our rate.
+    if (bad.ok() &&
+        !SleepFor(pacer.Account(static_cast<int64_t>(chunk.data().size()), absl::Now()))) {
+      bad = absl::CancelledError("client stopped");
+    }
+    if (!bad.ok()) {
+      context.TryCancel();
+      reader->Finish().ok();  // drains the cancelled call
+      return bad;
+    }
+    ++next_seq;
+    payload.append(chunk.data());
+  }
+  FEDSCHED_RETURN_IF_ERROR(FromGrpc(reader->Finish(), "DownloadModel"));
+  if (static_cast<int64_t>(payload.size()) != total || Sha256(payload) != sha ||
+      (!task.model_sha256().empty() && task.model_sha256() != sha)) {
+    return absl::DataLossError("downloaded model fails its size or SHA-256 check");
+  }
+  v1::Model model;
+  if (!model.ParseFromString(payload)) return absl::DataLossError("downloaded model is corrupt");
+  *bytes = total;
+  *seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  return model;
+}
+
+absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
+                            const v1::UpdateMetrics& metrics) {
+  const std::string payload = delta.SerializeAsString();
+  const int64_t chunk_bytes = transport().chunk_bytes();
+  v1::UploadChunk header_chunk;
+  v1::UploadHeader* header = header_chunk.mutable_header();
+  {
+    absl::MutexLock lock(&mu_);
+    header->set_client_id(client_id_);
+    header->set_session_token(token_);
+  }
+  header->set_task_id(task.task_id());
+  header->set_round(task.round());
+  header->set_total_bytes(static_cast<int64_t>(payload.size()));
+  header->set_sha256(Sha256(payload));
+  header->set_num_chunks((static_cast<int64_t>(payload.size()) + chunk_bytes - 1) / chunk_bytes);
+  *header->mutable_metrics() = metrics;
+  const double kbps = options_.config.bandwidth_kbps();
+  grpc::ClientContext context;
+  // 120 s for the transfer itself plus the time pacing stretches it by.
+  context.set_deadline(absl::ToChronoTime(
+      absl::Now() + absl::Seconds(120 + TransferPacer::SecondsFor(payload.size(), kbps))));
+  v1::UploadUpdateResponse response;
+  std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
+      rpc()->stub->UploadUpdate(&context, &response);
+  TransferPacer pacer(kbps, absl::Now());
+  bool ok = writer->Write(header_chunk);
+  v1::UploadChunk data;
+  for (int64_t offset = 0, seq = 0; ok && offset < static_cast<int64_t>(payload.size());
+       offset += chunk_bytes, ++seq) {
+    data.set_seq(seq);
+    data.set_data(payload.substr(offset, chunk_bytes));
+    ok = writer->Write(data);
+    if (ok && !Eligible()) {  // e.g. unplugged mid-upload: give the task up cleanly
+      context.TryCancel();
+      writer->Finish().ok();  // drains the cancelled call
+      return absl::AbortedError(absl::StrCat(kInterrupted, " (during the upload)"));
+    }
+    // Paced between chunks: the stream itself is slow, as over a slow link.
+    if (ok && !SleepFor(pacer.Account(static_cast<int64_t>(data.data().size()), absl::Now()))) {
+      context.TryCancel();
+      writer->Finish().ok();  // drains the cancelled call
+      return absl::CancelledError("client stopped");
+    }
+  }
+  writer->WritesDone();
+  return FromGrpc(writer->Finish(), "UploadUpdate");
+}
+
+}  // namespace fedsched
