@@ -7,6 +7,7 @@
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
 //   fedsched-sim --plot_png=acc.png --plot_csvs=random=a.csv,oort=b.csv --target=0.75
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,8 +46,8 @@ ABSL_FLAG(double, target, 0,
           "dashed target-accuracy line on the plot, with each run's time to target marked "
           "(0 = the config's target_accuracy in a run, none in plot-only mode)");
 ABSL_FLAG(std::string, plot_title, "",
-          "plot title (default: run, policy, cache, seed, config and traces; in plot-only mode "
-          "the curves' labels)");
+          "plot title; \\n starts a second line (default: run, policy, cache and seed, then "
+          "config and trace files; in plot-only mode the curves' labels)");
 ABSL_FLAG(bool, quiet, false, "no progress line");
 
 namespace fedsched::sim {
@@ -164,11 +165,15 @@ int Main() {
     csv.reset();  // flush and close before gnuplot reads it
     std::string title = absl::GetFlag(FLAGS_plot_title);
     if (title.empty()) {
-      title =
-          absl::StrCat((*sim)->run_name, ": policy ", PolicyName(c.server().selection().policy()),
-                       ", cache ", CachePolicyName(c.server().cache().policy()), ", seed ",
-                       c.server().seed(), " | config ", absl::GetFlag(FLAGS_config), " | traces ",
-                       c.traces().capacity_path(), ", ", c.traces().availability_path());
+      // Two lines that fit the 1000-pixel image: the run, then its config and trace files.
+      const auto base = [](const std::string& path) {
+        return std::filesystem::path(path).filename().string();
+      };
+      title = absl::StrCat(
+          (*sim)->run_name, ": policy ", PolicyName(c.server().selection().policy()), ", cache ",
+          CachePolicyName(c.server().cache().policy()), ", seed ", c.server().seed(), "\nconfig ",
+          absl::GetFlag(FLAGS_config), ", traces ", base(c.traces().capacity_path()), ", ",
+          base(c.traces().availability_path()));
     }
     absl::Status s = PlotAccuracy(
         absl::GetFlag(FLAGS_plot_png), {{(*sim)->run_name, c.output_csv()}},

@@ -1,6 +1,7 @@
 // fedsched-sim's outputs (docs/SIMULATION.md "Outputs").
 #include "sim/engine/output.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -20,15 +21,16 @@ namespace fedsched::sim {
 std::string RoundCsvHeader() {
   return "run,round,outcome,start_s,virtual_s,virtual_h,test_accuracy,test_loss,train_loss,"
          "online,selected,participants,stragglers,failed,cache_hit_ratio,predictor_mape,"
-         "mean_task_s";
+         "mean_task_s,staleness_mean,staleness_max,dropped_stale";
 }
 
 std::string RoundCsvLine(const std::string& run, const RoundRow& r) {
-  return absl::StrFormat("%s,%d,%s,%.3f,%.3f,%.6f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%.6f,%.6f,%.3f",
-                         run, r.round, r.committed ? "committed" : "failed", r.start_s, r.end_s,
-                         r.end_s / 3600.0, r.quality.accuracy, r.quality.loss, r.quality.train_loss,
-                         r.online, r.selected, r.participants, r.stragglers, r.failed,
-                         r.cache_hit_ratio, r.predictor_mape, r.mean_duration_s);
+  return absl::StrFormat(
+      "%s,%d,%s,%.3f,%.3f,%.6f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%.6f,%.6f,%.3f,%.3f,%d,%d", run,
+      r.round, r.committed ? "committed" : "failed", r.start_s, r.end_s, r.end_s / 3600.0,
+      r.quality.accuracy, r.quality.loss, r.quality.train_loss, r.online, r.selected,
+      r.participants, r.stragglers, r.failed, r.cache_hit_ratio, r.predictor_mape,
+      r.mean_duration_s, r.staleness_mean, r.staleness_max, r.dropped_stale);
 }
 
 absl::StatusOr<std::unique_ptr<CsvRoundWriter>> CsvRoundWriter::Open(const std::string& path,
@@ -98,9 +100,16 @@ void ProgressLine::Finish() {
 
 namespace {
 
-// First committed row of a fedsched-sim CSV whose test accuracy reaches `target`: (virtual
-// hours, accuracy), or nullopt. Columns as RoundCsvHeader: outcome 2, virtual_h 5, accuracy 6.
-std::optional<std::pair<double, double>> TimeToTarget(const std::string& csv_path, double target) {
+// What the plot needs from a fedsched-sim CSV: the first committed row whose test accuracy
+// reaches the target (virtual hours, accuracy), if any, and the last committed row's virtual
+// hours. Columns as RoundCsvHeader: outcome 2, virtual_h 5, accuracy 6.
+struct CurveFacts {
+  std::optional<std::pair<double, double>> reached;
+  double last_hours = 0;
+};
+
+CurveFacts ReadCurve(const std::string& csv_path, double target) {
+  CurveFacts facts;
   std::ifstream in(csv_path);
   std::string line;
   std::getline(in, line);  // header
@@ -112,9 +121,18 @@ std::optional<std::pair<double, double>> TimeToTarget(const std::string& csv_pat
         !absl::SimpleAtod(cells[6], &accuracy)) {
       continue;
     }
-    if (accuracy >= target) return std::make_pair(hours, accuracy);
+    facts.last_hours = hours;
+    if (target > 0 && !facts.reached && accuracy >= target) facts.reached = {hours, accuracy};
   }
-  return std::nullopt;
+  return facts;
+}
+
+// `text` as a gnuplot double-quoted string: a newline (or the two characters backslash, n)
+// starts a new line; quotes and other backslashes are kept literally.
+std::string GnuplotString(const std::string& text) {
+  const std::string lines = absl::StrReplaceAll(text, {{"\\n", "\n"}});
+  return absl::StrCat(
+      "\"", absl::StrReplaceAll(lines, {{"\\", "\\\\"}, {"\"", "\\\""}, {"\n", "\\n"}}), "\"");
 }
 
 }  // namespace
@@ -131,27 +149,37 @@ absl::Status PlotAccuracy(const std::string& png_path,
       "set grid\n"
       "set xlabel 'virtual hours'\n"
       "set ylabel 'test accuracy'\n"
-      "set title '",
-      absl::StrReplaceAll(title, {{"'", ""}}), "'\n");
+      "set title ",
+      GnuplotString(title), " font ',10'\n");
   // One line per run (committed rounds only: column 3 is the outcome); the target as a dashed
   // line in the legend; each run's time to target as a labelled point.
   std::string plot = "plot ";
   std::string marks;  // inline data of the time-to-target points
+  std::vector<CurveFacts> facts;
+  double last_hours = 0;  // the x range's right end (gnuplot autoscales from 0)
   for (size_t i = 0; i < curves.size(); ++i) {
     std::ifstream probe(curves[i].second);
     if (!probe) return absl::NotFoundError(absl::StrCat("no CSV ", curves[i].second));
     absl::StrAppend(&plot, i ? ", " : "", "'", curves[i].second,
                     "' every ::1 using 6:(strcol(3) eq 'committed' ? $7 : 1/0) with lines lw 2 "
-                    "title '",
-                    absl::StrReplaceAll(curves[i].first, {{"'", ""}}), "'");
-    if (target <= 0) continue;
-    if (const auto reached = TimeToTarget(curves[i].second, target)) {
-      // Comma-separated like the CSVs (the datafile separator applies to inline data too).
-      absl::StrAppendFormat(&marks, "%.6f,%.6f\n", reached->first, reached->second);
-      absl::StrAppendFormat(&script, "set label '%s %.2f h' at %.6f,%.6f offset 0.5,-1\n",
-                            absl::StrReplaceAll(curves[i].first, {{"'", ""}}), reached->first,
-                            reached->first, reached->second);
-    }
+                    "title ",
+                    GnuplotString(curves[i].first));
+    facts.push_back(ReadCurve(curves[i].second, target));
+    last_hours = std::max(last_hours, facts.back().last_hours);
+  }
+  int row = 0;  // labels go one text row apart below their points, so that close ones stay legible
+  for (size_t i = 0; i < curves.size(); ++i) {
+    const auto& reached = facts[i].reached;
+    if (!reached) continue;
+    // Comma-separated like the CSVs (the datafile separator applies to inline data too).
+    absl::StrAppendFormat(&marks, "%.6f,%.6f\n", reached->first, reached->second);
+    // Labels in the right half end at their point, so none runs past the image's right edge.
+    const bool right_half = reached->first > 0.5 * last_hours;
+    absl::StrAppendFormat(
+        &script, "set label %s at %.6f,%.6f %s offset %.1f,%.1f\n",
+        GnuplotString(absl::StrFormat("%s %.2f h", curves[i].first, reached->first)),
+        reached->first, reached->second, right_half ? "right" : "left", right_half ? -0.7 : 0.7,
+        -1.0 - 1.2 * row++);
   }
   if (target > 0) {
     absl::StrAppend(&plot, ", ", target, " with lines dashtype 2 lc rgb 'gray' title 'target ",

@@ -18,7 +18,9 @@ namespace fedsched::sim {
 // Header of the per-round CSV:
 //   run, round, outcome (committed|failed), start_s, virtual_s (round end), virtual_h,
 //   test_accuracy, test_loss, train_loss, online, selected, participants, stragglers, failed,
-//   cache_hit_ratio, predictor_mape, mean_task_s.
+//   cache_hit_ratio, predictor_mape, mean_task_s, staleness_mean, staleness_max, dropped_stale
+//   (the last three: FedBuff staleness in model versions and updates dropped as too stale, as in
+//   the server's metrics.csv; 0 under synchronous aggregation).
 // Times are seconds / hours of virtual time since the simulation start.
 std::string RoundCsvHeader();
 // One CSV line (no newline) for `row`; fixed precision, so equal runs give equal bytes.
@@ -82,9 +84,11 @@ class ProgressLine : public RoundSink {
 };
 
 // Draws test accuracy (y) against virtual hours (x) for each (label, csv path) — one curve per
-// run, committed rounds only — into `png_path` with gnuplot, under `title`. If `target` > 0 it
-// also draws the target as a dashed line in the legend and marks each run's time to target (its
-// first committed round at or above it) with a point labelled in hours. The gnuplot script goes
+// run, committed rounds only — into `png_path` (1000 x 600 pixels) with gnuplot, under `title`
+// (a newline or a literal backslash-n starts a new title line). If `target` > 0 it also draws the
+// target as a dashed line in the legend and marks each run's time to target (its first committed
+// round at or above it) with a point labelled in hours, the label kept inside the image (left of
+// its point in the right half of the x range). The gnuplot script goes
 // to gnuplot's stdin (no file is left beside the PNG). Errors: NOT_FOUND for a missing CSV;
 // INTERNAL if gnuplot fails (message includes its exit status).
 absl::Status PlotAccuracy(const std::string& png_path,

@@ -372,6 +372,9 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   row.cache_hit_ratio = record.cache_hit_ratio();
   row.predictor_mape = record.predictor_mape();
   row.mean_duration_s = accepted_ > 0 ? accepted_duration_s_ / accepted_ : 0;
+  row.staleness_mean = record.staleness_mean();
+  row.staleness_max = record.staleness_max();
+  row.dropped_stale = record.dropped_stale();
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);

@@ -80,6 +80,10 @@ struct RoundRow {
   double cache_hit_ratio = 0;  // hits / reads over accepted updates (record)
   double predictor_mape = 0;   // the planner's MAPE over accepted updates (record)
   double mean_duration_s = 0;  // mean modelled duration of the accepted updates, seconds
+  // FedBuff only (0 under synchronous aggregation), as the server's metrics.csv (record):
+  double staleness_mean = 0;  // mean staleness of the buffered updates, in model versions
+  int64_t staleness_max = 0;  // largest staleness among them, in model versions
+  int32_t dropped_stale = 0;  // tasks dropped as more than aggregation.max_staleness behind
 };
 
 // Receives rounds as they close (the CSV writer, the progress line, tests).

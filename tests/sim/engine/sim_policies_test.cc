@@ -155,11 +155,11 @@ std::string RunToCsvFile(const v1::SimConfig& config, const std::string& name,
 // Checks the CSV's columns and per-round bounds; returns the committed rounds.
 int CheckRows(const std::string& csv, const std::string& run, bool fedbuff) {
   const std::vector<std::string> columns = {
-      "run",        "round",     "outcome",         "start_s",
-      "virtual_s",  "virtual_h", "test_accuracy",   "test_loss",
-      "train_loss", "online",    "selected",        "participants",
-      "stragglers", "failed",    "cache_hit_ratio", "predictor_mape",
-      "mean_task_s"};
+      "run",         "round",          "outcome",         "start_s",
+      "virtual_s",   "virtual_h",      "test_accuracy",   "test_loss",
+      "train_loss",  "online",         "selected",        "participants",
+      "stragglers",  "failed",         "cache_hit_ratio", "predictor_mape",
+      "mean_task_s", "staleness_mean", "staleness_max",   "dropped_stale"};
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   EXPECT_GE(lines.size(), 13u);  // header + 12 committed rounds (+ any failed attempts)
   if (lines.empty()) return 0;
@@ -187,6 +187,18 @@ int CheckRows(const std::string& csv, const std::string& run, bool fedbuff) {
     const double mape = std::stod(f[15]);
     EXPECT_TRUE(std::isfinite(mape) && mape >= 0);
     EXPECT_GT(std::stod(f[16]), 0);  // mean task seconds
+    // FedBuff's staleness (model versions) and stale drops, as the server's metrics.csv; all 0
+    // under synchronous aggregation.
+    const double staleness_mean = std::stod(f[17]);
+    const int staleness_max = std::stoi(f[18]);
+    const int dropped_stale = std::stoi(f[19]);
+    EXPECT_GE(staleness_mean, 0);
+    EXPECT_GE(staleness_max + 1e-9, staleness_mean);
+    EXPECT_GE(dropped_stale, 0);
+    if (!fedbuff) {
+      EXPECT_EQ(staleness_max, 0);
+      EXPECT_EQ(dropped_stale, 0);
+    }
   }
   return committed;
 }

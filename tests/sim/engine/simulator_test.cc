@@ -4,13 +4,18 @@
 // determinism, and the shipped configs.
 #include "sim/engine/simulator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 #include <tuple>
+#include <vector>
 
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
 #include "sim/engine/output.h"
@@ -453,6 +458,47 @@ TEST(SimulatorTest, SameSeedSameCsv) {
     EXPECT_EQ(a, RunToCsv(c));
     c.mutable_server()->set_seed(4);
     EXPECT_NE(RunToCsv(c), a);
+  }
+}
+
+// Issue 21, item 6: the CSV ends with FedBuff's staleness columns, as the server's metrics.csv;
+// they are 0 under synchronous aggregation and consistent (max >= mean) under FedBuff.
+TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
+  const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
+  ASSERT_GE(header.size(), 4u);
+  EXPECT_EQ(header[header.size() - 4], "mean_task_s");
+  EXPECT_EQ(header[header.size() - 3], "staleness_mean");
+  EXPECT_EQ(header[header.size() - 2], "staleness_max");
+  EXPECT_EQ(header[header.size() - 1], "dropped_stale");
+  const size_t n = header.size();
+  for (bool fedbuff : {false, true}) {
+    SCOPED_TRACE(fedbuff);
+    v1::SimConfig c = SmallNoTrainConfig();
+    c.mutable_server()->mutable_aggregation()->set_async_fedbuff(fedbuff);
+    const std::string csv = RunToCsv(c);
+    int64_t largest = 0;
+    int rows = 0;
+    for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
+      const std::vector<std::string> cells = absl::StrSplit(line, ',');
+      ASSERT_EQ(cells.size(), n) << line;
+      double mean = -1;
+      int64_t max = -1;
+      int dropped = -1;
+      ASSERT_TRUE(absl::SimpleAtod(cells[n - 3], &mean)) << line;
+      ASSERT_TRUE(absl::SimpleAtoi(cells[n - 2], &max)) << line;
+      ASSERT_TRUE(absl::SimpleAtoi(cells[n - 1], &dropped)) << line;
+      EXPECT_GE(static_cast<double>(max) + 1e-9, mean) << line;
+      EXPECT_GE(dropped, 0) << line;
+      if (!fedbuff) {
+        EXPECT_EQ(cells[n - 3] + cells[n - 2] + cells[n - 1], "0.00000") << line;
+      }
+      largest = std::max(largest, max);
+      ++rows;
+    }
+    EXPECT_GT(rows, 0);
+    if (fedbuff) {
+      EXPECT_GT(largest, 0) << "no stale update in a FedBuff run";
+    }
   }
 }
 
