@@ -96,7 +96,7 @@ if [[ -n "$curves" ]]; then
   traces=$(grep -oE '(capacity|availability)_path: *"[^"]*"' "$CONFIG" | sed 's/.*"\(.*\)"/\1/' |
     xargs -r -n1 basename | paste -sd, -)
   "$SIM" --plot_csvs="$curves" --plot_png="$OUT/sim_tta.png" --target="$TARGET" \
-    --plot_title="seed $first_seed: $POLICIES | $CONFIG (fedbuff row: $FEDBUFF_CONFIG) | traces $traces"
+    --plot_title="seed $first_seed: $POLICIES, target $TARGET\nconfig $CONFIG (fedbuff: $(basename "$FEDBUFF_CONFIG")), traces $traces"
   if [[ "${DOCS:-}" == 1 ]]; then cp "$OUT/sim_tta.png" docs/sim_tta.png; fi
 fi
 
@@ -134,6 +134,18 @@ def upto_target(rows):
             return done, failed, True
     return done, failed, False
 
+def rounds_cell(per):
+    """Rounds to the target over the runs that reached it (min-max), and the committed rounds of
+    those that did not, e.g. "59-66" or "61; not reached (3 rounds)"."""
+    hit = sorted(len(d) for d, _, reached in per if reached)
+    miss = sorted(len(d) for d, _, reached in per if not reached)
+    parts = []
+    if hit:
+        parts.append(f"{hit[0]}" if hit[0] == hit[-1] else f"{hit[0]}-{hit[-1]}")
+    if miss:
+        parts.append(f"not reached ({', '.join(map(str, miss))} rounds)")
+    return "; ".join(parts)
+
 rows, means, stats = [], {}, []
 for p in policies:
     cells, hits, per = [], [], []
@@ -150,18 +162,17 @@ for p in policies:
             cells.append(f"{figure(p, s, h)} (round {last['round']})")
         else:
             cells.append(f"not reached in {last['round'] if last else 0} rounds "
-                         f"({float(last['virtual_h']) if last else 0:.1f} h, "
+                         f"({float(last['virtual_h']) if last else 0:.2f} h, "
                          f"acc {float(last['test_accuracy']) if last else 0:.3f})")
         if done:
-            per.append((done, failed))
+            per.append((done, failed, reached))
     mean = statistics.mean(hits) if len(hits) == len(seeds) else None
     means[p] = mean
     rows.append((p, cells, mean))
     if per:
-        n = [len(d) for d, _ in per]
-        mean_of = lambda col: statistics.mean(float(r[col]) for d, _ in per for r in d)
-        round_s = statistics.mean(float(d[-1]["virtual_s"]) / len(d) for d, _ in per)
-        stats.append(f"| {p} | {min(n)}-{max(n)} | {sum(f for _, f in per)} | {round_s:.1f} s | "
+        mean_of = lambda col: statistics.mean(float(r[col]) for d, _, _ in per for r in d)
+        round_s = statistics.mean(float(d[-1]["virtual_s"]) / len(d) for d, _, _ in per)
+        stats.append(f"| {p} | {rounds_cell(per)} | {sum(f for _, f, _ in per)} | {round_s:.1f} s | "
                      f"{mean_of('participants'):.1f} | {mean_of('stragglers'):.1f} | "
                      f"{mean_of('mean_task_s'):.1f} s | {mean_of('cache_hit_ratio'):.2f} | "
                      f"{100 * mean_of('predictor_mape'):.1f} % |")
