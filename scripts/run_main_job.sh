@@ -74,8 +74,9 @@ done
 # Client start-up progress every 15 s until all have registered (their logs: client-<i>.log).
 (
   while sleep 15 </dev/null >/dev/null 2>&1; do
-    ready=$(grep -l 'local samples ready' "$RUN_DIR"/client-*.log 2>/dev/null | wc -l)
-    registered=$(grep -l ' registered as ' "$RUN_DIR"/client-*.log 2>/dev/null | wc -l)
+    # (grep finds no file at first: `|| true` keeps set -e/pipefail from ending this loop.)
+    ready=$(grep -l 'local samples ready' "$RUN_DIR"/client-*.log 2>/dev/null | wc -l || true)
+    registered=$(grep -l ' registered as ' "$RUN_DIR"/client-*.log 2>/dev/null | wc -l || true)
     echo "clients: $ready of $CLIENTS loaded their data, $registered registered"
     [ "$registered" -lt "$CLIENTS" ] || break
   done
