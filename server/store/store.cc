@@ -166,6 +166,10 @@ absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) 
 
 absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& options) {
   if (options.path.empty()) return absl::InvalidArgumentError("store path is empty");
+  if (options.max_wal_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("max_wal_bytes must be > 0, got ", options.max_wal_bytes));
+  }
   if (options.keep_models < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("keep_models must be >= 0, got ", options.keep_models));
@@ -180,6 +184,8 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
   // every torn tail, i.e. most restarts after a kill during a big commit.
   db_options.paranoid_checks = true;
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // A bounded log is a bounded restart (StoreOptions::max_wal_bytes).
+  db_options.max_total_wal_size = static_cast<uint64_t>(options.max_wal_bytes);
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const char* name :
        {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
