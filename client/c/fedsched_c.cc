@@ -42,7 +42,7 @@ std::string CallbackMessage(const fedsched_error& error, fedsched_code code, con
   return absl::StrCat(what, " returned code ", static_cast<int>(code));
 }
 
-// Views of a model's tensors as fedsched_tensor; `mutable_model` when the C side may write.
+// Views of `model`'s tensors as fedsched_tensor (data writable; names and shapes borrowed).
 std::vector<fedsched_tensor> TensorViews(v1::Model& model) {
   std::vector<fedsched_tensor> views;
   views.reserve(model.tensors_size());

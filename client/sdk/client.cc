@@ -392,8 +392,7 @@ absl::Status Client::Run() {
   return absl::CancelledError("client stopped");
 }
 
-absl::Status Client::ReportTaskFailure(const v1::Task& task, const std::string& reason,
-                                       absl::Status status) {
+absl::Status Client::ReportTaskFailure(const v1::Task& task, absl::Status status) {
   v1::ReportFailureRequest failure;
   {
     absl::MutexLock lock(&mu_);
@@ -401,7 +400,7 @@ absl::Status Client::ReportTaskFailure(const v1::Task& task, const std::string& 
     failure.set_session_token(token_);
   }
   failure.set_task_id(task.task_id());
-  failure.set_reason(reason);
+  failure.set_reason(std::string(status.message()));
   grpc::ClientContext context;
   SetUnaryDeadline(&context);
   v1::ReportFailureResponse ignored;
@@ -413,10 +412,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
   int64_t download_bytes = 0;
   double download_seconds = 0;
   FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
-  if (!Eligible()) {
-    const std::string reason = absl::StrCat(kInterrupted, " (after the download)");
-    return ReportTaskFailure(task, reason, absl::AbortedError(reason));
-  }
+  if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after the download"));
   LocalDataPlan& data = *options_.data;
   absl::StatusOr<std::vector<int64_t>> ids =
       data.PlanRound(task.cache_plan(), task.batch_size(), task.local_steps());
@@ -430,12 +426,9 @@ absl::Status Client::RunTask(const v1::Task& task) {
                                                    options_.trainer->Train(request, data.source()))
                                                 : absl::StatusOr<TrainResult>(ids.status());
   if (!result.ok()) {
-    return ReportTaskFailure(task, std::string(result.status().message()), result.status());
+    return ReportTaskFailure(task, result.status());
   }
-  if (!Eligible()) {
-    const std::string reason = absl::StrCat(kInterrupted, " (after training)");
-    return ReportTaskFailure(task, reason, absl::AbortedError(reason));
-  }
+  if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after training"));
   double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
   if (options_.config.slowdown_factor() > 1.0) {
     // Emulate a slower device: stretch the measured compute time by the factor.
@@ -478,7 +471,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_local_steps(task.local_steps());
   absl::Status uploaded = Upload(task, delta, metrics);
   if (IsInterruption(uploaded)) {
-    return ReportTaskFailure(task, std::string(uploaded.message()), uploaded);
+    return ReportTaskFailure(task, uploaded);
   }
   return uploaded;
 }

@@ -154,10 +154,9 @@ class Client {
   absl::Status RunTask(const v1::Task& task);
   // True unless the app's `eligible` callback says otherwise.
   bool Eligible() const { return !options_.eligible || options_.eligible(); }
-  // Tells the server the task failed with `reason` (best effort: the server also notices the
-  // silence) and returns `status`.
-  absl::Status ReportTaskFailure(const v1::Task& task, const std::string& reason,
-                                 absl::Status status);
+  // Tells the server the task failed, with status.message() as the reason (best effort: the
+  // server also notices the silence), and returns `status`.
+  absl::Status ReportTaskFailure(const v1::Task& task, absl::Status status);
   absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
   absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                       const v1::UpdateMetrics& metrics);

@@ -30,13 +30,15 @@ inline absl::Status FromGrpc(const grpc::Status& status, const char* what) {
                       absl::StrCat(what, ": ", status.error_message()));
 }
 
-// The message prefix of a task given up because the device stopped being eligible
-// (ClientOptions::eligible); such a status is ABORTED and its message is the failure report's
-// reason (the server recognises the prefix, common/transport.h).
-inline constexpr const char* kInterrupted = kIneligibleReasonPrefix;
+// A task given up at `stage` because the device stopped being eligible (ClientOptions::
+// eligible): ABORTED, its message kIneligibleReasonPrefix + " (stage)", which is also the failure
+// report's reason (the server recognises the prefix, common/transport.h).
+inline absl::Status InterruptedStatus(absl::string_view stage) {
+  return absl::AbortedError(absl::StrCat(kIneligibleReasonPrefix, " (", stage, ")"));
+}
 
 inline bool IsInterruption(const absl::Status& s) {
-  return absl::IsAborted(s) && absl::StartsWith(s.message(), kInterrupted);
+  return absl::IsAborted(s) && absl::StartsWith(s.message(), kIneligibleReasonPrefix);
 }
 
 // Unary calls get a short deadline so a dead server is noticed quickly.

@@ -115,7 +115,7 @@ absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
     if (ok && !Eligible()) {  // e.g. unplugged mid-upload: give the task up cleanly
       context.TryCancel();
       writer->Finish().ok();  // drains the cancelled call
-      return absl::AbortedError(absl::StrCat(kInterrupted, " (during the upload)"));
+      return InterruptedStatus("during the upload");
     }
     // Paced between chunks: the stream itself is slow, as over a slow link.
     if (ok && !SleepFor(pacer.Account(static_cast<int64_t>(data.data().size()), absl::Now()))) {

@@ -191,6 +191,14 @@ absl::Status Coordinator::AdmitNewIdentity(const std::string& peer_address, absl
   return absl::OkStatus();
 }
 
+void Coordinator::EndSessionLocked(const std::string& client_id) {
+  {
+    absl::MutexLock tokens(&session_mu_);
+    session_tokens_.erase(client_id);
+  }
+  sessions_.erase(client_id);
+}
+
 void Coordinator::ExpireUnseenLocked(absl::Time now) {
   const double ttl_s = config_.security().unseen_identity_ttl_s();
   if (ttl_s <= 0) return;
@@ -200,11 +208,7 @@ void Coordinator::ExpireUnseenLocked(absl::Time now) {
   last_expiry_sweep_ = now;
   std::vector<std::string> expired = engine_->RetireUnseen(ToSeconds(now), ttl_s);
   if (expired.empty()) return;
-  {
-    absl::MutexLock tokens(&session_mu_);
-    for (const std::string& id : expired) session_tokens_.erase(id);
-  }
-  for (const std::string& id : expired) sessions_.erase(id);
+  for (const std::string& id : expired) EndSessionLocked(id);
   if (absl::Status s = options_.store->DeleteProfiles(expired); !s.ok()) {
     FEDSCHED_LOG(warn, "could not delete the profiles of {} expired identities: {}", expired.size(),
                  s.ToString());
@@ -381,11 +385,7 @@ absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request,
   if (absl::StartsWith(request.reason(), kIneligibleReasonPrefix)) {
     // The device stopped being eligible and stops checking in: unreachable now, not after its
     // missed heartbeats (a re-plan would hand it the round again); it registers when eligible.
-    {
-      absl::MutexLock tokens(&session_mu_);
-      session_tokens_.erase(request.client_id());
-    }
-    sessions_.erase(request.client_id());
+    EndSessionLocked(request.client_id());
   }
   return absl::OkStatus();
 }

@@ -264,6 +264,9 @@ class Coordinator {
   // most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
   // ends their sessions and deletes their stored profiles.
   void ExpireUnseenLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends `client_id`'s session (its token and session state): its next RPC is UNAUTHENTICATED
+  // and it is unreachable until it registers again. No-op for an unknown id.
+  void EndSessionLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

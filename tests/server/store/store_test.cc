@@ -152,7 +152,7 @@ TEST(StoreWalTest, WriteAheadLogStaysBounded) {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store,
                          Store::Open({.path = dir.string(), .max_wal_bytes = kBound}));
     ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
-    for (int r = 1; r <= 40; ++r) {
+    for (int r = 1; r <= 60; ++r) {
       RoundCommit commit = MakeCommit(r, static_cast<float>(r));
       v1::AuditedUpdate update;
       update.set_task_id("task-" + std::to_string(r));
@@ -166,10 +166,11 @@ TEST(StoreWalTest, WriteAheadLogStaysBounded) {
     for (const auto& entry : std::filesystem::directory_iterator(dir)) {
       if (entry.path().extension() == ".log") log_bytes += entry.file_size();
     }
-    // 40 MiB went through the log; what remains stays within a small multiple of the bound
-    // (RocksDB flushes in the background and deletes a log once every family left it: about
-    // 2.5 x the bound here, the same after 60 commits), not the whole run.
-    EXPECT_LE(log_bytes, 3 * kBound);
+    // 60 MiB went through the log. Unbounded, all of it stays (RocksDB's own bound is GBs);
+    // bounded, what remains is a small multiple of the bound: RocksDB flushes in the
+    // background and deletes a log once every family has left it, about 2.5 x the bound on a
+    // quiet machine, up to 3.3 x seen on a loaded one.
+    EXPECT_LE(log_bytes, 5 * kBound);
   }
   EXPECT_THAT(Store::Open({.path = dir.string(), .max_wal_bytes = 0}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_wal_bytes")));
