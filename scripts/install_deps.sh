@@ -3,6 +3,8 @@
 # it only calls apt-get when something is missing. Needs root (or sudo).
 #   install_deps.sh                 the packages below
 #   install_deps.sh --only P1 P2    just these packages (e.g. scripts/install_fuzz_deps.sh)
+#   install_deps.sh --arm64         the arm64 cross toolchain, mmdebstrap (makes the arm64 sysroot)
+#                                   and qemu-user (runs arm64 programs): scripts/build_arm64.sh
 set -euo pipefail
 
 PACKAGES=(
@@ -17,6 +19,8 @@ PACKAGES=(
 if [ "${1:-}" = "--only" ]; then
   shift
   PACKAGES=("$@")
+elif [ "${1:-}" = "--arm64" ]; then
+  PACKAGES=(crossbuild-essential-arm64 mmdebstrap qemu-user)
 fi
 
 missing=()
