@@ -76,8 +76,6 @@ make_sysroot() {
   echo "build_arm64: making the arm64 sysroot $SYSROOT (Debian 12 packages from $DEBIAN_MIRROR)"
   local tmp="$SYSROOT.partial"
   rm -rf "$tmp"
-  mkdir -p "$(dirname "$SYSROOT")" ||
-    cannot_install "the sysroot: $(dirname "$SYSROOT") is not writable"
   mmdebstrap --quiet --variant=extract --architectures=arm64 --include="$SYSROOT_PACKAGES" \
     bookworm "$tmp" "deb $DEBIAN_MIRROR bookworm main" "deb $DEBIAN_MIRROR bookworm-updates main" \
     "deb $SECURITY_MIRROR bookworm-security main" ||
@@ -87,6 +85,12 @@ make_sysroot() {
   rm -rf "$SYSROOT"
   mv "$tmp" "$SYSROOT"
 }
+
+# One run at a time per sysroot (two CTest runs of arm64_qemu_test may start it together).
+mkdir -p "$(dirname "$SYSROOT")" ||
+  cannot_install "the sysroot: $(dirname "$SYSROOT") is not writable"
+exec 9> "$SYSROOT.lock" || cannot_install "the sysroot: cannot write $SYSROOT.lock"
+flock 9
 
 start=$(date +%s)
 make_sysroot
