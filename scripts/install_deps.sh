@@ -14,6 +14,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest libbenchmark-dev libspdlog-dev
   dataset-fashion-mnist gnuplot-nox openssl python3 procps
   prometheus-cpp-dev prometheus
+  libopenmpi-dev openmpi-bin
 )
 
 if [ "${1:-}" = "--only" ]; then

@@ -6,6 +6,7 @@
 //   fedsched-sim --config=configs/sim/fmnist_1000.textproto --policy=fedcase --seed=2
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
 //   fedsched-sim --plot_png=acc.png --plot_csvs=random=a.csv,oort=b.csv --target=0.75
+//   mpirun -np 4 fedsched-sim --config=...   (training over 4 ranks, the same CSV: sim/mpi)
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -23,6 +24,7 @@
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
+#include "sim/mpi/cluster.h"
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "",
@@ -78,7 +80,8 @@ int PlotOnly() {
   return s.ok() ? 0 : Fail(s);
 }
 
-int Main() {
+// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train).
+int Run(mpi::Cluster* cluster) {
   if (!absl::GetFlag(FLAGS_plot_csvs).empty()) return PlotOnly();
   if (absl::GetFlag(FLAGS_config).empty()) {
     return Fail(absl::InvalidArgumentError("--config is required"));
@@ -103,10 +106,16 @@ int Main() {
   if (absl::GetFlag(FLAGS_quiet)) config.set_quiet(true);
 
   const absl::Time wall_start = absl::Now();
-  absl::StatusOr<std::unique_ptr<Simulation>> sim = BuildSimulation(config);
+  absl::StatusOr<std::unique_ptr<Simulation>> sim =
+      BuildSimulation(config, cluster != nullptr ? cluster->learner_factory() : nullptr);
   if (!sim.ok()) return Fail(sim.status());
   const v1::SimConfig& c = (*sim)->config;
   std::fprintf(stderr, "fedsched-sim effective config:\n%s", ConfigToText(c).c_str());
+  if (cluster != nullptr) {
+    std::fprintf(stderr, "MPI: %d ranks%s\n", cluster->size(),
+                 c.no_train() ? " (no_train: nothing to spread, rank 0 runs alone)"
+                              : "; each trains the clients k with k mod ranks = its rank");
+  }
   std::fprintf(stderr,
                "capacity: %s (%lld rows)\navailability: %s (%lld rows, mean online %.1f %%)\n",
                (*sim)->capacity->source().c_str(), static_cast<long long>((*sim)->capacity->size()),
@@ -183,13 +192,27 @@ int Main() {
   return 0;
 }
 
+int Main(int argc, char** argv) {
+  absl::StatusOr<std::unique_ptr<mpi::Cluster>> cluster = mpi::Cluster::Join(&argc, &argv);
+  if (!cluster.ok()) return Fail(cluster.status());
+  absl::ParseCommandLine(argc, argv);
+  if (*cluster == nullptr) return Run(nullptr);
+  if ((*cluster)->rank() > 0) {
+    if (absl::Status s = (*cluster)->Serve(); !s.ok()) (*cluster)->Abort(s);
+    return 0;
+  }
+  const int rc = Run(cluster->get());
+  if (absl::Status s = (*cluster)->StopWorkers(); !s.ok()) (*cluster)->Abort(s);
+  return rc;
+}
+
 }  // namespace
 }  // namespace fedsched::sim
 
 int main(int argc, char** argv) {
   fedsched::SetUsage(
       "fedsched simulator: replays device traces through the server's round engine (planner,\n"
-      "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto)");
-  absl::ParseCommandLine(argc, argv);
-  return fedsched::sim::Main();
+      "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto);\n"
+      "under `mpirun -np R` the training is spread over R ranks (the same CSV)");
+  return fedsched::sim::Main(argc, argv);
 }

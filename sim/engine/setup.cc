@@ -168,7 +168,8 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& raw) {
+absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& raw,
+                                                            const LearnerFactory& make_learner) {
   auto sim = std::make_unique<Simulation>();
   FEDSCHED_ASSIGN_OR_RETURN(sim->config, ResolveSimConfig(raw));
   const v1::SimConfig& c = sim->config;
@@ -192,6 +193,8 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig&
     lo.replication = server.cache().replication_factor();
     lo.seed = server.seed();
     sim->learner = std::make_unique<ModelledLearner>(lo);
+  } else if (make_learner) {
+    FEDSCHED_ASSIGN_OR_RETURN(sim->learner, make_learner(c));
   } else {
     FEDSCHED_ASSIGN_OR_RETURN(sim->learner, TrainingLearner::Create(c));
   }

@@ -4,6 +4,7 @@
 #ifndef FEDSCHED_SIM_ENGINE_SETUP_H_
 #define FEDSCHED_SIM_ENGINE_SETUP_H_
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,10 +36,17 @@ struct Simulation {
   std::string run_name;  // config.run_name, or RunName(config)
 };
 
+// Makes the learner of a run with real training from the resolved config (a distributed run,
+// sim/mpi, passes its own; the default is TrainingLearner::Create).
+using LearnerFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Learner>>(const v1::SimConfig& resolved)>;
+
 // Loads the traces and builds every part (ModelledLearner under no_train, else
-// TrainingLearner; durations from the capacity trace). Errors: those of ResolveSimConfig, the
-// trace loaders (file:line), data loading / partitioning, and Simulator::Create.
-absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& config);
+// `make_learner`, by default TrainingLearner; durations from the capacity trace). Errors: those
+// of ResolveSimConfig, the trace loaders (file:line), data loading / partitioning (or
+// `make_learner`), and Simulator::Create.
+absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
+    const v1::SimConfig& config, const LearnerFactory& make_learner = nullptr);
 
 // Reads a SimConfig in protobuf text format from `path` (unknown keys are errors) and
 // resolves its trace paths (traces.capacity_path, sample_size_path, availability_path,

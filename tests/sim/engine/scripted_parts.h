@@ -7,13 +7,16 @@
 
 #include <map>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
 #include "sim/engine/device_model.h"
 #include "sim/engine/learner.h"
+#include "sim/engine/output.h"
 #include "sim/engine/setup.h"
 #include "sim/engine/simulator.h"
 #include "sim/trace/availability_trace.h"
@@ -154,6 +157,21 @@ inline v1::SimConfig HandConfig(int32_t n, int32_t k, double overcommit, int32_t
   s->mutable_training()->set_batch_size(20);
   s->mutable_training()->set_local_steps(5);
   return c;
+}
+
+// Builds `config` (with `make_learner`, see BuildSimulation), runs it and returns its CSV lines
+// (run name "x"); "" after a failure, which the test records.
+inline std::string RunToCsv(const v1::SimConfig& config, const LearnerFactory& make_learner = {}) {
+  auto sim = BuildSimulation(config, make_learner);
+  EXPECT_TRUE(sim.ok()) << sim.status();
+  if (!sim.ok()) return "";
+  struct Lines : RoundSink {
+    void OnRound(const RoundRow& r) override { out << RoundCsvLine("x", r) << "\n"; }
+    std::ostringstream out;
+  } lines;
+  auto summary = (*sim)->simulator->Run(&lines);
+  EXPECT_TRUE(summary.ok()) << summary.status();
+  return lines.out.str();
 }
 
 }  // namespace fedsched::sim::testing

@@ -435,19 +435,6 @@ v1::SimConfig SmallNoTrainConfig() {
   return c;
 }
 
-std::string RunToCsv(const v1::SimConfig& config) {
-  auto sim = BuildSimulation(config);
-  EXPECT_TRUE(sim.ok()) << sim.status();
-  if (!sim.ok()) return "";
-  struct Lines : RoundSink {
-    void OnRound(const RoundRow& r) override { out << RoundCsvLine("x", r) << "\n"; }
-    std::ostringstream out;
-  } lines;
-  auto summary = (*sim)->simulator->Run(&lines);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  return lines.out.str();
-}
-
 TEST(SimulatorTest, SameSeedSameCsv) {
   for (bool fedbuff : {false, true}) {
     SCOPED_TRACE(fedbuff);
