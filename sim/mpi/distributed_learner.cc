@@ -22,34 +22,34 @@ absl::StatusOr<std::string> ReceiveReply(Transport& transport, int from) {
   return std::move(m.bytes);
 }
 
-// A worker's answer to one kTrain message.
-absl::StatusOr<std::string> TrainOnWorker(TrainingLearner* learner, const std::string& bytes) {
-  TrainReply reply;
-  if (learner == nullptr) {
-    reply.status = absl::FailedPreconditionError("training requested before setup");
-    return EncodeTrainReply(reply);
-  }
+// A worker's work for one kTrain message: the prefetches, then the training.
+absl::StatusOr<std::vector<TrainedTask>> TrainOnWorker(TrainingLearner* learner,
+                                                       const std::string& bytes) {
+  if (learner == nullptr) return absl::FailedPreconditionError("training requested before setup");
   FEDSCHED_ASSIGN_OR_RETURN(TrainCommand command, DecodeTrainCommand(bytes));
   v1::Model global;
   if (!global.ParseFromString(command.global)) {
     return absl::DataLossError("sim mpi message: malformed global model");
   }
   for (const PrefetchHint& p : command.prefetches) {
-    reply.status = learner->Prefetch(p.client, p.plan);
-    if (!reply.status.ok()) {
-      reply.status = absl::Status(
-          reply.status.code(),
-          absl::StrCat("prefetch for client ", p.client, ": ", reply.status.message()));
-      return EncodeTrainReply(reply);
+    if (absl::Status s = learner->Prefetch(p.client, p.plan); !s.ok()) {
+      return absl::Status(s.code(),
+                          absl::StrCat("prefetch for client ", p.client, ": ", s.message()));
     }
   }
-  absl::StatusOr<std::vector<TrainedTask>> trained = learner->Train(command.tasks, global);
-  if (trained.ok()) {
-    reply.trained = *std::move(trained);
-  } else {
-    reply.status = trained.status();
+  return learner->Train(command.tasks, global);
+}
+
+// Sends the status of `trained`, then, if OK, each trained task (wire.h).
+absl::Status SendTrained(Transport& transport,
+                         const absl::StatusOr<std::vector<TrainedTask>>& trained) {
+  FEDSCHED_RETURN_IF_ERROR(transport.Send(0, kReply, EncodeStatus(trained.status())));
+  if (!trained.ok()) return absl::OkStatus();
+  for (const TrainedTask& t : *trained) {
+    FEDSCHED_ASSIGN_OR_RETURN(std::string bytes, EncodeTrainedTask(t));
+    FEDSCHED_RETURN_IF_ERROR(transport.Send(0, kReply, bytes));
   }
-  return EncodeTrainReply(reply);
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -126,22 +126,26 @@ absl::StatusOr<std::vector<TrainedTask>> DistributedLearner::Train(
       first = trained.status();
     }
   }
-  // Every rank that was sent work replies; take every reply before returning any error.
+  // Every rank that was sent work replies; take every reply before returning any error. Only a
+  // failed receive returns at once (the job is broken then; mpirun ends it).
   for (int r = 1; r < size; ++r) {
     if (!sent[r]) continue;
-    // Only a failed receive returns at once (the job is broken then; mpirun ends it).
     FEDSCHED_ASSIGN_OR_RETURN(std::string bytes, ReceiveReply(*transport_, r));
-    absl::StatusOr<TrainReply> reply = DecodeTrainReply(bytes);
-    absl::Status error = reply.ok() ? reply->status : reply.status();
-    if (error.ok() && reply->trained.size() != share[r].size()) {
-      error = absl::InternalError(
-          absl::StrCat("returned ", reply->trained.size(), " trained tasks for ", share[r].size()));
-    }
-    if (!error.ok()) {
-      if (first.ok()) first = FromRank(r, error);
+    absl::StatusOr<absl::Status> status = DecodeStatus(bytes);
+    if (!status.ok() || !status->ok()) {
+      if (first.ok()) first = FromRank(r, status.ok() ? *status : status.status());
+      if (!status.ok()) return first;  // out of step with this rank: nothing more to read
       continue;
     }
-    for (size_t k = 0; k < share[r].size(); ++k) out[share[r][k]] = std::move(reply->trained[k]);
+    for (size_t i : share[r]) {
+      FEDSCHED_ASSIGN_OR_RETURN(bytes, ReceiveReply(*transport_, r));
+      absl::StatusOr<TrainedTask> task = DecodeTrainedTask(bytes);
+      if (task.ok()) {
+        out[i] = *std::move(task);
+      } else if (first.ok()) {
+        first = FromRank(r, task.status());
+      }
+    }
   }
   FEDSCHED_RETURN_IF_ERROR(first);
   return out;
@@ -178,10 +182,9 @@ absl::Status ServeTraining(Transport& transport) {
         reply = EncodeStatus(created.status());
         break;
       }
-      case kTrain: {
-        FEDSCHED_ASSIGN_OR_RETURN(reply, TrainOnWorker(learner.get(), m.bytes));
-        break;
-      }
+      case kTrain:
+        FEDSCHED_RETURN_IF_ERROR(SendTrained(transport, TrainOnWorker(learner.get(), m.bytes)));
+        continue;
       default:
         return absl::InternalError(
             absl::StrCat("rank ", transport.rank(), ": unexpected message tag ", m.tag));

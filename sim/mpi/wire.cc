@@ -162,43 +162,33 @@ absl::StatusOr<TrainCommand> DecodeTrainCommand(const std::string& bytes) {
   return c;
 }
 
-absl::StatusOr<std::string> EncodeTrainReply(const TrainReply& reply) {
-  Writer w;
-  WriteStatus(w, reply.status);
-  w.U64(reply.trained.size());
-  for (size_t i = 0; i < reply.trained.size(); ++i) {
-    const TrainedTask& t = reply.trained[i];
-    if (t.delta == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat("sim mpi reply: task ", i, " has no delta"));
-    }
-    w.I64(t.work.examples);
-    w.I64(t.work.cache_hits);
-    w.I64(t.work.cache_misses);
-    w.F64(t.work.mean_loss);
-    w.F64(t.work.statistical_utility);
-    w.Bytes(t.delta->SerializeAsString());
+absl::StatusOr<std::string> EncodeTrainedTask(const TrainedTask& task) {
+  if (task.delta == nullptr) {
+    return absl::InvalidArgumentError("sim mpi message: a trained task without a delta");
   }
+  Writer w;
+  w.I64(task.work.examples);
+  w.I64(task.work.cache_hits);
+  w.I64(task.work.cache_misses);
+  w.F64(task.work.mean_loss);
+  w.F64(task.work.statistical_utility);
+  w.Bytes(task.delta->SerializeAsString());
   return w.Take();
 }
 
-absl::StatusOr<TrainReply> DecodeTrainReply(const std::string& bytes) {
+absl::StatusOr<TrainedTask> DecodeTrainedTask(const std::string& bytes) {
   Reader r(bytes);
-  TrainReply reply;
-  FEDSCHED_ASSIGN_OR_RETURN(reply.status, ReadStatus(r));
-  FEDSCHED_ASSIGN_OR_RETURN(size_t n, r.Count("trained count"));
-  reply.trained.resize(n);
-  for (TrainedTask& t : reply.trained) {
-    FEDSCHED_ASSIGN_OR_RETURN(t.work.examples, r.I64("examples"));
-    FEDSCHED_ASSIGN_OR_RETURN(t.work.cache_hits, r.I64("cache hits"));
-    FEDSCHED_ASSIGN_OR_RETURN(t.work.cache_misses, r.I64("cache misses"));
-    FEDSCHED_ASSIGN_OR_RETURN(t.work.mean_loss, r.F64("mean loss"));
-    FEDSCHED_ASSIGN_OR_RETURN(t.work.statistical_utility, r.F64("statistical utility"));
-    auto delta = std::make_shared<v1::Model>();
-    FEDSCHED_RETURN_IF_ERROR(r.Proto("delta", delta.get()));
-    t.delta = std::move(delta);
-  }
-  FEDSCHED_RETURN_IF_ERROR(r.End("train reply"));
-  return reply;
+  TrainedTask t;
+  FEDSCHED_ASSIGN_OR_RETURN(t.work.examples, r.I64("examples"));
+  FEDSCHED_ASSIGN_OR_RETURN(t.work.cache_hits, r.I64("cache hits"));
+  FEDSCHED_ASSIGN_OR_RETURN(t.work.cache_misses, r.I64("cache misses"));
+  FEDSCHED_ASSIGN_OR_RETURN(t.work.mean_loss, r.F64("mean loss"));
+  FEDSCHED_ASSIGN_OR_RETURN(t.work.statistical_utility, r.F64("statistical utility"));
+  auto delta = std::make_shared<v1::Model>();
+  FEDSCHED_RETURN_IF_ERROR(r.Proto("delta", delta.get()));
+  t.delta = std::move(delta);
+  FEDSCHED_RETURN_IF_ERROR(r.End("trained task"));
+  return t;
 }
 
 }  // namespace fedsched::sim::mpi

@@ -183,9 +183,10 @@ TEST(SimMpiWireTest, RoundTripsBitsAndRejectsTruncation) {
   EXPECT_THAT(DecodeTrainCommand(bytes + "x").status(),
               StatusIs(absl::StatusCode::kDataLoss, HasSubstr("trailing")));
 
-  TrainReply r;
   TrainedTask t;
   t.work.examples = 30;
+  t.work.cache_hits = 4;
+  t.work.cache_misses = 26;
   t.work.mean_loss = -0.0;
   t.work.statistical_utility = std::numeric_limits<double>::denorm_min();
   auto delta = std::make_shared<v1::Model>();
@@ -194,15 +195,14 @@ TEST(SimMpiWireTest, RoundTripsBitsAndRejectsTruncation) {
   tensor->add_data(std::nanf(""));
   tensor->add_data(-1e-40f);
   t.delta = delta;
-  r.trained.push_back(t);
-  ASSERT_OK_AND_ASSIGN(std::string reply, EncodeTrainReply(r));
-  ASSERT_OK_AND_ASSIGN(TrainReply back, DecodeTrainReply(reply));
-  EXPECT_OK(back.status);
-  ASSERT_EQ(back.trained.size(), 1u);
-  ExpectSameBits(back.trained[0], t);
-  r.trained[0].delta = nullptr;
-  EXPECT_THAT(EncodeTrainReply(r).status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no delta")));
+  ASSERT_OK_AND_ASSIGN(std::string trained, EncodeTrainedTask(t));
+  ASSERT_OK_AND_ASSIGN(TrainedTask back, DecodeTrainedTask(trained));
+  ExpectSameBits(back, t);
+  EXPECT_THAT(DecodeTrainedTask(trained.substr(0, 20)).status(),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("truncated")));
+  t.delta = nullptr;
+  EXPECT_THAT(EncodeTrainedTask(t).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("without a delta")));
   ASSERT_OK_AND_ASSIGN(absl::Status s,
                        DecodeStatus(EncodeStatus(absl::NotFoundError("no file x"))));
   EXPECT_THAT(s, StatusIs(absl::StatusCode::kNotFound, HasSubstr("no file x")));
