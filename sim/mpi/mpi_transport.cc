@@ -45,8 +45,9 @@ absl::Status MpiError(int code, const std::string& what) {
 }
 
 // Waits until a message from `from` with `tag` (or any tag) is pending, sleeping between probes:
-// 0, then 20 us doubling up to 2 ms (small next to a round's training; an idle rank leaves its
-// core to the training threads). Returns the MPI error code; `status` describes the message.
+// 0, then 10 us doubling up to 250 us (a reply of one message per task pays this wait per task;
+// an idle rank's probes cost about 1 % of a core). Returns the MPI error code; `status`
+// describes the message.
 int AwaitMessage(int from, int tag, MPI_Status* status) {
   std::chrono::microseconds pause(0);
   int flag = 0;
@@ -56,7 +57,7 @@ int AwaitMessage(int from, int tag, MPI_Status* status) {
     }
     if (flag) return MPI_SUCCESS;
     std::this_thread::sleep_for(pause);
-    pause = std::min(std::chrono::microseconds(2000), pause * 2 + std::chrono::microseconds(20));
+    pause = std::min(std::chrono::microseconds(250), pause * 2 + std::chrono::microseconds(10));
   }
 }
 

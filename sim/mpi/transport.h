@@ -36,8 +36,9 @@ class Transport {
 };
 
 // Initialises MPI (MPI_Init) and returns the transport over MPI_COMM_WORLD; MPI_Finalize runs
-// when it is destroyed. Waiting for a message polls (MPI_Iprobe) with a sleep of up to 2 ms
+// when it is destroyed. Waiting for a message polls (MPI_Iprobe) with a sleep of up to 250 us
 // between probes rather than spinning, so an idle rank leaves its core to the training threads.
+// Send returns once the receiver has called Receive (above 4 KiB).
 // Errors: FAILED_PRECONDITION when fedsched was built without MPI (CMake FEDSCHED_MPI OFF);
 // INTERNAL when MPI_Init fails.
 absl::StatusOr<std::unique_ptr<Transport>> MakeMpiTransport(int* argc, char*** argv);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "google/protobuf/message_lite.h"
 
 namespace fedsched::sim::mpi {
 namespace {
@@ -23,6 +24,13 @@ class Writer {
   void Bytes(const std::string& s) {
     U64(s.size());
     out_.append(s);
+  }
+  // A message as its serialized size, then its bytes (no intermediate string).
+  void Proto(const google::protobuf::MessageLite& m) {
+    const size_t n = m.ByteSizeLong();
+    out_.reserve(out_.size() + sizeof(uint64_t) + n);
+    U64(n);
+    m.AppendToString(&out_);
   }
   std::string Take() { return std::move(out_); }
 
@@ -126,12 +134,12 @@ std::string EncodeTrainCommand(const TrainCommand& command) {
     w.Bytes(t.task_id);
     w.I64(t.round);
     w.I64(t.local_steps);
-    w.Bytes(t.cache_plan.SerializeAsString());
+    w.Proto(t.cache_plan);
   }
   w.U64(command.prefetches.size());
   for (const PrefetchHint& p : command.prefetches) {
     w.I64(p.client);
-    w.Bytes(p.plan.SerializeAsString());
+    w.Proto(p.plan);
   }
   return w.Take();
 }
@@ -172,7 +180,7 @@ absl::StatusOr<std::string> EncodeTrainedTask(const TrainedTask& task) {
   w.I64(task.work.cache_misses);
   w.F64(task.work.mean_loss);
   w.F64(task.work.statistical_utility);
-  w.Bytes(task.delta->SerializeAsString());
+  w.Proto(*task.delta);
   return w.Take();
 }
 
