@@ -270,6 +270,14 @@ TEST(DistributedLearnerTest, AWorkersErrorNamesItsRankAndTheJobGoesOn) {
   EXPECT_EQ(ok.size(), 3u);
 }
 
+TEST(DistributedLearnerTest, ASetupErrorIsReportedAndTheRanksStillStop) {
+  v1::SimConfig config = SmallConfig();
+  config.mutable_data()->set_train_images_path(SubsetData::dir() + "/missing-images");
+  LocalJob job(3);  // its destructor stops the ranks: they answered and wait for more
+  EXPECT_THAT(DistributedLearner::Create(config, job.rank0()).status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("missing-images")));
+}
+
 TEST(DistributedLearnerTest, ASimulationWritesTheSameCsvOnThreeRanks) {
   const v1::SimConfig config = SmallConfig();
   const std::string one = sim::testing::RunToCsv(config);
