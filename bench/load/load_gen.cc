@@ -17,7 +17,9 @@
 // task; bounded by the poll period retry_after_ms without long polls) and close latency (last
 // upload answered -> round record end); RPC counts and errors; the minimum online count seen; the
 // server's CPU seconds (utime + stime from /proc/PID/stat over the run) and peak RSS (VmHWM from
-// /proc/PID/status). Steady state, after --warmup_rounds: round_period_s (between the ends of
+// /proc/PID/status). Steady state, once every client registered and --warmup_rounds committed:
+// rpc_per_s_steady (pace steering's figure), task discovery and round start gaps,
+// round_period_s (between the ends of
 // consecutive rounds) and server_cpu_s_per_round (issue 13's figures, bench/round_throughput.sh).
 // Exits 0 when `rounds` rounds committed with no RPC error, every upload accepted and all clients
 // registered; 1 otherwise.
@@ -51,6 +53,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/load/load_stats.h"
 #include "common/sha256.h"
 #include "common/transport.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
@@ -71,6 +74,8 @@ ABSL_FLAG(int32_t, poll_wait_ms, 5000,
           "PollTaskRequest.wait_ms: how long the server may hold an idle poll (long poll); 0 = "
           "answer at once (poll every retry_after_ms).");
 ABSL_FLAG(int32_t, status_interval_ms, 1000, "GetStatus sampling period of the monitor, ms.");
+ABSL_FLAG(double, register_ramp_s, 2.0,
+          "Registrations are spread evenly over this many seconds (a fleet coming online).");
 ABSL_FLAG(int32_t, warmup_rounds, 1,
           "Rounds left out of the steady-state figures (round_period_s, server_cpu_s_per_round).");
 ABSL_FLAG(std::string, token_file, "",
@@ -80,45 +85,11 @@ namespace fedsched {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Server process figures from /proc.
-struct ProcStats {
-  double cpu_seconds = -1;   // utime + stime
-  int64_t peak_rss_kb = -1;  // VmHWM
-  int64_t rss_kb = -1;       // VmRSS
-};
-
-ProcStats ReadProc(int pid) {
-  ProcStats stats;
-  if (pid <= 0) return stats;
-  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
-  std::string line;
-  if (std::getline(stat, line)) {
-    // Fields after the parenthesised command: state is field 3; utime 14, stime 15.
-    const size_t close = line.rfind(')');
-    std::istringstream rest(line.substr(close + 2));
-    std::vector<std::string> fields;
-    std::string f;
-    while (rest >> f) fields.push_back(f);
-    if (fields.size() > 12) {
-      const double ticks = static_cast<double>(sysconf(_SC_CLK_TCK));
-      stats.cpu_seconds = (std::stod(fields[11]) + std::stod(fields[12])) / ticks;
-    }
-  }
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  while (std::getline(status, line)) {
-    if (line.rfind("VmHWM:", 0) == 0) stats.peak_rss_kb = std::stoll(line.substr(6));
-    if (line.rfind("VmRSS:", 0) == 0) stats.rss_kb = std::stoll(line.substr(6));
-  }
-  return stats;
-}
-
-double SelfCpuSeconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6 + usage.ru_stime.tv_sec +
-         usage.ru_stime.tv_usec / 1e6;
-}
+using load::Counters;
+using load::Percentile;
+using load::ProcStats;
+using load::ReadProc;
+using load::SelfCpuSeconds;
 
 // One finished task, as the client saw it.
 struct TaskRecord {
@@ -129,44 +100,6 @@ struct TaskRecord {
   int64_t received_unix_ms = 0;  // when the poll returned the task
   int64_t uploaded_unix_ms = 0;  // when the upload's status arrived
   bool accepted = false;
-};
-
-// Counts RPCs and errors by method.
-class Counters {
- public:
-  void Add(const std::string& method, const grpc::Status& status, bool stopping) {
-    absl::MutexLock lock(&mu_);
-    ++calls_[method];
-    if (!status.ok() && !stopping) {
-      ++errors_[method];
-      if (examples_.size() < 10) {
-        examples_.push_back(
-            absl::StrCat(method, ": ", status.error_code(), " ", status.error_message()));
-      }
-    }
-  }
-  int64_t errors() const {
-    absl::MutexLock lock(&mu_);
-    int64_t n = 0;
-    for (const auto& [m, c] : errors_) n += c;
-    return n;
-  }
-  std::string Report() const {
-    absl::MutexLock lock(&mu_);
-    std::string out;
-    for (const auto& [m, c] : calls_) {
-      absl::StrAppend(&out, "  ", m, ": ", c, " calls, ", errors_.count(m) ? errors_.at(m) : 0,
-                      " errors\n");
-    }
-    for (const std::string& e : examples_) absl::StrAppend(&out, "  error: ", e, "\n");
-    return out;
-  }
-
- private:
-  mutable absl::Mutex mu_;
-  std::map<std::string, int64_t> calls_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int64_t> errors_ ABSL_GUARDED_BY(mu_);
-  std::vector<std::string> examples_ ABSL_GUARDED_BY(mu_);
 };
 
 class LoadGenerator;
@@ -188,6 +121,11 @@ struct SimClient {
   v1::Coordinator::Stub* stub = nullptr;
   int64_t heartbeat_ms = 2000;
   std::atomic<bool> finished{false};
+  // Pace steering: sent away by an idle poll answer longer than a heartbeat interval; the
+  // heartbeat chain stops while away and restarts at the next poll (the SDK's behaviour).
+  std::mutex hb_mu;
+  bool away = false;          // under hb_mu
+  bool heartbeating = false;  // a Heartbeat is scheduled or in flight; under hb_mu
   // The task in progress and the delta to upload for it.
   v1::Task task;
   int64_t task_received_unix_ms = 0;
@@ -266,6 +204,7 @@ class LoadGenerator {
   std::atomic<int> finished_{0};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> uploads_rejected_{0};
+  std::atomic<int64_t> paced_waits_{0};
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;
@@ -328,6 +267,10 @@ void LoadGenerator::Register(SimClient* c) {
           c->token = call->response.session_token();
           c->heartbeat_ms = std::max<int64_t>(100, call->response.heartbeat_interval_ms());
           ++registered_;
+          {
+            std::lock_guard<std::mutex> lock(c->hb_mu);
+            c->heartbeating = true;
+          }
           After(Uniform(0, c->heartbeat_ms), [this, c] { Heartbeat(c); });
           After(Uniform(0, 200), [this, c] { Poll(c); });
         } else {
@@ -338,7 +281,13 @@ void LoadGenerator::Register(SimClient* c) {
 }
 
 void LoadGenerator::Heartbeat(SimClient* c) {
-  if (stopping() || c->finished) return;
+  {
+    std::lock_guard<std::mutex> lock(c->hb_mu);
+    if (stopping() || c->finished || c->away) {
+      c->heartbeating = false;  // Poll restarts the chain
+      return;
+    }
+  }
   auto call = std::make_shared<UnaryCall<v1::HeartbeatRequest, v1::HeartbeatResponse>>();
   call->request.set_client_id(c->client_id);
   call->request.set_session_token(c->token);
@@ -354,6 +303,15 @@ void LoadGenerator::Heartbeat(SimClient* c) {
 
 void LoadGenerator::Poll(SimClient* c) {
   if (stopping()) return;
+  {
+    // Checking in: back from any absence; heartbeats resume.
+    std::lock_guard<std::mutex> lock(c->hb_mu);
+    c->away = false;
+    if (!c->heartbeating) {
+      c->heartbeating = true;
+      After(Uniform(0, c->heartbeat_ms), [this, c] { Heartbeat(c); });
+    }
+  }
   auto call = std::make_shared<UnaryCall<v1::PollTaskRequest, v1::PollTaskResponse>>();
   call->request.set_client_id(c->client_id);
   call->request.set_session_token(c->token);
@@ -373,9 +331,17 @@ void LoadGenerator::Poll(SimClient* c) {
           c->finished = true;
           ++finished_;
         } else {
-          // The SDK's behaviour: wait retry_after_ms (clamped), with a little jitter here.
-          const double wait = std::clamp<double>(call->response.retry_after_ms(), 10, 10000);
-          After(wait * Uniform(0.9, 1.1), [this, c] { Poll(c); });
+          // The SDK's behaviour: wait retry_after_ms (clamped; longer than a heartbeat
+          // interval = away, no heartbeats), with a little jitter here for unpaced waits.
+          const double wait = std::clamp<double>(call->response.retry_after_ms(), 10, 3600e3);
+          if (wait > c->heartbeat_ms) {
+            std::lock_guard<std::mutex> lock(c->hb_mu);
+            c->away = true;
+            ++paced_waits_;
+            After(wait, [this, c] { Poll(c); });
+          } else {
+            After(wait * Uniform(0.9, 1.1), [this, c] { Poll(c); });
+          }
         }
         --in_flight_;
       });
@@ -551,13 +517,6 @@ void LoadGenerator::TaskDone(SimClient* c, const TaskRecord& record) {
   records_.push_back(record);
 }
 
-double Percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, static_cast<size_t>(p * (v.size() - 1) + 0.5));
-  return v[i];
-}
-
 int LoadGenerator::Run() {
   const int n = static_cast<int>(clients_.size());
   const int rounds = absl::GetFlag(FLAGS_rounds);
@@ -566,10 +525,11 @@ int LoadGenerator::Run() {
   const double self_cpu_start = SelfCpuSeconds();
   const absl::Time start = absl::Now();
   std::thread scheduler([this] { SchedulerLoop(); });
-  // Registrations spread over about two seconds, as a fleet coming online would.
+  // Registrations spread over --register_ramp_s, as a fleet coming online would.
+  const double ramp_ms = 1000.0 * std::max(0.0, absl::GetFlag(FLAGS_register_ramp_s));
   for (const std::unique_ptr<SimClient>& c : clients_) {
     SimClient* p = c.get();
-    After(2000.0 * p->index / n, [this, p] { Register(p); });
+    After(ramp_ms * p->index / n, [this, p] { Register(p); });
   }
 
   auto status_stub = v1::Coordinator::NewStub(
@@ -588,6 +548,8 @@ int LoadGenerator::Run() {
   const int warmup = std::max(0, absl::GetFlag(FLAGS_warmup_rounds));
   ProcStats proc_warm;
   int64_t committed_warm = -1;
+  std::map<std::string, int64_t> calls_warm;
+  absl::Time time_warm;
   // The last good /proc sample: a server that has told every client the run is over may exit
   // before the monitor's next look.
   ProcStats proc_last = ReadProc(pid);
@@ -598,6 +560,7 @@ int LoadGenerator::Run() {
     if (!operator_token.empty()) context.AddMetadata("fedsched-operator-token", operator_token);
     v1::GetStatusRequest request;
     request.set_recent_rounds(std::min(rounds, 100));
+    request.set_omit_clients(true);
     v1::GetStatusResponse response;
     grpc::Status s = status_stub->GetStatus(&context, request, &response);
     // Once a client has been told the run is over, the server may exit at any moment.
@@ -605,18 +568,22 @@ int LoadGenerator::Run() {
     if (s.ok()) {
       last = response;
       committed = response.committed_round();
-      if (committed_warm < 0 && committed >= warmup) {
+      // Steady state starts once the whole fleet has registered and warmup rounds committed.
+      if (committed_warm < 0 && committed >= warmup && registered_.load() == n) {
         proc_warm = ReadProc(pid);
         committed_warm = committed;
+        calls_warm = counters_.Calls();
+        time_warm = absl::Now();
       }
       if (ProcStats p = ReadProc(pid); p.cpu_seconds >= 0) proc_last = p;
       if (registered_.load() == n && response.registered_clients() >= n) {
         all_registered_seen = true;
         min_online = std::min(min_online, static_cast<int>(response.online_clients()));
       }
-      std::fprintf(stderr, "[%6.1f s] committed %3" PRId64 ", registered %4d, online %4d\n",
-                   absl::ToDoubleSeconds(absl::Now() - start), committed,
-                   response.registered_clients(), response.online_clients());
+      std::fprintf(
+          stderr, "[%6.1f s] committed %3" PRId64 ", registered %4d, online %4d, paced %4d\n",
+          absl::ToDoubleSeconds(absl::Now() - start), committed, response.registered_clients(),
+          response.online_clients(), response.paced_clients());
     }
     if (committed >= rounds) break;
     // Every client was told the run is over: the server committed `rounds` (and may be gone).
@@ -632,6 +599,8 @@ int LoadGenerator::Run() {
   // Final figures while the server still runs.
   ProcStats proc_end = ReadProc(pid);
   if (proc_end.cpu_seconds < 0) proc_end = proc_last;
+  const std::map<std::string, int64_t> calls_end = counters_.Calls();
+  const double steady_s = committed_warm >= 0 ? absl::ToDoubleSeconds(absl::Now() - time_warm) : 0;
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   stopping_ = true;
   // Let in-flight calls finish (the server keeps serving briefly after the last round).
@@ -665,7 +634,17 @@ int LoadGenerator::Run() {
                   "mean_upload_ms mean_discovery_ms max_discovery_ms close_ms\n");
   std::vector<double> overheads;
   std::vector<double> walls;
+  // Steady state (rounds after the warm-up): every task's discovery latency (round start ->
+  // the poll that returned the task) and the gap between a round's end and the next's start.
+  std::vector<double> discoveries;
+  std::vector<double> start_gaps;
+  int64_t previous_end_ms = -1;
   for (const v1::RoundRecord& r : committed_records) {
+    const bool steady = r.round() > std::max<int64_t>(committed_warm, 0);
+    if (steady && previous_end_ms >= 0) {
+      start_gaps.push_back((r.start_unix_ms() - previous_end_ms) / 1000.0);
+    }
+    previous_end_ms = r.end_unix_ms();
     const double wall_s = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
     double slowest = 0, down = 0, up = 0, discovery = 0, max_discovery = 0;
     int64_t last_upload = r.start_unix_ms();
@@ -680,6 +659,7 @@ int LoadGenerator::Run() {
       const double d = static_cast<double>(t.received_unix_ms - r.start_unix_ms());
       discovery += d;
       max_discovery = std::max(max_discovery, d);
+      if (steady) discoveries.push_back(d);
       last_upload = std::max(last_upload, t.uploaded_unix_ms);
     }
     const double overhead = wall_s - slowest;
@@ -744,6 +724,31 @@ int LoadGenerator::Run() {
                     absl::StrFormat("server_peak_rss_mb: %.1f\n", proc_end.peak_rss_kb / 1024.0),
                     absl::StrFormat("server_rss_mb_at_end: %.1f\n", proc_end.rss_kb / 1024.0));
   }
+  if (steady_s > 0) {
+    // Pace steering's figure: RPCs the server answers per second once rounds run.
+    int64_t total = 0;
+    std::string by_method;
+    for (const auto& [method, n_end] : calls_end) {
+      const int64_t before = calls_warm.count(method) ? calls_warm.at(method) : 0;
+      total += n_end - before;
+      absl::StrAppend(&by_method,
+                      absl::StrFormat(", %s %.1f", method, (n_end - before) / steady_s));
+    }
+    absl::StrAppend(&report,
+                    absl::StrFormat("rpc_per_s_steady: %.1f%s (%.0f s after round %d)\n",
+                                    total / steady_s, by_method, steady_s, committed_warm));
+  }
+  auto mean = [](const std::vector<double>& v) {
+    return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+  };
+  absl::StrAppend(
+      &report,
+      absl::StrFormat("task_discovery_ms_steady: mean %.0f, p50 %.0f, p90 %.0f, max %.0f\n",
+                      mean(discoveries), Percentile(discoveries, 0.5), Percentile(discoveries, 0.9),
+                      Percentile(discoveries, 1.0)),
+      absl::StrFormat("round_start_gap_s_steady: mean %.3f, max %.3f\n", mean(start_gaps),
+                      Percentile(start_gaps, 1.0)),
+      absl::StrFormat("paced_waits: %d\n", paced_waits_.load()));
   absl::StrAppend(&report, absl::StrFormat("load_gen_cpu_s: %.2f\n", self_cpu));
   const bool ok = !timed_out && errors == 0 && uploads_rejected_.load() == 0 &&
                   (static_cast<int>(committed_records.size()) >= rounds || finished_.load() >= n) &&

@@ -8,6 +8,9 @@
 # Usage: bench/load/run_load.sh [BUILD_DIR]      (default: build)
 # Env:   CLIENTS=1000 PER_ROUND=100 ROUNDS=20 COMPUTE_MS_MIN=100 COMPUTE_MS_MAX=1000 PORT=<random>
 #        RUN_DIR=runs/load-<timestamp> SKIP_BUILD=1
+#        MIN_ONLINE=<CLIENTS> (min_online_clients) PACING=1 (0 = pacing { disable: true })
+#        MAX_IDENTITIES=<max(10000, CLIENTS)> TIMEOUT_S=900 WARMUP=1 (rounds left out of the
+#        steady-state figures) RAMP_S=2 (registrations spread over this many seconds)
 # Exit:  the load generator's (0 = PASS: every round committed, no RPC error).
 set -euo pipefail
 
@@ -28,7 +31,7 @@ cat > "$RUN_DIR/server.textproto" <<CFG
 listen_address: "127.0.0.1:$PORT"
 clients_per_round: $PER_ROUND
 min_updates: $PER_ROUND
-min_online_clients: $CLIENTS
+min_online_clients: ${MIN_ONLINE:-$CLIENTS}
 num_rounds: $ROUNDS
 round_deadline_s: 120
 heartbeat_interval_ms: 2000
@@ -37,7 +40,9 @@ selection { overcommit: 1.0 }
 training { local_steps: 1 batch_size: 32 }
 model { architecture: "softmax" }
 # Every simulated client registers from this host at once: no registration rate limits.
-security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1 }
+security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1
+           max_identities: ${MAX_IDENTITIES:-$((CLIENTS > 10000 ? CLIENTS : 10000))} }
+pacing { disable: $([ "${PACING:-1}" = 0 ] && echo true || echo false) }
 # No test-set evaluation: the figures are the coordination cost alone.
 eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 CFG
@@ -57,7 +62,8 @@ code=0
 "$BUILD/bench/load/fedsched-load-gen" --server="127.0.0.1:$PORT" --clients="$CLIENTS" \
   --rounds="$ROUNDS" --server_pid=$server_pid --compute_ms_min="${COMPUTE_MS_MIN:-100}" \
   --compute_ms_max="${COMPUTE_MS_MAX:-1000}" --out="$RUN_DIR/load.txt" \
-  --token_file="$RUN_DIR/store/operator_token" \
+  --token_file="$RUN_DIR/store/operator_token" --timeout_s="${TIMEOUT_S:-900}" \
+  --warmup_rounds="${WARMUP:-1}" --register_ramp_s="${RAMP_S:-2}" \
   2> "$RUN_DIR/load_progress.log" || code=$?
 # The server stops by itself a few seconds after the last round.
 for _ in $(seq 1 100); do kill -0 $server_pid 2>/dev/null || break; sleep 0.1; done

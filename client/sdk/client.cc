@@ -32,6 +32,9 @@ bool IsSessionLost(const absl::Status& s) { return absl::IsUnauthenticated(s); }
 // task, so the client hears of its task when the round is planned. Well under the unary
 // deadline above; an older server answers at once and the retry_after_ms loop applies.
 constexpr int32_t kPollWaitMs = 5000;
+// Longest idle wait the client accepts from a poll answer (pace steering sends devices away for
+// at most 1.5 x pacing.max_checkin_interval_s; a bigger value is a broken or hostile server).
+constexpr int64_t kMaxPacedWaitMs = 3600 * 1000;
 
 }  // namespace
 
@@ -259,6 +262,10 @@ void Client::HeartbeatLoop() {
     }
     if (!SleepFor(absl::Milliseconds(interval_ms))) return;
     if (request.client_id().empty() || !Eligible()) continue;  // ineligible: away
+    {
+      absl::MutexLock lock(&mu_);
+      if (away_) continue;  // sent away by pace steering: the server expects silence
+    }
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::HeartbeatResponse response;
@@ -383,10 +390,23 @@ absl::Status Client::Run() {
         }
         break;
       }
-      default:
+      default: {
         if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
-        SleepFor(absl::Milliseconds(std::clamp<int64_t>(response.retry_after_ms(), 10, 10000)));
+        const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, kMaxPacedWaitMs);
+        bool away;
+        {
+          absl::MutexLock lock(&mu_);
+          away = wait_ms > heartbeat_interval_ms_;  // unpaced answers are at most one interval
+          away_ = away;
+          if (away) ++stats_.paced_waits;
+        }
+        SleepFor(absl::Milliseconds(wait_ms));
+        if (away) {
+          absl::MutexLock lock(&mu_);
+          away_ = false;
+        }
         break;
+      }
     }
   }
   return absl::CancelledError("client stopped");

@@ -109,6 +109,9 @@ struct ClientRunStats {
   // Tasks given up because `eligible` turned false mid-task (reported to the server as such).
   int64_t tasks_interrupted = 0;
   int64_t reconnects = 0;
+  // Idle waits the server's pace steering asked for (a retry_after_ms of at least one
+  // heartbeat interval): the client neither polled nor sent heartbeats during them.
+  int64_t paced_waits = 0;
 };
 
 // A federated-learning client. Run() blocks until the server reports the run finished or Stop()
@@ -118,6 +121,9 @@ struct ClientRunStats {
 // is unreachable a backoff wait ends early as soon as gRPC reconnects (WaitForServer).
 // ClientConfig.bandwidth_kbps paces model downloads and update uploads chunk by chunk
 // (TransferPacer), so the streams themselves run at that rate.
+// Pace steering (docs/ALGORITHMS.md "Pace steering"): an idle poll answered with a
+// retry_after_ms longer than one heartbeat interval means "away until then": the client sleeps
+// that long (at most kMaxPacedWaitMs) and sends no heartbeats meanwhile.
 // Thread-safety: Run() on one thread; Stop() from any thread.
 class Client {
  public:
@@ -189,6 +195,8 @@ class Client {
   std::string credential_ ABSL_GUARDED_BY(mu_);
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
+  // Sent away by the server's pace steering: no heartbeats until the next poll.
+  bool away_ ABSL_GUARDED_BY(mu_) = false;
   ClientRunStats stats_ ABSL_GUARDED_BY(mu_);
   // The PollTask call in flight (a long poll), cancelled by Stop(); null when none.
   grpc::ClientContext* poll_context_ ABSL_GUARDED_BY(mu_) = nullptr;

@@ -100,6 +100,14 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormat
       status.state(), status.current_round(), status.committed_round(), status.registered_clients(),
       status.online_clients());
   if (!status.waiting_for().empty()) absl::StrAppend(&out, "waiting: ", status.waiting_for(), "\n");
+  if (status.checkin_cycle_ms() > 0 || status.paced_clients() > 0) {
+    // Pace steering (docs/ALGORITHMS.md "Pace steering"): away devices are not "online" but
+    // have not left.
+    absl::StrAppend(&out,
+                    absl::StrFormat("pace steering: %d devices away until their check-in, "
+                                    "each checks in about every %.0f s\n",
+                                    status.paced_clients(), status.checkin_cycle_ms() / 1000.0));
+  }
   const int shown = std::min(options.rounds, status.recent_rounds_size());
   for (int i = 0; i < shown; ++i) {
     const v1::RoundRecord& r = status.recent_rounds(i);

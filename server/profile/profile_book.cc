@@ -152,8 +152,10 @@ void ProfileBook::Refresh(ClientIndex index) {
   ApplyContribution(contributions_[index], s.device_model, -1);
 
   const bool busy = s.busy;
+  const double away_until_s = s.away_until_s;
   s = ClientState();
   s.busy = busy;
+  s.away_until_s = away_until_s;
   s.compute_ms_per_sample = p.compute_ms_per_sample();
   s.download_kbps = p.download_kbps();
   s.upload_kbps = p.upload_kbps();
@@ -232,6 +234,7 @@ absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_vi
     *p.mutable_device() = device;
     p.set_last_heartbeat_unix_ms(ToMs(now_s));
     states_[reg.index].busy = false;
+    states_[reg.index].away_until_s = 0;  // registering is checking in
   } else {
     if (!free_slots_.empty()) {
       reg.index = free_slots_.back();
@@ -274,7 +277,39 @@ absl::Status ProfileBook::OnHeartbeat(ClientIndex index, double now_s) {
 }
 
 bool ProfileBook::IsOnline(ClientIndex index, double now_s) const {
-  return now_s - states_[index].last_heartbeat_s <= options_.heartbeat_timeout_s;
+  const ClientState& s = states_[index];
+  return now_s - s.last_heartbeat_s <= options_.heartbeat_timeout_s && now_s >= s.away_until_s;
+}
+
+absl::Status ProfileBook::SetAwayUntil(ClientIndex index, double until_s) {
+  if (index >= profiles_.size() || states_[index].retired) return NotFound(index);
+  if (!(std::isfinite(until_s) && until_s >= 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("away-until time must be a finite number >= 0, got ", until_s));
+  }
+  states_[index].away_until_s = until_s;
+  return absl::OkStatus();
+}
+
+bool ProfileBook::IsAvailable(ClientIndex index, double now_s) const {
+  const ClientState& s = states_[index];
+  if (s.retired) return false;
+  if (IsAway(index, now_s)) return true;
+  // Due back at away_until_s: a device a little late (its poll in transit) is still up.
+  if (s.away_until_s > 0 && now_s - s.away_until_s <= options_.heartbeat_timeout_s) return true;
+  return IsOnline(index, now_s);
+}
+
+int64_t ProfileBook::CountAway(double now_s) const {
+  int64_t n = 0;
+  for (ClientIndex i = 0; i < states_.size(); ++i) n += IsAway(i, now_s) ? 1 : 0;
+  return n;
+}
+
+int64_t ProfileBook::CountAvailable(double now_s) const {
+  int64_t n = 0;
+  for (ClientIndex i = 0; i < states_.size(); ++i) n += IsAvailable(i, now_s) ? 1 : 0;
+  return n;
 }
 
 void ProfileBook::CollectSelectable(double now_s, std::vector<ClientIndex>* out) const {
@@ -282,7 +317,7 @@ void ProfileBook::CollectSelectable(double now_s, std::vector<ClientIndex>* out)
   const double oldest = now_s - options_.heartbeat_timeout_s;
   for (ClientIndex i = 0; i < states_.size(); ++i) {
     const ClientState& s = states_[i];
-    if (!s.busy && s.last_heartbeat_s >= oldest) out->push_back(i);
+    if (!s.busy && s.last_heartbeat_s >= oldest && now_s >= s.away_until_s) out->push_back(i);
   }
 }
 
@@ -297,7 +332,7 @@ void ProfileBook::SampleAvailability(double now_s) {
   for (ClientIndex i = 0; i < profiles_.size(); ++i) {
     if (states_[i].retired) continue;
     v1::ClientProfile& p = profiles_[i];
-    p.set_availability((1.0 - a) * p.availability() + (IsOnline(i, now_s) ? a : 0.0));
+    p.set_availability((1.0 - a) * p.availability() + (IsAvailable(i, now_s) ? a : 0.0));
   }
 }
 
@@ -419,7 +454,9 @@ void ProfileBook::CollectUnseen(double now_s, double ttl_s, std::vector<ClientIn
   const double oldest = now_s - ttl_s;
   for (ClientIndex i = 0; i < states_.size(); ++i) {
     const ClientState& s = states_[i];
-    if (!s.retired && !s.busy && !s.has_utility && s.last_heartbeat_s < oldest) {
+    // A device sent away by pace steering is seen at its appointment, not at its last poll.
+    const double seen_s = std::max(s.last_heartbeat_s, s.away_until_s);
+    if (!s.retired && !s.busy && !s.has_utility && seen_s < oldest) {
       out->push_back(i);
     }
   }

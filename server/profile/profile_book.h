@@ -103,7 +103,9 @@ struct ClientState {
   bool has_utility = false;         // successes > 0
   bool measured = false;            // measured_tasks > 0
   bool busy = false;                // has a task in flight (OnTaskAssigned, not yet resolved)
-  bool retired = false;             // forgotten by Retire: no identity, never online
+  // Pace steering: told not to check in before this time, seconds; 0 = not away (SetAwayUntil).
+  double away_until_s = 0;
+  bool retired = false;  // forgotten by Retire: no identity, never online
 };
 
 // Holds one v1::ClientProfile per client plus the device-model priors used to estimate clients
@@ -143,16 +145,36 @@ class ProfileBook {
   // Errors: NOT_FOUND for an unknown index.
   absl::Status OnHeartbeat(ClientIndex index, double now_s);
 
-  // True iff the client heartbeated (or registered, or uploaded) within heartbeat_timeout_s.
-  // Precondition: index < size().
+  // True iff the client heartbeated (or registered, or uploaded) within heartbeat_timeout_s and
+  // is not away (SetAwayUntil). Precondition: index < size().
   bool IsOnline(ClientIndex index, double now_s) const;
+
+  // Pace steering (Bonawitz et al., SysML 2019, section 2.3; docs/ALGORITHMS.md "Pace
+  // steering"): the client's check-in ended without a task and it was told to come back at
+  // until_s (seconds on the caller's clock). Until then it is away: not online (it would not
+  // hear of a task, so it is no candidate), but available (the availability EWMA counts it as
+  // up) and never "unseen" (CollectUnseen). until_s = 0: back (it checked in again). Not
+  // persisted (a restart forgets appointments; the devices come back and poll). Errors:
+  // NOT_FOUND for an unknown or retired index; INVALID_ARGUMENT for a negative or non-finite
+  // until_s.
+  absl::Status SetAwayUntil(ClientIndex index, double until_s);
+  // True iff the client is away at now_s (now_s < its away-until time).
+  bool IsAway(ClientIndex index, double now_s) const { return now_s < states_[index].away_until_s; }
+  // True iff the client is online, or away with a check-in due no more than
+  // heartbeat_timeout_s ago (late by more: it left). Precondition: index < size().
+  bool IsAvailable(ClientIndex index, double now_s) const;
+  // Clients away at now_s. O(size()).
+  int64_t CountAway(double now_s) const;
+  // Clients available at now_s (IsAvailable): the population pace steering spreads. O(size()).
+  int64_t CountAvailable(double now_s) const;
   // Appends every client that is online and not busy at now_s to `out` (cleared first), in
   // index order: the service's candidate list for Planner::PlanRound. O(size()).
   void CollectSelectable(double now_s, std::vector<ClientIndex>* out) const;
   // Number of clients online at now_s. O(size()).
   int64_t CountOnline(double now_s) const;
-  // Folds "online at now_s" into every client's availability EWMA (availability_alpha). Meant
-  // to be called once per round. Does not mark profiles dirty. O(size()).
+  // Folds "available at now_s" (IsAvailable) into every client's availability EWMA
+  // (availability_alpha). Meant to be called once per round. Does not mark profiles dirty.
+  // O(size()).
   void SampleAvailability(double now_s);
 
   // The planner gave the client a task in `round`: sets last_selected_round and busy.

@@ -33,16 +33,18 @@ absl::Status NoSessionError(const std::string& client_id) {
 
 }  // namespace
 
-// Reachable = heartbeated within the timeout (ProfileBook) and holding a live session: after a
-// restart, profiles come back before their devices re-register.
+// Reachable = heartbeated within the timeout and not away (ProfileBook) and holding a live
+// session (after a restart, profiles come back before their devices re-register); while pace
+// steering is on, also checked in (polled in this session, docs/ALGORITHMS.md §2.6).
 class Coordinator::SessionPresence : public round::Presence {
  public:
   explicit SessionPresence(const Coordinator* owner) : owner_(owner) {}
   bool IsReachable(profile::ClientIndex index, double now_s) const override
       ABSL_NO_THREAD_SAFETY_ANALYSIS {  // engine calls run under owner_->mu_
     const profile::ProfileBook& book = owner_->engine_->book();
-    return book.IsOnline(index, now_s) &&
-           owner_->sessions_.contains(book.profile(index).client_id());
+    if (!book.IsOnline(index, now_s)) return false;
+    auto it = owner_->sessions_.find(book.profile(index).client_id());
+    return it != owner_->sessions_.end() && (!owner_->pacing_active_ || it->second.checked_in);
   }
   void CollectReachable(double now_s, std::vector<profile::ClientIndex>* out) const override
       ABSL_NO_THREAD_SAFETY_ANALYSIS {
@@ -126,7 +128,7 @@ absl::Status Coordinator::Open() {
   FEDSCHED_RETURN_IF_ERROR(engine_->Publish(engine_->version(), engine_->model(), blob));
   durable_round_ = engine_->version();
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
-  return absl::OkStatus();
+  return BuildPacerLocked(/*hold_s=*/5.0);
 }
 
 std::string Coordinator::NewId(const char* prefix) {
@@ -282,6 +284,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   }
   ClientState& session = sessions_[profile.client_id()];
   session.session_token = NewId("s-");
+  session.checked_in = false;  // a new session checks in with its first poll
   {
     absl::MutexLock tokens(&session_mu_);
     session_tokens_[profile.client_id()] = session.session_token;
@@ -327,6 +330,9 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
   FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
                             CheckSession(request.client_id(), request.session_token()));
   FEDSCHED_RETURN_IF_ERROR(engine_->Heartbeat(index, ToSeconds(now)));
+  // Checking in ends any absence pace steering asked of it (PaceIdleRetryMs).
+  FEDSCHED_RETURN_IF_ERROR(engine_->mutable_book().SetAwayUntil(index, 0));
+  sessions_[request.client_id()].checked_in = true;
   v1::PollTaskResponse response;
   if (engine_->finished() && durable_round_ != engine_->version()) {
     // The last rounds are closed but not yet durable: a client told "finished" now would leave,
@@ -401,6 +407,7 @@ void Coordinator::Tick(absl::Time now) {
 void Coordinator::AdvanceLocked(absl::Time now) {
   ApplyActivityLocked();
   ExpireUnseenLocked(now);
+  UpdatePacingLocked(now);
   std::vector<round::ClosedRound> closed = engine_->Advance(ToSeconds(now));
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   LogTaskFailures();
@@ -433,7 +440,7 @@ void Coordinator::LogNewTasks() {
                tasks.front()->deadline_s - tasks.front()->issued_s, engine_->attempts_failed() + 1);
 }
 
-v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
+v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_clients) const {
   v1::GetStatusResponse response;
   absl::MutexLock lock(&mu_);
   const double now_s = ToSeconds(Now());
@@ -446,6 +453,11 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
                                           : "waiting_for_clients");
   response.set_registered_clients(static_cast<int32_t>(book.live_size()));
   response.set_online_clients(static_cast<int32_t>(book.CountOnline(now_s)));
+  response.set_paced_clients(static_cast<int32_t>(book.CountAway(now_s)));
+  if (pacer_->Paces(pacing_population_)) {
+    response.set_checkin_cycle_ms(
+        static_cast<int64_t>(pacer_->CycleSeconds(pacing_population_) * 1000.0));
+  }
   if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
     response.set_waiting_for(std::string(engine_->last_plan_status().message()));
   }
@@ -455,7 +467,8 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds) const {
   if (recent.ok()) {
     for (v1::RoundRecord& record : *recent) *response.add_recent_rounds() = std::move(record);
   }
-  for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(book.size()); ++i) {
+  for (profile::ClientIndex i = 0;
+       include_clients && i < static_cast<profile::ClientIndex>(book.size()); ++i) {
     if (book.state(i).retired) continue;
     const v1::ClientProfile& profile = book.profile(i);
     v1::ClientSummary* summary = response.add_clients();

@@ -25,6 +25,7 @@
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/aggregation/checks.h"
+#include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 #include "server/store/store.h"
 
@@ -196,8 +197,9 @@ class Coordinator {
   // The client gives up its task (e.g. out of battery). The round goes on without it.
   absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
 
-  // Operator view.
-  v1::GetStatusResponse GetStatus(int recent_rounds) const;
+  // Operator view: counts, the last `recent_rounds` round records (<= 0: 5) and, unless
+  // include_clients is false, one ClientSummary per live client.
+  v1::GetStatusResponse GetStatus(int recent_rounds, bool include_clients = true) const;
 
   // Time-driven transitions: marks clients offline after missed heartbeats (failing their tasks),
   // plans a round when enough clients are online, and closes the current round when K updates
@@ -210,6 +212,26 @@ class Coordinator {
   // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
   // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
   void NoteActivity(const std::string& client_id, absl::Time now) ABSL_LOCKS_EXCLUDED(activity_mu_);
+
+  // Pace steering (config.pacing; Bonawitz et al., SysML 2019, section 2.3; docs/ALGORITHMS.md
+  // "Pace steering"): the retry_after_ms for `client_id`'s idle poll that is being answered
+  // now, without a task. While the available population is no larger than the pool the pacer
+  // wants, returns `unpaced_ms` and changes nothing. Otherwise returns a delay drawn by
+  // round::CheckInPacer (seconds to minutes, spread so check-ins do not come in waves) and marks
+  // the client away until then (ProfileBook::SetAwayUntil: no candidate, still available) until
+  // its next poll. A client with a task, or without a session, gets `unpaced_ms`.
+  // Thread-safe; takes the coordinator's lock.
+  int64_t PaceIdleRetryMs(const std::string& client_id, absl::Time now, int64_t unpaced_ms)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Pace steering: how many long polls the service should hold at once. While the population
+  // is paced, the pool (round::PacerOptions::pool): a device that checks in while that many are
+  // held is answered at once and sent away (PaceIdleRetryMs), so a storm of check-ins (a fleet
+  // registering at once) does not pile up held polls and heartbeats. Otherwise unlimited
+  // (INT64_MAX). Lock-free (updated once a second by Tick).
+  int64_t CheckInHoldLimit() const { return hold_limit_.load(std::memory_order_relaxed); }
+  // The longest hold of a long poll (HeldPollsOptions::max_wait), which the pacer's cycle is
+  // built on. Default: 5 s. Must be > 0 (else ignored). Called by the service at start.
+  void SetCheckInHold(absl::Duration hold) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sets the function called (with the coordinator's lock held: it must only signal, e.g.
   // HeldPolls::Wake) when a poll's answer may have changed: tasks were planned, a round was
@@ -245,6 +267,10 @@ class Coordinator {
   class SessionPresence;
   struct ClientState {
     std::string session_token;
+    // Polled at least once in this session. While pace steering is on, only such devices are
+    // candidates (checked in): a device whose registration answer is still on its way in a
+    // storm of check-ins cannot hear of a task (docs/ALGORITHMS.md §2.6).
+    bool checked_in = false;
   };
 
   explicit Coordinator(CoordinatorOptions options);
@@ -347,6 +373,18 @@ class Coordinator {
   // Durable (committed and published) version, also readable without mu_ by the committer.
   int64_t durable_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // Pace steering (coordinator_pacing.cc): the pacer, the available population it spreads
+  // (recounted at most once a second by UpdatePacingLocked), its generator of delays, and the
+  // cycle last logged.
+  std::unique_ptr<round::CheckInPacer> pacer_ ABSL_GUARDED_BY(mu_);
+  int64_t pacing_population_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_pacing_update_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t pacing_draws_ ABSL_GUARDED_BY(mu_) = 0;
+  double logged_cycle_s_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<int64_t> hold_limit_{INT64_MAX};       // CheckInHoldLimit
+  bool pacing_active_ ABSL_GUARDED_BY(mu_) = false;  // the pacer paces pacing_population_
+  absl::Status BuildPacerLocked(double hold_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void UpdatePacingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   std::function<void()> task_listener_ ABSL_GUARDED_BY(mu_);  // SetTaskListener
 

@@ -543,7 +543,8 @@ absl::Status CoordinatorService::GetStatusNow(grpc::CallbackServerContext* conte
           "fedsched-operator-token; fedsched-status --token_file)");
     }
   }
-  *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds));
+  *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds),
+                                      !request->omit_clients());
   if (!IsLoopbackPeer(context->peer())) {
     // An identity is what a device registers with: never hand it to a remote caller.
     for (v1::ClientSummary& client : *response->mutable_clients()) {

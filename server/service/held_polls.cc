@@ -36,6 +36,7 @@ class HeldPolls::Held : public grpc::ServerUnaryReactor {
 
 HeldPolls::HeldPolls(Coordinator* coordinator, HeldPollsOptions options, WorkQueue* work)
     : coordinator_(coordinator), options_(options), work_(work), waiter_([this] { Run(); }) {
+  coordinator_->SetCheckInHold(options_.max_wait);
   absl::MutexLock lock(&target_->mu);
   target_->polls = this;
 }
@@ -68,6 +69,13 @@ grpc::ServerUnaryReactor* HeldPolls::Poll(grpc::CallbackServerContext* context,
   const absl::Duration wait =
       std::clamp(absl::Milliseconds(request->wait_ms()), absl::ZeroDuration(), options_.max_wait);
   auto* poll = new Held(this, request, response, now, now + wait);
+  // The poll is a sign of life as soon as it arrives, even if its first answer waits in the work
+  // queue behind a storm of check-ins (issue 12 item 1): recorded like a heartbeat (session
+  // checked against the token copy, never waiting for the coordinator's lock).
+  v1::HeartbeatRequest alive;
+  alive.set_client_id(request->client_id());
+  alive.set_session_token(request->session_token());
+  coordinator_->Heartbeat(alive, now).IgnoreError();  // a bad session is refused below
   if (work_ == nullptr) {
     Recheck(poll, now, /*expired=*/false, /*first=*/true);
   } else {
@@ -141,8 +149,11 @@ void HeldPolls::Recheck(Held* poll, absl::Time now, bool expired, bool first) {
       expired || !result.ok() || result->result_case() != v1::PollTaskResponse::kRetryAfterMs;
   {
     absl::MutexLock lock(&mu_);
-    const bool may_hold =
-        !first || (poll->deadline_ > now && static_cast<int64_t>(held_.size()) < options_.max_held);
+    // Under pace steering no more than the pool is held: a device checking in beyond it is sent
+    // away at once (docs/ALGORITHMS.md §2.6).
+    const int64_t held = static_cast<int64_t>(held_.size());
+    const bool may_hold = !first || (poll->deadline_ > now && held < options_.max_held &&
+                                     held < coordinator_->CheckInHoldLimit());
     if (!poll->cancelled_ && !done && !stop_ && may_hold) {
       poll->in_set_ = true;
       held_.insert(poll);
@@ -155,8 +166,13 @@ void HeldPolls::Recheck(Held* poll, absl::Time now, bool expired, bool first) {
   }
   if (result.ok()) {
     *poll->response_ = *std::move(result);
-    // Held to its bound: the client has waited already and may poll again at once.
-    if (expired && poll->response_->has_retry_after_ms()) poll->response_->set_retry_after_ms(0);
+    if (poll->response_->has_retry_after_ms()) {
+      // Held to its bound: the client has waited already and may poll again at once, unless
+      // pace steering sends it away for longer (docs/ALGORITHMS.md "Pace steering").
+      const int64_t unpaced = expired ? 0 : poll->response_->retry_after_ms();
+      poll->response_->set_retry_after_ms(
+          coordinator_->PaceIdleRetryMs(poll->request_->client_id(), now, unpaced));
+    }
   }
   Finish(poll, result.status());
 }

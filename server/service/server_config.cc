@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/round/checkin_pacer.h"
 #include "server/round/round_config.h"
 
 namespace fedsched {
@@ -141,6 +142,12 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   FEDSCHED_ASSIGN_OR_RETURN(*out.mutable_transport(), ResolveTransport(out.transport()));
   FEDSCHED_RETURN_IF_ERROR(ResolveSecurity(out));
   FEDSCHED_RETURN_IF_ERROR(CheckOps(out));
+  // Pace steering's defaults, written out so the effective config shows them; the pacer checks
+  // the ranges (server/round/checkin_pacer.h).
+  v1::PacingConfig* pacing = out.mutable_pacing();
+  if (pacing->pool_factor() == 0) pacing->set_pool_factor(2.0);
+  if (pacing->max_checkin_interval_s() == 0) pacing->set_max_checkin_interval_s(600);
+  FEDSCHED_RETURN_IF_ERROR(round::PacerOptions::FromServerConfig(out, /*hold_s=*/5.0).status());
   return out;
 }
 

@@ -413,7 +413,10 @@ absl::Status RocksDbStore::RecordFailedRound(const v1::RoundRecord& record) {
 }
 
 absl::Status RocksDbStore::PutProfile(const v1::ClientProfile& profile) {
-  return Put(clients_, profile.client_id(), profile.SerializeAsString());
+  rocksdb::WriteOptions write;
+  write.sync = false;  // see store.h: the next round commit syncs the log
+  return FromRocks(db_->Put(write, clients_, profile.client_id(), profile.SerializeAsString()),
+                   "store put profile");
 }
 
 absl::Status RocksDbStore::DeleteProfiles(absl::Span<const std::string> client_ids) {

@@ -63,7 +63,12 @@ class Store {
   // attempt of the same round overwrites it. Errors: INTERNAL.
   virtual absl::Status RecordFailedRound(const v1::RoundRecord& record) = 0;
 
-  // Upserts one profile (e.g. at registration), synced. Errors: INTERNAL.
+  // Upserts one profile (e.g. at registration). Written to the write-ahead log but not synced:
+  // it survives a killed process at once and a power loss from the next synced write on (every
+  // round commit syncs the log). A registration storm of 10,000s of devices would otherwise
+  // wait for one fsync each under the coordinator's lock (issue 22, docs/BENCHMARKS.md §6); a
+  // profile lost to a power cut costs only a re-registration (docs/SECURITY.md: the device
+  // presents its credential again and is bound to it). Errors: INTERNAL.
   virtual absl::Status PutProfile(const v1::ClientProfile& profile) = 0;
   // Deletes the profiles of `client_ids` (expired identities, docs/SECURITY.md "Admission
   // control") in one synced write; unknown ids are ignored. Errors: INTERNAL.

@@ -65,6 +65,17 @@ TEST(StatusFormatTest, UnevaluatedCommittedRoundSaysNotEvaluated) {
   EXPECT_THAT(text, Not(HasSubstr("test_accuracy")));
 }
 
+TEST(StatusFormatTest, PaceSteeringLineOnlyWhilePacing) {
+  v1::GetStatusResponse status;
+  status.set_state("running");
+  EXPECT_THAT(FormatStatus(status, {}), Not(HasSubstr("pace steering")));
+  status.set_paced_clients(9800);
+  status.set_checkin_cycle_ms(250000);
+  EXPECT_THAT(FormatStatus(status, {}),
+              HasSubstr("pace steering: 9800 devices away until their check-in, each checks in "
+                        "about every 250 s"));
+}
+
 TEST(StatusFormatTest, ShowsAtMostTheRequestedRoundsInFlightIncluded) {
   v1::GetStatusResponse status;
   status.add_recent_rounds()->set_round(5);  // in flight, sent on top of the N asked for

@@ -106,6 +106,46 @@ TEST(ProfileBookTest, OnlineFollowsHeartbeatTimeout) {
   EXPECT_DOUBLE_EQ(book->profile(r.index).availability(), 0.9);
 }
 
+// Pace steering (docs/ALGORITHMS.md "Pace steering"): a device sent away is no candidate but
+// stays available, is never "unseen" before its check-in is due, and is back when it checks in.
+TEST(ProfileBookTest, AwayClientsAreAvailableButNotOnline) {
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({.heartbeat_timeout_s = 6.0}));
+  ASSERT_OK_AND_ASSIGN(auto r, book->OnRegister("d", Device("m", 1), 1000.0));
+  ASSERT_OK_AND_ASSIGN(auto other, book->OnRegister("e", Device("m", 1), 1000.0));
+  ASSERT_OK(book->SetAwayUntil(r.index, 1300.0));
+  EXPECT_TRUE(book->IsAway(r.index, 1001.0));
+  EXPECT_FALSE(book->IsOnline(r.index, 1001.0));
+  EXPECT_TRUE(book->IsAvailable(r.index, 1001.0));
+  std::vector<ClientIndex> selectable;
+  book->CollectSelectable(1001.0, &selectable);
+  EXPECT_THAT(selectable, ElementsAre(other.index));
+  EXPECT_EQ(book->CountAway(1001.0), 1);
+  EXPECT_EQ(book->CountAvailable(1001.0), 2);
+  // Long after its last poll, but before its appointment: available, not unseen.
+  book->SampleAvailability(1200.0);
+  EXPECT_DOUBLE_EQ(book->profile(r.index).availability(), 1.0);
+  EXPECT_DOUBLE_EQ(book->profile(other.index).availability(), 0.9);
+  std::vector<ClientIndex> unseen;
+  book->CollectUnseen(1250.0, 100.0, &unseen);
+  EXPECT_THAT(unseen, ElementsAre(other.index));
+  // A little late (within the heartbeat timeout) is still available; much later it left.
+  EXPECT_TRUE(book->IsAvailable(r.index, 1305.0));
+  EXPECT_FALSE(book->IsAvailable(r.index, 1307.0));
+  EXPECT_FALSE(book->IsOnline(r.index, 1307.0));
+  // Checking in again: back.
+  ASSERT_OK(book->OnHeartbeat(r.index, 1310.0));
+  ASSERT_OK(book->SetAwayUntil(r.index, 0));
+  EXPECT_TRUE(book->IsOnline(r.index, 1310.0));
+  EXPECT_EQ(book->CountAway(1310.0), 0);
+  // Registering again also ends an absence; bad times are refused.
+  ASSERT_OK(book->SetAwayUntil(other.index, 2000.0));
+  ASSERT_OK_AND_ASSIGN(auto again, book->OnRegister("e", Device("m", 1), 1400.0));
+  EXPECT_TRUE(book->IsOnline(again.index, 1400.0));
+  EXPECT_THAT(book->SetAwayUntil(r.index, -1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("away-until")));
+  EXPECT_THAT(book->SetAwayUntil(99, 1), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
 TEST(ProfileBookTest, FromServerConfigDerivesTheHeartbeatTimeout) {
   v1::ServerConfig config;
   ASSERT_OK_AND_ASSIGN(ProfileBookOptions defaults, ProfileBookOptions::FromServerConfig(config));

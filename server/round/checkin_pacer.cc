@@ -1,0 +1,61 @@
+#include "server/round/checkin_pacer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "server/round/round_config.h"
+
+namespace fedsched::round {
+
+absl::StatusOr<PacerOptions> PacerOptions::FromServerConfig(const v1::ServerConfig& config,
+                                                            double hold_s) {
+  const v1::PacingConfig& pacing = config.pacing();
+  const double factor = pacing.pool_factor() == 0 ? 2.0 : pacing.pool_factor();
+  const double max_interval =
+      pacing.max_checkin_interval_s() == 0 ? 600.0 : pacing.max_checkin_interval_s();
+  if (!(std::isfinite(factor) && factor >= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server config: pacing.pool_factor must be >= 1, got ", factor));
+  }
+  if (!(std::isfinite(max_interval) && max_interval >= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server config: pacing.max_checkin_interval_s must be >= 1, got ", max_interval));
+  }
+  if (!(std::isfinite(hold_s) && hold_s > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pacing: the long poll's hold must be > 0 s, got ", hold_s));
+  }
+  const double overcommit =
+      config.selection().overcommit() > 0 ? config.selection().overcommit() : kDefaultOvercommit;
+  PacerOptions out;
+  out.enabled = !pacing.disable();
+  out.hold_s = hold_s;
+  out.max_interval_s = max_interval;
+  // A round needs ceil(K x overcommit) idle devices at once; the factor leaves the planner a
+  // choice among them (Oort's and FedCaSe's rankings need candidates to rank).
+  const double wanted = std::ceil(factor * config.clients_per_round() * overcommit);
+  // Paced check-ins arrive as a steady random stream, so the number checked in fluctuates like a
+  // Poisson count around the pool: 3 standard deviations above min_online_clients keep that many
+  // reachable nearly always, so a round never waits for the pool to refill.
+  const double min_online = std::max(1, config.min_online_clients());
+  const double reachable = std::ceil(min_online + 3.0 * std::sqrt(min_online));
+  out.pool = std::max<int64_t>(static_cast<int64_t>(wanted), static_cast<int64_t>(reachable));
+  return out;
+}
+
+double CheckInPacer::CycleSeconds(int64_t population) const {
+  const double hold = options_.hold_s;
+  if (!options_.enabled || population <= options_.pool) return hold;
+  const double cycle = static_cast<double>(population) * hold / static_cast<double>(options_.pool);
+  return std::clamp(cycle, hold, hold + options_.max_interval_s);
+}
+
+double CheckInPacer::DelaySeconds(int64_t population, double u) const {
+  const double away = CycleSeconds(population) - options_.hold_s;
+  if (away <= 0) return 0;
+  return away * (0.5 + std::clamp(u, 0.0, 1.0));
+}
+
+}  // namespace fedsched::round
