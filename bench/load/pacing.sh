@@ -80,7 +80,7 @@ for spec in specs:
         field(text, "server_cpu_s_per_round").split(" ")[0] or "-",
         f"{disc.group(1)} / {disc.group(2)}" if disc else "-", gap.group(1) if gap else "-",
         field(text, "round_period_s").split(" ")[0] or "-",
-        field(text, "rounds_committed") or "0", field(text, "result") or "no report"))
+        field(text, "rounds_committed").split(" ")[0] or "0", field(text, "result") or "no report"))
 table = "\n".join(rows)
 print(table)
 open(os.path.join(out, "table.md"), "w").write(table + "\n")
