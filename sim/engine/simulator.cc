@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/round/checkin_pacer.h"
 
 namespace fedsched::sim {
 namespace {
@@ -27,12 +28,14 @@ bool ValidTiming(const TaskTiming& t) {
 
 }  // namespace
 
-// round::Presence over the simulator's online list (the availability trace).
+// round::Presence over the simulator's online list (the availability trace), and, when the
+// config models pace steering, the device's check-in window (Simulator::CheckedIn).
 class Simulator::OnlinePresence : public round::Presence {
  public:
   explicit OnlinePresence(const Simulator* sim) : sim_(sim) {}
   bool IsReachable(round::ClientIndex index, double now_s) const override {
-    return index < sim_->client_of_.size() && sim_->online_pos_[sim_->client_of_[index]] >= 0;
+    return index < sim_->client_of_.size() && sim_->online_pos_[sim_->client_of_[index]] >= 0 &&
+           sim_->CheckedIn(index, now_s);
   }
   void CollectReachable(double now_s, std::vector<round::ClientIndex>* out) const override {
     out->clear();
@@ -42,13 +45,17 @@ class Simulator::OnlinePresence : public round::Presence {
     if (online.size() * 8 >= client_of.size()) {
       // A large share online: a scan in index order hands the engine's sort a sorted list.
       for (size_t i = 0; i < client_of.size(); ++i) {
-        if (sim_->online_pos_[client_of[i]] >= 0) {
-          out->push_back(static_cast<round::ClientIndex>(i));
+        const auto index = static_cast<round::ClientIndex>(i);
+        if (sim_->online_pos_[client_of[i]] >= 0 && sim_->CheckedIn(index, now_s)) {
+          out->push_back(index);
         }
       }
       return;
     }
-    for (int32_t c : online) out->push_back(static_cast<round::ClientIndex>(sim_->index_of_[c]));
+    for (int32_t c : online) {
+      const auto index = static_cast<round::ClientIndex>(sim_->index_of_[c]);
+      if (sim_->CheckedIn(index, now_s)) out->push_back(index);
+    }
   }
 
  private:
@@ -81,6 +88,11 @@ absl::Status Simulator::Init() {
     durations_ = parts_.durations;
   }
   const int32_t n = config_.num_clients();
+  if (config_.server().has_pacing() && !config_.server().pacing().disable()) {
+    FEDSCHED_ASSIGN_OR_RETURN(round::PacerOptions pacing, round::PacerOptions::FromServerConfig(
+                                                              config_.server(), kCheckInHoldS));
+    pacer_ = std::make_unique<round::CheckInPacer>(pacing);
+  }
   presence_ = std::make_unique<OnlinePresence>(this);
   oracle_ = std::make_unique<TraceAvailabilityOracle>(parts_.availability, &client_of_);
   round::EngineOptions options;
@@ -319,7 +331,34 @@ absl::Status Simulator::Step(double now) {
                                           " rounds closed at virtual time ", now, " s"));
 }
 
+bool Simulator::CheckedIn(round::ClientIndex index, double now_s) const {
+  if (pacer_ == nullptr) return true;
+  const double cycle = pacer_->CycleSeconds(static_cast<int64_t>(online_.size()));
+  const double hold = pacer_->options().hold_s;
+  if (cycle <= hold) return true;
+  // A participant stays until its task ends, as the server never sends one away.
+  if (engine_ != nullptr && engine_->TaskOf(index) != nullptr) return true;
+  // Each device checks in for `hold` seconds once per cycle, at a fixed phase drawn from its
+  // index: the share of time checked in, hold / cycle, is the live server's (docs/ALGORITHMS.md
+  // §2.6); the live delays are spread at random instead of periodic.
+  uint64_t x = static_cast<uint64_t>(index) + 0x9e3779b97f4a7c15ULL * (config_.server().seed() + 1);
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  const double phase = static_cast<double>((x ^ (x >> 31)) >> 11) * 0x1.0p-53;
+  return std::fmod(now_s / cycle + phase, 1.0) < hold / cycle;
+}
+
 absl::Status Simulator::ScheduleWake(double now) {
+  // Modelled pace steering: candidates change as devices check in, which no trace event marks;
+  // while no round runs, look again after one hold.
+  if (pacer_ != nullptr && !engine_->running() && !engine_->finished() && !stop_) {
+    const double at = now + pacer_->options().hold_s;
+    if (at != wake_s_) {
+      wake_s_ = at;
+      FEDSCHED_RETURN_IF_ERROR(queue_.Push(at, EventKind::kRoundStart));
+    }
+    return absl::OkStatus();
+  }
   // A round that failed repeatedly is re-planned only after the engine's backoff: wake it then
   // (nothing else may happen in between).
   const double at = engine_->next_plan_s();

@@ -55,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/sim.pb.h"
+#include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 #include "sim/engine/device_model.h"
 #include "sim/engine/event_queue.h"
@@ -155,6 +156,12 @@ class Simulator {
   int32_t online_count() const { return static_cast<int32_t>(online_.size()); }
   // The engine (for tests: its book, planner, records).
   const round::RoundEngine& engine() const { return *engine_; }
+  // Modelled pace steering (docs/ALGORITHMS.md §2.6), on only when the config sets
+  // server.pacing (without disable): true iff engine client `index` is inside its check-in
+  // window at now_s (virtual seconds), or holds a task, or the online population is no larger
+  // than the pacer's pool; always true when pace steering is not modelled. Only checked-in
+  // online clients are candidates.
+  bool CheckedIn(round::ClientIndex index, double now_s) const;
 
  private:
   class OnlinePresence;
@@ -184,6 +191,7 @@ class Simulator {
   absl::Status FinishRound(const round::ClosedRound& closed, double now);
   absl::Status NoteOpened(double now);
   absl::Status ScheduleWake(double now);
+
   absl::Status StartNewTasks(double now);
   absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained, round::ClientIndex index,
                             double now);
@@ -200,6 +208,10 @@ class Simulator {
   std::vector<int32_t> client_of_;  // engine index -> simulated client
   std::vector<int64_t> index_of_;   // simulated client -> engine index, or -1 (no data)
   std::unique_ptr<OnlinePresence> presence_;
+  // Pace steering's pacer, when the config sets server.pacing (docs/SIMULATION.md); else null.
+  std::unique_ptr<round::CheckInPacer> pacer_;
+  // The live server's long-poll bound: how long a device stays checked in, seconds.
+  static constexpr double kCheckInHoldS = 5.0;
   std::unique_ptr<TraceAvailabilityOracle> oracle_;
   std::unique_ptr<round::RoundEngine> engine_;
   std::shared_ptr<const round::ModelBlob> blob_;  // null unless no-train (see file comment)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <string>
 #include <tuple>
@@ -209,6 +210,42 @@ TEST(SimulatorTest, OnlineCountFollowsMillisecondTraceOverManyPeriods) {
     ASSERT_EQ(row.online, trace_count) << "round " << row.round << " at " << row.start_s << " s";
   }
   EXPECT_GT(out.rows.back().start_s, 190 * kPeriod);
+}
+
+// Pace steering modelled (server.pacing set): of 60 always-on devices about the pool (4) are
+// checked in at any moment, only they are candidates, and rounds still run one after another.
+TEST(SimulatorTest, ModelledPaceSteeringKeepsAboutThePoolCheckedIn) {
+  constexpr int kClients = 60;
+  std::vector<DeviceCapacity> devices;
+  for (int c = 0; c < kClients; ++c) devices.push_back({c, 10, 1000, 10});
+  ASSERT_OK_AND_ASSIGN(CapacityTrace cap, CapacityTrace::FromRows(devices, "t"));
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner learner(kClients, 20, kModelBytes);
+  ScriptedDurations durations;  // 1 s per task
+  v1::SimConfig c = HandConfig(kClients, 2, 1.0, 30);
+  c.mutable_server()->set_min_updates(1);
+  c.mutable_server()->set_min_online_clients(1);  // pool = max(2 x 2 x 1.0, 1 + 3) = 4
+  c.mutable_server()->mutable_pacing();           // set: modelled
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner, &durations));
+  // Cycle 60 x 5 s / 4 = 75 s: each device is checked in 5 s of every 75.
+  double sum = 0;
+  for (int t = 0; t < 750; ++t) {
+    int checked_in = 0;
+    for (int i = 0; i < kClients; ++i) checked_in += sim->CheckedIn(i, t) ? 1 : 0;
+    sum += checked_in;
+  }
+  EXPECT_NEAR(sum / 750, 4.0, 0.5);
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  EXPECT_EQ(s.rounds_committed, 30);
+  std::set<int32_t> took_part;
+  for (const auto& [client, round] : learner.accepted) took_part.insert(client);
+  EXPECT_GT(took_part.size(), 10u) << "devices take turns as they check in";
+  // Not modelled without server.pacing: every online device is a candidate.
+  ScriptedLearner other(kClients, 20, kModelBytes);
+  c.mutable_server()->clear_pacing();
+  ASSERT_OK_AND_ASSIGN(auto plain, Make(c, &cap, &av, &other, &durations));
+  for (int i = 0; i < kClients; ++i) EXPECT_TRUE(plain->CheckedIn(i, 1.0));
 }
 
 TEST(SimulatorTest, ClientsWithoutDataNeverRegister) {
