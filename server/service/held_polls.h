@@ -37,7 +37,11 @@ struct HeldPollsOptions {
 // callback reactor that one waiter thread finishes. The coordinator calls Wake() (through its
 // task listener) when it plans tasks or publishes a round; every held poll is then answered
 // again by Coordinator::PollTask, and those that now have a task (or `finished`) are finished.
-// At the bound a poll is finished with the coordinator's latest answer (retry_after_ms).
+// At the bound a poll is finished with the coordinator's latest answer (retry_after_ms), which
+// pace steering may turn into an absence of minutes (Coordinator::PaceIdleRetryMs); while the
+// population is paced no more than Coordinator::CheckInHoldLimit() polls are held, and a poll
+// that arrives beyond it is answered, and sent away, at once (docs/ALGORITHMS.md §2.6).
+// Every poll counts as the client's heartbeat on arrival, before its first answer.
 // A client that cancels its poll (or a server shutdown) finishes it CANCELLED.
 // Thread-safe. Destroy only after the gRPC server has shut down (no poll may be held then: a
 // shutdown cancels them).
