@@ -44,7 +44,10 @@ class Coordinator::SessionPresence : public round::Presence {
     const profile::ProfileBook& book = owner_->engine_->book();
     if (!book.IsOnline(index, now_s)) return false;
     auto it = owner_->sessions_.find(book.profile(index).client_id());
-    return it != owner_->sessions_.end() && (!owner_->pacing_active_ || it->second.checked_in);
+    if (it == owner_->sessions_.end()) return false;
+    // A task planned before pacing began stays with its device until it polls for it.
+    return !owner_->pacing_active_ || it->second.checked_in ||
+           owner_->engine_->TaskOf(index) != nullptr;
   }
   void CollectReachable(double now_s, std::vector<profile::ClientIndex>* out) const override
       ABSL_NO_THREAD_SAFETY_ANALYSIS {

@@ -26,7 +26,11 @@ TEST(PacedClientTest, IdleClientIsSentAwayAndComesBack) {
   TestServer::Options options;
   options.config.set_clients_per_round(1);
   options.config.set_min_updates(1);
-  options.config.set_min_online_clients(1);  // pool = max(ceil(2 x 1 x 1.3), 1 + 3) = 4
+  // pool = max(ceil(2 x 1 x 1.3), 10 + 3 sqrt(10)) = 20. While pacing, only devices that have
+  // polled are candidates: the silent fleet never polls, so once pacing is on no round starts
+  // and the SDK client stays idle (were it a candidate alone, it would train every round). A
+  // round planned before the pacer's first count waits for its silent participants.
+  options.config.set_min_online_clients(10);
   options.config.set_round_deadline_s(600);
   options.config.set_heartbeat_interval_ms(100);
   options.config.set_missed_heartbeats(600);  // 60 s: the silent fleet below stays available
@@ -35,11 +39,12 @@ TEST(PacedClientTest, IdleClientIsSentAwayAndComesBack) {
   options.config.mutable_security()->set_max_new_identities_per_peer_per_minute(-1);
   options.initial_model = PatternModel({8});
   options.tick_thread = true;
-  // A hold of 0.2 s: with 41 devices the cycle is 41 x 0.2 / 4 = 2.05 s, away 1.85 s on average.
+  // A hold of 0.2 s: with 81 devices the cycle is 81 x 0.2 / 20 = 0.81 s, away 0.61 s on average
+  // (0.3 to 0.9 s: longer than the 100 ms heartbeat interval, so the SDK counts it as away).
   options.held_polls = {.max_held = 64, .max_wait = absl::Milliseconds(200)};
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server, TestServer::Start(std::move(options)));
   auto stub = server->NewStub();
-  for (int i = 0; i < 40; ++i) {
+  for (int i = 0; i < 80; ++i) {
     ASSERT_OK(RegisterRaw(*stub, absl::StrCat("silent-", i)).status());
   }
   NudgeTrainer trainer;
