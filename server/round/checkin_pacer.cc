@@ -45,6 +45,15 @@ absl::StatusOr<PacerOptions> PacerOptions::FromServerConfig(const v1::ServerConf
   return out;
 }
 
+uint64_t SplitMix64(uint64_t x) {
+  x += kSplitMixGamma;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+double UnitDraw(uint64_t key) { return static_cast<double>(SplitMix64(key) >> 11) * 0x1.0p-53; }
+
 double CheckInPacer::CycleSeconds(int64_t population) const {
   const double hold = options_.hold_s;
   if (!options_.enabled || population <= options_.pool) return hold;

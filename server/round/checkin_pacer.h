@@ -41,6 +41,18 @@ struct PacerOptions {
                                                        double hold_s);
 };
 
+// splitmix64's increment (Steele et al., "Fast splittable pseudorandom number generators",
+// OOPSLA 2014): SplitMix64(x) = the generator's output for state x.
+inline constexpr uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ULL;
+
+// splitmix64's output function applied to state x + kSplitMixGamma: a well-mixed 64-bit value
+// from a key, so that pacing draws are reproducible for a seed with no generator to lock.
+uint64_t SplitMix64(uint64_t x);
+
+// A uniform draw in [0, 1) (53 bits) from a 64-bit key: the `u` of DelaySeconds in the server
+// (key from seed, client index and draw count) and the check-in phase in the simulator.
+double UnitDraw(uint64_t key);
+
 class CheckInPacer {
  public:
   explicit CheckInPacer(PacerOptions options) : options_(options) {}

@@ -14,15 +14,6 @@ namespace {
 
 double Seconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
-// splitmix64 (Steele et al., OOPSLA 2014): a well-mixed 64-bit value from a counter, so that
-// delays are reproducible for a seed without a generator object to lock.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // The population is recounted at most this often (an O(clients) scan).
 constexpr double kPacingRecountS = 1.0;
 
@@ -84,8 +75,8 @@ int64_t Coordinator::PaceIdleRetryMs(const std::string& client_id, absl::Time no
       engine_->PrefetchPlan(*index) != nullptr) {
     return unpaced_ms;
   }
-  const uint64_t bits = Mix(config_.seed() ^ Mix(*index) ^ Mix(++pacing_draws_));
-  const double u = static_cast<double>(bits >> 11) * 0x1.0p-53;  // uniform in [0, 1)
+  const double u = round::UnitDraw(config_.seed() ^ round::SplitMix64(*index) ^
+                                   round::SplitMix64(++pacing_draws_));
   const double delay_s = pacer_->DelaySeconds(pacing_population_, u);
   if (delay_s <= 0) return unpaced_ms;
   if (!engine_->mutable_book().SetAwayUntil(*index, Seconds(now) + delay_s).ok()) {

@@ -341,10 +341,7 @@ bool Simulator::CheckedIn(round::ClientIndex index, double now_s) const {
   // Each device checks in for `hold` seconds once per cycle, at a fixed phase drawn from its
   // index: the share of time checked in, hold / cycle, is the live server's (docs/ALGORITHMS.md
   // §2.6); the live delays are spread at random instead of periodic.
-  uint64_t x = static_cast<uint64_t>(index) + 0x9e3779b97f4a7c15ULL * (config_.server().seed() + 1);
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  const double phase = static_cast<double>((x ^ (x >> 31)) >> 11) * 0x1.0p-53;
+  const double phase = round::UnitDraw(index + round::kSplitMixGamma * config_.server().seed());
   return std::fmod(now_s / cycle + phase, 1.0) < hold / cycle;
 }
 

@@ -73,6 +73,17 @@ TEST(CheckInPacerTest, DelaysSpreadOverHalfToOneAndAHalfTimesTheAbsence) {
   EXPECT_DOUBLE_EQ(pacer.DelaySeconds(10000, 7.0), 1.5 * away);  // clamped
 }
 
+TEST(CheckInPacerTest, DrawsAreSplitMix64) {
+  // splitmix64's first output from state 0 (the reference generator's published value).
+  EXPECT_EQ(SplitMix64(0), 0xe220a8397b1dcdafULL);
+  EXPECT_DOUBLE_EQ(UnitDraw(0), static_cast<double>(0xe220a8397b1dcdafULL >> 11) * 0x1.0p-53);
+  for (uint64_t key = 0; key < 1000; ++key) {
+    const double u = UnitDraw(key);
+    EXPECT_GE(u, 0.0);
+    EXPECT_LT(u, 1.0);
+  }
+}
+
 TEST(CheckInPacerTest, DisabledNeverPaces) {
   CheckInPacer pacer({.enabled = false, .pool = 10, .hold_s = 5, .max_interval_s = 600});
   EXPECT_DOUBLE_EQ(pacer.CycleSeconds(100000), 5);
