@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <thread>
 #include <utility>
@@ -25,6 +26,23 @@
 namespace fedsched {
 
 namespace {
+
+// CPU seconds consumed by the calling thread (the trainer runs on it).
+double ThreadCpuSeconds() {
+  timespec ts{};
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0.0;
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// Training seconds of the emulated slow device (ClientConfig.slowdown_factor): its compute is
+// `factor` times this thread's CPU time, plus the storage I/O it waited for. CPU time rather
+// than wall time is stretched so that other processes sharing this machine (tens of clients on
+// a test box) do not change the emulated device's speed: stretching wall time multiplied their
+// contention by the factor, and a 10x device measured 8x apart from one round to the next,
+// which no time predictor can follow (issue 20; docs/ALGORITHMS.md §1).
+double EmulatedTrainSeconds(double factor, double cpu_seconds, double io_seconds) {
+  return factor * std::max(cpu_seconds, 0.0) + std::max(io_seconds, 0.0);
+}
 
 bool IsSessionLost(const absl::Status& s) { return absl::IsUnauthenticated(s); }
 
@@ -442,6 +460,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
   request.learning_rate = task.learning_rate();
   request.proximal_mu = task.proximal_mu();
   const absl::Time train_start = absl::Now();
+  const double train_cpu_start = ThreadCpuSeconds();
   absl::StatusOr<TrainResult> result = ids.ok() ? (request.sample_ids = *std::move(ids),
                                                    options_.trainer->Train(request, data.source()))
                                                 : absl::StatusOr<TrainResult>(ids.status());
@@ -449,15 +468,20 @@ absl::Status Client::RunTask(const v1::Task& task) {
     return ReportTaskFailure(task, result.status());
   }
   if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after training"));
-  double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
-  if (options_.config.slowdown_factor() > 1.0) {
-    // Emulate a slower device: stretch the measured compute time by the factor.
-    const double extra = (options_.config.slowdown_factor() - 1.0) * train_seconds;
-    if (!SleepFor(absl::Seconds(extra))) return absl::CancelledError("client stopped");
-    train_seconds += extra;
-  }
+  const double train_cpu_seconds = ThreadCpuSeconds() - train_cpu_start;
   data.ReportLosses(request.sample_ids, result->per_sample_losses, task.batch_size());
   const RoundIoCounters io = data.TakeCounters();
+  double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
+  if (options_.config.slowdown_factor() > 1.0) {
+    const double target =
+        EmulatedTrainSeconds(options_.config.slowdown_factor(), train_cpu_seconds, io.io_seconds);
+    if (target > train_seconds) {
+      if (!SleepFor(absl::Seconds(target - train_seconds))) {
+        return absl::CancelledError("client stopped");
+      }
+      train_seconds = target;
+    }
+  }
   if (absl::Status s = data.Save(); !s.ok()) {
     FEDSCHED_LOG(warn, "could not save on-device state: {}", s.ToString());
   }

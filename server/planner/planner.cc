@@ -166,6 +166,7 @@ void Planner::Commit(const PlanRequest& request, const RoundPlan& plan) {
     f.predicted_s = c.t_s;
     f.inputs = book_->Inputs(c.index, request.model_bytes, samples_per_step * c.steps);
     f.exploited = c.exploited;
+    f.measured = book_->state(c.index).measured;
   }
   if (plan.attempt == 1) ++rounds_planned_;
   last_planned_round_ = request.round;
@@ -184,7 +185,11 @@ absl::Status Planner::OnUpdate(ClientIndex index, int64_t round, const v1::Updat
   FEDSCHED_RETURN_IF_ERROR(book_->OnTaskSucceeded(index, metrics, t, now_s));
   if (matched) {
     predictor_.RecordError(it->second.predicted_s, t.completion_s);
-    predictor_.Observe(it->second.inputs, t.completion_s);
+    // A task planned from priors (the client never measured) says how wrong the prior was,
+    // not how the measured terms relate to real time: fitting it would teach the regression
+    // the prior's error (a 10 ms/sample default against 1 ms real scaled the compute weight
+    // to 0.05 for every later, measured task).
+    if (it->second.measured) predictor_.Observe(it->second.inputs, t.completion_s);
     if (it->second.exploited) pacer_.RecordExploitedUtility(metrics.statistical_utility());
     in_flight_.erase(it);
   }

@@ -157,6 +157,9 @@ class Planner {
     double predicted_s = 0;
     profile::RoundTimeInputs inputs;
     bool exploited = false;
+    // The client's compute speed was measured when the task was planned: only such tasks
+    // train the round-time regression (docs/ALGORITHMS.md §1).
+    bool measured = false;
   };
 
   Planner(const PlannerOptions& options, profile::ProfileBook* book,
