@@ -7,7 +7,7 @@
 # 31 KB updates). Per A it prints: rounds, the root's received and sent bytes (sum of
 # fedsched_received_bytes_total / fedsched_sent_bytes_total over all methods), the root's CPU
 # seconds (utime + stime from /proc, measured by the load generator) and the aggregators' CPU
-# seconds together; then the ratios to the flat server.
+# seconds together, and the load generator's verdict (PASS: every round committed, no RPC error).
 #
 # Usage: bench/hierarchy/run_hierarchy.sh [BUILD_DIR]        (default: build)
 # Env:   CLIENTS=200 ROUNDS=10 AGGREGATORS="0 1 2 4" MODEL=softmax (or mlp: 784-128-10, 407 KB)
@@ -47,8 +47,8 @@ wait_port() {
 # Sums a counter over its label sets from a Prometheus text exposition.
 metric_sum() { awk -v m="$1" '$1 ~ "^"m"({|$)" { s += $2 } END { printf "%.0f", s }' "$2"; }
 
-printf "%-11s %6s %14s %14s %10s %12s\n" aggregators rounds root_in_bytes root_out_bytes \
-  root_cpu_s aggs_cpu_s | tee "$RUN_DIR/summary.txt"
+printf "%-11s %6s %14s %14s %10s %12s %s\n" aggregators rounds root_in_bytes root_out_bytes \
+  root_cpu_s aggs_cpu_s load_gen | tee "$RUN_DIR/summary.txt"
 for A in $AGGREGATORS; do
   dir="$RUN_DIR/a$A"
   mkdir -p "$dir"
@@ -121,9 +121,11 @@ CFG
   pids=()
   rounds=$(grep -o "rounds_committed: [0-9]*" "$dir/load.txt" | awk '{print $2}')
   cpu=$(grep -o "^server_cpu_s: [0-9.]*" "$dir/load.txt" | awk '{print $2}')
-  printf "%-11s %6s %14s %14s %10s %12s\n" "$A" "${rounds:-?}" \
+  result=$(grep -o "^result: [A-Z]*" "$dir/load.txt" | awk '{print $2}')
+  printf "%-11s %6s %14s %14s %10s %12s %s\n" "$A" "${rounds:-?}" \
     "$(metric_sum fedsched_received_bytes_total "$dir/metrics.txt")" \
     "$(metric_sum fedsched_sent_bytes_total "$dir/metrics.txt")" "${cpu:-?}" "$aggs_cpu" \
+    "${result:-?}" \
     | tee -a "$RUN_DIR/summary.txt"
 done
 echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg); commit $(git -C "$ROOT" rev-parse --short HEAD)" \
