@@ -34,6 +34,7 @@
 #include "server/ops/health.h"
 #include "server/ops/rpc_metrics.h"
 #include "server/ops/server_metrics.h"
+#include "server/relay/relay_service.h"
 #include "server/service/coordinator.h"
 #include "server/service/credentials.h"
 #include "server/service/grpc_service.h"
@@ -139,6 +140,40 @@ class MetricsWriter {
   std::ofstream out_ ABSL_GUARDED_BY(mu_);
 };
 
+// hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
+// rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
+int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
+  absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
+  if (!token.ok()) {
+    std::fprintf(stderr, "fedsched-server: hierarchy.upstream_token_path: %s\n",
+                 token.status().ToString().c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<RelayServer>> relay =
+      StartRelayServer(config, std::string(absl::StripAsciiWhitespace(*token)));
+  if (!relay.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", relay.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
+  std::fflush(stdout);
+  const std::string& listen = config.listen_address();
+  FEDSCHED_LOG(info, "aggregator {} listening on {}:{}, root {}",
+               config.hierarchy().aggregator_id(), listen.substr(0, listen.rfind(':')),
+               (*relay)->port, config.hierarchy().upstream_address());
+  int signal = 0;
+  sigwait(&signals, &signal);
+  FEDSCHED_LOG(info, "signal {}: shutting down", signal);
+  (*relay)->Shutdown(absl::Seconds(config.shutdown_grace_s()));
+  const RelayStats stats = (*relay)->service->stats();
+  std::printf(
+      "fedsched-server: aggregator stopped: %lld update(s) folded, %lld partial sum(s) sent, "
+      "%lld refused, %lld model fetch(es)\n",
+      static_cast<long long>(stats.updates_folded), static_cast<long long>(stats.partials_sent),
+      static_cast<long long>(stats.partials_refused), static_cast<long long>(stats.model_fetches));
+  return 0;
+}
+
 int Main() {
   // Block termination signals before any thread exists (RocksDB and gRPC start their own), so
   // that only the signal thread below ever receives them.
@@ -169,6 +204,9 @@ int Main() {
   if (absl::GetFlag(FLAGS_check_config)) {
     std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
     return 0;
+  }
+  if (config->hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
+    return RunAggregator(*config, signals);
   }
   absl::StatusOr<v1::Model> initial = InitialModel(config->model());
   if (!initial.ok()) {

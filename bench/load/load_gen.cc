@@ -50,6 +50,7 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
@@ -60,7 +61,9 @@
 #include "fedsched/v1/tensor.pb.h"
 #include "grpcpp/grpcpp.h"
 
-ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address (loopback).");
+ABSL_FLAG(std::string, server, "127.0.0.1:50051",
+          "Server address (loopback); several, comma-separated (e.g. the aggregators of a "
+          "hierarchy): the channels, and so the clients, are spread over them in turn.");
 ABSL_FLAG(int32_t, clients, 1000, "Simulated clients.");
 ABSL_FLAG(int32_t, rounds, 20, "Stop once the server has committed this many rounds.");
 ABSL_FLAG(int32_t, channels, 16, "gRPC channels (TCP connections) shared by the clients.");
@@ -144,8 +147,10 @@ class LoadGenerator {
     for (int i = 0; i < channels; ++i) {
       grpc::ChannelArguments args = ClientChannelArguments(transport_);
       args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);  // one connection per channel
-      stubs_.push_back(v1::Coordinator::NewStub(grpc::CreateCustomChannel(
-          absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials(), args)));
+      const std::vector<std::string> servers = absl::StrSplit(absl::GetFlag(FLAGS_server), ',');
+      stubs_.push_back(v1::Coordinator::NewStub(
+          grpc::CreateCustomChannel(servers[static_cast<size_t>(i) % servers.size()],
+                                    grpc::InsecureChannelCredentials(), args)));
     }
     const int n = absl::GetFlag(FLAGS_clients);
     for (int i = 0; i < n; ++i) {
@@ -532,8 +537,9 @@ int LoadGenerator::Run() {
     After(ramp_ms * p->index / n, [this, p] { Register(p); });
   }
 
-  auto status_stub = v1::Coordinator::NewStub(
-      grpc::CreateChannel(absl::GetFlag(FLAGS_server), grpc::InsecureChannelCredentials()));
+  auto status_stub = v1::Coordinator::NewStub(grpc::CreateChannel(
+      absl::GetFlag(FLAGS_server).substr(0, absl::GetFlag(FLAGS_server).find(',')),
+      grpc::InsecureChannelCredentials()));
   int min_online = n;
   bool all_registered_seen = false;
   int64_t committed = 0;

@@ -106,19 +106,41 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   return client;
 }
 
+std::string Client::endpoint() const {
+  absl::MutexLock lock(&mu_);
+  return endpoint_index_ == 0 ? options_.config.server_address()
+                              : options_.config.fallback_addresses(endpoint_index_ - 1);
+}
+
+bool Client::MaybeFailover(const absl::Status& s) {
+  const int endpoints = 1 + options_.config.fallback_addresses_size();
+  if (endpoints == 1 || !(absl::IsUnavailable(s) || absl::IsDeadlineExceeded(s))) return false;
+  const std::string from = endpoint();
+  {
+    absl::MutexLock lock(&mu_);
+    endpoint_index_ = (endpoint_index_ + 1) % endpoints;
+    ++stats_.failovers;
+  }
+  if (absl::Status c = Connect(); !c.ok()) return false;
+  FEDSCHED_LOG(info, "{}: endpoint {} unreachable ({}); moving to {}", options_.config.identity(),
+               from, std::string(s.message()), endpoint());
+  return true;
+}
+
 absl::Status Client::Connect() {
   const v1::TransportConfig config = transport();
+  const std::string address = endpoint();
   FEDSCHED_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ChannelCredentials> credentials,
                             MakeChannelCredentials(config));
-  std::shared_ptr<grpc::Channel> channel = grpc::CreateCustomChannel(
-      options_.config.server_address(), credentials, ClientChannelArguments(config));
+  std::shared_ptr<grpc::Channel> channel =
+      grpc::CreateCustomChannel(address, credentials, ClientChannelArguments(config));
   // Heartbeats get a connection of their own (a channel argument the other channel lacks gives
   // it its own subchannel), so that they never wait behind a model download or an update upload
   // on one HTTP/2 connection (docs/RELIABILITY.md §8 "Soak").
   grpc::ChannelArguments heartbeat_args = ClientChannelArguments(config);
   heartbeat_args.SetString("fedsched.channel_role", "heartbeat");
   std::shared_ptr<grpc::Channel> heartbeat_channel =
-      grpc::CreateCustomChannel(options_.config.server_address(), credentials, heartbeat_args);
+      grpc::CreateCustomChannel(address, credentials, heartbeat_args);
   auto rpc = std::make_shared<ClientRpc>(ClientRpc{channel, v1::Coordinator::NewStub(channel),
                                                    v1::Coordinator::NewStub(heartbeat_channel)});
   absl::MutexLock lock(&mu_);
@@ -336,11 +358,11 @@ absl::Status Client::Run() {
         ++register_failures;
         if ((register_failures & (register_failures - 1)) == 0) {
           FEDSCHED_LOG(warn, "{}: cannot register with {} ({} attempts so far): {}",
-                       options_.config.identity(), options_.config.server_address(),
-                       register_failures, s.ToString());
+                       options_.config.identity(), endpoint(), register_failures, s.ToString());
         } else {
           FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
         }
+        MaybeFailover(s);
         WaitForServer(NextBackoff());
         continue;
       }
@@ -380,6 +402,7 @@ absl::Status Client::Run() {
         continue;
       }
       FEDSCHED_LOG(debug, "{}: poll failed: {}", options_.config.identity(), s.ToString());
+      if (MaybeFailover(s)) continue;  // the next endpoint at once: the session is still valid
       WaitForServer(NextBackoff());
       continue;
     }

@@ -109,6 +109,9 @@ struct ClientRunStats {
   // Tasks given up because `eligible` turned false mid-task (reported to the server as such).
   int64_t tasks_interrupted = 0;
   int64_t reconnects = 0;
+  // Moves to the next endpoint of [server_address, fallback_addresses...] after the current one
+  // was unreachable (hierarchical aggregation: a dead aggregator, docs/OPERATIONS.md).
+  int64_t failovers = 0;
   // Idle waits the server's pace steering asked for (a retry_after_ms of at least one
   // heartbeat interval): the client neither polled nor sent heartbeats during them.
   int64_t paced_waits = 0;
@@ -149,6 +152,12 @@ class Client {
  private:
   explicit Client(ClientOptions options);
   absl::Status Connect();
+  // After `s` from the current endpoint: when it says the endpoint is unreachable (UNAVAILABLE,
+  // DEADLINE_EXCEEDED) and the config lists other endpoints, connects to the next one (the
+  // session stays valid: the root issued it). Returns true when it moved.
+  bool MaybeFailover(const absl::Status& s);
+  // The endpoint in use (server_address or one of fallback_addresses).
+  std::string endpoint() const;
   absl::Status RegisterOnce();
   // <state_dir>/credential, "" without a state_dir.
   std::string CredentialPath() const;
@@ -187,6 +196,8 @@ class Client {
   mutable absl::Mutex mu_;
   v1::TransportConfig transport_ ABSL_GUARDED_BY(mu_);
   std::shared_ptr<ClientRpc> rpc_ ABSL_GUARDED_BY(mu_);
+  // Index into [server_address, fallback_addresses...] of the endpoint in use.
+  int endpoint_index_ ABSL_GUARDED_BY(mu_) = 0;
   std::string client_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
   // Proof of the identity sent with every registration (docs/SECURITY.md): read from

@@ -197,10 +197,18 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
     return absl::OkStatus();
   }
 
+  const float w = static_cast<float>(static_cast<double>(num_examples) * scale);
+  if (!FoldWeighted(delta, scratch_index_, w)) {
+    return FoldError(delta, scratch_index_, w, num_examples);
+  }
+  Commit(num_examples);
+  return absl::OkStatus();
+}
+
+bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w) {
   // Fold into the spare buffer (or straight into the empty current one for the first update of a
   // round) and adopt it only if every tensor folded to finite values.
   EnsureSumBuffers();
-  const float w = static_cast<float>(static_cast<double>(num_examples) * scale);
   const bool first = sum_is_zero_;
   const float* in = first ? nullptr : sum_[current_].data();
   float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
@@ -208,7 +216,7 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
   std::vector<const float*>& src = scratch_ptrs_;
   src.assign(static_cast<size_t>(layout_.num_tensors()), nullptr);
   for (int k = 0; k < delta.tensors_size(); ++k) {
-    src[scratch_index_[k]] = delta.tensors(k).data().data();
+    src[index[k]] = delta.tensors(k).data().data();
   }
   const bool ok = ForEachSlice([&](int64_t begin, int64_t end) {
     bool slice_ok = true;
@@ -219,11 +227,10 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
     });
     return slice_ok;
   });
-  if (!ok) return FoldError(delta, scratch_index_, w, num_examples);
+  if (!ok) return false;
   if (!first) current_ = 1 - current_;
   sum_is_zero_ = false;
-  Commit(num_examples);
-  return absl::OkStatus();
+  return true;
 }
 
 absl::Status Aggregator::FoldError(const v1::Model& delta, const std::vector<int>& index, float w,

@@ -126,6 +126,29 @@ class Aggregator {
   // docs/BENCHMARKS.md). The robust rules simply call Accumulate() on each.
   std::vector<absl::Status> AccumulateBatch(absl::Span<const WeightedUpdate> updates);
 
+  // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): folds another
+  // aggregator's partial sum S = sum_k n_k c_k d_k (TakePartialSum) with weight 1, no clipping
+  // (each d_k was clipped where it was folded), counting `total_examples` = sum_k n_k in the
+  // denominator and `num_updates` updates. Finalize then gives what folding every d_k here
+  // would, up to float32 rounding of the changed summation order. Nothing changes on error.
+  // Errors: FAILED_PRECONDITION for a robust rule (it needs the individual updates);
+  // INVALID_ARGUMENT for a wrong shape or a missing / extra tensor, a NaN or Inf, total_examples
+  // or num_updates <= 0 or an overflowing example count, or a float32 overflow of the sum.
+  absl::Status AccumulatePartial(const v1::Model& weighted_sum, int64_t total_examples,
+                                 int64_t num_updates);
+
+  // The running weighted sum sum_k n_k c_k d_k of the updates accumulated since the last
+  // Finalize / Reset / TakePartialSum, as a model with the global model's names and shapes, and
+  // its total examples, for an aggregator to forward upstream; resets the accumulation (the
+  // optimiser state is untouched and unused). Errors: FAILED_PRECONDITION for a robust rule, or
+  // when no update was accumulated.
+  struct PartialSum {
+    v1::Model sum;
+    int64_t total_examples = 0;
+    int64_t num_updates = 0;
+  };
+  absl::StatusOr<PartialSum> TakePartialSum();
+
   // Updates accepted since the last Finalize / Reset.
   int64_t num_updates() const { return num_updates_; }
   // Sum of their num_examples.
@@ -207,6 +230,9 @@ class Aggregator {
   // sum overflows. Writes only the spare sum buffer.
   absl::Status FoldError(const v1::Model& delta, const std::vector<int>& index, float w,
                          int64_t num_examples);
+  // Folds `delta` (matched to the layout by `index`) with weight `w` into the running sum,
+  // double-buffered: false, and the sum unchanged, when a value is not finite or overflows.
+  bool FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w);
   void Commit(int64_t num_examples);
   absl::Status ComputeRobustDelta(std::vector<float>* delta) const;
 

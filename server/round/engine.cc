@@ -289,6 +289,44 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
   return verdicts;
 }
 
+absl::Status RoundEngine::FoldPartial(absl::Span<const Update> entries,
+                                      const v1::Model& weighted_sum, int64_t total_examples) {
+  if (async_ || config_.audit_updates()) {
+    return absl::InvalidArgumentError(
+        "partial sums need synchronous rounds without audit_updates (both need each delta)");
+  }
+  if (entries.empty()) return absl::InvalidArgumentError("partial sum without entries");
+  int64_t examples = 0;
+  absl::flat_hash_set<std::string> seen;
+  for (const Update& entry : entries) {
+    // First-K: the sum is indivisible, so only the room for its first update is asked for.
+    absl::Status s = CheckUpdate(entry.claim, 0, examples);
+    if (s.ok() && !seen.insert(entry.claim.task_id).second) {
+      s = absl::InvalidArgumentError("task repeated in the partial sum");
+    }
+    if (!s.ok()) {
+      NoteRejected();
+      return absl::Status(s.code(), absl::StrCat("partial sum entry for task ", entry.claim.task_id,
+                                                 ": ", s.message()));
+    }
+    examples += entry.claim.num_examples;
+  }
+  if (examples != total_examples) {
+    NoteRejected();
+    return absl::InvalidArgumentError(absl::StrCat("partial sum declares ", total_examples,
+                                                   " examples; its entries sum to ", examples));
+  }
+  if (absl::Status s = aggregator_->AccumulatePartial(weighted_sum, total_examples,
+                                                      static_cast<int64_t>(entries.size()));
+      !s.ok()) {
+    NoteRejected();
+    return s;
+  }
+  for (const Update& entry : entries) RecordAccepted(entry, tasks_.at(entry.claim.task_id));
+  record_.set_aggregation_calls(record_.aggregation_calls() + 1);
+  return absl::OkStatus();
+}
+
 void RoundEngine::RecordAccepted(const Update& update, Task& task) {
   const v1::UpdateMetrics& metrics = update.metrics;
   if (task.base_version < 0) task.base_version = published_version_;

@@ -230,6 +230,20 @@ class RoundEngine {
   // call Advance.
   std::vector<absl::Status> FoldUpdates(absl::Span<const Update> updates);
 
+  // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): folds an
+  // aggregator's partial sum of several updates, all or nothing. `entries` are the updates'
+  // claims and facts without deltas (Update::delta null); `weighted_sum` is
+  // sum_k n_k c_k d_k over them (Aggregator::TakePartialSum) and `total_examples` sum_k n_k.
+  // Each entry is checked as CheckUpdate does, except that under first-K the partial sum is
+  // taken whole when the round had room for at least one more update (so a round may close with
+  // more than K updates), then the sum is folded with Aggregator::AccumulatePartial and every
+  // entry gets its receipt and planner feedback as if folded alone. Does not close the round:
+  // call Advance. Errors: the first entry's CheckUpdate error (naming its task), a repeated
+  // task, INVALID_ARGUMENT when total_examples is not the entries' sum or under FedBuff or
+  // audit_updates (they need each delta), and the aggregator's errors; nothing changes then.
+  absl::Status FoldPartial(absl::Span<const Update> entries, const v1::Model& weighted_sum,
+                           int64_t total_examples);
+
   // The client gave up its task, or the caller knows it is lost (the simulator: the device went
   // offline). Errors: NOT_FOUND (no open task of this client with that id). No-op for a task
   // that is not in flight.

@@ -194,6 +194,15 @@ class Coordinator {
                             absl::Span<const std::string> payload_pieces, absl::Time now,
                             double upload_seconds = 0);
 
+  // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"; root role only):
+  // folds an aggregator's partial sum of its devices' updates for one round, all or nothing.
+  // Every entry's session is checked (UNAUTHENTICATED naming the client) and its metrics as
+  // SubmitUpdate's; then RoundEngine::FoldPartial (its errors). The sum must parse as a Model
+  // (INVALID_ARGUMENT). A first-K round the sum fills closes and commits before this returns.
+  // Errors also: FAILED_PRECONDITION when this server is not a root (hierarchy.role).
+  absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   // The client gives up its task (e.g. out of battery). The round goes on without it.
   absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
 

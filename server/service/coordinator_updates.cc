@@ -122,6 +122,66 @@ absl::Status CheckUpdateMetrics(const v1::UploadHeader& header) {
 
 }  // namespace
 
+absl::Status Coordinator::SubmitPartialSum(const v1::PartialSum& partial, absl::Time now) {
+  if (options_.config.hierarchy().role() != v1::HierarchyConfig::ROLE_ROOT) {
+    return absl::FailedPreconditionError(
+        "partial sums are accepted by a root only (hierarchy.role ROLE_ROOT)");
+  }
+  std::vector<v1::UploadHeader> headers(static_cast<size_t>(partial.entries_size()));
+  for (int i = 0; i < partial.entries_size(); ++i) {
+    const v1::PartialEntry& entry = partial.entries(i);
+    v1::UploadHeader& header = headers[static_cast<size_t>(i)];
+    header.set_client_id(entry.client_id());
+    header.set_task_id(entry.task_id());
+    *header.mutable_metrics() = entry.metrics();
+    FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
+  }
+  v1::Model sum;
+  if (!sum.ParseFromString(partial.sum())) {
+    return absl::InvalidArgumentError("partial sum is not a valid Model message");
+  }
+  absl::Status status;
+  {
+    absl::MutexLock lock(&mu_);
+    std::vector<round::Update> entries;
+    entries.reserve(headers.size());
+    for (int i = 0; i < partial.entries_size(); ++i) {
+      const v1::PartialEntry& entry = partial.entries(i);
+      absl::StatusOr<profile::ClientIndex> index =
+          CheckSession(entry.client_id(), entry.session_token());
+      if (!index.ok()) {
+        engine_->NoteRejected();
+        return absl::Status(index.status().code(),
+                            absl::StrCat("partial sum entry of client ", entry.client_id(), ": ",
+                                         index.status().message()));
+      }
+      round::Update u;
+      u.claim = {.index = *index,
+                 .task_id = entry.task_id(),
+                 .round = entry.round(),
+                 .num_examples = entry.metrics().num_examples()};
+      u.metrics = entry.metrics();
+      // When the aggregator accepted it (never later than now), for the device's timings.
+      const double now_s = absl::ToDoubleSeconds(now - absl::UnixEpoch());
+      u.now_s = entry.received_unix_ms() > 0
+                    ? std::min(now_s, static_cast<double>(entry.received_unix_ms()) / 1000.0)
+                    : now_s;
+      u.upload_seconds = entry.upload_seconds();
+      u.upload_bytes = entry.upload_bytes();
+      u.sha256 = entry.sha256();
+      entries.push_back(std::move(u));
+    }
+    status = engine_->FoldPartial(entries, sum, partial.total_examples());
+    if (status.ok()) AdvanceLocked(now);
+  }
+  DrainCommits();
+  if (status.ok()) {
+    FEDSCHED_LOG(debug, "round {}: partial sum of {} update(s) from aggregator {} accepted",
+                 partial.round(), partial.entries_size(), partial.aggregator_id());
+  }
+  return status;
+}
+
 absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
   FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
   absl::MutexLock lock(&mu_);

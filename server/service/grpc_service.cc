@@ -529,20 +529,37 @@ grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerCont
   return OnWorker(context, [=, this] { return GetStatusNow(context, request, response); });
 }
 
+absl::Status CoordinatorService::CheckOperatorToken(grpc::CallbackServerContext* context,
+                                                    const char* what) const {
+  if (options_.operator_token.empty()) return absl::OkStatus();
+  const auto& metadata = context->client_metadata();
+  auto it = metadata.find(kOperatorTokenHeader);
+  if (it == metadata.end() ||
+      !ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
+                          options_.operator_token)) {
+    return absl::UnauthenticatedError(
+        absl::StrCat(what,
+                     " needs the operator token (metadata fedsched-operator-token; fedsched-status "
+                     "--token_file, an aggregator's hierarchy.upstream_token_path)"));
+  }
+  return absl::OkStatus();
+}
+
+grpc::ServerUnaryReactor* CoordinatorService::SubmitPartialSum(grpc::CallbackServerContext* context,
+                                                               const v1::PartialSum* request,
+                                                               v1::PartialSumResponse* response) {
+  return OnWorker(context, [=, this] {
+    FEDSCHED_RETURN_IF_ERROR(CheckOperatorToken(context, "SubmitPartialSum"));
+    FEDSCHED_RETURN_IF_ERROR(coordinator_->SubmitPartialSum(*request, absl::Now()));
+    response->set_accepted_updates(request->entries_size());
+    return absl::OkStatus();
+  });
+}
+
 absl::Status CoordinatorService::GetStatusNow(grpc::CallbackServerContext* context,
                                               const v1::GetStatusRequest* request,
                                               v1::GetStatusResponse* response) {
-  if (!options_.operator_token.empty()) {
-    const auto& metadata = context->client_metadata();
-    auto it = metadata.find(kOperatorTokenHeader);
-    if (it == metadata.end() ||
-        !ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
-                            options_.operator_token)) {
-      return absl::UnauthenticatedError(
-          "GetStatus needs the operator token (metadata "
-          "fedsched-operator-token; fedsched-status --token_file)");
-    }
-  }
+  FEDSCHED_RETURN_IF_ERROR(CheckOperatorToken(context, "GetStatus"));
   *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds),
                                       !request->omit_clients());
   if (!IsLoopbackPeer(context->peer())) {

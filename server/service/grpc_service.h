@@ -181,6 +181,11 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
+  // Hierarchical aggregation (root only): needs the operator token like GetStatus; see
+  // Coordinator::SubmitPartialSum.
+  grpc::ServerUnaryReactor* SubmitPartialSum(grpc::CallbackServerContext* context,
+                                             const v1::PartialSum* request,
+                                             v1::PartialSumResponse* response) override;
 
   // Cancels every download or upload stream that has made no progress (no chunk written or read)
   // since `now - idle`, e.g. a client that stopped reading mid-download and would otherwise pin
@@ -240,6 +245,9 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   absl::Status ReportFailureNow(grpc::CallbackServerContext* context,
                                 const v1::ReportFailureRequest* request,
                                 v1::ReportFailureResponse* response);
+  // OK when the call carries the operator token (or none is configured); else UNAUTHENTICATED
+  // naming `what`.
+  absl::Status CheckOperatorToken(grpc::CallbackServerContext* context, const char* what) const;
   absl::Status GetStatusNow(grpc::CallbackServerContext* context,
                             const v1::GetStatusRequest* request, v1::GetStatusResponse* response);
 

@@ -114,13 +114,52 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
   return CheckAtLeast("security.max_identities", security->max_identities(), 1);
 }
 
+// Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): the role's
+// defaults, and the combinations a tier cannot carry.
+absl::Status ResolveHierarchy(v1::ServerConfig& out) {
+  v1::HierarchyConfig* h = out.mutable_hierarchy();
+  if (h->role() == v1::HierarchyConfig::ROLE_UNSPECIFIED)
+    h->set_role(v1::HierarchyConfig::ROLE_FLAT);
+  if (h->masked_sums()) {
+    return absl::InvalidArgumentError(
+        "server config: hierarchy.masked_sums needs secure aggregation, which fedsched does not "
+        "have yet (issue 16); the tiers carry plain weighted sums only");
+  }
+  if (h->role() == v1::HierarchyConfig::ROLE_FLAT) return absl::OkStatus();
+  const v1::AggregationRule rule = out.aggregation().rule();
+  if (rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
+      rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server config: aggregation.rule ", v1::AggregationRule_Name(rule),
+        " needs every individual update and cannot run in a hierarchy (hierarchy.role ",
+        v1::HierarchyConfig::Role_Name(h->role()), "): use FedAvg or a FedOpt rule"));
+  }
+  if (out.aggregation().async_fedbuff() || out.audit_updates()) {
+    return absl::InvalidArgumentError(
+        "server config: aggregation.async_fedbuff and audit_updates need each update at the "
+        "root and cannot run in a hierarchy (hierarchy.role set)");
+  }
+  if (h->role() != v1::HierarchyConfig::ROLE_AGGREGATOR) return absl::OkStatus();
+  if (h->upstream_address().empty() || h->upstream_token_path().empty()) {
+    return absl::InvalidArgumentError(
+        "server config: hierarchy.role ROLE_AGGREGATOR needs hierarchy.upstream_address and "
+        "hierarchy.upstream_token_path");
+  }
+  FEDSCHED_RETURN_IF_ERROR(CheckListenAddress(h->upstream_address(), "hierarchy.upstream_address"));
+  if (h->aggregator_id().empty()) h->set_aggregator_id(out.listen_address());
+  if (h->flush_before_deadline_ms() == 0) h->set_flush_before_deadline_ms(2000);
+  return CheckAtLeast("hierarchy.flush_before_deadline_ms", h->flush_before_deadline_ms(), 0);
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config) {
   v1::ServerConfig out = config;
   if (out.listen_address().empty()) out.set_listen_address("127.0.0.1:50051");
   FEDSCHED_RETURN_IF_ERROR(CheckListenAddress(out.listen_address()));
-  if (out.store_path().empty()) {
+  FEDSCHED_RETURN_IF_ERROR(ResolveHierarchy(out));
+  // An aggregator keeps nothing on disk: the root owns every durable fact.
+  if (out.store_path().empty() && out.hierarchy().role() != v1::HierarchyConfig::ROLE_AGGREGATOR) {
     return absl::InvalidArgumentError("server config: store_path is required");
   }
   FEDSCHED_ASSIGN_OR_RETURN(out, round::ResolveRoundConfig(out));

@@ -13,6 +13,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/sdk/client.h"
 #include "models/trainer.h"
 
@@ -23,8 +25,12 @@ namespace fedsched::testing {
 // the committed model is exactly predictable. Counts calls; thread-compatible.
 class NudgeTrainer : public Trainer {
  public:
-  explicit NudgeTrainer(float nudge = 0.5f, int64_t stride = 1) : nudge_(nudge), stride_(stride) {}
+  // `delay`: how long each Train call takes (sleeps), e.g. so that a round lasts a while.
+  explicit NudgeTrainer(float nudge = 0.5f, int64_t stride = 1,
+                        absl::Duration delay = absl::ZeroDuration())
+      : nudge_(nudge), stride_(stride), delay_(delay) {}
   absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) override {
+    if (delay_ > absl::ZeroDuration()) absl::SleepFor(delay_);
     TrainResult result;
     result.trained = *request.global;
     for (v1::Tensor& t : *result.trained.mutable_tensors()) {
@@ -42,6 +48,7 @@ class NudgeTrainer : public Trainer {
  private:
   const float nudge_;
   const int64_t stride_;
+  const absl::Duration delay_;
   std::atomic<int> calls_{0};
 };
 
@@ -63,10 +70,10 @@ class TinySampleSource : public SampleSource {
 class ClientRunner {
  public:
   // `config` needs server_address and identity; the transport defaults apply.
-  static absl::StatusOr<std::unique_ptr<ClientRunner>> Start(v1::ClientConfig config,
-                                                             float nudge = 0.5f,
-                                                             int64_t stride = 1) {
-    auto runner = std::unique_ptr<ClientRunner>(new ClientRunner(nudge, stride));
+  static absl::StatusOr<std::unique_ptr<ClientRunner>> Start(
+      v1::ClientConfig config, float nudge = 0.5f, int64_t stride = 1,
+      absl::Duration train_delay = absl::ZeroDuration()) {
+    auto runner = std::unique_ptr<ClientRunner>(new ClientRunner(nudge, stride, train_delay));
     ClientOptions options;
     options.config = std::move(config);
     options.config.set_backoff_initial_ms(50);
@@ -98,8 +105,8 @@ class ClientRunner {
   NudgeTrainer& trainer() { return trainer_; }
 
  private:
-  ClientRunner(float nudge, int64_t stride)
-      : trainer_(nudge, stride), source_(1), plan_(&source_, 7) {}
+  ClientRunner(float nudge, int64_t stride, absl::Duration train_delay)
+      : trainer_(nudge, stride, train_delay), source_(1), plan_(&source_, 7) {}
 
   NudgeTrainer trainer_;
   TinySampleSource source_;

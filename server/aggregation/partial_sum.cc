@@ -1,0 +1,67 @@
+// Aggregator: partial sums for hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical
+// aggregation"). An aggregator tier folds its devices' updates exactly as the root would and
+// hands over the raw weighted sum; the root folds that sum with weight 1.
+#include <limits>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/aggregation/aggregator.h"
+#include "server/aggregation/checks.h"
+
+namespace fedsched {
+
+absl::Status Aggregator::AccumulatePartial(const v1::Model& weighted_sum, int64_t total_examples,
+                                           int64_t num_updates) {
+  if (!is_averaging()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+                     " needs the individual updates and cannot fold partial sums"));
+  }
+  if (total_examples <= 0 || num_updates <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("partial sum needs total_examples > 0 and ",
+                                                   "num_updates > 0, got ", total_examples, " and ",
+                                                   num_updates));
+  }
+  if (total_examples > std::numeric_limits<int64_t>::max() - total_examples_) {
+    return absl::InvalidArgumentError("partial sum overflows the round's example count");
+  }
+  FEDSCHED_RETURN_IF_ERROR(layout_.Match(weighted_sum, &scratch_index_));
+  for (const v1::Tensor& t : weighted_sum.tensors()) {
+    if (const int64_t bad = FirstNonFinite(t.data().data(), t.data_size()); bad >= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("partial sum tensor '", t.name(), "': non-finite value at index ", bad));
+    }
+  }
+  if (!FoldWeighted(weighted_sum, scratch_index_, 1.0f)) {
+    return absl::InvalidArgumentError("partial sum overflows the float32 running sum");
+  }
+  total_weight_ += static_cast<double>(total_examples);
+  total_examples_ += total_examples;
+  num_updates_ += num_updates;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Aggregator::PartialSum> Aggregator::TakePartialSum() {
+  if (!is_averaging()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+                     " keeps individual updates; it has no partial sum"));
+  }
+  if (num_updates_ == 0) return absl::FailedPreconditionError("no update accumulated");
+  PartialSum partial;
+  const float* sum = sum_[current_].data();
+  for (int i = 0; i < layout_.num_tensors(); ++i) {
+    v1::Tensor* t = partial.sum.add_tensors();
+    t->set_name(layout_.name(i));
+    for (int64_t d : layout_.shape(i)) t->add_shape(d);
+    t->mutable_data()->Add(sum + layout_.offset(i), sum + layout_.offset(i) + layout_.size(i));
+  }
+  partial.total_examples = total_examples_;
+  partial.num_updates = num_updates_;
+  Reset();
+  return partial;
+}
+
+}  // namespace fedsched
