@@ -73,7 +73,9 @@ TEST_P(FitCheckTest, ClientThatFitsNoBatchIsNeverTaskedAndTheReasonIsRecorded) {
       EXPECT_EQ(t.reason.batch_reduced(), t.index == small_);
       EXPECT_EQ(t.reason.batch_size(), t.batch_size);
       EXPECT_EQ(t.cache_plan.samples_to_train(), int64_t{t.batch_size} * t.local_steps);
-      if (t.index == small_) EXPECT_EQ(t.reason.predicted_peak_bytes(), 20'000);
+      if (t.index == small_) {
+        EXPECT_EQ(t.reason.predicted_peak_bytes(), 20'000);
+      }
     }
     ASSERT_EQ(plan.passed_over.size(), 1u);
     const v1::SelectionReason& r = plan.passed_over[0];
