@@ -43,6 +43,12 @@ ABSL_FLAG(double, slowdown, 0, "Overrides slowdown_factor when > 0 (>= 1).");
 ABSL_FLAG(double, bandwidth_kbps, -1, "Overrides bandwidth_kbps when >= 0.");
 ABSL_FLAG(std::string, state_dir, "", "Overrides state_dir (on-device cache state, sample store).");
 ABSL_FLAG(bool, disable_cache, false, "Sets disable_cache: every sample is read from storage.");
+ABSL_FLAG(double, memory_budget_mb, -1,
+          "Overrides memory_budget_mb when >= 0: MiB training may use; a task needing more is "
+          "reported as out of memory (0 = no budget).");
+ABSL_FLAG(double, storage_budget_mb, -1,
+          "Overrides storage_budget_bytes when >= 0: MiB the sample cache may hold (0 = from "
+          "the server's plan).");
 ABSL_FLAG(double, read_delay_us_per_kb, -1,
           "Overrides storage_read_delay_us_per_kb when >= 0 (emulates a microSD card).");
 ABSL_FLAG(std::string, log_level, "info",
@@ -206,6 +212,13 @@ int Main() {
   }
   if (!absl::GetFlag(FLAGS_state_dir).empty()) config.set_state_dir(absl::GetFlag(FLAGS_state_dir));
   if (absl::GetFlag(FLAGS_disable_cache)) config.set_disable_cache(true);
+  if (absl::GetFlag(FLAGS_memory_budget_mb) >= 0) {
+    config.set_memory_budget_mb(absl::GetFlag(FLAGS_memory_budget_mb));
+  }
+  if (absl::GetFlag(FLAGS_storage_budget_mb) >= 0) {
+    config.set_storage_budget_bytes(
+        static_cast<int64_t>(absl::GetFlag(FLAGS_storage_budget_mb) * 1024.0 * 1024.0));
+  }
   if (absl::GetFlag(FLAGS_read_delay_us_per_kb) >= 0) {
     config.set_storage_read_delay_us_per_kb(absl::GetFlag(FLAGS_read_delay_us_per_kb));
   }

@@ -393,6 +393,37 @@ absl::StatusOr<std::unique_ptr<ReferenceTrainer>> ReferenceTrainer::Create(
 
 const v1::ModelConfig& ReferenceTrainer::config() const { return impl_->config; }
 
+absl::StatusOr<int64_t> ActivationFloatsPerSample(const v1::ModelConfig& config) {
+  FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig c, ResolveModelConfig(config));
+  constexpr int64_t kLogits = 2 * kNumClasses;
+  if (c.architecture() == kCnnArchitecture) {
+    return kReferenceInputSize + 2 * 6 * 24 * 24 + 6 * 12 * 12 + 2 * 16 * 8 * 8 + 16 * 4 * 4 +
+           2 * 64 + kLogits;
+  }
+  if (c.architecture() == "softmax") return kReferenceInputSize + kLogits;
+  return kReferenceInputSize + 2 * static_cast<int64_t>(c.hidden_units()) + kLogits;
+}
+
+int64_t ReferenceTrainer::PeakMemoryBytes(const TrainRequest& request) const {
+  if (request.global == nullptr) return 0;
+  v1::ModelConfig config;
+  if (LooksLikeCnn(*request.global)) {
+    config.set_architecture(kCnnArchitecture);
+  } else if (absl::StatusOr<v1::ModelConfig> c = ReferenceConfigOf(*request.global); c.ok()) {
+    config = *c;
+  } else {
+    return 0;
+  }
+  absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config);
+  if (!activations.ok()) return 0;
+  int64_t parameters = 0;
+  for (const v1::Tensor& t : request.global->tensors()) parameters += t.data_size();
+  const int64_t copies = 3 + (request.proximal_mu > 0 ? 1 : 0);
+  const int64_t floats =
+      parameters * copies + *activations * std::max<int64_t>(request.batch_size, 1);
+  return 4 * floats + 12 * static_cast<int64_t>(request.sample_ids.size());
+}
+
 absl::StatusOr<TrainResult> ReferenceTrainer::Train(const TrainRequest& request,
                                                     SampleSource& samples) {
   FEDSCHED_RETURN_IF_ERROR(CheckTrainRequest(request));

@@ -83,6 +83,13 @@ absl::StatusOr<EvalResult> Evaluate(const v1::ModelConfig& config, const v1::Mod
 // is there, or as ResolveModelConfig for an out-of-range H.
 absl::StatusOr<v1::ModelConfig> ReferenceConfigOf(const v1::Model& model);
 
+// Floats of activations the reference trainer keeps per sample of a minibatch for `config`
+// (defaults as ResolveModelConfig): the input row (784) plus every layer's output, twice for a
+// ReLU layer (pre- and post-activation) and for the logits (logits and probabilities):
+// softmax 784 + 20 = 804; mlp 784 + 2H + 20; cnn 784 + 2 x 3456 + 864 + 2 x 1024 + 256 + 2 x 64
+// + 20 = 11012 (models/cnn.h). Errors: as ResolveModelConfig.
+absl::StatusOr<int64_t> ActivationFloatsPerSample(const v1::ModelConfig& config);
+
 class ReferenceTrainer : public Trainer {
  public:
   // Errors: as ResolveModelConfig.
@@ -103,6 +110,12 @@ class ReferenceTrainer : public Trainer {
   // names the step); a failed Read's status as returned by `samples`; INVALID_ARGUMENT /
   // DATA_LOSS from DecodeSample for a malformed sample.
   absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) override;
+
+  // 4 bytes x (P x (3 + [mu > 0]) + ActivationFloatsPerSample x batch_size) + 12 bytes per
+  // sample id (the id and its recorded loss), P = the floats of request.global (weights,
+  // gradients, the global model kept for the delta, FedProx's anchor). The architecture is
+  // request.global's (ReferenceConfigOf, or the CNN). 0 for a null or unrecognised model.
+  int64_t PeakMemoryBytes(const TrainRequest& request) const override;
 
   // The resolved configuration (defaults filled in).
   const v1::ModelConfig& config() const;

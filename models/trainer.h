@@ -59,6 +59,11 @@ class Trainer {
   // Errors: INVALID_ARGUMENT when the model does not match the trainer's architecture;
   // whatever `samples` returns on a failed read.
   virtual absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) = 0;
+  // The trainer's own accounting of the peak memory, in bytes, that training `request` needs
+  // (weights, gradients, optimiser state, activations of one minibatch, per-example
+  // bookkeeping; docs/RESOURCE_FIT.md). 0 = the trainer does not account (the SDK then measures
+  // resident-set growth). Must not train.
+  virtual int64_t PeakMemoryBytes(const TrainRequest& request) const { return 0; }
 };
 
 }  // namespace fedsched

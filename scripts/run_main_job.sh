@@ -13,6 +13,8 @@
 #   SERVER_CONFIG=configs/server.textproto   CLIENT_CONFIG=configs/client.textproto
 #   PORT=50051             loopback port
 #   SLOWDOWNS=""           space-separated slowdown factor per client (cycled), e.g. "1 1 3 6"
+#   MEMORY_BUDGETS=""      space-separated --memory_budget_mb per client (cycled; 0 = none)
+#   FIT=on|off             the planner's memory fit checks (default on; off = --no_fit_checks)
 #   CACHE=on|off           on-device sample cache (default on)
 #   RUN_DIR=runs/<name>    where to write; TARGET_ACCURACY=0.80 checked at the end (0 = skip)
 #   SEED=1                 server selection seed
@@ -53,7 +55,8 @@ trap cleanup EXIT INT TERM
 
 "$SERVER_BIN" --config="$SERVER_CONFIG" --store_path="$RUN_DIR/store" \
   --metrics_csv="$RUN_DIR/metrics.csv" --listen="127.0.0.1:$PORT" --num_rounds="$ROUNDS" \
-  --policy="$POLICY" --seed="${SEED:-1}" > >(tee "$RUN_DIR/server.log" |
+  --policy="$POLICY" --seed="${SEED:-1}" \
+  $([ "${FIT:-on}" = "off" ] && echo --no_fit_checks) > >(tee "$RUN_DIR/server.log" |
     grep --line-buffered -E '^round +[0-9]|\] round [0-9]+: waiting for' |
     sed -u -E 's/^\[[^]]*\] \[[a-z]+\] //') \
   2> "$RUN_DIR/server.err" &
@@ -61,10 +64,14 @@ server_pid=$!
 pids+=("$server_pid")
 
 read -r -a slow <<< "$SLOWDOWNS"
+read -r -a budgets <<< "${MEMORY_BUDGETS:-}"
 for ((i = 0; i < CLIENTS; i++)); do
   extra=()
   if [ ${#slow[@]} -gt 0 ]; then extra+=(--slowdown="${slow[$((i % ${#slow[@]}))]}"); fi
   if [ "$CACHE" = "off" ]; then extra+=(--disable_cache); fi
+  if [ ${#budgets[@]} -gt 0 ]; then
+    extra+=(--memory_budget_mb="${budgets[$((i % ${#budgets[@]}))]}")
+  fi
   "$CLIENT_BIN" --config="$CLIENT_CONFIG" --partition_index="$i" --num_partitions="$CLIENTS" \
     --server="127.0.0.1:$PORT" --state_dir="$RUN_DIR/clients/device-$i" "${extra[@]}" \
     > "$RUN_DIR/client-$i.log" 2>&1 &

@@ -48,6 +48,9 @@ ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:500
 ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
 ABSL_FLAG(std::string, policy, "", "Overrides selection.policy: random, oort or fedcase.");
 ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
+ABSL_FLAG(
+    bool, no_fit_checks, false,
+    "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -71,6 +74,9 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
   if (!absl::GetFlag(FLAGS_listen).empty()) config->set_listen_address(absl::GetFlag(FLAGS_listen));
   if (absl::GetFlag(FLAGS_num_rounds) >= 0) config->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
   if (absl::GetFlag(FLAGS_seed) > 0) config->set_seed(absl::GetFlag(FLAGS_seed));
+  if (absl::GetFlag(FLAGS_no_fit_checks)) {
+    config->mutable_selection()->mutable_fit()->set_disable(true);
+  }
   if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
     config->mutable_ops()->set_metrics_listen_address(absl::GetFlag(FLAGS_metrics_listen));
   }
@@ -102,7 +108,7 @@ class MetricsWriter {
     if (!has_content) {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
               "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
-              "staleness_mean,staleness_max,dropped_stale\n";
+              "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape\n";
       out_.flush();
     }
   }
@@ -125,11 +131,12 @@ class MetricsWriter {
                 fedbuff.c_str());
     std::fflush(stdout);
     if (!out_.is_open()) return;
-    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d\n", r.round(),
-                            r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
+    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f\n",
+                            r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
                             r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(),
                             r.predictor_mape(), r.total_examples(), r.aggregation_calls(),
-                            r.staleness_mean(), r.staleness_max(), r.dropped_stale());
+                            r.staleness_mean(), r.staleness_max(), r.dropped_stale(),
+                            r.oom_failures(), r.passed_over_size(), r.memory_mape());
     out_.flush();
   }
 
@@ -276,6 +283,10 @@ int Main() {
   options.config = *config;
   options.store = store->get();
   options.initial_model = *initial;
+  if (absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config->model());
+      activations.ok()) {
+    options.model_features.activation_floats_per_sample = *activations;
+  }
   if (test_set != nullptr) {
     const v1::ModelConfig model_config = config->model();
     options.evaluator = [test_set,

@@ -38,6 +38,9 @@ ABSL_FLAG(std::string, fedcase_base, "",
 ABSL_FLAG(bool, fedbuff, false,
           "set server.aggregation.async_fedbuff (FedBuff: asynchronous buffered aggregation)");
 ABSL_FLAG(uint64_t, seed, 0, "override server.seed (0 = keep)");
+ABSL_FLAG(bool, no_fit_checks, false,
+          "set server.selection.fit.disable: the planner does not check memory budgets "
+          "(docs/RESOURCE_FIT.md)");
 ABSL_FLAG(int32_t, num_rounds, 0, "override server.num_rounds (0 = keep)");
 ABSL_FLAG(std::string, run_name, "", "override SimConfig.run_name");
 ABSL_FLAG(std::string, output_csv, "", "override SimConfig.output_csv");
@@ -98,6 +101,9 @@ int Run(mpi::Cluster* cluster) {
   v1::ServerConfig* server = config.mutable_server();
   if (absl::GetFlag(FLAGS_fedbuff)) server->mutable_aggregation()->set_async_fedbuff(true);
   if (absl::GetFlag(FLAGS_seed) != 0) server->set_seed(absl::GetFlag(FLAGS_seed));
+  if (absl::GetFlag(FLAGS_no_fit_checks)) {
+    server->mutable_selection()->mutable_fit()->set_disable(true);
+  }
   if (absl::GetFlag(FLAGS_num_rounds) != 0) server->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
   if (!absl::GetFlag(FLAGS_run_name).empty()) config.set_run_name(absl::GetFlag(FLAGS_run_name));
   if (!absl::GetFlag(FLAGS_output_csv).empty()) {
@@ -159,7 +165,7 @@ int Run(mpi::Cluster* cluster) {
   std::printf(
       "run=%s policy=%s cache=%s seed=%llu rounds_committed=%lld rounds_failed=%lld "
       "virtual_h=%.3f final_accuracy=%.4f%s time_to_target_h=%s events=%llu setup_wall_s=%.2f "
-      "run_wall_s=%.2f events_per_s=%.0f stop=\"%s\"\n",
+      "run_wall_s=%.2f events_per_s=%.0f tasks_started=%lld oom_failures=%lld stop=\"%s\"\n",
       (*sim)->run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
       CachePolicyName(c.server().cache().policy()).c_str(),
       static_cast<unsigned long long>(c.server().seed()),
@@ -169,7 +175,8 @@ int Run(mpi::Cluster* cluster) {
       summary->time_to_target_s < 0 ? "never"
                                     : std::to_string(summary->time_to_target_s / 3600.0).c_str(),
       static_cast<unsigned long long>(summary->events), setup_s, run_s,
-      run_s > 0 ? summary->events / run_s : 0.0, summary->stop_reason.c_str());
+      run_s > 0 ? summary->events / run_s : 0.0, static_cast<long long>(summary->tasks_started),
+      static_cast<long long>(summary->oom_failures), summary->stop_reason.c_str());
   if (!absl::GetFlag(FLAGS_plot_png).empty() && !c.output_csv().empty()) {
     csv.reset();  // flush and close before gnuplot reads it
     std::string title = absl::GetFlag(FLAGS_plot_title);

@@ -70,7 +70,8 @@ void CacheDataPlan::ReportLosses(absl::Span<const int64_t> ids, absl::Span<const
 RoundIoCounters CacheDataPlan::TakeCounters() {
   const CacheRoundStats stats = cache_->EndRound();
   warmed_ = false;
-  return RoundIoCounters{stats.hits, stats.misses, stats.storage_bytes_read, stats.io_seconds};
+  return RoundIoCounters{stats.hits, stats.misses, stats.storage_bytes_read, stats.io_seconds,
+                         cache_->cached_bytes()};
 }
 
 void CacheDataPlan::Prefetch(const v1::CachePlan& plan) {

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/sdk/client_rpc.h"
+#include "client/sdk/memory_usage.h"
 #include "client/sdk/transfer_pacer.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -85,6 +86,17 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (config.seed() == 0) config.set_seed(1);
   if (options.device.num_samples() == 0) {
     options.device.set_num_samples(options.data->source().NumSamples());
+  }
+  if (!(config.memory_budget_mb() >= 0) || !std::isfinite(config.memory_budget_mb())) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("memory_budget_mb must be >= 0, got ", config.memory_budget_mb()));
+  }
+  if (options.device.memory_budget_bytes() == 0) {
+    options.device.set_memory_budget_bytes(
+        static_cast<int64_t>(config.memory_budget_mb() * kBytesPerMiB));
+  }
+  if (options.device.storage_budget_bytes() == 0) {
+    options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   }
   if (options.device.device_model().empty()) {
     options.device.set_device_model(config.device_model().empty() ? "generic"
@@ -419,6 +431,10 @@ absl::Status Client::Run() {
         absl::MutexLock lock(&mu_);
         if (task_status.ok()) {
           ++stats_.tasks_completed;
+        } else if (IsOutOfMemory(task_status)) {
+          ++stats_.tasks_out_of_memory;
+          FEDSCHED_LOG(warn, "{}: task {} {}", options_.config.identity(),
+                       response.task().task_id(), std::string(task_status.message()));
         } else if (IsInterruption(task_status)) {
           ++stats_.tasks_interrupted;
           FEDSCHED_LOG(info, "{}: task {} {}", options_.config.identity(),
@@ -453,8 +469,14 @@ absl::Status Client::Run() {
   return absl::CancelledError("client stopped");
 }
 
-absl::Status Client::ReportTaskFailure(const v1::Task& task, absl::Status status) {
+absl::Status Client::ReportTaskFailure(const v1::Task& task, absl::Status status,
+                                       int64_t peak_bytes) {
   v1::ReportFailureRequest failure;
+  if (IsOutOfMemory(status)) {
+    failure.set_cause(v1::FAILURE_CAUSE_OUT_OF_MEMORY);
+    failure.set_peak_memory_bytes(peak_bytes);
+    failure.set_memory_budget_bytes(options_.device.memory_budget_bytes());
+  }
   {
     absl::MutexLock lock(&mu_);
     failure.set_client_id(client_id_);
@@ -482,13 +504,29 @@ absl::Status Client::RunTask(const v1::Task& task) {
   request.batch_size = task.batch_size();
   request.learning_rate = task.learning_rate();
   request.proximal_mu = task.proximal_mu();
+  if (!ids.ok()) return ReportTaskFailure(task, ids.status());
+  request.sample_ids = *std::move(ids);
+  // Resource fit (docs/RESOURCE_FIT.md): the trainer's accounting decides before training; a
+  // trainer without one is measured (resident-set growth) and judged after.
+  const int64_t budget = options_.device.memory_budget_bytes();
+  int64_t peak = options_.trainer->PeakMemoryBytes(request);
+  if (budget > 0 && peak > budget) {
+    return ReportTaskFailure(task, OutOfMemoryStatus(peak, budget), peak);
+  }
+  const ResidentSet rss_before = ReadResidentSet(/*reset_peak=*/peak == 0);
   const absl::Time train_start = absl::Now();
   const double train_cpu_start = ThreadCpuSeconds();
-  absl::StatusOr<TrainResult> result = ids.ok() ? (request.sample_ids = *std::move(ids),
-                                                   options_.trainer->Train(request, data.source()))
-                                                : absl::StatusOr<TrainResult>(ids.status());
+  absl::StatusOr<TrainResult> result = options_.trainer->Train(request, data.source());
   if (!result.ok()) {
     return ReportTaskFailure(task, result.status());
+  }
+  if (peak == 0) {
+    const ResidentSet rss_after = ReadResidentSet(/*reset_peak=*/false);
+    peak = std::max<int64_t>(
+        0, std::max(rss_after.peak_bytes, rss_after.current_bytes) - rss_before.current_bytes);
+    if (budget > 0 && peak > budget) {
+      return ReportTaskFailure(task, OutOfMemoryStatus(peak, budget), peak);
+    }
   }
   if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after training"));
   const double train_cpu_seconds = ThreadCpuSeconds() - train_cpu_start;
@@ -536,6 +574,11 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_storage_bytes_read(io.storage_bytes_read);
   metrics.set_io_seconds(io.io_seconds);
   metrics.set_local_steps(task.local_steps());
+  metrics.set_peak_memory_bytes(peak);
+  metrics.set_cache_storage_bytes(io.cache_bytes);
+  metrics.set_compute_seconds(std::max(0.0, train_seconds - io.io_seconds));
+  metrics.set_memory_budget_bytes(budget);
+  metrics.set_storage_budget_bytes(options_.device.storage_budget_bytes());
   absl::Status uploaded = Upload(task, delta, metrics);
   if (IsInterruption(uploaded)) {
     return ReportTaskFailure(task, uploaded);

@@ -39,6 +39,8 @@ struct RoundIoCounters {
   int64_t cache_misses = 0;
   int64_t storage_bytes_read = 0;
   double io_seconds = 0.0;
+  // Bytes the sample cache holds at the end of the round (0 = no cache).
+  int64_t cache_bytes = 0;
 };
 
 // Decides which local samples a round trains on and learns from their losses. The default
@@ -108,6 +110,9 @@ struct ClientRunStats {
   int64_t tasks_failed = 0;
   // Tasks given up because `eligible` turned false mid-task (reported to the server as such).
   int64_t tasks_interrupted = 0;
+  // Tasks whose training peak (the trainer's accounting, or resident-set growth) exceeded the
+  // memory budget: reported to the server as FAILURE_CAUSE_OUT_OF_MEMORY (docs/RESOURCE_FIT.md).
+  int64_t tasks_out_of_memory = 0;
   int64_t reconnects = 0;
   // Moves to the next endpoint of [server_address, fallback_addresses...] after the current one
   // was unreachable (hierarchical aggregation: a dead aggregator, docs/OPERATIONS.md).
@@ -170,8 +175,9 @@ class Client {
   // True unless the app's `eligible` callback says otherwise.
   bool Eligible() const { return !options_.eligible || options_.eligible(); }
   // Tells the server the task failed, with status.message() as the reason (best effort: the
-  // server also notices the silence), and returns `status`.
-  absl::Status ReportTaskFailure(const v1::Task& task, absl::Status status);
+  // server also notices the silence), and returns `status`. An IsOutOfMemory status is reported
+  // with cause FAILURE_CAUSE_OUT_OF_MEMORY, `peak_bytes` and the device's memory budget.
+  absl::Status ReportTaskFailure(const v1::Task& task, absl::Status status, int64_t peak_bytes = 0);
   absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
   absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                       const v1::UpdateMetrics& metrics);

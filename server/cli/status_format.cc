@@ -48,8 +48,37 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
     absl::StrAppendFormat(&line, ", staleness mean %.2f max %d, %d dropped as stale",
                           r.staleness_mean(), r.staleness_max(), r.dropped_stale());
   }
+  // Resource fit (docs/RESOURCE_FIT.md): out-of-memory task failures, the memory predictor's
+  // error, and the candidates passed over because they fit no batch.
+  if (r.oom_failures() > 0) absl::StrAppendFormat(&line, ", %d out of memory", r.oom_failures());
+  if (!in_flight && r.memory_predictions_scored() > 0) {
+    absl::StrAppendFormat(&line, ", memory MAPE %.1f %%", 100 * r.memory_mape());
+  }
+  if (r.passed_over_size() > 0) {
+    absl::StrAppendFormat(&line, ", %d passed over (does not fit)", r.passed_over_size());
+  }
   absl::StrAppend(&line, "\n");
   return line;
+}
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// " [batch 8: memory]" for a participant whose batch was lowered to fit its memory budget.
+std::string BatchNote(const v1::SelectionReason& c) {
+  return c.batch_reduced() ? absl::StrFormat(" [batch %d: memory]", c.batch_size()) : "";
+}
+
+// One line per candidate passed over as "does not fit".
+std::string PassedOverLines(const v1::RoundRecord& r) {
+  std::string out;
+  for (const v1::SelectionReason& c : r.passed_over()) {
+    absl::StrAppendFormat(&out,
+                          "  passed over %s: %s (predicted %.2f MiB at batch %d, budget %.2f "
+                          "MiB)\n",
+                          c.client_id(), c.note(), c.predicted_peak_bytes() / kMiB, c.batch_size(),
+                          c.memory_budget_bytes() / kMiB);
+  }
+  return out;
 }
 
 std::string CohortTable(const v1::RoundRecord& r) {
@@ -58,22 +87,22 @@ std::string CohortTable(const v1::RoundRecord& r) {
     absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy",
                           "mode", "norm_util", "speed_pen", "score", "predicted", "steps", "note");
     for (const v1::SelectionReason& c : r.cohort()) {
-      absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s\n",
+      absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s%s\n",
                             c.client_id(), PolicyName(c.policy()),
                             c.explored() ? "explore" : "exploit", c.statistical_utility(),
                             c.speed_penalty(), c.score(), c.predicted_seconds(), c.local_steps(),
-                            c.workload_reduced() ? "[steps reduced] " : "", c.note());
+                            c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c));
     }
-    return out;
+    return out + PassedOverLines(r);
   }
   absl::StrAppendFormat(&out, "  %-12s %-8s %10s %6s %s\n", "client", "policy", "predicted",
                         "steps", "note");
   for (const v1::SelectionReason& c : r.cohort()) {
-    absl::StrAppendFormat(&out, "  %-12s %-8s %9.2fs %6d %s%s\n", c.client_id(),
+    absl::StrAppendFormat(&out, "  %-12s %-8s %9.2fs %6d %s%s%s\n", c.client_id(),
                           PolicyName(c.policy()), c.predicted_seconds(), c.local_steps(),
-                          c.workload_reduced() ? "[steps reduced] " : "", c.note());
+                          c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c));
   }
-  return out;
+  return out + PassedOverLines(r);
 }
 
 std::string ClientTable(const v1::GetStatusResponse& status) {

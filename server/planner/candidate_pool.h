@@ -47,19 +47,21 @@ enum Note : uint8_t {
 // "fedcase-random" or "fedcase-completion-fill". Never null.
 const char* NoteText(Note note);
 
-// One evaluated candidate. Kept small (48 bytes): a policy scans one per candidate several
+// One evaluated candidate. Kept small (56 bytes): a policy scans one per candidate several
 // times a round. Reason details of the few participants are recomputed after selection.
 struct Candidate {
   ClientIndex index = 0;
   int32_t steps = 0;      // local steps, after workload sizing
+  int32_t batch = 0;      // minibatch size, after the memory fit check (docs/ALGORITHMS.md §8)
   double t_s = 0;         // predicted seconds at `steps`
   double utility = 0;     // raw statistical utility (reported, or at registration)
   double score = 0;       // Oort's score / exploration weight (the base set's rank)
   double experience = 0;  // FedCaSe experience (fedcase only)
   uint8_t status = kAvailable;
   uint8_t note = kNoteNone;
-  bool tried = false;  // selected before: Oort's "explored" pool
-  bool fits = true;    // predicted to finish by the deadline at the fewest steps (FedCaSe)
+  bool tried = false;    // selected before: Oort's "explored" pool
+  bool fits = true;      // predicted to finish by the deadline at the fewest steps (FedCaSe)
+  bool mem_fits = true;  // some batch >= min_batch_size fits its memory budget (§8)
   bool exploited = false;
   bool explore_pick = false;
 };

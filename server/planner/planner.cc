@@ -25,14 +25,18 @@ absl::StatusOr<std::unique_ptr<Planner>> Planner::Create(const PlannerOptions& o
   FEDSCHED_RETURN_IF_ERROR(ValidatePlannerOptions(options));
   FEDSCHED_ASSIGN_OR_RETURN(RoundTimePredictor predictor,
                             RoundTimePredictor::Create(options.predictor));
-  return std::unique_ptr<Planner>(new Planner(options, book, std::move(predictor)));
+  FEDSCHED_ASSIGN_OR_RETURN(fit::MemoryPredictor memory,
+                            fit::MemoryPredictor::Create(options.fit.predictor));
+  return std::unique_ptr<Planner>(
+      new Planner(options, book, std::move(predictor), std::move(memory)));
 }
 
 Planner::Planner(const PlannerOptions& options, profile::ProfileBook* book,
-                 RoundTimePredictor predictor)
+                 RoundTimePredictor predictor, fit::MemoryPredictor memory)
     : options_(options),
       book_(book),
       predictor_(std::move(predictor)),
+      memory_(std::move(memory)),
       default_slots_(std::max(1, CeilToInt(options.clients_per_round * options.overcommit))),
       pacer_(options.oort),
       policy_(MakeSelectionPolicy(options_, &pacer_, &experience_)) {}
@@ -50,7 +54,7 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   RoundPlan plan = StartPlan(request);
   std::mt19937_64 rng = RoundRng(request.round, plan.attempt);
   RngDraws draws(rng);
-  const CandidateEvaluator evaluator(options_, *book_, predictor_, request);
+  const CandidateEvaluator evaluator(options_, *book_, predictor_, memory_, request);
   const size_t slots = request.max_participants > 0 ? static_cast<size_t>(request.max_participants)
                                                     : static_cast<size_t>(default_slots_);
   const RoundContext round{.request = request,
@@ -65,6 +69,7 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   pool_.BeginRound(static_cast<size_t>(book_->size()));
   policy_->Select(round, &pool_, &plan);
   AddParticipants(&plan);
+  AddPassedOver(evaluator, &plan);
   ForecastClose(&plan);
   Commit(request, plan);
   return plan;
@@ -128,6 +133,7 @@ PlannedTask Planner::MakeTask(const Candidate& c) const {
   t.index = c.index;
   t.client_id = book_->profile(c.index).client_id();
   t.local_steps = c.steps;
+  t.batch_size = c.batch;
   t.predicted_seconds = c.t_s;
   v1::SelectionReason& r = t.reason;
   r.set_client_id(t.client_id);
@@ -140,8 +146,36 @@ PlannedTask Planner::MakeTask(const Candidate& c) const {
   r.set_local_steps(c.steps);
   r.set_workload_reduced(c.steps < StepsFor(s.num_samples));
   r.set_note(NoteText(static_cast<Note>(c.note)));
-  t.cache_plan = MakeCachePlan(options_.cache, options_.batch_size, s, c.steps, false);
+  r.set_batch_size(c.batch);
+  r.set_batch_reduced(c.batch < options_.batch_size);
+  const v1::DeviceProfile& device = book_->profile(c.index).device();
+  r.set_memory_budget_bytes(device.memory_budget_bytes());
+  // Predicted only for devices that declare a budget (the record of others stays as before).
+  if (options_.fit.model.parameters > 0 && device.memory_budget_bytes() > 0) {
+    r.set_predicted_peak_bytes(
+        std::llround(memory_.Predict(device.device_model(), options_.fit.model, c.batch)));
+  }
+  t.cache_plan = MakeCachePlan(options_.cache, c.batch, s, c.steps, false);
   return t;
+}
+
+// One record per client refused for memory, in the order refused, at most kMaxPassedOver.
+void Planner::AddPassedOver(const CandidateEvaluator& evaluator, RoundPlan* plan) const {
+  absl::flat_hash_map<ClientIndex, bool> seen;
+  for (ClientIndex index : evaluator.unfit()) {
+    if (plan->passed_over.size() >= kMaxPassedOver) break;
+    if (!seen.emplace(index, true).second) continue;
+    const v1::ClientProfile& p = book_->profile(index);
+    v1::SelectionReason& r = plan->passed_over.emplace_back();
+    r.set_client_id(p.client_id());
+    r.set_policy(options_.policy == v1::SELECTION_POLICY_UNSPECIFIED ? v1::SELECTION_POLICY_RANDOM
+                                                                     : options_.policy);
+    r.set_note("does not fit");
+    r.set_memory_budget_bytes(p.device().memory_budget_bytes());
+    r.set_batch_size(options_.fit.min_batch_size);
+    r.set_predicted_peak_bytes(
+        std::llround(evaluator.PredictedPeakBytes(index, options_.fit.min_batch_size)));
+  }
 }
 
 void Planner::ForecastClose(RoundPlan* plan) const {
@@ -155,7 +189,6 @@ void Planner::ForecastClose(RoundPlan* plan) const {
 // From here on the plan is handed out: every participant is marked busy in the book and its
 // prediction is kept to score and learn from its outcome.
 void Planner::Commit(const PlanRequest& request, const RoundPlan& plan) {
-  const int64_t samples_per_step = options_.batch_size;
   for (uint32_t pos : pool_.chosen()) {
     const Candidate& c = pool_[pos];
     // Cannot fail: the index was validated and the round is >= 1.
@@ -164,9 +197,14 @@ void Planner::Commit(const PlanRequest& request, const RoundPlan& plan) {
     f.round = request.round;
     f.planned_at_s = request.now_s;
     f.predicted_s = c.t_s;
-    f.inputs = book_->Inputs(c.index, request.model_bytes, samples_per_step * c.steps);
+    f.inputs = book_->Inputs(c.index, request.model_bytes, static_cast<int64_t>(c.batch) * c.steps);
     f.exploited = c.exploited;
     f.measured = book_->state(c.index).measured;
+    f.batch = c.batch;
+    f.predicted_peak_bytes = options_.fit.model.parameters > 0
+                                 ? memory_.Predict(book_->profile(c.index).device().device_model(),
+                                                   options_.fit.model, c.batch)
+                                 : 0;
   }
   if (plan.attempt == 1) ++rounds_planned_;
   last_planned_round_ = request.round;
@@ -184,6 +222,7 @@ absl::Status Planner::OnUpdate(ClientIndex index, int64_t round, const v1::Updat
   if (t.completion_s == 0 && matched) t.completion_s = now_s - it->second.planned_at_s;
   FEDSCHED_RETURN_IF_ERROR(book_->OnTaskSucceeded(index, metrics, t, now_s));
   if (matched) {
+    LearnPeak(index, it->second, metrics.peak_memory_bytes());
     predictor_.RecordError(it->second.predicted_s, t.completion_s);
     // A task planned from priors (the client never measured) says how wrong the prior was,
     // not how the measured terms relate to real time: fitting it would teach the regression
@@ -213,6 +252,25 @@ absl::Status Planner::OnTaskFailed(ClientIndex index, int64_t round, profile::Ta
   return book_->OnTaskFailed(index, failure, elapsed, now_s);
 }
 
+absl::Status Planner::OnOutOfMemory(ClientIndex index, int64_t round, int64_t peak_bytes,
+                                    double now_s) {
+  if (index >= book_->size()) {
+    return absl::NotFoundError(absl::StrCat("unknown client index ", index));
+  }
+  auto it = in_flight_.find(index);
+  if (it != in_flight_.end() && it->second.round == round) LearnPeak(index, it->second, peak_bytes);
+  return OnTaskFailed(index, round, profile::TaskFailure::kDropped, now_s);
+}
+
+void Planner::LearnPeak(ClientIndex index, const InFlight& f, int64_t peak_bytes) {
+  if (peak_bytes <= 0 || f.predicted_peak_bytes <= 0) return;
+  const auto measured = static_cast<double>(peak_bytes);
+  memory_.RecordError(f.predicted_peak_bytes, measured);
+  const auto prior = static_cast<double>(fit::AnalyticPeakBytes(options_.fit.model, f.batch));
+  // Cannot fail: both are positive and finite.
+  (void)memory_.Observe(book_->profile(index).device().device_model(), prior, measured);
+}
+
 RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_s,
                                       bool held_to_deadline) {
   RoundSummary summary;
@@ -234,6 +292,9 @@ RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_
   const RoundTimePredictor::RoundError error = predictor_.FinishRound();
   summary.predictor_mape = error.mape;
   summary.predictions_scored = error.count;
+  const fit::MemoryPredictor::RoundError memory_error = memory_.FinishRound();
+  summary.memory_mape = memory_error.mape;
+  summary.memory_scored = memory_error.count;
   summary.exploit_utility = pacer_.FinishRound(committed);
   experience_.top_ratio().FinishRound(committed, now_s);
   summary.epsilon = pacer_.epsilon();
@@ -255,6 +316,7 @@ v1::PlannerState Planner::ExportState() const {
   experience_.ExportTo(s.mutable_fedcase(),
                        options_.policy == v1::SELECTION_POLICY_FEDCASE ? book_ : nullptr);
   *s.mutable_predictor() = predictor_.ExportState();
+  *s.mutable_fit() = memory_.ExportState();
   return s;
 }
 
@@ -271,8 +333,12 @@ absl::Status Planner::ImportState(const v1::PlannerState& s) {
   FEDSCHED_ASSIGN_OR_RETURN(RoundTimePredictor predictor,
                             RoundTimePredictor::Create(options_.predictor));
   FEDSCHED_RETURN_IF_ERROR(predictor.ImportState(s.predictor()));
+  FEDSCHED_ASSIGN_OR_RETURN(fit::MemoryPredictor memory,
+                            fit::MemoryPredictor::Create(options_.fit.predictor));
+  FEDSCHED_RETURN_IF_ERROR(memory.ImportState(s.fit()));
 
   predictor_ = std::move(predictor);
+  memory_ = std::move(memory);
   last_planned_round_ = s.last_planned_round();
   plan_attempts_ = s.plan_attempts();
   rounds_planned_ = s.rounds_planned();

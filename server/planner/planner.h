@@ -41,6 +41,7 @@
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/planner.pb.h"
 #include "fedsched/v1/records.pb.h"
+#include "server/fit/memory_predictor.h"
 #include "server/planner/candidate_pool.h"
 #include "server/planner/fedcase_policy.h"
 #include "server/planner/oort_pacer.h"
@@ -48,6 +49,7 @@
 #include "server/planner/policy.h"
 #include "server/planner/round_plan.h"
 #include "server/planner/scoring.h"
+#include "server/planner/workload.h"
 #include "server/profile/profile_book.h"
 #include "server/profile/round_time.h"
 
@@ -121,6 +123,12 @@ class Planner {
   absl::Status OnTaskFailed(ClientIndex index, int64_t round, profile::TaskFailure failure,
                             double now_s);
 
+  // A task of `round` failed out of memory on the device (docs/ALGORITHMS.md §8): when it was
+  // planned here and `peak_bytes` > 0 (what it needed, as the device accounted it), the memory
+  // predictor is scored and learns from it; then as OnTaskFailed(kDropped). Errors: NOT_FOUND
+  // for an unknown index.
+  absl::Status OnOutOfMemory(ClientIndex index, int64_t round, int64_t peak_bytes, double now_s);
+
   // The round closed. Tasks of `round` still in flight become stragglers (their elapsed time
   // is recorded as a lower bound on their duration). The round's mean exploited utility joins
   // Oort's pacer history (epsilon and T move at Oort's next selection, as in getTopK). The
@@ -146,6 +154,8 @@ class Planner {
   double round_threshold_percent() const { return pacer_.round_threshold_percent(); }
   // The round-time predictor the planner trains from accepted updates.
   const profile::RoundTimePredictor& predictor() const { return predictor_; }
+  // The peak-memory predictor the planner trains from reported peaks (§8).
+  const fit::MemoryPredictor& memory_predictor() const { return memory_; }
   // The options the planner was created with.
   const PlannerOptions& options() const { return options_; }
 
@@ -160,10 +170,14 @@ class Planner {
     // The client's compute speed was measured when the task was planned: only such tasks
     // train the round-time regression (docs/ALGORITHMS.md §1).
     bool measured = false;
+    int32_t batch = 0;
+    double predicted_peak_bytes = 0;  // 0 = not predicted
   };
 
   Planner(const PlannerOptions& options, profile::ProfileBook* book,
-          profile::RoundTimePredictor predictor);
+          profile::RoundTimePredictor predictor, fit::MemoryPredictor memory);
+  // Scores and trains the memory predictor on a measured peak of client `index`'s task `f`.
+  void LearnPeak(ClientIndex index, const InFlight& f, int64_t peak_bytes);
 
   // PlanRound's steps (see planner.cc).
   absl::Status CheckRequest(const PlanRequest& request) const;
@@ -172,11 +186,13 @@ class Planner {
   void AddParticipants(RoundPlan* plan) const;
   PlannedTask MakeTask(const Candidate& c) const;
   void ForecastClose(RoundPlan* plan) const;
+  void AddPassedOver(const CandidateEvaluator& evaluator, RoundPlan* plan) const;
   void Commit(const PlanRequest& request, const RoundPlan& plan);
 
   PlannerOptions options_;
   profile::ProfileBook* book_;
   profile::RoundTimePredictor predictor_;
+  fit::MemoryPredictor memory_;  // persisted
   int32_t default_slots_ = 1;
 
   // Persisted state.

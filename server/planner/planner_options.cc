@@ -87,6 +87,14 @@ absl::Status ValidateRoundAndTraining(const PlannerOptions& o) {
   if (o.batch_size < 1) return OutOfRange("training.batch_size", o.batch_size, ">= 1");
   if (o.local_steps < 0) return OutOfRange("training.local_steps", o.local_steps, ">= 0");
   if (o.local_epochs < 1) return OutOfRange("training.local_epochs", o.local_epochs, ">= 1");
+  if (o.fit.min_batch_size < 1 || o.fit.min_batch_size > o.batch_size) {
+    return OutOfRange("selection.fit.min_batch_size", o.fit.min_batch_size,
+                      "in [1, training.batch_size]");
+  }
+  if (!In(o.fit.margin, 0, 1e6)) return OutOfRange("selection.fit.margin", o.fit.margin, ">= 0");
+  if (!In(o.fit.predictor.learning_rate, 0, 1) || o.fit.predictor.learning_rate == 0) {
+    return OutOfRange("selection.fit.learning_rate", o.fit.predictor.learning_rate, "in (0, 1]");
+  }
   if (!In(o.min_online_probability, 0, 1)) {
     return OutOfRange("min_online_probability", o.min_online_probability, "in [0, 1]");
   }
@@ -140,6 +148,15 @@ CachePlanOptions CachePlanOptions::FromConfig(const v1::CacheConfig& c) {
   return o;
 }
 
+FitOptions FitOptions::FromConfig(const v1::FitConfig& c) {
+  FitOptions o;
+  o.enabled = !c.disable();
+  o.min_batch_size = OrDefault(c.min_batch_size(), o.min_batch_size);
+  o.margin = OrDefault(c.margin(), o.margin);
+  o.predictor.learning_rate = OrDefault(c.learning_rate(), o.predictor.learning_rate);
+  return o;
+}
+
 absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::ServerConfig& config) {
   const v1::SelectionConfig& sel = config.selection();
   const v1::TrainingConfig& tr = config.training();
@@ -164,6 +181,7 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.local_epochs = OrDefault(tr.local_epochs(), o.local_epochs);
   o.max_local_steps = OrDefault(tr.max_local_steps(), o.max_local_steps);
   o.seed = OrDefault<uint64_t>(config.seed(), o.seed);
+  o.fit = FitOptions::FromConfig(sel.fit());
   FEDSCHED_RETURN_IF_ERROR(ValidatePlannerOptions(o));
   return o;
 }

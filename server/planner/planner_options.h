@@ -9,6 +9,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "fedsched/v1/config.pb.h"
+#include "server/fit/memory_predictor.h"
 #include "server/profile/round_time.h"
 
 namespace fedsched::planner {
@@ -76,6 +77,25 @@ struct CachePlanOptions {
   static CachePlanOptions FromConfig(const v1::CacheConfig& config);
 };
 
+// Resource fit (docs/ALGORITHMS.md §8; config.proto FitConfig): whether a candidate's predicted
+// peak memory is checked against its declared budget, and how.
+struct FitOptions {
+  // Check memory budgets: lower a candidate's batch until it fits, or pass it over.
+  // Default: true (config: !fit.disable).
+  bool enabled = true;
+  // Smallest batch a candidate may be given, in [1, batch_size]. Default: 1.
+  int32_t min_batch_size = 1;
+  // A task fits when predicted peak x (1 + margin) <= budget, margin >= 0. Default: 0.1.
+  double margin = 0.1;
+  fit::MemoryPredictorOptions predictor;
+  // The model's memory features. Not in the config: the round engine fills them from the
+  // model it serves (EngineOptions::model_features). parameters == 0: nothing is predicted and
+  // every candidate fits. Default: zeros.
+  fit::ModelFeatures model;
+  // Zero fields of `config` take the defaults above.
+  static FitOptions FromConfig(const v1::FitConfig& config);
+};
+
 // Everything the planner is configured with: the policy and its knobs, K and over-commitment,
 // deadlines and closing (docs/ALGORITHMS.md §2), local work and workload sizing (§2), the cache
 // plan defaults (§4), the seed and the predictor (§1). Checked by ValidatePlannerOptions.
@@ -119,6 +139,7 @@ struct PlannerOptions {
   // [0, 1]. Default: 0.5.
   double min_online_probability = 0.5;
   profile::RoundTimePredictorOptions predictor;
+  FitOptions fit;
 
   // Reads ServerConfig (selection, cache, training, clients_per_round, round_deadline_s,
   // round_closing, seed), applying every documented default for zero fields.

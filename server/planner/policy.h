@@ -81,13 +81,14 @@ std::unique_ptr<SelectionPolicy> MakeSelectionPolicy(const PlannerOptions& optio
 // `pool`, in request order. O(candidates) predictions.
 void PoolCandidates(const RoundContext& round, CandidatePool* pool);
 
-// An `ok` callback for CandidatePool::Take*() over pool positions: a candidate predicted online
-// is chosen with `note`, `exploited` and `explore_pick`; any other is marked kRejected.
+// An `ok` callback for CandidatePool::Take*() over pool positions: a candidate that fits its
+// memory budget and is predicted online (CandidateEvaluator::Admissible) is chosen with `note`,
+// `exploited` and `explore_pick`; any other is marked kRejected.
 inline auto ChooseIfOnline(const RoundContext& round, CandidatePool* pool, Note note,
                            bool exploited, bool explore_pick) {
   return [&round, pool, note, exploited, explore_pick](uint32_t pos) {
     Candidate& c = (*pool)[pos];
-    if (!round.evaluator.PredictedOnline(c)) {
+    if (!round.evaluator.Admissible(c)) {
       c.status = kRejected;
       return false;
     }

@@ -16,7 +16,7 @@ void RandomPolicy::Select(const RoundContext& round, CandidatePool* pool, RoundP
       [&round, pool](uint32_t idx) {
         Candidate c;
         round.evaluator.Evaluate(idx, &c);
-        if (!round.evaluator.PredictedOnline(c)) return false;
+        if (!round.evaluator.Admissible(c)) return false;
         pool->Add() = c;
         pool->Choose(static_cast<uint32_t>(pool->size() - 1), kNoteRandom);
         return true;

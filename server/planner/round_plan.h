@@ -53,6 +53,9 @@ struct PlannedTask {
   ClientIndex index = 0;
   std::string client_id;
   int32_t local_steps = 0;
+  // Minibatch size, samples: training.batch_size, or lower to fit the device's memory budget
+  // (docs/ALGORITHMS.md §8).
+  int32_t batch_size = 0;
   double predicted_seconds = 0;  // predicted completion, seconds after planned_at_s
   v1::SelectionReason reason;    // policy terms, for the round record
   v1::CachePlan cache_plan;
@@ -64,6 +67,9 @@ struct PrefetchHint {
   std::string client_id;
   v1::CachePlan cache_plan;  // prefetch = true
 };
+
+// Most RoundPlan::passed_over entries one plan lists.
+inline constexpr size_t kMaxPassedOver = 64;
 
 // The plan of one round attempt (Planner::PlanRound): its participants with their tasks, the
 // closing forecast, and the clients expected next round (docs/ALGORITHMS.md §2, §4).
@@ -84,6 +90,10 @@ struct RoundPlan {
   // Oort's preferred duration T this round, seconds (0 for other policies).
   double preferred_duration_s = 0;
   std::vector<PrefetchHint> expected_next;
+  // Candidates passed over because no batch fits their memory budget (note "does not fit",
+  // memory_budget_bytes and predicted_peak_bytes at the smallest batch), each client once, at
+  // most kMaxPassedOver of them (a plan is made at every event while a round waits).
+  std::vector<v1::SelectionReason> passed_over;
 };
 
 // Which planned participants are expected to finish first, and when the round should close.
@@ -108,6 +118,9 @@ struct RoundSummary {
   double exploit_utility = 0;      // summed utility of exploited (Oort) participants' updates
   double epsilon = 0;              // Oort exploration factor for the next round
   double round_threshold_percent = 0;
+  // The memory predictor's MAPE over this round's reported peaks, and their number (§8).
+  double memory_mape = 0;
+  int64_t memory_scored = 0;
 };
 
 }  // namespace fedsched::planner

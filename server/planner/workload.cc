@@ -37,15 +37,27 @@ struct CandidateEvaluator::StepSeconds {
 CandidateEvaluator::CandidateEvaluator(const PlannerOptions& options,
                                        const profile::ProfileBook& book,
                                        const RoundTimePredictor& predictor,
+                                       const fit::MemoryPredictor& memory,
                                        const PlanRequest& request)
-    : options_(options), book_(book), predictor_(predictor), request_(request) {}
+    : options_(options), book_(book), predictor_(predictor), memory_(memory), request_(request) {}
 
 void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
   const ClientState& s = book_.state(index);
   c->index = index;
   const int32_t full_steps = LocalStepsFor(options_, s.num_samples);
   c->tried = s.last_selected_round > 0;
-  const double batch = options_.batch_size;
+  c->batch = options_.batch_size;
+  c->mem_fits = true;
+  const FitOptions& fit = options_.fit;
+  if (fit.enabled && fit.model.parameters > 0) {
+    const v1::DeviceProfile& device = book_.profile(index).device();
+    const int32_t b =
+        memory_.FitBatch(device.device_model(), fit.model, options_.batch_size, fit.min_batch_size,
+                         device.memory_budget_bytes(), fit.margin, nullptr);
+    c->mem_fits = b > 0;
+    if (b > 0) c->batch = b;
+  }
+  const double batch = c->batch;
   const StepSeconds predict{
       .lp = predictor_.PredictLinear(book_.Inputs(index, request_.model_bytes, 0)),
       .batch = batch,
@@ -62,7 +74,7 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
     c->utility = s.statistical_utility;
   } else {
     // Oort's registration utility: min(|D_i|, batch x local steps) (docs/ALGORITHMS.md §3).
-    const double slots = batch * full_steps;
+    const double slots = static_cast<double>(options_.batch_size) * full_steps;
     c->utility = s.num_samples > 0 ? std::min<double>(s.num_samples, slots) : slots;
   }
 }
@@ -89,6 +101,19 @@ bool CandidateEvaluator::PredictedOnline(const Candidate& c) const {
   const double p =
       request_.availability->ProbabilityOnline(c.index, request_.now_s, request_.now_s + c.t_s);
   return p >= options_.min_online_probability;  // false for NaN
+}
+
+bool CandidateEvaluator::Admissible(const Candidate& c) const {
+  if (!c.mem_fits) {
+    unfit_.push_back(c.index);
+    return false;
+  }
+  return PredictedOnline(c);
+}
+
+double CandidateEvaluator::PredictedPeakBytes(ClientIndex index, int32_t batch) const {
+  if (options_.fit.model.parameters <= 0) return 0;
+  return memory_.Predict(book_.profile(index).device().device_model(), options_.fit.model, batch);
 }
 
 }  // namespace fedsched::planner

@@ -6,7 +6,9 @@
 #define FEDSCHED_SERVER_PLANNER_WORKLOAD_H_
 
 #include <cstdint>
+#include <vector>
 
+#include "server/fit/memory_predictor.h"
 #include "server/planner/candidate_pool.h"
 #include "server/planner/planner_options.h"
 #include "server/planner/round_plan.h"
@@ -32,9 +34,14 @@ int32_t LocalStepsFor(const PlannerOptions& options, int64_t num_samples);
 class CandidateEvaluator {
  public:
   CandidateEvaluator(const PlannerOptions& options, const profile::ProfileBook& book,
-                     const profile::RoundTimePredictor& predictor, const PlanRequest& request);
+                     const profile::RoundTimePredictor& predictor,
+                     const fit::MemoryPredictor& memory, const PlanRequest& request);
 
   // Fills every field of `c` a policy ranks by, for client `index` (< book.size()):
+  //   batch, mem_fits  with fit checks on (options.fit.enabled, model features known) and a
+  //           declared memory budget: MemoryPredictor::FitBatch over the device model
+  //           (docs/ALGORITHMS.md §8); mem_fits = false when no batch >= min_batch_size fits;
+  //           else the configured batch_size;
   //   steps   LocalStepsFor(num_samples); with workload_sizing, lowered (not below
   //           min(min_local_steps, those steps)) so that the prediction fits
   //           workload_fit_fraction x round_deadline_s;
@@ -54,6 +61,15 @@ class CandidateEvaluator {
   // a NaN probability. Calls the oracle once.
   bool PredictedOnline(const Candidate& c) const;
 
+  // Whether `c` may be tasked: c.mem_fits (a candidate that fits no batch is noted in unfit()
+  // and refused) and PredictedOnline(c).
+  bool Admissible(const Candidate& c) const;
+  // Clients refused by Admissible for memory this round, in the order refused (a client
+  // offered twice appears twice).
+  const std::vector<ClientIndex>& unfit() const { return unfit_; }
+  // Peak bytes predicted for client `index` at `batch` (0 when model features are unknown).
+  double PredictedPeakBytes(ClientIndex index, int32_t batch) const;
+
  private:
   // Seconds of a task of `steps` local steps; see Evaluate.
   struct StepSeconds;
@@ -63,7 +79,9 @@ class CandidateEvaluator {
   const PlannerOptions& options_;
   const profile::ProfileBook& book_;
   const profile::RoundTimePredictor& predictor_;
+  const fit::MemoryPredictor& memory_;
   const PlanRequest& request_;
+  mutable std::vector<ClientIndex> unfit_;
 };
 
 }  // namespace fedsched::planner

@@ -39,6 +39,7 @@ absl::Status RoundEngine::Init() {
   if (!options_.profiles.empty()) FEDSCHED_RETURN_IF_ERROR(book_->Import(options_.profiles));
   FEDSCHED_ASSIGN_OR_RETURN(planner::PlannerOptions planner_options,
                             planner::PlannerOptions::FromServerConfig(config_));
+  planner_options.fit.model = ResolveModelFeatures();
   FEDSCHED_ASSIGN_OR_RETURN(planner_, planner::Planner::Create(planner_options, book_.get()));
   if (!options_.planner_state.empty()) {
     v1::PlannerState state;
@@ -225,12 +226,12 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
                                                       task.round));
   }
   // FedAvg weighs by examples: a client may not claim more than the work it was given.
-  const int64_t planned = static_cast<int64_t>(task.local_steps) * config_.training().batch_size();
+  const int64_t planned = static_cast<int64_t>(task.local_steps) * task.batch_size;
   if (claim.num_examples > planned) {
     return absl::InvalidArgumentError(
         absl::StrCat("update for task ", task.task_id, " claims ", claim.num_examples,
                      " examples; the task was for at most ", planned, " (local_steps ",
-                     task.local_steps, " x batch_size ", config_.training().batch_size(), ")"));
+                     task.local_steps, " x batch_size ", task.batch_size, ")"));
   }
   const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
   if (first_k && record_.updates_accepted() + pending >= config_.clients_per_round()) {
@@ -386,13 +387,44 @@ absl::Status RoundEngine::FailTask(ClientIndex index, const std::string& task_id
   return absl::OkStatus();
 }
 
-void RoundEngine::FailTaskState(Task& task, double now_s, const std::string& why) {
+absl::Status RoundEngine::FailTaskOutOfMemory(ClientIndex index, const std::string& task_id,
+                                              double now_s, int64_t peak_bytes) {
+  auto it = tasks_.find(task_id);
+  if (it == tasks_.end() || it->second.index != index) {
+    return absl::NotFoundError(absl::StrCat("no open task '", task_id, "' for this client"));
+  }
+  if (it->second.in_flight()) {
+    FailTaskState(it->second, now_s, absl::StrCat("out of memory (needs ", peak_bytes, " bytes)"),
+                  std::max<int64_t>(peak_bytes, 0));
+  }
+  return absl::OkStatus();
+}
+
+// oom_peak_bytes >= 0: an out-of-memory failure (its peak, 0 = unknown).
+void RoundEngine::FailTaskState(Task& task, double now_s, const std::string& why,
+                                int64_t oom_peak_bytes) {
   task.failed = true;
   task_of_.erase(task.index);
   // Bounded for callers that never read the notes (the simulator): keep the newest.
   if (failures_.size() >= 4096) failures_.erase(failures_.begin(), failures_.begin() + 2048);
   failures_.push_back({task.task_id, task.client_id, task.round, why});
+  if (oom_peak_bytes >= 0) {
+    if (task.round == round_ && running_) record_.set_oom_failures(record_.oom_failures() + 1);
+    (void)planner_->OnOutOfMemory(task.index, task.round, oom_peak_bytes, now_s);
+    return;
+  }
   (void)planner_->OnTaskFailed(task.index, task.round, profile::TaskFailure::kDropped, now_s);
+}
+
+fit::ModelFeatures RoundEngine::ResolveModelFeatures() const {
+  fit::ModelFeatures f = options_.model_features;
+  if (f.parameters == 0) {
+    for (const v1::Tensor& t : options_.model.tensors()) f.parameters += t.data_size();
+  }
+  if (f.optimizer_floats_per_parameter == 0 && config_.training().proximal_mu() > 0) {
+    f.optimizer_floats_per_parameter = 1;
+  }
+  return f;
 }
 
 }  // namespace fedsched::round

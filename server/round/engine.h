@@ -44,6 +44,7 @@
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/aggregation/aggregator.h"
+#include "server/fit/memory_predictor.h"
 #include "server/planner/planner.h"
 #include "server/profile/profile_book.h"
 #include "server/store/round_commit.h"
@@ -83,6 +84,9 @@ struct Task {
   ClientIndex index = 0;
   int64_t round = 0;
   int32_t local_steps = 0;
+  // Minibatch size, samples: training.batch_size, or lower to fit the device's memory budget
+  // (planner::PlannedTask::batch_size; docs/ALGORITHMS.md §8).
+  int32_t batch_size = 0;
   double issued_s = 0;     // when it was planned, caller's seconds
   double predicted_s = 0;  // planner's predicted completion, seconds after issued_s
   double deadline_s = 0;   // absolute deadline of its round, caller's seconds
@@ -161,6 +165,11 @@ struct EngineOptions {
   const planner::AvailabilityOracle* availability = nullptr;
   // Task ids. Default: "t<round>-<n>" (deterministic); the server passes unguessable ids.
   std::function<std::string()> new_task_id;
+  // The model's memory features for resource fit (docs/ALGORITHMS.md §8): the caller knows the
+  // architecture's activation floats per sample (models::ActivationFloatsPerSample); parameters
+  // 0 = counted from `model`; optimizer_floats_per_parameter 0 = 1 when training.proximal_mu >
+  // 0 (FedProx keeps the global model), else 0.
+  fit::ModelFeatures model_features;
 };
 
 // Not thread-safe: the owner serialises every call (the server under its coordinator lock).
@@ -249,6 +258,11 @@ class RoundEngine {
   // that is not in flight.
   absl::Status FailTask(ClientIndex index, const std::string& task_id, double now_s,
                         const std::string& why);
+  // As FailTask, for a task that failed out of memory on its device (docs/ALGORITHMS.md §8):
+  // counted in the round record's oom_failures, and `peak_bytes` (what the task needed, as the
+  // device accounted it; 0 = unknown) trains the planner's memory predictor.
+  absl::Status FailTaskOutOfMemory(ClientIndex index, const std::string& task_id, double now_s,
+                                   int64_t peak_bytes);
 
   // The caller has persisted version `version` (or the initial model, version 0), whose global
   // model is `model` (ClosedRound::commit.model, or model() for version 0), and serves it as
@@ -344,7 +358,7 @@ class RoundEngine {
   // Closes the open round: commits it, or fails it for re-planning.
   ClosedRound Close(double now_s);
   ClosedRound Fail(double now_s, const std::string& why);
-  void FailTaskState(Task& task, double now_s, const std::string& why);
+  void FailTaskState(Task& task, double now_s, const std::string& why, int64_t oom_peak_bytes = -1);
   // Counts a failed attempt of the current round (attempt_, the backoff of repeated failures)
   // and fills `out` as its failed ClosedRound with record_.
   void NoteFailedAttempt(double now_s, const std::string& why, ClosedRound* out);
@@ -366,6 +380,11 @@ class RoundEngine {
   // others remain; otherwise keeps them all, so a round is never starved by the penalty.
   void LeaveOutFailingClients(double now_s, size_t need);
   std::string NextTaskId();
+  // Appends candidates passed over as "does not fit" to the open round's record, each client
+  // once per round.
+  void NotePassedOver(std::vector<v1::SelectionReason>& passed_over);
+  // EngineOptions::model_features with its defaults filled in.
+  fit::ModelFeatures ResolveModelFeatures() const;
 
   EngineOptions options_;
   const v1::ServerConfig& config_;
@@ -406,7 +425,8 @@ class RoundEngine {
     bool accepted = false;   // its update is in the committed round
   };
   absl::flat_hash_map<std::string, ClosedTask> closed_tasks_;
-  absl::flat_hash_set<std::string> stragglers_;  // scratch of Close
+  absl::flat_hash_set<std::string> stragglers_;   // scratch of Close
+  absl::flat_hash_set<std::string> passed_over_;  // client ids in record_.passed_over
   std::vector<ClientIndex> scratch_;
   absl::flat_hash_map<ClientIndex, v1::CachePlan> prefetch_;
   absl::Status last_plan_status_;

@@ -83,6 +83,7 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   loss_sum_ = 0;
   hits_ = misses_ = 0;
   record_.Clear();
+  passed_over_.clear();
   record_.set_round(round_);
   record_.set_start_unix_ms(ToMillis(now_s));
   record_.set_deadline_s(deadline_s);
@@ -147,6 +148,7 @@ void RoundEngine::Plan(double now_s) {
   if (plan.participants.empty() && in_flight == 0) return;
   OpenRecord(now_s, plan.participants.empty() ? config_.round_deadline_s() : plan.deadline_s);
   for (planner::PlannedTask& planned : plan.participants) AddTask(planned, now_s);
+  NotePassedOver(plan.passed_over);
   prefetch_.clear();
   for (planner::PrefetchHint& hint : plan.expected_next) {
     prefetch_[hint.index] = std::move(hint.cache_plan);
@@ -160,6 +162,7 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   task.index = planned.index;
   task.round = round_;
   task.local_steps = planned.local_steps;
+  task.batch_size = planned.batch_size;
   task.issued_s = now_s;
   task.predicted_s = planned.predicted_seconds;
   task.deadline_s = deadline_s_;
@@ -192,6 +195,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
     if (scratch_.empty()) break;
     const planner::PlanRequest request = MakePlanRequest(round_, now_s, 1);
     absl::StatusOr<planner::RoundPlan> plan = planner_->PlanRound(request);
+    if (plan.ok()) NotePassedOver(plan->passed_over);
     if (!plan.ok() || plan->participants.empty()) break;
     failed->replaced = true;
     Task& task = AddTask(plan->participants.front(), now_s);
@@ -204,8 +208,11 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
 ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
   record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
   record_.set_end_unix_ms(ToMillis(now_s));
-  planner_->OnRoundFinished(round_, /*committed=*/false, now_s,
-                            /*held_to_deadline=*/now_s >= deadline_s_);
+  const planner::RoundSummary summary =
+      planner_->OnRoundFinished(round_, /*committed=*/false, now_s,
+                                /*held_to_deadline=*/now_s >= deadline_s_);
+  record_.set_memory_mape(summary.memory_mape);
+  record_.set_memory_predictions_scored(summary.memory_scored);
   aggregator_->Reset();
   closed_tasks_.clear();
   for (const auto& [id, task] : tasks_) closed_tasks_[id] = {task.round, task.in_flight(), false};
@@ -328,6 +335,8 @@ ClosedRound RoundEngine::Close(double now_s) {
       planner_->OnRoundFinished(round_, /*committed=*/true, now_s,
                                 /*held_to_deadline=*/now_s >= deadline_s_);
   record_.set_predictor_mape(summary.predictor_mape);
+  record_.set_memory_mape(summary.memory_mape);
+  record_.set_memory_predictions_scored(summary.memory_scored);
 
   ClosedRound out;
   out.committed = true;
@@ -383,6 +392,14 @@ void RoundEngine::RetireTasks(double now_s, bool keep_in_flight) {
   }
   if (!keep_in_flight) task_of_.clear();
   stragglers_.clear();
+}
+
+// A re-plan of a vacant slot evaluates the same candidates again (at every Advance while no
+// replacement is found): each client is listed once per round.
+void RoundEngine::NotePassedOver(std::vector<v1::SelectionReason>& passed_over) {
+  for (v1::SelectionReason& r : passed_over) {
+    if (passed_over_.insert(r.client_id()).second) *record_.add_passed_over() = std::move(r);
+  }
 }
 
 }  // namespace fedsched::round

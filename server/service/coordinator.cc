@@ -122,6 +122,7 @@ absl::Status Coordinator::Open() {
   presence_ = std::make_unique<SessionPresence>(this);
   engine.presence = presence_.get();
   engine.availability = options_.availability;
+  engine.model_features = options_.model_features;
   if (!options_.deterministic_task_ids) engine.new_task_id = [this] { return NewId("t-"); };
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
   auto blob = std::make_shared<ModelBlob>();
@@ -355,7 +356,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     task->set_task_id(state->task_id);
     task->set_model_version(state->base_version);
     task->set_local_steps(state->local_steps);
-    task->set_batch_size(config_.training().batch_size());
+    task->set_batch_size(state->batch_size);
     task->set_learning_rate(config_.training().learning_rate());
     task->set_proximal_mu(config_.training().proximal_mu());
     task->set_deadline_unix_ms(round::ToMillis(state->deadline_s));
@@ -384,8 +385,11 @@ absl::Status Coordinator::ReportFailure(const v1::ReportFailureRequest& request,
   absl::MutexLock lock(&mu_);
   FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
                             CheckSession(request.client_id(), request.session_token()));
-  absl::Status s = engine_->FailTask(index, request.task_id(), ToSeconds(now),
-                                     absl::StrCat("client reported: ", request.reason()));
+  absl::Status s = request.cause() == v1::FAILURE_CAUSE_OUT_OF_MEMORY
+                       ? engine_->FailTaskOutOfMemory(index, request.task_id(), ToSeconds(now),
+                                                      request.peak_memory_bytes())
+                       : engine_->FailTask(index, request.task_id(), ToSeconds(now),
+                                           absl::StrCat("client reported: ", request.reason()));
   if (!s.ok()) {
     return absl::NotFoundError(
         absl::StrCat("no open task '", request.task_id(), "' for client ", request.client_id()));

@@ -50,6 +50,8 @@ struct CoordinatorOptions {
   Store* store = nullptr;
   // The model to start from when the store is fresh (ignored on resume).
   v1::Model initial_model;
+  // The model's memory features for resource fit (round::EngineOptions::model_features).
+  fit::ModelFeatures model_features;
   // Optional test-set evaluation after each committed round.
   Evaluator evaluator;
   // Called (with no lock held) after each round is durably committed, e.g. to print and write

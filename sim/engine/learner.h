@@ -28,6 +28,8 @@ struct DeviceInfo {
   double compute_ms_per_sample = 0;  // the capacity trace's computation (inference), ms/sample
   int64_t num_samples = 0;           // local training samples
   double sample_kb = 0;              // KB (1,000 bytes) per stored sample
+  int64_t memory_budget_bytes = 0;   // declared training memory budget; 0 = none
+  int64_t storage_budget_bytes = 0;  // declared cache storage budget; 0 = none
 };
 
 // One task to train, as the engine planned it (round::Task) for simulated client `client`.
@@ -36,6 +38,7 @@ struct TrainTask {
   std::string task_id;
   int64_t round = 0;         // the round (FedBuff: version) the task was planned for, >= 1
   int32_t local_steps = 0;   // > 0
+  int32_t batch_size = 0;    // the task's minibatch size; 0 = training.batch_size
   v1::CachePlan cache_plan;  // the planner's plan for the device's cache
 };
 

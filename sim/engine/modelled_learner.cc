@@ -41,7 +41,8 @@ absl::StatusOr<std::vector<TrainedTask>> ModelledLearner::Train(absl::Span<const
   for (const TrainTask& t : tasks) {
     const int32_t c = t.client;
     TaskWork w;
-    w.examples = static_cast<int64_t>(std::max(1, t.local_steps)) * options_.batch_size;
+    w.examples = static_cast<int64_t>(std::max(1, t.local_steps)) *
+                 (t.batch_size > 0 ? t.batch_size : options_.batch_size);
     if (times_trained_[c] > 0 && options_.cache_policy != v1::CACHE_POLICY_NONE) {
       const double cached = std::ceil(options_.cache_fraction * samples_[c]);
       double f = std::min(1.0, cached / samples_[c]);

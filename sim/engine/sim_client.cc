@@ -13,6 +13,8 @@ v1::DeviceProfile SimDeviceProfile(const DeviceInfo& device) {
   p.set_compute_ms_per_sample(kTrainComputeFactor * device.compute_ms_per_sample);
   p.set_num_samples(device.num_samples);
   p.set_sample_bytes(static_cast<int64_t>(device.sample_kb * 1000.0));
+  p.set_memory_budget_bytes(device.memory_budget_bytes);
+  p.set_storage_budget_bytes(device.storage_budget_bytes);
   return p;
 }
 

@@ -25,7 +25,8 @@ std::string SimIdentity(int32_t client);
 // The profile a simulated device registers with: device_model (device.model, or "sim-device"),
 // compute_ms_per_sample = 3 x the capacity trace's inference ms/sample (kTrainComputeFactor,
 // FedScale's training cost; docs/ALGORITHMS.md §1.4), num_samples, and sample_bytes =
-// sample_kb x 1000 (rounded down). No bandwidth hint: the profile learns it from transfers.
+// sample_kb x 1000 (rounded down), memory_budget_bytes and storage_budget_bytes. No bandwidth
+// hint: the profile learns it from transfers.
 v1::DeviceProfile SimDeviceProfile(const DeviceInfo& device);
 
 // The metrics a simulated update reports (v1::UpdateMetrics, as the SDK fills them):

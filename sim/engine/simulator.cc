@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "models/reference_model.h"
 #include "server/round/checkin_pacer.h"
 
 namespace fedsched::sim {
@@ -95,11 +96,16 @@ absl::Status Simulator::Init() {
   }
   presence_ = std::make_unique<OnlinePresence>(this);
   oracle_ = std::make_unique<TraceAvailabilityOracle>(parts_.availability, &client_of_);
+  FEDSCHED_ASSIGN_OR_RETURN(v1::DeviceBudgetConfig budgets,
+                            ResolveDeviceBudgets(config_.budgets()));
+  budgets_ = std::make_unique<DeviceBudgets>(std::move(budgets));
+  FEDSCHED_RETURN_IF_ERROR(ResolveModelFeatures());
   round::EngineOptions options;
   options.config = config_.server();
   options.model = parts_.learner->initial_model();
   options.presence = presence_.get();
   options.availability = oracle_.get();
+  options.model_features = model_features_;
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
 
   queue_.set_start_time(t0_);
@@ -115,6 +121,14 @@ absl::Status Simulator::Init() {
     const DeviceCapacity& cap = parts_.capacity->ForClient(c);
     d.compute_ms_per_sample = cap.computation_ms_per_sample;
     d.sample_kb = cap.sample_kb;
+    if (budgets_->enabled()) {
+      if (device_budget_.empty()) device_budget_.resize(n);
+      DeviceBudget& b = device_budget_[c];
+      b = budgets_->ForClient(c, d.model);
+      d.model = b.device_model;
+      d.memory_budget_bytes = b.memory_budget_bytes;
+      d.storage_budget_bytes = b.storage_budget_bytes;
+    }
     FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration r,
                               engine_->Register(SimIdentity(c), SimDeviceProfile(d), t0_));
     if (r.index != client_of_.size()) {
@@ -243,6 +257,13 @@ absl::Status Simulator::HandleEvent(const Event& e, bool* advance) {
       if (it == tasks_.end()) return absl::InternalError("simulator: unknown task event");
       const SimTask task = std::move(it->second);
       tasks_.erase(it);
+      if (task.out_of_memory) {
+        const round::Task* t = engine_->FindTask(task.task_id);
+        if (t == nullptr || !t->in_flight()) return absl::OkStatus();
+        ++failed_;
+        ++summary_.oom_failures;
+        return engine_->FailTaskOutOfMemory(task.index, task.task_id, e.time_s, task.peak_bytes);
+      }
       return FailIfInFlight(task.index, task.task_id, e.time_s);
     }
     case EventKind::kRoundDeadline:
@@ -290,6 +311,12 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   update.claim.num_examples = task.work.examples;
   update.delta = task.delta.get();
   update.metrics = SimUpdateMetrics(task.work, task.timing, bytes);
+  if (!device_budget_.empty()) {
+    const DeviceBudget& b = device_budget_[task.client];
+    update.metrics.set_peak_memory_bytes(task.peak_bytes);
+    update.metrics.set_memory_budget_bytes(b.memory_budget_bytes);
+    update.metrics.set_storage_budget_bytes(b.storage_budget_bytes);
+  }
   update.now_s = now;
   update.upload_seconds = task.timing.upload_s;
   update.upload_bytes = bytes;
@@ -411,6 +438,9 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   row.staleness_mean = record.staleness_mean();
   row.staleness_max = record.staleness_max();
   row.dropped_stale = record.dropped_stale();
+  row.oom_failures = record.oom_failures();
+  row.passed_over = record.passed_over_size();
+  row.memory_mape = record.memory_mape();
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);
@@ -461,6 +491,7 @@ absl::Status Simulator::StartNewTasks(double now) {
   if (fresh.empty()) return absl::OkStatus();
   std::vector<TrainTask> train;
   std::vector<round::ClientIndex> indices;
+  std::vector<int64_t> peaks;
   train.reserve(fresh.size());
   indices.reserve(fresh.size());
   for (const round::Task* t : fresh) {
@@ -475,10 +506,17 @@ absl::Status Simulator::StartNewTasks(double now) {
     task.task_id = t->task_id;
     task.round = t->round;
     task.local_steps = t->local_steps;
+    task.batch_size = t->batch_size;
     task.cache_plan = t->cache_plan;
+    ++summary_.tasks_started;
+    int64_t peak = 0;
+    FEDSCHED_ASSIGN_OR_RETURN(bool oom, FailsOutOfMemory(task, t->index, now, &peak));
+    if (oom) continue;
+    peaks.push_back(peak);
     train.push_back(std::move(task));
     indices.push_back(t->index);
   }
+  if (train.empty()) return Prefetch();
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<TrainedTask> trained,
                             parts_.learner->Train(train, *engine_->published_model()));
   if (trained.size() != train.size()) {
@@ -486,8 +524,53 @@ absl::Status Simulator::StartNewTasks(double now) {
   }
   for (size_t i = 0; i < train.size(); ++i) {
     FEDSCHED_RETURN_IF_ERROR(ScheduleTask(train[i], std::move(trained[i]), indices[i], now));
+    tasks_[next_serial_ - 1].peak_bytes = peaks[i];
   }
   return Prefetch();
+}
+
+absl::StatusOr<bool> Simulator::FailsOutOfMemory(const TrainTask& task, round::ClientIndex index,
+                                                 double now, int64_t* peak_bytes) {
+  if (device_budget_.empty()) return false;
+  const DeviceBudget& b = device_budget_[task.client];
+  *peak_bytes = budgets_->TruePeakBytes(b, model_features_, task.batch_size, peak_serial_++);
+  if (b.memory_budget_bytes <= 0 || *peak_bytes <= b.memory_budget_bytes) return false;
+  // The device downloads the model, starts training and runs out of memory.
+  const TaskTiming timing = ComputeTaskTiming(parts_.capacity->ForClient(task.client), 0,
+                                              parts_.learner->ModelBytes(), 0, 0);
+  const int64_t serial = next_serial_++;
+  SimTask& t = tasks_[serial];
+  t.task_id = task.task_id;
+  t.client = task.client;
+  t.index = index;
+  t.round = task.round;
+  t.peak_bytes = *peak_bytes;
+  t.out_of_memory = true;
+  const double at = now + timing.download_s;
+  const double offline = parts_.availability->NextChange(task.client, now);
+  if (offline < at) t.out_of_memory = false;  // it goes offline first
+  FEDSCHED_RETURN_IF_ERROR(
+      queue_.Push(std::min(at, offline), EventKind::kTaskFail, task.client, serial));
+  return true;
+}
+
+// The memory model's features: the configured reference architecture's parameters and
+// activations (also in no-train mode, where no model is built), both times budgets.model_scale.
+absl::Status Simulator::ResolveModelFeatures() {
+  absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config_.server().model());
+  if (!activations.ok()) return activations.status();
+  absl::StatusOr<v1::Model> reference = InitialModel(config_.server().model());
+  if (!reference.ok()) return reference.status();
+  int64_t parameters = 0;
+  for (const v1::Tensor& t : reference->tensors()) parameters += t.data_size();
+  const double scale = budgets_->config().model_scale();
+  model_features_.parameters = static_cast<int64_t>(static_cast<double>(parameters) * scale);
+  model_features_.activation_floats_per_sample =
+      static_cast<int64_t>(static_cast<double>(*activations) * scale);
+  if (config_.server().training().proximal_mu() > 0) {
+    model_features_.optimizer_floats_per_parameter = 1;
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,

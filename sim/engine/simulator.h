@@ -57,6 +57,7 @@
 #include "fedsched/v1/sim.pb.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "sim/engine/device_budgets.h"
 #include "sim/engine/device_model.h"
 #include "sim/engine/event_queue.h"
 #include "sim/engine/learner.h"
@@ -85,6 +86,11 @@ struct RoundRow {
   double staleness_mean = 0;  // mean staleness of the buffered updates, in model versions
   int64_t staleness_max = 0;  // largest staleness among them, in model versions
   int32_t dropped_stale = 0;  // tasks dropped as more than aggregation.max_staleness behind
+  // Resource fit (docs/RESOURCE_FIT.md), from the record: tasks failed out of memory,
+  // candidates passed over as "does not fit", the memory predictor's MAPE.
+  int32_t oom_failures = 0;
+  int32_t passed_over = 0;
+  double memory_mape = 0;
 };
 
 // Receives rounds as they close (the CSV writer, the progress line, tests).
@@ -111,6 +117,9 @@ struct RunSummary {
   double final_accuracy = 0;
   double time_to_target_s = -1;  // virtual seconds to reach target_accuracy; -1 if never
   std::string stop_reason;
+  // Resource fit: tasks started on devices, and of those failed out of memory.
+  int64_t tasks_started = 0;
+  int64_t oom_failures = 0;
 };
 
 // What a Simulator is made of. Pointers are not owned and must outlive the simulator.
@@ -174,6 +183,8 @@ class Simulator {
     TaskWork work;
     TaskTiming timing;
     std::shared_ptr<const v1::Model> delta;
+    int64_t peak_bytes = 0;  // true peak memory (budgets enabled), else 0
+    bool out_of_memory = false;
   };
 
   explicit Simulator(SimulatorParts parts);
@@ -196,6 +207,11 @@ class Simulator {
   absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained, round::ClientIndex index,
                             double now);
   absl::Status Prefetch();
+  absl::Status ResolveModelFeatures();
+  // Budgets on: the true peak of `task` and, when it exceeds its device's budget, an
+  // out-of-memory failure scheduled after its download (returns true: not to be trained).
+  absl::StatusOr<bool> FailsOutOfMemory(const TrainTask& task, round::ClientIndex index, double now,
+                                        int64_t* peak_bytes);
   bool Done(double now);
 
   SimulatorParts parts_;
@@ -215,6 +231,12 @@ class Simulator {
   std::unique_ptr<TraceAvailabilityOracle> oracle_;
   std::unique_ptr<round::RoundEngine> engine_;
   std::shared_ptr<const round::ModelBlob> blob_;  // null unless no-train (see file comment)
+  // Resource fit (sim.proto DeviceBudgetConfig): each simulated client's budgets, and the
+  // model's memory features the planner and the true peaks use.
+  std::unique_ptr<DeviceBudgets> budgets_;
+  std::vector<DeviceBudget> device_budget_;
+  fit::ModelFeatures model_features_;
+  int64_t peak_serial_ = 0;
 
   EventQueue queue_;
   std::vector<int32_t> online_;      // online clients, unordered

@@ -91,7 +91,7 @@ absl::StatusOr<TrainedTask> TrainingLearner::TrainOne(const TrainTask& task,
   Device* dev = devices_[task.client].get();
   dev->warmed = false;
   const v1::TrainingConfig& training = config_.server().training();
-  const int32_t batch = training.batch_size();
+  const int32_t batch = task.batch_size > 0 ? task.batch_size : training.batch_size();
   std::mt19937_64 rng(config_.server().seed() * 0x9E3779B97F4A7C15ULL ^
                       (static_cast<uint64_t>(task.client) << 32) ^
                       static_cast<uint64_t>(task.round));

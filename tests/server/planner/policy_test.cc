@@ -340,7 +340,7 @@ class PolicyTest : public ::testing::Test {
       for (ClientIndex i = 0; i < book_->size(); ++i) candidates_.push_back(i);
     }
     request_ = {.round = rounds_planned + 1, .now_s = 0, .candidates = candidates_};
-    const CandidateEvaluator evaluator(options_, *book_, predictor_, request_);
+    const CandidateEvaluator evaluator(options_, *book_, predictor_, memory_, request_);
     std::mt19937_64 rng(seed);
     RngDraws draws(rng);
     const RoundContext round{.request = request_,
@@ -363,6 +363,7 @@ class PolicyTest : public ::testing::Test {
   std::unique_ptr<ProfileBook> book_;
   PlannerOptions options_;
   profile::RoundTimePredictor predictor_ = *profile::RoundTimePredictor::Create({});
+  fit::MemoryPredictor memory_ = *fit::MemoryPredictor::Create({});
   std::vector<ClientIndex> candidates_;
   PlanRequest request_;
   CandidatePool pool_;

@@ -88,7 +88,8 @@ void WithGoldenRound(const PlannerOptions& options, const profile::ProfileBook& 
   const PlanRequest request{.round = round, .now_s = 0, .candidates = candidates};
   const profile::RoundTimePredictor predictor =
       *profile::RoundTimePredictor::Create(options.predictor);
-  const CandidateEvaluator evaluator(options, book, predictor, request);
+  const fit::MemoryPredictor memory = *fit::MemoryPredictor::Create(options.fit.predictor);
+  const CandidateEvaluator evaluator(options, book, predictor, memory, request);
   std::mt19937_64 rng(1);
   const RoundContext context{.request = request,
                              .options = options,

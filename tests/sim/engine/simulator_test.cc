@@ -489,12 +489,15 @@ TEST(SimulatorTest, SameSeedSameCsv) {
 // they are 0 under synchronous aggregation and consistent (max >= mean) under FedBuff.
 TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
-  ASSERT_GE(header.size(), 4u);
-  EXPECT_EQ(header[header.size() - 4], "mean_task_s");
-  EXPECT_EQ(header[header.size() - 3], "staleness_mean");
-  EXPECT_EQ(header[header.size() - 2], "staleness_max");
-  EXPECT_EQ(header[header.size() - 1], "dropped_stale");
-  const size_t n = header.size();
+  // The resource fit columns (oom_failures, passed_over, memory_mape) come last.
+  ASSERT_GE(header.size(), 7u);
+  EXPECT_EQ(header[header.size() - 3], "oom_failures");
+  EXPECT_EQ(header[header.size() - 1], "memory_mape");
+  const size_t n = header.size() - 3;
+  EXPECT_EQ(header[n - 4], "mean_task_s");
+  EXPECT_EQ(header[n - 3], "staleness_mean");
+  EXPECT_EQ(header[n - 2], "staleness_max");
+  EXPECT_EQ(header[n - 1], "dropped_stale");
   for (bool fedbuff : {false, true}) {
     SCOPED_TRACE(fedbuff);
     v1::SimConfig c = SmallNoTrainConfig();
@@ -504,7 +507,7 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
     int rows = 0;
     for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
       const std::vector<std::string> cells = absl::StrSplit(line, ',');
-      ASSERT_EQ(cells.size(), n) << line;
+      ASSERT_EQ(cells.size(), n + 3) << line;
       double mean = -1;
       int64_t max = -1;
       int dropped = -1;
