@@ -32,6 +32,9 @@
 #include "models/partition.h"
 #include "models/reference_model.h"
 #include "models/samples.h"
+#ifdef FEDSCHED_HAVE_TORCH
+#include "models/torch/torch_trainer.h"
+#endif
 
 ABSL_FLAG(std::string, config, "", "Client config, protobuf text format (ClientConfig).");
 ABSL_FLAG(std::optional<int32_t>, partition_index, std::nullopt,
@@ -51,6 +54,10 @@ ABSL_FLAG(double, storage_budget_mb, -1,
           "the server's plan).");
 ABSL_FLAG(double, read_delay_us_per_kb, -1,
           "Overrides storage_read_delay_us_per_kb when >= 0 (emulates a microSD card).");
+ABSL_FLAG(std::string, trainer, "reference",
+          "\"reference\" (the Eigen models; the server's tensors pick softmax / mlp / cnn) or "
+          "\"torch\" (LibTorch, models/torch; builds with libtorch-dev only).");
+ABSL_FLAG(std::string, model, "cnn", "The network of --trainer=torch: \"cnn\".");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off. info (default) says what the client is doing "
           "(loading data, registering, waiting for a task, finishing); warn shows problems only.");
@@ -123,6 +130,31 @@ void SavePartition(const ImageDataset& d, const std::string& path) {
 // This client's samples: from the partition file kept in `state_dir` when there is one (a
 // restarted client registers in well under a second instead of re-reading and re-partitioning
 // the whole data set: issue 12 item 8), else loaded, partitioned and saved there.
+// The trainer --trainer / --model ask for. Errors: INVALID_ARGUMENT for an unknown trainer, or
+// --trainer=torch in a build without LibTorch.
+absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
+  const std::string kind = absl::GetFlag(FLAGS_trainer);
+  if (kind == "reference") {
+    v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
+    absl::StatusOr<std::unique_ptr<ReferenceTrainer>> t = ReferenceTrainer::Create(model_config);
+    if (!t.ok()) return t.status();
+    return std::unique_ptr<Trainer>(std::move(*t));
+  }
+  if (kind == "torch") {
+#ifdef FEDSCHED_HAVE_TORCH
+    absl::StatusOr<std::unique_ptr<TorchTrainer>> t =
+        TorchTrainer::Create({.model = absl::GetFlag(FLAGS_model)});
+    if (!t.ok()) return t.status();
+    return std::unique_ptr<Trainer>(std::move(*t));
+#else
+    return absl::InvalidArgumentError(
+        "--trainer=torch: this fedsched-client was built without libtorch-dev");
+#endif
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--trainer \"", kind, "\" is unknown; use \"reference\" or \"torch\""));
+}
+
 absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
                                             const std::string& state_dir) {
   const std::string cache = PartitionCachePath(data, state_dir);
@@ -266,9 +298,7 @@ int Main() {
   if (!plan.ok()) return Fail(plan.status());
   encoded.clear();
 
-  v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
-  absl::StatusOr<std::unique_ptr<ReferenceTrainer>> trainer =
-      ReferenceTrainer::Create(model_config);
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = MakeTrainer();
   if (!trainer.ok()) return Fail(trainer.status());
 
   ClientOptions options;

@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "models/cnn.h"
+#include "models/named_model.h"
 #include "models/rng.h"
 #include "models/samples.h"
 #include "models/train_checks.h"
@@ -257,6 +258,17 @@ absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& config
 }
 
 absl::StatusOr<v1::Model> InitialModel(const v1::ModelConfig& config) {
+  if (!config.initial_weights_path().empty()) {
+    FEDSCHED_ASSIGN_OR_RETURN(v1::Model model, LoadModelFile(config.initial_weights_path()));
+    if (!config.architecture().empty()) {
+      if (absl::Status s = ValidateModel(config, model); !s.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("model file ", config.initial_weights_path(),
+                                                       " is not a \"", config.architecture(),
+                                                       "\" model: ", s.message()));
+      }
+    }
+    return model;
+  }
   FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig resolved, ResolveModelConfig(config));
   if (resolved.architecture() == kCnnArchitecture) return CnnInitialModel(resolved.init_seed());
   const std::vector<LayerSpec> layers = LayersOf(resolved);

@@ -37,12 +37,15 @@ inline constexpr int kMaxHiddenUnits = 65536;
 // outside [0, kMaxHiddenUnits].
 absl::StatusOr<v1::ModelConfig> ResolveModelConfig(const v1::ModelConfig& config);
 
-// Freshly initialised weights for `config` (defaults as ResolveModelConfig), deterministic in
+// The initial weights of `config`: with initial_weights_path set, the file's tensors
+// (LoadModelFile, models/named_model.h; checked against the architecture when one is set);
+// otherwise freshly initialised weights (defaults as ResolveModelConfig), deterministic in
 // init_seed: the ReLU layer's kernel is He-normal (std sqrt(2 / fan_in); He et al. 2015), the
 // output layer's kernel Glorot-uniform (limit sqrt(6 / (fan_in + fan_out)); Glorot & Bengio
 // 2010), biases zero. Tensor order: dense1/kernel, dense1/bias, dense2/kernel, dense2/bias (mlp)
 // or dense/kernel, dense/bias (softmax).
-// Errors: as ResolveModelConfig.
+// Errors: as ResolveModelConfig; as LoadModelFile; INVALID_ARGUMENT when the file does not match
+// the architecture.
 absl::StatusOr<v1::Model> InitialModel(const v1::ModelConfig& config);
 
 // Checks that `model` has exactly the tensors of `config`'s architecture, each with the right

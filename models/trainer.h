@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "fedsched/v1/tensor.pb.h"
@@ -51,10 +52,27 @@ struct TrainResult {
   std::vector<float> per_sample_losses;
 };
 
+// A client-side evaluation of the global model on the device's local eval split
+// (docs/ARCHITECTURE.md "Client-side evaluation"). Only these aggregates leave the device.
+struct EvalReport {
+  // Examples evaluated, > 0.
+  int64_t num_examples = 0;
+  // Fraction classified correctly, in [0, 1].
+  double accuracy = 0.0;
+  // Mean loss, nats per example, >= 0.
+  double mean_loss = 0.0;
+};
+
 // The app implements this; fedsched ships a reference implementation in models.
 class Trainer {
  public:
   virtual ~Trainer() = default;
+  // Evaluates `global` (the downloaded model, before training) on the local eval split, when the
+  // server asks for it (Task.evaluate, EvalConfig.mode CLIENT). Default: UNIMPLEMENTED (the
+  // client then reports no evaluation). Other errors are logged; the task still trains.
+  virtual absl::StatusOr<EvalReport> Evaluate(const v1::Model& global) {
+    return absl::UnimplementedError("this trainer has no local evaluation");
+  }
   // Trains from `request.global` over `request.sample_ids` read through `samples`.
   // Errors: INVALID_ARGUMENT when the model does not match the trainer's architecture;
   // whatever `samples` returns on a failed read.

@@ -108,7 +108,8 @@ class MetricsWriter {
     if (!has_content) {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
               "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
-              "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape\n";
+              "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
+              "client_eval_accuracy,client_eval_loss,client_eval_version\n";
       out_.flush();
     }
   }
@@ -118,10 +119,15 @@ class MetricsWriter {
     const double wall = (r.end_unix_ms() - r.start_unix_ms()) / 1000.0;
     // An evaluated model always has a positive cross-entropy loss: 0 means not evaluated (no
     // test set, or not an eval.every_n_rounds round), which must not read as accuracy 0.
-    const std::string quality = r.test_loss() > 0
-                                    ? absl::StrFormat("test_accuracy %.4f | test_loss %.4f",
-                                                      r.test_accuracy(), r.test_loss())
-                                    : std::string("not evaluated");
+    const std::string quality =
+        r.test_loss() > 0              ? absl::StrFormat("test_accuracy %.4f | test_loss %.4f",
+                                                         r.test_accuracy(), r.test_loss())
+        : r.client_eval_examples() > 0 ? absl::StrFormat(
+                                             "client_eval_accuracy %.4f | client_eval_loss %.4f "
+                                             "(model %d, %d examples)",
+                                             r.client_eval_accuracy(), r.client_eval_loss(),
+                                             r.client_eval_version(), r.client_eval_examples())
+                                       : std::string("not evaluated");
     const std::string fedbuff =
         fedbuff_ ? absl::StrFormat(" | staleness mean %.2f max %d | dropped %d stale",
                                    r.staleness_mean(), r.staleness_max(), r.dropped_stale())
@@ -131,12 +137,13 @@ class MetricsWriter {
                 fedbuff.c_str());
     std::fflush(stdout);
     if (!out_.is_open()) return;
-    out_ << absl::StrFormat("%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f\n",
-                            r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
-                            r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(),
-                            r.predictor_mape(), r.total_examples(), r.aggregation_calls(),
-                            r.staleness_mean(), r.staleness_max(), r.dropped_stale(),
-                            r.oom_failures(), r.passed_over_size(), r.memory_mape());
+    out_ << absl::StrFormat(
+        "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d\n",
+        r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
+        r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(), r.predictor_mape(),
+        r.total_examples(), r.aggregation_calls(), r.staleness_mean(), r.staleness_max(),
+        r.dropped_stale(), r.oom_failures(), r.passed_over_size(), r.memory_mape(),
+        r.client_eval_accuracy(), r.client_eval_loss(), r.client_eval_version());
     out_.flush();
   }
 
@@ -245,13 +252,17 @@ int Main() {
     ops_metrics = *std::move(served);
     FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", ops_metrics->port());
   }
+  // Server-side evaluation is one pluggable CoordinatorOptions::evaluator; EVAL_MODE_CLIENT
+  // and EVAL_MODE_NONE install none (docs/ARCHITECTURE.md "Client-side evaluation").
   std::shared_ptr<ImageDataset> test_set;
-  absl::StatusOr<ImageDataset> loaded =
-      LoadIdxDataset(config->eval().test_images_path(), config->eval().test_labels_path());
-  if (loaded.ok()) {
-    test_set = std::make_shared<ImageDataset>(*std::move(loaded));
-  } else {
-    FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
+  if (config->eval().mode() == v1::EVAL_MODE_SERVER) {
+    absl::StatusOr<ImageDataset> loaded =
+        LoadIdxDataset(config->eval().test_images_path(), config->eval().test_labels_path());
+    if (loaded.ok()) {
+      test_set = std::make_shared<ImageDataset>(*std::move(loaded));
+    } else {
+      FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
+    }
   }
   // The store holds identities and credential bindings: private to this user (0700 / 0600).
   ::umask(077);

@@ -496,6 +496,17 @@ absl::Status Client::RunTask(const v1::Task& task) {
   double download_seconds = 0;
   FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
   if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after the download"));
+  v1::UpdateMetrics metrics;
+  if (task.evaluate()) {
+    absl::StatusOr<EvalReport> eval = options_.trainer->Evaluate(global);
+    if (eval.ok() && eval->num_examples > 0) {
+      metrics.set_eval_examples(eval->num_examples);
+      metrics.set_eval_accuracy(eval->accuracy);
+      metrics.set_eval_loss(eval->mean_loss);
+    } else if (!eval.ok() && !absl::IsUnimplemented(eval.status())) {
+      FEDSCHED_LOG(warn, "local evaluation failed: {}", eval.status().ToString());
+    }
+  }
   LocalDataPlan& data = *options_.data;
   absl::StatusOr<std::vector<int64_t>> ids =
       data.PlanRound(task.cache_plan(), task.batch_size(), task.local_steps());
@@ -561,7 +572,6 @@ absl::Status Client::RunTask(const v1::Task& task) {
   double sum_sq = 0;
   for (float loss : result->per_sample_losses) sum_sq += static_cast<double>(loss) * loss;
   const double n = static_cast<double>(result->per_sample_losses.size());
-  v1::UpdateMetrics metrics;
   metrics.set_num_examples(result->num_examples);
   metrics.set_train_seconds(train_seconds);
   metrics.set_download_seconds(download_seconds);

@@ -342,6 +342,16 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
   record_.set_total_examples(record_.total_examples() + update.claim.num_examples);
   record_.add_accepted_task_ids(task.task_id);
   loss_sum_ += metrics.mean_loss() * static_cast<double>(update.claim.num_examples);
+  // Client-side evaluation of the model the task trained from (docs/ARCHITECTURE.md
+  // "Client-side evaluation"); an implausible report is left out rather than failing the update.
+  if (metrics.eval_examples() > 0 && metrics.eval_accuracy() >= 0 && metrics.eval_accuracy() <= 1 &&
+      std::isfinite(metrics.eval_loss()) && metrics.eval_loss() >= 0) {
+    const auto n = static_cast<double>(metrics.eval_examples());
+    eval_accuracy_sum_ += metrics.eval_accuracy() * n;
+    eval_loss_sum_ += metrics.eval_loss() * n;
+    eval_examples_ += metrics.eval_examples();
+    record_.set_client_eval_version(task.base_version);
+  }
   hits_ += metrics.cache_hits();
   misses_ += metrics.cache_misses();
   v1::Receipt receipt;

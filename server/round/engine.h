@@ -416,6 +416,11 @@ class RoundEngine {
   std::vector<v1::Receipt> receipts_;
   std::vector<v1::AuditedUpdate> audited_;
   double loss_sum_ = 0;
+  // Client-side evaluation (EvalConfig.mode CLIENT): example-weighted sums of the reported
+  // accuracy and loss, and the examples they cover.
+  double eval_accuracy_sum_ = 0;
+  double eval_loss_sum_ = 0;
+  int64_t eval_examples_ = 0;
   int32_t dropped_stale_ = 0;  // FedBuff tasks dropped as too stale since the last OpenRecord
   int64_t hits_ = 0;
   int64_t misses_ = 0;

@@ -81,6 +81,8 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   receipts_.clear();
   audited_.clear();
   loss_sum_ = 0;
+  eval_accuracy_sum_ = eval_loss_sum_ = 0;
+  eval_examples_ = 0;
   hits_ = misses_ = 0;
   record_.Clear();
   passed_over_.clear();
@@ -321,6 +323,12 @@ ClosedRound RoundEngine::Close(double now_s) {
   }
   if (hits_ + misses_ > 0) {
     record_.set_cache_hit_ratio(static_cast<double>(hits_) / static_cast<double>(hits_ + misses_));
+  }
+  if (eval_examples_ > 0) {
+    const auto n = static_cast<double>(eval_examples_);
+    record_.set_client_eval_accuracy(eval_accuracy_sum_ / n);
+    record_.set_client_eval_loss(eval_loss_sum_ / n);
+    record_.set_client_eval_examples(eval_examples_);
   }
   if (!async_) {
     // Stragglers: the planner records their elapsed time as a lower bound on their duration.

@@ -71,10 +71,25 @@ absl::Status ResolveTraining(const std::string& where, v1::ServerConfig& out) {
       CheckAtLeast(where, "training.learning_rate", training->learning_rate(), 1e-9));
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "training.proximal_mu", training->proximal_mu(), 0));
   v1::ModelConfig* model = out.mutable_model();
-  if (model->architecture().empty()) model->set_architecture("mlp");
+  // A named-tensor model (weights from a file, no architecture) keeps its empty architecture.
+  if (model->architecture().empty() && model->initial_weights_path().empty()) {
+    model->set_architecture("mlp");
+  }
   if (model->hidden_units() == 0) model->set_hidden_units(128);
   if (model->init_seed() == 0) model->set_init_seed(1);
   if (out.eval().every_n_rounds() == 0) out.mutable_eval()->set_every_n_rounds(1);
+  const bool named_model = model->architecture().empty();
+  v1::EvalConfig* eval = out.mutable_eval();
+  if (eval->mode() == v1::EVAL_MODE_UNSPECIFIED) {
+    eval->set_mode(named_model ? v1::EVAL_MODE_CLIENT : v1::EVAL_MODE_SERVER);
+  }
+  if (named_model && eval->mode() == v1::EVAL_MODE_SERVER) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": eval.mode EVAL_MODE_SERVER needs a model.architecture the server can run; a "
+        "named-tensor model (initial_weights_path without architecture) is evaluated by "
+        "the clients (EVAL_MODE_CLIENT) or not at all (EVAL_MODE_NONE)"));
+  }
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "eval.every_n_rounds", out.eval().every_n_rounds(), 1));
   return absl::OkStatus();

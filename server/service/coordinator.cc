@@ -363,6 +363,10 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     *task->mutable_cache_plan() = state->cache_plan;
     task->set_model_bytes(static_cast<int64_t>(state->blob->bytes.size()));
     task->set_model_sha256(state->blob->sha256);
+    // Client-side evaluation of the model this round starts from (its accuracy lands in the
+    // record of round state->round, as client_eval_*).
+    task->set_evaluate(config_.eval().mode() == v1::EVAL_MODE_CLIENT &&
+                       (state->round - 1) % config_.eval().every_n_rounds() == 0);
     return response;
   }
   response.set_retry_after_ms(std::min<int64_t>(500, config_.heartbeat_interval_ms()));

@@ -109,6 +109,54 @@ TEST_F(EngineTest, FirstKCommitsWeightedMeanAndMarksStragglers) {
   EXPECT_EQ(engine_->TakeNewTasks().front()->round, 2);
 }
 
+// Client-side evaluation (docs/ARCHITECTURE.md "Client-side evaluation"): the round records the
+// example-weighted mean of the reports of the model its tasks trained from; implausible reports
+// are left out.
+TEST_F(EngineTest, RecordsTheWeightedMeanOfClientEvaluations) {
+  raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  const double reports[3][3] = {{100, 0.5, 1.0}, {300, 0.9, 0.2}, {50, 1.5, 0.1}};
+  for (int i = 0; i < 3; ++i) {
+    v1::Model delta = OneTensor(1);
+    Update u;
+    u.claim = {.index = tasks[i]->index,
+               .task_id = tasks[i]->task_id,
+               .round = tasks[i]->round,
+               .num_examples = 8};
+    u.delta = &delta;
+    u.metrics.set_num_examples(8);
+    u.metrics.set_eval_examples(static_cast<int64_t>(reports[i][0]));
+    u.metrics.set_eval_accuracy(reports[i][1]);  // 1.5: not an accuracy, left out
+    u.metrics.set_eval_loss(reports[i][2]);
+    u.now_s = 1;
+    ASSERT_OK(engine_->FoldUpdates({&u, 1})[0]) << i;
+  }
+  std::vector<ClosedRound> closed = engine_->Advance(20);
+  ASSERT_EQ(closed.size(), 1u);
+  const v1::RoundRecord& r = closed[0].record;
+  EXPECT_EQ(r.client_eval_examples(), 400);
+  EXPECT_DOUBLE_EQ(r.client_eval_accuracy(), (100 * 0.5 + 300 * 0.9) / 400);
+  EXPECT_DOUBLE_EQ(r.client_eval_loss(), (100 * 1.0 + 300 * 0.2) / 400);
+  EXPECT_EQ(r.client_eval_version(), 0);
+}
+
+TEST(RoundConfigTest, EvaluationModeFollowsTheModel) {
+  v1::ServerConfig raw;
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig reference, ResolveRoundConfig(raw));
+  EXPECT_EQ(reference.model().architecture(), "mlp");
+  EXPECT_EQ(reference.eval().mode(), v1::EVAL_MODE_SERVER);
+  raw.mutable_model()->set_initial_weights_path("/any/model.pb");
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig named, ResolveRoundConfig(raw));
+  EXPECT_EQ(named.model().architecture(), "");
+  EXPECT_EQ(named.eval().mode(), v1::EVAL_MODE_CLIENT);
+  raw.mutable_eval()->set_mode(v1::EVAL_MODE_SERVER);
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("EVAL_MODE_SERVER")));
+}
+
 TEST_F(EngineTest, DeadlineCommitsWithMinUpdatesAndFailsBelowIt) {
   raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);
   Start();

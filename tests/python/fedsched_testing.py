@@ -1,0 +1,68 @@
+"""Helpers of the Python tests: a live fedsched-server on a free loopback port."""
+import os
+import pathlib
+import re
+import socket
+import subprocess
+import time
+
+BINARY_DIR = pathlib.Path(os.environ.get("FEDSCHED_BINARY_DIR", "build")).resolve()
+SOURCE_DIR = pathlib.Path(os.environ.get("FEDSCHED_SOURCE_DIR", ".")).resolve()
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """fedsched-server with `config_text` (ServerConfig text format) in `workdir`."""
+
+    def __init__(self, workdir, config_text):
+        self.workdir = pathlib.Path(workdir)
+        self.port = free_port()
+        self.metrics = self.workdir / "metrics.csv"
+        config = self.workdir / "server.textproto"
+        config.write_text(config_text + f'\nmetrics_csv: "{self.metrics}"\n')
+        self.log_path = self.workdir / "server.log"
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen(
+            [str(BINARY_DIR / "server" / "fedsched-server"), f"--config={config}",
+             f"--store_path={self.workdir / 'store'}", f"--listen=127.0.0.1:{self.port}"],
+            stdout=self.log, stderr=subprocess.STDOUT)
+        self.address = f"127.0.0.1:{self.port}"
+
+    def wait_listening(self, timeout_s=120):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if "listening on" in self.log_path.read_text():
+                return
+            if self.proc.poll() is not None:
+                raise RuntimeError("server exited:\n" + self.log_path.read_text())
+            time.sleep(0.2)
+        raise TimeoutError("server did not listen:\n" + self.log_path.read_text())
+
+    def wait(self, timeout_s):
+        code = self.proc.wait(timeout=timeout_s)
+        self.log.close()
+        return code
+
+    def kill(self):
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self.log.close()
+
+    def rows(self):
+        """The metrics CSV as a list of {column: str}."""
+        lines = self.metrics.read_text().splitlines()
+        header = lines[0].split(",")
+        return [dict(zip(header, line.split(","))) for line in lines[1:]]
+
+    def text(self):
+        return self.log_path.read_text()
+
+
+def round_lines(text):
+    return [line for line in text.splitlines() if re.match(r"^round +\d+ \|", line)]
