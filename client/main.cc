@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -148,7 +149,8 @@ absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
     return std::unique_ptr<Trainer>(std::move(*t));
 #else
     return absl::InvalidArgumentError(
-        "--trainer=torch: this fedsched-client was built without libtorch-dev");
+        "--trainer=torch: this fedsched-client was built without libtorch-dev (no "
+        "fedsched-client-torch beside it)");
 #endif
   }
   return absl::InvalidArgumentError(
@@ -327,9 +329,34 @@ int Main() {
 }  // namespace
 }  // namespace fedsched
 
+#ifndef FEDSCHED_HAVE_TORCH
+namespace fedsched {
+namespace {
+// `fedsched-client --trainer=torch` runs the LibTorch build of this same program, installed
+// beside it as fedsched-client-torch (client/CMakeLists.txt): linking LibTorch into every
+// client costs 345 shared libraries and seconds of start-up, which tests that start tens of
+// clients, and devices, should not pay. Returns only when there is no such binary or exec
+// fails; the caller then reports --trainer=torch as unavailable.
+void ExecTorchClient(char** argv) {
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return;
+  const std::filesystem::path torch = self.parent_path() / "fedsched-client-torch";
+  if (!std::filesystem::exists(torch, ec)) return;
+  execv(torch.c_str(), argv);
+  std::fprintf(stderr, "fedsched-client: could not start %s: %s\n", torch.c_str(),
+               std::strerror(errno));
+}
+}  // namespace
+}  // namespace fedsched
+#endif
+
 int main(int argc, char** argv) {
   fedsched::SetUsage("fedsched edge client (reference trainer on Fashion-MNIST)");
   absl::ParseCommandLine(argc, argv);
+#ifndef FEDSCHED_HAVE_TORCH
+  if (absl::GetFlag(FLAGS_trainer) == "torch") fedsched::ExecTorchClient(argv);
+#endif
   fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
   return fedsched::Main();
 }

@@ -44,7 +44,8 @@ CandidateEvaluator::CandidateEvaluator(const PlannerOptions& options,
 void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
   const ClientState& s = book_.state(index);
   c->index = index;
-  const int32_t full_steps = LocalStepsFor(options_, s.num_samples);
+  const int32_t unfit_steps = LocalStepsFor(options_, s.num_samples);
+  int32_t full_steps = unfit_steps;
   c->tried = s.last_selected_round > 0;
   c->batch = options_.batch_size;
   c->mem_fits = true;
@@ -55,7 +56,13 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
         memory_.FitBatch(device.device_model(), fit.model, options_.batch_size, fit.min_batch_size,
                          device.memory_budget_bytes(), fit.margin, nullptr);
     c->mem_fits = b > 0;
-    if (b > 0) c->batch = b;
+    if (b > 0 && b < options_.batch_size) {
+      // Keep the task's work (batch x steps samples) when its batch is lowered to fit memory:
+      // more, smaller steps (docs/RESOURCE_FIT.md). Fewer samples trained cost accuracy.
+      c->batch = b;
+      const int64_t samples = static_cast<int64_t>(unfit_steps) * options_.batch_size;
+      full_steps = static_cast<int32_t>((samples + b - 1) / b);
+    }
   }
   const double batch = c->batch;
   const StepSeconds predict{
@@ -74,7 +81,7 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
     c->utility = s.statistical_utility;
   } else {
     // Oort's registration utility: min(|D_i|, batch x local steps) (docs/ALGORITHMS.md §3).
-    const double slots = static_cast<double>(options_.batch_size) * full_steps;
+    const double slots = static_cast<double>(options_.batch_size) * unfit_steps;
     c->utility = s.num_samples > 0 ? std::min<double>(s.num_samples, slots) : slots;
   }
 }

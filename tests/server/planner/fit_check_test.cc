@@ -73,6 +73,8 @@ TEST_P(FitCheckTest, ClientThatFitsNoBatchIsNeverTaskedAndTheReasonIsRecorded) {
       EXPECT_EQ(t.reason.batch_reduced(), t.index == small_);
       EXPECT_EQ(t.reason.batch_size(), t.batch_size);
       EXPECT_EQ(t.cache_plan.samples_to_train(), int64_t{t.batch_size} * t.local_steps);
+      // A lowered batch keeps the task's work: 10 x 2 samples as 2 x 10.
+      EXPECT_EQ(int64_t{t.batch_size} * t.local_steps, 20);
       if (t.index == small_) {
         EXPECT_EQ(t.reason.predicted_peak_bytes(), 20'000);
       }
