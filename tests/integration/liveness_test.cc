@@ -104,8 +104,10 @@ TEST(LivenessTest, ClientStalledMidDownloadDoesNotSlowTheOthers) {
   request.set_client_id(a.client_id);
   request.set_session_token(a.token);
   request.set_task_id(task.task_id());
+  // On its own connection without BDP probing, so the unread stream really stalls on the server.
+  std::unique_ptr<v1::Coordinator::Stub> slow_stub = server->NewSlowReaderStub();
   grpc::ClientContext context;
-  auto reader = stub->DownloadModel(&context, request);
+  auto reader = slow_stub->DownloadModel(&context, request);
   v1::ModelChunk chunk;
   ASSERT_TRUE(reader->Read(&chunk));
   std::string payload = chunk.data();

@@ -186,6 +186,18 @@ class TestServer {
         address_, credentials ? credentials : grpc::InsecureChannelCredentials(), args));
   }
 
+  // A stub on a fresh channel without HTTP/2 BDP probing: each stream keeps gRPC's initial
+  // 64 KiB flow-control window, so a download it stops reading stalls on the server instead of
+  // completing into the client's buffers (with probing, the window can grow past 16 MB on a
+  // fast loopback and the "staller" would have received everything).
+  std::unique_ptr<v1::Coordinator::Stub> NewSlowReaderStub() const {
+    grpc::ChannelArguments args = ClientChannelArguments(config_.transport());
+    args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return v1::Coordinator::NewStub(
+        grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args));
+  }
+
   // Waits (polling every 10 ms, up to `timeout`) until `done()`; returns its last value.
   static bool WaitFor(const std::function<bool()>& done,
                       absl::Duration timeout = absl::Seconds(30)) {

@@ -554,12 +554,7 @@ TEST_F(SecurityTest, UnreadDownloadStreamsPerClientAreBounded) {
   request.set_task_id(task_hog.task_id());
   // The hog's own connection, without BDP probing: each stream keeps gRPC's initial 64 KiB
   // window, so a stream it does not read stalls on the server whatever the machine's speed.
-  grpc::ChannelArguments args;
-  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  args.SetMaxReceiveMessageSize(-1);
-  std::unique_ptr<v1::Coordinator::Stub> hog_stub = v1::Coordinator::NewStub(
-      grpc::CreateCustomChannel(server_->address(), grpc::InsecureChannelCredentials(), args));
+  std::unique_ptr<v1::Coordinator::Stub> hog_stub = server_->NewSlowReaderStub();
   constexpr int kStreams = 40;
   std::vector<std::unique_ptr<grpc::ClientContext>> contexts;
   std::vector<std::unique_ptr<grpc::ClientReader<v1::ModelChunk>>> readers;
