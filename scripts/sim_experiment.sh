@@ -28,7 +28,8 @@
 #   SEEDS="1" POLICIES="random fedcase" scripts/sim_experiment.sh
 #   SKIP_BUILD=1 BUILD=build-sim2 scripts/sim_experiment.sh   # an existing build
 #   SKIP_RUNS=1 DOCS=1 scripts/sim_experiment.sh   # tables + plot into docs/ from runs/sim
-# POLICIES: random | oort | fedcase | fedbuff (the last is a row, not a selection policy).
+# POLICIES: random | oort | fedcase | pyramidfl | fedbuff (the last is a row, not a selection
+# policy; pyramidfl runs with lru like oort).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"

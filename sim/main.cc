@@ -28,8 +28,9 @@
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "",
-          "override server.selection.policy: random | oort | fedcase; also sets the policy's own "
-          "cache (random, oort: lru; fedcase: importance) unless --cache_policy is given");
+          "override server.selection.policy: random | oort | fedcase | pyramidfl; also sets the "
+          "policy's own cache (random, oort, pyramidfl: lru; fedcase: importance) unless "
+          "--cache_policy is given");
 ABSL_FLAG(std::string, cache_policy, "",
           "override server.cache.policy: importance | lru | lfu | none");
 ABSL_FLAG(std::string, fedcase_base, "",

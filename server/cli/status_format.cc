@@ -18,7 +18,8 @@ std::string PolicyName(v1::SelectionPolicy p) {
 // Oort's terms mean something only when Oort (or FedCaSe on Oort's stages) scored the cohort.
 bool UsesOortScores(const v1::RoundRecord& r) {
   return std::any_of(r.cohort().begin(), r.cohort().end(), [](const v1::SelectionReason& c) {
-    return c.policy() == v1::SELECTION_POLICY_OORT || c.policy() == v1::SELECTION_POLICY_FEDCASE;
+    return c.policy() == v1::SELECTION_POLICY_OORT || c.policy() == v1::SELECTION_POLICY_FEDCASE ||
+           c.policy() == v1::SELECTION_POLICY_PYRAMIDFL;
   });
 }
 

@@ -68,6 +68,7 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
                            .draws = draws};
   pool_.BeginRound(static_cast<size_t>(book_->size()));
   policy_->Select(round, &pool_, &plan);
+  if (options_.extend_workload_beta > 0) ExtendWorkloads(evaluator);
   AddParticipants(&plan);
   AddPassedOver(evaluator, &plan);
   ForecastClose(&plan);
@@ -125,6 +126,25 @@ void Planner::AddParticipants(RoundPlan* plan) const {
                    [](const PlannedTask& a, const PlannedTask& b) {
                      return a.predicted_seconds < b.predicted_seconds;
                    });
+}
+
+// The close a fast participant's extra steps may run up to: under first-K closing the K-th
+// smallest prediction among the participants (PyramidFL's round_duration, the K-th fastest
+// completion), never beyond workload_fit_fraction x round_deadline_s (the margin workload
+// sizing keeps); under deadline closing that bound itself.
+void Planner::ExtendWorkloads(const CandidateEvaluator& evaluator) {
+  const double bound = options_.workload_fit_fraction * options_.round_deadline_s;
+  double close_s = bound;
+  if (options_.round_closing != v1::ROUND_CLOSING_DEADLINE) {
+    std::vector<double> t;
+    t.reserve(pool_.num_chosen());
+    for (uint32_t pos : pool_.chosen()) t.push_back(pool_[pos].t_s);
+    if (t.empty()) return;
+    const size_t k = std::min<size_t>(static_cast<size_t>(options_.clients_per_round), t.size());
+    std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(k - 1), t.end());
+    close_s = std::min(t[k - 1], bound);
+  }
+  for (uint32_t pos : pool_.chosen()) evaluator.ExtendWorkload(close_s, &pool_[pos]);
 }
 
 PlannedTask Planner::MakeTask(const Candidate& c) const {

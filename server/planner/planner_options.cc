@@ -81,6 +81,12 @@ absl::Status ValidateRoundAndTraining(const PlannerOptions& o) {
   if (!In(o.workload_fit_fraction, 0, 1) || o.workload_fit_fraction == 0) {
     return OutOfRange("workload_fit_fraction", o.workload_fit_fraction, "in (0, 1]");
   }
+  if (!In(o.extend_workload_beta, 0, 1)) {
+    return OutOfRange("selection.extend_workload.beta", o.extend_workload_beta, "in [0, 1]");
+  }
+  if (!(o.max_workload_factor >= 1) || !std::isfinite(o.max_workload_factor)) {
+    return OutOfRange("selection.extend_workload.max_factor", o.max_workload_factor, ">= 1");
+  }
   if (!(o.round_deadline_s > 0) || !std::isfinite(o.round_deadline_s)) {
     return OutOfRange("round_deadline_s", o.round_deadline_s, "> 0");
   }
@@ -172,6 +178,11 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.cache = CachePlanOptions::FromConfig(config.cache());
   o.workload_sizing = sel.workload_sizing();
   o.min_local_steps = OrDefault(sel.min_local_steps(), o.min_local_steps);
+  const v1::WorkloadExtensionConfig& ext = sel.extend_workload();
+  // PyramidFL's authors run beta = 0.5 (liecn/PyramidFL training/evals/configs/*/conf_ours.yml).
+  const double default_beta = o.policy == v1::SELECTION_POLICY_PYRAMIDFL ? 0.5 : 0.0;
+  o.extend_workload_beta = ext.disable() ? 0.0 : OrDefault(ext.beta(), default_beta);
+  o.max_workload_factor = OrDefault(ext.max_factor(), o.max_workload_factor);
   if (config.round_closing() != v1::ROUND_CLOSING_UNSPECIFIED) {
     o.round_closing = config.round_closing();
   }

@@ -118,6 +118,12 @@ struct PlannerOptions {
   // Share of the deadline a sized workload is predicted to take (a margin for prediction
   // error), in (0, 1]. Default: 0.9.
   double workload_fit_fraction = 0.9;
+  // Workload extension (PyramidFL's adaptive local iterations; docs/ALGORITHMS.md §9): share
+  // of a participant's predicted idle time before the round's expected close filled with extra
+  // local steps, in [0, 1]; 0 = off. Default: 0 (0.5 under SELECTION_POLICY_PYRAMIDFL).
+  double extend_workload_beta = 0;
+  // An extended task has at most this multiple of its planned steps, >= 1. Default: 11.
+  double max_workload_factor = 11;
   // Only forecast by the planner (ForecastClosing); the service closes rounds.
   // Default: ROUND_CLOSING_FIRST_K (also for UNSPECIFIED).
   v1::RoundClosing round_closing = v1::ROUND_CLOSING_FIRST_K;

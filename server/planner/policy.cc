@@ -12,6 +12,9 @@ std::unique_ptr<SelectionPolicy> MakeSelectionPolicy(const PlannerOptions& optio
                                                      ExperienceTracker* experience) {
   switch (options.policy) {
     case v1::SELECTION_POLICY_OORT:
+    case v1::SELECTION_POLICY_PYRAMIDFL:
+      // PyramidFL selects as Oort does (its authors run sample_mode "oort"); what it adds is
+      // the workload extension, which the planner applies after any policy's selection.
       return std::make_unique<OortPolicy>(pacer);
     case v1::SELECTION_POLICY_FEDCASE:
       return std::make_unique<FedCasePolicy>(pacer, experience);

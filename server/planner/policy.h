@@ -68,8 +68,9 @@ class SelectionPolicy {
                         v1::SelectionReason* reason) const = 0;
 };
 
-// The policy options.policy names: OortPolicy for SELECTION_POLICY_OORT, FedCasePolicy for
-// SELECTION_POLICY_FEDCASE (on options.fedcase.base_policy), RandomPolicy otherwise (RANDOM,
+// The policy options.policy names: OortPolicy for SELECTION_POLICY_OORT and
+// SELECTION_POLICY_PYRAMIDFL (whose extension of local steps the planner applies), FedCasePolicy
+// for SELECTION_POLICY_FEDCASE (on options.fedcase.base_policy), RandomPolicy otherwise (RANDOM,
 // UNSPECIFIED). `pacer` and `experience` are not owned, must outlive the policy, and are only
 // read, except that Oort records its preferred duration in `pacer` and FedCaSe folds candidates
 // into `experience`.

@@ -64,12 +64,7 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
       full_steps = static_cast<int32_t>((samples + b - 1) / b);
     }
   }
-  const double batch = c->batch;
-  const StepSeconds predict{
-      .lp = predictor_.PredictLinear(book_.Inputs(index, request_.model_bytes, 0)),
-      .batch = batch,
-      .censored_s = s.censored_duration_s,
-      .full_steps = static_cast<double>(full_steps)};
+  const StepSeconds predict = PredictorFor(index, c->batch, full_steps);
   c->steps = full_steps;
   c->t_s = predict(full_steps);
   if (options_.workload_sizing) {
@@ -84,6 +79,44 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
     const double slots = static_cast<double>(options_.batch_size) * unfit_steps;
     c->utility = s.num_samples > 0 ? std::min<double>(s.num_samples, slots) : slots;
   }
+}
+
+CandidateEvaluator::StepSeconds CandidateEvaluator::PredictorFor(ClientIndex index, int32_t batch,
+                                                                 int32_t full_steps) const {
+  return StepSeconds{.lp = predictor_.PredictLinear(book_.Inputs(index, request_.model_bytes, 0)),
+                     .batch = static_cast<double>(batch),
+                     .censored_s = book_.state(index).censored_duration_s,
+                     .full_steps = static_cast<double>(full_steps)};
+}
+
+bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
+  const double beta = options_.extend_workload_beta;
+  if (!(beta > 0) || !(close_s > c->t_s) || c->steps < 1) return false;
+  // The censored straggler bound scales with the steps of the task it came from: the unsized
+  // steps at this batch, as in Evaluate.
+  const int64_t samples =
+      static_cast<int64_t>(LocalStepsFor(options_, book_.state(c->index).num_samples)) *
+      options_.batch_size;
+  const int32_t full_steps = static_cast<int32_t>((samples + c->batch - 1) / c->batch);
+  const StepSeconds predict = PredictorFor(c->index, c->batch, full_steps);
+  // Seconds of one more step; the prediction's floors can make the difference 0 for a tiny
+  // task, so the linear term stands in for it.
+  double per_step = predict(c->steps + 1) - predict(c->steps);
+  if (!(per_step > 0)) per_step = predict.lp.per_sample_s * predict.batch;
+  if (!(per_step > 0)) return false;
+  // PyramidFL: extra iterations = beta x floor(idle / seconds per iteration), the ratio capped
+  // at 1 + 10 (max_workload_factor).
+  const double extra = std::floor(beta * std::floor((close_s - c->t_s) / per_step));
+  const double cap = std::min(std::floor(options_.max_workload_factor * c->steps),
+                              static_cast<double>(std::max(options_.max_local_steps, 1)));
+  const double steps = std::min(c->steps + extra, cap);
+  if (!(steps > c->steps)) return false;
+  Candidate extended = *c;
+  extended.steps = static_cast<int32_t>(steps);
+  extended.t_s = predict(extended.steps);
+  if (!PredictedOnline(extended)) return false;
+  *c = extended;
+  return true;
 }
 
 void CandidateEvaluator::SizeWorkload(const StepSeconds& predict, int32_t full_steps,

@@ -56,6 +56,16 @@ class CandidateEvaluator {
   // Leaves status, note, score, experience, exploited and explore_pick as they are.
   void Evaluate(ClientIndex index, Candidate* c) const;
 
+  // Workload extension (PyramidFL, Li et al., MobiCom 2022: adaptive local iterations, as its
+  // authors' prune_client_tasks computes them; docs/ALGORITHMS.md §9). With s the predicted
+  // seconds of one more local step of `c` (chosen, evaluated by Evaluate), raises c->steps by
+  // floor(extend_workload_beta x floor((close_s - c->t_s) / s)), capped at
+  // floor(max_workload_factor x c->steps) and max_local_steps, and sets c->t_s to the new
+  // prediction. Leaves `c` as it is when close_s <= c->t_s, when no whole step fits, or when
+  // the availability oracle does not predict the client online until the extended finish.
+  // Returns whether it extended.
+  bool ExtendWorkload(double close_s, Candidate* c) const;
+
   // Whether request.availability (if any) gives the candidate at least min_online_probability
   // of being online at now_s + c.t_s (docs/ALGORITHMS.md §2). True without an oracle; false for
   // a NaN probability. Calls the oracle once.
@@ -73,6 +83,9 @@ class CandidateEvaluator {
  private:
   // Seconds of a task of `steps` local steps; see Evaluate.
   struct StepSeconds;
+  // The seconds predictor of client `index` at `batch` samples per step, whose unsized task
+  // has `full_steps` steps.
+  StepSeconds PredictorFor(ClientIndex index, int32_t batch, int32_t full_steps) const;
   // Workload sizing of `c` (steps, t_s, fits) from its full steps; see Evaluate.
   void SizeWorkload(const StepSeconds& predict, int32_t full_steps, Candidate* c) const;
 

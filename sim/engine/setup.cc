@@ -88,7 +88,7 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
     v1::SelectionPolicy p;
     if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &p) ||
         p == v1::SELECTION_POLICY_UNSPECIFIED) {
-      return absl::InvalidArgumentError("--policy must be random, oort or fedcase");
+      return absl::InvalidArgumentError("--policy must be random, oort, fedcase or pyramidfl");
     }
     server->mutable_selection()->set_policy(p);
     server->mutable_cache()->set_policy(OwnCachePolicy(p));
@@ -126,6 +126,8 @@ std::string PolicyName(v1::SelectionPolicy policy) {
       return "oort";
     case v1::SELECTION_POLICY_FEDCASE:
       return "fedcase";
+    case v1::SELECTION_POLICY_PYRAMIDFL:
+      return "pyramidfl";
     default:
       return "random";
   }

@@ -701,6 +701,92 @@ TEST_F(PlannerTest, WorkloadSizingLowersStepsButNotBelowTheMinimum) {
   EXPECT_EQ(p.participants[0].reason.note(), "fedcase-completion-fill");
 }
 
+// Client 0 online until `until_s`, every other client always.
+class FirstOnlineUntil : public AvailabilityOracle {
+ public:
+  explicit FirstOnlineUntil(double until_s) : until_s_(until_s) {}
+  double ProbabilityOnline(ClientIndex i, double, double until_s) const override {
+    return i != 0 || until_s <= until_s_ ? 1.0 : 0.0;
+  }
+
+ private:
+  double until_s_;
+};
+
+TEST_F(PlannerTest, PyramidFlExtendsFastParticipantsIntoTheirIdleTime) {
+  // Per step (10 samples): 0.125 s, 0.5 s, 1 s; 4 steps each: 0.5, 2 and 4 s predicted. K = 2
+  // of 3 tasks: the round is expected to close at the 2nd fastest, 2 s.
+  Measure(Add("fast", 12.5), 12.5, 1, 1);
+  Measure(Add("mid", 50), 50, 1, 1);
+  Measure(Add("slow", 100), 100, 1, 1);
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_PYRAMIDFL, 2);
+  o.overcommit = 1.5;
+  o.local_steps = 4;
+  o.extend_workload_beta = 0.5;
+  const std::vector<ClientIndex> all = All();
+  auto steps_of = [&](const PlannerOptions& options, const AvailabilityOracle* oracle) {
+    auto planner = Make(options);
+    absl::StatusOr<RoundPlan> plan =
+        planner->PlanRound({.round = 2, .now_s = 0, .candidates = all, .availability = oracle});
+    EXPECT_OK(plan.status());
+    std::map<ClientIndex, std::pair<int32_t, double>> by;
+    for (const PlannedTask& t : plan->participants) {
+      by[t.index] = {t.local_steps, t.predicted_seconds};
+      EXPECT_EQ(t.reason.local_steps(), t.local_steps);
+      EXPECT_EQ(t.cache_plan.samples_to_train(), 10 * t.local_steps);
+    }
+    EXPECT_EQ(by.size(), 3u);
+    // Free the clients for the next planner over the same book.
+    for (const auto& [index, unused] : by) {
+      EXPECT_OK(planner->OnTaskFailed(index, 2, TaskFailure::kDropped, 1));
+    }
+    return by;
+  };
+  // The fast one: 1.5 s idle = 12 steps, half of them taken (PyramidFL's beta = 0.5).
+  auto by = steps_of(o, nullptr);
+  EXPECT_EQ(by[0].first, 10);
+  EXPECT_THAT(by[0].second, DoubleNear(1.25, 1e-9));
+  EXPECT_EQ(by[1].first, 4);  // at the close: nothing to fill
+  EXPECT_EQ(by[2].first, 4);  // a straggler keeps its work
+  // Capped at max_factor x the planned steps, and at training.max_local_steps.
+  o.max_workload_factor = 1.5;
+  EXPECT_EQ(steps_of(o, nullptr)[0].first, 6);
+  o.max_workload_factor = 11;
+  o.max_local_steps = 7;
+  EXPECT_EQ(steps_of(o, nullptr)[0].first, 7);
+  o.max_local_steps = 1000;
+  // Not extended past the time the availability trace predicts the client online.
+  const FirstOnlineUntil until_one_second(1.0);
+  EXPECT_EQ(steps_of(o, &until_one_second)[0].first, 4);
+  // Off: beta 0; under Oort alone nothing is extended either.
+  o.extend_workload_beta = 0;
+  EXPECT_EQ(steps_of(o, nullptr)[0].first, 4);
+
+  // From the config: PyramidFL turns it on with the authors' beta, any policy may; bad values
+  // are named.
+  v1::ServerConfig config;
+  config.mutable_selection()->set_policy(v1::SELECTION_POLICY_PYRAMIDFL);
+  ASSERT_OK_AND_ASSIGN(PlannerOptions from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.extend_workload_beta, 0.5);
+  EXPECT_EQ(from.max_workload_factor, 11);
+  config.mutable_selection()->mutable_extend_workload()->set_disable(true);
+  ASSERT_OK_AND_ASSIGN(from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.extend_workload_beta, 0);
+  config.mutable_selection()->set_policy(v1::SELECTION_POLICY_OORT);
+  config.mutable_selection()->mutable_extend_workload()->set_disable(false);
+  ASSERT_OK_AND_ASSIGN(from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.extend_workload_beta, 0);
+  config.mutable_selection()->mutable_extend_workload()->set_beta(1.5);
+  EXPECT_THAT(
+      PlannerOptions::FromServerConfig(config).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("selection.extend_workload.beta")));
+  config.mutable_selection()->mutable_extend_workload()->set_beta(0.5);
+  config.mutable_selection()->mutable_extend_workload()->set_max_factor(0.5);
+  EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("selection.extend_workload.max_factor")));
+}
+
 TEST_F(PlannerTest, CachePlanFollowsTheConfigAndTheStorageBudget) {
   v1::DeviceProfile d;
   d.set_num_samples(1000);

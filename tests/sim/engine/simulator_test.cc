@@ -87,6 +87,30 @@ TEST(SimulatorTest, ThreeClientRoundComputedByHand) {
   EXPECT_THAT(s.stop_reason, HasSubstr("completed 1 rounds"));
 }
 
+TEST(SimulatorTest, PyramidFlGivesTheFastestParticipantMoreStepsThroughThePlanner) {
+  // As above, under PyramidFL over the capacity trace: the round is expected to close at the
+  // 2nd fastest (client 1, ~10 s); client 0 (~5 s, 0.2 s of compute per step) is planned about
+  // half of its idle time in extra steps (docs/ALGORITHMS.md §9); client 2 straggles and keeps 5.
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner learner(3, 20, kModelBytes);
+  ScriptedDurations durations(&cap);
+  v1::SimConfig config = HandConfig(3, 2, 1.5, 3);
+  config.mutable_server()->mutable_selection()->set_policy(v1::SELECTION_POLICY_PYRAMIDFL);
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(config, &cap, &av, &learner, &durations));
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  EXPECT_EQ(s.rounds_committed, 3);
+  int32_t most_steps_of_0 = 0;
+  for (const TrainTask& t : learner.trained) {
+    if (t.client == 0) most_steps_of_0 = std::max(most_steps_of_0, t.local_steps);
+    if (t.client == 2) EXPECT_EQ(t.local_steps, 5);
+  }
+  EXPECT_GT(most_steps_of_0, 5);
+  EXPECT_LE(most_steps_of_0, 55);  // max_factor 11
+  for (const RoundRow& r : out.rows) EXPECT_EQ(r.participants, 2);
+}
+
 TEST(SimulatorTest, DeviceGoingOfflineMidTaskFails) {
   // Client 1 goes offline at t = 7, before its 10.05 s task ends (the planner predicted about
   // 6.3 s, so the trace oracle let it in); client 2 finishes at 20.05.
@@ -575,6 +599,9 @@ TEST(SimulatorTest, EachPolicyRunsWithItsOwnCacheUnlessTold) {
   ASSERT_OK(ApplySelectionFlags("fedcase", "", "random", &c));
   EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "importance");
   EXPECT_EQ(c.server().selection().fedcase().base_policy(), v1::FedCaseConfig::BASE_POLICY_RANDOM);
+  ASSERT_OK(ApplySelectionFlags("pyramidfl", "", "", &c));
+  EXPECT_EQ(c.server().selection().policy(), v1::SELECTION_POLICY_PYRAMIDFL);
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "lru");
   ASSERT_OK(ApplySelectionFlags("oort", "importance", "", &c));
   EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "importance");
   // No --policy: the config's cache stays.
