@@ -24,7 +24,11 @@
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
+#include "sim/engine/training_learner.h"
 #include "sim/mpi/cluster.h"
+#ifdef FEDSCHED_HAVE_TORCH
+#include "sim/torch/torch_trainers.h"
+#endif
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "",
@@ -54,9 +58,21 @@ ABSL_FLAG(std::string, plot_title, "",
           "plot title; \\n starts a second line (default: run, policy, cache and seed, then "
           "config and trace files; in plot-only mode the curves' labels)");
 ABSL_FLAG(bool, quiet, false, "no progress line");
+ABSL_FLAG(std::string, trainer, "",
+          "override SimConfig.trainer: reference (the Eigen models) | torch (the LibTorch trainer "
+          "for the cnn architecture; needs a build with libtorch-dev)");
 
 namespace fedsched::sim {
 namespace {
+
+// The trainers of this build: with LibTorch, SimConfig.trainer "torch" as well (sim/torch).
+TrainerFactory Trainers() {
+#ifdef FEDSCHED_HAVE_TORCH
+  return MakeSimTrainer;
+#else
+  return MakeBuiltinTrainer;
+#endif
+}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "fedsched-sim: %s\n", s.ToString().c_str());
@@ -110,10 +126,18 @@ int Run(mpi::Cluster* cluster) {
     config.set_output_csv(absl::GetFlag(FLAGS_output_csv));
   }
   if (absl::GetFlag(FLAGS_quiet)) config.set_quiet(true);
+  if (!absl::GetFlag(FLAGS_trainer).empty()) config.set_trainer(absl::GetFlag(FLAGS_trainer));
 
   const absl::Time wall_start = absl::Now();
+  const LearnerFactory local =
+      [](const v1::SimConfig& resolved) -> absl::StatusOr<std::unique_ptr<Learner>> {
+    absl::StatusOr<std::unique_ptr<TrainingLearner>> l =
+        TrainingLearner::Create(resolved, Trainers());
+    if (!l.ok()) return l.status();
+    return std::unique_ptr<Learner>(*std::move(l));
+  };
   absl::StatusOr<std::unique_ptr<Simulation>> sim =
-      BuildSimulation(config, cluster != nullptr ? cluster->learner_factory() : nullptr);
+      BuildSimulation(config, cluster != nullptr ? cluster->learner_factory() : local);
   if (!sim.ok()) return Fail(sim.status());
   const v1::SimConfig& c = (*sim)->config;
   std::fprintf(stderr, "fedsched-sim effective config:\n%s", ConfigToText(c).c_str());
@@ -204,6 +228,7 @@ int Main(int argc, char** argv) {
   if (!cluster.ok()) return Fail(cluster.status());
   absl::ParseCommandLine(argc, argv);
   if (*cluster == nullptr) return Run(nullptr);
+  (*cluster)->set_trainer_factory(Trainers());
   if ((*cluster)->rank() > 0) {
     if (absl::Status s = (*cluster)->Serve(); !s.ok()) (*cluster)->Abort(s);
     return 0;

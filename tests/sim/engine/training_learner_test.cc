@@ -16,6 +16,10 @@
 namespace fedsched::sim {
 namespace {
 
+using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
 std::string SourceDir() {
   const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
   return src != nullptr ? src : "/work/main";
@@ -190,6 +194,25 @@ TEST(TrainingLearnerTest, TinyRealRunThroughTheEngineImprovesDeterministically) 
   }
   EXPECT_GT(rows[2].quality.accuracy, rows[0].quality.accuracy);
   EXPECT_EQ(RunToCsv(TinyRun(), nullptr), csv);
+}
+
+// SimConfig.trainer: "reference" by default, "torch" only for the CNN, and without the factory of
+// sim/torch (a build without LibTorch) a clear refusal.
+TEST(TrainingLearnerTest, TrainerKindIsCheckedAndTorchNeedsLibTorch) {
+  v1::SimConfig c = TinyConfig();
+  EXPECT_EQ(c.trainer(), "reference");
+  c.set_trainer("jax");
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("trainer"), HasSubstr("\"jax\" is unknown"))));
+  c.set_trainer("torch");  // TinyConfig's model is the MLP
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"cnn\" architecture")));
+  c.mutable_server()->mutable_model()->set_architecture("cnn");
+  ASSERT_OK_AND_ASSIGN(v1::SimConfig resolved, ResolveSimConfig(c));
+  EXPECT_THAT(TrainingLearner::Create(resolved).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("without LibTorch"), HasSubstr("libtorch-dev"))));
 }
 
 }  // namespace
