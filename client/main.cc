@@ -131,14 +131,17 @@ void SavePartition(const ImageDataset& d, const std::string& path) {
 // This client's samples: from the partition file kept in `state_dir` when there is one (a
 // restarted client registers in well under a second instead of re-reading and re-partitioning
 // the whole data set: issue 12 item 8), else loaded, partitioned and saved there.
-// The trainer --trainer / --model ask for. Errors: INVALID_ARGUMENT for an unknown trainer, or
+// The trainer --trainer / --model ask for, evaluating on `eval_split` when the server asks
+// (null: no client-side evaluation). Errors: INVALID_ARGUMENT for an unknown trainer, or
 // --trainer=torch in a build without LibTorch.
-absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
+absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer(
+    const std::shared_ptr<const ImageDataset>& eval_split) {
   const std::string kind = absl::GetFlag(FLAGS_trainer);
   if (kind == "reference") {
     v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
     absl::StatusOr<std::unique_ptr<ReferenceTrainer>> t = ReferenceTrainer::Create(model_config);
     if (!t.ok()) return t.status();
+    (*t)->SetEvalSplit(eval_split);
     return std::unique_ptr<Trainer>(std::move(*t));
   }
   if (kind == "torch") {
@@ -146,6 +149,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
     absl::StatusOr<std::unique_ptr<TorchTrainer>> t =
         TorchTrainer::Create({.model = absl::GetFlag(FLAGS_model)});
     if (!t.ok()) return t.status();
+    (*t)->SetEvalSplit(eval_split);
     return std::unique_ptr<Trainer>(std::move(*t));
 #else
     return absl::InvalidArgumentError(
@@ -155,6 +159,31 @@ absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
   }
   return absl::InvalidArgumentError(
       absl::StrCat("--trainer \"", kind, "\" is unknown; use \"reference\" or \"torch\""));
+}
+
+// This device's eval split (DataConfig.eval_images_path / eval_labels_path): null when neither
+// is set and the default Fashion-MNIST t10k files are not installed. Errors: INVALID_ARGUMENT
+// when only one of the two is set; LoadIdxDataset's and EvalShare's.
+absl::StatusOr<std::shared_ptr<const ImageDataset>> LocalEvalSplit(const v1::DataConfig& data) {
+  const bool defaults = data.eval_images_path().empty() && data.eval_labels_path().empty();
+  if (!defaults && (data.eval_images_path().empty() || data.eval_labels_path().empty())) {
+    return absl::InvalidArgumentError(
+        "data.eval_images_path and data.eval_labels_path must be set together");
+  }
+  const std::string images =
+      data.eval_images_path().empty() ? kFashionMnistTestImages : data.eval_images_path();
+  const std::string labels =
+      data.eval_labels_path().empty() ? kFashionMnistTestLabels : data.eval_labels_path();
+  std::error_code ec;
+  if (defaults && !(std::filesystem::exists(images, ec) && std::filesystem::exists(labels, ec))) {
+    return std::shared_ptr<const ImageDataset>();
+  }
+  absl::StatusOr<ImageDataset> all = LoadIdxDataset(images, labels);
+  if (!all.ok()) return all.status();
+  absl::StatusOr<ImageDataset> share =
+      EvalShare(*all, data.partition_index(), data.num_partitions());
+  if (!share.ok()) return share.status();
+  return std::make_shared<const ImageDataset>(*std::move(share));
 }
 
 absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
@@ -300,7 +329,9 @@ int Main() {
   if (!plan.ok()) return Fail(plan.status());
   encoded.clear();
 
-  absl::StatusOr<std::unique_ptr<Trainer>> trainer = MakeTrainer();
+  absl::StatusOr<std::shared_ptr<const ImageDataset>> eval_split = LocalEvalSplit(data);
+  if (!eval_split.ok()) return Fail(eval_split.status());
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = MakeTrainer(*eval_split);
   if (!trainer.ok()) return Fail(trainer.status());
 
   ClientOptions options;
@@ -311,9 +342,11 @@ int Main() {
   options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
   if (!client.ok()) return Fail(client.status());
-  FEDSCHED_LOG(info, "{}: {} local samples ready in {:.1f} s; registering with server {}",
-               config.identity(), local.size, absl::ToDoubleSeconds(absl::Now() - load_start),
-               config.server_address());
+  FEDSCHED_LOG(info,
+               "{}: {} local samples ({} held out for client-side evaluation) ready in {:.1f} s; "
+               "registering with server {}",
+               config.identity(), local.size, *eval_split ? (*eval_split)->size : 0,
+               absl::ToDoubleSeconds(absl::Now() - load_start), config.server_address());
   // Printed only once every part of it was accepted.
   std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
   std::fflush(stdout);

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # fedsched-client --trainer=torch --model=cnn (models/torch, issue 17) against fedsched-server
 # running the LibTorch CNN as a named-tensor model: initial weights exported by
-# fedsched-torch-train, no server-side evaluation. Two clients train 3 rounds; every round must
-# commit with both updates and the training loss must fall.
+# fedsched-torch-train, no server-side evaluation but client-side evaluation (EvalConfig CLIENT)
+# on each client's share of the t10k test set. Two clients train 3 rounds; every round must
+# commit with both updates, the training loss must fall, every round must record both clients'
+# evaluations of the model it started from (client_eval_version = round - 1, 2 x 500 examples),
+# and model 2 must evaluate better than model 0.
 # Usage: torch_client_test.sh BUILD_DIR
 set -u
 BUILD="$1"
@@ -23,7 +26,7 @@ round_deadline_s: 300
 heartbeat_interval_ms: 1000
 missed_heartbeats: 30
 model { initial_weights_path: "$WORK/init.pb" }
-eval { mode: EVAL_MODE_NONE }
+eval { mode: EVAL_MODE_CLIENT }
 training { local_steps: 30 batch_size: 32 learning_rate: 0.1 }
 metrics_csv: "$WORK/metrics.csv"
 CFG
@@ -44,9 +47,12 @@ for i in 1 2; do
   fi
 done
 wait "$server" || { echo "FAIL: the server exited non-zero"; tail -30 "$WORK/server.log"; exit 1; }
-# round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,...
-awk -F, 'NR > 1 { n++; if ($2 != 2) bad = 1; loss[n] = $6 }
-         END { if (n != 3 || bad || !(loss[3] < loss[1])) exit 1
-               printf "torch clients: 3 rounds, train loss %.4f -> %.4f\n", loss[1], loss[3] }' \
+# round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,...,
+# client_eval_accuracy $18, client_eval_loss $19, client_eval_version $20, client_eval_examples $21
+awk -F, 'NR > 1 { n++; if ($2 != 2 || $20 != $1 - 1 || $21 != 1000 || $18 < 0 || $18 > 1) bad = 1
+                 loss[n] = $6; acc[n] = $18 }
+         END { if (n != 3 || bad || !(loss[3] < loss[1]) || !(acc[3] > acc[1])) exit 1
+               printf "torch clients: 3 rounds, train loss %.4f -> %.4f, client-side accuracy " \
+                      "of model 0 %.4f, model 2 %.4f\n", loss[1], loss[3], acc[1], acc[3] }' \
   "$WORK/metrics.csv" || { echo "FAIL: rounds:"; cat "$WORK/metrics.csv"; exit 1; }
 echo "PASS"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -302,6 +303,51 @@ TEST_F(EngineTest, FedBuffRecordsTheStalenessOfFoldedUpdates) {
   ASSERT_OK(Upload(*second[0], 2, 2));                   // fresh
   EXPECT_EQ(engine_->current_record().staleness_max(), 1);
   EXPECT_DOUBLE_EQ(engine_->current_record().staleness_mean(), 0.5);
+}
+
+// Client-side evaluation under FedBuff: a version's updates trained from different models, and
+// the record averages only the newest model's evaluations (never a mix of two models).
+TEST_F(EngineTest, FedBuffRecordsTheEvaluationsOfOneModelVersion) {
+  Start(/*async=*/true);
+  engine_->Advance(0);
+  std::vector<const Task*> first = engine_->TakeNewTasks();
+  ASSERT_EQ(first.size(), 3u);
+  for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  const std::string slow_id = first[2]->task_id;
+  ASSERT_OK(Upload(*first[0], 2, 1));
+  ASSERT_OK(Upload(*first[1], 2, 1));
+  std::vector<ClosedRound> closed = engine_->Advance(1);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  std::vector<const Task*> second = engine_->TakeNewTasks();
+  ASSERT_EQ(second.size(), 2u);
+  for (const Task* t : second) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  // (task, eval examples, accuracy, loss): the slow task evaluated model 0, the fresh one model
+  // 1; K = 2 closes version 2 with these two updates.
+  const std::vector<std::tuple<const Task*, int, double, double>> reports = {
+      {engine_->FindTask(slow_id), 100, 0.2, 2.0}, {second[0], 50, 0.6, 1.0}};
+  for (const auto& [task, examples, accuracy, loss] : reports) {
+    ASSERT_NE(task, nullptr);
+    v1::Model delta = OneTensor(1);
+    Update u;
+    u.claim = {
+        .index = task->index, .task_id = task->task_id, .round = task->round, .num_examples = 8};
+    u.delta = &delta;
+    u.metrics.set_num_examples(8);
+    u.metrics.set_eval_examples(examples);
+    u.metrics.set_eval_accuracy(accuracy);
+    u.metrics.set_eval_loss(loss);
+    u.now_s = 2;
+    ASSERT_OK(engine_->FoldUpdates({&u, 1})[0]);
+  }
+  closed = engine_->Advance(2);
+  ASSERT_EQ(closed.size(), 1u);
+  const v1::RoundRecord& r = closed[0].record;
+  EXPECT_EQ(r.round(), 2);
+  EXPECT_EQ(r.client_eval_version(), 1);
+  EXPECT_EQ(r.client_eval_examples(), 50);  // model 0's 100 examples superseded
+  EXPECT_DOUBLE_EQ(r.client_eval_accuracy(), 0.6);
+  EXPECT_DOUBLE_EQ(r.client_eval_loss(), 1.0);
 }
 
 // Issue 12 item 2: a round that keeps failing backs off instead of re-planning in a tight loop,
