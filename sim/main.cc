@@ -20,6 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
+#include "common/exec_sibling.h"
 #include "common/flags_usage.h"
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/output.h"
@@ -99,8 +100,9 @@ int PlotOnly() {
   return s.ok() ? 0 : Fail(s);
 }
 
-// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train).
-int Run(mpi::Cluster* cluster) {
+// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train);
+// `argv` as main received it.
+int Run(mpi::Cluster* cluster, char** argv) {
   if (!absl::GetFlag(FLAGS_plot_csvs).empty()) return PlotOnly();
   if (absl::GetFlag(FLAGS_config).empty()) {
     return Fail(absl::InvalidArgumentError("--config is required"));
@@ -127,6 +129,18 @@ int Run(mpi::Cluster* cluster) {
   }
   if (absl::GetFlag(FLAGS_quiet)) config.set_quiet(true);
   if (!absl::GetFlag(FLAGS_trainer).empty()) config.set_trainer(absl::GetFlag(FLAGS_trainer));
+#ifndef FEDSCHED_HAVE_TORCH
+  if (config.trainer() == kTorchTrainer) {
+    if (cluster != nullptr) {
+      return Fail(absl::FailedPreconditionError(
+          "trainer \"torch\" under mpirun: start fedsched-sim-torch (the LibTorch build beside "
+          "fedsched-sim) on every rank"));
+    }
+    // The LibTorch build of this program (common/exec_sibling.h); without one, TrainingLearner
+    // refuses "torch" below.
+    ExecSibling("fedsched-sim", "fedsched-sim-torch", argv);
+  }
+#endif
 
   const absl::Time wall_start = absl::Now();
   const LearnerFactory local =
@@ -227,13 +241,13 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<mpi::Cluster>> cluster = mpi::Cluster::Join(&argc, &argv);
   if (!cluster.ok()) return Fail(cluster.status());
   absl::ParseCommandLine(argc, argv);
-  if (*cluster == nullptr) return Run(nullptr);
+  if (*cluster == nullptr) return Run(nullptr, argv);
   (*cluster)->set_trainer_factory(Trainers());
   if ((*cluster)->rank() > 0) {
     if (absl::Status s = (*cluster)->Serve(); !s.ok()) (*cluster)->Abort(s);
     return 0;
   }
-  const int rc = Run(cluster->get());
+  const int rc = Run(cluster->get(), argv);
   if (absl::Status s = (*cluster)->StopWorkers(); !s.ok()) (*cluster)->Abort(s);
   return rc;
 }
