@@ -7,14 +7,12 @@ test checks that the ids the trainer gets are the cache's choice (batch x steps 
 client, repeats allowed), that read_sample returns exactly the encoded samples, that it refuses
 outside train, and that training through the cache learns and reports cache hits.
 """
-import threading
-
 import numpy as np
 import pytest
 
 import fedsched
-from fedsched_testing import Server
-from test_sdk import TEST_IMAGES, TEST_LABELS, NumpySoftmax
+from fedsched_testing import Server, run_clients
+from test_sdk import TEST_IMAGES, TEST_LABELS, NumpySoftmax, two_client_run
 
 BATCH, STEPS = 20, 15
 
@@ -49,23 +47,10 @@ class CachedSoftmax(NumpySoftmax):
 
 
 def test_python_trainer_trains_through_the_sample_cache(tmp_path):
-    rng = np.random.default_rng(1)
-    initial = {"fc.weight": (rng.standard_normal((10, 784)) * 0.01).astype(np.float32),
-               "fc.bias": np.zeros(10, np.float32)}
-    fedsched.save_model(initial, str(tmp_path / "initial.pb"))
-    server = Server(tmp_path, f"""
-clients_per_round: 2
-min_updates: 2
-min_online_clients: 2
-num_rounds: 3
-round_deadline_s: 300
-heartbeat_interval_ms: 1000
-missed_heartbeats: 30
-model {{ initial_weights_path: "{tmp_path / 'initial.pb'}" }}
-training {{ local_steps: {STEPS} batch_size: {BATCH} learning_rate: 0.1 }}
-cache {{ policy: CACHE_POLICY_IMPORTANCE capacity_fraction: 0.5 }}
-""")
-    clients, trainers, errors = [], [], []
+    server = Server(tmp_path, two_client_run(
+        tmp_path, seed=1, local_steps=STEPS, batch_size=BATCH,
+        extra="cache { policy: CACHE_POLICY_IMPORTANCE capacity_fraction: 0.5 }"))
+    clients, trainers = [], []
     try:
         server.wait_listening()
         test_x, test_y = fedsched.load_partition(0, 1, images=TEST_IMAGES, labels=TEST_LABELS)
@@ -81,20 +66,7 @@ cache {{ policy: CACHE_POLICY_IMPORTANCE capacity_fraction: 0.5 }}
             trainers.append(trainer)
             clients.append(fedsched.Client(config, trainer, samples=encoded))
 
-        def run(client):
-            try:
-                client.run()
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-
-        threads = [threading.Thread(target=run, args=(c,)) for c in clients]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=400)
-        assert not any(t.is_alive() for t in threads), server.text()
-        assert not errors, errors
-        assert server.wait(timeout_s=120) == 0, server.text()
+        run_clients(clients, server)
     finally:
         for c in clients:
             c.stop()

@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <set>
-#include <tuple>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -63,8 +62,10 @@ class EngineTest : public ::testing::Test {
     ASSERT_OK(engine_->Publish(0, engine_->model(), nullptr));
   }
 
-  // Uploads a delta of `value` everywhere for `task` with 8 examples at `now`.
-  absl::Status Upload(const Task& task, float value, double now) {
+  // Uploads a delta of `value` everywhere for `task` with 8 examples at `now`, with a client-side
+  // evaluation of `eval_examples` examples when > 0.
+  absl::Status Upload(const Task& task, float value, double now, int64_t eval_examples = 0,
+                      double eval_accuracy = 0, double eval_loss = 0) {
     v1::Model delta = OneTensor(value);
     Update u;
     u.claim = {
@@ -72,9 +73,30 @@ class EngineTest : public ::testing::Test {
     u.delta = &delta;
     u.metrics.set_num_examples(8);
     u.metrics.set_train_seconds(now - task.issued_s);
+    u.metrics.set_eval_examples(eval_examples);
+    u.metrics.set_eval_accuracy(eval_accuracy);
+    u.metrics.set_eval_loss(eval_loss);
     u.now_s = now;
     std::vector<absl::Status> v = engine_->FoldUpdates({&u, 1});
     return v[0];
+  }
+
+  // FedBuff: version 1 commits with two of its three tasks at t = 1; the third (`*slow_id`, on
+  // model 0) is still in flight when version 2 opens with the two new tasks `*second` (unpinned).
+  void CommitVersionOneLeavingASlowTask(std::string* slow_id, std::vector<const Task*>* second) {
+    Start(/*async=*/true);
+    engine_->Advance(0);
+    std::vector<const Task*> first = engine_->TakeNewTasks();
+    ASSERT_EQ(first.size(), 3u);
+    for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+    *slow_id = first[2]->task_id;
+    ASSERT_OK(Upload(*first[0], 2, 1));
+    ASSERT_OK(Upload(*first[1], 2, 1));
+    std::vector<ClosedRound> closed = engine_->Advance(1);
+    ASSERT_EQ(closed.size(), 1u);
+    ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+    *second = engine_->TakeNewTasks();
+    ASSERT_EQ(second->size(), 2u);
   }
 
   v1::ServerConfig raw_;
@@ -285,19 +307,9 @@ TEST_F(EngineTest, FedBuffRecordsStalenessAndTasksDroppedAsTooStale) {
 }
 
 TEST_F(EngineTest, FedBuffRecordsTheStalenessOfFoldedUpdates) {
-  Start(/*async=*/true);
-  engine_->Advance(0);
-  std::vector<const Task*> first = engine_->TakeNewTasks();
-  ASSERT_EQ(first.size(), 3u);
-  for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
-  const std::string slow_id = first[2]->task_id;
-  ASSERT_OK(Upload(*first[0], 2, 1));
-  ASSERT_OK(Upload(*first[1], 2, 1));
-  std::vector<ClosedRound> closed = engine_->Advance(1);
-  ASSERT_EQ(closed.size(), 1u);
-  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
-  std::vector<const Task*> second = engine_->TakeNewTasks();
-  ASSERT_EQ(second.size(), 2u);
+  std::string slow_id;
+  std::vector<const Task*> second;
+  ASSERT_NO_FATAL_FAILURE(CommitVersionOneLeavingASlowTask(&slow_id, &second));
   ASSERT_OK(engine_->PinModel(second[0]->index, second[0]->task_id).status());
   ASSERT_OK(Upload(*engine_->FindTask(slow_id), 4, 2));  // 1 version behind
   ASSERT_OK(Upload(*second[0], 2, 2));                   // fresh
@@ -308,39 +320,14 @@ TEST_F(EngineTest, FedBuffRecordsTheStalenessOfFoldedUpdates) {
 // Client-side evaluation under FedBuff: a version's updates trained from different models, and
 // the record averages only the newest model's evaluations (never a mix of two models).
 TEST_F(EngineTest, FedBuffRecordsTheEvaluationsOfOneModelVersion) {
-  Start(/*async=*/true);
-  engine_->Advance(0);
-  std::vector<const Task*> first = engine_->TakeNewTasks();
-  ASSERT_EQ(first.size(), 3u);
-  for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
-  const std::string slow_id = first[2]->task_id;
-  ASSERT_OK(Upload(*first[0], 2, 1));
-  ASSERT_OK(Upload(*first[1], 2, 1));
-  std::vector<ClosedRound> closed = engine_->Advance(1);
-  ASSERT_EQ(closed.size(), 1u);
-  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
-  std::vector<const Task*> second = engine_->TakeNewTasks();
-  ASSERT_EQ(second.size(), 2u);
+  std::string slow_id;
+  std::vector<const Task*> second;
+  ASSERT_NO_FATAL_FAILURE(CommitVersionOneLeavingASlowTask(&slow_id, &second));
   for (const Task* t : second) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
-  // (task, eval examples, accuracy, loss): the slow task evaluated model 0, the fresh one model
-  // 1; K = 2 closes version 2 with these two updates.
-  const std::vector<std::tuple<const Task*, int, double, double>> reports = {
-      {engine_->FindTask(slow_id), 100, 0.2, 2.0}, {second[0], 50, 0.6, 1.0}};
-  for (const auto& [task, examples, accuracy, loss] : reports) {
-    ASSERT_NE(task, nullptr);
-    v1::Model delta = OneTensor(1);
-    Update u;
-    u.claim = {
-        .index = task->index, .task_id = task->task_id, .round = task->round, .num_examples = 8};
-    u.delta = &delta;
-    u.metrics.set_num_examples(8);
-    u.metrics.set_eval_examples(examples);
-    u.metrics.set_eval_accuracy(accuracy);
-    u.metrics.set_eval_loss(loss);
-    u.now_s = 2;
-    ASSERT_OK(engine_->FoldUpdates({&u, 1})[0]);
-  }
-  closed = engine_->Advance(2);
+  // The slow task evaluated model 0, the fresh one model 1; K = 2 closes version 2 with these.
+  ASSERT_OK(Upload(*engine_->FindTask(slow_id), 1, 2, /*eval_examples=*/100, 0.2, 2.0));
+  ASSERT_OK(Upload(*second[0], 1, 2, /*eval_examples=*/50, 0.6, 1.0));
+  std::vector<ClosedRound> closed = engine_->Advance(2);
   ASSERT_EQ(closed.size(), 1u);
   const v1::RoundRecord& r = closed[0].record;
   EXPECT_EQ(r.round(), 2);

@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
+#include "tests/sim/engine/run_to_csv.h"
 
 namespace fedsched::sim {
 namespace {
@@ -161,24 +162,6 @@ v1::SimConfig TinyRun() {
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_availability_format(v1::AVAILABILITY_FORMAT_ALWAYS_ON);
   return c;
-}
-
-std::string RunToCsv(const v1::SimConfig& config, std::vector<RoundRow>* rows) {
-  auto sim = BuildSimulation(config);
-  EXPECT_TRUE(sim.ok()) << sim.status();
-  if (!sim.ok()) return "";
-  struct Lines : RoundSink {
-    void OnRound(const RoundRow& r) override {
-      out << RoundCsvLine("x", r) << "\n";
-      rows.push_back(r);
-    }
-    std::ostringstream out;
-    std::vector<RoundRow> rows;
-  } lines;
-  auto summary = (*sim)->simulator->Run(&lines);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  if (rows != nullptr) *rows = lines.rows;
-  return lines.out.str();
 }
 
 TEST(TrainingLearnerTest, TinyRealRunThroughTheEngineImprovesDeterministically) {

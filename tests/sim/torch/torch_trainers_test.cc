@@ -16,6 +16,7 @@
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
 #include "sim/engine/training_learner.h"
+#include "tests/sim/engine/run_to_csv.h"
 #include "tests/sim/subset_data.h"
 
 namespace fedsched::sim {
@@ -119,33 +120,17 @@ TEST(SimTorchTest, ATaskHasTheSameDeltaWithEitherTrainer) {
   }
 }
 
-std::string RunToCsv(const v1::SimConfig& config, std::vector<RoundRow>* rows) {
-  auto sim = BuildSimulation(
-      config, [](const v1::SimConfig& resolved) -> absl::StatusOr<std::unique_ptr<Learner>> {
-        absl::StatusOr<std::unique_ptr<TrainingLearner>> l =
-            TrainingLearner::Create(resolved, MakeSimTrainer);
-        if (!l.ok()) return l.status();
-        return std::unique_ptr<Learner>(*std::move(l));
-      });
-  EXPECT_TRUE(sim.ok()) << sim.status();
-  if (!sim.ok()) return "";
-  struct Lines : RoundSink {
-    void OnRound(const RoundRow& r) override {
-      out << RoundCsvLine("x", r) << "\n";
-      rows.push_back(r);
-    }
-    std::ostringstream out;
-    std::vector<RoundRow> rows;
-  } lines;
-  auto summary = (*sim)->simulator->Run(&lines);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  if (rows != nullptr) *rows = lines.rows;
-  return lines.out.str();
+// BuildSimulation with the LibTorch-capable trainers of sim/torch.
+absl::StatusOr<std::unique_ptr<Learner>> TorchLearner(const v1::SimConfig& resolved) {
+  absl::StatusOr<std::unique_ptr<TrainingLearner>> l =
+      TrainingLearner::Create(resolved, MakeSimTrainer);
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<Learner>(*std::move(l));
 }
 
 TEST(SimTorchTest, ASeededRunWithTheTorchCnnLearnsReproducibly) {
   std::vector<RoundRow> rows;
-  const std::string csv = RunToCsv(CnnConfig("torch"), &rows);
+  const std::string csv = RunToCsv(CnnConfig("torch"), &rows, TorchLearner);
   ASSERT_EQ(rows.size(), 3u);
   for (const RoundRow& r : rows) {
     EXPECT_TRUE(r.committed);
@@ -155,7 +140,7 @@ TEST(SimTorchTest, ASeededRunWithTheTorchCnnLearnsReproducibly) {
   EXPECT_GT(rows[0].quality.accuracy, 0.15);  // better than chance after one round
   EXPECT_GT(rows[2].quality.accuracy, rows[0].quality.accuracy + 0.05);
   EXPECT_LT(rows[2].quality.loss, rows[0].quality.loss);
-  EXPECT_EQ(RunToCsv(CnnConfig("torch"), nullptr), csv);
+  EXPECT_EQ(RunToCsv(CnnConfig("torch"), nullptr, TorchLearner), csv);
 }
 
 }  // namespace
