@@ -27,6 +27,7 @@
 #include "client/sdk/client.h"
 #include "client/sdk/state_dir.h"
 #include "common/config.h"
+#include "common/exec_sibling.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "models/idx.h"
@@ -131,14 +132,20 @@ void SavePartition(const ImageDataset& d, const std::string& path) {
 // This client's samples: from the partition file kept in `state_dir` when there is one (a
 // restarted client registers in well under a second instead of re-reading and re-partitioning
 // the whole data set: issue 12 item 8), else loaded, partitioned and saved there.
-// The trainer --trainer / --model ask for. Errors: INVALID_ARGUMENT for an unknown trainer, or
-// --trainer=torch in a build without LibTorch.
-absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
+// Hands a trainer its eval split (ReferenceTrainer / TorchTrainer::SetEvalSplit).
+using EvalSplitSetter = std::function<void(std::shared_ptr<const ImageDataset>)>;
+
+// The trainer --trainer / --model ask for; `*set_eval_split` gives it its eval split. Errors:
+// INVALID_ARGUMENT for an unknown trainer, or --trainer=torch in a build without LibTorch.
+absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer(EvalSplitSetter* set_eval_split) {
   const std::string kind = absl::GetFlag(FLAGS_trainer);
   if (kind == "reference") {
     v1::ModelConfig model_config;  // the server's tensors decide the shapes; defaults match
     absl::StatusOr<std::unique_ptr<ReferenceTrainer>> t = ReferenceTrainer::Create(model_config);
     if (!t.ok()) return t.status();
+    *set_eval_split = [p = t->get()](std::shared_ptr<const ImageDataset> s) {
+      p->SetEvalSplit(std::move(s));
+    };
     return std::unique_ptr<Trainer>(std::move(*t));
   }
   if (kind == "torch") {
@@ -146,6 +153,9 @@ absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
     absl::StatusOr<std::unique_ptr<TorchTrainer>> t =
         TorchTrainer::Create({.model = absl::GetFlag(FLAGS_model)});
     if (!t.ok()) return t.status();
+    *set_eval_split = [p = t->get()](std::shared_ptr<const ImageDataset> s) {
+      p->SetEvalSplit(std::move(s));
+    };
     return std::unique_ptr<Trainer>(std::move(*t));
 #else
     return absl::InvalidArgumentError(
@@ -156,6 +166,63 @@ absl::StatusOr<std::unique_ptr<Trainer>> MakeTrainer() {
   return absl::InvalidArgumentError(
       absl::StrCat("--trainer \"", kind, "\" is unknown; use \"reference\" or \"torch\""));
 }
+
+// This device's eval split (DataConfig.eval_images_path / eval_labels_path): null when neither
+// is set and the default Fashion-MNIST t10k files are not installed. Errors: LoadIdxDataset's
+// and EvalShare's.
+absl::StatusOr<std::shared_ptr<const ImageDataset>> LocalEvalSplit(const v1::DataConfig& data) {
+  const bool defaults = data.eval_images_path().empty() && data.eval_labels_path().empty();
+  const std::string images =
+      data.eval_images_path().empty() ? kFashionMnistTestImages : data.eval_images_path();
+  const std::string labels =
+      data.eval_labels_path().empty() ? kFashionMnistTestLabels : data.eval_labels_path();
+  std::error_code ec;
+  if (defaults && !(std::filesystem::exists(images, ec) && std::filesystem::exists(labels, ec))) {
+    return std::shared_ptr<const ImageDataset>();
+  }
+  absl::StatusOr<ImageDataset> all = LoadIdxDataset(images, labels);
+  if (!all.ok()) return all.status();
+  absl::StatusOr<ImageDataset> share =
+      EvalShare(*all, data.partition_index(), data.num_partitions());
+  if (!share.ok()) return share.status();
+  return std::make_shared<const ImageDataset>(*std::move(share));
+}
+
+// `inner` with its eval split loaded on the first Evaluate: the server asks for evaluations only
+// in EvalConfig CLIENT mode, so a client of a server that evaluates itself never reads the test
+// set. A failed load is logged once and leaves the client without evaluation (UNIMPLEMENTED).
+class LazyEvalSplitTrainer : public Trainer {
+ public:
+  LazyEvalSplitTrainer(std::unique_ptr<Trainer> inner, EvalSplitSetter set_eval_split,
+                       v1::DataConfig data)
+      : inner_(std::move(inner)), set_(std::move(set_eval_split)), data_(std::move(data)) {}
+
+  absl::StatusOr<EvalReport> Evaluate(const v1::Model& global) override {
+    if (!loaded_) {
+      loaded_ = true;
+      absl::StatusOr<std::shared_ptr<const ImageDataset>> split = LocalEvalSplit(data_);
+      if (!split.ok()) {
+        FEDSCHED_LOG(warn, "no client-side evaluation: {}", split.status().ToString());
+      } else if (*split != nullptr) {
+        FEDSCHED_LOG(info, "client-side evaluation on {} held-out images", (*split)->size);
+        set_(*std::move(split));
+      }
+    }
+    return inner_->Evaluate(global);
+  }
+  absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) override {
+    return inner_->Train(request, samples);
+  }
+  int64_t PeakMemoryBytes(const TrainRequest& request) const override {
+    return inner_->PeakMemoryBytes(request);
+  }
+
+ private:
+  std::unique_ptr<Trainer> inner_;
+  EvalSplitSetter set_;
+  v1::DataConfig data_;
+  bool loaded_ = false;
+};
 
 absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
                                             const std::string& state_dir) {
@@ -267,6 +334,19 @@ int Main() {
                                                         data.num_partitions(), "), got ",
                                                         data.partition_index())));
   }
+  if (data.eval_images_path().empty() != data.eval_labels_path().empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "data.eval_images_path and data.eval_labels_path must be set together"));
+  }
+  for (const std::string& path : {data.eval_images_path(), data.eval_labels_path()}) {
+    std::error_code ec;
+    if (!path.empty() && !std::filesystem::exists(path, ec)) {
+      return Fail(
+          absl::NotFoundError(absl::StrCat("data.eval_*_path \"", path,
+                                           "\": no such file (the eval split; loaded "
+                                           "when the server first asks for an evaluation)")));
+    }
+  }
   if (!absl::GetFlag(FLAGS_identity).empty()) config.set_identity(absl::GetFlag(FLAGS_identity));
   if (config.identity().empty())
     config.set_identity(absl::StrCat("device-", data.partition_index()));
@@ -300,8 +380,11 @@ int Main() {
   if (!plan.ok()) return Fail(plan.status());
   encoded.clear();
 
-  absl::StatusOr<std::unique_ptr<Trainer>> trainer = MakeTrainer();
-  if (!trainer.ok()) return Fail(trainer.status());
+  EvalSplitSetter set_eval_split;
+  absl::StatusOr<std::unique_ptr<Trainer>> inner = MakeTrainer(&set_eval_split);
+  if (!inner.ok()) return Fail(inner.status());
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = std::unique_ptr<Trainer>(
+      std::make_unique<LazyEvalSplitTrainer>(*std::move(inner), set_eval_split, data));
 
   ClientOptions options;
   options.config = config;
@@ -329,33 +412,14 @@ int Main() {
 }  // namespace
 }  // namespace fedsched
 
-#ifndef FEDSCHED_HAVE_TORCH
-namespace fedsched {
-namespace {
-// `fedsched-client --trainer=torch` runs the LibTorch build of this same program, installed
-// beside it as fedsched-client-torch (client/CMakeLists.txt): linking LibTorch into every
-// client costs 345 shared libraries and seconds of start-up, which tests that start tens of
-// clients, and devices, should not pay. Returns only when there is no such binary or exec
-// fails; the caller then reports --trainer=torch as unavailable.
-void ExecTorchClient(char** argv) {
-  std::error_code ec;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return;
-  const std::filesystem::path torch = self.parent_path() / "fedsched-client-torch";
-  if (!std::filesystem::exists(torch, ec)) return;
-  execv(torch.c_str(), argv);
-  std::fprintf(stderr, "fedsched-client: could not start %s: %s\n", torch.c_str(),
-               std::strerror(errno));
-}
-}  // namespace
-}  // namespace fedsched
-#endif
-
 int main(int argc, char** argv) {
   fedsched::SetUsage("fedsched edge client (reference trainer on Fashion-MNIST)");
   absl::ParseCommandLine(argc, argv);
 #ifndef FEDSCHED_HAVE_TORCH
-  if (absl::GetFlag(FLAGS_trainer) == "torch") fedsched::ExecTorchClient(argv);
+  // The LibTorch build of this program, fedsched-client-torch (common/exec_sibling.h).
+  if (absl::GetFlag(FLAGS_trainer) == "torch") {
+    fedsched::ExecSibling("fedsched-client", "fedsched-client-torch", argv);
+  }
 #endif
   fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
   return fedsched::Main();

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/rng.h"
 
@@ -87,6 +88,24 @@ absl::StatusOr<std::vector<std::vector<int64_t>>> DirichletPartition(
       "DirichletPartition: no Dirichlet(alpha=%g) draw in %d attempts gave all %d clients >= %d "
       "of the %d samples; raise alpha or lower min_samples",
       alpha, kDirichletMaxAttempts, num_clients, min_samples, n));
+}
+
+absl::StatusOr<ImageDataset> EvalShare(const ImageDataset& data, int index, int count) {
+  if (count <= 0 || index < 0 || index >= count || data.size < count) {
+    return absl::InvalidArgumentError(absl::StrCat("eval share ", index, " of ", count,
+                                                   " of a data set of ", data.size,
+                                                   " images: need 0 <= index < count <= images"));
+  }
+  const int64_t share = data.size / count;
+  const int64_t pixels = data.pixels_per_image();
+  ImageDataset out;
+  out.size = share;
+  out.rows = data.rows;
+  out.cols = data.cols;
+  out.pixels.assign(data.pixels.begin() + index * share * pixels,
+                    data.pixels.begin() + (index + 1) * share * pixels);
+  out.labels.assign(data.labels.begin() + index * share, data.labels.begin() + (index + 1) * share);
+  return out;
 }
 
 }  // namespace fedsched

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "models/idx.h"
 
 namespace fedsched {
 
@@ -35,6 +36,14 @@ inline constexpr int kDirichletMaxAttempts = 10000;
 absl::StatusOr<std::vector<std::vector<int64_t>>> DirichletPartition(
     absl::Span<const uint8_t> labels, int num_clients, double alpha, int min_samples,
     uint64_t seed);
+
+// A device's held-out eval split for client-side evaluation (docs/ARCHITECTURE.md "Client-side
+// evaluation"): share `index` of `count` contiguous equal shares of `data`, i.e. images
+// [index * s, (index + 1) * s) with s = data.size / count (the remainder is unused), the split
+// examples/pytorch_fmnist.py gives its clients of the t10k test set.
+// Errors: INVALID_ARGUMENT when count <= 0, index is outside [0, count), or `data` has fewer
+// than `count` images.
+absl::StatusOr<ImageDataset> EvalShare(const ImageDataset& data, int index, int count);
 
 }  // namespace fedsched
 

@@ -416,6 +416,22 @@ absl::StatusOr<int64_t> ActivationFloatsPerSample(const v1::ModelConfig& config)
   return kReferenceInputSize + 2 * static_cast<int64_t>(c.hidden_units()) + kLogits;
 }
 
+void ReferenceTrainer::SetEvalSplit(std::shared_ptr<const ImageDataset> split) {
+  eval_split_ = std::move(split);
+}
+
+absl::StatusOr<EvalReport> ReferenceTrainer::Evaluate(const v1::Model& global) {
+  if (eval_split_ == nullptr) return absl::UnimplementedError("no local eval split");
+  // ReferenceConfigOf recognises the CNN by its conv1/kernel as well.
+  FEDSCHED_ASSIGN_OR_RETURN(v1::ModelConfig config, ReferenceConfigOf(global));
+  FEDSCHED_ASSIGN_OR_RETURN(EvalResult r, ::fedsched::Evaluate(config, global, *eval_split_));
+  EvalReport report;
+  report.num_examples = r.num_examples;
+  report.accuracy = r.accuracy;
+  report.mean_loss = r.mean_loss;
+  return report;
+}
+
 int64_t ReferenceTrainer::PeakMemoryBytes(const TrainRequest& request) const {
   if (request.global == nullptr) return 0;
   v1::ModelConfig config;

@@ -120,6 +120,15 @@ class ReferenceTrainer : public Trainer {
   // request.global's (ReferenceConfigOf, or the CNN). 0 for a null or unrecognised model.
   int64_t PeakMemoryBytes(const TrainRequest& request) const override;
 
+  // Client-side evaluation (docs/ARCHITECTURE.md "Client-side evaluation"): the free Evaluate
+  // above of `global` (the architecture its tensors describe, as Train adopts it: the CNN, a
+  // softmax layer or an MLP of any width) on the eval split set by SetEvalSplit. Errors:
+  // UNIMPLEMENTED when no eval split is set (the SDK then reports nothing); INVALID_ARGUMENT for
+  // a model that is no reference architecture, and as the free Evaluate.
+  absl::StatusOr<EvalReport> Evaluate(const v1::Model& global) override;
+  // The device's held-out data for Evaluate (shared, not copied; null clears it).
+  void SetEvalSplit(std::shared_ptr<const ImageDataset> split);
+
   // The resolved configuration (defaults filled in).
   const v1::ModelConfig& config() const;
 
@@ -127,6 +136,7 @@ class ReferenceTrainer : public Trainer {
   struct Impl;
   explicit ReferenceTrainer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::shared_ptr<const ImageDataset> eval_split_;
 };
 
 }  // namespace fedsched

@@ -111,7 +111,7 @@ class MetricsWriter {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
               "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
               "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
-              "client_eval_accuracy,client_eval_loss,client_eval_version\n";
+              "client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples\n";
       out_.flush();
     }
   }
@@ -140,12 +140,13 @@ class MetricsWriter {
     std::fflush(stdout);
     if (!out_.is_open()) return;
     out_ << absl::StrFormat(
-        "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d\n",
+        "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d,%d\n",
         r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
         r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(), r.predictor_mape(),
         r.total_examples(), r.aggregation_calls(), r.staleness_mean(), r.staleness_max(),
         r.dropped_stale(), r.oom_failures(), r.passed_over_size(), r.memory_mape(),
-        r.client_eval_accuracy(), r.client_eval_loss(), r.client_eval_version());
+        r.client_eval_accuracy(), r.client_eval_loss(), r.client_eval_version(),
+        r.client_eval_examples());
     out_.flush();
   }
 

@@ -20,11 +20,16 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "common/config.h"
+#include "common/exec_sibling.h"
 #include "common/flags_usage.h"
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
+#include "sim/engine/training_learner.h"
 #include "sim/mpi/cluster.h"
+#ifdef FEDSCHED_HAVE_TORCH
+#include "sim/torch/torch_trainers.h"
+#endif
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "",
@@ -55,9 +60,21 @@ ABSL_FLAG(std::string, plot_title, "",
           "plot title; \\n starts a second line (default: run, policy, cache and seed, then "
           "config and trace files; in plot-only mode the curves' labels)");
 ABSL_FLAG(bool, quiet, false, "no progress line");
+ABSL_FLAG(std::string, trainer, "",
+          "override SimConfig.trainer: reference (the Eigen models) | torch (the LibTorch trainer "
+          "for the cnn architecture; needs a build with libtorch-dev)");
 
 namespace fedsched::sim {
 namespace {
+
+// The trainers of this build: with LibTorch, SimConfig.trainer "torch" as well (sim/torch).
+TrainerFactory Trainers() {
+#ifdef FEDSCHED_HAVE_TORCH
+  return MakeSimTrainer;
+#else
+  return MakeBuiltinTrainer;
+#endif
+}
 
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "fedsched-sim: %s\n", s.ToString().c_str());
@@ -84,8 +101,9 @@ int PlotOnly() {
   return s.ok() ? 0 : Fail(s);
 }
 
-// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train).
-int Run(mpi::Cluster* cluster) {
+// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train);
+// `argv` as main received it.
+int Run(mpi::Cluster* cluster, char** argv) {
   if (!absl::GetFlag(FLAGS_plot_csvs).empty()) return PlotOnly();
   if (absl::GetFlag(FLAGS_config).empty()) {
     return Fail(absl::InvalidArgumentError("--config is required"));
@@ -111,10 +129,30 @@ int Run(mpi::Cluster* cluster) {
     config.set_output_csv(absl::GetFlag(FLAGS_output_csv));
   }
   if (absl::GetFlag(FLAGS_quiet)) config.set_quiet(true);
+  if (!absl::GetFlag(FLAGS_trainer).empty()) config.set_trainer(absl::GetFlag(FLAGS_trainer));
+#ifndef FEDSCHED_HAVE_TORCH
+  if (config.trainer() == kTorchTrainer) {
+    if (cluster != nullptr) {
+      return Fail(absl::FailedPreconditionError(
+          "trainer \"torch\" under mpirun: start fedsched-sim-torch (the LibTorch build beside "
+          "fedsched-sim) on every rank"));
+    }
+    // The LibTorch build of this program (common/exec_sibling.h); without one, TrainingLearner
+    // refuses "torch" below.
+    ExecSibling("fedsched-sim", "fedsched-sim-torch", argv);
+  }
+#endif
 
   const absl::Time wall_start = absl::Now();
+  const LearnerFactory local =
+      [](const v1::SimConfig& resolved) -> absl::StatusOr<std::unique_ptr<Learner>> {
+    absl::StatusOr<std::unique_ptr<TrainingLearner>> l =
+        TrainingLearner::Create(resolved, Trainers());
+    if (!l.ok()) return l.status();
+    return std::unique_ptr<Learner>(*std::move(l));
+  };
   absl::StatusOr<std::unique_ptr<Simulation>> sim =
-      BuildSimulation(config, cluster != nullptr ? cluster->learner_factory() : nullptr);
+      BuildSimulation(config, cluster != nullptr ? cluster->learner_factory() : local);
   if (!sim.ok()) return Fail(sim.status());
   const v1::SimConfig& c = (*sim)->config;
   std::fprintf(stderr, "fedsched-sim effective config:\n%s", ConfigToText(c).c_str());
@@ -204,12 +242,13 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<mpi::Cluster>> cluster = mpi::Cluster::Join(&argc, &argv);
   if (!cluster.ok()) return Fail(cluster.status());
   absl::ParseCommandLine(argc, argv);
-  if (*cluster == nullptr) return Run(nullptr);
+  if (*cluster == nullptr) return Run(nullptr, argv);
+  (*cluster)->set_trainer_factory(Trainers());
   if ((*cluster)->rank() > 0) {
     if (absl::Status s = (*cluster)->Serve(); !s.ok()) (*cluster)->Abort(s);
     return 0;
   }
-  const int rc = Run(cluster->get());
+  const int rc = Run(cluster->get(), argv);
   if (absl::Status s = (*cluster)->StopWorkers(); !s.ok()) (*cluster)->Abort(s);
   return rc;
 }

@@ -6,6 +6,10 @@
 //   fc1.weight [64, 256]        fc1.bias [64]    fc2.weight [10, 64]          fc2.bias [10]
 // (Linear weights are [out, in], unlike the Eigen models' [in, out] kernels.) The server runs it
 // as a named-tensor model (models/named_model.h) from the file ExportInitialWeights writes.
+// With TorchTrainerOptions.reference_layout the trainer reads and writes the same network in the
+// tensor names and layouts of models/cnn.h instead (conv1/kernel ..., fc kernels [in, out]), so
+// that it trains the simulator's "cnn" model (docs/SIMULATION.md "Trainers") and its update can be
+// compared with CnnTrainer's.
 // This header includes no LibTorch header (they take about a minute per translation unit):
 // everything torch lives in torch_trainer.cc.
 #ifndef FEDSCHED_MODELS_TORCH_TORCH_TRAINER_H_
@@ -17,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "fedsched/v1/tensor.pb.h"
+#include "models/idx.h"
 #include "models/trainer.h"
 
 namespace fedsched {
@@ -27,6 +32,10 @@ struct TorchTrainerOptions {
   // LibTorch intra-op threads (torch::set_num_threads, process-wide); 0 = leave as is.
   // Default: 1 (a device trains on one core; also makes the result bit-reproducible).
   int threads = 1;
+  // True: weights in models/cnn.h's names and layouts (conv1/kernel [6, 1, 5, 5], fc1/kernel
+  // [256, 64], ...; Linear kernels transposed on the way in and out). Default: false (PyTorch's
+  // names and layouts, the file comment's).
+  bool reference_layout = false;
 };
 
 // Minibatch SGD with LibTorch over samples in the encoding of models/samples.h (read through
@@ -49,6 +58,15 @@ class TorchTrainer : public Trainer {
   // DecodeSample's errors for a malformed sample.
   absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) override;
 
+  // Client-side evaluation (docs/ARCHITECTURE.md "Client-side evaluation"): accuracy and mean
+  // softmax cross-entropy (nats) of `global` on the eval split set by SetEvalSplit, forward
+  // passes only (batches of 1,024). Errors: UNIMPLEMENTED when no eval split is set (the SDK then
+  // reports nothing); INVALID_ARGUMENT as Train for a model that does not fit the network, or
+  // for an eval split whose images are not 28 x 28.
+  absl::StatusOr<EvalReport> Evaluate(const v1::Model& global) override;
+  // The device's held-out data for Evaluate (shared, not copied; null clears it).
+  void SetEvalSplit(std::shared_ptr<const ImageDataset> split) { eval_split_ = std::move(split); }
+
   // Freshly initialised weights (LibTorch's default initialisation after torch::manual_seed(seed)),
   // in the tensor order of the file comment: the file for ModelConfig.initial_weights_path.
   v1::Model InitialWeights(uint64_t seed);
@@ -57,6 +75,7 @@ class TorchTrainer : public Trainer {
   struct Impl;
   explicit TorchTrainer(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
+  std::shared_ptr<const ImageDataset> eval_split_;
 };
 
 }  // namespace fedsched

@@ -344,8 +344,18 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
   loss_sum_ += metrics.mean_loss() * static_cast<double>(update.claim.num_examples);
   // Client-side evaluation of the model the task trained from (docs/ARCHITECTURE.md
   // "Client-side evaluation"); an implausible report is left out rather than failing the update.
-  if (metrics.eval_examples() > 0 && metrics.eval_accuracy() >= 0 && metrics.eval_accuracy() <= 1 &&
-      std::isfinite(metrics.eval_loss()) && metrics.eval_loss() >= 0) {
+  // The record describes one model version: under FedBuff a version's updates may have trained
+  // from different models, and only the newest model's evaluations are averaged (an older
+  // model's are superseded; a newer one's replace those folded so far).
+  const bool plausible = metrics.eval_examples() > 0 && metrics.eval_accuracy() >= 0 &&
+                         metrics.eval_accuracy() <= 1 && std::isfinite(metrics.eval_loss()) &&
+                         metrics.eval_loss() >= 0;
+  const bool older = eval_examples_ > 0 && task.base_version < record_.client_eval_version();
+  if (plausible && !older) {
+    if (eval_examples_ > 0 && task.base_version > record_.client_eval_version()) {
+      eval_accuracy_sum_ = eval_loss_sum_ = 0;
+      eval_examples_ = 0;
+    }
     const auto n = static_cast<double>(metrics.eval_examples());
     eval_accuracy_sum_ += metrics.eval_accuracy() * n;
     eval_loss_sum_ += metrics.eval_loss() * n;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/status_macros.h"
+#include "models/cnn.h"
 #include "server/round/round_config.h"
 #include "sim/engine/modelled_learner.h"
 #include "sim/engine/training_learner.h"
@@ -36,6 +37,22 @@ absl::Status ResolveCurve(v1::SimConfig& c) {
     return Invalid("no_train_samples_per_client", "must be > 0");
   }
   if (c.no_train_samples_per_client() == 0) c.set_no_train_samples_per_client(60);
+  return absl::OkStatus();
+}
+
+// SimConfig.trainer: "reference" by default; "torch" trains the CNN only.
+absl::Status ResolveTrainer(v1::SimConfig& c) {
+  if (c.trainer().empty()) c.set_trainer(std::string(kReferenceTrainer));
+  if (c.trainer() != kReferenceTrainer && c.trainer() != kTorchTrainer) {
+    return Invalid("trainer", absl::StrCat("\"", c.trainer(), "\" is unknown; use \"",
+                                           kReferenceTrainer, "\" or \"", kTorchTrainer, "\""));
+  }
+  if (c.trainer() == kTorchTrainer && !c.no_train() &&
+      c.server().model().architecture() != kCnnArchitecture) {
+    return Invalid("trainer", absl::StrCat("\"torch\" trains the \"cnn\" architecture only; "
+                                           "server.model.architecture is \"",
+                                           c.server().model().architecture(), "\""));
+  }
   return absl::OkStatus();
 }
 
@@ -163,6 +180,7 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   FEDSCHED_RETURN_IF_ERROR(ResolveCurve(c));
   if (c.train_threads() < 0) return Invalid("train_threads", "must be >= 1");
   if (c.train_threads() == 0) c.set_train_threads(2);
+  FEDSCHED_RETURN_IF_ERROR(ResolveTrainer(c));
   if (c.traces().capacity_path().empty()) return Invalid("traces.capacity_path", "is required");
   if (!(c.traces().start_time_s() >= 0) || std::isinf(c.traces().start_time_s())) {
     return Invalid("traces.start_time_s", "must be finite and >= 0");

@@ -23,7 +23,8 @@ namespace fedsched::sim {
 // (sim.proto comments). Errors: INVALID_ARGUMENT naming the field for an out-of-range value:
 // negative counts, clients_per_round > num_clients, target_accuracy outside [0, 1],
 // server.num_rounds 0 with neither target_accuracy nor max_virtual_hours (the run would never
-// stop), a missing traces.capacity_path, ...
+// stop), a missing traces.capacity_path, a trainer other than "reference" / "torch" (default
+// "reference"), "torch" with a server.model.architecture other than "cnn", ...
 absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
 
 // All parts of one run. Members are declared in dependency order.

@@ -25,9 +25,32 @@ struct TrainingLearner::Device {
 TrainingLearner::TrainingLearner(const v1::SimConfig& config) : config_(config) {}
 TrainingLearner::~TrainingLearner() = default;
 
+absl::StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const v1::SimConfig& config) {
+  if (config.trainer() == kTorchTrainer) {
+    return absl::FailedPreconditionError(
+        "sim config: trainer \"torch\": this fedsched-sim was built without LibTorch (install "
+        "libtorch-dev, e.g. with scripts/install_deps.sh, and configure again with "
+        "-DFEDSCHED_TORCH=ON), or use trainer \"reference\"");
+  }
+  if (!config.trainer().empty() && config.trainer() != kReferenceTrainer) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("sim config: trainer \"", config.trainer(),
+                     "\" is unknown; use \"reference\" or \"torch\""));
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceTrainer> t,
+                            ReferenceTrainer::Create(config.server().model()));
+  return std::unique_ptr<Trainer>(std::move(t));
+}
+
 absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
-    const v1::SimConfig& config) {
+    const v1::SimConfig& config, const TrainerFactory& make_trainer) {
   std::unique_ptr<TrainingLearner> l(new TrainingLearner(config));
+  // The trainers first: a trainer this build lacks is refused before seconds of data loading.
+  for (int i = 0; i < std::max(1, config.train_threads()); ++i) {
+    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t,
+                              make_trainer ? make_trainer(config) : MakeBuiltinTrainer(config));
+    l->trainers_.push_back(std::move(t));
+  }
   const v1::DataConfig& d = config.data();
   FEDSCHED_ASSIGN_OR_RETURN(
       l->train_,
@@ -48,11 +71,6 @@ absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
                                                d.partition_seed() != 0 ? d.partition_seed() : 42));
   FEDSCHED_ASSIGN_OR_RETURN(l->initial_, InitialModel(config.server().model()));
   l->model_bytes_ = static_cast<int64_t>(l->initial_.ByteSizeLong());
-  for (int i = 0; i < std::max(1, config.train_threads()); ++i) {
-    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<ReferenceTrainer> t,
-                              ReferenceTrainer::Create(config.server().model()));
-    l->trainers_.push_back(std::move(t));
-  }
   l->devices_.resize(config.num_clients());
   return l;
 }
@@ -86,8 +104,7 @@ absl::StatusOr<TrainingLearner::Device*> TrainingLearner::DeviceFor(int32_t clie
 }
 
 absl::StatusOr<TrainedTask> TrainingLearner::TrainOne(const TrainTask& task,
-                                                      const v1::Model& global,
-                                                      ReferenceTrainer& trainer) {
+                                                      const v1::Model& global, Trainer& trainer) {
   Device* dev = devices_[task.client].get();
   dev->warmed = false;
   const v1::TrainingConfig& training = config_.server().training();

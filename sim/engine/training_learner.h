@@ -1,4 +1,5 @@
-// Real training for the simulator: every task is trained with the reference model (models/) on
+// Real training for the simulator: every task is trained with the reference model (models/), or
+// the LibTorch trainer (models/torch) for the CNN under SimConfig.trainer "torch", on
 // its client's Dirichlet partition of Fashion-MNIST, reading its samples through the client's
 // own on-device SampleCache (client/cache). Only time is virtual: the cache's hit / miss counts
 // feed the I/O term of the task's duration (docs/ALGORITHMS.md §1.1). The round engine
@@ -7,6 +8,7 @@
 #define FEDSCHED_SIM_ENGINE_TRAINING_LEARNER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -14,17 +16,30 @@
 #include "fedsched/v1/sim.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "models/idx.h"
+#include "models/trainer.h"
 #include "sim/engine/learner.h"
-
-namespace fedsched {
-class ReferenceTrainer;
-}  // namespace fedsched
 
 namespace fedsched::sim {
 
+// SimConfig.trainer values: the Eigen models of models/ and the LibTorch trainer (models/torch).
+inline constexpr char kReferenceTrainer[] = "reference";
+inline constexpr char kTorchTrainer[] = "torch";
+
+// Makes one Trainer for the simulated devices of `config` (resolved: ResolveSimConfig), of the
+// kind SimConfig.trainer names; TrainingLearner makes one per training thread. The LibTorch
+// trainer comes from sim/torch (MakeSimTrainer), linked only into a fedsched-sim built with
+// libtorch-dev, so that sim_engine itself never links LibTorch.
+using TrainerFactory =
+    std::function<absl::StatusOr<std::unique_ptr<Trainer>>(const v1::SimConfig& config)>;
+
+// The trainers of every build: "reference" is a ReferenceTrainer for server.model. Errors:
+// FAILED_PRECONDITION for "torch" (this program was built without LibTorch; the message says
+// how to get it); INVALID_ARGUMENT for any other kind; ReferenceTrainer::Create's.
+absl::StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const v1::SimConfig& config);
+
 // Learner over real data and models. A Train call trains its tasks on `train_threads`
-// std::threads (one ReferenceTrainer each; a client's cache is used by one thread at a time).
-// A client's cache and sample store are created on its first task or prefetch (memory grows
+// std::threads (one Trainer each, SimConfig.trainer's; a client's cache is used by one thread at a
+// time). A client's cache and sample store are created on its first task or prefetch (memory grows
 // with the clients that train, not with num_clients). Prefetch warms an idle client's cache
 // once between two of its tasks, as the SDK does (SampleCache::Warm with the cache's byte
 // capacity as the read budget; only the IMPORTANCE policy loads anything). Deterministic: a
@@ -36,8 +51,10 @@ class TrainingLearner : public Learner {
   // partitions the train set over num_clients with Dirichlet(dirichlet_alpha) (models/
   // DirichletPartition) and builds the initial model (`config.server().model()`). `config`
   // must be resolved (ResolveSimConfig). Errors: those of LoadIdxDataset (NOT_FOUND /
-  // DATA_LOSS naming the file), DirichletPartition, InitialModel and ReferenceTrainer::Create.
-  static absl::StatusOr<std::unique_ptr<TrainingLearner>> Create(const v1::SimConfig& config);
+  // DATA_LOSS naming the file), DirichletPartition, InitialModel and `make_trainer` (null:
+  // MakeBuiltinTrainer).
+  static absl::StatusOr<std::unique_ptr<TrainingLearner>> Create(
+      const v1::SimConfig& config, const TrainerFactory& make_trainer = nullptr);
   ~TrainingLearner() override;
 
   const v1::Model& initial_model() const override { return initial_; }
@@ -64,7 +81,7 @@ class TrainingLearner : public Learner {
   struct Device;
   explicit TrainingLearner(const v1::SimConfig& config);
   absl::StatusOr<TrainedTask> TrainOne(const TrainTask& task, const v1::Model& global,
-                                       ReferenceTrainer& trainer);
+                                       Trainer& trainer);
   absl::StatusOr<Device*> DeviceFor(int32_t client);
 
   v1::SimConfig config_;
@@ -73,7 +90,7 @@ class TrainingLearner : public Learner {
   std::vector<std::vector<int64_t>> partition_;
   v1::Model initial_;
   int64_t model_bytes_ = 0;
-  std::vector<std::unique_ptr<ReferenceTrainer>> trainers_;
+  std::vector<std::unique_ptr<Trainer>> trainers_;
   std::vector<std::unique_ptr<Device>> devices_;
   ModelQuality last_quality_;
 };

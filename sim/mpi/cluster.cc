@@ -29,7 +29,7 @@ Cluster::~Cluster() = default;
 LearnerFactory Cluster::learner_factory() {
   return [this](const v1::SimConfig& config) -> absl::StatusOr<std::unique_ptr<Learner>> {
     absl::StatusOr<std::unique_ptr<DistributedLearner>> l =
-        DistributedLearner::Create(config, transport_.get());
+        DistributedLearner::Create(config, transport_.get(), make_trainer_);
     if (!l.ok()) return l.status();
     return std::unique_ptr<Learner>(*std::move(l));
   };
@@ -37,7 +37,7 @@ LearnerFactory Cluster::learner_factory() {
 
 absl::Status Cluster::StopWorkers() { return mpi::StopWorkers(*transport_); }
 
-absl::Status Cluster::Serve() { return ServeTraining(*transport_); }
+absl::Status Cluster::Serve() { return ServeTraining(*transport_, make_trainer_); }
 
 void Cluster::Abort(const absl::Status& status) {
   std::fprintf(stderr, "fedsched-sim rank %d: %s\n", rank(), status.ToString().c_str());

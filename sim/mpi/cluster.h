@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sim/engine/setup.h"
+#include "sim/engine/training_learner.h"
 #include "sim/mpi/transport.h"
 
 namespace fedsched::sim::mpi {
@@ -33,6 +34,10 @@ class Cluster {
   Cluster(const Cluster&) = delete;
   Cluster& operator=(const Cluster&) = delete;
 
+  // The trainer factory every rank's TrainingLearner uses (fedsched-sim's, with LibTorch when
+  // built with it). Default: null (TrainingLearner's built-in trainers).
+  void set_trainer_factory(TrainerFactory make_trainer) { make_trainer_ = std::move(make_trainer); }
+
   int rank() const { return transport_->rank(); }
   int size() const { return transport_->size(); }
 
@@ -48,6 +53,7 @@ class Cluster {
 
  private:
   std::unique_ptr<Transport> transport_;
+  TrainerFactory make_trainer_;
 };
 
 }  // namespace fedsched::sim::mpi

@@ -64,12 +64,13 @@ DistributedLearner::DistributedLearner(Transport* transport, std::unique_ptr<Tra
       deferred_(transport->size()) {}
 
 absl::StatusOr<std::unique_ptr<DistributedLearner>> DistributedLearner::Create(
-    const v1::SimConfig& config, Transport* transport) {
+    const v1::SimConfig& config, Transport* transport, const TrainerFactory& make_trainer) {
   const std::string bytes = config.SerializeAsString();
   for (int r = 1; r < transport->size(); ++r) {
     FEDSCHED_RETURN_IF_ERROR(transport->Send(r, kSetup, bytes));
   }
-  absl::StatusOr<std::unique_ptr<TrainingLearner>> local = TrainingLearner::Create(config);
+  absl::StatusOr<std::unique_ptr<TrainingLearner>> local =
+      TrainingLearner::Create(config, make_trainer);
   absl::Status first = local.status();
   for (int r = 1; r < transport->size(); ++r) {
     FEDSCHED_ASSIGN_OR_RETURN(std::string reply, ReceiveReply(*transport, r));
@@ -164,7 +165,7 @@ absl::Status DistributedLearner::Prefetch(int32_t client, const v1::CachePlan& p
   return absl::OkStatus();
 }
 
-absl::Status ServeTraining(Transport& transport) {
+absl::Status ServeTraining(Transport& transport, const TrainerFactory& make_trainer) {
   std::unique_ptr<TrainingLearner> learner;
   while (true) {
     FEDSCHED_ASSIGN_OR_RETURN(Transport::Message m, transport.Receive(0));
@@ -176,7 +177,7 @@ absl::Status ServeTraining(Transport& transport) {
         v1::SimConfig config;
         absl::StatusOr<std::unique_ptr<TrainingLearner>> created =
             config.ParseFromString(m.bytes)
-                ? TrainingLearner::Create(config)
+                ? TrainingLearner::Create(config, make_trainer)
                 : absl::DataLossError("sim mpi message: malformed sim config");
         if (created.ok()) learner = *std::move(created);
         reply = EncodeStatus(created.status());

@@ -39,10 +39,12 @@ class DistributedLearner : public Learner {
  public:
   // Sends `config` (resolved: ResolveSimConfig) to every other rank of `transport` (rank 0's),
   // builds rank 0's TrainingLearner while they build theirs, then waits for each rank's setup
-  // result. `transport` must outlive the learner. Errors: TrainingLearner::Create's on rank 0;
-  // a rank's, prefixed "rank R: "; the transport's.
-  static absl::StatusOr<std::unique_ptr<DistributedLearner>> Create(const v1::SimConfig& config,
-                                                                    Transport* transport);
+  // result. `transport` must outlive the learner; `make_trainer` is rank 0's trainer factory
+  // (TrainingLearner::Create). Errors: TrainingLearner::Create's on rank 0; a rank's, prefixed
+  // "rank R: "; the transport's.
+  static absl::StatusOr<std::unique_ptr<DistributedLearner>> Create(
+      const v1::SimConfig& config, Transport* transport,
+      const TrainerFactory& make_trainer = nullptr);
 
   const v1::Model& initial_model() const override { return local_->initial_model(); }
   int64_t ModelBytes() const override { return local_->ModelBytes(); }
@@ -77,10 +79,11 @@ class DistributedLearner : public Learner {
 };
 
 // Ranks > 0: serves rank 0's kSetup, kTrain and kStop messages until kStop, building this rank's
-// TrainingLearner from the kSetup config. Setup and training errors go back to rank 0 in the
-// reply (rank 0 ends the run and stops this rank). Errors: the transport's, or INTERNAL for an
-// unexpected message: this rank can no longer follow rank 0 (the caller aborts the job).
-absl::Status ServeTraining(Transport& transport);
+// TrainingLearner from the kSetup config with `make_trainer` (TrainingLearner::Create). Setup and
+// training errors go back to rank 0 in the reply (rank 0 ends the run and stops this rank). Errors:
+// the transport's, or INTERNAL for an unexpected message: this rank can no longer follow rank 0
+// (the caller aborts the job).
+absl::Status ServeTraining(Transport& transport, const TrainerFactory& make_trainer = nullptr);
 
 // Rank 0: sends kStop to every other rank. Errors: the transport's.
 absl::Status StopWorkers(Transport& transport);

@@ -147,5 +147,22 @@ TEST(DirichletPartitionTest, FashionMnistSetupOfTheFlCheck) {
   for (const auto& part : parts) EXPECT_GE(part.size(), 10u);
 }
 
+// A device's eval split: contiguous equal shares, the remainder unused.
+TEST(EvalShareTest, ContiguousEqualShares) {
+  const ImageDataset ds = testing::SyntheticDataset(103, 2);
+  ASSERT_OK_AND_ASSIGN(ImageDataset share, EvalShare(ds, 3, 10));
+  EXPECT_EQ(share.size, 10);
+  EXPECT_EQ(share.rows, 28);
+  ASSERT_EQ(share.labels.size(), 10u);
+  ASSERT_EQ(share.pixels.size(), 10u * 784);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(share.labels[i], ds.labels[30 + i]);
+  EXPECT_EQ(share.pixels[0], ds.pixels[30 * 784]);
+  EXPECT_EQ(share.pixels.back(), ds.pixels[40 * 784 - 1]);
+  EXPECT_THAT(EvalShare(ds, 10, 10).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("eval share 10 of 10")));
+  EXPECT_THAT(EvalShare(ds, 0, 200).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("103 images")));
+}
+
 }  // namespace
 }  // namespace fedsched

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -262,6 +263,31 @@ TEST(ReferenceTrainerTest, AdoptsTheArchitectureOfTheServersModel) {
     EXPECT_EQ(inferred.architecture(), server.architecture());
   }
   EXPECT_THAT(ReferenceConfigOf(v1::Model()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reference architecture")));
+}
+
+// Client-side evaluation (docs/ARCHITECTURE.md "Client-side evaluation"): the trainer reports the
+// free Evaluate of the server's model, whatever reference architecture it is, on the eval split;
+// without one it has nothing to report (UNIMPLEMENTED: the SDK then sends no evaluation).
+TEST(ReferenceTrainerTest, EvaluatesTheServersModelOnTheLocalEvalSplit) {
+  ASSERT_OK_AND_ASSIGN(auto trainer, ReferenceTrainer::Create(v1::ModelConfig()));
+  ASSERT_OK_AND_ASSIGN(v1::Model mlp, InitialModel(Config("mlp", 16)));
+  EXPECT_THAT(trainer->Evaluate(mlp).status(),
+              StatusIs(absl::StatusCode::kUnimplemented, HasSubstr("eval split")));
+  auto split = std::make_shared<ImageDataset>(testing::SyntheticDataset(300, 8));
+  trainer->SetEvalSplit(split);
+  v1::ModelConfig cnn;
+  cnn.set_architecture("cnn");
+  for (const v1::ModelConfig& server : {Config("mlp", 16), Config("softmax", 0), cnn}) {
+    SCOPED_TRACE(server.architecture());
+    ASSERT_OK_AND_ASSIGN(v1::Model global, InitialModel(server));
+    ASSERT_OK_AND_ASSIGN(EvalReport report, trainer->Evaluate(global));
+    ASSERT_OK_AND_ASSIGN(EvalResult expected, Evaluate(server, global, *split));
+    EXPECT_EQ(report.num_examples, 300);
+    EXPECT_DOUBLE_EQ(report.accuracy, expected.accuracy);
+    EXPECT_DOUBLE_EQ(report.mean_loss, expected.mean_loss);
+  }
+  EXPECT_THAT(trainer->Evaluate(v1::Model()).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reference architecture")));
 }
 

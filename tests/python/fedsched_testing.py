@@ -4,6 +4,7 @@ import pathlib
 import re
 import socket
 import subprocess
+import threading
 import time
 
 BINARY_DIR = pathlib.Path(os.environ.get("FEDSCHED_BINARY_DIR", "build")).resolve()
@@ -66,3 +67,28 @@ class Server:
 
 def round_lines(text):
     return [line for line in text.splitlines() if re.match(r"^round +\d+ \|", line)]
+
+
+def run_clients(clients, server, timeout_s=400):
+    """Runs every fedsched.Client on a Python thread of its own until the server ends the run.
+
+    A round needs all of them, so this finishes only if Client.run releases the GIL while the
+    SDK does network I/O. Fails the test if a client is still running after `timeout_s`, a run
+    raised, or the server exited non-zero.
+    """
+    errors = []
+
+    def run(client):
+        try:
+            client.run()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in clients]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout_s)
+    assert not any(t.is_alive() for t in threads), server.text()
+    assert not errors, errors
+    assert server.wait(timeout_s=120) == 0, server.text()

@@ -4,13 +4,12 @@ A NumPy softmax-regression trainer with PyTorch-style tensor names ("fc.weight" 
 "fc.bias" [10]) is a named-tensor model the server cannot run: its initial weights come from a
 model file, updates are shape-checked by name, and accuracy comes from client-side evaluation.
 """
-import threading
 
 import numpy as np
 import pytest
 
 import fedsched
-from fedsched_testing import BINARY_DIR, Server, round_lines
+from fedsched_testing import BINARY_DIR, Server, round_lines, run_clients
 
 TEST_IMAGES = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz"
 TEST_LABELS = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
@@ -21,6 +20,26 @@ def softmax_losses(w, b, x, y):
     logits -= logits.max(axis=1, keepdims=True)
     logp = logits - np.log(np.exp(logits).sum(axis=1, keepdims=True))
     return -logp[np.arange(len(y)), y], logp
+
+
+def two_client_run(tmp_path, seed, local_steps, batch_size, extra=""):
+    """ServerConfig text of a 3-round run of NumpySoftmax's named model with K = 2 (both clients
+    every round), from small random initial weights (seeded) saved in tmp_path."""
+    rng = np.random.default_rng(seed)
+    initial = {"fc.weight": (rng.standard_normal((10, 784)) * 0.01).astype(np.float32),
+               "fc.bias": np.zeros(10, np.float32)}
+    fedsched.save_model(initial, str(tmp_path / "initial.pb"))
+    return f"""
+clients_per_round: 2
+min_updates: 2
+min_online_clients: 2
+num_rounds: 3
+round_deadline_s: 300
+heartbeat_interval_ms: 1000
+missed_heartbeats: 30
+model {{ initial_weights_path: "{tmp_path / 'initial.pb'}" }}
+training {{ local_steps: {local_steps} batch_size: {batch_size} learning_rate: 0.1 }}
+{extra}"""
 
 
 class NumpySoftmax(fedsched.Trainer):
@@ -97,26 +116,12 @@ def test_server_refuses_server_evaluation_of_a_named_model(tmp_path):
 
 
 def test_two_python_clients_train_a_named_model_with_client_evaluation(tmp_path):
-    rng = np.random.default_rng(0)
-    initial = {"fc.weight": (rng.standard_normal((10, 784)) * 0.01).astype(np.float32),
-               "fc.bias": np.zeros(10, np.float32)}
-    fedsched.save_model(initial, str(tmp_path / "initial.pb"))
     clients = []
-    server = Server(tmp_path, f"""
-clients_per_round: 2
-min_updates: 2
-min_online_clients: 2
-num_rounds: 3
-round_deadline_s: 300
-heartbeat_interval_ms: 1000
-missed_heartbeats: 30
-model {{ initial_weights_path: "{tmp_path / 'initial.pb'}" }}
-training {{ local_steps: 15 batch_size: 20 learning_rate: 0.1 }}
-""")
+    server = Server(tmp_path, two_client_run(tmp_path, seed=0, local_steps=15, batch_size=20))
     try:
         server.wait_listening()
         test_x, test_y = fedsched.load_partition(0, 1, images=TEST_IMAGES, labels=TEST_LABELS)
-        trainers, errors = [], []
+        trainers = []
         for i in range(2):
             x, y = fedsched.load_partition(i, 20)
             trainer = NumpySoftmax(x, y.astype(np.int64), test_x[i * 500:(i + 1) * 500],
@@ -126,22 +131,8 @@ training {{ local_steps: 15 batch_size: 20 learning_rate: 0.1 }}
             trainers.append(trainer)
             clients.append(fedsched.Client(config, trainer, num_samples=len(y)))
 
-        def run(client):
-            try:
-                client.run()
-            except Exception as e:  # noqa: BLE001 - reported below
-                errors.append(e)
-
-        # Two clients on two Python threads: a round needs both, so this finishes only if run()
-        # releases the GIL while the SDK does network I/O.
-        threads = [threading.Thread(target=run, args=(c,)) for c in clients]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(timeout=400)
-        assert not any(t.is_alive() for t in threads), server.text()
-        assert not errors, errors
-        assert server.wait(timeout_s=120) == 0, server.text()
+        # Two clients on two Python threads: see run_clients.
+        run_clients(clients, server)
     finally:
         for c in clients:
             c.stop()

@@ -62,8 +62,10 @@ class EngineTest : public ::testing::Test {
     ASSERT_OK(engine_->Publish(0, engine_->model(), nullptr));
   }
 
-  // Uploads a delta of `value` everywhere for `task` with 8 examples at `now`.
-  absl::Status Upload(const Task& task, float value, double now) {
+  // Uploads a delta of `value` everywhere for `task` with 8 examples at `now`, with a client-side
+  // evaluation of `eval_examples` examples when > 0.
+  absl::Status Upload(const Task& task, float value, double now, int64_t eval_examples = 0,
+                      double eval_accuracy = 0, double eval_loss = 0) {
     v1::Model delta = OneTensor(value);
     Update u;
     u.claim = {
@@ -71,9 +73,30 @@ class EngineTest : public ::testing::Test {
     u.delta = &delta;
     u.metrics.set_num_examples(8);
     u.metrics.set_train_seconds(now - task.issued_s);
+    u.metrics.set_eval_examples(eval_examples);
+    u.metrics.set_eval_accuracy(eval_accuracy);
+    u.metrics.set_eval_loss(eval_loss);
     u.now_s = now;
     std::vector<absl::Status> v = engine_->FoldUpdates({&u, 1});
     return v[0];
+  }
+
+  // FedBuff: version 1 commits with two of its three tasks at t = 1; the third (`*slow_id`, on
+  // model 0) is still in flight when version 2 opens with the two new tasks `*second` (unpinned).
+  void CommitVersionOneLeavingASlowTask(std::string* slow_id, std::vector<const Task*>* second) {
+    Start(/*async=*/true);
+    engine_->Advance(0);
+    std::vector<const Task*> first = engine_->TakeNewTasks();
+    ASSERT_EQ(first.size(), 3u);
+    for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+    *slow_id = first[2]->task_id;
+    ASSERT_OK(Upload(*first[0], 2, 1));
+    ASSERT_OK(Upload(*first[1], 2, 1));
+    std::vector<ClosedRound> closed = engine_->Advance(1);
+    ASSERT_EQ(closed.size(), 1u);
+    ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+    *second = engine_->TakeNewTasks();
+    ASSERT_EQ(second->size(), 2u);
   }
 
   v1::ServerConfig raw_;
@@ -284,24 +307,34 @@ TEST_F(EngineTest, FedBuffRecordsStalenessAndTasksDroppedAsTooStale) {
 }
 
 TEST_F(EngineTest, FedBuffRecordsTheStalenessOfFoldedUpdates) {
-  Start(/*async=*/true);
-  engine_->Advance(0);
-  std::vector<const Task*> first = engine_->TakeNewTasks();
-  ASSERT_EQ(first.size(), 3u);
-  for (const Task* t : first) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
-  const std::string slow_id = first[2]->task_id;
-  ASSERT_OK(Upload(*first[0], 2, 1));
-  ASSERT_OK(Upload(*first[1], 2, 1));
-  std::vector<ClosedRound> closed = engine_->Advance(1);
-  ASSERT_EQ(closed.size(), 1u);
-  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
-  std::vector<const Task*> second = engine_->TakeNewTasks();
-  ASSERT_EQ(second.size(), 2u);
+  std::string slow_id;
+  std::vector<const Task*> second;
+  ASSERT_NO_FATAL_FAILURE(CommitVersionOneLeavingASlowTask(&slow_id, &second));
   ASSERT_OK(engine_->PinModel(second[0]->index, second[0]->task_id).status());
   ASSERT_OK(Upload(*engine_->FindTask(slow_id), 4, 2));  // 1 version behind
   ASSERT_OK(Upload(*second[0], 2, 2));                   // fresh
   EXPECT_EQ(engine_->current_record().staleness_max(), 1);
   EXPECT_DOUBLE_EQ(engine_->current_record().staleness_mean(), 0.5);
+}
+
+// Client-side evaluation under FedBuff: a version's updates trained from different models, and
+// the record averages only the newest model's evaluations (never a mix of two models).
+TEST_F(EngineTest, FedBuffRecordsTheEvaluationsOfOneModelVersion) {
+  std::string slow_id;
+  std::vector<const Task*> second;
+  ASSERT_NO_FATAL_FAILURE(CommitVersionOneLeavingASlowTask(&slow_id, &second));
+  for (const Task* t : second) ASSERT_OK(engine_->PinModel(t->index, t->task_id).status());
+  // The slow task evaluated model 0, the fresh one model 1; K = 2 closes version 2 with these.
+  ASSERT_OK(Upload(*engine_->FindTask(slow_id), 1, 2, /*eval_examples=*/100, 0.2, 2.0));
+  ASSERT_OK(Upload(*second[0], 1, 2, /*eval_examples=*/50, 0.6, 1.0));
+  std::vector<ClosedRound> closed = engine_->Advance(2);
+  ASSERT_EQ(closed.size(), 1u);
+  const v1::RoundRecord& r = closed[0].record;
+  EXPECT_EQ(r.round(), 2);
+  EXPECT_EQ(r.client_eval_version(), 1);
+  EXPECT_EQ(r.client_eval_examples(), 50);  // model 0's 100 examples superseded
+  EXPECT_DOUBLE_EQ(r.client_eval_accuracy(), 0.6);
+  EXPECT_DOUBLE_EQ(r.client_eval_loss(), 1.0);
 }
 
 // Issue 12 item 2: a round that keeps failing backs off instead of re-planning in a tight loop,

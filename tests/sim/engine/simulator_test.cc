@@ -554,8 +554,8 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
 }
 
 TEST(SimulatorTest, ShippedConfigsParse) {
-  for (const char* name :
-       {"speed_100k.textproto", "fmnist_1000.textproto", "fmnist_1000_fedbuff.textproto"}) {
+  for (const char* name : {"speed_100k.textproto", "fmnist_1000.textproto",
+                           "fmnist_1000_fedbuff.textproto", "fmnist_1000_cnn_torch.textproto"}) {
     SCOPED_TRACE(name);
     ASSERT_OK_AND_ASSIGN(v1::SimConfig c, LoadSimConfig(SourceDir() + "/configs/sim/" + name));
     EXPECT_OK(ResolveSimConfig(c).status());

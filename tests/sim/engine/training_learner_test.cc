@@ -12,9 +12,14 @@
 #include "gtest/gtest.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
+#include "tests/sim/engine/run_to_csv.h"
 
 namespace fedsched::sim {
 namespace {
+
+using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
 
 std::string SourceDir() {
   const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
@@ -159,24 +164,6 @@ v1::SimConfig TinyRun() {
   return c;
 }
 
-std::string RunToCsv(const v1::SimConfig& config, std::vector<RoundRow>* rows) {
-  auto sim = BuildSimulation(config);
-  EXPECT_TRUE(sim.ok()) << sim.status();
-  if (!sim.ok()) return "";
-  struct Lines : RoundSink {
-    void OnRound(const RoundRow& r) override {
-      out << RoundCsvLine("x", r) << "\n";
-      rows.push_back(r);
-    }
-    std::ostringstream out;
-    std::vector<RoundRow> rows;
-  } lines;
-  auto summary = (*sim)->simulator->Run(&lines);
-  EXPECT_TRUE(summary.ok()) << summary.status();
-  if (rows != nullptr) *rows = lines.rows;
-  return lines.out.str();
-}
-
 TEST(TrainingLearnerTest, TinyRealRunThroughTheEngineImprovesDeterministically) {
   std::vector<RoundRow> rows;
   const std::string csv = RunToCsv(TinyRun(), &rows);
@@ -190,6 +177,25 @@ TEST(TrainingLearnerTest, TinyRealRunThroughTheEngineImprovesDeterministically) 
   }
   EXPECT_GT(rows[2].quality.accuracy, rows[0].quality.accuracy);
   EXPECT_EQ(RunToCsv(TinyRun(), nullptr), csv);
+}
+
+// SimConfig.trainer: "reference" by default, "torch" only for the CNN, and without the factory of
+// sim/torch (a build without LibTorch) a clear refusal.
+TEST(TrainingLearnerTest, TrainerKindIsCheckedAndTorchNeedsLibTorch) {
+  v1::SimConfig c = TinyConfig();
+  EXPECT_EQ(c.trainer(), "reference");
+  c.set_trainer("jax");
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("trainer"), HasSubstr("\"jax\" is unknown"))));
+  c.set_trainer("torch");  // TinyConfig's model is the MLP
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("\"cnn\" architecture")));
+  c.mutable_server()->mutable_model()->set_architecture("cnn");
+  ASSERT_OK_AND_ASSIGN(v1::SimConfig resolved, ResolveSimConfig(c));
+  EXPECT_THAT(TrainingLearner::Create(resolved).status(),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr("without LibTorch"), HasSubstr("libtorch-dev"))));
 }
 
 }  // namespace

@@ -22,11 +22,13 @@
 #include "sim/mpi/wire.h"
 #include "tests/sim/engine/scripted_parts.h"
 #include "tests/sim/mpi/local_transport.h"
+#include "tests/sim/subset_data.h"
 
 namespace fedsched::sim::mpi {
 namespace {
 
 using ::fedsched::testing::StatusIs;
+using ::fedsched::testing::SubsetData;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -51,45 +53,6 @@ class LocalJob {
   std::vector<std::thread> workers_;
 };
 
-// Writes `d` as plain IDX files (big-endian header; PixelToUnit inverts exactly).
-void WriteIdx(const ImageDataset& d, const std::string& images, const std::string& labels) {
-  auto be32 = [](std::ofstream& f, uint32_t v) {
-    const char b[4] = {char(v >> 24), char(v >> 16), char(v >> 8), char(v)};
-    f.write(b, 4);
-  };
-  std::ofstream fi(images, std::ios::binary);
-  be32(fi, 0x803);
-  be32(fi, static_cast<uint32_t>(d.size));
-  be32(fi, d.rows);
-  be32(fi, d.cols);
-  for (float p : d.pixels) fi.put(static_cast<char>(std::lround(p * 255.0f)));
-  std::ofstream fl(labels, std::ios::binary);
-  be32(fl, 0x801);
-  be32(fl, static_cast<uint32_t>(d.size));
-  fl.write(reinterpret_cast<const char*>(d.labels.data()), d.size);
-}
-
-// The first 3,000 training and 1,000 test images of Fashion-MNIST, so that each rank's
-// TrainingLearner loads in milliseconds; written once per process, removed at exit.
-class SubsetData : public ::testing::Environment {
- public:
-  static std::string dir() { return dir_; }
-  void SetUp() override {
-    dir_ = (std::filesystem::temp_directory_path() /
-            ("fedsched_sim_mpi_test_" + std::to_string(::getpid())))
-               .string();
-    std::filesystem::create_directories(dir_);
-    auto train = LoadIdxDataset(kFashionMnistTrainImages, kFashionMnistTrainLabels, 3000);
-    auto test = LoadIdxDataset(kFashionMnistTestImages, kFashionMnistTestLabels, 1000);
-    ASSERT_TRUE(train.ok() && test.ok()) << train.status() << test.status();
-    WriteIdx(*train, dir_ + "/train-images", dir_ + "/train-labels");
-    WriteIdx(*test, dir_ + "/test-images", dir_ + "/test-labels");
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
- private:
-  static inline std::string dir_;
-};
 const auto* const kSubset = ::testing::AddGlobalTestEnvironment(new SubsetData);
 
 // 20 clients on the subset, MLP 784-16-10, batch 10 x 3 steps, the importance cache (so
