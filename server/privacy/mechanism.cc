@@ -7,19 +7,6 @@
 
 namespace fedsched::privacy {
 
-absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed) {
-  if (!(stddev >= 0.0) || !std::isfinite(stddev)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("noise standard deviation must be finite and >= 0, got ", stddev));
-  }
-  if (stddev == 0.0) return absl::OkStatus();
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<double> normal(0.0, stddev);
-  // Summed in double, rounded once: the float32 sum keeps the noise's spread, not its bits.
-  for (float& v : values) v = static_cast<float>(static_cast<double>(v) + normal(rng));
-  return absl::OkStatus();
-}
-
 double GaussianSample(double stddev, uint64_t seed) {
   if (stddev <= 0.0) return 0.0;
   std::mt19937_64 rng(seed);

@@ -11,15 +11,12 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/dp_noise.h"
 
 namespace fedsched::privacy {
 
-// Adds independent N(0, stddev^2) noise to every value of `values` (in place), drawn from a
-// Mersenne twister (std::mt19937_64) seeded with `seed` through std::normal_distribution in
-// double precision, rounded to float32 once per value. stddev 0 adds
-// nothing. Errors: INVALID_ARGUMENT for a negative or non-finite stddev. Not a defence against
-// floating-point attacks on the noise's low bits (Mironov, CCS 2012; docs/PRIVACY.md).
-absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed);
+// AddGaussianNoise (common/dp_noise.h) adds the Gaussian noise to the server's sum.
+using ::fedsched::AddGaussianNoise;
 
 // One draw of N(0, stddev^2) from the generator seeded with `seed` (adaptive clipping's count
 // noise).
