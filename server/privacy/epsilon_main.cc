@@ -3,8 +3,9 @@
 //
 //   fedsched-epsilon --q=0.01 --noise_multiplier=1.1 --rounds=1,10,100,1000 --delta=1e-5
 //
-// Prints one line per round count: rounds, epsilon (Renyi DP of the Poisson-subsampled Gaussian,
-// Balle et al. 2020 conversion) and the order that attains it. Exits 2 on bad input.
+// Prints one line per round count, as key=value tokens (scripts/check_doc_figures.py reads them):
+// rounds=N epsilon=E order=A, epsilon by Renyi DP of the Poisson-subsampled Gaussian with the
+// Balle et al. 2020 conversion and A the order that attains it. Exits 2 on bad input.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -27,7 +28,7 @@ int main(int argc, char** argv) {
   const double q = absl::GetFlag(FLAGS_q);
   const double z = absl::GetFlag(FLAGS_noise_multiplier);
   const double delta = absl::GetFlag(FLAGS_delta);
-  std::printf("# q %g, noise_multiplier %g, delta %g\n# rounds epsilon order\n", q, z, delta);
+  std::printf("# q %g, noise_multiplier %g, delta %g\n", q, z, delta);
   for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_rounds), ',')) {
     int64_t rounds = 0;
     if (!absl::SimpleAtoi(part, &rounds) || rounds < 0) {
@@ -43,7 +44,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "fedsched-epsilon: %s\n", e.status().ToString().c_str());
       return 2;
     }
-    std::printf("%lld %.6g %g\n", static_cast<long long>(rounds), e->epsilon, e->order);
+    std::printf("rounds=%lld epsilon=%.6g order=%g\n", static_cast<long long>(rounds), e->epsilon,
+                e->order);
   }
   return 0;
 }
