@@ -3,6 +3,7 @@
 // clients (distributed), adaptive clipping, epsilon in every record, and the budget stop.
 #include <cmath>
 #include <set>
+#include <string>
 
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -26,7 +27,8 @@ class AllOnline : public Presence {
 class EnginePrivacyTest : public ::testing::Test {
  protected:
   // K = 2, 3 tasks per round (overcommit 1.5), population 4: q = 3 / 4.
-  void Start(v1::PrivacyConfig::Mode mode, double z, double clip) {
+  void Start(v1::PrivacyConfig::Mode mode, double z, double clip, std::string optimizer_state = "",
+             int64_t version = 0) {
     raw_.set_clients_per_round(2);
     raw_.set_min_updates(2);
     raw_.set_num_rounds(50);
@@ -48,13 +50,15 @@ class EnginePrivacyTest : public ::testing::Test {
     t->add_data(1);
     t->add_data(1);
     options.presence = &presence_;
+    options.optimizer_state = std::move(optimizer_state);
+    options.version = version;
     ASSERT_OK_AND_ASSIGN(engine_, RoundEngine::Create(std::move(options)));
     for (int i = 0; i < 4; ++i) {
       v1::DeviceProfile device;
       device.set_num_samples(100);
       ASSERT_OK(engine_->Register(absl::StrCat("dev-", i), device, 0).status());
     }
-    ASSERT_OK(engine_->Publish(0, engine_->model(), nullptr));
+    ASSERT_OK(engine_->Publish(version, engine_->model(), nullptr));
   }
 
   // Runs one round at time `now`: the first two tasks upload deltas (a, a) and (b, b) with 8
@@ -149,6 +153,23 @@ TEST_F(EnginePrivacyTest, EpsilonRisesEveryRoundAndTheBudgetStopsTheRun) {
   EXPECT_TRUE(engine_->Advance(100).empty());
   EXPECT_FALSE(engine_->running());
   EXPECT_EQ(engine_->version(), 3);
+}
+
+TEST_F(EnginePrivacyTest, ARestartedEngineContinuesTheAccounting) {
+  raw_.mutable_privacy()->set_adaptive_clipping(true);
+  Start(v1::PrivacyConfig::MODE_CENTRAL, 1.0, 1.0);
+  RunRound(0.1f, 0.1f, 0);
+  ClosedRound second = RunRound(0.1f, 0.1f, 10);
+  const double clip = engine_->privacy()->clip_norm();
+  ASSERT_EQ(second.commit.meta.optimizer_state_size(), 1);
+  raw_.Clear();
+  raw_.mutable_privacy()->set_adaptive_clipping(true);
+  Start(v1::PrivacyConfig::MODE_CENTRAL, 1.0, 1.0, second.commit.meta.optimizer_state(0), 2);
+  EXPECT_EQ(engine_->privacy()->rounds(), 2);
+  EXPECT_NEAR(engine_->privacy()->clip_norm(), clip, 1e-6 * clip);  // persisted as float32
+  ClosedRound third = RunRound(0.1f, 0.1f, 20);
+  ASSERT_OK_AND_ASSIGN(double want, privacy::EpsilonAfter(0.75, 1.0, 3, 1e-5));
+  EXPECT_NEAR(third.record.dp_epsilon(), want, 1e-12);
 }
 
 TEST_F(EnginePrivacyTest, DistributedTasksCarryClipAndNoiseAndTheServerAddsNone) {
