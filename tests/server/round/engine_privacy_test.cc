@@ -11,6 +11,7 @@
 #include "server/privacy/rdp_accountant.h"
 #include "server/round/engine.h"
 #include "server/round/round_config.h"
+#include "tests/server/round/engine_testing.h"
 
 namespace fedsched::round {
 namespace {
@@ -44,20 +45,12 @@ class EnginePrivacyTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(config_, ResolveRoundConfig(raw_));
     EngineOptions options;
     options.config = config_;
-    v1::Tensor* t = options.model.add_tensors();
-    t->set_name("w");
-    t->add_shape(2);
-    t->add_data(1);
-    t->add_data(1);
+    options.model = testing::OneTensor(1);
     options.presence = &presence_;
     options.optimizer_state = std::move(optimizer_state);
     options.version = version;
     ASSERT_OK_AND_ASSIGN(engine_, RoundEngine::Create(std::move(options)));
-    for (int i = 0; i < 4; ++i) {
-      v1::DeviceProfile device;
-      device.set_num_samples(100);
-      ASSERT_OK(engine_->Register(absl::StrCat("dev-", i), device, 0).status());
-    }
+    ASSERT_OK(testing::RegisterDevices(*engine_, 4));
     ASSERT_OK(engine_->Publish(version, engine_->model(), nullptr));
   }
 
