@@ -26,7 +26,7 @@ install(FILES client/sdk/client.h client/sdk/cache_data_plan.h client/sdk/state_
 install(DIRECTORY client/cache/ DESTINATION ${_inc}/client/cache COMPONENT sdk
         FILES_MATCHING PATTERN "*.h")
 install(FILES models/trainer.h DESTINATION ${_inc}/models COMPONENT sdk)
-install(FILES common/config.h common/logging.h common/sha256.h common/status_macros.h
+install(FILES common/config.h common/dp_noise.h common/logging.h common/sha256.h common/status_macros.h
               common/transport.h
         DESTINATION ${_inc}/common COMPONENT sdk)
 install(DIRECTORY ${PROJECT_BINARY_DIR}/proto/fedsched/v1/ DESTINATION ${_inc}/fedsched/v1

@@ -34,6 +34,7 @@
 #include "server/ops/health.h"
 #include "server/ops/rpc_metrics.h"
 #include "server/ops/server_metrics.h"
+#include "server/privacy/round_privacy.h"
 #include "server/relay/relay_service.h"
 #include "server/service/coordinator.h"
 #include "server/service/credentials.h"
@@ -111,7 +112,8 @@ class MetricsWriter {
       out_ << "round,participants,wall_seconds,test_accuracy,test_loss,mean_train_loss,"
               "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
               "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
-              "client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples\n";
+              "client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples,"
+           << privacy::kCsvColumns << "\n";
       out_.flush();
     }
   }
@@ -134,19 +136,23 @@ class MetricsWriter {
         fedbuff_ ? absl::StrFormat(" | staleness mean %.2f max %d | dropped %d stale",
                                    r.staleness_mean(), r.staleness_max(), r.dropped_stale())
                  : std::string();
-    std::printf("round %3lld | participants %3d | %7.2f s | %s%s\n",
+    const std::string privacy =
+        r.dp_delta() > 0 ? absl::StrFormat(" | epsilon %.3f (delta %.2g) | clip %.3g",
+                                           r.dp_epsilon(), r.dp_delta(), r.dp_clip_norm())
+                         : std::string();
+    std::printf("round %3lld | participants %3d | %7.2f s | %s%s%s\n",
                 static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str(),
-                fedbuff.c_str());
+                fedbuff.c_str(), privacy.c_str());
     std::fflush(stdout);
     if (!out_.is_open()) return;
     out_ << absl::StrFormat(
-        "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d,%d\n",
+        "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d,%d,%s\n",
         r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(),
         r.mean_train_loss(), r.stragglers_size(), r.cache_hit_ratio(), r.predictor_mape(),
         r.total_examples(), r.aggregation_calls(), r.staleness_mean(), r.staleness_max(),
         r.dropped_stale(), r.oom_failures(), r.passed_over_size(), r.memory_mape(),
         r.client_eval_accuracy(), r.client_eval_loss(), r.client_eval_version(),
-        r.client_eval_examples());
+        r.client_eval_examples(), privacy::CsvCells(r));
     out_.flush();
   }
 

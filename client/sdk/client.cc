@@ -589,7 +589,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_compute_seconds(std::max(0.0, train_seconds - io.io_seconds));
   metrics.set_memory_budget_bytes(budget);
   metrics.set_storage_budget_bytes(options_.device.storage_budget_bytes());
-  absl::Status uploaded = Upload(task, delta, metrics);
+  absl::Status uploaded = UploadPrivatized(task, delta, metrics);
   if (IsInterruption(uploaded)) {
     return ReportTaskFailure(task, uploaded);
   }

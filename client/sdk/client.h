@@ -181,6 +181,12 @@ class Client {
   absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
   absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                       const v1::UpdateMetrics& metrics);
+  // Upload() of the update as it leaves the device: under distributed differential privacy
+  // (task.dp_clip_norm > 0; docs/PRIVACY.md) the update is clipped to dp_clip_norm and Gaussian
+  // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
+  // metrics.dp_unclipped says whether it fitted; otherwise it is sent as is.
+  absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
+                                const v1::UpdateMetrics& metrics);
   void HeartbeatLoop();
   // Sleeps up to `d`; returns false if Stop() was called.
   bool SleepFor(absl::Duration d);

@@ -1,5 +1,7 @@
 // fedsched::Client's transfers: the model download (chunked, size- and SHA-256-checked, paced
 // by ClientConfig.bandwidth_kbps) and the update upload (header first, then paced chunks).
+#include <openssl/rand.h>
+
 #include <memory>
 #include <string>
 
@@ -8,6 +10,7 @@
 #include "client/sdk/client.h"
 #include "client/sdk/client_rpc.h"
 #include "client/sdk/transfer_pacer.h"
+#include "common/dp_noise.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
@@ -77,6 +80,22 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   *bytes = total;
   *seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return model;
+}
+
+absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& delta,
+                                      const v1::UpdateMetrics& metrics) {
+  if (task.dp_clip_norm() <= 0) return Upload(task, delta, metrics);
+  // The noise must be unpredictable to the server: its seed comes from the OS via OpenSSL.
+  uint64_t seed = 0;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof(seed)) != 1) {
+    return absl::InternalError("RAND_bytes failed: no seed for the privacy noise");
+  }
+  v1::Model noised = delta;
+  v1::UpdateMetrics with_bit = metrics;
+  FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&noised, task.dp_clip_norm(),
+                                                               task.dp_noise_stddev(), seed));
+  with_bit.set_dp_unclipped(unclipped);
+  return Upload(task, noised, with_bit);
 }
 
 absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,

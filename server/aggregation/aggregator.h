@@ -149,6 +149,19 @@ class Aggregator {
   };
   absl::StatusOr<PartialSum> TakePartialSum();
 
+  // Differential privacy (server/privacy, docs/PRIVACY.md; McMahan et al., ICLR 2018, Algorithm
+  // 1): calls `perturb` once on the running sum sum_k w_k c_k d_k (flat, in layout() order:
+  // tensor i at layout().offset(i)), e.g. to add Gaussian noise, and makes `denominator` the
+  // round's total weight W (the fixed-denominator estimator: D = sum / W). Call it just before
+  // Finalize. Errors: FAILED_PRECONDITION for a robust rule or when no update was accumulated;
+  // INVALID_ARGUMENT for a denominator that is not finite and > 0; `perturb`'s error (it must
+  // then leave the sum unchanged). Nothing changes on error.
+  absl::Status PerturbSum(absl::FunctionRef<absl::Status(absl::Span<float>)> perturb,
+                          double denominator);
+  // Sets the L2 clip norm applied to every later update (0 = no clipping): differential privacy
+  // changes it every round (adaptive clipping, Andrew et al., NeurIPS 2021). Must be >= 0.
+  void set_clip_update_norm(double clip) { config_.set_clip_update_norm(clip); }
+
   // Updates accepted since the last Finalize / Reset.
   int64_t num_updates() const { return num_updates_; }
   // Sum of their num_examples.

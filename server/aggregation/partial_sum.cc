@@ -1,6 +1,7 @@
 // Aggregator: partial sums for hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical
 // aggregation"). An aggregator tier folds its devices' updates exactly as the root would and
 // hands over the raw weighted sum; the root folds that sum with weight 1.
+#include <cmath>
 #include <limits>
 #include <string>
 #include <utility>
@@ -62,6 +63,23 @@ absl::StatusOr<Aggregator::PartialSum> Aggregator::TakePartialSum() {
   partial.num_updates = num_updates_;
   Reset();
   return partial;
+}
+
+absl::Status Aggregator::PerturbSum(absl::FunctionRef<absl::Status(absl::Span<float>)> perturb,
+                                    double denominator) {
+  if (!is_averaging()) {
+    return absl::FailedPreconditionError(absl::StrCat("aggregation rule ",
+                                                      v1::AggregationRule_Name(config_.rule()),
+                                                      " has no running sum to perturb"));
+  }
+  if (num_updates_ == 0) return absl::FailedPreconditionError("no update accumulated");
+  if (!(denominator > 0.0) || !std::isfinite(denominator)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the round's denominator must be finite and > 0, got ", denominator));
+  }
+  FEDSCHED_RETURN_IF_ERROR(perturb(absl::MakeSpan(sum_[current_])));
+  total_weight_ = denominator;
+  return absl::OkStatus();
 }
 
 }  // namespace fedsched

@@ -58,6 +58,12 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
   if (r.passed_over_size() > 0) {
     absl::StrAppendFormat(&line, ", %d passed over (does not fit)", r.passed_over_size());
   }
+  // Differential privacy (docs/PRIVACY.md): the budget spent after this round, and the clip norm
+  // and noise it used.
+  if (r.dp_delta() > 0) {
+    absl::StrAppendFormat(&line, ", epsilon %.4f at delta %.2g (clip %.4g, noise std %.4g)",
+                          r.dp_epsilon(), r.dp_delta(), r.dp_clip_norm(), r.dp_noise_stddev());
+  }
   absl::StrAppend(&line, "\n");
   return line;
 }

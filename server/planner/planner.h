@@ -184,7 +184,7 @@ class Planner {
   RoundPlan StartPlan(const PlanRequest& request) const;
   std::mt19937_64 RoundRng(int64_t round, int32_t attempt) const;
   void AddParticipants(RoundPlan* plan) const;
-  // Workload extension of the chosen candidates (PyramidFL; docs/ALGORITHMS.md §9), when
+  // Workload extension of the chosen candidates (PyramidFL; docs/ALGORITHMS.md §10), when
   // options_.extend_workload_beta > 0: see CandidateEvaluator::ExtendWorkload.
   void ExtendWorkloads(const CandidateEvaluator& evaluator);
   PlannedTask MakeTask(const Candidate& c) const;

@@ -118,7 +118,7 @@ struct PlannerOptions {
   // Share of the deadline a sized workload is predicted to take (a margin for prediction
   // error), in (0, 1]. Default: 0.9.
   double workload_fit_fraction = 0.9;
-  // Workload extension (PyramidFL's adaptive local iterations; docs/ALGORITHMS.md §9): share
+  // Workload extension (PyramidFL's adaptive local iterations; docs/ALGORITHMS.md §10): share
   // of a participant's predicted idle time before the round's expected close filled with extra
   // local steps, in [0, 1]; 0 = off. Default: 0 (0.5 under SELECTION_POLICY_PYRAMIDFL).
   double extend_workload_beta = 0;

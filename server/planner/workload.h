@@ -57,7 +57,7 @@ class CandidateEvaluator {
   void Evaluate(ClientIndex index, Candidate* c) const;
 
   // Workload extension (PyramidFL, Li et al., MobiCom 2022: adaptive local iterations, as its
-  // authors' prune_client_tasks computes them; docs/ALGORITHMS.md §9). With s the predicted
+  // authors' prune_client_tasks computes them; docs/ALGORITHMS.md §10). With s the predicted
   // seconds of one more local step of `c` (chosen, evaluated by Evaluate), raises c->steps by
   // floor(extend_workload_beta x floor((close_s - c->t_s) / s)), capped at
   // floor(max_workload_factor x c->steps) and max_local_steps, and sets c->t_s to the new

@@ -54,7 +54,10 @@ absl::Status RoundEngine::Init() {
     if (!state.ParseFromString(options_.optimizer_state)) {
       return absl::DataLossError("round engine: the restored optimiser state does not parse");
     }
+    FEDSCHED_RETURN_IF_ERROR(InitPrivacy(&state));
     FEDSCHED_RETURN_IF_ERROR(aggregator_->RestoreState(state));
+  } else {
+    FEDSCHED_RETURN_IF_ERROR(InitPrivacy(nullptr));
   }
   version_ = options_.version;
   model_mutable_ = std::make_shared<v1::Model>(std::move(options_.model));
@@ -71,7 +74,7 @@ std::string RoundEngine::NextTaskId() {
 }
 
 bool RoundEngine::finished() const {
-  return config_.num_rounds() > 0 && version_ >= config_.num_rounds();
+  return (config_.num_rounds() > 0 && version_ >= config_.num_rounds()) || budget_exhausted_;
 }
 
 int64_t RoundEngine::Staleness(const Task& task) const {
@@ -266,7 +269,7 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     }
     const Task& task = tasks_.at(claim.task_id);
     batch.push_back({.delta = updates[i].delta,
-                     .num_examples = claim.num_examples,
+                     .num_examples = FoldWeight(updates[i]),
                      .staleness = Staleness(task)});
     position.push_back(i);
     pending_examples += claim.num_examples;
@@ -278,6 +281,7 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
       const size_t i = position[b];
       if (folded[b].ok()) {
         RecordAccepted(updates[i], tasks_.at(updates[i].claim.task_id));
+        NoteUnclipped(updates[i]);
         any = true;
       }
       verdicts[i] = std::move(folded[b]);

@@ -46,6 +46,7 @@
 #include "server/aggregation/aggregator.h"
 #include "server/fit/memory_predictor.h"
 #include "server/planner/planner.h"
+#include "server/privacy/round_privacy.h"
 #include "server/profile/profile_book.h"
 #include "server/store/round_commit.h"
 
@@ -90,6 +91,11 @@ struct Task {
   double issued_s = 0;     // when it was planned, caller's seconds
   double predicted_s = 0;  // planner's predicted completion, seconds after issued_s
   double deadline_s = 0;   // absolute deadline of its round, caller's seconds
+  // Distributed differential privacy (PrivacyConfig MODE_DISTRIBUTED): the clip norm and the
+  // standard deviation of the Gaussian noise the client applies to its update (v1::Task's
+  // dp_clip_norm, dp_noise_stddev); 0 otherwise.
+  double dp_clip_norm = 0;
+  double dp_noise_stddev = 0;
   v1::CachePlan cache_plan;
   // The model version the client trains on: set by PinModel (the first fetch), or the
   // published version when it is folded unpinned. -1 until pinned.
@@ -170,6 +176,11 @@ struct EngineOptions {
   // 0 = counted from `model`; optimizer_floats_per_parameter 0 = 1 when training.proximal_mu >
   // 0 (FedProx keeps the global model), else 0.
   fit::ModelFeatures model_features;
+  // Seeds of the differential-privacy noise (PrivacyConfig), one call per noised round. The
+  // server draws them from OpenSSL's RAND_bytes (an adversary who knew the seed could subtract
+  // the noise); default: derived from config.seed and the round (deterministic, for the
+  // simulator and tests).
+  std::function<uint64_t()> noise_seed;
 };
 
 // Not thread-safe: the owner serialises every call (the server under its coordinator lock).
@@ -324,8 +335,14 @@ class RoundEngine {
   // The published model (the one new tasks train on).
   const std::shared_ptr<const v1::Model>& published_model() const { return published_model_; }
   const std::shared_ptr<const ModelBlob>& published_blob() const { return published_blob_; }
-  // True once num_rounds rounds have committed (num_rounds > 0).
+  // True once num_rounds rounds have committed (num_rounds > 0), or the privacy budget is spent
+  // (privacy_budget_exhausted()).
   bool finished() const;
+  // Differential privacy (PrivacyConfig target_epsilon): one more round would spend more than
+  // the budget, so no further round is planned (the run is finished).
+  bool privacy_budget_exhausted() const { return budget_exhausted_; }
+  // The run's DP state, or null when privacy.mode is NONE.
+  const privacy::RoundPrivacy* privacy() const { return privacy_.get(); }
   // A round is open (tasks planned, not yet closed).
   bool running() const { return running_; }
   // The open round's record so far (valid while running()).
@@ -383,6 +400,20 @@ class RoundEngine {
   // Appends candidates passed over as "does not fit" to the open round's record, each client
   // once per round.
   void NotePassedOver(std::vector<v1::SelectionReason>& passed_over);
+  // Differential privacy: creates privacy_ (when on) and takes its state out of the restored
+  // optimiser state (null on a fresh run); the noise on the sum and the fixed
+  // denominator just before the aggregator's Finalize; then the accounting into record_ (all
+  // no-ops with DP off). Errors: the aggregator's or the accountant's.
+  absl::Status InitPrivacy(v1::Model* optimizer_state);
+  uint64_t NextNoiseSeed();
+  absl::Status PerturbRoundSum(uint64_t seed);
+  absl::Status AccountRound(uint64_t seed);
+  // Differential privacy: the fold weight of an update (1: uniform, else its examples) and
+  // whether it counts as unclipped for adaptive clipping.
+  int64_t FoldWeight(const Update& update) const;
+  void NoteUnclipped(const Update& update);
+  // The aggregator's state plus the privacy state (RoundPrivacy::SaveState), as persisted.
+  v1::Model SavedOptimizerState() const;
   // EngineOptions::model_features with its defaults filled in.
   fit::ModelFeatures ResolveModelFeatures() const;
 
@@ -441,6 +472,11 @@ class RoundEngine {
   v1::Model state_before_close_;
   bool revertible_ = false;
   double best_accuracy_ = -1;
+  // Differential privacy (null when off), the accepted updates of the open round whose norm was
+  // <= the clip norm, and the cached budget verdict.
+  std::unique_ptr<privacy::RoundPrivacy> privacy_;
+  int64_t dp_unclipped_ = 0;
+  bool budget_exhausted_ = false;
 };
 
 // security.max_accuracy_drop when unset: 0.2 (20 accuracy points below the best so far).

@@ -84,6 +84,7 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   eval_accuracy_sum_ = eval_loss_sum_ = 0;
   eval_examples_ = 0;
   hits_ = misses_ = 0;
+  dp_unclipped_ = 0;
   record_.Clear();
   passed_over_.clear();
   record_.set_round(round_);
@@ -168,6 +169,10 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   task.issued_s = now_s;
   task.predicted_s = planned.predicted_seconds;
   task.deadline_s = deadline_s_;
+  if (privacy_ != nullptr && !privacy_->central()) {
+    task.dp_clip_norm = privacy_->clip_norm();
+    task.dp_noise_stddev = privacy_->client_noise_stddev();
+  }
   task.cache_plan = std::move(planned.cache_plan);
   *record_.add_cohort() = std::move(planned.reason);
   task_of_[task.index] = task.task_id;
@@ -313,8 +318,16 @@ ClosedRound RoundEngine::Close(double now_s) {
   // The collapse guard may take the round back before it is published (RevertClose).
   revertible_ = false;
   if (!async_) state_before_close_ = aggregator_->SaveState();
+  const uint64_t noise_seed = privacy_ != nullptr ? NextNoiseSeed() : 0;
+  if (absl::Status s = PerturbRoundSum(noise_seed); !s.ok()) {
+    return Fail(now_s, absl::StrCat("privacy: ", s.ToString()));
+  }
   if (absl::Status s = aggregator_->FinalizeInto(*model_, next.get()); !s.ok()) {
     return Fail(now_s, absl::StrCat("aggregation: ", s.ToString()));
+  }
+  // The noised sum is out (a reverted round's evaluation was seen too): it counts from here.
+  if (absl::Status s = AccountRound(noise_seed); !s.ok()) {
+    return Fail(now_s, absl::StrCat("privacy accountant: ", s.ToString()));
   }
   record_.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
   record_.set_end_unix_ms(ToMillis(now_s));
@@ -360,7 +373,7 @@ ClosedRound RoundEngine::Close(double now_s) {
   commit.profiles.reserve(dirty.size());
   for (profile::ClientIndex i : dirty) commit.profiles.push_back(book_->profile(i));
   commit.planner_state = planner_->ExportState().SerializeAsString();
-  commit.meta.add_optimizer_state(aggregator_->SaveState().SerializeAsString());
+  commit.meta.add_optimizer_state(SavedOptimizerState().SerializeAsString());
   commit.audited_updates = std::move(audited_);
   audited_.clear();
 

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/aggregation/aggregator.h"
+#include "server/privacy/round_privacy.h"
 
 namespace fedsched::round {
 namespace {
@@ -144,6 +145,7 @@ absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& conf
   FEDSCHED_RETURN_IF_ERROR(ResolveTraining(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveSelection(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveAggregation(where, out));
+  FEDSCHED_RETURN_IF_ERROR(privacy::ResolvePrivacyConfig(where, out));
   return out;
 }
 

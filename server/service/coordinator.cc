@@ -2,6 +2,8 @@
 // round engine"). Upload ingest is in coordinator_updates.cc, commits in coordinator_commit.cc.
 #include "server/service/coordinator.h"
 
+#include <openssl/rand.h>
+
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -124,6 +126,8 @@ absl::Status Coordinator::Open() {
   engine.availability = options_.availability;
   engine.model_features = options_.model_features;
   if (!options_.deterministic_task_ids) engine.new_task_id = [this] { return NewId("t-"); };
+  // Differential privacy: the noise must be unpredictable to anyone who could subtract it.
+  if (!options_.deterministic_task_ids) engine.noise_seed = SecureSeed;
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
   auto blob = std::make_shared<ModelBlob>();
   blob->bytes = engine_->model()->SerializeAsString();
@@ -133,6 +137,17 @@ absl::Status Coordinator::Open() {
   durable_round_ = engine_->version();
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   return BuildPacerLocked(/*hold_s=*/5.0);
+}
+
+uint64_t Coordinator::SecureSeed() {
+  uint64_t seed = 0;
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof(seed)) != 1) {
+    // OpenSSL's generator is not seeded (it never fails on Linux with getrandom): fall back to
+    // the OS-seeded generator of the task ids rather than a predictable value.
+    static absl::BitGen* const kBitGen = new absl::BitGen();
+    seed = absl::Uniform<uint64_t>(*kBitGen);
+  }
+  return seed;
 }
 
 std::string Coordinator::NewId(const char* prefix) {
@@ -363,6 +378,8 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     *task->mutable_cache_plan() = state->cache_plan;
     task->set_model_bytes(static_cast<int64_t>(state->blob->bytes.size()));
     task->set_model_sha256(state->blob->sha256);
+    task->set_dp_clip_norm(state->dp_clip_norm);
+    task->set_dp_noise_stddev(state->dp_noise_stddev);
     // Client-side evaluation of the model this round starts from (its accuracy lands in the
     // record of round state->round, as client_eval_*).
     task->set_evaluate(config_.eval().mode() == v1::EVAL_MODE_CLIENT &&

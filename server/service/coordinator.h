@@ -318,6 +318,8 @@ class Coordinator {
   bool PassesCollapseGuard(const round::ClosedRound& closed, bool evaluated)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   std::string NewId(const char* prefix);
+  // 64 bits from OpenSSL's RAND_bytes: the seed of a round's differential-privacy noise.
+  static uint64_t SecureSeed();
   // An empty model to parse an update into: a recycled one (its tensors keep their storage, so
   // parsing allocates nothing) or a new one with room for the global model's tensors. Hand it
   // back with RecycleDelta.

@@ -132,6 +132,13 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     // A synchronous round waits for this publication: plan it now, not at the next tick, as of
     // the close (the simulator plans at the same instant; the next tick catches up).
     AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
+    if (engine_->privacy_budget_exhausted()) {
+      FEDSCHED_LOG(warn,
+                   "privacy budget spent: epsilon {:.4f} (delta {:.2g}) after round {}; one more "
+                   "round would exceed privacy.target_epsilon {}: the run is finished",
+                   record.dp_epsilon(), record.dp_delta(), round,
+                   config_.privacy().target_epsilon());
+    }
     // Held polls learn of a finished run (or a FedBuff version) now, not at their bound.
     if (task_listener_) task_listener_();
   }

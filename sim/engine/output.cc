@@ -15,6 +15,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "common/config.h"
+#include "server/privacy/round_privacy.h"
 
 namespace fedsched::sim {
 
@@ -22,17 +23,19 @@ std::string RoundCsvHeader() {
   return "run,round,outcome,start_s,virtual_s,virtual_h,test_accuracy,test_loss,train_loss,"
          "online,selected,participants,stragglers,failed,cache_hit_ratio,predictor_mape,"
          "mean_task_s,staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,"
-         "memory_mape";
+         "memory_mape," +
+         std::string(privacy::kCsvColumns);
 }
 
 std::string RoundCsvLine(const std::string& run, const RoundRow& r) {
   return absl::StrFormat(
-      "%s,%d,%s,%.3f,%.3f,%.6f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%.6f,%.6f,%.3f,%.3f,%d,%d,%d,%d,%.6f",
+      "%s,%d,%s,%.3f,%.3f,%.6f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%.6f,%.6f,%.3f,%.3f,%d,%d,%d,%d,%.6f,%"
+      "s",
       run, r.round, r.committed ? "committed" : "failed", r.start_s, r.end_s, r.end_s / 3600.0,
       r.quality.accuracy, r.quality.loss, r.quality.train_loss, r.online, r.selected,
       r.participants, r.stragglers, r.failed, r.cache_hit_ratio, r.predictor_mape,
       r.mean_duration_s, r.staleness_mean, r.staleness_max, r.dropped_stale, r.oom_failures,
-      r.passed_over, r.memory_mape);
+      r.passed_over, r.memory_mape, r.dp_csv.empty() ? "0,0,0" : r.dp_csv);
 }
 
 absl::StatusOr<std::unique_ptr<CsvRoundWriter>> CsvRoundWriter::Open(const std::string& path,

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/privacy/round_privacy.h"
 #include "server/round/checkin_pacer.h"
 
 namespace fedsched::sim {
@@ -310,6 +311,8 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   update.claim.num_examples = task.work.examples;
   update.delta = task.delta.get();
   update.metrics = SimUpdateMetrics(task.work, task.timing, bytes);
+  std::unique_ptr<v1::Model> noised;  // distributed DP: the device's clipped, noised update
+  FEDSCHED_RETURN_IF_ERROR(PrivatizeUpdate(serial, &update, &noised));
   if (!device_budget_.empty()) {
     const DeviceBudget& b = device_budget_[task.client];
     update.metrics.set_peak_memory_bytes(task.peak_bytes);
@@ -440,6 +443,9 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   row.oom_failures = record.oom_failures();
   row.passed_over = record.passed_over_size();
   row.memory_mape = record.memory_mape();
+  row.dp_epsilon = record.dp_epsilon();
+  if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
+  row.dp_csv = privacy::CsvCells(record);
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);
@@ -573,7 +579,9 @@ absl::Status Simulator::Prefetch() {
 
 bool Simulator::Done(double now) {
   if (stop_) return true;
-  if (engine_->finished()) {
+  if (engine_->privacy_budget_exhausted()) {
+    summary_.stop_reason = BudgetStopReason();
+  } else if (engine_->finished()) {
     summary_.stop_reason = absl::StrCat("completed ", config_.server().num_rounds(), " rounds");
   } else if (config_.target_accuracy() > 0 && summary_.time_to_target_s >= 0) {
     summary_.stop_reason = absl::StrCat("reached target accuracy ", config_.target_accuracy());

@@ -91,6 +91,10 @@ struct RoundRow {
   int32_t oom_failures = 0;
   int32_t passed_over = 0;
   double memory_mape = 0;
+  // Differential privacy (docs/PRIVACY.md): epsilon spent after the round (0 when off), and the
+  // record's CSV cells (privacy::CsvCells, the server's metrics.csv columns).
+  double dp_epsilon = 0;
+  std::string dp_csv;
 };
 
 // Receives rounds as they close (the CSV writer, the progress line, tests).
@@ -173,6 +177,13 @@ class Simulator {
   bool CheckedIn(round::ClientIndex index, double now_s) const;
 
  private:
+  // Distributed differential privacy (simulator_privacy.cc): the device's clip-and-noise step
+  // (common/dp_noise.h, as the SDK) on `update` when its task carries a clip norm, into
+  // `*noised` (which then owns update->delta); noise seeded from config.seed and `serial`.
+  absl::Status PrivatizeUpdate(int64_t serial, round::Update* update,
+                               std::unique_ptr<v1::Model>* noised) const;
+  // The summary's stop reason when the privacy budget ended the run.
+  std::string BudgetStopReason() const;
   class OnlinePresence;
   // A task the simulated device is working on (until its completion or failure event).
   struct SimTask {
@@ -253,6 +264,7 @@ class Simulator {
   int64_t open_serial_ = 0;  // tags its deadline event
   double open_s_ = 0;
   int32_t online_at_open_ = 0;
+  double last_dp_epsilon_ = 0;  // epsilon after the last committed round (privacy on)
   int32_t failed_ = 0;
   int32_t accepted_ = 0;
   double accepted_duration_s_ = 0;

@@ -126,6 +126,21 @@ TEST(StatusFormatTest, FedBuffVersionsShowStalenessAndDroppedTasks) {
   EXPECT_THAT(FormatStatus(status, {}), HasSubstr("staleness mean 0.50 max 2, 1 dropped as stale"));
 }
 
+// Differential privacy (docs/PRIVACY.md): each round shows the epsilon spent after it.
+TEST(StatusFormatTest, PrivateRoundsShowEpsilon) {
+  v1::GetStatusResponse status;
+  v1::RoundRecord r = Committed(3, v1::SELECTION_POLICY_RANDOM);
+  *status.add_recent_rounds() = r;
+  EXPECT_THAT(FormatStatus(status, {}), Not(HasSubstr("epsilon")));  // DP off
+  r.set_dp_epsilon(1.25);
+  r.set_dp_delta(1e-5);
+  r.set_dp_clip_norm(0.5);
+  r.set_dp_noise_stddev(0.5);
+  *status.mutable_recent_rounds(0) = r;
+  EXPECT_THAT(FormatStatus(status, {}),
+              HasSubstr("epsilon 1.2500 at delta 1e-05 (clip 0.5, noise std 0.5)"));
+}
+
 TEST(StatusFormatTest, SaysWhatTheServerWaitsFor) {
   v1::GetStatusResponse status;
   status.set_state("waiting_for_clients");

@@ -9,12 +9,15 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/round/round_config.h"
+#include "tests/server/round/engine_testing.h"
 
 namespace fedsched::round {
 namespace {
 
 using ::fedsched::testing::StatusIs;
 using ::testing::HasSubstr;
+using testing::OneTensor;
+using testing::RegisterDevices;
 
 class FakePresence : public Presence {
  public:
@@ -24,16 +27,6 @@ class FakePresence : public Presence {
   }
   std::set<ClientIndex> online;
 };
-
-v1::Model OneTensor(float value) {
-  v1::Model model;
-  v1::Tensor* t = model.add_tensors();
-  t->set_name("w");
-  t->add_shape(2);
-  t->add_data(value);
-  t->add_data(value);
-  return model;
-}
 
 class EngineTest : public ::testing::Test {
  protected:
@@ -53,12 +46,8 @@ class EngineTest : public ::testing::Test {
     options.model = OneTensor(1);
     options.presence = &presence_;
     ASSERT_OK_AND_ASSIGN(engine_, RoundEngine::Create(std::move(options)));
-    for (int i = 0; i < 4; ++i) {
-      v1::DeviceProfile device;
-      device.set_num_samples(100);
-      ASSERT_OK(engine_->Register(absl::StrCat("dev-", i), device, 0).status());
-      presence_.online.insert(i);
-    }
+    ASSERT_OK(RegisterDevices(*engine_, 4));
+    for (int i = 0; i < 4; ++i) presence_.online.insert(i);
     ASSERT_OK(engine_->Publish(0, engine_->model(), nullptr));
   }
 

@@ -160,7 +160,8 @@ int CheckRows(const std::string& csv, const std::string& run, bool fedbuff) {
       "train_loss",   "online",         "selected",        "participants",
       "stragglers",   "failed",         "cache_hit_ratio", "predictor_mape",
       "mean_task_s",  "staleness_mean", "staleness_max",   "dropped_stale",
-      "oom_failures", "passed_over",    "memory_mape"};
+      "oom_failures", "passed_over",    "memory_mape",     "dp_epsilon",
+      "dp_delta",     "dp_clip_norm"};
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   EXPECT_GE(lines.size(), 13u);  // header + 12 committed rounds (+ any failed attempts)
   if (lines.empty()) return 0;

@@ -90,7 +90,7 @@ TEST(SimulatorTest, ThreeClientRoundComputedByHand) {
 TEST(SimulatorTest, PyramidFlGivesTheFastestParticipantMoreStepsThroughThePlanner) {
   // As above, under PyramidFL over the capacity trace: the round is expected to close at the
   // 2nd fastest (client 1, ~10 s); client 0 (~5 s, 0.2 s of compute per step) is planned about
-  // half of its idle time in extra steps (docs/ALGORITHMS.md §9); client 2 straggles and keeps 5.
+  // half of its idle time in extra steps (docs/ALGORITHMS.md §10); client 2 straggles and keeps 5.
   CapacityTrace cap = ThreeDevices();
   AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
   ScriptedLearner learner(3, 20, kModelBytes);
@@ -513,11 +513,14 @@ TEST(SimulatorTest, SameSeedSameCsv) {
 // they are 0 under synchronous aggregation and consistent (max >= mean) under FedBuff.
 TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
-  // The resource fit columns (oom_failures, passed_over, memory_mape) come last.
-  ASSERT_GE(header.size(), 7u);
-  EXPECT_EQ(header[header.size() - 3], "oom_failures");
-  EXPECT_EQ(header[header.size() - 1], "memory_mape");
-  const size_t n = header.size() - 3;
+  // The resource fit columns (oom_failures, passed_over, memory_mape) come next to last, then
+  // the privacy columns (server/privacy kCsvColumns: dp_epsilon, dp_delta, dp_clip_norm).
+  ASSERT_GE(header.size(), 10u);
+  EXPECT_EQ(header[header.size() - 3], "dp_epsilon");
+  EXPECT_EQ(header[header.size() - 1], "dp_clip_norm");
+  EXPECT_EQ(header[header.size() - 6], "oom_failures");
+  EXPECT_EQ(header[header.size() - 4], "memory_mape");
+  const size_t n = header.size() - 6;
   EXPECT_EQ(header[n - 4], "mean_task_s");
   EXPECT_EQ(header[n - 3], "staleness_mean");
   EXPECT_EQ(header[n - 2], "staleness_max");
@@ -531,7 +534,7 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
     int rows = 0;
     for (absl::string_view line : absl::StrSplit(csv, '\n', absl::SkipEmpty())) {
       const std::vector<std::string> cells = absl::StrSplit(line, ',');
-      ASSERT_EQ(cells.size(), n + 3) << line;
+      ASSERT_EQ(cells.size(), header.size()) << line;
       double mean = -1;
       int64_t max = -1;
       int dropped = -1;

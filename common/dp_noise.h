@@ -1,0 +1,36 @@
+// The client-side and server-side Gaussian mechanism of differential privacy (docs/PRIVACY.md):
+// Gaussian noise on a flat vector and the clip-and-noise step a client applies to its update
+// under distributed DP (DP-FedAvg, McMahan et al., ICLR 2018, Algorithm 1: the update is scaled
+// to L2 norm at most C; Gaussian noise is added). In common/ because the client SDK (installed
+// on its own), the server's privacy module and the simulator all use it. Pure: the seed is an
+// argument.
+#ifndef FEDSCHED_COMMON_DP_NOISE_H_
+#define FEDSCHED_COMMON_DP_NOISE_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fedsched/v1/tensor.pb.h"
+
+namespace fedsched {
+
+// Adds independent N(0, stddev^2) noise to every value of `values` (in place), drawn from a
+// Mersenne twister (std::mt19937_64) seeded with `seed` through std::normal_distribution in
+// double precision, rounded to float32 once per value. stddev 0 adds nothing. Errors:
+// INVALID_ARGUMENT for a negative or non-finite stddev (nothing changes). Not a defence against
+// floating-point attacks on the noise's low bits (Mironov, CCS 2012; docs/PRIVACY.md).
+absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed);
+
+// Distributed DP on a client: scales `update` (every tensor together) by min(1, clip_norm /
+// ||update||_2) and adds N(0, noise_stddev^2) to every value (tensor i's noise seeded with
+// seed + i). Returns whether the norm before clipping was <= clip_norm (the bit adaptive
+// clipping counts). Errors: INVALID_ARGUMENT for clip_norm <= 0, a bad stddev, or a non-finite
+// value in `update`; nothing changes then.
+absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, double noise_stddev,
+                                        uint64_t seed);
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_COMMON_DP_NOISE_H_
