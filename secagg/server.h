@@ -1,0 +1,102 @@
+// The server side of secure aggregation as a pure state machine (Bonawitz et al., CCS 2017,
+// section 4, figure 4, the server's part of rounds 0-4; SecAgg+ of Bell et al., CCS 2020,
+// section 3, for the neighbourhoods).
+//
+// The server only ever sees masked vectors: its API takes protocol messages and nothing else
+// (there is no entry point for a plain update), each SecAggMaskedInput is added into one
+// running sum at once and not kept, and for every client it asks for the shares of at most one
+// of its two secrets (the self-mask seed of a survivor or the mask key of a dropped client),
+// so no individual input can be unmasked. It learns the sum over the survivors, who dropped
+// when, and nothing else about any single input (docs/SECURE_AGGREGATION.md "Threat model").
+//
+// Step order: CollectAdvertisements, RouteShares, AddMaskedInput (once per arriving input),
+// RequestUnmasking, Unmask. A client whose message does not arrive before the caller moves on
+// counts as dropped at that step. Any error leaves the round failed: the caller keeps its
+// model unchanged.
+#ifndef FEDSCHED_SECAGG_SERVER_H_
+#define FEDSCHED_SECAGG_SERVER_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/btree_set.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fedsched/v1/secagg.pb.h"
+#include "secagg/protocol.h"
+
+namespace fedsched::secagg {
+
+// The result of a round: the sum over the survivors, decoded to floats.
+struct UnmaskedSum {
+  // sum_k weight_k * clip(update_k), vector_length elements, within error_bound per element.
+  std::vector<float> sum;
+  // Clients whose inputs are in the sum (U3), ascending.
+  std::vector<uint32_t> contributors;
+  // Clients that shared keys but sent no masked input (U2 \ U3), ascending.
+  std::vector<uint32_t> dropped_after_sharing;
+  // secagg::ErrorBound(cohort_size, clip_norm).
+  double error_bound = 0;
+};
+
+class SecAggServer {
+ public:
+  // Errors: those of ResolveParams.
+  static absl::StatusOr<SecAggServer> Create(const fedsched::v1::SecAggRoundParams& params);
+
+  // Step 0: takes the advertisements that arrived (U1) and returns one key directory per
+  // advertiser with its advertised neighbours. Errors: wrong round, a sender outside the
+  // cohort or repeated, keys or commitment not 32 bytes, fewer than t advertisers (failed
+  // precondition).
+  absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CollectAdvertisements(
+      absl::Span<const fedsched::v1::SecAggAdvertise> advertisements);
+
+  // Step 1: takes the share messages that arrived (their senders are U2) and returns, for each
+  // member of U2, the sealed shares addressed to it by other members of U2. Errors: wrong
+  // round, a sender not in U1 or repeated, a share addressed to a non-neighbour or not from its
+  // message's sender, fewer than t senders (failed precondition).
+  absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> RouteShares(
+      absl::Span<const fedsched::v1::SecAggShareKeys> share_messages);
+
+  // Step 2, once per arriving masked input: adds it into the running masked sum (the input is
+  // not kept). Errors: wrong round, a sender not in U2 or already counted, a wrong length.
+  absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
+
+  // Step 2 closes: returns one unmask request per survivor (U3). Errors (failed
+  // precondition, the round fails): fewer than t survivors, or a secret that needs rebuilding
+  // has fewer than t surviving holders.
+  absl::StatusOr<std::vector<fedsched::v1::SecAggUnmaskRequest>> RequestUnmasking();
+
+  // Step 3: rebuilds the survivors' self-mask seeds and the dropped clients' mask keys from
+  // the responses that arrived, checks each against its commitment / public key, removes the
+  // masks and decodes the sum. Errors: wrong round, a response from a non-survivor or
+  // repeated, a share not asked for; failed precondition when a secret has fewer than t
+  // shares; data loss when a rebuilt secret does not match (a tampered share).
+  absl::StatusOr<UnmaskedSum> Unmask(
+      absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses);
+
+ private:
+  enum class Step { kAdvertise, kRoute, kMasked, kUnmask, kDone };
+  explicit SecAggServer(RoundSetup setup) : setup_(std::move(setup)) {}
+
+  absl::Status CheckStep(Step expected, absl::string_view name) const;
+  // Holders of `owner`'s shares that are in `among`: owner itself and its neighbours.
+  std::vector<uint32_t> HoldersIn(uint32_t owner, const absl::btree_set<uint32_t>& among) const;
+  absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(
+      absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses, bool mask_keys);
+  absl::Status RemoveMasks(const absl::btree_map<uint32_t, Bytes32>& seeds,
+                           const absl::btree_map<uint32_t, Bytes32>& keys);
+
+  RoundSetup setup_;
+  Step step_ = Step::kAdvertise;
+  absl::btree_map<uint32_t, fedsched::v1::SecAggAdvertise> advertised_;  // U1
+  absl::btree_set<uint32_t> shared_;                                     // U2
+  absl::btree_set<uint32_t> survivors_;                                  // U3
+  absl::btree_set<uint32_t> dropped_;  // U2 \ U3 whose mask keys must be rebuilt
+  std::vector<uint32_t> masked_sum_;   // sum of the masked inputs, Z_2^32
+};
+
+}  // namespace fedsched::secagg
+
+#endif  // FEDSCHED_SECAGG_SERVER_H_
