@@ -51,6 +51,42 @@ std::vector<std::optional<Message>> ByRecipient(std::vector<Message> messages, u
   return out;
 }
 
+// Runs `f` as the server's computation.
+template <typename F>
+auto AsServer(LocalRoundObserver& observer, F f) {
+  observer.Enter(-1);
+  auto out = f();
+  observer.Leave(-1);
+  return out;
+}
+
+// Step 2: each live client masks its input and the server folds it at once; none is kept.
+void MaskedInputStep(std::vector<std::optional<SecAggClient>>& clients,
+                     absl::Span<const DropPoint> drops,
+                     const std::vector<std::optional<fedsched::v1::SecAggRoutedShares>>& routed,
+                     absl::Span<const absl::Span<const float>> updates,
+                     absl::Span<const double> weights, SecAggServer& server,
+                     LocalRoundObserver& observer, LocalRoundResult& result) {
+  for (uint32_t i = 0; i < clients.size(); ++i) {
+    if (!clients[i].has_value()) continue;
+    if (drops[i] == DropPoint::kBeforeMaskedInput || !routed[i].has_value()) {
+      clients[i].reset();
+      continue;
+    }
+    observer.Enter(static_cast<int>(i));
+    auto masked = clients[i]->MaskInput(*routed[i], updates[i], weights[i]);
+    observer.Leave(static_cast<int>(i));
+    if (!masked.ok()) {
+      result.client_errors.emplace_back(i, masked.status());
+      clients[i].reset();
+      continue;
+    }
+    result.bytes.to_server[2] += masked->ByteSizeLong();
+    const absl::Status added = AsServer(observer, [&] { return server.AddMaskedInput(*masked); });
+    if (!added.ok()) result.client_errors.emplace_back(i, added);
+  }
+}
+
 absl::Status Missing(uint32_t i) {
   return absl::FailedPreconditionError(absl::StrCat("client ", i, " got no server message"));
 }
@@ -73,13 +109,10 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
   const uint32_t n = params.cohort_size();
   if (updates.size() != n || weights.size() != n || drops.size() != n) {
     result.sum = absl::InvalidArgumentError(
-        "local round: updates, weights and drops need "
-        "cohort_size entries each");
+        "local round: updates, weights and drops need cohort_size entries each");
     return result;
   }
-  obs.Enter(-1);
-  absl::StatusOr<SecAggServer> server = SecAggServer::Create(params);
-  obs.Leave(-1);
+  absl::StatusOr<SecAggServer> server = AsServer(obs, [&] { return SecAggServer::Create(params); });
   if (!server.ok()) {
     result.sum = server.status();
     return result;
@@ -99,9 +132,7 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
   auto adverts = ClientStep<fedsched::v1::SecAggAdvertise>(
       clients, drops, DropPoint::kBeforeAdvertise, obs, result, 0,
       [](uint32_t, SecAggClient& c) { return c.Advertise(); });
-  obs.Enter(-1);
-  auto directories = server->CollectAdvertisements(adverts);
-  obs.Leave(-1);
+  auto directories = AsServer(obs, [&] { return server->CollectAdvertisements(adverts); });
   if (!directories.ok()) {
     result.sum = directories.status();
     return result;
@@ -113,38 +144,14 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
         if (!to_share[i].has_value()) return Missing(i);
         return c.ShareKeys(*to_share[i]);
       });
-  obs.Enter(-1);
-  auto routed_or = server->RouteShares(shares);
-  obs.Leave(-1);
-  if (!routed_or.ok()) {
-    result.sum = routed_or.status();
+  auto routed = AsServer(obs, [&] { return server->RouteShares(shares); });
+  if (!routed.ok()) {
+    result.sum = routed.status();
     return result;
   }
-  auto routed = ByRecipient(*std::move(routed_or), n, result, 1);
-  // Masked inputs go to the server one at a time, as they would arrive; none is kept.
-  for (uint32_t i = 0; i < n; ++i) {
-    if (!clients[i].has_value()) continue;
-    if (drops[i] == DropPoint::kBeforeMaskedInput || !routed[i].has_value()) {
-      clients[i].reset();
-      continue;
-    }
-    obs.Enter(static_cast<int>(i));
-    auto masked = clients[i]->MaskInput(*routed[i], updates[i], weights[i]);
-    obs.Leave(static_cast<int>(i));
-    if (!masked.ok()) {
-      result.client_errors.emplace_back(i, masked.status());
-      clients[i].reset();
-      continue;
-    }
-    result.bytes.to_server[2] += masked->ByteSizeLong();
-    obs.Enter(-1);
-    absl::Status added = server->AddMaskedInput(*masked);
-    obs.Leave(-1);
-    if (!added.ok()) result.client_errors.emplace_back(i, added);
-  }
-  obs.Enter(-1);
-  auto requests_or = server->RequestUnmasking();
-  obs.Leave(-1);
+  MaskedInputStep(clients, drops, ByRecipient(*std::move(routed), n, result, 1), updates, weights,
+                  *server, obs, result);
+  auto requests_or = AsServer(obs, [&] { return server->RequestUnmasking(); });
   if (!requests_or.ok()) {
     result.sum = requests_or.status();
     return result;
@@ -156,9 +163,7 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
         if (!requests[i].has_value()) return Missing(i);
         return c.Unmask(*requests[i]);
       });
-  obs.Enter(-1);
-  result.sum = server->Unmask(responses);
-  obs.Leave(-1);
+  result.sum = AsServer(obs, [&] { return server->Unmask(responses); });
   return result;
 }
 
