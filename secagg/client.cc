@@ -36,6 +36,14 @@ absl::Status SecAggClient::CheckStep(Step expected, absl::string_view name) cons
       absl::StrCat("secagg client ", index_, ": ", name, " called out of order"));
 }
 
+absl::Status SecAggClient::CheckAddressed(uint64_t round_id, uint32_t recipient,
+                                          absl::string_view what) const {
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(setup_.params.round_id(), round_id, what));
+  if (recipient == index_) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("secagg client ", index_, ": ", what, " is addressed to ", recipient));
+}
+
 absl::StatusOr<SecAggAdvertise> SecAggClient::Advertise() {
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "Advertise"));
   FEDSCHED_ASSIGN_OR_RETURN(cipher_keys_, X25519Key::FromPrivate(rng_.Next32()));
@@ -55,11 +63,8 @@ absl::StatusOr<SecAggAdvertise> SecAggClient::Advertise() {
 absl::StatusOr<SecAggShareKeys> SecAggClient::ShareKeys(const SecAggKeyDirectory& directory) {
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kShareKeys, "ShareKeys"));
   const uint64_t round = setup_.params.round_id();
-  FEDSCHED_RETURN_IF_ERROR(CheckRound(round, directory.round_id(), "key directory"));
-  if (directory.recipient() != index_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg client ", index_, ": key directory is addressed to ", directory.recipient()));
-  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAddressed(directory.round_id(), directory.recipient(), "key directory"));
   for (const SecAggAdvertise& peer : directory.neighbours()) {
     const uint32_t j = peer.sender();
     if (j == index_ || j >= setup_.graph.size() || !setup_.graph.Adjacent(index_, j)) {
@@ -123,11 +128,7 @@ absl::StatusOr<SecAggShareKeys> SecAggClient::ShareKeys(const SecAggKeyDirectory
 
 absl::Status SecAggClient::OpenShares(const SecAggRoutedShares& routed) {
   const uint64_t round = setup_.params.round_id();
-  FEDSCHED_RETURN_IF_ERROR(CheckRound(round, routed.round_id(), "routed shares"));
-  if (routed.recipient() != index_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg client ", index_, ": routed shares are addressed to ", routed.recipient()));
-  }
+  FEDSCHED_RETURN_IF_ERROR(CheckAddressed(routed.round_id(), routed.recipient(), "routed shares"));
   for (const auto& share : routed.shares()) {
     const uint32_t j = share.sender();
     if (!share_keys_.contains(j) || share.receiver() != index_) {
@@ -204,11 +205,8 @@ absl::StatusOr<SecAggUnmaskResponse> SecAggClient::Unmask(const SecAggUnmaskRequ
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kUnmask, "Unmask"));
   step_ = Step::kDone;
   const uint64_t round = setup_.params.round_id();
-  FEDSCHED_RETURN_IF_ERROR(CheckRound(round, request.round_id(), "unmask request"));
-  if (request.recipient() != index_) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg client ", index_, ": unmask request is addressed to ", request.recipient()));
-  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAddressed(request.round_id(), request.recipient(), "unmask request"));
   if (request.survivors() < setup_.params.threshold()) {
     return absl::FailedPreconditionError(
         absl::StrCat("secagg client ", index_, ": only ", request.survivors(),

@@ -67,6 +67,8 @@ class SecAggClient {
       : setup_(std::move(setup)), index_(index), rng_(entropy) {}
 
   absl::Status CheckStep(Step expected, absl::string_view name) const;
+  // A server message must be for this round and this client.
+  absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient, absl::string_view what) const;
   absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
   absl::Status AddMasks(absl::Span<uint32_t> vector) const;
 

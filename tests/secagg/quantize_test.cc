@@ -44,7 +44,10 @@ TEST(QuantizeTest, RandomSumsWithinBound) {
   for (uint32_t k = 0; k < n; ++k) {
     std::vector<float> u(64);
     double norm = 0;
-    for (float& v : u) norm += (v = normal(rng)) * v;
+    for (float& v : u) {
+      v = normal(rng);
+      norm += static_cast<double>(v) * v;
+    }
     for (float& v : u) v = static_cast<float>(v / std::sqrt(norm) * 0.9);
     ASSERT_THAT(ClipAndQuantize(u, 1.0, clip, scale, absl::MakeSpan(q)), IsOk());
     for (int e = 0; e < 64; ++e) sum[e] += q[e], truth[e] += u[e];

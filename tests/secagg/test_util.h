@@ -34,7 +34,10 @@ inline std::vector<std::vector<float>> Updates(uint32_t n, uint64_t length, uint
   std::vector<std::vector<float>> out(n, std::vector<float>(length));
   for (auto& u : out) {
     double norm = 0;
-    for (float& v : u) norm += (v = normal(rng)) * v;
+    for (float& v : u) {
+      v = normal(rng);
+      norm += static_cast<double>(v) * v;
+    }
     const double r = radius(rng) / std::sqrt(norm);
     for (float& v : u) v = static_cast<float>(v * r);
   }
