@@ -10,14 +10,23 @@ namespace {
 
 using fedsched::v1::SecAggRoundParams;
 
-// Runs one step over the live clients: `run(i, client)` returns the client's message or an
-// error, after which the client is dropped. Returns the messages in client order.
-template <typename Message, typename Run>
-std::vector<Message> ClientStep(std::vector<std::optional<SecAggClient>>& clients,
-                                absl::Span<const DropPoint> drops, DropPoint before,
-                                LocalRoundObserver& observer, LocalRoundResult& result, int step,
-                                Run run) {
-  std::vector<Message> out;
+// Runs `f` as the server's computation.
+template <typename F>
+auto AsServer(LocalRoundObserver& observer, F f) {
+  observer.Enter(-1);
+  auto out = f();
+  observer.Leave(-1);
+  return out;
+}
+
+// Runs one step over the live clients, in index order as if their messages arrived so:
+// `run(i, client)` returns the client's message and `deliver(message)` hands it to the server
+// at once (nothing is collected, so no masked input outlives its fold). A client whose own step
+// or whose message fails is dropped, the error noted.
+template <typename Run, typename Deliver>
+void ClientStep(std::vector<std::optional<SecAggClient>>& clients,
+                absl::Span<const DropPoint> drops, DropPoint before, LocalRoundObserver& observer,
+                LocalRoundResult& result, int step, Run run, Deliver deliver) {
   for (uint32_t i = 0; i < clients.size(); ++i) {
     if (!clients[i].has_value()) continue;
     if (drops[i] == before) {
@@ -25,17 +34,18 @@ std::vector<Message> ClientStep(std::vector<std::optional<SecAggClient>>& client
       continue;
     }
     observer.Enter(static_cast<int>(i));
-    absl::StatusOr<Message> message = run(i, *clients[i]);
+    auto message = run(i, *clients[i]);
     observer.Leave(static_cast<int>(i));
-    if (!message.ok()) {
-      result.client_errors.emplace_back(i, message.status());
-      clients[i].reset();
-      continue;
+    absl::Status status = message.status();
+    if (status.ok()) {
+      result.bytes.to_server[step] += message->ByteSizeLong();
+      status = AsServer(observer, [&] { return deliver(*message); });
     }
-    result.bytes.to_server[step] += message->ByteSizeLong();
-    out.push_back(*std::move(message));
+    if (!status.ok()) {
+      result.client_errors.emplace_back(i, status);
+      clients[i].reset();
+    }
   }
-  return out;
 }
 
 // The server's messages of a step, by recipient, with their bytes counted.
@@ -49,42 +59,6 @@ std::vector<std::optional<Message>> ByRecipient(std::vector<Message> messages, u
     out[r] = std::move(m);
   }
   return out;
-}
-
-// Runs `f` as the server's computation.
-template <typename F>
-auto AsServer(LocalRoundObserver& observer, F f) {
-  observer.Enter(-1);
-  auto out = f();
-  observer.Leave(-1);
-  return out;
-}
-
-// Step 2: each live client masks its input and the server folds it at once; none is kept.
-void MaskedInputStep(std::vector<std::optional<SecAggClient>>& clients,
-                     absl::Span<const DropPoint> drops,
-                     const std::vector<std::optional<fedsched::v1::SecAggRoutedShares>>& routed,
-                     absl::Span<const absl::Span<const float>> updates,
-                     absl::Span<const double> weights, SecAggServer& server,
-                     LocalRoundObserver& observer, LocalRoundResult& result) {
-  for (uint32_t i = 0; i < clients.size(); ++i) {
-    if (!clients[i].has_value()) continue;
-    if (drops[i] == DropPoint::kBeforeMaskedInput || !routed[i].has_value()) {
-      clients[i].reset();
-      continue;
-    }
-    observer.Enter(static_cast<int>(i));
-    auto masked = clients[i]->MaskInput(*routed[i], updates[i], weights[i]);
-    observer.Leave(static_cast<int>(i));
-    if (!masked.ok()) {
-      result.client_errors.emplace_back(i, masked.status());
-      clients[i].reset();
-      continue;
-    }
-    result.bytes.to_server[2] += masked->ByteSizeLong();
-    const absl::Status added = AsServer(observer, [&] { return server.AddMaskedInput(*masked); });
-    if (!added.ok()) result.client_errors.emplace_back(i, added);
-  }
 }
 
 absl::Status Missing(uint32_t i) {
@@ -129,41 +103,50 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
     }
     clients[i].emplace(*std::move(client));
   }
-  auto adverts = ClientStep<fedsched::v1::SecAggAdvertise>(
+  ClientStep(
       clients, drops, DropPoint::kBeforeAdvertise, obs, result, 0,
-      [](uint32_t, SecAggClient& c) { return c.Advertise(); });
-  auto directories = AsServer(obs, [&] { return server->CollectAdvertisements(adverts); });
+      [](uint32_t, SecAggClient& c) { return c.Advertise(); },
+      [&](const fedsched::v1::SecAggAdvertise& m) { return server->AddAdvertisement(m); });
+  auto directories = AsServer(obs, [&] { return server->CloseAdvertisements(); });
   if (!directories.ok()) {
     result.sum = directories.status();
     return result;
   }
   auto to_share = ByRecipient(*std::move(directories), n, result, 0);
-  auto shares = ClientStep<fedsched::v1::SecAggShareKeys>(
+  ClientStep(
       clients, drops, DropPoint::kBeforeShareKeys, obs, result, 1,
       [&](uint32_t i, SecAggClient& c) -> absl::StatusOr<fedsched::v1::SecAggShareKeys> {
         if (!to_share[i].has_value()) return Missing(i);
         return c.ShareKeys(*to_share[i]);
-      });
-  auto routed = AsServer(obs, [&] { return server->RouteShares(shares); });
-  if (!routed.ok()) {
-    result.sum = routed.status();
+      },
+      [&](const fedsched::v1::SecAggShareKeys& m) { return server->AddShareKeys(m); });
+  auto routed_or = AsServer(obs, [&] { return server->CloseShareKeys(); });
+  if (!routed_or.ok()) {
+    result.sum = routed_or.status();
     return result;
   }
-  MaskedInputStep(clients, drops, ByRecipient(*std::move(routed), n, result, 1), updates, weights,
-                  *server, obs, result);
+  auto routed = ByRecipient(*std::move(routed_or), n, result, 1);
+  ClientStep(
+      clients, drops, DropPoint::kBeforeMaskedInput, obs, result, 2,
+      [&](uint32_t i, SecAggClient& c) -> absl::StatusOr<fedsched::v1::SecAggMaskedInput> {
+        if (!routed[i].has_value()) return Missing(i);
+        return c.MaskInput(*routed[i], updates[i], weights[i]);
+      },
+      [&](const fedsched::v1::SecAggMaskedInput& m) { return server->AddMaskedInput(m); });
   auto requests_or = AsServer(obs, [&] { return server->RequestUnmasking(); });
   if (!requests_or.ok()) {
     result.sum = requests_or.status();
     return result;
   }
   auto requests = ByRecipient(*std::move(requests_or), n, result, 2);
-  auto responses = ClientStep<fedsched::v1::SecAggUnmaskResponse>(
+  ClientStep(
       clients, drops, DropPoint::kBeforeUnmask, obs, result, 3,
       [&](uint32_t i, SecAggClient& c) -> absl::StatusOr<fedsched::v1::SecAggUnmaskResponse> {
         if (!requests[i].has_value()) return Missing(i);
         return c.Unmask(*requests[i]);
-      });
-  result.sum = AsServer(obs, [&] { return server->Unmask(responses); });
+      },
+      [&](const fedsched::v1::SecAggUnmaskResponse& m) { return server->AddUnmaskResponse(m); });
+  result.sum = AsServer(obs, [&] { return server->CloseUnmasking(); });
   return result;
 }
 

@@ -55,24 +55,28 @@ std::vector<uint32_t> SecAggServer::HoldersIn(uint32_t owner,
   return out;
 }
 
-absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CollectAdvertisements(
-    absl::Span<const SecAggAdvertise> advertisements) {
-  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "CollectAdvertisements"));
+absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "AddAdvertisement"));
+  const auto& p = setup_.params;
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), ad.round_id(), "an advertisement"));
+  FEDSCHED_RETURN_IF_ERROR(CheckSender(ad.sender(), p.cohort_size(), "an advertisement"));
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.cipher_public_key(), "cipher_public_key").status());
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.mask_public_key(), "mask_public_key").status());
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.self_seed_commitment(), "self_seed_commitment").status());
+  if (!advertised_.emplace(ad.sender(), ad).second) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg server: two advertisements from client ", ad.sender()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CloseAdvertisements() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "CloseAdvertisements"));
   step_ = Step::kDone;  // an error fails the round
   const auto& p = setup_.params;
-  for (const SecAggAdvertise& ad : advertisements) {
-    FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), ad.round_id(), "an advertisement"));
-    FEDSCHED_RETURN_IF_ERROR(CheckSender(ad.sender(), p.cohort_size(), "an advertisement"));
-    FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.cipher_public_key(), "cipher_public_key").status());
-    FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.mask_public_key(), "mask_public_key").status());
-    FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.self_seed_commitment(), "self_seed_commitment").status());
-    if (!advertised_.emplace(ad.sender(), ad).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("secagg server: two advertisements from client ", ad.sender()));
-    }
-  }
-  if (advertised_.size() < p.threshold())
+  if (advertised_.size() < p.threshold()) {
     return TooFew("clients advertised keys", advertised_.size(), p.threshold());
+  }
   std::vector<SecAggKeyDirectory> out;
   for (const auto& [i, ad] : advertised_) {
     SecAggKeyDirectory& directory = out.emplace_back();
@@ -87,46 +91,75 @@ absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CollectAdvertiseme
   return out;
 }
 
-absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::RouteShares(
-    absl::Span<const SecAggShareKeys> share_messages) {
-  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kRoute, "RouteShares"));
-  step_ = Step::kDone;
-  const auto& p = setup_.params;
-  for (const SecAggShareKeys& message : share_messages) {
-    const uint32_t i = message.sender();
-    FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), message.round_id(), "a share message"));
-    if (!advertised_.contains(i) || !shared_.insert(i).second) {
-      return absl::InvalidArgumentError(absl::StrCat("secagg server: share message from client ", i,
-                                                     ", which did not advertise keys or "
-                                                     "already shared them"));
-    }
-    for (const auto& share : message.shares()) {
-      if (share.sender() != i || share.receiver() >= p.cohort_size() ||
-          !setup_.graph.Adjacent(i, share.receiver()) || !advertised_.contains(share.receiver())) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("secagg server: client ", i, " sent a share from ", share.sender(), " to ",
-                         share.receiver(), ", not one of its advertised neighbours"));
-      }
+absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CollectAdvertisements(
+    absl::Span<const SecAggAdvertise> advertisements) {
+  for (const SecAggAdvertise& ad : advertisements) {
+    if (absl::Status s = AddAdvertisement(ad); !s.ok()) {
+      step_ = Step::kDone;
+      return s;
     }
   }
-  if (shared_.size() < p.threshold())
+  return CloseAdvertisements();
+}
+
+absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kRoute, "AddShareKeys"));
+  const auto& p = setup_.params;
+  const uint32_t i = message.sender();
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), message.round_id(), "a share message"));
+  if (!advertised_.contains(i) || share_messages_.contains(i)) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: share message from client ", i,
+                                                   ", which did not advertise keys or already "
+                                                   "shared them"));
+  }
+  for (const auto& share : message.shares()) {
+    if (share.sender() != i || share.receiver() >= p.cohort_size() ||
+        !setup_.graph.Adjacent(i, share.receiver()) || !advertised_.contains(share.receiver())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg server: client ", i, " sent a share from ", share.sender(), " to ",
+                       share.receiver(), ", not one of its advertised neighbours"));
+    }
+  }
+  share_messages_.emplace(i, message);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::CloseShareKeys() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kRoute, "CloseShareKeys"));
+  step_ = Step::kDone;
+  const auto& p = setup_.params;
+  for (const auto& [i, message] : share_messages_) shared_.insert(i);
+  if (shared_.size() < p.threshold()) {
     return TooFew("clients shared keys", shared_.size(), p.threshold());
+  }
   absl::btree_map<uint32_t, SecAggRoutedShares> routed;
   for (uint32_t i : shared_) {
     routed[i].set_round_id(p.round_id());
     routed[i].set_recipient(i);
   }
-  for (const SecAggShareKeys& message : share_messages) {
+  for (const auto& [i, message] : share_messages_) {
     for (const auto& share : message.shares()) {
       auto it = routed.find(share.receiver());
       if (it != routed.end()) *it->second.add_shares() = share;  // receiver is in U2
     }
   }
+  share_messages_.clear();
   std::vector<SecAggRoutedShares> out;
   for (auto& [i, r] : routed) out.push_back(std::move(r));
   masked_sum_.assign(p.vector_length(), 0);
   step_ = Step::kMasked;
   return out;
+}
+
+absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::RouteShares(
+    absl::Span<const SecAggShareKeys> share_messages) {
+  for (const SecAggShareKeys& message : share_messages) {
+    if (absl::Status s = AddShareKeys(message); !s.ok()) {
+      step_ = Step::kDone;
+      return s;
+    }
+  }
+  return CloseShareKeys();
 }
 
 absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
@@ -193,24 +226,16 @@ absl::StatusOr<std::vector<SecAggUnmaskRequest>> SecAggServer::RequestUnmasking(
   return out;
 }
 
-absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> SecAggServer::Rebuild(
-    absl::Span<const SecAggUnmaskResponse> responses, bool mask_keys) {
+absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> SecAggServer::Rebuild(bool mask_keys) {
   const auto& p = setup_.params;
   const absl::btree_set<uint32_t>& owners = mask_keys ? dropped_ : survivors_;
+  // AddUnmaskResponse let through only shares asked for, of the right length.
   absl::btree_map<uint32_t, std::vector<Share>> shares;
-  for (const SecAggUnmaskResponse& response : responses) {
-    const uint32_t r = response.sender();
-    const auto& revealed = mask_keys ? response.mask_key_shares() : response.self_seed_shares();
-    for (const SecAggRevealedShare& share : revealed) {
-      const uint32_t v = share.owner();
-      // Exactly what RequestUnmasking asked of r: a share of this kind of this owner.
-      const bool asked = owners.contains(v) && (v == r ? !mask_keys : setup_.graph.Adjacent(r, v));
-      if (!asked || share.share_size() != kChunksPerSecret) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "secagg server: client ", r, " revealed a ", mask_keys ? "mask-key" : "self-seed",
-            " share of client ", v, " that was not asked for or is malformed"));
-      }
-      shares[v].push_back(Share{ShamirPoint(r), {share.share().begin(), share.share().end()}});
+  for (const auto& [r, response] : responses_) {
+    for (const SecAggRevealedShare& share :
+         mask_keys ? response.mask_key_shares() : response.self_seed_shares()) {
+      shares[share.owner()].push_back(
+          Share{ShamirPoint(r), {share.share().begin(), share.share().end()}});
     }
   }
   absl::btree_map<uint32_t, Bytes32> secrets;
@@ -259,24 +284,43 @@ absl::Status SecAggServer::RemoveMasks(const absl::btree_map<uint32_t, Bytes32>&
   return absl::OkStatus();
 }
 
-absl::StatusOr<UnmaskedSum> SecAggServer::Unmask(absl::Span<const SecAggUnmaskResponse> responses) {
-  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kUnmask, "Unmask"));
-  step_ = Step::kDone;
+absl::Status SecAggServer::AddUnmaskResponse(const SecAggUnmaskResponse& response) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kUnmask, "AddUnmaskResponse"));
   const auto& p = setup_.params;
-  absl::flat_hash_set<uint32_t> responders;
-  for (const SecAggUnmaskResponse& response : responses) {
-    FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), response.round_id(), "an unmask response"));
-    if (!survivors_.contains(response.sender()) || !responders.insert(response.sender()).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("secagg server: unmask response from client ", response.sender(),
-                       ", which sent no masked input or already responded"));
+  const uint32_t r = response.sender();
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), response.round_id(), "an unmask response"));
+  if (!survivors_.contains(r) || responses_.contains(r)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg server: unmask response from client ", r,
+                     ", which sent no masked input or already responded"));
+  }
+  for (const bool mask_keys : {false, true}) {
+    const absl::btree_set<uint32_t>& owners = mask_keys ? dropped_ : survivors_;
+    for (const SecAggRevealedShare& share :
+         mask_keys ? response.mask_key_shares() : response.self_seed_shares()) {
+      const uint32_t v = share.owner();
+      // Exactly what RequestUnmasking asked of r: a share of this kind of this owner.
+      const bool asked = owners.contains(v) && (v == r ? !mask_keys : setup_.graph.Adjacent(r, v));
+      if (!asked || share.share_size() != kChunksPerSecret) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "secagg server: client ", r, " revealed a ", mask_keys ? "mask-key" : "self-seed",
+            " share of client ", v, " that was not asked for or is malformed"));
+      }
     }
   }
-  if (responders.size() < p.threshold()) {
-    return TooFew("clients answered the unmask request", responders.size(), p.threshold());
+  responses_.emplace(r, response);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UnmaskedSum> SecAggServer::CloseUnmasking() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kUnmask, "CloseUnmasking"));
+  step_ = Step::kDone;
+  const auto& p = setup_.params;
+  if (responses_.size() < p.threshold()) {
+    return TooFew("clients answered the unmask request", responses_.size(), p.threshold());
   }
-  FEDSCHED_ASSIGN_OR_RETURN(auto seeds, Rebuild(responses, /*mask_keys=*/false));
-  FEDSCHED_ASSIGN_OR_RETURN(auto keys, Rebuild(responses, /*mask_keys=*/true));
+  FEDSCHED_ASSIGN_OR_RETURN(auto seeds, Rebuild(/*mask_keys=*/false));
+  FEDSCHED_ASSIGN_OR_RETURN(auto keys, Rebuild(/*mask_keys=*/true));
   FEDSCHED_RETURN_IF_ERROR(RemoveMasks(seeds, keys));
   UnmaskedSum out;
   out.sum = Dequantize(masked_sum_, setup_.scale);
@@ -287,7 +331,18 @@ absl::StatusOr<UnmaskedSum> SecAggServer::Unmask(absl::Span<const SecAggUnmaskRe
   out.error_bound = ErrorBound(p.cohort_size(), p.clip_norm());
   masked_sum_.clear();
   masked_sum_.shrink_to_fit();
+  responses_.clear();
   return out;
+}
+
+absl::StatusOr<UnmaskedSum> SecAggServer::Unmask(absl::Span<const SecAggUnmaskResponse> responses) {
+  for (const SecAggUnmaskResponse& response : responses) {
+    if (absl::Status s = AddUnmaskResponse(response); !s.ok()) {
+      step_ = Step::kDone;
+      return s;
+    }
+  }
+  return CloseUnmasking();
 }
 
 }  // namespace fedsched::secagg

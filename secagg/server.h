@@ -9,10 +9,13 @@
 // so no individual input can be unmasked. It learns the sum over the survivors, who dropped
 // when, and nothing else about any single input (docs/SECURE_AGGREGATION.md "Threat model").
 //
-// Step order: CollectAdvertisements, RouteShares, AddMaskedInput (once per arriving input),
-// RequestUnmasking, Unmask. A client whose message does not arrive before the caller moves on
-// counts as dropped at that step. Any error leaves the round failed: the caller keeps its
-// model unchanged.
+// Each step takes its messages one at a time as they arrive (Add*: a bad message is refused
+// with an error for that client alone, who then counts as dropped; the round goes on) and is
+// closed when the caller moves on (Close*, RequestUnmasking: an error there fails the round, and
+// the caller keeps its model unchanged). Order: AddAdvertisement... CloseAdvertisements,
+// AddShareKeys... CloseShareKeys, AddMaskedInput... RequestUnmasking, AddUnmaskResponse...
+// CloseUnmasking. CollectAdvertisements, RouteShares and Unmask do a whole step from a batch
+// (strict: the first bad message fails the round), for tests and in-process runs.
 #ifndef FEDSCHED_SECAGG_SERVER_H_
 #define FEDSCHED_SECAGG_SERVER_H_
 
@@ -45,34 +48,43 @@ class SecAggServer {
   // Errors: those of ResolveParams.
   static absl::StatusOr<SecAggServer> Create(const fedsched::v1::SecAggRoundParams& params);
 
-  // Step 0: takes the advertisements that arrived (U1) and returns one key directory per
-  // advertiser with its advertised neighbours. Errors: wrong round, a sender outside the
-  // cohort or repeated, keys or commitment not 32 bytes, fewer than t advertisers (failed
-  // precondition).
-  absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CollectAdvertisements(
-      absl::Span<const fedsched::v1::SecAggAdvertise> advertisements);
+  // Step 0, one advertisement. Errors: wrong round, a sender outside the cohort or repeated,
+  // keys or commitment not 32 bytes.
+  absl::Status AddAdvertisement(const fedsched::v1::SecAggAdvertise& advertisement);
+  // Closes step 0: the advertisers are U1 (at least t, else failed precondition); returns one
+  // key directory per advertiser with its advertised neighbours.
+  absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CloseAdvertisements();
 
-  // Step 1: takes the share messages that arrived (their senders are U2) and returns, for each
-  // member of U2, the sealed shares addressed to it by other members of U2. Errors: wrong
-  // round, a sender not in U1 or repeated, a share addressed to a non-neighbour or not from its
-  // message's sender, fewer than t senders (failed precondition).
-  absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> RouteShares(
-      absl::Span<const fedsched::v1::SecAggShareKeys> share_messages);
+  // Step 1, one client's sealed shares. Errors: wrong round, a sender not in U1 or repeated, a
+  // share addressed to a non-neighbour or not from the message's sender.
+  absl::Status AddShareKeys(const fedsched::v1::SecAggShareKeys& message);
+  // Closes step 1: the senders are U2 (at least t, else failed precondition); returns, for each
+  // member of U2, the sealed shares addressed to it by other members of U2.
+  absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> CloseShareKeys();
 
-  // Step 2, once per arriving masked input: adds it into the running masked sum (the input is
-  // not kept). Errors: wrong round, a sender not in U2 or already counted, a wrong length.
+  // Step 2, one masked input: added into the running masked sum at once and not kept.
+  // Errors: wrong round, a sender not in U2 or already counted, a wrong length.
   absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
-
-  // Step 2 closes: returns one unmask request per survivor (U3). Errors (failed
-  // precondition, the round fails): fewer than t survivors, or a secret that needs rebuilding
-  // has fewer than t surviving holders.
+  // Closes step 2: the senders are U3. Returns one unmask request per survivor. Errors (failed
+  // precondition): fewer than t survivors, or a secret to rebuild with fewer than t surviving
+  // holders.
   absl::StatusOr<std::vector<fedsched::v1::SecAggUnmaskRequest>> RequestUnmasking();
 
-  // Step 3: rebuilds the survivors' self-mask seeds and the dropped clients' mask keys from
-  // the responses that arrived, checks each against its commitment / public key, removes the
-  // masks and decodes the sum. Errors: wrong round, a response from a non-survivor or
-  // repeated, a share not asked for; failed precondition when a secret has fewer than t
-  // shares; data loss when a rebuilt secret does not match (a tampered share).
+  // Step 3, one survivor's revealed shares. Errors: wrong round, a sender not in U3 or
+  // repeated, a share not asked for or malformed.
+  absl::Status AddUnmaskResponse(const fedsched::v1::SecAggUnmaskResponse& response);
+  // Closes step 3: rebuilds the survivors' self-mask seeds and the dropped clients' mask keys,
+  // checks each against its commitment / public key, removes the masks and decodes the sum.
+  // Errors: failed precondition below t responders or t shares of a secret; data loss when a
+  // rebuilt secret does not match (a tampered share).
+  absl::StatusOr<UnmaskedSum> CloseUnmasking();
+
+  // Whole steps from batches: Add* for each message, then Close*; the first error fails the
+  // round.
+  absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CollectAdvertisements(
+      absl::Span<const fedsched::v1::SecAggAdvertise> advertisements);
+  absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> RouteShares(
+      absl::Span<const fedsched::v1::SecAggShareKeys> share_messages);
   absl::StatusOr<UnmaskedSum> Unmask(
       absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses);
 
@@ -83,18 +95,21 @@ class SecAggServer {
   absl::Status CheckStep(Step expected, absl::string_view name) const;
   // Holders of `owner`'s shares that are in `among`: owner itself and its neighbours.
   std::vector<uint32_t> HoldersIn(uint32_t owner, const absl::btree_set<uint32_t>& among) const;
-  absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(
-      absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses, bool mask_keys);
+  absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(bool mask_keys);
   absl::Status RemoveMasks(const absl::btree_map<uint32_t, Bytes32>& seeds,
                            const absl::btree_map<uint32_t, Bytes32>& keys);
 
   RoundSetup setup_;
   Step step_ = Step::kAdvertise;
   absl::btree_map<uint32_t, fedsched::v1::SecAggAdvertise> advertised_;  // U1
-  absl::btree_set<uint32_t> shared_;                                     // U2
-  absl::btree_set<uint32_t> survivors_;                                  // U3
-  absl::btree_set<uint32_t> dropped_;  // U2 \ U3 whose mask keys must be rebuilt
-  std::vector<uint32_t> masked_sum_;   // sum of the masked inputs, Z_2^32
+  // Step 1's messages until it closes (sealed shares, a few hundred bytes per neighbour).
+  absl::btree_map<uint32_t, fedsched::v1::SecAggShareKeys> share_messages_;
+  absl::btree_set<uint32_t> shared_;     // U2
+  absl::btree_set<uint32_t> survivors_;  // U3
+  absl::btree_set<uint32_t> dropped_;    // U2 \ U3 whose mask keys must be rebuilt
+  std::vector<uint32_t> masked_sum_;     // sum of the masked inputs, Z_2^32
+  // Step 3's responses until it closes (field elements, tens of bytes per share).
+  absl::btree_map<uint32_t, fedsched::v1::SecAggUnmaskResponse> responses_;
 };
 
 }  // namespace fedsched::secagg

@@ -140,6 +140,47 @@ std::vector<SecAggUnmaskRequest> ToUnmask(Handheld& h, const std::vector<uint32_
   return *requests;
 }
 
+// Messages arrive one at a time: a bad one is refused for its sender alone, who then counts
+// as dropped, and the round completes without it.
+TEST(ProtocolTest, ABadMessageDropsItsSenderNotTheRound) {
+  const auto p = Params(5, 8);
+  ASSERT_OK_AND_ASSIGN(SecAggServer server, SecAggServer::Create(p));
+  std::vector<SecAggClient> clients;
+  for (uint32_t i = 0; i < 5; ++i) {
+    clients.push_back(*SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}));
+    ASSERT_OK_AND_ASSIGN(SecAggAdvertise ad, clients[i].Advertise());
+    if (i == 4) ad.set_round_id(p.round_id() + 1);  // replayed or stale
+    const absl::Status added = server.AddAdvertisement(ad);
+    EXPECT_EQ(added.ok(), i != 4) << added;
+  }
+  ASSERT_OK_AND_ASSIGN(auto directories, server.CloseAdvertisements());
+  ASSERT_EQ(directories.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto shares, clients[i].ShareKeys(directories[i]));
+    ASSERT_THAT(server.AddShareKeys(shares), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(auto routed, server.CloseShareKeys());
+  const auto updates = Updates(5, 8, 2);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto masked, clients[i].MaskInput(routed[i], updates[i], 1.0));
+    ASSERT_THAT(server.AddMaskedInput(masked), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(auto requests, server.RequestUnmasking());
+  for (const auto& request : requests) {
+    ASSERT_OK_AND_ASSIGN(auto response, clients[request.recipient()].Unmask(request));
+    ASSERT_THAT(server.AddUnmaskResponse(response), IsOk());
+    EXPECT_THAT(server.AddUnmaskResponse(response),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already responded")));
+  }
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, server.CloseUnmasking());
+  EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3}));
+  for (int e = 0; e < 8; ++e) {
+    double truth = 0;
+    for (uint32_t i = 0; i < 4; ++i) truth += updates[i][e];
+    EXPECT_NEAR(sum.sum[e], truth, sum.error_bound);
+  }
+}
+
 TEST(ProtocolTest, ServerNeverAsksForBothSecretsOfAClient) {
   const auto p = Params(30, 4);  // sparse: k = 16
   Handheld h(p);
