@@ -71,6 +71,11 @@ double PlainServerSeconds(const std::vector<float>& update, uint32_t n) {
   return seconds;
 }
 
+std::string& Tokens() {
+  static std::string tokens;
+  return tokens;
+}
+
 void RunOne(uint32_t n, const std::vector<float>& update, double drop_fraction, bool print) {
   fedsched::v1::SecAggRoundParams p;
   p.set_round_id(1);
@@ -99,6 +104,11 @@ void RunOne(uint32_t n, const std::vector<float>& update, double drop_fraction, 
     worst =
         std::max(worst, std::abs(r.sum->sum[e] - static_cast<double>(update[e]) * contributors));
   }
+  // key=value tokens of the deterministic figures, printed after the table
+  // (scripts/check_doc_figures.py reads them; the last configuration's win).
+  Tokens() += absl::StrFormat("K=%u dropped=%u protocol_mib=%.1f per_client_mib=%.2f\n", n, dropped,
+                              r.bytes.Total() / (1024.0 * 1024.0),
+                              static_cast<double>(r.bytes.Total()) / n / (1024.0 * 1024.0));
   const double plain_server = PlainServerSeconds(update, n);
   const double mib = 1024.0 * 1024.0;
   std::printf(
@@ -138,5 +148,6 @@ int main(int argc, char** argv) {
       fedsched::secagg::RunOne(n, update, fraction, /*print=*/true);
     }
   }
+  std::printf("%s", fedsched::secagg::Tokens().c_str());
   return 0;
 }
