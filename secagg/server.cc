@@ -12,6 +12,7 @@ namespace fedsched::secagg {
 using fedsched::v1::SecAggAdvertise;
 using fedsched::v1::SecAggKeyDirectory;
 using fedsched::v1::SecAggMaskedInput;
+using fedsched::v1::SecAggMaskedPartialSum;
 using fedsched::v1::SecAggRevealedShare;
 using fedsched::v1::SecAggRoundParams;
 using fedsched::v1::SecAggRoutedShares;
@@ -162,25 +163,49 @@ absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::RouteShares(
   return CloseShareKeys();
 }
 
-absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
-  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedInput"));
+absl::Status SecAggServer::CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders,
+                                       size_t length, absl::string_view what) const {
   const auto& p = setup_.params;
-  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), input.round_id(), "a masked input"));
-  const uint32_t i = input.sender();
-  if (!shared_.contains(i) || survivors_.contains(i)) {
-    return absl::InvalidArgumentError(absl::StrCat("secagg server: masked input from client ", i,
-                                                   ", which did not share keys or already "
-                                                   "sent one"));
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), round_id, what));
+  if (senders.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " names no sender"));
   }
-  if (static_cast<uint64_t>(input.masked_size()) != p.vector_length()) {
-    return absl::InvalidArgumentError(absl::StrCat("secagg server: masked input from client ", i,
-                                                   " has ", input.masked_size(),
+  absl::flat_hash_set<uint32_t> seen;
+  for (uint32_t i : senders) {
+    if (!shared_.contains(i) || survivors_.contains(i) || !seen.insert(i).second) {
+      return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " from client ", i,
+                                                     ", which did not share keys or already "
+                                                     "sent one"));
+    }
+  }
+  if (length != p.vector_length()) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " has ", length,
                                                    " elements, expected ", p.vector_length()));
   }
-  // A bad message above is refused without failing the round; a good one is folded at once.
-  survivors_.insert(i);
-  const uint32_t* masked = input.masked().data();
+  return absl::OkStatus();
+}
+
+void SecAggServer::Fold(absl::Span<const uint32_t> senders, const uint32_t* masked) {
+  survivors_.insert(senders.begin(), senders.end());
   for (size_t e = 0; e < masked_sum_.size(); ++e) masked_sum_[e] += masked[e];
+}
+
+absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedInput"));
+  const uint32_t sender = input.sender();
+  // A bad message is refused without failing the round; a good one is folded at once.
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckMasked(input.round_id(), {&sender, 1}, input.masked_size(), "masked input"));
+  Fold({&sender, 1}, input.masked().data());
+  return absl::OkStatus();
+}
+
+absl::Status SecAggServer::AddMaskedPartialSum(const SecAggMaskedPartialSum& partial) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedPartialSum"));
+  const absl::Span<const uint32_t> senders(partial.senders().data(), partial.senders_size());
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckMasked(partial.round_id(), senders, partial.masked_sum_size(), "masked partial sum"));
+  Fold(senders, partial.masked_sum().data());
   return absl::OkStatus();
 }
 

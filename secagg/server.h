@@ -65,6 +65,10 @@ class SecAggServer {
   // Step 2, one masked input: added into the running masked sum at once and not kept.
   // Errors: wrong round, a sender not in U2 or already counted, a wrong length.
   absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
+  // Step 2, a masked partial sum from an aggregator (hierarchy): counts every sender as a
+  // survivor and adds the sum. Errors: wrong round or length, no sender, a sender not in U2,
+  // repeated or already counted (nothing is added then).
+  absl::Status AddMaskedPartialSum(const fedsched::v1::SecAggMaskedPartialSum& partial);
   // Closes step 2: the senders are U3. Returns one unmask request per survivor. Errors (failed
   // precondition): fewer than t survivors, or a secret to rebuild with fewer than t surviving
   // holders.
@@ -93,6 +97,10 @@ class SecAggServer {
   explicit SecAggServer(RoundSetup setup) : setup_(std::move(setup)) {}
 
   absl::Status CheckStep(Step expected, absl::string_view name) const;
+  // Checks a step-2 message: round, senders (in U2, not yet counted, each once) and length.
+  absl::Status CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders, size_t length,
+                           absl::string_view what) const;
+  void Fold(absl::Span<const uint32_t> senders, const uint32_t* masked);
   // Holders of `owner`'s shares that are in `among`: owner itself and its neighbours.
   std::vector<uint32_t> HoldersIn(uint32_t owner, const absl::btree_set<uint32_t>& among) const;
   absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(bool mask_keys);

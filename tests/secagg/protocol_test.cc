@@ -12,6 +12,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "secagg/client.h"
+#include "secagg/partial_sum.h"
 #include "secagg/quantize.h"
 #include "secagg/server.h"
 #include "secagg/shamir.h"
@@ -274,6 +275,51 @@ TEST(ProtocolTest, ServerSeesOnlyMaskedVectors) {
     EXPECT_GT(gap / length, 0.4 * 4 * p.clip_norm());
     EXPECT_LT(std::fabs(dot / std::sqrt(dd * uu)), 0.05);
     ASSERT_THAT(h.server.AddMaskedInput(masked), IsOk());
+  }
+}
+
+// Hierarchy: two aggregators fold their shards' masked inputs into partial sums, a third
+// client uploads directly; the root unmasks the same sum, and refuses a sender counted twice.
+TEST(ProtocolTest, MaskedPartialSumsFromAggregators) {
+  const uint64_t length = 4000;
+  const auto p = Params(7, length);
+  Handheld h(p);
+  const auto updates = Updates(7, length, 23);
+  std::vector<SecAggMaskedInput> masked(7);
+  for (uint32_t i = 0; i < 7; ++i) {
+    if (i == 5) continue;  // drops before its masked input
+    ASSERT_OK_AND_ASSIGN(masked[i], h.clients[i].MaskInput(h.routed[i], updates[i], 1.0));
+  }
+  MaskedPartialSum shard_a(p.round_id(), length), shard_b(p.round_id(), length);
+  for (uint32_t i : {0u, 2u, 4u}) ASSERT_THAT(shard_a.Add(masked[i]), IsOk());
+  for (uint32_t i : {1u, 3u}) ASSERT_THAT(shard_b.Add(masked[i]), IsOk());
+  EXPECT_THAT(shard_b.Add(masked[3]),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already sent")));
+  // Client 6 uploads to the root directly and, through a faulty aggregator, again.
+  ASSERT_THAT(h.server.AddMaskedInput(masked[6]), IsOk());
+  MaskedPartialSum faulty(p.round_id(), length);
+  for (uint32_t i : {0u, 6u}) ASSERT_THAT(faulty.Add(masked[i]), IsOk());
+  EXPECT_THAT(h.server.AddMaskedPartialSum(faulty.Take()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("client 6")));
+  const SecAggMaskedPartialSum a = shard_a.Take();
+  const SecAggMaskedPartialSum b = shard_b.Take();
+  EXPECT_EQ(shard_a.size(), 0u);
+  EXPECT_LT(TopNibbleChiSquare({a.masked_sum().begin(), a.masked_sum().end()}), 45.0);
+  ASSERT_THAT(h.server.AddMaskedPartialSum(a), IsOk());
+  ASSERT_THAT(h.server.AddMaskedPartialSum(b), IsOk());
+  EXPECT_THAT(h.server.AddMaskedPartialSum(b),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already sent one")));
+  ASSERT_OK_AND_ASSIGN(auto requests, h.server.RequestUnmasking());
+  for (const auto& r : requests) {
+    ASSERT_OK_AND_ASSIGN(auto response, h.clients[r.recipient()].Unmask(r));
+    ASSERT_THAT(h.server.AddUnmaskResponse(response), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, h.server.CloseUnmasking());
+  EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3, 4, 6}));
+  for (uint64_t e = 0; e < length; e += 97) {
+    double truth = 0;
+    for (uint32_t i : sum.contributors) truth += updates[i][e];
+    ASSERT_NEAR(sum.sum[e], truth, sum.error_bound) << e;
   }
 }
 
