@@ -1,5 +1,7 @@
 #include "secagg/server.h"
 
+#include <optional>
+
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -251,6 +253,16 @@ absl::StatusOr<std::vector<SecAggUnmaskRequest>> SecAggServer::RequestUnmasking(
   return out;
 }
 
+bool SecAggServer::Verifies(uint32_t owner, bool mask_key, const Bytes32& secret) const {
+  const SecAggAdvertise& ad = advertised_.at(owner);
+  if (mask_key) {
+    absl::StatusOr<X25519Key> key = X25519Key::FromPrivate(secret);
+    return key.ok() && ToString(key->public_key()) == ad.mask_public_key();
+  }
+  return ToString(SelfSeedCommitment(setup_.params.round_id(), owner, secret)) ==
+         ad.self_seed_commitment();
+}
+
 absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> SecAggServer::Rebuild(bool mask_keys) {
   const auto& p = setup_.params;
   const absl::btree_set<uint32_t>& owners = mask_keys ? dropped_ : survivors_;
@@ -271,16 +283,22 @@ absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> SecAggServer::Rebuild(bool ma
           absl::StrCat("shares of client ", v, "'s ", mask_keys ? "mask key" : "self-mask seed"),
           got.size(), p.threshold());
     }
-    absl::StatusOr<Bytes32> secret = ShamirCombine(got, static_cast<int>(p.threshold()));
-    bool matches = false;
-    if (secret.ok() && mask_keys) {
-      absl::StatusOr<X25519Key> key = X25519Key::FromPrivate(*secret);
-      matches = key.ok() && ToString(key->public_key()) == advertised_[v].mask_public_key();
-    } else if (secret.ok()) {
-      matches = ToString(SelfSeedCommitment(p.round_id(), v, *secret)) ==
-                advertised_[v].self_seed_commitment();
+    // A share that does not fit is set aside when more than t shares arrived: first all of
+    // them in order, then leaving out one at a time (one tampered share is survived).
+    std::optional<Bytes32> secret;
+    for (int skip = -1; skip < static_cast<int>(got.size()) && !secret.has_value(); ++skip) {
+      if (skip >= 0 && got.size() <= p.threshold()) break;
+      std::vector<Share> use;
+      for (int k = 0; k < static_cast<int>(got.size()); ++k) {
+        if (k != skip) use.push_back(got[k]);
+      }
+      absl::StatusOr<Bytes32> candidate = ShamirCombine(use, static_cast<int>(p.threshold()));
+      if (candidate.ok() && Verifies(v, mask_keys, *candidate)) {
+        secret = *candidate;
+        if (skip >= 0) rejected_.insert(static_cast<uint32_t>(got[skip].x - 1));
+      }
     }
-    if (!matches) {
+    if (!secret.has_value()) {
       return absl::DataLossError(absl::StrCat(
           "secagg server: the shares of client ", v, "'s ",
           mask_keys ? "mask key" : "self-mask seed", " do not rebuild the advertised ",
@@ -354,6 +372,7 @@ absl::StatusOr<UnmaskedSum> SecAggServer::CloseUnmasking() {
     if (!survivors_.contains(v)) out.dropped_after_sharing.push_back(v);
   }
   out.error_bound = ErrorBound(p.cohort_size(), p.clip_norm());
+  out.rejected_share_senders.assign(rejected_.begin(), rejected_.end());
   masked_sum_.clear();
   masked_sum_.shrink_to_fit();
   responses_.clear();

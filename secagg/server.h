@@ -41,6 +41,9 @@ struct UnmaskedSum {
   std::vector<uint32_t> dropped_after_sharing;
   // secagg::ErrorBound(cohort_size, clip_norm).
   double error_bound = 0;
+  // Responders one of whose revealed shares did not fit its secret's commitment or public key
+  // and was set aside (possible when more than t shares of that secret arrived), ascending.
+  std::vector<uint32_t> rejected_share_senders;
 };
 
 class SecAggServer {
@@ -78,9 +81,10 @@ class SecAggServer {
   // repeated, a share not asked for or malformed.
   absl::Status AddUnmaskResponse(const fedsched::v1::SecAggUnmaskResponse& response);
   // Closes step 3: rebuilds the survivors' self-mask seeds and the dropped clients' mask keys,
-  // checks each against its commitment / public key, removes the masks and decodes the sum.
-  // Errors: failed precondition below t responders or t shares of a secret; data loss when a
-  // rebuilt secret does not match (a tampered share).
+  // checks each against its commitment / public key (with more than t shares, one share that
+  // does not fit is set aside and its sender reported), removes the masks and decodes the sum.
+  // Errors: failed precondition below t responders or t shares of a secret; data loss when no
+  // t of a secret's shares rebuild it (tampered shares).
   absl::StatusOr<UnmaskedSum> CloseUnmasking();
 
   // Whole steps from batches: Add* for each message, then Close*; the first error fails the
@@ -103,6 +107,9 @@ class SecAggServer {
   void Fold(absl::Span<const uint32_t> senders, const uint32_t* masked);
   // Holders of `owner`'s shares that are in `among`: owner itself and its neighbours.
   std::vector<uint32_t> HoldersIn(uint32_t owner, const absl::btree_set<uint32_t>& among) const;
+  // Whether `secret` is `owner`'s mask private key (mask_key) or self-mask seed, by its
+  // advertised public key or commitment.
+  bool Verifies(uint32_t owner, bool mask_key, const Bytes32& secret) const;
   absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(bool mask_keys);
   absl::Status RemoveMasks(const absl::btree_map<uint32_t, Bytes32>& seeds,
                            const absl::btree_map<uint32_t, Bytes32>& keys);
@@ -118,6 +125,7 @@ class SecAggServer {
   std::vector<uint32_t> masked_sum_;     // sum of the masked inputs, Z_2^32
   // Step 3's responses until it closes (field elements, tens of bytes per share).
   absl::btree_map<uint32_t, fedsched::v1::SecAggUnmaskResponse> responses_;
+  absl::btree_set<uint32_t> rejected_;  // responders with a share set aside
 };
 
 }  // namespace fedsched::secagg

@@ -214,16 +214,34 @@ TEST(ProtocolTest, ClientRefusesBelowThreshold) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("refusing to unmask")));
 }
 
-TEST(ProtocolTest, TamperedRevealedShareFailsTheRound) {
-  const auto p = Params(6, 4);
-  Handheld h(p);
-  const auto requests = ToUnmask(h, {4}, 4);
-  std::vector<SecAggUnmaskResponse> responses;
-  for (const auto& r : requests) responses.push_back(*h.clients[r.recipient()].Unmask(r));
-  auto* share = responses[0].mutable_self_seed_shares(0)->mutable_share();
-  share->Set(1, (share->Get(1) + 1) % kFieldPrime);
-  EXPECT_THAT(h.server.Unmask(responses),
-              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tampered share")));
+// A tampered revealed share: with more than t shares of the secret it is set aside and its
+// sender reported; with exactly t the round fails.
+TEST(ProtocolTest, TamperedRevealedShareIsSetAsideOrFailsTheRound) {
+  const auto p = Params(6, 4);  // complete graph, t = 4
+  for (const size_t responders : {5u, 4u}) {
+    Handheld h(p);
+    const auto requests = ToUnmask(h, {4}, 4);
+    std::vector<SecAggUnmaskResponse> responses;
+    for (size_t k = 0; k < responders; ++k) {
+      responses.push_back(*h.clients[requests[k].recipient()].Unmask(requests[k]));
+    }
+    auto* share = responses[0].mutable_self_seed_shares(0)->mutable_share();
+    share->Set(1, (share->Get(1) + 1) % kFieldPrime);
+    absl::StatusOr<UnmaskedSum> sum = h.server.Unmask(responses);
+    SCOPED_TRACE(responders);
+    if (responders == 5) {
+      ASSERT_TRUE(sum.ok()) << sum.status();
+      EXPECT_EQ(sum->rejected_share_senders, std::vector<uint32_t>{responses[0].sender()});
+      const auto updates = Updates(6, 4, 3);
+      for (int e = 0; e < 4; ++e) {
+        double truth = 0;
+        for (uint32_t i : sum->contributors) truth += updates[i][e];
+        EXPECT_NEAR(sum->sum[e], truth, sum->error_bound);
+      }
+    } else {
+      EXPECT_THAT(sum, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tampered share")));
+    }
+  }
 }
 
 TEST(ProtocolTest, ReplayedUnmaskResponseIsRejected) {
