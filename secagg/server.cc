@@ -30,6 +30,20 @@ absl::Status CheckSender(uint32_t sender, uint32_t n, absl::string_view what) {
                                                  ", outside the cohort of ", n));
 }
 
+// A whole step from a batch: `add` for each message, then `close`; the first error calls
+// `fail` (the round fails) and is returned.
+template <typename Message, typename Add, typename Close, typename Fail>
+auto WholeStep(absl::Span<const Message> messages, Add add, Close close, Fail fail)
+    -> decltype(close()) {
+  for (const Message& message : messages) {
+    if (absl::Status s = add(message); !s.ok()) {
+      fail();
+      return s;
+    }
+  }
+  return close();
+}
+
 absl::Status TooFew(absl::string_view who, size_t got, uint32_t t) {
   return absl::FailedPreconditionError(
       absl::StrCat("secagg server: ", got, " ", who, ", fewer than the threshold ", t,
@@ -96,13 +110,9 @@ absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CloseAdvertisement
 
 absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CollectAdvertisements(
     absl::Span<const SecAggAdvertise> advertisements) {
-  for (const SecAggAdvertise& ad : advertisements) {
-    if (absl::Status s = AddAdvertisement(ad); !s.ok()) {
-      step_ = Step::kDone;
-      return s;
-    }
-  }
-  return CloseAdvertisements();
+  return WholeStep(
+      advertisements, [this](const SecAggAdvertise& m) { return AddAdvertisement(m); },
+      [this] { return CloseAdvertisements(); }, [this] { step_ = Step::kDone; });
 }
 
 absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
@@ -156,13 +166,9 @@ absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::CloseShareKeys() {
 
 absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::RouteShares(
     absl::Span<const SecAggShareKeys> share_messages) {
-  for (const SecAggShareKeys& message : share_messages) {
-    if (absl::Status s = AddShareKeys(message); !s.ok()) {
-      step_ = Step::kDone;
-      return s;
-    }
-  }
-  return CloseShareKeys();
+  return WholeStep(
+      share_messages, [this](const SecAggShareKeys& m) { return AddShareKeys(m); },
+      [this] { return CloseShareKeys(); }, [this] { step_ = Step::kDone; });
 }
 
 absl::Status SecAggServer::CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders,
@@ -380,13 +386,9 @@ absl::StatusOr<UnmaskedSum> SecAggServer::CloseUnmasking() {
 }
 
 absl::StatusOr<UnmaskedSum> SecAggServer::Unmask(absl::Span<const SecAggUnmaskResponse> responses) {
-  for (const SecAggUnmaskResponse& response : responses) {
-    if (absl::Status s = AddUnmaskResponse(response); !s.ok()) {
-      step_ = Step::kDone;
-      return s;
-    }
-  }
-  return CloseUnmasking();
+  return WholeStep(
+      responses, [this](const SecAggUnmaskResponse& m) { return AddUnmaskResponse(m); },
+      [this] { return CloseUnmasking(); }, [this] { step_ = Step::kDone; });
 }
 
 }  // namespace fedsched::secagg
