@@ -14,8 +14,8 @@ absl::Status MaskedPartialSum::Add(const fedsched::v1::SecAggMaskedInput& input)
                                                    " elements, expected ", sum_.size()));
   }
   if (!senders_.insert(input.sender()).second) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg partial sum: client ", input.sender(), " already sent a masked input"));
+    return absl::InvalidArgumentError(absl::StrCat("secagg partial sum: client ", input.sender(),
+                                                   " already sent a masked input"));
   }
   const uint32_t* masked = input.masked().data();
   for (size_t e = 0; e < sum_.size(); ++e) sum_[e] += masked[e];
