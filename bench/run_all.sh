@@ -18,7 +18,8 @@
 #
 # Each suite writes <name>.txt (console, with its own summary table) and, for Google Benchmark
 # suites, <name>.json. Suites: aggregation, sim, cache, ingest (server ingest vs raw gRPC
-# streaming) and sdk_overhead (SDK round vs bare training); see docs/BENCHMARKS.md. Suites whose
+# streaming), sdk_overhead (SDK round vs bare training) and secagg (secure-aggregation protocol
+# core, bench/secagg/run_secagg.sh); see docs/BENCHMARKS.md. Suites whose
 # target does not exist are reported and skipped. New suites: add a line to SUITES below
 # (bench/CMakeLists.txt already builds any bench/*/).
 set -euo pipefail
@@ -49,6 +50,7 @@ SUITES=(
   "cache|cache_bench|bench/cache/cache_bench|program|--rounds=5"
   "ingest|ingest_bench|bench/ingest/ingest_bench|gbench|--quick"
   "sdk_overhead|sdk_overhead_bench|bench/sdk/sdk_overhead_bench|gbench|--quick"
+  "secagg|secagg_bench|bench/secagg/secagg_bench|program|--params=100000"
 )
 
 mkdir -p "$OUT_DIR"

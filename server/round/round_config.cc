@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "secagg/graph.h"
+#include "secagg/protocol.h"
 #include "server/aggregation/aggregator.h"
 #include "server/privacy/round_privacy.h"
 
@@ -136,6 +139,57 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
   return absl::OkStatus();
 }
 
+// Secure aggregation (docs/SECURE_AGGREGATION.md): what cannot run without individual updates
+// at the server, then the graph's degree and threshold for the round's cohort.
+absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
+  if (!out.secure_aggregation().enabled()) return absl::OkStatus();
+  const v1::AggregationRule rule = out.aggregation().rule();
+  if (rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
+      rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": aggregation.rule ", v1::AggregationRule_Name(rule),
+        " needs every individual update, which secure_aggregation.enabled never shows the "
+        "server: use FedAvg or a FedOpt rule, or turn secure aggregation off"));
+  }
+  if (out.aggregation().async_fedbuff()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": aggregation.async_fedbuff weights each update by its own staleness at the "
+                     "server, which secure_aggregation.enabled does not allow"));
+  }
+  if (out.audit_updates()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where,
+                     ": audit_updates stores every individual update, which "
+                     "secure_aggregation.enabled never shows the server"));
+  }
+  v1::SecureAggregationConfig* s = out.mutable_secure_aggregation();
+  const uint32_t n = static_cast<uint32_t>(
+      std::ceil(out.clients_per_round() * out.selection().overcommit() - 1e-9));
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "secure_aggregation.degree", s->degree(), 0));
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "secure_aggregation.threshold", s->threshold(), 0));
+  if (s->degree() == 0) s->set_degree(static_cast<int32_t>(secagg::ChooseDegree(n)));
+  if (s->threshold() == 0)
+    s->set_threshold(static_cast<int32_t>(secagg::ChooseThreshold(s->degree())));
+  v1::SecAggRoundParams params;
+  params.set_cohort_size(n);
+  params.set_degree(s->degree());
+  params.set_threshold(s->threshold());
+  params.set_graph_seed(std::string(32, '\0'));
+  params.set_vector_length(1);
+  params.set_clip_norm(out.aggregation().clip_update_norm());
+  if (absl::Status st = secagg::ResolveParams(params).status(); !st.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": secure_aggregation for a cohort of ", n,
+                     " (clients_per_round x selection.overcommit): ", st.message()));
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      where,
+      ": secure_aggregation.enabled: only the protocol core exists (secagg/); the RPCs, "
+      "SDK and simulator are not wired yet (issue 16), and fedsched will not aggregate "
+      "in plaintext instead"));
+}
+
 }  // namespace
 
 absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& config,
@@ -146,6 +200,7 @@ absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& conf
   FEDSCHED_RETURN_IF_ERROR(ResolveSelection(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveAggregation(where, out));
   FEDSCHED_RETURN_IF_ERROR(privacy::ResolvePrivacyConfig(where, out));
+  FEDSCHED_RETURN_IF_ERROR(ResolveSecureAggregation(where, out));
   return out;
 }
 

@@ -20,6 +20,8 @@ inline constexpr double kDefaultOvercommit = 1.3;
 // min_online_clients (min_updates; must be >= min_updates, else no round could ever commit),
 // training, model, selection (overcommit 1.3), cache, aggregation, eval.every_n_rounds, seed,
 // privacy (server/privacy/round_privacy.h, ResolvePrivacyConfig).
+// secure_aggregation (docs/SECURE_AGGREGATION.md: refuses what needs individual updates, checks
+// degree and threshold for the cohort, then refuses enabled: true until the RPCs are wired).
 // Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).
 // Errors: INVALID_ARGUMENT "<where>: <field> ...", naming the field and the bad value; `where`
 // prefixes every message (e.g. "server config").

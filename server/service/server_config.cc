@@ -122,8 +122,9 @@ absl::Status ResolveHierarchy(v1::ServerConfig& out) {
     h->set_role(v1::HierarchyConfig::ROLE_FLAT);
   if (h->masked_sums()) {
     return absl::InvalidArgumentError(
-        "server config: hierarchy.masked_sums needs secure aggregation, which fedsched does not "
-        "have yet (issue 16); the tiers carry plain weighted sums only");
+        "server config: hierarchy.masked_sums needs secure aggregation wired into the RPCs, "
+        "which is not done yet (issue 16: only the protocol core, secagg/, exists); the tiers "
+        "carry plain weighted sums only");
   }
   if (h->role() == v1::HierarchyConfig::ROLE_FLAT) return absl::OkStatus();
   const v1::AggregationRule rule = out.aggregation().rule();

@@ -1,0 +1,95 @@
+// The client side of secure aggregation as a pure state machine (Bonawitz et al., CCS 2017,
+// section 4, figure 4, rounds 0-4 of the honest-but-curious variant; SecAgg+ of Bell et al.,
+// CCS 2020, section 3, restricts every exchange to the client's graph neighbours).
+//
+// One object per client per round. The four steps must be called in order, each once; each
+// takes what the server sent and returns what the client sends next, or an error after which
+// the client stops taking part (it counts as dropped). The SDK runs these steps around the
+// app's trainer: the trainer hands the SDK a plain update, the SDK hands this class the update
+// and its FedAvg weight, and only the masked vector leaves the device.
+#ifndef FEDSCHED_SECAGG_CLIENT_H_
+#define FEDSCHED_SECAGG_CLIENT_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "fedsched/v1/secagg.pb.h"
+#include "secagg/crypto.h"
+#include "secagg/protocol.h"
+
+namespace fedsched::secagg {
+
+class SecAggClient {
+ public:
+  // Client `index` (< cohort_size) of the round `params`; every key, seed and polynomial
+  // coefficient comes from a generator seeded with `entropy` (SystemEntropy() in production).
+  // Errors: those of ResolveParams; invalid argument for an index outside the cohort.
+  static absl::StatusOr<SecAggClient> Create(const fedsched::v1::SecAggRoundParams& params,
+                                             uint32_t index, const Bytes32& entropy);
+
+  // Step 0 (AdvertiseKeys): fresh X25519 key pairs for share encryption and pairwise masks,
+  // and the commitment to a fresh self-mask seed.
+  absl::StatusOr<fedsched::v1::SecAggAdvertise> Advertise();
+
+  // Step 1 (ShareKeys): checks the neighbours' advertisements, then Shamir-shares the mask
+  // private key and the self-mask seed among its share holders (itself and the neighbours that
+  // advertised), threshold t, sealing each neighbour's shares with AES-256-GCM. Errors: wrong
+  // round or recipient, an advertisement from a non-neighbour, a repeated or malformed one, or
+  // fewer than t holders (failed precondition).
+  absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
+      const fedsched::v1::SecAggKeyDirectory& directory);
+
+  // Step 2 (MaskedInputCollection): opens the shares routed to it (a tampered, replayed or
+  // misrouted one is refused: permission denied naming the sender), then clips
+  // weight * update to clip_norm, quantises it into Z_2^32 and adds the self mask and one
+  // pairwise mask per neighbour that sent it a share. `update` has vector_length elements;
+  // `weight` is in [0, 1]. Errors: the above, fewer than t holders left (failed precondition),
+  // and those of ClipAndQuantize.
+  absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
+      const fedsched::v1::SecAggRoutedShares& routed, absl::Span<const float> update,
+      double weight);
+
+  // Step 3 (Unmasking): reveals its shares of the self-mask seeds of the survivors listed and
+  // of the mask private keys of the dropped clients listed. Refuses (failed precondition) when
+  // fewer than t survived, and (invalid argument) when a client is in both lists or it holds
+  // no share of a listed client; answers one request per round.
+  absl::StatusOr<fedsched::v1::SecAggUnmaskResponse> Unmask(
+      const fedsched::v1::SecAggUnmaskRequest& request);
+
+  uint32_t index() const { return index_; }
+
+ private:
+  enum class Step { kAdvertise, kShareKeys, kMaskInput, kUnmask, kDone };
+  SecAggClient(RoundSetup setup, uint32_t index, const Bytes32& entropy)
+      : setup_(std::move(setup)), index_(index), rng_(entropy) {}
+
+  absl::Status CheckStep(Step expected, absl::string_view name) const;
+  // A server message must be for this round and this client.
+  absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient, absl::string_view what) const;
+  absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
+  absl::Status AddMasks(absl::Span<uint32_t> vector) const;
+
+  RoundSetup setup_;
+  uint32_t index_;
+  Drbg rng_;
+  Step step_ = Step::kAdvertise;
+  X25519Key cipher_keys_;
+  X25519Key mask_keys_;
+  Bytes32 self_seed_{};
+  // Neighbours that advertised (U1 within the neighbourhood), by index.
+  absl::btree_map<uint32_t, fedsched::v1::SecAggAdvertise> peers_;
+  // Shares this client holds, by owner (its own included): [mask key share, self seed share].
+  absl::btree_map<uint32_t, fedsched::v1::SecAggSharePlaintext> held_;
+  // AES-256-GCM keys shared with each advertised neighbour (one agreement serves both
+  // directions: ShareKey salts with the unordered pair).
+  absl::btree_map<uint32_t, Bytes32> share_keys_;
+  // Neighbours whose shares arrived (U2 within the neighbourhood): the pairwise masks.
+  std::vector<uint32_t> maskers_;
+};
+
+}  // namespace fedsched::secagg
+
+#endif  // FEDSCHED_SECAGG_CLIENT_H_

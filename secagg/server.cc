@@ -1,0 +1,394 @@
+#include "secagg/server.h"
+
+#include <optional>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "secagg/quantize.h"
+#include "secagg/shamir.h"
+
+namespace fedsched::secagg {
+
+using fedsched::v1::SecAggAdvertise;
+using fedsched::v1::SecAggKeyDirectory;
+using fedsched::v1::SecAggMaskedInput;
+using fedsched::v1::SecAggMaskedPartialSum;
+using fedsched::v1::SecAggRevealedShare;
+using fedsched::v1::SecAggRoundParams;
+using fedsched::v1::SecAggRoutedShares;
+using fedsched::v1::SecAggShareKeys;
+using fedsched::v1::SecAggUnmaskRequest;
+using fedsched::v1::SecAggUnmaskResponse;
+
+namespace {
+
+absl::Status CheckSender(uint32_t sender, uint32_t n, absl::string_view what) {
+  if (sender < n) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " from client ", sender,
+                                                 ", outside the cohort of ", n));
+}
+
+// A whole step from a batch: `add` for each message, then `close`; the first error calls
+// `fail` (the round fails) and is returned.
+template <typename Message, typename Add, typename Close, typename Fail>
+auto WholeStep(absl::Span<const Message> messages, Add add, Close close, Fail fail)
+    -> decltype(close()) {
+  for (const Message& message : messages) {
+    if (absl::Status s = add(message); !s.ok()) {
+      fail();
+      return s;
+    }
+  }
+  return close();
+}
+
+absl::Status TooFew(absl::string_view who, size_t got, uint32_t t) {
+  return absl::FailedPreconditionError(
+      absl::StrCat("secagg server: ", got, " ", who, ", fewer than the threshold ", t,
+                   "; the round fails and the model stays unchanged"));
+}
+
+}  // namespace
+
+absl::StatusOr<SecAggServer> SecAggServer::Create(const SecAggRoundParams& params) {
+  FEDSCHED_ASSIGN_OR_RETURN(RoundSetup setup, ResolveParams(params));
+  return SecAggServer(std::move(setup));
+}
+
+absl::Status SecAggServer::CheckStep(Step expected, absl::string_view name) const {
+  if (step_ == expected) return absl::OkStatus();
+  return absl::FailedPreconditionError(absl::StrCat("secagg server: ", name, " out of order"));
+}
+
+std::vector<uint32_t> SecAggServer::HoldersIn(uint32_t owner,
+                                              const absl::btree_set<uint32_t>& among) const {
+  std::vector<uint32_t> out;
+  if (among.contains(owner)) out.push_back(owner);
+  for (uint32_t j : setup_.graph.Neighbours(owner)) {
+    if (among.contains(j)) out.push_back(j);
+  }
+  return out;
+}
+
+absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "AddAdvertisement"));
+  const auto& p = setup_.params;
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), ad.round_id(), "an advertisement"));
+  FEDSCHED_RETURN_IF_ERROR(CheckSender(ad.sender(), p.cohort_size(), "an advertisement"));
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.cipher_public_key(), "cipher_public_key").status());
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.mask_public_key(), "mask_public_key").status());
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.self_seed_commitment(), "self_seed_commitment").status());
+  if (!advertised_.emplace(ad.sender(), ad).second) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg server: two advertisements from client ", ad.sender()));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CloseAdvertisements() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "CloseAdvertisements"));
+  step_ = Step::kDone;  // an error fails the round
+  const auto& p = setup_.params;
+  if (advertised_.size() < p.threshold()) {
+    return TooFew("clients advertised keys", advertised_.size(), p.threshold());
+  }
+  std::vector<SecAggKeyDirectory> out;
+  for (const auto& [i, ad] : advertised_) {
+    SecAggKeyDirectory& directory = out.emplace_back();
+    directory.set_round_id(p.round_id());
+    directory.set_recipient(i);
+    for (uint32_t j : setup_.graph.Neighbours(i)) {
+      auto it = advertised_.find(j);
+      if (it != advertised_.end()) *directory.add_neighbours() = it->second;
+    }
+  }
+  step_ = Step::kRoute;
+  return out;
+}
+
+absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CollectAdvertisements(
+    absl::Span<const SecAggAdvertise> advertisements) {
+  return WholeStep(
+      advertisements, [this](const SecAggAdvertise& m) { return AddAdvertisement(m); },
+      [this] { return CloseAdvertisements(); }, [this] { step_ = Step::kDone; });
+}
+
+absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kRoute, "AddShareKeys"));
+  const auto& p = setup_.params;
+  const uint32_t i = message.sender();
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), message.round_id(), "a share message"));
+  if (!advertised_.contains(i) || share_messages_.contains(i)) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: share message from client ", i,
+                                                   ", which did not advertise keys or already "
+                                                   "shared them"));
+  }
+  for (const auto& share : message.shares()) {
+    if (share.sender() != i || share.receiver() >= p.cohort_size() ||
+        !setup_.graph.Adjacent(i, share.receiver()) || !advertised_.contains(share.receiver())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg server: client ", i, " sent a share from ", share.sender(), " to ",
+                       share.receiver(), ", not one of its advertised neighbours"));
+    }
+  }
+  share_messages_.emplace(i, message);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::CloseShareKeys() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kRoute, "CloseShareKeys"));
+  step_ = Step::kDone;
+  const auto& p = setup_.params;
+  for (const auto& [i, message] : share_messages_) shared_.insert(i);
+  if (shared_.size() < p.threshold()) {
+    return TooFew("clients shared keys", shared_.size(), p.threshold());
+  }
+  absl::btree_map<uint32_t, SecAggRoutedShares> routed;
+  for (uint32_t i : shared_) {
+    routed[i].set_round_id(p.round_id());
+    routed[i].set_recipient(i);
+  }
+  for (const auto& [i, message] : share_messages_) {
+    for (const auto& share : message.shares()) {
+      auto it = routed.find(share.receiver());
+      if (it != routed.end()) *it->second.add_shares() = share;  // receiver is in U2
+    }
+  }
+  share_messages_.clear();
+  std::vector<SecAggRoutedShares> out;
+  for (auto& [i, r] : routed) out.push_back(std::move(r));
+  masked_sum_.assign(p.vector_length(), 0);
+  step_ = Step::kMasked;
+  return out;
+}
+
+absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::RouteShares(
+    absl::Span<const SecAggShareKeys> share_messages) {
+  return WholeStep(
+      share_messages, [this](const SecAggShareKeys& m) { return AddShareKeys(m); },
+      [this] { return CloseShareKeys(); }, [this] { step_ = Step::kDone; });
+}
+
+absl::Status SecAggServer::CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders,
+                                       size_t length, absl::string_view what) const {
+  const auto& p = setup_.params;
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), round_id, what));
+  if (senders.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " names no sender"));
+  }
+  absl::flat_hash_set<uint32_t> seen;
+  for (uint32_t i : senders) {
+    if (!shared_.contains(i) || survivors_.contains(i) || !seen.insert(i).second) {
+      return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " from client ", i,
+                                                     ", which did not share keys or already "
+                                                     "sent one"));
+    }
+  }
+  if (length != p.vector_length()) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " has ", length,
+                                                   " elements, expected ", p.vector_length()));
+  }
+  return absl::OkStatus();
+}
+
+void SecAggServer::Fold(absl::Span<const uint32_t> senders, const uint32_t* masked) {
+  survivors_.insert(senders.begin(), senders.end());
+  for (size_t e = 0; e < masked_sum_.size(); ++e) masked_sum_[e] += masked[e];
+}
+
+absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedInput"));
+  const uint32_t sender = input.sender();
+  // A bad message is refused without failing the round; a good one is folded at once.
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckMasked(input.round_id(), {&sender, 1}, input.masked_size(), "masked input"));
+  Fold({&sender, 1}, input.masked().data());
+  return absl::OkStatus();
+}
+
+absl::Status SecAggServer::AddMaskedPartialSum(const SecAggMaskedPartialSum& partial) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedPartialSum"));
+  const absl::Span<const uint32_t> senders(partial.senders().data(), partial.senders_size());
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckMasked(partial.round_id(), senders, partial.masked_sum_size(), "masked partial sum"));
+  Fold(senders, partial.masked_sum().data());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<SecAggUnmaskRequest>> SecAggServer::RequestUnmasking() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "RequestUnmasking"));
+  step_ = Step::kDone;
+  const auto& p = setup_.params;
+  if (survivors_.size() < p.threshold()) {
+    return TooFew("clients sent masked inputs", survivors_.size(), p.threshold());
+  }
+  // Dropped after sharing: their mask keys are needed only where a survivor masked with them.
+  for (uint32_t v : shared_) {
+    if (survivors_.contains(v)) continue;
+    for (uint32_t j : setup_.graph.Neighbours(v)) {
+      if (survivors_.contains(j)) {
+        dropped_.insert(v);
+        break;
+      }
+    }
+  }
+  for (const auto& owners : {survivors_, dropped_}) {
+    for (uint32_t v : owners) {
+      const size_t holders = HoldersIn(v, survivors_).size();
+      if (holders < p.threshold()) {
+        return TooFew(absl::StrCat("surviving holders of client ", v, "'s shares"), holders,
+                      p.threshold());
+      }
+    }
+  }
+  std::vector<SecAggUnmaskRequest> out;
+  for (uint32_t r : survivors_) {
+    SecAggUnmaskRequest& request = out.emplace_back();
+    request.set_round_id(p.round_id());
+    request.set_recipient(r);
+    request.set_survivors(static_cast<uint32_t>(survivors_.size()));
+    request.add_self_seed_of(r);
+    for (uint32_t v : setup_.graph.Neighbours(r)) {
+      if (survivors_.contains(v)) request.add_self_seed_of(v);
+      if (dropped_.contains(v)) request.add_mask_key_of(v);
+    }
+  }
+  step_ = Step::kUnmask;
+  return out;
+}
+
+bool SecAggServer::Verifies(uint32_t owner, bool mask_key, const Bytes32& secret) const {
+  const SecAggAdvertise& ad = advertised_.at(owner);
+  if (mask_key) {
+    absl::StatusOr<X25519Key> key = X25519Key::FromPrivate(secret);
+    return key.ok() && ToString(key->public_key()) == ad.mask_public_key();
+  }
+  return ToString(SelfSeedCommitment(setup_.params.round_id(), owner, secret)) ==
+         ad.self_seed_commitment();
+}
+
+absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> SecAggServer::Rebuild(bool mask_keys) {
+  const auto& p = setup_.params;
+  const absl::btree_set<uint32_t>& owners = mask_keys ? dropped_ : survivors_;
+  // AddUnmaskResponse let through only shares asked for, of the right length.
+  absl::btree_map<uint32_t, std::vector<Share>> shares;
+  for (const auto& [r, response] : responses_) {
+    for (const SecAggRevealedShare& share :
+         mask_keys ? response.mask_key_shares() : response.self_seed_shares()) {
+      shares[share.owner()].push_back(
+          Share{ShamirPoint(r), {share.share().begin(), share.share().end()}});
+    }
+  }
+  absl::btree_map<uint32_t, Bytes32> secrets;
+  for (uint32_t v : owners) {
+    const std::vector<Share>& got = shares[v];
+    if (got.size() < p.threshold()) {
+      return TooFew(
+          absl::StrCat("shares of client ", v, "'s ", mask_keys ? "mask key" : "self-mask seed"),
+          got.size(), p.threshold());
+    }
+    // A share that does not fit is set aside when more than t shares arrived: first all of
+    // them in order, then leaving out one at a time (one tampered share is survived).
+    std::optional<Bytes32> secret;
+    for (int skip = -1; skip < static_cast<int>(got.size()) && !secret.has_value(); ++skip) {
+      if (skip >= 0 && got.size() <= p.threshold()) break;
+      std::vector<Share> use;
+      for (int k = 0; k < static_cast<int>(got.size()); ++k) {
+        if (k != skip) use.push_back(got[k]);
+      }
+      absl::StatusOr<Bytes32> candidate = ShamirCombine(use, static_cast<int>(p.threshold()));
+      if (candidate.ok() && Verifies(v, mask_keys, *candidate)) {
+        secret = *candidate;
+        if (skip >= 0) rejected_.insert(static_cast<uint32_t>(got[skip].x - 1));
+      }
+    }
+    if (!secret.has_value()) {
+      return absl::DataLossError(absl::StrCat(
+          "secagg server: the shares of client ", v, "'s ",
+          mask_keys ? "mask key" : "self-mask seed", " do not rebuild the advertised ",
+          mask_keys ? "public key" : "commitment", " (a tampered share); the round fails"));
+    }
+    secrets[v] = *secret;
+  }
+  return secrets;
+}
+
+absl::Status SecAggServer::RemoveMasks(const absl::btree_map<uint32_t, Bytes32>& seeds,
+                                       const absl::btree_map<uint32_t, Bytes32>& keys) {
+  absl::Span<uint32_t> sum(masked_sum_);
+  for (const auto& [v, seed] : seeds) FEDSCHED_RETURN_IF_ERROR(AddPrgMask(seed, -1, sum));
+  const uint64_t round = setup_.params.round_id();
+  for (const auto& [v, private_key] : keys) {
+    FEDSCHED_ASSIGN_OR_RETURN(X25519Key key, X25519Key::FromPrivate(private_key));
+    for (uint32_t r : setup_.graph.Neighbours(v)) {
+      if (!survivors_.contains(r)) continue;
+      // Survivor r added PairSign(r, v) * PRG(s_rv); take it out again.
+      FEDSCHED_ASSIGN_OR_RETURN(Bytes32 peer, FromBytes(advertised_[r].mask_public_key(), "key"));
+      FEDSCHED_ASSIGN_OR_RETURN(Bytes32 seed, PairwiseSeed(key, peer, round, v, r));
+      FEDSCHED_RETURN_IF_ERROR(AddPrgMask(seed, -PairSign(r, v), sum));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SecAggServer::AddUnmaskResponse(const SecAggUnmaskResponse& response) {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kUnmask, "AddUnmaskResponse"));
+  const auto& p = setup_.params;
+  const uint32_t r = response.sender();
+  FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), response.round_id(), "an unmask response"));
+  if (!survivors_.contains(r) || responses_.contains(r)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg server: unmask response from client ", r,
+                     ", which sent no masked input or already responded"));
+  }
+  for (const bool mask_keys : {false, true}) {
+    const absl::btree_set<uint32_t>& owners = mask_keys ? dropped_ : survivors_;
+    for (const SecAggRevealedShare& share :
+         mask_keys ? response.mask_key_shares() : response.self_seed_shares()) {
+      const uint32_t v = share.owner();
+      // Exactly what RequestUnmasking asked of r: a share of this kind of this owner.
+      const bool asked = owners.contains(v) && (v == r ? !mask_keys : setup_.graph.Adjacent(r, v));
+      if (!asked || share.share_size() != kChunksPerSecret) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "secagg server: client ", r, " revealed a ", mask_keys ? "mask-key" : "self-seed",
+            " share of client ", v, " that was not asked for or is malformed"));
+      }
+    }
+  }
+  responses_.emplace(r, response);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<UnmaskedSum> SecAggServer::CloseUnmasking() {
+  FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kUnmask, "CloseUnmasking"));
+  step_ = Step::kDone;
+  const auto& p = setup_.params;
+  if (responses_.size() < p.threshold()) {
+    return TooFew("clients answered the unmask request", responses_.size(), p.threshold());
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(auto seeds, Rebuild(/*mask_keys=*/false));
+  FEDSCHED_ASSIGN_OR_RETURN(auto keys, Rebuild(/*mask_keys=*/true));
+  FEDSCHED_RETURN_IF_ERROR(RemoveMasks(seeds, keys));
+  UnmaskedSum out;
+  out.sum = Dequantize(masked_sum_, setup_.scale);
+  out.contributors.assign(survivors_.begin(), survivors_.end());
+  for (uint32_t v : shared_) {
+    if (!survivors_.contains(v)) out.dropped_after_sharing.push_back(v);
+  }
+  out.error_bound = ErrorBound(p.cohort_size(), p.clip_norm());
+  out.rejected_share_senders.assign(rejected_.begin(), rejected_.end());
+  masked_sum_.clear();
+  masked_sum_.shrink_to_fit();
+  responses_.clear();
+  return out;
+}
+
+absl::StatusOr<UnmaskedSum> SecAggServer::Unmask(absl::Span<const SecAggUnmaskResponse> responses) {
+  return WholeStep(
+      responses, [this](const SecAggUnmaskResponse& m) { return AddUnmaskResponse(m); },
+      [this] { return CloseUnmasking(); }, [this] { step_ = Step::kDone; });
+}
+
+}  // namespace fedsched::secagg

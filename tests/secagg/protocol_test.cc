@@ -1,0 +1,375 @@
+// Step-by-step protocol tests: tampered, replayed and misrouted shares are refused, the server
+// never asks for both secrets of a client, and what the server receives is masked.
+#include "secagg/protocol.h"
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <type_traits>
+#include <vector>
+
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "secagg/client.h"
+#include "secagg/partial_sum.h"
+#include "secagg/quantize.h"
+#include "secagg/server.h"
+#include "secagg/shamir.h"
+#include "tests/secagg/test_util.h"
+
+namespace fedsched::secagg {
+namespace {
+
+using ::fedsched::secagg::testing::Params;
+using ::fedsched::secagg::testing::Updates;
+using ::fedsched::testing::IsOk;
+using ::fedsched::testing::StatusIs;
+using ::testing::HasSubstr;
+using namespace fedsched::v1;
+
+// The server has no entry point for a plain update: its only input of vector data is a
+// SecAggMaskedInput, which a float vector does not convert to.
+static_assert(!std::is_invocable_v<decltype(&SecAggServer::AddMaskedInput), SecAggServer&,
+                                   const std::vector<float>&>);
+static_assert(!std::is_convertible_v<std::vector<float>, SecAggMaskedInput>);
+
+// A round driven by hand up to the routed shares (steps 0 and 1 done).
+struct Handheld {
+  Handheld(const SecAggRoundParams& p, uint8_t entropy = 1) : server(*SecAggServer::Create(p)) {
+    for (uint32_t i = 0; i < p.cohort_size(); ++i) {
+      Bytes32 e{};
+      e[0] = entropy;
+      e[1] = static_cast<uint8_t>(i);
+      clients.push_back(*SecAggClient::Create(p, i, e));
+      adverts.push_back(*clients.back().Advertise());
+    }
+    directories = *server.CollectAdvertisements(adverts);
+    for (uint32_t i = 0; i < p.cohort_size(); ++i) {
+      shares.push_back(*clients[i].ShareKeys(directories[i]));
+    }
+    routed = *server.RouteShares(shares);
+  }
+  SecAggServer server;
+  std::vector<SecAggClient> clients;
+  std::vector<SecAggAdvertise> adverts;
+  std::vector<SecAggKeyDirectory> directories;
+  std::vector<SecAggShareKeys> shares;
+  std::vector<SecAggRoutedShares> routed;
+};
+
+int ShareFrom(const SecAggRoutedShares& r, uint32_t sender) {
+  for (int k = 0; k < r.shares_size(); ++k) {
+    if (r.shares(k).sender() == sender) return k;
+  }
+  return -1;
+}
+
+TEST(ProtocolTest, TamperedShareIsRejected) {
+  const auto p = Params(5, 8);
+  Handheld h(p);
+  const int k = ShareFrom(h.routed[0], 2);
+  ASSERT_GE(k, 0);
+  (*h.routed[0].mutable_shares(k)->mutable_ciphertext())[20] ^= 0x40;
+  const std::vector<float> update(8, 0.1f);
+  EXPECT_THAT(h.clients[0].MaskInput(h.routed[0], update, 1.0),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("share from client 2 does not authenticate")));
+}
+
+TEST(ProtocolTest, ReplayedShareFromAnotherRoundIsRejected) {
+  // Same entropy in both rounds, so the clients even draw the same keys: only the round id
+  // bound into the key derivation and the associated data tells the shares apart.
+  Handheld round7(Params(5, 8, 7), 9);
+  Handheld round8(Params(5, 8, 8), 9);
+  const int k7 = ShareFrom(round7.routed[0], 3);
+  const int k8 = ShareFrom(round8.routed[0], 3);
+  ASSERT_GE(k7, 0);
+  ASSERT_GE(k8, 0);
+  *round8.routed[0].mutable_shares(k8) = round7.routed[0].shares(k7);
+  const std::vector<float> update(8, 0.1f);
+  EXPECT_THAT(
+      round8.clients[0].MaskInput(round8.routed[0], update, 1.0),
+      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("replayed from another round")));
+}
+
+TEST(ProtocolTest, MisroutedShareIsRejected) {
+  const auto p = Params(5, 8);
+  const std::vector<float> update(8, 0.1f);
+  {
+    Handheld h(p);  // a share addressed to client 0 handed to client 1 as is
+    *h.routed[1].mutable_shares(0) = h.routed[0].shares(ShareFrom(h.routed[0], 2));
+    EXPECT_THAT(h.clients[1].MaskInput(h.routed[1], update, 1.0),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("was routed here")));
+  }
+  {
+    Handheld h(p);  // the same with its receiver field rewritten: the AEAD catches it
+    SecAggEncryptedShare moved = h.routed[0].shares(ShareFrom(h.routed[0], 2));
+    moved.set_receiver(1);
+    *h.routed[1].mutable_shares(ShareFrom(h.routed[1], 2)) = moved;
+    EXPECT_THAT(h.clients[1].MaskInput(h.routed[1], update, 1.0),
+                StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("misrouted")));
+  }
+}
+
+TEST(ProtocolTest, ServerRefusesStaleAndRepeatedMessages) {
+  const auto p = Params(4, 8);
+  Handheld h(p);
+  const std::vector<float> update(8, 0.1f);
+  ASSERT_OK_AND_ASSIGN(SecAggMaskedInput masked, h.clients[0].MaskInput(h.routed[0], update, 1));
+  SecAggMaskedInput stale = masked;
+  stale.set_round_id(6);
+  EXPECT_THAT(h.server.AddMaskedInput(stale),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("round 6")));
+  EXPECT_THAT(h.server.AddMaskedInput(masked), IsOk());
+  EXPECT_THAT(h.server.AddMaskedInput(masked),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already sent one")));
+}
+
+// Drives h to the unmask step with clients in `absent` not sending masked inputs.
+std::vector<SecAggUnmaskRequest> ToUnmask(Handheld& h, const std::vector<uint32_t>& absent,
+                                          uint64_t length) {
+  const auto updates = Updates(h.clients.size(), length, 3);
+  for (uint32_t i = 0; i < h.clients.size(); ++i) {
+    if (std::find(absent.begin(), absent.end(), i) != absent.end()) continue;
+    auto masked = h.clients[i].MaskInput(h.routed[i], updates[i], 1.0);
+    EXPECT_TRUE(masked.ok()) << masked.status();
+    EXPECT_THAT(h.server.AddMaskedInput(*masked), IsOk());
+  }
+  auto requests = h.server.RequestUnmasking();
+  EXPECT_TRUE(requests.ok()) << requests.status();
+  return *requests;
+}
+
+// Messages arrive one at a time: a bad one is refused for its sender alone, who then counts
+// as dropped, and the round completes without it.
+TEST(ProtocolTest, ABadMessageDropsItsSenderNotTheRound) {
+  const auto p = Params(5, 8);
+  ASSERT_OK_AND_ASSIGN(SecAggServer server, SecAggServer::Create(p));
+  std::vector<SecAggClient> clients;
+  for (uint32_t i = 0; i < 5; ++i) {
+    clients.push_back(*SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}));
+    ASSERT_OK_AND_ASSIGN(SecAggAdvertise ad, clients[i].Advertise());
+    if (i == 4) ad.set_round_id(p.round_id() + 1);  // replayed or stale
+    const absl::Status added = server.AddAdvertisement(ad);
+    EXPECT_EQ(added.ok(), i != 4) << added;
+  }
+  ASSERT_OK_AND_ASSIGN(auto directories, server.CloseAdvertisements());
+  ASSERT_EQ(directories.size(), 4u);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto shares, clients[i].ShareKeys(directories[i]));
+    ASSERT_THAT(server.AddShareKeys(shares), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(auto routed, server.CloseShareKeys());
+  const auto updates = Updates(5, 8, 2);
+  for (uint32_t i = 0; i < 4; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto masked, clients[i].MaskInput(routed[i], updates[i], 1.0));
+    ASSERT_THAT(server.AddMaskedInput(masked), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(auto requests, server.RequestUnmasking());
+  for (const auto& request : requests) {
+    ASSERT_OK_AND_ASSIGN(auto response, clients[request.recipient()].Unmask(request));
+    ASSERT_THAT(server.AddUnmaskResponse(response), IsOk());
+    EXPECT_THAT(server.AddUnmaskResponse(response),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already responded")));
+  }
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, server.CloseUnmasking());
+  EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3}));
+  for (int e = 0; e < 8; ++e) {
+    double truth = 0;
+    for (uint32_t i = 0; i < 4; ++i) truth += updates[i][e];
+    EXPECT_NEAR(sum.sum[e], truth, sum.error_bound);
+  }
+}
+
+TEST(ProtocolTest, ServerNeverAsksForBothSecretsOfAClient) {
+  const auto p = Params(30, 4);  // sparse: k = 16
+  Handheld h(p);
+  const auto requests = ToUnmask(h, {2, 11, 25}, 4);
+  std::set<uint32_t> seeds, keys;
+  for (const auto& r : requests) {
+    seeds.insert(r.self_seed_of().begin(), r.self_seed_of().end());
+    keys.insert(r.mask_key_of().begin(), r.mask_key_of().end());
+  }
+  for (uint32_t v : keys) EXPECT_FALSE(seeds.contains(v)) << v;
+  EXPECT_EQ(keys, (std::set<uint32_t>{2, 11, 25}));
+  EXPECT_EQ(seeds.size(), 27u);
+}
+
+TEST(ProtocolTest, ClientRefusesToRevealBothSecrets) {
+  const auto p = Params(5, 4);
+  Handheld h(p);
+  auto requests = ToUnmask(h, {}, 4);
+  requests[0].add_mask_key_of(requests[0].self_seed_of(1));
+  EXPECT_THAT(h.clients[requests[0].recipient()].Unmask(requests[0]),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("both")));
+}
+
+TEST(ProtocolTest, ClientRefusesBelowThreshold) {
+  const auto p = Params(5, 4);
+  Handheld h(p);
+  auto requests = ToUnmask(h, {}, 4);
+  requests[1].set_survivors(p.threshold() - 1);
+  EXPECT_THAT(h.clients[requests[1].recipient()].Unmask(requests[1]),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("refusing to unmask")));
+}
+
+// A tampered revealed share: with more than t shares of the secret it is set aside and its
+// sender reported; with exactly t the round fails.
+TEST(ProtocolTest, TamperedRevealedShareIsSetAsideOrFailsTheRound) {
+  const auto p = Params(6, 4);  // complete graph, t = 4
+  for (const size_t responders : {5u, 4u}) {
+    Handheld h(p);
+    const auto requests = ToUnmask(h, {4}, 4);
+    std::vector<SecAggUnmaskResponse> responses;
+    for (size_t k = 0; k < responders; ++k) {
+      responses.push_back(*h.clients[requests[k].recipient()].Unmask(requests[k]));
+    }
+    auto* share = responses[0].mutable_self_seed_shares(0)->mutable_share();
+    share->Set(1, (share->Get(1) + 1) % kFieldPrime);
+    absl::StatusOr<UnmaskedSum> sum = h.server.Unmask(responses);
+    SCOPED_TRACE(responders);
+    if (responders == 5) {
+      ASSERT_TRUE(sum.ok()) << sum.status();
+      EXPECT_EQ(sum->rejected_share_senders, std::vector<uint32_t>{responses[0].sender()});
+      const auto updates = Updates(6, 4, 3);
+      for (int e = 0; e < 4; ++e) {
+        double truth = 0;
+        for (uint32_t i : sum->contributors) truth += updates[i][e];
+        EXPECT_NEAR(sum->sum[e], truth, sum->error_bound);
+      }
+    } else {
+      EXPECT_THAT(sum, StatusIs(absl::StatusCode::kDataLoss, HasSubstr("tampered share")));
+    }
+  }
+}
+
+TEST(ProtocolTest, ReplayedUnmaskResponseIsRejected) {
+  const auto p = Params(5, 4);
+  Handheld h(p);
+  const auto requests = ToUnmask(h, {}, 4);
+  std::vector<SecAggUnmaskResponse> responses;
+  for (const auto& r : requests) responses.push_back(*h.clients[r.recipient()].Unmask(r));
+  responses[2].set_round_id(p.round_id() - 1);
+  EXPECT_THAT(h.server.Unmask(responses),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("replayed or stale")));
+}
+
+// Chi-square statistic of the top 4 bits of `v` against the uniform distribution.
+double TopNibbleChiSquare(const std::vector<uint32_t>& v) {
+  std::vector<double> bins(16, 0);
+  for (uint32_t x : v) bins[x >> 28] += 1;
+  const double expected = v.size() / 16.0;
+  double chi = 0;
+  for (double b : bins) chi += (b - expected) * (b - expected) / expected;
+  return chi;
+}
+
+// What the server receives is statistically independent of the input: each masked input, and
+// every partial sum short of the full one, is uniform over Z_2^32 (chi-square with 15 degrees
+// of freedom; 45 is the 99.99th percentile), and decodes to nothing near the update.
+TEST(ProtocolTest, ServerSeesOnlyMaskedVectors) {
+  const uint64_t length = 20000;
+  const auto p = Params(4, length);
+  Handheld h(p);
+  const auto updates = Updates(4, length, 17);
+  std::vector<uint32_t> partial(length, 0);
+  for (uint32_t i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(auto masked, h.clients[i].MaskInput(h.routed[i], updates[i], 1.0));
+    const std::vector<uint32_t> m(masked.masked().begin(), masked.masked().end());
+    EXPECT_LT(TopNibbleChiSquare(m), 45.0) << "client " << i;
+    for (uint64_t e = 0; e < length; ++e) partial[e] += m[e];
+    EXPECT_LT(TopNibbleChiSquare(partial), 45.0) << "sum of " << i + 1;
+    const std::vector<float> decoded = Dequantize(m, *ChooseScale(4, 1.0));
+    // Decoded, a masked input spreads over the whole range [-n C, n C] (mean |.| near n C / 2)
+    // while the update's coordinates are about C / sqrt(length), and the two are uncorrelated.
+    double gap = 0, dot = 0, dd = 0, uu = 0;
+    for (uint64_t e = 0; e < length; ++e) {
+      gap += std::fabs(decoded[e] - updates[i][e]);
+      dot += decoded[e] * updates[i][e];
+      dd += decoded[e] * decoded[e];
+      uu += updates[i][e] * updates[i][e];
+    }
+    EXPECT_GT(gap / length, 0.4 * 4 * p.clip_norm());
+    EXPECT_LT(std::fabs(dot / std::sqrt(dd * uu)), 0.05);
+    ASSERT_THAT(h.server.AddMaskedInput(masked), IsOk());
+  }
+}
+
+// Hierarchy: two aggregators fold their shards' masked inputs into partial sums, a third
+// client uploads directly; the root unmasks the same sum, and refuses a sender counted twice.
+TEST(ProtocolTest, MaskedPartialSumsFromAggregators) {
+  const uint64_t length = 4000;
+  const auto p = Params(7, length);
+  Handheld h(p);
+  const auto updates = Updates(7, length, 23);
+  std::vector<SecAggMaskedInput> masked(7);
+  for (uint32_t i = 0; i < 7; ++i) {
+    if (i == 5) continue;  // drops before its masked input
+    ASSERT_OK_AND_ASSIGN(masked[i], h.clients[i].MaskInput(h.routed[i], updates[i], 1.0));
+  }
+  MaskedPartialSum shard_a(p.round_id(), length), shard_b(p.round_id(), length);
+  for (uint32_t i : {0u, 2u, 4u}) ASSERT_THAT(shard_a.Add(masked[i]), IsOk());
+  for (uint32_t i : {1u, 3u}) ASSERT_THAT(shard_b.Add(masked[i]), IsOk());
+  EXPECT_THAT(shard_b.Add(masked[3]),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already sent")));
+  // Client 6 uploads to the root directly and, through a faulty aggregator, again.
+  ASSERT_THAT(h.server.AddMaskedInput(masked[6]), IsOk());
+  MaskedPartialSum faulty(p.round_id(), length);
+  for (uint32_t i : {0u, 6u}) ASSERT_THAT(faulty.Add(masked[i]), IsOk());
+  EXPECT_THAT(h.server.AddMaskedPartialSum(faulty.Take()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("client 6")));
+  const SecAggMaskedPartialSum a = shard_a.Take();
+  const SecAggMaskedPartialSum b = shard_b.Take();
+  EXPECT_EQ(shard_a.size(), 0u);
+  EXPECT_LT(TopNibbleChiSquare({a.masked_sum().begin(), a.masked_sum().end()}), 45.0);
+  ASSERT_THAT(h.server.AddMaskedPartialSum(a), IsOk());
+  ASSERT_THAT(h.server.AddMaskedPartialSum(b), IsOk());
+  EXPECT_THAT(h.server.AddMaskedPartialSum(b),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("already sent one")));
+  ASSERT_OK_AND_ASSIGN(auto requests, h.server.RequestUnmasking());
+  for (const auto& r : requests) {
+    ASSERT_OK_AND_ASSIGN(auto response, h.clients[r.recipient()].Unmask(r));
+    ASSERT_THAT(h.server.AddUnmaskResponse(response), IsOk());
+  }
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, h.server.CloseUnmasking());
+  EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3, 4, 6}));
+  for (uint64_t e = 0; e < length; e += 97) {
+    double truth = 0;
+    for (uint32_t i : sum.contributors) truth += updates[i][e];
+    ASSERT_NEAR(sum.sum[e], truth, sum.error_bound) << e;
+  }
+}
+
+TEST(ProtocolTest, StepsOutOfOrderAreRefused) {
+  const auto p = Params(4, 4);
+  ASSERT_OK_AND_ASSIGN(SecAggClient client, SecAggClient::Create(p, 0, Bytes32{}));
+  const std::vector<float> update(4, 0.0f);
+  EXPECT_THAT(client.MaskInput(SecAggRoutedShares(), update, 1.0),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("out of order")));
+  ASSERT_OK_AND_ASSIGN(SecAggServer server, SecAggServer::Create(p));
+  EXPECT_THAT(server.RequestUnmasking(),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("out of order")));
+}
+
+TEST(ProtocolTest, ParamsAreValidated) {
+  auto p = Params(10, 4);
+  p.set_threshold(1);
+  EXPECT_THAT(ResolveParams(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("threshold 1")));
+  p = Params(10, 4);
+  p.set_graph_seed("short");
+  EXPECT_THAT(ResolveParams(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("graph_seed")));
+  p = Params(10, 0);
+  EXPECT_THAT(ResolveParams(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("vector_length")));
+  p = Params(10, 4, 7, 0, -1.0);
+  EXPECT_THAT(ResolveParams(p),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("clip_norm")));
+  EXPECT_THAT(SecAggClient::Create(Params(10, 4), 10, Bytes32{}),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 10")));
+}
+
+}  // namespace
+}  // namespace fedsched::secagg
