@@ -67,9 +67,10 @@ head -n 1 "$WORK/metrics.csv" | grep -q ",dp_epsilon,dp_delta,dp_clip_norm$" || 
   echo "FAIL: metrics.csv header: $(head -n 1 "$WORK/metrics.csv")"; exit 1; }
 rows=$(($(wc -l < "$WORK/metrics.csv") - 1))
 [ "$rows" = 4 ] || { echo "FAIL: $rows rounds in metrics.csv, want 4"; exit 1; }
-# Column 21 is dp_epsilon: rising, and the accountant's value after each round.
+# The dp_epsilon column (found by name): rising, and the accountant's value after each round.
+col=$(head -n 1 "$WORK/metrics.csv" | tr , '\n' | grep -nx dp_epsilon | cut -d: -f1)
 for r in 1 2 3 4; do
-  got=$(awk -F, -v r="$r" 'NR == r + 1 { print $21 }' "$WORK/metrics.csv")
+  got=$(awk -F, -v r="$r" -v c="$col" 'NR == r + 1 { print $c }' "$WORK/metrics.csv")
   awk -v g="$got" -v w="$(eps "$r")" 'BEGIN { exit !(g - w < 1e-4 && w - g < 1e-4) }' || {
     echo "FAIL: round $r epsilon $got, accountant $(eps "$r")"; exit 1; }
 done
