@@ -67,7 +67,7 @@ git -C "$ROOT" diff --quiet HEAD -- server client proto bench 2> /dev/null || co
   echo "# round throughput, commit $commit, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
   echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
-  [[ -n "$BEFORE_SERVER" ]] && echo "# before: $BEFORE_SERVER${BEFORE_REV:+ (commit $BEFORE_REV)}"
+  if [[ -n "$BEFORE_SERVER" ]]; then echo "# before: $BEFORE_SERVER${BEFORE_REV:+ (commit $BEFORE_REV)}"; fi
 } | tee "$OUT_DIR/results.txt"
 
 # The raw gRPC rate for N streams of a P-parameter update, MB/s (ingest_bench baseline phase).
