@@ -573,7 +573,9 @@ TEST_F(PlannerTest, PredictorLearnsOnlyFromTasksPlannedOnMeasuredProfiles) {
                                   {.completion_s = actual}, actual));
     }
     mape.push_back(planner->OnRoundFinished(round, true, 100).predictor_mape);
-    if (round == 1) EXPECT_EQ(planner->predictor().observations(), 0);
+    if (round == 1) {
+      EXPECT_EQ(planner->predictor().observations(), 0);
+    }
   }
   EXPECT_EQ(planner->predictor().observations(), 3 * n);
   EXPECT_GT(mape.front(), 0.3) << absl::StrJoin(mape, " ");
