@@ -20,6 +20,14 @@ absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t 
   return absl::OkStatus();
 }
 
+double UpdateL2Norm(const v1::Model& update) {
+  double sum = 0;
+  for (const v1::Tensor& t : update.tensors()) {
+    for (float v : t.data()) sum += static_cast<double>(v) * v;
+  }
+  return std::sqrt(sum);
+}
+
 absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, double noise_stddev,
                                         uint64_t seed) {
   if (!(clip_norm > 0.0) || !std::isfinite(clip_norm)) {
@@ -29,14 +37,10 @@ absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, dou
     return absl::InvalidArgumentError(
         absl::StrCat("noise standard deviation must be finite and >= 0, got ", noise_stddev));
   }
-  double sum_squares = 0.0;
-  for (const v1::Tensor& t : update->tensors()) {
-    for (float v : t.data()) sum_squares += static_cast<double>(v) * v;
-  }
-  if (!std::isfinite(sum_squares)) {
+  const double norm = UpdateL2Norm(*update);
+  if (!std::isfinite(norm)) {
     return absl::InvalidArgumentError("update holds a non-finite value; cannot clip it");
   }
-  const double norm = std::sqrt(sum_squares);
   const bool unclipped = norm <= clip_norm;
   const float scale = unclipped ? 1.0f : static_cast<float>(clip_norm / norm);
   for (int i = 0; i < update->tensors_size(); ++i) {

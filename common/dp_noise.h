@@ -23,6 +23,11 @@ namespace fedsched {
 // floating-point attacks on the noise's low bits (Mironov, CCS 2012; docs/PRIVACY.md).
 absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed);
 
+// L2 norm of all of `update`'s values (every tensor together), accumulated in double; +inf or
+// NaN when a value is. The norm clipping bounds (here, in the server's norm screen and its
+// central-DP clip).
+double UpdateL2Norm(const v1::Model& update);
+
 // Distributed DP on a client: scales `update` (every tensor together) by min(1, clip_norm /
 // ||update||_2) and adds N(0, noise_stddev^2) to every value (tensor i's noise seeded with
 // seed + i). Returns whether the norm before clipping was <= clip_norm (the bit adaptive

@@ -83,14 +83,6 @@ absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference)
   return absl::OkStatus();
 }
 
-double UpdateL2Norm(const v1::Model& update) {
-  double sum = 0;
-  for (const v1::Tensor& t : update.tensors()) {
-    for (float v : t.data()) sum += static_cast<double>(v) * v;
-  }
-  return std::sqrt(sum);
-}
-
 absl::Status UpdateNormScreen::Check(double norm) const {
   if (!std::isfinite(norm)) return absl::OkStatus();
   if (max_norm_ > 0 && norm > max_norm_) {

@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/dp_noise.h"  // UpdateL2Norm
 #include "fedsched/v1/tensor.pb.h"
 
 namespace fedsched {
@@ -41,9 +42,6 @@ absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference)
 
 // Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
 int64_t FirstNonFinite(const float* data, int64_t n);
-
-// L2 norm of all of `update`'s values, accumulated in double (+inf or NaN when a value is).
-double UpdateL2Norm(const v1::Model& update);
 
 // Screens updates by L2 norm before they enter the sum (docs/SECURITY.md): an update is refused
 // when its norm exceeds `max_norm` (0 = no bound) or `median_factor` x the median norm of the

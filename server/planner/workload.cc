@@ -19,6 +19,19 @@ int32_t LocalStepsFor(const PlannerOptions& options, int64_t num_samples) {
                                                   std::max(options.max_local_steps, 1)));
 }
 
+namespace {
+
+// The unsized local steps of a client with `num_samples` at `batch` samples per step: its
+// configured steps at options.batch_size, as more, smaller steps when the batch was lowered to fit
+// memory (the task keeps its work, ceil(B x steps / b); docs/RESOURCE_FIT.md).
+int32_t FullStepsAt(const PlannerOptions& options, int64_t num_samples, int32_t batch) {
+  const int64_t samples =
+      static_cast<int64_t>(LocalStepsFor(options, num_samples)) * options.batch_size;
+  return static_cast<int32_t>((samples + batch - 1) / batch);
+}
+
+}  // namespace
+
 // A straggler bound is scaled with the workload: the task it comes from had ~full_steps.
 struct CandidateEvaluator::StepSeconds {
   LinearPrediction lp;
@@ -60,8 +73,7 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
       // Keep the task's work (batch x steps samples) when its batch is lowered to fit memory:
       // more, smaller steps (docs/RESOURCE_FIT.md). Fewer samples trained cost accuracy.
       c->batch = b;
-      const int64_t samples = static_cast<int64_t>(unfit_steps) * options_.batch_size;
-      full_steps = static_cast<int32_t>((samples + b - 1) / b);
+      full_steps = FullStepsAt(options_, s.num_samples, b);
     }
   }
   const StepSeconds predict = PredictorFor(index, c->batch, full_steps);
@@ -94,11 +106,8 @@ bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
   if (!(beta > 0) || !(close_s > c->t_s) || c->steps < 1) return false;
   // The censored straggler bound scales with the steps of the task it came from: the unsized
   // steps at this batch, as in Evaluate.
-  const int64_t samples =
-      static_cast<int64_t>(LocalStepsFor(options_, book_.state(c->index).num_samples)) *
-      options_.batch_size;
-  const int32_t full_steps = static_cast<int32_t>((samples + c->batch - 1) / c->batch);
-  const StepSeconds predict = PredictorFor(c->index, c->batch, full_steps);
+  const StepSeconds predict = PredictorFor(
+      c->index, c->batch, FullStepsAt(options_, book_.state(c->index).num_samples, c->batch));
   // Seconds of one more step; the prediction's floors can make the difference 0 for a tiny
   // task, so the linear term stands in for it.
   double per_step = predict(c->steps + 1) - predict(c->steps);
