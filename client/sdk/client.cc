@@ -17,10 +17,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/sdk/client_rpc.h"
+#include "client/sdk/client_secagg.h"
 #include "client/sdk/memory_usage.h"
 #include "client/sdk/transfer_pacer.h"
 #include "common/logging.h"
-#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
 
@@ -492,6 +492,7 @@ absl::Status Client::ReportTaskFailure(const v1::Task& task, absl::Status status
 }
 
 absl::Status Client::RunTask(const v1::Task& task) {
+  if (absl::Status s = BeginSecAgg(task); !s.ok()) return ReportTaskFailure(task, s);
   int64_t download_bytes = 0;
   double download_seconds = 0;
   FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
@@ -560,15 +561,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
 
   // Delta = trained - global, tensor by tensor (the trainer keeps names and shapes).
   v1::Model delta = std::move(result->trained);
-  if (delta.tensors_size() != global.tensors_size()) {
-    return absl::InternalError("trainer changed the number of tensors");
-  }
-  for (int t = 0; t < delta.tensors_size(); ++t) {
-    auto* d = delta.mutable_tensors(t)->mutable_data();
-    const auto& g = global.tensors(t).data();
-    if (d->size() != g.size()) return absl::InternalError("trainer changed a tensor's size");
-    for (int i = 0; i < d->size(); ++i) (*d)[i] -= g[i];
-  }
+  FEDSCHED_RETURN_IF_ERROR(SubtractGlobal(global, &delta));
   double sum_sq = 0;
   for (float loss : result->per_sample_losses) sum_sq += static_cast<double>(loss) * loss;
   const double n = static_cast<double>(result->per_sample_losses.size());

@@ -29,6 +29,8 @@ class ClientContext;
 
 namespace fedsched {
 
+struct SecAggSession;  // client_secagg.cc
+
 // The client's gRPC channels and Coordinator stubs (defined in client.cc, so that this header
 // and an app that embeds the SDK need no generated gRPC code).
 struct ClientRpc;
@@ -178,9 +180,30 @@ class Client {
   // server also notices the silence), and returns `status`. An IsOutOfMemory status is reported
   // with cause FAILURE_CAUSE_OUT_OF_MEMORY, `peak_bytes` and the device's memory budget.
   absl::Status ReportTaskFailure(const v1::Task& task, absl::Status status, int64_t peak_bytes = 0);
+  // trained -= global, tensor by tensor (the trainer keeps names and shapes). Errors: INTERNAL
+  // when the trainer changed the number of tensors or a tensor's size.
+  static absl::Status SubtractGlobal(const v1::Model& global, v1::Model* trained);
   absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
   absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                       const v1::UpdateMetrics& metrics);
+  // Upload() of serialized bytes (a Model, or a SecAggMaskedInput under secure aggregation).
+  absl::Status UploadPayload(const v1::Task& task, const std::string& payload,
+                             const v1::UpdateMetrics& metrics);
+  // Secure aggregation (client_secagg.cc, docs/SECURE_AGGREGATION.md "Over the wire"), invisible
+  // to the app's trainer. BeginSecAgg (before the download): for a task with `secagg`, runs the
+  // key steps (advertise, share keys) with fresh keys from the OS's entropy and keeps the round's
+  // state; a no-op otherwise. UploadMasked (instead of the plain upload): clips, weights, masks
+  // and uploads the update, then answers the unmask request. Errors: the protocol's, the
+  // server's (FAILED_PRECONDITION when it dropped this client), DEADLINE_EXCEEDED when a step
+  // does not come by the task's deadline, CANCELLED when stopped.
+  absl::Status BeginSecAgg(const v1::Task& task);
+  absl::Status UploadMasked(const v1::Task& task, const v1::Model& delta,
+                            const v1::UpdateMetrics& metrics);
+  // One SecAggStep call and, until the answer has `want` (or `done`), more calls without a
+  // message after the server's retry_after_ms, until `deadline`.
+  absl::StatusOr<v1::SecAggStepResponse> SecAggExchange(v1::SecAggStepRequest request,
+                                                        v1::SecAggStepResponse::NextCase want,
+                                                        absl::Time deadline);
   // Upload() of the update as it leaves the device: under distributed differential privacy
   // (task.dp_clip_norm > 0; docs/PRIVACY.md) the update is clipped to dp_clip_norm and Gaussian
   // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
@@ -224,6 +247,9 @@ class Client {
   // The PollTask call in flight (a long poll), cancelled by Stop(); null when none.
   grpc::ClientContext* poll_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<std::thread> heartbeat_thread_;
+  // The secure-aggregation state of the task being run (BeginSecAgg), else null. Only the task's
+  // thread touches it.
+  std::unique_ptr<SecAggSession> secagg_;
 };
 
 }  // namespace fedsched

@@ -82,8 +82,22 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   return model;
 }
 
+absl::Status Client::SubtractGlobal(const v1::Model& global, v1::Model* trained) {
+  if (trained->tensors_size() != global.tensors_size()) {
+    return absl::InternalError("trainer changed the number of tensors");
+  }
+  for (int t = 0; t < trained->tensors_size(); ++t) {
+    auto* d = trained->mutable_tensors(t)->mutable_data();
+    const auto& g = global.tensors(t).data();
+    if (d->size() != g.size()) return absl::InternalError("trainer changed a tensor's size");
+    for (int i = 0; i < d->size(); ++i) (*d)[i] -= g[i];
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& delta,
                                       const v1::UpdateMetrics& metrics) {
+  if (secagg_ != nullptr) return UploadMasked(task, delta, metrics);
   if (task.dp_clip_norm() <= 0) return Upload(task, delta, metrics);
   // The noise must be unpredictable to the server: its seed comes from the OS via OpenSSL.
   uint64_t seed = 0;
@@ -100,7 +114,11 @@ absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& del
 
 absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
                             const v1::UpdateMetrics& metrics) {
-  const std::string payload = delta.SerializeAsString();
+  return UploadPayload(task, delta.SerializeAsString(), metrics);
+}
+
+absl::Status Client::UploadPayload(const v1::Task& task, const std::string& payload,
+                                   const v1::UpdateMetrics& metrics) {
   const int64_t chunk_bytes = transport().chunk_bytes();
   v1::UploadChunk header_chunk;
   v1::UploadHeader* header = header_chunk.mutable_header();

@@ -236,6 +236,13 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
                      " examples; the task was for at most ", planned, " (local_steps ",
                      task.local_steps, " x batch_size ", task.batch_size, ")"));
   }
+  if (secagg_ != nullptr && secagg_->phase() != SecAggPhase::kMaskedInput) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        secagg_->phase() < SecAggPhase::kMaskedInput
+            ? "update before its secure-aggregation key steps closed: task "
+            : "late update: secure aggregation is unmasking round ",
+        secagg_->phase() < SecAggPhase::kMaskedInput ? task.task_id : absl::StrCat(task.round)));
+  }
   const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
   if (first_k && record_.updates_accepted() + pending >= config_.clients_per_round()) {
     // The round (FedBuff: the version) is complete with its first K updates.
@@ -256,7 +263,11 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
   int64_t pending_examples = 0;
   for (size_t i = 0; i < updates.size(); ++i) {
     const UpdateClaim& claim = updates[i].claim;
-    absl::Status s = CheckUpdate(claim, static_cast<int32_t>(batch.size()), pending_examples);
+    absl::Status s = CheckUpdate(claim, static_cast<int32_t>(position.size()), pending_examples);
+    if (s.ok() && secagg_ == nullptr && updates[i].masked != nullptr) {
+      s = absl::InvalidArgumentError(
+          "a masked input outside a secure-aggregation round (secure_aggregation is off)");
+    }
     for (size_t p : position) {
       if (s.ok() && updates[p].claim.task_id == claim.task_id) {
         s = absl::AlreadyExistsError(
@@ -268,13 +279,20 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
       continue;
     }
     const Task& task = tasks_.at(claim.task_id);
+    if (secagg_ != nullptr) {
+      position.push_back(i);  // masked inputs go to the protocol, not the aggregator
+      pending_examples += claim.num_examples;
+      continue;
+    }
     batch.push_back({.delta = updates[i].delta,
                      .num_examples = FoldWeight(updates[i]),
                      .staleness = Staleness(task)});
     position.push_back(i);
     pending_examples += claim.num_examples;
   }
-  if (!batch.empty()) {
+  if (secagg_ != nullptr) {
+    FoldMaskedInputs(updates, position, &verdicts);
+  } else if (!batch.empty()) {
     std::vector<absl::Status> folded = aggregator_->AccumulateBatch(batch);
     bool any = false;
     for (size_t b = 0; b < batch.size(); ++b) {

@@ -48,6 +48,7 @@
 #include "server/planner/planner.h"
 #include "server/privacy/round_privacy.h"
 #include "server/profile/profile_book.h"
+#include "server/round/secagg_round.h"
 #include "server/store/round_commit.h"
 
 namespace fedsched::round {
@@ -97,6 +98,10 @@ struct Task {
   double dp_clip_norm = 0;
   double dp_noise_stddev = 0;
   v1::CachePlan cache_plan;
+  // Secure aggregation (ServerConfig.secure_aggregation): the task's part in its round's
+  // protocol (v1::Task.secagg), and its index in the cohort (-1 when off).
+  v1::SecAggTask secagg;
+  int32_t secagg_index = -1;
   // The model version the client trains on: set by PinModel (the first fetch), or the
   // published version when it is folded unpinned. -1 until pinned.
   int64_t base_version = -1;
@@ -121,11 +126,14 @@ struct UpdateClaim {
 struct Update {
   UpdateClaim claim;
   const v1::Model* delta = nullptr;  // trained - downloaded, the global model's shapes; not owned
-  v1::UpdateMetrics metrics;         // as uploaded (num_examples == claim.num_examples)
-  double now_s = 0;                  // arrival time, caller's seconds
-  double upload_seconds = 0;         // measured (server) or modelled (simulator) upload time
-  int64_t upload_bytes = 0;          // bytes uploaded (the payload), for the bandwidth estimate
-  std::string sha256;                // of the payload as received (receipt); may be empty
+  // Secure aggregation instead of `delta` (exactly one of the two is set): the client's masked
+  // input (docs/SECURE_AGGREGATION.md); not owned.
+  const v1::SecAggMaskedInput* masked = nullptr;
+  v1::UpdateMetrics metrics;  // as uploaded (num_examples == claim.num_examples)
+  double now_s = 0;           // arrival time, caller's seconds
+  double upload_seconds = 0;  // measured (server) or modelled (simulator) upload time
+  int64_t upload_bytes = 0;   // bytes uploaded (the payload), for the bandwidth estimate
+  std::string sha256;         // of the payload as received (receipt); may be empty
   // The payload as received, for the audit trail (ServerConfig.audit_updates); may be empty, in
   // which case the delta is serialized instead.
   absl::Span<const std::string> payload_pieces;
@@ -181,6 +189,10 @@ struct EngineOptions {
   // the noise); default: derived from config.seed and the round (deterministic, for the
   // simulator and tests).
   std::function<uint64_t()> noise_seed;
+  // Secure aggregation: 32 random bytes per round for the communication graph's relabelling
+  // (SecAgg+, Bell et al., CCS 2020, section 3.1). The server draws them from RAND_bytes;
+  // default: derived from config.seed and the round (simulator, tests).
+  std::function<std::string()> secagg_graph_seed;
 };
 
 // Not thread-safe: the owner serialises every call (the server under its coordinator lock).
@@ -282,6 +294,25 @@ class RoundEngine {
   // (published_version(), version()]; INVALID_ARGUMENT for a null model.
   absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
                        std::shared_ptr<const ModelBlob> blob);
+
+  // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): applies the step message of
+  // `request` (advertise, share keys or unmask; none = only asking) from client `index` for its
+  // task, then returns what the client is owed next: its next step's input, `done`, or
+  // retry_after_ms. The masked input itself arrives through FoldUpdates (Update::masked).
+  // A task of a round that has closed gets `done`. Errors: NOT_FOUND (unknown task),
+  // PERMISSION_DENIED (another client's task, or a message naming another sender),
+  // FAILED_PRECONDITION (the task is not in a secure-aggregation round, the step is not open,
+  // or the client was dropped at an earlier step), the protocol's INVALID_ARGUMENT; a refused
+  // step message fails the task (the client counts as dropped). Call Advance afterwards: the
+  // last member's message closes a step.
+  absl::StatusOr<v1::SecAggStepResponse> SecAggStep(ClientIndex index,
+                                                    const v1::SecAggStepRequest& request,
+                                                    double now_s);
+  // The open secure-aggregation round, or null (off, no round open, or FedBuff).
+  const SecAggRound* secagg() const { return secagg_.get(); }
+  // When Advance must next be called for a secure-aggregation step to close on time (caller's
+  // seconds; +infinity when none is open). The simulator schedules a wake-up for it.
+  double secagg_deadline_s() const;
 
   // An update refused before it reached CheckUpdate (bad session, digest or payload): counted in
   // the open round's record (updates_rejected).
@@ -414,6 +445,18 @@ class RoundEngine {
   void NoteUnclipped(const Update& update);
   // The aggregator's state plus the privacy state (RoundPrivacy::SaveState), as persisted.
   v1::Model SavedOptimizerState() const;
+  // Secure aggregation (secagg_engine.cc): opens the protocol over the round just planned;
+  // drives its steps from Advance (a closed round when it commits or fails, else nullopt); folds
+  // the masked inputs of FoldUpdates (verdicts for updates[positions]); folds the unmasked sum.
+  void StartSecAgg(double now_s);
+  std::optional<ClosedRound> AdvanceSecAgg(double now_s, int outstanding);
+  ClosedRound FailSecAgg(double now_s, const absl::Status& why);
+  void FoldMaskedInputs(absl::Span<const Update> updates, absl::Span<const size_t> positions,
+                        std::vector<absl::Status>* verdicts);
+  absl::Status FoldUnmaskedSum(const SecAggRound::Result& result);
+  // Fails the in-flight tasks of members the protocol dropped at a closed step.
+  void FailDroppedMembers(double now_s);
+  std::string NextGraphSeed() const;
   // EngineOptions::model_features with its defaults filled in.
   fit::ModelFeatures ResolveModelFeatures() const;
 
@@ -477,6 +520,11 @@ class RoundEngine {
   std::unique_ptr<privacy::RoundPrivacy> privacy_;
   int64_t dp_unclipped_ = 0;
   bool budget_exhausted_ = false;
+  // Secure aggregation: the open round's protocol (null when off or between rounds), why it
+  // could not start (the round then fails at the next Advance), and its cohort's task ids.
+  std::unique_ptr<SecAggRound> secagg_;
+  absl::Status secagg_status_;
+  std::vector<std::string> secagg_cohort_;
 };
 
 // security.max_accuracy_drop when unset: 0.2 (20 accuracy points below the best so far).

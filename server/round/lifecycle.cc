@@ -24,9 +24,15 @@ std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
       }
       ++outstanding;
     }
-    if (!async_ && now_s < deadline_s_) outstanding += RetaskFailedSlots(now_s);
+    // Secure aggregation's cohort is fixed once keys are advertised: no replacements.
+    const bool secure = secagg_ != nullptr || !secagg_status_.ok();
+    if (!async_ && !secure && now_s < deadline_s_) outstanding += RetaskFailedSlots(now_s);
     const bool past_deadline = now_s >= deadline_s_;
-    if (ShouldClose(now_s, outstanding)) {
+    if (secure) {
+      if (std::optional<ClosedRound> done = AdvanceSecAgg(now_s, outstanding)) {
+        closed.push_back(*std::move(done));
+      }
+    } else if (ShouldClose(now_s, outstanding)) {
       closed.push_back(Close(now_s));
     } else if (past_deadline || outstanding == 0) {
       closed.push_back(Fail(
@@ -152,6 +158,7 @@ void RoundEngine::Plan(double now_s) {
   OpenRecord(now_s, plan.participants.empty() ? config_.round_deadline_s() : plan.deadline_s);
   for (planner::PlannedTask& planned : plan.participants) AddTask(planned, now_s);
   NotePassedOver(plan.passed_over);
+  StartSecAgg(now_s);
   prefetch_.clear();
   for (planner::PrefetchHint& hint : plan.expected_next) {
     prefetch_[hint.index] = std::move(hint.cache_plan);
@@ -221,6 +228,8 @@ ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
   record_.set_memory_mape(summary.memory_mape);
   record_.set_memory_predictions_scored(summary.memory_scored);
   aggregator_->Reset();
+  secagg_.reset();
+  secagg_cohort_.clear();
   closed_tasks_.clear();
   for (const auto& [id, task] : tasks_) closed_tasks_[id] = {task.round, task.in_flight(), false};
   tasks_.clear();

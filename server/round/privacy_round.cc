@@ -43,8 +43,10 @@ int64_t RoundEngine::FoldWeight(const Update& update) const {
 
 void RoundEngine::NoteUnclipped(const Update& update) {
   if (privacy_ == nullptr) return;
-  const bool unclipped = privacy_->central() ? UpdateL2Norm(*update.delta) <= privacy_->clip_norm()
-                                             : update.metrics.dp_unclipped();
+  // Under secure aggregation the server has no delta: the client reports the bit.
+  const bool unclipped = privacy_->central() && update.delta != nullptr
+                             ? UpdateL2Norm(*update.delta) <= privacy_->clip_norm()
+                             : update.metrics.dp_unclipped();
   if (unclipped) ++dp_unclipped_;
 }
 

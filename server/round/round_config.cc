@@ -177,17 +177,35 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
   params.set_threshold(s->threshold());
   params.set_graph_seed(std::string(32, '\0'));
   params.set_vector_length(1);
-  params.set_clip_norm(out.aggregation().clip_update_norm());
+  // The clients clip to aggregation.clip_update_norm, or to differential privacy's clip.
+  const bool dp = out.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
+                  out.privacy().mode() != v1::PrivacyConfig::MODE_NONE;
+  if (!dp && !(out.aggregation().clip_update_norm() > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": secure_aggregation.enabled needs aggregation.clip_update_norm > 0: each client "
+        "clips its update to it before quantising, so that the masked sum cannot wrap"));
+  }
+  params.set_clip_norm(dp ? 1.0 : out.aggregation().clip_update_norm());
   if (absl::Status st = secagg::ResolveParams(params).status(); !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": secure_aggregation for a cohort of ", n,
                      " (clients_per_round x selection.overcommit): ", st.message()));
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      where,
-      ": secure_aggregation.enabled: only the protocol core exists (secagg/); the RPCs, "
-      "SDK and simulator are not wired yet (issue 16), and fedsched will not aggregate "
-      "in plaintext instead"));
+  if (out.hierarchy().role() == v1::HierarchyConfig::ROLE_ROOT ||
+      out.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": secure_aggregation with a hierarchy: aggregators cannot forward masked sums yet "
+        "(hierarchy.masked_sums), and a plaintext partial sum would show the server a few "
+        "clients' sum"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "secure_aggregation.step_timeout_s", s->step_timeout_s(), 0.0));
+  if (s->step_timeout_s() == 0) {
+    s->set_step_timeout_s(std::max(2.0, 0.1 * out.round_deadline_s()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace

@@ -128,6 +128,17 @@ absl::Status Coordinator::Open() {
   if (!options_.deterministic_task_ids) engine.new_task_id = [this] { return NewId("t-"); };
   // Differential privacy: the noise must be unpredictable to anyone who could subtract it.
   if (!options_.deterministic_task_ids) engine.noise_seed = SecureSeed;
+  // Secure aggregation: the graph's relabelling must not be steerable by a client.
+  if (!options_.deterministic_task_ids) {
+    engine.secagg_graph_seed = [] {
+      std::string seed;
+      for (int i = 0; i < 4; ++i) {
+        const uint64_t word = SecureSeed();
+        seed.append(reinterpret_cast<const char*>(&word), sizeof(word));
+      }
+      return seed;
+    };
+  }
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
   auto blob = std::make_shared<ModelBlob>();
   blob->bytes = engine_->model()->SerializeAsString();
@@ -380,6 +391,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     task->set_model_sha256(state->blob->sha256);
     task->set_dp_clip_norm(state->dp_clip_norm);
     task->set_dp_noise_stddev(state->dp_noise_stddev);
+    if (state->secagg_index >= 0) *task->mutable_secagg() = state->secagg;
     // Client-side evaluation of the model this round starts from (its accuracy lands in the
     // record of round state->round, as client_eval_*).
     task->set_evaluate(config_.eval().mode() == v1::EVAL_MODE_CLIENT &&

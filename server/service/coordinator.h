@@ -205,6 +205,14 @@ class Coordinator {
   absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
+  // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): one SecAggStep RPC, the
+  // step message of a participant and what it is owed next (round::RoundEngine::SecAggStep).
+  // The step that the last member's message completes closes at once, and an unmask response
+  // that completes the round commits it before this returns. Errors: UNAUTHENTICATED (session)
+  // and those of RoundEngine::SecAggStep.
+  absl::StatusOr<v1::SecAggStepResponse> SecAggStep(const v1::SecAggStepRequest& request,
+                                                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+
   // The client gives up its task (e.g. out of battery). The round goes on without it.
   absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
 
@@ -330,6 +338,7 @@ class Coordinator {
   struct PendingUpdate {
     const v1::UploadHeader* header = nullptr;
     const v1::Model* delta = nullptr;
+    const v1::SecAggMaskedInput* masked = nullptr;  // instead of delta, under secure aggregation
     absl::Span<const std::string> payload_pieces;
     absl::Time now;
     double upload_seconds = 0;
@@ -339,9 +348,14 @@ class Coordinator {
   };
   // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`: queues it,
   // then either finds it decided by another thread or decides every queued update itself.
-  absl::Status ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
-                           absl::Span<const std::string> payload_pieces, absl::Time now,
-                           double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  // `self` carries the update (delta or masked input), its pieces, time and upload seconds.
+  absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self)
+      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  // SubmitUpdate's path for a masked input (secure aggregation): parsed, never norm-screened
+  // (a masked vector's norm says nothing), then folded like an update.
+  absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
+                                 absl::Span<const std::string> payload_pieces, absl::Time now,
+                                 double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // Decides the queued updates from `head` on (following `next`), in order, setting each one's
   // status (not `done`).
   void DecideUpdates(PendingUpdate* head) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

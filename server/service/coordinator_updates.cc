@@ -212,6 +212,9 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   if (Sha256OfPieces(payload_pieces) != header.sha256()) {
     return absl::InvalidArgumentError("update SHA-256 does not match its payload");
   }
+  if (options_.config.secure_aggregation().enabled()) {
+    return SubmitMaskedInput(header, payload_pieces, now, upload_seconds);
+  }
   std::unique_ptr<v1::Model> delta = TakeDelta();
   bool parsed;
   if (payload_pieces.size() == 1) {
@@ -224,7 +227,14 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum.
   const double norm = parsed ? UpdateL2Norm(*delta) : 0;
   if (parsed) s = norm_screen_->Check(norm);
-  if (parsed && s.ok()) s = ApplyUpdate(header, *delta, payload_pieces, now, upload_seconds);
+  if (parsed && s.ok()) {
+    PendingUpdate self;
+    self.delta = delta.get();
+    self.payload_pieces = payload_pieces;
+    self.now = now;
+    self.upload_seconds = upload_seconds;
+    s = ApplyUpdate(header, self);
+  }
   if (parsed && s.ok()) {
     norm_screen_->RecordAccepted(norm);
     // The measurement behind the clip default (docs/SECURITY.md "Choosing the clip bound").
@@ -235,18 +245,57 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   return s;
 }
 
-absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, const v1::Model& delta,
-                                      absl::Span<const std::string> payload_pieces, absl::Time now,
-                                      double upload_seconds) {
-  // Flat combining: while one thread holds mu_, uploads that arrive queue up; the next thread to
-  // get mu_ decides all of them, folding them in few passes over the running sum instead of one
-  // pass each (docs/BENCHMARKS.md section 1).
+absl::Status Coordinator::SubmitMaskedInput(const v1::UploadHeader& header,
+                                            absl::Span<const std::string> payload_pieces,
+                                            absl::Time now, double upload_seconds) {
+  v1::SecAggMaskedInput masked;
+  bool parsed;
+  if (payload_pieces.size() == 1) {
+    parsed = masked.ParseFromString(payload_pieces[0]);
+  } else {
+    PiecesInputStream input(payload_pieces);
+    parsed = masked.ParseFromZeroCopyStream(&input);
+  }
+  if (!parsed) {
+    return absl::InvalidArgumentError(
+        "secure aggregation is on: the update payload must be a SecAggMaskedInput message");
+  }
   PendingUpdate self;
-  self.header = &header;
-  self.delta = &delta;
+  self.masked = &masked;
   self.payload_pieces = payload_pieces;
   self.now = now;
   self.upload_seconds = upload_seconds;
+  return ApplyUpdate(header, self);
+}
+
+absl::StatusOr<v1::SecAggStepResponse> Coordinator::SecAggStep(const v1::SecAggStepRequest& request,
+                                                               absl::Time now) {
+  const double now_s = absl::ToDoubleSeconds(now - absl::UnixEpoch());
+  absl::StatusOr<v1::SecAggStepResponse> response;
+  {
+    absl::MutexLock lock(&mu_);
+    FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
+                              CheckSession(request.client_id(), request.session_token()));
+    (void)engine_->Heartbeat(index, now_s);
+    response = engine_->SecAggStep(index, request, now_s);
+    if (response.ok() && request.message_case() != v1::SecAggStepRequest::MESSAGE_NOT_SET) {
+      // The last member's message closes its step (the last unmask response, the round): what
+      // this client is owed may be the next step's input already.
+      AdvanceLocked(now);
+      v1::SecAggStepRequest ask = request;
+      ask.clear_message();
+      response = engine_->SecAggStep(index, ask, now_s);
+    }
+  }
+  DrainCommits();
+  return response;
+}
+
+absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self) {
+  // Flat combining: while one thread holds mu_, uploads that arrive queue up; the next thread to
+  // get mu_ decides all of them, folding them in few passes over the running sum instead of one
+  // pass each (docs/BENCHMARKS.md section 1).
+  self.header = &header;
   {
     absl::MutexLock lock(&queue_mu_);
     if (queue_tail_ == nullptr) {
@@ -318,6 +367,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     round::Update u;
     u.claim = std::move(claim);
     u.delta = update->delta;
+    u.masked = update->masked;
     u.metrics = header.metrics();
     u.now_s = absl::ToDoubleSeconds(update->now - absl::UnixEpoch());
     u.upload_seconds = update->upload_seconds;

@@ -523,6 +523,16 @@ absl::Status CoordinatorService::ReportFailureNow(grpc::CallbackServerContext* c
   return coordinator_->ReportFailure(*request, absl::Now());
 }
 
+grpc::ServerUnaryReactor* CoordinatorService::SecAggStep(grpc::CallbackServerContext* context,
+                                                         const v1::SecAggStepRequest* request,
+                                                         v1::SecAggStepResponse* response) {
+  return OnWorker(context, [=, this]() -> absl::Status {
+    FEDSCHED_RETURN_IF_ERROR(CheckSessionPeer(context, request->client_id()));
+    FEDSCHED_ASSIGN_OR_RETURN(*response, coordinator_->SecAggStep(*request, absl::Now()));
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerContext* context,
                                                         const v1::GetStatusRequest* request,
                                                         v1::GetStatusResponse* response) {

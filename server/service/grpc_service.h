@@ -187,6 +187,11 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
                                              const v1::PartialSum* request,
                                              v1::PartialSumResponse* response) override;
 
+  // Secure aggregation: Coordinator::SecAggStep, for a session bound to this peer.
+  grpc::ServerUnaryReactor* SecAggStep(grpc::CallbackServerContext* context,
+                                       const v1::SecAggStepRequest* request,
+                                       v1::SecAggStepResponse* response) override;
+
   // Cancels every download or upload stream that has made no progress (no chunk written or read)
   // since `now - idle`, e.g. a client that stopped reading mid-download and would otherwise pin
   // an old model in memory. Returns how many were cancelled. Call periodically (server/main.cc

@@ -1,6 +1,7 @@
 // ResolveRoundConfig with secure_aggregation on: what needs individual updates is refused by
-// name, degree and threshold are checked for the cohort, and enabling it is refused while the
-// RPCs are not wired (docs/SECURE_AGGREGATION.md "Wiring plan").
+// name, degree and threshold are checked for the cohort, a flat server is required (clients clip
+// to aggregation.clip_update_norm, 10 by default), and the step timeout gets its default
+// (docs/SECURE_AGGREGATION.md).
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -16,6 +17,7 @@ v1::ServerConfig SecureConfig() {
   v1::ServerConfig raw;
   raw.set_clients_per_round(100);  // cohort ceil(100 x 1.3) = 130
   raw.mutable_secure_aggregation()->set_enabled(true);
+  raw.mutable_aggregation()->set_clip_update_norm(5);
   return raw;
 }
 
@@ -59,11 +61,17 @@ TEST(SecureAggregationConfigTest, ChecksDegreeAndThresholdForTheCohort) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("threshold 5")));
 }
 
-TEST(SecureAggregationConfigTest, FedAvgPassesTheChecksButIsNotWiredYet) {
+TEST(SecureAggregationConfigTest, FedOptResolvesWithDefaultsAndNeedsAFlatServer) {
   v1::ServerConfig raw = SecureConfig();
   raw.mutable_aggregation()->set_rule(v1::AGGREGATION_RULE_FEDADAM);
+  raw.set_round_deadline_s(300);
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig resolved, ResolveRoundConfig(raw));
+  EXPECT_EQ(resolved.secure_aggregation().degree(), 22);  // smallest even >= 3 log2 130
+  EXPECT_DOUBLE_EQ(resolved.secure_aggregation().step_timeout_s(), 30);
+  raw = SecureConfig();
+  raw.mutable_hierarchy()->set_role(v1::HierarchyConfig::ROLE_ROOT);
   EXPECT_THAT(ResolveRoundConfig(raw),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not wired yet")));
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("with a hierarchy")));
 }
 
 }  // namespace

@@ -1,0 +1,151 @@
+// fedsched::Client's side of secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"):
+// the key steps before the download, the masked upload in place of the plain one, and the
+// unmask answer after it. The app's trainer never sees any of it: it returns a plain update as
+// always, and only the masked vector leaves the device.
+#include "client/sdk/client_secagg.h"
+
+#include <openssl/rand.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "client/sdk/client.h"
+#include "client/sdk/client_rpc.h"
+#include "common/dp_noise.h"
+#include "common/logging.h"
+#include "common/status_macros.h"
+
+namespace fedsched {
+
+namespace {
+
+// How long after the task's deadline the SDK still waits for a step's input: the unmask step
+// opens when the round's uploads close (at the latest its deadline) and stays open for the
+// server's step_timeout_s.
+constexpr absl::Duration kGrace = absl::Seconds(120);
+
+absl::Time TaskDeadline(const v1::Task& task) {
+  return absl::FromUnixMillis(task.deadline_unix_ms()) + kGrace;
+}
+
+// The update as one flat vector, tensor after tensor in the model's order (the server reshapes
+// the unmasked sum the same way).
+std::vector<float> Flatten(const v1::Model& update) {
+  size_t n = 0;
+  for (const v1::Tensor& t : update.tensors()) n += static_cast<size_t>(t.data_size());
+  std::vector<float> flat;
+  flat.reserve(n);
+  for (const v1::Tensor& t : update.tensors())
+    flat.insert(flat.end(), t.data().begin(), t.data().end());
+  return flat;
+}
+
+}  // namespace
+
+absl::StatusOr<v1::SecAggStepResponse> Client::SecAggExchange(v1::SecAggStepRequest request,
+                                                              v1::SecAggStepResponse::NextCase want,
+                                                              absl::Time deadline) {
+  {
+    absl::MutexLock lock(&mu_);
+    request.set_client_id(client_id_);
+    request.set_session_token(token_);
+  }
+  while (true) {
+    grpc::ClientContext context;
+    SetUnaryDeadline(&context);
+    v1::SecAggStepResponse response;
+    FEDSCHED_RETURN_IF_ERROR(
+        FromGrpc(rpc()->stub->SecAggStep(&context, request, &response), "SecAggStep"));
+    if (response.next_case() == want || response.has_done()) return response;
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("secure aggregation: no answer for step ", static_cast<int>(want),
+                       " of task ", request.task_id(), " by the task's deadline"));
+    }
+    request.clear_message();  // sent once; from now on only asking
+    const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, 1000);
+    if (!SleepFor(absl::Milliseconds(wait_ms))) return absl::CancelledError("client stopped");
+  }
+}
+
+absl::Status Client::BeginSecAgg(const v1::Task& task) {
+  secagg_.reset();
+  if (!task.has_secagg()) return absl::OkStatus();
+  // Fresh keys and seeds every round from the OS (OpenSSL's RAND_bytes): the server must not be
+  // able to predict any of them.
+  FEDSCHED_ASSIGN_OR_RETURN(secagg::Bytes32 entropy, secagg::SystemEntropy());
+  FEDSCHED_ASSIGN_OR_RETURN(
+      secagg::SecAggClient protocol,
+      secagg::SecAggClient::Create(task.secagg().params(), task.secagg().index(), entropy));
+  auto session = std::make_unique<SecAggSession>(SecAggSession{std::move(protocol), {}});
+  v1::SecAggStepRequest request;
+  request.set_task_id(task.task_id());
+  FEDSCHED_ASSIGN_OR_RETURN(*request.mutable_advertise(), session->client.Advertise());
+  FEDSCHED_ASSIGN_OR_RETURN(
+      v1::SecAggStepResponse directory,
+      SecAggExchange(request, v1::SecAggStepResponse::kKeyDirectory, TaskDeadline(task)));
+  if (directory.has_done()) return absl::AbortedError("secure aggregation: the round closed");
+  request.clear_advertise();
+  FEDSCHED_ASSIGN_OR_RETURN(*request.mutable_share_keys(),
+                            session->client.ShareKeys(directory.key_directory()));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      v1::SecAggStepResponse routed,
+      SecAggExchange(request, v1::SecAggStepResponse::kRoutedShares, TaskDeadline(task)));
+  if (routed.has_done()) return absl::AbortedError("secure aggregation: the round closed");
+  session->routed = std::move(*routed.mutable_routed_shares());
+  secagg_ = std::move(session);
+  return absl::OkStatus();
+}
+
+absl::Status Client::UploadMasked(const v1::Task& task, const v1::Model& delta,
+                                  const v1::UpdateMetrics& metrics) {
+  std::unique_ptr<SecAggSession> session = std::move(secagg_);
+  v1::Model update = delta;
+  v1::UpdateMetrics sent = metrics;
+  const v1::SecAggTask& info = task.secagg();
+  if (task.dp_clip_norm() > 0) {
+    // Distributed differential privacy: clip and noise first; the masking clip bound leaves
+    // room for the noise (docs/PRIVACY.md).
+    uint64_t seed = 0;
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof(seed)) != 1) {
+      return absl::InternalError("RAND_bytes failed: no seed for the privacy noise");
+    }
+    FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&update, task.dp_clip_norm(),
+                                                                 task.dp_noise_stddev(), seed));
+    sent.set_dp_unclipped(unclipped);
+  } else if (info.example_scale() == 0) {
+    // Central differential privacy: the server cannot see the norm, so the client reports the
+    // bit adaptive clipping counts.
+    sent.set_dp_unclipped(UpdateL2Norm(update) <= info.params().clip_norm());
+  }
+  const double weight = info.example_scale() > 0
+                            ? std::min(1.0, static_cast<double>(metrics.num_examples()) /
+                                                static_cast<double>(info.example_scale()))
+                            : 1.0;
+  const std::vector<float> flat = Flatten(update);
+  FEDSCHED_ASSIGN_OR_RETURN(v1::SecAggMaskedInput masked,
+                            session->client.MaskInput(session->routed, flat, weight));
+  FEDSCHED_RETURN_IF_ERROR(UploadPayload(task, masked.SerializeAsString(), sent));
+  // Step 3: reveal the shares the server asks for, so that the sum can be unmasked.
+  v1::SecAggStepRequest request;
+  request.set_task_id(task.task_id());
+  FEDSCHED_ASSIGN_OR_RETURN(
+      v1::SecAggStepResponse asked,
+      SecAggExchange(request, v1::SecAggStepResponse::kUnmaskRequest, TaskDeadline(task)));
+  if (asked.has_done()) return absl::OkStatus();
+  FEDSCHED_ASSIGN_OR_RETURN(*request.mutable_unmask(),
+                            session->client.Unmask(asked.unmask_request()));
+  absl::StatusOr<v1::SecAggStepResponse> done =
+      SecAggExchange(request, v1::SecAggStepResponse::kDone, TaskDeadline(task));
+  if (!done.ok()) {
+    // The update was accepted; the round may still commit with the other survivors' shares.
+    FEDSCHED_LOG(warn, "secure aggregation: unmask answer for task {}: {}", task.task_id(),
+                 done.status().ToString());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace fedsched
