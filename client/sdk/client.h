@@ -122,6 +122,13 @@ struct ClientRunStats {
   // Idle waits the server's pace steering asked for (a retry_after_ms of at least one
   // heartbeat interval): the client neither polled nor sent heartbeats during them.
   int64_t paced_waits = 0;
+  // Payload bytes this client sent and received: models downloaded, updates (or masked inputs)
+  // uploaded, and secure aggregation's step messages (serialized sizes; gRPC framing and TLS not
+  // counted). The secagg_* fields are the step messages alone (SecAggStep requests / responses).
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t secagg_bytes_sent = 0;
+  int64_t secagg_bytes_received = 0;
 };
 
 // A federated-learning client. Run() blocks until the server reports the run finished or Stop()

@@ -59,6 +59,15 @@ absl::StatusOr<v1::SecAggStepResponse> Client::SecAggExchange(v1::SecAggStepRequ
     v1::SecAggStepResponse response;
     FEDSCHED_RETURN_IF_ERROR(
         FromGrpc(rpc()->stub->SecAggStep(&context, request, &response), "SecAggStep"));
+    {
+      absl::MutexLock lock(&mu_);
+      const auto sent = static_cast<int64_t>(request.ByteSizeLong());
+      const auto received = static_cast<int64_t>(response.ByteSizeLong());
+      stats_.bytes_sent += sent;
+      stats_.secagg_bytes_sent += sent;
+      stats_.bytes_received += received;
+      stats_.secagg_bytes_received += received;
+    }
     if (response.next_case() == want || response.has_done()) return response;
     if (absl::Now() >= deadline) {
       return absl::DeadlineExceededError(

@@ -78,6 +78,10 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   v1::Model model;
   if (!model.ParseFromString(payload)) return absl::DataLossError("downloaded model is corrupt");
   *bytes = total;
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.bytes_received += total;
+  }
   *seconds = absl::ToDoubleSeconds(absl::Now() - start);
   return model;
 }
@@ -162,6 +166,10 @@ absl::Status Client::UploadPayload(const v1::Task& task, const std::string& payl
     }
   }
   writer->WritesDone();
+  {
+    absl::MutexLock lock(&mu_);
+    stats_.bytes_sent += static_cast<int64_t>(payload.size());
+  }
   return FromGrpc(writer->Finish(), "UploadUpdate");
 }
 
