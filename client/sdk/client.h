@@ -214,7 +214,9 @@ class Client {
   // Upload() of the update as it leaves the device: under distributed differential privacy
   // (task.dp_clip_norm > 0; docs/PRIVACY.md) the update is clipped to dp_clip_norm and Gaussian
   // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
-  // metrics.dp_unclipped says whether it fitted; otherwise it is sent as is.
+  // metrics.dp_unclipped says whether it fitted; under secure aggregation it goes to
+  // UploadMasked; with task.update_dropout > 0 (PyramidFL) each tensor is dropped with that
+  // probability (sent without values); otherwise it is sent as is.
   absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
                                 const v1::UpdateMetrics& metrics);
   void HeartbeatLoop();

@@ -99,9 +99,25 @@ absl::Status Client::SubtractGlobal(const v1::Model& global, v1::Model* trained)
   return absl::OkStatus();
 }
 
-absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& delta,
+absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& full,
                                       const v1::UpdateMetrics& metrics) {
-  if (secagg_ != nullptr) return UploadMasked(task, delta, metrics);
+  if (secagg_ != nullptr) return UploadMasked(task, full, metrics);
+  // PyramidFL update dropout (the server refuses it with DP and secure aggregation): each tensor
+  // is dropped with the task's probability, its name and shape kept, its values not sent.
+  v1::Model thinned;
+  const v1::Model* update = &full;
+  if (task.update_dropout() > 0) {
+    thinned = full;
+    for (v1::Tensor& t : *thinned.mutable_tensors()) {
+      uint32_t draw = 0;
+      if (RAND_bytes(reinterpret_cast<unsigned char*>(&draw), sizeof(draw)) != 1) {
+        return absl::InternalError("RAND_bytes failed: no draw for update dropout");
+      }
+      if (static_cast<double>(draw) / 4294967296.0 < task.update_dropout()) t.clear_data();
+    }
+    update = &thinned;
+  }
+  const v1::Model& delta = *update;
   if (task.dp_clip_norm() <= 0) return Upload(task, delta, metrics);
   // The noise must be unpredictable to the server: its seed comes from the OS via OpenSSL.
   uint64_t seed = 0;

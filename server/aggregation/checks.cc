@@ -33,6 +33,26 @@ std::string ShapeToString(absl::Span<const int64_t> shape) {
   return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
 }
 
+absl::Status InflateDroppedTensors(int64_t max_values, v1::Model* update) {
+  int64_t total = 0;
+  for (const v1::Tensor& t : update->tensors()) {
+    if (t.data_size() > 0) continue;
+    FEDSCHED_ASSIGN_OR_RETURN(int64_t n, NumElements(t.shape()));
+    total += n;
+    if (total > max_values) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dropped tensors of the update declare more values than the model's ", max_values));
+    }
+  }
+  if (total == 0) return absl::OkStatus();
+  for (v1::Tensor& t : *update->mutable_tensors()) {
+    if (t.data_size() > 0) continue;
+    const int64_t n = *NumElements(t.shape());
+    t.mutable_data()->Resize(static_cast<int>(n), 0.0f);
+  }
+  return absl::OkStatus();
+}
+
 int64_t FirstNonFinite(const float* data, int64_t n) {
   // Vectorised screen per block; the scalar scan only runs on a block known to hold a bad value.
   constexpr int64_t kBlock = 1 << 14;

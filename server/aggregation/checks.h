@@ -40,6 +40,14 @@ absl::Status ValidateModel(const v1::Model& model);
 // the shape, or the first non-finite value and its flat index.
 absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference);
 
+// Update dropout (PyramidFL, Li et al., MobiCom 2022, section 4.3; docs/ALGORITHMS.md §10): a
+// tensor sent with its shape and no values was dropped by the client and counts as zeros. Fills
+// each such tensor of `update` with product(shape) zeros (a scalar included), so that the checks
+// and the aggregator see a whole update. Errors: INVALID_ARGUMENT for a bad shape, or when the
+// zeros would exceed `max_values` in all (the global model's parameter count bounds them: a
+// hostile shape must not allocate without limit); nothing is filled then.
+absl::Status InflateDroppedTensors(int64_t max_values, v1::Model* update);
+
 // Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
 int64_t FirstNonFinite(const float* data, int64_t n);
 

@@ -57,6 +57,10 @@ struct Candidate {
   double utility = 0;     // raw statistical utility (reported, or at registration)
   double score = 0;       // Oort's score / exploration weight (the base set's rank)
   double experience = 0;  // FedCaSe experience (fedcase only)
+  // PyramidFL update dropout: the probability of dropping each tensor, and the predicted upload
+  // seconds it saves (already taken off t_s).
+  double dropout = 0;
+  double dropout_saved_s = 0;
   uint8_t status = kAvailable;
   uint8_t note = kNoteNone;
   bool tried = false;    // selected before: Oort's "explored" pool

@@ -68,6 +68,7 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
                            .draws = draws};
   pool_.BeginRound(static_cast<size_t>(book_->size()));
   policy_->Select(round, &pool_, &plan);
+  if (options_.update_dropout_high > 0) AssignUpdateDropout(evaluator);
   if (options_.extend_workload_beta > 0) ExtendWorkloads(evaluator);
   AddParticipants(&plan);
   AddPassedOver(evaluator, &plan);
@@ -147,6 +148,22 @@ void Planner::ExtendWorkloads(const CandidateEvaluator& evaluator) {
   for (uint32_t pos : pool_.chosen()) evaluator.ExtendWorkload(close_s, &pool_[pos]);
 }
 
+void Planner::AssignUpdateDropout(const CandidateEvaluator& evaluator) {
+  std::vector<uint32_t> order(pool_.chosen().begin(), pool_.chosen().end());
+  // The authors rank by their reward (Oort's utility); ties keep the selection order.
+  std::stable_sort(order.begin(), order.end(),
+                   [&](uint32_t a, uint32_t b) { return pool_[a].utility > pool_[b].utility; });
+  const double low = options_.update_dropout_low;
+  const double high = options_.update_dropout_high;
+  const double step = (high - low) / std::max(1, options_.clients_per_round);
+  for (size_t r = 0; r < order.size(); ++r) {
+    Candidate& c = pool_[order[r]];
+    c.dropout = std::min(high, low + static_cast<double>(r) * step);
+    c.dropout_saved_s = c.dropout * evaluator.UploadSeconds(c.index);
+    c.t_s = std::max(c.t_s - c.dropout_saved_s, 0.0);
+  }
+}
+
 PlannedTask Planner::MakeTask(const Candidate& c) const {
   const ClientState& s = book_->state(c.index);
   PlannedTask t;
@@ -155,6 +172,7 @@ PlannedTask Planner::MakeTask(const Candidate& c) const {
   t.local_steps = c.steps;
   t.batch_size = c.batch;
   t.predicted_seconds = c.t_s;
+  t.update_dropout = c.dropout;
   v1::SelectionReason& r = t.reason;
   r.set_client_id(t.client_id);
   r.set_policy(options_.policy == v1::SELECTION_POLICY_UNSPECIFIED ? v1::SELECTION_POLICY_RANDOM

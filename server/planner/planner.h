@@ -187,6 +187,11 @@ class Planner {
   // Workload extension of the chosen candidates (PyramidFL; docs/ALGORITHMS.md §10), when
   // options_.extend_workload_beta > 0: see CandidateEvaluator::ExtendWorkload.
   void ExtendWorkloads(const CandidateEvaluator& evaluator);
+  // options_.update_dropout_high > 0 (PyramidFL's update dropout, Li et al., MobiCom 2022,
+  // section 4.3): ranks the chosen candidates by utility, most useful first, gives rank r the
+  // dropout min(high, low + r (high - low) / K) and takes that share of its predicted upload
+  // seconds off its t_s. Before ExtendWorkloads, so the extension sees the shorter uploads.
+  void AssignUpdateDropout(const CandidateEvaluator& evaluator);
   PlannedTask MakeTask(const Candidate& c) const;
   void ForecastClose(RoundPlan* plan) const;
   void AddPassedOver(const CandidateEvaluator& evaluator, RoundPlan* plan) const;

@@ -87,6 +87,11 @@ absl::Status ValidateRoundAndTraining(const PlannerOptions& o) {
   if (!(o.max_workload_factor >= 1) || !std::isfinite(o.max_workload_factor)) {
     return OutOfRange("selection.extend_workload.max_factor", o.max_workload_factor, ">= 1");
   }
+  if (!In(o.update_dropout_low, 0, o.update_dropout_high) || !(o.update_dropout_high < 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "selection.extend_workload: need 0 <= dropout_low <= dropout_high < 1, got dropout_low ",
+        o.update_dropout_low, ", dropout_high ", o.update_dropout_high));
+  }
   if (!(o.round_deadline_s > 0) || !std::isfinite(o.round_deadline_s)) {
     return OutOfRange("round_deadline_s", o.round_deadline_s, "> 0");
   }
@@ -183,6 +188,12 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   const double default_beta = o.policy == v1::SELECTION_POLICY_PYRAMIDFL ? 0.5 : 0.0;
   o.extend_workload_beta = ext.disable() ? 0.0 : OrDefault(ext.beta(), default_beta);
   o.max_workload_factor = OrDefault(ext.max_factor(), o.max_workload_factor);
+  // The authors' defaults (liecn/PyramidFL training/argParser.py: dropout_low 0.1, high 0.6).
+  const bool pyramid = o.policy == v1::SELECTION_POLICY_PYRAMIDFL;
+  if (!ext.disable_dropout()) {
+    o.update_dropout_low = OrDefault(ext.dropout_low(), pyramid ? 0.1 : 0.0);
+    o.update_dropout_high = OrDefault(ext.dropout_high(), pyramid ? 0.6 : 0.0);
+  }
   if (config.round_closing() != v1::ROUND_CLOSING_UNSPECIFIED) {
     o.round_closing = config.round_closing();
   }

@@ -124,6 +124,11 @@ struct PlannerOptions {
   double extend_workload_beta = 0;
   // An extended task has at most this multiple of its planned steps, >= 1. Default: 11.
   double max_workload_factor = 11;
+  // Update dropout (PyramidFL; WorkloadExtensionConfig.dropout_low / dropout_high): the
+  // probability each participant drops each tensor of its update, by utility rank, in
+  // [low, high]; high = 0 is off. Default: off (0.1 and 0.6 under SELECTION_POLICY_PYRAMIDFL).
+  double update_dropout_low = 0;
+  double update_dropout_high = 0;
   // Only forecast by the planner (ForecastClosing); the service closes rounds.
   // Default: ROUND_CLOSING_FIRST_K (also for UNSPECIFIED).
   v1::RoundClosing round_closing = v1::ROUND_CLOSING_FIRST_K;

@@ -59,6 +59,8 @@ struct PlannedTask {
   double predicted_seconds = 0;  // predicted completion, seconds after planned_at_s
   v1::SelectionReason reason;    // policy terms, for the round record
   v1::CachePlan cache_plan;
+  // PyramidFL update dropout: the probability of dropping each tensor of the update; 0 = none.
+  double update_dropout = 0;
 };
 
 // A client expected to be picked next round: its SDK may warm its cache while idle.

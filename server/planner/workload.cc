@@ -101,6 +101,12 @@ CandidateEvaluator::StepSeconds CandidateEvaluator::PredictorFor(ClientIndex ind
                      .full_steps = static_cast<double>(full_steps)};
 }
 
+double CandidateEvaluator::UploadSeconds(ClientIndex index) const {
+  const double kbps = book_.ExpectedUploadKbps(index);
+  if (!(kbps > 0)) return 0;
+  return static_cast<double>(request_.model_bytes) * 8.0 / 1000.0 / kbps;
+}
+
 bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
   const double beta = options_.extend_workload_beta;
   if (!(beta > 0) || !(close_s > c->t_s) || c->steps < 1) return false;
@@ -122,7 +128,7 @@ bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
   if (!(steps > c->steps)) return false;
   Candidate extended = *c;
   extended.steps = static_cast<int32_t>(steps);
-  extended.t_s = predict(extended.steps);
+  extended.t_s = predict(extended.steps) - c->dropout_saved_s;
   if (!PredictedOnline(extended)) return false;
   *c = extended;
   return true;

@@ -61,10 +61,14 @@ class CandidateEvaluator {
   // seconds of one more local step of `c` (chosen, evaluated by Evaluate), raises c->steps by
   // floor(extend_workload_beta x floor((close_s - c->t_s) / s)), capped at
   // floor(max_workload_factor x c->steps) and max_local_steps, and sets c->t_s to the new
-  // prediction. Leaves `c` as it is when close_s <= c->t_s, when no whole step fits, or when
-  // the availability oracle does not predict the client online until the extended finish.
-  // Returns whether it extended.
+  // prediction (less c->dropout_saved_s). Leaves `c` as it is when close_s <= c->t_s, when no whole
+  // step fits, or when the availability oracle does not predict the client online until the
+  // extended finish. Returns whether it extended.
   bool ExtendWorkload(double close_s, Candidate* c) const;
+
+  // Predicted seconds of the client's upload of request.model_bytes at its expected upload
+  // bandwidth (ProfileBook::ExpectedUploadKbps), for update dropout's saving.
+  double UploadSeconds(ClientIndex index) const;
 
   // Whether request.availability (if any) gives the candidate at least min_online_probability
   // of being online at now_s + c.t_s (docs/ALGORITHMS.md §2). True without an oracle; false for

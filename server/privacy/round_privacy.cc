@@ -49,6 +49,12 @@ absl::Status CheckCompatible(const std::string& where, const v1::ServerConfig& c
                                ": the noise is calibrated to the clipped sum's sensitivity, "
                                "which a robust rule does not compute"));
   }
+  if (config.selection().extend_workload().dropout_high() > 0 &&
+      !config.selection().extend_workload().disable_dropout()) {
+    return Refuse(where,
+                  "privacy cannot run with selection.extend_workload update dropout: a dropped "
+                  "tensor carries no noise");
+  }
   if (config.audit_updates()) {
     return Refuse(where,
                   "privacy cannot run with audit_updates: fedsched-audit replays rounds "

@@ -425,6 +425,10 @@ absl::Status RelayService::FoldUpload(const v1::UploadHeader& header,
       task = tasks_.at(header.task_id());
     }
     FEDSCHED_ASSIGN_OR_RETURN(CachedModel cached, FetchModel(task, header.task_id()));
+    // PyramidFL update dropout: a tensor without values is a dropped one, zeros.
+    int64_t params = 0;
+    for (const v1::Tensor& t : cached.model->tensors()) params += t.data_size();
+    FEDSCHED_RETURN_IF_ERROR(InflateDroppedTensors(params, &delta));
     absl::MutexLock lock(&mu_);
     RelayedTask& live = tasks_.at(header.task_id());
     if (live.done) return absl::AlreadyExistsError("update for this task was already accepted");

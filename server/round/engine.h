@@ -97,6 +97,8 @@ struct Task {
   // dp_clip_norm, dp_noise_stddev); 0 otherwise.
   double dp_clip_norm = 0;
   double dp_noise_stddev = 0;
+  // PyramidFL update dropout (planner::PlannedTask::update_dropout; v1::Task.update_dropout).
+  double update_dropout = 0;
   v1::CachePlan cache_plan;
   // Secure aggregation (ServerConfig.secure_aggregation): the task's part in its round's
   // protocol (v1::Task.secagg), and its index in the cohort (-1 when off).

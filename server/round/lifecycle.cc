@@ -175,6 +175,7 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   task.batch_size = planned.batch_size;
   task.issued_s = now_s;
   task.predicted_s = planned.predicted_seconds;
+  task.update_dropout = planned.update_dropout;
   task.deadline_s = deadline_s_;
   if (privacy_ != nullptr && !privacy_->central()) {
     task.dp_clip_norm = privacy_->clip_norm();

@@ -139,6 +139,13 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
   return absl::OkStatus();
 }
 
+// PyramidFL's update dropout is on: configured, or by default under its policy.
+bool UpdateDropoutOn(const v1::ServerConfig& c) {
+  const v1::WorkloadExtensionConfig& ext = c.selection().extend_workload();
+  if (ext.disable_dropout()) return false;
+  return ext.dropout_high() > 0 || c.selection().policy() == v1::SELECTION_POLICY_PYRAMIDFL;
+}
+
 // Secure aggregation (docs/SECURE_AGGREGATION.md): what cannot run without individual updates
 // at the server, then the graph's degree and threshold for the round's cohort.
 absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
@@ -162,6 +169,13 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
         absl::StrCat(where,
                      ": audit_updates stores every individual update, which "
                      "secure_aggregation.enabled never shows the server"));
+  }
+  if (UpdateDropoutOn(out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": selection.extend_workload update dropout (on by default under "
+        "SELECTION_POLICY_PYRAMIDFL) sends partial updates, which secure_aggregation.enabled "
+        "cannot mask: set selection.extend_workload.disable_dropout"));
   }
   v1::SecureAggregationConfig* s = out.mutable_secure_aggregation();
   const uint32_t n = static_cast<uint32_t>(

@@ -224,6 +224,15 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     parsed = delta->ParseFromZeroCopyStream(&input);
   }
   absl::Status s = absl::InvalidArgumentError("update payload is not a valid Model message");
+  if (parsed) {
+    // PyramidFL update dropout: a tensor without values is a dropped one, zeros.
+    int64_t params = 0;
+    for (int size : delta_capacity_) params += size;
+    if (absl::Status inflated = InflateDroppedTensors(params, delta.get()); !inflated.ok()) {
+      RecycleDelta(std::move(delta));
+      return inflated;
+    }
+  }
   // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum.
   const double norm = parsed ? UpdateL2Norm(*delta) : 0;
   if (parsed) s = norm_screen_->Check(norm);

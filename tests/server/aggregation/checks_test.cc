@@ -287,5 +287,28 @@ TEST(KernelsTest, SumSquaresDoesNotOverflowForLargeFiniteValues) {
   EXPECT_DOUBLE_EQ(aggregation_internal::SquaredDistance(a.data(), b.data(), 3), 20.0);
 }
 
+TEST(InflateDroppedTensorsTest, FillsTensorsSentWithoutValuesWithZeros) {
+  v1::Model update;
+  v1::Tensor* kept = update.add_tensors();
+  kept->set_name("w");
+  kept->add_shape(2);
+  kept->add_data(1);
+  kept->add_data(2);
+  v1::Tensor* dropped = update.add_tensors();
+  dropped->set_name("b");
+  dropped->add_shape(3);
+  ASSERT_TRUE(InflateDroppedTensors(5, &update).ok());
+  EXPECT_EQ(update.tensors(0).data_size(), 2);
+  ASSERT_EQ(update.tensors(1).data_size(), 3);
+  EXPECT_EQ(update.tensors(1).data(2), 0.0f);
+  // A hostile shape may not allocate beyond the model's size; nothing is filled then.
+  v1::Model hostile;
+  v1::Tensor* big = hostile.add_tensors();
+  big->set_name("huge");
+  big->add_shape(1 << 30);
+  EXPECT_EQ(InflateDroppedTensors(5, &hostile).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(hostile.tensors(0).data_size(), 0);
+}
+
 }  // namespace
 }  // namespace fedsched

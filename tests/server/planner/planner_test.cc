@@ -789,6 +789,61 @@ TEST_F(PlannerTest, PyramidFlExtendsFastParticipantsIntoTheirIdleTime) {
                        HasSubstr("selection.extend_workload.max_factor")));
 }
 
+TEST_F(PlannerTest, PyramidFlUpdateDropoutRisesDownTheUtilityRankAndShortensUploads) {
+  // Equal speed, utilities 30 > 20 > 10; K = 2 of 3 tasks, a 1 MB model.
+  const ClientIndex a = Add("a", 10);
+  const ClientIndex b = Add("b", 10);
+  const ClientIndex c = Add("c", 10);
+  Measure(a, 10, 30, 1);
+  Measure(b, 10, 20, 1);
+  Measure(c, 10, 10, 1);
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_PYRAMIDFL, 2);
+  o.overcommit = 1.5;
+  o.local_steps = 4;
+  const std::vector<ClientIndex> all = All();
+  auto plan_of = [&](const PlannerOptions& options) {
+    auto planner = Make(options);
+    absl::StatusOr<RoundPlan> plan =
+        planner->PlanRound({.round = 2, .now_s = 0, .candidates = all, .model_bytes = 1'000'000});
+    EXPECT_OK(plan.status());
+    std::map<ClientIndex, std::pair<double, double>> by;  // dropout, predicted seconds
+    for (const PlannedTask& t : plan->participants)
+      by[t.index] = {t.update_dropout, t.predicted_seconds};
+    for (const auto& [index, unused] : by) {
+      EXPECT_OK(planner->OnTaskFailed(index, 2, TaskFailure::kDropped, 1));
+    }
+    return by;
+  };
+  auto off = plan_of(o);
+  o.update_dropout_low = 0.1;
+  o.update_dropout_high = 0.6;
+  auto on = plan_of(o);
+  // Rank r: 0.1 + r x (0.6 - 0.1) / K, at most 0.6 (the authors' param_server.py).
+  EXPECT_DOUBLE_EQ(on[a].first, 0.1);
+  EXPECT_DOUBLE_EQ(on[b].first, 0.35);
+  EXPECT_DOUBLE_EQ(on[c].first, 0.6);
+  EXPECT_DOUBLE_EQ(off[a].first, 0.0);
+  // The prediction loses that share of the upload: 1 MB at the expected upload bandwidth.
+  for (ClientIndex i : {a, b, c}) {
+    const double upload_s = 1e6 * 8 / 1000 / book_->ExpectedUploadKbps(i);
+    EXPECT_NEAR(off[i].second - on[i].second, on[i].first * upload_s, 1e-9) << i;
+  }
+  // From the config: on under PyramidFL with the authors' defaults, off when disabled, checked.
+  v1::ServerConfig config;
+  config.mutable_selection()->set_policy(v1::SELECTION_POLICY_PYRAMIDFL);
+  ASSERT_OK_AND_ASSIGN(PlannerOptions from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.update_dropout_low, 0.1);
+  EXPECT_EQ(from.update_dropout_high, 0.6);
+  config.mutable_selection()->mutable_extend_workload()->set_disable_dropout(true);
+  ASSERT_OK_AND_ASSIGN(from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.update_dropout_high, 0);
+  config.mutable_selection()->mutable_extend_workload()->set_disable_dropout(false);
+  config.mutable_selection()->mutable_extend_workload()->set_dropout_low(0.7);
+  EXPECT_THAT(
+      PlannerOptions::FromServerConfig(config).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("dropout_low <= dropout_high")));
+}
+
 TEST_F(PlannerTest, CachePlanFollowsTheConfigAndTheStorageBudget) {
   v1::DeviceProfile d;
   d.set_num_samples(1000);

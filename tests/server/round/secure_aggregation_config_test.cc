@@ -68,6 +68,13 @@ TEST(SecureAggregationConfigTest, FedOptResolvesWithDefaultsAndNeedsAFlatServer)
   ASSERT_OK_AND_ASSIGN(v1::ServerConfig resolved, ResolveRoundConfig(raw));
   EXPECT_EQ(resolved.secure_aggregation().degree(), 22);  // smallest even >= 3 log2 130
   EXPECT_DOUBLE_EQ(resolved.secure_aggregation().step_timeout_s(), 30);
+  // PyramidFL's update dropout sends partial updates: refused unless turned off.
+  raw = SecureConfig();
+  raw.mutable_selection()->set_policy(v1::SELECTION_POLICY_PYRAMIDFL);
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("disable_dropout")));
+  raw.mutable_selection()->mutable_extend_workload()->set_disable_dropout(true);
+  EXPECT_OK(ResolveRoundConfig(raw).status());
   raw = SecureConfig();
   raw.mutable_hierarchy()->set_role(v1::HierarchyConfig::ROLE_ROOT);
   EXPECT_THAT(ResolveRoundConfig(raw),
