@@ -184,7 +184,9 @@ class Client {
   // Upload() of the update as it leaves the device: under distributed differential privacy
   // (task.dp_clip_norm > 0; docs/PRIVACY.md) the update is clipped to dp_clip_norm and Gaussian
   // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
-  // metrics.dp_unclipped says whether it fitted; otherwise it is sent as is.
+  // metrics.dp_unclipped says whether it fitted; otherwise it is sent as is. With
+  // task.utility_noise_stddev > 0 the reported statistical utility gets Gaussian noise of that
+  // deviation, clamped at 0 (NoiseUtilityReport, common/dp_noise.h; Oort, OSDI 2021).
   absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
                                 const v1::UpdateMetrics& metrics);
   void HeartbeatLoop();

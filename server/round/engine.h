@@ -96,6 +96,11 @@ struct Task {
   // dp_clip_norm, dp_noise_stddev); 0 otherwise.
   double dp_clip_norm = 0;
   double dp_noise_stddev = 0;
+  // Standard deviation of the Gaussian noise the client adds to its statistical-utility report
+  // (v1::Task.utility_noise_stddev; Oort, Lai et al., OSDI 2021; docs/PRIVACY.md), examples x
+  // loss: selection.utility_noise_factor x the median reported utility when the round was
+  // planned (profile::UtilityNoiseStddev); 0 = exact report.
+  double utility_noise_stddev = 0;
   v1::CachePlan cache_plan;
   // The model version the client trains on: set by PinModel (the first fetch), or the
   // published version when it is folded unpinned. -1 until pinned.
@@ -477,6 +482,8 @@ class RoundEngine {
   std::unique_ptr<privacy::RoundPrivacy> privacy_;
   int64_t dp_unclipped_ = 0;
   bool budget_exhausted_ = false;
+  // Task::utility_noise_stddev of the tasks planned since the last Plan (0 when off).
+  double utility_noise_stddev_ = 0;
 };
 
 // security.max_accuracy_drop when unset: 0.2 (20 accuracy points below the best so far).
