@@ -1,17 +1,26 @@
 #include "common/dp_noise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 
 namespace fedsched {
+namespace {
 
-absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed) {
+absl::Status CheckStddev(double stddev) {
   if (!(stddev >= 0.0) || !std::isfinite(stddev)) {
     return absl::InvalidArgumentError(
         absl::StrCat("noise standard deviation must be finite and >= 0, got ", stddev));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed) {
+  if (absl::Status s = CheckStddev(stddev); !s.ok()) return s;
   if (stddev == 0.0) return absl::OkStatus();
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, stddev);
@@ -33,10 +42,7 @@ absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, dou
   if (!(clip_norm > 0.0) || !std::isfinite(clip_norm)) {
     return absl::InvalidArgumentError(absl::StrCat("clip norm must be > 0, got ", clip_norm));
   }
-  if (!(noise_stddev >= 0.0) || !std::isfinite(noise_stddev)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("noise standard deviation must be finite and >= 0, got ", noise_stddev));
-  }
+  if (absl::Status s = CheckStddev(noise_stddev); !s.ok()) return s;
   const double norm = UpdateL2Norm(*update);
   if (!std::isfinite(norm)) {
     return absl::InvalidArgumentError("update holds a non-finite value; cannot clip it");
@@ -51,6 +57,15 @@ absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, dou
     if (!s.ok()) return s;  // unreachable: the stddev was checked
   }
   return unclipped;
+}
+
+absl::StatusOr<double> NoiseUtilityReport(double utility, double stddev, uint64_t seed) {
+  if (absl::Status s = CheckStddev(stddev); !s.ok()) return s;
+  if (stddev == 0.0 || !std::isfinite(utility)) return utility;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal(0.0, stddev);
+  // Oort's code clamps at 1e-2; 0 is enough here, as the planner handles a zero utility.
+  return std::max(0.0, utility + normal(rng));
 }
 
 }  // namespace fedsched

@@ -36,6 +36,18 @@ double UpdateL2Norm(const v1::Model& update);
 absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, double noise_stddev,
                                         uint64_t seed);
 
+// Oort's noise on the statistical-utility report (Lai et al., OSDI 2021; the authors' code
+// SymbioticLab/Oort training/param_server.py adds N(0, (noise_factor x median reward)^2) to
+// every reported utility; docs/PRIVACY.md "Noise on the utility report"): returns
+// max(0, utility + N(0, stddev^2)), one draw from std::mt19937_64 seeded with `seed` through
+// std::normal_distribution in double precision. Units: `utility` and `stddev` in the utility's
+// own units (examples x loss). The clamp is post-processing: it keeps a utility non-negative, as
+// the planner expects, and reveals nothing the noised value did not. stddev 0 returns `utility`
+// unchanged; so does a non-finite `utility` (the server refuses it). The SDK seeds from OpenSSL's
+// RAND_bytes, the simulator from its seed, the round and the client. Errors: INVALID_ARGUMENT
+// for a negative or non-finite stddev.
+absl::StatusOr<double> NoiseUtilityReport(double utility, double stddev, uint64_t seed);
+
 }  // namespace fedsched
 
 #endif  // FEDSCHED_COMMON_DP_NOISE_H_

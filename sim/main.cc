@@ -48,6 +48,9 @@ ABSL_FLAG(bool, no_fit_checks, false,
           "set server.selection.fit.disable: the planner does not check memory budgets "
           "(docs/RESOURCE_FIT.md)");
 ABSL_FLAG(int32_t, num_rounds, 0, "override server.num_rounds (0 = keep)");
+ABSL_FLAG(double, utility_noise_factor, -1,
+          "override server.selection.utility_noise_factor: noise on the devices' utility "
+          "reports, x the median report (docs/PRIVACY.md; 0 = off, negative = keep)");
 ABSL_FLAG(std::string, run_name, "", "override SimConfig.run_name");
 ABSL_FLAG(std::string, output_csv, "", "override SimConfig.output_csv");
 ABSL_FLAG(std::string, plot_png, "", "write a PNG of accuracy vs virtual hours");
@@ -124,6 +127,10 @@ int Run(mpi::Cluster* cluster, char** argv) {
     server->mutable_selection()->mutable_fit()->set_disable(true);
   }
   if (absl::GetFlag(FLAGS_num_rounds) != 0) server->set_num_rounds(absl::GetFlag(FLAGS_num_rounds));
+  if (absl::GetFlag(FLAGS_utility_noise_factor) >= 0) {
+    server->mutable_selection()->set_utility_noise_factor(
+        absl::GetFlag(FLAGS_utility_noise_factor));
+  }
   if (!absl::GetFlag(FLAGS_run_name).empty()) config.set_run_name(absl::GetFlag(FLAGS_run_name));
   if (!absl::GetFlag(FLAGS_output_csv).empty()) {
     config.set_output_csv(absl::GetFlag(FLAGS_output_csv));

@@ -570,7 +570,7 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_download_seconds(download_seconds);
   metrics.set_download_bytes(download_bytes);
   metrics.set_mean_loss(result->mean_loss);
-  // Oort's statistical utility |B| sqrt(mean of squared losses) (Lai et al., OSDI 2021, section 4).
+  // Oort's utility |B| sqrt(mean squared loss) (OSDI 2021, section 4); noised in UploadPrivatized.
   metrics.set_statistical_utility(n > 0 ? n * std::sqrt(sum_sq / n) : 0.0);
   metrics.set_cache_hits(io.cache_hits);
   metrics.set_cache_misses(io.cache_misses);

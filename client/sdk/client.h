@@ -216,7 +216,9 @@ class Client {
   // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
   // metrics.dp_unclipped says whether it fitted; under secure aggregation it goes to
   // UploadMasked; with task.update_dropout > 0 (PyramidFL) each tensor is dropped with that
-  // probability (sent without values); otherwise it is sent as is.
+  // probability (sent without values); otherwise it is sent as is. With
+  // task.utility_noise_stddev > 0 the reported statistical utility gets Gaussian noise of that
+  // deviation, clamped at 0 (NoiseUtilityReport, common/dp_noise.h; Oort, OSDI 2021).
   absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
                                 const v1::UpdateMetrics& metrics);
   void HeartbeatLoop();

@@ -101,7 +101,18 @@ absl::Status Client::SubtractGlobal(const v1::Model& global, v1::Model* trained)
 
 absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& full,
                                       const v1::UpdateMetrics& metrics) {
-  if (secagg_ != nullptr) return UploadMasked(task, full, metrics);
+  // The noise must be unpredictable to the server: its seeds come from the OS via OpenSSL, one
+  // for the utility report and one for the update.
+  uint64_t seeds[2] = {0, 0};
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(seeds), sizeof(seeds)) != 1) {
+    return absl::InternalError("RAND_bytes failed: no seed for the privacy noise");
+  }
+  v1::UpdateMetrics private_metrics = metrics;
+  FEDSCHED_ASSIGN_OR_RETURN(
+      double utility,
+      NoiseUtilityReport(metrics.statistical_utility(), task.utility_noise_stddev(), seeds[0]));
+  private_metrics.set_statistical_utility(utility);
+  if (secagg_ != nullptr) return UploadMasked(task, full, private_metrics);
   // PyramidFL update dropout (the server refuses it with DP and secure aggregation): each tensor
   // is dropped with the task's probability, its name and shape kept, its values not sent.
   v1::Model thinned;
@@ -117,19 +128,12 @@ absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& ful
     }
     update = &thinned;
   }
-  const v1::Model& delta = *update;
-  if (task.dp_clip_norm() <= 0) return Upload(task, delta, metrics);
-  // The noise must be unpredictable to the server: its seed comes from the OS via OpenSSL.
-  uint64_t seed = 0;
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof(seed)) != 1) {
-    return absl::InternalError("RAND_bytes failed: no seed for the privacy noise");
-  }
-  v1::Model noised = delta;
-  v1::UpdateMetrics with_bit = metrics;
+  if (task.dp_clip_norm() <= 0) return Upload(task, *update, private_metrics);
+  v1::Model noised = *update;
   FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&noised, task.dp_clip_norm(),
-                                                               task.dp_noise_stddev(), seed));
-  with_bit.set_dp_unclipped(unclipped);
-  return Upload(task, noised, with_bit);
+                                                               task.dp_noise_stddev(), seeds[1]));
+  private_metrics.set_dp_unclipped(unclipped);
+  return Upload(task, noised, private_metrics);
 }
 
 absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,

@@ -99,6 +99,11 @@ struct Task {
   double dp_noise_stddev = 0;
   // PyramidFL update dropout (planner::PlannedTask::update_dropout; v1::Task.update_dropout).
   double update_dropout = 0;
+  // Standard deviation of the Gaussian noise the client adds to its statistical-utility report
+  // (v1::Task.utility_noise_stddev; Oort, Lai et al., OSDI 2021; docs/PRIVACY.md), examples x
+  // loss: selection.utility_noise_factor x the median reported utility when the round was
+  // planned (profile::UtilityNoiseStddev); 0 = exact report.
+  double utility_noise_stddev = 0;
   v1::CachePlan cache_plan;
   // Secure aggregation (ServerConfig.secure_aggregation): the task's part in its round's
   // protocol (v1::Task.secagg), and its index in the cohort (-1 when off).
@@ -527,6 +532,8 @@ class RoundEngine {
   std::unique_ptr<SecAggRound> secagg_;
   absl::Status secagg_status_;
   std::vector<std::string> secagg_cohort_;
+  // Task::utility_noise_stddev of the tasks planned since the last Plan (0 when off).
+  double utility_noise_stddev_ = 0;
 };
 
 // security.max_accuracy_drop when unset: 0.2 (20 accuracy points below the best so far).

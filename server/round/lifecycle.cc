@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/aggregation/checks.h"
+#include "server/profile/utility_noise.h"
 #include "server/round/engine.h"
 
 namespace fedsched::round {
@@ -156,6 +157,9 @@ void RoundEngine::Plan(double now_s) {
   // A FedBuff version opens for the updates in flight even when nobody new is tasked.
   if (plan.participants.empty() && in_flight == 0) return;
   OpenRecord(now_s, plan.participants.empty() ? config_.round_deadline_s() : plan.deadline_s);
+  // Once per planning (O(clients)); replacement tasks of the round reuse it.
+  utility_noise_stddev_ =
+      profile::UtilityNoiseStddev(*book_, config_.selection().utility_noise_factor());
   for (planner::PlannedTask& planned : plan.participants) AddTask(planned, now_s);
   NotePassedOver(plan.passed_over);
   StartSecAgg(now_s);
@@ -181,6 +185,7 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
     task.dp_clip_norm = privacy_->clip_norm();
     task.dp_noise_stddev = privacy_->client_noise_stddev();
   }
+  task.utility_noise_stddev = utility_noise_stddev_;
   task.cache_plan = std::move(planned.cache_plan);
   *record_.add_cohort() = std::move(planned.reason);
   task_of_[task.index] = task.task_id;

@@ -108,6 +108,8 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "selection.overcommit", selection->overcommit(), 1.0));
   if (selection->min_local_steps() == 0) selection->set_min_local_steps(1);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckAtLeast(where, "selection.utility_noise_factor", selection->utility_noise_factor(), 0));
   v1::CacheConfig* cache = out.mutable_cache();
   if (cache->policy() == v1::CACHE_POLICY_UNSPECIFIED) {
     cache->set_policy(v1::CACHE_POLICY_IMPORTANCE);

@@ -179,7 +179,9 @@ class Simulator {
  private:
   // Distributed differential privacy (simulator_privacy.cc): the device's clip-and-noise step
   // (common/dp_noise.h, as the SDK) on `update` when its task carries a clip norm, into
-  // `*noised` (which then owns update->delta); noise seeded from config.seed and `serial`.
+  // `*noised` (which then owns update->delta); noise seeded from config.seed and `serial`. And
+  // the noise on the utility report (NoiseUtilityReport, as the SDK) when the task carries a
+  // utility_noise_stddev, seeded from config.seed, the round and the client.
   absl::Status PrivatizeUpdate(int64_t serial, round::Update* update,
                                std::unique_ptr<v1::Model>* noised) const;
   // The summary's stop reason when the privacy budget ended the run.

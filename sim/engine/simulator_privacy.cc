@@ -1,6 +1,7 @@
 // The simulator's side of differential privacy (docs/PRIVACY.md): under distributed DP each
-// simulated device clips and noises its update with the SDK's function before it is folded, so
-// the simulator runs the same code paths as a live run.
+// simulated device clips and noises its update with the SDK's function before it is folded, and
+// with utility noise on (selection.utility_noise_factor) it noises its utility report with the
+// SDK's function too, so the simulator runs the same code paths as a live run.
 #include <memory>
 #include <string>
 
@@ -10,13 +11,30 @@
 #include "sim/engine/simulator.h"
 
 namespace fedsched::sim {
+namespace {
+
+// Keeps the utility noise's seeds apart from every other stream derived from config.seed.
+constexpr uint64_t kUtilityNoiseStream = 0x7574696c6e6f6973ULL;  // "utilnois"
+
+}  // namespace
 
 absl::Status Simulator::PrivatizeUpdate(int64_t serial, round::Update* update,
                                         std::unique_ptr<v1::Model>* noised) const {
   const round::Task* task = engine_->FindTask(update->claim.task_id);
-  if (task == nullptr || task->dp_clip_norm <= 0 || update->delta == nullptr) {
-    return absl::OkStatus();
+  if (task == nullptr) return absl::OkStatus();
+  if (task->utility_noise_stddev > 0) {
+    // Seeded (reproducible runs) from the seed, the round and the client: a device's draw does
+    // not depend on the order in which others finish.
+    const uint64_t seed = round::SplitMix64(
+        config_.server().seed() ^
+        round::SplitMix64(static_cast<uint64_t>(task->round) ^
+                          round::SplitMix64(kUtilityNoiseStream + update->claim.index)));
+    FEDSCHED_ASSIGN_OR_RETURN(double utility,
+                              NoiseUtilityReport(update->metrics.statistical_utility(),
+                                                 task->utility_noise_stddev, seed));
+    update->metrics.set_statistical_utility(utility);
   }
+  if (task->dp_clip_norm <= 0 || update->delta == nullptr) return absl::OkStatus();
   *noised = std::make_unique<v1::Model>(*update->delta);
   // Seeded (reproducible runs), distinct per task: the seed ^ a multiple of the task serial.
   const uint64_t seed =

@@ -65,6 +65,7 @@ class EngineTest : public ::testing::Test {
     u.metrics.set_eval_examples(eval_examples);
     u.metrics.set_eval_accuracy(eval_accuracy);
     u.metrics.set_eval_loss(eval_loss);
+    u.metrics.set_statistical_utility(upload_utility_);
     u.now_s = now;
     std::vector<absl::Status> v = engine_->FoldUpdates({&u, 1});
     return v[0];
@@ -91,6 +92,7 @@ class EngineTest : public ::testing::Test {
   v1::ServerConfig raw_;
   FakePresence presence_;
   std::unique_ptr<RoundEngine> engine_;
+  double upload_utility_ = 0;  // the statistical utility Upload reports
 };
 
 TEST_F(EngineTest, FirstKCommitsWeightedMeanAndMarksStragglers) {
@@ -560,6 +562,41 @@ TEST(RoundConfigTest, BackoffSettingsAreResolvedAndChecked) {
   raw.set_replan_backoff_after_failures(-1);
   EXPECT_THAT(ResolveRoundConfig(raw), StatusIs(absl::StatusCode::kInvalidArgument,
                                                 HasSubstr("replan_backoff_after_failures")));
+}
+
+TEST_F(EngineTest, TasksCarryTheUtilityNoiseScaleOnceUtilitiesAreKnown) {
+  raw_.mutable_selection()->set_utility_noise_factor(0.5);
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> first = engine_->TakeNewTasks();
+  ASSERT_EQ(first.size(), 3u);
+  for (const Task* t : first) EXPECT_EQ(t->utility_noise_stddev, 0.0);  // nothing reported yet
+  upload_utility_ = 10;
+  ASSERT_OK(Upload(*first[0], 2, 1));
+  upload_utility_ = 30;
+  ASSERT_OK(Upload(*first[1], 2, 2));
+  std::vector<ClosedRound> closed = engine_->Advance(3);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_OK(engine_->Publish(1, closed[0].commit.model, nullptr));
+  engine_->Advance(3);
+  std::vector<const Task*> second = engine_->TakeNewTasks();
+  ASSERT_EQ(second.size(), 3u);
+  // 0.5 x the median of the two reports (10, 30); the straggler reported none.
+  for (const Task* t : second) EXPECT_DOUBLE_EQ(t->utility_noise_stddev, 10.0);
+}
+
+TEST(RoundConfigTest, UtilityNoiseFactorMustBeFiniteAndNonNegative) {
+  v1::ServerConfig raw;
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveRoundConfig(raw));
+  EXPECT_EQ(config.selection().utility_noise_factor(), 0.0);  // off by default
+  raw.mutable_selection()->set_utility_noise_factor(-0.1);
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("selection.utility_noise_factor must be >= 0, got -0.1")));
+  raw.mutable_selection()->set_utility_noise_factor(std::nan(""));
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("selection.utility_noise_factor must be a finite number")));
 }
 
 }  // namespace
