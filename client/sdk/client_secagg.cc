@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/sdk/client.h"
@@ -53,12 +54,28 @@ absl::StatusOr<v1::SecAggStepResponse> Client::SecAggExchange(v1::SecAggStepRequ
     request.set_client_id(client_id_);
     request.set_session_token(token_);
   }
+  bool resent = false;  // the step message went out again after a transient error
   while (true) {
     grpc::ClientContext context;
     SetUnaryDeadline(&context);
     v1::SecAggStepResponse response;
-    FEDSCHED_RETURN_IF_ERROR(
-        FromGrpc(rpc()->stub->SecAggStep(&context, request, &response), "SecAggStep"));
+    absl::Status s = FromGrpc(rpc()->stub->SecAggStep(&context, request, &response), "SecAggStep");
+    // A busy or briefly unreachable server: ask again (with the same message) until the step's
+    // deadline. A message the server took before the error is then "already sent": taken.
+    const bool transient = absl::IsDeadlineExceeded(s) || absl::IsUnavailable(s);
+    if (resent && absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "already sent")) {
+      request.clear_message();
+      resent = false;
+      continue;
+    }
+    if (transient && absl::Now() < deadline) {
+      FEDSCHED_LOG(warn, "secure aggregation: {} (task {}); asking again", s.ToString(),
+                   request.task_id());
+      resent = request.message_case() != v1::SecAggStepRequest::MESSAGE_NOT_SET;
+      if (!SleepFor(absl::Milliseconds(200))) return absl::CancelledError("client stopped");
+      continue;
+    }
+    FEDSCHED_RETURN_IF_ERROR(s);
     {
       absl::MutexLock lock(&mu_);
       const auto sent = static_cast<int64_t>(request.ByteSizeLong());
@@ -75,7 +92,7 @@ absl::StatusOr<v1::SecAggStepResponse> Client::SecAggExchange(v1::SecAggStepRequ
                        " of task ", request.task_id(), " by the task's deadline"));
     }
     request.clear_message();  // sent once; from now on only asking
-    const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, 1000);
+    const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, 5000);
     if (!SleepFor(absl::Milliseconds(wait_ms))) return absl::CancelledError("client stopped");
   }
 }

@@ -16,8 +16,9 @@ namespace {
 
 constexpr double kNever = std::numeric_limits<double>::infinity();
 // How soon a client that asked too early asks again: short, since steps close as soon as the
-// last member answers, and a poll is cheap (no model bytes).
-constexpr int64_t kRetryMs = 100;
+// last member answers, and a poll is cheap (no model bytes); longer for large cohorts, so that
+// the polls stay near 500 per second in all (n / interval).
+int64_t RetryMs(uint32_t cohort) { return std::clamp<int64_t>(2 * int64_t{cohort}, 100, 2000); }
 
 const char* PhaseName(SecAggPhase phase) {
   switch (phase) {
@@ -78,7 +79,7 @@ absl::StatusOr<std::unique_ptr<SecAggRound>> SecAggRound::Start(const SecAggRoun
   r->step_deadline_s_ = spec.now_s + r->step_timeout_s_;
   r->completed_.assign(n, -1);
   r->owed_.resize(n);
-  for (v1::SecAggStepResponse& owed : r->owed_) owed.set_retry_after_ms(kRetryMs);
+  for (v1::SecAggStepResponse& owed : r->owed_) owed.set_retry_after_ms(RetryMs(n));
   r->weight_.assign(n, 0.0);
   return r;
 }
@@ -124,7 +125,7 @@ absl::Status SecAggRound::Advertise(uint32_t index, const v1::SecAggAdvertise& m
   FEDSCHED_RETURN_IF_ERROR(server_->AddAdvertisement(message));
   completed_[index] = 0;
   owed_[index].Clear();  // until the step closes
-  owed_[index].set_retry_after_ms(kRetryMs);
+  owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
   bytes_in_ += static_cast<int64_t>(message.ByteSizeLong());
   return absl::OkStatus();
 }
@@ -138,7 +139,7 @@ absl::Status SecAggRound::ShareKeys(uint32_t index, const v1::SecAggShareKeys& m
   FEDSCHED_RETURN_IF_ERROR(server_->AddShareKeys(message));
   completed_[index] = 1;
   owed_[index].Clear();  // until the step closes
-  owed_[index].set_retry_after_ms(kRetryMs);
+  owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
   bytes_in_ += static_cast<int64_t>(message.ByteSizeLong());
   return absl::OkStatus();
 }
@@ -153,7 +154,7 @@ absl::Status SecAggRound::AddMaskedInput(uint32_t index, const v1::SecAggMaskedI
   FEDSCHED_RETURN_IF_ERROR(server_->AddMaskedInput(input));
   completed_[index] = 2;
   owed_[index].Clear();  // until the unmask step opens
-  owed_[index].set_retry_after_ms(kRetryMs);
+  owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
   weight_[index] = weight;
   return absl::OkStatus();
 }
