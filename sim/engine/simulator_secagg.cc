@@ -125,7 +125,7 @@ absl::Status Simulator::OnSecAggSend(int64_t serial, double now) {
   auto it = secagg_devices_.find(serial);
   if (it == secagg_devices_.end()) return absl::OkStatus();
   SecAggDevice& d = it->second;
-  const std::string& task_id = d.pending.task_id();
+  const std::string task_id = d.pending.task_id();
   const round::Task* task = engine_->FindTask(task_id);
   const round::SecAggRound* open = engine_->secagg();
   const bool member = task != nullptr && open != nullptr && open->IndexOf(task_id).has_value();
@@ -185,7 +185,7 @@ absl::Status Simulator::PollSecAgg(double now) {
 
 absl::Status Simulator::OfferNextStep(std::map<int64_t, SecAggDevice>::iterator it, double now) {
   SecAggDevice& d = it->second;
-  const std::string& task_id = d.pending.task_id();
+  const std::string task_id = d.pending.task_id();  // a copy: the device may be dropped below
   const round::Task* task = engine_->FindTask(task_id);
   if (d.stage != Stage::kUnmaskRequest && (task == nullptr || !task->in_flight())) {
     DropSecAgg(it);  // its task failed (offline, or dropped by the protocol)
@@ -198,7 +198,12 @@ absl::Status Simulator::OfferNextStep(std::map<int64_t, SecAggDevice>::iterator 
     DropSecAgg(it);  // dropped at a closed step, or the round is over
     return absl::OkStatus();
   }
-  const double rtt = config_.round_trip_s();
+  // The device answers one round trip plus both messages' transfer after the server's message.
+  auto answer_later = [&](int64_t in) {
+    const double at =
+        now + config_.round_trip_s() + TransferSeconds(d.sim_client, in + MessageBytes(d.pending));
+    return queue_.Push(at, EventKind::kSecAggSend, d.sim_client, it->first);
+  };
   absl::Status refused;  // the device's own refusal: it stops, failing its task
   if (d.stage == Stage::kDirectory && next->has_key_directory()) {
     const auto in = static_cast<int64_t>(next->key_directory().ByteSizeLong());
@@ -207,8 +212,7 @@ absl::Status Simulator::OfferNextStep(std::map<int64_t, SecAggDevice>::iterator 
     if (shares.ok()) {
       *d.pending.mutable_share_keys() = *std::move(shares);
       d.stage = Stage::kShareKeys;
-      return queue_.Push(now + rtt + TransferSeconds(d.sim_client, in + MessageBytes(d.pending)),
-                         EventKind::kSecAggSend, d.sim_client, it->first);
+      return answer_later(in);
     }
     refused = shares.status();
   } else if (d.stage == Stage::kRouted && next->has_routed_shares()) {
@@ -224,8 +228,7 @@ absl::Status Simulator::OfferNextStep(std::map<int64_t, SecAggDevice>::iterator 
     if (answer.ok()) {
       *d.pending.mutable_unmask() = *std::move(answer);
       d.stage = Stage::kUnmask;
-      return queue_.Push(now + rtt + TransferSeconds(d.sim_client, in + MessageBytes(d.pending)),
-                         EventKind::kSecAggSend, d.sim_client, it->first);
+      return answer_later(in);
     }
     refused = answer.status();  // e.g. fewer than t survived: it reveals nothing
   } else {

@@ -41,7 +41,7 @@ struct Outcome {
 };
 
 Outcome RunSim(const v1::SimConfig& config, const CapacityTrace& cap, const AvailabilityTrace& av,
-               ScriptedLearner& learner, TaskDurations* durations = nullptr) {
+               Learner& learner, TaskDurations* durations = nullptr) {
   Outcome run;
   SimulatorParts parts;
   absl::StatusOr<v1::SimConfig> resolved = ResolveSimConfig(config);
@@ -61,18 +61,30 @@ Outcome RunSim(const v1::SimConfig& config, const CapacityTrace& cap, const Avai
   return run;
 }
 
+// The same scripted run of `n` clients (always online, ThreeDevices' capacities) without and
+// with secure aggregation.
+struct PlainAndSecure {
+  Outcome plain;
+  Outcome secure;
+};
+PlainAndSecure RunBoth(int32_t n, int32_t rounds) {
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner plain_learner(n, 20, kModelBytes);
+  ScriptedLearner secure_learner(n, 20, kModelBytes);
+  PlainAndSecure both{RunSim(Config(n, rounds, false), cap, av, plain_learner),
+                      RunSim(Config(n, rounds, true), cap, av, secure_learner)};
+  EXPECT_EQ(both.plain.out.rows.size(), static_cast<size_t>(rounds));
+  EXPECT_EQ(both.secure.out.rows.size(), static_cast<size_t>(rounds));
+  return both;
+}
+
 // The serialized SecAggMaskedInput of the modelled model for cohort member `sender` of round 1:
 // round_id (2 bytes), sender (2 bytes, none for 0), packed data (1 + 3 + 4 x 31,250 bytes).
 int64_t MaskedBytes(uint32_t sender) { return 2 + (sender > 0 ? 2 : 0) + 1 + 3 + 125'000; }
 
 TEST(SimulatorSecAggTest, CommitsTheSameFedAvgAsWithoutAndChargesTheProtocol) {
-  CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
-  ScriptedLearner plain_learner(4, 20, kModelBytes);
-  ScriptedLearner secure_learner(4, 20, kModelBytes);
-  const Outcome plain = RunSim(Config(4, 2, false), cap, av, plain_learner);
-  const Outcome secure = RunSim(Config(4, 2, true), cap, av, secure_learner);
-  ASSERT_EQ(plain.out.rows.size(), 2u);
+  const auto [plain, secure] = RunBoth(4, 2);
   ASSERT_EQ(secure.out.rows.size(), 2u);
   for (size_t r = 0; r < 2; ++r) {
     SCOPED_TRACE(r);
@@ -108,12 +120,7 @@ TEST(SimulatorSecAggTest, RoundsTakeLongerByTheProtocolsRoundTrips) {
   // Capacity durations (client 2 is the slowest, 20.05 s); the secure round adds three round
   // trips of 0.5 s (advertise, share keys, unmask) plus the messages' transfers (well under
   // 0.1 s at 250 kbit/s) and the masked upload's few bytes more than the model's.
-  CapacityTrace cap = ThreeDevices();
-  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
-  ScriptedLearner plain_learner(3, 20, kModelBytes);
-  ScriptedLearner secure_learner(3, 20, kModelBytes);
-  const Outcome plain = RunSim(Config(3, 3, false), cap, av, plain_learner);
-  const Outcome secure = RunSim(Config(3, 3, true), cap, av, secure_learner);
+  const auto [plain, secure] = RunBoth(3, 3);
   ASSERT_EQ(plain.out.rows.size(), 3u);
   ASSERT_EQ(secure.out.rows.size(), 3u);
   for (size_t r = 0; r < 3; ++r) {
@@ -203,16 +210,9 @@ TEST(SimulatorSecAggTest, NoTrainModeMasksTheOneFloatModelAndChargesTheModelledS
   lo.clients_per_round = 6;
   lo.model_bytes = 40'000;
   ModelledLearner learner(lo);
-  SimulatorParts parts;
-  parts.config = resolved;
-  parts.capacity = &cap;
-  parts.availability = &av;
-  parts.learner = &learner;
-  ASSERT_OK_AND_ASSIGN(auto sim, Simulator::Create(std::move(parts)));
-  Collect out;
-  ASSERT_OK_AND_ASSIGN(RunSummary summary, sim->Run(&out));
-  EXPECT_EQ(summary.rounds_committed, 3);
-  for (const RoundRow& row : out.rows) {
+  const Outcome run = RunSim(c, cap, av, learner);
+  EXPECT_EQ(run.summary.rounds_committed, 3);
+  for (const RoundRow& row : run.out.rows) {
     EXPECT_TRUE(row.committed);
     EXPECT_GE(row.participants, 6);
     // 4 x 10,000 data bytes + framing per accepted or late masked input.

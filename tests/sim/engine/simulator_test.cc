@@ -104,7 +104,9 @@ TEST(SimulatorTest, PyramidFlGivesTheFastestParticipantMoreStepsThroughThePlanne
   int32_t most_steps_of_0 = 0;
   for (const TrainTask& t : learner.trained) {
     if (t.client == 0) most_steps_of_0 = std::max(most_steps_of_0, t.local_steps);
-    if (t.client == 2) EXPECT_EQ(t.local_steps, 5);
+    if (t.client == 2) {
+      EXPECT_EQ(t.local_steps, 5);
+    }
   }
   EXPECT_GT(most_steps_of_0, 5);
   EXPECT_LE(most_steps_of_0, 55);  // max_factor 11
