@@ -23,9 +23,11 @@ for seed in $SEEDS; do
     get() { sed -n "s/.* $1=\([^ ]*\).*/\1/p" <<<"$line"; }
     oom=$(get oom_failures)
     tasks=$(get tasks_started)
-    # memory_mape is the last column; rounds with no scored report print 0 and are skipped.
-    cold=$(awk -F, 'NR==2 {printf "%.1f %%", 100*$NF}' "$csv")
-    warm=$(awk -F, 'NR>1 && $2>=10 && $NF>0 {s+=$NF; n++} END {if (n) printf "%.1f %%", 100*s/n; else printf "-"}' "$csv")
+    # The memory_mape column, found by name in the header (columns are appended at the end);
+    # rounds with no scored report print 0 and are skipped.
+    col='NR==1 {for (i = 1; i <= NF; i++) if ($i == "memory_mape") m = i; next}'
+    cold=$(awk -F, "$col"' NR==2 {printf "%.1f %%", 100*$m}' "$csv")
+    warm=$(awk -F, "$col"' $2>=10 && $m>0 {s+=$m; n++} END {if (n) printf "%.1f %%", 100*s/n; else printf "-"}' "$csv")
     echo "| $fit | $seed | $oom | $tasks | $(awk -v a="$oom" -v b="$tasks" 'BEGIN{printf "%.2f %%", 100*a/b}') | $(get time_to_target_h) | $(get rounds_committed) | $cold | $warm |"
   done
 done

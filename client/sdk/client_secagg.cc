@@ -18,6 +18,7 @@
 #include "common/dp_noise.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
+#include "secagg/update_vector.h"
 
 namespace fedsched {
 
@@ -30,18 +31,6 @@ constexpr absl::Duration kGrace = absl::Seconds(120);
 
 absl::Time TaskDeadline(const v1::Task& task) {
   return absl::FromUnixMillis(task.deadline_unix_ms()) + kGrace;
-}
-
-// The update as one flat vector, tensor after tensor in the model's order (the server reshapes
-// the unmasked sum the same way).
-std::vector<float> Flatten(const v1::Model& update) {
-  size_t n = 0;
-  for (const v1::Tensor& t : update.tensors()) n += static_cast<size_t>(t.data_size());
-  std::vector<float> flat;
-  flat.reserve(n);
-  for (const v1::Tensor& t : update.tensors())
-    flat.insert(flat.end(), t.data().begin(), t.data().end());
-  return flat;
 }
 
 }  // namespace
@@ -147,11 +136,8 @@ absl::Status Client::UploadMasked(const v1::Task& task, const v1::Model& delta,
     // bit adaptive clipping counts.
     sent.set_dp_unclipped(UpdateL2Norm(update) <= info.params().clip_norm());
   }
-  const double weight = info.example_scale() > 0
-                            ? std::min(1.0, static_cast<double>(metrics.num_examples()) /
-                                                static_cast<double>(info.example_scale()))
-                            : 1.0;
-  const std::vector<float> flat = Flatten(update);
+  const double weight = secagg::MaskWeight(metrics.num_examples(), info.example_scale());
+  const std::vector<float> flat = secagg::FlattenUpdate(update);
   FEDSCHED_ASSIGN_OR_RETURN(v1::SecAggMaskedInput masked,
                             session->client.MaskInput(session->routed, flat, weight));
   FEDSCHED_RETURN_IF_ERROR(UploadPayload(task, masked.SerializeAsString(), sent));

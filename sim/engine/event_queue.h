@@ -18,7 +18,8 @@ enum class EventKind : uint8_t {
   kTaskComplete = 1,        // a participant's update arrives (download + compute + I/O + upload)
   kTaskFail = 2,            // a participant went offline before finishing
   kRoundDeadline = 3,       // a round's deadline (the engine closes or fails it)
-  kRoundStart = 4,          // the start, or the end of a re-plan backoff: an Advance
+  kRoundStart = 4,  // the start, the end of a re-plan backoff or a step deadline: an Advance
+  kSecAggSend = 5,  // a device sends its next secure-aggregation message (a: task serial)
 };
 
 // One event. `client`, `a`, `b` are payload whose meaning depends on `kind` (the simulator's

@@ -20,7 +20,11 @@ namespace fedsched::sim {
 //   test_accuracy, test_loss, train_loss, online, selected, participants, stragglers, failed,
 //   cache_hit_ratio, predictor_mape, mean_task_s, staleness_mean, staleness_max, dropped_stale
 //   (the last three: FedBuff staleness in model versions and updates dropped as too stale, as in
-//   the server's metrics.csv; 0 under synchronous aggregation).
+//   the server's metrics.csv; 0 under synchronous aggregation), oom_failures, passed_over,
+//   memory_mape (resource fit), dp_epsilon, dp_delta, dp_clip_norm (differential privacy),
+//   secagg_bytes_up, secagg_bytes_down, secagg_masked_bytes, secagg_round_trips,
+//   secagg_unmask_answers (secure aggregation, SecAggCounts; 0 when off).
+// New columns are appended at the end, so a column keeps its position.
 // Times are seconds / hours of virtual time since the simulation start.
 std::string RoundCsvHeader();
 // One CSV line (no newline) for `row`; fixed precision, so equal runs give equal bytes.

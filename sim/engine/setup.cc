@@ -181,6 +181,10 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   if (c.train_threads() < 0) return Invalid("train_threads", "must be >= 1");
   if (c.train_threads() == 0) c.set_train_threads(2);
   FEDSCHED_RETURN_IF_ERROR(ResolveTrainer(c));
+  if (!(c.round_trip_s() >= 0) || std::isinf(c.round_trip_s())) {
+    return Invalid("round_trip_s", "must be finite and >= 0");
+  }
+  if (c.round_trip_s() == 0) c.set_round_trip_s(kDefaultRoundTripS);
   if (c.traces().capacity_path().empty()) return Invalid("traces.capacity_path", "is required");
   if (!(c.traces().start_time_s() >= 0) || std::isinf(c.traces().start_time_s())) {
     return Invalid("traces.start_time_s", "must be finite and >= 0");

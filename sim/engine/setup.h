@@ -24,8 +24,12 @@ namespace fedsched::sim {
 // negative counts, clients_per_round > num_clients, target_accuracy outside [0, 1],
 // server.num_rounds 0 with neither target_accuracy nor max_virtual_hours (the run would never
 // stop), a missing traces.capacity_path, a trainer other than "reference" / "torch" (default
-// "reference"), "torch" with a server.model.architecture other than "cnn", ...
+// "reference"), "torch" with a server.model.architecture other than "cnn", a round_trip_s
+// that is negative or not finite, ...
 absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
+
+// SimConfig.round_trip_s when unset: 100 ms, a device-server round trip on a mobile link.
+inline constexpr double kDefaultRoundTripS = 0.1;
 
 // All parts of one run. Members are declared in dependency order.
 struct Simulation {

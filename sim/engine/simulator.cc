@@ -15,7 +15,6 @@
 namespace fedsched::sim {
 namespace {
 
-constexpr double kInf = AvailabilityTrace::kNever;
 // Advance calls at one virtual instant before the simulator calls it a livelock: each one
 // closes a round, which the engine never does twice at one instant without tasks in between.
 constexpr int kMaxClosesPerInstant = 1000;
@@ -154,55 +153,6 @@ absl::Status Simulator::Init() {
   return queue_.Push(t0_, EventKind::kRoundStart);
 }
 
-void Simulator::SetOnline(int32_t c, bool online) {
-  const bool is_online = online_pos_[c] >= 0;
-  if (online == is_online) return;
-  if (online) {
-    online_pos_[c] = static_cast<int32_t>(online_.size());
-    online_.push_back(c);
-  } else {
-    const int32_t pos = online_pos_[c];
-    const int32_t last = online_.back();
-    online_[pos] = last;
-    online_pos_[last] = pos;
-    online_.pop_back();
-    online_pos_[c] = -1;
-  }
-}
-
-absl::Status Simulator::ScheduleAvailability(int32_t c, double now) {
-  double next = parts_.availability->NextChange(c, now);
-  if (next <= now) next = parts_.availability->NextChange(c, std::nextafter(now, kInf));
-  if (next == kInf) return absl::OkStatus();
-  return queue_.Push(next, EventKind::kAvailabilityChange, c);
-}
-
-absl::Status Simulator::CheckCanStart() const {
-  const AvailabilityTrace& trace = *parts_.availability;
-  std::vector<int64_t> per_row(static_cast<size_t>(trace.size()), 0);
-  for (int32_t c : client_of_) ++per_row[static_cast<size_t>(trace.RowOf(c))];
-  const AvailabilityTrace::Peak peak = trace.PeakOnline(per_row);
-  const int64_t needed = config_.server().min_online_clients();
-  if (peak.clients >= needed) return absl::OkStatus();
-  const std::string registered = absl::StrCat(client_of_.size(), " clients with data");
-  if (peak.clients == 0) {
-    return absl::FailedPreconditionError(absl::StrCat("simulator: none of the ", registered,
-                                                      " is ever online in the availability "
-                                                      "trace (",
-                                                      trace.description(),
-                                                      "): no round can ever start"));
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "simulator: server.min_online_clients is ", needed, " but ",
-      peak.exact ? absl::StrCat("at most ", peak.clients, " of the ", registered,
-                                " are online at once over the trace's whole period (",
-                                peak.period_s, " s)")
-                 : absl::StrCat("only ", peak.clients, " of the ", registered, " are ever online"),
-      " in ", trace.description(),
-      ": no round can ever start (lower min_online_clients and "
-      "clients_per_round, or use more clients)"));
-}
-
 absl::StatusOr<RunSummary> Simulator::Run(RoundSink* sink) {
   sink_ = sink;
   FEDSCHED_RETURN_IF_ERROR(CheckCanStart());
@@ -273,20 +223,11 @@ absl::Status Simulator::HandleEvent(const Event& e, bool* advance) {
     case EventKind::kRoundStart:
       *advance = true;
       return absl::OkStatus();
+    case EventKind::kSecAggSend:
+      *advance = true;
+      return OnSecAggSend(e.a, e.time_s);
   }
   return absl::InternalError("simulator: unknown event kind");
-}
-
-absl::Status Simulator::OnAvailabilityChange(int32_t c, double now) {
-  const bool online = parts_.availability->IsAvailable(c, now);
-  SetOnline(c, online);
-  FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, now));
-  if (online) return absl::OkStatus();
-  const auto index = static_cast<round::ClientIndex>(index_of_[c]);
-  if (const round::Task* task = engine_->TaskOf(index); task != nullptr) {
-    return FailIfInFlight(index, task->task_id, now);
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Simulator::FailIfInFlight(round::ClientIndex index, const std::string& task_id,
@@ -322,6 +263,10 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   update.now_s = now;
   update.upload_seconds = task.timing.upload_s;
   update.upload_bytes = bytes;
+  std::optional<v1::SecAggMaskedInput> masked;  // secure aggregation: what the device uploads
+  FEDSCHED_ASSIGN_OR_RETURN(const bool upload,
+                            MaskUpdate(serial, task.secagg, now, &update, &masked));
+  if (!upload) return absl::OkStatus();
   const std::vector<absl::Status> verdicts = engine_->FoldUpdates({update});
   const absl::Status& verdict = verdicts.at(0);
   if (verdict.ok()) {
@@ -353,6 +298,7 @@ absl::Status Simulator::Step(double now) {
       // server's log.
       (void)engine_->TakeTaskFailures();
       FEDSCHED_RETURN_IF_ERROR(ScheduleWake(now));
+      FEDSCHED_RETURN_IF_ERROR(PollSecAgg(now));
       return StartNewTasks(now);
     }
   }
@@ -446,6 +392,7 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   row.dp_epsilon = record.dp_epsilon();
   if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
   row.dp_csv = privacy::CsvCells(record);
+  row.secagg = std::exchange(secagg_counts_, {});
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);
@@ -556,14 +503,22 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   t.work = trained.work;
   t.timing = timing;
   t.delta = std::move(trained.delta);
-  const double done = now + timing.total_s();
+  // Secure aggregation: the key steps come first; the task's work starts with the routed shares.
+  const round::Task* planned = engine_->FindTask(task.task_id);
+  if (planned != nullptr && planned->secagg_index >= 0) return BeginSecAgg(serial, *planned, now);
+  return PushTaskEnd(serial, now);
+}
+
+absl::Status Simulator::PushTaskEnd(int64_t serial, double start) {
+  SimTask& t = tasks_.at(serial);
+  const double done = start + t.timing.total_s();
   // The device must stay online until it is done (docs/ALGORITHMS.md §7.3).
-  const double offline = parts_.availability->NextChange(task.client, now);
+  const double offline = parts_.availability->NextChange(t.client, start);
   if (offline < done) {
     t.delta.reset();  // never uploaded
-    return queue_.Push(offline, EventKind::kTaskFail, task.client, serial);
+    return queue_.Push(offline, EventKind::kTaskFail, t.client, serial);
   }
-  return queue_.Push(done, EventKind::kTaskComplete, task.client, serial);
+  return queue_.Push(done, EventKind::kTaskComplete, t.client, serial);
 }
 
 absl::Status Simulator::Prefetch() {

@@ -40,6 +40,16 @@
 //            deadline event is scheduled for a round that opened; idle online clients with a
 //            PrefetchPlan warm their caches (Learner::Prefetch). (The engine may also hand out
 //            tasks mid-round, replacing failed ones: they are started the same way.)
+// Secure aggregation (server.secure_aggregation.enabled; simulator_secagg.cc): a task of a
+// secure-aggregation round (Task::secagg_index >= 0) is trained at once as above, but its device
+// first runs the key steps: SecAggStep(advertise) at issue + round_trip_s (+ the message's
+// transfer); after each Advance every waiting device calls SecAggStep(empty) and, given the
+// key directory, sends SecAggStep(share_keys) one round trip (+ transfers) later; given the
+// routed shares, its download / train / upload starts, and its completion folds
+// Update::masked (SecAggClient::MaskInput of the flattened delta) instead of the delta; given
+// the unmask request, it sends SecAggStep(unmask) one round trip (+ transfers) later. A device
+// offline at a send, or whose task failed, sends nothing more. A wake-up (an Advance) is
+// scheduled at secagg_deadline_s().
 // Clients whose Learner::NumSamples is 0 (possible under strong Dirichlet skew) never register
 // nor come online. Availability is tracked lazily: each client has at most one pending
 // availability event (its next change), so 100,000 clients cost 100,000 heap entries.
@@ -47,14 +57,18 @@
 #define FEDSCHED_SIM_ENGINE_SIMULATOR_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/sim.pb.h"
+#include "secagg/client.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 #include "sim/engine/device_budgets.h"
@@ -66,6 +80,36 @@
 #include "sim/trace/capacity_trace.h"
 
 namespace fedsched::sim {
+
+// What secure aggregation cost a round (docs/SIMULATION.md "Secure aggregation"; all 0 when it
+// is off). Bytes are the messages as serialized (the protobuf message itself, not the RPC's
+// envelope).
+struct SecAggCounts {
+  // Protocol messages client -> server the engine took: advertisements, shared keys and unmask
+  // answers (the masked inputs are counted apart).
+  int64_t bytes_up = 0;
+  // Protocol messages server -> client the devices fetched: key directories, routed shares and
+  // unmask requests.
+  int64_t bytes_down = 0;
+  // Masked inputs uploaded (also those refused as late), as charged to the upload time.
+  int64_t masked_bytes = 0;
+  // Round trips charged: one per protocol message the engine took (three per device that
+  // advertises, shares keys and answers the unmask request).
+  int32_t round_trips = 0;
+  // Unmask answers the engine took.
+  int32_t unmask_answers = 0;
+};
+
+// Where a simulated device is in secure aggregation's steps (Simulator, simulator_secagg.cc).
+enum class SecAggStage {
+  kAdvertise,      // its advertisement is on the way (a kSecAggSend event)
+  kDirectory,      // waiting for the key directory
+  kShareKeys,      // its shares are on the way
+  kRouted,         // waiting for the routed shares
+  kTraining,       // downloading, training, uploading (the task's end event is scheduled)
+  kUnmaskRequest,  // uploaded; waiting for the unmask request
+  kUnmask,         // its unmask answer is on the way
+};
 
 // One closed round (a row of the per-round CSV). Under FedBuff a round is a model version.
 struct RoundRow {
@@ -95,6 +139,7 @@ struct RoundRow {
   // record's CSV cells (privacy::CsvCells, the server's metrics.csv columns).
   double dp_epsilon = 0;
   std::string dp_csv;
+  SecAggCounts secagg;  // secure aggregation's messages and round trips
 };
 
 // Receives rounds as they close (the CSV writer, the progress line, tests).
@@ -186,6 +231,46 @@ class Simulator {
                                std::unique_ptr<v1::Model>* noised) const;
   // The summary's stop reason when the privacy budget ended the run.
   std::string BudgetStopReason() const;
+  // Secure aggregation (simulator_secagg.cc, docs/SIMULATION.md "Secure aggregation"): one
+  // simulated device's side of the protocol for one task (its SecAggClient, the message its next
+  // send carries, the routed shares it masks with).
+  struct SecAggDevice {
+    explicit SecAggDevice(secagg::SecAggClient c) : client(std::move(c)) {}
+    using Stage = SecAggStage;
+    secagg::SecAggClient client;
+    int32_t sim_client = -1;
+    round::ClientIndex index = 0;
+    Stage stage = Stage::kAdvertise;
+    v1::SecAggStepRequest pending;  // task_id always; the message of the next send
+    v1::SecAggRoutedShares routed;
+    int64_t masked_bytes = 0;  // the masked input's size, as charged
+  };
+  // Starts the protocol for the task of `serial` (its SimTask filled, its timing that of a plain
+  // upload), which the engine planned as `task` at `now`: the upload is re-timed for the masked
+  // input and the advertisement is sent one round trip after `now`. Errors: INTERNAL when the
+  // protocol refuses the engine's parameters.
+  absl::Status BeginSecAgg(int64_t serial, const round::Task& task, double now);
+  // A device's protocol message is due (event kSecAggSend): sent unless the device is offline or
+  // its task failed (then it drops at this step). Errors: INTERNAL when the engine refuses an
+  // honest device's message as malformed.
+  absl::Status OnSecAggSend(int64_t serial, double now);
+  // After an Advance at `now`: each waiting device takes the server's message that became
+  // available (SecAggStep without a message) and schedules its answer, or starts training on the
+  // routed shares; devices the round left behind are forgotten; a wake-up is scheduled at the
+  // open step's deadline.
+  absl::Status PollSecAgg(double now);
+  absl::Status OfferNextStep(std::map<int64_t, SecAggDevice>::iterator it, double now);
+  // Forgets a device (and, before it trains, its SimTask, which has no event scheduled).
+  void DropSecAgg(std::map<int64_t, SecAggDevice>::iterator it);
+  // At the completion of the task of `serial`: for a secure-aggregation task (`secagg`, its
+  // SimTask's flag), masks update->delta (flattened, FedAvg-weighted, as the SDK) into `*masked`
+  // and points `update` at it instead of the delta. Returns false when nothing is to be uploaded
+  // (the device has left the protocol, or refuses to mask: its task is then failed); true for
+  // a plain task, untouched. Errors: the engine's FailTask.
+  absl::StatusOr<bool> MaskUpdate(int64_t serial, bool secagg, double now, round::Update* update,
+                                  std::optional<v1::SecAggMaskedInput>* masked);
+  // Seconds to move `bytes` over simulated client `client`'s link (its capacity's bandwidth).
+  double TransferSeconds(int32_t client, int64_t bytes) const;
   class OnlinePresence;
   // A task the simulated device is working on (until its completion or failure event).
   struct SimTask {
@@ -198,6 +283,7 @@ class Simulator {
     std::shared_ptr<const v1::Model> delta;
     int64_t peak_bytes = 0;  // true peak memory (budgets enabled), else 0
     bool out_of_memory = false;
+    bool secagg = false;  // its upload is a masked input (secagg_devices_ holds its protocol)
   };
 
   explicit Simulator(SimulatorParts parts);
@@ -219,6 +305,9 @@ class Simulator {
   absl::Status StartNewTasks(double now);
   absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained, round::ClientIndex index,
                             double now);
+  // Schedules the end of the task of `serial`, whose download starts at `start`: its completion,
+  // or its failure when the device goes offline first.
+  absl::Status PushTaskEnd(int64_t serial, double start);
   absl::Status Prefetch();
   absl::Status ResolveModelFeatures();
   // Budgets on: the true peak of `task` and, when it exceeds its device's budget, an
@@ -257,6 +346,12 @@ class Simulator {
 
   absl::flat_hash_map<int64_t, SimTask> tasks_;  // by serial (event payload)
   double wake_s_ = -1;  // the pending wake-up for the engine's re-plan backoff
+  // Secure aggregation: the devices running the protocol, by task serial (ordered, so that
+  // same-time events are pushed in a deterministic order); the pending wake-up for a step
+  // deadline; the open round's counts.
+  std::map<int64_t, SecAggDevice> secagg_devices_;
+  double secagg_wake_s_ = -1;
+  SecAggCounts secagg_counts_;
   int64_t next_serial_ = 0;
 
   // The open round (FedBuff: version), as last seen after an Advance.

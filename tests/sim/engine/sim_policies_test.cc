@@ -154,14 +154,13 @@ std::string RunToCsvFile(const v1::SimConfig& config, const std::string& name,
 
 // Checks the CSV's columns and per-round bounds; returns the committed rounds.
 int CheckRows(const std::string& csv, const std::string& run, bool fedbuff) {
-  const std::vector<std::string> columns = {
-      "run",          "round",          "outcome",         "start_s",
-      "virtual_s",    "virtual_h",      "test_accuracy",   "test_loss",
-      "train_loss",   "online",         "selected",        "participants",
-      "stragglers",   "failed",         "cache_hit_ratio", "predictor_mape",
-      "mean_task_s",  "staleness_mean", "staleness_max",   "dropped_stale",
-      "oom_failures", "passed_over",    "memory_mape",     "dp_epsilon",
-      "dp_delta",     "dp_clip_norm"};
+  const std::vector<std::string> columns = absl::StrSplit(
+      "run,round,outcome,start_s,virtual_s,virtual_h,test_accuracy,test_loss,train_loss,online,"
+      "selected,participants,stragglers,failed,cache_hit_ratio,predictor_mape,mean_task_s,"
+      "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
+      "dp_epsilon,dp_delta,dp_clip_norm,secagg_bytes_up,secagg_bytes_down,secagg_masked_bytes,"
+      "secagg_round_trips,secagg_unmask_answers",
+      ',');
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   EXPECT_GE(lines.size(), 13u);  // header + 12 committed rounds (+ any failed attempts)
   if (lines.empty()) return 0;

@@ -104,7 +104,9 @@ TEST(SimulatorTest, PyramidFlGivesTheFastestParticipantMoreStepsThroughThePlanne
   int32_t most_steps_of_0 = 0;
   for (const TrainTask& t : learner.trained) {
     if (t.client == 0) most_steps_of_0 = std::max(most_steps_of_0, t.local_steps);
-    if (t.client == 2) EXPECT_EQ(t.local_steps, 5);
+    if (t.client == 2) {
+      EXPECT_EQ(t.local_steps, 5);
+    }
   }
   EXPECT_GT(most_steps_of_0, 5);
   EXPECT_LE(most_steps_of_0, 55);  // max_factor 11
@@ -513,14 +515,18 @@ TEST(SimulatorTest, SameSeedSameCsv) {
 // they are 0 under synchronous aggregation and consistent (max >= mean) under FedBuff.
 TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
-  // The resource fit columns (oom_failures, passed_over, memory_mape) come next to last, then
-  // the privacy columns (server/privacy kCsvColumns: dp_epsilon, dp_delta, dp_clip_norm).
+  // After them come the resource fit columns (oom_failures, passed_over, memory_mape), the
+  // privacy columns (server/privacy kCsvColumns: dp_epsilon, dp_delta, dp_clip_norm) and the
+  // secure-aggregation columns (secagg_bytes_up ... secagg_unmask_answers), in this order.
   ASSERT_GE(header.size(), 10u);
-  EXPECT_EQ(header[header.size() - 3], "dp_epsilon");
-  EXPECT_EQ(header[header.size() - 1], "dp_clip_norm");
-  EXPECT_EQ(header[header.size() - 6], "oom_failures");
-  EXPECT_EQ(header[header.size() - 4], "memory_mape");
-  const size_t n = header.size() - 6;
+  const size_t n =
+      static_cast<size_t>(std::find(header.begin(), header.end(), "oom_failures") - header.begin());
+  ASSERT_LT(n + 8, header.size());
+  EXPECT_EQ(header[n + 2], "memory_mape");
+  EXPECT_EQ(header[n + 3], "dp_epsilon");
+  EXPECT_EQ(header[n + 5], "dp_clip_norm");
+  EXPECT_EQ(header[n + 6], "secagg_bytes_up");
+  EXPECT_EQ(header.back(), "secagg_unmask_answers");
   EXPECT_EQ(header[n - 4], "mean_task_s");
   EXPECT_EQ(header[n - 3], "staleness_mean");
   EXPECT_EQ(header[n - 2], "staleness_max");
@@ -557,8 +563,9 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
 }
 
 TEST(SimulatorTest, ShippedConfigsParse) {
-  for (const char* name : {"speed_100k.textproto", "fmnist_1000.textproto",
-                           "fmnist_1000_fedbuff.textproto", "fmnist_1000_cnn_torch.textproto"}) {
+  for (const char* name :
+       {"speed_100k.textproto", "fmnist_1000.textproto", "fmnist_1000_fedbuff.textproto",
+        "fmnist_1000_cnn_torch.textproto", "fmnist_1000_secagg.textproto"}) {
     SCOPED_TRACE(name);
     ASSERT_OK_AND_ASSIGN(v1::SimConfig c, LoadSimConfig(SourceDir() + "/configs/sim/" + name));
     EXPECT_OK(ResolveSimConfig(c).status());
