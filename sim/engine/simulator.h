@@ -287,6 +287,12 @@ class Simulator {
   };
 
   explicit Simulator(SimulatorParts parts);
+  // PyramidFL update dropout (simulator_dropout.cc, docs/ALGORITHMS.md §10): the device drops
+  // each tensor of its update with probability `p` (seeded from config.seed, the round and the
+  // client), so the dropped tensors of t.delta become zeros and t.timing.upload_s shrinks by the
+  // dropped values' share; with a stand-in model (no-train mode) the upload shrinks by the
+  // expected share p. No-op for p <= 0.
+  void ApplyUpdateDropout(SimTask& t, double p) const;
   absl::Status Init();
   void SetOnline(int32_t client, bool online);
   absl::Status ScheduleAvailability(int32_t client, double now);

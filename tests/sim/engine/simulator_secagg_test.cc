@@ -135,6 +135,34 @@ TEST(SimulatorSecAggTest, RoundsTakeLongerByTheProtocolsRoundTrips) {
   EXPECT_GT(secure.summary.virtual_s, plain.summary.virtual_s + 3 * 3 * 0.5);
 }
 
+// PyramidFL update dropout in the simulator (docs/ALGORITHMS.md §10) shares this file's scripted
+// run: with every participant dropping half of its update, each round's slowest upload is
+// charged half, so every round is shorter; the modelled model (a stand-in) drops the expected
+// share.
+TEST(SimulatorUpdateDropoutTest, DroppedTensorsShortenTheUploads) {
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner plain_learner(3, 20, kModelBytes);
+  ScriptedLearner thin_learner(3, 20, kModelBytes);
+  v1::SimConfig thin = Config(3, 2, false);
+  v1::WorkloadExtensionConfig* ext =
+      thin.mutable_server()->mutable_selection()->mutable_extend_workload();
+  ext->set_dropout_low(0.5);
+  ext->set_dropout_high(0.5);
+  const Outcome plain = RunSim(Config(3, 2, false), cap, av, plain_learner);
+  const Outcome dropped = RunSim(thin, cap, av, thin_learner);
+  ASSERT_EQ(plain.out.rows.size(), 2u);
+  ASSERT_EQ(dropped.out.rows.size(), 2u);
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    const double p = plain.out.rows[r].end_s - plain.out.rows[r].start_s;
+    const double d = dropped.out.rows[r].end_s - dropped.out.rows[r].start_s;
+    EXPECT_TRUE(dropped.out.rows[r].committed);
+    EXPECT_GT(p - d, 0.1);    // half an upload of 125 kB saved
+    EXPECT_LT(p - d, p / 2);  // never more than the upload itself
+  }
+}
+
 // Five clients, K = 5 (the complete graph, k = 4, t = 3); clients 0..3 train 5 s, client 4 30 s,
 // so the unmask step opens about 30 s in; the clients in `leave` go offline at t = 20, after
 // their masked input and before the unmask request, and are back at t = 100.
