@@ -281,6 +281,8 @@ class Coordinator {
   absl::Status health() const;
   // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
   int64_t max_update_bytes() const;
+  // The serialized global model's size in bytes (as of Open; the architecture never changes).
+  int64_t model_bytes() const { return model_bytes_; }
 
  private:
   class SessionPresence;

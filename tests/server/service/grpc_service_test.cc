@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -54,11 +55,12 @@ class GrpcServiceTest : public ::testing::Test {
     raw_.mutable_aggregation()->set_clip_update_norm(1e6);
   }
 
-  void Start(int64_t max_inflight_upload_bytes = 0) {
+  void Start(int64_t max_inflight_upload_bytes = 0, int64_t max_receiving_upload_bytes = 0) {
     TestServer::Options options;
     options.config = raw_;
     options.initial_model = InitialModel();
     options.max_inflight_upload_bytes = max_inflight_upload_bytes;
+    options.max_receiving_upload_bytes = max_receiving_upload_bytes;
     ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(std::move(options)));
     stub_ = server_->NewStub();
   }
@@ -450,6 +452,70 @@ TEST_F(GrpcServiceTest, UploadsPastTheInflightBudgetAreRefusedUntilOthersFinish)
   // Commits are asynchronous to the upload that closed the round: wait for it.
   ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   EXPECT_EQ(server_->coordinator().committed_round(), 1);
+}
+
+TEST_F(GrpcServiceTest, AnUploadPastTheReceiveGateWaitsUnreadThenIsAccepted) {
+  Start(/*max_inflight_upload_bytes=*/0, /*max_receiving_upload_bytes=*/1);  // one at a time
+  Session a = Register("a");
+  Session b = Register("b");
+  server_->Tick();
+  v1::Task ta = TaskFor(a);
+  v1::Task tb = TaskFor(b);
+  const v1::Model delta = FilledLike(InitialModel(), 1.0f);
+  std::vector<v1::UploadChunk> ma = Messages(a, ta, delta);
+  // a is admitted and stalls after its header.
+  grpc::ClientContext context;
+  v1::UploadUpdateResponse response;
+  auto first = stub_->UploadUpdate(&context, &response);
+  ASSERT_TRUE(first->Write(ma[0]));
+  UploadGate& gate = server_->service().upload_gate();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.admitted_bytes() > 0; }));
+  // b's whole upload is sent; it waits at the gate, neither refused nor submitted.
+  absl::Status b_status = absl::UnknownError("not finished");
+  std::thread second([&] { b_status = Upload(b, tb, delta); });
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.waiting() == 1; }));
+  EXPECT_EQ(InFlight().updates_accepted(), 0);
+  // a finishes: b is admitted, read and accepted; the round commits with both.
+  for (size_t i = 1; i < ma.size(); ++i) ASSERT_TRUE(first->Write(ma[i]));
+  first->WritesDone();
+  ASSERT_OK(FromGrpc(first->Finish()));
+  second.join();
+  ASSERT_OK(b_status);
+  server_->Tick();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
+  EXPECT_EQ(gate.admitted_bytes(), 0);
+  EXPECT_EQ(gate.waiting(), 0);
+}
+
+TEST_F(GrpcServiceTest, AWaitingUploadThatIsCancelledLeavesTheGate) {
+  Start(/*max_inflight_upload_bytes=*/0, /*max_receiving_upload_bytes=*/1);
+  Session a = Register("a");
+  Session b = Register("b");
+  server_->Tick();
+  v1::Task ta = TaskFor(a);
+  v1::Task tb = TaskFor(b);
+  const v1::Model delta = FilledLike(InitialModel(), 1.0f);
+  std::vector<v1::UploadChunk> ma = Messages(a, ta, delta);
+  std::vector<v1::UploadChunk> mb = Messages(b, tb, delta);
+  grpc::ClientContext ca, cb;
+  v1::UploadUpdateResponse ra, rb;
+  auto first = stub_->UploadUpdate(&ca, &ra);
+  ASSERT_TRUE(first->Write(ma[0]));
+  UploadGate& gate = server_->service().upload_gate();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.admitted_bytes() > 0; }));
+  auto second = stub_->UploadUpdate(&cb, &rb);
+  ASSERT_TRUE(second->Write(mb[0]));
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.waiting() == 1; }));
+  cb.TryCancel();
+  EXPECT_EQ(second->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.waiting() == 0; }));
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().open_streams() == 1; }));
+  // a is unaffected; b's task is still open and a fresh upload is accepted.
+  for (size_t i = 1; i < ma.size(); ++i) ASSERT_TRUE(first->Write(ma[i]));
+  first->WritesDone();
+  ASSERT_OK(FromGrpc(first->Finish()));
+  ASSERT_OK(UploadRaw(*stub_, mb));
+  EXPECT_EQ(gate.admitted_bytes(), 0);
 }
 
 TEST_F(GrpcServiceTest, IdleStreamsAreCancelledBySweep) {
