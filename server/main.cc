@@ -54,9 +54,10 @@ ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
 ABSL_FLAG(
     bool, no_fit_checks, false,
     "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
-ABSL_FLAG(double, receiving_upload_models, 2,
-          "Uploads receive at most this many models' bytes at once; later ones wait unread until "
-          "earlier ones are submitted (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no bound.");
+ABSL_FLAG(double, receiving_upload_models, 1,
+          "Uploads receive at most max(this many models' bytes, 16 MiB) at once; later ones wait "
+          "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
+          "bound.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -344,8 +345,10 @@ int Main() {
   CoordinatorServiceOptions service_options;
   service_options.transport = config->transport();
   service_options.operator_token = *operator_token;
-  service_options.max_receiving_upload_bytes = static_cast<int64_t>(
-      absl::GetFlag(FLAGS_receiving_upload_models) * (*coordinator)->model_bytes());
+  if (const double models = absl::GetFlag(FLAGS_receiving_upload_models); models > 0) {
+    service_options.max_receiving_upload_bytes = std::max<int64_t>(
+        int64_t{16} << 20, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
+  }
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =

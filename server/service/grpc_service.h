@@ -81,6 +81,8 @@ class UploadAssembler {
   // The payload received so far, in stream order, as pieces whose concatenation is the payload
   // (complete after Finish() returned OK). Hand them to Coordinator::SubmitUpdate as they are.
   const std::vector<std::string>& payload_pieces() const { return pieces_; }
+  // Frees the payload received (after it was parsed); payload_pieces() is empty afterwards.
+  void ReleasePayload() { std::vector<std::string>().swap(pieces_); }
   // The payload received so far as one string: a copy, for callers that need it contiguous.
   std::string payload() const;
 

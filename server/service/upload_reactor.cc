@@ -70,7 +70,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   }
   void OnDone() override {
     service_->Untrack(this);
-    if (gate_bytes_ > 0) service_->upload_gate().Release(gate_bytes_, absl::Now());
+    ReleaseGate();
     if (reserved_ > 0) service_->ReleaseUploadBytes(reserved_);
     if (!stream_client_.empty()) service_->ReleaseClientUploadStream(stream_client_);
     delete this;
@@ -116,6 +116,10 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
       Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
     }
   }
+  void ReleaseGate() {
+    if (gate_bytes_ > 0) service_->upload_gate().Release(gate_bytes_, absl::Now());
+    gate_bytes_ = 0;
+  }
   // True when the upload was still waiting at the gate (exactly one caller gets true).
   bool WithdrawFromGate(uint64_t ticket) { return service_->upload_gate().Cancel(ticket); }
 
@@ -134,7 +138,12 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
     }
     absl::Status s = assembler_.Finish();
     if (s.ok()) {
-      s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(), absl::Now());
+      // Once parsed, the payload is freed and the next upload admitted while this one folds.
+      s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(), absl::Now(),
+                                     0, [this] {
+                                       assembler_.ReleasePayload();
+                                       ReleaseGate();
+                                     });
     }
     Reply(s);
   }
@@ -149,8 +158,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
     reserved_ = 0;
     if (!stream_client_.empty()) service_->ReleaseClientUploadStream(stream_client_);
     stream_client_.clear();
-    if (gate_bytes_ > 0) service_->upload_gate().Release(gate_bytes_, absl::Now());
-    gate_bytes_ = 0;
+    ReleaseGate();
     Finish(ToGrpcStatus(s));
   }
 
