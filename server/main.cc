@@ -55,7 +55,7 @@ ABSL_FLAG(
     bool, no_fit_checks, false,
     "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
 ABSL_FLAG(double, receiving_upload_models, 1,
-          "Uploads receive at most max(this many models' bytes, 16 MiB) at once; later ones wait "
+          "Uploads receive at most max(this many models' bytes, 8 MiB) at once; later ones wait "
           "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
           "bound.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -347,7 +347,7 @@ int Main() {
   service_options.operator_token = *operator_token;
   if (const double models = absl::GetFlag(FLAGS_receiving_upload_models); models > 0) {
     service_options.max_receiving_upload_bytes = std::max<int64_t>(
-        int64_t{16} << 20, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
+        int64_t{8} << 20, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
   }
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;

@@ -1,8 +1,6 @@
 // Coordinator: commits (docs/ARCHITECTURE.md "Persistence"). A closed round is evaluated,
 // written to the store and published with the engine lock released, one round at a time, in
 // round order.
-#include <malloc.h>
-
 #include <cmath>
 #include <optional>
 #include <thread>
@@ -151,9 +149,6 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     if (task_listener_) task_listener_();
   }
   if (options_.on_round_committed) options_.on_round_committed(record);
-  // The round's uploads, the previous model and its bytes are free now: give their pages back to
-  // the system rather than let them pile up in the allocator's arenas (peak RSS, issue 13).
-  malloc_trim(0);
 }
 
 }  // namespace fedsched
