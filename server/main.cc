@@ -4,6 +4,7 @@
 //
 // Prints its effective config, one line per committed round, and exits 0 after num_rounds (or on
 // SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
+#include <malloc.h>
 #include <signal.h>
 #include <sys/stat.h>
 
@@ -53,6 +54,13 @@ ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
 ABSL_FLAG(
     bool, no_fit_checks, false,
     "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
+ABSL_FLAG(double, receiving_upload_models, 1,
+          "Uploads receive at most max(this many models' bytes, 8 MiB) at once; later ones wait "
+          "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
+          "bound.");
+ABSL_FLAG(bool, http2_bdp_probe, false,
+          "Lets gRPC grow the server's HTTP/2 receive windows (BDP probing): less CPU per byte "
+          "uploaded, but waiting uploads buffer megabytes each (docs/BENCHMARKS.md section 4).");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -302,7 +310,8 @@ int Main() {
   CoordinatorOptions options;
   options.config = *config;
   options.store = store->get();
-  options.initial_model = *initial;
+  // Moved, not copied: the coordinator keeps the model's only copy (peak RSS, issue 13).
+  options.initial_model = *std::move(initial);
   if (absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config->model());
       activations.ok()) {
     options.model_features.activation_floats_per_sample = *activations;
@@ -339,6 +348,10 @@ int Main() {
   CoordinatorServiceOptions service_options;
   service_options.transport = config->transport();
   service_options.operator_token = *operator_token;
+  if (const double models = absl::GetFlag(FLAGS_receiving_upload_models); models > 0) {
+    service_options.max_receiving_upload_bytes = std::max<int64_t>(
+        int64_t{8} << 20, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
+  }
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
@@ -353,6 +366,13 @@ int Main() {
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(config->listen_address(), *credentials, &bound_port);
   ApplyServerTransport(config->transport(), &builder);
+  // Without BDP probing the server's HTTP/2 windows stay small (64 KiB ahead of what a stream
+  // reads): an upload waiting at the receive gate then buffers next to nothing in gRPC, where
+  // with probing every stream buffered megabytes. The price is more window updates: at 10 x 10M
+  // about 20 % more server CPU per round (issue 13, docs/BENCHMARKS.md §4).
+  if (!absl::GetFlag(FLAGS_http2_bdp_probe)) {
+    builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  }
   builder.RegisterService(&service);
   if (ops_metrics != nullptr) {
     builder.experimental().SetInterceptorCreators(ops::MakeRpcMetricsInterceptors(
@@ -411,6 +431,7 @@ int Main() {
         const Coordinator::ClientCounts counts = (*coordinator)->CountClients(last_counts);
         ops_metrics->SetClients(counts.registered, counts.online);
       }
+      service.upload_gate().Poll(absl::Now());
       if (int n = service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
         FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
                      absl::FormatDuration(stream_idle));
@@ -475,6 +496,10 @@ int Main() {
 }  // namespace fedsched
 
 int main(int argc, char** argv) {
+  // Peak RSS (issue 13): glibc gives threads that contend for the heap arenas of their own (up to
+  // 8 per core), and model-sized buffers freed into one arena are not reused by another's
+  // threads. gRPC's and the worker's threads share two; set before any thread starts.
+  mallopt(M_ARENA_MAX, 2);
   fedsched::SetUsage("fedsched coordination server");
   absl::ParseCommandLine(argc, argv);
   fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));

@@ -163,7 +163,8 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
 
 void Aggregator::EnsureSumBuffers() {
   const size_t total = static_cast<size_t>(layout_.total_size());
-  if (sum_[0].size() != total) {
+  // FinalizeInto frees both (peak RSS): a fold after it allocates them again.
+  if (sum_[0].size() != total || sum_[1].size() != total) {
     sum_[0].resize(total);
     sum_[1].resize(total);
   }
@@ -473,6 +474,9 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
   ai::ServerOptimizer kind = ai::ServerOptimizer::kMomentum;
   if (optimiser) kind = OptimizerFor(config_, total_weight_, steps_, &params);
   const int spare = 1 - state_current_;
+  // The spare sum buffer holds nothing now: freed before the new model is allocated, so a round's
+  // close costs one model less at its peak (issue 13, server peak RSS).
+  std::vector<float>().swap(sum_[1 - current_]);
 
   const int num_tensors = layout_.num_tensors();
   std::vector<const float*> g_data(static_cast<size_t>(num_tensors));
@@ -514,6 +518,9 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
   if (optimiser) state_current_ = spare;
   ++steps_;
   Reset();
+  // The sum is spent: its pages go back before the commit serialises the new model; the next
+  // round's first fold allocates it again (fresh pages, about 1 ms per 4 MB).
+  std::vector<float>().swap(sum_[current_]);
   return absl::OkStatus();
 }
 

@@ -94,7 +94,7 @@ absl::Status Coordinator::Open() {
     fresh.set_config_text(ConfigToText(config_));
     fresh.set_created_unix_ms(absl::ToUnixMillis(Now()));
     FEDSCHED_RETURN_IF_ERROR(store.Initialize(options_.initial_model, fresh));
-    engine.model = options_.initial_model;
+    engine.model = std::move(options_.initial_model);
   } else {
     if (!meta.ok()) return meta.status();
     engine.version = meta->committed_round();
@@ -139,6 +139,8 @@ absl::Status Coordinator::Open() {
       return seed;
     };
   }
+  // The engine holds the model from here on: a second copy would cost its size in RSS.
+  options_.initial_model = v1::Model();
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
   auto blob = std::make_shared<ModelBlob>();
   blob->bytes = engine_->model()->SerializeAsString();

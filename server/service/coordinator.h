@@ -15,6 +15,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -192,9 +193,13 @@ class Coordinator {
   absl::Status CheckUploadHeader(const v1::UploadHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
+  // `payload_parsed`, when set, is called (on this thread, before the verdict) once the pieces
+  // are no longer read: after parsing, unless audit_updates stores them or secure aggregation
+  // is on (then never). The caller may free them then, e.g. to admit the next upload (peak RSS).
   absl::Status SubmitUpdate(const v1::UploadHeader& header,
                             absl::Span<const std::string> payload_pieces, absl::Time now,
-                            double upload_seconds = 0);
+                            double upload_seconds = 0,
+                            absl::AnyInvocable<void()> payload_parsed = nullptr);
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"; root role only):
   // folds an aggregator's partial sum of its devices' updates for one round, all or nothing.
@@ -281,6 +286,8 @@ class Coordinator {
   absl::Status health() const;
   // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
   int64_t max_update_bytes() const;
+  // The serialized global model's size in bytes (as of Open; the architecture never changes).
+  int64_t model_bytes() const { return model_bytes_; }
 
  private:
   class SessionPresence;

@@ -101,6 +101,12 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   }
   if (!PassesCollapseGuard(closed, evaluated)) return;
   commit.meta.set_config_text(ConfigToText(config_));
+  // The round's parse targets are not needed until the next round's uploads: freed before the
+  // new model's bytes are made, so the two never coexist (peak RSS, issue 13).
+  {
+    absl::MutexLock lock(&spare_mu_);
+    spare_deltas_.clear();
+  }
   // Serialised and hashed once: the store writes these bytes to the model's file and downloads
   // stream them (docs/DECISIONS.md "Model persistence").
   auto blob = std::make_shared<ModelBlob>();

@@ -196,7 +196,8 @@ absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
                                        absl::Span<const std::string> payload_pieces, absl::Time now,
-                                       double upload_seconds) {
+                                       double upload_seconds,
+                                       absl::AnyInvocable<void()> payload_parsed) {
   // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
   // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
   // the hash (docs/BENCHMARKS.md, server ingest).
@@ -222,6 +223,11 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   } else {
     PiecesInputStream input(payload_pieces);
     parsed = delta->ParseFromZeroCopyStream(&input);
+  }
+  // Only the audit trail reads the payload after parsing (RoundEngine stores it verbatim).
+  if (payload_parsed && !config_.audit_updates()) {
+    payload_pieces = {};
+    payload_parsed();
   }
   absl::Status s = absl::InvalidArgumentError("update payload is not a valid Model message");
   if (parsed) {

@@ -21,6 +21,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
 #include "server/service/held_polls.h"
+#include "server/service/upload_gate.h"
 #include "server/service/work_queue.h"
 
 namespace fedsched {
@@ -80,6 +81,8 @@ class UploadAssembler {
   // The payload received so far, in stream order, as pieces whose concatenation is the payload
   // (complete after Finish() returned OK). Hand them to Coordinator::SubmitUpdate as they are.
   const std::vector<std::string>& payload_pieces() const { return pieces_; }
+  // Frees the payload received (after it was parsed); payload_pieces() is empty afterwards.
+  void ReleasePayload() { std::vector<std::string>().swap(pieces_); }
   // The payload received so far as one string: a copy, for callers that need it contiguous.
   std::string payload() const;
 
@@ -124,6 +127,12 @@ struct CoordinatorServiceOptions {
   // Threads of the worker (WorkQueue) that checks upload headers and submits whole uploads, off
   // gRPC's callback threads. Default: 2 (hashing and parsing of two updates overlap).
   int32_t upload_threads = 2;
+  // Payload bytes (declared) that uploads may receive at once (upload_gate.h): an upload past it
+  // waits unread until earlier ones are submitted, or until they make no progress for
+  // `upload_stall`. Bounds the memory of uploads held whole; 0 = no bound. fedsched-server sets
+  // it from the model's size (server/main.cc). Default: 0.
+  int64_t max_receiving_upload_bytes = 0;
+  absl::Duration upload_stall = absl::Seconds(1);
 };
 
 // Full names of the methods CoordinatorService takes raw (grpc::ByteBuffer requests).
@@ -203,6 +212,8 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   int held_polls() const { return held_polls_->held(); }
   // Bytes declared by the uploads in flight (see max_inflight_upload_bytes).
   int64_t inflight_upload_bytes() const { return inflight_upload_bytes_.load(); }
+  // The receive gate of uploads (max_receiving_upload_bytes); call Poll periodically.
+  UploadGate& upload_gate() { return *upload_gate_; }
 
   // A stream reactor known to the idle sweep. Internal; public for the reactors in the .cc.
   class TrackedStream {
@@ -260,6 +271,7 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   const CoordinatorServiceOptions options_;
   std::unique_ptr<WorkQueue> slow_work_;  // see PostSlowWork; before held_polls_, which uses it
   std::unique_ptr<HeldPolls> held_polls_;
+  std::unique_ptr<UploadGate> upload_gate_;
   std::atomic<int64_t> inflight_upload_bytes_{0};
   mutable absl::Mutex streams_mu_;
   absl::flat_hash_set<TrackedStream*> streams_ ABSL_GUARDED_BY(streams_mu_);

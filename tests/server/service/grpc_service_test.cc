@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/synchronization/notification.h"
@@ -54,11 +55,12 @@ class GrpcServiceTest : public ::testing::Test {
     raw_.mutable_aggregation()->set_clip_update_norm(1e6);
   }
 
-  void Start(int64_t max_inflight_upload_bytes = 0) {
+  void Start(int64_t max_inflight_upload_bytes = 0, int64_t max_receiving_upload_bytes = 0) {
     TestServer::Options options;
     options.config = raw_;
     options.initial_model = InitialModel();
     options.max_inflight_upload_bytes = max_inflight_upload_bytes;
+    options.max_receiving_upload_bytes = max_receiving_upload_bytes;
     ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(std::move(options)));
     stub_ = server_->NewStub();
   }
@@ -83,6 +85,33 @@ class GrpcServiceTest : public ::testing::Test {
   absl::Status Upload(const Session& who, const v1::Task& task, const v1::Model& delta,
                       int64_t examples = 10) {
     return UploadRaw(*stub_, Messages(who, task, delta, examples));
+  }
+
+  // A started server (the two upload budgets as in Start) with a and b registered, each with a
+  // task of round 1, and the delta both upload.
+  struct TwoTasks {
+    Session a, b;
+    v1::Task ta, tb;
+    v1::Model delta;
+  };
+  TwoTasks StartTwoTasks(int64_t max_inflight_upload_bytes, int64_t max_receiving_upload_bytes) {
+    Start(max_inflight_upload_bytes, max_receiving_upload_bytes);
+    TwoTasks t;
+    t.a = Register("a");
+    t.b = Register("b");
+    server_->Tick();
+    t.ta = TaskFor(t.a);
+    t.tb = TaskFor(t.b);
+    t.delta = FilledLike(InitialModel(), 1.0f);
+    return t;
+  }
+
+  // Sends the rest of `messages` (the header went first) on `stream` and expects it accepted.
+  static void FinishUpload(grpc::ClientWriter<v1::UploadChunk>* stream,
+                           const std::vector<v1::UploadChunk>& messages) {
+    for (size_t i = 1; i < messages.size(); ++i) ASSERT_TRUE(stream->Write(messages[i]));
+    stream->WritesDone();
+    ASSERT_OK(FromGrpc(stream->Finish()));
   }
 
   // The in-flight round's record (GetStatus lists it first while a round runs).
@@ -422,13 +451,7 @@ TEST_F(GrpcServiceTest, RegisterRejectsBadDevicesAndMalformedMessages) {
 }
 
 TEST_F(GrpcServiceTest, UploadsPastTheInflightBudgetAreRefusedUntilOthersFinish) {
-  Start(/*max_inflight_upload_bytes=*/4000);
-  Session a = Register("a");
-  Session b = Register("b");
-  server_->Tick();
-  v1::Task ta = TaskFor(a);
-  v1::Task tb = TaskFor(b);
-  const v1::Model delta = FilledLike(InitialModel(), 1.0f);
+  auto [a, b, ta, tb, delta] = StartTwoTasks(/*max_inflight_upload_bytes=*/4000, 0);
   std::vector<v1::UploadChunk> ma = Messages(a, ta, delta);
   ASSERT_GT(ma[0].header().total_bytes(), 2000);  // two of them exceed 4000 bytes
 
@@ -441,15 +464,62 @@ TEST_F(GrpcServiceTest, UploadsPastTheInflightBudgetAreRefusedUntilOthersFinish)
   EXPECT_THAT(Upload(b, tb, delta),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("retry later")));
   // a finishes; b's retry fits.
-  for (size_t i = 1; i < ma.size(); ++i) ASSERT_TRUE(stalled->Write(ma[i]));
-  stalled->WritesDone();
-  ASSERT_OK(FromGrpc(stalled->Finish()));
+  FinishUpload(stalled.get(), ma);
   ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().inflight_upload_bytes() == 0; }));
   ASSERT_OK(Upload(b, tb, delta));
   server_->Tick();
   // Commits are asynchronous to the upload that closed the round: wait for it.
   ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
   EXPECT_EQ(server_->coordinator().committed_round(), 1);
+}
+
+TEST_F(GrpcServiceTest, AnUploadPastTheReceiveGateWaitsUnreadThenIsAccepted) {
+  // A receive gate of 1 byte: one upload at a time.
+  auto [a, b, ta, tb, delta] = StartTwoTasks(0, /*max_receiving_upload_bytes=*/1);
+  std::vector<v1::UploadChunk> ma = Messages(a, ta, delta);
+  // a is admitted and stalls after its header.
+  grpc::ClientContext context;
+  v1::UploadUpdateResponse response;
+  auto first = stub_->UploadUpdate(&context, &response);
+  ASSERT_TRUE(first->Write(ma[0]));
+  UploadGate& gate = server_->service().upload_gate();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.admitted_bytes() > 0; }));
+  // b's whole upload is sent; it waits at the gate, neither refused nor submitted.
+  absl::Status b_status = absl::UnknownError("not finished");
+  std::thread second([&] { b_status = Upload(b, tb, delta); });
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.waiting() == 1; }));
+  EXPECT_EQ(InFlight().updates_accepted(), 0);
+  // a finishes: b is admitted, read and accepted; the round commits with both.
+  FinishUpload(first.get(), ma);
+  second.join();
+  ASSERT_OK(b_status);
+  server_->Tick();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
+  EXPECT_EQ(gate.admitted_bytes(), 0);
+  EXPECT_EQ(gate.waiting(), 0);
+}
+
+TEST_F(GrpcServiceTest, AWaitingUploadThatIsCancelledLeavesTheGate) {
+  auto [a, b, ta, tb, delta] = StartTwoTasks(0, /*max_receiving_upload_bytes=*/1);
+  std::vector<v1::UploadChunk> ma = Messages(a, ta, delta);
+  std::vector<v1::UploadChunk> mb = Messages(b, tb, delta);
+  grpc::ClientContext ca, cb;
+  v1::UploadUpdateResponse ra, rb;
+  auto first = stub_->UploadUpdate(&ca, &ra);
+  ASSERT_TRUE(first->Write(ma[0]));
+  UploadGate& gate = server_->service().upload_gate();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.admitted_bytes() > 0; }));
+  auto second = stub_->UploadUpdate(&cb, &rb);
+  ASSERT_TRUE(second->Write(mb[0]));
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.waiting() == 1; }));
+  cb.TryCancel();
+  EXPECT_EQ(second->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  ASSERT_TRUE(TestServer::WaitFor([&] { return gate.waiting() == 0; }));
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().open_streams() == 1; }));
+  // a is unaffected; b's task is still open and a fresh upload is accepted.
+  FinishUpload(first.get(), ma);
+  ASSERT_OK(UploadRaw(*stub_, mb));
+  EXPECT_EQ(gate.admitted_bytes(), 0);
 }
 
 TEST_F(GrpcServiceTest, IdleStreamsAreCancelledBySweep) {

@@ -86,6 +86,8 @@ class TestServer {
     std::shared_ptr<grpc::ServerCredentials> credentials;
     // Upload budget of the service (CoordinatorServiceOptions); 0 = its default.
     int64_t max_inflight_upload_bytes = 0;
+    // CoordinatorServiceOptions.max_receiving_upload_bytes (the upload receive gate); 0 = none.
+    int64_t max_receiving_upload_bytes = 0;
     // Called after each committed round (with no lock held).
     std::function<void(const v1::RoundRecord&)> on_round_committed;
     // CoordinatorOptions.enrolment_key and CoordinatorServiceOptions.operator_token.
@@ -123,6 +125,7 @@ class TestServer {
     service_options.transport = server->config_.transport();
     service_options.operator_token = options.operator_token;
     service_options.held_polls = options.held_polls;
+    service_options.max_receiving_upload_bytes = options.max_receiving_upload_bytes;
     if (options.max_inflight_upload_bytes > 0) {
       service_options.max_inflight_upload_bytes = options.max_inflight_upload_bytes;
     }

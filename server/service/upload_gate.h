@@ -1,0 +1,71 @@
+// The upload receive gate (docs/ARCHITECTURE.md "An upload's path", issue 13 "server peak RSS"):
+// an upload is held whole in memory from its first data chunk until it is submitted (its SHA-256
+// covers the whole payload), so N clients uploading at once used to cost N models of RAM. The
+// gate lets uploads whose declared bytes fit a budget read their payload; the others wait unread,
+// and HTTP/2 flow control holds their clients back, until earlier uploads are submitted. It
+// refuses nothing: a waiting upload costs its client time, not an error.
+#ifndef FEDSCHED_SERVER_SERVICE_UPLOAD_GATE_H_
+#define FEDSCHED_SERVER_SERVICE_UPLOAD_GATE_H_
+
+#include <cstdint>
+#include <deque>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace fedsched {
+
+// A byte budget shared by the uploads receiving their payload, with a FIFO of waiting uploads.
+// An upload is always admitted when nothing else is admitted (one larger than the budget is not
+// starved), and the oldest waiter is admitted past the budget once the admitted uploads have
+// made no progress for `stall` (a slow or stalled client delays the others by at most that).
+// Thread-safe; the resume callbacks run on the thread that admits them, outside the gate's lock.
+class UploadGate {
+ public:
+  // `budget_bytes` <= 0: no gate (every upload admitted at once). `stall`: see above.
+  UploadGate(int64_t budget_bytes, absl::Duration stall);
+  UploadGate(const UploadGate&) = delete;
+  UploadGate& operator=(const UploadGate&) = delete;
+
+  // Admits `bytes` (true; the caller reads on and calls Release(bytes) once done with them), or
+  // queues the upload (false): `resume` is called once it is admitted, after which the caller
+  // owns `bytes` as above. `*ticket` identifies a queued upload for Cancel. `now` is progress.
+  bool Acquire(int64_t bytes, absl::Time now, uint64_t* ticket, absl::AnyInvocable<void()> resume);
+  // Takes a queued upload out of the queue: true when it was still waiting (it holds nothing and
+  // `resume` will never run), false when it was admitted already (it holds its bytes).
+  bool Cancel(uint64_t ticket);
+  // Gives back `bytes` of an admitted upload and admits waiters that now fit.
+  void Release(int64_t bytes, absl::Time now);
+  // An admitted upload received data at `now`.
+  void NoteProgress(absl::Time now);
+  // Admits the oldest waiter past the budget when nothing admitted made progress since
+  // `now - stall`. Call periodically (server/main.cc's ticker does, every 50 ms).
+  void Poll(absl::Time now);
+
+  // Bytes admitted right now and uploads waiting.
+  int64_t admitted_bytes() const;
+  int waiting() const;
+
+ private:
+  struct Waiter {
+    uint64_t ticket;
+    int64_t bytes;
+    absl::AnyInvocable<void()> resume;
+  };
+  // Moves the waiters that fit (or the oldest one, when `force`) out of the queue, admitted.
+  std::deque<Waiter> AdmitLocked(bool force) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const int64_t budget_;
+  const absl::Duration stall_;
+  mutable absl::Mutex mu_;
+  int64_t admitted_ ABSL_GUARDED_BY(mu_) = 0;
+  int admitted_count_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Time last_progress_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  uint64_t next_ticket_ ABSL_GUARDED_BY(mu_) = 1;
+  std::deque<Waiter> waiters_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace fedsched
+
+#endif  // FEDSCHED_SERVER_SERVICE_UPLOAD_GATE_H_

@@ -1,0 +1,183 @@
+// CoordinatorService::UploadUpdate (declared in grpc_service.h): the upload stream's reactor,
+// from its header's checks through the receive gate (upload_gate.h) to its submission.
+#include <atomic>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "common/status_macros.h"
+#include "server/service/grpc_service.h"
+
+namespace fedsched {
+namespace {
+
+// Receives an upload through an UploadAssembler and submits it whole. Rejects as soon as the
+// stream is known bad, without reading the rest.
+class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
+                      public CoordinatorService::TrackedStream {
+ public:
+  UploadReactor(CoordinatorService* service, Coordinator* coordinator,
+                grpc::CallbackServerContext* context, int64_t chunk_bytes,
+                v1::UploadUpdateResponse* response)
+      : TrackedStream(context),
+        service_(service),
+        coordinator_(coordinator),
+        assembler_(coordinator->max_update_bytes(), chunk_bytes),
+        response_(response) {
+    service_->Track(this);
+    StartRead(&chunk_);
+  }
+  void OnReadDone(bool ok) override {
+    Touch(absl::Now());
+    if (!ok) {
+      if (context()->IsCancelled()) {
+        // The client went away (or the server is shutting down): even a complete-looking stream
+        // is not submitted, so a client never sees an error for an update that was applied.
+        Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
+        return;
+      }
+      // Hashing, parsing and folding tens of MB (and committing a round the update closes) take
+      // seconds on a loaded machine: on the service's worker, so that gRPC's callback threads
+      // stay free for heartbeats (docs/RELIABILITY.md §8 "Soak").
+      service_->PostSlowWork([this] { Submit(); });
+      return;
+    }
+    const bool had_header = assembler_.has_header();
+    if (had_header) service_->upload_gate().NoteProgress(absl::Now());
+    absl::Status s = assembler_.Add(std::move(chunk_));
+    if (!s.ok()) {
+      Reply(s);
+      return;
+    }
+    if (!had_header) {
+      // The header's checks take the coordinator's lock: on the worker too.
+      service_->PostSlowWork([this] {
+        if (absl::Status checked = CheckHeader(); !checked.ok()) {
+          Reply(checked);
+        } else {
+          Admit();
+        }
+      });
+      return;
+    }
+    ReadNext();
+  }
+  void OnCancel() override {
+    // A waiting upload has no read outstanding that would fail: answer it here.
+    if (const uint64_t ticket = gate_ticket_.load(); ticket != 0 && WithdrawFromGate(ticket)) {
+      Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
+    }
+  }
+  void OnDone() override {
+    service_->Untrack(this);
+    ReleaseGate();
+    if (reserved_ > 0) service_->ReleaseUploadBytes(reserved_);
+    if (!stream_client_.empty()) service_->ReleaseClientUploadStream(stream_client_);
+    delete this;
+  }
+
+ private:
+  // The checks on the header, before any payload is read: refuse a foreign TLS peer, a
+  // straggler, a late or a foreign upload; count the stream and reserve its declared bytes.
+  absl::Status CheckHeader() {
+    const v1::UploadHeader& header = assembler_.header();
+    FEDSCHED_RETURN_IF_ERROR(service_->CheckSessionPeer(context(), header.client_id()));
+    FEDSCHED_RETURN_IF_ERROR(coordinator_->CheckUploadHeader(header));
+    if (!service_->AcquireClientUploadStream(header.client_id())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("client ", header.client_id(),
+                       " already has its maximum of upload streams open; retry later"));
+    }
+    stream_client_ = header.client_id();
+    if (!service_->ReserveUploadBytes(header.total_bytes())) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("server busy: uploads in flight already declare ",
+                       service_->inflight_upload_bytes(), " bytes; retry later"));
+    }
+    reserved_ = header.total_bytes();
+    return absl::OkStatus();
+  }
+
+  // Reads the payload once the receive gate admits it (upload_gate.h); until then the stream
+  // stays unread and flow control holds the client back.
+  void Admit() {
+    const int64_t bytes = assembler_.header().total_bytes();
+    uint64_t ticket = 0;
+    const bool now = service_->upload_gate().Acquire(bytes, absl::Now(), &ticket, [this, bytes] {
+      gate_bytes_ = bytes;
+      ReadNext();
+    });
+    gate_ticket_.store(ticket);
+    if (now) {
+      gate_bytes_ = bytes;
+      ReadNext();
+    } else if (context()->IsCancelled() && WithdrawFromGate(ticket)) {
+      // Cancelled before OnCancel could see the ticket.
+      Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
+    }
+  }
+  void ReleaseGate() {
+    if (gate_bytes_ > 0) service_->upload_gate().Release(gate_bytes_, absl::Now());
+    gate_bytes_ = 0;
+  }
+  // True when the upload was still waiting at the gate (exactly one caller gets true).
+  bool WithdrawFromGate(uint64_t ticket) { return service_->upload_gate().Cancel(ticket); }
+
+  // A client sending its update is alive (issue 12 item 1); its header passed the session check.
+  void ReadNext() {
+    coordinator_->NoteActivity(assembler_.header().client_id(), absl::Now());
+    StartRead(&chunk_);
+  }
+
+  // Runs on the service's worker once the whole stream has arrived.
+  void Submit() {
+    Touch(absl::Now());
+    if (context()->IsCancelled()) {  // the client left while the submission was queued
+      Reply(absl::CancelledError("upload cancelled before its end; nothing was submitted"));
+      return;
+    }
+    absl::Status s = assembler_.Finish();
+    if (s.ok()) {
+      // Once parsed, the payload is freed and the next upload admitted while this one folds.
+      s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(), absl::Now(),
+                                     0, [this] {
+                                       assembler_.ReleasePayload();
+                                       ReleaseGate();
+                                     });
+    }
+    Reply(s);
+  }
+
+  void Reply(const absl::Status& s) {
+    response_->set_accepted(s.ok());
+    response_->set_message(s.ok() ? "accepted" : std::string(s.message()));
+    // The stream reads nothing more: give back its slot and byte budget before the client
+    // learns the verdict, so that the client's next upload (sent right after it) is not refused
+    // for a stream that is only waiting for gRPC to tear it down.
+    if (reserved_ > 0) service_->ReleaseUploadBytes(reserved_);
+    reserved_ = 0;
+    if (!stream_client_.empty()) service_->ReleaseClientUploadStream(stream_client_);
+    stream_client_.clear();
+    ReleaseGate();
+    Finish(ToGrpcStatus(s));
+  }
+
+  CoordinatorService* const service_;
+  Coordinator* const coordinator_;
+  UploadAssembler assembler_;
+  v1::UploadUpdateResponse* const response_;
+  v1::UploadChunk chunk_;
+  int64_t reserved_ = 0;
+  std::string stream_client_;             // counted in the per-client stream limit when non-empty
+  std::atomic<uint64_t> gate_ticket_{0};  // set once the upload asked the gate
+  int64_t gate_bytes_ = 0;                // admitted by the gate, released by Reply or OnDone
+};
+
+}  // namespace
+
+grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
+    grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) {
+  return new UploadReactor(this, coordinator_, context, options_.transport.chunk_bytes(), response);
+}
+
+}  // namespace fedsched

@@ -1,0 +1,83 @@
+// UploadGate (server/service/upload_gate.h): uploads within the budget are admitted at once, the
+// others wait in order and are resumed as bytes are released, a stalled gate admits the oldest
+// waiter, and a cancelled waiter is never resumed.
+#include "server/service/upload_gate.h"
+
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace fedsched {
+namespace {
+
+const absl::Time kT0 = absl::FromUnixSeconds(1000);
+
+TEST(UploadGateTest, AdmitsWithinTheBudgetAndResumesWaitersInOrder) {
+  UploadGate gate(/*budget_bytes=*/100, absl::Seconds(1));
+  std::vector<int> resumed;
+  uint64_t t1, t2, t3, t4;
+  EXPECT_TRUE(gate.Acquire(60, kT0, &t1, [&] { resumed.push_back(1); }));
+  EXPECT_TRUE(gate.Acquire(40, kT0, &t2, [&] { resumed.push_back(2); }));
+  EXPECT_FALSE(gate.Acquire(50, kT0, &t3, [&] { resumed.push_back(3); }));
+  // FIFO: a small upload does not overtake the waiting one.
+  EXPECT_FALSE(gate.Acquire(10, kT0, &t4, [&] { resumed.push_back(4); }));
+  EXPECT_EQ(gate.admitted_bytes(), 100);
+  EXPECT_EQ(gate.waiting(), 2);
+  gate.Release(40, kT0);  // 60 admitted: 50 does not fit yet
+  EXPECT_TRUE(resumed.empty());
+  gate.Release(60, kT0);  // 0 admitted: 50 and then 10 fit
+  EXPECT_EQ(resumed, (std::vector<int>{3, 4}));
+  EXPECT_EQ(gate.admitted_bytes(), 60);
+  EXPECT_EQ(gate.waiting(), 0);
+}
+
+TEST(UploadGateTest, AnUploadLargerThanTheBudgetIsAdmittedAlone) {
+  UploadGate gate(/*budget_bytes=*/100, absl::Seconds(1));
+  uint64_t t1, t2;
+  bool resumed = false;
+  EXPECT_TRUE(gate.Acquire(500, kT0, &t1, [] {}));
+  EXPECT_FALSE(gate.Acquire(500, kT0, &t2, [&] { resumed = true; }));
+  gate.Release(500, kT0);
+  EXPECT_TRUE(resumed);
+}
+
+TEST(UploadGateTest, AStalledGateAdmitsTheOldestWaiter) {
+  UploadGate gate(/*budget_bytes=*/100, absl::Seconds(1));
+  std::vector<int> resumed;
+  uint64_t t1, t2, t3;
+  EXPECT_TRUE(gate.Acquire(100, kT0, &t1, [] {}));
+  EXPECT_FALSE(gate.Acquire(100, kT0, &t2, [&] { resumed.push_back(2); }));
+  EXPECT_FALSE(gate.Acquire(100, kT0, &t3, [&] { resumed.push_back(3); }));
+  gate.NoteProgress(kT0 + absl::Milliseconds(900));
+  gate.Poll(kT0 + absl::Milliseconds(1500));  // progress 0.6 s ago: not stalled
+  EXPECT_TRUE(resumed.empty());
+  gate.Poll(kT0 + absl::Milliseconds(1950));  // 1.05 s without progress: one more
+  EXPECT_EQ(resumed, (std::vector<int>{2}));
+  EXPECT_EQ(gate.admitted_bytes(), 200);
+  gate.Poll(kT0 + absl::Milliseconds(2000));  // the stall clock restarted
+  EXPECT_EQ(resumed, (std::vector<int>{2}));
+}
+
+TEST(UploadGateTest, ACancelledWaiterIsNeverResumed) {
+  UploadGate gate(/*budget_bytes=*/100, absl::Seconds(1));
+  uint64_t t1, t2;
+  bool resumed = false;
+  EXPECT_TRUE(gate.Acquire(100, kT0, &t1, [] {}));
+  EXPECT_FALSE(gate.Cancel(t1));  // admitted, not waiting
+  EXPECT_FALSE(gate.Acquire(100, kT0, &t2, [&] { resumed = true; }));
+  EXPECT_TRUE(gate.Cancel(t2));
+  EXPECT_FALSE(gate.Cancel(t2));
+  gate.Release(100, kT0);
+  EXPECT_FALSE(resumed);
+  EXPECT_EQ(gate.admitted_bytes(), 0);
+}
+
+TEST(UploadGateTest, NoBudgetAdmitsEverything) {
+  UploadGate gate(/*budget_bytes=*/0, absl::Seconds(1));
+  uint64_t t;
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(gate.Acquire(1 << 30, kT0, &t, [] {}));
+  EXPECT_EQ(gate.waiting(), 0);
+}
+
+}  // namespace
+}  // namespace fedsched
