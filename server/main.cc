@@ -58,9 +58,10 @@ ABSL_FLAG(double, receiving_upload_models, 1,
           "Uploads receive at most max(this many models' bytes, 8 MiB) at once; later ones wait "
           "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
           "bound.");
-ABSL_FLAG(bool, http2_bdp_probe, false,
+ABSL_FLAG(bool, http2_bdp_probe, true,
           "Lets gRPC grow the server's HTTP/2 receive windows (BDP probing): less CPU per byte "
-          "uploaded, but waiting uploads buffer megabytes each (docs/BENCHMARKS.md section 4).");
+          "uploaded, but waiting uploads buffer megabytes each; false trades CPU for peak RSS "
+          "(docs/BENCHMARKS.md section 4).");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -368,8 +369,9 @@ int Main() {
   ApplyServerTransport(config->transport(), &builder);
   // Without BDP probing the server's HTTP/2 windows stay small (64 KiB ahead of what a stream
   // reads): an upload waiting at the receive gate then buffers next to nothing in gRPC, where
-  // with probing every stream buffered megabytes. The price is more window updates: at 10 x 10M
-  // about 20 % more server CPU per round (issue 13, docs/BENCHMARKS.md §4).
+  // with probing every stream buffers megabytes. The price is more window updates: at 10 x 10M
+  // 20 to 60 % more server CPU per round, which is why probing stays on by default (issue 13,
+  // docs/BENCHMARKS.md §4).
   if (!absl::GetFlag(FLAGS_http2_bdp_probe)) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   }
