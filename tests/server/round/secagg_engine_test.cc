@@ -61,7 +61,7 @@ enum Drop { kNone, kBeforeAdvertise, kBeforeShare, kBeforeMasked, kBeforeUnmask 
 
 class SecAggEngineTest : public ::testing::Test {
  protected:
-  void Start(int k, double overcommit, int min_updates) {
+  void Start(int k, double overcommit, int min_updates, bool central_dp = false) {
     v1::ServerConfig raw;
     raw.set_clients_per_round(k);
     raw.set_min_updates(min_updates);
@@ -74,6 +74,13 @@ class SecAggEngineTest : public ::testing::Test {
     raw.mutable_training()->set_batch_size(4);
     raw.mutable_aggregation()->set_clip_update_norm(10);
     raw.mutable_secure_aggregation()->set_enabled(true);
+    if (central_dp) {
+      v1::PrivacyConfig* dp = raw.mutable_privacy();
+      dp->set_mode(v1::PrivacyConfig::MODE_CENTRAL);
+      dp->set_noise_multiplier(1e-6);  // the sum stays readable to a test
+      dp->set_clip_norm(10);
+      dp->set_population_size(1000);
+    }
     ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveRoundConfig(raw));
     EngineOptions options;
     options.config = config;
@@ -134,8 +141,12 @@ class SecAggEngineTest : public ::testing::Test {
           engine_->SecAggStep(tasks_[i]->index, Ask(*tasks_[i]), now);
       EXPECT_OK(routed.status());
       const std::vector<float> u = UpdateOf(static_cast<int>(i));
-      absl::StatusOr<v1::SecAggMaskedInput> masked = clients_[i].MaskInput(
-          routed->routed_shares(), u, static_cast<double>(ExamplesOf(static_cast<int>(i))) / 8.0);
+      // FedAvg's weight n_k / example_scale, or 1 under DP (example_scale 0).
+      const int64_t scale = tasks_[i]->secagg.example_scale();
+      const double weight =
+          scale > 0 ? static_cast<double>(ExamplesOf(static_cast<int>(i))) / scale : 1.0;
+      absl::StatusOr<v1::SecAggMaskedInput> masked =
+          clients_[i].MaskInput(routed->routed_shares(), u, weight);
       EXPECT_OK(masked.status());
       Update up;
       up.claim = {.index = tasks_[i]->index,
@@ -230,6 +241,27 @@ TEST_F(SecAggEngineTest, FewerThanThresholdFailsTheRoundWithTheModelUnchanged) {
   EXPECT_THAT(closed[0].failure_reason, HasSubstr("secure aggregation"));
   EXPECT_EQ(engine_->version(), 0);
   EXPECT_FLOAT_EQ(engine_->model()->tensors(0).data(0), 0.5f);
+}
+
+TEST_F(SecAggEngineTest, CentralPrivacyNoisesTheUnmaskedSumAndAccountsTheRound) {
+  // Central DP over a secure sum: every update weighs 1, the server adds its noise to the
+  // unmasked sum and divides by K (the fixed denominator), and the round is accounted.
+  Start(/*k=*/6, /*overcommit=*/1.0, /*min_updates=*/3, /*central_dp=*/true);
+  EXPECT_EQ(tasks_[0]->secagg.example_scale(), 0);
+  EXPECT_DOUBLE_EQ(tasks_[0]->secagg.params().clip_norm(), 10);
+  std::vector<ClosedRound> closed = Run(std::vector<Drop>(6, kNone));
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_TRUE(closed[0].committed) << closed[0].failure_reason;
+  EXPECT_GT(closed[0].record.dp_epsilon(), 0);
+  // Uniform weights: the plain mean of the six updates (noise of std 1e-5 / 6 is negligible).
+  for (int j = 0; j < kParams; ++j) {
+    double mean = 0;
+    for (int i = 0; i < 6; ++i) mean += UpdateOf(i)[j] / 6.0;
+    const float base = j < kParams / 2 ? 0.5f : -0.5f;
+    EXPECT_NEAR(closed[0].commit.model->tensors(j / (kParams / 2)).data(j % (kParams / 2)) - base,
+                mean, 1e-4)
+        << j;
+  }
 }
 
 TEST_F(SecAggEngineTest, RefusesPlainUpdatesReplaysAndForeignMessages) {
