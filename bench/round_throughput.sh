@@ -20,6 +20,7 @@
 # Environment:
 #   BUILD_DIR      build tree with fedsched-server, fedsched-load-gen, ingest_bench (default:
 #                  <repo>/build; built here unless SKIP_BUILD=1).
+#   AFTER_FLAGS    extra flags for the current server only, e.g. --http2_bdp_probe=false.
 #   BEFORE_REV     a commit to compare with: its fedsched-server is built once in
 #                  $BUILD_DIR/before-<rev> (git archive, Release) and runs the same workloads,
 #                  alternating with the current one. BEFORE_SERVER=<binary> uses a ready one.
@@ -99,8 +100,10 @@ model { architecture: "mlp" hidden_units: $hidden }
 # No test-set evaluation: the figures are the coordination cost alone.
 eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 CFG
+  local extra=()
+  [[ $tag == after ]] && read -r -a extra <<< "${AFTER_FLAGS:-}"
   "$server" --config="$dir/server.textproto" --store_path="$dir/store" --log_level=warn \
-    > "$dir/server.log" 2>&1 &
+    "${extra[@]}" > "$dir/server.log" 2>&1 &
   local pid=$!
   for _ in $(seq 1 600); do
     grep -q "# end of config" "$dir/server.log" 2> /dev/null && break

@@ -199,8 +199,9 @@ class Client {
   // Secure aggregation (client_secagg.cc, docs/SECURE_AGGREGATION.md "Over the wire"), invisible
   // to the app's trainer. BeginSecAgg (before the download): for a task with `secagg`, runs the
   // key steps (advertise, share keys) with fresh keys from the OS's entropy and keeps the round's
-  // state; a no-op otherwise. UploadMasked (instead of the plain upload): clips, weights, masks
-  // and uploads the update, then answers the unmask request. Errors: the protocol's, the
+  // state; a no-op otherwise. UploadMasked (instead of the plain upload; UploadPrivatized has
+  // applied distributed DP already): weights, clips, masks and uploads the update, then answers
+  // the unmask request. Errors: the protocol's, the
   // server's (FAILED_PRECONDITION when it dropped this client), DEADLINE_EXCEEDED when a step
   // does not come by the task's deadline, CANCELLED when stopped.
   absl::Status BeginSecAgg(const v1::Task& task);

@@ -4,8 +4,6 @@
 // always, and only the masked vector leaves the device.
 #include "client/sdk/client_secagg.h"
 
-#include <openssl/rand.h>
-
 #include <algorithm>
 #include <utility>
 #include <vector>
@@ -118,26 +116,15 @@ absl::Status Client::BeginSecAgg(const v1::Task& task) {
 absl::Status Client::UploadMasked(const v1::Task& task, const v1::Model& delta,
                                   const v1::UpdateMetrics& metrics) {
   std::unique_ptr<SecAggSession> session = std::move(secagg_);
-  v1::Model update = delta;
   v1::UpdateMetrics sent = metrics;
   const v1::SecAggTask& info = task.secagg();
-  if (task.dp_clip_norm() > 0) {
-    // Distributed differential privacy: clip and noise first; the masking clip bound leaves
-    // room for the noise (docs/PRIVACY.md).
-    uint64_t seed = 0;
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof(seed)) != 1) {
-      return absl::InternalError("RAND_bytes failed: no seed for the privacy noise");
-    }
-    FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&update, task.dp_clip_norm(),
-                                                                 task.dp_noise_stddev(), seed));
-    sent.set_dp_unclipped(unclipped);
-  } else if (info.example_scale() == 0) {
+  if (task.dp_clip_norm() <= 0 && info.example_scale() == 0) {
     // Central differential privacy: the server cannot see the norm, so the client reports the
-    // bit adaptive clipping counts.
-    sent.set_dp_unclipped(UpdateL2Norm(update) <= info.params().clip_norm());
+    // bit adaptive clipping counts (under distributed DP UploadPrivatized set it with the clip).
+    sent.set_dp_unclipped(UpdateL2Norm(delta) <= info.params().clip_norm());
   }
   const double weight = secagg::MaskWeight(metrics.num_examples(), info.example_scale());
-  const std::vector<float> flat = secagg::FlattenUpdate(update);
+  const std::vector<float> flat = secagg::FlattenUpdate(delta);
   FEDSCHED_ASSIGN_OR_RETURN(v1::SecAggMaskedInput masked,
                             session->client.MaskInput(session->routed, flat, weight));
   FEDSCHED_RETURN_IF_ERROR(UploadPayload(task, masked.SerializeAsString(), sent));

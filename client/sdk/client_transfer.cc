@@ -112,28 +112,32 @@ absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& ful
       double utility,
       NoiseUtilityReport(metrics.statistical_utility(), task.utility_noise_stddev(), seeds[0]));
   private_metrics.set_statistical_utility(utility);
-  if (secagg_ != nullptr) return UploadMasked(task, full, private_metrics);
   // PyramidFL update dropout (the server refuses it with DP and secure aggregation): each tensor
   // is dropped with the task's probability, its name and shape kept, its values not sent.
-  v1::Model thinned;
+  v1::Model changed;
   const v1::Model* update = &full;
-  if (task.update_dropout() > 0) {
-    thinned = full;
-    for (v1::Tensor& t : *thinned.mutable_tensors()) {
+  if (task.update_dropout() > 0 && secagg_ == nullptr) {
+    changed = full;
+    for (v1::Tensor& t : *changed.mutable_tensors()) {
       uint32_t draw = 0;
       if (RAND_bytes(reinterpret_cast<unsigned char*>(&draw), sizeof(draw)) != 1) {
         return absl::InternalError("RAND_bytes failed: no draw for update dropout");
       }
       if (static_cast<double>(draw) / 4294967296.0 < task.update_dropout()) t.clear_data();
     }
-    update = &thinned;
+    update = &changed;
   }
-  if (task.dp_clip_norm() <= 0) return Upload(task, *update, private_metrics);
-  v1::Model noised = *update;
-  FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&noised, task.dp_clip_norm(),
-                                                               task.dp_noise_stddev(), seeds[1]));
-  private_metrics.set_dp_unclipped(unclipped);
-  return Upload(task, noised, private_metrics);
+  if (task.dp_clip_norm() > 0) {
+    // Distributed DP: clipped and noised before it leaves the device (before masking too; the
+    // masking clip bound leaves room for the noise, docs/PRIVACY.md).
+    if (update != &changed) changed = full;
+    FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&changed, task.dp_clip_norm(),
+                                                                 task.dp_noise_stddev(), seeds[1]));
+    private_metrics.set_dp_unclipped(unclipped);
+    update = &changed;
+  }
+  if (secagg_ != nullptr) return UploadMasked(task, *update, private_metrics);
+  return Upload(task, *update, private_metrics);
 }
 
 absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,

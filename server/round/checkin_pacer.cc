@@ -45,12 +45,13 @@ absl::StatusOr<PacerOptions> PacerOptions::FromServerConfig(const v1::ServerConf
   return out;
 }
 
-uint64_t SplitMix64(uint64_t x) {
-  x += kSplitMixGamma;
+uint64_t Mix64(uint64_t x) {
   x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
   x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
   return x ^ (x >> 31);
 }
+
+uint64_t SplitMix64(uint64_t x) { return Mix64(x + kSplitMixGamma); }
 
 double UnitDraw(uint64_t key) { return static_cast<double>(SplitMix64(key) >> 11) * 0x1.0p-53; }
 

@@ -45,6 +45,10 @@ struct PacerOptions {
 // OOPSLA 2014): SplitMix64(x) = the generator's output for state x.
 inline constexpr uint64_t kSplitMixGamma = 0x9e3779b97f4a7c15ULL;
 
+// splitmix64's output function alone (Steele et al., OOPSLA 2014): a bijection of 64-bit values
+// that mixes every input bit into every output bit. Mix64(x + kSplitMixGamma) == SplitMix64(x).
+uint64_t Mix64(uint64_t x);
+
 // splitmix64's output function applied to state x + kSplitMixGamma: a well-mixed 64-bit value
 // from a key, so that pacing draws are reproducible for a seed with no generator to lock.
 uint64_t SplitMix64(uint64_t x);

@@ -106,9 +106,10 @@ struct Task {
   double utility_noise_stddev = 0;
   v1::CachePlan cache_plan;
   // Secure aggregation (ServerConfig.secure_aggregation): the task's part in its round's
-  // protocol (v1::Task.secagg), and its index in the cohort (-1 when off).
+  // protocol (v1::Task.secagg: parameters and cohort index); empty when off.
   v1::SecAggTask secagg;
-  int32_t secagg_index = -1;
+  // The task is a member of its round's secure-aggregation cohort.
+  bool in_secagg() const { return secagg.has_params(); }
   // The model version the client trains on: set by PinModel (the first fetch), or the
   // published version when it is folded unpinned. -1 until pinned.
   int64_t base_version = -1;

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "server/aggregation/checks.h"
 #include "server/privacy/mechanism.h"
+#include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 
 namespace fedsched::round {
@@ -28,11 +29,9 @@ absl::Status RoundEngine::InitPrivacy(v1::Model* optimizer_state) {
 uint64_t RoundEngine::NextNoiseSeed() {
   if (options_.noise_seed) return options_.noise_seed();
   // Deterministic default (simulator, tests): splitmix64 of the run's seed and the round.
-  uint64_t z = config_.seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round_) +
+  uint64_t z = config_.seed() * kSplitMixGamma + static_cast<uint64_t>(round_) +
                static_cast<uint64_t>(privacy_ != nullptr ? privacy_->rounds() : 0) * 0x632BE5ABULL;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
+  return Mix64(z);
 }
 
 int64_t RoundEngine::FoldWeight(const Update& update) const {

@@ -12,18 +12,13 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "secagg/update_vector.h"
+#include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 
 namespace fedsched::round {
 
 namespace {
-
-// splitmix64: the deterministic graph seed's bytes (simulator, tests).
-uint64_t Mix(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-  return z ^ (z >> 31);
-}
 
 // A conservative bound on the L2 norm of a clipped update plus N(0, stddev^2) noise in each of
 // `params` coordinates: C + stddev (sqrt(P) + 4). The noise's norm exceeds stddev (sqrt(P) + t)
@@ -38,10 +33,10 @@ double NoisedClipBound(double clip, double stddev, uint64_t params) {
 std::string RoundEngine::NextGraphSeed() const {
   if (options_.secagg_graph_seed) return options_.secagg_graph_seed();
   std::string seed(32, '\0');
-  uint64_t z = config_.seed() * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(round_) +
+  uint64_t z = config_.seed() * kSplitMixGamma + static_cast<uint64_t>(round_) +
                static_cast<uint64_t>(attempt_) * 0xD1B54A32D192ED03ULL;
   for (size_t i = 0; i < 4; ++i) {
-    z = Mix(z + i);
+    z = Mix64(z + i);
     std::memcpy(seed.data() + 8 * i, &z, 8);
   }
   return seed;
@@ -85,7 +80,6 @@ void RoundEngine::StartSecAgg(double now_s) {
   const double timeout = config_.secure_aggregation().step_timeout_s();
   for (uint32_t i = 0; i < secagg_cohort_.size(); ++i) {
     Task& task = tasks_.at(secagg_cohort_[i]);
-    task.secagg_index = static_cast<int32_t>(i);
     task.secagg = secagg_->TaskInfo(i);
     task.secagg.set_advertise_deadline_unix_ms(ToMillis(now_s + timeout));
     task.secagg.set_share_keys_deadline_unix_ms(ToMillis(now_s + 2 * timeout));
@@ -113,11 +107,11 @@ absl::StatusOr<v1::SecAggStepResponse> RoundEngine::SecAggStep(ClientIndex index
     return absl::PermissionDeniedError(
         absl::StrCat("task ", request.task_id(), " belongs to another client"));
   }
-  if (secagg_ == nullptr || task.secagg_index < 0 || task.round != round_) {
+  if (secagg_ == nullptr || !task.in_secagg() || task.round != round_) {
     return absl::FailedPreconditionError(
         absl::StrCat("task ", task.task_id, " is not in a secure-aggregation round"));
   }
-  const auto member = static_cast<uint32_t>(task.secagg_index);
+  const uint32_t member = task.secagg.index();
   absl::Status s;
   switch (request.message_case()) {
     case v1::SecAggStepRequest::kAdvertise:
@@ -151,8 +145,7 @@ void RoundEngine::FailDroppedMembers(double now_s) {
 }
 
 ClosedRound RoundEngine::FailSecAgg(double now_s, const absl::Status& why) {
-  secagg_.reset();
-  secagg_cohort_.clear();
+  // Fail drops the protocol's state with the round's.
   return Fail(now_s, absl::StrCat("secure aggregation: ", why.message()));
 }
 
@@ -211,16 +204,15 @@ void RoundEngine::FoldMaskedInputs(absl::Span<const Update> updates,
     const Update& update = updates[i];
     Task& task = tasks_.at(update.claim.task_id);
     absl::Status s;
-    if (update.masked == nullptr || task.secagg_index < 0) {
+    if (update.masked == nullptr || !task.in_secagg()) {
       s = absl::InvalidArgumentError(absl::StrCat(
           "round ", task.round, " runs secure aggregation: task ", task.task_id,
           " must upload its masked input (v1::SecAggMaskedInput), not a plain update"));
     } else {
-      const int64_t scale = task.secagg.example_scale();
-      const double weight =
-          scale > 0 ? static_cast<double>(update.claim.num_examples) / static_cast<double>(scale)
-                    : 1.0;
-      s = secagg_->AddMaskedInput(static_cast<uint32_t>(task.secagg_index), *update.masked, weight);
+      // The weight the client masked with (CheckUpdate bounded the examples by the scale).
+      s = secagg_->AddMaskedInput(
+          task.secagg.index(), *update.masked,
+          secagg::MaskWeight(update.claim.num_examples, task.secagg.example_scale()));
     }
     if (s.ok()) {
       RecordAccepted(update, task);

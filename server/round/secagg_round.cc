@@ -98,7 +98,8 @@ v1::SecAggTask SecAggRound::TaskInfo(uint32_t index) const {
   return info;
 }
 
-absl::Status SecAggRound::CheckOpen(SecAggPhase phase, uint32_t index, const char* what) const {
+absl::Status SecAggRound::CheckOpen(SecAggPhase phase, uint32_t index, uint32_t sender,
+                                    const char* what) const {
   if (index >= completed_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("cohort index ", index, " out of range"));
   }
@@ -113,64 +114,54 @@ absl::Status SecAggRound::CheckOpen(SecAggPhase phase, uint32_t index, const cha
         "secure aggregation of round ", params_.round_id(), ": member ", index,
         completed_[index] > expected ? " already sent its " : " was dropped before ", what));
   }
+  if (sender != index) {
+    return absl::PermissionDeniedError(
+        absl::StrCat(what, " names sender ", sender, ", not the task's ", index));
+  }
   return absl::OkStatus();
 }
 
-absl::Status SecAggRound::Advertise(uint32_t index, const v1::SecAggAdvertise& message) {
-  FEDSCHED_RETURN_IF_ERROR(CheckOpen(SecAggPhase::kAdvertise, index, "advertise keys"));
-  if (message.sender() != index) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("advertisement names sender ", message.sender(), ", not the task's ", index));
+void SecAggRound::Took(uint32_t index, SecAggPhase phase) {
+  completed_[index] = static_cast<int>(phase);
+  owed_[index].Clear();
+  if (phase == SecAggPhase::kUnmask) {
+    owed_[index].set_done(true);  // nothing more to do in this round
+  } else {
+    owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
   }
+}
+
+absl::Status SecAggRound::Advertise(uint32_t index, const v1::SecAggAdvertise& message) {
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckOpen(SecAggPhase::kAdvertise, index, message.sender(), "advertise keys"));
   FEDSCHED_RETURN_IF_ERROR(server_->AddAdvertisement(message));
-  completed_[index] = 0;
-  owed_[index].Clear();  // until the step closes
-  owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
-  bytes_in_ += static_cast<int64_t>(message.ByteSizeLong());
+  Took(index, SecAggPhase::kAdvertise);
   return absl::OkStatus();
 }
 
 absl::Status SecAggRound::ShareKeys(uint32_t index, const v1::SecAggShareKeys& message) {
-  FEDSCHED_RETURN_IF_ERROR(CheckOpen(SecAggPhase::kShareKeys, index, "share keys"));
-  if (message.sender() != index) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("shares name sender ", message.sender(), ", not the task's ", index));
-  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckOpen(SecAggPhase::kShareKeys, index, message.sender(), "share keys"));
   FEDSCHED_RETURN_IF_ERROR(server_->AddShareKeys(message));
-  completed_[index] = 1;
-  owed_[index].Clear();  // until the step closes
-  owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
-  bytes_in_ += static_cast<int64_t>(message.ByteSizeLong());
+  Took(index, SecAggPhase::kShareKeys);
   return absl::OkStatus();
 }
 
 absl::Status SecAggRound::AddMaskedInput(uint32_t index, const v1::SecAggMaskedInput& input,
                                          double weight) {
-  FEDSCHED_RETURN_IF_ERROR(CheckOpen(SecAggPhase::kMaskedInput, index, "masked input"));
-  if (input.sender() != index) {
-    return absl::PermissionDeniedError(
-        absl::StrCat("masked input names sender ", input.sender(), ", not the task's ", index));
-  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckOpen(SecAggPhase::kMaskedInput, index, input.sender(), "masked input"));
   FEDSCHED_RETURN_IF_ERROR(server_->AddMaskedInput(input));
-  completed_[index] = 2;
-  owed_[index].Clear();  // until the unmask step opens
-  owed_[index].set_retry_after_ms(RetryMs(static_cast<uint32_t>(completed_.size())));
+  Took(index, SecAggPhase::kMaskedInput);
   weight_[index] = weight;
   return absl::OkStatus();
 }
 
 absl::Status SecAggRound::Unmask(uint32_t index, const v1::SecAggUnmaskResponse& message) {
-  FEDSCHED_RETURN_IF_ERROR(CheckOpen(SecAggPhase::kUnmask, index, "unmask"));
-  if (message.sender() != index) {
-    return absl::PermissionDeniedError(absl::StrCat("unmask response names sender ",
-                                                    message.sender(), ", not the task's ", index));
-  }
+  FEDSCHED_RETURN_IF_ERROR(CheckOpen(SecAggPhase::kUnmask, index, message.sender(), "unmask"));
   FEDSCHED_RETURN_IF_ERROR(server_->AddUnmaskResponse(message));
-  completed_[index] = 3;
-  owed_[index].Clear();
-  owed_[index].set_done(true);
+  Took(index, SecAggPhase::kUnmask);
   ++unmask_answered_;
-  bytes_in_ += static_cast<int64_t>(message.ByteSizeLong());
   return absl::OkStatus();
 }
 

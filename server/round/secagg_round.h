@@ -103,12 +103,17 @@ class SecAggRound {
   absl::StatusOr<Result> Finish();
   // True when member `index` did not complete a step that has closed (it is out of the round).
   bool dropped(uint32_t index) const;
-  // Protocol bytes received from clients so far (messages as serialized), for the record.
-  int64_t bytes_in() const { return bytes_in_; }
 
  private:
   SecAggRound() = default;
-  absl::Status CheckOpen(SecAggPhase phase, uint32_t index, const char* what) const;
+  // Errors of a step message of member `index` naming `sender`: the step is not `phase`, the
+  // member did not complete the step before it or already sent this one, or `sender` is not
+  // `index` (PERMISSION_DENIED).
+  absl::Status CheckOpen(SecAggPhase phase, uint32_t index, uint32_t sender,
+                         const char* what) const;
+  // Member `index` completed `phase`: it is owed a retry until the next step's input (or `done`
+  // after unmasking).
+  void Took(uint32_t index, SecAggPhase phase);
 
   v1::SecAggRoundParams params_;
   std::unique_ptr<secagg::SecAggServer> server_;
@@ -117,12 +122,11 @@ class SecAggRound {
   double step_timeout_s_ = 0;
   double step_deadline_s_ = 0;
   SecAggPhase phase_ = SecAggPhase::kAdvertise;
-  // Per member: the last step it completed (-1 none, 0 advertised, 1 shared, 2 masked input,
-  // 3 unmasked) and what the server owes it next.
+  // Per member: the last step it completed (-1 none, else the SecAggPhase value: 0 advertised,
+  // 1 shared, 2 masked input, 3 unmasked) and what the server owes it next.
   std::vector<int> completed_;
   std::vector<v1::SecAggStepResponse> owed_;
-  std::vector<double> weight_;  // FedAvg weight of each contributor (else 0)
-  int64_t bytes_in_ = 0;
+  std::vector<double> weight_;   // FedAvg weight of each contributor (else 0)
   int32_t unmask_asked_ = 0;     // survivors asked to unmask
   int32_t unmask_answered_ = 0;  // of them, answered
 };

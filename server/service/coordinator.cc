@@ -393,7 +393,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     task->set_model_sha256(state->blob->sha256);
     task->set_dp_clip_norm(state->dp_clip_norm);
     task->set_dp_noise_stddev(state->dp_noise_stddev);
-    if (state->secagg_index >= 0) *task->mutable_secagg() = state->secagg;
+    if (state->in_secagg()) *task->mutable_secagg() = state->secagg;
     task->set_update_dropout(state->update_dropout);
     task->set_utility_noise_stddev(state->utility_noise_stddev);
     // Client-side evaluation of the model this round starts from (its accuracy lands in the

@@ -11,6 +11,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/zero_copy_stream.h"
+#include "google/protobuf/message_lite.h"
 #include "server/service/coordinator.h"
 
 namespace fedsched {
@@ -62,6 +63,13 @@ class PiecesInputStream : public google::protobuf::io::ZeroCopyInputStream {
   size_t offset_ = 0;
   int64_t position_ = 0;
 };
+
+// Parses `message` from the payload's pieces without joining them.
+bool ParsePieces(absl::Span<const std::string> pieces, google::protobuf::MessageLite* message) {
+  if (pieces.size() == 1) return message->ParseFromString(pieces[0]);
+  PiecesInputStream input(pieces);
+  return message->ParseFromZeroCopyStream(&input);
+}
 
 }  // namespace
 
@@ -217,13 +225,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     return SubmitMaskedInput(header, payload_pieces, now, upload_seconds);
   }
   std::unique_ptr<v1::Model> delta = TakeDelta();
-  bool parsed;
-  if (payload_pieces.size() == 1) {
-    parsed = delta->ParseFromString(payload_pieces[0]);
-  } else {
-    PiecesInputStream input(payload_pieces);
-    parsed = delta->ParseFromZeroCopyStream(&input);
-  }
+  const bool parsed = ParsePieces(payload_pieces, delta.get());
   // Only the audit trail reads the payload after parsing (RoundEngine stores it verbatim).
   if (payload_parsed && !config_.audit_updates()) {
     payload_pieces = {};
@@ -264,14 +266,7 @@ absl::Status Coordinator::SubmitMaskedInput(const v1::UploadHeader& header,
                                             absl::Span<const std::string> payload_pieces,
                                             absl::Time now, double upload_seconds) {
   v1::SecAggMaskedInput masked;
-  bool parsed;
-  if (payload_pieces.size() == 1) {
-    parsed = masked.ParseFromString(payload_pieces[0]);
-  } else {
-    PiecesInputStream input(payload_pieces);
-    parsed = masked.ParseFromZeroCopyStream(&input);
-  }
-  if (!parsed) {
+  if (!ParsePieces(payload_pieces, &masked)) {
     return absl::InvalidArgumentError(
         "secure aggregation is on: the update payload must be a SecAggMaskedInput message");
   }

@@ -506,7 +506,7 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   // Secure aggregation: the key steps come first; the task's work starts with the routed shares.
   const round::Task* planned = engine_->FindTask(task.task_id);
   if (planned != nullptr) ApplyUpdateDropout(t, planned->update_dropout);
-  if (planned != nullptr && planned->secagg_index >= 0) return BeginSecAgg(serial, *planned, now);
+  if (planned != nullptr && planned->in_secagg()) return BeginSecAgg(serial, *planned, now);
   return PushTaskEnd(serial, now);
 }
 

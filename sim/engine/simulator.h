@@ -41,7 +41,7 @@
 //            PrefetchPlan warm their caches (Learner::Prefetch). (The engine may also hand out
 //            tasks mid-round, replacing failed ones: they are started the same way.)
 // Secure aggregation (server.secure_aggregation.enabled; simulator_secagg.cc): a task of a
-// secure-aggregation round (Task::secagg_index >= 0) is trained at once as above, but its device
+// secure-aggregation round (Task::in_secagg()) is trained at once as above, but its device
 // first runs the key steps: SecAggStep(advertise) at issue + round_trip_s (+ the message's
 // transfer); after each Advance every waiting device calls SecAggStep(empty) and, given the
 // key directory, sends SecAggStep(share_keys) one round trip (+ transfers) later; given the

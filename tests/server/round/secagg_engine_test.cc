@@ -95,7 +95,7 @@ class SecAggEngineTest : public ::testing::Test {
     ASSERT_EQ(tasks_.size(), presence_.n);
     for (const Task* t : tasks_) {
       secagg::Bytes32 entropy{};
-      entropy[0] = static_cast<uint8_t>(t->secagg_index + 1);
+      entropy[0] = static_cast<uint8_t>(t->secagg.index() + 1);
       ASSERT_OK_AND_ASSIGN(
           secagg::SecAggClient c,
           secagg::SecAggClient::Create(t->secagg.params(), t->secagg.index(), entropy));
