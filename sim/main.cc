@@ -51,6 +51,10 @@ ABSL_FLAG(int32_t, num_rounds, 0, "override server.num_rounds (0 = keep)");
 ABSL_FLAG(double, utility_noise_factor, -1,
           "override server.selection.utility_noise_factor: noise on the devices' utility "
           "reports, x the median report (docs/PRIVACY.md; 0 = off, negative = keep)");
+ABSL_FLAG(std::string, set, "",
+          "SimConfig fragment in text format merged over the config after the other flags, e.g. "
+          "'traces { start_time_s: 86400 }' (non-default values replace the config's; paths are "
+          "relative to the current directory)");
 ABSL_FLAG(std::string, run_name, "", "override SimConfig.run_name");
 ABSL_FLAG(std::string, output_csv, "", "override SimConfig.output_csv");
 ABSL_FLAG(std::string, plot_png, "", "write a PNG of accuracy vs virtual hours");
@@ -137,6 +141,9 @@ int Run(mpi::Cluster* cluster, char** argv) {
   }
   if (absl::GetFlag(FLAGS_quiet)) config.set_quiet(true);
   if (!absl::GetFlag(FLAGS_trainer).empty()) config.set_trainer(absl::GetFlag(FLAGS_trainer));
+  if (absl::Status s = ApplyConfigOverride(absl::GetFlag(FLAGS_set), &config); !s.ok()) {
+    return Fail(s);
+  }
 #ifndef FEDSCHED_HAVE_TORCH
   if (config.trainer() == kTorchTrainer) {
     if (cluster != nullptr) {

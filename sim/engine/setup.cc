@@ -130,6 +130,16 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
   return absl::OkStatus();
 }
 
+absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config) {
+  if (fragment.empty()) return absl::OkStatus();
+  v1::SimConfig overlay;
+  // Parsed on its own first, so that a bad fragment leaves `config` untouched and the error
+  // names --set rather than the config file.
+  FEDSCHED_RETURN_IF_ERROR(ParseTextConfig(fragment, "--set", &overlay));
+  config->MergeFrom(overlay);
+  return absl::OkStatus();
+}
+
 std::string CachePolicyName(v1::CachePolicy policy) {
   if (policy == v1::CACHE_POLICY_UNSPECIFIED) policy = v1::CACHE_POLICY_IMPORTANCE;
   std::string name = v1::CachePolicy_Name(policy);

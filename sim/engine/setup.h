@@ -65,6 +65,15 @@ absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
 // the baselines random and oort ("Oort + LRU"), the importance cache for fedcase.
 v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
 
+// fedsched-sim's --set: a SimConfig fragment in protobuf text format (e.g.
+// `traces { start_time_s: 86400 } server { selection { extend_workload { beta: 0.5 } } }`)
+// merged over `config` as Message::MergeFrom does: every field the fragment sets to a non-default
+// value replaces the config's, repeated fields are appended, and a field cannot be set back to
+// its default (0, false, ""). Paths in the fragment are used as given (relative to the current
+// directory). Errors: INVALID_ARGUMENT naming the line, column and unknown or malformed key;
+// `config` is then unchanged.
+absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
+
 // fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
 // Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase") also sets
 // the policy's own cache (OwnCachePolicy) unless `cache_policy` ("importance" | "lru" | "lfu" |

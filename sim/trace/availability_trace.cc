@@ -409,8 +409,96 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadMobiperf(const std::str
   return FromRows(std::move(rows), absl::StrCat("mobiperf-", trace, ":", path), false);
 }
 
+namespace {
+
+constexpr double kDayS = 86400;
+
+// Adds [s, e) to `spec` folded into [0, period): a session that crosses the period's end (or
+// starts before 0) continues at the other end, so the week repeats seamlessly.
+void AddFolded(double s, double e, double period, AvailabilityRowSpec* spec) {
+  for (double shift : {-period, 0.0, period}) {
+    const double a = std::max(0.0, s + shift), b = std::min(period, e + shift);
+    if (b > a) spec->windows.emplace_back(a, b);
+  }
+}
+
+// One row of the diurnal trace (DiurnalAvailabilityConfig in sim.proto): a time zone, then per
+// day a night session with probability p and Poisson daytime sessions.
+void DiurnalRow(const v1::DiurnalAvailabilityConfig& d, double period, SplitMix64* rng,
+                AvailabilityRowSpec* spec) {
+  const double zone_s = (rng->Uniform() - 0.5) * d.time_zone_spread_h() * 3600;
+  const double day_rate = d.day_sessions() / (12 * 3600.0);  // sessions per daytime second
+  const int days = static_cast<int>(std::ceil(period / kDayS));
+  for (int day = 0; day < days; ++day) {
+    const double midnight = day * kDayS + zone_s;
+    if (rng->Uniform() < d.night_probability()) {
+      const double start = midnight + (d.night_start_h() + 3 * (rng->Uniform() - 0.5)) * 3600;
+      const double length = d.night_hours() * 3600 * (0.5 + rng->Uniform());
+      AddFolded(start, start + length, period, spec);
+    }
+    if (day_rate <= 0) continue;
+    double t = midnight + 8 * 3600;
+    while (true) {
+      t += -std::log1p(-rng->Uniform()) / day_rate;
+      if (t >= midnight + 20 * 3600) break;
+      AddFolded(t, t - d.day_session_mean_s() * std::log1p(-rng->Uniform()), period, spec);
+    }
+  }
+}
+
+absl::Status CheckDiurnal(const v1::DiurnalAvailabilityConfig& d) {
+  if (!(d.night_probability() >= 0 && d.night_probability() <= 1) ||
+      !(d.night_start_h() > 0 && d.night_start_h() <= 24) || !(d.night_hours() > 0) ||
+      !(d.day_sessions() >= 0) || !(d.day_session_mean_s() > 0) || !(d.time_zone_spread_h() >= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "traces.synthetic.diurnal: need night_probability in (0, 1], night_start_h in (0, 24], "
+        "night_hours > 0, day_sessions >= 0, day_session_mean_s > 0, time_zone_spread_h >= 0; "
+        "got ",
+        d.ShortDebugString()));
+  }
+  return absl::OkStatus();
+}
+
+// The diurnal defaults (sim.proto) filled into the fields left at 0.
+v1::DiurnalAvailabilityConfig DiurnalWithDefaults(v1::DiurnalAvailabilityConfig d) {
+  if (d.night_probability() == 0) d.set_night_probability(0.8);
+  if (d.night_start_h() == 0) d.set_night_start_h(22);
+  if (d.night_hours() == 0) d.set_night_hours(7);
+  if (d.day_sessions() == 0) d.set_day_sessions(1.5);
+  if (d.day_session_mean_s() == 0) d.set_day_session_mean_s(1800);
+  if (d.time_zone_spread_h() == 0) d.set_time_zone_spread_h(3);
+  return d;
+}
+
+absl::StatusOr<AvailabilityTrace> SyntheticDiurnal(const v1::SyntheticAvailabilityConfig& config,
+                                                   int64_t num_rows) {
+  const v1::DiurnalAvailabilityConfig d = DiurnalWithDefaults(config.diurnal());
+  FEDSCHED_RETURN_IF_ERROR(CheckDiurnal(d));
+  const double period = config.period_s() > 0 ? config.period_s() : 7 * kDayS;
+  const uint64_t seed = config.seed() != 0 ? config.seed() : 7;
+  if (num_rows <= 0 || config.period_s() < 0) {
+    return absl::InvalidArgumentError("synthetic availability: parameters must be positive");
+  }
+  std::vector<AvailabilityRowSpec> rows(num_rows);
+  for (int64_t r = 0; r < num_rows; ++r) {
+    SplitMix64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r));
+    rows[r].trace_id = r;
+    rows[r].model = "synthetic";
+    rows[r].finish_time_s = period;
+    DiurnalRow(d, period, &rng, &rows[r]);
+  }
+  return AvailabilityTrace::FromRows(
+      std::move(rows),
+      absl::StrCat("SYNTHETIC diurnal availability (", d.ShortDebugString(), ", period ", period,
+                   " s, seed ", seed, ")"),
+      true);
+}
+
+}  // namespace
+
 absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
     const v1::SyntheticAvailabilityConfig& config, int64_t num_rows) {
+  if (config.has_diurnal()) return SyntheticDiurnal(config, num_rows);
   const double on = config.mean_online_s() > 0 ? config.mean_online_s() : 7200;
   const double off = config.mean_offline_s() > 0 ? config.mean_offline_s() : 28800;
   const double period = config.period_s() > 0 ? config.period_s() : 518400;

@@ -624,6 +624,29 @@ TEST(SimulatorTest, EachPolicyRunsWithItsOwnCacheUnlessTold) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--cache_policy")));
 }
 
+// --set merges a text-format fragment over the config; a bad fragment changes nothing.
+TEST(SimulatorTest, ConfigOverrideMergesAFragment) {
+  v1::SimConfig c;
+  c.set_target_accuracy(0.83);
+  c.mutable_traces()->set_capacity_path("cap.csv");
+  c.mutable_server()->mutable_training()->set_local_steps(20);
+  ASSERT_OK(ApplyConfigOverride(
+      "traces { start_time_s: 129600 } server { selection { extend_workload { beta: 0.5 } } }",
+      &c));
+  EXPECT_DOUBLE_EQ(c.traces().start_time_s(), 129600);
+  EXPECT_EQ(c.traces().capacity_path(), "cap.csv");
+  EXPECT_DOUBLE_EQ(c.server().selection().extend_workload().beta(), 0.5);
+  EXPECT_EQ(c.server().training().local_steps(), 20);
+  EXPECT_DOUBLE_EQ(c.target_accuracy(), 0.83);
+  const std::string before = c.SerializeAsString();
+  EXPECT_THAT(ApplyConfigOverride("traces { start_time: 1 }", &c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--set"), HasSubstr("start_time"))));
+  EXPECT_EQ(c.SerializeAsString(), before);
+  ASSERT_OK(ApplyConfigOverride("", &c));
+  EXPECT_EQ(c.SerializeAsString(), before);
+}
+
 TEST(SimulatorTest, RoundSettingsResolveAsTheServersDo) {
   v1::SimConfig c;
   c.mutable_traces()->set_capacity_path("unused");

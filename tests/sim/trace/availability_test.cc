@@ -281,6 +281,33 @@ TEST(AvailabilityTest, SyntheticIsLabelledAndDeterministic) {
   for (int c = 0; c < 500; ++c) EXPECT_EQ(a.NextChange(c, 1000), b.NextChange(c, 1000));
 }
 
+// The diurnal synthetic trace (DiurnalAvailabilityConfig): most phones online at night, few in
+// the afternoon, about a quarter on average, the same every week, and deterministic.
+TEST(AvailabilityTest, DiurnalSyntheticFollowsTheDay) {
+  v1::SyntheticAvailabilityConfig config;
+  config.mutable_diurnal();  // all defaults
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace a, AvailabilityTrace::Synthetic(config, 2000));
+  ASSERT_OK_AND_ASSIGN(AvailabilityTrace b, AvailabilityTrace::Synthetic(config, 2000));
+  EXPECT_TRUE(a.synthetic());
+  EXPECT_THAT(a.description(), HasSubstr("diurnal"));
+  EXPECT_EQ(a.FinishTime(0), 7 * 86400.0);
+  EXPECT_NEAR(a.MeanOnlineFraction(), 0.26, 0.04);
+  auto online_at = [&](double t) {
+    int n = 0;
+    for (int c = 0; c < 2000; ++c) n += a.IsAvailable(c, t) ? 1 : 0;
+    return n / 2000.0;
+  };
+  for (int day = 0; day < 9; ++day) {  // past the week's end: the pattern repeats
+    const double midnight = day * 86400.0;
+    EXPECT_GT(online_at(midnight + 2 * 3600), 0.55) << "day " << day << " 02:00";
+    EXPECT_LT(online_at(midnight + 15 * 3600), 0.10) << "day " << day << " 15:00";
+  }
+  for (int c = 0; c < 2000; ++c) EXPECT_EQ(a.NextChange(c, 5000), b.NextChange(c, 5000));
+  config.mutable_diurnal()->set_night_probability(1.5);
+  EXPECT_THAT(AvailabilityTrace::Synthetic(config, 10),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("night_probability")));
+}
+
 TEST(AvailabilityTest, MalformedRowsNameFileAndLine) {
   const std::string clients = WriteTemp("cl.csv", "client_id,model,finish_time_s\n1,x,100\n");
   const std::string windows = WriteTemp(

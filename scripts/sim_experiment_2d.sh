@@ -1,0 +1,153 @@
+#!/usr/bin/env bash
+# The two-virtual-day time-to-accuracy experiment (issue 15; docs/SIMULATION.md "Experiment over
+# two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.83, over three availability
+# traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto), four start offsets into each
+# trace and three seeds, for every policy row below. Every run trains for real (the Eigen models)
+# and drives the server's round engine; only time is virtual, so the figures do not depend on the
+# machine's load.
+#
+# Rows (POLICIES), each with its own cache as in FedCaSe's evaluation:
+#   random          random selection + LRU cache
+#   oort            Oort + LRU (the baseline to beat)
+#   oort_imp        Oort + the importance cache (the cache's effect alone)
+#   pyramidfl       PyramidFL as its authors run it: Oort + workload extension + update dropout, LRU
+#   oort_ext        Oort + workload extension, LRU (PyramidFL without dropout)
+#   fedcase         FedCaSe: top clients by experience + Oort, importance cache
+#   fedsched        fedcase + workload extension (beta 0.5) + workload sizing, importance cache
+#   fedsched_lru    fedsched with LRU (ablation: without the importance cache)
+#
+# Writes OUT_DIR/<model>/<trace>/<row>_o<offset h>_s<seed>.{csv,log,summary}; a run whose summary
+# exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
+# the commit, medians and spreads over offsets x seeds, every paired loss of fedsched against
+# oort) and one PNG per model and trace (offset 0, the first seed). DOCS=1 also writes them into
+# docs/SIMULATION.md (between the sim_experiment_2d markers) and docs/sim2d_<model>_<trace>.png.
+#
+# Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run takes 1 to 3
+# minutes (1 to 5 virtual days); the whole MLP grid (3 traces x 4 offsets x 3 seeds x 8 rows =
+# 288 runs) about 5 hours. Runs go seed by seed, so a partial grid is complete for its seeds.
+#
+# Knobs: MODELS="mlp" (cnn: the LeNet-style network, about 4x the compute per round)
+#   TRACES="mobiperf fedscale diurnal"  OFFSETS_H="0 36 72 108"  SEEDS="1 2 3"
+#   POLICIES="random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru"
+#   JOBS=2  OUT_DIR=runs/sim2d  BUILD=build-sim  SKIP_BUILD=1  SKIP_RUNS=1 (tables only)  DOCS=1
+#
+#   scripts/sim_experiment_2d.sh                               # everything
+#   SEEDS=1 POLICIES="oort fedsched" scripts/sim_experiment_2d.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$ROOT"
+BUILD="${BUILD:-build-sim}"
+MODELS="${MODELS:-mlp}"
+TRACES="${TRACES:-mobiperf fedscale diurnal}"
+OFFSETS_H="${OFFSETS_H:-0 36 72 108}"
+SEEDS="${SEEDS:-1 2 3}"
+POLICIES="${POLICIES:-random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru}"
+JOBS="${JOBS:-2}"
+OUT="${OUT_DIR:-runs/sim2d}"
+mkdir -p "$OUT"
+
+if [[ -z "${SKIP_BUILD:-}" && -z "${SKIP_RUNS:-}" ]]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  ninja -C "$BUILD" -j2 fedsched-sim
+fi
+SIM="$BUILD/sim/fedsched-sim"
+if [[ -z "${COMMIT:-}" ]]; then
+  COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+    COMMIT="$COMMIT (plus uncommitted changes in the tree)"
+  fi
+fi
+
+# The fedsim-sim arguments of one row (printed one per line).
+row_args() {
+  local ext='extend_workload { beta: 0.5 disable_dropout: true }'
+  case "$1" in
+    random) printf '%s\n' --policy=random --cache_policy=lru ;;
+    oort) printf '%s\n' --policy=oort --cache_policy=lru ;;
+    oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
+    pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
+    oort_ext) printf '%s\n' --policy=oort --cache_policy=lru "--set=server { selection { $ext } }" ;;
+    fedcase) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
+    fedsched | fedsched_lru)
+      local cache=importance
+      [[ "$1" == fedsched_lru ]] && cache=lru
+      printf '%s\n' --policy=fedcase --cache_policy="$cache" \
+        "--set=server { selection { $ext workload_sizing: true } }" ;;
+    *) echo "unknown row $1" >&2; return 1 ;;
+  esac
+}
+
+# Model settings on top of the trace's config (the CNN: every 4th round evaluated).
+model_set() {
+  case "$1" in
+    mlp) echo "" ;;
+    cnn) echo 'server { model { architecture: "cnn" } eval { every_n_rounds: 4 } }' ;;
+    *) echo "unknown model $1" >&2; return 1 ;;
+  esac
+}
+
+# One run: skipped when its summary exists.
+run_one() {
+  local model="$1" trace="$2" offset="$3" seed="$4" row="$5"
+  local dir="$OUT/$model/$trace" base
+  base="$dir/${row}_o${offset}_s${seed}"
+  [[ -s "$base.summary" ]] && return 0
+  mkdir -p "$dir"
+  local -a args
+  mapfile -t args < <(row_args "$row")
+  local set_extra
+  set_extra="traces { start_time_s: $((offset * 3600)) } $(model_set "$model")"
+  # A row's own --set and the offset/model fragment are merged in one --set.
+  local i merged=0
+  for i in "${!args[@]}"; do
+    if [[ "${args[$i]}" == --set=* ]]; then
+      args[i]="${args[$i]} $set_extra"
+      merged=1
+    fi
+  done
+  [[ $merged == 1 ]] || args+=("--set=$set_extra")
+  if "$SIM" --config="configs/sim/tta2d_$trace.textproto" "${args[@]}" --seed="$seed" --quiet \
+      --run_name="$row" --output_csv="$base.csv" >"$base.out" 2>"$base.log"; then
+    grep '^run=' "$base.out" >"$base.summary"
+    echo "   $model $trace offset ${offset} h seed $seed $row: $(grep -o 'time_to_target_h=[^ ]*' "$base.summary")"
+  else
+    echo "   FAILED $model $trace offset $offset seed $seed $row: $(tail -1 "$base.log")"
+  fi
+  rm -f "$base.out"
+}
+export -f run_one row_args model_set
+export OUT SIM
+
+if [[ -z "${SKIP_RUNS:-}" ]]; then
+  list="$OUT/runs.txt"
+  : >"$list"
+  for model in $MODELS; do for seed in $SEEDS; do for offset in $OFFSETS_H; do
+    for trace in $TRACES; do for row in $POLICIES; do
+      echo "$model $trace $offset $seed $row" >>"$list"
+    done; done
+  done; done; done
+  total=$(wc -l <"$list")
+  echo "== $total runs ($JOBS at a time) into $OUT; finished runs are kept and skipped"
+  xargs -P "$JOBS" -L 1 bash -c 'run_one "$@"' _ <"$list"
+fi
+
+# One PNG per model and trace: offset 0 (or the first), the first seed, every row.
+first_seed="${SEEDS%% *}"
+first_offset="${OFFSETS_H%% *}"
+for model in $MODELS; do for trace in $TRACES; do
+  curves=""
+  for row in $POLICIES; do
+    csv="$OUT/$model/$trace/${row}_o${first_offset}_s${first_seed}.csv"
+    [[ -s "$csv" ]] && curves="${curves:+$curves,}$row=$csv"
+  done
+  [[ -z "$curves" ]] && continue
+  png="$OUT/sim2d_${model}_${trace}.png"
+  "$SIM" --plot_csvs="$curves" --plot_png="$png" --target=0.83 \
+    --plot_title="$model on $trace (tta2d_$trace.textproto), offset ${first_offset} h, seed $first_seed" \
+    >/dev/null
+  [[ "${DOCS:-}" == 1 ]] && cp "$png" docs/
+done; done
+
+python3 scripts/sim_experiment_2d_tables.py --out="$OUT" --models="$MODELS" --traces="$TRACES" \
+  --offsets="$OFFSETS_H" --seeds="$SEEDS" --rows="$POLICIES" --commit="$COMMIT" \
+  ${DOCS:+--docs=docs/SIMULATION.md}
