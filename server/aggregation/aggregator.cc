@@ -121,9 +121,18 @@ absl::Status NonFiniteError(const v1::Tensor& t) {
 
 }  // namespace
 
+std::vector<double> Aggregator::TensorSumSquares(const v1::Model& delta) {
+  std::vector<double> sums;
+  sums.reserve(static_cast<size_t>(delta.tensors_size()));
+  for (const v1::Tensor& t : delta.tensors()) {
+    sums.push_back(ai::SumSquares(t.data().data(), t.data_size()));
+  }
+  return sums;
+}
+
 absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
-                                 int64_t examples_so_far, std::vector<int>* index,
-                                 double* scale) const {
+                                 int64_t examples_so_far, absl::Span<const double> sum_squares,
+                                 std::vector<int>* index, double* scale) const {
   if (num_examples <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_examples must be > 0, got ", num_examples));
   }
@@ -149,13 +158,17 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
   // non-finite values (their squares sum to Inf or NaN).
   *scale = StalenessWeight(staleness);
   if (config_.clip_update_norm() > 0.0) {
-    double sum_squares = 0.0;
-    for (const v1::Tensor& t : delta.tensors()) {
-      const double ss = ai::SumSquares(t.data().data(), t.data_size());
+    // The caller's sums when it has them (the same kernel, so the same bits).
+    const bool given = static_cast<int>(sum_squares.size()) == delta.tensors_size();
+    double total = 0.0;
+    for (int i = 0; i < delta.tensors_size(); ++i) {
+      const v1::Tensor& t = delta.tensors(i);
+      const double ss = given ? sum_squares[static_cast<size_t>(i)]
+                              : ai::SumSquares(t.data().data(), t.data_size());
       if (!std::isfinite(ss)) return NonFiniteError(t);
-      sum_squares += ss;
+      total += ss;
     }
-    const double norm = std::sqrt(sum_squares);
+    const double norm = std::sqrt(total);
     if (norm > config_.clip_update_norm()) *scale *= config_.clip_update_norm() / norm;
   }
   return absl::OkStatus();
@@ -180,7 +193,7 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
                                     int64_t staleness) {
   double scale = 1.0;
   FEDSCHED_RETURN_IF_ERROR(
-      Prepare(delta, num_examples, staleness, total_examples_, &scratch_index_, &scale));
+      Prepare(delta, num_examples, staleness, total_examples_, {}, &scratch_index_, &scale));
 
   if (!is_averaging()) {
     for (const v1::Tensor& t : delta.tensors()) {
@@ -278,7 +291,7 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
     Candidate c{u, 0.0f, {}};
     double scale = 1.0;
     status[u] = Prepare(*updates[u].delta, updates[u].num_examples, updates[u].staleness, examples,
-                        &c.index, &scale);
+                        updates[u].tensor_sum_squares, &c.index, &scale);
     if (!status[u].ok()) continue;
     examples += updates[u].num_examples;
     c.w = static_cast<float>(static_cast<double>(updates[u].num_examples) * scale);

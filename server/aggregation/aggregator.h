@@ -116,7 +116,16 @@ class Aggregator {
     const v1::Model* delta = nullptr;
     int64_t num_examples = 0;
     int64_t staleness = 0;  // model versions behind (FedBuff); 0 for synchronous rounds
+    // Optional: TensorSumSquares(*delta), already computed by the caller (the server's norm
+    // screen), so that clipping does not read the update a second time; empty: computed here.
+    absl::Span<const double> tensor_sum_squares;
   };
+
+  // The sum of squares of each tensor's values, in the delta's tensor order, in double (the
+  // squares summed per block of floats): the quantity clipping's L2 norm is taken from, so a
+  // caller that needs the norm anyway can hand it to AccumulateBatch. Inf or NaN for a tensor
+  // holding a non-finite value. Issue 13 (server CPU per round).
+  static std::vector<double> TensorSumSquares(const v1::Model& delta);
 
   // Accumulate() for several updates at once, with the same checks, the same per-update verdicts
   // and bit-identical sums as calling Accumulate() on each in order; returns one status per
@@ -228,8 +237,10 @@ class Aggregator {
   // The checks of Accumulate that need no fold: example count (against `examples_so_far`),
   // staleness, buffer room, names and shapes (into `index`), and the clipping norm (into `scale`,
   // together with the staleness weight).
+  // `sum_squares`: TensorSumSquares(delta) if the caller has it, else empty.
   absl::Status Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
-                       int64_t examples_so_far, std::vector<int>* index, double* scale) const;
+                       int64_t examples_so_far, absl::Span<const double> sum_squares,
+                       std::vector<int>* index, double* scale) const;
   void EnsureSumBuffers();
   // Runs fn(begin, end) once per slice [begin, end) of the flat coordinate range, slice 0 on the
   // calling thread and the others on pool_, and waits for all; true iff every call returned true.

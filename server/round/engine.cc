@@ -286,7 +286,8 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     }
     batch.push_back({.delta = updates[i].delta,
                      .num_examples = FoldWeight(updates[i]),
-                     .staleness = Staleness(task)});
+                     .staleness = Staleness(task),
+                     .tensor_sum_squares = updates[i].tensor_sum_squares});
     position.push_back(i);
     pending_examples += claim.num_examples;
   }

@@ -145,6 +145,9 @@ struct Update {
   // The payload as received, for the audit trail (ServerConfig.audit_updates); may be empty, in
   // which case the delta is serialized instead.
   absl::Span<const std::string> payload_pieces;
+  // Aggregator::TensorSumSquares(*delta) when the caller computed it (the server's norm screen),
+  // else empty; clipping then reads the delta once less. Not owned.
+  absl::Span<const double> tensor_sum_squares;
 };
 
 // A round (version) that closed: what the caller evaluates, persists and reports.

@@ -347,6 +347,7 @@ class Coordinator {
     const v1::Model* delta = nullptr;
     const v1::SecAggMaskedInput* masked = nullptr;  // instead of delta, under secure aggregation
     absl::Span<const std::string> payload_pieces;
+    absl::Span<const double> tensor_sum_squares;  // of delta, from the norm screen's pass
     absl::Time now;
     double upload_seconds = 0;
     PendingUpdate* next = nullptr;  // queue link, under queue_mu_

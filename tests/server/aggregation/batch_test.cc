@@ -52,9 +52,11 @@ struct Outcome {
 };
 
 Outcome RunRound(v1::AggregationRule rule, int size,
-                 const std::vector<Aggregator::WeightedUpdate>& in, bool batched) {
+                 const std::vector<Aggregator::WeightedUpdate>& in, bool batched,
+                 double clip = 0.0) {
   v1::AggregationConfig config;
   config.set_rule(rule);
+  config.set_clip_update_norm(clip);
   absl::StatusOr<std::unique_ptr<Aggregator>> agg = Aggregator::Create(config, GlobalOf(size));
   EXPECT_THAT(agg, IsOk());
   Outcome out;
@@ -98,6 +100,29 @@ TEST(AccumulateBatchTest, ValidUpdatesAreBitIdenticalToSequential) {
     SCOPED_TRACE(v1::AggregationRule_Name(rule));
     ExpectSame(RunRound(rule, kSize, in, true), RunRound(rule, kSize, in, false));
   }
+}
+
+// The server hands in the sums of squares its norm screen computed (issue 13): clipping with
+// them must give the bits and verdicts of clipping with its own, a non-finite tensor included.
+TEST(AccumulateBatchTest, GivenSumsOfSquaresClipLikeComputedOnes) {
+  constexpr int kSize = 1001;
+  std::vector<v1::Model> models;
+  for (int i = 0; i < 11; ++i) models.push_back(Update(i, kSize, /*reversed=*/i % 3 == 1));
+  models[5].mutable_tensors(0)->set_data(17, kNaN);  // tensor "a" (not reversed)
+  std::vector<std::vector<double>> sums;
+  for (const v1::Model& m : models) sums.push_back(Aggregator::TensorSumSquares(m));
+  EXPECT_TRUE(std::isnan(sums[5][0]));
+  std::vector<Aggregator::WeightedUpdate> given;
+  std::vector<Aggregator::WeightedUpdate> own;
+  for (int i = 0; i < 11; ++i) {
+    given.push_back({&models[i], 1 + 5 * i, 0, sums[static_cast<size_t>(i)]});
+    own.push_back({&models[i], 1 + 5 * i, 0});
+  }
+  // Norms of these updates are about 0.1 * sqrt(kSize) = 3: a bound of 2 clips every one.
+  const Outcome with_sums = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, given, true, 2.0);
+  ExpectSame(with_sums, RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, own, false, 2.0));
+  EXPECT_EQ(with_sums.codes[5], absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(with_sums.updates, 10);
 }
 
 TEST(AccumulateBatchTest, BadUpdatesGetTheirOwnVerdictAndLeaveNoTrace) {
