@@ -117,14 +117,17 @@ class Aggregator {
     int64_t num_examples = 0;
     int64_t staleness = 0;  // model versions behind (FedBuff); 0 for synchronous rounds
     // Optional: TensorSumSquares(*delta), already computed by the caller (the server's norm
-    // screen), so that clipping does not read the update a second time; empty: computed here.
+    // screen), so that clipping does not read the update a second time; empty (or of another
+    // length than delta's tensors): computed here. Trusted: it must be of this very delta.
     absl::Span<const double> tensor_sum_squares;
   };
 
-  // The sum of squares of each tensor's values, in the delta's tensor order, in double (the
-  // squares summed per block of floats): the quantity clipping's L2 norm is taken from, so a
-  // caller that needs the norm anyway can hand it to AccumulateBatch. Inf or NaN for a tensor
-  // holding a non-finite value. Issue 13 (server CPU per round).
+  // The sum of squares of each tensor's values: one double per tensor of `delta`, in its tensor
+  // order (the squares summed in double, per block of floats). ||delta||_2 of the clipping step
+  // above (norm clipping as in DP-FedAvg, McMahan et al., ICLR 2018, section 2) is the square
+  // root of their sum, so a caller that needs the norm anyway (the server's norm screen) hands
+  // them to AccumulateBatch and the update is read once, not twice (issue 13). Inf or NaN for a
+  // tensor holding a non-finite value. No errors.
   static std::vector<double> TensorSumSquares(const v1::Model& delta);
 
   // Accumulate() for several updates at once, with the same checks, the same per-update verdicts
