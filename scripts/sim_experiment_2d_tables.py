@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Tables of the two-virtual-day experiment (scripts/sim_experiment_2d.sh, issue 15).
+
+Reads OUT/<model>/<trace>/<row>_o<offset>_s<seed>.summary (the `run=` line of fedsched-sim) and
+the matching per-round CSV, and writes OUT/results.md: per model and trace, each row's median
+virtual hours to the target over offsets x seeds with its spread (min-max), the speed-up of the
+medians against oort (Oort + LRU), the paired comparison against oort over the same offset and
+seed, and every pair in which fedsched is slower than oort. With --docs=PATH the same section
+replaces the text between the sim_experiment_2d markers of that file.
+"""
+import argparse
+import csv
+import math
+import os
+import re
+import statistics
+
+BASELINE = "oort"
+OURS = "fedsched"
+
+
+def time_to_target(summary_path):
+    """Virtual hours to the target, math.inf when not reached; None when the run is missing."""
+    if not os.path.exists(summary_path):
+        return None
+    text = open(summary_path).read()
+    m = re.search(r"time_to_target_h=(\S+)", text)
+    if not m:
+        return None
+    return math.inf if m.group(1) == "never" else float(m.group(1))
+
+
+def run_stats(csv_path):
+    """(committed rounds, mean round seconds, failed tasks per 100 started) over the whole run
+    (to the target, or to the 120-hour cap)."""
+    if not os.path.exists(csv_path):
+        return None
+    rows = [r for r in csv.DictReader(open(csv_path)) if r["outcome"] == "committed"]
+    if not rows:
+        return None
+    failed = sum(int(r["failed"]) for r in rows)
+    started = sum(int(r["selected"]) for r in rows)
+    return (len(rows), float(rows[-1]["virtual_s"]) / len(rows), 100.0 * failed / max(1, started))
+
+
+def hours(h):
+    return "not reached" if math.isinf(h) else f"{h:.1f}"
+
+
+def spread(values):
+    lo, hi = min(values), max(values)
+    return f"{hours(lo)}-{hours(hi)}" if lo != hi else hours(lo)
+
+
+def trace_table(out, model, trace, offsets, seeds, rows):
+    """Markdown table of one model and trace, plus the list of pairs fedsched loses."""
+    times = {}
+    for row in rows:
+        for o in offsets:
+            for s in seeds:
+                t = time_to_target(os.path.join(out, model, trace, f"{row}_o{o}_s{s}.summary"))
+                if t is not None:
+                    times[(row, o, s)] = t
+    lines = [f"**{model}, {trace}**", "",
+             "| row | runs | median h | spread h | median speed-up vs oort | paired vs oort "
+             "(faster / runs, median ratio) | rounds (median) | mean round | failed tasks |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    base = [times[(BASELINE, o, s)] for o in offsets for s in seeds if (BASELINE, o, s) in times]
+    base_median = statistics.median(base) if base else None
+    losses = []
+    for row in rows:
+        mine = [(o, s, times[(row, o, s)]) for o in offsets for s in seeds if (row, o, s) in times]
+        if not mine:
+            continue
+        values = [t for _, _, t in mine]
+        median = statistics.median(values)
+        speed = (f"{base_median / median:.2f}x" if base_median and not math.isinf(median)
+                 and not math.isinf(base_median) else "n/a")
+        pairs = [(times[(BASELINE, o, s)], t, o, s) for o, s, t in mine
+                 if (BASELINE, o, s) in times]
+        wins = sum(1 for b, t, _, _ in pairs if t < b)
+        ratios = [b / t for b, t, _, _ in pairs if not math.isinf(t) and not math.isinf(b)]
+        paired = (f"{wins} / {len(pairs)}, {statistics.median(ratios):.2f}x" if ratios and
+                  row != BASELINE else "-")
+        stats = [run_stats(os.path.join(out, model, trace, f"{row}_o{o}_s{s}.csv"))
+                 for o, s, _ in mine]
+        stats = [x for x in stats if x]
+        rounds = statistics.median(x[0] for x in stats) if stats else 0
+        round_s = statistics.mean(x[1] for x in stats) if stats else 0
+        failed = statistics.mean(x[2] for x in stats) if stats else 0
+        lines.append(f"| {row} | {len(mine)} | {hours(median)} | {spread(values)} | {speed} | "
+                     f"{paired} | {rounds:.0f} | {round_s:.0f} s | {failed:.1f} % |")
+        if row == OURS:
+            losses += [(trace, o, s, t, b) for b, t, o, s in pairs if t >= b]
+    return "\n".join(lines), losses
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--models", required=True)
+    ap.add_argument("--traces", required=True)
+    ap.add_argument("--offsets", required=True)
+    ap.add_argument("--seeds", required=True)
+    ap.add_argument("--rows", required=True)
+    ap.add_argument("--commit", required=True)
+    ap.add_argument("--docs", default="")
+    a = ap.parse_args()
+    offsets, seeds, rows = a.offsets.split(), a.seeds.split(), a.rows.split()
+    load = open("/proc/loadavg").read().split()[:3] if os.path.exists("/proc/loadavg") else []
+    parts = [f"Virtual hours to 0.83 test accuracy, generated by `scripts/sim_experiment_2d.sh` "
+             f"with a build of commit {a.commit}; start offsets {', '.join(offsets)} h into the "
+             f"trace, seeds {', '.join(seeds)} (medians and spreads over offsets x seeds; a run "
+             f"that has not reached the target after 120 virtual hours counts as not reached). "
+             f"Virtual time does not depend on the machine's load (load average when the tables "
+             f"were written: {' '.join(load)}). Failed tasks: tasks whose device went offline while "
+             f"the round was open, per 100 started; mean round: virtual time / committed rounds.",
+             ""]
+    all_losses = []
+    for model in a.models.split():
+        for trace in a.traces.split():
+            table, losses = trace_table(a.out, model, trace, offsets, seeds, rows)
+            parts += [table, ""]
+            all_losses += [(model,) + x for x in losses]
+            png = f"sim2d_{model}_{trace}.png"
+            if os.path.exists(os.path.join(a.out, png)):
+                parts += [f"![{model} on {trace}, offset {offsets[0]} h, seed {seeds[0]}]({png})",
+                          ""]
+    if all_losses:
+        parts.append("Pairs (same trace, offset and seed) in which fedsched is not faster than oort:")
+        parts.append("")
+        for model, trace, o, s, t, b in all_losses:
+            unit = lambda h: hours(h) + ("" if math.isinf(h) else " h")
+            parts.append(f"* {model} {trace} offset {o} h seed {s}: fedsched {unit(t)}, "
+                         f"oort {unit(b)}")
+    else:
+        parts.append("fedsched is faster than oort in every pair (same trace, offset and seed) run.")
+    body = "\n".join(parts).rstrip() + "\n"
+    section = f"<!-- BEGIN sim_experiment_2d -->\n{body}<!-- END sim_experiment_2d -->"
+    open(os.path.join(a.out, "results.md"), "w").write(section + "\n")
+    print(section)
+    if a.docs:
+        text = open(a.docs).read()
+        pattern = r"<!-- BEGIN sim_experiment_2d -->.*<!-- END sim_experiment_2d -->"
+        if not re.search(pattern, text, flags=re.S):
+            raise SystemExit(f"{a.docs} has no sim_experiment_2d markers")
+        open(a.docs, "w").write(re.sub(pattern, lambda _: section, text, flags=re.S))
+        print(f"wrote {a.docs}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,57 @@
+#!/usr/bin/env python3
+"""scripts/sim_experiment_2d_tables.py on a made-up grid: medians and spreads over offsets x
+seeds, the median speed-up against oort, the paired count, runs not reached, and every pair in
+which fedsched is not faster than oort (issue 15: "any seed or offset where fedsched loses is
+shown"). Usage: sim_experiment_tables_test.py <source dir>."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SOURCE = sys.argv.pop(1) if len(sys.argv) > 1 else os.getcwd()
+
+
+def write_run(out, row, offset, seed, hours):
+    d = os.path.join(out, "mlp", "mobiperf")
+    os.makedirs(d, exist_ok=True)
+    base = os.path.join(d, f"{row}_o{offset}_s{seed}")
+    tta = "never" if hours is None else f"{hours}"
+    with open(base + ".summary", "w") as f:
+        f.write(f"run={row} policy=x cache=y seed={seed} time_to_target_h={tta} stop=\"x\"\n")
+    with open(base + ".csv", "w") as f:
+        f.write("run,round,outcome,virtual_s,selected,failed\n")
+        end = (hours or 120) * 3600
+        for r in range(1, 11):
+            f.write(f"{row},{r},committed,{end * r / 10},13,{1 if r % 5 == 0 else 0}\n")
+
+
+class TablesTest(unittest.TestCase):
+    def test_medians_pairs_and_losses(self):
+        with tempfile.TemporaryDirectory() as out:
+            oort = {(0, 1): 30.0, (0, 2): 40.0, (36, 1): 20.0, (36, 2): 50.0}
+            ours = {(0, 1): 15.0, (0, 2): 20.0, (36, 1): 25.0, (36, 2): None}
+            for (o, s), h in oort.items():
+                write_run(out, "oort", o, s, h)
+            for (o, s), h in ours.items():
+                write_run(out, "fedsched", o, s, h)
+            text = subprocess.run(
+                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
+                 f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0 36",
+                 "--seeds=1 2", "--rows=oort fedsched", "--commit=abc1234"],
+                check=True, capture_output=True, text=True).stdout
+            self.assertIn("commit abc1234", text)
+            # oort: median of 20, 30, 40, 50 = 35; fedsched: 15, 20, 25, inf -> 22.5.
+            self.assertIn("| oort | 4 | 35.0 | 20.0-50.0 | 1.00x | - |", text)
+            self.assertIn("| fedsched | 4 | 22.5 | 15.0-not reached | 1.56x | 2 / 4, 2.00x |",
+                          text)
+            self.assertIn("* mlp mobiperf offset 36 h seed 1: fedsched 25.0 h, oort 20.0 h", text)
+            self.assertIn("* mlp mobiperf offset 36 h seed 2: fedsched not reached, oort 50.0 h",
+                          text)
+            self.assertIn("| 1.5 % |", text)  # 2 failed of 130 started tasks
+            with open(os.path.join(out, "results.md")) as f:
+                self.assertIn("<!-- BEGIN sim_experiment_2d -->", f.read())
+
+
+if __name__ == "__main__":
+    unittest.main()
