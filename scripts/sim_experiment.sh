@@ -30,7 +30,11 @@
 #   SKIP_RUNS=1 DOCS=1 scripts/sim_experiment.sh   # tables + plot into docs/ from runs/sim
 # POLICIES: random | oort | fedcase | pyramidfl | fedbuff (the last is a row, not a selection
 # policy; pyramidfl runs with lru like oort).
+#
+# EXPERIMENT=2d runs the two-virtual-day experiment instead (scripts/sim_experiment_2d.sh: three
+# traces x four start offsets x three seeds, K = 10, target 0.83; its own knobs).
 set -euo pipefail
+if [[ "${EXPERIMENT:-}" == 2d ]]; then exec bash "$(dirname "$0")/sim_experiment_2d.sh"; fi
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$ROOT"
 BUILD="${BUILD:-build-sim}"
