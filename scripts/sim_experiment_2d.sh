@@ -58,22 +58,26 @@ if [[ -z "${COMMIT:-}" ]]; then
   fi
 fi
 
-# The fedsim-sim arguments of one row (printed one per line).
+# The fedsched-sim policy flags of one row (printed one per line).
 row_args() {
-  local ext='extend_workload { beta: 0.5 disable_dropout: true }'
   case "$1" in
     random) printf '%s\n' --policy=random --cache_policy=lru ;;
-    oort) printf '%s\n' --policy=oort --cache_policy=lru ;;
+    oort | oort_ext) printf '%s\n' --policy=oort --cache_policy=lru ;;
     oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
     pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
-    oort_ext) printf '%s\n' --policy=oort --cache_policy=lru "--set=server { selection { $ext } }" ;;
-    fedcase) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
-    fedsched | fedsched_lru)
-      local cache=importance
-      [[ "$1" == fedsched_lru ]] && cache=lru
-      printf '%s\n' --policy=fedcase --cache_policy="$cache" \
-        "--set=server { selection { $ext workload_sizing: true } }" ;;
+    fedcase | fedsched) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
+    fedsched_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
     *) echo "unknown row $1" >&2; return 1 ;;
+  esac
+}
+
+# The row's config fragment for --set (the workload levers), empty for most rows.
+row_set() {
+  local ext='extend_workload { beta: 0.5 disable_dropout: true }'
+  case "$1" in
+    oort_ext) echo "server { selection { $ext } }" ;;
+    fedsched | fedsched_lru) echo "server { selection { $ext workload_sizing: true } }" ;;
+    *) echo "" ;;
   esac
 }
 
@@ -95,17 +99,8 @@ run_one() {
   mkdir -p "$dir"
   local -a args
   mapfile -t args < <(row_args "$row")
-  local set_extra
-  set_extra="traces { start_time_s: $((offset * 3600)) } $(model_set "$model")"
-  # A row's own --set and the offset/model fragment are merged in one --set.
-  local i merged=0
-  for i in "${!args[@]}"; do
-    if [[ "${args[$i]}" == --set=* ]]; then
-      args[i]="${args[$i]} $set_extra"
-      merged=1
-    fi
-  done
-  [[ $merged == 1 ]] || args+=("--set=$set_extra")
+  # One --set: the row's levers, the start offset and the model.
+  args+=("--set=$(row_set "$row") traces { start_time_s: $((offset * 3600)) } $(model_set "$model")")
   if "$SIM" --config="configs/sim/tta2d_$trace.textproto" "${args[@]}" --seed="$seed" --quiet \
       --run_name="$row" --output_csv="$base.csv" >"$base.out" 2>"$base.log"; then
     grep '^run=' "$base.out" >"$base.summary"
@@ -115,7 +110,7 @@ run_one() {
   fi
   rm -f "$base.out"
 }
-export -f run_one row_args model_set
+export -f run_one row_args row_set model_set
 export OUT SIM
 
 if [[ -z "${SKIP_RUNS:-}" ]]; then

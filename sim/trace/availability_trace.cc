@@ -436,7 +436,6 @@ void DiurnalRow(const v1::DiurnalAvailabilityConfig& d, double period, SplitMix6
       const double length = d.night_hours() * 3600 * (0.5 + rng->Uniform());
       AddFolded(start, start + length, period, spec);
     }
-    if (day_rate <= 0) continue;
     double t = midnight + 8 * 3600;
     while (true) {
       t += -std::log1p(-rng->Uniform()) / day_rate;
@@ -470,38 +469,31 @@ v1::DiurnalAvailabilityConfig DiurnalWithDefaults(v1::DiurnalAvailabilityConfig 
   return d;
 }
 
-absl::StatusOr<AvailabilityTrace> SyntheticDiurnal(const v1::SyntheticAvailabilityConfig& config,
-                                                   int64_t num_rows) {
-  const v1::DiurnalAvailabilityConfig d = DiurnalWithDefaults(config.diurnal());
-  FEDSCHED_RETURN_IF_ERROR(CheckDiurnal(d));
-  const double period = config.period_s() > 0 ? config.period_s() : 7 * kDayS;
-  const uint64_t seed = config.seed() != 0 ? config.seed() : 7;
-  if (num_rows <= 0 || config.period_s() < 0) {
-    return absl::InvalidArgumentError("synthetic availability: parameters must be positive");
+// One row of the exponential trace: online / offline periods with means `on` / `off` seconds,
+// starting online with probability on / (on + off).
+void ExponentialRow(double on, double off, double period, SplitMix64* rng,
+                    AvailabilityRowSpec* spec) {
+  bool online = rng->Uniform() < on / (on + off);
+  double t = 0;
+  while (t < period) {
+    const double mean = online ? on : off;
+    const double len = -mean * std::log1p(-rng->Uniform());
+    if (online) spec->windows.emplace_back(t, std::min(period, t + len));
+    t += len;
+    online = !online;
   }
-  std::vector<AvailabilityRowSpec> rows(num_rows);
-  for (int64_t r = 0; r < num_rows; ++r) {
-    SplitMix64 rng(seed * 0x9E3779B97F4A7C15ULL + static_cast<uint64_t>(r));
-    rows[r].trace_id = r;
-    rows[r].model = "synthetic";
-    rows[r].finish_time_s = period;
-    DiurnalRow(d, period, &rng, &rows[r]);
-  }
-  return AvailabilityTrace::FromRows(
-      std::move(rows),
-      absl::StrCat("SYNTHETIC diurnal availability (", d.ShortDebugString(), ", period ", period,
-                   " s, seed ", seed, ")"),
-      true);
 }
 
 }  // namespace
 
 absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
     const v1::SyntheticAvailabilityConfig& config, int64_t num_rows) {
-  if (config.has_diurnal()) return SyntheticDiurnal(config, num_rows);
+  const bool diurnal = config.has_diurnal();
+  const v1::DiurnalAvailabilityConfig d = DiurnalWithDefaults(config.diurnal());
+  if (diurnal) FEDSCHED_RETURN_IF_ERROR(CheckDiurnal(d));
   const double on = config.mean_online_s() > 0 ? config.mean_online_s() : 7200;
   const double off = config.mean_offline_s() > 0 ? config.mean_offline_s() : 28800;
-  const double period = config.period_s() > 0 ? config.period_s() : 518400;
+  const double period = config.period_s() > 0 ? config.period_s() : (diurnal ? 7 * kDayS : 518400);
   const uint64_t seed = config.seed() != 0 ? config.seed() : 7;
   if (num_rows <= 0 || config.mean_online_s() < 0 || config.mean_offline_s() < 0 ||
       config.period_s() < 0) {
@@ -514,19 +506,17 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
     spec.trace_id = r;
     spec.model = "synthetic";
     spec.finish_time_s = period;
-    bool online = rng.Uniform() < on / (on + off);
-    double t = 0;
-    while (t < period) {
-      const double mean = online ? on : off;
-      const double len = -mean * std::log1p(-rng.Uniform());
-      if (online) spec.windows.emplace_back(t, std::min(period, t + len));
-      t += len;
-      online = !online;
+    if (diurnal) {
+      DiurnalRow(d, period, &rng, &spec);
+    } else {
+      ExponentialRow(on, off, period, &rng, &spec);
     }
   }
+  const std::string shape =
+      diurnal ? absl::StrCat("diurnal availability (", d.ShortDebugString())
+              : absl::StrCat("availability (exponential on ", on, " s / off ", off, " s");
   return FromRows(std::move(rows),
-                  absl::StrCat("SYNTHETIC availability (exponential on ", on, " s / off ", off,
-                               " s, period ", period, " s, seed ", seed, ")"),
+                  absl::StrCat("SYNTHETIC ", shape, ", period ", period, " s, seed ", seed, ")"),
                   true);
 }
 
