@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The two-virtual-day time-to-accuracy experiment (issue 15; docs/SIMULATION.md "Experiment over
-# two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.83, over three availability
-# traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto), four start offsets into each
-# trace and three seeds, for every policy row below. Every run trains for real (the Eigen models)
+# two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.83 (the CNN: 0.84), over three
+# availability traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto), four start offsets
+# into each trace and three seeds, for every policy row below. Every run trains for real (the Eigen models)
 # and drives the server's round engine; only time is virtual, so the figures do not depend on the
 # machine's load.
 #
@@ -71,21 +71,33 @@ row_args() {
   esac
 }
 
-# The row's config fragment for --set (the workload levers), empty for most rows.
+# The row's fields of SimConfig.server for --set (the workload levers), empty for most rows.
 row_set() {
   local ext='extend_workload { beta: 0.5 disable_dropout: true }'
   case "$1" in
-    oort_ext) echo "server { selection { $ext } }" ;;
-    fedsched | fedsched_lru) echo "server { selection { $ext workload_sizing: true } }" ;;
+    oort_ext) echo "selection { $ext }" ;;
+    fedsched | fedsched_lru) echo "selection { $ext workload_sizing: true }" ;;
     *) echo "" ;;
   esac
 }
 
-# Model settings on top of the trace's config (the CNN: every 4th round evaluated).
+# Each model's target accuracy. The MLP's 0.83 is the configs' own. The CNN's plateau sits near
+# 0.82 after the first virtual hour (as the MLP's sits near 0.81), so its target is the next step
+# past it, 0.84 (docs/SIMULATION.md "Experiment over two virtual days").
+model_target() {
+  case "$1" in
+    mlp) echo 0.83 ;;
+    cnn) echo 0.84 ;;
+    *) echo "unknown model $1" >&2; return 1 ;;
+  esac
+}
+
+# The model's fields of SimConfig.server on top of the trace's config (the CNN: every 4th round
+# evaluated).
 model_set() {
   case "$1" in
     mlp) echo "" ;;
-    cnn) echo 'server { model { architecture: "cnn" } eval { every_n_rounds: 4 } }' ;;
+    cnn) echo 'model { architecture: "cnn" } eval { every_n_rounds: 4 }' ;;
     *) echo "unknown model $1" >&2; return 1 ;;
   esac
 }
@@ -99,8 +111,11 @@ run_one() {
   mkdir -p "$dir"
   local -a args
   mapfile -t args < <(row_args "$row")
-  # One --set: the row's levers, the start offset and the model.
-  args+=("--set=$(row_set "$row") traces { start_time_s: $((offset * 3600)) } $(model_set "$model")")
+  # One --set (a text-format message names each field once): the row's levers, the model, its
+  # target and the start offset.
+  local fragment="server { $(row_set "$row") $(model_set "$model") }"
+  fragment+=" target_accuracy: $(model_target "$model")"
+  args+=("--set=$fragment traces { start_time_s: $((offset * 3600)) }")
   if "$SIM" --config="configs/sim/tta2d_$trace.textproto" "${args[@]}" --seed="$seed" --quiet \
       --run_name="$row" --output_csv="$base.csv" >"$base.out" 2>"$base.log"; then
     grep '^run=' "$base.out" >"$base.summary"
@@ -110,7 +125,7 @@ run_one() {
   fi
   rm -f "$base.out"
 }
-export -f run_one row_args row_set model_set
+export -f run_one row_args row_set model_set model_target
 export OUT SIM
 
 if [[ -z "${SKIP_RUNS:-}" ]]; then
@@ -137,7 +152,7 @@ for model in $MODELS; do for trace in $TRACES; do
   done
   [[ -z "$curves" ]] && continue
   png="$OUT/sim2d_${model}_${trace}.png"
-  "$SIM" --plot_csvs="$curves" --plot_png="$png" --target=0.83 \
+  "$SIM" --plot_csvs="$curves" --plot_png="$png" --target="$(model_target "$model")" \
     --plot_title="$model on $trace (tta2d_$trace.textproto), offset ${first_offset} h, seed $first_seed" \
     >/dev/null
   [[ "${DOCS:-}" == 1 ]] && cp "$png" docs/
@@ -145,4 +160,5 @@ done; done
 
 python3 scripts/sim_experiment_2d_tables.py --out="$OUT" --models="$MODELS" --traces="$TRACES" \
   --offsets="$OFFSETS_H" --seeds="$SEEDS" --rows="$POLICIES" --commit="$COMMIT" \
+  --targets="$(for m in $MODELS; do printf '%s=%s ' "$m" "$(model_target "$m")"; done)" \
   ${DOCS:+--docs=docs/SIMULATION.md}

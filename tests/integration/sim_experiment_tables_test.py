@@ -41,6 +41,7 @@ class TablesTest(unittest.TestCase):
                  "--seeds=1 2", "--rows=oort fedsched", "--commit=abc1234"],
                 check=True, capture_output=True, text=True).stdout
             self.assertIn("commit abc1234", text)
+            self.assertIn("**mlp, mobiperf** (virtual hours to 0.83 test accuracy)", text)
             # oort: median of 20, 30, 40, 50 = 35; fedsched: 15, 20, 25, inf -> 22.5.
             self.assertIn("| oort | 4 | 35.0 | 20.0-50.0 | 1.00x | - |", text)
             self.assertIn("| fedsched | 4 | 22.5 | 15.0-not reached | 1.56x | 2 / 4, 2.00x |",
@@ -51,6 +52,17 @@ class TablesTest(unittest.TestCase):
             self.assertIn("| 1.5 % |", text)  # 2 failed of 130 started tasks
             with open(os.path.join(out, "results.md")) as f:
                 self.assertIn("<!-- BEGIN sim_experiment_2d -->", f.read())
+
+    def test_a_model_without_target_is_refused(self):
+        with tempfile.TemporaryDirectory() as out:
+            write_run(out, "oort", 0, 1, 30.0)
+            done = subprocess.run(
+                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
+                 f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0",
+                 "--seeds=1", "--rows=oort", "--commit=abc1234", "--targets=cnn=0.84"],
+                capture_output=True, text=True)
+            self.assertNotEqual(done.returncode, 0)
+            self.assertIn("no target for model(s) mlp", done.stderr)
 
 
 if __name__ == "__main__":
