@@ -106,7 +106,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const std::string_view message(reinterpret_cast<const char*>(data + at), length);
     const size_t cut = length == 0 ? 0 : (length * 7 + 3) % (length + 1);
     // A malformed message ends the stream (the server answers an error).
-    ok = assembler.AddFrame({.slices = {message.substr(0, cut), message.substr(cut)}}).ok();
+    ok = assembler.AddFrame({.slices = {message.substr(0, cut), message.substr(cut)}, .owner = {}})
+             .ok();
     at += length;
   }
   if (!ok || !assembler.Finish().ok()) return 0;
