@@ -11,17 +11,36 @@ std::string Sha256(std::string_view data) {
   return std::string(reinterpret_cast<const char*>(digest), length);
 }
 
-std::string Sha256OfPieces(absl::Span<const std::string> pieces) {
-  EVP_MD_CTX* context = EVP_MD_CTX_new();
+Sha256Stream::Sha256Stream() : context_(EVP_MD_CTX_new()), ok_(false) {
+  ok_ = context_ != nullptr &&
+        EVP_DigestInit_ex(static_cast<EVP_MD_CTX*>(context_), EVP_sha256(), nullptr) == 1;
+}
+
+Sha256Stream::~Sha256Stream() { EVP_MD_CTX_free(static_cast<EVP_MD_CTX*>(context_)); }
+
+void Sha256Stream::Update(std::string_view data) {
+  ok_ = ok_ && EVP_DigestUpdate(static_cast<EVP_MD_CTX*>(context_), data.data(), data.size()) == 1;
+}
+
+std::string Sha256Stream::Finish() {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int length = 0;
-  bool ok = context != nullptr && EVP_DigestInit_ex(context, EVP_sha256(), nullptr) == 1;
-  for (const std::string& piece : pieces) {
-    ok = ok && EVP_DigestUpdate(context, piece.data(), piece.size()) == 1;
-  }
-  ok = ok && EVP_DigestFinal_ex(context, digest, &length) == 1;
-  EVP_MD_CTX_free(context);
+  ok_ = ok_ && EVP_DigestFinal_ex(static_cast<EVP_MD_CTX*>(context_), digest, &length) == 1;
+  const bool ok = ok_;
+  ok_ = false;
   return ok ? std::string(reinterpret_cast<const char*>(digest), length) : std::string();
+}
+
+std::string Sha256OfPieces(absl::Span<const std::string> pieces) {
+  Sha256Stream stream;
+  for (const std::string& piece : pieces) stream.Update(piece);
+  return stream.Finish();
+}
+
+std::string Sha256OfPieces(absl::Span<const std::string_view> pieces) {
+  Sha256Stream stream;
+  for (std::string_view piece : pieces) stream.Update(piece);
+  return stream.Finish();
 }
 
 std::string ToHex(std::string_view bytes) {

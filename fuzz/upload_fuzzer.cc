@@ -1,7 +1,8 @@
 // libFuzzer target: the server's update decoding path, from raw stream messages to the
 // aggregate. Input: a sequence of frames, each a 2-byte little-endian length and that many bytes
 // of a serialized v1::UploadChunk (what gRPC would hand the server). The harness feeds them to
-// UploadAssembler exactly as the UploadUpdate reactor does, then parses the payload as a
+// UploadAssembler exactly as the UploadUpdate reactor does (AddFrame, each message cut into two
+// slices at a point its length picks), then parses the payload as a
 // v1::Model, runs ValidateUpdate against a fixed 2-tensor reference, and folds accepted updates
 // into an Aggregator. Crashes, sanitizer reports, or an accepted update that breaks the
 // aggregate's invariants (a non-finite model) are bugs.
@@ -12,6 +13,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/sha256.h"
@@ -101,9 +103,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t length = data[at] | (static_cast<size_t>(data[at + 1]) << 8);
     at += 2;
     if (length > size - at) break;
-    v1::UploadChunk chunk;
-    // A message gRPC cannot deserialise ends the stream (the server answers an error).
-    ok = chunk.ParseFromArray(data + at, static_cast<int>(length)) && assembler.Add(chunk).ok();
+    const std::string_view message(reinterpret_cast<const char*>(data + at), length);
+    const size_t cut = length == 0 ? 0 : (length * 7 + 3) % (length + 1);
+    // A malformed message ends the stream (the server answers an error).
+    ok = assembler.AddFrame({.slices = {message.substr(0, cut), message.substr(cut)}, .owner = {}})
+             .ok();
     at += length;
   }
   if (!ok || !assembler.Finish().ok()) return 0;

@@ -605,6 +605,12 @@ int LoadGenerator::Run() {
   // Final figures while the server still runs.
   ProcStats proc_end = ReadProc(pid);
   if (proc_end.cpu_seconds < 0) proc_end = proc_last;
+  // A server that finished its rounds may already be a zombie: /proc/PID/stat still answers, its
+  // status has no memory lines any more. Its peak then is the last one read while it ran.
+  if (proc_end.peak_rss_kb < 0) {
+    proc_end.peak_rss_kb = proc_last.peak_rss_kb;
+    proc_end.rss_kb = proc_last.rss_kb;
+  }
   const std::map<std::string, int64_t> calls_end = counters_.Calls();
   const double steady_s = committed_warm >= 0 ? absl::ToDoubleSeconds(absl::Now() - time_warm) : 0;
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "google/protobuf/message_lite.h"
+#include "grpcpp/support/byte_buffer.h"
 
 namespace fedsched::ops {
 namespace {
@@ -16,11 +17,12 @@ class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
   RpcMetricsInterceptor(ServerMetrics* metrics, std::string method, bool protobuf_requests)
       : metrics_(metrics), method_(std::move(method)) {
     // Only fedsched's own services are counted in bytes. A received message is read as a
-    // protobuf message only where the method's requests are typed: raw methods and gRPC's own
-    // services (e.g. health) hand the interceptor a grpc::ByteBuffer instead.
+    // protobuf message where the method's requests are typed; raw methods (e.g. UploadUpdate)
+    // hand the interceptor the grpc::ByteBuffer itself, whose length is the same figure.
     if (method_.rfind("/fedsched.", 0) == 0) {
       bytes_out_ = metrics->BytesOut(method_);
-      if (protobuf_requests) bytes_in_ = metrics->BytesIn(method_);
+      bytes_in_ = metrics->BytesIn(method_);
+      raw_requests_ = !protobuf_requests;
     }
   }
 
@@ -38,7 +40,8 @@ class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
         methods->QueryInterceptionHookPoint(InterceptionHookPoints::POST_RECV_MESSAGE)) {
       if (void* m = methods->GetRecvMessage(); m != nullptr) {
         bytes_in_->Increment(static_cast<double>(
-            static_cast<const google::protobuf::MessageLite*>(m)->ByteSizeLong()));
+            raw_requests_ ? static_cast<const grpc::ByteBuffer*>(m)->Length()
+                          : static_cast<const google::protobuf::MessageLite*>(m)->ByteSizeLong()));
       }
     }
     if (methods->QueryInterceptionHookPoint(InterceptionHookPoints::PRE_SEND_STATUS)) {
@@ -52,6 +55,7 @@ class RpcMetricsInterceptor : public grpc::experimental::Interceptor {
   std::string method_;
   prometheus::Counter* bytes_in_ = nullptr;
   prometheus::Counter* bytes_out_ = nullptr;
+  bool raw_requests_ = false;
 };
 
 class RpcMetricsFactory : public grpc::experimental::ServerInterceptorFactoryInterface {

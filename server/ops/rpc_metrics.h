@@ -15,7 +15,7 @@ namespace fedsched::ops {
 // `metrics` must outlive the server. `raw_request_methods` lists the full names
 // ("/fedsched.v1.Coordinator/DownloadModel") of the methods whose requests arrive as raw
 // grpc::ByteBuffers (generated WithRawMethod / WithRawCallbackMethod): their received bytes are
-// not counted, since only typed requests can be read as protobuf messages. A raw method missing
+// the buffers' lengths, the same figure as a typed request's ByteSizeLong. A raw method missing
 // from the list is undefined behaviour (its ByteBuffer would be read as a message).
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
 MakeRpcMetricsInterceptors(ServerMetrics* metrics, std::vector<std::string> raw_request_methods);

@@ -66,16 +66,15 @@ class RelayDownload : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
 };
 
 // Receives an upload (UploadAssembler) and folds it on the relay's worker.
-class RelayUpload : public grpc::ServerReadReactor<v1::UploadChunk> {
+class RelayUpload : public grpc::ServerReadReactor<grpc::ByteBuffer> {
  public:
-  RelayUpload(RelayService* relay, grpc::CallbackServerContext* context,
-              v1::UploadUpdateResponse* response)
+  RelayUpload(RelayService* relay, grpc::CallbackServerContext* context, grpc::ByteBuffer* response)
       : relay_(relay),
         context_(context),
         assembler_(relay->max_upload_bytes(), relay->chunk_bytes()),
         response_(response),
         started_(absl::Now()) {
-    StartRead(&chunk_);
+    StartRead(&frame_);
   }
   void OnReadDone(bool ok) override {
     if (!ok) {
@@ -93,28 +92,27 @@ class RelayUpload : public grpc::ServerReadReactor<v1::UploadChunk> {
       return;
     }
     const bool had_header = assembler_.has_header();
-    absl::Status s = assembler_.Add(std::move(chunk_));
+    absl::Status s = assembler_.AddFrame(TakeUploadFrame(&frame_));
     if (s.ok() && !had_header) s = relay_->CheckUploadHeader(assembler_.header());
     if (!s.ok()) {
       Reply(s);
       return;
     }
-    StartRead(&chunk_);
+    StartRead(&frame_);
   }
   void OnDone() override { delete this; }
 
  private:
   void Reply(const absl::Status& s) {
-    response_->set_accepted(s.ok());
-    response_->set_message(s.ok() ? "accepted" : std::string(s.message()));
+    *response_ = UploadResponse(s);
     Finish(FromAbsl(s));
   }
   RelayService* const relay_;
   grpc::CallbackServerContext* const context_;
   UploadAssembler assembler_;
-  v1::UploadUpdateResponse* const response_;
+  grpc::ByteBuffer* const response_;
   const absl::Time started_;
-  v1::UploadChunk chunk_;
+  grpc::ByteBuffer frame_;
 };
 
 }  // namespace
@@ -363,8 +361,8 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* RelayService::DownloadModel(
   return reactor;
 }
 
-grpc::ServerReadReactor<v1::UploadChunk>* RelayService::UploadUpdate(
-    grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) {
+grpc::ServerReadReactor<grpc::ByteBuffer>* RelayService::UploadUpdate(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new RelayUpload(this, context, response);
 }
 
@@ -405,16 +403,15 @@ absl::Status RelayService::CheckUploadHeader(const v1::UploadHeader& header) {
 }
 
 absl::Status RelayService::FoldUpload(const v1::UploadHeader& header,
-                                      absl::Span<const std::string> pieces, double upload_seconds) {
+                                      absl::Span<const std::string_view> pieces,
+                                      double upload_seconds) {
   absl::Status s = [&]() -> absl::Status {
     FEDSCHED_RETURN_IF_ERROR(CheckUploadHeader(header));
     if (Sha256OfPieces(pieces) != header.sha256()) {
       return absl::InvalidArgumentError("update SHA-256 does not match its payload");
     }
-    std::string payload;
-    for (const std::string& piece : pieces) payload.append(piece);
     v1::Model delta;
-    if (!delta.ParseFromString(payload)) {
+    if (!ParsePieces(pieces, &delta)) {
       return absl::InvalidArgumentError("update payload is not a valid Model message");
     }
     const double norm = UpdateL2Norm(delta);

@@ -67,8 +67,9 @@ struct RelayStats {
 
 // The aggregator's Coordinator service. Thread-safe; destroy it only after the grpc::Server
 // that serves it has shut down. Not copyable.
-class RelayService final : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
-                               v1::Coordinator::CallbackService> {
+class RelayService final
+    : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
+          v1::Coordinator::WithRawCallbackMethod_UploadUpdate<v1::Coordinator::CallbackService>> {
  public:
   // Errors: INVALID_ARGUMENT when the config is not an aggregator's or there is no channel.
   static absl::StatusOr<std::unique_ptr<RelayService>> Create(RelayOptions options);
@@ -87,8 +88,9 @@ class RelayService final : public v1::Coordinator::WithRawCallbackMethod_Downloa
                                      v1::PollTaskResponse* response) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadModel(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
-  grpc::ServerReadReactor<v1::UploadChunk>* UploadUpdate(
-      grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) override;
+  // Raw, as CoordinatorService::UploadUpdate: the data stays in gRPC's slices.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadUpdate(grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
                                           const v1::ReportFailureRequest* request,
                                           v1::ReportFailureResponse* response) override;
@@ -109,7 +111,7 @@ class RelayService final : public v1::Coordinator::WithRawCallbackMethod_Downloa
   // Internal, for the upload reactor: the checks of an upload header that need no payload.
   absl::Status CheckUploadHeader(const v1::UploadHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
   // Internal: checks, parses and folds a whole upload (see the file comment). Runs on the worker.
-  absl::Status FoldUpload(const v1::UploadHeader& header, absl::Span<const std::string> pieces,
+  absl::Status FoldUpload(const v1::UploadHeader& header, absl::Span<const std::string_view> pieces,
                           double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_);
   // Internal: the model a relayed task trains on, fetched from the root on first use with the
   // task's client session. Errors: NOT_FOUND / PERMISSION_DENIED for a task not relayed to

@@ -406,7 +406,7 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
     if (update.payload_pieces.empty()) {
       update.delta->SerializeToString(payload);
     } else {
-      for (const std::string& piece : update.payload_pieces) payload->append(piece);
+      for (std::string_view piece : update.payload_pieces) payload->append(piece);
     }
     audited.set_order(static_cast<int32_t>(audited_.size()));
     audited_.push_back(std::move(audited));

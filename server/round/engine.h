@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -144,7 +145,7 @@ struct Update {
   std::string sha256;         // of the payload as received (receipt); may be empty
   // The payload as received, for the audit trail (ServerConfig.audit_updates); may be empty, in
   // which case the delta is serialized instead.
-  absl::Span<const std::string> payload_pieces;
+  absl::Span<const std::string_view> payload_pieces;
   // Aggregator::TensorSumSquares(*delta) when the caller computed it (the server's norm screen),
   // else empty; clipping then reads the delta once less. Not owned.
   absl::Span<const double> tensor_sum_squares;

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -197,7 +198,7 @@ class Coordinator {
   // are no longer read: after parsing, unless audit_updates stores them or secure aggregation
   // is on (then never). The caller may free them then, e.g. to admit the next upload (peak RSS).
   absl::Status SubmitUpdate(const v1::UploadHeader& header,
-                            absl::Span<const std::string> payload_pieces, absl::Time now,
+                            absl::Span<const std::string_view> payload_pieces, absl::Time now,
                             double upload_seconds = 0,
                             absl::AnyInvocable<void()> payload_parsed = nullptr);
 
@@ -346,7 +347,7 @@ class Coordinator {
     const v1::UploadHeader* header = nullptr;
     const v1::Model* delta = nullptr;
     const v1::SecAggMaskedInput* masked = nullptr;  // instead of delta, under secure aggregation
-    absl::Span<const std::string> payload_pieces;
+    absl::Span<const std::string_view> payload_pieces;
     absl::Span<const double> tensor_sum_squares;  // of delta, from the norm screen's pass
     absl::Time now;
     double upload_seconds = 0;
@@ -362,7 +363,7 @@ class Coordinator {
   // SubmitUpdate's path for a masked input (secure aggregation): parsed, never norm-screened
   // (a masked vector's norm says nothing), then folded like an update.
   absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
-                                 absl::Span<const std::string> payload_pieces, absl::Time now,
+                                 absl::Span<const std::string_view> payload_pieces, absl::Time now,
                                  double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // Decides the queued updates from `head` on (following `next`), in order, setting each one's
   // status (not `done`).

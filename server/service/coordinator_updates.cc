@@ -10,10 +10,9 @@
 #include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
-#include "google/protobuf/io/zero_copy_stream.h"
-#include "google/protobuf/message_lite.h"
 #include "server/aggregation/aggregator.h"
 #include "server/service/coordinator.h"
+#include "server/service/upload_frame.h"
 
 namespace fedsched {
 
@@ -23,60 +22,12 @@ namespace {
 // a small server), each the size of the model.
 constexpr size_t kMaxSpareDeltas = 2;
 
-// The concatenation of `pieces` as a protobuf input stream, without copying it.
-class PiecesInputStream : public google::protobuf::io::ZeroCopyInputStream {
- public:
-  explicit PiecesInputStream(absl::Span<const std::string> pieces) : pieces_(pieces) {}
-
-  bool Next(const void** data, int* size) override {
-    while (index_ < pieces_.size() && offset_ == pieces_[index_].size()) {
-      ++index_;
-      offset_ = 0;
-    }
-    if (index_ == pieces_.size()) return false;
-    const size_t n = std::min<size_t>(pieces_[index_].size() - offset_, INT_MAX);
-    *data = pieces_[index_].data() + offset_;
-    *size = static_cast<int>(n);
-    offset_ += n;
-    position_ += static_cast<int64_t>(n);
-    return true;
-  }
-  // Only ever backs up within the block the last Next() returned.
-  void BackUp(int count) override {
-    offset_ -= static_cast<size_t>(count);
-    position_ -= count;
-  }
-  bool Skip(int count) override {
-    const void* data;
-    int size;
-    while (count > 0) {
-      if (!Next(&data, &size)) return false;
-      if (size > count) BackUp(size - count);
-      count -= std::min(size, count);
-    }
-    return true;
-  }
-  int64_t ByteCount() const override { return position_; }
-
- private:
-  const absl::Span<const std::string> pieces_;
-  size_t index_ = 0;
-  size_t offset_ = 0;
-  int64_t position_ = 0;
-};
-
-// Parses `message` from the payload's pieces without joining them.
-bool ParsePieces(absl::Span<const std::string> pieces, google::protobuf::MessageLite* message) {
-  if (pieces.size() == 1) return message->ParseFromString(pieces[0]);
-  PiecesInputStream input(pieces);
-  return message->ParseFromZeroCopyStream(&input);
-}
-
 }  // namespace
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
                                        absl::Time now, double upload_seconds) {
-  return SubmitUpdate(header, absl::MakeConstSpan(&payload, 1), now, upload_seconds);
+  const std::string_view piece = payload;
+  return SubmitUpdate(header, absl::MakeConstSpan(&piece, 1), now, upload_seconds);
 }
 
 std::unique_ptr<v1::Model> Coordinator::TakeDelta() {
@@ -204,15 +155,15 @@ absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
 }
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
-                                       absl::Span<const std::string> payload_pieces, absl::Time now,
-                                       double upload_seconds,
+                                       absl::Span<const std::string_view> payload_pieces,
+                                       absl::Time now, double upload_seconds,
                                        absl::AnyInvocable<void()> payload_parsed) {
   // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
   // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
   // the hash (docs/BENCHMARKS.md, server ingest).
   FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
   int64_t payload_bytes = 0;
-  for (const std::string& piece : payload_pieces) {
+  for (std::string_view piece : payload_pieces) {
     payload_bytes += static_cast<int64_t>(piece.size());
   }
   if (header.total_bytes() != payload_bytes) {
@@ -271,7 +222,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
 }
 
 absl::Status Coordinator::SubmitMaskedInput(const v1::UploadHeader& header,
-                                            absl::Span<const std::string> payload_pieces,
+                                            absl::Span<const std::string_view> payload_pieces,
                                             absl::Time now, double upload_seconds) {
   v1::SecAggMaskedInput masked;
   if (!ParsePieces(payload_pieces, &masked)) {

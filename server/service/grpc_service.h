@@ -4,8 +4,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -21,6 +23,7 @@
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
 #include "server/service/held_polls.h"
+#include "server/service/upload_frame.h"
 #include "server/service/upload_gate.h"
 #include "server/service/work_queue.h"
 
@@ -49,13 +52,14 @@ absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_to
 // Reassembles one UploadUpdate stream (gRPC-free, so that the fuzzers drive the same code): the
 // header first, then data chunks with seq 0, 1, ..., exactly header.num_chunks of them, totalling
 // header.total_bytes. Memory: the payload is kept in pieces as it arrives, never more data than
-// declared: chunks are kept whole (moved, not copied, by the rvalue Add) and small ones are
-// coalesced into pieces of at most max_chunk_bytes, so any two neighbouring pieces hold more than
-// max_chunk_bytes (a stream of tiny chunks may reserve up to twice its bytes). There is no
-// contiguous copy of the payload: a fresh buffer of an update's size (tens of MB) costs a page
-// fault every 4 KiB, about as much CPU as the SHA-256 of the data (docs/BENCHMARKS.md, ingest).
-// Call order: Add() per received message, then Finish() at the end of the stream; after an error
-// the assembler is spent (further calls keep failing). Not thread-safe.
+// declared, and never joined: a fresh buffer of an update's size (tens of MB) costs a page fault
+// every 4 KiB, about as much CPU as the SHA-256 of the data (docs/BENCHMARKS.md, ingest). A chunk
+// of at least min(64 KiB, max_chunk_bytes / 2) is kept where it arrived (AddFrame: gRPC's slices,
+// as views holding the frame's owner; Add(&&): the moved string); smaller ones are copied and
+// coalesced into buffers of at most max_chunk_bytes, so a stream of tiny chunks holds about
+// its bytes and not a slice (or a string) per chunk.
+// Call order: AddFrame() or Add() per received message, then Finish() at the end of the stream;
+// after an error the assembler is spent (further calls keep failing). Not thread-safe.
 class UploadAssembler {
  public:
   // `max_total_bytes`: the largest payload accepted (Coordinator::max_update_bytes()).
@@ -64,6 +68,10 @@ class UploadAssembler {
   UploadAssembler(const UploadAssembler&) = delete;
   UploadAssembler& operator=(const UploadAssembler&) = delete;
 
+  // Takes the next stream message in wire form (upload_frame.h), parsed in place: a chunk's data
+  // is not copied (small ones excepted, see above). Errors (INVALID_ARGUMENT, saying what is
+  // wrong): a frame that is not a valid UploadChunk (ParseUploadFrame), and those of Add().
+  absl::Status AddFrame(UploadFrame frame);
   // Takes the next stream message (copies its data). Errors (INVALID_ARGUMENT, saying what is
   // wrong): a second header; data before the header; a header failing ValidateUploadHeader; a
   // chunk whose seq is not the next expected one (missing or reordered chunks); more chunks or
@@ -79,27 +87,44 @@ class UploadAssembler {
   bool has_header() const { return has_header_; }
   const v1::UploadHeader& header() const { return header_; }
   // The payload received so far, in stream order, as pieces whose concatenation is the payload
-  // (complete after Finish() returned OK). Hand them to Coordinator::SubmitUpdate as they are.
-  const std::vector<std::string>& payload_pieces() const { return pieces_; }
+  // (complete after Finish() returned OK); valid until ReleasePayload() or the assembler's end.
+  // Hand them to Coordinator::SubmitUpdate as they are.
+  const std::vector<std::string_view>& payload_pieces() const { return pieces_; }
   // Frees the payload received (after it was parsed); payload_pieces() is empty afterwards.
-  void ReleasePayload() { std::vector<std::string>().swap(pieces_); }
+  void ReleasePayload();
   // The payload received so far as one string: a copy, for callers that need it contiguous.
   std::string payload() const;
 
  private:
-  // The checks of Add(); true in `*is_data` for an accepted data chunk whose bytes the caller
-  // must then keep with Keep(). On error the assembler is spent.
-  absl::Status Check(const v1::UploadChunk& chunk, bool* is_data);
+  // The checks of Add() on a message's header (null for a data chunk), seq and data size; true
+  // in `*is_data` for an accepted data chunk whose bytes the caller must then keep. On error the
+  // assembler is spent.
+  absl::Status Check(const v1::UploadHeader* header, int64_t seq, int64_t data_bytes,
+                     bool* is_data);
+  absl::Status Fail(absl::Status s);
+  // Keeps a chunk's bytes: by reference at or above reference_from_bytes_, else copied.
+  void KeepViews(absl::Span<const std::string_view> data, int64_t bytes,
+                 std::shared_ptr<const void> owner);
   void Keep(std::string&& data);
+  // Copies `data` into the open buffer, or a new one sized for `rest` bytes (at most
+  // max_chunk_bytes).
+  void AppendCopy(std::string_view data, int64_t rest);
+  // What may still be copied once a chunk of `bytes` was counted in received_bytes_ (an upper
+  // bound, so that a new buffer is sized once).
+  int64_t CopyRoom(int64_t bytes) const { return header_.total_bytes() - received_bytes_ + bytes; }
 
   const int64_t max_total_bytes_;
   const int64_t max_chunk_bytes_;
+  const int64_t reference_from_bytes_;
   v1::UploadHeader header_;
   bool has_header_ = false;
   bool failed_ = false;
   int64_t next_seq_ = 0;
   int64_t received_bytes_ = 0;
-  std::vector<std::string> pieces_;
+  std::vector<std::string_view> pieces_;
+  std::deque<std::string> owned_;                    // copied (or moved-in) chunks; stable
+  std::vector<std::shared_ptr<const void>> owners_;  // of the frames pieces_ point into
+  bool open_copy_ = false;  // pieces_.back() views owned_.back(), which may still grow
 };
 
 // Options of CoordinatorService.
@@ -136,7 +161,18 @@ struct CoordinatorServiceOptions {
 };
 
 // Full names of the methods CoordinatorService takes raw (grpc::ByteBuffer requests).
-inline constexpr const char* kRawRequestMethods[] = {"/fedsched.v1.Coordinator/DownloadModel"};
+inline constexpr const char* kRawRequestMethods[] = {"/fedsched.v1.Coordinator/DownloadModel",
+                                                     "/fedsched.v1.Coordinator/UploadUpdate"};
+
+// A message of the raw UploadUpdate method as an UploadFrame (upload_frame.h): its slices are
+// referenced, not copied (the frame's owner holds them), and `buffer` is left empty for the next
+// read. A compressed message gRPC cannot inflate gives an empty frame, which
+// UploadAssembler refuses like any message without a header.
+UploadFrame TakeUploadFrame(grpc::ByteBuffer* buffer);
+
+// The raw UploadUpdate method's response for the verdict `status`: a serialized
+// v1::UploadUpdateResponse with accepted = status.ok() and message "accepted" or the error's.
+grpc::ByteBuffer UploadResponse(const absl::Status& status);
 
 // The gRPC metadata key that carries the operator token (fedsched-status --token_file).
 inline constexpr char kOperatorTokenHeader[] = "fedsched-operator-token";
@@ -159,8 +195,9 @@ std::vector<std::string> PeerCertificateNames(const grpc::AuthContext& auth);
 // only after grpc::Server::Shutdown() has returned.
 // A method made raw here (WithRawCallbackMethod_*) must also be listed in
 // kRawRequestMethods below: the RPC-metrics interceptor reads typed requests as messages.
-class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
-                                     v1::Coordinator::CallbackService> {
+class CoordinatorService final
+    : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
+          v1::Coordinator::WithRawCallbackMethod_UploadUpdate<v1::Coordinator::CallbackService>> {
  public:
   CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options);
   // Same, with default options and `transport` (resolved).
@@ -182,8 +219,11 @@ class CoordinatorService final : public v1::Coordinator::WithRawCallbackMethod_D
   // `request` is a serialized v1::DownloadModelRequest.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadModel(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
-  grpc::ServerReadReactor<v1::UploadChunk>* UploadUpdate(
-      grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) override;
+  // Raw method (issue 13): reads serialized v1::UploadChunk frames and keeps their data in
+  // gRPC's slices (UploadAssembler::AddFrame); `response` gets a serialized
+  // v1::UploadUpdateResponse. The wire format is the typed method's.
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadUpdate(grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* response) override;
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
                                           const v1::ReportFailureRequest* request,
                                           v1::ReportFailureResponse* response) override;

@@ -1,7 +1,10 @@
 // CoordinatorService::UploadUpdate (declared in grpc_service.h): the upload stream's reactor,
 // from its header's checks through the receive gate (upload_gate.h) to its submission.
 #include <atomic>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -12,20 +15,21 @@ namespace fedsched {
 namespace {
 
 // Receives an upload through an UploadAssembler and submits it whole. Rejects as soon as the
-// stream is known bad, without reading the rest.
-class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
+// stream is known bad, without reading the rest. Raw (grpc::ByteBuffer): each v1::UploadChunk
+// is parsed in place and its data stays in gRPC's slices until the update is parsed (issue 13).
+class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
                       public CoordinatorService::TrackedStream {
  public:
   UploadReactor(CoordinatorService* service, Coordinator* coordinator,
                 grpc::CallbackServerContext* context, int64_t chunk_bytes,
-                v1::UploadUpdateResponse* response)
+                grpc::ByteBuffer* response)
       : TrackedStream(context),
         service_(service),
         coordinator_(coordinator),
         assembler_(coordinator->max_update_bytes(), chunk_bytes),
         response_(response) {
     service_->Track(this);
-    StartRead(&chunk_);
+    StartRead(&frame_);
   }
   void OnReadDone(bool ok) override {
     Touch(absl::Now());
@@ -44,7 +48,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
     }
     const bool had_header = assembler_.has_header();
     if (had_header) service_->upload_gate().NoteProgress(absl::Now());
-    absl::Status s = assembler_.Add(std::move(chunk_));
+    absl::Status s = assembler_.AddFrame(TakeUploadFrame(&frame_));
     if (!s.ok()) {
       Reply(s);
       return;
@@ -126,7 +130,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   // A client sending its update is alive (issue 12 item 1); its header passed the session check.
   void ReadNext() {
     coordinator_->NoteActivity(assembler_.header().client_id(), absl::Now());
-    StartRead(&chunk_);
+    StartRead(&frame_);
   }
 
   // Runs on the service's worker once the whole stream has arrived.
@@ -149,8 +153,7 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   }
 
   void Reply(const absl::Status& s) {
-    response_->set_accepted(s.ok());
-    response_->set_message(s.ok() ? "accepted" : std::string(s.message()));
+    *response_ = UploadResponse(s);
     // The stream reads nothing more: give back its slot and byte budget before the client
     // learns the verdict, so that the client's next upload (sent right after it) is not refused
     // for a stream that is only waiting for gRPC to tear it down.
@@ -165,8 +168,8 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
   CoordinatorService* const service_;
   Coordinator* const coordinator_;
   UploadAssembler assembler_;
-  v1::UploadUpdateResponse* const response_;
-  v1::UploadChunk chunk_;
+  grpc::ByteBuffer* const response_;
+  grpc::ByteBuffer frame_;
   int64_t reserved_ = 0;
   std::string stream_client_;             // counted in the per-client stream limit when non-empty
   std::atomic<uint64_t> gate_ticket_{0};  // set once the upload asked the gate
@@ -175,8 +178,30 @@ class UploadReactor : public grpc::ServerReadReactor<v1::UploadChunk>,
 
 }  // namespace
 
-grpc::ServerReadReactor<v1::UploadChunk>* CoordinatorService::UploadUpdate(
-    grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) {
+UploadFrame TakeUploadFrame(grpc::ByteBuffer* buffer) {
+  auto slices = std::make_shared<std::vector<grpc::Slice>>();
+  UploadFrame frame;
+  if (buffer->Dump(slices.get()).ok()) {
+    frame.slices.reserve(slices->size());
+    for (const grpc::Slice& slice : *slices) {
+      frame.slices.emplace_back(reinterpret_cast<const char*>(slice.begin()), slice.size());
+    }
+  }
+  buffer->Clear();
+  frame.owner = std::move(slices);
+  return frame;
+}
+
+grpc::ByteBuffer UploadResponse(const absl::Status& status) {
+  v1::UploadUpdateResponse response;
+  response.set_accepted(status.ok());
+  response.set_message(status.ok() ? "accepted" : std::string(status.message()));
+  grpc::Slice serialized(response.SerializeAsString());
+  return grpc::ByteBuffer(&serialized, 1);
+}
+
+grpc::ServerReadReactor<grpc::ByteBuffer>* CoordinatorService::UploadUpdate(
+    grpc::CallbackServerContext* context, grpc::ByteBuffer* response) {
   return new UploadReactor(this, coordinator_, context, options_.transport.chunk_bytes(), response);
 }
 

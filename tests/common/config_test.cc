@@ -40,7 +40,13 @@ TEST(Sha256Test, KnownVector) {
 TEST(Sha256Test, PiecesHashLikeTheirConcatenation) {
   const std::vector<std::string> pieces = {"a", "", "bc"};
   EXPECT_EQ(Sha256OfPieces(pieces), Sha256("abc"));
-  EXPECT_EQ(Sha256OfPieces({}), Sha256(""));
+  EXPECT_EQ(Sha256OfPieces(absl::Span<const std::string>()), Sha256(""));
+  const std::vector<std::string_view> views = {"a", "", "bc"};
+  EXPECT_EQ(Sha256OfPieces(absl::MakeConstSpan(views)), Sha256("abc"));
+  Sha256Stream stream;
+  stream.Update("ab");
+  stream.Update("c");
+  EXPECT_EQ(stream.Finish(), Sha256("abc"));
 }
 
 }  // namespace

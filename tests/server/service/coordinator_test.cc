@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <limits>
 #include <map>
+#include <string_view>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -236,11 +237,14 @@ TEST_F(CoordinatorTest, PayloadSplitAnywhereGivesTheSameAggregate) {
   header.set_num_chunks(3);
   header.mutable_metrics()->set_num_examples(10);
   // Pieces of 1 byte, 0 bytes and the rest, as chunks may arrive.
-  std::vector<std::string> pieces = {payload.substr(0, 1), "", payload.substr(1)};
+  const std::string_view whole = payload;
+  std::vector<std::string_view> pieces = {whole.substr(0, 1), "", whole.substr(1)};
   ASSERT_OK(coordinator_->SubmitUpdate(header, absl::MakeConstSpan(pieces), kT0));
   // A corrupted byte in one piece fails the SHA-256 check and changes nothing.
-  std::vector<std::string> corrupt = {payload.substr(0, 3), payload.substr(3)};
-  corrupt[1][0] ^= 1;
+  std::string flipped = payload;
+  flipped[3] ^= 1;
+  const std::string_view flipped_view = flipped;
+  std::vector<std::string_view> corrupt = {flipped_view.substr(0, 3), flipped_view.substr(3)};
   header.set_client_id(b.client_id());
   header.set_session_token(b.session_token());
   header.set_task_id(tb.task_id());

@@ -8,6 +8,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -444,6 +445,11 @@ TEST_F(GrpcServiceTest, RegisterRejectsBadDevicesAndMalformedMessages) {
                       });
     done.WaitForNotification();
     EXPECT_FALSE(status.ok());
+    // UploadUpdate is raw: its frames are parsed by the service, which names what is wrong.
+    if (std::string_view(method).ends_with("UploadUpdate")) {
+      EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+      EXPECT_THAT(status.error_message(), HasSubstr("not a valid UploadChunk"));
+    }
   }
   // The server still works, and nothing was registered by the junk.
   ASSERT_OK(RegisterRaw(*stub_, "ok").status());
@@ -520,6 +526,39 @@ TEST_F(GrpcServiceTest, AWaitingUploadThatIsCancelledLeavesTheGate) {
   FinishUpload(first.get(), ma);
   ASSERT_OK(UploadRaw(*stub_, mb));
   EXPECT_EQ(gate.admitted_bytes(), 0);
+}
+
+// The protocol has no resume: a client whose stream broke sends the whole upload again. The
+// broken stream's chunks (held in gRPC's slices, issue 13) are dropped, the retry is accepted
+// once, and the round aggregates exactly.
+TEST_F(GrpcServiceTest, AnUploadRetriedAfterABrokenStreamIsAcceptedOnce) {
+  auto [a, b, ta, tb, delta] = StartTwoTasks(0, 0);
+  const std::vector<v1::UploadChunk> ma = Messages(a, ta, delta, 10);
+  ASSERT_GE(ma.size(), 3u);
+  {
+    grpc::ClientContext context;
+    v1::UploadUpdateResponse response;
+    auto writer = stub_->UploadUpdate(&context, &response);
+    ASSERT_TRUE(writer->Write(ma[0]));
+    ASSERT_TRUE(writer->Write(ma[1]));
+    context.TryCancel();
+    EXPECT_EQ(writer->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->service().open_streams() == 0; }));
+  EXPECT_EQ(server_->service().inflight_upload_bytes(), 0);
+  ASSERT_OK(UploadRaw(*stub_, ma));
+  EXPECT_THAT(UploadRaw(*stub_, ma),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+  ASSERT_OK(Upload(b, tb, FilledLike(InitialModel(), 3.0f), 30));
+  server_->Tick();
+  ASSERT_TRUE(TestServer::WaitFor([&] { return server_->coordinator().committed_round() >= 1; }));
+  ASSERT_OK_AND_ASSIGN(v1::Model committed, server_->store().LoadModel(1));
+  // initial + (10 * 1 + 30 * 3) / 40 = initial + 2.5 (exact in float32).
+  v1::Model expected = InitialModel();
+  for (v1::Tensor& t : *expected.mutable_tensors()) {
+    for (float& v : *t.mutable_data()) v += 2.5f;
+  }
+  EXPECT_EQ(Sha256(committed.SerializeAsString()), Sha256(expected.SerializeAsString()));
 }
 
 TEST_F(GrpcServiceTest, IdleStreamsAreCancelledBySweep) {
