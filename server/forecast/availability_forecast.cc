@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 
 namespace fedsched::forecast {
 namespace {
@@ -103,6 +104,39 @@ absl::Status AvailabilityForecast::ObserveOffline(ClientIndex index, double now_
   }
   ++counts_[static_cast<size_t>(BinOf(length))];
   ++total_;
+  return absl::OkStatus();
+}
+
+absl::Status AvailabilityForecast::ObserveSeen(ClientIndex index, double now_s, double timeout_s) {
+  if (!(timeout_s > 0) || std::isinf(timeout_s)) {
+    return Invalid(absl::StrCat("timeout_s must be finite and > 0, got ", timeout_s));
+  }
+  if (index < clients_.size()) {
+    const Client& c = clients_[index];
+    // Silent for longer than the timeout: the server has lost it since, at last seen + timeout.
+    if (c.online_since_s != kOffline && c.last_seen_s != kOffline &&
+        now_s - c.last_seen_s > timeout_s) {
+      FEDSCHED_RETURN_IF_ERROR(ObserveOffline(index, c.last_seen_s + timeout_s));
+    }
+  }
+  FEDSCHED_RETURN_IF_ERROR(ObserveOnline(index, now_s));
+  Client& c = clients_[index];
+  c.last_seen_s = std::max(c.last_seen_s, now_s);
+  return absl::OkStatus();
+}
+
+absl::Status AvailabilityForecast::ExpireUnseen(double now_s, double timeout_s) {
+  if (!std::isfinite(now_s) || !(timeout_s > 0) || std::isinf(timeout_s)) {
+    return Invalid(absl::StrCat("expiring at ", now_s, " s with timeout ", timeout_s,
+                                " s: both must be finite, the timeout > 0"));
+  }
+  for (size_t i = 0; i < clients_.size(); ++i) {
+    const Client& c = clients_[i];
+    if (c.online_since_s == kOffline || c.last_seen_s == kOffline) continue;
+    if (now_s - c.last_seen_s <= timeout_s) continue;
+    FEDSCHED_RETURN_IF_ERROR(
+        ObserveOffline(static_cast<ClientIndex>(i), c.last_seen_s + timeout_s));
+  }
   return absl::OkStatus();
 }
 

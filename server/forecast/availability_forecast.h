@@ -63,6 +63,17 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // a non-finite now_s or one before the session's start; the state is then unchanged.
   absl::Status ObserveOffline(ClientIndex index, double now_s);
 
+  // A live server's view (heartbeats): client `index` was seen (registered, heartbeated) at
+  // `now_s`. If its forecast session is open but it was last seen more than `timeout_s` before
+  // now_s, that session ended at last seen + timeout_s (liveness lost) and a new one starts at
+  // now_s; if none is open, one starts at now_s. Errors: those of ObserveOnline; INVALID_ARGUMENT
+  // for a timeout_s that is not finite and > 0.
+  absl::Status ObserveSeen(ClientIndex index, double now_s, double timeout_s);
+  // Ends, at last seen + timeout_s, every session opened by ObserveSeen whose client has not
+  // been seen for more than timeout_s before now_s (O(clients)). Errors: INVALID_ARGUMENT for a
+  // non-finite now_s or a timeout_s that is not finite and > 0.
+  absl::Status ExpireUnseen(double now_s, double timeout_s);
+
   // In [0, 1]: S_i(a + t) / S_i(a) as above. 1 before any session has completed (no data: the
   // same as no oracle) and for until_s <= now_s; 0 for a NaN argument. A client never seen
   // online is taken to have come online at now_s (age 0). A negative age (now_s before the
@@ -91,8 +102,9 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // One client: its current session's start (kOffline when offline) and a ring of its last lengths.
   struct Client {
     double online_since_s = kOffline;
-    std::vector<double> lengths;  // ring buffer, capacity sessions_per_client
-    int32_t next = 0;             // ring position of the next write once full
+    double last_seen_s = kOffline;  // ObserveSeen's last time, else kOffline
+    std::vector<double> lengths;    // ring buffer, capacity sessions_per_client
+    int32_t next = 0;               // ring position of the next write once full
   };
   static constexpr double kOffline = -1;
 

@@ -123,6 +123,28 @@ TEST(AvailabilityForecastTest, RepeatedCheckInKeepsTheSessionStart) {
   EXPECT_EQ(f.completed_sessions(), 1);
 }
 
+TEST(AvailabilityForecastTest, HeartbeatsOpenAndCloseSessions) {
+  AvailabilityForecast f = MakeForecast();
+  // Heartbeats every 2 s from 100 to 400 s (timeout 6 s): one session, open.
+  for (double t = 100; t <= 400; t += 2) ASSERT_THAT(f.ObserveSeen(4, t, 6), IsOk());
+  EXPECT_TRUE(f.IsOnline(4));
+  ASSERT_THAT(f.ExpireUnseen(405, 6), IsOk());
+  EXPECT_TRUE(f.IsOnline(4));
+  // Silent since 400 s: at 410 s it was lost at 406 s.
+  ASSERT_THAT(f.ExpireUnseen(410, 6), IsOk());
+  EXPECT_FALSE(f.IsOnline(4));
+  EXPECT_THAT(f.SessionsOf(4), ElementsAre(306));
+  // Back at 1000 s, then silent from 1100 s and back at 2000 s without a sweep in between: the
+  // gap ends the session at 1106 s.
+  for (double t = 1000; t <= 1100; t += 2) ASSERT_THAT(f.ObserveSeen(4, t, 6), IsOk());
+  ASSERT_THAT(f.ObserveSeen(4, 2000, 6), IsOk());
+  EXPECT_TRUE(f.IsOnline(4));
+  EXPECT_THAT(f.SessionsOf(4), ElementsAre(306, 106));
+  EXPECT_THAT(f.ObserveSeen(4, 2001, 0), StatusIs(absl::StatusCode::kInvalidArgument, _));
+  EXPECT_THAT(f.ExpireUnseen(std::numeric_limits<double>::infinity(), 6),
+              StatusIs(absl::StatusCode::kInvalidArgument, _));
+}
+
 TEST(AvailabilityForecastTest, RefusesBadInput) {
   ForecastOptions bad;
   bad.prior_sessions = 0;
