@@ -227,6 +227,11 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   if (c.availability_forecast() == v1::AVAILABILITY_FORECAST_UNSPECIFIED) {
     c.set_availability_forecast(v1::AVAILABILITY_FORECAST_TRACE);
   }
+  if (c.server().selection().learned_availability()) {
+    return Invalid("server.selection.learned_availability",
+                   "is the live server's (learned from heartbeats, which the simulator does not "
+                   "model); use availability_forecast: AVAILABILITY_FORECAST_LEARNED");
+  }
   if (c.traces().capacity_path().empty()) return Invalid("traces.capacity_path", "is required");
   if (!(c.traces().start_time_s() >= 0) || std::isinf(c.traces().start_time_s())) {
     return Invalid("traces.start_time_s", "must be finite and >= 0");

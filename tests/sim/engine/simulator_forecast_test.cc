@@ -110,6 +110,11 @@ TEST(SimulatorForecastTest, FlagAndConfigAreValidated) {
   v1::SimConfig resolved = HandConfig(12, 2, 2.0, 40);
   ASSERT_OK_AND_ASSIGN(v1::SimConfig r, ResolveSimConfig(resolved));
   EXPECT_EQ(r.availability_forecast(), v1::AVAILABILITY_FORECAST_TRACE);
+  resolved.mutable_server()->mutable_selection()->set_learned_availability(true);
+  EXPECT_THAT(
+      ResolveSimConfig(resolved).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("AVAILABILITY_FORECAST_LEARNED")));
+  resolved.mutable_server()->mutable_selection()->set_learned_availability(false);
   resolved.set_availability_forecast(static_cast<v1::AvailabilityForecast>(9));
   EXPECT_THAT(ResolveSimConfig(resolved).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("availability_forecast")));
