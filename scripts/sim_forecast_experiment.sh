@@ -6,37 +6,42 @@
 # absent. One simulator process at a time; a run whose summary exists is skipped.
 #
 #   SIM=build/sim/fedsched-sim OUT=runs/forecast scripts/sim_forecast_experiment.sh
-# Prints one table row per run: trace, row, forecast, time to target (h), failed-task share
-# (sum of the CSV's `failed` over sum of `selected`), rounds.
+#   TRACES=fedscale SEEDS="2 3" scripts/sim_forecast_experiment.sh   (more seeds, one trace)
+# Prints one table row per run: trace, row, forecast, seed, time to target (h), failed-task
+# share (sum of the CSV's `failed` over sum of `selected`), rounds.
 set -euo pipefail
 SIM="${SIM:-build/sim/fedsched-sim}"
 OUT="${OUT:-runs/forecast}"
+TRACES="${TRACES:-mobiperf fedscale}"
+SEEDS="${SEEDS:-1}"
 mkdir -p "$OUT"
 ext='extend_workload { beta: 0.5 disable_dropout: true } workload_sizing: true'
 
-for trace in mobiperf fedscale; do
-  for row in oort fedsched; do
-    for forecast in trace learned none; do
-      base="$OUT/${trace}_${row}_${forecast}"
-      if [[ ! -s "$base.summary" ]]; then
-        if [[ "$row" == oort ]]; then
-          args=(--policy=oort --cache_policy=lru '--set=traces { start_time_s: 0 }')
-        else
-          args=(--policy=fedcase --cache_policy=importance
-                "--set=server { selection { $ext } } traces { start_time_s: 0 }")
+for trace in $TRACES; do
+  for seed in $SEEDS; do
+    for row in oort fedsched; do
+      for forecast in trace learned none; do
+        base="$OUT/${trace}_${row}_${forecast}_s${seed}"
+        if [[ ! -s "$base.summary" ]]; then
+          if [[ "$row" == oort ]]; then
+            args=(--policy=oort --cache_policy=lru '--set=traces { start_time_s: 0 }')
+          else
+            args=(--policy=fedcase --cache_policy=importance
+                  "--set=server { selection { $ext } } traces { start_time_s: 0 }")
+          fi
+          "$SIM" --config="configs/sim/tta2d_$trace.textproto" "${args[@]}" --seed="$seed" \
+            --availability_forecast="$forecast" --quiet --run_name="${row}_${forecast}" \
+            --output_csv="$base.csv" >"$base.out" 2>"$base.log"
+          grep '^run=' "$base.out" >"$base.summary"
         fi
-        "$SIM" --config="configs/sim/tta2d_$trace.textproto" "${args[@]}" --seed=1 \
-          --availability_forecast="$forecast" --quiet --run_name="${row}_${forecast}" \
-          --output_csv="$base.csv" >"$base.out" 2>"$base.log"
-        grep '^run=' "$base.out" >"$base.summary"
-      fi
-      tta="$(grep -o 'time_to_target_h=[^ ]*' "$base.summary" | cut -d= -f2)"
-      # CSV columns: selected and failed by header name.
-      share="$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
-        { sel += $col["selected"]; fail += $col["failed"]; n++ }
-        END { printf "%d/%d = %.1f %% (%d rounds)", fail, sel, sel ? 100 * fail / sel : 0, n }' \
-        "$base.csv")"
-      echo "$trace $row $forecast time_to_target_h=$tta failed=$share"
+        tta="$(grep -o 'time_to_target_h=[^ ]*' "$base.summary" | cut -d= -f2)"
+        # CSV columns: selected and failed by header name.
+        share="$(awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) col[$i] = i; next }
+          { sel += $col["selected"]; fail += $col["failed"]; n++ }
+          END { printf "%d/%d = %.1f %% (%d rounds)", fail, sel, sel ? 100 * fail / sel : 0, n }' \
+          "$base.csv")"
+        echo "$trace $row $forecast seed $seed time_to_target_h=$tta failed=$share"
+      done
     done
   done
 done
