@@ -38,6 +38,9 @@ ABSL_FLAG(std::string, policy, "",
           "--cache_policy is given");
 ABSL_FLAG(std::string, cache_policy, "",
           "override server.cache.policy: importance | lru | lfu | none");
+ABSL_FLAG(std::string, availability_forecast, "",
+          "override availability_forecast, the planner's availability oracle: trace (the trace's "
+          "future, FedScale's) | learned (session lengths observed so far) | none");
 ABSL_FLAG(std::string, fedcase_base, "",
           "override server.selection.fedcase.base_policy: oort | random (the set FedCaSe's top "
           "clients are joined with)");
@@ -124,6 +127,10 @@ int Run(mpi::Cluster* cluster, char** argv) {
       !s.ok()) {
     return Fail(s);
   }
+  if (absl::Status s = ApplyForecastFlag(absl::GetFlag(FLAGS_availability_forecast), &config);
+      !s.ok()) {
+    return Fail(s);
+  }
   v1::ServerConfig* server = config.mutable_server();
   if (absl::GetFlag(FLAGS_fedbuff)) server->mutable_aggregation()->set_async_fedbuff(true);
   if (absl::GetFlag(FLAGS_seed) != 0) server->set_seed(absl::GetFlag(FLAGS_seed));
@@ -181,9 +188,10 @@ int Run(mpi::Cluster* cluster, char** argv) {
                (*sim)->availability->description().c_str(),
                static_cast<long long>((*sim)->availability->size()),
                100.0 * (*sim)->availability->MeanOnlineFraction());
-  std::fprintf(stderr, "selection: %s, cache: %s%s\n",
+  std::fprintf(stderr, "selection: %s, cache: %s, availability forecast: %s%s\n",
                PolicyName(c.server().selection().policy()).c_str(),
                CachePolicyName(c.server().cache().policy()).c_str(),
+               ForecastName(c.availability_forecast()).c_str(),
                c.no_train() ? "; no_train: accuracy and loss come from the modelled curve "
                               "(config `curve`), no model is trained"
                             : "");
@@ -216,11 +224,12 @@ int Run(mpi::Cluster* cluster, char** argv) {
   // In no-train mode the accuracy is the modelled curve's (ModelledCurveConfig), not a
   // measurement of any model (issue 15, defect 6).
   std::printf(
-      "run=%s policy=%s cache=%s seed=%llu rounds_committed=%lld rounds_failed=%lld "
+      "run=%s policy=%s cache=%s forecast=%s seed=%llu rounds_committed=%lld rounds_failed=%lld "
       "virtual_h=%.3f final_accuracy=%.4f%s time_to_target_h=%s events=%llu setup_wall_s=%.2f "
       "run_wall_s=%.2f events_per_s=%.0f tasks_started=%lld oom_failures=%lld stop=\"%s\"\n",
       (*sim)->run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
       CachePolicyName(c.server().cache().policy()).c_str(),
+      ForecastName(c.availability_forecast()).c_str(),
       static_cast<unsigned long long>(c.server().seed()),
       static_cast<long long>(summary->rounds_committed),
       static_cast<long long>(summary->rounds_failed), summary->virtual_s / 3600.0,

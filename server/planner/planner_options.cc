@@ -107,7 +107,7 @@ absl::Status ValidateRoundAndTraining(const PlannerOptions& o) {
     return OutOfRange("selection.fit.learning_rate", o.fit.predictor.learning_rate, "in (0, 1]");
   }
   if (!In(o.min_online_probability, 0, 1)) {
-    return OutOfRange("min_online_probability", o.min_online_probability, "in [0, 1]");
+    return OutOfRange("selection.min_online_probability", o.min_online_probability, "in [0, 1]");
   }
   return absl::OkStatus();
 }
@@ -183,6 +183,7 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.cache = CachePlanOptions::FromConfig(config.cache());
   o.workload_sizing = sel.workload_sizing();
   o.min_local_steps = OrDefault(sel.min_local_steps(), o.min_local_steps);
+  o.min_online_probability = OrDefault(sel.min_online_probability(), o.min_online_probability);
   const v1::WorkloadExtensionConfig& ext = sel.extend_workload();
   // PyramidFL's authors run beta = 0.5 (liecn/PyramidFL training/evals/configs/*/conf_ours.yml).
   const double default_beta = o.policy == v1::SELECTION_POLICY_PYRAMIDFL ? 0.5 : 0.0;

@@ -147,7 +147,7 @@ struct PlannerOptions {
   // Seeds the selection randomness, together with the round and the attempt. Default: 1.
   uint64_t seed = 1;
   // A candidate whose AvailabilityOracle probability is below this is not selected, in
-  // [0, 1]. Default: 0.5.
+  // [0, 1] (selection.min_online_probability). Default: 0.5.
   double min_online_probability = 0.5;
   profile::RoundTimePredictorOptions predictor;
   FitOptions fit;

@@ -23,7 +23,9 @@ using profile::ClientIndex;
 // Tells the planner whether a candidate will still be online when its task would finish
 // (docs/ALGORITHMS.md §2: a client must still be online at now + its predicted completion
 // time).
-// The simulator implements it with its availability traces; the server may pass none.
+// The simulator implements it with its availability traces (FedScale's) or with the forecast
+// learned from observed sessions (server/forecast, §2.2.1), which the server may pass too
+// (selection.learned_availability); without one every candidate is assumed to stay online.
 class AvailabilityOracle {
  public:
   virtual ~AvailabilityOracle() = default;

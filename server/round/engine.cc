@@ -36,6 +36,12 @@ absl::Status RoundEngine::Init() {
   FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBookOptions book_options,
                             profile::ProfileBookOptions::FromServerConfig(config_));
   FEDSCHED_ASSIGN_OR_RETURN(book_, profile::ProfileBook::Create(book_options));
+  if (config_.selection().learned_availability() && options_.availability == nullptr) {
+    FEDSCHED_ASSIGN_OR_RETURN(forecast::AvailabilityForecast f,
+                              forecast::AvailabilityForecast::Create({}));
+    learned_availability_ = std::make_unique<forecast::AvailabilityForecast>(std::move(f));
+    heartbeat_timeout_s_ = book_options.heartbeat_timeout_s;
+  }
   if (!options_.profiles.empty()) FEDSCHED_RETURN_IF_ERROR(book_->Import(options_.profiles));
   FEDSCHED_ASSIGN_OR_RETURN(planner::PlannerOptions planner_options,
                             planner::PlannerOptions::FromServerConfig(config_));
@@ -85,11 +91,19 @@ int64_t RoundEngine::Staleness(const Task& task) const {
 
 absl::StatusOr<profile::ProfileBook::Registration> RoundEngine::Register(
     const std::string& identity, const v1::DeviceProfile& device, double now_s) {
-  return book_->OnRegister(identity, device, now_s);
+  FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration r,
+                            book_->OnRegister(identity, device, now_s));
+  if (learned_availability_ != nullptr) {
+    FEDSCHED_RETURN_IF_ERROR(
+        learned_availability_->ObserveSeen(r.index, now_s, heartbeat_timeout_s_));
+  }
+  return r;
 }
 
 absl::Status RoundEngine::Heartbeat(ClientIndex index, double now_s) {
-  return book_->OnHeartbeat(index, now_s);
+  FEDSCHED_RETURN_IF_ERROR(book_->OnHeartbeat(index, now_s));
+  if (learned_availability_ == nullptr) return absl::OkStatus();
+  return learned_availability_->ObserveSeen(index, now_s, heartbeat_timeout_s_);
 }
 
 std::vector<std::string> RoundEngine::RetireUnseen(double now_s, double ttl_s) {

@@ -46,6 +46,7 @@
 #include "fedsched/v1/tensor.pb.h"
 #include "server/aggregation/aggregator.h"
 #include "server/fit/memory_predictor.h"
+#include "server/forecast/availability_forecast.h"
 #include "server/planner/planner.h"
 #include "server/privacy/round_privacy.h"
 #include "server/profile/profile_book.h"
@@ -187,7 +188,9 @@ struct EngineOptions {
   std::string optimizer_state;
   // Who is reachable. Not owned, required, must outlive the engine.
   const Presence* presence = nullptr;
-  // Optional availability forecast for the planner (the simulator's trace). Not owned.
+  // Optional availability forecast for the planner (the simulator's trace). Not owned. When
+  // null and config.selection.learned_availability is set, the engine learns one from
+  // registrations and heartbeats (learned_availability()).
   const planner::AvailabilityOracle* availability = nullptr;
   // Task ids. Default: "t<round>-<n>" (deterministic); the server passes unguessable ids.
   std::function<std::string()> new_task_id;
@@ -407,6 +410,12 @@ class RoundEngine {
   const profile::ProfileBook& book() const { return *book_; }
   profile::ProfileBook& mutable_book() { return *book_; }
   const planner::Planner& planner() const { return *planner_; }
+  // The availability forecast learned from registrations and heartbeats (selection
+  // .learned_availability, docs/ALGORITHMS.md §2.2.1): the planner's oracle; null when off or
+  // when EngineOptions::availability is given.
+  const forecast::AvailabilityForecast* learned_availability() const {
+    return learned_availability_.get();
+  }
   const Aggregator& aggregator() const { return *aggregator_; }
 
  private:
@@ -414,6 +423,9 @@ class RoundEngine {
   absl::Status Init();
   // Plans the next round (synchronous) or refills the free slots (FedBuff).
   void Plan(double now_s);
+  // selection.learned_availability: ends the sessions of clients silent for longer than the
+  // heartbeat timeout (AvailabilityForecast::ExpireUnseen). OK when off.
+  absl::Status ExpireLearnedSessions(double now_s);
   void OpenRecord(double now_s, double deadline_s);
   // Closes the open round: commits it, or fails it for re-planning.
   ClosedRound Close(double now_s);
@@ -476,6 +488,9 @@ class RoundEngine {
   const v1::ServerConfig& config_;
   const bool async_;
   std::unique_ptr<profile::ProfileBook> book_;
+  // selection.learned_availability: fed by Register and Heartbeat, swept at each plan.
+  std::unique_ptr<forecast::AvailabilityForecast> learned_availability_;
+  double heartbeat_timeout_s_ = 0;
   std::unique_ptr<planner::Planner> planner_;
   std::unique_ptr<Aggregator> aggregator_;
 

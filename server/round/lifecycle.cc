@@ -57,6 +57,7 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
                             ? static_cast<int64_t>(published_blob_->bytes.size())
                             : static_cast<int64_t>(model_->ByteSizeLong());
   request.availability = options_.availability;
+  if (learned_availability_ != nullptr) request.availability = learned_availability_.get();
   request.max_participants = max_participants;
   return request;
 }
@@ -114,6 +115,8 @@ void RoundEngine::Plan(double now_s) {
         last_failure_, "); next attempt in ", std::ceil(next_plan_s_ - now_s), " s"));
     return;
   }
+  last_plan_status_ = ExpireLearnedSessions(now_s);
+  if (!last_plan_status_.ok()) return;
   options_.presence->CollectReachable(now_s, &scratch_);
   std::sort(scratch_.begin(), scratch_.end());
   scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
@@ -194,12 +197,23 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   return it->second;
 }
 
+absl::Status RoundEngine::ExpireLearnedSessions(double now_s) {
+  if (learned_availability_ == nullptr) return absl::OkStatus();
+  // Sessions whose heartbeats stopped end now, as seen from here (at last heartbeat + timeout),
+  // before the forecast is asked about anyone.
+  return learned_availability_->ExpireUnseen(now_s, heartbeat_timeout_s_);
+}
+
 int RoundEngine::RetaskFailedSlots(double now_s) {
   std::vector<Task*> vacant;
   for (auto& [id, task] : tasks_) {
     if (task.failed && !task.replaced && task.round == round_) vacant.push_back(&task);
   }
   if (vacant.empty()) return 0;
+  if (absl::Status s = ExpireLearnedSessions(now_s); !s.ok()) {
+    last_plan_status_ = s;
+    return 0;
+  }
   options_.presence->CollectReachable(now_s, &scratch_);
   std::sort(scratch_.begin(), scratch_.end());
   scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());

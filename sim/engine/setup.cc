@@ -140,6 +140,30 @@ absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* con
   return absl::OkStatus();
 }
 
+absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* config) {
+  if (forecast.empty()) return absl::OkStatus();
+  v1::AvailabilityForecast f;
+  if (!v1::AvailabilityForecast_Parse("AVAILABILITY_FORECAST_" + absl::AsciiStrToUpper(forecast),
+                                      &f) ||
+      f == v1::AVAILABILITY_FORECAST_UNSPECIFIED) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--availability_forecast must be trace, learned or none, got \"", forecast, "\""));
+  }
+  config->set_availability_forecast(f);
+  return absl::OkStatus();
+}
+
+std::string ForecastName(v1::AvailabilityForecast forecast) {
+  switch (forecast) {
+    case v1::AVAILABILITY_FORECAST_LEARNED:
+      return "learned";
+    case v1::AVAILABILITY_FORECAST_NONE:
+      return "none";
+    default:
+      return "trace";
+  }
+}
+
 std::string CachePolicyName(v1::CachePolicy policy) {
   if (policy == v1::CACHE_POLICY_UNSPECIFIED) policy = v1::CACHE_POLICY_IMPORTANCE;
   std::string name = v1::CachePolicy_Name(policy);
@@ -195,6 +219,19 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
     return Invalid("round_trip_s", "must be finite and >= 0");
   }
   if (c.round_trip_s() == 0) c.set_round_trip_s(kDefaultRoundTripS);
+  if (!v1::AvailabilityForecast_IsValid(c.availability_forecast())) {
+    return Invalid("availability_forecast",
+                   absl::StrCat(static_cast<int>(c.availability_forecast()),
+                                " is unknown; use AVAILABILITY_FORECAST_TRACE, _LEARNED or _NONE"));
+  }
+  if (c.availability_forecast() == v1::AVAILABILITY_FORECAST_UNSPECIFIED) {
+    c.set_availability_forecast(v1::AVAILABILITY_FORECAST_TRACE);
+  }
+  if (c.server().selection().learned_availability()) {
+    return Invalid("server.selection.learned_availability",
+                   "is the live server's (learned from heartbeats, which the simulator does not "
+                   "model); use availability_forecast: AVAILABILITY_FORECAST_LEARNED");
+  }
   if (c.traces().capacity_path().empty()) return Invalid("traces.capacity_path", "is required");
   if (!(c.traces().start_time_s() >= 0) || std::isinf(c.traces().start_time_s())) {
     return Invalid("traces.start_time_s", "must be finite and >= 0");

@@ -81,6 +81,13 @@ absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* con
 absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
                                  const std::string& fedcase_base, v1::SimConfig* config);
 
+// fedsched-sim's --availability_forecast flag: "trace" | "learned" | "none" sets
+// config.availability_forecast (sim.proto AvailabilityForecast); empty keeps the config's.
+// Errors: INVALID_ARGUMENT naming the flag, its allowed values and the value given.
+absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* config);
+// Lower-case availability forecast name: "trace" (also for UNSPECIFIED), "learned", "none".
+std::string ForecastName(v1::AvailabilityForecast forecast);
+
 // Lower-case policy name: "random", "oort", "fedcase".
 std::string PolicyName(v1::SelectionPolicy policy);
 // Lower-case cache policy name: "importance" (also for UNSPECIFIED, which the server treats

@@ -94,7 +94,6 @@ absl::Status Simulator::Init() {
     pacer_ = std::make_unique<round::CheckInPacer>(pacing);
   }
   presence_ = std::make_unique<OnlinePresence>(this);
-  oracle_ = std::make_unique<TraceAvailabilityOracle>(parts_.availability, &client_of_);
   FEDSCHED_ASSIGN_OR_RETURN(v1::DeviceBudgetConfig budgets,
                             ResolveDeviceBudgets(config_.budgets()));
   budgets_ = std::make_unique<DeviceBudgets>(std::move(budgets));
@@ -103,7 +102,7 @@ absl::Status Simulator::Init() {
   options.config = config_.server();
   options.model = parts_.learner->initial_model();
   options.presence = presence_.get();
-  options.availability = oracle_.get();
+  FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
   options.model_features = model_features_;
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
 
@@ -136,7 +135,9 @@ absl::Status Simulator::Init() {
     }
     index_of_[c] = static_cast<int64_t>(r.index);
     client_of_.push_back(c);
-    if (parts_.availability->IsAvailable(c, t0_)) SetOnline(c, true);
+    if (parts_.availability->IsAvailable(c, t0_)) {
+      FEDSCHED_RETURN_IF_ERROR(SetOnline(c, true, t0_));
+    }
     FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, t0_));
   }
   // The planner predicts transfers from the published model's size: in no-train mode the

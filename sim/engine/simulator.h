@@ -69,6 +69,7 @@
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/sim.pb.h"
 #include "secagg/client.h"
+#include "server/forecast/availability_forecast.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 #include "sim/engine/device_budgets.h"
@@ -179,7 +180,8 @@ struct SimulatorParts {
   // Each client's device (computation ms/sample and sample KB for its registration; also the
   // task durations unless `durations` is given). Required.
   const CapacityTrace* capacity = nullptr;
-  // Who is online when; also the planner's availability oracle. Required.
+  // Who is online when; also the planner's availability oracle under config
+  // availability_forecast TRACE (the default). Required.
   const AvailabilityTrace* availability = nullptr;
   // Trains (or models) tasks and evaluates committed models. Required.
   Learner* learner = nullptr;
@@ -294,7 +296,12 @@ class Simulator {
   // expected share p. No-op for p <= 0.
   void ApplyUpdateDropout(SimTask& t, double p) const;
   absl::Status Init();
-  void SetOnline(int32_t client, bool online);
+  // Moves `client` on or off the online list at `now`; under the learned forecast, tells it the
+  // transition as it happens. Errors: those of the forecast's Observe calls.
+  absl::Status SetOnline(int32_t client, bool online, double now);
+  // The planner's oracle per config availability_forecast: the trace's, the learned forecast
+  // (created here) or none. Errors: INVALID_ARGUMENT for an unknown value.
+  absl::StatusOr<const planner::AvailabilityOracle*> MakeOracle();
   absl::Status ScheduleAvailability(int32_t client, double now);
   absl::Status CheckCanStart() const;
   void NoteWaiting(double now);
@@ -337,6 +344,9 @@ class Simulator {
   // The live server's long-poll bound: how long a device stays checked in, seconds.
   static constexpr double kCheckInHoldS = 5.0;
   std::unique_ptr<TraceAvailabilityOracle> oracle_;
+  // availability_forecast LEARNED: the forecast fed by SetOnline (the planner's oracle); else
+  // null.
+  std::unique_ptr<forecast::AvailabilityForecast> learned_;
   std::unique_ptr<round::RoundEngine> engine_;
   std::shared_ptr<const round::ModelBlob> blob_;  // null unless no-train (see file comment)
   // Resource fit (sim.proto DeviceBudgetConfig): each simulated client's budgets, and the

@@ -4,6 +4,7 @@
 // declared in simulator.h.
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -12,9 +13,9 @@
 
 namespace fedsched::sim {
 
-void Simulator::SetOnline(int32_t c, bool online) {
+absl::Status Simulator::SetOnline(int32_t c, bool online, double now) {
   const bool is_online = online_pos_[c] >= 0;
-  if (online == is_online) return;
+  if (online == is_online) return absl::OkStatus();
   if (online) {
     online_pos_[c] = static_cast<int32_t>(online_.size());
     online_.push_back(c);
@@ -25,6 +26,31 @@ void Simulator::SetOnline(int32_t c, bool online) {
     online_pos_[last] = pos;
     online_.pop_back();
     online_pos_[c] = -1;
+  }
+  if (learned_ == nullptr) return absl::OkStatus();
+  // The server sees the device check in or lose liveness now; the trace's future stays unread.
+  const auto index = static_cast<round::ClientIndex>(index_of_[c]);
+  return online ? learned_->ObserveOnline(index, now) : learned_->ObserveOffline(index, now);
+}
+
+absl::StatusOr<const planner::AvailabilityOracle*> Simulator::MakeOracle() {
+  switch (config_.availability_forecast()) {
+    case v1::AVAILABILITY_FORECAST_UNSPECIFIED:
+    case v1::AVAILABILITY_FORECAST_TRACE:
+      oracle_ = std::make_unique<TraceAvailabilityOracle>(parts_.availability, &client_of_);
+      return oracle_.get();
+    case v1::AVAILABILITY_FORECAST_LEARNED: {
+      FEDSCHED_ASSIGN_OR_RETURN(forecast::AvailabilityForecast f,
+                                forecast::AvailabilityForecast::Create({}));
+      learned_ = std::make_unique<forecast::AvailabilityForecast>(std::move(f));
+      return learned_.get();
+    }
+    case v1::AVAILABILITY_FORECAST_NONE:
+      return nullptr;
+    default:
+      return absl::InvalidArgumentError(absl::StrCat(
+          "simulator: availability_forecast ", static_cast<int>(config_.availability_forecast()),
+          " is unknown; use TRACE, LEARNED or NONE"));
   }
 }
 
@@ -64,7 +90,7 @@ absl::Status Simulator::CheckCanStart() const {
 
 absl::Status Simulator::OnAvailabilityChange(int32_t c, double now) {
   const bool online = parts_.availability->IsAvailable(c, now);
-  SetOnline(c, online);
+  FEDSCHED_RETURN_IF_ERROR(SetOnline(c, online, now));
   FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, now));
   if (online) return absl::OkStatus();
   const auto index = static_cast<round::ClientIndex>(index_of_[c]);

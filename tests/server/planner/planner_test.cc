@@ -172,6 +172,18 @@ TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
       static_cast<v1::FedCaseConfig::BasePolicy>(7));  // an unknown value off the wire
   EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("fedcase.base_policy")));
+  config.mutable_selection()->mutable_fedcase()->set_base_policy(
+      v1::FedCaseConfig::BASE_POLICY_OORT);
+
+  // The availability threshold: 0 = 0.5; in [0, 1].
+  EXPECT_DOUBLE_EQ(o.min_online_probability, 0.5);
+  config.mutable_selection()->set_min_online_probability(0.9);
+  ASSERT_OK_AND_ASSIGN(o, PlannerOptions::FromServerConfig(config));
+  EXPECT_DOUBLE_EQ(o.min_online_probability, 0.9);
+  config.mutable_selection()->set_min_online_probability(1.5);
+  EXPECT_THAT(
+      PlannerOptions::FromServerConfig(config).status(),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("selection.min_online_probability")));
 }
 
 // Four tried clients: t = 1, 2, 4, 8 s; U = 10, 20, 40, 80; last selected in rounds 1..4.
