@@ -143,8 +143,9 @@ class RoundProbe {
 // The service the client talks to: CoordinatorService, with PollTask observed by a RoundProbe.
 // PollTask does exactly what CoordinatorService::PollTask does (Coordinator::PollTask, status
 // converted at the edge), so that the probe can see the answer before it is sent.
-class ObservedService final : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
-                                  v1::Coordinator::CallbackService> {
+class ObservedService final
+    : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
+          v1::Coordinator::WithRawCallbackMethod_UploadUpdate<v1::Coordinator::CallbackService>> {
  public:
   ObservedService(Coordinator* coordinator, CoordinatorService* inner, RoundProbe* probe)
       : coordinator_(coordinator), inner_(inner), probe_(probe) {}
@@ -174,8 +175,8 @@ class ObservedService final : public v1::Coordinator::WithRawCallbackMethod_Down
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override {
     return inner_->DownloadModel(context, request);
   }
-  grpc::ServerReadReactor<v1::UploadChunk>* UploadUpdate(
-      grpc::CallbackServerContext* context, v1::UploadUpdateResponse* response) override {
+  grpc::ServerReadReactor<grpc::ByteBuffer>* UploadUpdate(grpc::CallbackServerContext* context,
+                                                          grpc::ByteBuffer* response) override {
     return inner_->UploadUpdate(context, response);
   }
   grpc::ServerUnaryReactor* ReportFailure(grpc::CallbackServerContext* context,
