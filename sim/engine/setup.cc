@@ -9,6 +9,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "common/config.h"
 #include "common/status_macros.h"
 #include "models/cnn.h"
@@ -153,22 +154,24 @@ absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* confi
   return absl::OkStatus();
 }
 
+namespace {
+
+// An enum value's proto name without its prefix, lower case (CACHE_POLICY_LRU -> "lru").
+std::string LowerEnumName(absl::string_view name, absl::string_view prefix) {
+  absl::ConsumePrefix(&name, prefix);
+  return absl::AsciiStrToLower(name);
+}
+
+}  // namespace
+
 std::string ForecastName(v1::AvailabilityForecast forecast) {
-  switch (forecast) {
-    case v1::AVAILABILITY_FORECAST_LEARNED:
-      return "learned";
-    case v1::AVAILABILITY_FORECAST_NONE:
-      return "none";
-    default:
-      return "trace";
-  }
+  if (forecast == v1::AVAILABILITY_FORECAST_UNSPECIFIED) forecast = v1::AVAILABILITY_FORECAST_TRACE;
+  return LowerEnumName(v1::AvailabilityForecast_Name(forecast), "AVAILABILITY_FORECAST_");
 }
 
 std::string CachePolicyName(v1::CachePolicy policy) {
   if (policy == v1::CACHE_POLICY_UNSPECIFIED) policy = v1::CACHE_POLICY_IMPORTANCE;
-  std::string name = v1::CachePolicy_Name(policy);
-  if (absl::StartsWith(name, "CACHE_POLICY_")) name = name.substr(13);
-  return absl::AsciiStrToLower(name);
+  return LowerEnumName(v1::CachePolicy_Name(policy), "CACHE_POLICY_");
 }
 
 std::string PolicyName(v1::SelectionPolicy policy) {

@@ -2,7 +2,8 @@
 """scripts/sim_experiment_2d_tables.py on a made-up grid: medians and spreads over offsets x
 seeds, the median speed-up against oort, the paired count, runs not reached, and every pair in
 which fedsched is not faster than oort (issue 15: "any seed or offset where fedsched loses is
-shown"). Usage: sim_experiment_tables_test.py <source dir>."""
+shown"); and scripts/sim_run_window.py's median and window figures. Usage:
+sim_experiment_tables_test.py <source dir>."""
 import os
 import subprocess
 import sys
@@ -63,6 +64,25 @@ class TablesTest(unittest.TestCase):
                 capture_output=True, text=True)
             self.assertNotEqual(done.returncode, 0)
             self.assertIn("no target for model(s) mlp", done.stderr)
+
+    def test_run_window_median_and_window(self):
+        script = os.path.join(SOURCE, "scripts/sim_run_window.py")
+        with tempfile.TemporaryDirectory() as out:
+            for seed, hours in ((1, 3.0), (2, 1.0), (3, None)):
+                write_run(out, "oort", 0, seed, hours)
+            text = subprocess.run([sys.executable, script, "median", out, "mlp", "mobiperf",
+                                   "oort", "0", "1 2 3"],
+                                  check=True, capture_output=True, text=True).stdout
+            self.assertIn("median 3.00 h over 3 runs (1.00, 3.00, inf)", text)
+            path = os.path.join(out, "rounds.csv")
+            with open(path, "w") as f:
+                f.write("round,outcome,virtual_h,test_accuracy,train_loss,online\n"
+                        "1,committed,0.5,0.70,0.4,60\n2,failed,0.7,0.0,0.0,0\n"
+                        "3,committed,1.0,0.80,0.2,80\n4,committed,2.5,0.90,0.1,70\n")
+            text = subprocess.run([sys.executable, script, "window", "2", path],
+                                  check=True, capture_output=True, text=True).stdout
+            self.assertIn("best accuracy 0.8000 (round 3), mean training loss 0.300, "
+                          "mean online 70", text)
 
 
 if __name__ == "__main__":
