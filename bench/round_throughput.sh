@@ -6,7 +6,7 @@
 # to a reactor that only counts them).
 #
 #   bash bench/round_throughput.sh                 # the four workloads of issue 13
-#   bash bench/round_throughput.sh --quick         # 3 rounds each, small workloads only
+#   bash bench/round_throughput.sh --quick         # 8 rounds each, small workloads only
 #
 # Per workload and server binary it reports:
 #   s/round     steady-state seconds per round (load gen round_period_s: between the ends of
@@ -125,7 +125,11 @@ CFG
   period=$(awk '/^round_period_s:/ {print $2}' "$dir/load.txt")
   cpu=$(awk '/^server_cpu_s_per_round:/ {print $2}' "$dir/load.txt")
   rss=$(awk '/^server_peak_rss_mb:/ {print $2}' "$dir/load.txt")
-  echo "$period $cpu $rss"
+  if [[ -z "$period" || -z "$cpu" ]]; then
+    echo "run $tag ${n}x$p: no steady-state rounds to measure (more ROUNDS?); see $dir/load.txt" >&2
+    return 1
+  fi
+  echo "$period $cpu ${rss:-n/a}"
 }
 
 printf '| workload | server | s/round | ceiling s | share of raw gRPC | server CPU s/round | peak RSS MiB (limit) |\n' \
@@ -136,7 +140,7 @@ for w in $WORKLOADS; do
   n=${w%x*}
   p=${w#*x}
   rounds=${ROUNDS:-$((p >= 10000000 ? 6 : 10))}
-  [[ $QUICK == 1 ]] && rounds=5
+  [[ $QUICK == 1 ]] && rounds=8
   rate=$(raw_rate "$n" "$p")
   ceiling=$(python3 -c "print(2*$n*$p*4/($rate*1e6))")
   limit=$(python3 -c "print(round(6*$p*4/2**20+64))")

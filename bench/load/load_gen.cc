@@ -23,6 +23,7 @@
 // consecutive rounds) and server_cpu_s_per_round (issue 13's figures, bench/round_throughput.sh).
 // Exits 0 when `rounds` rounds committed with no RPC error, every upload accepted and all clients
 // registered; 1 otherwise.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -107,12 +108,17 @@ struct TaskRecord {
 
 class LoadGenerator;
 
-// The downloaded global model of one round and the delta every client uploads for it.
+// The downloaded global model of one round and the delta every client uploads for it. The
+// delta's data chunks are built once and shared (read-only) by every client's upload, so that
+// the generator's own CPU per upload is the transport's, as for bench/ingest's sender: on a
+// 2-core machine its copies would otherwise take the cores the server is measured on.
 struct RoundPayload {
   std::string model_sha;
-  std::string delta;      // serialized v1::Model
-  std::string delta_sha;  // raw SHA-256
+  int64_t delta_bytes = 0;              // serialized v1::Model
+  std::string delta_sha;                // raw SHA-256
+  std::vector<v1::UploadChunk> chunks;  // seq 0.., transport chunk size each
 };
+using PayloadPtr = std::shared_ptr<const RoundPayload>;
 
 // One simulated device. Its main chain (register -> poll -> download -> compute -> upload ->
 // poll ...) and its heartbeat chain each have at most one action in flight.
@@ -188,6 +194,13 @@ class LoadGenerator {
   void Upload(SimClient* c);
   void TaskDone(SimClient* c, const TaskRecord& record);
   // Called when a download of `model_bytes` completes; returns the delta to upload.
+  // True for the first download of the model `sha` while its payload is not built: that
+  // download keeps the model's bytes (the others only verify them).
+  bool ClaimModelBytes(const std::string& sha);
+  void ReleaseClaim(const std::string& sha);
+  // Uploads once the payload of `sha` is built (polled every 2 ms); polls again if the download
+  // that claimed the bytes failed.
+  void AwaitPayload(SimClient* c, const std::string& sha);
   std::shared_ptr<const RoundPayload> PayloadFor(const std::string& model_bytes,
                                                  const std::string& sha);
 
@@ -222,6 +235,7 @@ class LoadGenerator {
 
   absl::Mutex payload_mu_;
   std::shared_ptr<const RoundPayload> payload_ ABSL_GUARDED_BY(payload_mu_);
+  std::string building_sha_ ABSL_GUARDED_BY(payload_mu_);  // a download keeps this model's bytes
 
   absl::Mutex records_mu_;
   std::vector<TaskRecord> records_ ABSL_GUARDED_BY(records_mu_);
@@ -352,12 +366,15 @@ void LoadGenerator::Poll(SimClient* c) {
       });
 }
 
-// Streams the task's model; checks size and SHA-256; then "computes" and uploads.
+// Streams the task's model; checks size and SHA-256 as the chunks arrive (every download is
+// verified, as the SDK does); keeps the bytes only when `claim(sha)` makes this download the one
+// the round's payload is built from, and hands `done` the bytes (empty if not kept).
 class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
  public:
   DownloadReactor(v1::Coordinator::Stub* stub, const v1::DownloadModelRequest& request,
-                  std::function<void(grpc::Status, std::string, std::string)> done)
-      : request_(request), done_(std::move(done)) {
+                  std::function<bool(const std::string&)> claim,
+                  std::function<void(grpc::Status, std::string, std::string, bool)> done)
+      : request_(request), claim_(std::move(claim)), done_(std::move(done)) {
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     stub->async()->DownloadModel(&context_, &request_, this);
     StartRead(&chunk_);
@@ -368,17 +385,20 @@ class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
     if (chunk_.seq() == 0) {
       sha_ = chunk_.sha256();
       total_ = chunk_.total_bytes();
-      payload_.reserve(static_cast<size_t>(std::max<int64_t>(0, total_)));
+      keep_ = claim_(sha_);
+      if (keep_) payload_.reserve(static_cast<size_t>(std::max<int64_t>(0, total_)));
     }
-    payload_.append(chunk_.data());
+    hash_.Update(chunk_.data());
+    received_ += static_cast<int64_t>(chunk_.data().size());
+    if (keep_) payload_.append(chunk_.data());
     StartRead(&chunk_);
   }
   void OnDone(const grpc::Status& status) override {
     grpc::Status s = status;
-    if (s.ok() && (static_cast<int64_t>(payload_.size()) != total_ || Sha256(payload_) != sha_)) {
+    if (s.ok() && (received_ != total_ || hash_.Finish() != sha_)) {
       s = grpc::Status(grpc::StatusCode::DATA_LOSS, "model fails its size or SHA-256 check");
     }
-    done_(s, std::move(payload_), std::move(sha_));
+    done_(s, std::move(payload_), std::move(sha_), keep_);
     delete this;
   }
 
@@ -386,27 +406,32 @@ class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
   grpc::ClientContext context_;
   v1::DownloadModelRequest request_;
   v1::ModelChunk chunk_;
+  Sha256Stream hash_;
   std::string payload_;
   std::string sha_;
   int64_t total_ = -1;
-  std::function<void(grpc::Status, std::string, std::string)> done_;
+  int64_t received_ = 0;
+  bool keep_ = false;
+  std::function<bool(const std::string&)> claim_;
+  std::function<void(grpc::Status, std::string, std::string, bool)> done_;
 };
 
-// Writes the header and the chunks of one upload.
+// Writes the header, then the round's shared data chunks, of one upload.
 class UploadReactor : public grpc::ClientWriteReactor<v1::UploadChunk> {
  public:
-  UploadReactor(v1::Coordinator::Stub* stub, std::vector<v1::UploadChunk> messages,
+  UploadReactor(v1::Coordinator::Stub* stub, v1::UploadChunk header,
+                std::shared_ptr<const RoundPayload> payload,
                 std::function<void(grpc::Status, bool)> done)
-      : messages_(std::move(messages)), done_(std::move(done)) {
+      : header_(std::move(header)), payload_(std::move(payload)), done_(std::move(done)) {
     context_.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(120));
     stub->async()->UploadUpdate(&context_, &response_, this);
-    StartWrite(&messages_[0]);
+    StartWrite(&header_);
     StartCall();
   }
   void OnWriteDone(bool ok) override {
     if (!ok) return;  // OnDone follows with the server's status
-    if (++next_ < messages_.size()) {
-      StartWrite(&messages_[next_]);
+    if (next_ < payload_->chunks.size()) {
+      StartWrite(&payload_->chunks[next_++]);
     } else {
       StartWritesDone();
     }
@@ -419,14 +444,47 @@ class UploadReactor : public grpc::ClientWriteReactor<v1::UploadChunk> {
  private:
   grpc::ClientContext context_;
   v1::UploadUpdateResponse response_;
-  std::vector<v1::UploadChunk> messages_;
+  v1::UploadChunk header_;
+  std::shared_ptr<const RoundPayload> payload_;
   size_t next_ = 0;
   std::function<void(grpc::Status, bool)> done_;
 };
 
+bool LoadGenerator::ClaimModelBytes(const std::string& sha) {
+  absl::MutexLock lock(&payload_mu_);
+  if ((payload_ != nullptr && payload_->model_sha == sha) || building_sha_ == sha) return false;
+  building_sha_ = sha;
+  return true;
+}
+
+void LoadGenerator::ReleaseClaim(const std::string& sha) {
+  absl::MutexLock lock(&payload_mu_);
+  if (building_sha_ == sha) building_sha_.clear();
+}
+
+void LoadGenerator::AwaitPayload(SimClient* c, const std::string& sha) {
+  if (stopping()) return;
+  bool building = false;
+  {
+    absl::MutexLock lock(&payload_mu_);
+    if (payload_ != nullptr && payload_->model_sha == sha) c->payload = payload_;
+    building = building_sha_ == sha;
+  }
+  if (c->payload != nullptr) {
+    c->compute_ms =
+        Uniform(absl::GetFlag(FLAGS_compute_ms_min), absl::GetFlag(FLAGS_compute_ms_max));
+    After(c->compute_ms, [this, c] { Upload(c); });
+  } else if (building) {
+    After(2, [this, c, sha] { AwaitPayload(c, sha); });
+  } else {  // the download that kept the bytes failed: fetch the model again
+    After(500, [this, c] { Poll(c); });
+  }
+}
+
 std::shared_ptr<const RoundPayload> LoadGenerator::PayloadFor(const std::string& model_bytes,
                                                               const std::string& sha) {
   absl::MutexLock lock(&payload_mu_);
+  if (building_sha_ == sha) building_sha_.clear();
   if (payload_ != nullptr && payload_->model_sha == sha) return payload_;
   v1::Model model;
   if (!model.ParseFromString(model_bytes)) return nullptr;
@@ -435,8 +493,15 @@ std::shared_ptr<const RoundPayload> LoadGenerator::PayloadFor(const std::string&
   }
   auto payload = std::make_shared<RoundPayload>();
   payload->model_sha = sha;
-  payload->delta = model.SerializeAsString();
-  payload->delta_sha = Sha256(payload->delta);
+  const std::string delta = model.SerializeAsString();
+  payload->delta_bytes = static_cast<int64_t>(delta.size());
+  payload->delta_sha = Sha256(delta);
+  const size_t chunk = static_cast<size_t>(transport_.chunk_bytes());
+  for (size_t offset = 0; offset < delta.size(); offset += chunk) {
+    v1::UploadChunk& data = payload->chunks.emplace_back();
+    data.set_seq(static_cast<int64_t>(payload->chunks.size()) - 1);
+    data.set_data(delta.substr(offset, chunk));
+  }
   payload_ = payload;
   return payload_;
 }
@@ -450,21 +515,20 @@ void LoadGenerator::Download(SimClient* c) {
   c->download_start = Clock::now();
   ++in_flight_;
   new DownloadReactor(
-      c->stub, request, [this, c](grpc::Status s, std::string bytes, std::string sha) {
+      c->stub, request, [this](const std::string& sha) { return ClaimModelBytes(sha); },
+      [this, c](grpc::Status s, std::string bytes, std::string sha, bool kept) {
         counters_.Add("DownloadModel", s, stopping());
         c->download_ms =
             std::chrono::duration<double, std::milli>(Clock::now() - c->download_start).count();
+        c->payload = nullptr;
         if (!s.ok()) {
+          if (kept) ReleaseClaim(sha);
           After(500, [this, c] { Poll(c); });
+        } else if (kept && PayloadFor(bytes, sha) == nullptr) {
+          counters_.Add("ParseModel", grpc::Status(grpc::StatusCode::DATA_LOSS, "corrupt"),
+                        stopping());
         } else {
-          c->compute_ms =
-              Uniform(absl::GetFlag(FLAGS_compute_ms_min), absl::GetFlag(FLAGS_compute_ms_max));
-          c->payload = PayloadFor(bytes, sha);
-          if (c->payload == nullptr) {
-            counters_.Add("ParseModel", grpc::Status(grpc::StatusCode::DATA_LOSS, "corrupt"),
-                          stopping());
-          }
-          After(c->compute_ms, [this, c] { Upload(c); });
+          AwaitPayload(c, sha);
         }
         --in_flight_;
       });
@@ -474,9 +538,9 @@ void LoadGenerator::Upload(SimClient* c) {
   if (stopping() || c->payload == nullptr) return;
   std::shared_ptr<const RoundPayload> payload = c->payload;
   const int64_t chunk = transport_.chunk_bytes();
-  const int64_t total = static_cast<int64_t>(payload->delta.size());
-  std::vector<v1::UploadChunk> messages(1);
-  v1::UploadHeader* header = messages[0].mutable_header();
+  const int64_t total = payload->delta_bytes;
+  v1::UploadChunk message;
+  v1::UploadHeader* header = message.mutable_header();
   header->set_client_id(c->client_id);
   header->set_session_token(c->token);
   header->set_task_id(c->task.task_id());
@@ -492,29 +556,24 @@ void LoadGenerator::Upload(SimClient* c) {
   m->set_mean_loss(1.0);
   m->set_statistical_utility(32.0);
   m->set_local_steps(c->task.local_steps());
-  for (int64_t offset = 0, seq = 0; offset < total; offset += chunk, ++seq) {
-    v1::UploadChunk data;
-    data.set_seq(seq);
-    data.set_data(payload->delta.substr(offset, chunk));
-    messages.push_back(std::move(data));
-  }
   const Clock::time_point start = Clock::now();
   ++in_flight_;
-  new UploadReactor(c->stub, std::move(messages), [this, c, start](grpc::Status s, bool accepted) {
-    counters_.Add("UploadUpdate", s, stopping());
-    TaskRecord record;
-    record.round = c->task.round();
-    record.compute_ms = c->compute_ms;
-    record.download_ms = c->download_ms;
-    record.upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-    record.received_unix_ms = c->task_received_unix_ms;
-    record.uploaded_unix_ms = absl::ToUnixMillis(absl::Now());
-    record.accepted = s.ok() && accepted;
-    if (!record.accepted && !stopping()) ++uploads_rejected_;
-    TaskDone(c, record);
-    After(Uniform(0, 50), [this, c] { Poll(c); });
-    --in_flight_;
-  });
+  new UploadReactor(
+      c->stub, std::move(message), payload, [this, c, start](grpc::Status s, bool accepted) {
+        counters_.Add("UploadUpdate", s, stopping());
+        TaskRecord record;
+        record.round = c->task.round();
+        record.compute_ms = c->compute_ms;
+        record.download_ms = c->download_ms;
+        record.upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+        record.received_unix_ms = c->task_received_unix_ms;
+        record.uploaded_unix_ms = absl::ToUnixMillis(absl::Now());
+        record.accepted = s.ok() && accepted;
+        if (!record.accepted && !stopping()) ++uploads_rejected_;
+        TaskDone(c, record);
+        After(Uniform(0, 50), [this, c] { Poll(c); });
+        --in_flight_;
+      });
 }
 
 void LoadGenerator::TaskDone(SimClient* c, const TaskRecord& record) {
@@ -778,6 +837,11 @@ int LoadGenerator::Run() {
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage("fedsched load generator: many simulated clients over loopback");
   absl::ParseCommandLine(argc, argv);
+  // The generator stands in for devices on other machines, yet shares this machine's cores with
+  // the server it measures: like the server (server/main.cc), it keeps the model-sized buffers
+  // it frees each round in its heap instead of faulting in fresh pages for the next round.
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
   fedsched::LoadGenerator generator;
   return generator.Run();
 }
