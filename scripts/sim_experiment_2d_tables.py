@@ -107,6 +107,67 @@ def trace_table(out, model, trace, offsets, seeds, rows, target):
     return "\n".join(lines), losses
 
 
+def first_time_at(csv_path, accuracy):
+    """Virtual hours of the first committed round whose test accuracy is >= `accuracy`, and the
+    run's best accuracy: (math.inf or hours, best); None when the CSV is missing or empty."""
+    if not os.path.exists(csv_path):
+        return None
+    rows = [r for r in csv.DictReader(open(csv_path)) if r["outcome"] == "committed"]
+    if not rows:
+        return None
+    first = next((float(r["virtual_h"]) for r in rows if float(r["test_accuracy"]) >= accuracy),
+                 math.inf)
+    return first, max(float(r["test_accuracy"]) for r in rows)
+
+
+def parse_sweep(text):
+    """{model: [accuracies]} from "cnn=0.78,0.80 mlp=0.80"; raises SystemExit on a bad entry."""
+    sweep = {}
+    for item in text.split():
+        model, _, values = item.partition("=")
+        try:
+            sweep[model] = [float(v) for v in values.split(",") if v]
+        except ValueError:
+            raise SystemExit(f"--sweep: '{item}' is not model=accuracy,accuracy,...")
+        if not sweep[model]:
+            raise SystemExit(f"--sweep: '{item}' names no accuracy")
+    return sweep
+
+
+def sweep_table(out, model, trace, offsets, seeds, accuracies):
+    """Markdown table: fedsched against oort at several accuracies, read from the same runs'
+    CSVs (the runs go on to the model's target, so every lower accuracy is on their curves), with
+    the range of the best accuracy each run reached."""
+    lines = [f"**{model}, {trace}: fedsched against oort at other accuracies** (same runs)", "",
+             "| accuracy | fedsched median h | oort median h | median speed-up | paired "
+             "(fedsched faster / pairs, median ratio) |", "|---|---|---|---|---|"]
+    runs = {}
+    for row in (OURS, BASELINE):
+        for o in offsets:
+            for s in seeds:
+                runs[(row, o, s)] = os.path.join(out, model, trace, f"{row}_o{o}_s{s}.csv")
+    best = [x[1] for x in (first_time_at(p, 0.0) for p in runs.values()) if x]
+    if not best:
+        return ""
+    for acc in accuracies:
+        at = {k: first_time_at(p, acc) for k, p in runs.items()}
+        at = {k: v[0] for k, v in at.items() if v}
+        mine = [at[(OURS, o, s)] for o in offsets for s in seeds if (OURS, o, s) in at]
+        base = [at[(BASELINE, o, s)] for o in offsets for s in seeds if (BASELINE, o, s) in at]
+        if not mine or not base:
+            continue
+        m, b = statistics.median(mine), statistics.median(base)
+        speed = f"{b / m:.2f}x" if not math.isinf(m) and not math.isinf(b) else "n/a"
+        pairs = [(at[(BASELINE, o, s)], at[(OURS, o, s)]) for o in offsets for s in seeds
+                 if (OURS, o, s) in at and (BASELINE, o, s) in at]
+        ratios = [bb / t for bb, t in pairs if not math.isinf(t) and not math.isinf(bb)]
+        paired = (f"{sum(1 for bb, t in pairs if t < bb)} / {len(pairs)}, "
+                  f"{statistics.median(ratios):.2f}x" if ratios else "-")
+        lines.append(f"| {acc:g} | {hours(m)} | {hours(b)} | {speed} | {paired} |")
+    lines += ["", f"Best test accuracy reached by these runs: {min(best):.3f} to {max(best):.3f}."]
+    return "\n".join(lines)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--out", required=True)
@@ -118,10 +179,14 @@ def main():
     ap.add_argument("--commit", required=True)
     ap.add_argument("--targets", default="mlp=0.83",
                     help="target accuracy per model, e.g. 'mlp=0.83 cnn=0.84'")
+    ap.add_argument("--sweep", default="",
+                    help="per model, accuracies at which fedsched and oort are also compared "
+                         "from the same runs, e.g. 'cnn=0.80,0.82,0.84'")
     ap.add_argument("--docs", default="")
     a = ap.parse_args()
     offsets, seeds, rows = a.offsets.split(), a.seeds.split(), a.rows.split()
     targets = parse_targets(a.targets)
+    sweep = parse_sweep(a.sweep)
     missing = [m for m in a.models.split() if m not in targets]
     if missing:
         raise SystemExit(f"--targets names no target for model(s) {', '.join(missing)}")
@@ -142,6 +207,9 @@ def main():
                                         targets[model])
             parts += [table, ""]
             all_losses += [(model,) + x for x in losses]
+            if model in sweep:
+                table = sweep_table(a.out, model, trace, offsets, seeds, sweep[model])
+                parts += [table, ""] if table else []
             png = f"sim2d_{model}_{trace}.png"
             if os.path.exists(os.path.join(a.out, png)):
                 parts += [f"![{model} on {trace}, offset {offsets[0]} h, seed {seeds[0]}]({png})",

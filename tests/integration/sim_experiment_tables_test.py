@@ -65,6 +65,41 @@ class TablesTest(unittest.TestCase):
             self.assertNotEqual(done.returncode, 0)
             self.assertIn("no target for model(s) mlp", done.stderr)
 
+    def test_sweep_compares_other_accuracies_from_the_same_runs(self):
+        with tempfile.TemporaryDirectory() as out:
+            d = os.path.join(out, "cnn", "diurnal")
+            os.makedirs(d)
+            # (virtual_h, test_accuracy) per committed round; oort reaches 0.80 at 2 h and 0.84
+            # at 4 h, fedsched 0.80 at 1 h and 0.84 at 6 h (loses at the plateau).
+            curves = {"oort": [(1, 0.70), (2, 0.80), (4, 0.84)],
+                      "fedsched": [(1, 0.80), (3, 0.83), (6, 0.843)]}
+            for row, curve in curves.items():
+                base = os.path.join(d, f"{row}_o0_s1")
+                with open(base + ".summary", "w") as f:
+                    f.write(f"run={row} time_to_target_h={curve[-1][0]}\n")
+                with open(base + ".csv", "w") as f:
+                    f.write("run,round,outcome,virtual_s,virtual_h,test_accuracy,selected,failed\n")
+                    for r, (h, acc) in enumerate(curve, 1):
+                        f.write(f"{row},{r},committed,{h * 3600},{h},{acc},13,0\n")
+            text = subprocess.run(
+                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
+                 f"--out={out}", "--models=cnn", "--traces=diurnal", "--offsets=0", "--seeds=1",
+                 "--rows=oort fedsched", "--commit=abc1234", "--targets=cnn=0.84",
+                 "--sweep=cnn=0.80,0.84,0.9"],
+                check=True, capture_output=True, text=True).stdout
+            self.assertIn("**cnn, diurnal: fedsched against oort at other accuracies**", text)
+            self.assertIn("| 0.8 | 1.0 | 2.0 | 2.00x | 1 / 1, 2.00x |", text)
+            self.assertIn("| 0.84 | 6.0 | 4.0 | 0.67x | 0 / 1, 0.67x |", text)
+            self.assertIn("| 0.9 | not reached | not reached | n/a | - |", text)
+            self.assertIn("Best test accuracy reached by these runs: 0.840 to 0.843.", text)
+            bad = subprocess.run(
+                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
+                 f"--out={out}", "--models=cnn", "--traces=diurnal", "--offsets=0", "--seeds=1",
+                 "--rows=oort", "--commit=x", "--targets=cnn=0.84", "--sweep=cnn=high"],
+                capture_output=True, text=True)
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn("--sweep: 'cnn=high'", bad.stderr)
+
     def test_run_window_median_and_window(self):
         script = os.path.join(SOURCE, "scripts/sim_run_window.py")
         with tempfile.TemporaryDirectory() as out:
