@@ -21,6 +21,7 @@ bool FoldBatchLoop(const float* in, const float* const* u, const float* w, int b
 bool StepLoop(ServerOptimizer rule, const ServerOptimizerParams& p, const float* sum,
               const float* m, const float* v, const float* g, float* m_out, float* v_out,
               float* out, int64_t n);
+double SumSquaresLoop(const float* u, int64_t n);
 }  // namespace avx2
 #endif
 
@@ -60,16 +61,6 @@ void ScaleAdd(float w, const float* u, int64_t n, float* acc) {
 
 void Scale(float w, const float* u, int64_t n, float* out) {
   Vec(out, n).noalias() = w * ConstVec(u, n);
-}
-
-double SumSquares(const float* u, int64_t n) {
-  double total = 0.0;
-  for (int64_t start = 0; start < n; start += kBlock) {
-    const int64_t len = std::min(kBlock, n - start);
-    // Per-block float sum of squares would overflow for |u| > 1.8e19; cast first.
-    total += ConstVec(u + start, len).cast<double>().squaredNorm();
-  }
-  return total;
 }
 
 double SquaredDistance(const float* a, const float* b, int64_t n) {
@@ -145,6 +136,13 @@ bool FoldChecked(const float* in, const float* u, float w, float* out, int64_t n
   if (UseAvx2()) return avx2::FoldBatchLoop(in, &u, &w, 1, out, n);
 #endif
   return FoldCached(in, u, w, out, n);
+}
+
+double SumSquares(const float* u, int64_t n) {
+#if FEDSCHED_AVX2_KERNELS
+  if (UseAvx2()) return avx2::SumSquaresLoop(u, n);
+#endif
+  return SumSquaresLoop(u, n);
 }
 
 bool Avx2KernelsInUse() { return UseAvx2(); }

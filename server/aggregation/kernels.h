@@ -64,15 +64,16 @@ bool ServerOptimizerStep(ServerOptimizer rule, const ServerOptimizerParams& p, c
                          const float* m, const float* v, const float* g, float* m_out, float* v_out,
                          float* out, int64_t n);
 
-// Sum of u[i]^2 over [0, n), accumulated in double (no overflow for any finite float input).
+// Sum of u[i]^2 over [0, n), accumulated in double (no overflow for any finite float input) in
+// eight lanes (i mod 8) added in a fixed order: the same bits on every CPU and build.
 double SumSquares(const float* u, int64_t n);
 
 // Sum of (a[i] - b[i])^2 over [0, n), accumulated in double.
 double SquaredDistance(const float* a, const float* b, int64_t n);
 
-// Whether FoldChecked, FoldBatchChecked and ServerOptimizerStep run their AVX2 build (x86-64
-// CPUs with AVX2; chosen once, at first use) rather than the build's baseline ISA. Both give the
-// same bits: the loops are element-wise with the same operations per element.
+// Whether FoldChecked, FoldBatchChecked, ServerOptimizerStep and SumSquares run their AVX2 build
+// (x86-64 CPUs with AVX2; chosen once, at first use) rather than the build's baseline ISA. Both
+// give the same bits: the loops do the same operations per element (per lane for SumSquares).
 bool Avx2KernelsInUse();
 
 // Tests only: true makes the kernels use the baseline build even where AVX2 is available.

@@ -25,5 +25,9 @@ bool StepLoop(ServerOptimizer rule, const ServerOptimizerParams& p, const float*
   return aggregation_internal::StepLoop(rule, p, sum, m, v, g, m_out, v_out, out, n);
 }
 
+double SumSquaresLoop(const float* u, int64_t n) {
+  return aggregation_internal::SumSquaresLoop(u, n);
+}
+
 }  // namespace avx2
 }  // namespace fedsched::aggregation_internal

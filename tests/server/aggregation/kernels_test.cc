@@ -1,5 +1,6 @@
-// The AVX2 build of the fold and server-step loops (kernels_avx2.cc, chosen at run time) must give
-// the same bits as the baseline build, so that a server's results do not depend on its CPU.
+// The AVX2 build of the fold, server-step and sum-of-squares loops (kernels_avx2.cc, chosen at run
+// time) must give the same bits as the baseline build, so that a server's results do not depend on
+// its CPU.
 #include "server/aggregation/kernels.h"
 
 #include <cstdint>
@@ -106,6 +107,22 @@ TEST_F(KernelIsaTest, ServerOptimizerSteps) {
       EXPECT_TRUE(r.ok);
       return r;
     });
+  }
+}
+
+TEST_F(KernelIsaTest, SumSquaresSameBitsAndCloseToALongDoubleSum) {
+  for (uint32_t seed : {1u, 2u, 3u}) {
+    for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{8}, int64_t{1003}}) {
+      const std::vector<float> u = Values(seed, 1e3f);
+      ForcePortableKernelsForTesting(true);
+      const double portable = SumSquares(u.data(), n);
+      ForcePortableKernelsForTesting(false);
+      const double chosen = SumSquares(u.data(), n);
+      EXPECT_EQ(std::memcmp(&portable, &chosen, sizeof(double)), 0) << "n=" << n;
+      long double exact = 0;
+      for (int64_t i = 0; i < n; ++i) exact += static_cast<long double>(u[i]) * u[i];
+      EXPECT_NEAR(chosen, static_cast<double>(exact), 1e-12 * static_cast<double>(exact) + 1e-300);
+    }
   }
 }
 
