@@ -359,6 +359,7 @@ int Main() {
   if (const double models = absl::GetFlag(FLAGS_receiving_upload_models); models > 0) {
     service_options.max_receiving_upload_bytes = std::max<int64_t>(
         kMinReceivingUploadBytes, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
+    (*coordinator)->SetParseTargetBudget(service_options.max_receiving_upload_bytes);
   }
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
