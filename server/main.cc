@@ -55,7 +55,8 @@ ABSL_FLAG(
     bool, no_fit_checks, false,
     "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
 ABSL_FLAG(double, receiving_upload_models, 1,
-          "Uploads receive at most max(this many models' bytes, 4 MiB) at once; later ones wait "
+          "Uploads receive at most max(this many models' bytes, 8 MiB - 1 model) at once; later "
+          "ones wait "
           "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
           "bound.");
 ABSL_FLAG(bool, http2_bdp_probe, false,
@@ -75,12 +76,6 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or of
 
 namespace fedsched {
 namespace {
-
-// The receive gate's budget is never under this (--receiving_upload_models): small models still
-// receive several uploads at once (ten of 100k parameters). 8 MiB until the fifth pass of issue
-// 13, when 4 MiB (one upload of 1M parameters at a time) brought 50 x 1M under its peak-RSS
-// target with no measurable cost in time per round (docs/BENCHMARKS.md section 4).
-constexpr int64_t kMinReceivingUploadBytes = int64_t{4} << 20;
 
 absl::Status ApplyFlags(v1::ServerConfig* config) {
   if (!absl::GetFlag(FLAGS_store_path).empty()) {
@@ -356,11 +351,9 @@ int Main() {
   CoordinatorServiceOptions service_options;
   service_options.transport = config->transport();
   service_options.operator_token = *operator_token;
-  if (const double models = absl::GetFlag(FLAGS_receiving_upload_models); models > 0) {
-    service_options.max_receiving_upload_bytes = std::max<int64_t>(
-        kMinReceivingUploadBytes, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
-    (*coordinator)->SetParseTargetBudget(service_options.max_receiving_upload_bytes);
-  }
+  service_options.max_receiving_upload_bytes = ReceivingUploadBudget(
+      absl::GetFlag(FLAGS_receiving_upload_models), (*coordinator)->model_bytes());
+  (*coordinator)->SetParseTargetBudget(service_options.max_receiving_upload_bytes);
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
