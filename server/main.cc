@@ -370,12 +370,12 @@ int Main() {
   ApplyServerTransport(config->transport(), &builder);
   // Without BDP probing the server's HTTP/2 windows stay small (64 KiB ahead of what a stream
   // reads): an upload waiting at the receive gate then buffers next to nothing in gRPC, where
-  // with probing gRPC 1.51 offers every stream a window of max(16 MiB, 2 x BDP) while memory is
-  // plentiful. Off is the default since the fifth pass of issue 13 (docs/BENCHMARKS.md §4):
+  // with probing gRPC grows every stream's window to megabytes while its memory quota is not under
+  // pressure. Off is the default since the fifth pass of issue 13 (docs/BENCHMARKS.md §4):
   // the price it had earlier, 20 to 60 % more CPU at 10 x 10M, no longer shows after the CPU
   // work of the third and fourth passes. A gRPC ResourceQuota was tried instead (memory
-  // pressure shrinks the windows with probing on): too small a quota makes gRPC send GOAWAY to
-  // idle connections, failing RPCs, and a safe one saved less.
+  // pressure shrinks the windows with probing on): too small a quota makes gRPC close
+  // connections (an upload failed with GOAWAY), and a safe one saved less.
   if (!absl::GetFlag(FLAGS_http2_bdp_probe)) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   }

@@ -11,8 +11,11 @@
 //   // Persist agg->SaveState() with the round; on restart, Create(...) then RestoreState(saved).
 //
 // Memory. The averaging rules (FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad) fold each update
-// into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
-// 8 bytes per parameter whatever the number of clients, plus 8 (FedAvgM) or 16 (FedAdam,
+// into a running example-weighted sum: 4 bytes per parameter whatever the number of clients when
+// the caller hands in each update's sums of squares (AccumulateBatch's tensor_sum_squares, as the
+// server does) and they prove the fold cannot overflow, so that it runs in place; otherwise the
+// fold is double-buffered so that a rejected update leaves no trace (8 bytes per parameter). Plus
+// 8 (FedAvgM) or 16 (FedAdam,
 // FedYogi, FedAdagrad) bytes per parameter of double-buffered optimiser state; Finalize allocates
 // nothing but the model it returns, FinalizeInto nothing at all when handed last round's model. The
 // robust rules (trimmed mean, median, Krum, Multi-Krum) need every update at once: they keep a copy
@@ -118,8 +121,10 @@ class Aggregator {
     int64_t num_examples = 0;
     int64_t staleness = 0;  // model versions behind (FedBuff); 0 for synchronous rounds
     // Optional: TensorSumSquares(*delta), already computed by the caller (the server's norm
-    // screen), so that clipping does not read the update a second time; empty (or of another
-    // length than delta's tensors): computed here. Trusted: it must be of this very delta.
+    // screen), so that clipping does not read the update a second time and the fold can run in
+    // place (its norm bounds every value); empty (or of another length than delta's tensors):
+    // computed here when clipping, and the fold is double-buffered. Trusted: it must be of this
+    // very delta.
     absl::Span<const double> tensor_sum_squares;
   };
 
