@@ -56,13 +56,12 @@ ABSL_FLAG(
     "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
 ABSL_FLAG(double, receiving_upload_models, 1,
           "Uploads receive at most max(this many models' bytes, 8 MiB - 1 model) at once; later "
-          "ones wait "
-          "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
-          "bound.");
+          "ones wait unread until earlier ones are parsed (bounds peak RSS, "
+          "docs/ARCHITECTURE.md). 0 = no bound.");
 ABSL_FLAG(bool, http2_bdp_probe, false,
           "Lets gRPC grow the server's HTTP/2 receive windows (BDP probing): every stream, also "
           "one waiting at the receive gate, may then buffer megabytes in gRPC; off, waiting "
-          "uploads buffer 64 KiB each. Off measured no more CPU or time per round and 1.5 to 2.8x "
+          "uploads buffer 64 KiB each. Off measured no more server CPU per round and 1.3 to 2.2x "
           "less peak RSS (docs/BENCHMARKS.md section 4); try true on long, fat links.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
