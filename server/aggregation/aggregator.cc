@@ -174,36 +174,6 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
   return absl::OkStatus();
 }
 
-void Aggregator::EnsureSumBuffer(bool spare) {
-  const size_t total = static_cast<size_t>(layout_.total_size());
-  // FinalizeInto frees both (peak RSS): a fold after it allocates them again. The spare only when
-  // a fold cannot be proven safe in place.
-  if (sum_[current_].size() != total) sum_[current_].resize(total);
-  if (spare && sum_[1 - current_].size() != total) sum_[1 - current_].resize(total);
-}
-
-double Aggregator::FoldBound(float w, absl::Span<const double> sum_squares, int num_tensors) {
-  if (static_cast<int>(sum_squares.size()) != num_tensors) return kInf;
-  double total = 0.0;
-  for (double ss : sum_squares) {
-    if (!std::isfinite(ss)) return kInf;
-    total += ss;
-  }
-  // max |u_i| <= ||u||_2; the margin covers the rounding of the sums of squares (relative error
-  // under n 2^-53) and of each float product and addition (2^-24 each).
-  return static_cast<double>(w) * std::sqrt(total) * (1.0 + 1e-5);
-}
-
-bool Aggregator::InPlaceSafe(double bound) const {
-  return !sum_is_zero_ && sum_bound_ + bound <= kInPlaceSumBound;
-}
-
-void Aggregator::AdoptFold(bool first, bool in_place, double bound) {
-  if (!first && !in_place) current_ = 1 - current_;
-  sum_bound_ = (first ? 0.0 : sum_bound_) + bound;
-  sum_is_zero_ = false;
-}
-
 void Aggregator::Commit(int64_t num_examples) {
   total_weight_ += static_cast<double>(num_examples);
   total_examples_ += num_examples;
@@ -277,11 +247,6 @@ bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& in
   }
   AdoptFold(first, in_place, bound);
   return true;
-}
-
-absl::Status Aggregator::PoisonedError() {
-  return absl::InternalError(
-      "an in-place fold overflowed despite its bound; the round's running sum is lost");
 }
 
 absl::Status Aggregator::FoldError(const v1::Model& delta, const std::vector<int>& index, float w,
