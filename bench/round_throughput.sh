@@ -20,7 +20,7 @@
 # Environment:
 #   BUILD_DIR      build tree with fedsched-server, fedsched-load-gen, ingest_bench (default:
 #                  <repo>/build; built here unless SKIP_BUILD=1).
-#   AFTER_FLAGS    extra flags for the current server only, e.g. --http2_bdp_probe=false.
+#   AFTER_FLAGS    extra flags for the current server only, e.g. --http2_bdp_probe=true.
 #   BEFORE_REV     a commit to compare with: its fedsched-server is built once in
 #                  $BUILD_DIR/before-<rev> (git archive, Release) and runs the same workloads,
 #                  alternating with the current one. BEFORE_SERVER=<binary> uses a ready one.

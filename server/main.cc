@@ -55,13 +55,14 @@ ABSL_FLAG(
     bool, no_fit_checks, false,
     "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
 ABSL_FLAG(double, receiving_upload_models, 1,
-          "Uploads receive at most max(this many models' bytes, 8 MiB) at once; later ones wait "
-          "unread until earlier ones are parsed (bounds peak RSS, docs/ARCHITECTURE.md). 0 = no "
-          "bound.");
-ABSL_FLAG(bool, http2_bdp_probe, true,
-          "Lets gRPC grow the server's HTTP/2 receive windows (BDP probing): less CPU per byte "
-          "uploaded, but waiting uploads buffer megabytes each; false trades CPU for peak RSS "
-          "(docs/BENCHMARKS.md section 4).");
+          "Uploads receive at most max(this many models' bytes, 8 MiB - 1 model) at once; later "
+          "ones wait unread until earlier ones are parsed (bounds peak RSS, "
+          "docs/ARCHITECTURE.md). 0 = no bound.");
+ABSL_FLAG(bool, http2_bdp_probe, false,
+          "Lets gRPC grow the server's HTTP/2 receive windows (BDP probing): every stream, also "
+          "one waiting at the receive gate, may then buffer megabytes in gRPC; off, waiting "
+          "uploads buffer 64 KiB each. Off measured no more server CPU per round and 1.3 to 2.2x "
+          "less peak RSS (docs/BENCHMARKS.md section 4); try true on long, fat links.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -349,10 +350,9 @@ int Main() {
   CoordinatorServiceOptions service_options;
   service_options.transport = config->transport();
   service_options.operator_token = *operator_token;
-  if (const double models = absl::GetFlag(FLAGS_receiving_upload_models); models > 0) {
-    service_options.max_receiving_upload_bytes = std::max<int64_t>(
-        int64_t{8} << 20, static_cast<int64_t>(models * (*coordinator)->model_bytes()));
-  }
+  service_options.max_receiving_upload_bytes = ReceivingUploadBudget(
+      absl::GetFlag(FLAGS_receiving_upload_models), (*coordinator)->model_bytes());
+  (*coordinator)->SetParseTargetBudget(service_options.max_receiving_upload_bytes);
   CoordinatorService service(coordinator->get(), service_options);
   grpc::ServerBuilder builder;
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
@@ -369,9 +369,12 @@ int Main() {
   ApplyServerTransport(config->transport(), &builder);
   // Without BDP probing the server's HTTP/2 windows stay small (64 KiB ahead of what a stream
   // reads): an upload waiting at the receive gate then buffers next to nothing in gRPC, where
-  // with probing every stream buffers megabytes. The price is more window updates: at 10 x 10M
-  // 20 to 60 % more server CPU per round, which is why probing stays on by default (issue 13,
-  // docs/BENCHMARKS.md §4).
+  // with probing gRPC grows every stream's window to megabytes while its memory quota is not under
+  // pressure. Off is the default since the fifth pass of issue 13 (docs/BENCHMARKS.md §4):
+  // the price it had earlier, 20 to 60 % more CPU at 10 x 10M, no longer shows after the CPU
+  // work of the third and fourth passes. A gRPC ResourceQuota was tried instead (memory
+  // pressure shrinks the windows with probing on): too small a quota makes gRPC close
+  // connections (an upload failed with GOAWAY), and a safe one saved less.
   if (!absl::GetFlag(FLAGS_http2_bdp_probe)) {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   }
@@ -500,8 +503,11 @@ int Main() {
 int main(int argc, char** argv) {
   // Peak RSS (issue 13): glibc gives threads that contend for the heap arenas of their own (up to
   // 8 per core), and model-sized buffers freed into one arena are not reused by another's
-  // threads. gRPC's and the worker's threads share two; set before any thread starts.
-  mallopt(M_ARENA_MAX, 2);
+  // threads: gRPC's threads allocate the upload slices, the worker the parse targets and the
+  // model's bytes. One arena shared by all: 10 to 20 MiB less peak RSS at 1M parameters than two
+  // (of which the second held 29 MiB), no measurable CPU cost (fifth pass, docs/BENCHMARKS.md
+  // §4). Set before any thread starts.
+  mallopt(M_ARENA_MAX, 1);
   // Server CPU (issue 13): every round frees and allocates the same model-sized buffers (upload
   // chunks, parse targets, sum buffers, the new model's bytes). With glibc's defaults the larger
   // ones are mmapped and unmapped, or trimmed back to the kernel, so each round faults in fresh

@@ -174,15 +174,6 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
   return absl::OkStatus();
 }
 
-void Aggregator::EnsureSumBuffers() {
-  const size_t total = static_cast<size_t>(layout_.total_size());
-  // FinalizeInto frees both (peak RSS): a fold after it allocates them again.
-  if (sum_[0].size() != total || sum_[1].size() != total) {
-    sum_[0].resize(total);
-    sum_[1].resize(total);
-  }
-}
-
 void Aggregator::Commit(int64_t num_examples) {
   total_weight_ += static_cast<double>(num_examples);
   total_examples_ += num_examples;
@@ -191,9 +182,14 @@ void Aggregator::Commit(int64_t num_examples) {
 
 absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples,
                                     int64_t staleness) {
+  return AccumulateOne(delta, num_examples, staleness, {});
+}
+
+absl::Status Aggregator::AccumulateOne(const v1::Model& delta, int64_t num_examples,
+                                       int64_t staleness, absl::Span<const double> sum_squares) {
   double scale = 1.0;
-  FEDSCHED_RETURN_IF_ERROR(
-      Prepare(delta, num_examples, staleness, total_examples_, {}, &scratch_index_, &scale));
+  FEDSCHED_RETURN_IF_ERROR(Prepare(delta, num_examples, staleness, total_examples_, sum_squares,
+                                   &scratch_index_, &scale));
 
   if (!is_averaging()) {
     for (const v1::Tensor& t : delta.tensors()) {
@@ -212,20 +208,23 @@ absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples
   }
 
   const float w = static_cast<float>(static_cast<double>(num_examples) * scale);
-  if (!FoldWeighted(delta, scratch_index_, w)) {
+  if (!FoldWeighted(delta, scratch_index_, w, FoldBound(w, sum_squares, delta.tensors_size()))) {
     return FoldError(delta, scratch_index_, w, num_examples);
   }
   Commit(num_examples);
   return absl::OkStatus();
 }
 
-bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w) {
-  // Fold into the spare buffer (or straight into the empty current one for the first update of a
-  // round) and adopt it only if every tensor folded to finite values.
-  EnsureSumBuffers();
+bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w,
+                              double bound) {
+  // Fold in place when `bound` proves it cannot fail, else into the spare buffer (or straight
+  // into the empty current one for the first update of a round), adopted only if every tensor
+  // folded to finite values.
   const bool first = sum_is_zero_;
+  const bool in_place = InPlaceSafe(bound);
+  EnsureSumBuffer(/*spare=*/!first && !in_place);
   const float* in = first ? nullptr : sum_[current_].data();
-  float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
+  float* out = first || in_place ? sum_[current_].data() : sum_[1 - current_].data();
   // The update's data by layout index.
   std::vector<const float*>& src = scratch_ptrs_;
   src.assign(static_cast<size_t>(layout_.num_tensors()), nullptr);
@@ -241,9 +240,12 @@ bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& in
     });
     return slice_ok;
   });
-  if (!ok) return false;
-  if (!first) current_ = 1 - current_;
-  sum_is_zero_ = false;
+  if (!ok) {
+    // In place the bound rules this out; should it ever happen, the sum is no longer the round's.
+    if (in_place) sum_poisoned_ = true;
+    return false;
+  }
+  AdoptFold(first, in_place, bound);
   return true;
 }
 
@@ -254,6 +256,7 @@ absl::Status Aggregator::FoldError(const v1::Model& delta, const std::vector<int
     if (FirstNonFinite(t.data().data(), t.data_size()) >= 0) return NonFiniteError(t);
   }
   const bool first = sum_is_zero_;
+  EnsureSumBuffer(/*spare=*/true);
   const float* in = sum_[current_].data();
   float* spare = sum_[1 - current_].data();
   for (int k = 0; k < delta.tensors_size(); ++k) {
@@ -282,22 +285,23 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
   struct Candidate {
     size_t u;
     float w;
+    double bound;  // FoldBound: largest |w u_i|, +Inf when unknown
     std::vector<int> index;
   };
   std::vector<Candidate> candidates;
   candidates.reserve(updates.size());
   int64_t examples = total_examples_;
   for (size_t u = 0; u < updates.size(); ++u) {
-    Candidate c{u, 0.0f, {}};
+    Candidate c{u, 0.0f, 0.0, {}};
     double scale = 1.0;
     status[u] = Prepare(*updates[u].delta, updates[u].num_examples, updates[u].staleness, examples,
                         updates[u].tensor_sum_squares, &c.index, &scale);
     if (!status[u].ok()) continue;
     examples += updates[u].num_examples;
     c.w = static_cast<float>(static_cast<double>(updates[u].num_examples) * scale);
+    c.bound = FoldBound(c.w, updates[u].tensor_sum_squares, updates[u].delta->tensors_size());
     candidates.push_back(std::move(c));
   }
-  EnsureSumBuffers();
   const int num_tensors = layout_.num_tensors();
   std::vector<const float*> ptrs;
   std::vector<float> weights;
@@ -306,17 +310,22 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
     // ptrs[i * b + j]: tensor i (layout order) of the group's j-th update.
     ptrs.assign(static_cast<size_t>(num_tensors) * b, nullptr);
     weights.resize(b);
+    double bound = 0.0;
     for (int j = 0; j < b; ++j) {
       const Candidate& c = candidates[start + j];
       weights[j] = c.w;
+      bound += c.bound;
       const v1::Model& delta = *updates[c.u].delta;
       for (int k = 0; k < delta.tensors_size(); ++k) {
         ptrs[static_cast<size_t>(c.index[k]) * b + j] = delta.tensors(k).data().data();
       }
     }
+    // As FoldWeighted: in place when the bound proves the group cannot fail.
     const bool first = sum_is_zero_;
+    const bool in_place = InPlaceSafe(bound);
+    EnsureSumBuffer(/*spare=*/!first && !in_place);
     const float* in = first ? nullptr : sum_[current_].data();
-    float* out = first ? sum_[current_].data() : sum_[1 - current_].data();
+    float* out = first || in_place ? sum_[current_].data() : sum_[1 - current_].data();
     const bool ok = ForEachSlice([&](int64_t begin, int64_t end) {
       bool slice_ok = true;
       ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
@@ -329,15 +338,19 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
       return slice_ok;
     });
     if (ok) {
-      if (!first) current_ = 1 - current_;
-      sum_is_zero_ = false;
+      AdoptFold(first, in_place, bound);
       for (int j = 0; j < b; ++j) Commit(updates[candidates[start + j].u].num_examples);
+    } else if (in_place) {
+      // Ruled out by the bound; should it ever happen, the sum is no longer the round's.
+      sum_poisoned_ = true;
+      for (int j = 0; j < b; ++j) status[candidates[start + j].u] = PoisonedError();
     } else {
       // Rare: some update holds a bad value or overflows. One at a time gives each its own
       // verdict and, in the same order, the very same sums.
       for (int j = 0; j < b; ++j) {
         const WeightedUpdate& w = updates[candidates[start + j].u];
-        status[candidates[start + j].u] = Accumulate(*w.delta, w.num_examples, w.staleness);
+        status[candidates[start + j].u] =
+            AccumulateOne(*w.delta, w.num_examples, w.staleness, w.tensor_sum_squares);
       }
     }
   }
@@ -463,6 +476,7 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
   if (!(total_weight_ > 0.0)) {
     return absl::FailedPreconditionError("total weight of the round's updates is zero");
   }
+  if (sum_poisoned_) return PoisonedError();
   std::vector<int> index;
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(global, &index));
 
@@ -539,6 +553,8 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
 
 void Aggregator::Reset() {
   sum_is_zero_ = true;
+  sum_bound_ = 0.0;
+  sum_poisoned_ = false;
   std::vector<std::vector<float>>().swap(buffered_);
   buffered_examples_.clear();
   total_weight_ = 0.0;

@@ -11,8 +11,11 @@
 //   // Persist agg->SaveState() with the round; on restart, Create(...) then RestoreState(saved).
 //
 // Memory. The averaging rules (FedAvg, FedAvgM, FedAdam, FedYogi, FedAdagrad) fold each update
-// into a running example-weighted sum, double-buffered so that a rejected update leaves no trace:
-// 8 bytes per parameter whatever the number of clients, plus 8 (FedAvgM) or 16 (FedAdam,
+// into a running example-weighted sum: 4 bytes per parameter whatever the number of clients when
+// the caller hands in each update's sums of squares (AccumulateBatch's tensor_sum_squares, as the
+// server does) and they prove the fold cannot overflow, so that it runs in place; otherwise the
+// fold is double-buffered so that a rejected update leaves no trace (8 bytes per parameter). Plus
+// 8 (FedAvgM) or 16 (FedAdam,
 // FedYogi, FedAdagrad) bytes per parameter of double-buffered optimiser state; Finalize allocates
 // nothing but the model it returns, FinalizeInto nothing at all when handed last round's model. The
 // robust rules (trimmed mean, median, Krum, Multi-Krum) need every update at once: they keep a copy
@@ -22,6 +25,7 @@
 #define FEDSCHED_SERVER_AGGREGATION_AGGREGATOR_H_
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -117,8 +121,10 @@ class Aggregator {
     int64_t num_examples = 0;
     int64_t staleness = 0;  // model versions behind (FedBuff); 0 for synchronous rounds
     // Optional: TensorSumSquares(*delta), already computed by the caller (the server's norm
-    // screen), so that clipping does not read the update a second time; empty (or of another
-    // length than delta's tensors): computed here. Trusted: it must be of this very delta.
+    // screen), so that clipping does not read the update a second time and the fold can run in
+    // place (its norm bounds every value); empty (or of another length than delta's tensors):
+    // computed here when clipping, and the fold is double-buffered. Trusted: it must be of this
+    // very delta.
     absl::Span<const double> tensor_sum_squares;
   };
 
@@ -178,6 +184,11 @@ class Aggregator {
   int64_t num_updates() const { return num_updates_; }
   // Sum of their num_examples.
   int64_t total_examples() const { return total_examples_; }
+  // Model-sized running-sum buffers held now (0, 1 or 2; 4 bytes per parameter each): 1 while
+  // every fold of the round ran in place, 2 once one needed the spare (tests, memory accounting).
+  int sum_buffers_held() const {
+    return static_cast<int>(!sum_[0].empty()) + static_cast<int>(!sum_[1].empty());
+  }
 
   // Returns the new global model = global + server step on the aggregated delta, with the
   // tensors in `global`'s order, and resets the accumulator for the next round. Optimiser state
@@ -244,7 +255,21 @@ class Aggregator {
   absl::Status Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
                        int64_t examples_so_far, absl::Span<const double> sum_squares,
                        std::vector<int>* index, double* scale) const;
-  void EnsureSumBuffers();
+  // Allocates sum_[current_] and, with `spare`, the other buffer, if they are not allocated.
+  void EnsureSumBuffer(bool spare);
+  // An upper bound on max_i |w u_i| for an update u with the given TensorSumSquares (its L2 norm
+  // bounds every value): +Inf when the sums are missing or not finite.
+  static double FoldBound(float w, absl::Span<const double> sum_squares, int num_tensors);
+  // Whether a fold adding at most `bound` to any |running sum value| can run in place: it cannot
+  // overflow float32 when sum_bound_ + bound <= kInPlaceSumBound, so it cannot fail and needs no
+  // spare buffer to fall back on (issue 13: one sum buffer instead of two).
+  bool InPlaceSafe(double bound) const;
+  // Adopts a successful fold that added at most `bound` (FoldBound) to any |sum value|.
+  void AdoptFold(bool first, bool in_place, double bound);
+  // AccumulateOne with TensorSumSquares(delta) when the caller has them (else empty).
+  absl::Status AccumulateOne(const v1::Model& delta, int64_t num_examples, int64_t staleness,
+                             absl::Span<const double> sum_squares);
+  static absl::Status PoisonedError();
   // Runs fn(begin, end) once per slice [begin, end) of the flat coordinate range, slice 0 on the
   // calling thread and the others on pool_, and waits for all; true iff every call returned true.
   bool ForEachSlice(absl::FunctionRef<bool(int64_t begin, int64_t end)> fn) const;
@@ -257,21 +282,32 @@ class Aggregator {
   // sum overflows. Writes only the spare sum buffer.
   absl::Status FoldError(const v1::Model& delta, const std::vector<int>& index, float w,
                          int64_t num_examples);
-  // Folds `delta` (matched to the layout by `index`) with weight `w` into the running sum,
-  // double-buffered: false, and the sum unchanged, when a value is not finite or overflows.
-  bool FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w);
+  // Folds `delta` (matched to the layout by `index`) with weight `w` into the running sum: in
+  // place when InPlaceSafe(bound) (`bound`: FoldBound, +Inf if unknown), else double-buffered;
+  // false, and the sum unchanged, when a value is not finite or overflows.
+  bool FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w, double bound);
   void Commit(int64_t num_examples);
   absl::Status ComputeRobustDelta(std::vector<float>* delta) const;
 
   v1::AggregationConfig config_;
   ModelLayout layout_;
 
-  // Averaging rules: the running sum_k w_k d_k over the flat layout is sum_[current_]; an update
-  // is folded into the other buffer, which is adopted only if the update is accepted. Allocated
-  // on the first update.
+  // Averaging rules: the running sum_k w_k d_k over the flat layout is sum_[current_]. An update
+  // whose fold provably cannot overflow (InPlaceSafe: finite values, known norm) is folded in
+  // place; any other is folded into the other buffer, adopted only if the update is accepted, so
+  // that a rejected update leaves no trace either way. Allocated on the first update (the spare
+  // on the first fold that needs it); both freed by FinalizeInto.
   std::vector<float> sum_[2];
   int current_ = 0;
   bool sum_is_zero_ = true;
+  // An upper bound on max_i |sum_[current_][i]|: the sum of the folded updates' FoldBound; +Inf
+  // once an update without a known norm (or PerturbSum's noise) went in.
+  double sum_bound_ = 0.0;
+  // Folds in place while sum_bound_ stays under this (2^120; float32 overflows at 2^128).
+  static constexpr double kInPlaceSumBound = 0x1p120;
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  // Set if an in-place fold failed despite its bound (cannot happen); FinalizeInto then fails.
+  bool sum_poisoned_ = false;
   // Fold with non-temporal stores (large models).
   bool streaming_ = false;
   // Robust rules: one scaled copy of each accepted update.

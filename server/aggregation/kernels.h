@@ -17,7 +17,8 @@ void ScaleAdd(float w, const float* u, int64_t n, float* acc);
 // The fold of the averaging rules, fused with its check in one pass:
 //   out[i] = in[i] + w * u[i]   (out[i] = w * u[i] when `in` is null), i in [0, n),
 // returning true iff every out[i] is finite (false when u holds a NaN or Inf, or the sum
-// overflows float32). `out` must not overlap `in` or `u`. With `streaming`, stores bypass the
+// overflows float32). `out` may be `in` itself (an in-place fold, the same bits), but must not
+// otherwise overlap `in` or `u`. With `streaming`, stores bypass the
 // cache (non-temporal, x86 only): faster when `out` is much larger than the last-level cache,
 // slower when it fits. Writing to a separate buffer is what makes a rejected update leave no
 // trace: the caller simply does not adopt `out`.
@@ -33,8 +34,9 @@ inline constexpr int kMaxFoldBatch = 8;
 //   out[i] = ((in[i] + w[0] u[0][i]) + w[1] u[1][i]) + ...   (in null: starts from w[0] u[0][i]),
 // the same operations in the same order as b successive FoldChecked calls, so the same bits.
 // Returns true iff every out[i] is finite, which is false whenever some u[j] holds a NaN or Inf
-// (w[j] >= 0) or the sum overflows. `streaming` applies to b == 1 only (FoldChecked): with 8
-// updates per pass the write-allocate read is amortised, and non-temporal stores measured slower.
+// (w[j] >= 0) or the sum overflows. `out` may be `in` itself, as in FoldChecked. `streaming`
+// applies to b == 1 only (FoldChecked): with 8 updates per pass the write-allocate read is
+// amortised, and non-temporal stores measured slower.
 bool FoldBatchChecked(const float* in, const float* const* u, const float* w, int b, float* out,
                       int64_t n, bool streaming);
 

@@ -35,7 +35,7 @@ absl::Status Aggregator::AccumulatePartial(const v1::Model& weighted_sum, int64_
           absl::StrCat("partial sum tensor '", t.name(), "': non-finite value at index ", bad));
     }
   }
-  if (!FoldWeighted(weighted_sum, scratch_index_, 1.0f)) {
+  if (!FoldWeighted(weighted_sum, scratch_index_, 1.0f, /*bound=*/kInf)) {
     return absl::InvalidArgumentError("partial sum overflows the float32 running sum");
   }
   total_weight_ += static_cast<double>(total_examples);
@@ -78,6 +78,7 @@ absl::Status Aggregator::PerturbSum(absl::FunctionRef<absl::Status(absl::Span<fl
         absl::StrCat("the round's denominator must be finite and > 0, got ", denominator));
   }
   FEDSCHED_RETURN_IF_ERROR(perturb(absl::MakeSpan(sum_[current_])));
+  sum_bound_ = kInf;  // noise of any size: later folds go through the spare buffer
   total_weight_ = denominator;
   return absl::OkStatus();
 }

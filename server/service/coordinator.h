@@ -289,6 +289,12 @@ class Coordinator {
   int64_t max_update_bytes() const;
   // The serialized global model's size in bytes (as of Open; the architecture never changes).
   int64_t model_bytes() const { return model_bytes_; }
+  // Bounds the updates parsed at once (each into a model-sized parse target) to
+  // max(1, bytes / model_bytes()), as the receive gate bounds the uploads receiving at once
+  // (fedsched-server passes the gate's budget): an upload received while another is still
+  // parsed or folded waits for its parse target instead of allocating a second one (issue 13,
+  // server peak RSS). bytes <= 0: no bound (the default). Call before serving.
+  void SetParseTargetBudget(int64_t bytes) ABSL_LOCKS_EXCLUDED(spare_mu_);
 
  private:
   class SessionPresence;
@@ -358,8 +364,10 @@ class Coordinator {
   // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`: queues it,
   // then either finds it decided by another thread or decides every queued update itself.
   // `self` carries the update (delta or masked input), its pieces, time and upload seconds.
-  absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self)
-      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  // `drain_commits`: commit the rounds it closed before returning (else the caller must call
+  // DrainCommits).
+  absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
+                           bool drain_commits = true) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // SubmitUpdate's path for a masked input (secure aggregation): parsed, never norm-screened
   // (a masked vector's norm says nothing), then folded like an update.
   absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
@@ -442,6 +450,10 @@ class Coordinator {
   // model's size in memory.
   absl::Mutex spare_mu_;
   std::vector<std::unique_ptr<v1::Model>> spare_deltas_ ABSL_GUARDED_BY(spare_mu_);
+  // Parse targets taken and not yet recycled, and their bound (SetParseTargetBudget; 0 = none).
+  int live_deltas_ ABSL_GUARDED_BY(spare_mu_) = 0;
+  int max_live_deltas_ ABSL_GUARDED_BY(spare_mu_) = 0;
+  bool ParseTargetFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(spare_mu_);
 };
 
 }  // namespace fedsched

@@ -30,9 +30,24 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
   return SubmitUpdate(header, absl::MakeConstSpan(&piece, 1), now, upload_seconds);
 }
 
+void Coordinator::SetParseTargetBudget(int64_t bytes) {
+  absl::MutexLock lock(&spare_mu_);
+  max_live_deltas_ =
+      bytes <= 0
+          ? 0
+          : static_cast<int>(std::max<int64_t>(1, bytes / std::max<int64_t>(1, model_bytes_)));
+}
+
+bool Coordinator::ParseTargetFree() const {
+  return max_live_deltas_ <= 0 || live_deltas_ < max_live_deltas_;
+}
+
 std::unique_ptr<v1::Model> Coordinator::TakeDelta() {
   {
     absl::MutexLock lock(&spare_mu_);
+    // Waits only for another upload's norm and fold (the holder takes no lock this thread holds).
+    spare_mu_.Await(absl::Condition(this, &Coordinator::ParseTargetFree));
+    ++live_deltas_;
     if (!spare_deltas_.empty()) {
       std::unique_ptr<v1::Model> delta = std::move(spare_deltas_.back());
       spare_deltas_.pop_back();
@@ -50,10 +65,11 @@ std::unique_ptr<v1::Model> Coordinator::TakeDelta() {
 void Coordinator::RecycleDelta(std::unique_ptr<v1::Model> delta) {
   // A model that took more tensors than the global model has (a malformed or hostile update)
   // would keep them all allocated: drop it.
-  if (static_cast<size_t>(delta->tensors_size()) > delta_capacity_.size()) return;
-  delta->Clear();
+  const bool keep = static_cast<size_t>(delta->tensors_size()) <= delta_capacity_.size();
+  if (keep) delta->Clear();
   absl::MutexLock lock(&spare_mu_);
-  if (spare_deltas_.size() < kMaxSpareDeltas) spare_deltas_.push_back(std::move(delta));
+  --live_deltas_;
+  if (keep && spare_deltas_.size() < kMaxSpareDeltas) spare_deltas_.push_back(std::move(delta));
 }
 
 namespace {
@@ -209,7 +225,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     self.payload_pieces = payload_pieces;
     self.now = now;
     self.upload_seconds = upload_seconds;
-    s = ApplyUpdate(header, self);
+    s = ApplyUpdate(header, self, /*drain_commits=*/false);
   }
   if (parsed && s.ok()) {
     norm_screen_->RecordAccepted(norm);
@@ -217,7 +233,10 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     FEDSCHED_LOG(debug, "round {}: update of {} accepted, L2 norm {:.4f}", header.round(),
                  header.client_id(), norm);
   }
+  // The parse target goes back before a round this update closed is committed: the commit holds
+  // the old and the new model's bytes, and the next upload may parse meanwhile (peak RSS).
   RecycleDelta(std::move(delta));
+  DrainCommits();
   return s;
 }
 
@@ -260,7 +279,8 @@ absl::StatusOr<v1::SecAggStepResponse> Coordinator::SecAggStep(const v1::SecAggS
   return response;
 }
 
-absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self) {
+absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
+                                      bool drain_commits) {
   // Flat combining: while one thread holds mu_, uploads that arrive queue up; the next thread to
   // get mu_ decides all of them, folding them in few passes over the running sum instead of one
   // pass each (docs/BENCHMARKS.md section 1).
@@ -294,8 +314,8 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, PendingUpd
     status = self.status;
   }
   // Rounds closed while deciding (the K-th update closes first-K rounds and FedBuff versions)
-  // are committed now, with the engine lock released.
-  DrainCommits();
+  // are committed now, with the engine lock released (or by the caller, `drain_commits` false).
+  if (drain_commits) DrainCommits();
   return status;
 }
 

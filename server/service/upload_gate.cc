@@ -1,8 +1,16 @@
 #include "server/service/upload_gate.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace fedsched {
+
+int64_t ReceivingUploadBudget(double models, int64_t model_bytes) {
+  if (!(models > 0)) return 0;
+  constexpr int64_t kSmallModelsBytes = int64_t{8} << 20;
+  return std::max(static_cast<int64_t>(models * static_cast<double>(model_bytes)),
+                  kSmallModelsBytes - model_bytes);
+}
 
 UploadGate::UploadGate(int64_t budget_bytes, absl::Duration stall)
     : budget_(budget_bytes), stall_(stall) {}

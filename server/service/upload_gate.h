@@ -16,6 +16,14 @@
 
 namespace fedsched {
 
+// The budget fedsched-server gives its gate, bytes: max(models x model_bytes, 8 MiB -
+// model_bytes), so that the uploads receiving at once and the one update being parsed and folded
+// hold at most max((models + 1) x model_bytes, 8 MiB): 19 updates of 100k float parameters at
+// once, one of 1M (a 4 MiB floor alone, or an 8 MiB one, gave 100 x 100k slower rounds or
+// 50 x 1M a higher peak RSS: docs/BENCHMARKS.md section 4, fifth pass), `models` of larger
+// models. `models` (--receiving_upload_models) <= 0: 0, no gate.
+int64_t ReceivingUploadBudget(double models, int64_t model_bytes);
+
 // A byte budget shared by the uploads receiving their payload, with a FIFO of waiting uploads.
 // An upload is always admitted when nothing else is admitted (one larger than the budget is not
 // starved), and the oldest waiter is admitted past the budget once the admitted uploads have

@@ -1,5 +1,6 @@
 // AccumulateBatch must be indistinguishable from Accumulate called on each update in order: the
 // same verdicts, the same counters and bit-identical models.
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstdint>
@@ -145,6 +146,79 @@ TEST(AccumulateBatchTest, BadUpdatesGetTheirOwnVerdictAndLeaveNoTrace) {
   EXPECT_EQ(batched.codes[7], absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(batched.codes[9], absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(batched.codes[11], absl::StatusCode::kFailedPrecondition);
+}
+
+// With the norm screen's sums of squares every fold that provably cannot overflow runs in place
+// (issue 13: one running-sum buffer, not two); the model must keep the bits of the double-buffered
+// sequential folds, in groups of any size.
+TEST(AccumulateBatchTest, GivenSumsFoldInPlaceWithTheSameBits) {
+  constexpr int kSize = 1001;
+  std::vector<v1::Model> models;
+  for (int i = 0; i < 19; ++i) models.push_back(Update(i, kSize, /*reversed=*/i % 3 == 1));
+  std::vector<std::vector<double>> sums;
+  for (const v1::Model& m : models) sums.push_back(Aggregator::TensorSumSquares(m));
+  std::vector<Aggregator::WeightedUpdate> given;
+  std::vector<Aggregator::WeightedUpdate> own;
+  for (int i = 0; i < 19; ++i) {
+    given.push_back({&models[i], 1 + 7 * i, i % 4, sums[static_cast<size_t>(i)]});
+    own.push_back({&models[i], 1 + 7 * i, i % 4});
+  }
+  const Outcome sequential = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, own, false);
+  ExpectSame(RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, given, true), sequential);
+  // Batches of 1, 2, ... updates, as a server folds whatever is waiting.
+  ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(kSize)));
+  size_t next = 0;
+  for (size_t b = 1; next < given.size(); ++b) {
+    const size_t end = std::min(given.size(), next + b);
+    for (const absl::Status& s :
+         agg->AccumulateBatch(absl::MakeConstSpan(given).subspan(next, end - next))) {
+      EXPECT_OK(s);
+    }
+    next = end;
+    EXPECT_EQ(agg->sum_buffers_held(), 1);
+  }
+  ASSERT_OK_AND_ASSIGN(v1::Model model, agg->Finalize(GlobalOf(kSize)));
+  EXPECT_EQ(agg->sum_buffers_held(), 0);
+  Outcome grouped{sequential.codes, 19, sequential.examples, Values(model, "a"),
+                  Values(model, "b")};
+  ExpectSame(grouped, sequential);
+  // Without the sums (Accumulate), every fold after the first is double-buffered, as before.
+  ASSERT_OK_AND_ASSIGN(auto plain, Aggregator::Create(v1::AggregationConfig(), GlobalOf(kSize)));
+  EXPECT_OK(plain->Accumulate(models[0], 3));
+  EXPECT_EQ(plain->sum_buffers_held(), 1);
+  EXPECT_OK(plain->Accumulate(models[1], 3));
+  EXPECT_EQ(plain->sum_buffers_held(), 2);
+}
+
+// Updates the bound cannot vouch for (a NaN, an overflow, values near float32's range) go through
+// the spare buffer: the same verdicts, no trace of the rejected ones, the same bits.
+TEST(AccumulateBatchTest, GivenSumsOfUnsafeUpdatesFallBackToTheSpare) {
+  constexpr int kSize = 333;
+  std::vector<v1::Model> models;
+  for (int i = 0; i < 24; ++i) models.push_back(Update(200 + i, kSize));
+  models[2].mutable_tensors(0)->set_data(kSize - 1, kNaN);
+  models[9].mutable_tensors(1)->set_data(0, 3e38f);  // overflows with weight 5
+  // 1e35 each: the running bound passes 2^120 (1.3e36) after a few, but the sum never overflows.
+  for (int i = 12; i < 24; ++i) models[i].mutable_tensors(1)->set_data(1, 1e35f);
+  std::vector<std::vector<double>> sums;
+  for (const v1::Model& m : models) sums.push_back(Aggregator::TensorSumSquares(m));
+  std::vector<Aggregator::WeightedUpdate> given;
+  std::vector<Aggregator::WeightedUpdate> own;
+  for (int i = 0; i < 24; ++i) {
+    given.push_back({&models[i], 5, 0, sums[static_cast<size_t>(i)]});
+    own.push_back({&models[i], 5, 0});
+  }
+  const Outcome batched = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, given, true);
+  ExpectSame(batched, RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, own, false));
+  EXPECT_EQ(batched.updates, 22);
+  EXPECT_EQ(batched.codes[2], absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(batched.codes[9], absl::StatusCode::kInvalidArgument);
+  // One at a time: the in-place folds stop once the bound passes 2^120.
+  ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(kSize)));
+  for (int i = 12; i < 24; ++i) {
+    EXPECT_OK(agg->AccumulateBatch(absl::MakeConstSpan(given).subspan(i, 1))[0]);
+    EXPECT_EQ(agg->sum_buffers_held(), i < 14 ? 1 : 2) << i;
+  }
 }
 
 TEST(AccumulateBatchTest, ExampleCountOverflowCountsEarlierUpdatesOfTheBatch) {

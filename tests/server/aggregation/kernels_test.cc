@@ -85,6 +85,36 @@ TEST_F(KernelIsaTest, FoldAndBatchedFold) {
   });
 }
 
+// A fold into its own input (out == in, the aggregator's in-place fold) gives the bits and the
+// verdict of a fold into a separate buffer, for every batch size, cached or streaming.
+TEST(KernelTest, InPlaceFoldMatchesSeparateOutput) {
+  std::vector<std::vector<float>> u;
+  for (uint32_t j = 0; j < 8; ++j) u.push_back(Values(j + 11, 0.37f));
+  u[3][700] = 3e38f;  // overflows with weight 7.5: the verdict must match too
+  const std::vector<float> in = Values(98, 3.0f);
+  const float w[8] = {1.0f, 3.0f, 0.1f, 7.5f, 1e-3f, 2.0f, 11.0f, 0.3f};
+  const int64_t n = static_cast<int64_t>(in.size());
+  for (bool portable : {true, false}) {
+    ForcePortableKernelsForTesting(portable);
+    for (int b = 1; b <= kMaxFoldBatch; ++b) {
+      for (bool streaming : {false, true}) {
+        SCOPED_TRACE(testing::Message()
+                     << "portable=" << portable << " b=" << b << " streaming=" << streaming);
+        const float* ptrs[8];
+        for (int j = 0; j < b; ++j) ptrs[j] = u[j].data();
+        Result separate{false, std::vector<float>(in.size())};
+        separate.ok = FoldBatchChecked(in.data(), ptrs, w, b, separate.out.data(), n, streaming);
+        Result in_place{false, in};
+        in_place.ok =
+            FoldBatchChecked(in_place.out.data(), ptrs, w, b, in_place.out.data(), n, streaming);
+        EXPECT_TRUE(separate == in_place);
+        EXPECT_EQ(separate.ok, b < 4);
+      }
+    }
+  }
+  ForcePortableKernelsForTesting(false);
+}
+
 TEST_F(KernelIsaTest, ServerOptimizerSteps) {
   const std::vector<float> sum = Values(1, 5.0f);
   const std::vector<float> m = Values(2, 0.1f);

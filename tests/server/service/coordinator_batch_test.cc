@@ -276,6 +276,35 @@ TEST_F(CoordinatorBatchTest, ConcurrentUploadsGiveTheSequentialModelBitForBit) {
   RecordProperty("fewest_aggregation_calls_for_12_updates", fewest_calls);
 }
 
+// fedsched-server bounds the parse targets live at once like its receive gate (issue 13, peak
+// RSS): with room for one, concurrent uploads wait for it in turn (none deadlocks, not even the
+// one whose fold closes and commits the round) and the model is still the sequential one.
+TEST_F(CoordinatorBatchTest, OneParseTargetAtATimeStillAcceptsConcurrentUploads) {
+  constexpr int kClients = 8;
+  raw_.set_clients_per_round(kClients);
+  std::vector<int> seeds;
+  std::vector<int64_t> examples;
+  for (int c = 0; c < kClients; ++c) {
+    seeds.push_back(c + 40);
+    examples.push_back(1 + (c * 5) % 64);
+  }
+  ASSERT_NO_FATAL_FAILURE(Start("one_target", kClients));
+  coordinator_->SetParseTargetBudget(coordinator_->model_bytes());
+  std::vector<Upload> uploads;
+  for (int c = 0; c < kClients; ++c) {
+    uploads.push_back(MakeUpload(c, MakeModel(seeds[c]), examples[c]));
+  }
+  std::vector<absl::Status> status = SubmitConcurrently(uploads);
+  for (int c = 0; c < kClients; ++c) EXPECT_OK(status[c]) << "client " << c;
+  v1::Model concurrent;
+  v1::RoundRecord record;
+  ASSERT_NO_FATAL_FAILURE(Commit(&concurrent, &record));
+  EXPECT_EQ(record.updates_accepted(), kClients);
+  const std::vector<int> order = AcceptOrder(record);
+  EXPECT_TRUE(BitIdentical(concurrent,
+                           SequentialModel("one_target_seq", kClients, order, seeds, examples)));
+}
+
 TEST_F(CoordinatorBatchTest, FirstKAcceptsExactlyKAndTheRestAreStragglers) {
   constexpr int kClients = 12;
   constexpr int kK = 5;

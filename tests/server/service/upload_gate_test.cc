@@ -12,6 +12,16 @@ namespace {
 
 const absl::Time kT0 = absl::FromUnixSeconds(1000);
 
+TEST(UploadGateTest, ServerBudgetKeepsUploadsAndOneParsedUpdateWithinMaxOfTwoModelsAnd8MiB) {
+  constexpr int64_t kMiB = int64_t{1} << 20;
+  EXPECT_EQ(ReceivingUploadBudget(1, 400'000), 8 * kMiB - 400'000);      // 19 of 100k floats
+  EXPECT_EQ(ReceivingUploadBudget(1, 4'000'000), 8 * kMiB - 4'000'000);  // one of 1M
+  EXPECT_EQ(ReceivingUploadBudget(1, 40'000'000), 40'000'000);           // one of 10M
+  EXPECT_EQ(ReceivingUploadBudget(2.5, 40'000'000), 100'000'000);
+  EXPECT_EQ(ReceivingUploadBudget(0, 4'000'000), 0);  // no gate
+  EXPECT_EQ(ReceivingUploadBudget(-1, 4'000'000), 0);
+}
+
 TEST(UploadGateTest, AdmitsWithinTheBudgetAndResumesWaitersInOrder) {
   UploadGate gate(/*budget_bytes=*/100, absl::Seconds(1));
   std::vector<int> resumed;

@@ -1,0 +1,49 @@
+// Aggregator: the running sum's buffers (issue 13, server peak RSS). A fold runs in place, on one
+// buffer, when the update's sums of squares prove it cannot overflow; any other fold writes the
+// spare buffer and is adopted only if every value stays finite (docs/DECISIONS.md "One
+// running-sum buffer").
+#include <cmath>
+#include <cstddef>
+
+#include "server/aggregation/aggregator.h"
+
+namespace fedsched {
+
+void Aggregator::EnsureSumBuffer(bool spare) {
+  const size_t total = static_cast<size_t>(layout_.total_size());
+  // FinalizeInto frees both (peak RSS): a fold after it allocates them again. The spare only when
+  // a fold cannot be proven safe in place.
+  if (sum_[current_].size() != total) sum_[current_].resize(total);
+  if (spare && sum_[1 - current_].size() != total) sum_[1 - current_].resize(total);
+}
+
+double Aggregator::FoldBound(float w, absl::Span<const double> sum_squares, int num_tensors) {
+  if (static_cast<int>(sum_squares.size()) != num_tensors) return kInf;
+  double total = 0.0;
+  for (double ss : sum_squares) {
+    if (!std::isfinite(ss)) return kInf;
+    total += ss;
+  }
+  // max |u_i| <= ||u||_2; the margin covers the rounding of the sums of squares (relative error
+  // under n 2^-53) and of the float product w u_i (2^-24). The additions' rounding compounds to
+  // at most (1 + 2^-24)^K over K folds of a round, which the 2^8 between kInPlaceSumBound and
+  // float32's 2^128 covers up to K = 9e7.
+  return static_cast<double>(w) * std::sqrt(total) * (1.0 + 1e-5);
+}
+
+bool Aggregator::InPlaceSafe(double bound) const {
+  return !sum_is_zero_ && sum_bound_ + bound <= kInPlaceSumBound;
+}
+
+void Aggregator::AdoptFold(bool first, bool in_place, double bound) {
+  if (!first && !in_place) current_ = 1 - current_;
+  sum_bound_ = (first ? 0.0 : sum_bound_) + bound;
+  sum_is_zero_ = false;
+}
+
+absl::Status Aggregator::PoisonedError() {
+  return absl::InternalError(
+      "an in-place fold overflowed despite its bound; the round's running sum is lost");
+}
+
+}  // namespace fedsched
