@@ -489,6 +489,11 @@ int Main() {
                absl::FormatDuration(absl::Now() - shutdown_start));
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // release it if no signal came
   signal_thread.join();
+  // Rounds committed since the last checkpoint (checkpoint_every_rounds > 1) become durable.
+  if (absl::Status s = (*coordinator)->WriteCheckpoint(); !s.ok()) {
+    FEDSCHED_LOG(error, "checkpoint at shutdown failed: {}", s.ToString());
+    exit_code = 1;
+  }
   const int64_t last_round = (*coordinator)->committed_round();
   coordinator->reset();
   store->reset();  // flushes RocksDB

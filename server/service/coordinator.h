@@ -9,6 +9,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -110,6 +111,12 @@ class Coordinator {
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
+
+  // With ServerConfig.checkpoint_every_rounds > 1: makes the rounds committed since the last
+  // checkpoint durable now (one store commit of the latest model, with their records, receipts
+  // and profiles). Called on a clean shutdown; a no-op when everything is durable. Errors: the
+  // store's (the rounds then stay pending). Call without holding other coordinator locks.
+  absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
 
   // Registers a device (or re-registers it: the same identity keeps its client id and profile
   // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
@@ -437,6 +444,9 @@ class Coordinator {
   std::deque<round::ClosedRound> jobs_ ABSL_GUARDED_BY(jobs_mu_);
   // Held by the thread running commits.
   absl::Mutex commit_mu_;
+  // Rounds committed in memory since the last durable checkpoint, merged into one store commit
+  // (checkpoint_every_rounds > 1; docs/DECISIONS.md "Model persistence").
+  std::optional<RoundCommit> pending_checkpoint_ ABSL_GUARDED_BY(commit_mu_);
 
   // Parsed uploads waiting for mu_, oldest first (ApplyUpdate). Taken while holding mu_.
   absl::Mutex queue_mu_ ABSL_ACQUIRED_AFTER(mu_);

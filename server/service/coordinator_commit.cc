@@ -6,10 +6,12 @@
 #include <thread>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 #include "server/aggregation/checks.h"
 #include "server/service/coordinator.h"
 
@@ -19,7 +21,36 @@ namespace {
 // A store commit is retried this many times (a transient I/O error), then the server stops.
 constexpr int kCommitAttempts = 3;
 
+// Folds `older`, the rounds committed in memory since the last checkpoint, into `newer`, the
+// commit of the round after them: their records go first, receipts are kept, a profile changed
+// in both keeps `newer`'s version, and `newer`'s planner state wins unless it has none.
+void MergeEarlierRounds(RoundCommit older, RoundCommit& newer) {
+  older.earlier_records.push_back(std::move(older.record));
+  for (v1::RoundRecord& r : newer.earlier_records) older.earlier_records.push_back(std::move(r));
+  newer.earlier_records = std::move(older.earlier_records);
+  for (v1::Receipt& r : newer.receipts) older.receipts.push_back(std::move(r));
+  newer.receipts = std::move(older.receipts);
+  absl::flat_hash_set<std::string> changed;
+  for (const v1::ClientProfile& p : newer.profiles) changed.insert(p.client_id());
+  for (v1::ClientProfile& p : older.profiles) {
+    if (!changed.contains(p.client_id())) newer.profiles.push_back(std::move(p));
+  }
+  if (newer.planner_state.empty()) newer.planner_state = std::move(older.planner_state);
+}
+
 }  // namespace
+
+absl::Status Coordinator::WriteCheckpoint() {
+  absl::MutexLock commit_lock(&commit_mu_);
+  if (!pending_checkpoint_.has_value()) return absl::OkStatus();
+  const int64_t round = pending_checkpoint_->record.round();
+  FEDSCHED_RETURN_IF_ERROR(options_.store->CommitRound(*pending_checkpoint_));
+  pending_checkpoint_.reset();
+  absl::MutexLock lock(&mu_);
+  durable_round_ = round;
+  FEDSCHED_LOG(info, "checkpoint: round {} is durable", round);
+  return absl::OkStatus();
+}
 
 void Coordinator::DrainCommits() {
   while (true) {
@@ -115,8 +146,20 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   commit.model_bytes = std::shared_ptr<const std::string>(blob, &blob->bytes);
   commit.model_sha256 = blob->sha256;
   const v1::RoundRecord record = commit.record;
+  if (pending_checkpoint_.has_value()) {
+    MergeEarlierRounds(std::move(*pending_checkpoint_), commit);
+    pending_checkpoint_.reset();
+  }
+  // Between checkpoints a round is published but not written (ServerConfig
+  // .checkpoint_every_rounds); the run's last rounds always are.
+  bool durable = round % config_.checkpoint_every_rounds() == 0;
+  if (!durable) {
+    absl::MutexLock lock(&mu_);
+    durable = engine_->finished() || engine_->privacy_budget_exhausted();
+  }
   absl::Status stored;
-  for (int attempt = 1; attempt <= kCommitAttempts; ++attempt) {
+  if (!durable) pending_checkpoint_ = commit;
+  for (int attempt = 1; durable && attempt <= kCommitAttempts; ++attempt) {
     stored = options_.store->CommitRound(commit);
     if (stored.ok()) break;
     FEDSCHED_LOG(error, "commit of round {} failed (attempt {} of {}): {}", round, attempt,
@@ -134,7 +177,7 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     if (absl::Status s = engine_->Publish(round, commit.model, std::move(blob)); !s.ok()) {
       FEDSCHED_LOG(error, "publishing round {}: {}", round, s.ToString());
     }
-    durable_round_ = round;
+    if (durable) durable_round_ = round;
     // A synchronous round waits for this publication: plan it now, not at the next tick, as of
     // the close (the simulator plans at the same instant; the next tick catches up).
     AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));

@@ -170,6 +170,14 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   if (out.missed_heartbeats() == 0) out.set_missed_heartbeats(3);
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("missed_heartbeats", out.missed_heartbeats(), 1));
   if (out.shutdown_grace_s() == 0) out.set_shutdown_grace_s(10);
+  if (out.checkpoint_every_rounds() == 0) out.set_checkpoint_every_rounds(1);
+  if (out.checkpoint_every_rounds() > 1 &&
+      (out.audit_updates() || out.aggregation().async_fedbuff())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server config: checkpoint_every_rounds ", out.checkpoint_every_rounds(),
+        " cannot be combined with audit_updates or aggregation.async_fedbuff (they need every "
+        "round durable); use 1"));
+  }
 
   v1::EvalConfig* eval = out.mutable_eval();
   if (eval->test_images_path().empty()) {

@@ -26,15 +26,20 @@ absl::Status MemoryStore::CommitRound(RoundCommit commit) {
   absl::MutexLock lock(&mu_);
   if (!initialized_) return absl::FailedPreconditionError("memory store: not initialized");
   const int64_t round = commit.record.round();
-  if (round != meta_.committed_round() + 1) {
+  const int64_t expected =
+      meta_.committed_round() + 1 + static_cast<int64_t>(commit.earlier_records.size());
+  if (round != expected) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "commit of round ", round, " but the last committed round is ", meta_.committed_round()));
+        "commit of round ", round, " (with ", commit.earlier_records.size(),
+        " earlier records) but the last committed round is ", meta_.committed_round()));
   }
   if (commit.model == nullptr) return absl::InvalidArgumentError("commit without a model");
   commit.meta.set_committed_round(round);
   meta_ = std::move(commit.meta);
   models_[round] = *commit.model;
   rounds_[round] = std::move(commit.record);
+  for (v1::RoundRecord& earlier : commit.earlier_records)
+    rounds_[earlier.round()] = std::move(earlier);
   for (v1::Receipt& r : commit.receipts) receipts_[r.task_id()] = std::move(r);
   for (v1::ClientProfile& p : commit.profiles) profiles_[p.client_id()] = std::move(p);
   audited_[round] = std::move(commit.audited_updates);

@@ -14,8 +14,13 @@ namespace fedsched {
 
 // Everything a committed round changes, written atomically (all of it or none of it).
 struct RoundCommit {
-  // The round's record; record.round() is the round being committed (> committed_round).
+  // The round's record; record.round() is the round being committed, committed_round + 1 +
+  // earlier_records.size().
   v1::RoundRecord record;
+  // Records of the rounds between the last commit and this one, oldest first, when they were not
+  // committed on their own (ServerConfig.checkpoint_every_rounds > 1); their receipts, profiles
+  // and planner state are merged into this commit's. The store keeps only this round's model.
+  std::vector<v1::RoundRecord> earlier_records;
   // The global model after this round (shared, read-only: the engine keeps serving it).
   std::shared_ptr<const v1::Model> model;
   // `model` serialized, and its raw 32-byte SHA-256, when the caller already has them (the

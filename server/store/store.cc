@@ -266,9 +266,12 @@ absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMet
 absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::RunMeta current, LoadMeta());
   const int64_t round = commit.record.round();
-  if (round != current.committed_round() + 1) {
+  const int64_t expected =
+      current.committed_round() + 1 + static_cast<int64_t>(commit.earlier_records.size());
+  if (round != expected) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "commit of round ", round, " but the last committed round is ", current.committed_round()));
+        "commit of round ", round, " (with ", commit.earlier_records.size(),
+        " earlier records) but the last committed round is ", current.committed_round()));
   }
   if (commit.model == nullptr) return absl::InvalidArgumentError("commit without a model");
   commit.meta.set_committed_round(round);
@@ -279,6 +282,9 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   rocksdb::WriteBatch batch;
   batch.Put(models_, RoundKey(round), model_ref);
   batch.Put(rounds_, RoundKey(round), commit.record.SerializeAsString());
+  for (const v1::RoundRecord& earlier : commit.earlier_records) {
+    batch.Put(rounds_, RoundKey(earlier.round()), earlier.SerializeAsString());
+  }
   for (const v1::Receipt& receipt : commit.receipts) {
     batch.Put(receipts_, receipt.task_id(), receipt.SerializeAsString());
   }
