@@ -496,6 +496,12 @@ TEST_F(CoordinatorTest, CheckpointEveryTwoRoundsResumesAtTheLastCheckpoint) {
     ASSERT_OK(Upload(b, tb, TwoTensorModel(1, 1), 10, now));
     coordinator_->Tick(now);
   };
+  auto restart = [&] {
+    Restart();
+    now += absl::Seconds(5);
+    a = Register("a", now);
+    b = Register("b", now);
+  };
   run_round(1);
   EXPECT_EQ(coordinator_->committed_round(), 0);  // served, not durable
   run_round(2);
@@ -505,20 +511,14 @@ TEST_F(CoordinatorTest, CheckpointEveryTwoRoundsResumesAtTheLastCheckpoint) {
   run_round(3);
   EXPECT_EQ(coordinator_->committed_round(), 2);
   // A crash now (no WriteCheckpoint) loses round 3: the run resumes after round 2.
-  Restart();
+  restart();
   EXPECT_EQ(coordinator_->committed_round(), 2);
-  now += absl::Seconds(5);
-  a = Register("a", now);
-  b = Register("b", now);
   run_round(3);
   EXPECT_EQ(coordinator_->committed_round(), 2);
   ASSERT_OK(coordinator_->WriteCheckpoint());  // a clean shutdown
   EXPECT_EQ(coordinator_->committed_round(), 3);
-  Restart();
+  restart();
   EXPECT_EQ(coordinator_->committed_round(), 3);
-  now += absl::Seconds(5);
-  a = Register("a", now);
-  b = Register("b", now);
   run_round(4);
   EXPECT_EQ(coordinator_->committed_round(), 4);
   run_round(5);  // the last round is always durable
