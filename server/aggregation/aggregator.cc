@@ -220,11 +220,9 @@ bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& in
   // Fold in place when `bound` proves it cannot fail, else into the spare buffer (or straight
   // into the empty current one for the first update of a round), adopted only if every tensor
   // folded to finite values.
-  const bool first = sum_is_zero_;
-  const bool in_place = InPlaceSafe(bound);
-  EnsureSumBuffer(/*spare=*/!first && !in_place);
-  const float* in = first ? nullptr : sum_[current_].data();
-  float* out = first || in_place ? sum_[current_].data() : sum_[1 - current_].data();
+  const FoldTarget t = BeginFold(bound);
+  const float* in = t.in;
+  float* out = t.out;
   // The update's data by layout index.
   std::vector<const float*>& src = scratch_ptrs_;
   src.assign(static_cast<size_t>(layout_.num_tensors()), nullptr);
@@ -240,13 +238,8 @@ bool Aggregator::FoldWeighted(const v1::Model& delta, const std::vector<int>& in
     });
     return slice_ok;
   });
-  if (!ok) {
-    // In place the bound rules this out; should it ever happen, the sum is no longer the round's.
-    if (in_place) sum_poisoned_ = true;
-    return false;
-  }
-  AdoptFold(first, in_place, bound);
-  return true;
+  EndFold(t, ok, bound);
+  return ok;
 }
 
 absl::Status Aggregator::FoldError(const v1::Model& delta, const std::vector<int>& index, float w,
@@ -320,12 +313,10 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
         ptrs[static_cast<size_t>(c.index[k]) * b + j] = delta.tensors(k).data().data();
       }
     }
-    // As FoldWeighted: in place when the bound proves the group cannot fail.
-    const bool first = sum_is_zero_;
-    const bool in_place = InPlaceSafe(bound);
-    EnsureSumBuffer(/*spare=*/!first && !in_place);
-    const float* in = first ? nullptr : sum_[current_].data();
-    float* out = first || in_place ? sum_[current_].data() : sum_[1 - current_].data();
+    // As FoldWeighted: in place when the bound proves the group cannot fail (BeginFold).
+    const FoldTarget t = BeginFold(bound);
+    const float* in = t.in;
+    float* out = t.out;
     const bool ok = ForEachSlice([&](int64_t begin, int64_t end) {
       bool slice_ok = true;
       ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
@@ -337,12 +328,10 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
       });
       return slice_ok;
     });
+    EndFold(t, ok, bound);
     if (ok) {
-      AdoptFold(first, in_place, bound);
       for (int j = 0; j < b; ++j) Commit(updates[candidates[start + j].u].num_examples);
-    } else if (in_place) {
-      // Ruled out by the bound; should it ever happen, the sum is no longer the round's.
-      sum_poisoned_ = true;
+    } else if (t.in_place) {
       for (int j = 0; j < b; ++j) status[candidates[start + j].u] = PoisonedError();
     } else {
       // Rare: some update holds a bad value or overflows. One at a time gives each its own

@@ -264,8 +264,20 @@ class Aggregator {
   // overflow float32 when sum_bound_ + bound <= kInPlaceSumBound, so it cannot fail and needs no
   // spare buffer to fall back on (issue 13: one sum buffer instead of two).
   bool InPlaceSafe(double bound) const;
-  // Adopts a successful fold that added at most `bound` (FoldBound) to any |sum value|.
-  void AdoptFold(bool first, bool in_place, double bound);
+  // Where a fold adding at most `bound` (FoldBound) to any |sum value| reads and writes the
+  // running sum: `first` (the round's first fold: straight into the current buffer, `in` null),
+  // `in_place` (InPlaceSafe: in == out, the current buffer), else current into the spare.
+  struct FoldTarget {
+    bool first = false;
+    bool in_place = false;
+    const float* in = nullptr;
+    float* out = nullptr;
+  };
+  // Allocates the buffers `t` needs (EnsureSumBuffer) and returns it.
+  FoldTarget BeginFold(double bound);
+  // After the fold into `t`: adopts it when `ok`; else the sum is unchanged (spare), or, for an
+  // in-place fold the bound should have ruled out, poisoned (FinalizeInto then fails).
+  void EndFold(const FoldTarget& t, bool ok, double bound);
   // AccumulateOne with TensorSumSquares(delta) when the caller has them (else empty).
   absl::Status AccumulateOne(const v1::Model& delta, int64_t num_examples, int64_t staleness,
                              absl::Span<const double> sum_squares);

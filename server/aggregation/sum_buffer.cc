@@ -35,9 +35,25 @@ bool Aggregator::InPlaceSafe(double bound) const {
   return !sum_is_zero_ && sum_bound_ + bound <= kInPlaceSumBound;
 }
 
-void Aggregator::AdoptFold(bool first, bool in_place, double bound) {
-  if (!first && !in_place) current_ = 1 - current_;
-  sum_bound_ = (first ? 0.0 : sum_bound_) + bound;
+Aggregator::FoldTarget Aggregator::BeginFold(double bound) {
+  FoldTarget t;
+  t.first = sum_is_zero_;
+  t.in_place = InPlaceSafe(bound);
+  EnsureSumBuffer(/*spare=*/!t.first && !t.in_place);
+  t.in = t.first ? nullptr : sum_[current_].data();
+  t.out = t.first || t.in_place ? sum_[current_].data() : sum_[1 - current_].data();
+  return t;
+}
+
+void Aggregator::EndFold(const FoldTarget& t, bool ok, double bound) {
+  if (!ok) {
+    // In place the bound rules a failure out; should one ever happen, the sum is no longer the
+    // round's. Otherwise the spare is dropped and the sum is unchanged.
+    if (t.in_place) sum_poisoned_ = true;
+    return;
+  }
+  if (!t.first && !t.in_place) current_ = 1 - current_;
+  sum_bound_ = (t.first ? 0.0 : sum_bound_) + bound;
   sum_is_zero_ = false;
 }
 

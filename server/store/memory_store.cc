@@ -3,6 +3,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/store/commit_check.h"
 
 namespace fedsched {
 
@@ -26,14 +28,7 @@ absl::Status MemoryStore::CommitRound(RoundCommit commit) {
   absl::MutexLock lock(&mu_);
   if (!initialized_) return absl::FailedPreconditionError("memory store: not initialized");
   const int64_t round = commit.record.round();
-  const int64_t expected =
-      meta_.committed_round() + 1 + static_cast<int64_t>(commit.earlier_records.size());
-  if (round != expected) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "commit of round ", round, " (with ", commit.earlier_records.size(),
-        " earlier records) but the last committed round is ", meta_.committed_round()));
-  }
-  if (commit.model == nullptr) return absl::InvalidArgumentError("commit without a model");
+  FEDSCHED_RETURN_IF_ERROR(CheckCommitFollows(commit, meta_.committed_round()));
   commit.meta.set_committed_round(round);
   meta_ = std::move(commit.meta);
   models_[round] = *commit.model;

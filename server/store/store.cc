@@ -15,6 +15,7 @@
 #include "rocksdb/db.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
+#include "server/store/commit_check.h"
 #include "server/store/model_files.h"
 
 namespace fedsched {
@@ -266,14 +267,7 @@ absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMet
 absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::RunMeta current, LoadMeta());
   const int64_t round = commit.record.round();
-  const int64_t expected =
-      current.committed_round() + 1 + static_cast<int64_t>(commit.earlier_records.size());
-  if (round != expected) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "commit of round ", round, " (with ", commit.earlier_records.size(),
-        " earlier records) but the last committed round is ", current.committed_round()));
-  }
-  if (commit.model == nullptr) return absl::InvalidArgumentError("commit without a model");
+  FEDSCHED_RETURN_IF_ERROR(CheckCommitFollows(commit, current.committed_round()));
   commit.meta.set_committed_round(round);
   // The model goes to its own file first (fsynced); the batch carries only its reference, so a
   // synced batch always points at a durable file (docs/DECISIONS.md "Model persistence").
