@@ -6,7 +6,9 @@ the matching per-round CSV, and writes OUT/results.md: per model and trace, each
 virtual hours to the target over offsets x seeds with its spread (min-max), the speed-up of the
 medians against oort (Oort + LRU), the paired comparison against oort over the same offset and
 seed, and every pair in which fedsched is slower than oort. With --docs=PATH the same section
-replaces the text between the sim_experiment_2d markers of that file.
+replaces the text between the markers named by --section (default sim_experiment_2d) of that file.
+--forecast names the availability forecast the runs gave the planner (fedsched-sim
+--availability_forecast: trace, the FedScale oracle, or learned / none, which a live server has).
 """
 import argparse
 import csv
@@ -17,6 +19,13 @@ import statistics
 
 BASELINE = "oort"
 OURS = "fedsched"
+# fedsched-sim --availability_forecast, as the tables' text names it.
+FORECASTS = {
+    "trace": "FedScale's, read from the trace's future (no live server has it)",
+    "learned": "learned from the sessions seen so far, as a live server has it "
+               "(`--availability_forecast=learned`, docs/ALGORITHMS.md §2.2.1)",
+    "none": "none (`--availability_forecast=none`)",
+}
 
 
 def time_to_target(summary_path):
@@ -183,6 +192,12 @@ def main():
                     help="per model, accuracies at which fedsched and oort are also compared "
                          "from the same runs, e.g. 'cnn=0.80,0.82,0.84'")
     ap.add_argument("--docs", default="")
+    ap.add_argument("--section", default="sim_experiment_2d",
+                    help="name of the BEGIN/END markers in --docs and in results.md")
+    ap.add_argument("--png_prefix", default="sim2d",
+                    help="plots are <prefix>_<model>_<trace>.png in --out")
+    ap.add_argument("--forecast", default="trace", choices=FORECASTS,
+                    help="the availability forecast the runs used (named in the text)")
     a = ap.parse_args()
     offsets, seeds, rows = a.offsets.split(), a.seeds.split(), a.rows.split()
     targets = parse_targets(a.targets)
@@ -196,6 +211,7 @@ def main():
              f"`scripts/sim_experiment_2d.sh` with a build of commit {a.commit}; start offsets "
              f"{', '.join(offsets)} h into the trace, seeds {', '.join(seeds)} (medians and spreads over offsets x seeds; a run "
              f"that has not reached the target after 120 virtual hours counts as not reached). "
+             f"Availability forecast given to every row's planner: {FORECASTS[a.forecast]}. "
              f"Virtual time does not depend on the machine's load (load average when the tables "
              f"were written: {' '.join(load)}). Failed tasks: tasks whose device went offline while "
              f"the round was open, per 100 started; mean round: virtual time / committed rounds.",
@@ -210,7 +226,7 @@ def main():
             if model in sweep:
                 table = sweep_table(a.out, model, trace, offsets, seeds, sweep[model])
                 parts += [table, ""] if table else []
-            png = f"sim2d_{model}_{trace}.png"
+            png = f"{a.png_prefix}_{model}_{trace}.png"
             if os.path.exists(os.path.join(a.out, png)):
                 parts += [f"![{model} on {trace}, offset {offsets[0]} h, seed {seeds[0]}]({png})",
                           ""]
@@ -224,14 +240,15 @@ def main():
     else:
         parts.append("fedsched is faster than oort in every pair (same trace, offset and seed) run.")
     body = "\n".join(parts).rstrip() + "\n"
-    section = f"<!-- BEGIN sim_experiment_2d -->\n{body}<!-- END sim_experiment_2d -->"
+    begin, end = f"<!-- BEGIN {a.section} -->", f"<!-- END {a.section} -->"
+    section = f"{begin}\n{body}{end}"
     open(os.path.join(a.out, "results.md"), "w").write(section + "\n")
     print(section)
     if a.docs:
         text = open(a.docs).read()
-        pattern = r"<!-- BEGIN sim_experiment_2d -->.*<!-- END sim_experiment_2d -->"
+        pattern = re.escape(begin) + ".*" + re.escape(end)
         if not re.search(pattern, text, flags=re.S):
-            raise SystemExit(f"{a.docs} has no sim_experiment_2d markers")
+            raise SystemExit(f"{a.docs} has no {a.section} markers")
         open(a.docs, "w").write(re.sub(pattern, lambda _: section, text, flags=re.S))
         print(f"wrote {a.docs}")
 

@@ -2,7 +2,7 @@
 """scripts/sim_experiment_2d_tables.py on a made-up grid: medians and spreads over offsets x
 seeds, the median speed-up against oort, the paired count, runs not reached, and every pair in
 which fedsched is not faster than oort (issue 15: "any seed or offset where fedsched loses is
-shown"); and scripts/sim_run_window.py's median and window figures. Usage:
+shown"), a forecast's tables in their own markers; and scripts/sim_run_window.py's median and window figures. Usage:
 sim_experiment_tables_test.py <source dir>."""
 import os
 import subprocess
@@ -53,6 +53,31 @@ class TablesTest(unittest.TestCase):
             self.assertIn("| 1.5 % |", text)  # 2 failed of 130 started tasks
             with open(os.path.join(out, "results.md")) as f:
                 self.assertIn("<!-- BEGIN sim_experiment_2d -->", f.read())
+
+    def test_forecast_section_replaces_its_own_markers(self):
+        with tempfile.TemporaryDirectory() as out:
+            write_run(out, "oort", 0, 1, 30.0)
+            write_run(out, "fedsched", 0, 1, 20.0)
+            doc = os.path.join(out, "doc.md")
+            with open(doc, "w") as f:
+                f.write("<!-- BEGIN sim_experiment_2d -->\nkept\n<!-- END sim_experiment_2d -->\n"
+                        "<!-- BEGIN sim_experiment_2d_learned -->\nold\n"
+                        "<!-- END sim_experiment_2d_learned -->\n")
+            args = [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
+                    f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0",
+                    "--seeds=1", "--rows=oort fedsched", "--commit=abc1234", f"--docs={doc}"]
+            subprocess.run(args + ["--section=sim_experiment_2d_learned", "--forecast=learned"],
+                           check=True, capture_output=True, text=True)
+            with open(doc) as f:
+                text = f.read()
+            self.assertIn("kept", text)  # the oracle's tables are not touched
+            self.assertNotIn("old", text)
+            self.assertIn("forecast given to every row's planner: learned from the sessions", text)
+            self.assertIn("| fedsched | 1 | 20.0 | 20.0 | 1.50x | 1 / 1, 1.50x |", text)
+            bad = subprocess.run(args + ["--section=sim_experiment_2d_none", "--forecast=none"],
+                                 capture_output=True, text=True)
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn("has no sim_experiment_2d_none markers", bad.stderr)
 
     def test_a_model_without_target_is_refused(self):
         with tempfile.TemporaryDirectory() as out:
