@@ -125,6 +125,9 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   };
   static constexpr double kOffline = -1;
 
+  // ImportState's checks (forecast_state.cc): the histogram (DATA_LOSS naming bin_counts or
+  // completed_sessions), and the clients, returned as the state to adopt (DATA_LOSS naming the
+  // field of the first bad client).
   static absl::Status CheckCounts(const v1::AvailabilityForecastState& state);
   absl::StatusOr<std::vector<Client>> ImportClients(
       const v1::AvailabilityForecastState& state) const;
