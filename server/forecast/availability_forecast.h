@@ -75,6 +75,11 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // non-finite now_s or a timeout_s that is not finite and > 0.
   absl::Status ExpireUnseen(double now_s, double timeout_s);
 
+  // Client `index` is gone for good (its identity retired; its index may go to a new client):
+  // drops its open session, last-seen time and kept sessions, which stay counted in the
+  // population histogram. No-op for an index without state.
+  void Forget(ClientIndex index);
+
   // In [0, 1]: S_i(a + t) / S_i(a) as above. 1 before any session has completed (no data: the
   // same as no oracle) and for until_s <= now_s; 0 for a NaN argument. A client never seen
   // online is taken to have come online at now_s (age 0). A negative age (now_s before the

@@ -131,6 +131,8 @@ std::vector<std::string> RoundEngine::RetireUnseen(double now_s, double ttl_s) {
     if (tasked.contains(index)) continue;
     std::string client_id = book_->profile(index).client_id();
     if (!book_->Retire(index).ok()) continue;
+    // The slot goes to the next new identity, which must not inherit this one's sessions.
+    if (learned_availability_ != nullptr) learned_availability_->Forget(index);
     task_of_.erase(index);
     prefetch_.erase(index);
     retired.push_back(std::move(client_id));

@@ -101,6 +101,30 @@ TEST(EngineAvailabilityTest, PlanningEndsSilentSessions) {
   }
 }
 
+// A retired client's slot goes to the next new identity, which starts without its sessions;
+// they stay in the population histogram.
+TEST(EngineAvailabilityTest, RetiredClientsAreForgotten) {
+  AllOnline presence;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<RoundEngine> engine, MakeEngine(true, &presence));
+  ASSERT_OK(testing::RegisterDevices(*engine, 4));
+  for (ClientIndex i = 0; i < 4; ++i) ASSERT_OK(engine->Heartbeat(i, 20));  // ends 6 s sessions
+  const forecast::AvailabilityForecast& f = *engine->learned_availability();
+  ASSERT_THAT(f.SessionsOf(1), ElementsAre(6));
+  EXPECT_EQ(engine->RetireUnseen(100, 50).size(), 4u);
+  for (ClientIndex i = 0; i < 4; ++i) {
+    EXPECT_TRUE(f.SessionsOf(i).empty()) << i;
+    EXPECT_FALSE(f.IsOnline(i)) << i;
+  }
+  EXPECT_EQ(f.completed_sessions(), 4);
+  v1::DeviceProfile device;
+  device.set_num_samples(100);
+  ASSERT_OK_AND_ASSIGN(profile::ProfileBook::Registration r,
+                       engine->Register("newcomer", device, 110));
+  EXPECT_LT(r.index, 4u);  // a reused slot
+  EXPECT_TRUE(f.SessionsOf(r.index).empty());
+  EXPECT_TRUE(f.IsOnline(r.index));
+}
+
 TEST(EngineAvailabilityTest, OffByDefault) {
   AllOnline presence;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<RoundEngine> off, MakeEngine(false, &presence));
