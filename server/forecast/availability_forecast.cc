@@ -140,6 +140,10 @@ absl::Status AvailabilityForecast::ExpireUnseen(double now_s, double timeout_s) 
   return absl::OkStatus();
 }
 
+void AvailabilityForecast::Forget(ClientIndex index) {
+  if (index < clients_.size()) clients_[index] = Client();
+}
+
 double AvailabilityForecast::PopulationSurvival(double x_s) const {
   if (total_ == 0 || !(x_s >= 0)) return 1.0;  // every length is >= 0
   const int bin = BinOf(x_s);

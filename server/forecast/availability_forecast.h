@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "fedsched/v1/planner.pb.h"
 #include "server/planner/round_plan.h"
 
 namespace fedsched::forecast {
@@ -74,6 +75,11 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // non-finite now_s or a timeout_s that is not finite and > 0.
   absl::Status ExpireUnseen(double now_s, double timeout_s);
 
+  // Client `index` is gone for good (its identity retired; its index may go to a new client):
+  // drops its open session, last-seen time and kept sessions, which stay counted in the
+  // population histogram. No-op for an index without state.
+  void Forget(ClientIndex index);
+
   // In [0, 1]: S_i(a + t) / S_i(a) as above. 1 before any session has completed (no data: the
   // same as no oracle) and for until_s <= now_s; 0 for a NaN argument. A client never seen
   // online is taken to have come online at now_s (age 0). A negative age (now_s before the
@@ -96,6 +102,22 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // Whether `index` is in an observed online session.
   bool IsOnline(ClientIndex index) const;
 
+  // The whole learned state, for persisting with the planner state at every commit
+  // (planner.proto AvailabilityForecastState; docs/ALGORITHMS.md §2.2.1 "Persistence").
+  // Deterministic: clients by increasing index, each one's kept sessions oldest first; clients
+  // without any state (no open session, never seen, no kept session) are left out, so the size
+  // is O(clients with state): about 8 bytes per kept session plus ~30 bytes per such client.
+  v1::AvailabilityForecastState ExportState() const;
+  // Replaces the state by `state` (from ExportState of a forecast with the same options), so
+  // that every later answer and observation is exactly as if this forecast had made the
+  // exported one's observations. prior_sessions and max_clients need not match. Errors:
+  // INVALID_ARGUMENT when min_session_s, max_session_s or sessions_per_client differ from this
+  // forecast's options; DATA_LOSS when the state is inconsistent (not 64 bin_counts, a negative
+  // count, counts not summing to completed_sessions, a client index out of [0, max_clients) or
+  // not increasing, more than sessions_per_client kept sessions, a length or time that is not
+  // finite and >= 0). Each error names the field; the state is then unchanged.
+  absl::Status ImportState(const v1::AvailabilityForecastState& state);
+
  private:
   explicit AvailabilityForecast(const ForecastOptions& options);
 
@@ -107,6 +129,13 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
     int32_t next = 0;               // ring position of the next write once full
   };
   static constexpr double kOffline = -1;
+
+  // ImportState's checks (forecast_state.cc): the histogram (DATA_LOSS naming bin_counts or
+  // completed_sessions), and the clients, returned as the state to adopt (DATA_LOSS naming the
+  // field of the first bad client).
+  static absl::Status CheckCounts(const v1::AvailabilityForecastState& state);
+  absl::StatusOr<std::vector<Client>> ImportClients(
+      const v1::AvailabilityForecastState& state) const;
 
   int BinOf(double length_s) const;
   double BinLow(int bin) const;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/round/forecast_persistence.h"
 
 namespace fedsched::round {
 
@@ -47,13 +48,7 @@ absl::Status RoundEngine::Init() {
                             planner::PlannerOptions::FromServerConfig(config_));
   planner_options.fit.model = ResolveModelFeatures();
   FEDSCHED_ASSIGN_OR_RETURN(planner_, planner::Planner::Create(planner_options, book_.get()));
-  if (!options_.planner_state.empty()) {
-    v1::PlannerState state;
-    if (!state.ParseFromString(options_.planner_state)) {
-      return absl::DataLossError("round engine: the restored planner state does not parse");
-    }
-    FEDSCHED_RETURN_IF_ERROR(planner_->ImportState(state));
-  }
+  if (!options_.planner_state.empty()) FEDSCHED_RETURN_IF_ERROR(RestorePlannerState());
   FEDSCHED_ASSIGN_OR_RETURN(aggregator_, Aggregator::Create(config_.aggregation(), options_.model));
   if (!options_.optimizer_state.empty()) {
     v1::Model state;
@@ -71,6 +66,24 @@ absl::Status RoundEngine::Init() {
   options_.profiles.clear();
   options_.planner_state.clear();
   options_.optimizer_state.clear();
+  return absl::OkStatus();
+}
+
+absl::Status RoundEngine::RestorePlannerState() {
+  v1::PlannerState state;
+  if (!state.ParseFromString(options_.planner_state)) {
+    return absl::DataLossError("round engine: the restored planner state does not parse");
+  }
+  FEDSCHED_RETURN_IF_ERROR(planner_->ImportState(state));
+  // A state saved with the forecast off has none (the forecast then starts empty); one saved
+  // with it on is ignored by a server that has it off.
+  if (learned_availability_ == nullptr || !state.has_forecast()) return absl::OkStatus();
+  if (absl::Status s = RestoreForecast(state.forecast(), *book_, *learned_availability_); !s.ok()) {
+    return absl::Status(s.code(),
+                        absl::StrCat("round engine: the restored learned availability forecast "
+                                     "(PlannerState.forecast) is refused: ",
+                                     s.message()));
+  }
   return absl::OkStatus();
 }
 
@@ -118,6 +131,8 @@ std::vector<std::string> RoundEngine::RetireUnseen(double now_s, double ttl_s) {
     if (tasked.contains(index)) continue;
     std::string client_id = book_->profile(index).client_id();
     if (!book_->Retire(index).ok()) continue;
+    // The slot goes to the next new identity, which must not inherit this one's sessions.
+    if (learned_availability_ != nullptr) learned_availability_->Forget(index);
     task_of_.erase(index);
     prefetch_.erase(index);
     retired.push_back(std::move(client_id));

@@ -469,6 +469,13 @@ class RoundEngine {
   void NoteUnclipped(const Update& update);
   // The aggregator's state plus the privacy state (RoundPrivacy::SaveState), as persisted.
   v1::Model SavedOptimizerState() const;
+  // The planner's state plus, when selection.learned_availability is on, the learned forecast's
+  // (PlannerState.forecast), as persisted with every commit.
+  v1::PlannerState SavedPlannerState() const;
+  // Init: restores options_.planner_state (non-empty) into the planner and, when the forecast
+  // is on and the state has one, into learned_availability_. Errors: DATA_LOSS when it does not
+  // parse; the planner's or the forecast's import errors, prefixed with what failed.
+  absl::Status RestorePlannerState();
   // Secure aggregation (secagg_engine.cc): opens the protocol over the round just planned;
   // drives its steps from Advance (a closed round when it commits or fails, else nullopt); folds
   // the masked inputs of FoldUpdates (verdicts for updates[positions]); folds the unmasked sum.

@@ -9,6 +9,7 @@
 #include "server/aggregation/checks.h"
 #include "server/profile/utility_noise.h"
 #include "server/round/engine.h"
+#include "server/round/forecast_persistence.h"
 
 namespace fedsched::round {
 
@@ -195,6 +196,16 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   auto [it, inserted] = tasks_.emplace(task.task_id, std::move(task));
   new_task_ids_.push_back(it->first);
   return it->second;
+}
+
+v1::PlannerState RoundEngine::SavedPlannerState() const {
+  v1::PlannerState state = planner_->ExportState();
+  // The forecast rides with the planner's state so that a restart resumes it exactly (it is
+  // learned from heartbeats, which a restarted server would otherwise have to see again).
+  if (learned_availability_ != nullptr) {
+    *state.mutable_forecast() = SaveForecast(*learned_availability_, *book_);
+  }
+  return state;
 }
 
 absl::Status RoundEngine::ExpireLearnedSessions(double now_s) {
@@ -401,7 +412,7 @@ ClosedRound RoundEngine::Close(double now_s) {
   book_->TakeDirty(&dirty);
   commit.profiles.reserve(dirty.size());
   for (profile::ClientIndex i : dirty) commit.profiles.push_back(book_->profile(i));
-  commit.planner_state = planner_->ExportState().SerializeAsString();
+  commit.planner_state = SavedPlannerState().SerializeAsString();
   commit.meta.add_optimizer_state(SavedOptimizerState().SerializeAsString());
   commit.audited_updates = std::move(audited_);
   audited_.clear();

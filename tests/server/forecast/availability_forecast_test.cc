@@ -181,5 +181,17 @@ TEST(AvailabilityForecastTest, RefusesBadInput) {
   EXPECT_EQ(f.ProbabilityOnline(4'000'000'000u, 0, 30), f.PopulationSurvival(30));
 }
 
+TEST(AvailabilityForecastTest, ForgetDropsTheClientButNotTheHistogram) {
+  AvailabilityForecast f = MakeForecast();
+  const double t = AddSessions(f, 3, 2, 600);
+  ASSERT_THAT(f.ObserveOnline(3, t), IsOk());
+  f.Forget(3);
+  f.Forget(1000);  // no state: nothing to do
+  EXPECT_TRUE(f.SessionsOf(3).empty());
+  EXPECT_FALSE(f.IsOnline(3));
+  EXPECT_EQ(f.completed_sessions(), 2);
+  EXPECT_EQ(f.ExportState().clients_size(), 0);
+}
+
 }  // namespace
 }  // namespace fedsched::forecast

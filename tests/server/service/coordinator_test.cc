@@ -476,6 +476,53 @@ TEST_F(CoordinatorTest, RestartResumesAtTheRightRoundAndClientsReRegister) {
   EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);
 }
 
+// The learned availability forecast (docs/ALGORITHMS.md §2.2.1 "Persistence") is stored with
+// each commit's planner state and a restarted server goes on from it: a's session ended before
+// the crash is still a's first kept session at the next commit.
+TEST_F(CoordinatorTest, RestartKeepsTheLearnedAvailabilityForecast) {
+  raw_.mutable_selection()->set_learned_availability(true);
+  Start();
+  // Registered at 0 s and heard again at 20 s: a first session of 0 + 6 s (heartbeat timeout).
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  absl::Time now = kT0 + absl::Seconds(20);
+  a = Register("a", now);
+  b = Register("b", now);
+  auto run_round = [&] {
+    coordinator_->Tick(now);
+    v1::Task ta = TaskFor(a, now);
+    v1::Task tb = TaskFor(b, now);
+    now += absl::Seconds(1);
+    ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1), 10, now));
+    ASSERT_OK(Upload(b, tb, TwoTensorModel(1, 1), 10, now));
+    coordinator_->Tick(now);
+  };
+  // a's kept session lengths in the stored planner state.
+  auto stored_sessions_of_a = [&]() -> std::vector<double> {
+    absl::StatusOr<std::string> bytes = store_->LoadPlannerState();
+    v1::PlannerState state;
+    EXPECT_TRUE(bytes.ok() && state.ParseFromString(*bytes));
+    for (const v1::ForecastClientState& c : state.forecast().clients()) {
+      if (c.client_id() == a.client_id())
+        return {c.session_lengths_s().begin(), c.session_lengths_s().end()};
+    }
+    return {};
+  };
+  run_round();
+  ASSERT_EQ(coordinator_->committed_round(), 1);
+  EXPECT_EQ(stored_sessions_of_a(), std::vector<double>({6}));
+  Restart();
+  // Back 60 s later: the session open at the crash ends at its last contact + 6 s; a keeps both.
+  now += absl::Seconds(60);
+  a = Register("a", now);
+  b = Register("b", now);
+  run_round();
+  ASSERT_EQ(coordinator_->committed_round(), 2);
+  const std::vector<double> sessions = stored_sessions_of_a();
+  ASSERT_EQ(sessions.size(), 2u);
+  EXPECT_EQ(sessions[0], 6);
+}
+
 // checkpoint_every_rounds (docs/DECISIONS.md "Model persistence"): rounds between checkpoints
 // are served but not durable; a crash resumes at the last checkpoint, a clean shutdown
 // (WriteCheckpoint) and the run's last round write one.
