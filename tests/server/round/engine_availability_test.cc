@@ -69,7 +69,9 @@ TEST(EngineAvailabilityTest, LearnedForecastKeepsOutClientsAboutToLeave) {
   // Clients 2 and 3 heartbeat throughout. At 224 s clients 0 and 1 are 24 s into a session.
   for (double t = 0; t <= 224; t += 2) {
     for (ClientIndex i = 0; i < 4; ++i) {
-      if (i >= 2 || std::fmod(t, 100) <= 20 || t >= 200) ASSERT_OK(engine->Heartbeat(i, t));
+      if (i >= 2 || std::fmod(t, 100) <= 20 || t >= 200) {
+        ASSERT_OK(engine->Heartbeat(i, t));
+      }
     }
   }
   const forecast::AvailabilityForecast& f = *engine->learned_availability();
