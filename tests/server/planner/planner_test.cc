@@ -271,6 +271,47 @@ TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
   EXPECT_EQ(planner->epsilon(), 0);
 }
 
+// selection.oort.resume_exploration (docs/ALGORITHMS.md §3.4): 20 clients online while the
+// other 20 are away; once every online one is tried, Oort latches epsilon to 0 and never
+// explores the 20 who come online later, while resumed exploration exploits every slot of those
+// rounds and explores the newcomers as soon as they are candidates.
+TEST_F(PlannerTest, OortResumedExplorationExploresClientsWhoComeOnlineLater) {
+  for (const bool resume : {false, true}) {
+    SCOPED_TRACE(resume ? "resume" : "latch");
+    ASSERT_OK_AND_ASSIGN(book_, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
+    for (int i = 0; i < 40; ++i) Add(absl::StrCat("d", i), 100.0 + i);
+    const std::vector<ClientIndex> all = All();
+    const std::vector<ClientIndex> first(all.begin(), all.begin() + 20);
+    PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 4);
+    o.oort.resume_exploration = resume;
+    auto planner = Make(o);
+    int64_t round = 1;
+    for (; round <= 70; ++round) {  // epsilon reaches its floor after 55 selections
+      ASSERT_OK_AND_ASSIGN(
+          RoundPlan plan,
+          planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = first}));
+      planner->OnRoundFinished(round, true, 1.0 * round + 0.5);
+    }
+    // Every online client is tried by now: no round explores, every slot is filled.
+    EXPECT_EQ(planner->epsilon(), resume ? 0.3 : 0.0);
+    ASSERT_OK_AND_ASSIGN(
+        RoundPlan plan,
+        planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = first}));
+    EXPECT_EQ(plan.participants.size(), 4u);
+    for (const PlannedTask& t : plan.participants) EXPECT_FALSE(t.reason.explored());
+    planner->OnRoundFinished(round, true, 1.0 * round + 0.5);
+    // The other 20 come online.
+    ++round;
+    ASSERT_OK_AND_ASSIGN(
+        plan, planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = all}));
+    int explored = 0;
+    for (const PlannedTask& t : plan.participants) explored += t.reason.explored() ? 1 : 0;
+    // 4 slots, epsilon 0.3: floor(0.7 x 4) = 2 exploited, 2 explored.
+    EXPECT_EQ(explored, resume ? 2 : 0);
+    EXPECT_EQ(plan.participants.size(), 4u);
+  }
+}
+
 TEST_F(PlannerTest, OortPacerRelaxesTWhenUtilityPlateaus) {
   // 20 tried clients with t = 1 .. 20 s and equal, constant utility.
   std::vector<double> ms(20), utility(20, 10.0);
