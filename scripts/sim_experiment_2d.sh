@@ -35,6 +35,7 @@
 #   TRACES="mobiperf fedscale diurnal"  OFFSETS_H="0 36 72 108"  SEEDS="1 2 3"
 #   POLICIES="random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru"
 #   JOBS=2  OUT_DIR=runs/sim2d  BUILD=build-sim  SKIP_BUILD=1  SKIP_RUNS=1 (tables only)  DOCS=1
+#   OURS="cnn=fedsched_latch" (per model, the row the tables compare with oort instead of fedsched)
 #   FORECAST=trace (the availability forecast of every row's planner: trace is FedScale's oracle,
 #     the tables above; learned or none are what a live server has: fedsched-sim
 #     --availability_forecast; runs then go to runs/sim2d_<forecast>, the tables between the
@@ -195,7 +196,7 @@ done; done
 
 python3 scripts/sim_experiment_2d_tables.py --out="$OUT" --models="$MODELS" --traces="$TRACES" \
   --offsets="$OFFSETS_H" --seeds="$SEEDS" --rows="$POLICIES" --commit="$COMMIT" \
-  --section="$SECTION" --png_prefix="$PNG_PREFIX" --forecast="$FORECAST" \
+  --section="$SECTION" --png_prefix="$PNG_PREFIX" --forecast="$FORECAST" --ours="${OURS:-}" \
   --targets="$(for m in $MODELS; do printf '%s=%s ' "$m" "$(model_target "$m")"; done)" \
   --sweep="$(for m in $MODELS; do printf '%s=%s ' "$m" "$(model_sweep "$m")"; done)" \
   ${DOCS:+--docs=docs/SIMULATION.md}

@@ -18,6 +18,8 @@ import re
 import statistics
 
 BASELINE = "oort"
+# The row compared with oort in the paired lists and the sweeps, unless --ours names another
+# for a model (a model whose runs of today's fedsched row are not in yet).
 OURS = "fedsched"
 # fedsched-sim --availability_forecast, as the tables' text names it.
 FORECASTS = {
@@ -73,8 +75,19 @@ def parse_targets(text):
     return targets
 
 
-def trace_table(out, model, trace, offsets, seeds, rows, target):
-    """Markdown table of one model and trace, plus the list of pairs fedsched loses."""
+def parse_ours(text):
+    """{model: row} from "cnn=fedsched_latch"; raises SystemExit on a bad entry."""
+    ours = {}
+    for item in text.split():
+        model, _, row = item.partition("=")
+        if not model or not row:
+            raise SystemExit(f"--ours: '{item}' is not model=row")
+        ours[model] = row
+    return ours
+
+
+def trace_table(out, model, trace, offsets, seeds, rows, target, ours=OURS):
+    """Markdown table of one model and trace, plus the list of pairs `ours` loses."""
     times = {}
     for row in rows:
         for o in offsets:
@@ -111,7 +124,7 @@ def trace_table(out, model, trace, offsets, seeds, rows, target):
         failed = statistics.mean(x[2] for x in stats) if stats else 0
         lines.append(f"| {row} | {len(mine)} | {hours(median)} | {spread(values)} | {speed} | "
                      f"{paired} | {rounds:.0f} | {round_s:.0f} s | {failed:.1f} % |")
-        if row == OURS:
+        if row == ours:
             losses += [(trace, o, s, t, b) for b, t, o, s in pairs if t >= b]
     return "\n".join(lines), losses
 
@@ -143,15 +156,15 @@ def parse_sweep(text):
     return sweep
 
 
-def sweep_table(out, model, trace, offsets, seeds, accuracies):
-    """Markdown table: fedsched against oort at several accuracies, read from the same runs'
+def sweep_table(out, model, trace, offsets, seeds, accuracies, ours=OURS):
+    """Markdown table: `ours` against oort at several accuracies, read from the same runs'
     CSVs (the runs go on to the model's target, so every lower accuracy is on their curves), with
     the range of the best accuracy each run reached."""
-    lines = [f"**{model}, {trace}: fedsched against oort at other accuracies** (same runs)", "",
-             "| accuracy | fedsched median h | oort median h | median speed-up | paired "
-             "(fedsched faster / pairs, median ratio) |", "|---|---|---|---|---|"]
+    lines = [f"**{model}, {trace}: {ours} against oort at other accuracies** (same runs)", "",
+             f"| accuracy | {ours} median h | oort median h | median speed-up | paired "
+             f"({ours} faster / pairs, median ratio) |", "|---|---|---|---|---|"]
     runs = {}
-    for row in (OURS, BASELINE):
+    for row in (ours, BASELINE):
         for o in offsets:
             for s in seeds:
                 runs[(row, o, s)] = os.path.join(out, model, trace, f"{row}_o{o}_s{s}.csv")
@@ -161,14 +174,14 @@ def sweep_table(out, model, trace, offsets, seeds, accuracies):
     for acc in accuracies:
         at = {k: first_time_at(p, acc) for k, p in runs.items()}
         at = {k: v[0] for k, v in at.items() if v}
-        mine = [at[(OURS, o, s)] for o in offsets for s in seeds if (OURS, o, s) in at]
+        mine = [at[(ours, o, s)] for o in offsets for s in seeds if (ours, o, s) in at]
         base = [at[(BASELINE, o, s)] for o in offsets for s in seeds if (BASELINE, o, s) in at]
         if not mine or not base:
             continue
         m, b = statistics.median(mine), statistics.median(base)
         speed = f"{b / m:.2f}x" if not math.isinf(m) and not math.isinf(b) else "n/a"
-        pairs = [(at[(BASELINE, o, s)], at[(OURS, o, s)]) for o in offsets for s in seeds
-                 if (OURS, o, s) in at and (BASELINE, o, s) in at]
+        pairs = [(at[(BASELINE, o, s)], at[(ours, o, s)]) for o in offsets for s in seeds
+                 if (ours, o, s) in at and (BASELINE, o, s) in at]
         ratios = [bb / t for bb, t in pairs if not math.isinf(t) and not math.isinf(bb)]
         paired = (f"{sum(1 for bb, t in pairs if t < bb)} / {len(pairs)}, "
                   f"{statistics.median(ratios):.2f}x" if ratios else "-")
@@ -191,6 +204,9 @@ def main():
     ap.add_argument("--sweep", default="",
                     help="per model, accuracies at which fedsched and oort are also compared "
                          "from the same runs, e.g. 'cnn=0.80,0.82,0.84'")
+    ap.add_argument("--ours", default="",
+                    help="per model, the row compared with oort when it is not fedsched, e.g. "
+                         "'cnn=fedsched_latch'")
     ap.add_argument("--docs", default="")
     ap.add_argument("--section", default="sim_experiment_2d",
                     help="name of the BEGIN/END markers in --docs and in results.md")
@@ -202,6 +218,7 @@ def main():
     offsets, seeds, rows = a.offsets.split(), a.seeds.split(), a.rows.split()
     targets = parse_targets(a.targets)
     sweep = parse_sweep(a.sweep)
+    ours = parse_ours(a.ours)
     missing = [m for m in a.models.split() if m not in targets]
     if missing:
         raise SystemExit(f"--targets names no target for model(s) {', '.join(missing)}")
@@ -219,23 +236,25 @@ def main():
     all_losses = []
     for model in a.models.split():
         for trace in a.traces.split():
+            mine = ours.get(model, OURS)
             table, losses = trace_table(a.out, model, trace, offsets, seeds, rows,
-                                        targets[model])
+                                        targets[model], mine)
             parts += [table, ""]
-            all_losses += [(model,) + x for x in losses]
+            all_losses += [(model, mine) + x for x in losses]
             if model in sweep:
-                table = sweep_table(a.out, model, trace, offsets, seeds, sweep[model])
+                table = sweep_table(a.out, model, trace, offsets, seeds, sweep[model], mine)
                 parts += [table, ""] if table else []
             png = f"{a.png_prefix}_{model}_{trace}.png"
             if os.path.exists(os.path.join(a.out, png)):
                 parts += [f"![{model} on {trace}, offset {offsets[0]} h, seed {seeds[0]}]({png})",
                           ""]
     if all_losses:
-        parts.append("Pairs (same trace, offset and seed) in which fedsched is not faster than oort:")
+        parts.append("Pairs (same trace, offset and seed) in which fedsched (or the row named) "
+                     "is not faster than oort:")
         parts.append("")
-        for model, trace, o, s, t, b in all_losses:
+        for model, mine, trace, o, s, t, b in all_losses:
             unit = lambda h: hours(h) + ("" if math.isinf(h) else " h")
-            parts.append(f"* {model} {trace} offset {o} h seed {s}: fedsched {unit(t)}, "
+            parts.append(f"* {model} {trace} offset {o} h seed {s}: {mine} {unit(t)}, "
                          f"oort {unit(b)}")
     else:
         parts.append("fedsched is faster than oort in every pair (same trace, offset and seed) run.")
