@@ -26,6 +26,18 @@ auto Chooser(const RoundContext& round, CandidatePool* pool, Note note, bool exp
   return ChooseIfOnline(round, pool, note, exploited, /*explore_pick=*/!exploited);
 }
 
+// Whether some registered (live) client was never selected. Oort judges its exploration stop
+// over every registered client (getTopK's self.unexplored), not over the round's candidates:
+// under churn the online clients may all be tried while others, offline now, never were.
+// O(book size), run only in rounds without a never-tried candidate.
+bool AnyRegisteredNeverTried(const profile::ProfileBook& book) {
+  for (ClientIndex i = 0; i < static_cast<ClientIndex>(book.size()); ++i) {
+    const profile::ClientState& st = book.state(i);
+    if (!st.retired && st.last_selected_round == 0) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 void OortPolicy::Select(const RoundContext& round, CandidatePool* pool, RoundPlan* plan) {
@@ -87,10 +99,11 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
   Exploit(round, fits_only, exploit_len, pool);
   if (any_never_tried) {
     Explore(round, fits_only, oort_slots - exploit_len, pool);
-  } else if (!resume) {
-    // Every client has been tried: Oort stops exploring for good and fills the rest of this
-    // round uniformly at random (rng.choice over the feasible clients). With resume, the
-    // exploitation above already took every slot it could.
+  } else if (!resume && !AnyRegisteredNeverTried(round.book)) {
+    // Every registered client has been tried: Oort stops exploring for good and fills the rest
+    // of this round uniformly at random (rng.choice over the feasible clients), counted as
+    // exploited (Oort appends the fill to its exploited list). With resume, the exploitation
+    // above already took every slot it could.
     pacer_->StopExploring();
     if (pool->num_chosen() < round.slots) {
       pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
@@ -98,6 +111,10 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
                        Chooser(round, pool, kNoteOortFillExploit, true));
     }
   }
+  // Otherwise (never-tried clients are registered but none is a candidate now) Oort explores
+  // nobody this round and does not stop exploring: the shortfall fill below takes the rest
+  // uniformly, not counted as exploited (getTopK's exploration branch with an empty feasible
+  // set of unexplored clients).
   FillShortfall(round, fits_only, pool);
   return true;
 }

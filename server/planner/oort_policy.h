@@ -25,8 +25,11 @@ namespace fedsched::planner {
 //   exploit_len best, sampled with p ~ score;
 //   explore ("oort-explore"): the rest among never-tried clients, the sample_window x
 //   explore_len largest by registration utility x (T/t)^alpha, sampled with p ~ that; when no
-//   candidate is never-tried, exploration stops for good (OortPacer::StopExploring) and the
-//   rest is uniform among the candidates ("oort-fill-exploit");
+//   registered client is never-tried, exploration stops for good (OortPacer::StopExploring)
+//   and the rest is uniform among the candidates ("oort-fill-exploit"); when some are but none
+//   is a candidate, nobody is explored this round and the rest goes to the shortfall fill;
+//   with options.oort.resume_exploration (fedsched's own) exploration never stops and a round
+//   without a never-tried candidate exploits every slot;
 //   shortfalls filled uniformly among the remaining candidates ("oort-fill-exploit" for tried,
 //   "oort-fill-explore" for never-tried clients), not counted as exploited by the pacer.
 // Every pick goes through round.draws (a test can script the reference's draws).

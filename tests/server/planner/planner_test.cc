@@ -271,44 +271,53 @@ TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
   EXPECT_EQ(planner->epsilon(), 0);
 }
 
-// selection.oort.resume_exploration (docs/ALGORITHMS.md §3.4): 20 clients online while the
-// other 20 are away; once every online one is tried, Oort latches epsilon to 0 and never
-// explores the 20 who come online later, while resumed exploration exploits every slot of those
-// rounds and explores the newcomers as soon as they are candidates.
-TEST_F(PlannerTest, OortResumedExplorationExploresClientsWhoComeOnlineLater) {
-  for (const bool resume : {false, true}) {
-    SCOPED_TRACE(resume ? "resume" : "latch");
-    ASSERT_OK_AND_ASSIGN(book_, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
-    for (int i = 0; i < 40; ++i) Add(absl::StrCat("d", i), 100.0 + i);
-    const std::vector<ClientIndex> all = All();
-    const std::vector<ClientIndex> first(all.begin(), all.begin() + 20);
-    PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 4);
-    o.oort.resume_exploration = resume;
-    auto planner = Make(o);
-    int64_t round = 1;
-    for (; round <= 70; ++round) {  // epsilon reaches its floor after 55 selections
+// Oort's exploration stop (docs/ALGORITHMS.md §3.4) and selection.oort.resume_exploration:
+// 20 clients are candidates for 70 rounds (epsilon reaches its floor after 55 selections), then
+// 20 more are. When those 20 were registered all along (offline), Oort does not stop exploring
+// (its unexplored set is every registered client) and explores them on arrival; when they
+// register only then (new devices joining a live server), Oort has latched epsilon to 0 and
+// never explores them, while resumed exploration does.
+TEST_F(PlannerTest, OortExplorationStopIsJudgedOverRegisteredClients) {
+  for (const bool late : {false, true}) {
+    for (const bool resume : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(late ? "registered late" : "registered offline",
+                                resume ? ", resume" : ", Oort"));
+      ASSERT_OK_AND_ASSIGN(book_, ProfileBook::Create({.heartbeat_timeout_s = 1e9}));
+      for (int i = 0; i < (late ? 20 : 40); ++i) Add(absl::StrCat("d", i), 100.0 + i);
+      const std::vector<ClientIndex> first = All();
+      PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 4);
+      o.oort.resume_exploration = resume;
+      auto planner = Make(o);
+      int64_t round = 1;
+      const std::vector<ClientIndex> online(first.begin(), first.begin() + 20);
+      for (int i = 0; i < 70; ++i) {
+        ASSERT_OK(planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = online})
+                      .status());
+        planner->OnRoundFinished(round, true, 1.0 * round + 0.5);
+        ++round;
+      }
+      // Every candidate is tried: no round explores, every slot is filled.
+      const bool latched = late && !resume;
+      EXPECT_EQ(planner->epsilon(), latched ? 0.0 : 0.3);
       ASSERT_OK_AND_ASSIGN(
           RoundPlan plan,
-          planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = first}));
+          planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = online}));
       planner->OnRoundFinished(round, true, 1.0 * round + 0.5);
+      ++round;
+      EXPECT_EQ(plan.participants.size(), 4u);
+      for (const PlannedTask& t : plan.participants) EXPECT_FALSE(t.reason.explored());
+      // The other 20 are candidates now.
+      if (late) {
+        for (int i = 20; i < 40; ++i) Add(absl::StrCat("d", i), 100.0 + i);
+      }
+      ASSERT_OK_AND_ASSIGN(
+          plan, planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = All()}));
+      int explored = 0;
+      for (const PlannedTask& t : plan.participants) explored += t.reason.explored() ? 1 : 0;
+      // 4 slots, epsilon 0.3: floor(0.7 x 4) = 2 exploited, 2 explored.
+      EXPECT_EQ(explored, latched ? 0 : 2);
+      EXPECT_EQ(plan.participants.size(), 4u);
     }
-    // Every online client is tried by now: no round explores, every slot is filled.
-    EXPECT_EQ(planner->epsilon(), resume ? 0.3 : 0.0);
-    ASSERT_OK_AND_ASSIGN(
-        RoundPlan plan,
-        planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = first}));
-    EXPECT_EQ(plan.participants.size(), 4u);
-    for (const PlannedTask& t : plan.participants) EXPECT_FALSE(t.reason.explored());
-    planner->OnRoundFinished(round, true, 1.0 * round + 0.5);
-    // The other 20 come online.
-    ++round;
-    ASSERT_OK_AND_ASSIGN(
-        plan, planner->PlanRound({.round = round, .now_s = 1.0 * round, .candidates = all}));
-    int explored = 0;
-    for (const PlannedTask& t : plan.participants) explored += t.reason.explored() ? 1 : 0;
-    // 4 slots, epsilon 0.3: floor(0.7 x 4) = 2 exploited, 2 explored.
-    EXPECT_EQ(explored, resume ? 2 : 0);
-    EXPECT_EQ(plan.participants.size(), 4u);
   }
 }
 
