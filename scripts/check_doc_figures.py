@@ -17,12 +17,18 @@ formatted with the Python format spec `format` (numbers parsed first), must equa
 between the markers. Each distinct command runs once. Markers are HTML comments: the rendered
 page shows only the figure, next to the prose that names its command and commit.
 
-Usage: check_doc_figures.py [--build DIR] [--docs DIR] [--all] [--list]
+Usage: check_doc_figures.py [--build DIR] [--docs DIR] [--all] [--list] [--match REGEX]
+                            [--jobs N] [--update]
+--match keeps the figures whose command matches REGEX; --jobs runs that many commands at once;
+--update rewrites every figure that no longer reproduces with the value its command gives now
+(after a change the figures describe; the prose and the commit named beside them are the
+editor's to update) and exits 0 unless a command fails.
 Exit status 0 if every figure reproduces, 1 if one does not (each named with the documented
 and reproduced values and the command), 2 on a malformed marker or a command that fails.
 """
 
 import argparse
+import concurrent.futures
 import os
 import re
 import shlex
@@ -80,8 +86,12 @@ def main(argv):
     p.add_argument("--list", action="store_true", help="list the figures without running")
     p.add_argument("--all", action="store_true",
                    help="also check the slow figures (minutes each: full simulator runs)")
+    p.add_argument("--match", default="", help="only figures whose command matches this regex")
+    p.add_argument("--jobs", type=int, default=1, help="commands run at once (default 1)")
+    p.add_argument("--update", action="store_true",
+                   help="rewrite the figures that do not reproduce with today's values")
     args = p.parse_args(argv)
-    figures = find_figures(args.docs)
+    figures = [f for f in find_figures(args.docs) if re.search(args.match, f["cmd"])]
     if args.list:
         for f in figures:
             print("%s: %s = %s  <- %s%s" % (f["where"], f["key"], f["value"], f["cmd"],
@@ -94,13 +104,16 @@ def main(argv):
     if not figures:
         print("no figure markers in %s" % args.docs)
         return 2
-    outputs, failed = {}, 0
+    outputs, failed, updates = {}, 0, []
+    commands = sorted({f["cmd"] for f in figures})
+    with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        futures = {cmd: pool.submit(run, cmd, os.path.abspath(args.build), root, args.timeout_s)
+                   for cmd in commands}
     for f in figures:
         try:
             if f["cmd"] not in outputs:
-                print("running: %s" % f["cmd"], flush=True)
-                outputs[f["cmd"]] = run(f["cmd"], os.path.abspath(args.build), root,
-                                        args.timeout_s)
+                print("ran: %s" % f["cmd"], flush=True)
+                outputs[f["cmd"]] = futures[f["cmd"]].result()
             values = outputs[f["cmd"]]
             if f["key"] not in values:
                 raise RuntimeError("its output has no %s=... (has %s)" %
@@ -113,11 +126,34 @@ def main(argv):
             print("%s: %s = %s reproduces" % (f["where"], f["key"], got))
         else:
             failed += 1
+            updates.append((f, got))
             print("%s: %s is documented as %s but the command now gives %s\n  command: %s\n"
                   "  update the figure (and the commit named beside it) or find the change" %
                   (f["where"], f["key"], f["value"].strip(), got, f["cmd"]))
     print("%d of %d documented figures reproduce" % (len(figures) - failed, len(figures)))
+    if args.update and updates:
+        rewrite(updates)
+        return 0
     return 1 if failed else 0
+
+
+def rewrite(updates):
+    """Replaces each (figure, value)'s text between its markers, in its file and line."""
+    by_file = {}
+    for f, got in updates:
+        path, line = f["where"].rsplit(":", 1)
+        by_file.setdefault(path, []).append((int(line), f, got))
+    for path, items in by_file.items():
+        with open(path, encoding="utf-8") as fh:
+            lines = fh.readlines()
+        for line, f, got in items:
+            head = "<!-- figure %skey=%s format=%s cmd: %s -->" % (
+                f["slow"] or "", f["key"], f["format"], f["cmd"])
+            old = head + f["value"] + "<!-- /figure -->"
+            lines[line - 1] = lines[line - 1].replace(old, head + got + "<!-- /figure -->", 1)
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.writelines(lines)
+        print("updated %d figure(s) in %s" % (len(items), path))
 
 
 if __name__ == "__main__":
