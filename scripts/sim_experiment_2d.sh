@@ -12,14 +12,9 @@
 #   oort_imp        Oort + the importance cache (the cache's effect alone)
 #   pyramidfl       PyramidFL as its authors run it: Oort + workload extension + update dropout, LRU
 #   oort_ext        Oort + workload extension, LRU (PyramidFL without dropout)
-#   oort_rx         Oort + resumed exploration, LRU (that lever's effect alone)
 #   fedcase         FedCaSe: top clients by experience + Oort, importance cache
-#   fedsched        fedcase + workload extension (beta 0.5) + workload sizing + resumed
-#                   exploration (Oort's base set explores clients who come online after
-#                   everyone online was tried; docs/ALGORITHMS.md §3.4), importance cache
+#   fedsched        fedcase + workload extension (beta 0.5) + workload sizing, importance cache
 #   fedsched_lru    fedsched with LRU (ablation: without the importance cache)
-#   fedsched_latch  fedsched without resumed exploration (its definition up to 1f4f9a5)
-#   fedsched_latch_lru  fedsched_latch with LRU (fedsched_lru up to 1f4f9a5)
 #
 # Writes OUT_DIR/<model>/<trace>/<row>_o<offset h>_s<seed>.{csv,log,summary}; a run whose summary
 # exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
@@ -82,11 +77,11 @@ fi
 row_args() {
   case "$1" in
     random) printf '%s\n' --policy=random --cache_policy=lru ;;
-    oort | oort_ext | oort_rx) printf '%s\n' --policy=oort --cache_policy=lru ;;
+    oort | oort_ext) printf '%s\n' --policy=oort --cache_policy=lru ;;
     oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
     pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
-    fedcase | fedsched | fedsched_latch) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
-    fedsched_lru | fedsched_latch_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
+    fedcase | fedsched) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
+    fedsched_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
     *) echo "unknown row $1" >&2; return 1 ;;
   esac
 }
@@ -94,12 +89,9 @@ row_args() {
 # The row's fields of SimConfig.server for --set (the workload levers), empty for most rows.
 row_set() {
   local ext='extend_workload { beta: 0.5 disable_dropout: true }'
-  local rx='oort { resume_exploration: true }'
   case "$1" in
     oort_ext) echo "selection { $ext }" ;;
-    oort_rx) echo "selection { $rx }" ;;
-    fedsched | fedsched_lru) echo "selection { $ext workload_sizing: true $rx }" ;;
-    fedsched_latch | fedsched_latch_lru) echo "selection { $ext workload_sizing: true }" ;;
+    fedsched | fedsched_lru) echo "selection { $ext workload_sizing: true }" ;;
     *) echo "" ;;
   esac
 }

@@ -89,21 +89,16 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
   const size_t tried_left = ScorePool(round, fits_only, pool);
   const bool any_never_tried = std::any_of(pool->candidates().begin(), pool->candidates().end(),
                                            [](const Candidate& c) { return !c.tried; });
-  // With resume_exploration, a round with nobody to explore exploits every slot without
-  // latching epsilon to 0: under diurnal churn the afternoon's few clients are all tried within
-  // a few rounds, and Oort's rule would then never explore the night's (docs/ALGORITHMS.md §3.4).
-  const bool resume = round.options.oort.resume_exploration;
-  const double epsilon = (resume && !any_never_tried) ? 0.0 : pacer_->epsilon();
   const size_t exploit_len =
-      std::min(tried_left, static_cast<size_t>(std::floor((1.0 - epsilon) * oort_slots)));
+      std::min(tried_left, static_cast<size_t>(std::floor((1.0 - pacer_->epsilon()) * oort_slots)));
   Exploit(round, fits_only, exploit_len, pool);
   if (any_never_tried) {
     Explore(round, fits_only, oort_slots - exploit_len, pool);
-  } else if (!resume && !AnyRegisteredNeverTried(round.book)) {
+  } else if (!round.options.oort.resume_exploration && !AnyRegisteredNeverTried(round.book)) {
     // Every registered client has been tried: Oort stops exploring for good and fills the rest
     // of this round uniformly at random (rng.choice over the feasible clients), counted as
-    // exploited (Oort appends the fill to its exploited list). With resume, the exploitation
-    // above already took every slot it could.
+    // exploited (Oort appends the fill to its exploited list). resume_exploration never stops:
+    // clients who register later are explored (docs/ALGORITHMS.md §3.4).
     pacer_->StopExploring();
     if (pool->num_chosen() < round.slots) {
       pool->FillStage(Eligible(fits_only), [](const Candidate&) { return 0.0; });
@@ -111,10 +106,10 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
                        Chooser(round, pool, kNoteOortFillExploit, true));
     }
   }
-  // Otherwise (never-tried clients are registered but none is a candidate now) Oort explores
-  // nobody this round and does not stop exploring: the shortfall fill below takes the rest
-  // uniformly, not counted as exploited (getTopK's exploration branch with an empty feasible
-  // set of unexplored clients).
+  // Otherwise (never-tried clients are registered but none is a candidate now, or exploration
+  // never stops) nobody is explored this round and epsilon keeps moving: the shortfall fill
+  // below takes the rest uniformly, not counted as exploited (getTopK's exploration branch with
+  // an empty feasible set of unexplored clients).
   FillShortfall(round, fits_only, pool);
   return true;
 }

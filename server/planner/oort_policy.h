@@ -28,8 +28,8 @@ namespace fedsched::planner {
 //   registered client is never-tried, exploration stops for good (OortPacer::StopExploring)
 //   and the rest is uniform among the candidates ("oort-fill-exploit"); when some are but none
 //   is a candidate, nobody is explored this round and the rest goes to the shortfall fill;
-//   with options.oort.resume_exploration (fedsched's own) exploration never stops and a round
-//   without a never-tried candidate exploits every slot;
+//   with options.oort.resume_exploration (fedsched's own) exploration never stops, so clients
+//   who register after everyone was tried are explored too;
 //   shortfalls filled uniformly among the remaining candidates ("oort-fill-exploit" for tried,
 //   "oort-fill-explore" for never-tried clients), not counted as exploited by the pacer.
 // Every pick goes through round.draws (a test can script the reference's draws).

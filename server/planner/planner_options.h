@@ -39,9 +39,9 @@ struct OortOptions {
   // Explore among the sample_window x explore_len never-tried clients with the largest
   // weight, >= 1. Default: 5.
   int32_t sample_window = 5;
-  // false: Oort's rule, exploration stops for good once no candidate is never-tried. true
-  // (fedsched's own): that round exploits every slot and epsilon keeps its floor, so clients
-  // who come online later are still explored (docs/ALGORITHMS.md §3.4). Default: false.
+  // false: Oort's rule, exploration stops for good once every registered client has been
+  // tried. true (fedsched's own): it never stops, so clients who register later (a live
+  // server's new devices) are still explored (docs/ALGORITHMS.md §3.4). Default: false.
   bool resume_exploration = false;
 
   // Zero fields of `config` take the defaults above.

@@ -274,9 +274,10 @@ TEST_F(PlannerTest, OortExplorationDecaysToItsFloor) {
 // Oort's exploration stop (docs/ALGORITHMS.md §3.4) and selection.oort.resume_exploration:
 // 20 clients are candidates for 70 rounds (epsilon reaches its floor after 55 selections), then
 // 20 more are. When those 20 were registered all along (offline), Oort does not stop exploring
-// (its unexplored set is every registered client) and explores them on arrival; when they
-// register only then (new devices joining a live server), Oort has latched epsilon to 0 and
-// never explores them, while resumed exploration does.
+// (its unexplored set is every registered client): the rounds in between explore nobody and
+// fill every slot, and the 20 are explored on arrival. When they register only then (new
+// devices joining a live server), Oort has latched epsilon to 0 and never explores them, while
+// with resumed exploration it never stops and does.
 TEST_F(PlannerTest, OortExplorationStopIsJudgedOverRegisteredClients) {
   for (const bool late : {false, true}) {
     for (const bool resume : {false, true}) {
