@@ -138,21 +138,24 @@ def main(argv):
 
 
 def rewrite(updates):
-    """Replaces each (figure, value)'s text between its markers, in its file and line."""
+    """Replaces each (figure, value)'s text between its markers, wherever that marker with that
+    value stands in its file (the same command gives the same value everywhere; the file may
+    have been edited since it was read, so lines are not trusted)."""
     by_file = {}
     for f, got in updates:
-        path, line = f["where"].rsplit(":", 1)
-        by_file.setdefault(path, []).append((int(line), f, got))
+        by_file.setdefault(f["where"].rsplit(":", 1)[0], {})[
+            (f["slow"] or "", f["key"], f["format"], f["cmd"], f["value"])] = got
     for path, items in by_file.items():
         with open(path, encoding="utf-8") as fh:
-            lines = fh.readlines()
-        for line, f, got in items:
-            head = "<!-- figure %skey=%s format=%s cmd: %s -->" % (
-                f["slow"] or "", f["key"], f["format"], f["cmd"])
-            old = head + f["value"] + "<!-- /figure -->"
-            lines[line - 1] = lines[line - 1].replace(old, head + got + "<!-- /figure -->", 1)
+            text = fh.read()
+        for (slow, key, fmt, cmd, value), got in items.items():
+            head = "<!-- figure %skey=%s format=%s cmd: %s -->" % (slow, key, fmt, cmd)
+            old = head + value + "<!-- /figure -->"
+            if old not in text:
+                print("%s: %s = %s not found any more; not updated" % (path, key, value))
+            text = text.replace(old, head + got + "<!-- /figure -->")
         with open(path, "w", encoding="utf-8") as fh:
-            fh.writelines(lines)
+            fh.write(text)
         print("updated %d figure(s) in %s" % (len(items), path))
 
 
