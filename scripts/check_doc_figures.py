@@ -104,17 +104,18 @@ def main(argv):
     if not figures:
         print("no figure markers in %s" % args.docs)
         return 2
-    outputs, failed, updates = {}, 0, []
+    failed, updates = 0, []
     commands = sorted({f["cmd"] for f in figures})
     with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = {cmd: pool.submit(run, cmd, os.path.abspath(args.build), root, args.timeout_s)
+        futures = {pool.submit(run, cmd, os.path.abspath(args.build), root, args.timeout_s): cmd
                    for cmd in commands}
+        # Progress as each command ends (slow figures take minutes each).
+        for done, future in enumerate(concurrent.futures.as_completed(futures), 1):
+            print("ran %d of %d: %s" % (done, len(commands), futures[future]), flush=True)
+    outputs = {cmd: future for future, cmd in futures.items()}
     for f in figures:
         try:
-            if f["cmd"] not in outputs:
-                print("ran: %s" % f["cmd"], flush=True)
-                outputs[f["cmd"]] = futures[f["cmd"]].result()
-            values = outputs[f["cmd"]]
+            values = outputs[f["cmd"]].result()
             if f["key"] not in values:
                 raise RuntimeError("its output has no %s=... (has %s)" %
                                    (f["key"], ", ".join(sorted(values))))

@@ -30,7 +30,7 @@
 #   TRACES="mobiperf fedscale diurnal"  OFFSETS_H="0 36 72 108"  SEEDS="1 2 3"
 #   POLICIES="random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru"
 #   JOBS=2  OUT_DIR=runs/sim2d  BUILD=build-sim  SKIP_BUILD=1  SKIP_RUNS=1 (tables only)  DOCS=1
-#   OURS="cnn=fedsched_latch" (per model, the row the tables compare with oort instead of fedsched)
+#   OURS="cnn=fedcase" (per model, the row the tables compare with oort instead of fedsched)
 #   FORECAST=trace (the availability forecast of every row's planner: trace is FedScale's oracle,
 #     the tables above; learned or none are what a live server has: fedsched-sim
 #     --availability_forecast; runs then go to runs/sim2d_<forecast>, the tables between the

@@ -19,7 +19,7 @@ import statistics
 
 BASELINE = "oort"
 # The row compared with oort in the paired lists and the sweeps, unless --ours names another
-# for a model (a model whose runs of today's fedsched row are not in yet).
+# for a model (e.g. a model whose fedsched runs are not in yet).
 OURS = "fedsched"
 # fedsched-sim --availability_forecast, as the tables' text names it.
 FORECASTS = {
@@ -76,7 +76,7 @@ def parse_targets(text):
 
 
 def parse_ours(text):
-    """{model: row} from "cnn=fedsched_latch"; raises SystemExit on a bad entry."""
+    """{model: row} from "cnn=fedcase"; raises SystemExit on a bad entry."""
     ours = {}
     for item in text.split():
         model, _, row = item.partition("=")
@@ -206,7 +206,7 @@ def main():
                          "from the same runs, e.g. 'cnn=0.80,0.82,0.84'")
     ap.add_argument("--ours", default="",
                     help="per model, the row compared with oort when it is not fedsched, e.g. "
-                         "'cnn=fedsched_latch'")
+                         "'cnn=fedcase'")
     ap.add_argument("--docs", default="")
     ap.add_argument("--section", default="sim_experiment_2d",
                     help="name of the BEGIN/END markers in --docs and in results.md")

@@ -87,11 +87,11 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
   pacer_->DecayEpsilon();
   ComputeRoundTerms(round, *pool, plan);
   const size_t tried_left = ScorePool(round, fits_only, pool);
-  const bool any_never_tried = std::any_of(pool->candidates().begin(), pool->candidates().end(),
-                                           [](const Candidate& c) { return !c.tried; });
   const size_t exploit_len =
       std::min(tried_left, static_cast<size_t>(std::floor((1.0 - pacer_->epsilon()) * oort_slots)));
   Exploit(round, fits_only, exploit_len, pool);
+  const bool any_never_tried = std::any_of(pool->candidates().begin(), pool->candidates().end(),
+                                           [](const Candidate& c) { return !c.tried; });
   if (any_never_tried) {
     Explore(round, fits_only, oort_slots - exploit_len, pool);
   } else if (!round.options.oort.resume_exploration && !AnyRegisteredNeverTried(round.book)) {

@@ -2,7 +2,8 @@
 """scripts/sim_experiment_2d_tables.py on a made-up grid: medians and spreads over offsets x
 seeds, the median speed-up against oort, the paired count, runs not reached, and every pair in
 which fedsched is not faster than oort (issue 15: "any seed or offset where fedsched loses is
-shown"), another row compared with oort (--ours), a forecast's tables in their own markers; and scripts/sim_run_window.py's median and window figures. Usage:
+shown"), another row compared with oort (--ours), a forecast's tables in their own markers;
+and scripts/sim_run_window.py's median and window figures. Usage:
 sim_experiment_tables_test.py <source dir>."""
 import os
 import subprocess
@@ -57,15 +58,15 @@ class TablesTest(unittest.TestCase):
     def test_ours_names_the_row_compared_with_oort(self):
         with tempfile.TemporaryDirectory() as out:
             write_run(out, "oort", 0, 1, 30.0)
-            write_run(out, "fedsched_latch", 0, 1, 40.0)
+            write_run(out, "fedcase", 0, 1, 40.0)
             args = [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
                     f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0",
-                    "--seeds=1", "--rows=oort fedsched_latch", "--commit=abc1234"]
-            text = subprocess.run(args + ["--ours=mlp=fedsched_latch"], check=True,
+                    "--seeds=1", "--rows=oort fedcase", "--commit=abc1234"]
+            text = subprocess.run(args + ["--ours=mlp=fedcase"], check=True,
                                   capture_output=True, text=True).stdout
-            self.assertIn("* mlp mobiperf offset 0 h seed 1: fedsched_latch 40.0 h, oort 30.0 h",
+            self.assertIn("* mlp mobiperf offset 0 h seed 1: fedcase 40.0 h, oort 30.0 h",
                           text)
-            bad = subprocess.run(args + ["--ours=fedsched_latch"], capture_output=True, text=True)
+            bad = subprocess.run(args + ["--ours=fedcase"], capture_output=True, text=True)
             self.assertNotEqual(bad.returncode, 0)
             self.assertIn("is not model=row", bad.stderr)
 
