@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # The two-virtual-day time-to-accuracy experiment (issue 15; docs/SIMULATION.md "Experiment over
-# two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.83 (the CNN: 0.84), over three
-# availability traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto), four start offsets
-# into each trace and three seeds, for every policy row below. Every run trains for real (the Eigen models)
-# and drives the server's round engine; only time is virtual, so the figures do not depend on the
-# machine's load.
+# two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.86 (MLP_TARGET; the CNN:
+# 0.84), over three availability traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto),
+# four start offsets into each trace and three seeds, for every policy row below. Every run trains
+# for real (the Eigen models) and drives the server's round engine; only time is virtual, so the
+# figures do not depend on the machine's load.
 #
 # Rows (POLICIES), each with its own cache as in FedCaSe's evaluation:
 #   random          random selection + LRU cache
@@ -22,9 +22,10 @@
 # oort) and one PNG per model and trace (offset 0, the first seed). DOCS=1 also writes them into
 # docs/SIMULATION.md (between the sim_experiment_2d markers) and docs/sim2d_<model>_<trace>.png.
 #
-# Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run takes 1 to 3
-# minutes (1 to 5 virtual days); the whole MLP grid (3 traces x 4 offsets x 3 seeds x 8 rows =
-# 288 runs) about 5 hours. Runs go seed by seed, so a partial grid is complete for its seeds.
+# Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run to 0.86 takes
+# 2 to 5 minutes (1 to 2 virtual days; to 0.83, under a minute); oort and fedsched over the
+# grid (3 traces x 4 offsets x 3 seeds x 2 rows = 72 runs) about 2.5 hours. Runs go seed by
+# seed, so a partial grid is complete for its seeds.
 #
 # Knobs: MODELS="mlp" (cnn: the LeNet-style network, about 4x the compute per round)
 #   TRACES="mobiperf fedscale diurnal"  OFFSETS_H="0 36 72 108"  SEEDS="1 2 3"
@@ -58,6 +59,15 @@ case "$FORECAST" in
     ;;
   *) echo "FORECAST must be trace, learned or none, not '$FORECAST'" >&2; exit 2 ;;
 esac
+# The MLP's target (docs/SIMULATION.md "The harder target: two virtual days"): 0.86, the accuracy
+# oort + LRU first reaches near the end of the second virtual day. MLP_TARGET=0.83 reproduces the
+# earlier tables (runs of 2 to 13 virtual hours); any other target gets its own run folder,
+# section and plots, suffixed _t<digits> (0.86: _t86).
+MLP_TARGET="${MLP_TARGET:-0.86}"
+if [[ "$MLP_TARGET" != 0.83 ]]; then
+  tag="_t${MLP_TARGET#0.}"
+  SECTION+="$tag" PNG_PREFIX+="$tag"
+fi
 OUT="${OUT_DIR:-runs/$PNG_PREFIX}"
 mkdir -p "$OUT"
 
@@ -96,12 +106,12 @@ row_set() {
   esac
 }
 
-# Each model's target accuracy. The MLP's 0.83 is the configs' own. The CNN's plateau sits near
-# 0.82 after the first virtual hour (as the MLP's sits near 0.81), so its target is the next step
-# past it, 0.84 (docs/SIMULATION.md "Experiment over two virtual days").
+# Each model's target accuracy. The MLP's: MLP_TARGET (0.83 is the configs' own). The CNN's
+# plateau sits near 0.82 after the first virtual hour (as the MLP's sits near 0.81), so its target
+# is the next step past it, 0.84 (docs/SIMULATION.md "Experiment over two virtual days").
 model_target() {
   case "$1" in
-    mlp) echo 0.83 ;;
+    mlp) echo "$MLP_TARGET" ;;
     cnn) echo 0.84 ;;
     *) echo "unknown model $1" >&2; return 1 ;;
   esac
@@ -112,7 +122,10 @@ model_target() {
 # target is the time to the curve's first excursion to it, so the lower ones show the trend.
 model_sweep() {
   case "$1" in
-    mlp) echo 0.78,0.80,0.81,0.82,0.83 ;;
+    mlp)
+      if [[ "$MLP_TARGET" == 0.83 ]]; then echo 0.78,0.80,0.81,0.82,0.83
+      else echo 0.80,0.83,0.84,0.85,0.855,0.86; fi
+      ;;
     cnn) echo 0.78,0.80,0.81,0.82,0.83,0.84 ;;
     *) echo "unknown model $1" >&2; return 1 ;;
   esac
@@ -154,7 +167,7 @@ run_one() {
   rm -f "$base.out"
 }
 export -f run_one row_args row_set model_set model_target
-export OUT SIM FORECAST
+export OUT SIM FORECAST MLP_TARGET
 
 if [[ -z "${SKIP_RUNS:-}" ]]; then
   list="$OUT/runs.txt"
