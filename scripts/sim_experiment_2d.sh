@@ -20,12 +20,13 @@
 # exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
 # the commit, medians and spreads over offsets x seeds, every paired loss of fedsched against
 # oort) and one PNG per model and trace (offset 0, the first seed). DOCS=1 also writes them into
-# docs/SIMULATION.md (between the sim_experiment_2d markers) and docs/sim2d_<model>_<trace>.png.
+# docs/SIMULATION.md (between the sim_experiment_2d_t86 markers) and
+# docs/sim2d_t86_<model>_<trace>.png (with MLP_TARGET=0.83: sim_experiment_2d, sim2d_...).
 #
 # Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run to 0.86 takes
 # 2 to 5 minutes (1 to 2 virtual days; to 0.83, under a minute); oort and fedsched over the
-# grid (3 traces x 4 offsets x 3 seeds x 2 rows = 72 runs) about 2.5 hours. Runs go seed by
-# seed, so a partial grid is complete for its seeds.
+# grid (3 traces x 4 offsets x 3 seeds x 2 rows = 72 runs) about 1.8 hours (35 minutes a seed).
+# Runs go seed by seed, so a partial grid is complete for its seeds.
 #
 # Knobs: MODELS="mlp" (cnn: the LeNet-style network, about 4x the compute per round)
 #   TRACES="mobiperf fedscale diurnal"  OFFSETS_H="0 36 72 108"  SEEDS="1 2 3"
