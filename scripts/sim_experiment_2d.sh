@@ -13,8 +13,11 @@
 #   pyramidfl       PyramidFL as its authors run it: Oort + workload extension + update dropout, LRU
 #   oort_ext        Oort + workload extension, LRU (PyramidFL without dropout)
 #   fedcase         FedCaSe: top clients by experience + Oort, importance cache
-#   fedsched        fedcase + workload extension (beta 0.5) + workload sizing, importance cache
+#   fedsched        fedcase + workload extension (beta 0.5) + workload sizing + T held at Oort's
+#                   initial percentile (oort.hold_round_threshold), importance cache
 #   fedsched_lru    fedsched with LRU (ablation: without the importance cache)
+#   fedsched_pacer  fedsched with Oort's pacer (ablation: T relaxed as in Oort; the fedsched row
+#                   before 2026-12-03, so of the tables at 0.83 and the CNN's)
 #
 # Writes OUT_DIR/<model>/<trace>/<row>_o<offset h>_s<seed>.{csv,log,summary}; a run whose summary
 # exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
@@ -30,7 +33,7 @@
 #
 # Knobs: MODELS="mlp" (cnn: the LeNet-style network, about 4x the compute per round)
 #   TRACES="mobiperf fedscale diurnal"  OFFSETS_H="0 36 72 108"  SEEDS="1 2 3"
-#   POLICIES="random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru"
+#   POLICIES="random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru fedsched_pacer"
 #   JOBS=2  OUT_DIR=runs/sim2d  BUILD=build-sim  SKIP_BUILD=1  SKIP_RUNS=1 (tables only)  DOCS=1
 #   OURS="cnn=fedcase" (per model, the row the tables compare with oort instead of fedsched)
 #   FORECAST=trace (the availability forecast of every row's planner: trace is FedScale's oracle,
@@ -49,7 +52,7 @@ MODELS="${MODELS:-mlp}"
 TRACES="${TRACES:-mobiperf fedscale diurnal}"
 OFFSETS_H="${OFFSETS_H:-0 36 72 108}"
 SEEDS="${SEEDS:-1 2 3}"
-POLICIES="${POLICIES:-random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru}"
+POLICIES="${POLICIES:-random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru fedsched_pacer}"
 JOBS="${JOBS:-2}"
 FORECAST="${FORECAST:-trace}"
 case "$FORECAST" in
@@ -91,7 +94,7 @@ row_args() {
     oort | oort_ext) printf '%s\n' --policy=oort --cache_policy=lru ;;
     oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
     pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
-    fedcase | fedsched) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
+    fedcase | fedsched | fedsched_pacer) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
     fedsched_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
     *) echo "unknown row $1" >&2; return 1 ;;
   esac
@@ -102,7 +105,9 @@ row_set() {
   local ext='extend_workload { beta: 0.5 disable_dropout: true }'
   case "$1" in
     oort_ext) echo "selection { $ext }" ;;
-    fedsched | fedsched_lru) echo "selection { $ext workload_sizing: true }" ;;
+    fedsched | fedsched_lru)
+      echo "selection { $ext workload_sizing: true oort { hold_round_threshold: true } }" ;;
+    fedsched_pacer) echo "selection { $ext workload_sizing: true }" ;;
     *) echo "" ;;
   esac
 }

@@ -38,8 +38,8 @@ void OortPacer::BeginSelection(int64_t round) {
   // The very first selection appends Oort's 0 (nothing was exploited before it).
   if (exploit_history_.empty() && rounds_committed_ == 0) PushHistory(0.0);
   const size_t window = static_cast<size_t>(options_.pacer_step);
-  if (round >= 2 * options_.pacer_step && round % options_.pacer_step == 0 &&
-      exploit_history_.size() == 2 * window) {
+  if (!options_.hold_round_threshold && round >= 2 * options_.pacer_step &&
+      round % options_.pacer_step == 0 && exploit_history_.size() == 2 * window) {
     const double previous =
         std::accumulate(exploit_history_.begin(), exploit_history_.begin() + window, 0.0);
     const double last =
@@ -75,7 +75,10 @@ absl::Status OortPacer::Validate(const v1::OortState& o) {
 
 void OortPacer::ImportFrom(const v1::OortState& o) {
   epsilon_ = o.epsilon();
-  round_threshold_ = o.round_threshold_percent();
+  // A state saved under Oort's pacer restored with hold_round_threshold: T's percentile goes back
+  // to the configured one, as the config now asks.
+  round_threshold_ =
+      options_.hold_round_threshold ? options_.round_threshold : o.round_threshold_percent();
   exploit_history_.assign(o.exploit_utility_history().begin(), o.exploit_utility_history().end());
   const size_t keep = 2 * static_cast<size_t>(options_.pacer_step);
   if (exploit_history_.size() > keep) {

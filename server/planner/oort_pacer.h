@@ -46,7 +46,8 @@ class OortPacer {
   // does (SymbioticLab/Oort oort/oort.py, pacer): the very first selection appends a 0 (nothing
   // exploited yet); when round >= 2 x pacer_step and round % pacer_step == 0, moves the T
   // percentile by OortPacerStep over the sums of the previous and the last window of
-  // pacer_step means. The new percentile applies to this very selection.
+  // pacer_step means. The new percentile applies to this very selection. With
+  // options.hold_round_threshold the percentile never moves (the history is still kept).
   void BeginSelection(int64_t round);
   // epsilon = max(epsilon x exploration_decay, exploration_min), once per scored selection
   // (Oort decays in getTopK before sizing the exploitation).
@@ -65,7 +66,8 @@ class OortPacer {
   // utility" for a NaN or infinite history entry.
   static absl::Status Validate(const v1::OortState& state);
   // Restores a state that passed Validate (history trimmed to the last 2 x pacer_step entries);
-  // the current round's sum restarts at 0.
+  // the current round's sum restarts at 0; under options.hold_round_threshold T's percentile is
+  // options.round_threshold whatever the state says.
   void ImportFrom(const v1::OortState& state);
 
  private:

@@ -138,6 +138,7 @@ OortOptions OortOptions::FromConfig(const v1::OortConfig& c) {
   o.pacer_delta = OrDefault(c.pacer_delta(), o.pacer_delta);
   o.sample_window = OrDefault(c.sample_window(), o.sample_window);
   o.resume_exploration = c.resume_exploration();
+  o.hold_round_threshold = c.hold_round_threshold();
   return o;
 }
 

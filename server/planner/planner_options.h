@@ -43,6 +43,9 @@ struct OortOptions {
   // tried. true (fedsched's own): it never stops, so clients who register later (a live
   // server's new devices) are still explored (docs/ALGORITHMS.md §3.4). Default: false.
   bool resume_exploration = false;
+  // false: Oort's pacer moves T's percentile. true (fedsched's own): it stays at round_threshold
+  // for the whole run (docs/ALGORITHMS.md §3.5). Default: false.
+  bool hold_round_threshold = false;
 
   // Zero fields of `config` take the defaults above.
   static OortOptions FromConfig(const v1::OortConfig& config);

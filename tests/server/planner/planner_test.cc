@@ -145,6 +145,7 @@ TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
   EXPECT_DOUBLE_EQ(o.oort.exploration_factor, 0.9);
   EXPECT_DOUBLE_EQ(o.oort.exploration_min, 0.3);
   EXPECT_EQ(o.oort.pacer_step, 20);
+  EXPECT_FALSE(o.oort.hold_round_threshold);  // Oort's pacer unless asked
   EXPECT_DOUBLE_EQ(o.fedcase.speed_weight, 0.1);
   EXPECT_EQ(o.fedcase.base_policy, v1::FedCaseConfig::BASE_POLICY_OORT);  // the pinned default
   EXPECT_DOUBLE_EQ(o.cache.capacity_fraction, 0.1);
@@ -152,6 +153,11 @@ TEST_F(PlannerTest, FromServerConfigAppliesDefaultsAndNamesBadFields) {
   EXPECT_EQ(o.round_closing, v1::ROUND_CLOSING_FIRST_K);
   ASSERT_OK_AND_ASSIGN(auto planner, Planner::Create(o, book_.get()));
   EXPECT_EQ(planner->SlotsPerRound(), 13);  // ceil(10 x 1.3), not 14
+
+  config.mutable_selection()->mutable_oort()->set_hold_round_threshold(true);
+  ASSERT_OK_AND_ASSIGN(PlannerOptions held, PlannerOptions::FromServerConfig(config));
+  EXPECT_TRUE(held.oort.hold_round_threshold);
+  config.mutable_selection()->mutable_oort()->set_hold_round_threshold(false);
 
   config.mutable_selection()->set_overcommit(0.5);
   EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),

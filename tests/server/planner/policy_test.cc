@@ -275,6 +275,34 @@ TEST(OortPacerTest, PacerComparesMeanUtilityAndDecidesInTheSameRound) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("non-finite")));
 }
 
+// hold_round_threshold (fedsched's own, docs/ALGORITHMS.md §3.5): the same flat utility that
+// relaxes T under Oort's rule leaves the percentile at round_threshold, the history is still kept,
+// and a state saved under Oort's rule comes back with the configured percentile.
+TEST(OortPacerTest, HeldThresholdNeverMovesAndOverridesARestoredOne) {
+  OortOptions o;
+  o.pacer_step = 2;
+  o.hold_round_threshold = true;
+  OortPacer pacer(o);
+  for (int64_t round = 1; round <= 12; ++round) {
+    pacer.BeginSelection(round);
+    EXPECT_EQ(pacer.round_threshold_percent(), 30) << round;
+    pacer.RecordExploitedUtility(10);
+    pacer.FinishRound(true);
+  }
+  v1::OortState state;
+  pacer.ExportTo(&state);
+  EXPECT_EQ(state.exploit_utility_history_size(), 4);
+  state.set_round_threshold_percent(55);  // as Oort's pacer would have left it
+  ASSERT_OK(OortPacer::Validate(state));
+  OortPacer restored(o);
+  restored.ImportFrom(state);
+  EXPECT_EQ(restored.round_threshold_percent(), 30);
+  o.hold_round_threshold = false;
+  OortPacer oort_rule(o);
+  oort_rule.ImportFrom(state);
+  EXPECT_EQ(oort_rule.round_threshold_percent(), 55);
+}
+
 TEST(ExperienceTrackerTest, KeepsRunningExtremesAndRoundTrips) {
   ExperienceTracker t;
   EXPECT_FALSE(t.has_range());
