@@ -27,8 +27,9 @@
 # docs/sim2d_t86_<model>_<trace>.png (with MLP_TARGET=0.83: sim_experiment_2d, sim2d_...).
 #
 # Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run to 0.86 takes
-# 2 to 5 minutes (1 to 2 virtual days; to 0.83, under a minute; fedsched up to twice that); oort and fedsched over the
-# grid (3 traces x 4 offsets x 3 seeds x 2 rows = 72 runs) about 1.8 hours (35 minutes a seed).
+# 2 to 5 minutes (1 to 2 virtual days; to 0.83, under a minute), fedsched's about twice that (its
+# held T gives 1.2x to 1.5x more, shorter rounds, so more training per virtual hour); oort and
+# fedsched_pacer over the grid (72 runs) took about 1.8 hours (35 minutes a seed).
 # Runs go seed by seed, so a partial grid is complete for its seeds.
 #
 # Knobs: MODELS="mlp" (cnn: the LeNet-style network, about 4x the compute per round)
