@@ -32,7 +32,7 @@
 # policy; pyramidfl runs with lru like oort).
 #
 # EXPERIMENT=2d runs the two-virtual-day experiment instead (scripts/sim_experiment_2d.sh: three
-# traces x four start offsets x three seeds, K = 10, target 0.83; its own knobs).
+# traces x four start offsets x three seeds, K = 10, target 0.86; its own knobs).
 set -euo pipefail
 if [[ "${EXPERIMENT:-}" == 2d ]]; then exec bash "$(dirname "$0")/sim_experiment_2d.sh"; fi
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"

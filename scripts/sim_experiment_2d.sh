@@ -23,8 +23,8 @@
 # exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
 # the commit, medians and spreads over offsets x seeds, every paired loss of fedsched against
 # oort) and one PNG per model and trace (offset 0, the first seed). DOCS=1 also writes them into
-# docs/SIMULATION.md (between the sim_experiment_2d_t86 markers) and
-# docs/sim2d_t86_<model>_<trace>.png (with MLP_TARGET=0.83: sim_experiment_2d, sim2d_...).
+# docs/SIMULATION.md (between the sim_experiment_2d_t86 markers; MODELS without mlp: _t86_<models>)
+# and docs/sim2d_t86_<model>_<trace>.png (with MLP_TARGET=0.83: sim_experiment_2d, sim2d_...).
 #
 # Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run to 0.86 takes
 # 2 to 5 minutes (1 to 2 virtual days; to 0.83, under a minute), fedsched's about twice that (its
@@ -74,6 +74,10 @@ if [[ "$MLP_TARGET" != 0.83 ]]; then
   SECTION+="$tag" PNG_PREFIX+="$tag"
 fi
 OUT="${OUT_DIR:-runs/$PNG_PREFIX}"
+# The MLP's tables and the other models' live in separate sections, so each reruns alone (a grid
+# of MODELS=cnn does not overwrite the MLP's tables): without mlp, the section is suffixed with
+# the models (sim_experiment_2d_t86_cnn); the run folder and the plots' names do not change.
+if [[ " $MODELS " != *" mlp "* ]]; then SECTION+="_${MODELS// /_}"; fi
 mkdir -p "$OUT"
 
 if [[ -z "${SKIP_BUILD:-}" && -z "${SKIP_RUNS:-}" ]]; then
