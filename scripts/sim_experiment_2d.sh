@@ -16,6 +16,8 @@
 #   fedsched        fedcase + workload extension (beta 0.5) + workload sizing + T held at Oort's
 #                   initial percentile (oort.hold_round_threshold), importance cache
 #   fedsched_lru    fedsched with LRU (ablation: without the importance cache)
+#   fedsched_noext  fedsched without the workload extension (ablation: fast participants keep
+#                   the base local steps)
 #   fedsched_pacer  fedsched with Oort's pacer (ablation: T relaxed as in Oort; the fedsched row
 #                   before 2026-12-03, so of the tables at 0.83 and the CNN's)
 #
@@ -99,7 +101,7 @@ row_args() {
     oort | oort_ext) printf '%s\n' --policy=oort --cache_policy=lru ;;
     oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
     pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
-    fedcase | fedsched | fedsched_pacer) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
+    fedcase | fedsched | fedsched_noext | fedsched_pacer) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
     fedsched_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
     *) echo "unknown row $1" >&2; return 1 ;;
   esac
@@ -113,6 +115,7 @@ row_set() {
     fedsched | fedsched_lru)
       echo "selection { $ext workload_sizing: true oort { hold_round_threshold: true } }" ;;
     fedsched_pacer) echo "selection { $ext workload_sizing: true }" ;;
+    fedsched_noext) echo "selection { workload_sizing: true oort { hold_round_threshold: true } }" ;;
     *) echo "" ;;
   esac
 }
