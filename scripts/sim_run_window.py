@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Figures of simulator runs that docs/SIMULATION.md quotes beside the experiment's tables.
 
-  median    OUT MODEL TRACE ROW OFFSETS SEEDS
+  median    OUT MODEL TRACE ROW OFFSETS SEEDS [ACCURACY]
             median virtual hours to the target of the runs OUT/MODEL/TRACE/ROW_o<offset>_s<seed>
-            (scripts/sim_experiment_2d.sh's layout), e.g. the diurnal midnight starts "0 72".
+            (scripts/sim_experiment_2d.sh's layout), e.g. the diurnal midnight starts "0 72";
+            with ACCURACY, to the first committed round whose test accuracy is >= it, read from
+            the runs' CSVs (inf when no round reaches it).
   window    HOURS CSV...
             per per-round CSV (fedsched-sim --output_csv), over the rounds committed before HOURS
             virtual hours: the best test accuracy (and its round), the participants' mean training
@@ -29,10 +31,24 @@ def time_to_target(path):
     return math.inf if m.group(1) == "never" else float(m.group(1))
 
 
-def median(out, model, trace, row, offsets, seeds):
-    values = [time_to_target(os.path.join(out, model, trace, f"{row}_o{o}_s{s}.summary"))
-              for o in offsets.split() for s in seeds.split()]
-    print(f"{row} {trace} offsets {offsets} seeds {seeds}: median {statistics.median(values):.2f} h"
+def time_to_accuracy(path, accuracy):
+    """Virtual hours of a run's first committed round at >= `accuracy`; math.inf when none."""
+    with open(path) as f:
+        for r in csv.DictReader(f):
+            if r["outcome"] == "committed" and float(r["test_accuracy"]) >= accuracy:
+                return float(r["virtual_h"])
+    return math.inf
+
+
+def median(out, model, trace, row, offsets, seeds, accuracy=None):
+    base = [os.path.join(out, model, trace, f"{row}_o{o}_s{s}")
+            for o in offsets.split() for s in seeds.split()]
+    if accuracy is None:
+        values = [time_to_target(b + ".summary") for b in base]
+    else:
+        values = [time_to_accuracy(b + ".csv", float(accuracy)) for b in base]
+    to = f" to {accuracy}" if accuracy is not None else ""
+    print(f"{row} {trace} offsets {offsets} seeds {seeds}{to}: median {statistics.median(values):.2f} h"
           f" over {len(values)} runs ({', '.join(f'{v:.2f}' for v in sorted(values))})")
 
 
@@ -50,7 +66,7 @@ def window(hours, paths):
 
 
 def main(argv):
-    if len(argv) == 8 and argv[1] == "median":
+    if len(argv) in (8, 9) and argv[1] == "median":
         median(*argv[2:])
     elif len(argv) >= 4 and argv[1] == "window":
         window(float(argv[2]), argv[3:])

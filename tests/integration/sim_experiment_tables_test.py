@@ -22,10 +22,11 @@ def write_run(out, row, offset, seed, hours):
     with open(base + ".summary", "w") as f:
         f.write(f"run={row} policy=x cache=y seed={seed} time_to_target_h={tta} stop=\"x\"\n")
     with open(base + ".csv", "w") as f:
-        f.write("run,round,outcome,virtual_s,selected,failed\n")
+        f.write("run,round,outcome,virtual_s,virtual_h,test_accuracy,selected,failed\n")
         end = (hours or 120) * 3600
-        for r in range(1, 11):
-            f.write(f"{row},{r},committed,{end * r / 10},13,{1 if r % 5 == 0 else 0}\n")
+        for r in range(1, 11):  # accuracy 0.09 per round: 0.9 at the last
+            f.write(f"{row},{r},committed,{end * r / 10},{end * r / 36000},{0.09 * r:.2f},13,"
+                    f"{1 if r % 5 == 0 else 0}\n")
 
 
 class TablesTest(unittest.TestCase):
@@ -150,6 +151,11 @@ class TablesTest(unittest.TestCase):
                                    "oort", "0", "1 2 3"],
                                   check=True, capture_output=True, text=True).stdout
             self.assertIn("median 3.00 h over 3 runs (1.00, 3.00, inf)", text)
+            # To another accuracy, from the CSVs (write_run: 0.9 at the last of 10 rounds).
+            text = subprocess.run([sys.executable, script, "median", out, "mlp", "mobiperf",
+                                   "oort", "0", "1 2", "0.9"],
+                                  check=True, capture_output=True, text=True).stdout
+            self.assertIn("seeds 1 2 to 0.9: median 2.00 h over 2 runs (1.00, 3.00)", text)
             path = os.path.join(out, "rounds.csv")
             with open(path, "w") as f:
                 f.write("round,outcome,virtual_h,test_accuracy,train_loss,online\n"
