@@ -101,7 +101,8 @@ row_args() {
     oort | oort_ext) printf '%s\n' --policy=oort --cache_policy=lru ;;
     oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
     pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
-    fedcase | fedsched | fedsched_noext | fedsched_pacer) printf '%s\n' --policy=fedcase --cache_policy=importance ;;
+    fedcase | fedsched | fedsched_noext | fedsched_pacer)
+      printf '%s\n' --policy=fedcase --cache_policy=importance ;;
     fedsched_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
     *) echo "unknown row $1" >&2; return 1 ;;
   esac
@@ -110,12 +111,13 @@ row_args() {
 # The row's fields of SimConfig.server for --set (the workload levers), empty for most rows.
 row_set() {
   local ext='extend_workload { beta: 0.5 disable_dropout: true }'
+  local held='workload_sizing: true oort { hold_round_threshold: true }'
   case "$1" in
     oort_ext) echo "selection { $ext }" ;;
     fedsched | fedsched_lru)
-      echo "selection { $ext workload_sizing: true oort { hold_round_threshold: true } }" ;;
+      echo "selection { $ext $held }" ;;
     fedsched_pacer) echo "selection { $ext workload_sizing: true }" ;;
-    fedsched_noext) echo "selection { workload_sizing: true oort { hold_round_threshold: true } }" ;;
+    fedsched_noext) echo "selection { $held }" ;;
     *) echo "" ;;
   esac
 }

@@ -22,6 +22,8 @@ import re
 import statistics
 import sys
 
+from sim_experiment_2d_tables import first_time_at
+
 
 def time_to_target(path):
     """Virtual hours to the target from a run's summary; math.inf when not reached."""
@@ -32,12 +34,13 @@ def time_to_target(path):
 
 
 def time_to_accuracy(path, accuracy):
-    """Virtual hours of a run's first committed round at >= `accuracy`; math.inf when none."""
-    with open(path) as f:
-        for r in csv.DictReader(f):
-            if r["outcome"] == "committed" and float(r["test_accuracy"]) >= accuracy:
-                return float(r["virtual_h"])
-    return math.inf
+    """Virtual hours of a run's first committed round at >= `accuracy` (the tables' rule,
+    sim_experiment_2d_tables.first_time_at); math.inf when none; SystemExit when the CSV is
+    missing or has no committed round."""
+    found = first_time_at(path, accuracy)
+    if found is None:
+        raise SystemExit(f"{path}: missing or no committed round")
+    return found[0]
 
 
 def median(out, model, trace, row, offsets, seeds, accuracy=None):
@@ -48,8 +51,9 @@ def median(out, model, trace, row, offsets, seeds, accuracy=None):
     else:
         values = [time_to_accuracy(b + ".csv", float(accuracy)) for b in base]
     to = f" to {accuracy}" if accuracy is not None else ""
-    print(f"{row} {trace} offsets {offsets} seeds {seeds}{to}: median {statistics.median(values):.2f} h"
-          f" over {len(values)} runs ({', '.join(f'{v:.2f}' for v in sorted(values))})")
+    listed = ", ".join(f"{v:.2f}" for v in sorted(values))
+    print(f"{row} {trace} offsets {offsets} seeds {seeds}{to}: median "
+          f"{statistics.median(values):.2f} h over {len(values)} runs ({listed})")
 
 
 def window(hours, paths):
