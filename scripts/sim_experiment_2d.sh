@@ -39,6 +39,8 @@
 #   POLICIES="random oort oort_imp pyramidfl oort_ext fedcase fedsched fedsched_lru fedsched_pacer"
 #   JOBS=2  OUT_DIR=runs/sim2d  BUILD=build-sim  SKIP_BUILD=1  SKIP_RUNS=1 (tables only)  DOCS=1
 #   OURS="cnn=fedcase" (per model, the row the tables compare with oort instead of fedsched)
+#   TAG=_lru (an ablation grid's own section, plots and run folder: sim_experiment_2d_t86_lru,
+#     docs/sim2d_t86_lru_<model>_<trace>.png, runs/sim2d_t86_lru)
 #   FORECAST=trace (the availability forecast of every row's planner: trace is FedScale's oracle,
 #     the tables above; learned or none are what a live server has: fedsched-sim
 #     --availability_forecast; runs then go to runs/sim2d_<forecast>, the tables between the
@@ -74,6 +76,12 @@ MLP_TARGET="${MLP_TARGET:-0.86}"
 if [[ "$MLP_TARGET" != 0.83 ]]; then
   tag="_t${MLP_TARGET#0.}"
   SECTION+="$tag" PNG_PREFIX+="$tag"
+fi
+# TAG (e.g. _lru) names an ablation grid apart from the main one: appended to the section, the
+# plots' prefix and the default run folder, so its tables never overwrite the main grid's.
+if [[ -n "${TAG:-}" ]]; then
+  [[ "$TAG" =~ ^_[a-z0-9_]+$ ]] || { echo "TAG must match _[a-z0-9_]+, not '$TAG'" >&2; exit 2; }
+  SECTION+="$TAG" PNG_PREFIX+="$TAG"
 fi
 OUT="${OUT_DIR:-runs/$PNG_PREFIX}"
 # The MLP's tables and the other models' live in separate sections, so each reruns alone (a grid

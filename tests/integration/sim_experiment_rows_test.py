@@ -50,21 +50,27 @@ ROWS = {  # row: (selection policy, cache policy, substrings of --set, substring
 }
 
 
+def run_script(tmp, rows, **extra):
+    """Runs the experiment script on one CNN run per row against the stub (in tmp); returns the
+    finished process, the stub's argument log and the run folder."""
+    sim = os.path.join(tmp, "build", "sim", "fedsched-sim")
+    os.makedirs(os.path.dirname(sim), exist_ok=True)
+    with open(sim, "w") as f:
+        f.write(STUB)
+    os.chmod(sim, os.stat(sim).st_mode | stat.S_IEXEC)
+    log, out = os.path.join(tmp, "args.log"), os.path.join(tmp, "out")
+    env = dict(os.environ, STUB_LOG=log, BUILD=os.path.join(tmp, "build"), SKIP_BUILD="1",
+               OUT_DIR=out, MODELS="cnn", TRACES="mobiperf", OFFSETS_H="36", SEEDS="1",
+               POLICIES=" ".join(rows), COMMIT="test", JOBS="1", **extra)
+    done = subprocess.run(["bash", os.path.join(SOURCE, "scripts/sim_experiment_2d.sh")],
+                          env=env, capture_output=True, text=True)
+    return done, log, out
+
+
 class RowsTest(unittest.TestCase):
     def test_every_row_runs_with_its_own_policy_cache_and_levers(self):
         with tempfile.TemporaryDirectory() as tmp:
-            sim = os.path.join(tmp, "build", "sim", "fedsched-sim")
-            os.makedirs(os.path.dirname(sim))
-            with open(sim, "w") as f:
-                f.write(STUB)
-            os.chmod(sim, os.stat(sim).st_mode | stat.S_IEXEC)
-            log, out = os.path.join(tmp, "args.log"), os.path.join(tmp, "out")
-            env = dict(os.environ, STUB_LOG=log, BUILD=os.path.join(tmp, "build"),
-                       SKIP_BUILD="1", OUT_DIR=out, MODELS="cnn", TRACES="mobiperf",
-                       OFFSETS_H="36", SEEDS="1", POLICIES=" ".join(ROWS), COMMIT="test",
-                       JOBS="1")
-            done = subprocess.run(["bash", os.path.join(SOURCE, "scripts/sim_experiment_2d.sh")],
-                                  env=env, capture_output=True, text=True)
+            done, log, out = run_script(tmp, ROWS)
             self.assertEqual(done.returncode, 0, done.stderr)
             with open(log) as f:
                 runs = [r.splitlines() for r in f.read().split("\n\n") if r.strip()]
@@ -88,6 +94,20 @@ class RowsTest(unittest.TestCase):
                 tables = f.read()
             for row in ROWS:
                 self.assertIn(f"| {row} | 1 |", tables)
+            self.assertTrue(os.path.exists(os.path.join(out, "sim2d_t86_cnn_mobiperf.png")))
+
+    def test_tag_names_an_ablation_grid_apart(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            done, _, out = run_script(tmp, ["oort", "fedsched_lru"], TAG="_lru")
+            self.assertEqual(done.returncode, 0, done.stderr)
+            self.assertTrue(os.path.exists(os.path.join(out, "sim2d_t86_lru_cnn_mobiperf.png")))
+
+    def test_bad_tag_is_refused_before_any_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            done, log, _ = run_script(tmp, ["oort"], TAG="lru; rm")
+            self.assertEqual(done.returncode, 2)
+            self.assertIn("TAG must match", done.stderr)
+            self.assertFalse(os.path.exists(log))
 
 
 if __name__ == "__main__":
