@@ -257,7 +257,10 @@ def main():
             parts.append(f"* {model} {trace} offset {o} h seed {s}: {mine} {unit(t)}, "
                          f"oort {unit(b)}")
     else:
-        parts.append("fedsched is faster than oort in every pair (same trace, offset and seed) run.")
+        named = sorted({ours.get(m, OURS) for m in a.models.split()})
+        verb = "is" if len(named) == 1 else "are"
+        parts.append(f"{' and '.join(named)} {verb} faster than oort in every pair (same trace, "
+                     "offset and seed) run.")
     body = "\n".join(parts).rstrip() + "\n"
     begin, end = f"<!-- BEGIN {a.section} -->", f"<!-- END {a.section} -->"
     section = f"{begin}\n{body}{end}"

@@ -67,6 +67,10 @@ class TablesTest(unittest.TestCase):
                                   capture_output=True, text=True).stdout
             self.assertIn("* mlp mobiperf offset 0 h seed 1: fedcase 40.0 h, oort 30.0 h",
                           text)
+            write_run(out, "fedcase", 0, 1, 20.0)
+            text = subprocess.run(args + ["--ours=mlp=fedcase"], check=True,
+                                  capture_output=True, text=True).stdout
+            self.assertIn("fedcase is faster than oort in every pair", text)
             bad = subprocess.run(args + ["--ours=fedcase"], capture_output=True, text=True)
             self.assertNotEqual(bad.returncode, 0)
             self.assertIn("is not model=row", bad.stderr)
