@@ -233,10 +233,11 @@ def main():
              f"were written: {' '.join(load)}). Failed tasks: tasks whose device went offline while "
              f"the round was open, per 100 started; mean round: virtual time / committed rounds.",
              ""]
-    all_losses = []
+    all_losses, compared = [], set()
     for model in a.models.split():
         for trace in a.traces.split():
             mine = ours.get(model, OURS)
+            compared.add(mine)
             table, losses = trace_table(a.out, model, trace, offsets, seeds, rows,
                                         targets[model], mine)
             parts += [table, ""]
@@ -257,9 +258,8 @@ def main():
             parts.append(f"* {model} {trace} offset {o} h seed {s}: {mine} {unit(t)}, "
                          f"oort {unit(b)}")
     else:
-        named = sorted({ours.get(m, OURS) for m in a.models.split()})
-        verb = "is" if len(named) == 1 else "are"
-        parts.append(f"{' and '.join(named)} {verb} faster than oort in every pair (same trace, "
+        verb = "is" if len(compared) == 1 else "are"
+        parts.append(f"{' and '.join(sorted(compared))} {verb} faster than oort in every pair (same trace, "
                      "offset and seed) run.")
     body = "\n".join(parts).rstrip() + "\n"
     begin, end = f"<!-- BEGIN {a.section} -->", f"<!-- END {a.section} -->"
