@@ -6,6 +6,10 @@
             (scripts/sim_experiment_2d.sh's layout), e.g. the diurnal midnight starts "0 72";
             with ACCURACY, to the first committed round whose test accuracy is >= it, read from
             the runs' CSVs (inf when no round reaches it).
+  pairs     OUT MODEL TRACE ROW BASE OFFSETS SEEDS [ACCURACY]
+            ROW against BASE run by run (same offset and seed): both times, BASE / ROW (above 1:
+            ROW is faster), then how many pairs ROW wins, the median ratio and the closest pair;
+            e.g. fedsched_lru against pyramidfl, which the tables do not pair.
   window    HOURS CSV...
             per per-round CSV (fedsched-sim --output_csv), over the rounds committed before HOURS
             virtual hours: the best test accuracy (and its round), the participants' mean training
@@ -13,6 +17,8 @@
 
 Example (the diurnal afternoon, "Reading the two-day result"):
   scripts/sim_run_window.py median runs/sim2d mlp diurnal fedsched "0 72" "1 2 3"
+  scripts/sim_run_window.py pairs runs/sim2d_t86_lru mlp fedscale fedsched_lru pyramidfl \
+      "0 36 72 108" "1 2 3"
   scripts/sim_run_window.py window 7.8 runs/sim2d/mlp/diurnal/oort_o36_s1.csv
 """
 import csv
@@ -43,17 +49,49 @@ def time_to_accuracy(path, accuracy):
     return found[0]
 
 
+def run_times(out, model, trace, row, offsets, seeds, accuracy=None):
+    """[(offset, seed, hours)] of ROW's runs, offset-major: to the run's target from its
+    summary, or to `accuracy` from its CSV; math.inf when not reached."""
+    keys = [(o, s) for o in offsets.split() for s in seeds.split()]
+    times = []
+    for o, s in keys:
+        base = os.path.join(out, model, trace, f"{row}_o{o}_s{s}")
+        if accuracy is None:
+            times.append((o, s, time_to_target(base + ".summary")))
+        else:
+            times.append((o, s, time_to_accuracy(base + ".csv", float(accuracy))))
+    return times
+
+
 def median(out, model, trace, row, offsets, seeds, accuracy=None):
-    base = [os.path.join(out, model, trace, f"{row}_o{o}_s{s}")
-            for o in offsets.split() for s in seeds.split()]
-    if accuracy is None:
-        values = [time_to_target(b + ".summary") for b in base]
-    else:
-        values = [time_to_accuracy(b + ".csv", float(accuracy)) for b in base]
+    values = [t for _, _, t in run_times(out, model, trace, row, offsets, seeds, accuracy)]
     to = f" to {accuracy}" if accuracy is not None else ""
     listed = ", ".join(f"{v:.2f}" for v in sorted(values))
     print(f"{row} {trace} offsets {offsets} seeds {seeds}{to}: median "
           f"{statistics.median(values):.2f} h over {len(values)} runs ({listed})")
+
+
+def ratio(base_h, row_h):
+    """BASE / ROW hours (a speed-up of ROW); a run that never reaches counts as infinitely slow."""
+    if math.isinf(row_h):
+        return 1.0 if math.isinf(base_h) else 0.0
+    return math.inf if math.isinf(base_h) else base_h / row_h
+
+
+def pairs(out, model, trace, row, base, offsets, seeds, accuracy=None):
+    mine = run_times(out, model, trace, row, offsets, seeds, accuracy)
+    theirs = run_times(out, model, trace, base, offsets, seeds, accuracy)
+    to = f" to {accuracy}" if accuracy is not None else ""
+    ratios = []
+    for (o, s, a), (_, _, b) in zip(mine, theirs):
+        ratios.append((ratio(b, a), o, s))
+        print(f"{trace} offset {o} seed {s}{to}: {row} {a:.2f} h, {base} {b:.2f} h, "
+              f"{ratio(b, a):.2f}x")
+    wins = sum(1 for r, _, _ in ratios if r > 1.0)
+    closest = min(ratios)
+    print(f"{row} against {base} on {trace}{to}: faster in {wins} / {len(ratios)} pairs, "
+          f"median ratio {statistics.median(r for r, _, _ in ratios):.2f}x, closest "
+          f"{closest[0]:.2f}x (offset {closest[1]}, seed {closest[2]})")
 
 
 def window(hours, paths):
@@ -72,6 +110,8 @@ def window(hours, paths):
 def main(argv):
     if len(argv) in (8, 9) and argv[1] == "median":
         median(*argv[2:])
+    elif len(argv) in (9, 10) and argv[1] == "pairs":
+        pairs(*argv[2:])
     elif len(argv) >= 4 and argv[1] == "window":
         window(float(argv[2]), argv[3:])
     else:

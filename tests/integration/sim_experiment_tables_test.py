@@ -3,7 +3,7 @@
 seeds, the median speed-up against oort, the paired count, runs not reached, and every pair in
 which fedsched is not faster than oort (issue 15: "any seed or offset where fedsched loses is
 shown"), another row compared with oort (--ours), a forecast's tables in their own markers;
-and scripts/sim_run_window.py's median and window figures. Usage:
+and scripts/sim_run_window.py's median, pairs and window figures. Usage:
 sim_experiment_tables_test.py <source dir>."""
 import os
 import subprocess
@@ -169,6 +169,30 @@ class TablesTest(unittest.TestCase):
                                   check=True, capture_output=True, text=True).stdout
             self.assertIn("best accuracy 0.8000 (round 3), mean training loss 0.300, "
                           "mean online 70", text)
+
+    def test_run_window_pairs(self):
+        script = os.path.join(SOURCE, "scripts/sim_run_window.py")
+        with tempfile.TemporaryDirectory() as out:
+            for (o, s), h in {(0, 1): 30.0, (0, 2): 40.0, (36, 1): 20.0, (36, 2): 50.0}.items():
+                write_run(out, "pyramidfl", o, s, h)
+            for (o, s), h in {(0, 1): 15.0, (0, 2): 20.0, (36, 1): 25.0, (36, 2): None}.items():
+                write_run(out, "fedsched", o, s, h)
+            run = [sys.executable, script, "pairs", out, "mlp", "mobiperf", "fedsched",
+                   "pyramidfl", "0 36", "1 2"]
+            text = subprocess.run(run, check=True, capture_output=True, text=True).stdout
+            self.assertIn("offset 0 seed 1: fedsched 15.00 h, pyramidfl 30.00 h, 2.00x", text)
+            # A run that never reaches the target loses to one that does (ratio 0).
+            self.assertIn("offset 36 seed 2: fedsched inf h, pyramidfl 50.00 h, 0.00x", text)
+            self.assertIn("faster in 2 / 4 pairs, median ratio 1.40x, closest 0.00x "
+                          "(offset 36, seed 2)", text)
+            # To an accuracy, from the CSVs (write_run: 0.45 at round 5 of 10).
+            text = subprocess.run(run + ["0.45"], check=True, capture_output=True,
+                                  text=True).stdout
+            self.assertIn("offset 0 seed 1 to 0.45: fedsched 7.50 h, pyramidfl 15.00 h, 2.00x",
+                          text)
+            bad = subprocess.run(run[:-1], capture_output=True, text=True)
+            self.assertNotEqual(bad.returncode, 0)
+            self.assertIn("pairs", bad.stderr)
 
 
 if __name__ == "__main__":
