@@ -86,6 +86,16 @@ def parse_ours(text):
     return ours
 
 
+def paired(pairs):
+    """Paired comparison of runs with the same trace, offset and seed, given as [(base_h, row_h)]
+    in virtual hours (math.inf: not reached): (pairs the row is faster in, number of pairs,
+    median of base_h / row_h over the pairs where both reached, None when none did). A run that
+    never reaches loses to one that does and is left out of the ratio."""
+    wins = sum(1 for b, t in pairs if t < b)
+    ratios = [b / t for b, t in pairs if not math.isinf(t) and not math.isinf(b)]
+    return wins, len(pairs), statistics.median(ratios) if ratios else None
+
+
 def trace_table(out, model, trace, offsets, seeds, rows, target, ours=OURS):
     """Markdown table of one model and trace, plus the list of pairs `ours` loses."""
     times = {}
@@ -112,10 +122,8 @@ def trace_table(out, model, trace, offsets, seeds, rows, target, ours=OURS):
                  and not math.isinf(base_median) else "n/a")
         pairs = [(times[(BASELINE, o, s)], t, o, s) for o, s, t in mine
                  if (BASELINE, o, s) in times]
-        wins = sum(1 for b, t, _, _ in pairs if t < b)
-        ratios = [b / t for b, t, _, _ in pairs if not math.isinf(t) and not math.isinf(b)]
-        paired = (f"{wins} / {len(pairs)}, {statistics.median(ratios):.2f}x" if ratios and
-                  row != BASELINE else "-")
+        wins, n, ratio = paired([(b, t) for b, t, _, _ in pairs])
+        shown = f"{wins} / {n}, {ratio:.2f}x" if ratio is not None and row != BASELINE else "-"
         stats = [run_stats(os.path.join(out, model, trace, f"{row}_o{o}_s{s}.csv"))
                  for o, s, _ in mine]
         stats = [x for x in stats if x]
@@ -123,7 +131,7 @@ def trace_table(out, model, trace, offsets, seeds, rows, target, ours=OURS):
         round_s = statistics.mean(x[1] for x in stats) if stats else 0
         failed = statistics.mean(x[2] for x in stats) if stats else 0
         lines.append(f"| {row} | {len(mine)} | {hours(median)} | {spread(values)} | {speed} | "
-                     f"{paired} | {rounds:.0f} | {round_s:.0f} s | {failed:.1f} % |")
+                     f"{shown} | {rounds:.0f} | {round_s:.0f} s | {failed:.1f} % |")
         if row == ours:
             losses += [(trace, o, s, t, b) for b, t, o, s in pairs if t >= b]
     return "\n".join(lines), losses
@@ -182,10 +190,9 @@ def sweep_table(out, model, trace, offsets, seeds, accuracies, ours=OURS):
         speed = f"{b / m:.2f}x" if not math.isinf(m) and not math.isinf(b) else "n/a"
         pairs = [(at[(BASELINE, o, s)], at[(ours, o, s)]) for o in offsets for s in seeds
                  if (ours, o, s) in at and (BASELINE, o, s) in at]
-        ratios = [bb / t for bb, t in pairs if not math.isinf(t) and not math.isinf(bb)]
-        paired = (f"{sum(1 for bb, t in pairs if t < bb)} / {len(pairs)}, "
-                  f"{statistics.median(ratios):.2f}x" if ratios else "-")
-        lines.append(f"| {acc:g} | {hours(m)} | {hours(b)} | {speed} | {paired} |")
+        wins, n, ratio = paired(pairs)
+        shown = f"{wins} / {n}, {ratio:.2f}x" if ratio is not None else "-"
+        lines.append(f"| {acc:g} | {hours(m)} | {hours(b)} | {speed} | {shown} |")
     lines += ["", f"Best test accuracy reached by these runs: {min(best):.3f} to {max(best):.3f}."]
     return "\n".join(lines)
 
@@ -259,8 +266,8 @@ def main():
                          f"oort {unit(b)}")
     else:
         verb = "is" if len(compared) == 1 else "are"
-        parts.append(f"{' and '.join(sorted(compared))} {verb} faster than oort in every pair (same trace, "
-                     "offset and seed) run.")
+        parts.append(f"{' and '.join(sorted(compared))} {verb} faster than oort in every pair "
+                     "(same trace, offset and seed) run.")
     body = "\n".join(parts).rstrip() + "\n"
     begin, end = f"<!-- BEGIN {a.section} -->", f"<!-- END {a.section} -->"
     section = f"{begin}\n{body}{end}"

@@ -28,7 +28,7 @@ import re
 import statistics
 import sys
 
-from sim_experiment_2d_tables import first_time_at
+from sim_experiment_2d_tables import first_time_at, paired
 
 
 def time_to_target(path):
@@ -52,9 +52,8 @@ def time_to_accuracy(path, accuracy):
 def run_times(out, model, trace, row, offsets, seeds, accuracy=None):
     """[(offset, seed, hours)] of ROW's runs, offset-major: to the run's target from its
     summary, or to `accuracy` from its CSV; math.inf when not reached."""
-    keys = [(o, s) for o in offsets.split() for s in seeds.split()]
     times = []
-    for o, s in keys:
+    for o, s in ((o, s) for o in offsets.split() for s in seeds.split()):
         base = os.path.join(out, model, trace, f"{row}_o{o}_s{s}")
         if accuracy is None:
             times.append((o, s, time_to_target(base + ".summary")))
@@ -64,6 +63,8 @@ def run_times(out, model, trace, row, offsets, seeds, accuracy=None):
 
 
 def median(out, model, trace, row, offsets, seeds, accuracy=None):
+    """Prints the median and every value of ROW's virtual hours to the target (or `accuracy`)
+    over OFFSETS x SEEDS; SystemExit when a run is missing."""
     values = [t for _, _, t in run_times(out, model, trace, row, offsets, seeds, accuracy)]
     to = f" to {accuracy}" if accuracy is not None else ""
     listed = ", ".join(f"{v:.2f}" for v in sorted(values))
@@ -71,27 +72,28 @@ def median(out, model, trace, row, offsets, seeds, accuracy=None):
           f"{statistics.median(values):.2f} h over {len(values)} runs ({listed})")
 
 
-def ratio(base_h, row_h):
-    """BASE / ROW hours (a speed-up of ROW); a run that never reaches counts as infinitely slow."""
-    if math.isinf(row_h):
-        return 1.0 if math.isinf(base_h) else 0.0
-    return math.inf if math.isinf(base_h) else base_h / row_h
-
-
 def pairs(out, model, trace, row, base, offsets, seeds, accuracy=None):
+    """Prints ROW against BASE run by run (same offset and seed): both times in virtual hours and
+    BASE / ROW (n/a when either run never reaches), then the tables' paired figures
+    (sim_experiment_2d_tables.paired) and the pair with the lowest ratio; SystemExit when a run
+    is missing."""
     mine = run_times(out, model, trace, row, offsets, seeds, accuracy)
     theirs = run_times(out, model, trace, base, offsets, seeds, accuracy)
     to = f" to {accuracy}" if accuracy is not None else ""
-    ratios = []
-    for (o, s, a), (_, _, b) in zip(mine, theirs):
-        ratios.append((ratio(b, a), o, s))
-        print(f"{trace} offset {o} seed {s}{to}: {row} {a:.2f} h, {base} {b:.2f} h, "
-              f"{ratio(b, a):.2f}x")
-    wins = sum(1 for r, _, _ in ratios if r > 1.0)
-    closest = min(ratios)
-    print(f"{row} against {base} on {trace}{to}: faster in {wins} / {len(ratios)} pairs, "
-          f"median ratio {statistics.median(r for r, _, _ in ratios):.2f}x, closest "
-          f"{closest[0]:.2f}x (offset {closest[1]}, seed {closest[2]})")
+    both = [(o, s, a, b) for (o, s, a), (_, _, b) in zip(mine, theirs)]
+    finite = []
+    for o, s, a, b in both:
+        reached = not math.isinf(a) and not math.isinf(b)
+        finite += [(b / a, o, s)] if reached else []
+        shown = f"{b / a:.2f}x" if reached else "n/a"
+        print(f"{trace} offset {o} seed {s}{to}: {row} {a:.2f} h, {base} {b:.2f} h, {shown}")
+    wins, n, ratio = paired([(b, a) for _, _, a, b in both])
+    summary = f"{row} against {base} on {trace}{to}: faster in {wins} / {n} pairs"
+    if finite:
+        closest = min(finite)
+        summary += (f", median ratio {ratio:.2f}x, closest {closest[0]:.2f}x "
+                    f"(offset {closest[1]}, seed {closest[2]})")
+    print(summary)
 
 
 def window(hours, paths):
