@@ -9,7 +9,7 @@
 # Knobs (environment variables; defaults reproduce the README's main job):
 #   CLIENTS=20             client processes (= Dirichlet partitions)
 #   ROUNDS=30              rounds to run
-#   POLICY=random          selection policy: random | oort | fedcase | pyramidfl
+#   POLICY=random          selection policy: random | oort | fedcase | pyramidfl | fedsched
 #   SERVER_CONFIG=configs/server.textproto   CLIENT_CONFIG=configs/client.textproto
 #   PORT=50051             loopback port
 #   SLOWDOWNS=""           space-separated slowdown factor per client (cycled), e.g. "1 1 3 6"

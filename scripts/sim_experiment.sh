@@ -28,8 +28,8 @@
 #   SEEDS="1" POLICIES="random fedcase" scripts/sim_experiment.sh
 #   SKIP_BUILD=1 BUILD=build-sim2 scripts/sim_experiment.sh   # an existing build
 #   SKIP_RUNS=1 DOCS=1 scripts/sim_experiment.sh   # tables + plot into docs/ from runs/sim
-# POLICIES: random | oort | fedcase | pyramidfl | fedbuff (the last is a row, not a selection
-# policy; pyramidfl runs with lru like oort).
+# POLICIES: random | oort | fedcase | pyramidfl | fedsched | fedbuff (the last is a row, not a
+# selection policy; pyramidfl and fedsched run with lru like oort).
 #
 # EXPERIMENT=2d runs the two-virtual-day experiment instead (scripts/sim_experiment_2d.sh: three
 # traces x four start offsets x three seeds, K = 10, target 0.86; its own knobs).

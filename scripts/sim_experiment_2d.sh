@@ -102,7 +102,9 @@ if [[ -z "${COMMIT:-}" ]]; then
   fi
 fi
 
-# The fedsched-sim policy flags of one row (printed one per line).
+# The fedsched-sim policy flags of one row (printed one per line). The rows spell the levers out
+# (row_set) so that builds from before --policy=fedsched rerun them; fedsched_lru is what
+# --policy=fedsched runs (docs/ALGORITHMS.md §11; the same CSV, tested in sim_policies_test).
 row_args() {
   case "$1" in
     random) printf '%s\n' --policy=random --cache_policy=lru ;;

@@ -49,7 +49,7 @@ ABSL_FLAG(std::string, metrics_csv, "", "Overrides metrics_csv (per-round CSV)."
 ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:50051.");
 ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
 ABSL_FLAG(std::string, policy, "",
-          "Overrides selection.policy: random, oort, fedcase or pyramidfl.");
+          "Overrides selection.policy: random, oort, fedcase, pyramidfl or fedsched.");
 ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
 ABSL_FLAG(
     bool, no_fit_checks, false,
@@ -100,7 +100,7 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
     v1::SelectionPolicy value;
     if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &value)) {
       return absl::InvalidArgumentError(
-          "--policy must be random, oort, fedcase or pyramidfl, got " + policy);
+          "--policy must be random, oort, fedcase, pyramidfl or fedsched, got " + policy);
     }
     config->mutable_selection()->set_policy(value);
   }

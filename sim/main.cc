@@ -33,9 +33,9 @@
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "",
-          "override server.selection.policy: random | oort | fedcase | pyramidfl; also sets the "
-          "policy's own cache (random, oort, pyramidfl: lru; fedcase: importance) unless "
-          "--cache_policy is given");
+          "override server.selection.policy: random | oort | fedcase | pyramidfl | fedsched; "
+          "also sets the policy's own cache (random, oort, pyramidfl, fedsched: lru; fedcase: "
+          "importance) unless --cache_policy is given");
 ABSL_FLAG(std::string, cache_policy, "",
           "override server.cache.policy: importance | lru | lfu | none");
 ABSL_FLAG(std::string, availability_forecast, "",

@@ -19,7 +19,8 @@ std::string PolicyName(v1::SelectionPolicy p) {
 bool UsesOortScores(const v1::RoundRecord& r) {
   return std::any_of(r.cohort().begin(), r.cohort().end(), [](const v1::SelectionReason& c) {
     return c.policy() == v1::SELECTION_POLICY_OORT || c.policy() == v1::SELECTION_POLICY_FEDCASE ||
-           c.policy() == v1::SELECTION_POLICY_PYRAMIDFL;
+           c.policy() == v1::SELECTION_POLICY_PYRAMIDFL ||
+           c.policy() == v1::SELECTION_POLICY_FEDSCHED;
   });
 }
 

@@ -351,8 +351,9 @@ v1::PlannerState Planner::ExportState() const {
   // Per-client experiences are persisted only where FedCaSe selects with them: they are
   // learned under every policy, but a 100k-client state written at every commit is not free
   // (a run restarted under FedCaSe after another policy starts them cold).
-  experience_.ExportTo(s.mutable_fedcase(),
-                       options_.policy == v1::SELECTION_POLICY_FEDCASE ? book_ : nullptr);
+  const bool fedcase_selects = options_.policy == v1::SELECTION_POLICY_FEDCASE ||
+                               options_.policy == v1::SELECTION_POLICY_FEDSCHED;
+  experience_.ExportTo(s.mutable_fedcase(), fedcase_selects ? book_ : nullptr);
   *s.mutable_predictor() = predictor_.ExportState();
   *s.mutable_fit() = memory_.ExportState();
   return s;

@@ -170,7 +170,23 @@ FitOptions FitOptions::FromConfig(const v1::FitConfig& c) {
   return o;
 }
 
-absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::ServerConfig& config) {
+void ApplySelectionPreset(v1::ServerConfig* config) {
+  if (config->selection().policy() != v1::SELECTION_POLICY_FEDSCHED) return;
+  // The levers measured together in docs/SIMULATION.md ("One configuration for both models"):
+  // each alone is an option of any policy; the preset is their one tested combination.
+  v1::SelectionConfig* sel = config->mutable_selection();
+  sel->set_workload_sizing(true);
+  sel->mutable_oort()->set_hold_round_threshold(true);
+  v1::WorkloadExtensionConfig* ext = sel->mutable_extend_workload();
+  if (!ext->disable() && ext->beta() == 0) ext->set_beta(0.5);
+  if (config->cache().policy() == v1::CACHE_POLICY_UNSPECIFIED) {
+    config->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
+  }
+}
+
+absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::ServerConfig& raw) {
+  v1::ServerConfig config = raw;
+  ApplySelectionPreset(&config);
   const v1::SelectionConfig& sel = config.selection();
   const v1::TrainingConfig& tr = config.training();
   PlannerOptions o;

@@ -107,7 +107,8 @@ struct FitOptions {
 // deadlines and closing (docs/ALGORITHMS.md §2), local work and workload sizing (§2), the cache
 // plan defaults (§4), the seed and the predictor (§1). Checked by ValidatePlannerOptions.
 struct PlannerOptions {
-  // Default: SELECTION_POLICY_RANDOM (also for UNSPECIFIED).
+  // Default: SELECTION_POLICY_RANDOM (also for UNSPECIFIED). SELECTION_POLICY_FEDSCHED selects
+  // as FEDCASE does; its other levers are set by ApplySelectionPreset.
   v1::SelectionPolicy policy = v1::SELECTION_POLICY_RANDOM;
   // K: updates a round waits for, >= 1. Default: 10.
   int32_t clients_per_round = 10;
@@ -127,7 +128,8 @@ struct PlannerOptions {
   double workload_fit_fraction = 0.9;
   // Workload extension (PyramidFL's adaptive local iterations; docs/ALGORITHMS.md §10): share
   // of a participant's predicted idle time before the round's expected close filled with extra
-  // local steps, in [0, 1]; 0 = off. Default: 0 (0.5 under SELECTION_POLICY_PYRAMIDFL).
+  // local steps, in [0, 1]; 0 = off. Default: 0 (0.5 under SELECTION_POLICY_PYRAMIDFL and
+  // SELECTION_POLICY_FEDSCHED).
   double extend_workload_beta = 0;
   // An extended task has at most this multiple of its planned steps, >= 1. Default: 11.
   double max_workload_factor = 11;
@@ -164,6 +166,15 @@ struct PlannerOptions {
   // Errors: INVALID_ARGUMENT naming the field when a value is out of range.
   static absl::StatusOr<PlannerOptions> FromServerConfig(const v1::ServerConfig& config);
 };
+
+// Expands SELECTION_POLICY_FEDSCHED (fedsched's scheduler; docs/ALGORITHMS.md §11) in place
+// into the levers it stands for: selection.workload_sizing and selection.oort
+// .hold_round_threshold on, selection.extend_workload.beta 0.5 when unset and the extension is
+// not disabled, cache.policy LRU when unspecified. Fields the config names keep their values
+// (except the two switches, which the preset turns on). Any other policy: `config` unchanged.
+// Called by round::ResolveRoundConfig, so the server and the simulator print and run the same
+// expanded config, and by PlannerOptions::FromServerConfig for configs read unresolved.
+void ApplySelectionPreset(v1::ServerConfig* config);
 
 // Checks every field of `options` against the range documented above (the predictor's options
 // are checked by RoundTimePredictor::Create). Errors: INVALID_ARGUMENT naming the first field

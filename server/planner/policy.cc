@@ -17,6 +17,9 @@ std::unique_ptr<SelectionPolicy> MakeSelectionPolicy(const PlannerOptions& optio
       // the workload extension, which the planner applies after any policy's selection.
       return std::make_unique<OortPolicy>(pacer);
     case v1::SELECTION_POLICY_FEDCASE:
+    case v1::SELECTION_POLICY_FEDSCHED:
+      // fedsched selects as FedCaSe does; its other levers are the planner's options
+      // (ApplySelectionPreset).
       return std::make_unique<FedCasePolicy>(pacer, experience);
     default:
       return std::make_unique<RandomPolicy>();

@@ -70,7 +70,8 @@ class SelectionPolicy {
 
 // The policy options.policy names: OortPolicy for SELECTION_POLICY_OORT and
 // SELECTION_POLICY_PYRAMIDFL (whose extension of local steps the planner applies), FedCasePolicy
-// for SELECTION_POLICY_FEDCASE (on options.fedcase.base_policy), RandomPolicy otherwise (RANDOM,
+// for SELECTION_POLICY_FEDCASE and SELECTION_POLICY_FEDSCHED (on options.fedcase.base_policy),
+// RandomPolicy otherwise (RANDOM,
 // UNSPECIFIED). `pacer` and `experience` are not owned, must outlive the policy, and are only
 // read, except that Oort records its preferred duration in `pacer` and FedCaSe folds candidates
 // into `experience`.

@@ -9,6 +9,7 @@
 #include "secagg/graph.h"
 #include "secagg/protocol.h"
 #include "server/aggregation/aggregator.h"
+#include "server/planner/planner_options.h"
 #include "server/privacy/round_privacy.h"
 
 namespace fedsched::round {
@@ -104,6 +105,8 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   if (selection->policy() == v1::SELECTION_POLICY_UNSPECIFIED) {
     selection->set_policy(v1::SELECTION_POLICY_RANDOM);
   }
+  // Before the cache default below: fedsched's preset names its own cache (LRU).
+  planner::ApplySelectionPreset(&out);
   if (selection->overcommit() == 0) selection->set_overcommit(kDefaultOvercommit);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "selection.overcommit", selection->overcommit(), 1.0));

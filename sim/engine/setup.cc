@@ -106,7 +106,8 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
     v1::SelectionPolicy p;
     if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &p) ||
         p == v1::SELECTION_POLICY_UNSPECIFIED) {
-      return absl::InvalidArgumentError("--policy must be random, oort, fedcase or pyramidfl");
+      return absl::InvalidArgumentError(
+          "--policy must be random, oort, fedcase, pyramidfl or fedsched");
     }
     server->mutable_selection()->set_policy(p);
     server->mutable_cache()->set_policy(OwnCachePolicy(p));
@@ -182,6 +183,8 @@ std::string PolicyName(v1::SelectionPolicy policy) {
       return "fedcase";
     case v1::SELECTION_POLICY_PYRAMIDFL:
       return "pyramidfl";
+    case v1::SELECTION_POLICY_FEDSCHED:
+      return "fedsched";
     default:
       return "random";
   }

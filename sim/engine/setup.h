@@ -62,7 +62,8 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
 absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
 
 // The cache a selection policy runs with in FedCaSe's evaluation (issue 15, defect 5): LRU for
-// the baselines random and oort ("Oort + LRU"), the importance cache for fedcase.
+// the baselines random and oort ("Oort + LRU"), the importance cache for fedcase; LRU for
+// pyramidfl (as its authors run it) and fedsched (its preset, docs/ALGORITHMS.md §11).
 v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
 
 // fedsched-sim's --set: a SimConfig fragment in protobuf text format (e.g.
@@ -75,9 +76,10 @@ v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
 absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
 
 // fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
-// Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase") also sets
-// the policy's own cache (OwnCachePolicy) unless `cache_policy` ("importance" | "lru" | "lfu" |
-// "none") names one. Errors: INVALID_ARGUMENT naming the flag and its allowed values.
+// Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase" | "pyramidfl" |
+// "fedsched") also sets the policy's own cache (OwnCachePolicy) unless `cache_policy`
+// ("importance" | "lru" | "lfu" | "none") names one. Errors: INVALID_ARGUMENT naming the flag and
+// its allowed values.
 absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
                                  const std::string& fedcase_base, v1::SimConfig* config);
 

@@ -552,5 +552,49 @@ TEST(TopRatioLearnerTest, DrawsAtRandomUntilRoundNineCommittedThenPredicts) {
   EXPECT_EQ(restored.ImportFrom(state).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// ---------------------------------------------------------------------------------------------
+// SELECTION_POLICY_FEDSCHED: the preset (docs/ALGORITHMS.md §11)
+
+TEST(SelectionPresetTest, FedschedExpandsToItsLeversAndKeepsWhatTheConfigNames) {
+  v1::ServerConfig config;
+  config.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDSCHED);
+  v1::ServerConfig expanded = config;
+  ApplySelectionPreset(&expanded);
+  EXPECT_TRUE(expanded.selection().workload_sizing());
+  EXPECT_TRUE(expanded.selection().oort().hold_round_threshold());
+  EXPECT_EQ(expanded.selection().extend_workload().beta(), 0.5);
+  EXPECT_EQ(expanded.cache().policy(), v1::CACHE_POLICY_LRU);
+  EXPECT_EQ(expanded.selection().policy(), v1::SELECTION_POLICY_FEDSCHED);
+  // The planner reads the same levers from the unexpanded config; no update dropout.
+  ASSERT_OK_AND_ASSIGN(PlannerOptions o, PlannerOptions::FromServerConfig(config));
+  EXPECT_TRUE(o.workload_sizing);
+  EXPECT_TRUE(o.oort.hold_round_threshold);
+  EXPECT_EQ(o.extend_workload_beta, 0.5);
+  EXPECT_EQ(o.update_dropout_high, 0);
+  EXPECT_EQ(o.cache.policy, v1::CACHE_POLICY_LRU);
+  // It selects as FedCaSe does.
+  OortPacer pacer(o.oort);
+  ExperienceTracker experience;
+  EXPECT_NE(dynamic_cast<FedCasePolicy*>(MakeSelectionPolicy(o, &pacer, &experience).get()),
+            nullptr);
+
+  // A cache policy, beta or the extension's switch the config names is kept.
+  config.mutable_cache()->set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  config.mutable_selection()->mutable_extend_workload()->set_beta(0.25);
+  ASSERT_OK_AND_ASSIGN(o, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(o.cache.policy, v1::CACHE_POLICY_IMPORTANCE);
+  EXPECT_EQ(o.extend_workload_beta, 0.25);
+  config.mutable_selection()->mutable_extend_workload()->set_disable(true);
+  ASSERT_OK_AND_ASSIGN(o, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(o.extend_workload_beta, 0);
+
+  // Any other policy: unchanged.
+  v1::ServerConfig fedcase;
+  fedcase.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDCASE);
+  v1::ServerConfig untouched = fedcase;
+  ApplySelectionPreset(&untouched);
+  EXPECT_EQ(untouched.SerializeAsString(), fedcase.SerializeAsString());
+}
+
 }  // namespace
 }  // namespace fedsched::planner

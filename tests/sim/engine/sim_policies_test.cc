@@ -235,5 +235,28 @@ TEST(SimPoliciesTest, EveryPolicyRunsThroughTheEngineDeterministically) {
   }
 }
 
+// --policy=fedsched runs exactly as fedcase with the preset's levers spelled out and the LRU
+// cache (docs/ALGORITHMS.md §11; the experiment's fedsched_lru row), and not as fedcase alone.
+TEST(SimPoliciesTest, FedschedIsFedcaseWithItsLeversSpelledOut) {
+  v1::SimConfig preset = SmallRun(v1::SELECTION_POLICY_FEDSCHED, 5, false);
+  preset.set_run_name("same");
+  v1::SimConfig spelled = SmallRun(v1::SELECTION_POLICY_FEDCASE, 5, false);
+  spelled.set_run_name("same");
+  v1::ServerConfig* s = spelled.mutable_server();
+  s->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
+  s->mutable_selection()->set_workload_sizing(true);
+  s->mutable_selection()->mutable_oort()->set_hold_round_threshold(true);
+  s->mutable_selection()->mutable_extend_workload()->set_beta(0.5);
+  v1::PlannerState state;
+  const std::string csv = RunToCsvFile(preset, "fedsched_preset", &state);
+  ASSERT_FALSE(csv.empty());
+  EXPECT_EQ(CheckRows(csv, "same", false), 12);
+  EXPECT_TRUE(state.fedcase().has_range());  // experiences persisted, as under fedcase
+  EXPECT_EQ(RunToCsvFile(spelled, "fedsched_spelled", nullptr), csv);
+  v1::SimConfig fedcase = SmallRun(v1::SELECTION_POLICY_FEDCASE, 5, false);
+  fedcase.set_run_name("same");
+  EXPECT_NE(RunToCsvFile(fedcase, "fedcase_alone", nullptr), csv);
+}
+
 }  // namespace
 }  // namespace fedsched::sim

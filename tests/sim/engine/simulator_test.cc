@@ -612,6 +612,9 @@ TEST(SimulatorTest, EachPolicyRunsWithItsOwnCacheUnlessTold) {
   ASSERT_OK(ApplySelectionFlags("pyramidfl", "", "", &c));
   EXPECT_EQ(c.server().selection().policy(), v1::SELECTION_POLICY_PYRAMIDFL);
   EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "lru");
+  ASSERT_OK(ApplySelectionFlags("fedsched", "", "", &c));
+  EXPECT_EQ(c.server().selection().policy(), v1::SELECTION_POLICY_FEDSCHED);
+  EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "lru");
   ASSERT_OK(ApplySelectionFlags("oort", "importance", "", &c));
   EXPECT_EQ(CachePolicyName(c.server().cache().policy()), "importance");
   // No --policy: the config's cache stays.
