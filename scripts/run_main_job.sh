@@ -10,6 +10,7 @@
 #   CLIENTS=20             client processes (= Dirichlet partitions)
 #   ROUNDS=30              rounds to run
 #   POLICY=random          selection policy: random | oort | fedcase | pyramidfl | fedsched
+#                          (fedsched also runs its own cache, LRU: docs/ALGORITHMS.md §11)
 #   SERVER_CONFIG=configs/server.textproto   CLIENT_CONFIG=configs/client.textproto
 #   PORT=50051             loopback port
 #   SLOWDOWNS=""           space-separated slowdown factor per client (cycled), e.g. "1 1 3 6"

@@ -49,7 +49,8 @@ ABSL_FLAG(std::string, metrics_csv, "", "Overrides metrics_csv (per-round CSV)."
 ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:50051.");
 ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
 ABSL_FLAG(std::string, policy, "",
-          "Overrides selection.policy: random, oort, fedcase, pyramidfl or fedsched.");
+          "Overrides selection.policy: random, oort, fedcase, pyramidfl or fedsched (which also "
+          "sets its own cache, LRU; docs/ALGORITHMS.md §11).");
 ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
 ABSL_FLAG(
     bool, no_fit_checks, false,
@@ -96,14 +97,7 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
     config->mutable_ops()->set_health_listen_address(absl::GetFlag(FLAGS_health_listen));
   }
   const std::string policy = absl::GetFlag(FLAGS_policy);
-  if (!policy.empty()) {
-    v1::SelectionPolicy value;
-    if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &value)) {
-      return absl::InvalidArgumentError(
-          "--policy must be random, oort, fedcase, pyramidfl or fedsched, got " + policy);
-    }
-    config->mutable_selection()->set_policy(value);
-  }
+  if (!policy.empty()) return ApplyPolicyFlag(policy, config);
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -197,6 +198,21 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   if (pacing->max_checkin_interval_s() == 0) pacing->set_max_checkin_interval_s(600);
   FEDSCHED_RETURN_IF_ERROR(round::PacerOptions::FromServerConfig(out, /*hold_s=*/5.0).status());
   return out;
+}
+
+absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config) {
+  v1::SelectionPolicy value;
+  if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &value) ||
+      value == v1::SELECTION_POLICY_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "--policy must be random, oort, fedcase, pyramidfl or fedsched, got " + policy);
+  }
+  config->mutable_selection()->set_policy(value);
+  // The server's configs name the importance cache; fedsched was measured with LRU.
+  if (value == v1::SELECTION_POLICY_FEDSCHED) {
+    config->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fedsched

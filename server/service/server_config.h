@@ -2,6 +2,9 @@
 #ifndef FEDSCHED_SERVER_SERVICE_SERVER_CONFIG_H_
 #define FEDSCHED_SERVER_SERVICE_SERVER_CONFIG_H_
 
+#include <string>
+
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "fedsched/v1/config.pb.h"
 
@@ -11,6 +14,13 @@ namespace fedsched {
 // every value range-checked. Errors: INVALID_ARGUMENT naming the field and the bad value, e.g.
 // "clients_per_round must be >= 1, got -3", or "min_updates (12) > clients_per_round (10)".
 absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config);
+
+// fedsched-server's --policy flag: sets selection.policy to `policy` ("random" | "oort" |
+// "fedcase" | "pyramidfl" | "fedsched", case-insensitive). "fedsched" also sets the policy's own
+// cache, LRU, over the config file's (as fedsched-sim's --policy does; docs/ALGORITHMS.md §11),
+// so the flag runs the measured configuration; the other policies keep the config's cache.
+// Errors: INVALID_ARGUMENT naming the flag and its allowed values; `config` is then unchanged.
+absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config);
 
 }  // namespace fedsched
 
