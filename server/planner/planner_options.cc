@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
@@ -168,6 +169,16 @@ FitOptions FitOptions::FromConfig(const v1::FitConfig& c) {
   o.margin = OrDefault(c.margin(), o.margin);
   o.predictor.learning_rate = OrDefault(c.learning_rate(), o.predictor.learning_rate);
   return o;
+}
+
+absl::StatusOr<v1::SelectionPolicy> ParseSelectionPolicy(const std::string& name) {
+  v1::SelectionPolicy value;
+  if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(name), &value) ||
+      value == v1::SELECTION_POLICY_UNSPECIFIED) {
+    return absl::InvalidArgumentError(
+        "--policy must be random, oort, fedcase, pyramidfl or fedsched, got " + name);
+  }
+  return value;
 }
 
 void ApplySelectionPreset(v1::ServerConfig* config) {

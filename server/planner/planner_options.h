@@ -5,6 +5,7 @@
 #define FEDSCHED_SERVER_PLANNER_PLANNER_OPTIONS_H_
 
 #include <cstdint>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -166,6 +167,12 @@ struct PlannerOptions {
   // Errors: INVALID_ARGUMENT naming the field when a value is out of range.
   static absl::StatusOr<PlannerOptions> FromServerConfig(const v1::ServerConfig& config);
 };
+
+// A --policy flag's value ("random" | "oort" | "fedcase" | "pyramidfl" | "fedsched",
+// case-insensitive) as the SelectionPolicy it names; the one parser of fedsched-server's and
+// fedsched-sim's flag. Errors: INVALID_ARGUMENT "--policy must be random, oort, fedcase,
+// pyramidfl or fedsched, got <name>" (also for "" and "unspecified").
+absl::StatusOr<v1::SelectionPolicy> ParseSelectionPolicy(const std::string& name);
 
 // Expands SELECTION_POLICY_FEDSCHED (fedsched's scheduler; docs/ALGORITHMS.md §11) in place
 // into the levers it stands for: selection.workload_sizing and selection.oort

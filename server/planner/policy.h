@@ -71,10 +71,9 @@ class SelectionPolicy {
 // The policy options.policy names: OortPolicy for SELECTION_POLICY_OORT and
 // SELECTION_POLICY_PYRAMIDFL (whose extension of local steps the planner applies), FedCasePolicy
 // for SELECTION_POLICY_FEDCASE and SELECTION_POLICY_FEDSCHED (on options.fedcase.base_policy),
-// RandomPolicy otherwise (RANDOM,
-// UNSPECIFIED). `pacer` and `experience` are not owned, must outlive the policy, and are only
-// read, except that Oort records its preferred duration in `pacer` and FedCaSe folds candidates
-// into `experience`.
+// RandomPolicy otherwise (RANDOM, UNSPECIFIED). `pacer` and `experience` are not owned, must
+// outlive the policy, and are only read, except that Oort records its preferred duration in `pacer`
+// and FedCaSe folds candidates into `experience`.
 std::unique_ptr<SelectionPolicy> MakeSelectionPolicy(const PlannerOptions& options,
                                                      OortPacer* pacer,
                                                      ExperienceTracker* experience);

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/planner/planner_options.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/round_config.h"
 
@@ -201,17 +201,11 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
 }
 
 absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config) {
-  v1::SelectionPolicy value;
-  if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &value) ||
-      value == v1::SELECTION_POLICY_UNSPECIFIED) {
-    return absl::InvalidArgumentError(
-        "--policy must be random, oort, fedcase, pyramidfl or fedsched, got " + policy);
-  }
+  FEDSCHED_ASSIGN_OR_RETURN(const v1::SelectionPolicy value, planner::ParseSelectionPolicy(policy));
   config->mutable_selection()->set_policy(value);
-  // The server's configs name the importance cache; fedsched was measured with LRU.
-  if (value == v1::SELECTION_POLICY_FEDSCHED) {
-    config->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
-  }
+  // The server's configs name the importance cache; fedsched was measured with LRU. Cleared, the
+  // cache is the preset's own choice (planner::ApplySelectionPreset, at resolution).
+  if (value == v1::SELECTION_POLICY_FEDSCHED) config->mutable_cache()->clear_policy();
   return absl::OkStatus();
 }
 

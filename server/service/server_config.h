@@ -16,10 +16,11 @@ namespace fedsched {
 absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config);
 
 // fedsched-server's --policy flag: sets selection.policy to `policy` ("random" | "oort" |
-// "fedcase" | "pyramidfl" | "fedsched", case-insensitive). "fedsched" also sets the policy's own
-// cache, LRU, over the config file's (as fedsched-sim's --policy does; docs/ALGORITHMS.md §11),
-// so the flag runs the measured configuration; the other policies keep the config's cache.
-// Errors: INVALID_ARGUMENT naming the flag and its allowed values; `config` is then unchanged.
+// "fedcase" | "pyramidfl" | "fedsched", case-insensitive; planner::ParseSelectionPolicy).
+// "fedsched" also clears the config file's cache.policy, so that resolution gives the preset's
+// own cache, LRU (as fedsched-sim's --policy does; docs/ALGORITHMS.md §11), and the flag runs
+// the measured configuration; the other policies keep the config's cache. Errors: those of
+// ParseSelectionPolicy; `config` is then unchanged.
 absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config);
 
 }  // namespace fedsched

@@ -13,6 +13,7 @@
 #include "common/config.h"
 #include "common/status_macros.h"
 #include "models/cnn.h"
+#include "server/planner/planner_options.h"
 #include "server/round/round_config.h"
 #include "sim/engine/modelled_learner.h"
 #include "sim/engine/training_learner.h"
@@ -103,12 +104,7 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
                                  const std::string& fedcase_base, v1::SimConfig* config) {
   v1::ServerConfig* server = config->mutable_server();
   if (!policy.empty()) {
-    v1::SelectionPolicy p;
-    if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(policy), &p) ||
-        p == v1::SELECTION_POLICY_UNSPECIFIED) {
-      return absl::InvalidArgumentError(
-          "--policy must be random, oort, fedcase, pyramidfl or fedsched");
-    }
+    FEDSCHED_ASSIGN_OR_RETURN(const v1::SelectionPolicy p, planner::ParseSelectionPolicy(policy));
     server->mutable_selection()->set_policy(p);
     server->mutable_cache()->set_policy(OwnCachePolicy(p));
   }

@@ -588,6 +588,12 @@ TEST(SelectionPresetTest, FedschedExpandsToItsLeversAndKeepsWhatTheConfigNames) 
   ASSERT_OK_AND_ASSIGN(o, PlannerOptions::FromServerConfig(config));
   EXPECT_EQ(o.extend_workload_beta, 0);
 
+  // The flags' parser names it, case-insensitive; unknown names are named in the error.
+  ASSERT_OK_AND_ASSIGN(v1::SelectionPolicy parsed, ParseSelectionPolicy("FedSched"));
+  EXPECT_EQ(parsed, v1::SELECTION_POLICY_FEDSCHED);
+  EXPECT_THAT(ParseSelectionPolicy("best").status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got best")));
+
   // Any other policy: unchanged.
   v1::ServerConfig fedcase;
   fedcase.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDCASE);
