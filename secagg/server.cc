@@ -89,7 +89,8 @@ absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad) {
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.cipher_public_key(), "cipher_public_key").status());
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.mask_public_key(), "mask_public_key").status());
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.self_seed_commitment(), "self_seed_commitment").status());
-  FEDSCHED_RETURN_IF_ERROR(CheckSize(ad.ByteSizeLong(), kMaxAdvertiseBytes, "advertisement", ad.sender()));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(ad.ByteSizeLong(), kMaxAdvertiseBytes, "advertisement", ad.sender()));
   if (!advertised_.emplace(ad.sender(), ad).second) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg server: two advertisements from client ", ad.sender()));
@@ -156,9 +157,9 @@ absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
                        share.receiver(), ", not one of its advertised neighbours or repeated"));
     }
     if (share.ciphertext().size() > kMaxSealedShareBytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "secagg server: client ", i, "'s sealed share to ", share.receiver(), " is ",
-          share.ciphertext().size(), " bytes, above ", kMaxSealedShareBytes));
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg server: client ", i, "'s sealed share to ", share.receiver(), " is ",
+                       share.ciphertext().size(), " bytes, above ", kMaxSealedShareBytes));
     }
   }
   share_messages_.emplace(i, message);
@@ -256,10 +257,10 @@ absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
   // A bad message is refused without failing the round.
   FEDSCHED_RETURN_IF_ERROR(
       CheckMasked(input.round_id(), {&sender, 1}, input.masked_size(), "masked input"));
-  FEDSCHED_RETURN_IF_ERROR(CheckSize(input.ByteSizeLong(),
-                                     MaxMaskedInputBytes(setup_.params.vector_length(),
-                                                         setup_.params.degree()),
-                                     "masked input", sender));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(input.ByteSizeLong(),
+                MaxMaskedInputBytes(setup_.params.vector_length(), setup_.params.degree()),
+                "masked input", sender));
   FEDSCHED_RETURN_IF_ERROR(CheckAccusations(input));
   // Held, not folded, until step 2 closes: an input whose sender a neighbour could not
   // authenticate must be left out of the sum, and that report may come after the input.
@@ -285,9 +286,10 @@ absl::Status SecAggServer::SettleSurvivors() {
   for (const auto& [v, accusers] : accusers_) {
     if (!received_.contains(v)) continue;
     if (folded_.contains(v)) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "secagg server: client ", v, "'s share did not authenticate, but its input is inside "
-          "an aggregator's partial sum and cannot be left out; the round fails"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("secagg server: client ", v,
+                       "'s share did not authenticate, but its input is inside "
+                       "an aggregator's partial sum and cannot be left out; the round fails"));
     }
     excluded_.insert(v);
   }
@@ -335,7 +337,9 @@ absl::StatusOr<std::vector<SecAggUnmaskRequest>> SecAggServer::RequestUnmasking(
   }
   for (uint32_t v : dropped_) {
     size_t holders = 0;
-    for (uint32_t j : setup_.graph.Neighbours(v)) holders += survivors_.contains(j) && MaskedWith(j, v);
+    for (uint32_t j : setup_.graph.Neighbours(v)) {
+      holders += survivors_.contains(j) && MaskedWith(j, v) ? 1 : 0;
+    }
     if (holders < p.threshold()) {
       return TooFew(absl::StrCat("surviving holders of client ", v, "'s mask key"), holders,
                     p.threshold());
@@ -436,8 +440,8 @@ absl::Status SecAggServer::AddUnmaskResponse(const SecAggUnmaskResponse& respons
   const auto& p = setup_.params;
   const uint32_t r = response.sender();
   FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), response.round_id(), "an unmask response"));
-  FEDSCHED_RETURN_IF_ERROR(CheckSize(response.ByteSizeLong(), MaxUnmaskResponseBytes(p.degree()),
-                                     "unmask response", r));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(response.ByteSizeLong(), MaxUnmaskResponseBytes(p.degree()), "unmask response", r));
   if (!survivors_.contains(r) || responses_.contains(r)) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg server: unmask response from client ", r,
@@ -450,9 +454,8 @@ absl::Status SecAggServer::AddUnmaskResponse(const SecAggUnmaskResponse& respons
       const uint32_t v = share.owner();
       // Exactly what RequestUnmasking asked of r: a share of this kind of this owner.
       const bool asked =
-          owners.contains(v) && (v == r ? !mask_keys
-                                        : setup_.graph.Adjacent(r, v) &&
-                                              (!mask_keys || MaskedWith(r, v)));
+          owners.contains(v) &&
+          (v == r ? !mask_keys : setup_.graph.Adjacent(r, v) && (!mask_keys || MaskedWith(r, v)));
       if (!asked || share.share_size() != kChunksPerSecret) {
         return absl::InvalidArgumentError(absl::StrCat(
             "secagg server: client ", r, " revealed a ", mask_keys ? "mask-key" : "self-seed",
