@@ -139,7 +139,7 @@ class SecAggAttackTest : public ::testing::Test {
     raw_.mutable_training()->set_local_steps(1);
     raw_.mutable_training()->set_batch_size(10);
     raw_.mutable_secure_aggregation()->set_enabled(true);
-    raw_.mutable_secure_aggregation()->set_step_timeout_s(20);
+    raw_.mutable_secure_aggregation()->set_step_timeout_s(60);
   }
 
   ~SecAggAttackTest() override {
@@ -254,6 +254,13 @@ TEST_F(SecAggAttackTest, ForgedSharesCostNoRoundAndTheSenderIsExcludedAndNamed) 
   }
   EXPECT_THAT(cli::FormatStatus(status, {}),
               HasSubstr(absl::StrCat("secure aggregation excludes ", attacker)));
+  // The exclusion is persisted with the profile (a restarted server keeps it).
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::ClientProfile> stored, server_->store().LoadProfiles());
+  bool stored_excluded = false;
+  for (const v1::ClientProfile& p : stored) {
+    if (p.client_id() == attacker) stored_excluded = !p.secagg_excluded().empty();
+  }
+  EXPECT_TRUE(stored_excluded);
   for (size_t i = 0; i < 3; ++i) {
     for (const absl::Status& s : ResultsOf(i)) EXPECT_THAT(s, ::fedsched::testing::IsOk()) << i;
   }
