@@ -214,6 +214,75 @@ TEST(ProtocolTest, LeavingOutBelowThresholdFailsTheRound) {
   EXPECT_THAT(h.server.accusations().at(4), ::testing::ElementsAre(2u, 3u));
 }
 
+// Random forgers and random dropouts before the masked input, over complete and sparse graphs:
+// the round either unmasks exactly the sum of the members nobody reported, or fails cleanly below
+// the threshold; never a wrong sum, never a tampered-share failure. A forger forges to all its
+// neighbours, to one, or to a random half: the last fails the round when fewer than t of the
+// neighbours that opened its share remain to rebuild its mask key.
+TEST(ProtocolTest, RandomForgersAndDropoutsUnmaskOrFailCleanly) {
+  int unmasked = 0;
+  for (const uint32_t n : {5u, 8u, 14u, 30u}) {
+    for (uint32_t seed = 0; seed < 6; ++seed) {
+      SCOPED_TRACE(absl::StrCat("n ", n, " seed ", seed));
+      const auto p = Params(n, 5, 40 + seed);
+      const RoundSetup setup = *ResolveParams(p);
+      std::mt19937 rng(seed * 131 + n);
+      std::set<uint32_t> forgers = {static_cast<uint32_t>(rng() % n)};
+      if (seed % 2 == 1) forgers.insert(static_cast<uint32_t>(rng() % n));
+      std::set<uint32_t> absent;
+      for (uint32_t k = 0; k < seed % 3; ++k) absent.insert(static_cast<uint32_t>(rng() % n));
+      std::vector<std::set<uint32_t>> forged_to(n);
+      for (uint32_t f : forgers) {
+        const std::vector<uint32_t>& neighbours = setup.graph.Neighbours(f);
+        for (uint32_t j : neighbours) {
+          if (seed % 3 == 0 || (seed % 3 == 2 && rng() % 2 == 0)) forged_to[f].insert(j);
+        }
+        if (forged_to[f].empty()) forged_to[f].insert(neighbours[rng() % neighbours.size()]);
+      }
+      Handheld h(p, static_cast<uint8_t>(seed + 3), [&](std::vector<SecAggShareKeys>& m) {
+        for (uint32_t f : forgers) ForgeShares(f, forged_to[f])(m);
+      });
+      const auto updates = Updates(n, 5, seed);
+      std::set<uint32_t> reported;
+      for (uint32_t i = 0; i < n; ++i) {
+        if (absent.contains(i)) continue;
+        // A member left with fewer than t holders refuses to mask: it drops.
+        absl::StatusOr<SecAggMaskedInput> masked =
+            h.clients[i].MaskInput(h.routed[i], updates[i], 1.0);
+        if (!masked.ok()) {
+          EXPECT_THAT(masked,
+                      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("threshold")));
+          continue;
+        }
+        for (uint32_t v : masked->unauthenticated_senders()) {
+          EXPECT_TRUE(forgers.contains(v)) << v;
+          reported.insert(v);
+        }
+        ASSERT_THAT(h.server.AddMaskedInput(*masked), IsOk());
+      }
+      absl::StatusOr<std::vector<SecAggUnmaskRequest>> requests = h.server.RequestUnmasking();
+      if (!requests.ok()) {
+        EXPECT_THAT(requests,
+                    StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("threshold")));
+        continue;
+      }
+      for (const auto& request : *requests) {
+        ASSERT_OK_AND_ASSIGN(auto response, h.clients[request.recipient()].Unmask(request));
+        ASSERT_THAT(h.server.AddUnmaskResponse(response), IsOk());
+      }
+      ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, h.server.CloseUnmasking());
+      ++unmasked;
+      for (uint32_t v : sum.contributors) EXPECT_FALSE(reported.contains(v)) << v;
+      for (int e = 0; e < 5; ++e) {
+        double truth = 0;
+        for (uint32_t i : sum.contributors) truth += updates[i][e];
+        EXPECT_NEAR(sum.sum[e], truth, sum.error_bound) << "element " << e;
+      }
+    }
+  }
+  EXPECT_EQ(unmasked, 16);  // forging to all neighbours or to one is survived (16 of 24)
+}
+
 TEST(ProtocolTest, ReportsOfNonNeighboursAreRefused) {
   const auto p = Params(30, 4);
   Handheld h(p);
