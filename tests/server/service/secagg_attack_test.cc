@@ -40,10 +40,10 @@ using ::testing::HasSubstr;
 // How a member behaves in its secure-aggregation tasks.
 enum class Behaviour {
   kHonest,
-  kForgeShares,     // random bytes in place of every sealed share (the finding)
+  kForgeShares,      // random bytes in place of every sealed share (the finding)
   kForgeSomeShares,  // random bytes in place of all but one of its sealed shares
-  kFloodShares,     // a share_keys message of 200,000 shares (5 MB)
-  kSpeakForOthers,  // advertises keys in the name of another member
+  kFloodShares,      // a share_keys message of 200,000 shares (5 MB)
+  kSpeakForOthers,   // advertises keys in the name of another member
 };
 
 absl::StatusOr<v1::SecAggStepResponse> StepRaw(v1::Coordinator::Stub& stub, const Session& who,
