@@ -136,7 +136,8 @@ absl::Status SecAggClient::OpenShares(const SecAggRoutedShares& routed) {
           absl::StrCat("secagg client ", index_, ": a share from ", j, " to ", share.receiver(),
                        " was routed here (not an advertised neighbour's)"));
     }
-    if (held_.contains(j)) {
+    if (held_.contains(j) ||
+        std::find(unauthenticated_.begin(), unauthenticated_.end(), j) != unauthenticated_.end()) {
       return absl::InvalidArgumentError(
           absl::StrCat("secagg client ", index_, ": two shares from ", j));
     }
@@ -148,10 +149,11 @@ absl::Status SecAggClient::OpenShares(const SecAggRoutedShares& routed) {
         plain.sender() != j || plain.receiver() != index_ ||
         plain.mask_key_share_size() != kChunksPerSecret ||
         plain.self_seed_share_size() != kChunksPerSecret) {
-      return absl::PermissionDeniedError(
-          absl::StrCat("secagg client ", index_, ": the share from client ", j,
-                       " does not authenticate for round ", round,
-                       " (tampered, replayed from another round, or misrouted)"));
+      // Forged, tampered, replayed or misrouted: j is treated as dropped here (no mask with it,
+      // no share of it held) and reported, so that the server leaves it out for everyone
+      // instead of this client aborting the round.
+      unauthenticated_.push_back(j);
+      continue;
     }
     held_[j] = std::move(plain);
     maskers_.push_back(j);
@@ -197,6 +199,8 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(const SecAggRoutedShar
   FEDSCHED_RETURN_IF_ERROR(
       ClipAndQuantize(update, weight, setup_.params.clip_norm(), setup_.scale, vector));
   FEDSCHED_RETURN_IF_ERROR(AddMasks(vector));
+  std::sort(unauthenticated_.begin(), unauthenticated_.end());
+  out.mutable_unauthenticated_senders()->Add(unauthenticated_.begin(), unauthenticated_.end());
   step_ = Step::kUnmask;
   return out;
 }

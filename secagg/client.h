@@ -42,12 +42,15 @@ class SecAggClient {
   absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
       const fedsched::v1::SecAggKeyDirectory& directory);
 
-  // Step 2 (MaskedInputCollection): opens the shares routed to it (a tampered, replayed or
-  // misrouted one is refused: permission denied naming the sender), then clips
+  // Step 2 (MaskedInputCollection): opens the shares routed to it; a neighbour whose share does
+  // not authenticate (forged, tampered, replayed or misrouted) is treated as dropped: no mask
+  // with it, no share of it held, and it is listed in the output's unauthenticated_senders for
+  // the server to leave out. Then clips
   // weight * update to clip_norm, quantises it into Z_2^32 and adds the self mask and one
-  // pairwise mask per neighbour that sent it a share. `update` has vector_length elements;
-  // `weight` is in [0, 1]. Errors: the above, fewer than t holders left (failed precondition),
-  // and those of ClipAndQuantize.
+  // pairwise mask per neighbour whose share opened. `update` has vector_length elements;
+  // `weight` is in [0, 1]. Errors: a share from a non-neighbour or a second one from a
+  // neighbour (invalid argument), fewer than t holders left (failed precondition), and those of
+  // ClipAndQuantize.
   absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
       const fedsched::v1::SecAggRoutedShares& routed, absl::Span<const float> update,
       double weight);
@@ -88,6 +91,8 @@ class SecAggClient {
   absl::btree_map<uint32_t, Bytes32> share_keys_;
   // Neighbours whose shares arrived (U2 within the neighbourhood): the pairwise masks.
   std::vector<uint32_t> maskers_;
+  // Neighbours whose routed share did not authenticate (reported with the masked input).
+  std::vector<uint32_t> unauthenticated_;
 };
 
 }  // namespace fedsched::secagg

@@ -57,6 +57,22 @@ std::vector<uint8_t> ShareNonce(uint32_t sender);
 // SHA-256 commitment to a self-mask seed, bound to the round and the client.
 Bytes32 SelfSeedCommitment(uint64_t round_id, uint32_t client, const Bytes32& seed);
 
+// Size bounds of the step messages, fixed by the neighbourhood (degree k), so that a member
+// cannot make the server hold or route more than its part of the graph. A sealed share is the
+// 12-byte nonce, a SecAggSharePlaintext (about 120 bytes) and the 16-byte tag.
+inline constexpr size_t kMaxSealedShareBytes = 256;
+inline constexpr size_t kMaxAdvertiseBytes = 256;
+// SecAggShareKeys: one sealed share per neighbour, each with its framing.
+inline size_t MaxShareKeysBytes(uint32_t degree) {
+  return 64 + size_t{degree} * (kMaxSealedShareBytes + 32);
+}
+// SecAggUnmaskResponse: at most k + 1 revealed self-seed shares and k mask-key shares.
+inline size_t MaxUnmaskResponseBytes(uint32_t degree) { return 64 + (2 * size_t{degree} + 1) * 96; }
+// SecAggMaskedInput: 4 bytes per element, plus at most k accused neighbours.
+inline size_t MaxMaskedInputBytes(uint64_t vector_length, uint32_t degree) {
+  return 64 + 4 * vector_length + 8 * size_t{degree};
+}
+
 // Errors for messages of the wrong round or addressee, naming both.
 absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what);
 

@@ -44,6 +44,15 @@ auto WholeStep(absl::Span<const Message> messages, Add add, Close close, Fail fa
   return close();
 }
 
+// A message above the bound its sender's neighbourhood allows (protocol.h) is refused before
+// anything of it is kept.
+absl::Status CheckSize(size_t bytes, size_t bound, absl::string_view what, uint32_t sender) {
+  if (bytes <= bound) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat("secagg server: the ", what, " of client ", sender,
+                                                 " is ", bytes, " bytes, above the ", bound,
+                                                 " its neighbourhood allows"));
+}
+
 absl::Status TooFew(absl::string_view who, size_t got, uint32_t t) {
   return absl::FailedPreconditionError(
       absl::StrCat("secagg server: ", got, " ", who, ", fewer than the threshold ", t,
@@ -80,6 +89,8 @@ absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad) {
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.cipher_public_key(), "cipher_public_key").status());
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.mask_public_key(), "mask_public_key").status());
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.self_seed_commitment(), "self_seed_commitment").status());
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(ad.ByteSizeLong(), kMaxAdvertiseBytes, "advertisement", ad.sender()));
   if (!advertised_.emplace(ad.sender(), ad).second) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg server: two advertisements from client ", ad.sender()));
@@ -125,12 +136,30 @@ absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
                                                    ", which did not advertise keys or already "
                                                    "shared them"));
   }
+  // One sealed share to each advertised neighbour, no more and no fewer: a share left out would
+  // leave its receiver unable to mask with the sender while the sender may mask with it.
+  size_t neighbours = 0;
+  for (uint32_t j : setup_.graph.Neighbours(i)) neighbours += advertised_.contains(j) ? 1 : 0;
+  if (static_cast<size_t>(message.shares_size()) != neighbours) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secagg server: client ", i, " sent ", message.shares_size(), " shares; it has ",
+        neighbours, " advertised neighbours and must send exactly one sealed share to each"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(message.ByteSizeLong(), MaxShareKeysBytes(p.degree()), "share message", i));
+  absl::flat_hash_set<uint32_t> receivers;
   for (const auto& share : message.shares()) {
     if (share.sender() != i || share.receiver() >= p.cohort_size() ||
-        !setup_.graph.Adjacent(i, share.receiver()) || !advertised_.contains(share.receiver())) {
+        !setup_.graph.Adjacent(i, share.receiver()) || !advertised_.contains(share.receiver()) ||
+        !receivers.insert(share.receiver()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("secagg server: client ", i, " sent a share from ", share.sender(), " to ",
-                       share.receiver(), ", not one of its advertised neighbours"));
+                       share.receiver(), ", not one of its advertised neighbours or repeated"));
+    }
+    if (share.ciphertext().size() > kMaxSealedShareBytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg server: client ", i, "'s sealed share to ", share.receiver(), " is ",
+                       share.ciphertext().size(), " bytes, above ", kMaxSealedShareBytes));
     }
   }
   share_messages_.emplace(i, message);
@@ -180,7 +209,7 @@ absl::Status SecAggServer::CheckMasked(uint64_t round_id, absl::Span<const uint3
   }
   absl::flat_hash_set<uint32_t> seen;
   for (uint32_t i : senders) {
-    if (!shared_.contains(i) || survivors_.contains(i) || !seen.insert(i).second) {
+    if (!shared_.contains(i) || received_.contains(i) || !seen.insert(i).second) {
       return absl::InvalidArgumentError(absl::StrCat("secagg server: ", what, " from client ", i,
                                                      ", which did not share keys or already "
                                                      "sent one"));
@@ -194,17 +223,50 @@ absl::Status SecAggServer::CheckMasked(uint64_t round_id, absl::Span<const uint3
 }
 
 void SecAggServer::Fold(absl::Span<const uint32_t> senders, const uint32_t* masked) {
-  survivors_.insert(senders.begin(), senders.end());
+  received_.insert(senders.begin(), senders.end());
   for (size_t e = 0; e < masked_sum_.size(); ++e) masked_sum_[e] += masked[e];
+}
+
+absl::Status SecAggServer::CheckAccusations(const SecAggMaskedInput& input) const {
+  const uint32_t i = input.sender();
+  uint32_t last = 0;
+  for (int k = 0; k < input.unauthenticated_senders_size(); ++k) {
+    const uint32_t v = input.unauthenticated_senders(k);
+    // Only a neighbour that shared keys sent this client a share it could fail to open.
+    if (v >= setup_.params.cohort_size() || !setup_.graph.Adjacent(i, v) || !shared_.contains(v) ||
+        (k > 0 && v <= last)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "secagg server: client ", i, " reports that the share of client ", v,
+          " did not authenticate, but ", v,
+          " sent it no share (not a neighbour that shared keys), or the list is not ascending"));
+    }
+    last = v;
+  }
+  return absl::OkStatus();
+}
+
+bool SecAggServer::MaskedWith(uint32_t r, uint32_t v) const {
+  if (!setup_.graph.Adjacent(r, v) || !shared_.contains(v)) return false;
+  auto it = accusers_.find(v);
+  return it == accusers_.end() || !it->second.contains(r);
 }
 
 absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedInput"));
   const uint32_t sender = input.sender();
-  // A bad message is refused without failing the round; a good one is folded at once.
+  // A bad message is refused without failing the round.
   FEDSCHED_RETURN_IF_ERROR(
       CheckMasked(input.round_id(), {&sender, 1}, input.masked_size(), "masked input"));
-  Fold({&sender, 1}, input.masked().data());
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(input.ByteSizeLong(),
+                MaxMaskedInputBytes(setup_.params.vector_length(), setup_.params.degree()),
+                "masked input", sender));
+  FEDSCHED_RETURN_IF_ERROR(CheckAccusations(input));
+  // Held, not folded, until step 2 closes: an input whose sender a neighbour could not
+  // authenticate must be left out of the sum, and that report may come after the input.
+  received_.insert(sender);
+  inputs_[sender].assign(input.masked().begin(), input.masked().end());
+  for (uint32_t v : input.unauthenticated_senders()) accusers_[v].insert(sender);
   return absl::OkStatus();
 }
 
@@ -214,6 +276,31 @@ absl::Status SecAggServer::AddMaskedPartialSum(const SecAggMaskedPartialSum& par
   FEDSCHED_RETURN_IF_ERROR(
       CheckMasked(partial.round_id(), senders, partial.masked_sum_size(), "masked partial sum"));
   Fold(senders, partial.masked_sum().data());
+  folded_.insert(senders.begin(), senders.end());
+  return absl::OkStatus();
+}
+
+absl::Status SecAggServer::SettleSurvivors() {
+  // A member whose share a neighbour could not authenticate is left out for everyone (the
+  // server decides, so all survivors unmask the same set): the accuser did not mask with it.
+  for (const auto& [v, accusers] : accusers_) {
+    if (!received_.contains(v)) continue;
+    if (folded_.contains(v)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("secagg server: client ", v,
+                       "'s share did not authenticate, but its input is inside "
+                       "an aggregator's partial sum and cannot be left out; the round fails"));
+    }
+    excluded_.insert(v);
+  }
+  for (uint32_t v : received_) {
+    if (!excluded_.contains(v)) survivors_.insert(v);
+  }
+  for (auto& [v, input] : inputs_) {
+    if (excluded_.contains(v)) continue;  // discarded unread: its self mask is never removed
+    for (size_t e = 0; e < masked_sum_.size(); ++e) masked_sum_[e] += input[e];
+  }
+  inputs_.clear();
   return absl::OkStatus();
 }
 
@@ -221,26 +308,41 @@ absl::StatusOr<std::vector<SecAggUnmaskRequest>> SecAggServer::RequestUnmasking(
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "RequestUnmasking"));
   step_ = Step::kDone;
   const auto& p = setup_.params;
+  FEDSCHED_RETURN_IF_ERROR(SettleSurvivors());
   if (survivors_.size() < p.threshold()) {
-    return TooFew("clients sent masked inputs", survivors_.size(), p.threshold());
+    return TooFew(excluded_.empty()
+                      ? std::string("clients sent masked inputs")
+                      : absl::StrCat("clients sent masked inputs and were not left out for "
+                                     "unauthenticated shares (",
+                                     excluded_.size(), " were)"),
+                  survivors_.size(), p.threshold());
   }
-  // Dropped after sharing: their mask keys are needed only where a survivor masked with them.
+  // Dropped after sharing (or left out): their mask keys are needed only where a survivor
+  // masked with them, and only those survivors hold a share of them that opened.
   for (uint32_t v : shared_) {
     if (survivors_.contains(v)) continue;
     for (uint32_t j : setup_.graph.Neighbours(v)) {
-      if (survivors_.contains(j)) {
+      if (survivors_.contains(j) && MaskedWith(j, v)) {
         dropped_.insert(v);
         break;
       }
     }
   }
-  for (const auto& owners : {survivors_, dropped_}) {
-    for (uint32_t v : owners) {
-      const size_t holders = HoldersIn(v, survivors_).size();
-      if (holders < p.threshold()) {
-        return TooFew(absl::StrCat("surviving holders of client ", v, "'s shares"), holders,
-                      p.threshold());
-      }
+  for (uint32_t v : survivors_) {
+    const size_t holders = HoldersIn(v, survivors_).size();
+    if (holders < p.threshold()) {
+      return TooFew(absl::StrCat("surviving holders of client ", v, "'s shares"), holders,
+                    p.threshold());
+    }
+  }
+  for (uint32_t v : dropped_) {
+    size_t holders = 0;
+    for (uint32_t j : setup_.graph.Neighbours(v)) {
+      holders += survivors_.contains(j) && MaskedWith(j, v) ? 1 : 0;
+    }
+    if (holders < p.threshold()) {
+      return TooFew(absl::StrCat("surviving holders of client ", v, "'s mask key"), holders,
+                    p.threshold());
     }
   }
   std::vector<SecAggUnmaskRequest> out;
@@ -252,7 +354,7 @@ absl::StatusOr<std::vector<SecAggUnmaskRequest>> SecAggServer::RequestUnmasking(
     request.add_self_seed_of(r);
     for (uint32_t v : setup_.graph.Neighbours(r)) {
       if (survivors_.contains(v)) request.add_self_seed_of(v);
-      if (dropped_.contains(v)) request.add_mask_key_of(v);
+      if (dropped_.contains(v) && MaskedWith(r, v)) request.add_mask_key_of(v);
     }
   }
   step_ = Step::kUnmask;
@@ -323,7 +425,7 @@ absl::Status SecAggServer::RemoveMasks(const absl::btree_map<uint32_t, Bytes32>&
   for (const auto& [v, private_key] : keys) {
     FEDSCHED_ASSIGN_OR_RETURN(X25519Key key, X25519Key::FromPrivate(private_key));
     for (uint32_t r : setup_.graph.Neighbours(v)) {
-      if (!survivors_.contains(r)) continue;
+      if (!survivors_.contains(r) || !MaskedWith(r, v)) continue;
       // Survivor r added PairSign(r, v) * PRG(s_rv); take it out again.
       FEDSCHED_ASSIGN_OR_RETURN(Bytes32 peer, FromBytes(advertised_[r].mask_public_key(), "key"));
       FEDSCHED_ASSIGN_OR_RETURN(Bytes32 seed, PairwiseSeed(key, peer, round, v, r));
@@ -338,6 +440,8 @@ absl::Status SecAggServer::AddUnmaskResponse(const SecAggUnmaskResponse& respons
   const auto& p = setup_.params;
   const uint32_t r = response.sender();
   FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), response.round_id(), "an unmask response"));
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSize(response.ByteSizeLong(), MaxUnmaskResponseBytes(p.degree()), "unmask response", r));
   if (!survivors_.contains(r) || responses_.contains(r)) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg server: unmask response from client ", r,
@@ -349,7 +453,9 @@ absl::Status SecAggServer::AddUnmaskResponse(const SecAggUnmaskResponse& respons
          mask_keys ? response.mask_key_shares() : response.self_seed_shares()) {
       const uint32_t v = share.owner();
       // Exactly what RequestUnmasking asked of r: a share of this kind of this owner.
-      const bool asked = owners.contains(v) && (v == r ? !mask_keys : setup_.graph.Adjacent(r, v));
+      const bool asked =
+          owners.contains(v) &&
+          (v == r ? !mask_keys : setup_.graph.Adjacent(r, v) && (!mask_keys || MaskedWith(r, v)));
       if (!asked || share.share_size() != kChunksPerSecret) {
         return absl::InvalidArgumentError(absl::StrCat(
             "secagg server: client ", r, " revealed a ", mask_keys ? "mask-key" : "self-seed",
@@ -379,6 +485,7 @@ absl::StatusOr<UnmaskedSum> SecAggServer::CloseUnmasking() {
   }
   out.error_bound = ErrorBound(p.cohort_size(), p.clip_norm());
   out.rejected_share_senders.assign(rejected_.begin(), rejected_.end());
+  out.left_out.assign(excluded_.begin(), excluded_.end());
   masked_sum_.clear();
   masked_sum_.shrink_to_fit();
   responses_.clear();

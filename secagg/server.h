@@ -3,11 +3,13 @@
 // section 3, for the neighbourhoods).
 //
 // The server only ever sees masked vectors: its API takes protocol messages and nothing else
-// (there is no entry point for a plain update), each SecAggMaskedInput is added into one
-// running sum at once and not kept, and for every client it asks for the shares of at most one
-// of its two secrets (the self-mask seed of a survivor or the mask key of a dropped client),
-// so no individual input can be unmasked. It learns the sum over the survivors, who dropped
-// when, and nothing else about any single input (docs/SECURE_AGGREGATION.md "Threat model").
+// (there is no entry point for a plain update), each SecAggMaskedInput is held masked until
+// step 2 closes and then added into one sum or, when a neighbour could not authenticate its
+// sender's share, discarded unread (docs/SECURE_AGGREGATION.md "A malicious member"), and for
+// every client it asks for the shares of at most one of its two secrets (the self-mask seed of a
+// survivor or the mask key of a dropped client), so no individual input can be unmasked. It learns
+// the sum over the survivors, who dropped when, and nothing else about any single input
+// (docs/SECURE_AGGREGATION.md "Threat model").
 //
 // Each step takes its messages one at a time as they arrive (Add*: a bad message is refused
 // with an error for that client alone, who then counts as dropped; the round goes on) and is
@@ -44,6 +46,9 @@ struct UnmaskedSum {
   // Responders one of whose revealed shares did not fit its secret's commitment or public key
   // and was set aside (possible when more than t shares of that secret arrived), ascending.
   std::vector<uint32_t> rejected_share_senders;
+  // Clients whose masked input arrived but was left out of the sum because a neighbour could
+  // not authenticate their share (also in dropped_after_sharing), ascending.
+  std::vector<uint32_t> left_out;
 };
 
 class SecAggServer {
@@ -59,26 +64,36 @@ class SecAggServer {
   absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CloseAdvertisements();
 
   // Step 1, one client's sealed shares. Errors: wrong round, a sender not in U1 or repeated, a
-  // share addressed to a non-neighbour or not from the message's sender.
+  // share addressed to a non-neighbour, repeated or not from the message's sender, not exactly
+  // one share per advertised neighbour, a sealed share above kMaxSealedShareBytes or a message
+  // above MaxShareKeysBytes(degree).
   absl::Status AddShareKeys(const fedsched::v1::SecAggShareKeys& message);
   // Closes step 1: the senders are U2 (at least t, else failed precondition); returns, for each
   // member of U2, the sealed shares addressed to it by other members of U2.
   absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> CloseShareKeys();
 
-  // Step 2, one masked input: added into the running masked sum at once and not kept.
-  // Errors: wrong round, a sender not in U2 or already counted, a wrong length.
+  // Step 2, one masked input, held until step 2 closes with the neighbours it reports in
+  // unauthenticated_senders (their shares to it did not open: it did not mask with them).
+  // Errors: wrong round, a sender not in U2 or already counted, a wrong length, a message above
+  // MaxMaskedInputBytes, a reported sender that is not a neighbour in U2 or not ascending.
+  // Held inputs cost 4 x vector_length bytes each until RequestUnmasking folds them.
   absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
   // Step 2, a masked partial sum from an aggregator (hierarchy): counts every sender as a
   // survivor and adds the sum. Errors: wrong round or length, no sender, a sender not in U2,
   // repeated or already counted (nothing is added then).
   absl::Status AddMaskedPartialSum(const fedsched::v1::SecAggMaskedPartialSum& partial);
-  // Closes step 2: the senders are U3. Returns one unmask request per survivor. Errors (failed
-  // precondition): fewer than t survivors, or a secret to rebuild with fewer than t surviving
-  // holders.
+  // Closes step 2. Every sender reported by a neighbour as unauthenticated is left out (its input
+  // discarded unread), whoever reported it, so that all survivors unmask one consistent set;
+  // the other senders are U3, and their inputs are summed. A left-out member counts as dropped
+  // after sharing: survivors that opened its share reveal their shares of its mask key (Bonawitz
+  // et al., round 4), those that did not open it are not asked. Returns one unmask request per
+  // survivor. Errors (failed precondition): fewer than t survivors, a secret to rebuild with
+  // fewer than t surviving holders of a share that opened, or a left-out sender inside an
+  // aggregator's partial sum.
   absl::StatusOr<std::vector<fedsched::v1::SecAggUnmaskRequest>> RequestUnmasking();
 
   // Step 3, one survivor's revealed shares. Errors: wrong round, a sender not in U3 or
-  // repeated, a share not asked for or malformed.
+  // repeated, a share not asked for or malformed, a message above MaxUnmaskResponseBytes.
   absl::Status AddUnmaskResponse(const fedsched::v1::SecAggUnmaskResponse& response);
   // Closes step 3: rebuilds the survivors' self-mask seeds and the dropped clients' mask keys,
   // checks each against its commitment / public key (with more than t shares, one share that
@@ -96,6 +111,12 @@ class SecAggServer {
   absl::StatusOr<UnmaskedSum> Unmask(
       absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses);
 
+  // Reports received with the masked inputs so far: client -> the members that could not
+  // authenticate its share. The round engine charges the failure to the client.
+  const absl::btree_map<uint32_t, absl::btree_set<uint32_t>>& accusations() const {
+    return accusers_;
+  }
+
  private:
   enum class Step { kAdvertise, kRoute, kMasked, kUnmask, kDone };
   explicit SecAggServer(RoundSetup setup) : setup_(std::move(setup)) {}
@@ -105,6 +126,13 @@ class SecAggServer {
   absl::Status CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders, size_t length,
                            absl::string_view what) const;
   void Fold(absl::Span<const uint32_t> senders, const uint32_t* masked);
+  // The reported senders of a masked input are neighbours in U2, ascending.
+  absl::Status CheckAccusations(const fedsched::v1::SecAggMaskedInput& input) const;
+  // Whether survivor r masked with v (v shared keys, is r's neighbour, and r opened its share):
+  // then r holds a share of v's secrets.
+  bool MaskedWith(uint32_t r, uint32_t v) const;
+  // Step 2's close: leaves out the reported senders, fixes U3 and folds the held inputs.
+  absl::Status SettleSurvivors();
   // Holders of `owner`'s shares that are in `among`: owner itself and its neighbours.
   std::vector<uint32_t> HoldersIn(uint32_t owner, const absl::btree_set<uint32_t>& among) const;
   // Whether `secret` is `owner`'s mask private key (mask_key) or self-mask seed, by its
@@ -120,7 +148,13 @@ class SecAggServer {
   // Step 1's messages until it closes (sealed shares, a few hundred bytes per neighbour).
   absl::btree_map<uint32_t, fedsched::v1::SecAggShareKeys> share_messages_;
   absl::btree_set<uint32_t> shared_;     // U2
-  absl::btree_set<uint32_t> survivors_;  // U3
+  absl::btree_set<uint32_t> received_;   // senders of masked inputs and partial sums
+  absl::btree_set<uint32_t> folded_;     // of them, inside partial sums (cannot be left out)
+  absl::btree_set<uint32_t> excluded_;   // of them, left out for unauthenticated shares
+  absl::btree_set<uint32_t> survivors_;  // U3 = received_ \ excluded_, fixed at step 2's close
+  // Masked inputs held until step 2 closes, by sender; and client -> its accusers.
+  absl::btree_map<uint32_t, std::vector<uint32_t>> inputs_;
+  absl::btree_map<uint32_t, absl::btree_set<uint32_t>> accusers_;
   absl::btree_set<uint32_t> dropped_;    // U2 \ U3 whose mask keys must be rebuilt
   std::vector<uint32_t> masked_sum_;     // sum of the masked inputs, Z_2^32
   // Step 3's responses until it closes (field elements, tens of bytes per share).

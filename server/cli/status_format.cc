@@ -151,6 +151,14 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormat
     absl::StrAppend(&out, "\n", RoundHeadline(r), CohortTable(r));
   }
   if (options.clients) out += ClientTable(status);
+  // Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): members kept out of
+  // its cohorts, each with why; shown whether or not the client table is.
+  for (const v1::ClientSummary& c : status.clients()) {
+    if (c.profile().secagg_excluded().empty()) continue;
+    absl::StrAppend(&out, "secure aggregation excludes ", c.client_id(),
+                    c.identity().empty() ? "" : absl::StrCat(" (", c.identity(), ")"), ": ",
+                    c.profile().secagg_excluded(), "\n");
+  }
   return out;
 }
 

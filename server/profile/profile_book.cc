@@ -442,6 +442,20 @@ bool ProfileBook::InFailureCooldown(ClientIndex index, double now_s) const {
   return now_s < s.last_failure_s + cooldown_s;
 }
 
+absl::Status ProfileBook::ExcludeFromSecAgg(ClientIndex index, std::string why, double now_s) {
+  if (index >= profiles_.size()) return NotFound(index);
+  v1::ClientProfile& p = profiles_[index];
+  if (!p.secagg_excluded().empty()) return absl::OkStatus();  // the first reason stays
+  p.set_secagg_excluded(std::move(why));
+  p.set_secagg_excluded_unix_ms(ToMs(now_s));
+  MarkDirty(index);
+  return absl::OkStatus();
+}
+
+bool ProfileBook::SecAggExcluded(ClientIndex index) const {
+  return index < profiles_.size() && !profiles_[index].secagg_excluded().empty();
+}
+
 absl::Status ProfileBook::SetCertFingerprint(ClientIndex index, std::string fingerprint) {
   if (index >= profiles_.size()) return NotFound(index);
   profiles_[index].set_cert_fingerprint(std::move(fingerprint));
@@ -456,7 +470,9 @@ void ProfileBook::CollectUnseen(double now_s, double ttl_s, std::vector<ClientIn
     const ClientState& s = states_[i];
     // A device sent away by pace steering is seen at its appointment, not at its last poll.
     const double seen_s = std::max(s.last_heartbeat_s, s.away_until_s);
-    if (!s.retired && !s.busy && !s.has_utility && seen_s < oldest) {
+    // An identity excluded from secure aggregation is kept, so that its exclusion holds.
+    if (!s.retired && !s.busy && !s.has_utility && seen_s < oldest &&
+        profiles_[i].secagg_excluded().empty()) {
       out->push_back(i);
     }
   }

@@ -211,6 +211,14 @@ class ProfileBook {
   // (docs/SECURITY.md "Admission control"). Precondition: index < size().
   bool InFailureCooldown(ClientIndex index, double now_s) const;
 
+  // Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): keeps the client out
+  // of later secure-aggregation cohorts, with `why` (ClientProfile.secagg_excluded, persisted;
+  // the first reason stays). Such an identity is never expired by CollectUnseen. Errors:
+  // NOT_FOUND.
+  absl::Status ExcludeFromSecAgg(ClientIndex index, std::string why, double now_s);
+  // Whether ExcludeFromSecAgg was called for the client (false for an unknown index).
+  bool SecAggExcluded(ClientIndex index) const;
+
   // Binds the client's TLS certificate (SHA-256 of it). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
 

@@ -445,6 +445,12 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
   timing.completion_s = std::max(1e-6, update.now_s - task.issued_s);
   timing.upload_s = update.upload_seconds;
   timing.upload_bytes = update.upload_seconds > 0 ? update.upload_bytes : 0;
+  if (task.in_secagg()) {
+    // Counted once the round unmasks (AdvanceSecAgg): a masked input may still be left out.
+    secagg_pending_.push_back({task.task_id, task.index, task.round, metrics, timing, update.now_s,
+                               update.claim.num_examples});
+    return;
+  }
   // Feedback errors (e.g. a metric the profile refuses) do not undo an accepted update.
   (void)planner_->OnUpdate(task.index, task.round, metrics, timing, update.now_s);
 }

@@ -487,6 +487,12 @@ class RoundEngine {
   absl::Status FoldUnmaskedSum(const SecAggRound::Result& result);
   // Fails the in-flight tasks of members the protocol dropped at a closed step.
   void FailDroppedMembers(double now_s);
+  // When the masked inputs close: charges each member whose key shares a neighbour could not
+  // authenticate (docs/SECURE_AGGREGATION.md "A malicious member"): its task fails (the
+  // failure penalty), its masked input, left out of the sum, leaves the round's record, and
+  // with at least two accusers it is kept out of later secure-aggregation cohorts
+  // (ProfileBook::ExcludeFromSecAgg, persisted).
+  void ChargeUnauthenticated(double now_s);
   std::string NextGraphSeed() const;
   // EngineOptions::model_features with its defaults filled in.
   fit::ModelFeatures ResolveModelFeatures() const;
@@ -559,6 +565,18 @@ class RoundEngine {
   std::unique_ptr<SecAggRound> secagg_;
   absl::Status secagg_status_;
   std::vector<std::string> secagg_cohort_;
+  // Secure aggregation: the profile feedback of each accepted masked input, held until the round
+  // unmasks, so that a member counts as successful only once its input is in a committed sum.
+  struct PendingSuccess {
+    std::string task_id;
+    ClientIndex index = 0;
+    int64_t round = 0;
+    v1::UpdateMetrics metrics;
+    profile::TaskTiming timing;
+    double now_s = 0;
+    int64_t num_examples = 0;
+  };
+  std::vector<PendingSuccess> secagg_pending_;
   // Task::utility_noise_stddev of the tasks planned since the last Plan (0 when off).
   double utility_noise_stddev_ = 0;
 };

@@ -121,6 +121,13 @@ void RoundEngine::Plan(double now_s) {
   options_.presence->CollectReachable(now_s, &scratch_);
   std::sort(scratch_.begin(), scratch_.end());
   scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  if (config_.secure_aggregation().enabled()) {
+    // Members whose key shares neighbours could not authenticate are never tasked again.
+    const profile::ProfileBook& book = *book_;
+    scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                  [&](ClientIndex i) { return book.SecAggExcluded(i); }),
+                   scratch_.end());
+  }
   reachable_ = static_cast<int64_t>(scratch_.size());
   int in_flight = 0;
   for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
@@ -261,6 +268,7 @@ ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
   aggregator_->Reset();
   secagg_.reset();
   secagg_cohort_.clear();
+  secagg_pending_.clear();  // no member of a failed round counts as successful
   closed_tasks_.clear();
   for (const auto& [id, task] : tasks_) closed_tasks_[id] = {task.round, task.in_flight(), false};
   tasks_.clear();

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/status_macros.h"
 #include "secagg/update_vector.h"
 #include "server/round/checkin_pacer.h"
@@ -46,6 +47,7 @@ void RoundEngine::StartSecAgg(double now_s) {
   secagg_.reset();
   secagg_status_ = absl::OkStatus();
   secagg_cohort_.clear();
+  secagg_pending_.clear();
   if (!config_.secure_aggregation().enabled() || async_ || !running_) return;
   SecAggRoundSpec spec;
   spec.config = config_.secure_aggregation();
@@ -144,6 +146,38 @@ void RoundEngine::FailDroppedMembers(double now_s) {
   }
 }
 
+void RoundEngine::ChargeUnauthenticated(double now_s) {
+  for (const auto& [member, accusers] : secagg_->accusations()) {
+    auto it = tasks_.find(secagg_cohort_[member]);
+    if (it == tasks_.end()) continue;
+    Task& task = it->second;
+    const std::string why = absl::StrCat("secure aggregation: its key shares to ", accusers.size(),
+                                         " neighbour(s) did not authenticate (cohort members ",
+                                         absl::StrJoin(accusers, ", "), "); left out of the round");
+    // Its masked input, if it came, is not in the sum: take it out of the round's record.
+    auto pending = std::find_if(secagg_pending_.begin(), secagg_pending_.end(),
+                                [&](const PendingSuccess& p) { return p.task_id == task.task_id; });
+    if (pending != secagg_pending_.end()) {
+      record_.set_updates_accepted(record_.updates_accepted() - 1);
+      record_.set_total_examples(record_.total_examples() - pending->num_examples);
+      loss_sum_ -= pending->metrics.mean_loss() * static_cast<double>(pending->num_examples);
+      auto* ids = record_.mutable_accepted_task_ids();
+      ids->erase(std::remove(ids->begin(), ids->end(), task.task_id), ids->end());
+      receipts_.erase(
+          std::remove_if(receipts_.begin(), receipts_.end(),
+                         [&](const v1::Receipt& r) { return r.task_id() == task.task_id; }),
+          receipts_.end());
+      secagg_pending_.erase(pending);
+    }
+    if (!task.failed) FailTaskState(task, now_s, why);
+    // One accuser may be the liar; two or more neighbours agreeing charge the sender for good.
+    if (accusers.size() >= 2) {
+      (void)book_->ExcludeFromSecAgg(task.index, absl::StrCat("round ", task.round, ": ", why),
+                                     now_s);
+    }
+  }
+}
+
 ClosedRound RoundEngine::FailSecAgg(double now_s, const absl::Status& why) {
   // Fail drops the protocol's state with the round's.
   return Fail(now_s, absl::StrCat("secure aggregation: ", why.message()));
@@ -178,7 +212,9 @@ std::optional<ClosedRound> RoundEngine::AdvanceSecAgg(double now_s, int outstand
       if (it != tasks_.end() && it->second.in_flight()) ++outstanding;
     }
     if (ShouldClose(now_s, outstanding)) {
-      if (absl::Status s = sa.BeginUnmasking(now_s); !s.ok()) return FailSecAgg(now_s, s);
+      const absl::Status s = sa.BeginUnmasking(now_s);
+      ChargeUnauthenticated(now_s);  // whether or not enough survive to unmask
+      if (!s.ok()) return FailSecAgg(now_s, s);
     } else if (past_deadline || outstanding == 0) {
       return FailSecAgg(now_s,
                         absl::FailedPreconditionError(absl::StrCat(
@@ -192,6 +228,10 @@ std::optional<ClosedRound> RoundEngine::AdvanceSecAgg(double now_s, int outstand
   absl::StatusOr<SecAggRound::Result> result = sa.Finish();
   if (!result.ok()) return FailSecAgg(now_s, result.status());
   if (absl::Status s = FoldUnmaskedSum(*result); !s.ok()) return FailSecAgg(now_s, s);
+  // The contributors' inputs are in the sum: now they count as successful.
+  for (const PendingSuccess& p : std::exchange(secagg_pending_, {})) {
+    (void)planner_->OnUpdate(p.index, p.round, p.metrics, p.timing, p.now_s);
+  }
   secagg_.reset();
   secagg_cohort_.clear();
   return Close(now_s);

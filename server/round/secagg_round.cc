@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<SecAggRound>> SecAggRound::Start(const SecAggRoun
   r->owed_.resize(n);
   for (v1::SecAggStepResponse& owed : r->owed_) owed.set_retry_after_ms(RetryMs(n));
   r->weight_.assign(n, 0.0);
+  r->left_out_.assign(n, false);
   return r;
 }
 
@@ -172,6 +173,11 @@ absl::StatusOr<v1::SecAggStepResponse> SecAggRound::NextFor(uint32_t index) cons
   const int step = static_cast<int>(phase_);
   // A member that did not complete the step before the open one was dropped at that step.
   const bool behind = phase_ != SecAggPhase::kDone && completed_[index] < step - 1;
+  if (left_out_[index]) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("secure aggregation of round ", params_.round_id(), ": member ", index,
+                     " was left out: neighbours could not authenticate its key shares"));
+  }
   if (behind || (phase_ == SecAggPhase::kDone && completed_[index] < 2)) {
     return absl::FailedPreconditionError(
         absl::StrCat("secure aggregation of round ", params_.round_id(), ": member ", index,
@@ -181,7 +187,7 @@ absl::StatusOr<v1::SecAggStepResponse> SecAggRound::NextFor(uint32_t index) cons
 }
 
 bool SecAggRound::dropped(uint32_t index) const {
-  if (index >= completed_.size()) return true;
+  if (index >= completed_.size() || left_out_[index]) return true;
   // Steps before the open one are closed; at kDone every step up to the masked input is.
   const int closed_steps = phase_ == SecAggPhase::kDone ? 3 : static_cast<int>(phase_);
   return completed_[index] < std::min(closed_steps, 3) - 1;
@@ -225,8 +231,11 @@ absl::Status SecAggRound::BeginUnmasking(double now_s) {
         absl::StrCat("unmasking cannot start at step '", PhaseName(phase_), "'"));
   }
   phase_ = SecAggPhase::kDone;  // unless the requests go out below
-  FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::SecAggUnmaskRequest> requests,
-                            server_->RequestUnmasking());
+  absl::StatusOr<std::vector<v1::SecAggUnmaskRequest>> requested = server_->RequestUnmasking();
+  for (const auto& [member, accusers] : server_->accusations()) {
+    if (completed_[member] == static_cast<int>(SecAggPhase::kMaskedInput)) left_out_[member] = true;
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::SecAggUnmaskRequest> requests, std::move(requested));
   for (v1::SecAggUnmaskRequest& r : requests) {
     const uint32_t to = r.recipient();
     owed_[to].Clear();

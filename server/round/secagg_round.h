@@ -91,8 +91,15 @@ class SecAggRound {
   // step closed. Errors: the protocol's (fewer than t left): the round must fail.
   absl::StatusOr<bool> AdvanceKeySteps(double now_s, const std::function<bool(uint32_t)>& alive);
   // Closes step 2 (the round's uploads are over) and opens step 3 until now_s +
-  // step_timeout_s. Errors: fewer than t inputs, or a secret without t holders left.
+  // step_timeout_s. Members reported by a neighbour whose share did not authenticate are left
+  // out (secagg::SecAggServer::RequestUnmasking). Errors: fewer than t inputs left, or a secret
+  // without t holders left.
   absl::Status BeginUnmasking(double now_s);
+  // The reports that came with the masked inputs: member -> the members that could not
+  // authenticate its key shares (secagg::SecAggServer::accusations).
+  const absl::btree_map<uint32_t, absl::btree_set<uint32_t>>& accusations() const {
+    return server_->accusations();
+  }
   // True when step 3 may close: every survivor answered, or its deadline passed.
   bool UnmaskingComplete(double now_s) const;
   // Closes step 3: the unmasked sum (secagg::UnmaskedSum) and sum_k w_k over its contributors.
@@ -127,6 +134,7 @@ class SecAggRound {
   std::vector<int> completed_;
   std::vector<v1::SecAggStepResponse> owed_;
   std::vector<double> weight_;   // FedAvg weight of each contributor (else 0)
+  std::vector<bool> left_out_;   // input sent but left out for unauthenticated shares
   int32_t unmask_asked_ = 0;     // survivors asked to unmask
   int32_t unmask_answered_ = 0;  // of them, answered
 };

@@ -1,15 +1,22 @@
-// Step-by-step protocol tests: tampered, replayed and misrouted shares are refused, the server
-// never asks for both secrets of a client, and what the server receives is masked.
+// Step-by-step protocol tests: tampered, replayed and misrouted shares drop their sender (a
+// malicious member costs the round nothing while t survive), the server never asks for both
+// secrets of a client, message sizes are bounded by the graph, and what the server receives is
+// masked.
 #include "secagg/protocol.h"
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
+#include <random>
 #include <set>
 #include <type_traits>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
 #include "secagg/client.h"
 #include "secagg/partial_sum.h"
@@ -36,7 +43,10 @@ static_assert(!std::is_convertible_v<std::vector<float>, SecAggMaskedInput>);
 
 // A round driven by hand up to the routed shares (steps 0 and 1 done).
 struct Handheld {
-  Handheld(const SecAggRoundParams& p, uint8_t entropy = 1) : server(*SecAggServer::Create(p)) {
+  // `tamper` may change the share messages before the server routes them.
+  Handheld(const SecAggRoundParams& p, uint8_t entropy = 1,
+           const std::function<void(std::vector<SecAggShareKeys>&)>& tamper = nullptr)
+      : server(*SecAggServer::Create(p)) {
     for (uint32_t i = 0; i < p.cohort_size(); ++i) {
       Bytes32 e{};
       e[0] = entropy;
@@ -48,6 +58,7 @@ struct Handheld {
     for (uint32_t i = 0; i < p.cohort_size(); ++i) {
       shares.push_back(*clients[i].ShareKeys(directories[i]));
     }
+    if (tamper) tamper(shares);
     routed = *server.RouteShares(shares);
   }
   SecAggServer server;
@@ -65,16 +76,17 @@ int ShareFrom(const SecAggRoutedShares& r, uint32_t sender) {
   return -1;
 }
 
-TEST(ProtocolTest, TamperedShareIsRejected) {
+// A share that does not authenticate drops its sender for the receiver: no abort, and the
+// sender is reported with the masked input.
+TEST(ProtocolTest, TamperedShareDropsItsSender) {
   const auto p = Params(5, 8);
   Handheld h(p);
   const int k = ShareFrom(h.routed[0], 2);
   ASSERT_GE(k, 0);
   (*h.routed[0].mutable_shares(k)->mutable_ciphertext())[20] ^= 0x40;
   const std::vector<float> update(8, 0.1f);
-  EXPECT_THAT(h.clients[0].MaskInput(h.routed[0], update, 1.0),
-              StatusIs(absl::StatusCode::kPermissionDenied,
-                       HasSubstr("share from client 2 does not authenticate")));
+  ASSERT_OK_AND_ASSIGN(SecAggMaskedInput masked, h.clients[0].MaskInput(h.routed[0], update, 1.0));
+  EXPECT_THAT(masked.unauthenticated_senders(), ::testing::ElementsAre(2u));
 }
 
 TEST(ProtocolTest, ReplayedShareFromAnotherRoundIsRejected) {
@@ -88,9 +100,9 @@ TEST(ProtocolTest, ReplayedShareFromAnotherRoundIsRejected) {
   ASSERT_GE(k8, 0);
   *round8.routed[0].mutable_shares(k8) = round7.routed[0].shares(k7);
   const std::vector<float> update(8, 0.1f);
-  EXPECT_THAT(
-      round8.clients[0].MaskInput(round8.routed[0], update, 1.0),
-      StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("replayed from another round")));
+  ASSERT_OK_AND_ASSIGN(SecAggMaskedInput masked,
+                       round8.clients[0].MaskInput(round8.routed[0], update, 1.0));
+  EXPECT_THAT(masked.unauthenticated_senders(), ::testing::ElementsAre(3u));
 }
 
 TEST(ProtocolTest, MisroutedShareIsRejected) {
@@ -107,9 +119,218 @@ TEST(ProtocolTest, MisroutedShareIsRejected) {
     SecAggEncryptedShare moved = h.routed[0].shares(ShareFrom(h.routed[0], 2));
     moved.set_receiver(1);
     *h.routed[1].mutable_shares(ShareFrom(h.routed[1], 2)) = moved;
-    EXPECT_THAT(h.clients[1].MaskInput(h.routed[1], update, 1.0),
-                StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("misrouted")));
+    ASSERT_OK_AND_ASSIGN(SecAggMaskedInput masked, h.clients[1].MaskInput(h.routed[1], update, 1));
+    EXPECT_THAT(masked.unauthenticated_senders(), ::testing::ElementsAre(2u));
   }
+}
+
+// Random bytes in place of `attacker`'s sealed shares to the receivers in `to` (all if empty),
+// as a malicious member would send them: right count and addressing, nothing that opens.
+std::function<void(std::vector<SecAggShareKeys>&)> ForgeShares(uint32_t attacker,
+                                                               std::set<uint32_t> to = {}) {
+  return [attacker, to](std::vector<SecAggShareKeys>& messages) {
+    std::mt19937 rng(attacker + 17);
+    for (SecAggEncryptedShare& share : *messages[attacker].mutable_shares()) {
+      if (!to.empty() && !to.contains(share.receiver())) continue;
+      for (char& c : *share.mutable_ciphertext()) c = static_cast<char>(rng());
+    }
+  };
+}
+
+// Runs h to the end with every member but those in `absent` sending its masked input (the
+// members in `first` before the others) and answering; checks the sum is that of the
+// contributors' updates.
+absl::StatusOr<UnmaskedSum> FinishRound(Handheld& h, const std::vector<uint32_t>& first,
+                                        uint64_t length, const std::set<uint32_t>& absent = {}) {
+  const auto updates = Updates(h.clients.size(), length, 5);
+  std::vector<uint32_t> order = first;
+  for (uint32_t i = 0; i < h.clients.size(); ++i) {
+    if (std::find(first.begin(), first.end(), i) == first.end() && !absent.contains(i)) {
+      order.push_back(i);
+    }
+  }
+  for (uint32_t i : order) {
+    FEDSCHED_ASSIGN_OR_RETURN(SecAggMaskedInput masked,
+                              h.clients[i].MaskInput(h.routed[i], updates[i], 1.0));
+    FEDSCHED_RETURN_IF_ERROR(h.server.AddMaskedInput(masked));
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(auto requests, h.server.RequestUnmasking());
+  for (const auto& request : requests) {
+    FEDSCHED_ASSIGN_OR_RETURN(auto response, h.clients[request.recipient()].Unmask(request));
+    FEDSCHED_RETURN_IF_ERROR(h.server.AddUnmaskResponse(response));
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(UnmaskedSum sum, h.server.CloseUnmasking());
+  for (uint64_t e = 0; e < length; ++e) {
+    double truth = 0;
+    for (uint32_t i : sum.contributors) truth += updates[i][e];
+    if (std::abs(sum.sum[e] - truth) > sum.error_bound) {
+      return absl::InternalError(absl::StrCat("element ", e, ": ", sum.sum[e], " vs ", truth));
+    }
+  }
+  return sum;
+}
+
+// The finding of a malicious member: random bytes as its sealed shares made every honest
+// neighbour abort. Now each neighbour drops it and reports it, the server leaves it out for
+// everyone (its input arrives first and is still discarded), and the round unmasks the others.
+TEST(ProtocolTest, ForgedSharesDropTheirSenderAndTheSurvivorsUnmask) {
+  const auto p = Params(5, 8);  // complete graph, k = 4, t = 3
+  Handheld h(p, 1, ForgeShares(4));
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, FinishRound(h, {4}, 8));
+  EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(sum.left_out, std::vector<uint32_t>{4});
+  ASSERT_TRUE(h.server.accusations().contains(4));
+  EXPECT_THAT(h.server.accusations().at(4), ::testing::ElementsAre(0u, 1u, 2u, 3u));
+  EXPECT_EQ(h.server.accusations().size(), 1u);
+}
+
+// Forged shares to some neighbours only: those that opened the share masked with the sender
+// and reveal their shares of its mask key, so the server removes their masks with it; those
+// that could not are not asked. Sparse graph (n = 30, k = 16, t = 9).
+TEST(ProtocolTest, ForgedSharesToSomeNeighboursAreSurvived) {
+  const auto p = Params(30, 6);
+  const uint32_t attacker = 5;
+  const RoundSetup setup = *ResolveParams(p);
+  const CommunicationGraph& graph = setup.graph;
+  const std::vector<uint32_t> neighbours = graph.Neighbours(attacker);
+  const std::set<uint32_t> forged_to(neighbours.begin(), neighbours.begin() + 3);
+  Handheld h(p, 2, ForgeShares(attacker, forged_to));
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, FinishRound(h, {}, 6));
+  EXPECT_EQ(sum.contributors.size(), 29u);
+  EXPECT_EQ(sum.left_out, std::vector<uint32_t>{attacker});
+  EXPECT_EQ(h.server.accusations().at(attacker),
+            absl::btree_set<uint32_t>(forged_to.begin(), forged_to.end()));
+}
+
+// Left out below the threshold: the round fails cleanly, naming the count, and the accusations
+// stay readable for charging the failure.
+TEST(ProtocolTest, LeavingOutBelowThresholdFailsTheRound) {
+  const auto p = Params(5, 4);  // k = 4, t = 3; 0 and 1 drop before their masked inputs
+  Handheld h(p, 1, ForgeShares(4));
+  EXPECT_THAT(FinishRound(h, {}, 4, {0, 1}),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("2 clients sent masked inputs and were not left out")));
+  ASSERT_EQ(h.server.accusations().size(), 1u);
+  EXPECT_THAT(h.server.accusations().at(4), ::testing::ElementsAre(2u, 3u));
+}
+
+// Random forgers and random dropouts before the masked input, over complete and sparse graphs:
+// the round either unmasks exactly the sum of the members nobody reported, or fails cleanly below
+// the threshold; never a wrong sum, never a tampered-share failure. A forger forges to all its
+// neighbours, to one, or to a random half: the last fails the round when fewer than t of the
+// neighbours that opened its share remain to rebuild its mask key.
+TEST(ProtocolTest, RandomForgersAndDropoutsUnmaskOrFailCleanly) {
+  int unmasked = 0;
+  for (const uint32_t n : {5u, 8u, 14u, 30u}) {
+    for (uint32_t seed = 0; seed < 6; ++seed) {
+      SCOPED_TRACE(absl::StrCat("n ", n, " seed ", seed));
+      const auto p = Params(n, 5, 40 + seed);
+      const RoundSetup setup = *ResolveParams(p);
+      std::mt19937 rng(seed * 131 + n);
+      std::set<uint32_t> forgers = {static_cast<uint32_t>(rng() % n)};
+      if (seed % 2 == 1) forgers.insert(static_cast<uint32_t>(rng() % n));
+      std::set<uint32_t> absent;
+      for (uint32_t k = 0; k < seed % 3; ++k) absent.insert(static_cast<uint32_t>(rng() % n));
+      std::vector<std::set<uint32_t>> forged_to(n);
+      for (uint32_t f : forgers) {
+        const std::vector<uint32_t>& neighbours = setup.graph.Neighbours(f);
+        for (uint32_t j : neighbours) {
+          if (seed % 3 == 0 || (seed % 3 == 2 && rng() % 2 == 0)) forged_to[f].insert(j);
+        }
+        if (forged_to[f].empty()) forged_to[f].insert(neighbours[rng() % neighbours.size()]);
+      }
+      Handheld h(p, static_cast<uint8_t>(seed + 3), [&](std::vector<SecAggShareKeys>& m) {
+        for (uint32_t f : forgers) ForgeShares(f, forged_to[f])(m);
+      });
+      const auto updates = Updates(n, 5, seed);
+      std::set<uint32_t> reported;
+      for (uint32_t i = 0; i < n; ++i) {
+        if (absent.contains(i)) continue;
+        // A member left with fewer than t holders refuses to mask: it drops.
+        absl::StatusOr<SecAggMaskedInput> masked =
+            h.clients[i].MaskInput(h.routed[i], updates[i], 1.0);
+        if (!masked.ok()) {
+          EXPECT_THAT(masked,
+                      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("threshold")));
+          continue;
+        }
+        for (uint32_t v : masked->unauthenticated_senders()) {
+          EXPECT_TRUE(forgers.contains(v)) << v;
+          reported.insert(v);
+        }
+        ASSERT_THAT(h.server.AddMaskedInput(*masked), IsOk());
+      }
+      absl::StatusOr<std::vector<SecAggUnmaskRequest>> requests = h.server.RequestUnmasking();
+      if (!requests.ok()) {
+        EXPECT_THAT(requests,
+                    StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("threshold")));
+        continue;
+      }
+      for (const auto& request : *requests) {
+        ASSERT_OK_AND_ASSIGN(auto response, h.clients[request.recipient()].Unmask(request));
+        ASSERT_THAT(h.server.AddUnmaskResponse(response), IsOk());
+      }
+      ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, h.server.CloseUnmasking());
+      ++unmasked;
+      for (uint32_t v : sum.contributors) EXPECT_FALSE(reported.contains(v)) << v;
+      for (int e = 0; e < 5; ++e) {
+        double truth = 0;
+        for (uint32_t i : sum.contributors) truth += updates[i][e];
+        EXPECT_NEAR(sum.sum[e], truth, sum.error_bound) << "element " << e;
+      }
+    }
+  }
+  EXPECT_EQ(unmasked, 16);  // forging to all neighbours or to one is survived (16 of 24)
+}
+
+TEST(ProtocolTest, ReportsOfNonNeighboursAreRefused) {
+  const auto p = Params(30, 4);
+  Handheld h(p);
+  const RoundSetup setup = *ResolveParams(p);
+  const CommunicationGraph& graph = setup.graph;
+  uint32_t stranger = 1;
+  while (graph.Adjacent(0, stranger)) ++stranger;
+  ASSERT_OK_AND_ASSIGN(SecAggMaskedInput masked,
+                       h.clients[0].MaskInput(h.routed[0], std::vector<float>(4, 0.1f), 1.0));
+  masked.add_unauthenticated_senders(stranger);
+  EXPECT_THAT(h.server.AddMaskedInput(masked),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("did not authenticate")));
+}
+
+// A share message is bounded by its sender's neighbourhood: exactly one sealed share per
+// advertised neighbour (the finding: 200,000 shares, 4.7 MB, were accepted), each of bounded
+// size, and the whole message within MaxShareKeysBytes.
+TEST(ProtocolTest, ShareMessagesAreBoundedByTheGraph) {
+  const auto p = Params(5, 8);
+  auto server = *SecAggServer::Create(p);
+  std::vector<SecAggClient> clients;
+  std::vector<SecAggAdvertise> adverts;
+  for (uint32_t i = 0; i < 5; ++i) {
+    clients.push_back(*SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}));
+    adverts.push_back(*clients[i].Advertise());
+  }
+  ASSERT_OK_AND_ASSIGN(auto directories, server.CollectAdvertisements(adverts));
+  ASSERT_OK_AND_ASSIGN(SecAggShareKeys real, clients[0].ShareKeys(directories[0]));
+  SecAggShareKeys flood = real;
+  while (flood.shares_size() < 200000) *flood.add_shares() = real.shares(0);
+  EXPECT_GT(flood.ByteSizeLong(), 4'000'000u);
+  EXPECT_THAT(server.AddShareKeys(flood),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("sent 200000 shares; it has 4 advertised neighbours")));
+  SecAggShareKeys repeated = real;
+  *repeated.mutable_shares(1) = real.shares(0);
+  EXPECT_THAT(server.AddShareKeys(repeated),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("or repeated")));
+  SecAggShareKeys fat = real;
+  fat.mutable_shares(2)->mutable_ciphertext()->append(4096, 'x');
+  EXPECT_THAT(server.AddShareKeys(fat),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bytes, above")));
+  SecAggShareKeys padded = real;  // unknown fields are kept by proto3: the total is bounded
+  padded.GetReflection()->MutableUnknownFields(&padded)->AddLengthDelimited(
+      999, std::string(1 << 20, 'x'));
+  EXPECT_THAT(server.AddShareKeys(padded),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("its neighbourhood allows")));
+  EXPECT_THAT(server.AddShareKeys(real), IsOk());
 }
 
 TEST(ProtocolTest, ServerRefusesStaleAndRepeatedMessages) {

@@ -114,6 +114,23 @@ TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
   EXPECT_THAT(text, HasSubstr("123.50"));
 }
 
+// Secure aggregation: a member kept out of its cohorts is named with why, with or without the
+// client table (docs/SECURE_AGGREGATION.md "A malicious member").
+TEST(StatusFormatTest, NamesMembersExcludedFromSecureAggregation) {
+  v1::GetStatusResponse status;
+  status.add_clients()->set_client_id("c-1");
+  v1::ClientSummary* c = status.add_clients();
+  c->set_client_id("c-7");
+  c->set_identity("device-7");
+  c->mutable_profile()->set_secagg_excluded("round 2: its key shares did not authenticate");
+  for (const bool clients : {false, true}) {
+    const std::string text = FormatStatus(status, {.clients = clients});
+    EXPECT_THAT(text, HasSubstr("secure aggregation excludes c-7 (device-7): round 2: its key "
+                                "shares did not authenticate\n"));
+    EXPECT_THAT(text, Not(HasSubstr("excludes c-1")));
+  }
+}
+
 TEST(StatusFormatTest, FedBuffVersionsShowStalenessAndDroppedTasks) {
   v1::GetStatusResponse status;
   v1::RoundRecord r = Committed(7, v1::SELECTION_POLICY_RANDOM);

@@ -275,6 +275,29 @@ TEST(ProfileBookTest, UnprovenClientSitsOutAfterItsFirstFailure) {
   EXPECT_FALSE(book->InFailureCooldown(r.index, 130));
 }
 
+// Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): an excluded member keeps
+// its first reason, is written back (dirty), and its identity never expires, so that waiting out
+// the TTL does not lift the exclusion.
+TEST(ProfileBookTest, SecAggExclusionIsKeptAndNeverExpires) {
+  auto book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto forger, book->OnRegister("forger", Device("m", 10), 0));
+  ASSERT_OK_AND_ASSIGN(auto ghost, book->OnRegister("ghost", Device("m", 10), 0));
+  std::vector<ClientIndex> dirty;
+  book->TakeDirty(&dirty);
+  EXPECT_FALSE(book->SecAggExcluded(forger.index));
+  ASSERT_OK(book->ExcludeFromSecAgg(forger.index, "round 1: shares did not authenticate", 5));
+  ASSERT_OK(book->ExcludeFromSecAgg(forger.index, "round 2: again", 6));
+  EXPECT_TRUE(book->SecAggExcluded(forger.index));
+  EXPECT_EQ(book->profile(forger.index).secagg_excluded(), "round 1: shares did not authenticate");
+  EXPECT_EQ(book->profile(forger.index).secagg_excluded_unix_ms(), 5000);
+  book->TakeDirty(&dirty);
+  EXPECT_THAT(dirty, ElementsAre(forger.index));
+  std::vector<ClientIndex> unseen;
+  book->CollectUnseen(1000, 50, &unseen);
+  EXPECT_THAT(unseen, ElementsAre(ghost.index));
+  EXPECT_FALSE(book->ExcludeFromSecAgg(99, "x", 1).ok());
+}
+
 // Identity expiry (docs/SECURITY.md "Admission control"): never proven, idle and not heard
 // from within the TTL -> retired; the slot goes to the next new identity with a new client id.
 TEST(ProfileBookTest, UnseenClientsAreRetiredAndTheirSlotsReused) {

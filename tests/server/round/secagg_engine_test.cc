@@ -56,8 +56,9 @@ std::vector<float> UpdateOf(int i) {
 }
 int64_t ExamplesOf(int i) { return 4 + 2 * (i % 3); }  // 4, 6 or 8 of at most 8
 
-// The step before which a cohort member stops answering.
-enum Drop { kNone, kBeforeAdvertise, kBeforeShare, kBeforeMasked, kBeforeUnmask };
+// The step before which a cohort member stops answering; kForge: it answers every step but
+// sends random bytes as its sealed shares (docs/SECURE_AGGREGATION.md "A malicious member").
+enum Drop { kNone, kBeforeAdvertise, kBeforeShare, kBeforeMasked, kBeforeUnmask, kForge };
 
 class SecAggEngineTest : public ::testing::Test {
  protected:
@@ -131,12 +132,16 @@ class SecAggEngineTest : public ::testing::Test {
       EXPECT_TRUE(dir->has_key_directory());
       v1::SecAggStepRequest r = Ask(*tasks_[i]);
       *r.mutable_share_keys() = *clients_[i].ShareKeys(dir->key_directory());
+      for (auto& share : *r.mutable_share_keys()->mutable_shares()) {
+        if (drops[i] != kForge) continue;
+        for (char& c : *share.mutable_ciphertext()) c = static_cast<char>(c ^ 0x5a);
+      }
       EXPECT_OK(engine_->SecAggStep(tasks_[i]->index, r, now).status());
     }
     now += timeout;
     engine_->Advance(now);
     for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (drops[i] != kNone && drops[i] != kBeforeUnmask) continue;
+      if (drops[i] != kNone && drops[i] != kBeforeUnmask && drops[i] != kForge) continue;
       absl::StatusOr<v1::SecAggStepResponse> routed =
           engine_->SecAggStep(tasks_[i]->index, Ask(*tasks_[i]), now);
       EXPECT_OK(routed.status());
@@ -157,7 +162,9 @@ class SecAggEngineTest : public ::testing::Test {
       up.metrics.set_num_examples(up.claim.num_examples);
       up.now_s = now;
       EXPECT_OK(engine_->FoldUpdates({&up, 1})[0]);
-      included_.insert(static_cast<int>(i));
+      // Not yet counted as a success: the round has not unmasked.
+      EXPECT_EQ(engine_->book().profile(tasks_[i]->index).successes(), 0);
+      if (drops[i] != kForge) included_.insert(static_cast<int>(i));
     }
     now = 100;  // the round's deadline: its uploads close, the unmask step opens
     std::vector<ClosedRound> closed = engine_->Advance(now);
@@ -213,6 +220,37 @@ TEST_F(SecAggEngineTest, CommitsFedAvgOfTheMaskedInputs) {
   ASSERT_TRUE(closed[0].committed) << closed[0].failure_reason;
   EXPECT_EQ(closed[0].record.updates_accepted(), 6);
   ExpectFedAvg(*closed[0].commit.model);
+}
+
+// A member forging its shares: the others report it, the round commits FedAvg of the others, the
+// forger's task fails and it is excluded from later cohorts; the others count as successful.
+TEST_F(SecAggEngineTest, ForgedSharesLeaveTheirSenderOutAndChargeIt) {
+  Start(/*k=*/5, /*overcommit=*/1.0, /*min_updates=*/3);  // complete graph, t = 3
+  std::vector<Drop> drops(5, kNone);
+  drops[2] = kForge;
+  // The engine forgets a closed round's tasks: keep what is checked after it.
+  const std::string forger_task = tasks_[2]->task_id;
+  std::vector<ClientIndex> members;
+  for (const Task* t : tasks_) members.push_back(t->index);
+  std::vector<ClosedRound> closed = Run(drops);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_TRUE(closed[0].committed) << closed[0].failure_reason;
+  EXPECT_EQ(closed[0].record.updates_accepted(), 4);
+  EXPECT_THAT(closed[0].record.accepted_task_ids(),
+              ::testing::Not(::testing::Contains(forger_task)));
+  ExpectFedAvg(*closed[0].commit.model);
+  for (size_t i = 0; i < members.size(); ++i) {
+    const v1::ClientProfile& p = engine_->book().profile(members[i]);
+    SCOPED_TRACE(i);
+    EXPECT_EQ(p.successes(), i == 2 ? 0 : 1);
+    EXPECT_EQ(p.consecutive_failures(), i == 2 ? 1 : 0);
+    if (i == 2) {
+      EXPECT_THAT(p.secagg_excluded(),
+                  HasSubstr("key shares to 4 neighbour(s) did not authenticate"));
+    } else {
+      EXPECT_EQ(p.secagg_excluded(), "");
+    }
+  }
 }
 
 TEST_F(SecAggEngineTest, SurvivesDropoutsAtEveryStep) {
