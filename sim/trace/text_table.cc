@@ -277,13 +277,13 @@ absl::StatusOr<std::string> ReadTraceFile(const std::string& path) {
     text.reserve(error ? 0 : static_cast<size_t>(size));
     char chunk[1 << 16];
     while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
-      text.append(chunk, static_cast<size_t>(in.gcount()));
       // A pipe or a file still growing has no size to check up front.
-      if (static_cast<int64_t>(text.size()) > limit) {
+      if (static_cast<int64_t>(text.size() + in.gcount()) > limit) {
         return absl::ResourceExhaustedError(
             absl::StrCat(path, ": the trace is longer than ", limit,
                          " bytes (the trace readers' bound, fedsched-sim --max_trace_bytes)"));
       }
+      text.append(chunk, static_cast<size_t>(in.gcount()));
     }
     if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
     return text;

@@ -3,15 +3,14 @@
 // in CI; another local user is simulated by chown to uid 65534 (nobody).
 #include "common/private_file.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 
 namespace fedsched {
 namespace {
@@ -22,32 +21,10 @@ using ::testing::HasSubstr;
 
 constexpr uid_t kOtherUid = 65534;
 
-class PrivateFileTest : public ::testing::Test {
+class PrivateFileTest : public ::fedsched::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("private_file_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  // Writes `text` to `name` with `mode` (exactly, whatever the umask).
-  std::string Write(const std::string& name, const std::string& text, mode_t mode) {
-    const std::string path = Path(name);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    ::close(fd);
-    ::chmod(path.c_str(), mode);
-    return path;
-  }
   // Skips the test when this process cannot give a file away (not root).
   bool CanChown() const { return ::geteuid() == 0; }
-
-  std::filesystem::path dir_;
 };
 
 TEST_F(PrivateFileTest, ReadsAPrivateFileOfThisUid) {

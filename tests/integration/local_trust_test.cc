@@ -26,6 +26,7 @@
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "tests/integration/process.h"
 
 namespace fedsched {
@@ -39,21 +40,12 @@ using ::testing::Not;
 
 constexpr uid_t kOtherUid = 65534;  // "nobody": another local user
 
-class LocalTrustTest : public ::testing::Test {
+class LocalTrustTest : public ::fedsched::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("fedsched_trust_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
   void TearDown() override {
     if (!mounted_.empty()) ::umount2(mounted_.c_str(), MNT_DETACH);
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
+    TempDirTest::TearDown();
   }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
   // Mounts a tmpfs of `size` (e.g. "4m") at Path("disk"); false (the caller skips) when this
   // process may not mount.
@@ -82,14 +74,7 @@ class LocalTrustTest : public ::testing::Test {
     return Process::Spawn(argv, Path(log));
   }
 
-  std::string AddressOf(Process& server) {
-    EXPECT_TRUE(server.WaitForLog("listening on 127.0.0.1:")) << server.Log();
-    const std::string log = server.Log();
-    const size_t at = log.find("listening on 127.0.0.1:");
-    if (at == std::string::npos) return "";
-    const size_t begin = at + std::string("listening on ").size();
-    return log.substr(begin, log.find(' ', begin) - begin);
-  }
+  std::string AddressOf(Process& server) { return ::fedsched::testing::ListeningAddress(server); }
 
   // Runs a tool to its end; returns its exit code (or -1 after 60 s) and fills `log`.
   int RunTool(const std::vector<std::string>& argv, const std::string& log_name, std::string* log) {
@@ -100,7 +85,6 @@ class LocalTrustTest : public ::testing::Test {
     return code.value_or(-1);
   }
 
-  std::filesystem::path dir_;
   std::string mounted_;
   std::string skip_reason_;
 };
@@ -143,8 +127,8 @@ TEST_F(LocalTrustTest, AStartOnAFullDiskSaysSoAndDoesNotAbort) {
   std::optional<int> code = server->Wait(absl::Seconds(60));
   ASSERT_TRUE(code.has_value()) << server->Log();
   EXPECT_EQ(*code, 1) << server->Log();
-  EXPECT_THAT(server->Log(), AllOf(HasSubstr(store), HasSubstr("are needed"),
-                                   HasSubstr("MiB free"), HasSubstr("cannot start")));
+  EXPECT_THAT(server->Log(), AllOf(HasSubstr(store), HasSubstr("are needed"), HasSubstr("MiB free"),
+                                   HasSubstr("cannot start")));
 }
 
 // The finding: "No space left on device", then a RocksDB assertion (SIGABRT, exit 134). Now a

@@ -91,6 +91,17 @@ class Process {
   std::optional<int> exit_code_;
 };
 
+// The address a fedsched-server printed ("listening on 127.0.0.1:PORT"), waiting for it; ""
+// (and a test failure) if it never did.
+inline std::string ListeningAddress(Process& server) {
+  EXPECT_TRUE(server.WaitForLog("listening on 127.0.0.1:")) << server.Log();
+  const std::string log = server.Log();
+  const size_t at = log.find("listening on 127.0.0.1:");
+  if (at == std::string::npos) return "";
+  const size_t begin = at + std::string("listening on ").size();
+  return log.substr(begin, log.find(' ', begin) - begin);
+}
+
 }  // namespace fedsched::testing
 
 #endif  // FEDSCHED_TESTS_INTEGRATION_PROCESS_H_

@@ -22,6 +22,7 @@
 #include "absl/time/clock.h"
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "tests/integration/process.h"
 #include "tests/server/service/grpc_test_harness.h"
 
@@ -40,20 +41,8 @@ using ::fedsched::testing::UploadMessages;
 using ::fedsched::testing::UploadRaw;
 using ::testing::HasSubstr;
 
-class ServerProcessTest : public ::testing::Test {
+class ServerProcessTest : public ::fedsched::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("fedsched_proc_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override {
-    if (!HasFailure()) std::filesystem::remove_all(dir_);
-  }
-
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
   std::string store() const { return Path("store"); }
 
   // Writes `config_text` (plus port 0, the model architecture, no evaluation) and starts
@@ -71,15 +60,7 @@ class ServerProcessTest : public ::testing::Test {
                           Path(log));
   }
 
-  // The address the server printed ("listening on 127.0.0.1:PORT").
-  std::string AddressOf(Process& server) {
-    EXPECT_TRUE(server.WaitForLog("listening on 127.0.0.1:")) << server.Log();
-    const std::string log = server.Log();
-    const size_t at = log.find("listening on 127.0.0.1:");
-    if (at == std::string::npos) return "";
-    const size_t begin = at + std::string("listening on ").size();
-    return log.substr(begin, log.find(' ', begin) - begin);
-  }
+  std::string AddressOf(Process& server) { return ::fedsched::testing::ListeningAddress(server); }
 
   std::unique_ptr<v1::Coordinator::Stub> StubFor(const std::string& address) {
     grpc::ChannelArguments args;
@@ -98,7 +79,6 @@ class ServerProcessTest : public ::testing::Test {
     return task;
   }
 
-  std::filesystem::path dir_;
 };
 
 TEST_F(ServerProcessTest, SigtermWithAnUploadStuckMidReadExitsCleanlyWithinTheGrace) {

@@ -3,15 +3,14 @@
 // others, and not through a symbolic link. Another local user is simulated by chown to 65534.
 #include "server/service/credentials.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "common/transport.h"
 
 namespace fedsched {
@@ -21,27 +20,7 @@ using ::fedsched::testing::StatusIs;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-class SecretFilesTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("secrets_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
-  std::string Write(const std::string& name, const std::string& text, mode_t mode) {
-    const std::string path = Path(name);
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    EXPECT_EQ(::write(fd, text.data(), text.size()), static_cast<ssize_t>(text.size()));
-    ::close(fd);
-    ::chmod(path.c_str(), mode);
-    return path;
-  }
-  std::filesystem::path dir_;
-};
+using SecretFilesTest = ::fedsched::testing::TempDirTest;
 
 TEST_F(SecretFilesTest, OperatorTokenIsCreatedPrivateAndReadBack) {
   ASSERT_OK_AND_ASSIGN(std::string created, ReadOrCreateToken(Path("operator_token")));

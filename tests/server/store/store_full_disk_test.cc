@@ -10,10 +10,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "server/store/disk_space.h"
 #include "server/store/store.h"
 
@@ -41,18 +43,11 @@ RoundCommit CommitOf(int64_t round, int floats) {
   return commit;
 }
 
-class StoreFullDiskTest : public ::testing::Test {
+class StoreFullDiskTest : public ::fedsched::testing::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           absl::StrCat("fedsched_full_disk_", ::getpid(), "_",
-                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
   void TearDown() override {
     if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);
-    std::filesystem::remove_all(dir_);
+    TempDirTest::TearDown();
   }
   bool Mount(const char* size) {
     mounted_ = ::mount("tmpfs", dir_.c_str(), "tmpfs", 0, absl::StrCat("size=", size).c_str()) == 0;
@@ -66,9 +61,22 @@ class StoreFullDiskTest : public ::testing::Test {
     while (filler.write(block.data(), block.size())) {
     }
   }
-  std::string Path(const std::string& name) const { return (dir_ / name).string(); }
+  absl::StatusOr<std::unique_ptr<Store>> OpenStore() {
+    return Store::Open({.path = Path("store"), .keep_models = 2});
+  }
+  // Runs `body` in a child process, so that an abort there fails this test instead of ending
+  // the whole binary, and expects it to return 0 (it prints what went wrong otherwise).
+  void ExpectInChild(const std::function<int()>& body) {
+    ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+    EXPECT_EXIT(std::exit(body()), ::testing::ExitedWithCode(0), "");
+  }
+  // A store at Path("store") holding a run (and `rounds` committed rounds), closed again.
+  void MakeStore(int rounds) {
+    ASSERT_OK_AND_ASSIGN(auto store, OpenStore());
+    ASSERT_OK(store->Initialize(ModelOf(1000, 0), v1::RunMeta()));
+    for (int r = 1; r <= rounds; ++r) ASSERT_OK(store->CommitRound(CommitOf(r, 1000)));
+  }
 
-  std::filesystem::path dir_;
   bool mounted_ = false;
   std::string reason_;
 };
@@ -85,37 +93,32 @@ TEST_F(StoreFullDiskTest, FreeSpaceIsMeasuredAndNamedInTheRefusal) {
                              HasSubstr("at least 66.0 MiB are needed"))));
 }
 
+// 0 when `status` is the store's refusal for want of space naming `path`, else 3 (printed).
+int RefusedForSpace(const absl::Status& status, const std::string& path) {
+  if (absl::IsResourceExhausted(status) && absl::StrContains(status.message(), path) &&
+      absl::StrContains(status.message(), "are needed")) {
+    return 0;
+  }
+  std::fprintf(stderr, "unexpected status: %s\n", status.ToString().c_str());
+  return 3;
+}
+
 // The finding: "No space left on device", then the process died on a RocksDB assertion. The
-// commit's error must say why, and closing the store must not abort: run in a child process so
-// that an abort fails this test instead of ending the whole binary.
+// commit's error must say why, and closing the store must not abort.
 TEST_F(StoreFullDiskTest, ACommitOnAFullDiskFailsWithTheCauseAndTheStoreClosesCleanly) {
   if (!Mount("8m")) GTEST_SKIP() << reason_;
-  const std::string store_path = Path("store");
-  {
-    ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = store_path, .keep_models = 2}));
-    ASSERT_OK(store->Initialize(ModelOf(1000, 0), v1::RunMeta()));
-    ASSERT_OK(store->CommitRound(CommitOf(1, 1000)));
-  }
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_EXIT(
-      {
-        absl::StatusOr<std::unique_ptr<Store>> store =
-            Store::Open({.path = store_path, .keep_models = 2});
-        if (!store.ok()) std::_Exit(4);
-        Fill();
-        absl::Status s = (*store)->CommitRound(CommitOf(2, 200'000));
-        if (!absl::IsResourceExhausted(s) || !absl::StrContains(s.message(), store_path) ||
-            !absl::StrContains(s.message(), "are needed")) {
-          std::fprintf(stderr, "unexpected commit status: %s\n", s.ToString().c_str());
-          std::_Exit(3);
-        }
-        store->reset();  // close on the full disk
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  MakeStore(1);
+  ExpectInChild([&] {
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenStore();
+    if (!store.ok()) return 4;
+    Fill();
+    const int verdict = RefusedForSpace((*store)->CommitRound(CommitOf(2, 200'000)), Path("store"));
+    store->reset();  // close on the full disk
+    return verdict;
+  });
   // Space freed: the committed round is still there and the store takes commits again.
   std::filesystem::remove(Path("filler"));
-  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = store_path, .keep_models = 2}));
+  ASSERT_OK_AND_ASSIGN(auto store, OpenStore());
   ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store->LoadMeta());
   EXPECT_EQ(meta.committed_round(), 1);
   EXPECT_OK(store->CommitRound(CommitOf(2, 1000)));
@@ -125,55 +128,32 @@ TEST_F(StoreFullDiskTest, ACommitOnAFullDiskFailsWithTheCauseAndTheStoreClosesCl
 // open writes a MANIFEST, an OPTIONS file and a log). The open is refused with the cause.
 TEST_F(StoreFullDiskTest, OpeningOnAFullDiskIsRefusedWithTheCause) {
   if (!Mount("8m")) GTEST_SKIP() << reason_;
-  const std::string store_path = Path("store");
-  {
-    ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = store_path, .keep_models = 2}));
-    ASSERT_OK(store->Initialize(ModelOf(1000, 0), v1::RunMeta()));
-  }
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_EXIT(
-      {
-        Fill();
-        absl::StatusOr<std::unique_ptr<Store>> store =
-            Store::Open({.path = store_path, .keep_models = 2});
-        if (!absl::IsResourceExhausted(store.status()) ||
-            !absl::StrContains(store.status().message(), store_path)) {
-          std::fprintf(stderr, "unexpected open status: %s\n", store.status().ToString().c_str());
-          std::_Exit(3);
-        }
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  MakeStore(0);
+  ExpectInChild([&] {
+    Fill();
+    return RefusedForSpace(OpenStore().status(), Path("store"));
+  });
 }
 
-// A profile write on a full disk (registrations keep coming while the disk fills) fails with
-// the cause, and the store still closes without an abort.
+// A profile write on a full disk (registrations keep coming while the disk fills) is refused
+// with the cause, and the store still closes without an abort.
 TEST_F(StoreFullDiskTest, AProfileWriteOnAFullDiskFailsAndTheStoreClosesCleanly) {
   if (!Mount("8m")) GTEST_SKIP() << reason_;
-  const std::string store_path = Path("store");
-  {
-    ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = store_path, .keep_models = 2}));
-    ASSERT_OK(store->Initialize(ModelOf(1000, 0), v1::RunMeta()));
-  }
-  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
-  EXPECT_EXIT(
-      {
-        absl::StatusOr<std::unique_ptr<Store>> store =
-            Store::Open({.path = store_path, .keep_models = 2});
-        if (!store.ok()) std::_Exit(4);
-        Fill();
-        v1::ClientProfile profile;
-        profile.set_client_id("c-1");
-        profile.set_identity(std::string(1 << 20, 'x'));
-        absl::Status s;
-        for (int i = 0; i < 20 && s.ok(); ++i) s = (*store)->PutProfile(profile);
-        if (!absl::IsResourceExhausted(s)) std::_Exit(3);
-        store->reset();
-        std::exit(0);
-      },
-      ::testing::ExitedWithCode(0), "");
+  MakeStore(0);
+  ExpectInChild([&] {
+    absl::StatusOr<std::unique_ptr<Store>> store = OpenStore();
+    if (!store.ok()) return 4;
+    Fill();
+    v1::ClientProfile profile;
+    profile.set_client_id("c-1");
+    profile.set_identity(std::string(1 << 20, 'x'));
+    absl::Status s;
+    for (int i = 0; i < 20 && s.ok(); ++i) s = (*store)->PutProfile(profile);
+    store->reset();
+    return RefusedForSpace(s, Path("store"));
+  });
   std::filesystem::remove(Path("filler"));
-  ASSERT_OK_AND_ASSIGN(auto store, Store::Open({.path = store_path, .keep_models = 2}));
+  ASSERT_OK_AND_ASSIGN(auto store, OpenStore());
   EXPECT_OK(store->LoadMeta().status());
 }
 
