@@ -78,7 +78,6 @@ class ServerProcessTest : public ::fedsched::testing::TempDirTest {
     }));
     return task;
   }
-
 };
 
 TEST_F(ServerProcessTest, SigtermWithAnUploadStuckMidReadExitsCleanlyWithinTheGrace) {

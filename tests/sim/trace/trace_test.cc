@@ -176,10 +176,9 @@ TEST(TraceLimitsTest, JsonLinesBeyondTheRowBoundAreRefused) {
 TEST(TraceLimitsTest, AFileBeyondTheByteBoundIsRefusedBeforeItIsRead) {
   const std::string path = WriteTemp("bytes_over.csv", CapacityCsv(100));
   ScopedTraceLimits limits({.max_file_bytes = 200});
-  EXPECT_THAT(ReadTraceFile(path),
-              StatusIs(absl::StatusCode::kResourceExhausted,
-                       AllOf(HasSubstr(path), HasSubstr("more than 200"),
-                             HasSubstr("--max_trace_bytes"))));
+  EXPECT_THAT(ReadTraceFile(path), StatusIs(absl::StatusCode::kResourceExhausted,
+                                            AllOf(HasSubstr(path), HasSubstr("more than 200"),
+                                                  HasSubstr("--max_trace_bytes"))));
   EXPECT_THAT(CapacityTrace::LoadCsv(path),
               StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr(path)));
 }
