@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/config.h"
+#include "common/private_file.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
@@ -110,7 +111,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
       resolved.require_client_cert() ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
                                      : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE);
   FEDSCHED_ASSIGN_OR_RETURN(std::string cert, ReadFileToString(resolved.tls_cert_path()));
-  FEDSCHED_ASSIGN_OR_RETURN(std::string key, ReadFileToString(resolved.tls_key_path()));
+  // The server's private key: this uid's, mode 0600, never through a link (private_file.h).
+  FEDSCHED_ASSIGN_OR_RETURN(std::string key, ReadPrivateFile(resolved.tls_key_path()));
   options.pem_key_cert_pairs.push_back({key, cert});
   if (!resolved.tls_ca_path().empty()) {
     FEDSCHED_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFileToString(resolved.tls_ca_path()));

@@ -34,7 +34,9 @@ void ApplyServerTransport(const v1::TransportConfig& resolved, grpc::ServerBuild
 grpc::ChannelArguments ClientChannelArguments(const v1::TransportConfig& resolved);
 
 // Server credentials: insecure when no cert is configured, else TLS (mutual when
-// require_client_cert). Errors: NOT_FOUND / INVALID_ARGUMENT when files cannot be read.
+// require_client_cert). The key file is read with ReadPrivateFile (common/private_file.h).
+// Errors: NOT_FOUND / INVALID_ARGUMENT when files cannot be read; FAILED_PRECONDITION when the
+// key file is a symbolic link, another uid's or open to group or others.
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const v1::TransportConfig& resolved);
 

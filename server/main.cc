@@ -27,6 +27,7 @@
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
+#include "common/private_file.h"
 #include "common/transport.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -41,6 +42,7 @@
 #include "server/service/credentials.h"
 #include "server/service/grpc_service.h"
 #include "server/service/server_config.h"
+#include "server/store/disk_space.h"
 #include "server/store/store.h"
 
 ABSL_FLAG(std::string, config, "", "Server config, protobuf text format (ServerConfig).");
@@ -73,6 +75,10 @@ ABSL_FLAG(bool, check_config, false,
           "Only check the config (parse, apply flags and defaults, validate), print the "
           "effective config and exit: 0 if valid, 2 if not. Opens nothing.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
+ABSL_FLAG(int64_t, min_free_disk_mb, fedsched::kDefaultMinFreeDiskMiB,
+          "Free space (MiB) the store's file system must keep beyond two copies of the model: "
+          "checked at start (refused below it) and every few seconds while running (stops "
+          "cleanly below it, exit 1). docs/OPERATIONS.md \"A full disk\".");
 
 namespace fedsched {
 namespace {
@@ -288,13 +294,31 @@ int Main() {
     }
     enrolment_key = *std::move(key);
   }
-  absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open({.path = config->store_path(), .keep_models = config->audit_updates() ? 0 : 5});
-  if (!store.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
+  // Created 0700 here, or refused when another uid's, open to others or a link
+  // (common/private_file.h): whoever controls the store controls identities and the model.
+  if (absl::Status s = EnsurePrivateDirectory(config->store_path()); !s.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
+    return 2;
+  }
+  const int64_t required_free =
+      RequiredFreeBytes(static_cast<int64_t>(initial->ByteSizeLong()),
+                        std::max<int64_t>(0, absl::GetFlag(FLAGS_min_free_disk_mb)));
+  if (absl::Status s = CheckFreeSpace(config->store_path(), required_free); !s.ok()) {
+    std::fprintf(stderr, "fedsched-server: cannot start: %s\n", s.ToString().c_str());
     return 1;
   }
-  ::chmod(config->store_path().c_str(), 0700);
+  absl::StatusOr<std::unique_ptr<Store>> store =
+      Store::Open({.path = config->store_path(),
+                   .keep_models = config->audit_updates() ? 0 : 5,
+                   .min_free_bytes = required_free});
+  if (!store.ok()) {
+    std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
+    if (IsNoSpaceError(store.status())) {
+      std::fprintf(stderr, "fedsched-server: %s\n",
+                   FreeSpaceReport(config->store_path(), required_free).c_str());
+    }
+    return 1;
+  }
   absl::StatusOr<std::string> operator_token =
       ReadOrCreateToken(config->security().operator_token_path());
   if (!operator_token.ok()) {
@@ -423,6 +447,7 @@ int Main() {
     absl::Time finished_at = absl::InfiniteFuture();
     absl::Time last_linger_log = absl::InfinitePast();
     absl::Time last_counts = absl::InfinitePast();
+    absl::Time last_disk_check = absl::InfinitePast();
     while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
       (*coordinator)->Tick(absl::Now());
       if (ops_metrics != nullptr && absl::Now() - last_counts >= absl::Seconds(1)) {
@@ -438,9 +463,24 @@ int Main() {
       if (absl::Status health = (*coordinator)->health(); !health.ok()) {
         // A round could not be made durable: stop (a restart resumes at the last durable one).
         FEDSCHED_LOG(error, "stopping: {}", health.ToString());
+        if (IsNoSpaceError(health)) {
+          FEDSCHED_LOG(error, "{}", FreeSpaceReport(config->store_path(), required_free));
+        }
         exit_code = 1;
         stop.Notify();
         break;
+      }
+      // Stop while the reserve still holds the shutdown's own writes, rather than let RocksDB
+      // meet a full disk mid-commit.
+      if (absl::Now() - last_disk_check >= absl::Seconds(2)) {
+        last_disk_check = absl::Now();
+        if (absl::Status s = CheckFreeSpace(config->store_path(), required_free);
+            absl::IsResourceExhausted(s)) {
+          FEDSCHED_LOG(error, "stopping: {}", s.ToString());
+          exit_code = 1;
+          stop.Notify();
+          break;
+        }
       }
       if ((*coordinator)->finished()) {
         // Keep answering "finished" until every live client has heard it (a client training or

@@ -9,6 +9,7 @@
 //   mpirun -np 4 fedsched-sim --config=...   (training over 4 ranks, the same CSV: sim/mpi)
 #include <cstdio>
 #include <filesystem>
+#include <new>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,6 +31,7 @@
 #ifdef FEDSCHED_HAVE_TORCH
 #include "sim/torch/torch_trainers.h"
 #endif
+#include "sim/trace/text_table.h"
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
 ABSL_FLAG(std::string, policy, "",
@@ -73,6 +75,13 @@ ABSL_FLAG(bool, quiet, false, "no progress line");
 ABSL_FLAG(std::string, trainer, "",
           "override SimConfig.trainer: reference (the Eigen models) | torch (the LibTorch trainer "
           "for the cnn architecture; needs a build with libtorch-dev)");
+
+ABSL_FLAG(int64_t, max_trace_bytes, fedsched::sim::TraceLimits().max_file_bytes,
+          "Largest trace file the simulator reads (bytes); a larger one is refused.");
+ABSL_FLAG(int64_t, max_trace_rows, fedsched::sim::TraceLimits().max_rows,
+          "Most rows (CSV rows, JSON lines) in one trace file; more are refused.");
+ABSL_FLAG(int64_t, max_trace_windows, fedsched::sim::TraceLimits().max_windows,
+          "Most availability windows in one trace (all clients together); more are refused.");
 
 namespace fedsched::sim {
 namespace {
@@ -265,6 +274,9 @@ int Main(int argc, char** argv) {
   absl::StatusOr<std::unique_ptr<mpi::Cluster>> cluster = mpi::Cluster::Join(&argc, &argv);
   if (!cluster.ok()) return Fail(cluster.status());
   absl::ParseCommandLine(argc, argv);
+  SetTraceLimits({.max_file_bytes = absl::GetFlag(FLAGS_max_trace_bytes),
+                  .max_rows = absl::GetFlag(FLAGS_max_trace_rows),
+                  .max_windows = absl::GetFlag(FLAGS_max_trace_windows)});
   if (*cluster == nullptr) return Run(nullptr, argv);
   (*cluster)->set_trainer_factory(Trainers());
   if ((*cluster)->rank() > 0) {
@@ -284,5 +296,14 @@ int main(int argc, char** argv) {
       "fedsched simulator: replays device traces through the server's round engine (planner,\n"
       "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto);\n"
       "under `mpirun -np R` the training is spread over R ranks (the same CSV)");
-  return fedsched::sim::Main(argc, argv);
+  // The trace readers turn an allocation failure into an error; anything else that runs out of
+  // memory (a huge population or model) ends with a message, not an abort.
+  try {
+    return fedsched::sim::Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "fedsched-sim: out of memory; reduce the population, the traces or the model "
+                 "(see --max_trace_rows, --max_trace_windows)\n");
+    return 1;
+  }
 }

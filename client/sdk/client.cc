@@ -240,6 +240,33 @@ absl::Status Client::LoadCredential() {
   return absl::OkStatus();
 }
 
+absl::Status Client::CredentialRefused(const absl::Status& refusal) const {
+  const std::string path = CredentialPath();
+  const std::string& identity = options_.config.identity();
+  std::string found;
+  if (path.empty()) {
+    found = "this client has no state_dir, so no credential file";
+  } else {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0) {
+      found = absl::StrCat("the credential file ", path, " is missing");
+    } else {
+      absl::MutexLock lock(&mu_);
+      found = credential_.empty() ? absl::StrCat("the credential file ", path, " is empty")
+                                  : absl::StrCat("the credential in ", path, " was refused");
+    }
+  }
+  return absl::PermissionDeniedError(absl::StrCat(
+      identity, ": the server refuses this device (", refusal.message(), "); ", found,
+      ". Retrying cannot help. Recovery, by the server's operator (docs/OPERATIONS.md "
+      "\"Re-enrolling a device\"): with an enrolment key, install the device's secret again "
+      "with fedsched-enroll --key_file=KEY --identity=",
+      identity, path.empty() ? "" : absl::StrCat(" --out=", path),
+      "; otherwise stop the server, clear the identity's binding with fedsched-enroll "
+      "--store_path=STORE --reset_identity=",
+      identity, ", start the server again and then this device (it is issued a new credential)"));
+}
+
 absl::Status Client::SaveCredential(const std::string& credential) {
   const std::string path = CredentialPath();
   if (path.empty()) return absl::OkStatus();
@@ -364,6 +391,12 @@ absl::Status Client::Run() {
     }
     if (!registered) {
       absl::Status s = RegisterOnce();
+      if (absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s)) {
+        // The server refuses this device's credential: retrying cannot change that, only the
+        // operator can (docs/OPERATIONS.md "Re-enrolling a device").
+        Stop();
+        return CredentialRefused(s);
+      }
       if (!s.ok()) {
         // Loud on the 1st, 2nd, 4th, 8th... failure in a row (with the backoff, about once per
         // backoff_max_ms at worst), so a wrong address or a down server shows without flooding.

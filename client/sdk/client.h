@@ -152,7 +152,9 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   // Participates until the run is finished (OK) or Stop() (CANCELLED). Errors from a single task
-  // are logged and reported to the server, never returned.
+  // are logged and reported to the server, never returned. A registration the server refuses
+  // (PERMISSION_DENIED / UNAUTHENTICATED: a missing, empty or wrong credential) ends the run with
+  // PERMISSION_DENIED naming the credential file and the operator's recovery.
   absl::Status Run();
   // Asks Run() to return soon; interrupts backoff waits.
   void Stop();
@@ -178,6 +180,10 @@ class Client {
   // Loads credential_ from CredentialPath() when it exists. Errors: FAILED_PRECONDITION when the
   // file is a symlink or readable by others.
   absl::Status LoadCredential();
+  // The error Run() returns when Register is refused (PERMISSION_DENIED / UNAUTHENTICATED):
+  // PERMISSION_DENIED naming the identity, the credential file and whether it is missing, empty
+  // or refused, and the operator's recovery.
+  absl::Status CredentialRefused(const absl::Status& refusal) const;
   // Saves a credential the server issued (0600, O_NOFOLLOW).
   absl::Status SaveCredential(const std::string& credential);
   absl::Status RunTask(const v1::Task& task);

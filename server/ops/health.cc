@@ -26,6 +26,11 @@ absl::StatusOr<std::unique_ptr<HealthEndpoint>> HealthEndpoint::Start(
   std::unique_ptr<HealthEndpoint> endpoint(new HealthEndpoint());
   grpc::ServerBuilder builder;
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);  // a busy port is an error
+  // Probes connect, ask and leave: a connection that has not finished its HTTP/2 preface in
+  // 10 s, or sits idle for 60 s, is closed rather than kept (gRPC serves many connections from
+  // its polling threads, so idle ones never starve a probe; this bounds what they hold).
+  builder.AddChannelArgument(GRPC_ARG_SERVER_HANDSHAKE_TIMEOUT_MS, 10'000);
+  builder.AddChannelArgument(GRPC_ARG_MAX_CONNECTION_IDLE_MS, 60'000);
   builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &endpoint->port_);
   // gRPC's built-in health service runs on the callback API; a server with no synchronous
   // service must still own a polled completion queue, or BuildAndStart refuses to start. Nothing

@@ -1,6 +1,8 @@
 #include "server/ops/server_metrics.h"
 
 #include <exception>
+#include <string>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -85,7 +87,13 @@ absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Serve(
   auto metrics = std::make_unique<ServerMetrics>();
   // prometheus-cpp (CivetWeb underneath) reports a bind failure by throwing: keep it inside.
   try {
-    metrics->exposer_ = std::make_unique<prometheus::Exposer>(listen_address);
+    // CivetWeb gives each connection a thread until its request is read: with its defaults (2
+    // threads, 30 s to read a request) two idle half-open connections starved every scrape.
+    // Reads now give up after kRequestTimeoutMs and kServingThreads serve at once, so a handful
+    // of idle or slow connections delay a scrape by at most one timeout.
+    metrics->exposer_ = std::make_unique<prometheus::Exposer>(std::vector<std::string>{
+        "listening_ports", listen_address, "num_threads", std::to_string(kServingThreads),
+        "request_timeout_ms", std::to_string(kRequestTimeoutMs), "enable_keep_alive", "no"});
   } catch (const std::exception& e) {
     return absl::UnavailableError(
         absl::StrCat("cannot serve metrics on ", listen_address, ": ", e.what()));

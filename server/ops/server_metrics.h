@@ -34,8 +34,14 @@ class ServerMetrics {
   ServerMetrics(const ServerMetrics&) = delete;
   ServerMetrics& operator=(const ServerMetrics&) = delete;
 
+  // Threads serving /metrics at once, and how long one waits for a connection's request (ms)
+  // before closing it: idle or half-open connections hold a thread for at most that long.
+  static constexpr int kServingThreads = 8;
+  static constexpr int kRequestTimeoutMs = 3000;
+
   // Serves the registry at http://`listen_address`/metrics (e.g. "127.0.0.1:9464"; port 0 picks
-  // a free one, see port()). Errors: UNAVAILABLE when the address cannot be bound.
+  // a free one, see port()) on kServingThreads threads, each request read within
+  // kRequestTimeoutMs. Errors: UNAVAILABLE when the address cannot be bound.
   static absl::StatusOr<std::unique_ptr<ServerMetrics>> Serve(const std::string& listen_address);
   // The bound HTTP port, or 0 without an endpoint.
   int port() const;

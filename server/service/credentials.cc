@@ -6,13 +6,13 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "common/private_file.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 
 namespace fedsched {
 
@@ -46,20 +46,8 @@ std::string CredentialBinding(std::string_view credential) {
 }
 
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, size_t min_bytes) {
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0) {
-    return absl::NotFoundError(
-        absl::StrCat("cannot read secret file '", path, "': ", std::strerror(errno)));
-  }
-  if ((st.st_mode & 077) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("secret file '", path, "' is readable by group or others; chmod 600 it"));
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::PermissionDeniedError(absl::StrCat("cannot open '", path, "'"));
-  std::stringstream buffer;
-  buffer << in.rdbuf();
-  std::string secret(absl::StripTrailingAsciiWhitespace(buffer.str()));
+  FEDSCHED_ASSIGN_OR_RETURN(std::string text, ReadPrivateFile(path, 64 << 10));
+  std::string secret(absl::StripTrailingAsciiWhitespace(text));
   if (secret.size() < min_bytes) {
     return absl::InvalidArgumentError(absl::StrCat("secret file '", path, "' holds ", secret.size(),
                                                    " bytes; at least ", min_bytes, " needed"));

@@ -25,12 +25,15 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 // (a TLS certificate's fingerprint, or this).
 std::string CredentialBinding(std::string_view credential);
 
-// Reads a secret file (enrolment key, operator token): trailing whitespace dropped.
-// Errors: NOT_FOUND / PERMISSION_DENIED when unreadable, INVALID_ARGUMENT when shorter than
-// `min_bytes` or readable by group or others.
+// Reads a secret file (enrolment key, operator token) with ReadPrivateFile (common/private_file.h:
+// not through a symbolic link, owned by this uid, mode 0600 or stricter); trailing whitespace
+// dropped. Errors: NOT_FOUND / PERMISSION_DENIED when unreadable, FAILED_PRECONDITION when a
+// link, another uid's or open to group or others, INVALID_ARGUMENT when shorter than
+// `min_bytes`.
 absl::StatusOr<std::string> ReadSecretFile(const std::string& path, size_t min_bytes);
 
-// Reads `path`, or creates it (mode 0600, O_EXCL) holding a fresh random 32-byte hex token.
+// Reads `path` as ReadSecretFile does, or creates it (mode 0600, O_EXCL | O_NOFOLLOW) holding a
+// fresh random 32-byte hex token.
 absl::StatusOr<std::string> ReadOrCreateToken(const std::string& path);
 
 }  // namespace fedsched

@@ -4,18 +4,23 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
+#include "rocksdb/env.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 #include "server/store/commit_check.h"
+#include "server/store/disk_space.h"
 #include "server/store/model_files.h"
 
 namespace fedsched {
@@ -105,6 +110,30 @@ std::string RecoveryHint(const std::string& dir) {
       MarkerPath(dir), " (the rounds after the surviving one are lost)");
 }
 
+// RocksDB's informational log, sent to the server's log instead of a LOG file in the store: on a
+// full disk a LOG write fails, and RocksDB 7's file writer asserts (aborting the process) at the
+// next line it logs, e.g. while the store closes. Warnings and errors reach the server's log;
+// the rest only at debug level.
+class RocksLogger final : public rocksdb::Logger {
+ public:
+  RocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL) {}
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
+  }
+  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
+    char line[1024];
+    std::vsnprintf(line, sizeof(line), format, ap);
+    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
+      FEDSCHED_LOG(error, "rocksdb: {}", line);
+    } else if (level == rocksdb::InfoLogLevel::WARN_LEVEL) {
+      FEDSCHED_LOG(warn, "rocksdb: {}", line);
+    } else {
+      FEDSCHED_LOG(debug, "rocksdb: {}", line);
+    }
+  }
+};
+
 absl::Status Damaged(const std::string& dir, const std::string& what) {
   return absl::DataLossError(
       absl::StrCat("store at ", dir, " is damaged: ", what, RecoveryHint(dir)));
@@ -141,6 +170,13 @@ class RocksDbStore final : public Store {
   absl::Status Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                    const std::string& value);
   absl::StatusOr<std::string> Get(rocksdb::ColumnFamilyHandle* cf, const std::string& key) const;
+  // OK when the disk has room for a write of `bytes` (StoreOptions::min_free_bytes). Errors:
+  // RESOURCE_EXHAUSTED "`what`: the file system holding the store ...".
+  absl::Status CheckRoom(size_t bytes, const std::string& what) const;
+  // FromRocks for a write; remembers a failed one (write_failed_).
+  absl::Status Wrote(const rocksdb::Status& s, const std::string& what);
+  // Whether closing may flush the memtables: no write failed and the disk has room for them.
+  bool MayFlushAtClose() const;
   // Writes the model file of `model` (serialized `bytes` with raw SHA-256 `sha256`, both
   // computed here when empty) and returns the reference to put in the batch.
   absl::StatusOr<std::string> WriteModelFile(const v1::Model& model,
@@ -159,6 +195,7 @@ class RocksDbStore final : public Store {
   rocksdb::ColumnFamilyHandle* receipts_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   rocksdb::ColumnFamilyHandle* updates_ = nullptr;
+  std::atomic<bool> write_failed_{false};
 };
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
@@ -171,6 +208,12 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
     return absl::InvalidArgumentError(
         absl::StrCat("max_wal_bytes must be > 0, got ", options.max_wal_bytes));
   }
+  if (options.min_free_bytes < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("min_free_bytes must be >= 0, got ", options.min_free_bytes));
+  }
+  // Opening writes a new MANIFEST, OPTIONS file and log.
+  FEDSCHED_RETURN_IF_ERROR(CheckFreeSpace(options.path, options.min_free_bytes));
   if (options.keep_models < 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("keep_models must be >= 0, got ", options.keep_models));
@@ -187,6 +230,7 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
   db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
   // A bounded log is a bounded restart (StoreOptions::max_wal_bytes).
   db_options.max_total_wal_size = static_cast<uint64_t>(options.max_wal_bytes);
+  db_options.info_log = std::make_shared<RocksLogger>();
   std::vector<rocksdb::ColumnFamilyDescriptor> families;
   for (const char* name :
        {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
@@ -219,20 +263,47 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
 
 RocksDbStore::~RocksDbStore() {
   if (db_ == nullptr) return;
-  rocksdb::FlushOptions flush;
-  flush.wait = true;
-  db_->Flush(flush, handles_).PermitUncheckedError();
+  // The flush only shortens the next open's log replay: every write is in the log already. On a
+  // full disk it fails, and RocksDB then asserts when it next touches the failed file (an abort
+  // at exit, the finding of a full-disk trial), so it is skipped when it could not succeed.
+  if (MayFlushAtClose()) {
+    rocksdb::FlushOptions flush;
+    flush.wait = true;
+    db_->Flush(flush, handles_).PermitUncheckedError();
+  }
   for (rocksdb::ColumnFamilyHandle* handle : handles_) {
     db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
   }
   db_->Close().PermitUncheckedError();
 }
 
+absl::Status RocksDbStore::CheckRoom(size_t bytes, const std::string& what) const {
+  absl::Status room =
+      CheckFreeSpace(options_.path, options_.min_free_bytes + 2 * static_cast<int64_t>(bytes));
+  if (room.ok()) return room;
+  return absl::Status(room.code(), absl::StrCat(what, ": ", room.message()));
+}
+
+absl::Status RocksDbStore::Wrote(const rocksdb::Status& s, const std::string& what) {
+  if (!s.ok()) write_failed_ = true;
+  return FromRocks(s, what);
+}
+
+bool RocksDbStore::MayFlushAtClose() const {
+  if (write_failed_) return false;
+  uint64_t memtables = 0;
+  db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
+  absl::StatusOr<int64_t> free = FreeBytes(options_.path);
+  // Twice the memtables (the table files and their compaction) and 1 MiB for the MANIFEST.
+  return free.ok() && static_cast<uint64_t>(*free) >= 2 * memtables + (1 << 20);
+}
+
 absl::Status RocksDbStore::Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
                                const std::string& value) {
+  FEDSCHED_RETURN_IF_ERROR(CheckRoom(key.size() + value.size(), "store put"));
   rocksdb::WriteOptions write;
   write.sync = true;
-  return FromRocks(db_->Put(write, cf, key, value), "store put");
+  return Wrote(db_->Put(write, cf, key, value), "store put");
 }
 
 absl::StatusOr<std::string> RocksDbStore::Get(rocksdb::ColumnFamilyHandle* cf,
@@ -254,13 +325,14 @@ absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMet
         absl::StrCat("store at ", options_.path, " already holds a run"));
   }
   meta.set_committed_round(0);
+  FEDSCHED_RETURN_IF_ERROR(CheckRoom(initial_model.ByteSizeLong(), "initialize store"));
   FEDSCHED_ASSIGN_OR_RETURN(std::string model_ref, WriteModelFile(initial_model, nullptr, ""));
   rocksdb::WriteBatch batch;
   batch.Put(models_, RoundKey(0), model_ref);
   batch.Put(meta_, kMetaKey, meta.SerializeAsString());
   rocksdb::WriteOptions write;
   write.sync = true;
-  FEDSCHED_RETURN_IF_ERROR(FromRocks(db_->Write(write, &batch), "initialize store"));
+  FEDSCHED_RETURN_IF_ERROR(Wrote(db_->Write(write, &batch), "initialize store"));
   return WriteMarker(options_.path, 0);
 }
 
@@ -269,6 +341,9 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   const int64_t round = commit.record.round();
   FEDSCHED_RETURN_IF_ERROR(CheckCommitFollows(commit, current.committed_round()));
   commit.meta.set_committed_round(round);
+  FEDSCHED_RETURN_IF_ERROR(CheckRoom(
+      commit.model_bytes != nullptr ? commit.model_bytes->size() : commit.model->ByteSizeLong(),
+      absl::StrCat("commit round ", round)));
   // The model goes to its own file first (fsynced); the batch carries only its reference, so a
   // synced batch always points at a durable file (docs/DECISIONS.md "Model persistence").
   FEDSCHED_ASSIGN_OR_RETURN(std::string model_ref, WriteModelFile(*commit.model, commit.model_bytes,
@@ -290,13 +365,13 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   }
   if (!commit.planner_state.empty()) batch.Put(meta_, kPlannerKey, commit.planner_state);
   batch.Put(meta_, kMetaKey, commit.meta.SerializeAsString());
+  FEDSCHED_RETURN_IF_ERROR(CheckRoom(batch.GetDataSize(), absl::StrCat("commit round ", round)));
   const int64_t prune_below = round - options_.keep_models + 1;
   if (options_.keep_models > 0 && prune_below > 0)
     batch.DeleteRange(models_, RoundKey(0), RoundKey(prune_below));
   rocksdb::WriteOptions write;
   write.sync = true;
-  FEDSCHED_RETURN_IF_ERROR(
-      FromRocks(db_->Write(write, &batch), absl::StrCat("commit round ", round)));
+  FEDSCHED_RETURN_IF_ERROR(Wrote(db_->Write(write, &batch), absl::StrCat("commit round ", round)));
   // After the batch: a crash in between leaves the marker behind the meta, which is harmless.
   FEDSCHED_RETURN_IF_ERROR(WriteMarker(options_.path, round));
   if (options_.keep_models > 0 && prune_below > 0) {
@@ -413,10 +488,11 @@ absl::Status RocksDbStore::RecordFailedRound(const v1::RoundRecord& record) {
 }
 
 absl::Status RocksDbStore::PutProfile(const v1::ClientProfile& profile) {
+  FEDSCHED_RETURN_IF_ERROR(CheckRoom(profile.ByteSizeLong(), "store put profile"));
   rocksdb::WriteOptions write;
   write.sync = false;  // see store.h: the next round commit syncs the log
-  return FromRocks(db_->Put(write, clients_, profile.client_id(), profile.SerializeAsString()),
-                   "store put profile");
+  return Wrote(db_->Put(write, clients_, profile.client_id(), profile.SerializeAsString()),
+               "store put profile");
 }
 
 absl::Status RocksDbStore::DeleteProfiles(absl::Span<const std::string> client_ids) {
@@ -425,7 +501,7 @@ absl::Status RocksDbStore::DeleteProfiles(absl::Span<const std::string> client_i
   for (const std::string& id : client_ids) batch.Delete(clients_, id);
   rocksdb::WriteOptions write;
   write.sync = true;
-  return FromRocks(db_->Write(write, &batch), "store delete profiles");
+  return Wrote(db_->Write(write, &batch), "store delete profiles");
 }
 
 absl::StatusOr<v1::Model> RocksDbStore::LoadModel(int64_t round) const {

@@ -30,6 +30,12 @@ struct StoreOptions {
   // goes through the log) a store of 13 rounds of a 50.9 MB model took 51 s to reopen, and
   // 130 s in the soak. Default: 256 MiB. Must be > 0.
   int64_t max_wal_bytes = int64_t{256} << 20;
+  // Free space the store's file system keeps: opening, and every write, is refused with
+  // RESOURCE_EXHAUSTED (naming the path and the space needed) while less than this plus twice
+  // the write's bytes is free. RocksDB must never meet a full disk itself: its writers abort the
+  // process (an assertion) on the next use of a file whose write failed. Default: 1 MiB; the
+  // server passes its --min_free_disk_mb reserve. Must be >= 0.
+  int64_t min_free_bytes = int64_t{1} << 20;
 };
 
 // Durable server state: models, round records, client profiles, receipts, run meta, audited

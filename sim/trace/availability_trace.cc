@@ -92,6 +92,10 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::FromRows(std::vector<Availa
   if (rows.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(description, ": availability trace is empty"));
   }
+  int64_t windows = 0;
+  for (const AvailabilityRowSpec& row : rows) windows += static_cast<int64_t>(row.windows.size());
+  FEDSCHED_RETURN_IF_ERROR(CheckTraceCount(description, windows, GetTraceLimits().max_windows,
+                                           "availability windows", "--max_trace_windows"));
   AvailabilityTrace trace;
   trace.description_ = std::move(description);
   trace.synthetic_ = synthetic;
@@ -299,6 +303,8 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadFedscaleCsv(
 
 absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadJsonl(const std::string& path) {
   std::vector<AvailabilityRowSpec> rows;
+  const int64_t max_windows = GetTraceLimits().max_windows;
+  int64_t windows = 0;
   FEDSCHED_RETURN_IF_ERROR(ForEachJsonLine(path, [&](int64_t line, const JsonObject& o) {
     const std::string where = absl::StrCat(path, ":", line, ": ");
     AvailabilityRowSpec spec;
@@ -327,6 +333,9 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::LoadJsonl(const std::string
       return absl::InvalidArgumentError(absl::StrCat(where, "'active' has ", av->size(),
                                                      " entries but 'inactive' has ", iv->size()));
     }
+    windows += static_cast<int64_t>(av->size());
+    FEDSCHED_RETURN_IF_ERROR(CheckTraceCount(absl::StrCat(path, ":", line), windows, max_windows,
+                                             "availability windows", "--max_trace_windows"));
     for (size_t k = 0; k < av->size(); ++k) {
       if ((*av)[k] < 0 || (*iv)[k] < (*av)[k]) {
         return absl::InvalidArgumentError(
@@ -498,6 +507,13 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
   if (num_rows <= 0 || config.mean_online_s() < 0 || config.mean_offline_s() < 0 ||
       config.period_s() < 0) {
     return absl::InvalidArgumentError("synthetic availability: parameters must be positive");
+  }
+  // An exponential row holds about period / (on + off) windows: refuse before generating them.
+  const double expected = diurnal ? 0 : num_rows * (period / (on + off));
+  if (!(expected <= 2.0 * GetTraceLimits().max_windows)) {
+    return CheckTraceCount("synthetic availability", static_cast<int64_t>(std::min(expected, 1e18)),
+                           GetTraceLimits().max_windows, "availability windows (expected)",
+                           "--max_trace_windows");
   }
   std::vector<AvailabilityRowSpec> rows(num_rows);
   for (int64_t r = 0; r < num_rows; ++r) {

@@ -4,8 +4,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
-#include <sstream>
+#include <new>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -221,7 +222,30 @@ class JsonParser {
   size_t pos_ = 0;
 };
 
+TraceLimits& MutableTraceLimits() {
+  static TraceLimits limits;
+  return limits;
+}
+
+absl::Status OutOfMemory(const std::string& source) {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      source,
+      ": out of memory while reading the trace; use a smaller trace (or a machine with "
+      "more memory)"));
+}
+
 }  // namespace
+
+TraceLimits GetTraceLimits() { return MutableTraceLimits(); }
+void SetTraceLimits(const TraceLimits& limits) { MutableTraceLimits() = limits; }
+
+absl::Status CheckTraceCount(const std::string& source, int64_t count, int64_t limit,
+                             absl::string_view what, absl::string_view flag) {
+  if (count <= limit) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrCat(
+      source, ": more than ", limit, " ", what, " (the trace readers' bound, fedsched-sim ", flag,
+      "); cut or sample the trace, or raise the bound if the machine has the memory"));
+}
 
 bool ParseFiniteDouble(absl::string_view text, double* out) {
   std::string s(absl::StripAsciiWhitespace(text));
@@ -240,10 +264,32 @@ absl::StatusOr<std::string> ReadTraceFile(const std::string& path) {
     return absl::NotFoundError(
         absl::StrCat(path, ": cannot open trace file: ", std::strerror(errno)));
   }
-  std::ostringstream buffer;
-  buffer << in.rdbuf();
-  if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
-  return buffer.str();
+  const int64_t limit = GetTraceLimits().max_file_bytes;
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
+  if (!error && size > static_cast<uintmax_t>(limit)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        path, ": the trace file holds ", size, " bytes, more than ", limit,
+        " (the trace readers' bound, fedsched-sim --max_trace_bytes); cut or sample the trace"));
+  }
+  try {
+    std::string text;
+    text.reserve(error ? 0 : static_cast<size_t>(size));
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof(chunk)) || in.gcount() > 0) {
+      // A pipe or a file still growing has no size to check up front.
+      if (static_cast<int64_t>(text.size() + in.gcount()) > limit) {
+        return absl::ResourceExhaustedError(
+            absl::StrCat(path, ": the trace is longer than ", limit,
+                         " bytes (the trace readers' bound, fedsched-sim --max_trace_bytes)"));
+      }
+      text.append(chunk, static_cast<size_t>(in.gcount()));
+    }
+    if (in.bad()) return absl::DataLossError(absl::StrCat(path, ": read error"));
+    return text;
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(path);
+  }
 }
 
 absl::StatusOr<CsvTable> CsvTable::Read(const std::string& path) {
@@ -252,6 +298,16 @@ absl::StatusOr<CsvTable> CsvTable::Read(const std::string& path) {
 }
 
 absl::StatusOr<CsvTable> CsvTable::Parse(absl::string_view text, const std::string& source_name) {
+  try {
+    return ParseUnguarded(text, source_name);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(source_name);
+  }
+}
+
+absl::StatusOr<CsvTable> CsvTable::ParseUnguarded(absl::string_view text,
+                                                  const std::string& source_name) {
+  const int64_t max_rows = GetTraceLimits().max_rows;
   CsvTable table;
   table.source_ = source_name;
   int64_t line_no = 0;
@@ -279,6 +335,9 @@ absl::StatusOr<CsvTable> CsvTable::Parse(absl::string_view text, const std::stri
       return absl::InvalidArgumentError(
           absl::StrCat(source_name, ":", line_no, ": expected ", table.header_.size(), " fields (",
                        absl::StrJoin(table.header_, ","), "), found ", fields.size()));
+    }
+    if (static_cast<int64_t>(table.rows_.size()) >= max_rows) {
+      return CheckTraceCount(source_name, max_rows + 1, max_rows, "rows", "--max_trace_rows");
     }
     table.rows_.push_back(Row{line_no, fields});
   }
@@ -334,9 +393,13 @@ absl::StatusOr<JsonObject> ParseFlatJsonObject(absl::string_view text) {
   return JsonParser(text).Object();
 }
 
-absl::Status ForEachJsonLineImpl(
+namespace {
+
+absl::Status ForEachJsonLineUnguarded(
     const std::string& path, const std::function<absl::Status(int64_t, const JsonObject&)>& fn) {
   FEDSCHED_ASSIGN_OR_RETURN(std::string text, ReadTraceFile(path));
+  const int64_t max_rows = GetTraceLimits().max_rows;
+  int64_t rows = 0;
   int64_t line_no = 0;
   size_t pos = 0;
   while (pos < text.size()) {
@@ -346,6 +409,9 @@ absl::Status ForEachJsonLineImpl(
     pos = end + 1;
     ++line_no;
     if (IsBlank(line)) continue;
+    if (++rows > max_rows) {
+      return CheckTraceCount(path, rows, max_rows, "rows", "--max_trace_rows");
+    }
     absl::StatusOr<JsonObject> object = ParseFlatJsonObject(line);
     if (!object.ok()) {
       return absl::InvalidArgumentError(
@@ -354,6 +420,17 @@ absl::Status ForEachJsonLineImpl(
     FEDSCHED_RETURN_IF_ERROR(fn(line_no, *object));
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ForEachJsonLineImpl(
+    const std::string& path, const std::function<absl::Status(int64_t, const JsonObject&)>& fn) {
+  try {
+    return ForEachJsonLineUnguarded(path, fn);
+  } catch (const std::bad_alloc&) {
+    return OutOfMemory(path);
+  }
 }
 
 uint64_t SplitMix64::Next() {

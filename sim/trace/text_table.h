@@ -16,6 +16,24 @@
 
 namespace fedsched::sim {
 
+// Bounds on what a trace reader holds in memory: a trace beyond them is refused with an error
+// naming the file and the bound, instead of growing until the process dies (each CSV row costs
+// about 100 bytes of memory beyond its text; a window 16 bytes). Allocation failures while
+// reading become RESOURCE_EXHAUSTED errors, never an abort.
+struct TraceLimits {
+  // Default: 1 GiB. Largest trace file read (bytes).
+  int64_t max_file_bytes = int64_t{1} << 30;
+  // Default: 10,000,000. Most data rows (CSV rows, JSON lines) in one trace file.
+  int64_t max_rows = 10'000'000;
+  // Default: 50,000,000. Most availability windows in one trace, over all its clients.
+  int64_t max_windows = 50'000'000;
+};
+
+// The limits in force (process-wide; fedsched-sim's --max_trace_* flags set them at start).
+TraceLimits GetTraceLimits();
+// Replaces the limits. Call before any trace is read (not synchronised with readers).
+void SetTraceLimits(const TraceLimits& limits);
+
 // A CSV file split into a header and rows. Fields are separated by ','; a field may be enclosed
 // in double quotes ("" inside quotes is one quote). Blank lines are skipped; "\r\n" is accepted.
 // Immutable after Read; safe to share across threads.
@@ -28,7 +46,8 @@ class CsvTable {
 
   // Reads and splits `path`. Errors: NOT_FOUND if the file cannot be read; INVALID_ARGUMENT
   // "path:line: ..." for an empty file, an unterminated quote, or a row whose field count
-  // differs from the header's.
+  // differs from the header's; RESOURCE_EXHAUSTED beyond TraceLimits (bytes, rows) or when
+  // memory runs out.
   static absl::StatusOr<CsvTable> Read(const std::string& path);
   // As Read, on text already in memory; `source_name` is used in errors.
   static absl::StatusOr<CsvTable> Parse(absl::string_view text, const std::string& source_name);
@@ -53,6 +72,9 @@ class CsvTable {
   std::string Where(const Row& row) const;
 
  private:
+  static absl::StatusOr<CsvTable> ParseUnguarded(absl::string_view text,
+                                                 const std::string& source_name);
+
   std::string source_;
   std::vector<std::string> header_;
   int64_t header_line_ = 0;
@@ -70,12 +92,19 @@ absl::StatusOr<JsonObject> ParseFlatJsonObject(absl::string_view text);
 
 // Calls `fn(line_number, object)` for every non-blank line of the JSON Lines file `path`.
 // Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." on a malformed line;
+// RESOURCE_EXHAUSTED beyond TraceLimits (bytes, rows) or when memory runs out;
 // whatever `fn` returns (fn should prefix its own errors with path:line).
 template <typename Fn>
 absl::Status ForEachJsonLine(const std::string& path, Fn fn);
 
-// Reads `path` into memory. Errors: NOT_FOUND naming the path.
+// Reads `path` into memory. Errors: NOT_FOUND naming the path; RESOURCE_EXHAUSTED when it is
+// larger than TraceLimits::max_file_bytes or memory runs out.
 absl::StatusOr<std::string> ReadTraceFile(const std::string& path);
+
+// OK when `count` <= `limit`, else RESOURCE_EXHAUSTED "source: more than LIMIT WHAT (...)"
+// naming `flag`, the fedsched-sim flag that sets the bound (e.g. "--max_trace_windows").
+absl::Status CheckTraceCount(const std::string& source, int64_t count, int64_t limit,
+                             absl::string_view what, absl::string_view flag);
 
 // Parses a finite double from `text` (surrounding blanks allowed). Returns false otherwise.
 bool ParseFiniteDouble(absl::string_view text, double* out);

@@ -3,10 +3,12 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -21,17 +23,27 @@ namespace {
 
 using grpc::health::v1::HealthCheckResponse;
 
-// GET http://127.0.0.1:port/path with a plain socket (HTTP/1.0, read until close).
-std::string HttpGet(int port, const std::string& path) {
+// A TCP connection to 127.0.0.1:port, or -1. Reads on it give up after `timeout_s` seconds.
+int Connect(int port, int timeout_s = 60) {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval timeout{timeout_s, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
     ::close(fd);
-    return "";
+    return -1;
   }
+  return fd;
+}
+
+// GET http://127.0.0.1:port/path with a plain socket (HTTP/1.0, read until close, or until no
+// byte came for `timeout_s` seconds).
+std::string HttpGet(int port, const std::string& path, int timeout_s = 60) {
+  const int fd = Connect(port, timeout_s);
+  if (fd < 0) return "";
   const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
   ::send(fd, request.data(), request.size(), 0);
   std::string response;
@@ -97,6 +109,29 @@ TEST(ServerMetricsTest, ServesTheRegistryOverHttp) {
   const std::string body = HttpGet((*metrics)->port(), "/metrics");
   EXPECT_TRUE(absl::StrContains(body, "200 OK")) << body;
   EXPECT_TRUE(absl::StrContains(body, "fedsched_committed_round 5")) << body;
+}
+
+// Idle connections (connected, nothing sent) and half-open requests (a request line, never its
+// end) once held every CivetWeb thread for 30 s, so each scrape timed out. The scrape must be
+// answered while more of them than the old 2 threads stay open; 20 s is below that old hold.
+TEST(ServerMetricsTest, ScrapesAnswerWhileIdleAndHalfOpenConnectionsStayOpen) {
+  absl::StatusOr<std::unique_ptr<ServerMetrics>> metrics = ServerMetrics::Serve("127.0.0.1:0");
+  ASSERT_TRUE(metrics.ok()) << metrics.status();
+  (*metrics)->OnRoundCommitted(Record(7, 2, 0.6));
+  std::vector<int> idle;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = Connect((*metrics)->port());
+    ASSERT_GE(fd, 0);
+    if (i % 2 == 1) {
+      const std::string partial = "GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\n";
+      ASSERT_EQ(::send(fd, partial.data(), partial.size(), 0),
+                static_cast<ssize_t>(partial.size()));
+    }
+    idle.push_back(fd);
+  }
+  const std::string body = HttpGet((*metrics)->port(), "/metrics", /*timeout_s=*/20);
+  EXPECT_TRUE(absl::StrContains(body, "fedsched_committed_round 7")) << "scrape: '" << body << "'";
+  for (int fd : idle) ::close(fd);
 }
 
 TEST(ServerMetricsTest, ABusyAddressIsAnErrorNotACrash) {

@@ -3,7 +3,9 @@
 #include <fstream>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
+#include "sim/trace/availability_trace.h"
 #include "sim/trace/capacity_trace.h"
 #include "sim/trace/text_table.h"
 
@@ -128,6 +130,81 @@ TEST(JsonTest, ParsesFlatObjects) {
   EXPECT_EQ(std::get<std::string>(o["b"]), "x\"y");
   EXPECT_FALSE(ParseFlatJsonObject(R"({"a": 1} x)").ok());
   EXPECT_FALSE(ParseFlatJsonObject(R"({"a": nan})").ok());
+}
+
+// Sets the trace readers' limits for one test and restores the defaults after it.
+class ScopedTraceLimits {
+ public:
+  explicit ScopedTraceLimits(const TraceLimits& limits) { SetTraceLimits(limits); }
+  ~ScopedTraceLimits() { SetTraceLimits(TraceLimits()); }
+};
+
+std::string CapacityCsv(int rows) {
+  std::string text = "client_id,computation,communication\n";
+  for (int i = 0; i < rows; ++i) absl::StrAppend(&text, i, ",10,100\n");
+  return text;
+}
+
+// A trace of 10^9 rows once grew the simulator until std::bad_alloc killed it: every reader now
+// stops at a row bound with an error naming the file, the bound and the flag that sets it.
+TEST(TraceLimitsTest, CsvBeyondTheRowBoundIsRefusedNamingFileAndFlag) {
+  const std::string path = WriteTemp("rows_over.csv", CapacityCsv(6));
+  {
+    ScopedTraceLimits limits({.max_rows = 6});
+    ASSERT_OK_AND_ASSIGN(CapacityTrace t, CapacityTrace::LoadCsv(path));
+    EXPECT_EQ(t.size(), 6);
+  }
+  ScopedTraceLimits limits({.max_rows = 5});
+  EXPECT_THAT(CapacityTrace::LoadCsv(path),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr(path), HasSubstr("more than 5 rows"),
+                             HasSubstr("--max_trace_rows"))));
+}
+
+TEST(TraceLimitsTest, JsonLinesBeyondTheRowBoundAreRefused) {
+  std::string text;
+  for (int i = 0; i < 4; ++i) {
+    absl::StrAppend(&text, "{\"client_id\": ", i, ", \"computation\": 10, \"communication\": 5}\n");
+  }
+  const std::string path = WriteTemp("rows_over.jsonl", text);
+  ScopedTraceLimits limits({.max_rows = 3});
+  EXPECT_THAT(CapacityTrace::LoadJsonl(path),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr(path), HasSubstr("more than 3 rows"))));
+}
+
+TEST(TraceLimitsTest, AFileBeyondTheByteBoundIsRefusedBeforeItIsRead) {
+  const std::string path = WriteTemp("bytes_over.csv", CapacityCsv(100));
+  ScopedTraceLimits limits({.max_file_bytes = 200});
+  EXPECT_THAT(ReadTraceFile(path), StatusIs(absl::StatusCode::kResourceExhausted,
+                                            AllOf(HasSubstr(path), HasSubstr("more than 200"),
+                                                  HasSubstr("--max_trace_bytes"))));
+  EXPECT_THAT(CapacityTrace::LoadCsv(path),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr(path)));
+}
+
+TEST(TraceLimitsTest, AvailabilityWindowsBeyondTheBoundAreRefused) {
+  // Two rows of 3 windows each: 6 windows in all, over a bound of 5.
+  const std::string row =
+      "\"finish_time\": 1000, \"active\": [0, 100, 200], \"inactive\": [50, 150, 250]}\n";
+  const std::string path = WriteTemp(
+      "windows_over.jsonl", absl::StrCat("{\"client_id\": 1, ", row, "{\"client_id\": 2, ", row));
+  {
+    ScopedTraceLimits limits({.max_windows = 6});
+    EXPECT_OK(AvailabilityTrace::LoadJsonl(path).status());
+  }
+  ScopedTraceLimits limits({.max_windows = 5});
+  EXPECT_THAT(AvailabilityTrace::LoadJsonl(path),
+              StatusIs(absl::StatusCode::kResourceExhausted,
+                       AllOf(HasSubstr(path), HasSubstr("more than 5 availability windows"),
+                             HasSubstr("--max_trace_windows"))));
+  // A synthetic trace is refused before its windows are generated.
+  v1::SyntheticAvailabilityConfig synthetic;
+  synthetic.set_mean_online_s(1);
+  synthetic.set_mean_offline_s(1);
+  synthetic.set_period_s(1e12);
+  EXPECT_THAT(AvailabilityTrace::Synthetic(synthetic, 1000),
+              StatusIs(absl::StatusCode::kResourceExhausted, HasSubstr("--max_trace_windows")));
 }
 
 }  // namespace
