@@ -1,50 +1,138 @@
-// fedsched-enroll: derives a device's enrolment secret from the server's enrolment key
-// (security.enrolment_key_path), to install on the device as <state_dir>/credential (0600).
+// fedsched-enroll: provisions what a device or an aggregator needs to be admitted
+// (docs/SECURITY.md "Identities" and "Relays").
 //
-//   fedsched-enroll --key_file=enrolment.key --identity=device-3 [--out=STATE_DIR/credential]
+// A device: its enrolment secret, derived from the server's enrolment key
+// (security.enrolment_key_path, default <store_path>/enrolment_key). With --state_dir it writes
+// the device's state dir as the SDK reads it: `credential` and, when --identity is not given, a
+// fresh random `identity` (printed on stdout).
+//
+//   fedsched-enroll --key_file=STORE/enrolment_key --identity=device-3 [--out=FILE]
+//   fedsched-enroll --key_file=STORE/enrolment_key --state_dir=DIR [--identity=ID]
+//
+// --create_key makes the key file first when it is missing (a script provisioning devices
+// before the server's first start).
+//
+// An aggregator: its own token, kept by the root as <aggregator_token_dir>/<id> (created 0600
+// with a random token when missing) and copied to --out for the aggregator's
+// hierarchy.upstream_token_path.
+//
+//   fedsched-enroll --aggregator_token_dir=STORE/aggregator_tokens --aggregator_id=agg-1 \
+//       --out=agg-1.token
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/random/random.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "server/service/credentials.h"
 
 ABSL_FLAG(std::string, key_file, "", "The server's enrolment key (mode 0600).");
-ABSL_FLAG(std::string, identity, "", "The device identity to enrol.");
+ABSL_FLAG(bool, create_key, false,
+          "Create --key_file (0600, random) when missing, e.g. <store_path>/enrolment_key "
+          "before the server's first start.");
+ABSL_FLAG(std::string, identity, "",
+          "The device identity to enrol. With --state_dir and no --identity, a random one is "
+          "made and written to STATE_DIR/identity.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Write the device's STATE_DIR/credential (and identity) there (created 0700).");
 ABSL_FLAG(std::string, out, "", "Write the secret to this file (0600) instead of stdout.");
+ABSL_FLAG(std::string, aggregator_token_dir, "",
+          "The root's hierarchy.aggregator_token_dir: provision an aggregator instead.");
+ABSL_FLAG(std::string, aggregator_id, "", "The aggregator to provision (its aggregator_id).");
+
+namespace {
+
+// Writes `text` + "\n" to `path`, mode 0600, never through a symlink. Returns false on failure.
+bool WritePrivate(const std::string& path, const std::string& text) {
+  const std::string line = text + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                  ::fchmod(fd, 0600) == 0;
+  ::close(fd);
+  return ok;
+}
+
+// "device-" + 16 random hex digits: an identity nobody can guess (not device-<partition>).
+std::string RandomIdentity() {
+  absl::BitGen gen;
+  return absl::StrFormat("device-%016x", absl::Uniform<uint64_t>(gen));
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "fedsched-enroll: %s\n", message.c_str());
+  return 2;
+}
+
+int ProvisionAggregator(const std::string& dir, const std::string& id, const std::string& out) {
+  if (id.empty() || id[0] == '.' || id.find('/') != std::string::npos) {
+    return Fail("--aggregator_id must be a plain file name (no '/', not starting with '.')");
+  }
+  ::mkdir(dir.c_str(), 0700);
+  absl::StatusOr<std::string> token = fedsched::ReadOrCreateToken(dir + "/" + id);
+  if (!token.ok()) return Fail(token.status().ToString());
+  if (out.empty()) {
+    std::printf("%s\n", token->c_str());
+    return 0;
+  }
+  return WritePrivate(out, *token) ? 0 : Fail(absl::StrCat("cannot write ", out));
+}
+
+int ProvisionDevice(std::string identity, const std::string& state_dir, const std::string& out) {
+  if (identity.empty() && state_dir.empty()) return Fail("--identity or --state_dir is required");
+  const std::string key_file = absl::GetFlag(FLAGS_key_file);
+  absl::StatusOr<std::string> key = absl::GetFlag(FLAGS_create_key)
+                                        ? fedsched::ReadOrCreateToken(key_file)
+                                        : fedsched::ReadSecretFile(key_file, 16);
+  if (!key.ok()) return Fail(key.status().ToString());
+  if (!state_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(state_dir).parent_path(), ec);
+    if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      return Fail(absl::StrCat("cannot create ", state_dir));
+    }
+    if (identity.empty()) {
+      identity = RandomIdentity();
+      if (!WritePrivate(state_dir + "/identity", identity)) {
+        return Fail(absl::StrCat("cannot write ", state_dir, "/identity"));
+      }
+      std::printf("%s\n", identity.c_str());
+    }
+  }
+  const std::string secret = fedsched::EnrolmentSecret(*key, identity);
+  const std::string path = !out.empty() ? out : state_dir.empty() ? "" : state_dir + "/credential";
+  if (path.empty()) {
+    std::printf("%s\n", secret.c_str());
+    return 0;
+  }
+  return WritePrivate(path, secret) ? 0 : Fail(absl::StrCat("cannot write ", path));
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Prints a device's enrolment secret: fedsched-enroll "
-      "--key_file=KEY --identity=ID [--out=FILE]");
+      "Provisions a device: fedsched-enroll --key_file=KEY (--identity=ID | --state_dir=DIR) "
+      "[--out=FILE]; or an aggregator: fedsched-enroll --aggregator_token_dir=DIR "
+      "--aggregator_id=ID [--out=FILE]");
   absl::ParseCommandLine(argc, argv);
-  const std::string identity = absl::GetFlag(FLAGS_identity);
-  if (identity.empty()) {
-    std::fprintf(stderr, "fedsched-enroll: --identity is required\n");
-    return 2;
-  }
-  absl::StatusOr<std::string> key = fedsched::ReadSecretFile(absl::GetFlag(FLAGS_key_file), 16);
-  if (!key.ok()) {
-    std::fprintf(stderr, "fedsched-enroll: %s\n", key.status().ToString().c_str());
-    return 2;
-  }
-  const std::string secret = fedsched::EnrolmentSecret(*key, identity) + "\n";
   const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) {
-    std::fputs(secret.c_str(), stdout);
-    return 0;
+  if (!absl::GetFlag(FLAGS_aggregator_token_dir).empty() ||
+      !absl::GetFlag(FLAGS_aggregator_id).empty()) {
+    if (absl::GetFlag(FLAGS_aggregator_token_dir).empty()) {
+      return Fail("--aggregator_id needs --aggregator_token_dir");
+    }
+    return ProvisionAggregator(absl::GetFlag(FLAGS_aggregator_token_dir),
+                               absl::GetFlag(FLAGS_aggregator_id), out);
   }
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 || ::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size())) {
-    std::fprintf(stderr, "fedsched-enroll: cannot write %s\n", out.c_str());
-    return 1;
-  }
-  ::fchmod(fd, 0600);
-  ::close(fd);
-  return 0;
+  return ProvisionDevice(absl::GetFlag(FLAGS_identity), absl::GetFlag(FLAGS_state_dir), out);
 }

@@ -165,6 +165,7 @@ TEST_F(CApiTest, TrainCallbackDrivesRoundsOverGrpc) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server,
                        TestServer::Start(OneClientServer(2, PatternModel({6, 3}))));
 
+  ASSERT_OK(::fedsched::testing::ProvisionStateDir(StateDir("c"), "c-device"));
   fedsched_client_options options = Options("identity: \"c-device\" state_dir: \"" + StateDir("c") +
                                             "\" server_address: \"" + server->address() + "\"");
   fedsched_client* client = nullptr;
@@ -200,6 +201,7 @@ TEST_F(CApiTest, AFailingTrainCallbackIsReportedAsAFailedTaskNotACrash) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server,
                        TestServer::Start(OneClientServer(1, PatternModel({4}))));
   app_.fail_training = true;
+  ASSERT_OK(::fedsched::testing::ProvisionStateDir(StateDir("f"), "f-device"));
   fedsched_client_options options = Options("identity: \"f-device\" state_dir: \"" + StateDir("f") +
                                             "\" server_address: \"" + server->address() + "\"");
   fedsched_client* client = nullptr;
