@@ -3,8 +3,8 @@
 //
 // A device: its enrolment secret, derived from the server's enrolment key
 // (security.enrolment_key_path, default <store_path>/enrolment_key). With --state_dir it writes
-// the device's state dir as the SDK reads it: `credential` and, when --identity is not given, a
-// fresh random `identity` (printed on stdout).
+// the device's state dir as the SDK reads it: `credential` and, when --identity is not given,
+// the install's `identity` (kept if the state dir has one, else random; printed on stdout).
 //
 //   fedsched-enroll --key_file=STORE/enrolment_key --identity=device-3 [--out=FILE]
 //   fedsched-enroll --key_file=STORE/enrolment_key --state_dir=DIR [--identity=ID]
@@ -22,17 +22,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <filesystem>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
+#include "client/sdk/state_dir.h"
 #include "server/service/credentials.h"
 
 ABSL_FLAG(std::string, key_file, "", "The server's enrolment key (mode 0600).");
@@ -40,8 +37,8 @@ ABSL_FLAG(bool, create_key, false,
           "Create --key_file (0600, random) when missing, e.g. <store_path>/enrolment_key "
           "before the server's first start.");
 ABSL_FLAG(std::string, identity, "",
-          "The device identity to enrol. With --state_dir and no --identity, a random one is "
-          "made and written to STATE_DIR/identity.");
+          "The device identity to enrol. With --state_dir and no --identity: STATE_DIR/identity, "
+          "made at random when missing.");
 ABSL_FLAG(std::string, state_dir, "",
           "Write the device's STATE_DIR/credential (and identity) there (created 0700).");
 ABSL_FLAG(std::string, out, "", "Write the secret to this file (0600) instead of stdout.");
@@ -60,12 +57,6 @@ bool WritePrivate(const std::string& path, const std::string& text) {
                   ::fchmod(fd, 0600) == 0;
   ::close(fd);
   return ok;
-}
-
-// "device-" + 16 random hex digits: an identity nobody can guess (not device-<partition>).
-std::string RandomIdentity() {
-  absl::BitGen gen;
-  return absl::StrFormat("device-%016x", absl::Uniform<uint64_t>(gen));
 }
 
 int Fail(const std::string& message) {
@@ -95,16 +86,13 @@ int ProvisionDevice(std::string identity, const std::string& state_dir, const st
                                         : fedsched::ReadSecretFile(key_file, 16);
   if (!key.ok()) return Fail(key.status().ToString());
   if (!state_dir.empty()) {
-    std::error_code ec;
-    std::filesystem::create_directories(std::filesystem::path(state_dir).parent_path(), ec);
-    if (::mkdir(state_dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      return Fail(absl::StrCat("cannot create ", state_dir));
-    }
+    // The state dir as the SDK keeps it: private, and the install's identity read from it or
+    // made up at random there (so re-provisioning a device keeps its identity).
+    if (absl::Status s = fedsched::MakePrivateDir(state_dir); !s.ok()) return Fail(s.ToString());
     if (identity.empty()) {
-      identity = RandomIdentity();
-      if (!WritePrivate(state_dir + "/identity", identity)) {
-        return Fail(absl::StrCat("cannot write ", state_dir, "/identity"));
-      }
+      absl::StatusOr<std::string> kept = fedsched::ReadOrCreateIdentity(state_dir);
+      if (!kept.ok()) return Fail(kept.status().ToString());
+      identity = *std::move(kept);
       std::printf("%s\n", identity.c_str());
     }
   }
