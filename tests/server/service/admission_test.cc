@@ -32,21 +32,13 @@ using ::fedsched::testing::UploadMessages;
 using ::fedsched::testing::UploadRaw;
 using ::testing::HasSubstr;
 
-constexpr int64_t kChunk = 1024;
+constexpr int64_t kChunk = 1024;  // upload chunk bytes
 const std::string kNone;  // no credential at all
 
 class AdmissionTest : public ::testing::Test {
  protected:
   AdmissionTest() {
-    raw_.set_clients_per_round(2);
-    raw_.set_min_updates(2);
-    raw_.set_min_online_clients(2);
-    raw_.set_num_rounds(5);
-    raw_.set_round_deadline_s(60);
-    raw_.set_heartbeat_interval_ms(1000);
-    raw_.set_missed_heartbeats(60);
-    raw_.mutable_selection()->set_overcommit(1.0);
-    raw_.mutable_transport()->set_chunk_bytes(kChunk);
+    raw_.set_missed_heartbeats(60);  // nobody goes offline while a test runs
     raw_.mutable_training()->set_local_steps(1);
   }
 
@@ -168,6 +160,7 @@ class ThreeHundredPollersTest : public AdmissionTest {
     raw_.set_num_rounds(3);
     raw_.set_round_deadline_s(1);
     raw_.set_replan_backoff_after_failures(100);
+    raw_.mutable_selection()->set_overcommit(1.0);  // 30 slots
     raw_.mutable_security()->set_allow_trust_on_first_use(true);
     raw_.mutable_pacing()->set_disable(!pacing);
     Start();
