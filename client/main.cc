@@ -42,7 +42,8 @@ ABSL_FLAG(std::string, config, "", "Client config, protobuf text format (ClientC
 ABSL_FLAG(std::optional<int32_t>, partition_index, std::nullopt,
           "Overrides data.partition_index (>= 0) when given.");
 ABSL_FLAG(int32_t, num_partitions, 0, "Overrides data.num_partitions when > 0.");
-ABSL_FLAG(std::string, identity, "", "Overrides identity (default: device-<partition_index>).");
+ABSL_FLAG(std::string, identity, "",
+          "Overrides identity (default: <state_dir>/identity, random per install).");
 ABSL_FLAG(std::string, server, "", "Overrides server_address.");
 ABSL_FLAG(double, slowdown, 0, "Overrides slowdown_factor when > 0 (>= 1).");
 ABSL_FLAG(double, bandwidth_kbps, -1, "Overrides bandwidth_kbps when >= 0.");
@@ -348,12 +349,20 @@ int Main() {
     }
   }
   if (!absl::GetFlag(FLAGS_identity).empty()) config.set_identity(absl::GetFlag(FLAGS_identity));
-  if (config.identity().empty())
-    config.set_identity(absl::StrCat("device-", data.partition_index()));
-
   if (config.state_dir().empty()) {
     // Per user: two users' clients on one machine must not share a cache.
-    config.set_state_dir(absl::StrCat("/tmp/fedsched-client-", ::getuid(), "-", config.identity()));
+    config.set_state_dir(absl::StrCat("/tmp/fedsched-client-", ::getuid(), "-",
+                                      config.identity().empty()
+                                          ? absl::StrCat("partition-", data.partition_index())
+                                          : config.identity()));
+  }
+  if (config.identity().empty()) {
+    // The install's own random identity (fedsched-enroll --state_dir writes it with the
+    // credential), never a guessable device-<partition>.
+    if (absl::Status s = MakePrivateDir(config.state_dir()); !s.ok()) return Fail(s);
+    absl::StatusOr<std::string> identity = ReadOrCreateIdentity(config.state_dir());
+    if (!identity.ok()) return Fail(identity.status());
+    config.set_identity(*identity);
   }
   // One client per state dir: two sharing it (e.g. two test runs with the same identities)
   // would rebuild each other's sample files mid-run.

@@ -10,7 +10,7 @@ tensor names and shapes, averages them (FedAvg) and records the clients' own eva
 partitions of the training set, 10 per round, 1 local epoch at batch 32, learning rate 0.1,
 30 rounds); each client's local eval split is its 1/N share of the t10k test set.
 
-  bash scripts/build.sh fedsched-server fedsched_python
+  bash scripts/build.sh fedsched-server fedsched-enroll fedsched_python
   python3 examples/pytorch_fmnist.py                # --clients 20 --rounds 30 --build build
 
 Per round it prints the participants' example-weighted accuracy on their eval splits of the
@@ -200,6 +200,11 @@ def main():
         x, y = train_x[parts[i]], train_y[parts[i]]
         trainer = TorchTrainer(x, y, test_x[i * share:(i + 1) * share],
                                test_y[i * share:(i + 1) * share])
+        # Each device is provisioned from the server's enrolment key (docs/SECURITY.md).
+        subprocess.run([str(pathlib.Path(args.build) / "server" / "fedsched-enroll"),
+                        f"--key_file={run / 'store' / 'enrolment_key'}", f"--identity=torch-{i}",
+                        f"--state_dir={run / f'client-{i}'}"], check=True,
+                       stdout=subprocess.DEVNULL)
         config = (f'server_address: "127.0.0.1:{port}" identity: "torch-{i}" '
                   f'state_dir: "{run / f"client-{i}"}" seed: {args.seed + i}')
         clients.append(fedsched.Client(config, trainer, num_samples=len(y)))

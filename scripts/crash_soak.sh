@@ -16,6 +16,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
+. "$ROOT/scripts/lib/provision.sh"
 ROUNDS=${ROUNDS:-20}
 CLIENTS=${CLIENTS:-6}
 SEED=${SEED:-$RANDOM}
@@ -27,9 +28,9 @@ KEEP=${KEEP:-0}
 RANDOM=$SEED
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
-  ninja -C "$BUILD" fedsched-server fedsched-client fedsched-audit > /dev/null
+  ninja -C "$BUILD" fedsched-server fedsched-client fedsched-audit fedsched-enroll > /dev/null
 fi
-for b in server/fedsched-server client/fedsched-client server/fedsched-audit; do
+for b in server/fedsched-server client/fedsched-client server/fedsched-audit server/fedsched-enroll; do
   [ -x "$BUILD/$b" ] || { echo "crash_soak: $BUILD/$b is missing (build it first)"; exit 1; }
 done
 
@@ -68,6 +69,7 @@ CFG
 
 echo "crash soak: $ROUNDS rounds, $CLIENTS clients, seed $SEED, port $PORT, work $WORK"
 for ((i = 0; i < CLIENTS; i++)); do
+  fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/client-$i" "device-$i"
   "$BUILD/client/fedsched-client" --config="$WORK/client.textproto" --partition_index=$i \
     --state_dir="$WORK/client-$i" --log_level=warn > "$WORK/client-$i.log" 2>&1 &
   client_pids+=("$!")

@@ -38,7 +38,7 @@ mkdir -p "$RESULTS"
 
 if [ "${REPORT_ONLY:-0}" != "1" ] && [ "${SKIP_BUILD:-0}" != "1" ]; then
   bash scripts/install_deps.sh
-  bash scripts/build.sh fedsched-server fedsched-client
+  bash scripts/build.sh fedsched-server fedsched-client fedsched-enroll
 fi
 
 SLOWDOWNS=$(tail -n +2 "$TRACE" | head -n $CLIENTS | cut -d, -f2 |

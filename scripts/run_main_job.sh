@@ -21,9 +21,12 @@
 #   SEED=1                 server selection seed
 #   SKIP_BUILD=1           reuse an existing build
 #   SERVER_BIN, CLIENT_BIN binaries to run (default: build/server/..., build/client/...)
+#   ENROLL_BIN             fedsched-enroll (default: beside SERVER_BIN): provisions each client's
+#                          state dir (credential and random identity) from the store's key
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
+. scripts/lib/provision.sh
 
 CLIENTS=${CLIENTS:-20}
 ROUNDS=${ROUNDS:-30}
@@ -38,10 +41,11 @@ RUN_DIR=${RUN_DIR:-runs/main-$(date +%Y%m%d-%H%M%S)}
 
 if [ "${SKIP_BUILD:-0}" != "1" ]; then
   bash scripts/install_deps.sh
-  bash scripts/build.sh fedsched-server fedsched-client
+  bash scripts/build.sh fedsched-server fedsched-client fedsched-enroll
 fi
 SERVER_BIN=${SERVER_BIN:-$ROOT/build/server/fedsched-server}
 CLIENT_BIN=${CLIENT_BIN:-$ROOT/build/client/fedsched-client}
+ENROLL_BIN=${ENROLL_BIN:-$(dirname "$SERVER_BIN")/fedsched-enroll}
 
 mkdir -p "$RUN_DIR"
 RUN_DIR=$(cd "$RUN_DIR" && pwd)
@@ -53,6 +57,12 @@ cleanup() {
   for p in "${pids[@]:-}"; do kill "$p" 2>/dev/null || true; done
 }
 trap cleanup EXIT INT TERM
+
+# Only provisioned devices are admitted (docs/SECURITY.md): each client's state dir gets its
+# credential, derived from the store's enrolment key, and a random identity.
+for ((i = 0; i < CLIENTS; i++)); do
+  fedsched_provision "$ENROLL_BIN" "$RUN_DIR/store" "$RUN_DIR/clients/device-$i"
+done
 
 "$SERVER_BIN" --config="$SERVER_CONFIG" --store_path="$RUN_DIR/store" \
   --metrics_csv="$RUN_DIR/metrics.csv" --listen="127.0.0.1:$PORT" --num_rounds="$ROUNDS" \

@@ -29,6 +29,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
+. "$ROOT/scripts/lib/provision.sh"
 ROUNDS=${ROUNDS:-200}
 CLIENTS=${CLIENTS:-4}
 HIDDEN=${HIDDEN:-16000}
@@ -43,7 +44,7 @@ MAX_MINUTES=${MAX_MINUTES:-180}
 KEEP=${KEEP:-0}
 RANDOM=$SEED
 
-for b in server/fedsched-server client/fedsched-client server/fedsched-audit; do
+for b in server/fedsched-server client/fedsched-client server/fedsched-audit server/fedsched-enroll; do
   [ -x "$BUILD/$b" ] || { echo "soak: $BUILD/$b is missing (build it first)"; exit 1; }
 done
 WORK=$(mktemp -d /tmp/fedsched_soak.XXXXXX)
@@ -91,6 +92,8 @@ fault() {  # fault KIND TARGET DETAIL: one line on stdout and in faults.log (epo
   echo "fault: ${line#* }"
 }
 start_client() {  # start_client I: (re)starts device-I; its pid goes to WORK/pid-I
+  [ -f "$WORK/state-$1/credential" ] ||
+    fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-$1" "device-$1"
   "$BUILD/client/fedsched-client" --config="$WORK/client.textproto" --partition_index="$1" \
     --state_dir="$WORK/state-$1" --log_level=info >> "$WORK/client-$1.log" 2>&1 &
   echo $! > "$WORK/pid-$1"

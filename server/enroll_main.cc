@@ -1,41 +1,126 @@
-// fedsched-enroll: the operator's enrolment tool (docs/OPERATIONS.md "Provisioning devices" and
-// "Re-enrolling a device").
+// fedsched-enroll: provisions what a device or an aggregator needs to be admitted
+// (docs/SECURITY.md "Identities" and "Relays").
 //
-// Derive a device's enrolment secret from the server's enrolment key
-// (security.enrolment_key_path), to install on the device as <state_dir>/credential (0600):
-//   fedsched-enroll --key_file=enrolment.key --identity=device-3 [--out=STATE_DIR/credential]
+// A device: its enrolment secret, derived from the server's enrolment key
+// (security.enrolment_key_path, default <store_path>/enrolment_key). With --state_dir it writes
+// the device's state dir as the SDK reads it: `credential` and, when --identity is not given,
+// the install's `identity` (kept if the state dir has one, else random; printed on stdout).
+//
+//   fedsched-enroll --key_file=STORE/enrolment_key --identity=device-3 [--out=FILE]
+//   fedsched-enroll --key_file=STORE/enrolment_key --state_dir=DIR [--identity=ID]
+//
+// --create_key makes the key file first when it is missing (a script provisioning devices
+// before the server's first start).
+//
+// An aggregator: its own token, kept by the root as <aggregator_token_dir>/<id> (created 0600
+// with a random token when missing) and copied to --out for the aggregator's
+// hierarchy.upstream_token_path.
+//
+//   fedsched-enroll --aggregator_token_dir=STORE/aggregator_tokens --aggregator_id=agg-1 \
+//       --out=agg-1.token
 //
 // Re-enrol an identity: clear the credential or certificate it is bound to in a stopped
 // server's store, so that its next registration binds whatever it then presents (a new
-// certificate, a freshly issued credential). Its profile and history stay.
+// certificate, a credential issued at first use). Its profile and history stay.
 //   fedsched-enroll --store_path=STORE --reset_identity=device-3
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
+#include "client/sdk/state_dir.h"
 #include "common/private_file.h"
 #include "server/cli/store_lock.h"
 #include "server/service/credentials.h"
 #include "server/store/store.h"
 
 ABSL_FLAG(std::string, key_file, "", "The server's enrolment key (mode 0600).");
-ABSL_FLAG(std::string, identity, "", "The device identity to enrol.");
+ABSL_FLAG(bool, create_key, false,
+          "Create --key_file (0600, random) when missing, e.g. <store_path>/enrolment_key "
+          "before the server's first start.");
+ABSL_FLAG(std::string, identity, "",
+          "The device identity to enrol. With --state_dir and no --identity: STATE_DIR/identity, "
+          "made at random when missing.");
+ABSL_FLAG(std::string, state_dir, "",
+          "Write the device's STATE_DIR/credential (and identity) there (created 0700).");
 ABSL_FLAG(std::string, out, "", "Write the secret to this file (0600) instead of stdout.");
+ABSL_FLAG(std::string, aggregator_token_dir, "",
+          "The root's hierarchy.aggregator_token_dir: provision an aggregator instead.");
+ABSL_FLAG(std::string, aggregator_id, "", "The aggregator to provision (its aggregator_id).");
 ABSL_FLAG(std::string, store_path, "",
           "With --reset_identity: the store of the stopped server (its store_path).");
 ABSL_FLAG(std::string, reset_identity, "",
           "Clears this identity's credential or certificate binding in --store_path (the "
           "server must be stopped), so that it can register again with a new one.");
 
-namespace fedsched {
 namespace {
+
+// Writes `text` + "\n" to `path`, mode 0600, never through a symlink. Returns false on failure.
+bool WritePrivate(const std::string& path, const std::string& text) {
+  const std::string line = text + "\n";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return false;
+  const bool ok = ::write(fd, line.data(), line.size()) == static_cast<ssize_t>(line.size()) &&
+                  ::fchmod(fd, 0600) == 0;
+  ::close(fd);
+  return ok;
+}
+
+int Fail(const std::string& message) {
+  std::fprintf(stderr, "fedsched-enroll: %s\n", message.c_str());
+  return 2;
+}
+
+int ProvisionAggregator(const std::string& dir, const std::string& id, const std::string& out) {
+  if (id.empty() || id[0] == '.' || id.find('/') != std::string::npos) {
+    return Fail("--aggregator_id must be a plain file name (no '/', not starting with '.')");
+  }
+  ::mkdir(dir.c_str(), 0700);
+  absl::StatusOr<std::string> token = fedsched::ReadOrCreateToken(dir + "/" + id);
+  if (!token.ok()) return Fail(token.status().ToString());
+  if (out.empty()) {
+    std::printf("%s\n", token->c_str());
+    return 0;
+  }
+  return WritePrivate(out, *token) ? 0 : Fail(absl::StrCat("cannot write ", out));
+}
+
+int ProvisionDevice(std::string identity, const std::string& state_dir, const std::string& out) {
+  if (identity.empty() && state_dir.empty()) return Fail("--identity or --state_dir is required");
+  const std::string key_file = absl::GetFlag(FLAGS_key_file);
+  absl::StatusOr<std::string> key = absl::GetFlag(FLAGS_create_key)
+                                        ? fedsched::ReadOrCreateToken(key_file)
+                                        : fedsched::ReadSecretFile(key_file, 16);
+  if (!key.ok()) return Fail(key.status().ToString());
+  if (!state_dir.empty()) {
+    // The state dir as the SDK keeps it: private, and the install's identity read from it or
+    // made up at random there (so re-provisioning a device keeps its identity).
+    if (absl::Status s = fedsched::MakePrivateDir(state_dir); !s.ok()) return Fail(s.ToString());
+    if (identity.empty()) {
+      absl::StatusOr<std::string> kept = fedsched::ReadOrCreateIdentity(state_dir);
+      if (!kept.ok()) return Fail(kept.status().ToString());
+      identity = *std::move(kept);
+      std::printf("%s\n", identity.c_str());
+    }
+  }
+  const std::string secret = fedsched::EnrolmentSecret(*key, identity);
+  const std::string path = !out.empty() ? out : state_dir.empty() ? "" : state_dir + "/credential";
+  if (path.empty()) {
+    std::printf("%s\n", secret.c_str());
+    return 0;
+  }
+  return WritePrivate(path, secret) ? 0 : Fail(absl::StrCat("cannot write ", path));
+}
 
 // Clears the binding of `identity` in the store at `path`. Exit code: 0 done, 1 no such
 // identity, 2 the store cannot be used (missing, in use, not private).
@@ -45,27 +130,27 @@ int ResetIdentity(const std::string& path, const std::string& identity) {
     std::fprintf(stderr, "fedsched-enroll: no fedsched store (RocksDB) at %s\n", path.c_str());
     return 2;
   }
-  if (absl::Status s = CheckPrivateDirectory(path); !s.ok()) {
+  if (absl::Status s = fedsched::CheckPrivateDirectory(path); !s.ok()) {
     std::fprintf(stderr, "fedsched-enroll: %s\n", s.ToString().c_str());
     return 2;
   }
-  if (absl::Status s = cli::CheckStoreNotInUse(path); !s.ok()) {
+  if (absl::Status s = fedsched::cli::CheckStoreNotInUse(path); !s.ok()) {
     std::fprintf(stderr, "fedsched-enroll: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   ::umask(077);  // whatever RocksDB writes stays private, as the server's own files
-  absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = path, .keep_models = 0});
+  absl::StatusOr<std::unique_ptr<fedsched::Store>> store = fedsched::Store::Open({.path = path, .keep_models = 0});
   if (!store.ok()) {
     std::fprintf(stderr, "fedsched-enroll: %s\n",
-                 cli::ExplainStoreOpenError(path, store.status()).ToString().c_str());
+                 fedsched::cli::ExplainStoreOpenError(path, store.status()).ToString().c_str());
     return 2;
   }
-  absl::StatusOr<std::vector<v1::ClientProfile>> profiles = (*store)->LoadProfiles();
+  absl::StatusOr<std::vector<fedsched::v1::ClientProfile>> profiles = (*store)->LoadProfiles();
   if (!profiles.ok()) {
     std::fprintf(stderr, "fedsched-enroll: %s\n", profiles.status().ToString().c_str());
     return 2;
   }
-  for (v1::ClientProfile& profile : *profiles) {
+  for (fedsched::v1::ClientProfile& profile : *profiles) {
     if (profile.identity() != identity) continue;
     const bool was_bound = !profile.cert_fingerprint().empty();
     profile.clear_cert_fingerprint();
@@ -85,49 +170,27 @@ int ResetIdentity(const std::string& path, const std::string& identity) {
   return 1;
 }
 
-int DeriveSecret(const std::string& identity) {
-  absl::StatusOr<std::string> key = ReadSecretFile(absl::GetFlag(FLAGS_key_file), 16);
-  if (!key.ok()) {
-    std::fprintf(stderr, "fedsched-enroll: %s\n", key.status().ToString().c_str());
-    return 2;
-  }
-  const std::string secret = EnrolmentSecret(*key, identity) + "\n";
-  const std::string out = absl::GetFlag(FLAGS_out);
-  if (out.empty()) {
-    std::fputs(secret.c_str(), stdout);
-    return 0;
-  }
-  const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0 || ::write(fd, secret.data(), secret.size()) != static_cast<ssize_t>(secret.size())) {
-    std::fprintf(stderr, "fedsched-enroll: cannot write %s\n", out.c_str());
-    return 1;
-  }
-  ::fchmod(fd, 0600);
-  ::close(fd);
-  return 0;
-}
-
 }  // namespace
-}  // namespace fedsched
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "Prints a device's enrolment secret: fedsched-enroll --key_file=KEY --identity=ID "
-      "[--out=FILE]; or re-enrols an identity in a stopped server's store: fedsched-enroll "
-      "--store_path=STORE --reset_identity=ID");
+      "Provisions a device: fedsched-enroll --key_file=KEY (--identity=ID | --state_dir=DIR) "
+      "[--out=FILE]; or an aggregator: fedsched-enroll --aggregator_token_dir=DIR "
+      "--aggregator_id=ID [--out=FILE]; or re-enrols an identity in a stopped server's store: "
+      "fedsched-enroll --store_path=STORE --reset_identity=ID");
   absl::ParseCommandLine(argc, argv);
-  const std::string reset = absl::GetFlag(FLAGS_reset_identity);
-  if (!reset.empty()) {
-    if (absl::GetFlag(FLAGS_store_path).empty()) {
-      std::fprintf(stderr, "fedsched-enroll: --reset_identity needs --store_path\n");
-      return 2;
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (const std::string reset = absl::GetFlag(FLAGS_reset_identity); !reset.empty()) {
+    if (absl::GetFlag(FLAGS_store_path).empty()) return Fail("--reset_identity needs --store_path");
+    return ResetIdentity(absl::GetFlag(FLAGS_store_path), reset);
+  }
+  if (!absl::GetFlag(FLAGS_aggregator_token_dir).empty() ||
+      !absl::GetFlag(FLAGS_aggregator_id).empty()) {
+    if (absl::GetFlag(FLAGS_aggregator_token_dir).empty()) {
+      return Fail("--aggregator_id needs --aggregator_token_dir");
     }
-    return fedsched::ResetIdentity(absl::GetFlag(FLAGS_store_path), reset);
+    return ProvisionAggregator(absl::GetFlag(FLAGS_aggregator_token_dir),
+                               absl::GetFlag(FLAGS_aggregator_id), out);
   }
-  const std::string identity = absl::GetFlag(FLAGS_identity);
-  if (identity.empty()) {
-    std::fprintf(stderr, "fedsched-enroll: --identity (or --reset_identity) is required\n");
-    return 2;
-  }
-  return fedsched::DeriveSecret(identity);
+  return ProvisionDevice(absl::GetFlag(FLAGS_identity), absl::GetFlag(FLAGS_state_dir), out);
 }

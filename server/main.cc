@@ -173,6 +173,33 @@ class MetricsWriter {
   std::ofstream out_ ABSL_GUARDED_BY(mu_);
 };
 
+// The enrolment key devices' credentials derive from (docs/SECURITY.md "Identities"): the
+// default <store_path>/enrolment_key is created (0600, random) when missing, like the operator
+// token; a key the operator named must exist. "" under mutual TLS without a key.
+absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config) {
+  const v1::SecurityConfig& security = config.security();
+  if (security.allow_trust_on_first_use()) {
+    FEDSCHED_LOG(warn,
+                 "TRUST ON FIRST USE is on (security.allow_trust_on_first_use): anyone who "
+                 "reaches {} may register an unprovisioned identity; never-proven identities "
+                 "hold at most {} of a round's tasks and {} of the identity table. For loopback "
+                 "demos only",
+                 config.listen_address(), security.max_unproven_task_fraction(),
+                 security.max_unproven_identity_fraction());
+  }
+  const std::string& path = security.enrolment_key_path();
+  if (path.empty()) return std::string();
+  if (path == config.store_path() + "/enrolment_key") {
+    absl::StatusOr<std::string> key = ReadOrCreateToken(path);
+    if (key.ok()) {
+      FEDSCHED_LOG(info, "devices are admitted with enrolment secrets from {} (fedsched-enroll)",
+                   path);
+    }
+    return key;
+  }
+  return ReadSecretFile(path, 16);
+}
+
 // hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
 // rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
 int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
@@ -285,15 +312,6 @@ int Main() {
   }
   // The store holds identities and credential bindings: private to this user (0700 / 0600).
   ::umask(077);
-  std::string enrolment_key;
-  if (!config->security().enrolment_key_path().empty()) {
-    absl::StatusOr<std::string> key = ReadSecretFile(config->security().enrolment_key_path(), 16);
-    if (!key.ok()) {
-      std::fprintf(stderr, "fedsched-server: enrolment key: %s\n", key.status().ToString().c_str());
-      return 2;
-    }
-    enrolment_key = *std::move(key);
-  }
   // Created 0700 here, or refused when another uid's, open to others or a link
   // (common/private_file.h): whoever controls the store controls identities and the model.
   if (absl::Status s = EnsurePrivateDirectory(config->store_path()); !s.ok()) {
@@ -318,6 +336,12 @@ int Main() {
                    FreeSpaceReport(config->store_path(), required_free).c_str());
     }
     return 1;
+  }
+  absl::StatusOr<std::string> enrolment_key = LoadEnrolmentKey(*config);
+  if (!enrolment_key.ok()) {
+    std::fprintf(stderr, "fedsched-server: enrolment key: %s\n",
+                 enrolment_key.status().ToString().c_str());
+    return 2;
   }
   absl::StatusOr<std::string> operator_token =
       ReadOrCreateToken(config->security().operator_token_path());
@@ -345,7 +369,7 @@ int Main() {
       return EvalMetrics{r->accuracy, r->mean_loss};
     };
   }
-  options.enrolment_key = enrolment_key;
+  options.enrolment_key = *std::move(enrolment_key);
   options.on_round_committed = [&metrics, m = ops_metrics.get()](const v1::RoundRecord& r) {
     metrics.Write(r);
     if (m != nullptr) m->OnRoundCommitted(r);
@@ -368,6 +392,7 @@ int Main() {
   CoordinatorServiceOptions service_options;
   service_options.transport = config->transport();
   service_options.operator_token = *operator_token;
+  service_options.aggregator_token_dir = config->hierarchy().aggregator_token_dir();
   service_options.max_receiving_upload_bytes = ReceivingUploadBudget(
       absl::GetFlag(FLAGS_receiving_upload_models), (*coordinator)->model_bytes());
   (*coordinator)->SetParseTargetBudget(service_options.max_receiving_upload_bytes);

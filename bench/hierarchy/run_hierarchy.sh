@@ -67,7 +67,11 @@ missed_heartbeats: 5
 selection { overcommit: 1.0 }
 training { local_steps: 1 batch_size: 32 }
 model { architecture: "${MODEL:-softmax}" }
-security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1 }
+# Simulated clients are not provisioned: trust on first use (loopback only), with no bound on
+# never-proven identities, so the figures are the coordination cost alone.
+security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1
+           allow_trust_on_first_use: true max_unproven_task_fraction: 1
+           max_unproven_identity_fraction: 1 }
 pacing { disable: true }
 eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 ops { metrics_listen_address: "127.0.0.1:$metrics_port" }
@@ -82,11 +86,14 @@ CFG
   endpoints=""
   agg_pids=()
   for a in $(seq 1 "$A"); do
+    # Each aggregator's own token, kept by the root (never the root's operator token).
+    "$BUILD/server/fedsched-enroll" --aggregator_token_dir="$dir/store/aggregator_tokens" \
+      --aggregator_id="agg$a" --out="$dir/agg$a.token"
     cat > "$dir/agg$a.textproto" <<CFG
 listen_address: "127.0.0.1:0"
 training { local_steps: 1 batch_size: 32 }
 hierarchy { role: ROLE_AGGREGATOR upstream_address: "127.0.0.1:$root_port"
-            upstream_token_path: "$dir/store/operator_token" aggregator_id: "agg$a" }
+            upstream_token_path: "$dir/agg$a.token" aggregator_id: "agg$a" }
 CFG
     "$BUILD/server/fedsched-server" --config="$dir/agg$a.textproto" --log_level=info \
       > "$dir/agg$a.log" 2>&1 &

@@ -16,10 +16,14 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/service/credentials.h"
 #include "server/service/server_config.h"
 
 namespace fedsched::bench::ingest {
 namespace {
+
+// The bench's enrolment key (its devices present the secrets derived from it).
+constexpr char kEnrolmentKey[] = "fedsched-bench-enrolment-key";
 
 absl::Status FromGrpc(const grpc::Status& status, const char* what) {
   if (status.ok()) return absl::OkStatus();
@@ -117,6 +121,9 @@ absl::StatusOr<std::unique_ptr<IngestHarness>> IngestHarness::Create(int clients
   options.config = h->config_;
   options.store = h->store_.get();
   options.initial_model = SyntheticModel(params, 0);
+  // The devices are provisioned (docs/SECURITY.md "Identities"): each presents its enrolment
+  // secret under this key.
+  options.enrolment_key = kEnrolmentKey;
   FEDSCHED_ASSIGN_OR_RETURN(h->coordinator_, Coordinator::Create(std::move(options)));
   h->service_ = std::make_unique<CoordinatorService>(h->coordinator_.get(), h->config_.transport());
   h->sink_ = std::make_unique<ByteSinkService>();
@@ -143,6 +150,7 @@ absl::StatusOr<std::unique_ptr<IngestHarness>> IngestHarness::Create(int clients
     d.sink = bench::ByteSink::NewStub(d.channel);
     v1::RegisterRequest request;
     request.set_identity(absl::StrCat("ingest-device-", i));
+    request.set_credential(EnrolmentSecret(kEnrolmentKey, request.identity()));
     request.mutable_device()->set_num_samples(1000);
     request.mutable_device()->set_compute_ms_per_sample(1.0);
     request.mutable_device()->set_bandwidth_hint_kbps(1e6);

@@ -40,7 +40,11 @@ selection { overcommit: 1.0 }
 training { local_steps: 1 batch_size: 32 }
 model { architecture: "softmax" }
 # Every simulated client registers from this host at once: no registration rate limits.
+# Simulated clients are not provisioned: trust on first use (loopback only), with no bound on
+# never-proven identities, so the figures are the coordination cost alone.
 security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1
+           allow_trust_on_first_use: true max_unproven_task_fraction: 1
+           max_unproven_identity_fraction: 1
            max_identities: ${MAX_IDENTITIES:-$((CLIENTS > 10000 ? CLIENTS : 10000))} }
 pacing { disable: $([ "${PACING:-1}" = 0 ] && echo true || echo false) }
 # No test-set evaluation: the figures are the coordination cost alone.

@@ -18,7 +18,7 @@ BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 ROUNDS="${ROUNDS:-15}"
 RUN_DIR="${RUN_DIR:-$ROOT/runs/predictor-$(date -u +%Y%m%d-%H%M%S)}"
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
-  cmake --build "$BUILD_DIR" -j"$(nproc)" --target fedsched-server fedsched-client
+  cmake --build "$BUILD_DIR" -j"$(nproc)" --target fedsched-server fedsched-client fedsched-enroll
 fi
 echo "commit $(git -C "$ROOT" rev-parse --short HEAD), load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 SKIP_BUILD=1 TARGET_ACCURACY=0 ROUNDS="$ROUNDS" POLICY="${POLICY:-random}" \

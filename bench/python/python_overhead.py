@@ -77,6 +77,10 @@ metrics_csv: "{run / 'metrics.csv'}"
             calls.append((*kept, time.perf_counter() - start))
             return out
 
+    # The device is provisioned from the server's enrolment key (docs/SECURITY.md).
+    subprocess.run([str(pathlib.Path(args.build) / "server" / "fedsched-enroll"),
+                    f"--key_file={run / 'store' / 'enrolment_key'}", "--identity=bench",
+                    f"--state_dir={run / 'client'}"], check=True, stdout=subprocess.DEVNULL)
     client = fedsched.Client(f'server_address: "127.0.0.1:{port}" identity: "bench" '
                              f'state_dir: "{run / "client"}"',
                              Recording(x, y, x[:10], y[:10]), num_samples=len(y))

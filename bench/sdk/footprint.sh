@@ -59,6 +59,8 @@ model { architecture: "mlp" hidden_units: $hidden }
 training { local_steps: 5 batch_size: 20 }
 transport { max_message_bytes: 67108864 }
 eval { every_n_rounds: 1000 }
+# The footprint client is not provisioned: trust on first use (loopback only).
+security { allow_trust_on_first_use: true }
 CFG
   "$BUILD/server/fedsched-server" --config="$WORK/server-$hidden.textproto" \
     --store_path="$WORK/store-$hidden" --listen="127.0.0.1:$port" > "$WORK/server-$hidden.log" 2>&1 &

@@ -62,12 +62,16 @@
 #include "models/reference_model.h"
 #include "models/samples.h"
 #include "server/service/coordinator.h"
+#include "server/service/credentials.h"
 #include "server/service/grpc_service.h"
 #include "server/service/server_config.h"
 #include "server/store/store.h"
 
 namespace fedsched {
 namespace {
+
+// The bench's enrolment key (its devices present the secrets derived from it).
+constexpr char kEnrolmentKey[] = "fedsched-bench-enrolment-key";
 
 // Measured rounds per row (--rounds), local samples (--samples), emulated storage latency
 // (--read_delay_us_per_kb, microseconds per KB read, CacheDataPlan only).
@@ -269,6 +273,7 @@ class SdkRig {
     options.config = config;
     options.store = rig->store_.get();
     FEDSCHED_ASSIGN_OR_RETURN(options.initial_model, InitialModel(config.model()));
+    options.enrolment_key = kEnrolmentKey;  // the bench device is provisioned
     rig->model_bytes_ = static_cast<int64_t>(options.initial_model.ByteSizeLong());
     FEDSCHED_ASSIGN_OR_RETURN(rig->coordinator_, Coordinator::Create(std::move(options)));
     rig->service_ =
@@ -308,6 +313,7 @@ class SdkRig {
     ClientOptions client_options;
     client_options.config.set_server_address(absl::StrCat("127.0.0.1:", port));
     client_options.config.set_identity("sdk-bench-device");
+    client_options.credential = EnrolmentSecret(kEnrolmentKey, "sdk-bench-device");
     client_options.trainer = rig->trainer_.get();
     client_options.data = rig->plan_.get();
     FEDSCHED_ASSIGN_OR_RETURN(rig->client_, Client::Create(std::move(client_options)));

@@ -56,6 +56,10 @@ selection { overcommit: 1.0 }
 training { local_steps: 1 batch_size: 32 }
 model { architecture: "mlp" hidden_units: $hidden }
 eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
+# Simulated clients are not provisioned: trust on first use (loopback only), with no bound on
+# never-proven identities, so the figures are the coordination cost alone.
+security { allow_trust_on_first_use: true max_unproven_task_fraction: 1
+           max_unproven_identity_fraction: 1 }
 $([[ $mode == secagg ]] && echo "secure_aggregation { enabled: true step_timeout_s: 120 }")
 CFG
   ( TIMEFORMAT='%U %S'

@@ -161,9 +161,6 @@ absl::StatusOr<std::unique_ptr<fedsched_client>> Create(const fedsched_client_op
       !s.ok()) {
     return s;
   }
-  if (config.identity().empty()) {
-    return absl::InvalidArgumentError("config_textproto: identity is required");
-  }
   if (config.state_dir().empty()) {
     return absl::InvalidArgumentError(
         "config_textproto: state_dir is required (the sample store, cache state and credential "

@@ -142,9 +142,10 @@ typedef int (*fedsched_eligible_fn)(void* context);
 typedef struct fedsched_client_options {
   /* fedsched.v1.ClientConfig in protobuf text format (server_address, identity, state_dir,
    * transport / TLS, backoff, bandwidth_kbps, storage_budget_bytes, ...; docs in
-   * proto/fedsched/v1/config.proto). Unknown fields are errors. identity and state_dir are
-   * required: the sample store, the cache's importance state and the registration credential
-   * live in state_dir (created 0700 if missing). */
+   * proto/fedsched/v1/config.proto). Unknown fields are errors. state_dir is required: the
+   * sample store, the cache's importance state, the registration credential and the install's
+   * identity live there (created 0700 if missing). Without an identity the client uses the one
+   * in <state_dir>/identity, made at random when missing (docs/SECURITY.md). */
   const char* config_textproto;
   /* Opaque pointer handed back to every callback. */
   void* context;
@@ -162,7 +163,7 @@ typedef struct fedsched_client fedsched_client;
 /* Creates a client: parses the config, copies the app's samples into the sample store (first
  * run) and opens the importance cache. On success *out is a new handle the caller owns (free it
  * with fedsched_client_destroy). Errors: INVALID_ARGUMENT (NULL options, out or callback, bad
- * config text, missing identity / state_dir, a read_sample failure names the id),
+ * config text, missing state_dir, a read_sample failure names the id),
  * FAILED_PRECONDITION (state_dir unsafe: a symlink or another user's), INTERNAL (file system). */
 fedsched_code fedsched_client_create(const fedsched_client_options* options, fedsched_client** out,
                                      fedsched_error* error);

@@ -70,7 +70,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     return absl::InvalidArgumentError("client needs a trainer and a local data plan");
   }
   v1::ClientConfig& config = options.config;
-  if (config.identity().empty()) return absl::InvalidArgumentError("client identity is empty");
+  if (config.identity().empty() && !config.state_dir().empty()) {
+    // The default identity is the install's own, kept in its state dir: random, not a name
+    // anyone can register first (docs/SECURITY.md "Identities").
+    FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(config.state_dir()));
+    FEDSCHED_ASSIGN_OR_RETURN(*config.mutable_identity(), ReadOrCreateIdentity(config.state_dir()));
+  }
+  if (config.identity().empty()) {
+    return absl::InvalidArgumentError("client identity is empty (and no state_dir to keep one)");
+  }
   if (config.server_address().empty()) config.set_server_address("127.0.0.1:50051");
   if (config.backoff_initial_ms() == 0) config.set_backoff_initial_ms(200);
   if (config.backoff_max_ms() == 0) config.set_backoff_max_ms(10000);
@@ -216,6 +224,11 @@ std::string Client::CredentialPath() const {
 }
 
 absl::Status Client::LoadCredential() {
+  if (!options_.credential.empty()) {
+    absl::MutexLock lock(&mu_);
+    credential_ = options_.credential;
+    return absl::OkStatus();
+  }
   const std::string path = CredentialPath();
   if (path.empty()) return absl::OkStatus();
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);

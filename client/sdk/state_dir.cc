@@ -10,7 +10,10 @@
 #include <filesystem>
 #include <system_error>
 
+#include "absl/random/random.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace fedsched {
 
@@ -32,6 +35,38 @@ absl::StatusOr<std::unique_ptr<StateDirLock>> StateDirLock::Acquire(const std::s
 }
 
 StateDirLock::~StateDirLock() { ::close(fd_); }  // closing the descriptor releases the flock
+
+absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir) {
+  const std::string path = state_dir + "/identity";
+  const int created =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (created >= 0) {
+    absl::BitGen gen;
+    const std::string identity = absl::StrFormat("device-%016x", absl::Uniform<uint64_t>(gen));
+    const std::string line = identity + "\n";
+    const bool ok = ::write(created, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(created);
+    if (!ok) return absl::InternalError(absl::StrCat("cannot write ", path));
+    return identity;
+  }
+  if (errno != EEXIST) {
+    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  char buffer[512];
+  const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+  ::close(fd);
+  if (n < 0) return absl::InternalError(absl::StrCat("cannot read ", path));
+  const std::string identity(absl::StripAsciiWhitespace(absl::string_view(buffer, n)));
+  if (identity.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is empty: delete it for a new identity, or write the enrolled one there"));
+  }
+  return identity;
+}
 
 absl::Status MakePrivateDir(const std::string& dir) {
   std::error_code ec;

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 
@@ -162,6 +163,7 @@ void ProfileBook::Refresh(ClientIndex index) {
   s.cache_hit_ratio = p.cache_hit_ratio();
   s.statistical_utility = p.statistical_utility();
   s.has_utility = p.successes() > 0;
+  s.first_use = absl::StartsWith(p.cert_fingerprint(), kFirstUseBindingPrefix);
   s.measured = p.measured_tasks() > 0;
   s.io_seconds_per_sample = p.last_samples_trained() > 0
                                 ? p.last_io_s() / static_cast<double>(p.last_samples_trained())
@@ -312,6 +314,22 @@ int64_t ProfileBook::CountAvailable(double now_s) const {
   return n;
 }
 
+int64_t ProfileBook::CountAvailableUnproven(double now_s) const {
+  int64_t n = 0;
+  for (ClientIndex i = 0; i < states_.size(); ++i) {
+    n += IsUnproven(i) && IsAvailable(i, now_s) ? 1 : 0;
+  }
+  return n;
+}
+
+int64_t ProfileBook::CountUnproven() const {
+  int64_t n = 0;
+  for (ClientIndex i = 0; i < states_.size(); ++i) {
+    n += !states_[i].retired && IsUnproven(i) ? 1 : 0;
+  }
+  return n;
+}
+
 void ProfileBook::CollectSelectable(double now_s, std::vector<ClientIndex>* out) const {
   out->clear();
   const double oldest = now_s - options_.heartbeat_timeout_s;
@@ -459,6 +477,8 @@ bool ProfileBook::SecAggExcluded(ClientIndex index) const {
 absl::Status ProfileBook::SetCertFingerprint(ClientIndex index, std::string fingerprint) {
   if (index >= profiles_.size()) return NotFound(index);
   profiles_[index].set_cert_fingerprint(std::move(fingerprint));
+  states_[index].first_use =
+      absl::StartsWith(profiles_[index].cert_fingerprint(), kFirstUseBindingPrefix);
   MarkDirty(index);
   return absl::OkStatus();
 }

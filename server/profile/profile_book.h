@@ -30,6 +30,11 @@ namespace fedsched::profile {
 // to the next new identity. The persistent name of a client is its client_id.
 using ClientIndex = uint32_t;
 
+// Prefix of ClientProfile.cert_fingerprint for an identity admitted on first use
+// (SecurityConfig.allow_trust_on_first_use): "tofu:" + hex SHA-256 of the issued credential.
+// Certificates bind their bare hex fingerprint, enrolment secrets "cred:" + hex SHA-256.
+inline constexpr char kFirstUseBindingPrefix[] = "tofu:";
+
 struct ProfileBookOptions {
   // A client is online while now_s - last heartbeat <= this, seconds. Default: 6
   // (heartbeat_interval_ms 2000 x missed_heartbeats 3). Must be > 0.
@@ -101,6 +106,9 @@ struct ClientState {
   int64_t last_selected_round = 0;  // 0 = never selected
   uint32_t device_model = 0;        // interned DeviceProfile.device_model
   bool has_utility = false;         // successes > 0
+  // Admitted on first use (cert_fingerprint starts with kFirstUseBindingPrefix): neither an
+  // enrolment secret nor a certificate vouches for it. See ProfileBook::IsUnproven.
+  bool first_use = false;
   bool measured = false;            // measured_tasks > 0
   bool busy = false;                // has a task in flight (OnTaskAssigned, not yet resolved)
   // Pace steering: told not to check in before this time, seconds; 0 = not away (SetAwayUntil).
@@ -167,6 +175,8 @@ class ProfileBook {
   int64_t CountAway(double now_s) const;
   // Clients available at now_s (IsAvailable): the population pace steering spreads. O(size()).
   int64_t CountAvailable(double now_s) const;
+  // Of those, the never-proven ones (IsUnproven). O(size()).
+  int64_t CountAvailableUnproven(double now_s) const;
   // Appends every client that is online and not busy at now_s to `out` (cleared first), in
   // index order: the service's candidate list for Planner::PlanRound. O(size()).
   void CollectSelectable(double now_s, std::vector<ClientIndex>* out) const;
@@ -219,8 +229,19 @@ class ProfileBook {
   // Whether ExcludeFromSecAgg was called for the client (false for an unknown index).
   bool SecAggExcluded(ClientIndex index) const;
 
-  // Binds the client's TLS certificate (SHA-256 of it). Errors: NOT_FOUND.
+  // Binds what proved the client's identity (ClientProfile.cert_fingerprint: a TLS
+  // certificate's SHA-256, or a credential's binding; kFirstUseBindingPrefix marks one admitted
+  // on first use). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
+
+  // Never-proven (docs/SECURITY.md "Admission control"): admitted on first use (no enrolment
+  // secret, no certificate) and never had an update accepted. Only these are held to a share
+  // of a cohort and of the identity table. Precondition: index < size().
+  bool IsUnproven(ClientIndex index) const {
+    return states_[index].first_use && !states_[index].has_utility;
+  }
+  // Live never-proven clients. O(size()).
+  int64_t CountUnproven() const;
 
   // Identity expiry (docs/SECURITY.md "Admission control"): appends to `out` (cleared first),
   // in index order, every live client that never had an update accepted (successes == 0), has

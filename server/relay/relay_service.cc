@@ -487,7 +487,7 @@ void RelayService::Flush(int64_t round) {
   }
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() + kUpstreamDeadline);
-  context.AddMetadata(kOperatorTokenHeader, options_.upstream_token);
+  context.AddMetadata(kAggregatorTokenHeader, options_.upstream_token);
   v1::PartialSumResponse response;
   const grpc::Status s = stub_->SubmitPartialSum(&context, partial, &response);
   absl::MutexLock lock(&mu_);

@@ -48,8 +48,9 @@ namespace fedsched {
 struct RelayOptions {
   // A config passed through ResolveServerConfig with hierarchy.role ROLE_AGGREGATOR.
   v1::ServerConfig config;
-  // The root's operator token (hierarchy.upstream_token_path's contents), sent with partial sums
-  // and with relayed GetStatus calls that carry none.
+  // This aggregator's own token (hierarchy.upstream_token_path's contents), sent with its
+  // partial sums (kAggregatorTokenHeader); the root checks it against its token for
+  // hierarchy.aggregator_id. Not the root's operator token, which the root refuses there.
   std::string upstream_token;
   // Channel to the root. Required.
   std::shared_ptr<grpc::Channel> upstream;

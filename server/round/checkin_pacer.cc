@@ -42,6 +42,8 @@ absl::StatusOr<PacerOptions> PacerOptions::FromServerConfig(const v1::ServerConf
   const double min_online = std::max(1, config.min_online_clients());
   const double reachable = std::ceil(min_online + 3.0 * std::sqrt(min_online));
   out.pool = std::max<int64_t>(static_cast<int64_t>(wanted), static_cast<int64_t>(reachable));
+  out.unproven_share = config.security().max_unproven_task_fraction();
+  out.need = std::max(1, config.min_updates());
   return out;
 }
 
@@ -56,16 +58,32 @@ uint64_t SplitMix64(uint64_t x) { return Mix64(x + kSplitMixGamma); }
 double UnitDraw(uint64_t key) { return static_cast<double>(SplitMix64(key) >> 11) * 0x1.0p-53; }
 
 double CheckInPacer::CycleSeconds(int64_t population) const {
+  return CycleSeconds(population, options_.pool);
+}
+
+double CheckInPacer::CycleSeconds(int64_t population, int64_t pool) const {
   const double hold = options_.hold_s;
-  if (!options_.enabled || population <= options_.pool) return hold;
-  const double cycle = static_cast<double>(population) * hold / static_cast<double>(options_.pool);
+  pool = std::max<int64_t>(1, pool);
+  if (!options_.enabled || population <= pool) return hold;
+  const double cycle = static_cast<double>(population) * hold / static_cast<double>(pool);
   return std::clamp(cycle, hold, hold + options_.max_interval_s);
 }
 
 double CheckInPacer::DelaySeconds(int64_t population, double u) const {
-  const double away = CycleSeconds(population) - options_.hold_s;
+  return DelaySeconds(population, u, options_.pool);
+}
+
+double CheckInPacer::DelaySeconds(int64_t population, double u, int64_t pool) const {
+  const double away = CycleSeconds(population, pool) - options_.hold_s;
   if (away <= 0) return 0;
   return away * (0.5 + std::clamp(u, 0.0, 1.0));
+}
+
+int64_t CheckInPacer::PoolFor(bool unproven, int64_t proven_available) const {
+  if (!unproven || proven_available < options_.need) return options_.pool;
+  const double share = std::clamp(options_.unproven_share, 0.0, 1.0);
+  return std::max<int64_t>(
+      1, static_cast<int64_t>(std::ceil(share * static_cast<double>(options_.pool))));
 }
 
 }  // namespace fedsched::round

@@ -33,6 +33,13 @@ struct PacerOptions {
   double hold_s = 5.0;
   // Longest delay between check-ins, seconds (>= 1).
   double max_interval_s = 600.0;
+  // Never-proven devices (ProfileBook::IsUnproven) are paced as a population of their own
+  // against ceil(unproven_share x pool) (at least 1) while at least `need` proven or
+  // provisioned devices are available, so a crowd of them neither crowds the proven devices
+  // out of the pool nor has them sent away (docs/SECURITY.md "Admission control").
+  // security.max_unproven_task_fraction; min_updates.
+  double unproven_share = 1.0;
+  int64_t need = 1;
 
   // From a resolved ServerConfig (ResolveRoundConfig + the server's pacing defaults) and the
   // server's long-poll bound in seconds. Errors: INVALID_ARGUMENT naming the field for
@@ -73,6 +80,16 @@ class CheckInPacer {
   // (C - hold_s) x (0.5 + u) for `u` uniform in [0, 1) drawn by the caller (0 when not pacing).
   // `u` outside [0, 1) is clamped.
   double DelaySeconds(int64_t population, double u) const;
+
+  // The same against a pool of `pool` devices (>= 1) instead of options().pool.
+  double CycleSeconds(int64_t population, int64_t pool) const;
+  double DelaySeconds(int64_t population, double u, int64_t pool) const;
+
+  // The pool a device is paced against when `proven_available` proven or provisioned devices
+  // are available: options().pool for a proven one; for a never-proven one
+  // max(1, ceil(unproven_share x pool)) while proven_available >= need, else the whole pool
+  // (never-proven devices may then be needed to fill a round).
+  int64_t PoolFor(bool unproven, int64_t proven_available) const;
 
   const PacerOptions& options() const { return options_; }
 

@@ -451,6 +451,14 @@ class RoundEngine {
   // that sit out a failure cooldown (ProfileBook::InFailureCooldown) when at least `need`
   // others remain; otherwise keeps them all, so a round is never starved by the penalty.
   void LeaveOutFailingClients(double now_s, size_t need);
+  // Bounded share of never-proven clients (ProfileBook::IsUnproven; docs/SECURITY.md
+  // "Admission control"): keeps in scratch_ at most ceil(security.max_unproven_task_fraction x
+  // `slots`) - `tasked` never-proven candidates (`tasked`: never-proven clients already holding
+  // a task of the round), chosen by a seeded hash of (round, client) so that the turn rotates.
+  // A no-op when fewer than `need` proven or provisioned candidates remain: then never-proven
+  // clients may fill the round (bootstrapping a demo whose devices are all admitted on first
+  // use). Pure: the same inputs leave the same candidates.
+  void LimitUnprovenClients(int64_t round, size_t slots, size_t tasked, size_t need);
   std::string NextTaskId();
   // Appends candidates passed over as "does not fit" to the open round's record, each client
   // once per round.

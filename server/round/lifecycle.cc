@@ -4,10 +4,12 @@
 #include <cmath>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/aggregation/checks.h"
 #include "server/profile/utility_noise.h"
+#include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
 #include "server/round/forecast_persistence.h"
 
@@ -72,6 +74,32 @@ void RoundEngine::LeaveOutFailingClients(double now_s, size_t need) {
   if (cooled == 0 || scratch_.size() - cooled < need) return;
   scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
                                 [&](ClientIndex i) { return book.InFailureCooldown(i, now_s); }),
+                 scratch_.end());
+}
+
+void RoundEngine::LimitUnprovenClients(int64_t round, size_t slots, size_t tasked, size_t need) {
+  const profile::ProfileBook& book = *book_;
+  std::vector<ClientIndex> unproven;
+  for (ClientIndex i : scratch_) {
+    if (book.IsUnproven(i)) unproven.push_back(i);
+  }
+  // Too few proven or provisioned candidates to commit a round: never-proven ones may fill it
+  // (a loopback demo's devices are all never-proven until their first accepted update).
+  if (unproven.empty() || scratch_.size() - unproven.size() < need) return;
+  const double share = config_.security().max_unproven_task_fraction();
+  const size_t cap = static_cast<size_t>(std::ceil(share * static_cast<double>(slots)));
+  const size_t allowed = cap > tasked ? cap - tasked : 0;
+  if (unproven.size() <= allowed) return;
+  // Which never-proven clients may be picked rotates with the round (seeded, reproducible), so
+  // each gets its turn to prove itself without any of them holding more than the share.
+  const uint64_t salt = config_.seed() ^ SplitMix64(static_cast<uint64_t>(round));
+  auto key = [salt](ClientIndex i) { return SplitMix64(salt ^ i); };
+  std::nth_element(unproven.begin(), unproven.begin() + static_cast<std::ptrdiff_t>(allowed),
+                   unproven.end(), [&](ClientIndex a, ClientIndex b) { return key(a) < key(b); });
+  const absl::flat_hash_set<ClientIndex> dropped(
+      unproven.begin() + static_cast<std::ptrdiff_t>(allowed), unproven.end());
+  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                [&](ClientIndex i) { return dropped.contains(i); }),
                  scratch_.end());
 }
 
@@ -150,10 +178,17 @@ void RoundEngine::Plan(double now_s) {
   // A synchronous round needs min_updates updates to commit, not every slot filled: failing
   // clients sit out as long as that many others are reachable (with the slot count instead,
   // 300 live sybils came back as soon as the honest clients alone could not fill the slots).
-  LeaveOutFailingClients(
-      now_s, static_cast<size_t>(
-                 async_ ? free_slots
-                        : std::min(planner_->SlotsPerRound(), std::max(1, config_.min_updates()))));
+  const size_t need = static_cast<size_t>(
+      async_ ? free_slots
+             : std::min(planner_->SlotsPerRound(), std::max(1, config_.min_updates())));
+  LeaveOutFailingClients(now_s, need);
+  // FedBuff: the never-proven tasks still in flight count against the share of this version.
+  size_t unproven_in_flight = 0;
+  for (const auto& [id, task] : tasks_) {
+    unproven_in_flight += task.in_flight() && book_->IsUnproven(task.index) ? 1 : 0;
+  }
+  LimitUnprovenClients(version_ + 1, static_cast<size_t>(planner_->SlotsPerRound()),
+                       unproven_in_flight, need);
   planner::RoundPlan plan;
   if (may_plan && !scratch_.empty()) {
     const planner::PlanRequest request = MakePlanRequest(version_ + 1, now_s, free_slots);
@@ -242,6 +277,13 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
                                 [&](ClientIndex i) { return in_round.contains(i); }),
                  scratch_.end());
   LeaveOutFailingClients(now_s, 1);
+  size_t unproven_in_round = 0;
+  for (const auto& [id, task] : tasks_) {
+    unproven_in_round +=
+        task.round == round_ && !task.failed && book_->IsUnproven(task.index) ? 1 : 0;
+  }
+  LimitUnprovenClients(round_, static_cast<size_t>(planner_->SlotsPerRound()), unproven_in_round,
+                       1);
   int added = 0;
   for (Task* failed : vacant) {
     if (scratch_.empty()) break;

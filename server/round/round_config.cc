@@ -60,6 +60,14 @@ absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
   if (out.replan_backoff_max_s() == 0) out.set_replan_backoff_max_s(300);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "replan_backoff_max_s", out.replan_backoff_max_s(), 1));
+  // The never-proven share of a cohort (RoundEngine::LimitUnprovenClients).
+  v1::SecurityConfig* security = out.mutable_security();
+  if (security->max_unproven_task_fraction() == 0) security->set_max_unproven_task_fraction(0.2);
+  const double share = security->max_unproven_task_fraction();
+  if (!(share >= 0 && share <= 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": security.max_unproven_task_fraction must be in [0, 1], got ", share));
+  }
   return absl::OkStatus();
 }
 

@@ -18,6 +18,7 @@ inline constexpr double kDefaultOvercommit = 1.3;
 // default (config.proto) and range-checked: clients_per_round (10), min_updates (max(1, K/2)),
 // num_rounds (0 = forever), round_deadline_s (120), round_closing (FIRST_K),
 // min_online_clients (min_updates; must be >= min_updates, else no round could ever commit),
+// security.max_unproven_task_fraction (0.2, in [0, 1]),
 // training, model, selection (overcommit 1.3; utility_noise_factor finite and >= 0), cache,
 // aggregation, eval.every_n_rounds, seed, privacy (server/privacy/round_privacy.h,
 // ResolvePrivacyConfig).

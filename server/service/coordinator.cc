@@ -33,6 +33,11 @@ absl::Status NoSessionError(const std::string& client_id) {
       absl::StrCat("no session for client '", client_id, "' with this token; register again"));
 }
 
+// What a profile stores for a credential issued on first use (never the credential itself).
+std::string FirstUseBinding(std::string_view credential) {
+  return absl::StrCat(profile::kFirstUseBindingPrefix, ToHex(Sha256(credential)));
+}
+
 }  // namespace
 
 // Reachable = heartbeated within the timeout and not away (ProfileBook) and holding a live
@@ -253,6 +258,63 @@ void Coordinator::ExpireUnseenLocked(absl::Time now) {
                expired.size(), ttl_s, engine_->book().live_size());
 }
 
+absl::StatusOr<Coordinator::Admission> Coordinator::Admit(
+    const std::string& identity, const std::string& credential,
+    const std::string& cert_fingerprint) const {
+  const bool has_key = !options_.enrolment_key.empty();
+  const bool enrolled =
+      has_key && ConstantTimeEquals(credential, EnrolmentSecret(options_.enrolment_key, identity));
+  const bool first_use = config_.security().allow_trust_on_first_use();
+  if (has_key && !enrolled && !first_use) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "identity '", identity,
+        "' did not present its enrolment secret (the operator provisions it with fedsched-enroll "
+        "into the device's state dir as 'credential')"));
+  }
+  if (!has_key && cert_fingerprint.empty() && !first_use) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        "identity '", identity,
+        "' presented neither an enrolment secret nor a client certificate, and the server "
+        "admits provisioned devices only (security.allow_trust_on_first_use is off)"));
+  }
+  // What proves the identity: the TLS certificate, else the enrolment secret, else (first use)
+  // the credential the server issued at the identity's first registration.
+  Admission admission;
+  admission.provisioned = enrolled || !cert_fingerprint.empty();
+  if (!cert_fingerprint.empty()) {
+    admission.binding = cert_fingerprint;
+  } else if (enrolled) {
+    admission.binding = CredentialBinding(credential);
+  } else if (!credential.empty()) {
+    admission.binding = FirstUseBinding(credential);
+  }
+  return admission;
+}
+
+absl::Status Coordinator::CheckIdentityRoom(const profile::ProfileBook& book,
+                                            bool provisioned) const {
+  const v1::SecurityConfig& security = config_.security();
+  const int64_t max_identities = security.max_identities();
+  if (max_identities > 0 && book.live_size() >= max_identities) {
+    return absl::ResourceExhaustedError(absl::StrCat("the server holds ", book.live_size(),
+                                                     " identities (security.max_identities)"));
+  }
+  if (provisioned || max_identities <= 0) return absl::OkStatus();
+  // Never-proven identities keep their share, so a flood of them never locks out a device the
+  // operator provisioned (docs/SECURITY.md "Admission control").
+  const int64_t unproven_room = static_cast<int64_t>(
+      std::floor(security.max_unproven_identity_fraction() * static_cast<double>(max_identities)));
+  const int64_t unproven = book.CountUnproven();
+  if (unproven >= std::max<int64_t>(1, unproven_room)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "the server holds ", unproven,
+        " identities admitted on first use that never had an update accepted "
+        "(security.max_unproven_identity_fraction x max_identities); provisioned devices "
+        "are still admitted"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
                                                            absl::Time now,
                                                            const std::string& cert_fingerprint,
@@ -273,37 +335,38 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
         absl::StrCat("device.num_samples ", device.num_samples(), " exceeds the server's limit ",
                      security.max_num_samples(), " (security.max_num_samples)"));
   }
-  if (!options_.enrolment_key.empty() &&
-      !ConstantTimeEquals(request.credential(),
-                          EnrolmentSecret(options_.enrolment_key, request.identity()))) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("identity '", request.identity(), "' did not present its enrolment secret"));
-  }
-  // What proves the identity: the TLS certificate, else the credential presented.
-  std::string binding = cert_fingerprint;
-  if (binding.empty() && !request.credential().empty()) {
-    binding = CredentialBinding(request.credential());
-  }
+  FEDSCHED_ASSIGN_OR_RETURN(const Admission admission,
+                            Admit(request.identity(), request.credential(), cert_fingerprint));
+  std::string binding = admission.binding;
   absl::MutexLock lock(&mu_);
   profile::ProfileBook& book = engine_->mutable_book();
   std::optional<profile::ClientIndex> known = book.FindByIdentity(request.identity());
   if (known) {
     const std::string& bound = book.profile(*known).cert_fingerprint();
-    if (!bound.empty() && !ConstantTimeEquals(bound, binding)) {
+    if (admission.provisioned && absl::StartsWith(bound, profile::kFirstUseBindingPrefix)) {
+      // The operator's enrolment secret outranks whoever named the identity first: the first
+      // registrant's session ends and the device takes its name back.
+      FEDSCHED_LOG(warn, "identity '{}' held on first use is taken over by its enrolment secret",
+                   request.identity());
+      EndSessionLocked(book.profile(*known).client_id());
+      FEDSCHED_RETURN_IF_ERROR(book.SetCertFingerprint(*known, binding));
+    } else if (!bound.empty() && !ConstantTimeEquals(bound, binding)) {
       return absl::PermissionDeniedError(
           absl::StrCat("identity '", request.identity(), "' is enrolled with another ",
-                       absl::StartsWith(bound, "cred:") ? "credential" : "client certificate"));
+                       absl::StartsWith(bound, "cred:") ||
+                               absl::StartsWith(bound, profile::kFirstUseBindingPrefix)
+                           ? "credential"
+                           : "client certificate"));
     }
-  } else if (security.max_identities() > 0 && book.live_size() >= security.max_identities()) {
-    return absl::ResourceExhaustedError(absl::StrCat("the server holds ", book.live_size(),
-                                                     " identities (security.max_identities)"));
+  } else {
+    FEDSCHED_RETURN_IF_ERROR(CheckIdentityRoom(book, admission.provisioned));
   }
   if (!known) FEDSCHED_RETURN_IF_ERROR(AdmitNewIdentity(peer_address, now));
   std::string issued;
   if (binding.empty()) {
     // Trust on first use: the first registrant of an unbound identity gets its credential.
     issued = NewId("c-");
-    binding = CredentialBinding(issued);
+    binding = FirstUseBinding(issued);
   }
   FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration registration,
                             engine_->Register(request.identity(), device, ToSeconds(now)));

@@ -76,8 +76,9 @@ struct CoordinatorOptions {
   // pattern; the simulator passes its trace). Not owned; null = every candidate is assumed to
   // stay online.
   const planner::AvailabilityOracle* availability = nullptr;
-  // The enrolment key (config.security.enrolment_key_path's contents); empty = no enrolment:
-  // credentials are issued at first registration (docs/SECURITY.md).
+  // The enrolment key (config.security.enrolment_key_path's contents). Empty: only client
+  // certificates prove identities, or (config.security.allow_trust_on_first_use) credentials
+  // are issued at first registration (docs/SECURITY.md).
   std::string enrolment_key;
 };
 
@@ -121,11 +122,14 @@ class Coordinator {
   // Registers a device (or re-registers it: the same identity keeps its client id and profile
   // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
   // empty identity, negative device figures or num_samples above security.max_num_samples;
-  // UNAUTHENTICATED when an enrolment key is set and request.credential is not the identity's
-  // enrolment secret; PERMISSION_DENIED when the identity is bound to another credential or
-  // certificate; RESOURCE_EXHAUSTED for a new identity beyond security.max_identities.
-  // Without an enrolment key or certificate, a first registration is issued a random
-  // credential (response.credential) that every later registration must present.
+  // UNAUTHENTICATED when request.credential is not the identity's enrolment secret (with an
+  // enrolment key) or there is neither a key nor a certificate, unless
+  // security.allow_trust_on_first_use; PERMISSION_DENIED when the identity is bound to another
+  // credential or certificate; RESOURCE_EXHAUSTED for a new identity beyond
+  // security.max_identities, or an unprovisioned one beyond max_unproven_identity_fraction of
+  // it. With trust on first use, a registration without an enrolment secret or certificate is
+  // issued a random credential (response.credential) that every later registration must
+  // present, and an enrolment secret takes over an identity held on first use.
   // `cert_fingerprint` is the SHA-256 of the client's TLS certificate under mutual TLS ("" when
   // TLS is off): the first certificate seen for an identity is bound to it, and a later
   // registration of that identity with another (or no) certificate is PERMISSION_DENIED.
@@ -320,6 +324,24 @@ class Coordinator {
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How a registration proves its identity (docs/SECURITY.md "Identities").
+  struct Admission {
+    // What the profile is bound to (ClientProfile.cert_fingerprint); empty for a first-use
+    // registration without a credential (one is issued).
+    std::string binding;
+    // An enrolment secret or a certificate vouches for the identity.
+    bool provisioned = false;
+  };
+  // Checks the proof of a registration (no lock needed: options and config only). Errors:
+  // UNAUTHENTICATED without an enrolment secret (with a key) or without any proof (no key, no
+  // certificate), unless security.allow_trust_on_first_use.
+  absl::StatusOr<Admission> Admit(const std::string& identity, const std::string& credential,
+                                  const std::string& cert_fingerprint) const;
+  // Room for a new identity: RESOURCE_EXHAUSTED at security.max_identities live identities or,
+  // for an unprovisioned one, at max_unproven_identity_fraction x max_identities never-proven
+  // ones (ProfileBook::CountUnproven).
+  absl::Status CheckIdentityRoom(const profile::ProfileBook& book, bool provisioned) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registration rate limits (security.max_new_identities_per_minute over all peers,
   // max_new_identities_per_peer_per_minute per peer address, both in a sliding minute): records
   // a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at either limit
@@ -429,6 +451,8 @@ class Coordinator {
   // cycle last logged.
   std::unique_ptr<round::CheckInPacer> pacer_ ABSL_GUARDED_BY(mu_);
   int64_t pacing_population_ ABSL_GUARDED_BY(mu_) = 0;
+  // Of pacing_population_, the never-proven devices (paced apart, PaceIdleRetryMs).
+  int64_t pacing_unproven_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_pacing_update_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   uint64_t pacing_draws_ ABSL_GUARDED_BY(mu_) = 0;
   double logged_cycle_s_ ABSL_GUARDED_BY(mu_) = 0;

@@ -42,6 +42,7 @@ void Coordinator::UpdatePacingLocked(absl::Time now) {
   if (now_s - Seconds(last_pacing_update_) < kPacingRecountS) return;
   last_pacing_update_ = now;
   pacing_population_ = engine_->book().CountAvailable(now_s);
+  pacing_unproven_ = engine_->book().CountAvailableUnproven(now_s);
   const double cycle_s = pacer_->CycleSeconds(pacing_population_);
   pacing_active_ = pacer_->Paces(pacing_population_);
   hold_limit_.store(pacing_active_ ? pacer_->options().pool : INT64_MAX, std::memory_order_relaxed);
@@ -77,7 +78,13 @@ int64_t Coordinator::PaceIdleRetryMs(const std::string& client_id, absl::Time no
   }
   const double u = round::UnitDraw(config_.seed() ^ round::SplitMix64(*index) ^
                                    round::SplitMix64(++pacing_draws_));
-  const double delay_s = pacer_->DelaySeconds(pacing_population_, u);
+  // Proven and never-proven devices are paced apart: live sybils that crowd the population
+  // lengthen only their own absences, never the proven devices' (docs/SECURITY.md "Admission
+  // control"), so the rounds keep the proven devices they need.
+  const bool unproven = engine_->book().IsUnproven(*index);
+  const int64_t proven = pacing_population_ - pacing_unproven_;
+  const double delay_s = pacer_->DelaySeconds(unproven ? pacing_unproven_ : proven, u,
+                                              pacer_->PoolFor(unproven, proven));
   if (delay_s <= 0) return unpaced_ms;
   if (!engine_->mutable_book().SetAwayUntil(*index, Seconds(now) + delay_s).ok()) {
     return unpaced_ms;

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
@@ -426,7 +427,33 @@ absl::Status CoordinatorService::CheckOperatorToken(grpc::CallbackServerContext*
     return absl::UnauthenticatedError(
         absl::StrCat(what,
                      " needs the operator token (metadata fedsched-operator-token; fedsched-status "
-                     "--token_file, an aggregator's hierarchy.upstream_token_path)"));
+                     "--token_file)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckAggregatorToken(const std::string& token_dir, const std::string& aggregator_id,
+                                  std::string_view token) {
+  const bool plain_name = !aggregator_id.empty() && aggregator_id.size() <= 128 &&
+                          aggregator_id[0] != '.' &&
+                          std::all_of(aggregator_id.begin(), aggregator_id.end(), [](char c) {
+                            return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '.' ||
+                                   c == '_' || c == '-' || c == ':';
+                          });
+  if (!plain_name) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregator id '", aggregator_id,
+                     "' must be 1..128 of [A-Za-z0-9._:-], not starting with '.'"));
+  }
+  if (token_dir.empty()) {
+    return absl::UnauthenticatedError("this server takes no partial sums (no aggregator tokens)");
+  }
+  absl::StatusOr<std::string> expected = ReadSecretFile(token_dir + "/" + aggregator_id, 16);
+  if (!expected.ok() || token.empty() || !ConstantTimeEquals(token, *expected)) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("aggregator '", aggregator_id, "' did not present its own token (metadata ",
+                     kAggregatorTokenHeader, ", provisioned as ", token_dir, "/", aggregator_id,
+                     " by fedsched-enroll --aggregator_id); the operator token reads status only"));
   }
   return absl::OkStatus();
 }
@@ -435,7 +462,13 @@ grpc::ServerUnaryReactor* CoordinatorService::SubmitPartialSum(grpc::CallbackSer
                                                                const v1::PartialSum* request,
                                                                v1::PartialSumResponse* response) {
   return OnWorker(context, [=, this] {
-    FEDSCHED_RETURN_IF_ERROR(CheckOperatorToken(context, "SubmitPartialSum"));
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(kAggregatorTokenHeader);
+    const std::string_view token = it == metadata.end()
+                                       ? std::string_view()
+                                       : std::string_view(it->second.data(), it->second.size());
+    FEDSCHED_RETURN_IF_ERROR(
+        CheckAggregatorToken(options_.aggregator_token_dir, request->aggregator_id(), token));
     FEDSCHED_RETURN_IF_ERROR(coordinator_->SubmitPartialSum(*request, absl::Now()));
     response->set_accepted_updates(request->entries_size());
     return absl::OkStatus();

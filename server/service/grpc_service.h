@@ -140,6 +140,10 @@ struct CoordinatorServiceOptions {
   // (or with another) is UNAUTHENTICATED. Empty = no check (tests only: fedsched-server always
   // sets one). Default: empty.
   std::string operator_token;
+  // Root of a hierarchy: the folder of aggregator tokens (hierarchy.aggregator_token_dir), one
+  // file per aggregator id; SubmitPartialSum needs the token of the aggregator it names, and
+  // never accepts the operator token. Empty: every partial sum is refused. Default: empty.
+  std::string aggregator_token_dir;
   // Upload streams one client may have past their header at once; one more is
   // RESOURCE_EXHAUSTED, so one client cannot reserve the whole upload budget with header-only
   // streams (docs/SECURITY.md). Default: 2.
@@ -176,6 +180,17 @@ grpc::ByteBuffer UploadResponse(const absl::Status& status);
 
 // The gRPC metadata key that carries the operator token (fedsched-status --token_file).
 inline constexpr char kOperatorTokenHeader[] = "fedsched-operator-token";
+// The gRPC metadata key that carries an aggregator's own token with its partial sums
+// (hierarchy.upstream_token_path at the aggregator, <aggregator_token_dir>/<id> at the root).
+inline constexpr char kAggregatorTokenHeader[] = "fedsched-aggregator-token";
+
+// Checks an aggregator's token against <token_dir>/<aggregator_id> (docs/SECURITY.md
+// "Relays"): the file is read at each call, so the operator adds or revokes an aggregator
+// without a restart. Errors: INVALID_ARGUMENT for an aggregator id that is not a plain file
+// name ([A-Za-z0-9._:-], not starting with '.'); UNAUTHENTICATED when no token directory is
+// configured, the aggregator has no token file (or an unreadable one), or `token` differs.
+absl::Status CheckAggregatorToken(const std::string& token_dir, const std::string& aggregator_id,
+                                  std::string_view token);
 
 // The names a TLS peer's certificate vouches for: its subject CN and its SANs. Empty when the
 // peer is not authenticated by a certificate.
@@ -230,8 +245,8 @@ class CoordinatorService final
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
                                       v1::GetStatusResponse* response) override;
-  // Hierarchical aggregation (root only): needs the operator token like GetStatus; see
-  // Coordinator::SubmitPartialSum.
+  // Hierarchical aggregation (root only): needs the named aggregator's own token
+  // (kAggregatorTokenHeader, CheckAggregatorToken); see Coordinator::SubmitPartialSum.
   grpc::ServerUnaryReactor* SubmitPartialSum(grpc::CallbackServerContext* context,
                                              const v1::PartialSum* request,
                                              v1::PartialSumResponse* response) override;

@@ -75,6 +75,35 @@ bool IsLoopbackAddress(const std::string& address) {
          absl::StartsWith(address, "unix:");
 }
 
+// Admission by provisioning (docs/SECURITY.md "Identities"): an enrolment key unless mutual TLS
+// proves identities, and trust on first use only as a loopback opt-in with bounded shares.
+absl::Status ResolveAdmission(v1::ServerConfig& out) {
+  v1::SecurityConfig* security = out.mutable_security();
+  // An aggregator relays registrations to the root, which admits them.
+  const bool admits = out.hierarchy().role() != v1::HierarchyConfig::ROLE_AGGREGATOR;
+  if (admits && security->enrolment_key_path().empty() && !out.transport().require_client_cert()) {
+    security->set_enrolment_key_path(out.store_path() + "/enrolment_key");
+  }
+  if (security->allow_trust_on_first_use() && !IsLoopbackAddress(out.listen_address())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "server config: security.allow_trust_on_first_use admits anyone who names an identity "
+        "first and is for loopback demos only; listen_address '",
+        out.listen_address(), "' is not loopback: provision devices with fedsched-enroll"));
+  }
+  // max_unproven_task_fraction shapes rounds: round::ResolveRoundConfig owns it.
+  if (security->max_unproven_identity_fraction() == 0) {
+    security->set_max_unproven_identity_fraction(0.5);
+  }
+  const double table_share = security->max_unproven_identity_fraction();
+  if (!(table_share > 0 && table_share <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("server config: security.max_unproven_identity_fraction must be in (0, 1], "
+                     "got ",
+                     table_share));
+  }
+  return absl::OkStatus();
+}
+
 // Security defaults (docs/SECURITY.md) and the refusal to serve plaintext beyond this host.
 absl::Status ResolveSecurity(v1::ServerConfig& out) {
   v1::SecurityConfig* security = out.mutable_security();
@@ -89,6 +118,7 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
   if (security->operator_token_path().empty()) {
     security->set_operator_token_path(out.store_path() + "/operator_token");
   }
+  FEDSCHED_RETURN_IF_ERROR(ResolveAdmission(out));
   if (security->max_num_samples() == 0) security->set_max_num_samples(1000000);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast("security.max_num_samples", security->max_num_samples(), 1));
@@ -140,6 +170,9 @@ absl::Status ResolveHierarchy(v1::ServerConfig& out) {
     return absl::InvalidArgumentError(
         "server config: aggregation.async_fedbuff and audit_updates need each update at the "
         "root and cannot run in a hierarchy (hierarchy.role set)");
+  }
+  if (h->role() == v1::HierarchyConfig::ROLE_ROOT && h->aggregator_token_dir().empty()) {
+    h->set_aggregator_token_dir(out.store_path() + "/aggregator_tokens");
   }
   if (h->role() != v1::HierarchyConfig::ROLE_AGGREGATOR) return absl::OkStatus();
   if (h->upstream_address().empty() || h->upstream_token_path().empty()) {

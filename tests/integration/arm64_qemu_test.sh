@@ -20,6 +20,7 @@
 set -u
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 ROUNDS=${ROUNDS:-3}
 DEADLINE_S=${DEADLINE_S:-600}
 ARM64_BUILD=${FEDSCHED_ARM64_BUILD:-$SRC/build-arm64}
@@ -90,6 +91,7 @@ run_pair() {
   local run=($!)
   start=$(date +%s)
   for i in 0 1; do
+    fedsched_provision "$BUILD/server/fedsched-enroll" "$DIR/store" "$DIR/device-$i" "$device-$i"
     "$@" --config="$DIR/client.textproto" --partition_index="$i" --num_partitions=20 \
       --identity="$device-$i" --server="127.0.0.1:$port" --state_dir="$DIR/device-$i" \
       > "$DIR/client-$i.log" 2>&1 &

@@ -5,6 +5,7 @@
 # Usage: c_client_test.sh BUILD_DIR
 set -u
 BUILD="$1"
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 IMAGES=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 if [ ! -f "$IMAGES" ]; then echo "SKIP: dataset-fashion-mnist is not installed"; exit 0; fi
 WORK=$(mktemp -d /tmp/fedsched_c_client.XXXXXX)
@@ -27,6 +28,7 @@ CFG
 server=$!
 pids+=($server)
 for i in 0 1; do
+  fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-$i" "c-device-$i"
   "$BUILD/examples/c_client/c_client" "127.0.0.1:$PORT" "c-device-$i" "$WORK/state-$i" "$i" 2 \
     > "$WORK/client-$i.log" 2>&1 &
   pids+=($!)

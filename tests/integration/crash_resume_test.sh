@@ -8,6 +8,7 @@
 set -euo pipefail
 BUILD=$1
 SRC=$2
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_crash.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
 ROUNDS=16
@@ -47,6 +48,7 @@ rounds_done() { grep -cE '^round +[0-9]' "$1" 2>/dev/null || true; }
 # with the first server life before it is killed: a client still loading when a run ends could
 # never learn that it ended (the CI flake of crash_resume_test).
 for ((i = 0; i < CLIENTS; i++)); do
+  fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-$i"
   "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=$i \
     --num_partitions=$CLIENTS --server="127.0.0.1:$PORT" --state_dir="$WORK/state-$i" \
     > "$WORK/client-$i.log" 2>&1 &

@@ -21,6 +21,7 @@
 #include "sim/engine/setup.h"
 #include "sim/engine/sim_client.h"
 #include "sim/engine/simulator.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -226,6 +227,7 @@ class ScriptedFleet {
     options.initial_model = InitialModel();
     options.clock = [this] { return At(now_); };
     options.deterministic_task_ids = true;
+    options.enrolment_key = testing::kTestEnrolmentKey;
     // The planner gets the same availability forecast as in the simulator (engine index k is
     // simulated client k: both register in client order).
     options.availability = &oracle_;
@@ -267,7 +269,8 @@ class ScriptedFleet {
                                                        .compute_ms_per_sample = 5,
                                                        .num_samples = 100,
                                                        .sample_kb = kSampleKb});
-    absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, At(0));
+    absl::StatusOr<v1::RegisterResponse> r =
+        coordinator_->Register(testing::Provisioned(request), At(0));
     ASSERT_TRUE(r.ok()) << r.status();
     devices_[c].session = *r;
   }

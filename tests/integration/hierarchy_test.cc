@@ -43,7 +43,19 @@ namespace {
 
 constexpr int kClients = 30;
 constexpr int kRounds = 3;
-constexpr char kToken[] = "0123456789abcdef0123456789abcdef";
+constexpr char kToken[] = "0123456789abcdef0123456789abcdef";  // the root's operator token
+
+// Aggregator `index`'s own token, provisioned at every Root (docs/SECURITY.md "Relays").
+std::string AggregatorToken(int index) {
+  return absl::StrCat("aggregator-token-fedcba9876543210-", index);
+}
+
+// Writes `token` to `path`, mode 0600.
+void WriteSecret(const std::filesystem::path& path, const std::string& token) {
+  std::ofstream(path) << token << "\n";
+  std::filesystem::permissions(
+      path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+}
 
 // Polls `condition` every 20 ms until it holds or `timeout` passes (generous: a loaded machine).
 bool WaitFor(const std::function<bool()>& condition, absl::Duration timeout) {
@@ -103,6 +115,7 @@ class Root {
     options.config = *config;
     options.store = &store_;
     options.initial_model = ZeroModel();
+    options.enrolment_key = testing::kTestEnrolmentKey;  // the clients are provisioned
     options.on_round_committed = [this](const v1::RoundRecord& r) {
       absl::MutexLock lock(&mu_);
       records_.push_back(r);
@@ -113,6 +126,15 @@ class Root {
     CoordinatorServiceOptions service_options;
     service_options.transport = config->transport();
     service_options.operator_token = kToken;
+    // Aggregators agg0..agg2 have tokens of their own.
+    static std::atomic<int> roots{0};
+    token_dir_ = std::filesystem::temp_directory_path() /
+                 absl::StrCat("fedsched_hier_aggs_", ::getpid(), "_", roots++);
+    std::filesystem::create_directories(token_dir_);
+    for (int a = 0; a < 3; ++a) {
+      WriteSecret(token_dir_ / absl::StrCat("agg", a), AggregatorToken(a));
+    }
+    service_options.aggregator_token_dir = token_dir_.string();
     service_ = std::make_unique<CoordinatorService>(coordinator_.get(), service_options);
     grpc::ServerBuilder builder;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port_);
@@ -130,6 +152,7 @@ class Root {
     stop_ = true;
     ticker_.join();
     server_->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    std::filesystem::remove_all(token_dir_);
   }
   std::string address() const { return absl::StrCat("127.0.0.1:", port_); }
   Coordinator& coordinator() { return *coordinator_; }
@@ -141,6 +164,7 @@ class Root {
 
  private:
   MemoryStore store_;
+  std::filesystem::path token_dir_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -207,24 +231,18 @@ TEST(HierarchyTest, RootAndThreeAggregatorsEqualFlatServer) {
   const v1::Model flat_model = RunClients(flat, {flat.address()});
 
   Root root(RootConfig(v1::HierarchyConfig::ROLE_ROOT, kRounds, 60, kClients));
-  const std::filesystem::path token_path =
-      std::filesystem::temp_directory_path() / absl::StrCat("fedsched_hier_token_", ::getpid());
-  {
-    std::ofstream(token_path) << kToken << "\n";
-    std::filesystem::permissions(
-        token_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  }
   std::vector<std::unique_ptr<RelayServer>> aggregators;
   std::vector<std::string> endpoints;
   for (int a = 0; a < 3; ++a) {
-    ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(AggregatorConfig(
-                                                      root.address(), token_path.string(), a)));
-    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RelayServer> relay, StartRelayServer(config, kToken));
+    // (The relay is handed its token directly; the path is only checked to be set.)
+    ASSERT_OK_AND_ASSIGN(v1::ServerConfig config,
+                         ResolveServerConfig(AggregatorConfig(root.address(), "unused", a)));
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<RelayServer> relay,
+                         StartRelayServer(config, AggregatorToken(a)));
     endpoints.push_back(absl::StrCat("127.0.0.1:", relay->port));
     aggregators.push_back(std::move(relay));
   }
   const v1::Model hier_model = RunClients(root, endpoints);
-  std::filesystem::remove(token_path);
 
   // Bit for bit the flat server's model, and the value the nudges predict: each round adds
   // 32 x (15 x 1/4 + 15 x 1/2) / 1024 = 45/128 to every value.
@@ -313,18 +331,14 @@ TEST(HierarchyTest, SigkilledAggregatorsDevicesFailOver) {
       std::filesystem::temp_directory_path() / absl::StrCat("fedsched_hier_kill_", ::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
-  const std::string token_path = (dir / "token").string();
-  {
-    std::ofstream(token_path) << kToken << "\n";
-    std::filesystem::permissions(
-        token_path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
-  }
   // First-K over all 30, with a deadline: the updates lost in the killed aggregator come back
   // when their devices poll the root through another aggregator and train the task again.
   Root root(RootConfig(v1::HierarchyConfig::ROLE_ROOT, kFailoverRounds, 30, 20));
   std::vector<std::unique_ptr<Process>> aggregators;
   for (int a = 0; a < 3; ++a) {
     const std::string config = (dir / absl::StrCat("agg", a, ".textproto")).string();
+    const std::string token_path = (dir / absl::StrCat("agg", a, ".token")).string();
+    WriteSecret(token_path, AggregatorToken(a));
     std::ofstream(config) << absl::StrCat(
         "listen_address: \"127.0.0.1:0\"\n", "aggregation { clip_update_norm: 1e9 }\n",
         "security { max_update_norm: 1e9 }\n", "hierarchy { role: ROLE_AGGREGATOR ",
@@ -363,6 +377,49 @@ TEST(HierarchyTest, SigkilledAggregatorsDevicesFailOver) {
     EXPECT_GE(r.updates_accepted(), 20) << "round " << r.round();
   }
   std::filesystem::remove_all(dir);
+}
+
+// Relays have credentials of their own (docs/SECURITY.md "Relays"): the root's operator token
+// reads status only and no longer authenticates partial sums; an aggregator's token opens its
+// own partial sums only, never another aggregator's nor GetStatus.
+TEST(HierarchyTest, RelayWithTheOperatorTokenIsRefusedAndWithItsOwnTokenAccepted) {
+  Root root(RootConfig(v1::HierarchyConfig::ROLE_ROOT, 1, 60, kClients));
+  auto stub = v1::Coordinator::NewStub(
+      grpc::CreateChannel(root.address(), grpc::InsecureChannelCredentials()));
+  v1::PartialSum partial;
+  partial.set_aggregator_id("agg0");
+  partial.set_round(1);
+  partial.set_sum(v1::Model().SerializeAsString());
+  auto submit = [&](const char* header, const std::string& token, const std::string& id) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    context.AddMetadata(header, token);
+    partial.set_aggregator_id(id);
+    v1::PartialSumResponse response;
+    return stub->SubmitPartialSum(&context, partial, &response);
+  };
+  grpc::Status s = submit(kOperatorTokenHeader, kToken, "agg0");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  EXPECT_THAT(s.error_message(), ::testing::HasSubstr("operator token reads status only"));
+  s = submit(kAggregatorTokenHeader, kToken, "agg0");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = submit(kAggregatorTokenHeader, AggregatorToken(0), "agg1");  // another aggregator's name
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  s = submit(kAggregatorTokenHeader, AggregatorToken(0), "../agg0");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  // Its own token passes the check (the empty sum then changes nothing).
+  s = submit(kAggregatorTokenHeader, AggregatorToken(0), "agg0");
+  EXPECT_NE(s.error_code(), grpc::StatusCode::UNAUTHENTICATED) << s.error_message();
+  // An aggregator's token does not open GetStatus; the operator token does.
+  auto status = [&](const std::string& token) {
+    grpc::ClientContext context;
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
+    context.AddMetadata(kOperatorTokenHeader, token);
+    v1::GetStatusResponse response;
+    return stub->GetStatus(&context, v1::GetStatusRequest(), &response).error_code();
+  };
+  EXPECT_EQ(status(AggregatorToken(0)), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(status(kToken), grpc::StatusCode::OK);
 }
 
 TEST(HierarchyTest, RefusesRulesThatNeedEachUpdateAndMaskedSums) {

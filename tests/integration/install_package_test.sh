@@ -8,6 +8,7 @@
 set -u
 BUILD="$1"
 SRC="$2"
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_install.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
 pids=()
@@ -48,6 +49,8 @@ CFG
   --listen="127.0.0.1:$PORT" > "$WORK/server.log" 2>&1 &
 server=$!
 pids+=($server)
+fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-embed" embed-device
+fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-c" c-device
 "$WORK/embed/embed_sdk" "127.0.0.1:$PORT" embed-device "$WORK/state-embed" > "$WORK/embed.log" 2>&1 &
 pids+=($!)
 "$WORK/c_client" "127.0.0.1:$PORT" c-device "$WORK/state-c" 0 4 > "$WORK/c.log" 2>&1 &

@@ -92,6 +92,12 @@ class LocalTrustTest : public ::fedsched::testing::TempDirTest {
 constexpr char kIdleServer[] =
     "clients_per_round: 2\nmin_updates: 2\nmin_online_clients: 2\nnum_rounds: 3\n"
     "heartbeat_interval_ms: 500\nmissed_heartbeats: 20\n";
+// The same, admitting devices on first use: the re-enrolment by --reset_identity is for
+// credentials issued at first use (a provisioned device gets its secret again from the key).
+constexpr char kIdleFirstUseServer[] =
+    "clients_per_round: 2\nmin_updates: 2\nmin_online_clients: 2\nnum_rounds: 3\n"
+    "heartbeat_interval_ms: 500\nmissed_heartbeats: 20\n"
+    "security { allow_trust_on_first_use: true }\n";
 
 // The finding: a store directory pre-created by another local user (with an operator token they
 // chose) was accepted and merely chmodded; now the server refuses it before opening anything.
@@ -165,7 +171,7 @@ TEST_F(LocalTrustTest, ADiskThatFillsStopsTheServerCleanly) {
 // credential" for ever, naming neither the file nor a way out, and no procedure existed.
 TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecovers) {
   const std::string store = Path("store");
-  std::unique_ptr<Process> server = StartServer(kIdleServer, store, "server-1.log");
+  std::unique_ptr<Process> server = StartServer(kIdleFirstUseServer, store, "server-1.log");
   ASSERT_NE(server, nullptr);
   const std::string address = AddressOf(*server);
   const std::string state = Path("device");
@@ -211,7 +217,7 @@ TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecove
       << out;
   EXPECT_THAT(out, HasSubstr("no longer bound"));
 
-  server = StartServer(kIdleServer, store, "server-2.log");
+  server = StartServer(kIdleFirstUseServer, store, "server-2.log");
   ASSERT_NE(server, nullptr);
   const std::string again = AddressOf(*server);
   client = Process::Spawn(

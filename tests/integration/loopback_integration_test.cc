@@ -14,6 +14,7 @@
 #include "server/service/coordinator.h"
 #include "server/service/grpc_service.h"
 #include "server/service/server_config.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -67,6 +68,7 @@ TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
   options.config = config;
   options.store = store.get();
   options.initial_model = initial;
+  options.enrolment_key = testing::kTestEnrolmentKey;
   const v1::ModelConfig model_config = config.model();
   options.evaluator = [&](const v1::Model& m) -> absl::StatusOr<EvalMetrics> {
     absl::StatusOr<EvalResult> r = Evaluate(model_config, m, test);
@@ -111,6 +113,7 @@ TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
     ClientOptions client_options;
     client_options.config.set_server_address("127.0.0.1:" + std::to_string(port));
     client_options.config.set_identity("it-device-" + std::to_string(i));
+    client_options.credential = testing::TestCredential(client_options.config.identity());
     client_options.trainer = trainers.back().get();
     client_options.data = plans.back().get();
     ASSERT_OK_AND_ASSIGN(auto client, Client::Create(std::move(client_options)));

@@ -10,6 +10,7 @@
 set -u
 BUILD="$1"
 SRC="$2"
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_facts.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
 pids=()
@@ -32,6 +33,7 @@ fi
   --listen="127.0.0.1:$PORT" --num_rounds=0 --metrics_csv="$WORK/metrics.csv" \
   > "$WORK/server.log" 2>&1 &
 pids+=($!)
+fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/client"
 "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=0 \
   --num_partitions=4 --server="127.0.0.1:$PORT" --state_dir="$WORK/client" > "$WORK/client.log" 2>&1 &
 pids+=($!)

@@ -8,6 +8,7 @@
 set -u
 BUILD="$1"
 SRC="$2"
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_privacy.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
 pids=()
@@ -40,6 +41,7 @@ CFG
   > "$WORK/server.log" 2>&1 &
 server=$!
 pids+=($server)
+fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/client"
 # 2,000 kbit/s: each transfer of the ~400 KB model takes about 1.6 s, so a round lasts seconds.
 "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=0 \
   --num_partitions=4 --server="127.0.0.1:$PORT" --state_dir="$WORK/client" \

@@ -7,6 +7,7 @@
 set -euo pipefail
 BUILD=$1
 SRC=$2
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 PROMETHEUS=${PROMETHEUS:-$(command -v prometheus || true)}
 [ -n "$PROMETHEUS" ] || { echo "FAIL: no prometheus binary (scripts/install_deps.sh installs it)"; exit 1; }
 WORK=$(mktemp -d /tmp/fedsched_prom.XXXXXX)
@@ -34,6 +35,7 @@ pids+=("$server_pid")
 "$BUILD/server/fedsched-health" --server="127.0.0.1:$HPORT" --wait_serving_s=120 || {
   echo "FAIL: the health endpoint never reported SERVING"; cat "$WORK/server.log"; exit 1; }
 for i in 0 1 2; do
+  fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-$i"
   "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=$i \
     --num_partitions=3 --server="127.0.0.1:$PORT" --state_dir="$WORK/state-$i" \
     > "$WORK/client-$i.log" 2>&1 &

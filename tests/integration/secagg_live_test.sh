@@ -8,6 +8,7 @@
 set -u
 BUILD="$1"
 SRC="$2"
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_secagg.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
 pids=()
@@ -30,6 +31,7 @@ CFG
 server=$!
 pids+=($server)
 for i in 0 1 2 3; do
+  fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/client$i"
   "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=$i \
     --num_partitions=4 --server="127.0.0.1:$PORT" --state_dir="$WORK/client$i" \
     > "$WORK/client$i.log" 2>&1 &

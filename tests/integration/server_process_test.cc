@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,9 +48,20 @@ class ServerProcessTest : public ::fedsched::testing::TempDirTest {
 
   // Writes `config_text` (plus port 0, the model architecture, no evaluation) and starts
   // fedsched-server. fedsched-client trains the default "mlp"; raw-stub tests use "softmax".
+  // With `provision`, the store's enrolment key is testing::kTestEnrolmentKey (written before
+  // the start, as scripts/lib/provision.sh does), so RegisterRaw's devices are provisioned.
   std::unique_ptr<Process> StartServer(const std::string& config_text,
                                        const std::string& log = "server.log",
-                                       const std::string& architecture = "softmax") {
+                                       const std::string& architecture = "softmax",
+                                       bool provision = true) {
+    if (provision) {
+      std::filesystem::create_directories(store());
+      std::filesystem::permissions(store(), std::filesystem::perms::owner_all);
+      EXPECT_OK(WriteFileAtomically(store() + "/enrolment_key", testing::kTestEnrolmentKey));
+      std::filesystem::permissions(
+          store() + "/enrolment_key",
+          std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    }
     const std::string config = absl::StrCat(
         config_text, "\nlisten_address: \"127.0.0.1:0\"\nmodel { architecture: \"", architecture,
         "\" }\n",
@@ -176,6 +188,8 @@ TEST_F(ServerProcessTest, ClientSigkilledMidRoundIsMarkedFailedAndTheRoundProcee
   const std::string address = AddressOf(*server);
   std::vector<std::unique_ptr<Process>> clients;
   for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(
+        testing::ProvisionStateDir(Path(absl::StrCat("client-", i)), absl::StrCat("proc-", i)));
     std::vector<std::string> argv = {BinaryDir() + "/client/fedsched-client",
                                      absl::StrCat("--partition_index=", i),
                                      "--num_partitions=3",
@@ -299,6 +313,47 @@ TEST_F(ServerProcessTest, BrokenConfigFilesExitWithAClearErrorAndTouchNothing) {
                                Path("client.log"));
   EXPECT_EQ(client->Wait(absl::Seconds(30)), std::optional<int>(2));
   EXPECT_THAT(client->Log(), HasSubstr("server_adress"));
+}
+
+// Admission by provisioning (docs/SECURITY.md "Identities") against the real binary with its
+// defaults: the server creates <store_path>/enrolment_key (0600); a registration without the
+// identity's enrolment secret (an unprovisioned device, or a squatter naming the reference
+// client's device-5 first) is refused, while the device fedsched-enroll provisioned from that
+// key registers under its name, and fedsched-enroll --state_dir makes a random identity.
+TEST_F(ServerProcessTest, OnlyProvisionedDevicesAreAdmittedByDefault) {
+  std::unique_ptr<Process> server = StartServer("clients_per_round: 1\nmin_updates: 1\n",
+                                                "server.log", "softmax", /*provision=*/false);
+  ASSERT_NE(server, nullptr);
+  auto stub = StubFor(AddressOf(*server));
+  const std::string key = store() + "/enrolment_key";
+  ASSERT_TRUE(std::filesystem::exists(key)) << server->Log();
+  EXPECT_EQ(std::filesystem::status(key).permissions() &
+                (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+            std::filesystem::perms::none);
+  const std::string none;
+  EXPECT_THAT(RegisterRaw(*stub, "device-5", 100, &none),
+              testing::StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("enrolment secret")));
+  const std::string guess = "c-00000000000000000000000000000000";
+  EXPECT_THAT(RegisterRaw(*stub, "device-5", 100, &guess),
+              testing::StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
+  auto enroll = [&](std::vector<std::string> args, const std::string& log) {
+    args.insert(args.begin(), {BinaryDir() + "/server/fedsched-enroll", "--key_file=" + key});
+    std::unique_ptr<Process> p = Process::Spawn(args, Path(log));
+    return p == nullptr ? std::optional<int>() : p->Wait(absl::Seconds(60));
+  };
+  ASSERT_EQ(enroll({"--identity=device-5", "--state_dir=" + Path("device-5")}, "enroll5.log"),
+            std::optional<int>(0));
+  ASSERT_OK_AND_ASSIGN(std::string secret, ReadFileToString(Path("device-5/credential")));
+  secret = std::string(absl::StripAsciiWhitespace(secret));
+  ASSERT_OK(RegisterRaw(*stub, "device-5", 100, &secret).status());
+  // Without --identity, the device's identity is random and written beside its credential.
+  ASSERT_EQ(enroll({"--state_dir=" + Path("fresh")}, "enroll.log"), std::optional<int>(0));
+  ASSERT_OK_AND_ASSIGN(std::string identity, ReadFileToString(Path("fresh/identity")));
+  identity = std::string(absl::StripAsciiWhitespace(identity));
+  EXPECT_TRUE(absl::StartsWith(identity, "device-") && identity.size() == 23) << identity;
+  ASSERT_OK_AND_ASSIGN(std::string fresh, ReadFileToString(Path("fresh/credential")));
+  fresh = std::string(absl::StripAsciiWhitespace(fresh));
+  ASSERT_OK(RegisterRaw(*stub, identity, 100, &fresh).status());
 }
 
 }  // namespace

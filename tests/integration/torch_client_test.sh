@@ -11,6 +11,7 @@
 # Usage: torch_client_test.sh BUILD_DIR [TRAINER: torch (default) | reference]
 set -u
 BUILD="$1"
+. "$(dirname "$0")/../../scripts/lib/provision.sh"
 TRAINER="${2:-torch}"
 IMAGES=/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz
 if [ ! -f "$IMAGES" ]; then echo "SKIP: dataset-fashion-mnist is not installed"; exit 0; fi
@@ -45,6 +46,7 @@ CFG
 server=$!
 pids+=($server)
 for i in 0 1; do
+  fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-$i"
   "$BUILD/client/fedsched-client" --config="${FEDSCHED_SOURCE_DIR:-.}/configs/client.textproto" \
     --server="127.0.0.1:$PORT" --partition_index=$i --state_dir="$WORK/state-$i" \
     "${CLIENT_FLAGS[@]}" > "$WORK/client-$i.log" 2>&1 &

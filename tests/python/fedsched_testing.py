@@ -44,6 +44,15 @@ class Server:
             time.sleep(0.2)
         raise TimeoutError("server did not listen:\n" + self.log_path.read_text())
 
+    def provision(self, state_dir, identity):
+        """Writes `state_dir`/credential for `identity` with fedsched-enroll from the server's
+        enrolment key (created at its start: call after wait_listening), as an operator would
+        provision the device (docs/SECURITY.md "Identities")."""
+        subprocess.run(
+            [str(BINARY_DIR / "server" / "fedsched-enroll"),
+             f"--key_file={self.workdir / 'store' / 'enrolment_key'}", f"--identity={identity}",
+             f"--state_dir={state_dir}"], check=True, stdout=subprocess.DEVNULL)
+
     def wait(self, timeout_s):
         code = self.proc.wait(timeout=timeout_s)
         self.log.close()

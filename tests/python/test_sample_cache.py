@@ -61,6 +61,7 @@ def test_python_trainer_trains_through_the_sample_cache(tmp_path):
                                     test_y[i * 500:(i + 1) * 500].astype(np.int64))
             with pytest.raises(RuntimeError, match="only inside train"):
                 trainer.read_sample(0)
+            server.provision(tmp_path / f"state-{i}", f"cached-{i}")
             config = (f'server_address: "{server.address}" identity: "cached-{i}" '
                       f'state_dir: "{tmp_path / f"state-{i}"}" seed: {7 + i}')
             trainers.append(trainer)

@@ -126,6 +126,7 @@ def test_two_python_clients_train_a_named_model_with_client_evaluation(tmp_path)
             x, y = fedsched.load_partition(i, 20)
             trainer = NumpySoftmax(x, y.astype(np.int64), test_x[i * 500:(i + 1) * 500],
                                    test_y[i * 500:(i + 1) * 500].astype(np.int64))
+            server.provision(tmp_path / f"state-{i}", f"py-{i}")
             config = (f'server_address: "{server.address}" identity: "py-{i}" '
                       f'state_dir: "{tmp_path / f"state-{i}"}"')
             trainers.append(trainer)

@@ -2,10 +2,12 @@
 // dir held by one handle at a time, and a C train callback driving real rounds over gRPC with
 // its update committed exactly (the callback adds 1/4 to every weight of a 1/4-pattern model).
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "client/c/fedsched_c.h"
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -123,9 +125,15 @@ TEST_F(CApiTest, CreateErrorsAreCodesWithMessagesNamingTheProblem) {
   EXPECT_EQ(fedsched_client_create(&options, &client, &error), FEDSCHED_INVALID_ARGUMENT);
   EXPECT_THAT(error.message, HasSubstr("state_dir is required"));
 
+  // Without an identity: the install's own, random and kept in the state dir.
   options = Options("state_dir: \"" + StateDir("s") + "\"");
-  EXPECT_EQ(fedsched_client_create(&options, &client, &error), FEDSCHED_INVALID_ARGUMENT);
-  EXPECT_THAT(error.message, HasSubstr("identity is required"));
+  ASSERT_EQ(fedsched_client_create(&options, &client, &error), FEDSCHED_OK) << error.message;
+  fedsched_client_destroy(client);
+  client = nullptr;
+  std::ifstream identity(StateDir("s") + "/identity");
+  std::string kept;
+  identity >> kept;
+  EXPECT_TRUE(absl::StartsWith(kept, "device-") && kept.size() == 23) << kept;
 
   options = Options("identity: \"d\" state_dir: \"" + StateDir("s") + "\"");
   options.train = nullptr;
@@ -165,6 +173,7 @@ TEST_F(CApiTest, TrainCallbackDrivesRoundsOverGrpc) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server,
                        TestServer::Start(OneClientServer(2, PatternModel({6, 3}))));
 
+  ASSERT_OK(::fedsched::testing::ProvisionStateDir(StateDir("c"), "c-device"));
   fedsched_client_options options = Options("identity: \"c-device\" state_dir: \"" + StateDir("c") +
                                             "\" server_address: \"" + server->address() + "\"");
   fedsched_client* client = nullptr;
@@ -200,6 +209,7 @@ TEST_F(CApiTest, AFailingTrainCallbackIsReportedAsAFailedTaskNotACrash) {
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<TestServer> server,
                        TestServer::Start(OneClientServer(1, PatternModel({4}))));
   app_.fail_training = true;
+  ASSERT_OK(::fedsched::testing::ProvisionStateDir(StateDir("f"), "f-device"));
   fedsched_client_options options = Options("identity: \"f-device\" state_dir: \"" + StateDir("f") +
                                             "\" server_address: \"" + server->address() + "\"");
   fedsched_client* client = nullptr;

@@ -54,6 +54,7 @@ struct Device {
     options.config.set_backoff_initial_ms(50);
     options.config.set_backoff_max_ms(500);
     options.trainer = &trainer;
+    options.credential = ::fedsched::testing::TestCredential(identity);
     options.data = &plan;
     options.eligible = [this] { return eligible.load(); };
     options.eligibility_check_interval = absl::Milliseconds(50);

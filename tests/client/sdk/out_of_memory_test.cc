@@ -52,6 +52,7 @@ struct Device {
     options.config.set_backoff_max_ms(500);
     options.config.set_memory_budget_mb(budget_mb);
     options.trainer = &trainer;
+    options.credential = ::fedsched::testing::TestCredential(identity);
     options.data = &plan;
     client = *Client::Create(std::move(options));
     thread = std::thread([this] { client->Run().IgnoreError(); });

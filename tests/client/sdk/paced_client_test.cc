@@ -54,6 +54,7 @@ TEST(PacedClientTest, IdleClientIsSentAwayAndComesBack) {
   client_options.config.set_server_address(server->address());
   client_options.config.set_identity("paced-phone");
   client_options.trainer = &trainer;
+  client_options.credential = ::fedsched::testing::TestCredential("paced-phone");
   client_options.data = &plan;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Client> client, Client::Create(std::move(client_options)));
   std::thread runner([&] { client->Run().IgnoreError(); });

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "client/sdk/client.h"
 #include "models/trainer.h"
+#include "tests/server/service/grpc_test_harness.h"
 
 namespace fedsched::testing {
 
@@ -69,7 +70,8 @@ class TinySampleSource : public SampleSource {
 // A Client with its trainer and data, running Run() on its own thread.
 class ClientRunner {
  public:
-  // `config` needs server_address and identity; the transport defaults apply.
+  // `config` needs server_address and identity; the transport defaults apply. The client is
+  // provisioned: it presents TestCredential(identity) (a TestServer's default key).
   static absl::StatusOr<std::unique_ptr<ClientRunner>> Start(
       v1::ClientConfig config, float nudge = 0.5f, int64_t stride = 1,
       absl::Duration train_delay = absl::ZeroDuration()) {
@@ -80,6 +82,7 @@ class ClientRunner {
     options.config.set_backoff_max_ms(500);
     options.trainer = &runner->trainer_;
     options.data = &runner->plan_;
+    options.credential = TestCredential(options.config.identity());
     absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
     if (!client.ok()) return client.status();
     runner->client_ = *std::move(client);

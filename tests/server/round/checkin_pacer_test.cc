@@ -90,5 +90,27 @@ TEST(CheckInPacerTest, DisabledNeverPaces) {
   EXPECT_EQ(pacer.DelaySeconds(100000, 0.5), 0);
 }
 
+// Never-proven devices are paced against their share of the pool while enough proven ones are
+// available (docs/SECURITY.md "Admission control"): 300 of them lengthen their own absences,
+// and the 5 proven devices, fewer than the pool, are not paced at all.
+TEST(CheckInPacerTest, NeverProvenDevicesArePacedApartFromProvenOnes) {
+  v1::ServerConfig config = Config(30, 1.0, 3);
+  config.set_min_updates(3);
+  config.mutable_security()->set_max_unproven_task_fraction(0.2);
+  ASSERT_OK_AND_ASSIGN(PacerOptions options, PacerOptions::FromServerConfig(config, 5.0));
+  EXPECT_EQ(options.pool, 60);
+  EXPECT_EQ(options.need, 3);
+  const CheckInPacer pacer(options);
+  EXPECT_EQ(pacer.PoolFor(/*unproven=*/false, 5), 60);
+  EXPECT_EQ(pacer.PoolFor(/*unproven=*/true, 5), 12);  // ceil(0.2 x 60)
+  // Too few proven devices for a round: never-proven ones get the whole pool.
+  EXPECT_EQ(pacer.PoolFor(/*unproven=*/true, 2), 60);
+  EXPECT_EQ(pacer.DelaySeconds(5, 0.5, pacer.PoolFor(false, 5)), 0);
+  // 300 over a pool of 12: a cycle of 300 x 5 / 12 = 125 s, i.e. 120 s away on average.
+  EXPECT_DOUBLE_EQ(pacer.DelaySeconds(300, 0.5, pacer.PoolFor(true, 5)), 120);
+  // Before, all 305 shared the pool of 60 and the proven devices were sent away too.
+  EXPECT_GT(pacer.DelaySeconds(305, 0.5), 0);
+}
+
 }  // namespace
 }  // namespace fedsched::round

@@ -479,6 +479,34 @@ TEST_F(EngineTest, FailingClientsSitOutWhileMinUpdatesOthersRemain) {
   EXPECT_EQ(tasks[0]->index, 3u);
 }
 
+// Bounded share of never-proven clients (admitted on first use, no accepted update): with one
+// provisioned client reachable (min_updates 1), a round of 3 slots tasks at most
+// ceil(0.2 x 3) = 1 of the three never-proven ones; when no proven client is reachable they may
+// fill the round (a demo whose devices are all admitted on first use must start).
+TEST_F(EngineTest, NeverProvenClientsHoldAtMostTheirShareOfACohort) {
+  Start();
+  profile::ProfileBook& book = engine_->mutable_book();
+  for (ClientIndex i = 1; i < 4; ++i) {
+    ASSERT_OK(book.SetCertFingerprint(i, absl::StrCat(profile::kFirstUseBindingPrefix, i)));
+    EXPECT_TRUE(book.IsUnproven(i));
+  }
+  EXPECT_FALSE(book.IsUnproven(0));
+  EXPECT_EQ(book.CountUnproven(), 3);
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 2u);
+  int unproven = 0;
+  for (const Task* t : tasks) unproven += book.IsUnproven(t->index) ? 1 : 0;
+  EXPECT_EQ(unproven, 1);
+
+  Start();  // now nobody is proven or provisioned
+  for (ClientIndex i = 0; i < 4; ++i) {
+    ASSERT_OK(engine_->mutable_book().SetCertFingerprint(i, "tofu:x"));
+  }
+  engine_->Advance(0);
+  EXPECT_EQ(engine_->TakeNewTasks().size(), 3u);
+}
+
 // Identity expiry in the core: a client never heard from for the TTL and never proven is
 // retired (its id returned, its identity unknown), one with a remembered task is not.
 TEST_F(EngineTest, UnseenClientsAreRetiredUnlessTasked) {

@@ -14,6 +14,7 @@
 #include "common/testing/temp_dir.h"
 #include "server/service/coordinator.h"
 #include "server/service/server_config.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -89,6 +90,7 @@ class CoordinatorBatchTest : public ::testing::Test {
     options.config = config;
     options.store = store_.get();
     options.initial_model = MakeModel(1000);
+    options.enrolment_key = testing::kTestEnrolmentKey;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
     clients_.clear();
     tasks_.clear();
@@ -96,7 +98,8 @@ class CoordinatorBatchTest : public ::testing::Test {
       v1::RegisterRequest request;
       request.set_identity("device-" + std::to_string(c));
       request.mutable_device()->set_num_samples(100);
-      ASSERT_OK_AND_ASSIGN(v1::RegisterResponse who, coordinator_->Register(request, kT0));
+      ASSERT_OK_AND_ASSIGN(v1::RegisterResponse who,
+                           coordinator_->Register(testing::Provisioned(request), kT0));
       clients_.push_back(who);
     }
     coordinator_->Tick(kT0);

@@ -11,6 +11,7 @@
 #include "server/service/coordinator.h"
 #include "server/service/server_config.h"
 #include "server/store/memory_store.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -46,6 +47,7 @@ class CommitTest : public ::testing::Test {
     options.initial_model = Model(0);
     options.evaluator = std::move(evaluator);
     options.clock = [] { return kT0; };
+    options.enrolment_key = testing::kTestEnrolmentKey;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
   }
 
@@ -59,7 +61,8 @@ class CommitTest : public ::testing::Test {
     request.set_identity(identity);
     request.mutable_device()->set_num_samples(100);
     Client c;
-    absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, kT0);
+    absl::StatusOr<v1::RegisterResponse> r =
+        coordinator_->Register(testing::Provisioned(request), kT0);
     EXPECT_TRUE(r.ok()) << r.status();
     if (r.ok()) c.session = *r;
     return c;

@@ -3,13 +3,13 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
-#include <map>
 #include <string_view>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
 #include "server/service/server_config.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -59,6 +59,7 @@ class CoordinatorTest : public ::testing::Test {
     options.config = config;
     options.store = store_.get();
     options.initial_model = TwoTensorModel(1, 2);
+    options.enrolment_key = testing::kTestEnrolmentKey;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
   }
   void Restart() {
@@ -67,19 +68,16 @@ class CoordinatorTest : public ::testing::Test {
     Start();
   }
 
-  // Registers `identity`, presenting the credential the coordinator issued it earlier (as a device
-  // does, docs/SECURITY.md).
+  // Registers `identity` as a provisioned device (its enrolment secret, docs/SECURITY.md).
   v1::RegisterResponse Register(const std::string& identity, absl::Time now = kT0) {
     v1::RegisterRequest request;
     request.set_identity(identity);
     request.mutable_device()->set_num_samples(100);
-    request.set_credential(credentials_[identity]);
-    absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, now);
+    absl::StatusOr<v1::RegisterResponse> r =
+        coordinator_->Register(testing::Provisioned(request), now);
     EXPECT_TRUE(r.ok()) << r.status();
-    if (r.ok() && !r->credential().empty()) credentials_[identity] = r->credential();
     return r.ok() ? *r : v1::RegisterResponse();
   }
-  std::map<std::string, std::string> credentials_;  // issued, by identity
 
   absl::StatusOr<v1::PollTaskResponse> Poll(const v1::RegisterResponse& who, absl::Time now = kT0) {
     v1::PollTaskRequest request;
@@ -609,6 +607,7 @@ TEST_F(CoordinatorTest, IdentityIsBoundToItsFirstCertificate) {
   Start();
   v1::RegisterRequest request;
   request.set_identity("phone-1");
+  request = testing::Provisioned(request);
   ASSERT_OK(coordinator_->Register(request, kT0, "fingerprint-A").status());
   ASSERT_OK(coordinator_->Register(request, kT0, "fingerprint-A").status());
   EXPECT_THAT(coordinator_->Register(request, kT0, "fingerprint-B"),

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <string>
@@ -33,6 +34,7 @@
 #include "server/service/grpc_service.h"
 #include "server/service/server_config.h"
 #include "server/store/store.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched::testing {
 
@@ -90,9 +92,12 @@ class TestServer {
     int64_t max_receiving_upload_bytes = 0;
     // Called after each committed round (with no lock held).
     std::function<void(const v1::RoundRecord&)> on_round_committed;
-    // CoordinatorOptions.enrolment_key and CoordinatorServiceOptions.operator_token.
-    std::string enrolment_key;
+    // CoordinatorOptions.enrolment_key (default kTestEnrolmentKey; "" = none, e.g. for a test
+    // of trust on first use or of certificates) and CoordinatorServiceOptions.operator_token.
+    std::string enrolment_key = kTestEnrolmentKey;
     std::string operator_token;
+    // CoordinatorServiceOptions.aggregator_token_dir (a hierarchy's root).
+    std::string aggregator_token_dir;
     // CoordinatorOptions.evaluator.
     Evaluator evaluator;
     // Long polls (CoordinatorServiceOptions.held_polls).
@@ -124,6 +129,7 @@ class TestServer {
     CoordinatorServiceOptions service_options;
     service_options.transport = server->config_.transport();
     service_options.operator_token = options.operator_token;
+    service_options.aggregator_token_dir = options.aggregator_token_dir;
     service_options.held_polls = options.held_polls;
     service_options.max_receiving_upload_bytes = options.max_receiving_upload_bytes;
     if (options.max_inflight_upload_bytes > 0) {
@@ -249,7 +255,8 @@ inline absl::Mutex& IssuedCredentialsMutex() {
 }
 
 // Registers `identity` with `credential`, or (when null) with the credential a server issued
-// to it earlier in this process, if any; remembers a newly issued one.
+// to it earlier in this process, else its enrolment secret under kTestEnrolmentKey (a
+// provisioned device); remembers a newly issued one.
 inline absl::StatusOr<Session> RegisterRaw(v1::Coordinator::Stub& stub, const std::string& identity,
                                            int64_t num_samples = 100,
                                            const std::string* credential = nullptr) {
@@ -261,7 +268,7 @@ inline absl::StatusOr<Session> RegisterRaw(v1::Coordinator::Stub& stub, const st
   } else {
     absl::MutexLock lock(&IssuedCredentialsMutex());
     auto it = IssuedCredentials().find(identity);
-    if (it != IssuedCredentials().end()) request.set_credential(it->second);
+    request.set_credential(it != IssuedCredentials().end() ? it->second : TestCredential(identity));
   }
   v1::RegisterResponse response;
   grpc::ClientContext context;

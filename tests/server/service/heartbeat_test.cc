@@ -14,6 +14,7 @@
 #include "server/service/coordinator.h"
 #include "server/service/server_config.h"
 #include "server/store/memory_store.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -69,6 +70,7 @@ class HeartbeatTest : public ::testing::Test {
     options.initial_model = Model(0);
     options.clock = [this] { return now_.load(); };
     options.evaluator = evaluator_;
+    options.enrolment_key = testing::kTestEnrolmentKey;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
   }
 
@@ -76,7 +78,8 @@ class HeartbeatTest : public ::testing::Test {
     v1::RegisterRequest request;
     request.set_identity(identity);
     request.mutable_device()->set_num_samples(100);
-    absl::StatusOr<v1::RegisterResponse> r = coordinator_->Register(request, now_.load());
+    absl::StatusOr<v1::RegisterResponse> r =
+        coordinator_->Register(testing::Provisioned(request), now_.load());
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? *r : v1::RegisterResponse();
   }

@@ -14,6 +14,7 @@
 #include "common/testing/temp_dir.h"
 #include "server/service/coordinator.h"
 #include "server/service/server_config.h"
+#include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
@@ -57,6 +58,7 @@ class PacingTest : public ::testing::Test {
     options.store = store_.get();
     options.initial_model = SmallModel();
     options.clock = [] { return kStart; };
+    options.enrolment_key = testing::kTestEnrolmentKey;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
   }
   // Registers n devices at kStart and lets the coordinator count them (its pacer recounts the
@@ -66,7 +68,8 @@ class PacingTest : public ::testing::Test {
       v1::RegisterRequest request;
       request.set_identity(absl::StrCat("dev-", i));
       request.mutable_device()->set_num_samples(50);
-      ASSERT_OK_AND_ASSIGN(v1::RegisterResponse r, coordinator_->Register(request, kStart));
+      ASSERT_OK_AND_ASSIGN(v1::RegisterResponse r,
+                           coordinator_->Register(testing::Provisioned(request), kStart));
       fleet_.push_back(r);
     }
     coordinator_->Tick(kStart + absl::Milliseconds(10));

@@ -111,6 +111,7 @@ class SecurityTest : public ::testing::Test {
 
 // Finding 1: Register("alice") from another connection no longer takes alice's identity.
 TEST_F(SecurityTest, StolenIdentityNameCannotTakeOverAnEnrolledIdentity) {
+  raw_.mutable_security()->set_allow_trust_on_first_use(true);  // alice is not provisioned
   Start();
   const std::string none;
   // Alice registers first (trust on first use): the server issues her credential.
