@@ -18,18 +18,10 @@ namespace fedsched::round {
 namespace {
 
 using ::fedsched::testing::StatusIs;
+using testing::FakePresence;
 using ::testing::HasSubstr;
 using testing::OneTensor;
 using testing::RegisterDevices;
-
-class AllOnline : public Presence {
- public:
-  bool IsReachable(ClientIndex index, double) const override { return online.contains(index); }
-  void CollectReachable(double, std::vector<ClientIndex>* out) const override {
-    out->assign(online.begin(), online.end());
-  }
-  std::set<ClientIndex> online;
-};
 
 TEST(InfluenceTest, WeightCapIsTheWaterLevelOfTheShare) {
   // One task planned 32000 beside two of 160 with a share of 2/3: c = 2/3 (320 + c) -> 640.
@@ -112,7 +104,7 @@ class InfluenceEngineTest : public ::testing::Test {
     return closed.empty() ? ClosedRound() : closed[0];
   }
 
-  AllOnline presence_;
+  FakePresence presence_;
   std::unique_ptr<RoundEngine> engine_;
 };
 

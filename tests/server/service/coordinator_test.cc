@@ -110,6 +110,17 @@ class CoordinatorTest : public ::testing::Test {
     return coordinator_->SubmitUpdate(header, payload, now);
   }
 
+  // Registers a and b, and commits round 1 with both their updates (1, 1) at kT0 + 1 s.
+  void CommitRoundOneOfTwo(v1::RegisterResponse* a, v1::RegisterResponse* b) {
+    *a = Register("a");
+    *b = Register("b");
+    coordinator_->Tick(kT0);
+    ASSERT_OK(Upload(*a, TaskFor(*a), TwoTensorModel(1, 1)));
+    ASSERT_OK(Upload(*b, TaskFor(*b), TwoTensorModel(1, 1)));
+    coordinator_->Tick(kT0 + absl::Seconds(1));
+    ASSERT_EQ(coordinator_->committed_round(), 1);
+  }
+
   // A first-K round with K = 1 and two participants (over-commitment 2): a's and b's tasks.
   struct FirstKOfTwo {
     v1::RegisterResponse a, b;
@@ -454,13 +465,8 @@ TEST_F(CoordinatorTest, SilentClientIsMarkedFailedAfterMissedHeartbeats) {
 
 TEST_F(CoordinatorTest, RestartResumesAtTheRightRoundAndClientsReRegister) {
   Start();
-  v1::RegisterResponse a = Register("a");
-  v1::RegisterResponse b = Register("b");
-  coordinator_->Tick(kT0);
-  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
-  ASSERT_OK(Upload(b, TaskFor(b), TwoTensorModel(1, 1)));
-  coordinator_->Tick(kT0 + absl::Seconds(1));
-  ASSERT_EQ(coordinator_->committed_round(), 1);
+  v1::RegisterResponse a, b;
+  ASSERT_NO_FATAL_FAILURE(CommitRoundOneOfTwo(&a, &b));
   // Round 2 in flight when the server dies.
   coordinator_->Tick(kT0 + absl::Seconds(1));
   v1::Task t2 = TaskFor(a, kT0 + absl::Seconds(1));
@@ -630,14 +636,9 @@ TEST_F(CoordinatorTest, CollapseGuardReferenceSurvivesARestart) {
   Start();
   ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store_->LoadMeta());
   EXPECT_DOUBLE_EQ(meta.collapse_guard().initial_accuracy(), 0.8);
-  v1::RegisterResponse a = Register("a");
-  v1::RegisterResponse b = Register("b");
-  coordinator_->Tick(kT0);
   *accuracy = 0.85;
-  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
-  ASSERT_OK(Upload(b, TaskFor(b), TwoTensorModel(1, 1)));
-  coordinator_->Tick(kT0 + absl::Seconds(1));
-  ASSERT_EQ(coordinator_->committed_round(), 1);
+  v1::RegisterResponse a, b;
+  ASSERT_NO_FATAL_FAILURE(CommitRoundOneOfTwo(&a, &b));
   ASSERT_OK_AND_ASSIGN(meta, store_->LoadMeta());
   EXPECT_DOUBLE_EQ(meta.collapse_guard().initial_accuracy(), 0.8);
   EXPECT_DOUBLE_EQ(meta.collapse_guard().best_accuracy(), 0.85);
