@@ -458,7 +458,7 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weigh
     v1::AuditedUpdate audited;
     audited.set_task_id(task.task_id);
     audited.set_round(round_);
-    audited.set_num_examples(update.claim.num_examples);
+    audited.set_num_examples(weight);  // what it weighed in the sum (bounded influence)
     audited.set_staleness(Staleness(task));
     std::string* payload = audited.mutable_payload();
     if (update.payload_pieces.empty()) {
