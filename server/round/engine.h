@@ -489,8 +489,9 @@ class RoundEngine {
   uint64_t NextNoiseSeed();
   absl::Status PerturbRoundSum(uint64_t seed);
   absl::Status AccountRound(uint64_t seed);
-  // Differential privacy: the fold weight of an update (1: uniform, else its examples) and
-  // whether it counts as unclipped for adaptive clipping.
+  // The fold weight of an update (differential privacy: 1, uniform; else its examples, at most
+  // the round's weight cap, weight_cap_) and whether it counts as unclipped for adaptive
+  // clipping.
   int64_t FoldWeight(const Update& update) const;
   void NoteUnclipped(const Update& update);
   // The aggregator's state plus the privacy state (RoundPrivacy::SaveState), as persisted.
