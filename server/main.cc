@@ -172,8 +172,8 @@ class MetricsWriter {
 
 // What start reads before it opens anything, and refuses with exit code 2, checked without
 // keeping it (--check_config): the model config (architecture, initial weights file), the TLS
-// files, the enrolment key and an aggregator's upstream token. Start itself reads each again
-// where it uses it, with the same calls and the same messages.
+// files, the enrolment key (root or flat) and an aggregator's upstream token. Start itself reads
+// each again where it uses it, with the same calls.
 absl::Status CheckStartInputs(const v1::ServerConfig& config) {
   if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
     absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
@@ -181,9 +181,9 @@ absl::Status CheckStartInputs(const v1::ServerConfig& config) {
       return absl::Status(token.status().code(), absl::StrCat("hierarchy.upstream_token_path: ",
                                                               token.status().message()));
     }
-  } else {
-    FEDSCHED_RETURN_IF_ERROR(InitialModel(config.model()).status());
+    return MakeServerCredentials(config.transport()).status();
   }
+  FEDSCHED_RETURN_IF_ERROR(InitialModel(config.model()).status());
   if (!config.security().enrolment_key_path().empty()) {
     absl::StatusOr<std::string> key = ReadSecretFile(config.security().enrolment_key_path(), 16);
     if (!key.ok()) {
