@@ -121,6 +121,16 @@ int Main() {
           problem = std::string(s.message());
         }
       }
+      // Bounded influence: a round whose denominator was raised past its folded weight.
+      if (problem.empty() && aggregator.ok() &&
+          record->weight_denominator() > static_cast<double>((*aggregator)->total_examples())) {
+        if (absl::Status s = (*aggregator)
+                                 ->PerturbSum([](absl::Span<float>) { return absl::OkStatus(); },
+                                              record->weight_denominator());
+            !s.ok()) {
+          problem = std::string(s.message());
+        }
+      }
       if (problem.empty()) {
         absl::StatusOr<v1::Model> replayed = aggregator.ok()
                                                  ? (*aggregator)->Finalize(*previous)

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -19,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -28,6 +30,7 @@
 #include "common/flags_usage.h"
 #include "common/logging.h"
 #include "common/private_file.h"
+#include "common/status_macros.h"
 #include "common/transport.h"
 #include "grpcpp/grpcpp.h"
 #include "grpcpp/health_check_service_interface.h"
@@ -72,8 +75,9 @@ ABSL_FLAG(std::string, metrics_listen, "",
 ABSL_FLAG(std::string, health_listen, "",
           "Overrides ops.health_listen_address (grpc.health.v1 endpoint up during start-up).");
 ABSL_FLAG(bool, check_config, false,
-          "Only check the config (parse, apply flags and defaults, validate), print the "
-          "effective config and exit: 0 if valid, 2 if not. Opens nothing.");
+          "Only check the config (parse, apply flags and defaults, validate; read the model, TLS, "
+          "enrolment-key and upstream-token files start reads), print the effective config and "
+          "exit: 0 if valid, 2 if not. Opens no store, port or endpoint.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(int64_t, min_free_disk_mb, fedsched::kDefaultMinFreeDiskMiB,
           "Free space (MiB) the store's file system must keep beyond two copies of the model: "
@@ -200,6 +204,35 @@ absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config) {
   return ReadSecretFile(path, 16);
 }
 
+// What start reads before it opens anything, and refuses with exit code 2, checked without
+// keeping it (--check_config): the model config (architecture, initial weights file), the TLS
+// files, the enrolment key (root or flat) and an aggregator's upstream token. Start itself reads
+// each again where it uses it, with the same calls.
+absl::Status CheckStartInputs(const v1::ServerConfig& config) {
+  if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
+    absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
+    if (!token.ok()) {
+      return absl::Status(token.status().code(), absl::StrCat("hierarchy.upstream_token_path: ",
+                                                              token.status().message()));
+    }
+    return MakeServerCredentials(config.transport()).status();
+  }
+  FEDSCHED_RETURN_IF_ERROR(InitialModel(config.model()).status());
+  const std::string& key_path = config.security().enrolment_key_path();
+  struct stat key_stat;
+  // The default key in the store folder is made at the first start: nothing to read yet.
+  const bool made_at_start = key_path == config.store_path() + "/enrolment_key" &&
+                             ::lstat(key_path.c_str(), &key_stat) != 0 && errno == ENOENT;
+  if (!key_path.empty() && !made_at_start) {
+    absl::StatusOr<std::string> key = ReadSecretFile(key_path, 16);
+    if (!key.ok()) {
+      return absl::Status(key.status().code(),
+                          absl::StrCat("enrolment key: ", key.status().message()));
+    }
+  }
+  return MakeServerCredentials(config.transport()).status();
+}
+
 // hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
 // rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
 int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
@@ -262,6 +295,10 @@ int Main() {
     return 2;
   }
   if (absl::GetFlag(FLAGS_check_config)) {
+    if (absl::Status s = CheckStartInputs(*config); !s.ok()) {
+      std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
+      return 2;
+    }
     std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
     return 0;
   }

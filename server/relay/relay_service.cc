@@ -10,6 +10,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/round/influence.h"
 #include "server/service/grpc_service.h"
 #include "server/service/model_stream.h"
 
@@ -434,8 +435,11 @@ absl::Status RelayService::FoldUpload(const v1::UploadHeader& header,
     if (share.aggregator == nullptr) {
       FEDSCHED_ASSIGN_OR_RETURN(share.aggregator,
                                 Aggregator::Create(options_.config.aggregation(), *cached.model));
+      // Every update is clipped to the bound the root checks the partial sum against
+      // (round::UpdateNormBound: bound x examples), whatever the screen let through.
+      share.aggregator->set_clip_update_norm(round::UpdateNormBound(options_.config));
     }
-    // Shapes, finiteness and clipping exactly as the root's fold (server/aggregation).
+    // Shapes, finiteness and clipping as the root's fold (server/aggregation).
     FEDSCHED_RETURN_IF_ERROR(share.aggregator->Accumulate(delta, header.metrics().num_examples()));
     norm_screen_.RecordAccepted(norm);
     live.done = true;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/aggregation/checks.h"
 #include "server/round/forecast_persistence.h"
 
 namespace fedsched::round {
@@ -61,6 +62,18 @@ absl::Status RoundEngine::Init() {
     FEDSCHED_RETURN_IF_ERROR(InitPrivacy(nullptr));
   }
   version_ = options_.version;
+  if (options_.guard_reference.has_value()) {
+    const v1::CollapseGuardReference& ref = *options_.guard_reference;
+    if (!(ref.best_accuracy() >= 0 && ref.best_accuracy() <= 1) ||
+        !(ref.initial_accuracy() <= ref.best_accuracy())) {
+      return absl::DataLossError(
+          absl::StrCat("round engine: the restored collapse guard reference is not plausible "
+                       "(initial accuracy ",
+                       ref.initial_accuracy(), ", best ", ref.best_accuracy(), ")"));
+    }
+    initial_accuracy_ = ref.initial_accuracy();
+    best_accuracy_ = ref.best_accuracy();
+  }
   model_mutable_ = std::make_shared<v1::Model>(std::move(options_.model));
   model_ = model_mutable_;
   options_.profiles.clear();
@@ -328,7 +341,7 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     for (size_t b = 0; b < batch.size(); ++b) {
       const size_t i = position[b];
       if (folded[b].ok()) {
-        RecordAccepted(updates[i], tasks_.at(updates[i].claim.task_id));
+        RecordAccepted(updates[i], tasks_.at(updates[i].claim.task_id), batch[b].num_examples);
         NoteUnclipped(updates[i]);
         any = true;
       }
@@ -369,19 +382,35 @@ absl::Status RoundEngine::FoldPartial(absl::Span<const Update> entries,
     return absl::InvalidArgumentError(absl::StrCat("partial sum declares ", total_examples,
                                                    " examples; its entries sum to ", examples));
   }
+  // A relay clips every update to the bound before it sums (relay_service.cc), so an honest
+  // sum of n examples is at most bound x n long; a longer one carries an unclipped update.
+  if (const double bound = UpdateNormBound(config_); bound > 0) {
+    const double norm = UpdateL2Norm(weighted_sum);
+    const double limit = bound * static_cast<double>(total_examples);
+    if (!(norm <= limit)) {
+      NoteRejected();
+      return absl::InvalidArgumentError(absl::StrCat(
+          "partial sum L2 norm ", norm, " exceeds the clip bound ", bound, " x its ",
+          total_examples, " examples = ", limit,
+          " (security.max_update_norm / aggregation.clip_update_norm): an entry was not clipped"));
+    }
+  }
   if (absl::Status s = aggregator_->AccumulatePartial(weighted_sum, total_examples,
                                                       static_cast<int64_t>(entries.size()));
       !s.ok()) {
     NoteRejected();
     return s;
   }
-  for (const Update& entry : entries) RecordAccepted(entry, tasks_.at(entry.claim.task_id));
+  for (const Update& entry : entries) {
+    RecordAccepted(entry, tasks_.at(entry.claim.task_id), entry.claim.num_examples);
+  }
   record_.set_aggregation_calls(record_.aggregation_calls() + 1);
   return absl::OkStatus();
 }
 
-void RoundEngine::RecordAccepted(const Update& update, Task& task) {
+void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weight) {
   const v1::UpdateMetrics& metrics = update.metrics;
+  max_weight_ = std::max(max_weight_, weight);
   if (task.base_version < 0) task.base_version = published_version_;
   task.uploaded = true;
   task_of_.erase(task.index);
@@ -429,7 +458,7 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task) {
     v1::AuditedUpdate audited;
     audited.set_task_id(task.task_id);
     audited.set_round(round_);
-    audited.set_num_examples(update.claim.num_examples);
+    audited.set_num_examples(weight);  // what it weighed in the sum (bounded influence)
     audited.set_staleness(Staleness(task));
     std::string* payload = audited.mutable_payload();
     if (update.payload_pieces.empty()) {

@@ -50,6 +50,8 @@
 #include "server/planner/planner.h"
 #include "server/privacy/round_privacy.h"
 #include "server/profile/profile_book.h"
+#include "server/round/influence.h"
+#include "server/round/round_config.h"
 #include "server/round/secagg_round.h"
 #include "server/store/round_commit.h"
 
@@ -199,6 +201,9 @@ struct EngineOptions {
   // 0 = counted from `model`; optimizer_floats_per_parameter 0 = 1 when training.proximal_mu >
   // 0 (FedProx keeps the global model), else 0.
   fit::ModelFeatures model_features;
+  // The collapse guard's reference restored from the store (RunMeta.collapse_guard); nullopt on
+  // a fresh run (the caller evaluates the initial model: SetInitialEvaluation).
+  std::optional<v1::CollapseGuardReference> guard_reference;
   // Seeds of the differential-privacy noise (PrivacyConfig), one call per noised round. The
   // server draws them from OpenSSL's RAND_bytes (an adversary who knew the seed could subtract
   // the noise); default: derived from config.seed and the round (deterministic, for the
@@ -285,8 +290,12 @@ class RoundEngine {
   // taken whole when the round had room for at least one more update (so a round may close with
   // more than K updates), then the sum is folded with Aggregator::AccumulatePartial and every
   // entry gets its receipt and planner feedback as if folded alone. Does not close the round:
-  // call Advance. Errors: the first entry's CheckUpdate error (naming its task), a repeated
-  // task, INVALID_ARGUMENT when total_examples is not the entries' sum or under FedBuff or
+  // call Advance. Bounded influence (influence.h): the sum's L2 norm must be at most
+  // UpdateNormBound(config) x total_examples (each entry's examples are within its task's plan
+  // by CheckUpdate), and each entry's examples count as its weight toward the round's
+  // max_client_weight_share (the raised denominator at Close). Errors: the first entry's
+  // CheckUpdate error (naming its task), a repeated task, INVALID_ARGUMENT when total_examples
+  // is not the entries' sum, when the norm exceeds the bound (naming both), or under FedBuff or
   // audit_updates (they need each delta), and the aggregator's errors; nothing changes then.
   absl::Status FoldPartial(absl::Span<const Update> entries, const v1::Model& weighted_sum,
                            int64_t total_examples);
@@ -337,9 +346,18 @@ class RoundEngine {
   // model the last Advance committed (`accuracy` a fraction in [0, 1], `loss` the mean
   // cross-entropy). OK, and the accuracy joins the best of the run so far; or
   // FAILED_PRECONDITION naming the rule: a non-finite accuracy or loss, or an accuracy more than
-  // security.max_accuracy_drop (default kDefaultMaxAccuracyDrop; negative = off) below the best
-  // accuracy accepted so far in this process. On an error call RevertClose.
+  // security.max_accuracy_drop (default kDefaultMaxAccuracyDrop) below the reference's best
+  // accuracy (the initial model's, then the best accepted since; guard_reference()). Without a
+  // reference (no initial evaluation) the first accepted accuracy starts it. On an error call
+  // RevertClose.
   absl::Status ScreenEvaluation(double accuracy, double loss);
+  // The collapse guard's reference from before round 1: the test evaluation of the initial
+  // model (version 0), to be called before the first round is published. Sets the initial and
+  // best accuracy unless a reference exists already (restored, or set before: then a no-op).
+  // Errors: INVALID_ARGUMENT for an accuracy outside [0, 1] or a non-finite loss.
+  absl::Status SetInitialEvaluation(double accuracy, double loss);
+  // The reference to persist with each commit (RunMeta.collapse_guard), nullopt while none.
+  std::optional<v1::CollapseGuardReference> guard_reference() const;
   // Takes back the last committed round before it is published (synchronous rounds only): the
   // model, version and optimiser state from before it come back, and the round counts as a
   // failed attempt (re-planned, with the backoff of repeated failures). The updates it folded
@@ -440,7 +458,15 @@ class RoundEngine {
   int RetaskFailedSlots(double now_s);
   // Appends a planned task of the open round (deadline: the round's) and returns it.
   Task& AddTask(planner::PlannedTask& planned, double now_s);
-  void RecordAccepted(const Update& update, Task& task);
+  // `weight`: what the update weighs in the round's sum (bounded influence, max_weight_).
+  void RecordAccepted(const Update& update, Task& task, int64_t weight);
+  // Bounded influence (influence.h): the weight cap of the open synchronous round from its
+  // tasks' planned examples (weight_cap_), and at Close the raised denominator and the record's
+  // max_weight_share / weight_denominator. Errors: the aggregator's.
+  void UpdateWeightCap();
+  absl::Status BoundRoundInfluence();
+  // Whether updates weigh their examples in this run (not under DP, not the robust rules).
+  bool ExampleWeighted() const;
   // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
   void RetireTasks(double now_s, bool keep_in_flight);
   bool ShouldClose(double now_s, int outstanding) const;
@@ -471,8 +497,9 @@ class RoundEngine {
   uint64_t NextNoiseSeed();
   absl::Status PerturbRoundSum(uint64_t seed);
   absl::Status AccountRound(uint64_t seed);
-  // Differential privacy: the fold weight of an update (1: uniform, else its examples) and
-  // whether it counts as unclipped for adaptive clipping.
+  // The fold weight of an update (differential privacy: 1, uniform; else its examples, at most
+  // the round's weight cap, weight_cap_) and whether it counts as unclipped for adaptive
+  // clipping.
   int64_t FoldWeight(const Update& update) const;
   void NoteUnclipped(const Update& update);
   // The aggregator's state plus the privacy state (RoundPrivacy::SaveState), as persisted.
@@ -563,6 +590,11 @@ class RoundEngine {
   v1::Model state_before_close_;
   bool revertible_ = false;
   double best_accuracy_ = -1;
+  double initial_accuracy_ = -1;  // the initial model's (SetInitialEvaluation), -1 = unknown
+  // Bounded influence: the open synchronous round's weight cap (+infinity = none), and the
+  // largest weight folded into it so far.
+  double weight_cap_ = 0;
+  int64_t max_weight_ = 0;
   // Differential privacy (null when off), the accepted updates of the open round whose norm was
   // <= the clip norm, and the cached budget verdict.
   std::unique_ptr<privacy::RoundPrivacy> privacy_;
@@ -588,9 +620,6 @@ class RoundEngine {
   // Task::utility_noise_stddev of the tasks planned since the last Plan (0 when off).
   double utility_noise_stddev_ = 0;
 };
-
-// security.max_accuracy_drop when unset: 0.2 (20 accuracy points below the best so far).
-inline constexpr double kDefaultMaxAccuracyDrop = 0.2;
 
 }  // namespace fedsched::round
 

@@ -122,6 +122,8 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   eval_examples_ = 0;
   hits_ = misses_ = 0;
   dp_unclipped_ = 0;
+  weight_cap_ = 0;
+  max_weight_ = 0;
   record_.Clear();
   passed_over_.clear();
   record_.set_round(round_);
@@ -207,6 +209,7 @@ void RoundEngine::Plan(double now_s) {
   utility_noise_stddev_ =
       profile::UtilityNoiseStddev(*book_, config_.selection().utility_noise_factor());
   for (planner::PlannedTask& planned : plan.participants) AddTask(planned, now_s);
+  UpdateWeightCap();
   NotePassedOver(plan.passed_over);
   StartSecAgg(now_s);
   prefetch_.clear();
@@ -296,7 +299,47 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
     scratch_.erase(std::remove(scratch_.begin(), scratch_.end(), task.index), scratch_.end());
     ++added;
   }
+  if (added > 0) UpdateWeightCap();
   return added;
+}
+
+bool RoundEngine::ExampleWeighted() const {
+  return privacy_ == nullptr && IsExampleWeightedRule(aggregator_->config().rule());
+}
+
+void RoundEngine::UpdateWeightCap() {
+  // FedBuff's versions mix tasks of several plans: only the denominator bound applies there.
+  if (async_ || !ExampleWeighted()) return;
+  std::vector<int64_t> planned;
+  planned.reserve(tasks_.size());
+  for (const auto& [id, task] : tasks_) {
+    // A failed task's plan still counts unless a replacement took its slot (which adds its
+    // own): too few arrivals are the denominator's business (BoundRoundInfluence).
+    if (task.round == round_ && !task.replaced) {
+      planned.push_back(std::max<int64_t>(1, int64_t{task.local_steps} * task.batch_size));
+    }
+  }
+  // The cap never falls within a round: updates folded earlier were weighed by it.
+  weight_cap_ = std::max(weight_cap_,
+                         InfluenceWeightCap(planned, config_.security().max_client_weight_share()));
+}
+
+absl::Status RoundEngine::BoundRoundInfluence() {
+  if (!ExampleWeighted() || aggregator_->num_updates() == 0) return absl::OkStatus();
+  double share = config_.security().max_client_weight_share();
+  if (!(share > 0)) share = DefaultMaxClientWeightShare(config_.clients_per_round());
+  const auto total = static_cast<double>(aggregator_->total_examples());
+  const double denominator = InfluenceDenominator(total, static_cast<double>(max_weight_), share);
+  if (denominator > total) {
+    // Too few updates (or one too heavy) for the share: the missing weight counts as a zero
+    // update, so that no client moves the model by more than `share` of its own update.
+    FEDSCHED_RETURN_IF_ERROR(
+        aggregator_->PerturbSum([](absl::Span<float>) { return absl::OkStatus(); }, denominator));
+  }
+  record_.set_weight_denominator(denominator);
+  record_.set_max_weight_share(denominator > 0 ? static_cast<double>(max_weight_) / denominator
+                                               : 0.0);
+  return absl::OkStatus();
 }
 
 ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
@@ -350,13 +393,39 @@ absl::Status RoundEngine::ScreenEvaluation(double accuracy, double loss) {
   // Not under FedBuff: a version is published as it closes, so it cannot be taken back, and
   // FedBuff's accuracy legitimately swings with staleness (crash_resume_fedbuff_test saw 0.67 ->
   // 0.43 with honest clients). Refusing there stopped the server; only finiteness is checked.
+  // The best starts at the initial model's accuracy, so nothing below it minus the drop is
+  // published, from round 1 on.
   if (!async_ && drop > 0 && best_accuracy_ >= 0 && accuracy < best_accuracy_ - drop) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("its test accuracy ", accuracy, " collapsed: more than ", drop,
-                     " below the best so far, ", best_accuracy_, " (security.max_accuracy_drop)"));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "its test accuracy ", accuracy, " collapsed: more than ", drop, " below the best so far, ",
+        best_accuracy_,
+        initial_accuracy_ >= 0 ? absl::StrCat(" (initial model ", initial_accuracy_, ")") : "",
+        " (security.max_accuracy_drop)"));
   }
   best_accuracy_ = std::max(best_accuracy_, accuracy);
   return absl::OkStatus();
+}
+
+absl::Status RoundEngine::SetInitialEvaluation(double accuracy, double loss) {
+  if (!(accuracy >= 0 && accuracy <= 1) || !std::isfinite(loss)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the initial model's evaluation is not an accuracy in [0, 1] with a finite "
+                     "loss (accuracy ",
+                     accuracy, ", loss ", loss, ")"));
+  }
+  if (initial_accuracy_ >= 0 || best_accuracy_ >= 0) return absl::OkStatus();
+  initial_accuracy_ = accuracy;
+  best_accuracy_ = accuracy;
+  return absl::OkStatus();
+}
+
+std::optional<v1::CollapseGuardReference> RoundEngine::guard_reference() const {
+  if (best_accuracy_ < 0) return std::nullopt;
+  v1::CollapseGuardReference reference;
+  // A run whose reference started from a round's evaluation (no initial one) keeps -1 there.
+  reference.set_initial_accuracy(initial_accuracy_);
+  reference.set_best_accuracy(best_accuracy_);
+  return reference;
 }
 
 absl::StatusOr<ClosedRound> RoundEngine::RevertClose(double now_s, const std::string& why) {
@@ -408,6 +477,9 @@ ClosedRound RoundEngine::Close(double now_s) {
   // The collapse guard may take the round back before it is published (RevertClose).
   revertible_ = false;
   if (!async_) state_before_close_ = aggregator_->SaveState();
+  if (absl::Status s = BoundRoundInfluence(); !s.ok()) {
+    return Fail(now_s, absl::StrCat("bounded influence: ", s.ToString()));
+  }
   const uint64_t noise_seed = privacy_ != nullptr ? NextNoiseSeed() : 0;
   if (absl::Status s = PerturbRoundSum(noise_seed); !s.ok()) {
     return Fail(now_s, absl::StrCat("privacy: ", s.ToString()));

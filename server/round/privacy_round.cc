@@ -2,6 +2,8 @@
 // weights, the clip norm of the round, the Gaussian noise on the clipped sum with the fixed
 // denominator K (DP-FedAvg, McMahan et al., ICLR 2018, Algorithm 1), adaptive clipping (Andrew et
 // al., NeurIPS 2021) and the accountant's epsilon in every committed record.
+#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -37,7 +39,11 @@ uint64_t RoundEngine::NextNoiseSeed() {
 int64_t RoundEngine::FoldWeight(const Update& update) const {
   // Under DP every update weighs 1: weighting by the examples a client claims would let one
   // client's weight, and so the sum's sensitivity, grow without bound.
-  return privacy_ != nullptr ? 1 : update.claim.num_examples;
+  if (privacy_ != nullptr) return 1;
+  // Bounded influence: never more than the round's weight cap (at least 1 example).
+  const int64_t n = update.claim.num_examples;
+  if (!(weight_cap_ > 0) || static_cast<double>(n) <= weight_cap_) return n;
+  return std::max<int64_t>(1, static_cast<int64_t>(std::floor(weight_cap_)));
 }
 
 void RoundEngine::NoteUnclipped(const Update& update) {

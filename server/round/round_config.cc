@@ -29,6 +29,39 @@ absl::Status CheckAtLeast(const std::string& where, const char* field, double va
   return absl::OkStatus();
 }
 
+// A fraction setting: finite and in [lo, hi].
+absl::Status CheckFraction(const std::string& where, const char* field, double value, double lo,
+                           double hi) {
+  if (!std::isfinite(value) || value < lo || value > hi) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", field, " must be a fraction in [",
+                                                   lo, ", ", hi, "], got ", value));
+  }
+  return absl::OkStatus();
+}
+
+// The collapse guard and bounded influence (docs/SECURITY.md "Updates").
+absl::Status ResolveInfluence(const std::string& where, v1::ServerConfig& out) {
+  v1::SecurityConfig* security = out.mutable_security();
+  if (security->max_accuracy_drop() == 0) security->set_max_accuracy_drop(kDefaultMaxAccuracyDrop);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckFraction(where, "security.max_accuracy_drop", security->max_accuracy_drop(), 0, 1));
+  if (security->max_client_weight_share() == 0) {
+    security->set_max_client_weight_share(DefaultMaxClientWeightShare(out.clients_per_round()));
+  }
+  const double share = security->max_client_weight_share();
+  if (!(share > 0) || share > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": security.max_client_weight_share must be a fraction in (0, 1], got ", share));
+  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckDuration(where, "security.failure_cooldown_s", security->failure_cooldown_s(), 0));
+  if (!(security->unseen_identity_ttl_s() < 0)) {  // negative = never; NaN is refused
+    FEDSCHED_RETURN_IF_ERROR(CheckDuration(where, "security.unseen_identity_ttl_s",
+                                           security->unseen_identity_ttl_s(), 0));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
   if (out.clients_per_round() == 0) out.set_clients_per_round(10);
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "clients_per_round", out.clients_per_round(), 1));
@@ -41,7 +74,7 @@ absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
   }
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "num_rounds", out.num_rounds(), 0));
   if (out.round_deadline_s() == 0) out.set_round_deadline_s(120);
-  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, "round_deadline_s", out.round_deadline_s(), 0.001));
+  FEDSCHED_RETURN_IF_ERROR(CheckDuration(where, "round_deadline_s", out.round_deadline_s(), 0.001));
   if (out.round_closing() == v1::ROUND_CLOSING_UNSPECIFIED) {
     out.set_round_closing(v1::ROUND_CLOSING_FIRST_K);
   }
@@ -59,7 +92,7 @@ absl::Status ResolveCounts(const std::string& where, v1::ServerConfig& out) {
       CheckAtLeast(where, "replan_backoff_after_failures", out.replan_backoff_after_failures(), 1));
   if (out.replan_backoff_max_s() == 0) out.set_replan_backoff_max_s(300);
   FEDSCHED_RETURN_IF_ERROR(
-      CheckAtLeast(where, "replan_backoff_max_s", out.replan_backoff_max_s(), 1));
+      CheckDuration(where, "replan_backoff_max_s", out.replan_backoff_max_s(), 1));
   // The never-proven share of a cohort (RoundEngine::LimitUnprovenClients).
   v1::SecurityConfig* security = out.mutable_security();
   if (security->max_unproven_task_fraction() == 0) security->set_max_unproven_task_fraction(0.2);
@@ -228,7 +261,7 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
         "clients' sum"));
   }
   FEDSCHED_RETURN_IF_ERROR(
-      CheckAtLeast(where, "secure_aggregation.step_timeout_s", s->step_timeout_s(), 0.0));
+      CheckDuration(where, "secure_aggregation.step_timeout_s", s->step_timeout_s(), 0.0));
   if (s->step_timeout_s() == 0) {
     s->set_step_timeout_s(std::max(2.0, 0.1 * out.round_deadline_s()));
   }
@@ -237,10 +270,23 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
 
 }  // namespace
 
+absl::Status CheckDuration(const std::string& where, const char* field, double value,
+                           double minimum) {
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast(where, field, value, minimum));
+  // Beyond, deadlines and backoffs stop meaning anything (1e300 s overflowed the records'
+  // milliseconds).
+  if (value > kMaxDurationS) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", field, " must be at most ",
+                                                   kMaxDurationS, " s (30 days), got ", value));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& config,
                                                     const std::string& where) {
   v1::ServerConfig out = config;
   FEDSCHED_RETURN_IF_ERROR(ResolveCounts(where, out));
+  FEDSCHED_RETURN_IF_ERROR(ResolveInfluence(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveTraining(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveSelection(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveAggregation(where, out));

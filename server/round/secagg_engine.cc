@@ -255,7 +255,7 @@ void RoundEngine::FoldMaskedInputs(absl::Span<const Update> updates,
           secagg::MaskWeight(update.claim.num_examples, task.secagg.example_scale()));
     }
     if (s.ok()) {
-      RecordAccepted(update, task);
+      RecordAccepted(update, task, update.claim.num_examples);
       NoteUnclipped(update);
     }
     (*verdicts)[i] = std::move(s);

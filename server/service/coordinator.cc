@@ -98,6 +98,11 @@ absl::Status Coordinator::Open() {
     v1::RunMeta fresh;
     fresh.set_config_text(ConfigToText(config_));
     fresh.set_created_unix_ms(absl::ToUnixMillis(Now()));
+    // The collapse guard's reference is the initial model, from before round 1, and is stored
+    // with it (docs/SECURITY.md "Updates").
+    engine.guard_reference = EvaluateReference(options_.initial_model);
+    if (engine.guard_reference.has_value())
+      *fresh.mutable_collapse_guard() = *engine.guard_reference;
     FEDSCHED_RETURN_IF_ERROR(store.Initialize(options_.initial_model, fresh));
     engine.model = std::move(options_.initial_model);
   } else {
@@ -120,6 +125,12 @@ absl::Status Coordinator::Open() {
     FEDSCHED_ASSIGN_OR_RETURN(engine.profiles, store.LoadProfiles());
     FEDSCHED_ASSIGN_OR_RETURN(engine.planner_state, store.LoadPlannerState());
     if (meta->optimizer_state_size() > 0) engine.optimizer_state = meta->optimizer_state(0);
+    if (meta->has_collapse_guard()) {
+      engine.guard_reference = meta->collapse_guard();
+    } else {
+      // A store written before the reference was kept: the resumed model starts it.
+      engine.guard_reference = EvaluateReference(engine.model);
+    }
     FEDSCHED_LOG(info, "resuming after committed round {} with {} known clients", engine.version,
                  engine.profiles.size());
   }
@@ -155,6 +166,29 @@ absl::Status Coordinator::Open() {
   durable_round_ = engine_->version();
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   return BuildPacerLocked(/*hold_s=*/5.0);
+}
+
+std::optional<v1::CollapseGuardReference> Coordinator::EvaluateReference(
+    const v1::Model& model) const {
+  if (!options_.evaluator) return std::nullopt;
+  absl::StatusOr<EvalMetrics> eval = options_.evaluator(model);
+  if (eval.ok() && (!(eval->accuracy >= 0 && eval->accuracy <= 1) || !std::isfinite(eval->loss))) {
+    eval = absl::FailedPreconditionError(absl::StrCat("accuracy ", eval->accuracy, ", loss ",
+                                                      eval->loss, " is not a usable evaluation"));
+  }
+  if (!eval.ok()) {
+    FEDSCHED_LOG(warn,
+                 "evaluation of the starting model failed ({}): the collapse guard has no "
+                 "reference until a round is evaluated",
+                 eval.status().ToString());
+    return std::nullopt;
+  }
+  v1::CollapseGuardReference reference;
+  reference.set_initial_accuracy(eval->accuracy);
+  reference.set_best_accuracy(eval->accuracy);
+  FEDSCHED_LOG(info, "collapse guard: the starting model's test accuracy is {:.4f}",
+               eval->accuracy);
+  return reference;
 }
 
 uint64_t Coordinator::SecureSeed() {

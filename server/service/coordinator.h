@@ -368,6 +368,10 @@ class Coordinator {
   // previous model stays) or could not (health() becomes DATA_LOSS).
   bool PassesCollapseGuard(const round::ClosedRound& closed, bool evaluated)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(mu_);
+  // The collapse guard's reference from the test evaluation of `model` (the initial model, or
+  // the resumed one of a store that kept none): nullopt without an evaluator, or when it fails
+  // or gives an accuracy outside [0, 1] or a non-finite loss (logged).
+  std::optional<v1::CollapseGuardReference> EvaluateReference(const v1::Model& model) const;
   std::string NewId(const char* prefix);
   // 64 bits from OpenSSL's RAND_bytes: the seed of a round's differential-privacy noise.
   static uint64_t SecureSeed();

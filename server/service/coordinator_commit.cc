@@ -132,6 +132,13 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   }
   if (!PassesCollapseGuard(closed, evaluated)) return;
   commit.meta.set_config_text(ConfigToText(config_));
+  {
+    // The guard's reference (now with this round's accuracy) survives a restart with the round.
+    absl::MutexLock lock(&mu_);
+    if (std::optional<v1::CollapseGuardReference> ref = engine_->guard_reference()) {
+      *commit.meta.mutable_collapse_guard() = *std::move(ref);
+    }
+  }
   // The round's parse targets are not needed until the next round's uploads: freed before the
   // new model's bytes are made, so the two never coexist (peak RSS, issue 13).
   {

@@ -183,7 +183,8 @@ absl::Status ResolveHierarchy(v1::ServerConfig& out) {
   FEDSCHED_RETURN_IF_ERROR(CheckListenAddress(h->upstream_address(), "hierarchy.upstream_address"));
   if (h->aggregator_id().empty()) h->set_aggregator_id(out.listen_address());
   if (h->flush_before_deadline_ms() == 0) h->set_flush_before_deadline_ms(2000);
-  return CheckAtLeast("hierarchy.flush_before_deadline_ms", h->flush_before_deadline_ms(), 0);
+  return round::CheckDuration("server config", "hierarchy.flush_before_deadline_ms (in s)",
+                              static_cast<double>(h->flush_before_deadline_ms()) / 1000.0, 0);
 }
 
 }  // namespace
@@ -204,6 +205,8 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   if (out.missed_heartbeats() == 0) out.set_missed_heartbeats(3);
   FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("missed_heartbeats", out.missed_heartbeats(), 1));
   if (out.shutdown_grace_s() == 0) out.set_shutdown_grace_s(10);
+  FEDSCHED_RETURN_IF_ERROR(
+      round::CheckDuration("server config", "shutdown_grace_s", out.shutdown_grace_s(), 0));
   if (out.checkpoint_every_rounds() == 0) out.set_checkpoint_every_rounds(1);
   if (out.checkpoint_every_rounds() > 1 &&
       (out.audit_updates() || out.aggregation().async_fedbuff())) {
@@ -229,6 +232,8 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   v1::PacingConfig* pacing = out.mutable_pacing();
   if (pacing->pool_factor() == 0) pacing->set_pool_factor(2.0);
   if (pacing->max_checkin_interval_s() == 0) pacing->set_max_checkin_interval_s(600);
+  FEDSCHED_RETURN_IF_ERROR(round::CheckDuration("server config", "pacing.max_checkin_interval_s",
+                                                pacing->max_checkin_interval_s(), 0));
   FEDSCHED_RETURN_IF_ERROR(round::PacerOptions::FromServerConfig(out, /*hold_s=*/5.0).status());
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,10 @@ class Learner {
   // or failed (`global` is the unchanged model). Errors end the simulation.
   virtual absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
                                                 const v1::Model& global) = 0;
+  // The test evaluation of initial_model(), the collapse guard's reference from before round 1
+  // (RoundEngine::SetInitialEvaluation); nullopt when the learner does not evaluate real models
+  // (the default). Errors end the simulation.
+  virtual absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() { return std::nullopt; }
   // Whether Prefetch does anything (so that the simulator only looks for hints when it can).
   virtual bool prefetches() const { return false; }
   // The planner expects `client` (online, idle) next round: warm its cache with `plan`, as the

@@ -105,6 +105,11 @@ absl::Status Simulator::Init() {
   FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
   options.model_features = model_features_;
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
+  // The collapse guard's reference is the initial model's evaluation, as in the server.
+  FEDSCHED_ASSIGN_OR_RETURN(std::optional<ModelQuality> initial, parts_.learner->EvaluateInitial());
+  if (initial.has_value()) {
+    FEDSCHED_RETURN_IF_ERROR(engine_->SetInitialEvaluation(initial->accuracy, initial->loss));
+  }
 
   queue_.set_start_time(t0_);
   queue_.Reserve(static_cast<size_t>(n) + 1024);

@@ -191,6 +191,15 @@ absl::StatusOr<ModelQuality> TrainingLearner::EndRound(int64_t round, bool commi
   return q;
 }
 
+absl::StatusOr<std::optional<ModelQuality>> TrainingLearner::EvaluateInitial() {
+  FEDSCHED_ASSIGN_OR_RETURN(EvalResult r, Evaluate(config_.server().model(), initial_, test_));
+  ModelQuality q;
+  q.evaluated = true;
+  q.accuracy = r.accuracy;
+  q.loss = r.mean_loss;
+  return std::optional<ModelQuality>(q);
+}
+
 bool TrainingLearner::prefetches() const {
   return config_.server().cache().policy() == v1::CACHE_POLICY_IMPORTANCE;
 }

@@ -70,6 +70,8 @@ class TrainingLearner : public Learner {
   // Errors: those of Evaluate (a model that does not fit the architecture).
   absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
                                         const v1::Model& global) override;
+  // The initial model on the test set.
+  absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() override;
   bool prefetches() const override;
   // Errors: those of SampleCache::Warm (a bad plan, a failed read).
   absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;

@@ -15,18 +15,10 @@ namespace fedsched::round {
 namespace {
 
 using ::fedsched::testing::StatusIs;
+using testing::FakePresence;
 using ::testing::HasSubstr;
 using testing::OneTensor;
 using testing::RegisterDevices;
-
-class FakePresence : public Presence {
- public:
-  bool IsReachable(ClientIndex index, double) const override { return online.contains(index); }
-  void CollectReachable(double, std::vector<ClientIndex>* out) const override {
-    out->assign(online.rbegin(), online.rend());  // any order: the engine sorts
-  }
-  std::set<ClientIndex> online;
-};
 
 class EngineTest : public ::testing::Test {
  protected:

@@ -2,6 +2,9 @@
 #ifndef FEDSCHED_TESTS_SERVER_ROUND_ENGINE_TESTING_H_
 #define FEDSCHED_TESTS_SERVER_ROUND_ENGINE_TESTING_H_
 
+#include <set>
+#include <vector>
+
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "fedsched/v1/tensor.pb.h"
@@ -19,6 +22,16 @@ inline v1::Model OneTensor(float value) {
   t->add_data(value);
   return model;
 }
+
+// Reachable: exactly the clients in `online`.
+class FakePresence : public Presence {
+ public:
+  bool IsReachable(ClientIndex index, double) const override { return online.contains(index); }
+  void CollectReachable(double, std::vector<ClientIndex>* out) const override {
+    out->assign(online.rbegin(), online.rend());  // any order: the engine sorts
+  }
+  std::set<ClientIndex> online;
+};
 
 // Registers devices "dev-0" ... "dev-<n-1>" (100 samples each) at time 0: client indices 0..n-1.
 inline absl::Status RegisterDevices(RoundEngine& engine, int n) {

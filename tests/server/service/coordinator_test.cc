@@ -60,6 +60,7 @@ class CoordinatorTest : public ::testing::Test {
     options.store = store_.get();
     options.initial_model = TwoTensorModel(1, 2);
     options.enrolment_key = testing::kTestEnrolmentKey;
+    options.evaluator = evaluator_;
     ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
   }
   void Restart() {
@@ -107,6 +108,17 @@ class CoordinatorTest : public ::testing::Test {
     return coordinator_->SubmitUpdate(header, payload, now);
   }
 
+  // Registers a and b, and commits round 1 with both their updates (1, 1) at kT0 + 1 s.
+  void CommitRoundOneOfTwo(v1::RegisterResponse* a, v1::RegisterResponse* b) {
+    *a = Register("a");
+    *b = Register("b");
+    coordinator_->Tick(kT0);
+    ASSERT_OK(Upload(*a, TaskFor(*a), TwoTensorModel(1, 1)));
+    ASSERT_OK(Upload(*b, TaskFor(*b), TwoTensorModel(1, 1)));
+    coordinator_->Tick(kT0 + absl::Seconds(1));
+    ASSERT_EQ(coordinator_->committed_round(), 1);
+  }
+
   // A first-K round with K = 1 and two participants (over-commitment 2): a's and b's tasks.
   struct FirstKOfTwo {
     v1::RegisterResponse a, b;
@@ -128,6 +140,7 @@ class CoordinatorTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   v1::ServerConfig raw_;
+  Evaluator evaluator_;  // CoordinatorOptions.evaluator of Start (none by default)
   std::unique_ptr<Store> store_;
   std::unique_ptr<Coordinator> coordinator_;
 };
@@ -450,13 +463,8 @@ TEST_F(CoordinatorTest, SilentClientIsMarkedFailedAfterMissedHeartbeats) {
 
 TEST_F(CoordinatorTest, RestartResumesAtTheRightRoundAndClientsReRegister) {
   Start();
-  v1::RegisterResponse a = Register("a");
-  v1::RegisterResponse b = Register("b");
-  coordinator_->Tick(kT0);
-  ASSERT_OK(Upload(a, TaskFor(a), TwoTensorModel(1, 1)));
-  ASSERT_OK(Upload(b, TaskFor(b), TwoTensorModel(1, 1)));
-  coordinator_->Tick(kT0 + absl::Seconds(1));
-  ASSERT_EQ(coordinator_->committed_round(), 1);
+  v1::RegisterResponse a, b;
+  ASSERT_NO_FATAL_FAILURE(CommitRoundOneOfTwo(&a, &b));
   // Round 2 in flight when the server dies.
   coordinator_->Tick(kT0 + absl::Seconds(1));
   v1::Task t2 = TaskFor(a, kT0 + absl::Seconds(1));
@@ -614,6 +622,107 @@ TEST_F(CoordinatorTest, IdentityIsBoundToItsFirstCertificate) {
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("phone-1")));
   EXPECT_THAT(coordinator_->Register(request, kT0, ""),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("certificate")));
+}
+
+// The collapse guard's reference (docs/SECURITY.md "Updates") is the initial model's
+// evaluation, stored with the run and with every commit: a restarted server keeps it instead of
+// starting blind (or from the resumed model), so a collapsed round after the restart is refused.
+TEST_F(CoordinatorTest, CollapseGuardReferenceSurvivesARestart) {
+  auto accuracy = std::make_shared<double>(0.8);
+  evaluator_ = [accuracy](const v1::Model&) -> absl::StatusOr<EvalMetrics> {
+    return EvalMetrics{*accuracy, 0.5};
+  };
+  Start();
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store_->LoadMeta());
+  EXPECT_DOUBLE_EQ(meta.collapse_guard().initial_accuracy(), 0.8);
+  *accuracy = 0.85;
+  v1::RegisterResponse a, b;
+  ASSERT_NO_FATAL_FAILURE(CommitRoundOneOfTwo(&a, &b));
+  ASSERT_OK_AND_ASSIGN(meta, store_->LoadMeta());
+  EXPECT_DOUBLE_EQ(meta.collapse_guard().initial_accuracy(), 0.8);
+  EXPECT_DOUBLE_EQ(meta.collapse_guard().best_accuracy(), 0.85);
+  // After the restart every model evaluates to 0.3: the resumed model is not the reference.
+  *accuracy = 0.3;
+  Restart();
+  v1::RegisterResponse a2 = Register("a", kT0 + absl::Seconds(5));
+  v1::RegisterResponse b2 = Register("b", kT0 + absl::Seconds(5));
+  coordinator_->Tick(kT0 + absl::Seconds(5));
+  ASSERT_OK(Upload(a2, TaskFor(a2, kT0 + absl::Seconds(5)), TwoTensorModel(1, 1), 10,
+                   kT0 + absl::Seconds(6)));
+  ASSERT_OK(Upload(b2, TaskFor(b2, kT0 + absl::Seconds(5)), TwoTensorModel(1, 1), 10,
+                   kT0 + absl::Seconds(6)));
+  coordinator_->Tick(kT0 + absl::Seconds(6));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord failed, store_->LoadRound(2));
+  EXPECT_EQ(failed.outcome(), v1::ROUND_OUTCOME_FAILED);
+  EXPECT_DOUBLE_EQ(failed.test_accuracy(), 0.3);
+}
+
+// A root checks each relay's partial sum against the clip bound (aggregation.clip_update_norm
+// 10, below security.max_update_norm) x its examples: a sum whose updates were not clipped is
+// refused, naming the bound; nothing is folded.
+TEST_F(CoordinatorTest, PartialSumBeyondTheClipBoundIsRefused) {
+  raw_.mutable_hierarchy()->set_role(v1::HierarchyConfig::ROLE_ROOT);
+  Start();
+  v1::RegisterResponse a = Register("a");
+  v1::RegisterResponse b = Register("b");
+  coordinator_->Tick(kT0);
+  const v1::Task ta = TaskFor(a);
+  const v1::Task tb = TaskFor(b);
+  auto partial_of = [&](float value) {
+    v1::PartialSum partial;
+    partial.set_aggregator_id("relay-1");
+    partial.set_round(ta.round());
+    partial.set_total_examples(20);
+    for (const auto& [who, task] : {std::pair(&a, &ta), std::pair(&b, &tb)}) {
+      v1::PartialEntry* e = partial.add_entries();
+      e->set_client_id(who->client_id());
+      e->set_session_token(who->session_token());
+      e->set_task_id(task->task_id());
+      e->set_round(task->round());
+      e->mutable_metrics()->set_num_examples(10);
+    }
+    partial.set_sum(TwoTensorModel(value, value).SerializeAsString());
+    return partial;
+  };
+  // |(1000, 1000, 2000)| = 2449 > 10 x 20 = 200: the entries were not clipped.
+  EXPECT_THAT(coordinator_->SubmitPartialSum(partial_of(1000), kT0 + absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("exceeds the clip bound 10")));
+  EXPECT_EQ(coordinator_->committed_round(), 0);
+  // |(50, 50, 100)| = 122 <= 200.
+  ASSERT_OK(coordinator_->SubmitPartialSum(partial_of(50), kT0 + absl::Seconds(1)));
+  coordinator_->Tick(kT0 + absl::Seconds(1));
+  EXPECT_EQ(coordinator_->committed_round(), 1);
+}
+
+TEST(ServerConfigTest, AbsurdDurationsAreRefusedNamingTheField) {
+  const std::vector<std::pair<std::string, std::function<void(v1::ServerConfig&, double)>>> fields =
+      {
+          {"shutdown_grace_s", [](v1::ServerConfig& c, double v) { c.set_shutdown_grace_s(v); }},
+          {"pacing.max_checkin_interval_s",
+           [](v1::ServerConfig& c, double v) {
+             c.mutable_pacing()->set_max_checkin_interval_s(v);
+           }},
+          {"round_deadline_s", [](v1::ServerConfig& c, double v) { c.set_round_deadline_s(v); }},
+          {"security.max_accuracy_drop",
+           [](v1::ServerConfig& c, double v) { c.mutable_security()->set_max_accuracy_drop(v); }},
+      };
+  for (const auto& [field, set] : fields) {
+    for (double value : {1e300, -1.0, std::nan("")}) {
+      SCOPED_TRACE(absl::StrCat(field, " = ", value));
+      v1::ServerConfig raw;
+      raw.set_store_path("/tmp/x");
+      set(raw, value);
+      EXPECT_THAT(ResolveServerConfig(raw),
+                  StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(field)));
+    }
+  }
+  v1::ServerConfig raw;
+  raw.set_store_path("/tmp/x");
+  raw.mutable_security()->set_max_accuracy_drop(5);
+  EXPECT_THAT(ResolveServerConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("max_accuracy_drop must be a fraction")));
 }
 
 TEST(ServerConfigTest, CheckpointIntervalNeedsEveryRoundOfAuditAndFedBuffAndDefaultsToOne) {

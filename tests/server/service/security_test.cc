@@ -17,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/aggregation/checks.h"
+#include "server/round/influence.h"
 #include "server/service/credentials.h"
 #include "tests/server/service/grpc_test_harness.h"
 
@@ -36,6 +37,19 @@ using ::fedsched::testing::UploadRaw;
 using ::testing::HasSubstr;
 
 constexpr int64_t kChunk = 1024;
+
+// Waits for a task of `who` other than `old_task_id` (a re-planned round's).
+v1::Task NewTaskFor(TestServer& server, v1::Coordinator::Stub& stub, const Session& who,
+                    const std::string& old_task_id) {
+  absl::StatusOr<v1::PollTaskResponse> r;
+  TestServer::WaitFor([&] {
+    server.Tick();
+    r = PollRaw(stub, who);
+    return r.ok() && r->has_task() && r->task().task_id() != old_task_id;
+  });
+  EXPECT_TRUE(r.ok() && r->has_task()) << r.status();
+  return r.ok() ? r->task() : v1::Task();
+}
 
 class SecurityTest : public ::testing::Test {
  protected:
@@ -94,6 +108,52 @@ class SecurityTest : public ::testing::Test {
           return server_->coordinator().committed_round() >= rounds;
         },
         timeout);
+  }
+
+  // The test set's stand-in for the collapse guard: accuracy 0.8 minus the model's L2 distance
+  // from the initial model / 20 (at least 0), loss 0.5.
+  Evaluator DistanceEvaluator() const {
+    return
+        [initial = PatternModel(model_sizes_)](const v1::Model& m) -> absl::StatusOr<EvalMetrics> {
+          double d2 = 0;
+          for (int t = 0; t < m.tensors_size(); ++t) {
+            for (int i = 0; i < m.tensors(t).data_size(); ++i) {
+              const double d = m.tensors(t).data(i) - initial.tensors(t).data(i);
+              d2 += d * d;
+            }
+          }
+          return EvalMetrics{std::max(0.0, 0.8 - std::sqrt(d2) / 20), 0.5};
+        };
+  }
+
+  // Round `round` (the next): honest `a` uploads 0.01 and attacker `b` 5.0 everywhere (norm
+  // 123, clipped to 10); the collapse guard takes it back (nothing stored, recorded as failed,
+  // the server healthy), both get a retry of the same round, upload 0.01, and it commits.
+  // Returns the failed attempt's record.
+  v1::RoundRecord PoisonedRoundIsRetriedAndCommits(const Session& a, const Session& b,
+                                                   int64_t round) {
+    const v1::Model model = PatternModel(model_sizes_);
+    const v1::Task task_a = NewTaskFor(*server_, *stub_, a, "");
+    const v1::Task task_b = NewTaskFor(*server_, *stub_, b, "");
+    EXPECT_EQ(task_a.round(), round);
+    EXPECT_OK(Upload(a, task_a, FilledLike(model, 0.01f), 1));
+    EXPECT_OK(Upload(b, task_b, FilledLike(model, 5.0f), 1));
+    const v1::Task retry_a = NewTaskFor(*server_, *stub_, a, task_a.task_id());
+    const v1::Task retry_b = NewTaskFor(*server_, *stub_, b, task_b.task_id());
+    EXPECT_EQ(retry_a.round(), round);
+    EXPECT_EQ(server_->coordinator().committed_round(), round - 1);
+    EXPECT_FALSE(server_->store().LoadModel(round).ok());
+    EXPECT_OK(server_->coordinator().health());
+    absl::StatusOr<v1::RoundRecord> failed = server_->store().LoadRound(round);
+    EXPECT_TRUE(failed.ok() && failed->outcome() == v1::ROUND_OUTCOME_FAILED) << failed.status();
+    // The retry trains on the previous model, and commits.
+    EXPECT_OK(Upload(a, retry_a, FilledLike(model, 0.01f), 1));
+    EXPECT_OK(Upload(b, retry_b, FilledLike(model, 0.01f), 1));
+    EXPECT_TRUE(TestServer::WaitFor([&] {
+      server_->Tick();
+      return server_->coordinator().committed_round() >= round;
+    }));
+    return failed.ok() ? *failed : v1::RoundRecord();
   }
 
   // Registers `prefix`0 .. `prefix`(n - 1), each a new identity.
@@ -211,27 +271,15 @@ TEST(UpdateNormScreenTest, RejectsOutliersAgainstTheMedian) {
   EXPECT_THAT(screen.Check(2000), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bound")));
 }
 
-// Waits for a task of `who` other than `old_task_id` (a re-planned round's).
-v1::Task NewTaskFor(TestServer& server, v1::Coordinator::Stub& stub, const Session& who,
-                    const std::string& old_task_id) {
-  absl::StatusOr<v1::PollTaskResponse> r;
-  TestServer::WaitFor([&] {
-    server.Tick();
-    r = PollRaw(stub, who);
-    return r.ok() && r->has_task() && r->task().task_id() != old_task_id;
-  });
-  EXPECT_TRUE(r.ok() && r->has_task()) << r.status();
-  return r.ok() ? r->task() : v1::Task();
-}
-
 // A committed model whose evaluation is not finite is never published: the round fails, the
 // previous model stays, the server stays healthy, and the re-planned round commits.
 TEST_F(SecurityTest, NonFiniteCommittedModelIsNotPublished) {
   raw_.mutable_training()->set_local_steps(1);
   TestServer::Options options;
   auto calls = std::make_shared<std::atomic<int>>(0);
+  // Call 0 is the initial model's (the collapse guard's reference), call 1 round 1's.
   options.evaluator = [calls](const v1::Model&) -> absl::StatusOr<EvalMetrics> {
-    if (calls->fetch_add(1) == 0) return EvalMetrics{0.1, std::nan("")};
+    if (calls->fetch_add(1) == 1) return EvalMetrics{0.1, std::nan("")};
     return EvalMetrics{0.8, 0.5};
   };
   Start(std::move(options));
@@ -264,47 +312,20 @@ TEST_F(SecurityTest, NonFiniteCommittedModelIsNotPublished) {
 TEST_F(SecurityTest, CollapsedAccuracyIsNotPublished) {
   raw_.mutable_training()->set_local_steps(1);
   raw_.set_num_rounds(3);
-  const v1::Model initial = PatternModel({600, 10});
   TestServer::Options options;
-  options.evaluator = [initial](const v1::Model& m) -> absl::StatusOr<EvalMetrics> {
-    double d2 = 0;
-    for (int t = 0; t < m.tensors_size(); ++t) {
-      for (int i = 0; i < m.tensors(t).data_size(); ++i) {
-        const double d = m.tensors(t).data(i) - initial.tensors(t).data(i);
-        d2 += d * d;
-      }
-    }
-    return EvalMetrics{0.8 - std::sqrt(d2) / 20, 0.5};
-  };
+  options.evaluator = DistanceEvaluator();
   Start(std::move(options));
   ASSERT_OK_AND_ASSIGN(Session a, RegisterRaw(*stub_, "honest"));
   ASSERT_OK_AND_ASSIGN(Session b, RegisterRaw(*stub_, "attacker"));
-  const v1::Model& model = initial;
+  const v1::Model model = PatternModel(model_sizes_);
   ASSERT_OK(Upload(a, TaskFor(a), FilledLike(model, 0.01f), 1));
   ASSERT_OK(Upload(b, TaskFor(b), FilledLike(model, 0.01f), 1));
   ASSERT_TRUE(TestServer::WaitFor([&] {
     server_->Tick();
     return server_->coordinator().committed_round() >= 1;
   }));
-  // Round 2: the attacker's update (norm 123, clipped to 10) drags accuracy from 0.79 to 0.53.
-  const v1::Task task_a = NewTaskFor(*server_, *stub_, a, "");
-  const v1::Task task_b = NewTaskFor(*server_, *stub_, b, "");
-  ASSERT_EQ(task_a.round(), 2);
-  ASSERT_OK(Upload(a, task_a, FilledLike(model, 0.01f), 1));
-  ASSERT_OK(Upload(b, task_b, FilledLike(model, 5.0f), 1));
-  const v1::Task retry_a = NewTaskFor(*server_, *stub_, a, task_a.task_id());
-  const v1::Task retry_b = NewTaskFor(*server_, *stub_, b, task_b.task_id());
-  EXPECT_EQ(retry_a.round(), 2);
-  EXPECT_EQ(server_->coordinator().committed_round(), 1);
-  EXPECT_FALSE(server_->store().LoadModel(2).ok());
-  EXPECT_OK(server_->coordinator().health());
-  // The retry trains on the model of round 1, and commits.
-  ASSERT_OK(Upload(a, retry_a, FilledLike(model, 0.01f), 1));
-  ASSERT_OK(Upload(b, retry_b, FilledLike(model, 0.01f), 1));
-  ASSERT_TRUE(TestServer::WaitFor([&] {
-    server_->Tick();
-    return server_->coordinator().committed_round() >= 2;
-  }));
+  // Round 2: the attacker's update drags accuracy from 0.79 to 0.53.
+  PoisonedRoundIsRetriedAndCommits(a, b, 2);
   ASSERT_OK_AND_ASSIGN(std::vector<v1::RoundRecord> rounds, server_->store().LoadRecentRounds(1));
   ASSERT_FALSE(rounds.empty());
   EXPECT_GT(rounds[0].test_accuracy(), 0.7);
@@ -323,6 +344,82 @@ TEST_F(SecurityTest, SelfDeclaredWeightIsBounded) {
   const v1::Model model = PatternModel({600, 10});
   EXPECT_THAT(Upload(big, task, FilledLike(model, 0.01f), int64_t{34000000000}),
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+}
+
+// Bounded influence (issue 42): a device declaring 1,000,000 samples is planned far more
+// examples than three of 100, but holds at most security.max_client_weight_share (2 / K = 0.5)
+// of the round's weight: its update (1.0 everywhere, clipped to 10) moves the model by half of
+// itself, not by 98 % of it as when weighed by its examples.
+TEST_F(SecurityTest, OneClientsShareOfTheRoundsWeightIsCapped) {
+  raw_.set_clients_per_round(4);
+  raw_.set_min_updates(4);
+  raw_.set_min_online_clients(4);
+  Start();
+  ASSERT_OK_AND_ASSIGN(Session whale, RegisterRaw(*stub_, "whale", 1000000));
+  std::vector<Session> honest;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK_AND_ASSIGN(Session h, RegisterRaw(*stub_, absl::StrCat("honest-", i), 100));
+    honest.push_back(h);
+  }
+  const v1::Model model = PatternModel(model_sizes_);
+  const v1::Task whale_task = TaskFor(whale);
+  std::vector<int64_t> planned = {int64_t{whale_task.local_steps()} * whale_task.batch_size()};
+  std::vector<v1::Task> honest_tasks;
+  for (const Session& h : honest) {
+    honest_tasks.push_back(TaskFor(h));
+    planned.push_back(int64_t{honest_tasks.back().local_steps()} *
+                      honest_tasks.back().batch_size());
+  }
+  ASSERT_GT(planned[0], 20 * planned[1]);
+  ASSERT_OK(Upload(whale, whale_task, FilledLike(model, 1.0f), planned[0]));
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_OK(Upload(honest[i], honest_tasks[i], FilledLike(model, 0.01f), planned[i + 1]));
+  }
+  ASSERT_TRUE(TestServer::WaitFor([&] {
+    server_->Tick();
+    return server_->coordinator().committed_round() >= 1;
+  }));
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, server_->store().LoadRound(1));
+  EXPECT_NEAR(record.max_weight_share(), 0.5, 1e-9);
+  // The expected move: weights min(planned, cap), the whale's delta clipped to 10.
+  const double cap = round::InfluenceWeightCap(planned, 0.5);
+  double weights = 0;
+  double moved = 0;
+  for (size_t i = 0; i < planned.size(); ++i) {
+    const double w = std::min(static_cast<double>(planned[i]), cap);
+    weights += w;
+    moved += w * (i == 0 ? 10.0 / std::sqrt(610.0) : 0.01);
+  }
+  EXPECT_DOUBLE_EQ(record.weight_denominator(), weights);
+  ASSERT_OK_AND_ASSIGN(v1::Model committed, server_->store().LoadModel(1));
+  const double move = committed.tensors(0).data(0) - model.tensors(0).data(0);
+  EXPECT_NEAR(move, moved / weights, 1e-4);
+  EXPECT_LT(move, 0.55 * 10.0 / std::sqrt(610.0));
+}
+
+// The collapse guard's reference from round 0 (issue 42): the initial model is evaluated before
+// round 1 (0.8), so a poisoner present from the first round gets no round published below
+// 0.8 - max_accuracy_drop; the reference is stored with the run. The evaluator stands in for
+// the test set: 0.8 minus the model's L2 distance from the initial model / 20, at least 0.
+TEST_F(SecurityTest, PoisonerFromRoundOneIsNotPublishedBelowTheInitialModel) {
+  raw_.mutable_training()->set_local_steps(1);
+  raw_.set_num_rounds(2);
+  TestServer::Options options;
+  options.evaluator = DistanceEvaluator();
+  Start(std::move(options));
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, server_->store().LoadMeta());
+  EXPECT_DOUBLE_EQ(meta.collapse_guard().initial_accuracy(), 0.8);
+  ASSERT_OK_AND_ASSIGN(Session a, RegisterRaw(*stub_, "honest"));
+  ASSERT_OK_AND_ASSIGN(Session b, RegisterRaw(*stub_, "attacker"));
+  // Round 1 (0.8 -> 0.54) is taken back; its retry commits.
+  const v1::RoundRecord failed = PoisonedRoundIsRetriedAndCommits(a, b, 1);
+  EXPECT_LT(failed.test_accuracy(), 0.6);
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord committed, server_->store().LoadRound(1));
+  EXPECT_EQ(committed.outcome(), v1::ROUND_OUTCOME_COMMITTED);
+  EXPECT_GE(committed.test_accuracy(), 0.8 - 0.2);
+  ASSERT_OK_AND_ASSIGN(meta, server_->store().LoadMeta());
+  EXPECT_DOUBLE_EQ(meta.collapse_guard().initial_accuracy(), 0.8);
+  EXPECT_DOUBLE_EQ(meta.collapse_guard().best_accuracy(), 0.8);
 }
 
 // Finding 4 (partly): the number of identities is bounded; known ones still re-register.

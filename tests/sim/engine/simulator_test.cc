@@ -389,6 +389,43 @@ TEST(SimulatorTest, CollapsedRoundIsTakenBackAsInTheServer) {
   EXPECT_EQ(sim->engine().version(), 2);
 }
 
+// The collapse guard's reference from round 0 runs in the simulator too: the learner's
+// evaluation of the initial model (0.8) is handed to the engine before round 1, so a poisoner
+// present from the first round (client 0's delta -8 beside client 1's +1; accuracy 0.8 +
+// model / 10 = 0.45) gets no round published: every attempt is taken back, the model stays 0.
+TEST(SimulatorTest, PoisonerFromRoundOneGetsNoRoundPublishedBelowTheInitialModel) {
+  class PoisonedFromTheStart : public ScriptedLearner {
+   public:
+    using ScriptedLearner::ScriptedLearner;
+    absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() override {
+      ModelQuality q;
+      q.evaluated = true;
+      q.accuracy = 0.8;
+      return std::optional<ModelQuality>(q);
+    }
+    absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
+                                          const v1::Model& global) override {
+      absl::StatusOr<ModelQuality> q = ScriptedLearner::EndRound(round, committed, global);
+      if (q.ok()) q->accuracy = std::clamp(0.8 + global.tensors(0).data(0) / 10.0, 0.0, 1.0);
+      return q;
+    }
+  };
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  PoisonedFromTheStart learner(2, 20, kModelBytes);
+  learner.delta_of = {{0, -8.0f}, {1, 1.0f}};
+  v1::SimConfig c = HandConfig(2, 2, 1.0, 3);
+  c.set_max_virtual_hours(0.02);  // 72 s: a few attempts
+  ASSERT_OK_AND_ASSIGN(auto sim, Make(c, &cap, &av, &learner));
+  Collect out;
+  ASSERT_OK_AND_ASSIGN(RunSummary s, sim->Run(&out));
+  ASSERT_GE(out.rows.size(), 2u);
+  for (const RoundRow& row : out.rows) EXPECT_FALSE(row.committed) << "round " << row.round;
+  EXPECT_EQ(s.rounds_committed, 0);
+  EXPECT_EQ(sim->engine().version(), 0);
+  EXPECT_EQ(sim->engine().published_version(), 0);
+}
+
 TEST(SimulatorTest, DeadlineClosesAFirstKRoundWithMinUpdates) {
   // K = 3 tasks, min_updates 2, deadline 15 s: client 2 (20.05 s) straggles.
   CapacityTrace cap = ThreeDevices();
