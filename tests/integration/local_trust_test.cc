@@ -89,6 +89,16 @@ class LocalTrustTest : public ::fedsched::testing::TempDirTest {
     return code.value_or(-1);
   }
 
+  // The offline tool `argv` is refused while `server` holds the store (exit 2, "in use"); then
+  // `server` is stopped cleanly, so the store is free for the tool.
+  void ExpectInUseThenStop(const std::vector<std::string>& argv, Process& server) {
+    std::string out;
+    EXPECT_EQ(RunTool(argv, "busy.log", &out), 2) << out;
+    EXPECT_THAT(out, HasSubstr("in use"));
+    server.Signal(SIGTERM);
+    ASSERT_EQ(server.Wait(absl::Seconds(60)), std::optional<int>(0)) << server.Log();
+  }
+
   std::string mounted_;
   std::string skip_reason_;
 };
@@ -199,13 +209,9 @@ TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecove
 
   // Recovery: refused while the server holds the store; done once it is stopped.
   const std::string enroll = BinaryDir() + "/server/fedsched-enroll";
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectInUseThenStop({enroll, "--store_path=" + store, "--reset_identity=dev-r"}, *server));
   std::string out;
-  EXPECT_EQ(RunTool({enroll, "--store_path=" + store, "--reset_identity=dev-r"}, "busy.log", &out),
-            2)
-      << out;
-  EXPECT_THAT(out, HasSubstr("in use"));
-  server->Signal(SIGTERM);
-  ASSERT_EQ(server->Wait(absl::Seconds(60)), std::optional<int>(0)) << server->Log();
   EXPECT_EQ(RunTool({enroll, "--store_path=" + store, "--reset_identity=nobody-here"},
                     "unknown.log", &out),
             1)
@@ -250,13 +256,9 @@ TEST_F(LocalTrustTest, ARevokedDeviceIsRefusedAcrossRestartsUntilReset) {
   client->Signal(SIGKILL);
   client->Wait(absl::Seconds(10));
 
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectInUseThenStop({enroll, "--store_path=" + store, "--revoke_identity=dev-v"}, *server));
   std::string out;
-  EXPECT_EQ(RunTool({enroll, "--store_path=" + store, "--revoke_identity=dev-v"}, "busy.log", &out),
-            2)
-      << out;
-  EXPECT_THAT(out, HasSubstr("in use"));
-  server->Signal(SIGTERM);
-  ASSERT_EQ(server->Wait(absl::Seconds(60)), std::optional<int>(0)) << server->Log();
   ASSERT_EQ(RunTool({enroll, "--store_path=" + store, "--revoke_identity=dev-v"}, "rv.log", &out),
             0)
       << out;
