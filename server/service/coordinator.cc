@@ -535,6 +535,10 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
     response.set_waiting_for(std::string(engine_->last_plan_status().message()));
   }
+  response.set_revoked_identities(static_cast<int32_t>(revoked_.size()));
+  for (std::string& identity : revoked_identities()) {
+    response.add_revoked_identity_names(std::move(identity));
+  }
   if (engine_->running()) *response.add_recent_rounds() = engine_->current_record();
   absl::StatusOr<std::vector<v1::RoundRecord>> recent =
       options_.store->LoadRecentRounds(recent_rounds <= 0 ? 5 : recent_rounds);

@@ -411,7 +411,10 @@ TEST_F(SecurityTest, RevokedIdentityIsRefusedWhateverItPresents) {
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("revoked")));
   ASSERT_OK_AND_ASSIGN(std::vector<Revocation> stored, server_->store().LoadRevocations());
   EXPECT_EQ(stored.size(), 2u);
-  EXPECT_EQ(server_->coordinator().GetStatus(0).registered_clients(), 0);
+  const v1::GetStatusResponse status = server_->coordinator().GetStatus(0);
+  EXPECT_EQ(status.registered_clients(), 0);
+  EXPECT_EQ(status.revoked_identities(), 2);
+  EXPECT_THAT(status.revoked_identity_names(), ::testing::ElementsAre("never-seen", "stolen-dev"));
 }
 
 // Finding 4: identities registered and never heard from again are forgotten after
