@@ -23,26 +23,27 @@
 // server's store, so that its next registration binds whatever it then presents (a new
 // certificate, a credential issued at first use). Its profile and history stay.
 //   fedsched-enroll --store_path=STORE --reset_identity=device-3
+// This also lifts a revocation and a secure-aggregation exclusion of the identity.
+//
+// Revoke an identity (docs/OPERATIONS.md "Revoking a device"), known to the store or not: the
+// stopped server's store records it, and the server then refuses its registrations whatever
+// credential or certificate it presents, until --reset_identity lifts it.
+//   fedsched-enroll --store_path=STORE --revoke_identity=device-3
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <memory>
 #include <string>
-#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "client/sdk/state_dir.h"
-#include "common/private_file.h"
-#include "server/cli/store_lock.h"
+#include "server/enroll_store_ops.h"
 #include "server/service/credentials.h"
-#include "server/store/store.h"
 
 ABSL_FLAG(std::string, key_file, "", "The server's enrolment key (mode 0600).");
 ABSL_FLAG(bool, create_key, false,
@@ -58,10 +59,16 @@ ABSL_FLAG(std::string, aggregator_token_dir, "",
           "The root's hierarchy.aggregator_token_dir: provision an aggregator instead.");
 ABSL_FLAG(std::string, aggregator_id, "", "The aggregator to provision (its aggregator_id).");
 ABSL_FLAG(std::string, store_path, "",
-          "With --reset_identity: the store of the stopped server (its store_path).");
+          "With --reset_identity or --revoke_identity: the store of the stopped server (its "
+          "store_path).");
 ABSL_FLAG(std::string, reset_identity, "",
-          "Clears this identity's credential or certificate binding in --store_path (the "
-          "server must be stopped), so that it can register again with a new one.");
+          "Clears this identity's credential or certificate binding, its secure-aggregation "
+          "exclusion and its revocation in --store_path (the server must be stopped), so that "
+          "it can register again with a new credential or certificate.");
+ABSL_FLAG(std::string, revoke_identity, "",
+          "Revokes this identity in --store_path (the server must be stopped): the server "
+          "refuses its registrations whatever it presents, until --reset_identity. The "
+          "identity need not be known to the store yet.");
 
 namespace {
 
@@ -122,54 +129,6 @@ int ProvisionDevice(std::string identity, const std::string& state_dir, const st
   return WritePrivate(path, secret) ? 0 : Fail(absl::StrCat("cannot write ", path));
 }
 
-// Clears the binding of `identity` in the store at `path`. Exit code: 0 done, 1 no such
-// identity, 2 the store cannot be used (missing, in use, not private).
-int ResetIdentity(const std::string& path, const std::string& identity) {
-  std::error_code error;
-  if (!std::filesystem::exists(std::filesystem::path(path) / "CURRENT", error)) {
-    std::fprintf(stderr, "fedsched-enroll: no fedsched store (RocksDB) at %s\n", path.c_str());
-    return 2;
-  }
-  if (absl::Status s = fedsched::CheckPrivateDirectory(path); !s.ok()) {
-    std::fprintf(stderr, "fedsched-enroll: %s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (absl::Status s = fedsched::cli::CheckStoreNotInUse(path); !s.ok()) {
-    std::fprintf(stderr, "fedsched-enroll: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
-  ::umask(077);  // whatever RocksDB writes stays private, as the server's own files
-  absl::StatusOr<std::unique_ptr<fedsched::Store>> store = fedsched::Store::Open({.path = path, .keep_models = 0});
-  if (!store.ok()) {
-    std::fprintf(stderr, "fedsched-enroll: %s\n",
-                 fedsched::cli::ExplainStoreOpenError(path, store.status()).ToString().c_str());
-    return 2;
-  }
-  absl::StatusOr<std::vector<fedsched::v1::ClientProfile>> profiles = (*store)->LoadProfiles();
-  if (!profiles.ok()) {
-    std::fprintf(stderr, "fedsched-enroll: %s\n", profiles.status().ToString().c_str());
-    return 2;
-  }
-  for (fedsched::v1::ClientProfile& profile : *profiles) {
-    if (profile.identity() != identity) continue;
-    const bool was_bound = !profile.cert_fingerprint().empty();
-    profile.clear_cert_fingerprint();
-    if (absl::Status s = (*store)->PutProfile(profile); !s.ok()) {
-      std::fprintf(stderr, "fedsched-enroll: %s\n", s.ToString().c_str());
-      return 2;
-    }
-    std::printf(
-        "fedsched-enroll: identity '%s' (%s) %s; its next registration binds the credential or "
-        "certificate it presents. Start the server, then the device.\n",
-        identity.c_str(), profile.client_id().c_str(),
-        was_bound ? "is no longer bound to a credential" : "was not bound to a credential");
-    return 0;
-  }
-  std::fprintf(stderr, "fedsched-enroll: the store at %s holds no identity '%s'\n", path.c_str(),
-               identity.c_str());
-  return 1;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -177,12 +136,21 @@ int main(int argc, char** argv) {
       "Provisions a device: fedsched-enroll --key_file=KEY (--identity=ID | --state_dir=DIR) "
       "[--out=FILE]; or an aggregator: fedsched-enroll --aggregator_token_dir=DIR "
       "--aggregator_id=ID [--out=FILE]; or re-enrols an identity in a stopped server's store: "
-      "fedsched-enroll --store_path=STORE --reset_identity=ID");
+      "fedsched-enroll --store_path=STORE --reset_identity=ID; or revokes one: fedsched-enroll "
+      "--store_path=STORE --revoke_identity=ID");
   absl::ParseCommandLine(argc, argv);
   const std::string out = absl::GetFlag(FLAGS_out);
-  if (const std::string reset = absl::GetFlag(FLAGS_reset_identity); !reset.empty()) {
-    if (absl::GetFlag(FLAGS_store_path).empty()) return Fail("--reset_identity needs --store_path");
-    return ResetIdentity(absl::GetFlag(FLAGS_store_path), reset);
+  const std::string reset = absl::GetFlag(FLAGS_reset_identity);
+  const std::string revoke = absl::GetFlag(FLAGS_revoke_identity);
+  if (!reset.empty() || !revoke.empty()) {
+    if (!reset.empty() && !revoke.empty())
+      return Fail("give --reset_identity or --revoke_identity");
+    if (absl::GetFlag(FLAGS_store_path).empty()) {
+      return Fail(absl::StrCat(reset.empty() ? "--revoke_identity" : "--reset_identity",
+                               " needs --store_path"));
+    }
+    return reset.empty() ? fedsched::RevokeIdentity(absl::GetFlag(FLAGS_store_path), revoke)
+                         : fedsched::ResetIdentity(absl::GetFlag(FLAGS_store_path), reset);
   }
   if (!absl::GetFlag(FLAGS_aggregator_token_dir).empty() ||
       !absl::GetFlag(FLAGS_aggregator_id).empty()) {

@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "client/sdk/client_rpc.h"
@@ -256,6 +257,14 @@ absl::Status Client::LoadCredential() {
 absl::Status Client::CredentialRefused(const absl::Status& refusal) const {
   const std::string path = CredentialPath();
   const std::string& identity = options_.config.identity();
+  // The server's words for a revoked identity (Coordinator::CheckNotRevoked): no credential
+  // the device holds or is given can help, so none of the re-enrolment advice applies.
+  if (absl::StrContains(refusal.message(), "was revoked by the operator")) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        identity, ": the server's operator revoked this device (", refusal.message(),
+        "). Retrying or re-enrolling the device cannot help; only the operator can lift the "
+        "revocation (docs/OPERATIONS.md \"Revoking a device\")"));
+  }
   std::string found;
   if (path.empty()) {
     found = "this client has no state_dir, so no credential file";

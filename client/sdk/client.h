@@ -186,7 +186,8 @@ class Client {
   absl::Status LoadCredential();
   // The error Run() returns when Register is refused (PERMISSION_DENIED / UNAUTHENTICATED):
   // PERMISSION_DENIED naming the identity, the credential file and whether it is missing, empty
-  // or refused, and the operator's recovery.
+  // or refused, and the operator's recovery; for an identity the operator revoked, says so and
+  // that only the operator can lift it.
   absl::Status CredentialRefused(const absl::Status& refusal) const;
   // Saves a credential the server issued (0600, O_NOFOLLOW).
   absl::Status SaveCredential(const std::string& credential);

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 
 namespace fedsched::cli {
@@ -144,6 +145,15 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormat
                     absl::StrFormat("pace steering: %d devices away until their check-in, "
                                     "each checks in about every %.0f s\n",
                                     status.paced_clients(), status.checkin_cycle_ms() / 1000.0));
+  }
+  if (status.revoked_identities() > 0) {
+    // docs/OPERATIONS.md "Revoking a device"; the names only reach callers on the server's host.
+    absl::StrAppend(
+        &out, "revoked identities: ", status.revoked_identities(),
+        status.revoked_identity_names().empty()
+            ? " (names shown on the server's host only)"
+            : absl::StrCat(" (", absl::StrJoin(status.revoked_identity_names(), ", "), ")"),
+        "\n");
   }
   const int shown = std::min(options.rounds, status.recent_rounds_size());
   for (int i = 0; i < shown; ++i) {

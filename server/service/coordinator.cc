@@ -12,6 +12,7 @@
 #include "absl/random/random.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/config.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -134,6 +135,14 @@ absl::Status Coordinator::Open() {
     FEDSCHED_LOG(info, "resuming after committed round {} with {} known clients", engine.version,
                  engine.profiles.size());
   }
+  FEDSCHED_ASSIGN_OR_RETURN(std::vector<Revocation> revocations, store.LoadRevocations());
+  for (const Revocation& r : revocations) revoked_[r.identity] = r.revoked_unix_ms;
+  if (!revoked_.empty()) {
+    std::vector<std::string> names = revoked_identities();
+    if (names.size() > 20) names.resize(20);  // a line, not a list of thousands
+    FEDSCHED_LOG(info, "{} identities are revoked (fedsched-enroll --revoke_identity): {}{}",
+                 revoked_.size(), absl::StrJoin(names, ", "), revoked_.size() > 20 ? ", ..." : "");
+  }
   for (const v1::Tensor& tensor : engine.model.tensors()) {
     delta_capacity_.push_back(tensor.data_size());
   }
@@ -224,6 +233,25 @@ absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string
     return NoSessionError(client_id);
   }
   return *index;
+}
+
+absl::Status Coordinator::CheckNotRevoked(const std::string& identity) const {
+  auto it = revoked_.find(identity);
+  if (it == revoked_.end()) return absl::OkStatus();
+  // The same words as the SDK's test for a revocation (client/sdk/client.cc): keep both.
+  return absl::PermissionDeniedError(absl::StrCat(
+      "identity '", identity, "' was revoked by the operator at ",
+      absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixMillis(it->second), absl::UTCTimeZone()),
+      "; no credential or certificate is accepted for it. To undo: stop the server, run "
+      "fedsched-enroll --store_path=STORE --reset_identity=",
+      identity, " and start the server again"));
+}
+
+std::vector<std::string> Coordinator::revoked_identities() const {
+  std::vector<std::string> out;
+  for (const auto& [identity, unused] : revoked_) out.push_back(identity);
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 absl::Status Coordinator::AdmitNewIdentity(const std::string& peer_address, absl::Time now) {
@@ -356,6 +384,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   if (request.identity().empty() || request.identity().size() > 256) {
     return absl::InvalidArgumentError("identity must be 1..256 bytes");
   }
+  // First: a revoked device is refused whatever it presents (docs/OPERATIONS.md).
+  FEDSCHED_RETURN_IF_ERROR(CheckNotRevoked(request.identity()));
   const v1::DeviceProfile& device = request.device();
   if (device.compute_ms_per_sample() < 0 || device.storage_budget_bytes() < 0 ||
       device.num_samples() < 0 || device.bandwidth_hint_kbps() < 0 || device.sample_bytes() < 0 ||
@@ -601,6 +631,10 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   }
   if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
     response.set_waiting_for(std::string(engine_->last_plan_status().message()));
+  }
+  response.set_revoked_identities(static_cast<int32_t>(revoked_.size()));
+  for (std::string& identity : revoked_identities()) {
+    response.add_revoked_identity_names(std::move(identity));
   }
   if (engine_->running()) *response.add_recent_rounds() = engine_->current_record();
   absl::StatusOr<std::vector<v1::RoundRecord>> recent =

@@ -137,6 +137,9 @@ class Coordinator {
   // grpc_service.h; "" = unknown): at most security.max_new_identities_per_peer_per_minute new
   // identities per address and security.max_new_identities_per_minute from all peers in any
   // minute, RESOURCE_EXHAUSTED beyond (re-registrations of known identities are not limited).
+  // An identity the operator revoked (Store::LoadRevocations, read at start) is
+  // PERMISSION_DENIED whatever it presents, before any other check; it never gets a session, so
+  // it is never reachable and never planned.
   // An identity that never had an update accepted and is not heard from for
   // security.unseen_identity_ttl_s is forgotten by Tick (its session ends, its stored profile is
   // deleted); registering it again makes a new client.
@@ -307,6 +310,10 @@ class Coordinator {
   // server peak RSS). bytes <= 0: no bound (the default). Call before serving.
   void SetParseTargetBudget(int64_t bytes) ABSL_LOCKS_EXCLUDED(spare_mu_);
 
+  // The identities the operator revoked (fedsched-enroll --revoke_identity), as read from the
+  // store at start, sorted. Revocations change only while the server is stopped.
+  std::vector<std::string> revoked_identities() const;
+
  private:
   class SessionPresence;
   struct ClientState {
@@ -319,6 +326,9 @@ class Coordinator {
 
   explicit Coordinator(CoordinatorOptions options);
   absl::Status Open();
+  // PERMISSION_DENIED, naming the identity and how the operator lifts it, if `identity` was
+  // revoked (docs/OPERATIONS.md "Revoking a device"); OK otherwise.
+  absl::Status CheckNotRevoked(const std::string& identity) const;
   absl::Time Now() const { return options_.clock(); }
   // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
@@ -427,6 +437,9 @@ class Coordinator {
   std::unique_ptr<SessionPresence> presence_;
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
+  // Revoked identity -> unix ms of its revocation. Written once by Open, before any request;
+  // read-only afterwards, so read without a lock.
+  absl::flat_hash_map<std::string, int64_t> revoked_;
   // Clients that PollTask has answered "finished".
   absl::flat_hash_set<profile::ClientIndex> told_finished_ ABSL_GUARDED_BY(mu_);
   // Times of the new identities registered from each peer address in the last minute.

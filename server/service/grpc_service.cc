@@ -483,6 +483,7 @@ absl::Status CoordinatorService::GetStatusNow(grpc::CallbackServerContext* conte
                                       !request->omit_clients());
   if (!IsLoopbackPeer(context->peer())) {
     // An identity is what a device registers with: never hand it to a remote caller.
+    response->clear_revoked_identity_names();
     for (v1::ClientSummary& client : *response->mutable_clients()) {
       client.clear_identity();
       client.mutable_profile()->clear_identity();

@@ -61,6 +61,25 @@ absl::Status MemoryStore::DeleteProfiles(absl::Span<const std::string> client_id
   return absl::OkStatus();
 }
 
+absl::Status MemoryStore::PutRevocation(const Revocation& revocation) {
+  if (revocation.identity.empty()) return absl::InvalidArgumentError("revocation of no identity");
+  absl::MutexLock lock(&mu_);
+  revoked_[revocation.identity] = revocation.revoked_unix_ms;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> MemoryStore::DeleteRevocation(const std::string& identity) {
+  absl::MutexLock lock(&mu_);
+  return revoked_.erase(identity) > 0;
+}
+
+absl::StatusOr<std::vector<Revocation>> MemoryStore::LoadRevocations() const {
+  absl::MutexLock lock(&mu_);
+  std::vector<Revocation> out;
+  for (const auto& [identity, ms] : revoked_) out.push_back({identity, ms});
+  return out;
+}
+
 absl::StatusOr<v1::Model> MemoryStore::LoadModel(int64_t round) const {
   absl::MutexLock lock(&mu_);
   auto it = models_.find(round);

@@ -23,6 +23,9 @@ class MemoryStore : public Store {
   absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
   absl::Status PutProfile(const v1::ClientProfile& profile) override;
   absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) override;
+  absl::Status PutRevocation(const Revocation& revocation) override;
+  absl::StatusOr<bool> DeleteRevocation(const std::string& identity) override;
+  absl::StatusOr<std::vector<Revocation>> LoadRevocations() const override;
   absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
   absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
   absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;
@@ -43,6 +46,7 @@ class MemoryStore : public Store {
   std::map<std::string, v1::Receipt> receipts_ ABSL_GUARDED_BY(mu_);
   std::map<int64_t, std::vector<v1::AuditedUpdate>> audited_ ABSL_GUARDED_BY(mu_);
   std::string planner_state_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, int64_t> revoked_ ABSL_GUARDED_BY(mu_);  // identity -> unix ms
   int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

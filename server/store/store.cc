@@ -11,6 +11,7 @@
 #include <fstream>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -28,6 +29,9 @@ namespace {
 
 constexpr char kMetaKey[] = "run";
 constexpr char kPlannerKey[] = "planner";
+// Revocations live in the meta family under this prefix + identity; the value is the decimal
+// unix ms of the revocation (store.h Revocation).
+constexpr char kRevokedPrefix[] = "revoked/";
 // A file beside the RocksDB files holding the last committed round, written after each commit:
 // a second copy of committed_round that a damaged WAL or MANIFEST cannot roll back with the rest.
 constexpr char kMarkerFile[] = "COMMITTED_ROUND";
@@ -152,6 +156,9 @@ class RocksDbStore final : public Store {
   absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
   absl::Status PutProfile(const v1::ClientProfile& profile) override;
   absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) override;
+  absl::Status PutRevocation(const Revocation& revocation) override;
+  absl::StatusOr<bool> DeleteRevocation(const std::string& identity) override;
+  absl::StatusOr<std::vector<Revocation>> LoadRevocations() const override;
   absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
   absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
   absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;
@@ -502,6 +509,39 @@ absl::Status RocksDbStore::DeleteProfiles(absl::Span<const std::string> client_i
   rocksdb::WriteOptions write;
   write.sync = true;
   return Wrote(db_->Write(write, &batch), "store delete profiles");
+}
+
+absl::Status RocksDbStore::PutRevocation(const Revocation& revocation) {
+  if (revocation.identity.empty()) return absl::InvalidArgumentError("revocation of no identity");
+  return Put(meta_, absl::StrCat(kRevokedPrefix, revocation.identity),
+             absl::StrCat(revocation.revoked_unix_ms));
+}
+
+absl::StatusOr<bool> RocksDbStore::DeleteRevocation(const std::string& identity) {
+  const std::string key = absl::StrCat(kRevokedPrefix, identity);
+  absl::StatusOr<std::string> found = Get(meta_, key);
+  if (absl::IsNotFound(found.status())) return false;
+  if (!found.ok()) return found.status();
+  rocksdb::WriteOptions write;
+  write.sync = true;
+  FEDSCHED_RETURN_IF_ERROR(Wrote(db_->Delete(write, meta_, key), "store delete revocation"));
+  return true;
+}
+
+absl::StatusOr<std::vector<Revocation>> RocksDbStore::LoadRevocations() const {
+  std::vector<Revocation> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  for (it->Seek(kRevokedPrefix); it->Valid() && it->key().starts_with(kRevokedPrefix); it->Next()) {
+    Revocation revocation;
+    revocation.identity = it->key().ToString().substr(sizeof(kRevokedPrefix) - 1);
+    if (!absl::SimpleAtoi(it->value().ToString(), &revocation.revoked_unix_ms)) {
+      return absl::DataLossError(
+          absl::StrCat("the revocation of identity '", revocation.identity, "' is damaged"));
+    }
+    out.push_back(std::move(revocation));
+  }
+  FEDSCHED_RETURN_IF_ERROR(FromRocks(it->status(), "scan revocations"));
+  return out;
 }
 
 absl::StatusOr<v1::Model> RocksDbStore::LoadModel(int64_t round) const {

@@ -38,6 +38,16 @@ struct StoreOptions {
   int64_t min_free_bytes = int64_t{1} << 20;
 };
 
+// An identity the operator revoked (fedsched-enroll --revoke_identity, docs/OPERATIONS.md
+// "Revoking a device"): the server refuses its registration whatever it presents, until
+// fedsched-enroll --reset_identity lifts it. Kept apart from the profiles, so an identity the
+// server never saw can be revoked, and the identity TTL (which deletes profiles) cannot lift it.
+struct Revocation {
+  std::string identity;
+  // When it was revoked, unix ms.
+  int64_t revoked_unix_ms = 0;
+};
+
 // Durable server state: models, round records, client profiles, receipts, run meta, audited
 // updates (docs/ARCHITECTURE.md "Persistence"). Implementations: RocksDB (Store::Open, column
 // families `models`, `rounds`, `clients`, `receipts`, `meta`, `updates`) and MemoryStore
@@ -79,6 +89,15 @@ class Store {
   // Deletes the profiles of `client_ids` (expired identities, docs/SECURITY.md "Admission
   // control") in one synced write; unknown ids are ignored. Errors: INTERNAL.
   virtual absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) = 0;
+
+  // Records a revocation (synced); an existing one for the same identity is overwritten.
+  // Errors: INVALID_ARGUMENT for an empty identity; INTERNAL.
+  virtual absl::Status PutRevocation(const Revocation& revocation) = 0;
+  // Lifts the revocation of `identity` (synced). Returns false if it was not revoked.
+  // Errors: INTERNAL.
+  virtual absl::StatusOr<bool> DeleteRevocation(const std::string& identity) = 0;
+  // All revocations, ordered by identity.
+  virtual absl::StatusOr<std::vector<Revocation>> LoadRevocations() const = 0;
 
   // The model committed at `round` (0 = initial). Errors: NOT_FOUND (never committed or pruned).
   virtual absl::StatusOr<v1::Model> LoadModel(int64_t round) const = 0;

@@ -1,12 +1,15 @@
 // The server's files and its ends, against the real binaries on 127.0.0.1 (docs/OPERATIONS.md
-// "Files the server trusts", "A full disk", "Re-enrolling a device"):
+// "Files the server trusts", "A full disk", "Re-enrolling a device", "Revoking a device"):
 //   - a store of another uid, or reached through a symbolic link, is refused at start;
 //   - a start on a full disk, and a disk that fills while the server runs, end with exit 1 and
 //     a message naming the store and the space needed, never an abort (a small tmpfs; skipped
 //     with a message where mounting is not allowed);
 //   - a device whose credential file is emptied exits non-zero naming the file and the
 //     operator's recovery, and that recovery (fedsched-enroll --reset_identity on the stopped
-//     server's store) lets it register again.
+//     server's store) lets it register again;
+//   - a revoked device (fedsched-enroll --revoke_identity) is refused across restarts, stops
+//     saying so, and --reset_identity lets it back; --reset_identity also lifts a
+//     secure-aggregation exclusion.
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -27,6 +30,7 @@
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
+#include "server/store/store.h"
 #include "tests/integration/process.h"
 
 namespace fedsched {
@@ -83,6 +87,16 @@ class LocalTrustTest : public ::fedsched::testing::TempDirTest {
     std::optional<int> code = tool->Wait(absl::Seconds(60));
     *log = tool->Log();
     return code.value_or(-1);
+  }
+
+  // The offline tool `argv` is refused while `server` holds the store (exit 2, "in use"); then
+  // `server` is stopped cleanly, so the store is free for the tool.
+  void ExpectInUseThenStop(const std::vector<std::string>& argv, Process& server) {
+    std::string out;
+    EXPECT_EQ(RunTool(argv, "busy.log", &out), 2) << out;
+    EXPECT_THAT(out, HasSubstr("in use"));
+    server.Signal(SIGTERM);
+    ASSERT_EQ(server.Wait(absl::Seconds(60)), std::optional<int>(0)) << server.Log();
   }
 
   std::string mounted_;
@@ -201,13 +215,9 @@ TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecove
 
   // Recovery: refused while the server holds the store; done once it is stopped.
   const std::string enroll = BinaryDir() + "/server/fedsched-enroll";
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectInUseThenStop({enroll, "--store_path=" + store, "--reset_identity=dev-r"}, *server));
   std::string out;
-  EXPECT_EQ(RunTool({enroll, "--store_path=" + store, "--reset_identity=dev-r"}, "busy.log", &out),
-            2)
-      << out;
-  EXPECT_THAT(out, HasSubstr("in use"));
-  server->Signal(SIGTERM);
-  ASSERT_EQ(server->Wait(absl::Seconds(60)), std::optional<int>(0)) << server->Log();
   EXPECT_EQ(RunTool({enroll, "--store_path=" + store, "--reset_identity=nobody-here"},
                     "unknown.log", &out),
             1)
@@ -228,6 +238,118 @@ TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecove
   EXPECT_TRUE(client->WaitForLog("registered as")) << client->Log();
   EXPECT_TRUE(::fedsched::testing::TestServer::WaitFor(
       [&] { return std::filesystem::file_size(credential) > 0; }));
+}
+
+// Revoking a device (docs/OPERATIONS.md "Revoking a device"): fedsched-enroll --revoke_identity
+// is refused while the server runs; on the stopped server it revokes a known and a never-seen
+// identity. After restarts the server refuses both whatever they present, the device stops with
+// a message saying so, and --reset_identity lets it register again.
+TEST_F(LocalTrustTest, ARevokedDeviceIsRefusedAcrossRestartsUntilReset) {
+  const std::string store = Path("store");
+  const std::string enroll = BinaryDir() + "/server/fedsched-enroll";
+  std::unique_ptr<Process> server = StartServer(kIdleServer, store, "server-1.log");
+  ASSERT_NE(server, nullptr);
+  auto start_client = [&](Process& at, const std::string& identity, const std::string& log) {
+    return Process::Spawn(
+        {BinaryDir() + "/client/fedsched-client", "--partition_index=0", "--num_partitions=2",
+         "--server=" + AddressOf(at), "--identity=" + identity, "--state_dir=" + Path(identity),
+         "--log_level=info"},
+        Path(log));
+  };
+  std::unique_ptr<Process> client = start_client(*server, "dev-v", "client-1.log");
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->WaitForLog("registered as")) << client->Log();
+  client->Signal(SIGKILL);
+  client->Wait(absl::Seconds(10));
+
+  ASSERT_NO_FATAL_FAILURE(
+      ExpectInUseThenStop({enroll, "--store_path=" + store, "--revoke_identity=dev-v"}, *server));
+  std::string out;
+  ASSERT_EQ(RunTool({enroll, "--store_path=" + store, "--revoke_identity=dev-v"}, "rv.log", &out),
+            0)
+      << out;
+  EXPECT_THAT(out, AllOf(HasSubstr("'dev-v' (c"), HasSubstr("is revoked"),
+                         HasSubstr("--reset_identity=dev-v")));
+  ASSERT_EQ(RunTool({enroll, "--store_path=" + store, "--revoke_identity=dev-new"}, "rn.log", &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("'dev-new' (not yet seen by this server) is revoked"));
+  ASSERT_EQ(RunTool({enroll, "--store_path=" + store, "--revoke_identity=dev-new"}, "r2.log", &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("was already revoked"));
+
+  // Two restarts: each time both devices stop, saying they were revoked.
+  for (int start = 2; start <= 3; ++start) {
+    server = StartServer(kIdleServer, store, absl::StrCat("server-", start, ".log"));
+    ASSERT_NE(server, nullptr);
+    for (const std::string identity : {"dev-v", "dev-new"}) {
+      client = start_client(*server, identity, absl::StrCat(identity, "-", start, ".log"));
+      ASSERT_NE(client, nullptr);
+      std::optional<int> code = client->Wait(absl::Seconds(120));
+      ASSERT_TRUE(code.has_value()) << "a revoked client retries\n" << client->Log();
+      EXPECT_NE(*code, 0);
+      EXPECT_THAT(client->Log(),
+                  AllOf(HasSubstr("operator revoked this device"),
+                        HasSubstr("'" + identity + "' was revoked by the operator"),
+                        HasSubstr("--reset_identity=" + identity), Not(HasSubstr("--key_file"))));
+    }
+    EXPECT_THAT(server->Log(), HasSubstr("2 identities are revoked"));
+    server->Signal(SIGTERM);
+    ASSERT_EQ(server->Wait(absl::Seconds(60)), std::optional<int>(0)) << server->Log();
+  }
+
+  // The way back: --reset_identity lifts the revocation of either.
+  ASSERT_EQ(RunTool({enroll, "--store_path=" + store, "--reset_identity=dev-v"}, "s1.log", &out), 0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("is no longer revoked"));
+  ASSERT_EQ(RunTool({enroll, "--store_path=" + store, "--reset_identity=dev-new"}, "s2.log", &out),
+            0)
+      << out;
+  EXPECT_THAT(out, HasSubstr("'dev-new' (not yet seen by this server) is no longer revoked"));
+  server = StartServer(kIdleServer, store, "server-4.log");
+  ASSERT_NE(server, nullptr);
+  for (const std::string identity : {"dev-v", "dev-new"}) {
+    client = start_client(*server, identity, identity + "-4.log");
+    ASSERT_NE(client, nullptr);
+    EXPECT_TRUE(client->WaitForLog("registered as")) << client->Log();
+  }
+  EXPECT_THAT(server->Log(), Not(HasSubstr("identities are revoked")));
+}
+
+// --reset_identity is also the way back from a (false) secure-aggregation exclusion: it clears
+// ClientProfile.secagg_excluded with the binding, and keeps the rest of the profile.
+TEST_F(LocalTrustTest, ResetLiftsASecureAggregationExclusion) {
+  const std::string store_path = Path("store");
+  {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open({.path = store_path}));
+    v1::ClientProfile profile;
+    profile.set_client_id("c-x");
+    profile.set_identity("dev-x");
+    profile.set_successes(7);
+    profile.set_cert_fingerprint("cred:bound");
+    profile.set_secagg_excluded("round 3: its key shares to 2 neighbour(s) did not authenticate");
+    profile.set_secagg_excluded_unix_ms(1'700'000'000'000);
+    ASSERT_OK(store->PutProfile(profile));
+  }
+  std::filesystem::permissions(store_path, std::filesystem::perms::owner_all,
+                               std::filesystem::perm_options::replace);
+  std::string out;
+  ASSERT_EQ(RunTool({BinaryDir() + "/server/fedsched-enroll", "--store_path=" + store_path,
+                     "--reset_identity=dev-x"},
+                    "reset.log", &out),
+            0)
+      << out;
+  EXPECT_THAT(out, AllOf(HasSubstr("'dev-x' (c-x) is no longer bound"),
+                         HasSubstr("may join secure-aggregation cohorts again"),
+                         Not(HasSubstr("revoked"))));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open({.path = store_path}));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::ClientProfile> profiles, store->LoadProfiles());
+  ASSERT_EQ(profiles.size(), 1u);
+  EXPECT_EQ(profiles[0].secagg_excluded(), "");
+  EXPECT_EQ(profiles[0].secagg_excluded_unix_ms(), 0);
+  EXPECT_EQ(profiles[0].cert_fingerprint(), "");
+  EXPECT_EQ(profiles[0].successes(), 7);
 }
 
 }  // namespace

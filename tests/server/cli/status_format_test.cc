@@ -131,6 +131,19 @@ TEST(StatusFormatTest, NamesMembersExcludedFromSecureAggregation) {
   }
 }
 
+// Revoked identities (docs/OPERATIONS.md "Revoking a device"): the count, and the names when
+// the server sent them (to callers on its host).
+TEST(StatusFormatTest, CountsAndNamesRevokedIdentities) {
+  v1::GetStatusResponse status;
+  EXPECT_THAT(FormatStatus(status, {}), Not(HasSubstr("revoked")));
+  status.set_revoked_identities(2);
+  EXPECT_THAT(FormatStatus(status, {}),
+              HasSubstr("revoked identities: 2 (names shown on the server's host only)\n"));
+  status.add_revoked_identity_names("dev-a");
+  status.add_revoked_identity_names("dev-b");
+  EXPECT_THAT(FormatStatus(status, {}), HasSubstr("revoked identities: 2 (dev-a, dev-b)\n"));
+}
+
 TEST(StatusFormatTest, FedBuffVersionsShowStalenessAndDroppedTasks) {
   v1::GetStatusResponse status;
   v1::RoundRecord r = Committed(7, v1::SELECTION_POLICY_RANDOM);

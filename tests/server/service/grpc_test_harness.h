@@ -104,6 +104,9 @@ class TestServer {
     HeldPollsOptions held_polls;
     // CoordinatorOptions.on_task_failed (called with the coordinator's lock held).
     std::function<void(const std::string& reason)> on_task_failed;
+    // Written to the store before the coordinator opens, as fedsched-enroll --revoke_identity
+    // does to a stopped server's store.
+    std::vector<Revocation> revocations;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
@@ -116,6 +119,9 @@ class TestServer {
     options.config.set_listen_address("127.0.0.1:0");
     FEDSCHED_ASSIGN_OR_RETURN(server->config_, ResolveServerConfig(options.config));
     FEDSCHED_ASSIGN_OR_RETURN(server->store_, Store::Open({.path = server->dir_.string()}));
+    for (const Revocation& r : options.revocations) {
+      FEDSCHED_RETURN_IF_ERROR(server->store_->PutRevocation(r));
+    }
     CoordinatorOptions coordinator_options;
     coordinator_options.config = server->config_;
     coordinator_options.store = server->store_.get();

@@ -473,6 +473,48 @@ TEST_F(SecurityTest, NewIdentitiesFromAllPeersAreRateLimited) {
   ASSERT_TRUE(CommitHonestRounds({a, b}, 1));
 }
 
+// Revoking a device (docs/OPERATIONS.md "Revoking a device"): an identity revoked in the store
+// (fedsched-enroll --revoke_identity, here written before the start), whether the server knew it
+// or not, is refused at registration whatever it presents, even its valid enrolment secret, with
+// a message naming the revocation and how to undo it; the identity TTL does not lift it.
+TEST_F(SecurityTest, RevokedIdentityIsRefusedWhateverItPresents) {
+  constexpr char kKey[] = "0123456789abcdef-operator-key";
+  raw_.mutable_security()->set_unseen_identity_ttl_s(120);
+  TestServer::Options options;
+  options.enrolment_key = kKey;
+  options.revocations = {{"stolen-dev", 1'700'000'000'000}, {"never-seen", 1'700'000'000'000}};
+  Start(std::move(options));
+  EXPECT_THAT(server_->coordinator().revoked_identities(),
+              ::testing::ElementsAre("never-seen", "stolen-dev"));
+  auto refused = [&](const std::string& identity) {
+    const std::string secret = EnrolmentSecret(kKey, identity);
+    return RegisterRaw(*stub_, identity, 100, &secret).status();
+  };
+  for (const std::string identity : {"stolen-dev", "never-seen"}) {
+    EXPECT_THAT(
+        refused(identity),
+        StatusIs(absl::StatusCode::kPermissionDenied,
+                 ::testing::AllOf(HasSubstr("'" + identity + "' was revoked by the operator"),
+                                  HasSubstr("2023-11-14 22:13:20Z"),
+                                  HasSubstr("--reset_identity=" + identity))));
+  }
+  const std::string none;
+  EXPECT_THAT(RegisterRaw(*stub_, "stolen-dev", 100, &none),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("revoked")));
+  const std::string secret = EnrolmentSecret(kKey, "kept-dev");
+  ASSERT_OK(RegisterRaw(*stub_, "kept-dev", 100, &secret).status());
+  // A day on, past the identity TTL: still revoked, in memory and in the store.
+  server_->coordinator().Tick(absl::Now() + absl::Hours(24));
+  EXPECT_THAT(refused("stolen-dev"),
+              StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("revoked")));
+  ASSERT_OK_AND_ASSIGN(std::vector<Revocation> stored, server_->store().LoadRevocations());
+  EXPECT_EQ(stored.size(), 2u);
+  const v1::GetStatusResponse status = server_->coordinator().GetStatus(0);
+  EXPECT_EQ(status.registered_clients(), 0);
+  EXPECT_EQ(status.revoked_identities(), 2);
+  EXPECT_THAT(status.revoked_identity_names(), ::testing::ElementsAre("never-seen", "stolen-dev"));
+}
+
 // Finding 4: identities registered and never heard from again are forgotten after
 // security.unseen_identity_ttl_s (here 120 s; time is advanced through Tick): dropped from the
 // registry and the store, their sessions ended, their room under max_identities freed. Clients

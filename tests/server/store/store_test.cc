@@ -77,6 +77,39 @@ TEST_F(StoreTest, CommitReopenResumesAtTheRightRound) {
   EXPECT_EQ(recent[0].round(), 2);
 }
 
+// Revocations (fedsched-enroll --revoke_identity): kept apart from the profiles, so deleting
+// profiles (the identity TTL) leaves them; they survive a reopen; a lift says whether one was
+// there.
+TEST_F(StoreTest, RevocationsPersistApartFromProfiles) {
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+    v1::ClientProfile profile;
+    profile.set_client_id("c1");
+    profile.set_identity("dev-a");
+    ASSERT_OK(store->PutProfile(profile));
+    ASSERT_OK(store->PutRevocation({"dev-a", 1000}));
+    ASSERT_OK(store->PutRevocation({"dev-b", 2000}));
+    ASSERT_OK(store->PutRevocation({"dev-c", 3000}));
+    EXPECT_THAT(store->PutRevocation({"", 1}),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("no identity")));
+    const std::string expired[] = {"c1"};
+    ASSERT_OK(store->DeleteProfiles(expired));
+    ASSERT_OK_AND_ASSIGN(bool lifted, store->DeleteRevocation("dev-c"));
+    EXPECT_TRUE(lifted);
+    ASSERT_OK_AND_ASSIGN(lifted, store->DeleteRevocation("dev-c"));
+    EXPECT_FALSE(lifted);
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(std::vector<Revocation> revoked, store->LoadRevocations());
+  ASSERT_EQ(revoked.size(), 2u);
+  EXPECT_EQ(revoked[0].identity, "dev-a");
+  EXPECT_EQ(revoked[0].revoked_unix_ms, 1000);
+  EXPECT_EQ(revoked[1].identity, "dev-b");
+  EXPECT_EQ(revoked[1].revoked_unix_ms, 2000);
+  EXPECT_THAT(store->LoadMeta(),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::_));  // still a fresh run
+}
+
 TEST_F(StoreTest, RejectsOutOfOrderCommitAndDoubleInitialize) {
   ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
   ASSERT_OK(store->Initialize(MakeModel(0), v1::RunMeta()));
