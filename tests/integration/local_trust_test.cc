@@ -247,7 +247,7 @@ TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecove
 TEST_F(LocalTrustTest, ARevokedDeviceIsRefusedAcrossRestartsUntilReset) {
   const std::string store = Path("store");
   const std::string enroll = BinaryDir() + "/server/fedsched-enroll";
-  std::unique_ptr<Process> server = StartServer(kIdleServer, store, "server-1.log");
+  std::unique_ptr<Process> server = StartServer(kIdleFirstUseServer, store, "server-1.log");
   ASSERT_NE(server, nullptr);
   auto start_client = [&](Process& at, const std::string& identity, const std::string& log) {
     return Process::Spawn(
@@ -281,7 +281,7 @@ TEST_F(LocalTrustTest, ARevokedDeviceIsRefusedAcrossRestartsUntilReset) {
 
   // Two restarts: each time both devices stop, saying they were revoked.
   for (int start = 2; start <= 3; ++start) {
-    server = StartServer(kIdleServer, store, absl::StrCat("server-", start, ".log"));
+    server = StartServer(kIdleFirstUseServer, store, absl::StrCat("server-", start, ".log"));
     ASSERT_NE(server, nullptr);
     for (const std::string identity : {"dev-v", "dev-new"}) {
       client = start_client(*server, identity, absl::StrCat(identity, "-", start, ".log"));
@@ -307,7 +307,7 @@ TEST_F(LocalTrustTest, ARevokedDeviceIsRefusedAcrossRestartsUntilReset) {
             0)
       << out;
   EXPECT_THAT(out, HasSubstr("'dev-new' (not yet seen by this server) is no longer revoked"));
-  server = StartServer(kIdleServer, store, "server-4.log");
+  server = StartServer(kIdleFirstUseServer, store, "server-4.log");
   ASSERT_NE(server, nullptr);
   for (const std::string identity : {"dev-v", "dev-new"}) {
     client = start_client(*server, identity, identity + "-4.log");
