@@ -287,8 +287,6 @@ TEST_F(CoordinatorTest, UploadHeaderIsCheckedBeforeThePayload) {
   };
   EXPECT_OK(coordinator_->CheckUploadHeader(header_for(a, ta, 10)));
   EXPECT_OK(coordinator_->CheckUploadHeader(header_for(b, tb, 10)));
-  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 0)),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
   EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, tb, 10)),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
   v1::UploadHeader wrong_token = header_for(a, ta, 10);
@@ -305,6 +303,9 @@ TEST_F(CoordinatorTest, UploadHeaderIsCheckedBeforeThePayload) {
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("straggler")));
   EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 10)),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+  // Absurd metrics are refused from the header (checked last: the refusal fails an open task).
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 0)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
 }
 
 // FedBuff (aggregation.async_fedbuff): a version commits as soon as its buffer holds K updates,

@@ -99,6 +99,8 @@ class TestServer {
     HeldPollsOptions held_polls;
     // CoordinatorOptions.on_task_failed (called with the coordinator's lock held).
     std::function<void(const std::string& reason)> on_task_failed;
+    // CoordinatorOptions.on_update_rejected (called with the coordinator's lock held).
+    std::function<void(const std::string& reason)> on_update_rejected;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
@@ -119,6 +121,7 @@ class TestServer {
     coordinator_options.enrolment_key = options.enrolment_key;
     coordinator_options.evaluator = std::move(options.evaluator);
     coordinator_options.on_task_failed = std::move(options.on_task_failed);
+    coordinator_options.on_update_rejected = std::move(options.on_update_rejected);
     FEDSCHED_ASSIGN_OR_RETURN(server->coordinator_,
                               Coordinator::Create(std::move(coordinator_options)));
     CoordinatorServiceOptions service_options;
