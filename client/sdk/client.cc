@@ -213,8 +213,8 @@ void Client::HandleTask(const v1::Task& task) {
     ++stats_.tasks_completed;
     return;
   }
-  const bool final = IsFinalTaskVerdict(status);
-  if (final) {
+  const bool is_final = IsFinalTaskVerdict(status);
+  if (is_final) {
     final_tasks_.push_back(id);
     if (final_tasks_.size() > kFinalTasksKept) final_tasks_.pop_front();
   }
@@ -230,9 +230,9 @@ void Client::HandleTask(const v1::Task& task) {
                    std::string(status.message()));
     } else {
       ++stats_.tasks_failed;
-      if (final) ++stats_.tasks_refused;
+      if (is_final) ++stats_.tasks_refused;
       FEDSCHED_LOG(warn, "{}: task {} failed{}: {}", options_.config.identity(), id,
-                   final ? " (not retried)" : "", status.ToString());
+                   is_final ? " (not retried)" : "", status.ToString());
       if (IsSessionLost(status)) registered_ = false;
     }
   }

@@ -219,7 +219,7 @@ absl::Status RoundEngine::Publish(int64_t version, std::shared_ptr<const v1::Mod
   return absl::OkStatus();
 }
 
-std::string_view RejectReasonName(RejectReason reason) {
+absl::string_view RejectReasonName(RejectReason reason) {
   switch (reason) {
     case RejectReason::kSession:
       return "session";
@@ -249,7 +249,7 @@ bool RefusalFailsTask(RejectReason reason) {
 }
 
 void RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
-                               std::string_view why) {
+                               absl::string_view why) {
   RefusalNote note{.reason = reason, .round = current_round(), .why = std::string(why)};
   if (claim != nullptr) {
     note.task_id = claim->task_id;
@@ -271,7 +271,7 @@ void RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, do
   }
   if (running_) {
     record_.set_updates_rejected(record_.updates_rejected() + 1);
-    const std::string_view name = RejectReasonName(reason);
+    const absl::string_view name = RejectReasonName(reason);
     auto* counts = record_.mutable_rejected_by_reason();
     auto at = std::find_if(counts->begin(), counts->end(),
                            [&](const v1::RejectionCount& c) { return c.reason() >= name; });

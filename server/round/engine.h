@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
@@ -143,7 +144,7 @@ enum class RejectReason {
 };
 // "session", "task", "late", "examples", "metrics", "payload", "validation", "norm_bound",
 // "norm_median".
-std::string_view RejectReasonName(RejectReason reason);
+absl::string_view RejectReasonName(RejectReason reason);
 // True when the update itself was refused (examples, metrics, payload, validation, norms), not
 // its timing or its session: RoundEngine::RefuseUpdate then fails its task.
 bool RefusalFailsTask(RejectReason reason);
@@ -376,7 +377,7 @@ class RoundEngine {
   // penalty), and is not tasked again in this round (RetaskFailedSlots gives the slot to
   // another client). Under secure aggregation the protocol's own dropout handling applies.
   void RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
-                    std::string_view why);
+                    absl::string_view why);
   // Refusals since the last call, in order (at most the newest 4096).
   std::vector<RefusalNote> TakeRefusals();
 
