@@ -377,6 +377,7 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     const UpdateClaim& claim = updates[i].claim;
     absl::Status s =
         CheckUpdate(claim, static_cast<int32_t>(position.size()), pending_examples, &reasons[i]);
+    if (s.ok()) reasons[i] = RejectReason::kValidation;  // what the aggregator may refuse
     if (s.ok() && secagg_ == nullptr && updates[i].masked != nullptr) {
       reasons[i] = RejectReason::kPayload;
       s = absl::InvalidArgumentError(

@@ -302,8 +302,8 @@ class RoundEngine {
   // task's local_steps x batch_size (INVALID_ARGUMENT), room under first-K closing
   // (FAILED_PRECONDITION "straggler"), no overflow of the round's example count. `pending` is
   // the number of updates checked but not yet folded, and `pending_examples` their examples
-  // (both count against the first-K cap and the overflow check). On an error `reason` (when
-  // given) is set to its RejectReason (kTask, kLate or kExamples).
+  // (both count against the first-K cap and the overflow check). `reason`, when given, is set to
+  // the RejectReason of an error (kTask, kLate or kExamples; meaningless when OK).
   absl::Status CheckUpdate(const UpdateClaim& claim, int32_t pending = 0,
                            int64_t pending_examples = 0, RejectReason* reason = nullptr) const;
 

@@ -207,8 +207,9 @@ class Coordinator {
   // straggler or a late upload is refused before it sends its model. OK does not promise
   // acceptance: the round moves on while the payload streams, and SubmitUpdate checks again.
   // A refusal is counted as SubmitUpdate's are (RoundEngine::RefuseUpdate; absurd metrics or
-  // examples fail the task) at options.clock's time.
-  absl::Status CheckUploadHeader(const v1::UploadHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
+  // examples fail the task) at `now`.
+  absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
   // `payload_parsed`, when set, is called (on this thread, before the verdict) once the pieces

@@ -192,8 +192,7 @@ void Coordinator::RefuseUploadLocked(const v1::UploadHeader& header, round::Reje
   AdvanceLocked(now);  // a failed task's slot is re-planned; the refusal is logged
 }
 
-absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
-  const absl::Time now = Now();
+absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header, absl::Time now) {
   if (absl::Status s = CheckUpdateMetrics(header); !s.ok()) {
     return RefuseUpload(header, round::RejectReason::kMetrics, std::move(s), now);
   }
