@@ -484,10 +484,11 @@ void Coordinator::LogRefusals(absl::Time now) {
     // A flood of refusals (an attack, or a client looping on a refused update) must not flood
     // the log: one warning per reason per interval, the rest at debug level and counted.
     RefusalLogState& state = refusal_log_[reason];
-    const std::string who = r.client_id.empty() ? std::string("an unknown client") : r.client_id;
+    const std::string who =
+        r.client_id.empty() ? std::string("an unauthenticated sender") : r.client_id;
     if (now - state.last_warn < absl::Seconds(kRefusalLogIntervalS)) {
       ++state.suppressed;
-      FEDSCHED_LOG(debug, "round {}: update of {} (task {}) refused ({}): {}", r.round, who,
+      FEDSCHED_LOG(debug, "round {}: update of {} (task '{}') refused ({}): {}", r.round, who,
                    r.task_id, reason, r.why);
       continue;
     }
@@ -495,7 +496,7 @@ void Coordinator::LogRefusals(absl::Time now) {
                                  ? std::string()
                                  : absl::StrCat(" (and ", state.suppressed, " more refused for ",
                                                 reason, " since the last warning)");
-    FEDSCHED_LOG(warn, "round {}: update of {} (task {}) refused ({}){}: {}{}", r.round, who,
+    FEDSCHED_LOG(warn, "round {}: update of {} (task '{}') refused ({}){}: {}{}", r.round, who,
                  r.task_id, reason, r.task_failed ? ", its task fails" : "", r.why, also);
     state.last_warn = now;
     state.suppressed = 0;
