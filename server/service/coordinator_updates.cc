@@ -25,6 +25,14 @@ constexpr size_t kMaxSpareDeltas = 2;
 
 double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
+// What an upload's header claims, for its sender `index` (session checked).
+round::UpdateClaim ClaimOf(const v1::UploadHeader& header, profile::ClientIndex index) {
+  return {.index = index,
+          .task_id = header.task_id(),
+          .round = header.round(),
+          .num_examples = header.metrics().num_examples()};
+}
+
 }  // namespace
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
@@ -183,10 +191,7 @@ void Coordinator::RefuseUploadLocked(const v1::UploadHeader& header, round::Reje
     engine_->RefuseUpdate(nullptr, round::RejectReason::kSession, ToSeconds(now),
                           index.status().message());
   } else {
-    const round::UpdateClaim claim{.index = *index,
-                                   .task_id = header.task_id(),
-                                   .round = header.round(),
-                                   .num_examples = header.metrics().num_examples()};
+    const round::UpdateClaim claim = ClaimOf(header, *index);
     engine_->RefuseUpdate(&claim, reason, ToSeconds(now), status.message());
   }
   AdvanceLocked(now);  // a failed task's slot is re-planned; the refusal is logged
@@ -201,21 +206,10 @@ absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header, absl
     absl::MutexLock lock(&mu_);
     absl::StatusOr<profile::ClientIndex> index =
         CheckSession(header.client_id(), header.session_token());
-    if (!index.ok()) {
-      engine_->RefuseUpdate(nullptr, round::RejectReason::kSession, ToSeconds(now),
-                            index.status().message());
-      LogRefusals(now);
-      return index.status();
-    }
-    const round::UpdateClaim claim{.index = *index,
-                                   .task_id = header.task_id(),
-                                   .round = header.round(),
-                                   .num_examples = header.metrics().num_examples()};
     round::RejectReason reason = round::RejectReason::kTask;
-    s = CheckClaim(claim, 0, 0, &reason);
+    s = index.ok() ? CheckClaim(ClaimOf(header, *index), 0, 0, &reason) : index.status();
     if (s.ok()) return s;
-    engine_->RefuseUpdate(&claim, reason, ToSeconds(now), s.message());
-    AdvanceLocked(now);
+    RefuseUploadLocked(header, reason, s, now);
   }
   DrainCommits();
   return s;
@@ -412,10 +406,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     update->proven = !options_.enrolment_key.empty() || profile.successes() > 0 ||
                      (!profile.cert_fingerprint().empty() &&
                       !absl::StartsWith(profile.cert_fingerprint(), "cred:"));
-    round::UpdateClaim claim{.index = *index,
-                             .task_id = header.task_id(),
-                             .round = header.round(),
-                             .num_examples = header.metrics().num_examples()};
+    round::UpdateClaim claim = ClaimOf(header, *index);
     round::RejectReason reason = round::RejectReason::kTask;
     absl::Status s =
         CheckClaim(claim, static_cast<int32_t>(batch.size()), pending_examples, &reason);
