@@ -248,7 +248,7 @@ bool RefusalFailsTask(RejectReason reason) {
          reason != RejectReason::kLate;
 }
 
-void RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
+bool RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
                                absl::string_view why) {
   RefusalNote note{.reason = reason, .round = current_round(), .why = std::string(why)};
   if (claim != nullptr) {
@@ -287,7 +287,9 @@ void RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, do
   }
   // Bounded for callers that never read the notes (the simulator): keep the newest.
   if (refusals_.size() >= 4096) refusals_.erase(refusals_.begin(), refusals_.begin() + 2048);
+  const bool task_failed = note.task_failed;
   refusals_.push_back(std::move(note));
+  return task_failed;
 }
 
 std::vector<RefusalNote> RoundEngine::TakeRefusals() {

@@ -376,7 +376,8 @@ class RoundEngine {
   // <why>"): its client is not asked for it again, counts a failure (ProfileBook failure
   // penalty), and is not tasked again in this round (RetaskFailedSlots gives the slot to
   // another client). Under secure aggregation the protocol's own dropout handling applies.
-  void RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
+  // Returns true when the task failed (call Advance: the round may close or re-task the slot).
+  bool RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
                     absl::string_view why);
   // Refusals since the last call, in order (at most the newest 4096).
   std::vector<RefusalNote> TakeRefusals();

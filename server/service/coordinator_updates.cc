@@ -192,9 +192,12 @@ void Coordinator::RefuseUploadLocked(const v1::UploadHeader& header, round::Reje
                           index.status().message());
   } else {
     const round::UpdateClaim claim = ClaimOf(header, *index);
-    engine_->RefuseUpdate(&claim, reason, ToSeconds(now), status.message());
+    if (engine_->RefuseUpdate(&claim, reason, ToSeconds(now), status.message())) {
+      AdvanceLocked(now);  // the failed task's round may close, or its slot be re-tasked
+      return;
+    }
   }
-  AdvanceLocked(now);  // a failed task's slot is re-planned; the refusal is logged
+  LogRefusals(now);
 }
 
 absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header, absl::Time now) {
