@@ -418,6 +418,9 @@ int Main() {
     options.on_task_failed = [m = ops_metrics.get()](const std::string& reason) {
       m->OnTaskFailed(reason);
     };
+    options.on_update_rejected = [m = ops_metrics.get()](const std::string& reason) {
+      m->OnUpdateRejected(reason);
+    };
   }
   absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
       Coordinator::Create(std::move(options));

@@ -250,10 +250,10 @@ void fedsched_client_stop(fedsched_client* client) {
 }
 
 fedsched_client_stats fedsched_client_get_stats(const fedsched_client* client) {
-  if (client == nullptr) return fedsched_client_stats{0, 0, 0, 0};
+  if (client == nullptr) return fedsched_client_stats{0, 0, 0, 0, 0};
   const fedsched::ClientRunStats s = client->client->stats();
   return fedsched_client_stats{s.tasks_completed, s.tasks_failed, s.reconnects,
-                               s.tasks_interrupted};
+                               s.tasks_interrupted, s.tasks_refused};
 }
 
 void fedsched_client_destroy(fedsched_client* client) {

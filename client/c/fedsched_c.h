@@ -170,8 +170,9 @@ fedsched_code fedsched_client_create(const fedsched_client_options* options, fed
 
 /* Participates until the server reports the run finished (FEDSCHED_OK) or fedsched_client_stop
  * is called (FEDSCHED_CANCELLED). Survives disconnects and server restarts. Errors of a single
- * task (including a failing train callback) are reported to the server, not returned. Blocks;
- * call it from one thread at a time. */
+ * task (including a failing train callback) are reported to the server, not returned; after a
+ * failed task the client backs off (exponential, with jitter), and a task whose update the
+ * server refused is never trained again. Blocks; call it from one thread at a time. */
 fedsched_code fedsched_client_run(fedsched_client* client, fedsched_error* error);
 
 /* Asks fedsched_client_run to return soon. Safe from any thread, including a signal-free
@@ -185,6 +186,9 @@ typedef struct fedsched_client_stats {
   int64_t reconnects;
   /* Tasks given up because the eligible callback turned 0 mid-task. */
   int64_t tasks_interrupted;
+  /* Tasks ended by a final verdict, e.g. the server refused the update: never trained or
+   * uploaded again (also counted in tasks_failed). */
+  int64_t tasks_refused;
 } fedsched_client_stats;
 fedsched_client_stats fedsched_client_get_stats(const fedsched_client* client);
 

@@ -55,6 +55,8 @@ constexpr int32_t kPollWaitMs = 5000;
 // Longest idle wait the client accepts from a poll answer (pace steering sends devices away for
 // at most 1.5 x pacing.max_checkin_interval_s; a bigger value is a broken or hostile server).
 constexpr int64_t kMaxPacedWaitMs = 3600 * 1000;
+// Task ids remembered as ended by a final verdict (a server hands out one task per round).
+constexpr size_t kFinalTasksKept = 64;
 
 }  // namespace
 
@@ -124,6 +126,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   FEDSCHED_RETURN_IF_ERROR(client->LoadCredential());
   FEDSCHED_RETURN_IF_ERROR(client->Connect());
   client->backoff_ = absl::Milliseconds(client->options_.config.backoff_initial_ms());
+  client->task_backoff_ = client->backoff_;
   return client;
 }
 
@@ -193,11 +196,58 @@ ClientRunStats Client::stats() const {
 
 bool Client::SleepFor(absl::Duration d) { return !stop_.WaitForNotificationWithTimeout(d); }
 
-absl::Duration Client::NextBackoff() {
+absl::Duration Client::NextBackoff(absl::Duration* state) {
+  absl::Duration& backoff = state != nullptr ? *state : backoff_;
   std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  absl::Duration wait = backoff_ * jitter(jitter_rng_);
-  backoff_ = std::min(backoff_ * 2, absl::Milliseconds(options_.config.backoff_max_ms()));
+  absl::Duration wait = backoff * jitter(jitter_rng_);
+  backoff = std::min(backoff * 2, absl::Milliseconds(options_.config.backoff_max_ms()));
   return wait;
+}
+
+void Client::HandleTask(const v1::Task& task) {
+  const std::string& id = task.task_id();
+  if (std::find(final_tasks_.begin(), final_tasks_.end(), id) != final_tasks_.end()) {
+    // A server that offers a refused task again (an older one, or a relay) gets a failure
+    // report instead of the same update, after a backoff.
+    ReportTaskFailure(task, absl::FailedPreconditionError(
+                                "task ended earlier with a final verdict; not run again"))
+        .IgnoreError();
+    SleepFor(NextBackoff(&task_backoff_));
+    return;
+  }
+  const absl::Status status = RunTask(task);
+  if (status.ok()) {
+    task_backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
+    absl::MutexLock lock(&mu_);
+    ++stats_.tasks_completed;
+    return;
+  }
+  const bool is_final = IsFinalTaskVerdict(status);
+  if (is_final) {
+    final_tasks_.push_back(id);
+    if (final_tasks_.size() > kFinalTasksKept) final_tasks_.pop_front();
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (IsOutOfMemory(status)) {
+      ++stats_.tasks_out_of_memory;
+      FEDSCHED_LOG(warn, "{}: task {} {}", options_.config.identity(), id,
+                   std::string(status.message()));
+    } else if (IsInterruption(status)) {
+      ++stats_.tasks_interrupted;
+      FEDSCHED_LOG(info, "{}: task {} {}", options_.config.identity(), id,
+                   std::string(status.message()));
+    } else {
+      ++stats_.tasks_failed;
+      if (is_final) ++stats_.tasks_refused;
+      FEDSCHED_LOG(warn, "{}: task {} failed{}: {}", options_.config.identity(), id,
+                   is_final ? " (not retried)" : "", status.ToString());
+      if (IsSessionLost(status)) registered_ = false;
+    }
+  }
+  // Never straight back to the server after a failure (a refused update, an overloaded
+  // server, a local error): exponential backoff with jitter, reset by the next completed task.
+  if (!absl::IsCancelled(status) && !IsInterruption(status)) SleepFor(NextBackoff(&task_backoff_));
 }
 
 bool Client::WaitForServer(absl::Duration d) {
@@ -479,29 +529,9 @@ absl::Status Client::Run() {
         FEDSCHED_LOG(info, "{}: the run is finished", options_.config.identity());
         Stop();
         return absl::OkStatus();
-      case v1::PollTaskResponse::kTask: {
-        absl::Status task_status = RunTask(response.task());
-        // The server is over a limit (e.g. its upload budget): back off, never hammer it.
-        if (absl::IsResourceExhausted(task_status)) SleepFor(NextBackoff());
-        absl::MutexLock lock(&mu_);
-        if (task_status.ok()) {
-          ++stats_.tasks_completed;
-        } else if (IsOutOfMemory(task_status)) {
-          ++stats_.tasks_out_of_memory;
-          FEDSCHED_LOG(warn, "{}: task {} {}", options_.config.identity(),
-                       response.task().task_id(), std::string(task_status.message()));
-        } else if (IsInterruption(task_status)) {
-          ++stats_.tasks_interrupted;
-          FEDSCHED_LOG(info, "{}: task {} {}", options_.config.identity(),
-                       response.task().task_id(), std::string(task_status.message()));
-        } else {
-          ++stats_.tasks_failed;
-          FEDSCHED_LOG(warn, "{}: task {} failed: {}", options_.config.identity(),
-                       response.task().task_id(), task_status.ToString());
-          if (IsSessionLost(task_status)) registered_ = false;
-        }
+      case v1::PollTaskResponse::kTask:
+        HandleTask(response.task());
         break;
-      }
       default: {
         if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
         const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, kMaxPacedWaitMs);
@@ -638,7 +668,9 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_memory_budget_bytes(budget);
   metrics.set_storage_budget_bytes(options_.device.storage_budget_bytes());
   absl::Status uploaded = UploadPrivatized(task, delta, metrics);
-  if (IsInterruption(uploaded)) {
+  // An interrupted upload, or one the server refused (which fails the task there already; a
+  // relay passes the report on to its root), is reported as the task's failure.
+  if (IsInterruption(uploaded) || IsFinalTaskVerdict(uploaded)) {
     return ReportTaskFailure(task, uploaded);
   }
   return uploaded;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <random>
@@ -119,6 +120,10 @@ struct ClientRunStats {
   // Tasks whose training peak (the trainer's accounting, or resident-set growth) exceeded the
   // memory budget: reported to the server as FAILURE_CAUSE_OUT_OF_MEMORY (docs/RESOURCE_FIT.md).
   int64_t tasks_out_of_memory = 0;
+  // Tasks ended by a final verdict (IsFinalTaskVerdict in client_rpc.h, e.g. the server refused
+  // the update): never trained or uploaded again, even if the server offers them again. Also
+  // counted in tasks_failed.
+  int64_t tasks_refused = 0;
   int64_t reconnects = 0;
   // Moves to the next endpoint of [server_address, fallback_addresses...] after the current one
   // was unreachable (hierarchical aggregation: a dead aggregator, docs/OPERATIONS.md).
@@ -236,7 +241,12 @@ class Client {
   void HeartbeatLoop();
   // Sleeps up to `d`; returns false if Stop() was called.
   bool SleepFor(absl::Duration d);
-  absl::Duration NextBackoff();
+  // The next wait of the backoff `state` (backoff_ by default): `state` x a jitter drawn from
+  // [0.5, 1.5); `state` doubles up to backoff_max_ms.
+  absl::Duration NextBackoff(absl::Duration* state = nullptr);
+  // Run's handling of a task from a poll: runs it (unless it ended with a final verdict before:
+  // then only tells the server), counts the outcome, and backs off after a failure.
+  void HandleTask(const v1::Task& task);
   // Backs off for `d` after a failed Register or PollTask, but returns early once the channel
   // (re)connects when it was not connected, so a restarted server gets its clients back within
   // gRPC's reconnect backoff (at most 2 s) instead of up to backoff_max_ms. Returns false if
@@ -250,6 +260,11 @@ class Client {
   absl::Notification stop_;
   std::mt19937_64 jitter_rng_;
   absl::Duration backoff_;
+  // Backoff after failed tasks (Run's thread only), reset when a task completes.
+  absl::Duration task_backoff_;
+  // Tasks that ended with a final verdict, newest last (at most kFinalTasksKept; Run's thread
+  // only).
+  std::deque<std::string> final_tasks_;
 
   mutable absl::Mutex mu_;
   v1::TransportConfig transport_ ABSL_GUARDED_BY(mu_);

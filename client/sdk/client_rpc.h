@@ -41,6 +41,26 @@ inline bool IsInterruption(const absl::Status& s) {
   return absl::IsAborted(s) && absl::StartsWith(s.message(), kIneligibleReasonPrefix);
 }
 
+// A verdict on the task itself, from the server or from a deterministic local step, that running
+// the task again cannot change: the server refused the update (INVALID_ARGUMENT,
+// FAILED_PRECONDITION: its round closed or the task failed, PERMISSION_DENIED, NOT_FOUND,
+// OUT_OF_RANGE) or already holds it (ALREADY_EXISTS). Transport errors, an overloaded server
+// (RESOURCE_EXHAUSTED), a lost session (UNAUTHENTICATED: the task resumes after registering
+// again), interruptions and local failures (INTERNAL, out of memory) are not.
+inline bool IsFinalTaskVerdict(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kPermissionDenied:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kAlreadyExists:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Unary calls get a short deadline so a dead server is noticed quickly.
 inline void SetUnaryDeadline(grpc::ClientContext* context) {
   context->set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));

@@ -194,9 +194,10 @@ int main(int argc, char** argv) {
   fflush(stdout);
   code = fedsched_client_run(client, &error);
   stats = fedsched_client_get_stats(client);
-  printf("c_client %s: %s; %lld tasks completed, %lld failed, %lld reconnects\n", argv[2],
-         code == FEDSCHED_OK ? "finished" : error.message, (long long)stats.tasks_completed,
-         (long long)stats.tasks_failed, (long long)stats.reconnects);
+  printf("c_client %s: %s; %lld tasks completed, %lld failed (%lld refused), %lld reconnects\n",
+         argv[2], code == FEDSCHED_OK ? "finished" : error.message,
+         (long long)stats.tasks_completed, (long long)stats.tasks_failed,
+         (long long)stats.tasks_refused, (long long)stats.reconnects);
   fedsched_client_destroy(client);
   free(data.samples);
   return code == FEDSCHED_OK ? 0 : 1;

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -103,38 +105,62 @@ absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference)
   return absl::OkStatus();
 }
 
-absl::Status UpdateNormScreen::Check(double norm) const {
-  if (!std::isfinite(norm)) return absl::OkStatus();
-  if (max_norm_ > 0 && norm > max_norm_) {
-    return absl::InvalidArgumentError(absl::StrCat("update L2 norm ", norm, " exceeds the bound ",
-                                                   max_norm_, " (security.max_update_norm)"));
-  }
-  if (median_factor_ <= 0) return absl::OkStatus();
-  std::vector<double> recent;
+UpdateNormScreenOptions UpdateNormScreen::OptionsFromConfig(const v1::ServerConfig& config) {
+  const double clip = config.aggregation().clip_update_norm();
+  return {.max_norm = config.security().max_update_norm(),
+          .median_factor = config.security().norm_median_factor(),
+          .floor = clip > 0 ? clip : 10.0};
+}
+
+double UpdateNormScreen::Median() const {
+  std::vector<double> norms;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (static_cast<int>(recent_.size()) < kMinHistory) return absl::OkStatus();
-    recent = recent_;
+    if (static_cast<int>(latest_.size()) < kMinHistory) return -1;
+    norms.reserve(latest_.size());
+    for (const auto& entry : latest_) norms.push_back(entry.second);
   }
-  std::nth_element(recent.begin(), recent.begin() + recent.size() / 2, recent.end());
-  const double median = recent[recent.size() / 2];
-  if (norm > median_factor_ * median) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("update L2 norm ", norm, " exceeds ", median_factor_, " x the median ", median,
-                     " of recent accepted updates (security.norm_median_factor)"));
+  std::nth_element(norms.begin(), norms.begin() + norms.size() / 2, norms.end());
+  return norms[norms.size() / 2];
+}
+
+double UpdateNormScreen::MedianThreshold() const {
+  const double median = options_.median_factor > 0 ? Median() : -1;
+  if (median < 0) return std::numeric_limits<double>::infinity();
+  return std::max(options_.median_factor * median, options_.floor);
+}
+
+absl::Status UpdateNormScreen::Check(double norm, Rule* rule) const {
+  if (!std::isfinite(norm)) return absl::OkStatus();
+  if (options_.max_norm > 0 && norm > options_.max_norm) {
+    if (rule != nullptr) *rule = Rule::kBound;
+    return absl::InvalidArgumentError(absl::StrCat("update L2 norm ", norm, " exceeds the bound ",
+                                                   options_.max_norm,
+                                                   " (security.max_update_norm)"));
+  }
+  const double median = options_.median_factor > 0 ? Median() : -1;
+  if (median >= 0 && norm > std::max(options_.median_factor * median, options_.floor)) {
+    if (rule != nullptr) *rule = Rule::kMedian;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "update L2 norm ", norm, " exceeds ", options_.median_factor, " x the median ", median,
+        " of recent clients' accepted norms (security.norm_median_factor) and the floor ",
+        options_.floor, " (aggregation.clip_update_norm)"));
   }
   return absl::OkStatus();
 }
 
-void UpdateNormScreen::RecordAccepted(double norm) {
-  if (!std::isfinite(norm)) return;
+void UpdateNormScreen::RecordAccepted(const std::string& client, double norm) {
+  // A near-zero norm could not lift the threshold above the floor: it is not evidence of what
+  // honest updates look like, and zeros from many identities must not pull the median down.
+  const bool counts = std::isfinite(norm) && norm > 0 && options_.median_factor > 0 &&
+                      norm >= options_.floor / options_.median_factor;
   std::lock_guard<std::mutex> lock(mu_);
-  if (static_cast<int>(recent_.size()) < kWindow) {
-    recent_.push_back(norm);
-  } else {
-    recent_[next_] = norm;
-    next_ = (next_ + 1) % kWindow;
-  }
+  auto it = std::find_if(latest_.begin(), latest_.end(),
+                         [&](const auto& entry) { return entry.first == client; });
+  if (it != latest_.end()) latest_.erase(it);
+  if (!counts) return;
+  if (static_cast<int>(latest_.size()) >= kWindow) latest_.erase(latest_.begin());
+  latest_.emplace_back(client, norm);
 }
 
 }  // namespace fedsched

@@ -6,12 +6,14 @@
 #include <cstdint>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "common/dp_noise.h"  // UpdateL2Norm
+#include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 
 namespace fedsched {
@@ -51,31 +53,65 @@ absl::Status InflateDroppedTensors(int64_t max_values, v1::Model* update);
 // Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
 int64_t FirstNonFinite(const float* data, int64_t n);
 
-// Screens updates by L2 norm before they enter the sum (docs/SECURITY.md): an update is refused
-// when its norm exceeds `max_norm` (0 = no bound) or `median_factor` x the median norm of the
-// last accepted updates (once kMinHistory are known; 0 = off). Thread-safe.
+// Screens updates by L2 norm before they enter the sum (docs/SECURITY.md "Updates"). An update
+// is refused when its norm exceeds `max_norm` (0 = no bound), or exceeds
+// max(`median_factor` x the reference, `floor`), where the reference is the median of the latest
+// accepted norm of each of the last kWindow clients recorded (once kMinHistory clients are; 0 =
+// off). Two rules keep the reference from being starved (Sun et al., "Can you really backdoor
+// federated learning?", 2019, norm bounding; research.md §15):
+//  * the floor: an update whose norm is at most `floor` (default aggregation.clip_update_norm,
+//    whose clipping already bounds its influence) is never refused by the median rule, so
+//    however the reference is pulled down, honest updates within the clip bound pass;
+//  * one entry per client, and none for a near-zero norm (below floor / median_factor, which
+//    could not lift the threshold above the floor anyway): identities uploading zeros, or
+//    one client uploading often, do not move the reference. The caller records only the
+//    updates of proven clients (the coordinator's choice is documented at its call).
+// Thread-safe.
+struct UpdateNormScreenOptions {
+  // security.max_update_norm, L2. Default: 0 (no absolute bound).
+  double max_norm = 0;
+  // security.norm_median_factor, > 1 to screen. Default: 0 (no median rule).
+  double median_factor = 0;
+  // L2 norm the median rule never refuses (see above). Default: 0 (no floor).
+  double floor = 0;
+};
+
 class UpdateNormScreen {
  public:
-  static constexpr int kMinHistory = 5;
-  static constexpr int kWindow = 64;
+  static constexpr int kMinHistory = 5;  // clients recorded before the median rule applies
+  static constexpr int kWindow = 64;     // clients whose latest norm makes the reference
 
-  UpdateNormScreen(double max_norm, double median_factor)
-      : max_norm_(max_norm), median_factor_(median_factor) {}
+  explicit UpdateNormScreen(const UpdateNormScreenOptions& options) : options_(options) {}
   UpdateNormScreen(const UpdateNormScreen&) = delete;
   UpdateNormScreen& operator=(const UpdateNormScreen&) = delete;
 
-  // OK, or INVALID_ARGUMENT naming the norm and the bound it exceeds. A non-finite norm is OK
-  // here: ValidateUpdate reports the offending value.
-  absl::Status Check(double norm) const;
-  // Adds an accepted update's norm to the window of recent norms.
-  void RecordAccepted(double norm);
+  // The options of a config resolved by ResolveServerConfig: security.max_update_norm,
+  // security.norm_median_factor, and the floor aggregation.clip_update_norm (10 when unset).
+  static UpdateNormScreenOptions OptionsFromConfig(const v1::ServerConfig& config);
+
+  // Which rule refused an update (Check's error), for counting refusals by reason.
+  enum class Rule { kBound, kMedian };
+  // OK, or INVALID_ARGUMENT naming the norm and the bound it exceeds (`rule`, when given, is
+  // set to the rule that refused it). A non-finite norm is OK here: ValidateUpdate reports the
+  // offending value.
+  absl::Status Check(double norm, Rule* rule = nullptr) const;
+  // Records the accepted update of `client` (any stable key, e.g. its client id): its norm
+  // replaces the client's entry, or removes it when near-zero (0, or below floor /
+  // median_factor) or not finite. The least recently recorded client leaves once kWindow are
+  // recorded.
+  void RecordAccepted(const std::string& client, double norm);
+  // The current threshold of the median rule: max(median_factor x the median, floor), or
+  // +infinity while fewer than kMinHistory clients are recorded or the rule is off.
+  double MedianThreshold() const;
 
  private:
-  const double max_norm_;
-  const double median_factor_;
+  // The median of the recorded norms, or -1 while fewer than kMinHistory clients are recorded.
+  double Median() const;
+
+  const UpdateNormScreenOptions options_;
   mutable std::mutex mu_;
-  std::vector<double> recent_;  // ring of the last kWindow accepted norms
-  size_t next_ = 0;
+  // (client, latest norm), least recently recorded first; at most kWindow entries.
+  std::vector<std::pair<std::string, double>> latest_;
 };
 
 }  // namespace fedsched

@@ -46,6 +46,15 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
   if (!in_flight) {
     absl::StrAppendFormat(&line, ", predictor MAPE %.1f %%", 100 * r.predictor_mape());
   }
+  // Why uploads were refused (docs/SECURITY.md "Refused updates"), e.g. "rejected: norm_median 3,
+  // late 1".
+  if (r.rejected_by_reason_size() > 0) {
+    absl::StrAppend(&line, ", rejected:");
+    for (int i = 0; i < r.rejected_by_reason_size(); ++i) {
+      const v1::RejectionCount& c = r.rejected_by_reason(i);
+      absl::StrAppendFormat(&line, "%s %s %d", i == 0 ? "" : ",", c.reason(), c.count());
+    }
+  }
   // FedBuff versions: how stale their updates were, and the tasks dropped as too stale.
   if (r.staleness_max() > 0 || r.dropped_stale() > 0) {
     absl::StrAppendFormat(&line, ", staleness mean %.2f max %d, %d dropped as stale",

@@ -42,8 +42,13 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
       NewCounter(r, "fedsched_participants_total", "Updates accepted into committed rounds.");
   stragglers_total_ =
       NewCounter(r, "fedsched_stragglers_total", "Participants that missed their round's closing.");
-  updates_rejected_total_ = NewCounter(r, "fedsched_updates_rejected_total",
-                                       "Updates refused by validation or screening.");
+  updates_rejected_ = &prometheus::BuildCounter()
+                           .Name("fedsched_updates_rejected_total")
+                           .Help(
+                               "Uploads refused, by reason (docs/SECURITY.md \"Refused "
+                               "updates\"): session, task, late, examples, metrics, payload, "
+                               "validation, norm_bound, norm_median.")
+                           .Register(r);
   examples_total_ =
       NewCounter(r, "fedsched_examples_total", "Training examples behind the committed updates.");
   round_seconds_ = &prometheus::BuildHistogram()
@@ -112,7 +117,6 @@ void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record) {
   rounds_committed_->Increment();
   participants_total_->Increment(record.updates_accepted());
   stragglers_total_->Increment(record.stragglers_size());
-  updates_rejected_total_->Increment(record.updates_rejected());
   examples_total_->Increment(static_cast<double>(record.total_examples()));
   if (record.end_unix_ms() >= record.start_unix_ms() && record.start_unix_ms() > 0) {
     round_seconds_->Observe((record.end_unix_ms() - record.start_unix_ms()) / 1000.0);
@@ -129,6 +133,7 @@ void ServerMetrics::OnRoundFailed() { rounds_failed_->Increment(); }
 std::string ServerMetrics::CauseLabel(const std::string& reason) {
   // The round engine's and the coordinator's reasons (server/round/lifecycle.cc, ReportFailure).
   if (absl::StartsWith(reason, "client reported")) return "reported";
+  if (absl::StartsWith(reason, "update refused")) return "refused";
   if (absl::StrContains(reason, "heartbeat")) return "missed_heartbeats";
   if (absl::StrContains(reason, "max_staleness")) return "stale";
   if (absl::StrContains(reason, "deadline")) return "deadline";
@@ -138,6 +143,10 @@ std::string ServerMetrics::CauseLabel(const std::string& reason) {
 void ServerMetrics::OnTaskFailed(const std::string& reason) {
   const std::string cause = CauseLabel(reason);
   Cached(task_failures_, "task|" + cause, {{"cause", cause}})->Increment();
+}
+
+void ServerMetrics::OnUpdateRejected(const std::string& reason) {
+  Cached(updates_rejected_, "rejected|" + reason, {{"reason", reason}})->Increment();
 }
 
 void ServerMetrics::SetClients(int64_t registered, int64_t online) {

@@ -47,13 +47,16 @@ class ServerMetrics {
   int port() const;
 
   // A committed round (or FedBuff version): counts it, observes its duration (seconds from
-  // start_unix_ms to end_unix_ms), participants, stragglers, rejected updates, examples, and sets
+  // start_unix_ms to end_unix_ms), participants, stragglers, examples, and sets
   // the gauges for the last round (test accuracy when evaluated, predictor MAPE).
   void OnRoundCommitted(const v1::RoundRecord& record);
   // A round attempt that failed (it is re-planned). `reason` is free text; not a label.
   void OnRoundFailed();
   // A task that failed; `reason` is reduced to a small cause label (CauseLabel).
   void OnTaskFailed(const std::string& reason);
+  // An upload refused, `reason` one of round::RejectReasonName's labels: counted at once in
+  // fedsched_updates_rejected_total{reason}, whether or not its round commits.
+  void OnUpdateRejected(const std::string& reason);
   // Current client counts (from the coordinator's status snapshot).
   void SetClients(int64_t registered, int64_t online);
   // One finished RPC: `method` as gRPC names it ("/fedsched.v1.Coordinator/PollTask"), its
@@ -68,7 +71,8 @@ class ServerMetrics {
   std::string TextExposition() const;
 
   // Maps a task-failure reason to a cause label: "reported" (the client said it failed),
-  // "missed_heartbeats", "stale" (FedBuff: beyond max_staleness), "deadline" or "other".
+  // "refused" (its update was refused), "missed_heartbeats", "stale" (FedBuff: beyond
+  // max_staleness), "deadline" or "other".
   static std::string CauseLabel(const std::string& reason);
 
  private:
@@ -78,7 +82,6 @@ class ServerMetrics {
   prometheus::Counter* rounds_failed_;
   prometheus::Counter* participants_total_;
   prometheus::Counter* stragglers_total_;
-  prometheus::Counter* updates_rejected_total_;
   prometheus::Counter* examples_total_;
   prometheus::Histogram* round_seconds_;
   prometheus::Gauge* last_round_;
@@ -88,6 +91,7 @@ class ServerMetrics {
   prometheus::Gauge* clients_registered_;
   prometheus::Gauge* clients_online_;
   prometheus::Family<prometheus::Counter>* task_failures_;
+  prometheus::Family<prometheus::Counter>* updates_rejected_;
   prometheus::Family<prometheus::Counter>* rpcs_;
   prometheus::Family<prometheus::Counter>* bytes_in_;
   prometheus::Family<prometheus::Counter>* bytes_out_;

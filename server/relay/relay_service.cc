@@ -122,8 +122,7 @@ RelayService::RelayService(RelayOptions options)
     : options_(std::move(options)),
       stub_(v1::Coordinator::NewStub(options_.upstream)),
       worker_(std::make_unique<WorkQueue>(2)),
-      norm_screen_(options_.config.security().max_update_norm(),
-                   options_.config.security().norm_median_factor()) {}
+      norm_screen_(UpdateNormScreen::OptionsFromConfig(options_.config)) {}
 
 absl::StatusOr<std::unique_ptr<RelayService>> RelayService::Create(RelayOptions options) {
   if (options.config.hierarchy().role() != v1::HierarchyConfig::ROLE_AGGREGATOR) {
@@ -441,7 +440,9 @@ absl::Status RelayService::FoldUpload(const v1::UploadHeader& header,
     }
     // Shapes, finiteness and clipping as the root's fold (server/aggregation).
     FEDSCHED_RETURN_IF_ERROR(share.aggregator->Accumulate(delta, header.metrics().num_examples()));
-    norm_screen_.RecordAccepted(norm);
+    // The relay cannot tell a proven device (the root keeps the profiles): every device counts,
+    // once, with its latest norm; the floor keeps the screen from starving honest ones.
+    norm_screen_.RecordAccepted(header.client_id(), norm);
     live.done = true;
     awaiting_flush_.insert(header.client_id());
     v1::PartialEntry& entry = share.entries.emplace_back();

@@ -232,12 +232,90 @@ absl::Status RoundEngine::Publish(int64_t version, std::shared_ptr<const v1::Mod
   return absl::OkStatus();
 }
 
-void RoundEngine::NoteRejected() {
-  if (running_) record_.set_updates_rejected(record_.updates_rejected() + 1);
+absl::string_view RejectReasonName(RejectReason reason) {
+  switch (reason) {
+    case RejectReason::kSession:
+      return "session";
+    case RejectReason::kTask:
+      return "task";
+    case RejectReason::kLate:
+      return "late";
+    case RejectReason::kExamples:
+      return "examples";
+    case RejectReason::kMetrics:
+      return "metrics";
+    case RejectReason::kPayload:
+      return "payload";
+    case RejectReason::kValidation:
+      return "validation";
+    case RejectReason::kNormBound:
+      return "norm_bound";
+    case RejectReason::kNormMedian:
+      return "norm_median";
+  }
+  return "validation";
+}
+
+bool RefusalFailsTask(RejectReason reason) {
+  return reason != RejectReason::kSession && reason != RejectReason::kTask &&
+         reason != RejectReason::kLate;
+}
+
+bool RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
+                               absl::string_view why) {
+  RefusalNote note{.reason = reason, .round = current_round(), .why = std::string(why)};
+  if (claim != nullptr) {
+    note.task_id = claim->task_id;
+    if (static_cast<int64_t>(claim->index) < book_->size()) {
+      note.client_id = book_->profile(claim->index).client_id();
+    }
+    auto it = tasks_.find(claim->task_id);
+    if (it != tasks_.end() && it->second.index == claim->index) {
+      Task& task = it->second;
+      note.round = task.round;
+      // Left in flight, a refused task would be handed out again and the same update uploaded
+      // again, as fast as the client can train.
+      if (RefusalFailsTask(reason) && task.in_flight() && !task.in_secagg()) {
+        FailTaskState(task, now_s,
+                      absl::StrCat("update refused (", RejectReasonName(reason), "): ", why));
+        note.task_failed = true;
+      }
+    }
+  }
+  if (running_) {
+    record_.set_updates_rejected(record_.updates_rejected() + 1);
+    const absl::string_view name = RejectReasonName(reason);
+    auto* counts = record_.mutable_rejected_by_reason();
+    auto at = std::find_if(counts->begin(), counts->end(),
+                           [&](const v1::RejectionCount& c) { return c.reason() >= name; });
+    if (at == counts->end() || at->reason() != name) {
+      // Kept sorted by reason: insert before `at`.
+      const int position = static_cast<int>(at - counts->begin());
+      v1::RejectionCount* added = counts->Add();
+      added->set_reason(std::string(name));
+      for (int i = counts->size() - 1; i > position; --i) counts->SwapElements(i, i - 1);
+      at = counts->begin() + position;
+    }
+    at->set_count(at->count() + 1);
+  }
+  // Bounded for callers that never read the notes (the simulator): keep the newest.
+  if (refusals_.size() >= 4096) refusals_.erase(refusals_.begin(), refusals_.begin() + 2048);
+  const bool task_failed = note.task_failed;
+  refusals_.push_back(std::move(note));
+  return task_failed;
+}
+
+std::vector<RefusalNote> RoundEngine::TakeRefusals() {
+  std::vector<RefusalNote> out;
+  out.swap(refusals_);
+  return out;
 }
 
 absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
-                                      int64_t pending_examples) const {
+                                      int64_t pending_examples, RejectReason* reason) const {
+  RejectReason ignored;
+  RejectReason& why = reason != nullptr ? *reason : ignored;
+  why = RejectReason::kTask;
   auto it = tasks_.find(claim.task_id);
   if (it == tasks_.end()) {
     if (auto closed = closed_tasks_.find(claim.task_id); closed != closed_tasks_.end()) {
@@ -245,6 +323,7 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
         return absl::AlreadyExistsError(
             absl::StrCat("update for task ", claim.task_id, " was already accepted"));
       }
+      why = RejectReason::kLate;
       return absl::FailedPreconditionError(
           absl::StrCat("late update: round ", closed->second.round, " has closed",
                        closed->second.straggler ? " without it (straggler)" : "",
@@ -263,7 +342,7 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
   }
   if (task.failed) {
     return absl::FailedPreconditionError(
-        absl::StrCat("task ", claim.task_id, " was marked failed (missed heartbeats)"));
+        absl::StrCat("task ", claim.task_id, " was marked failed: ", task.failure_reason));
   }
   if (claim.round != task.round) {
     return absl::FailedPreconditionError(absl::StrCat("update names round ", claim.round,
@@ -273,12 +352,14 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
   // FedAvg weighs by examples: a client may not claim more than the work it was given.
   const int64_t planned = static_cast<int64_t>(task.local_steps) * task.batch_size;
   if (claim.num_examples > planned) {
+    why = RejectReason::kExamples;
     return absl::InvalidArgumentError(
         absl::StrCat("update for task ", task.task_id, " claims ", claim.num_examples,
                      " examples; the task was for at most ", planned, " (local_steps ",
                      task.local_steps, " x batch_size ", task.batch_size, ")"));
   }
   if (secagg_ != nullptr && secagg_->phase() != SecAggPhase::kMaskedInput) {
+    why = RejectReason::kLate;
     return absl::FailedPreconditionError(absl::StrCat(
         secagg_->phase() < SecAggPhase::kMaskedInput
             ? "update before its secure-aggregation key steps closed: task "
@@ -288,11 +369,13 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
   const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
   if (first_k && record_.updates_accepted() + pending >= config_.clients_per_round()) {
     // The round (FedBuff: the version) is complete with its first K updates.
+    why = RejectReason::kLate;
     return absl::FailedPreconditionError(
         absl::StrCat("late update: round ", task.round, " already has its ",
                      config_.clients_per_round(), " updates (straggler)"));
   }
   if (record_.total_examples() + pending_examples > INT64_MAX - claim.num_examples) {
+    why = RejectReason::kExamples;
     return absl::InvalidArgumentError("num_examples would overflow the round's example count");
   }
   return absl::OkStatus();
@@ -300,18 +383,24 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
 
 std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> updates) {
   std::vector<absl::Status> verdicts(updates.size());
+  // Why each refused update was refused; the aggregator's refusals are validation errors.
+  std::vector<RejectReason> reasons(updates.size(), RejectReason::kValidation);
   std::vector<Aggregator::WeightedUpdate> batch;
   std::vector<size_t> position;  // index in `updates` of each batch entry
   int64_t pending_examples = 0;
   for (size_t i = 0; i < updates.size(); ++i) {
     const UpdateClaim& claim = updates[i].claim;
-    absl::Status s = CheckUpdate(claim, static_cast<int32_t>(position.size()), pending_examples);
+    absl::Status s =
+        CheckUpdate(claim, static_cast<int32_t>(position.size()), pending_examples, &reasons[i]);
+    if (s.ok()) reasons[i] = RejectReason::kValidation;  // what the aggregator may refuse
     if (s.ok() && secagg_ == nullptr && updates[i].masked != nullptr) {
+      reasons[i] = RejectReason::kPayload;
       s = absl::InvalidArgumentError(
           "a masked input outside a secure-aggregation round (secure_aggregation is off)");
     }
     for (size_t p : position) {
       if (s.ok() && updates[p].claim.task_id == claim.task_id) {
+        reasons[i] = RejectReason::kTask;
         s = absl::AlreadyExistsError(
             absl::StrCat("update for task ", claim.task_id, " was already accepted"));
       }
@@ -349,8 +438,10 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     }
     if (any) record_.set_aggregation_calls(record_.aggregation_calls() + 1);
   }
-  for (const absl::Status& v : verdicts) {
-    if (!v.ok()) NoteRejected();
+  for (size_t i = 0; i < verdicts.size(); ++i) {
+    if (!verdicts[i].ok()) {
+      RefuseUpdate(&updates[i].claim, reasons[i], updates[i].now_s, verdicts[i].message());
+    }
   }
   return verdicts;
 }
@@ -366,19 +457,20 @@ absl::Status RoundEngine::FoldPartial(absl::Span<const Update> entries,
   absl::flat_hash_set<std::string> seen;
   for (const Update& entry : entries) {
     // First-K: the sum is indivisible, so only the room for its first update is asked for.
-    absl::Status s = CheckUpdate(entry.claim, 0, examples);
+    RejectReason reason = RejectReason::kTask;
+    absl::Status s = CheckUpdate(entry.claim, 0, examples, &reason);
     if (s.ok() && !seen.insert(entry.claim.task_id).second) {
       s = absl::InvalidArgumentError("task repeated in the partial sum");
     }
     if (!s.ok()) {
-      NoteRejected();
+      RefuseUpdate(nullptr, reason, 0, s.message());
       return absl::Status(s.code(), absl::StrCat("partial sum entry for task ", entry.claim.task_id,
                                                  ": ", s.message()));
     }
     examples += entry.claim.num_examples;
   }
   if (examples != total_examples) {
-    NoteRejected();
+    RefuseUpdate(nullptr, RejectReason::kExamples, 0, "partial sum's examples do not add up");
     return absl::InvalidArgumentError(absl::StrCat("partial sum declares ", total_examples,
                                                    " examples; its entries sum to ", examples));
   }
@@ -388,17 +480,18 @@ absl::Status RoundEngine::FoldPartial(absl::Span<const Update> entries,
     const double norm = UpdateL2Norm(weighted_sum);
     const double limit = bound * static_cast<double>(total_examples);
     if (!(norm <= limit)) {
-      NoteRejected();
-      return absl::InvalidArgumentError(absl::StrCat(
+      const std::string why = absl::StrCat(
           "partial sum L2 norm ", norm, " exceeds the clip bound ", bound, " x its ",
           total_examples, " examples = ", limit,
-          " (security.max_update_norm / aggregation.clip_update_norm): an entry was not clipped"));
+          " (security.max_update_norm / aggregation.clip_update_norm): an entry was not clipped");
+      RefuseUpdate(nullptr, RejectReason::kNormBound, 0, why);
+      return absl::InvalidArgumentError(why);
     }
   }
   if (absl::Status s = aggregator_->AccumulatePartial(weighted_sum, total_examples,
                                                       static_cast<int64_t>(entries.size()));
       !s.ok()) {
-    NoteRejected();
+    RefuseUpdate(nullptr, RejectReason::kValidation, 0, s.message());
     return s;
   }
   for (const Update& entry : entries) {
@@ -511,6 +604,7 @@ absl::Status RoundEngine::FailTaskOutOfMemory(ClientIndex index, const std::stri
 void RoundEngine::FailTaskState(Task& task, double now_s, const std::string& why,
                                 int64_t oom_peak_bytes) {
   task.failed = true;
+  task.failure_reason = why;
   task_of_.erase(task.index);
   // Bounded for callers that never read the notes (the simulator): keep the newest.
   if (failures_.size() >= 4096) failures_.erase(failures_.begin(), failures_.begin() + 2048);

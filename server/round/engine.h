@@ -39,6 +39,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
@@ -120,10 +121,45 @@ struct Task {
   std::shared_ptr<const ModelBlob> blob;  // the pinned model's bytes (null in the simulator)
   bool uploaded = false;
   bool failed = false;
+  std::string failure_reason;  // why it failed (FailTask's `why`), when failed
   // A failed task whose slot was given to another client (at most one replacement per task).
   bool replaced = false;
   // Neither uploaded nor failed: its client is still working on it.
   bool in_flight() const { return !uploaded && !failed; }
+};
+
+// Why an upload was refused (docs/SECURITY.md "Refused updates"): the reason of
+// RoundRecord.rejected_by_reason, of the server's fedsched_updates_rejected_total{reason} and of
+// its log lines.
+enum class RejectReason {
+  kSession,     // no valid session: the sender is not known
+  kTask,        // not an open task of the sender: unknown, another client's, already accepted
+                // or failed, or for another round
+  kLate,        // its round has closed or is full (a first-K straggler), or its
+                // secure-aggregation step has passed
+  kExamples,    // claims more examples than its task planned
+  kMetrics,     // metrics negative, absurd or non-finite
+  kPayload,     // size or digest does not match, does not parse, or the wrong kind of payload
+  kValidation,  // wrong tensors or shapes, a non-finite value (ValidateUpdate, the aggregator)
+  kNormBound,   // L2 norm above security.max_update_norm
+  kNormMedian,  // L2 norm above the median screen's threshold (UpdateNormScreen)
+};
+// "session", "task", "late", "examples", "metrics", "payload", "validation", "norm_bound",
+// "norm_median".
+absl::string_view RejectReasonName(RejectReason reason);
+// True when the update itself was refused (examples, metrics, payload, validation, norms), not
+// its timing or its session: RoundEngine::RefuseUpdate then fails its task.
+bool RefusalFailsTask(RejectReason reason);
+
+// An upload the engine counted as refused (RoundEngine::RefuseUpdate), for the caller's log and
+// metrics.
+struct RefusalNote {
+  RejectReason reason = RejectReason::kValidation;
+  std::string client_id;     // "" when the sender is not known
+  std::string task_id;       // as claimed ("" when unknown)
+  int64_t round = 0;         // the task's round, else the current round
+  std::string why;           // the error message the sender got
+  bool task_failed = false;  // the refusal failed the sender's task
 };
 
 // What an update claims about itself, checked before its payload is read or folded.
@@ -271,14 +307,16 @@ class RoundEngine {
   // task's local_steps x batch_size (INVALID_ARGUMENT), room under first-K closing
   // (FAILED_PRECONDITION "straggler"), no overflow of the round's example count. `pending` is
   // the number of updates checked but not yet folded, and `pending_examples` their examples
-  // (both count against the first-K cap and the overflow check).
+  // (both count against the first-K cap and the overflow check). `reason`, when given, is set to
+  // the RejectReason of an error (kTask, kLate or kExamples; meaningless when OK).
   absl::Status CheckUpdate(const UpdateClaim& claim, int32_t pending = 0,
-                           int64_t pending_examples = 0) const;
+                           int64_t pending_examples = 0, RejectReason* reason = nullptr) const;
 
   // Folds updates that passed CheckUpdate with one Aggregator::AccumulateBatch call, in order.
   // Returns one verdict per update: OK (accepted: receipt, audit copy, planner feedback) or the
   // aggregator's INVALID_ARGUMENT (non-finite value, wrong shape: nothing changed for it).
-  // Re-checks each claim first (a verdict can be a CheckUpdate error). Does not close the round:
+  // Re-checks each claim first (a verdict can be a CheckUpdate error). Every refused update goes
+  // through RefuseUpdate (counted; a refused update's task fails). Does not close the round:
   // call Advance.
   std::vector<absl::Status> FoldUpdates(absl::Span<const Update> updates);
 
@@ -338,9 +376,20 @@ class RoundEngine {
   // seconds; +infinity when none is open). The simulator schedules a wake-up for it.
   double secagg_deadline_s() const;
 
-  // An update refused before it reached CheckUpdate (bad session, digest or payload): counted in
-  // the open round's record (updates_rejected).
-  void NoteRejected();
+  // An upload refused, by the engine's checks or before them (the caller's session, metric,
+  // payload and norm checks), the one place refusals are counted: in the open round's record
+  // (updates_rejected, rejected_by_reason; nothing while no round is open) and in the notes
+  // TakeRefusals returns. When the update itself was refused (RefusalFailsTask) and `claim`
+  // (null when the sender is unknown) names an in-flight task of its sender outside secure
+  // aggregation, the task fails with `why` (TaskFailureNote reason "update refused (<reason>):
+  // <why>"): its client is not asked for it again, counts a failure (ProfileBook failure
+  // penalty), and is not tasked again in this round (RetaskFailedSlots gives the slot to
+  // another client). Under secure aggregation the protocol's own dropout handling applies.
+  // Returns true when the task failed (call Advance: the round may close or re-task the slot).
+  bool RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
+                    absl::string_view why);
+  // Refusals since the last call, in order (at most the newest 4096).
+  std::vector<RefusalNote> TakeRefusals();
 
   // Collapse guard (docs/SECURITY.md "Updates"): the verdict on the test-set evaluation of the
   // model the last Advance committed (`accuracy` a fraction in [0, 1], `loss` the mean
@@ -560,6 +609,7 @@ class RoundEngine {
   std::map<std::string, Task> tasks_;
   absl::flat_hash_map<ClientIndex, std::string> task_of_;  // client -> in-flight task id
   std::vector<TaskFailureNote> failures_;
+  std::vector<RefusalNote> refusals_;      // since the last TakeRefusals
   std::vector<std::string> new_task_ids_;  // planned since the last TakeNewTasks
   v1::RoundRecord record_;
   std::vector<v1::Receipt> receipts_;

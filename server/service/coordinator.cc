@@ -28,6 +28,8 @@ double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoc
 
 // How often a server that waits for clients says so, seconds.
 constexpr double kWaitLogIntervalS = 10;
+// At most one warning per refusal reason per this many seconds (Coordinator::LogRefusals).
+constexpr double kRefusalLogIntervalS = 10;
 
 absl::Status NoSessionError(const std::string& client_id) {
   return absl::UnauthenticatedError(
@@ -73,8 +75,7 @@ class Coordinator::SessionPresence : public round::Presence {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)), config_(options_.config) {
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
-  norm_screen_ = std::make_unique<UpdateNormScreen>(config_.security().max_update_norm(),
-                                                    config_.security().norm_median_factor());
+  norm_screen_ = std::make_unique<UpdateNormScreen>(UpdateNormScreen::OptionsFromConfig(config_));
 }
 
 Coordinator::~Coordinator() = default;
@@ -582,6 +583,7 @@ void Coordinator::AdvanceLocked(absl::Time now) {
   std::vector<round::ClosedRound> closed = engine_->Advance(ToSeconds(now));
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   LogTaskFailures();
+  LogRefusals(now);
   LogNewTasks();
   if (!engine_->running() && !engine_->finished() &&
       absl::IsFailedPrecondition(engine_->last_plan_status()) &&
@@ -599,6 +601,32 @@ void Coordinator::LogTaskFailures() {
   for (const round::TaskFailureNote& f : engine_->TakeTaskFailures()) {
     FEDSCHED_LOG(info, "round {}: task of {} failed: {}", f.round, f.client_id, f.reason);
     if (options_.on_task_failed) options_.on_task_failed(f.reason);
+  }
+}
+
+void Coordinator::LogRefusals(absl::Time now) {
+  for (const round::RefusalNote& r : engine_->TakeRefusals()) {
+    const std::string reason(round::RejectReasonName(r.reason));
+    if (options_.on_update_rejected) options_.on_update_rejected(reason);
+    // A flood of refusals (an attack, or a client looping on a refused update) must not flood
+    // the log: one warning per reason per interval, the rest at debug level and counted.
+    RefusalLogState& state = refusal_log_[reason];
+    const std::string who =
+        r.client_id.empty() ? std::string("an unauthenticated sender") : r.client_id;
+    if (now - state.last_warn < absl::Seconds(kRefusalLogIntervalS)) {
+      ++state.suppressed;
+      FEDSCHED_LOG(debug, "round {}: update of {} (task '{}') refused ({}): {}", r.round, who,
+                   r.task_id, reason, r.why);
+      continue;
+    }
+    const std::string also = state.suppressed == 0
+                                 ? std::string()
+                                 : absl::StrCat(" (and ", state.suppressed, " more refused for ",
+                                                reason, " since the last warning)");
+    FEDSCHED_LOG(warn, "round {}: update of {} (task '{}') refused ({}){}: {}{}", r.round, who,
+                 r.task_id, reason, r.task_failed ? ", its task fails" : "", r.why, also);
+    state.last_warn = now;
+    state.suppressed = 0;
   }
 }
 

@@ -66,6 +66,10 @@ struct CoordinatorOptions {
   // must be cheap and must not call back into the coordinator).
   std::function<void(const v1::RoundRecord&)> on_round_failed;
   std::function<void(const std::string& reason)> on_task_failed;
+  // Optional, for operations metrics: an upload was refused, `reason` its
+  // round::RejectReasonName ("norm_median", ...). Called under the coordinator's lock, like
+  // on_task_failed.
+  std::function<void(const std::string& reason)> on_update_rejected;
   // The wall clock, for the commits' follow-up planning and GetStatus. Default: absl::Now.
   // Tests pass a fake clock.
   std::function<absl::Time()> clock;
@@ -175,8 +179,12 @@ class Coordinator {
   // its K updates (FAILED_PRECONDITION: a straggler); header.round matches; num_examples is at
   // most the task's local_steps x batch_size and the metrics are finite and in range;
   // num_examples > 0; declared size and SHA-256 match the payload; payload parses; shapes equal
-  // the global model's and every value is finite (INVALID_ARGUMENT naming the tensor). A rejected
-  // update changes nothing. Hashing and parsing happen before the coordinator's lock is taken.
+  // the global model's and every value is finite (INVALID_ARGUMENT naming the tensor); the norm
+  // screens (UpdateNormScreen, INVALID_ARGUMENT naming the norm and the bound). Every refusal is
+  // counted with its reason (RoundEngine::RefuseUpdate: the round record, on_update_rejected,
+  // the log); a refusal of the update itself (examples, metrics, payload, validation, norms)
+  // fails its task, which is not handed out again. A rejected update changes nothing else.
+  // Hashing and parsing happen before the coordinator's lock is taken.
   // `upload_seconds` is how long the upload stream took, as measured by the service (0 = not
   // measured); it feeds the client's upload bandwidth.
   //
@@ -205,7 +213,10 @@ class Coordinator {
   // update. Same errors as SubmitUpdate. The upload service calls it on the header, so that a
   // straggler or a late upload is refused before it sends its model. OK does not promise
   // acceptance: the round moves on while the payload streams, and SubmitUpdate checks again.
-  absl::Status CheckUploadHeader(const v1::UploadHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
+  // A refusal is counted as SubmitUpdate's are (RoundEngine::RefuseUpdate; absurd metrics or
+  // examples fail the task) at `now`.
+  absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
   // `payload_parsed`, when set, is called (on this thread, before the verdict) once the pieces
@@ -369,6 +380,18 @@ class Coordinator {
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogTaskFailures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reports the engine's refusals (RoundEngine::TakeRefusals): on_update_rejected, and a warning
+  // per reason at most every 10 s (the others at debug level, counted in the next warning).
+  void LogRefusals(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts an upload refused outside the engine's checks (metrics, payload, norm screens) with
+  // `reason` (RoundEngine::RefuseUpdate: its task fails when the sender's session and claim
+  // check out), and returns `status`.
+  absl::Status RefuseUpload(const v1::UploadHeader& header, round::RejectReason reason,
+                            absl::Status status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  // RefuseUpload's part under the lock.
+  void RefuseUploadLocked(const v1::UploadHeader& header, round::RejectReason reason,
+                          const absl::Status& status, absl::Time now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs the queued commits in order unless another thread is running them (coordinator_commit.cc).
   void DrainCommits() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
   // Evaluates, persists and publishes one closed round (no lock held but commit_mu_).
@@ -403,6 +426,9 @@ class Coordinator {
     PendingUpdate* next = nullptr;  // queue link, under queue_mu_
     absl::Status status;            // the verdict; written before `done`, both under mu_
     bool done = false;
+    // The sender counts in the median screen's reference (set under mu_ with the verdict; see
+    // DecideUpdates for what "proven" means).
+    bool proven = false;
   };
   // The part of SubmitUpdate under the lock, for a checksummed and parsed `delta`: queues it,
   // then either finds it decided by another thread or decides every queued update itself.
@@ -426,7 +452,8 @@ class Coordinator {
   // The engine's check of a session-checked update, with an already-accepted task answered from
   // the receipts. `pending` / `pending_examples` as RoundEngine::CheckUpdate.
   absl::Status CheckClaim(const round::UpdateClaim& claim, int32_t pending,
-                          int64_t pending_examples) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+                          int64_t pending_examples, round::RejectReason* reason = nullptr) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoordinatorOptions options_;
   const v1::ServerConfig& config_;
@@ -463,6 +490,12 @@ class Coordinator {
   // Durable (committed and published) version, also readable without mu_ by the committer.
   int64_t durable_round_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Time last_wait_log_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  // LogRefusals' rate limit, per reason: the last warning and the refusals since.
+  struct RefusalLogState {
+    absl::Time last_warn = absl::InfinitePast();
+    int64_t suppressed = 0;
+  };
+  absl::flat_hash_map<std::string, RefusalLogState> refusal_log_ ABSL_GUARDED_BY(mu_);
   // Pace steering (coordinator_pacing.cc): the pacer, the available population it spreads
   // (recounted at most once a second by UpdatePacingLocked), its generator of delays, and the
   // cycle last logged.

@@ -6,6 +6,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -21,6 +22,16 @@ namespace {
 // Parse targets kept for reuse: as many as updates are typically parsed at once (one per core of
 // a small server), each the size of the model.
 constexpr size_t kMaxSpareDeltas = 2;
+
+double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
+
+// What an upload's header claims, for its sender `index` (session checked).
+round::UpdateClaim ClaimOf(const v1::UploadHeader& header, profile::ClientIndex index) {
+  return {.index = index,
+          .task_id = header.task_id(),
+          .round = header.round(),
+          .num_examples = header.metrics().num_examples()};
+}
 
 }  // namespace
 
@@ -126,7 +137,9 @@ absl::Status Coordinator::SubmitPartialSum(const v1::PartialSum& partial, absl::
       absl::StatusOr<profile::ClientIndex> index =
           CheckSession(entry.client_id(), entry.session_token());
       if (!index.ok()) {
-        engine_->NoteRejected();
+        engine_->RefuseUpdate(nullptr, round::RejectReason::kSession, ToSeconds(now),
+                              index.status().message());
+        LogRefusals(now);
         return absl::Status(index.status().code(),
                             absl::StrCat("partial sum entry of client ", entry.client_id(), ": ",
                                          index.status().message()));
@@ -158,16 +171,51 @@ absl::Status Coordinator::SubmitPartialSum(const v1::PartialSum& partial, absl::
   return status;
 }
 
-absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header) {
-  FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
-  absl::MutexLock lock(&mu_);
-  FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index,
-                            CheckSession(header.client_id(), header.session_token()));
-  return CheckClaim({.index = index,
-                     .task_id = header.task_id(),
-                     .round = header.round(),
-                     .num_examples = header.metrics().num_examples()},
-                    0, 0);
+absl::Status Coordinator::RefuseUpload(const v1::UploadHeader& header, round::RejectReason reason,
+                                       absl::Status status, absl::Time now) {
+  {
+    absl::MutexLock lock(&mu_);
+    RefuseUploadLocked(header, reason, status, now);
+  }
+  // A refusal that failed the last task in flight may have closed the round.
+  DrainCommits();
+  return status;
+}
+
+void Coordinator::RefuseUploadLocked(const v1::UploadHeader& header, round::RejectReason reason,
+                                     const absl::Status& status, absl::Time now) {
+  absl::StatusOr<profile::ClientIndex> index =
+      CheckSession(header.client_id(), header.session_token());
+  if (!index.ok()) {
+    // Whoever sent it cannot be told apart from a stranger: counted, but no task is touched.
+    engine_->RefuseUpdate(nullptr, round::RejectReason::kSession, ToSeconds(now),
+                          index.status().message());
+  } else {
+    const round::UpdateClaim claim = ClaimOf(header, *index);
+    if (engine_->RefuseUpdate(&claim, reason, ToSeconds(now), status.message())) {
+      AdvanceLocked(now);  // the failed task's round may close, or its slot be re-tasked
+      return;
+    }
+  }
+  LogRefusals(now);
+}
+
+absl::Status Coordinator::CheckUploadHeader(const v1::UploadHeader& header, absl::Time now) {
+  if (absl::Status s = CheckUpdateMetrics(header); !s.ok()) {
+    return RefuseUpload(header, round::RejectReason::kMetrics, std::move(s), now);
+  }
+  absl::Status s;
+  {
+    absl::MutexLock lock(&mu_);
+    absl::StatusOr<profile::ClientIndex> index =
+        CheckSession(header.client_id(), header.session_token());
+    round::RejectReason reason = round::RejectReason::kTask;
+    s = index.ok() ? CheckClaim(ClaimOf(header, *index), 0, 0, &reason) : index.status();
+    if (s.ok()) return s;
+    RefuseUploadLocked(header, reason, s, now);
+  }
+  DrainCommits();
+  return s;
 }
 
 absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
@@ -176,18 +224,26 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
                                        absl::AnyInvocable<void()> payload_parsed) {
   // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
   // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
-  // the hash (docs/BENCHMARKS.md, server ingest).
-  FEDSCHED_RETURN_IF_ERROR(CheckUpdateMetrics(header));
+  // the hash (docs/BENCHMARKS.md, server ingest). Each refusal here is counted (RefuseUpload).
+  using round::RejectReason;
+  if (absl::Status s = CheckUpdateMetrics(header); !s.ok()) {
+    return RefuseUpload(header, RejectReason::kMetrics, std::move(s), now);
+  }
   int64_t payload_bytes = 0;
   for (std::string_view piece : payload_pieces) {
     payload_bytes += static_cast<int64_t>(piece.size());
   }
   if (header.total_bytes() != payload_bytes) {
-    return absl::InvalidArgumentError(absl::StrCat("update declares ", header.total_bytes(),
-                                                   " bytes but carries ", payload_bytes));
+    return RefuseUpload(
+        header, RejectReason::kPayload,
+        absl::InvalidArgumentError(absl::StrCat("update declares ", header.total_bytes(),
+                                                " bytes but carries ", payload_bytes)),
+        now);
   }
   if (Sha256OfPieces(payload_pieces) != header.sha256()) {
-    return absl::InvalidArgumentError("update SHA-256 does not match its payload");
+    return RefuseUpload(header, RejectReason::kPayload,
+                        absl::InvalidArgumentError("update SHA-256 does not match its payload"),
+                        now);
   }
   if (options_.config.secure_aggregation().enabled()) {
     return SubmitMaskedInput(header, payload_pieces, now, upload_seconds);
@@ -199,36 +255,43 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     payload_pieces = {};
     payload_parsed();
   }
-  absl::Status s = absl::InvalidArgumentError("update payload is not a valid Model message");
-  if (parsed) {
-    // PyramidFL update dropout: a tensor without values is a dropped one, zeros.
-    int64_t params = 0;
-    for (int size : delta_capacity_) params += size;
-    if (absl::Status inflated = InflateDroppedTensors(params, delta.get()); !inflated.ok()) {
-      RecycleDelta(std::move(delta));
-      return inflated;
-    }
+  if (!parsed) {
+    RecycleDelta(std::move(delta));
+    return RefuseUpload(header, RejectReason::kPayload,
+                        absl::InvalidArgumentError("update payload is not a valid Model message"),
+                        now);
+  }
+  // PyramidFL update dropout: a tensor without values is a dropped one, zeros.
+  int64_t params = 0;
+  for (int size : delta_capacity_) params += size;
+  if (absl::Status inflated = InflateDroppedTensors(params, delta.get()); !inflated.ok()) {
+    RecycleDelta(std::move(delta));
+    return RefuseUpload(header, RejectReason::kPayload, std::move(inflated), now);
   }
   // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum. Its
   // per-tensor sums of squares go on to the aggregator, whose clipping needs the same norm: one
   // read of the update instead of two (issue 13).
-  std::vector<double> sum_squares;
-  if (parsed) sum_squares = Aggregator::TensorSumSquares(*delta);
+  std::vector<double> sum_squares = Aggregator::TensorSumSquares(*delta);
   double norm = 0;
   for (double ss : sum_squares) norm += ss;
   norm = std::sqrt(norm);
-  if (parsed) s = norm_screen_->Check(norm);
-  if (parsed && s.ok()) {
-    PendingUpdate self;
-    self.delta = delta.get();
-    self.tensor_sum_squares = sum_squares;
-    self.payload_pieces = payload_pieces;
-    self.now = now;
-    self.upload_seconds = upload_seconds;
-    s = ApplyUpdate(header, self, /*drain_commits=*/false);
+  UpdateNormScreen::Rule rule = UpdateNormScreen::Rule::kBound;
+  if (absl::Status screened = norm_screen_->Check(norm, &rule); !screened.ok()) {
+    RecycleDelta(std::move(delta));
+    return RefuseUpload(header,
+                        rule == UpdateNormScreen::Rule::kBound ? RejectReason::kNormBound
+                                                               : RejectReason::kNormMedian,
+                        std::move(screened), now);
   }
-  if (parsed && s.ok()) {
-    norm_screen_->RecordAccepted(norm);
+  PendingUpdate self;
+  self.delta = delta.get();
+  self.tensor_sum_squares = sum_squares;
+  self.payload_pieces = payload_pieces;
+  self.now = now;
+  self.upload_seconds = upload_seconds;
+  absl::Status s = ApplyUpdate(header, self, /*drain_commits=*/false);
+  if (s.ok()) {
+    if (self.proven) norm_screen_->RecordAccepted(header.client_id(), norm);
     // The measurement behind the clip default (docs/SECURITY.md "Choosing the clip bound").
     FEDSCHED_LOG(debug, "round {}: update of {} accepted, L2 norm {:.4f}", header.round(),
                  header.client_id(), norm);
@@ -245,8 +308,10 @@ absl::Status Coordinator::SubmitMaskedInput(const v1::UploadHeader& header,
                                             absl::Time now, double upload_seconds) {
   v1::SecAggMaskedInput masked;
   if (!ParsePieces(payload_pieces, &masked)) {
-    return absl::InvalidArgumentError(
-        "secure aggregation is on: the update payload must be a SecAggMaskedInput message");
+    return RefuseUpload(header, round::RejectReason::kPayload,
+                        absl::InvalidArgumentError("secure aggregation is on: the update payload "
+                                                   "must be a SecAggMaskedInput message"),
+                        now);
   }
   PendingUpdate self;
   self.masked = &masked;
@@ -332,25 +397,33 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
         CheckSession(header.client_id(), header.session_token());
     if (!index.ok()) {
       update->status = index.status();
-      engine_->NoteRejected();
+      engine_->RefuseUpdate(nullptr, round::RejectReason::kSession, ToSeconds(update->now),
+                            index.status().message());
       continue;
     }
-    round::UpdateClaim claim{.index = *index,
-                             .task_id = header.task_id(),
-                             .round = header.round(),
-                             .num_examples = header.metrics().num_examples()};
-    absl::Status s = CheckClaim(claim, static_cast<int32_t>(batch.size()), pending_examples);
+    // "Proven" for the median screen's reference (UpdateNormScreen): an identity admitted by
+    // provisioning (an enrolment secret, or a client certificate), or one that has had an
+    // update accepted before this one. A stranger's first update never shapes the reference, and
+    // every client counts once however many updates it sends.
+    const v1::ClientProfile& profile = engine_->book().profile(*index);
+    update->proven = !options_.enrolment_key.empty() || profile.successes() > 0 ||
+                     (!profile.cert_fingerprint().empty() &&
+                      !absl::StartsWith(profile.cert_fingerprint(), "cred:"));
+    round::UpdateClaim claim = ClaimOf(header, *index);
+    round::RejectReason reason = round::RejectReason::kTask;
+    absl::Status s =
+        CheckClaim(claim, static_cast<int32_t>(batch.size()), pending_examples, &reason);
     const bool duplicate = std::any_of(batch.begin(), batch.end(), [&](const round::Update& u) {
       return u.claim.task_id == claim.task_id;
     });
     if ((!s.ok() || duplicate) && !batch.empty()) {
       FoldBatch(&batch, &owners);
       pending_examples = 0;
-      s = CheckClaim(claim, 0, 0);
+      s = CheckClaim(claim, 0, 0, &reason);
     }
     if (!s.ok()) {
+      engine_->RefuseUpdate(&claim, reason, ToSeconds(update->now), s.message());
       update->status = std::move(s);
-      engine_->NoteRejected();
       continue;
     }
     round::Update u;
@@ -369,6 +442,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     owners.push_back(update);
   }
   FoldBatch(&batch, &owners);
+  LogRefusals(head == nullptr ? Now() : head->now);
 }
 
 void Coordinator::FoldBatch(std::vector<round::Update>* batch,
@@ -387,8 +461,8 @@ void Coordinator::FoldBatch(std::vector<round::Update>* batch,
 }
 
 absl::Status Coordinator::CheckClaim(const round::UpdateClaim& claim, int32_t pending,
-                                     int64_t pending_examples) const {
-  absl::Status s = engine_->CheckUpdate(claim, pending, pending_examples);
+                                     int64_t pending_examples, round::RejectReason* reason) const {
+  absl::Status s = engine_->CheckUpdate(claim, pending, pending_examples, reason);
   if (absl::IsNotFound(s) && options_.store->LoadReceipt(claim.task_id).ok()) {
     return absl::AlreadyExistsError(
         absl::StrCat("update for task ", claim.task_id, " was already accepted"));

@@ -86,7 +86,7 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   absl::Status CheckHeader() {
     const v1::UploadHeader& header = assembler_.header();
     FEDSCHED_RETURN_IF_ERROR(service_->CheckSessionPeer(context(), header.client_id()));
-    FEDSCHED_RETURN_IF_ERROR(coordinator_->CheckUploadHeader(header));
+    FEDSCHED_RETURN_IF_ERROR(coordinator_->CheckUploadHeader(header, absl::Now()));
     if (!service_->AcquireClientUploadStream(header.client_id())) {
       return absl::ResourceExhaustedError(
           absl::StrCat("client ", header.client_id(),

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -18,6 +19,7 @@ namespace {
 using ::fedsched::testing::IsOk;
 using ::fedsched::testing::MakeModel;
 using ::fedsched::testing::StatusIs;
+using ::testing::_;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
@@ -308,6 +310,105 @@ TEST(InflateDroppedTensorsTest, FillsTensorsSentWithoutValuesWithZeros) {
   big->add_shape(1 << 30);
   EXPECT_EQ(InflateDroppedTensors(5, &hostile).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(hostile.tensors(0).data_size(), 0);
+}
+
+// The median screen with the server's defaults: bound 1000, factor 20, floor 10 (the clip).
+UpdateNormScreen DefaultScreen() {
+  return UpdateNormScreen({.max_norm = 1000, .median_factor = 20, .floor = 10});
+}
+
+// Records `n` clients "<prefix>0".."<prefix>(n-1)" with `norm` each.
+void RecordClients(UpdateNormScreen& screen, const std::string& prefix, int n, double norm) {
+  for (int i = 0; i < n; ++i) screen.RecordAccepted(prefix + std::to_string(i), norm);
+}
+
+TEST(UpdateNormScreenTest, RefusesOutliersAgainstTheMedianAndTheBound) {
+  UpdateNormScreen screen = DefaultScreen();
+  for (int i = 0; i < UpdateNormScreen::kMinHistory; ++i) {
+    EXPECT_OK(screen.Check(1.0 + i * 0.1));
+    screen.RecordAccepted("c" + std::to_string(i), 1.0 + i * 0.1);
+  }
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 24);  // 20 x the median 1.2
+  EXPECT_OK(screen.Check(20));
+  UpdateNormScreen::Rule rule = UpdateNormScreen::Rule::kBound;
+  EXPECT_THAT(screen.Check(50, &rule),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("median")));
+  EXPECT_EQ(rule, UpdateNormScreen::Rule::kMedian);
+  EXPECT_THAT(screen.Check(2000, &rule),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_update_norm")));
+  EXPECT_EQ(rule, UpdateNormScreen::Rule::kBound);
+}
+
+TEST(UpdateNormScreenTest, NoMedianRuleBeforeEnoughClients) {
+  UpdateNormScreen screen = DefaultScreen();
+  RecordClients(screen, "c", UpdateNormScreen::kMinHistory - 1, 1.0);
+  EXPECT_OK(screen.Check(999));
+  // One client sending many updates is still one client.
+  for (int i = 0; i < 10; ++i) screen.RecordAccepted("c0", 1.0);
+  EXPECT_OK(screen.Check(999));
+  screen.RecordAccepted("c-last", 1.0);
+  EXPECT_THAT(screen.Check(999), StatusIs(absl::StatusCode::kInvalidArgument, _));
+}
+
+// Median-screen poisoning: many identities uploading zeros used to drive the median to 0 and
+// refuse every honest update. Zeros and near-zero norms (below floor / factor = 0.5) are not
+// recorded, so they neither start the median rule nor pull the reference down.
+TEST(UpdateNormScreenTest, ZeroAndNearZeroNormsDoNotMoveTheReference) {
+  UpdateNormScreen screen = DefaultScreen();
+  RecordClients(screen, "zeros", 50, 0.0);
+  RecordClients(screen, "tiny", 50, 0.01);
+  EXPECT_EQ(screen.MedianThreshold(), std::numeric_limits<double>::infinity());
+  EXPECT_OK(screen.Check(1.41));
+  EXPECT_OK(screen.Check(500));
+  RecordClients(screen, "honest", 5, 2.0);
+  RecordClients(screen, "zeros", 50, 0.0);  // after the honest ones, still nothing
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 40);
+  EXPECT_OK(screen.Check(1.41));
+  EXPECT_THAT(screen.Check(41), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("median")));
+}
+
+// However low the recorded norms are, an update within the floor (the clip bound) passes.
+TEST(UpdateNormScreenTest, FloorKeepsUpdatesWithinTheClipBound) {
+  UpdateNormScreen screen = DefaultScreen();
+  RecordClients(screen, "low", 40, 0.5);  // the lowest norm that is recorded
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 10);
+  EXPECT_OK(screen.Check(10));
+  EXPECT_THAT(screen.Check(10.5), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("floor")));
+}
+
+// One entry per client, its latest norm: one client's stream of large updates cannot lift the
+// reference, and a client whose latest update is near-zero leaves it.
+TEST(UpdateNormScreenTest, EachClientCountsOnceWithItsLatestNorm) {
+  UpdateNormScreen screen = DefaultScreen();
+  for (int i = 0; i < 100; ++i) screen.RecordAccepted("loud", 50);
+  RecordClients(screen, "c", 4, 1.0);
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 20);  // median of {50, 1, 1, 1, 1}
+  screen.RecordAccepted("c0", 3.0);                // replaces c0's 1.0
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 20);  // median of {50, 3, 1, 1, 1}
+  screen.RecordAccepted("c1", 0.0);                // c1 leaves: 4 clients, no median rule
+  EXPECT_EQ(screen.MedianThreshold(), std::numeric_limits<double>::infinity());
+}
+
+// The reference is made of the last kWindow clients recorded.
+TEST(UpdateNormScreenTest, OldestClientsLeaveTheWindow) {
+  UpdateNormScreen screen = DefaultScreen();
+  RecordClients(screen, "old", UpdateNormScreen::kWindow, 100.0);
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 2000);
+  RecordClients(screen, "new", UpdateNormScreen::kWindow / 2 + 1, 1.0);
+  EXPECT_DOUBLE_EQ(screen.MedianThreshold(), 20);
+}
+
+TEST(UpdateNormScreenTest, OptionsFromTheServerConfig) {
+  v1::ServerConfig config;
+  config.mutable_security()->set_max_update_norm(1000);
+  config.mutable_security()->set_norm_median_factor(20);
+  config.mutable_aggregation()->set_clip_update_norm(7);
+  UpdateNormScreenOptions options = UpdateNormScreen::OptionsFromConfig(config);
+  EXPECT_EQ(options.max_norm, 1000);
+  EXPECT_EQ(options.median_factor, 20);
+  EXPECT_EQ(options.floor, 7);
+  config.mutable_aggregation()->clear_clip_update_norm();
+  EXPECT_EQ(UpdateNormScreen::OptionsFromConfig(config).floor, 10);
 }
 
 }  // namespace

@@ -53,6 +53,26 @@ TEST(StatusFormatTest, RoundInFlightSaysInProgressAndHasNoAccuracy) {
   EXPECT_THAT(text, Not(HasSubstr("test_accuracy 0.0000")));
 }
 
+TEST(StatusFormatTest, RefusedUploadsAreShownByReason) {
+  v1::GetStatusResponse status;
+  v1::RoundRecord r = Committed(5, v1::SELECTION_POLICY_RANDOM);
+  r.set_updates_rejected(4);
+  v1::RejectionCount* late = r.add_rejected_by_reason();
+  late->set_reason("late");
+  late->set_count(1);
+  v1::RejectionCount* median = r.add_rejected_by_reason();
+  median->set_reason("norm_median");
+  median->set_count(3);
+  *status.add_recent_rounds() = r;
+  const std::string text = FormatStatus(status, {.rounds = 1});
+  EXPECT_THAT(text, HasSubstr("2 accepted, 4 rejected"));
+  EXPECT_THAT(text, HasSubstr("rejected: late 1, norm_median 3"));
+  // A round without refusals says nothing more.
+  status.clear_recent_rounds();
+  *status.add_recent_rounds() = Committed(6, v1::SELECTION_POLICY_RANDOM);
+  EXPECT_THAT(FormatStatus(status, {.rounds = 1}), Not(HasSubstr("rejected:")));
+}
+
 TEST(StatusFormatTest, UnevaluatedCommittedRoundSaysNotEvaluated) {
   v1::GetStatusResponse status;
   v1::RoundRecord r = Committed(2, v1::SELECTION_POLICY_RANDOM);

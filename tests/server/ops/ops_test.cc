@@ -77,12 +77,17 @@ TEST(ServerMetricsTest, RoundsTasksAndClientsAppearInTheExposition) {
   metrics.OnTaskFailed("client reported: out of memory");
   metrics.OnTaskFailed("client reported: out of memory");
   metrics.SetClients(20, 17);
+  metrics.OnUpdateRejected("norm_median");
+  metrics.OnUpdateRejected("norm_median");
+  metrics.OnUpdateRejected("late");
   const std::string text = metrics.TextExposition();
   EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_committed_total 2")) << text;
   EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_failed_total 1"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_participants_total 7"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_stragglers_total 2"));
-  EXPECT_TRUE(absl::StrContains(text, "fedsched_updates_rejected_total 2"));
+  // Refusals are counted as they happen, by reason (not from the records).
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_updates_rejected_total{reason=\"norm_median\"} 2"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_updates_rejected_total{reason=\"late\"} 1"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_committed_round 2"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_test_accuracy 0.8"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_round_duration_seconds_count 2"));

@@ -87,6 +87,43 @@ class EngineTest : public ::testing::Test {
   double upload_utility_ = 0;  // the statistical utility Upload reports
 };
 
+// A refused update fails its task (docs/SECURITY.md "Refused updates"), in the core the server
+// and the simulator share: counted by reason in the round record, the task is no longer its
+// client's, a second upload for it is refused, and its client gets no other task in the round.
+TEST_F(EngineTest, RefusedUpdateFailsItsTaskAndIsCountedByReason) {
+  Start();
+  engine_->Advance(0);
+  std::vector<const Task*> tasks = engine_->TakeNewTasks();
+  ASSERT_EQ(tasks.size(), 3u);
+  const Task refused = *tasks[0];
+  EXPECT_THAT(Upload(refused, std::nanf(""), 1),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("non-finite")));
+  EXPECT_EQ(engine_->TaskOf(refused.index), nullptr);
+  std::vector<TaskFailureNote> failures = engine_->TakeTaskFailures();
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].task_id, refused.task_id);
+  EXPECT_THAT(failures[0].reason, HasSubstr("update refused (validation)"));
+  EXPECT_THAT(Upload(refused, 2, 1.5), StatusIs(absl::StatusCode::kFailedPrecondition,
+                                                HasSubstr("marked failed: update refused")));
+  engine_->RefuseUpdate(nullptr, RejectReason::kSession, 1.6, "no such session");
+  const v1::RoundRecord& record = engine_->current_record();
+  EXPECT_EQ(record.updates_rejected(), 3);
+  ASSERT_EQ(record.rejected_by_reason_size(), 3);  // sorted by reason
+  EXPECT_EQ(record.rejected_by_reason(0).reason(), "session");
+  EXPECT_EQ(record.rejected_by_reason(1).reason(), "task");
+  EXPECT_EQ(record.rejected_by_reason(2).reason(), "validation");
+  std::vector<RefusalNote> notes = engine_->TakeRefusals();
+  ASSERT_EQ(notes.size(), 3u);
+  EXPECT_EQ(notes[0].reason, RejectReason::kValidation);
+  EXPECT_EQ(notes[0].client_id, refused.client_id);
+  EXPECT_TRUE(notes[0].task_failed);
+  EXPECT_FALSE(notes[1].task_failed);  // the task had failed already
+  EXPECT_TRUE(notes[2].client_id.empty());
+  engine_->Advance(2);
+  for (const Task* t : engine_->TakeNewTasks()) EXPECT_NE(t->index, refused.index);
+  EXPECT_EQ(engine_->TaskOf(refused.index), nullptr);
+}
+
 TEST_F(EngineTest, FirstKCommitsWeightedMeanAndMarksStragglers) {
   Start();
   EXPECT_TRUE(engine_->Advance(0).empty());

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <filesystem>
 #include <limits>
+#include <map>
+#include <vector>
 #include <string_view>
 
 #include "common/sha256.h"
@@ -174,30 +176,43 @@ TEST_F(CoordinatorTest, FedAvgRoundCommitsWeightedMean) {
   EXPECT_FLOAT_EQ(model.tensors(1).data(0), 5.0f);
 }
 
+// Every refusal names what is wrong and changes nothing in the sum. A refusal of the update
+// itself (shape, values, metrics, examples) also fails its task: the client cannot send the same
+// task again (docs/SECURITY.md "Refused updates"); refusals of the claim or the session leave the
+// task alone. Each refusal is counted by reason in the round record.
 TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
+  raw_.set_clients_per_round(7);
+  raw_.set_min_online_clients(7);
   Start();
-  v1::RegisterResponse a = Register("a");
-  v1::RegisterResponse b = Register("b");
+  std::vector<v1::RegisterResponse> who;
+  for (const char* name : {"a", "b", "c", "d", "e", "f", "g"}) who.push_back(Register(name));
   coordinator_->Tick(kT0);
-  v1::Task ta = TaskFor(a);
-  v1::Task tb = TaskFor(b);
+  std::vector<v1::Task> tasks;
+  for (const v1::RegisterResponse& r : who) tasks.push_back(TaskFor(r));
+  const v1::RegisterResponse& a = who[0];
+  const v1::Task& ta = tasks[0];
 
   v1::Model wrong_shape = TwoTensorModel(1, 1);
   wrong_shape.mutable_tensors(0)->add_data(3);
   wrong_shape.mutable_tensors(0)->set_shape(0, 3);
-  EXPECT_THAT(Upload(a, ta, wrong_shape),
+  EXPECT_THAT(Upload(who[2], tasks[2], wrong_shape),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
-  EXPECT_THAT(Upload(a, ta, TwoTensorModel(std::nanf(""), 1)),
+  EXPECT_THAT(Upload(who[3], tasks[3], TwoTensorModel(std::nanf(""), 1)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
-  EXPECT_THAT(Upload(a, ta, TwoTensorModel(std::numeric_limits<float>::infinity(), 1)),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
-  EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1), 0),
+  EXPECT_THAT(
+      Upload(who[4], tasks[4], TwoTensorModel(std::numeric_limits<float>::infinity(), 1)),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
+  EXPECT_THAT(Upload(who[5], tasks[5], TwoTensorModel(1, 1), 0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
   // More examples than the task's local_steps (2) x batch_size (32) allow.
-  EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1), 65),
+  EXPECT_THAT(Upload(who[6], tasks[6], TwoTensorModel(1, 1), 65),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("at most 64")));
+  // Those tasks failed: a proper update for one of them is refused too.
+  EXPECT_THAT(Upload(who[2], tasks[2], TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       HasSubstr("marked failed: update refused (validation)")));
   // Another client's task.
-  EXPECT_THAT(Upload(a, tb, TwoTensorModel(1, 1)),
+  EXPECT_THAT(Upload(a, tasks[1], TwoTensorModel(1, 1)),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
   // Unknown task.
   v1::Task unknown = ta;
@@ -219,11 +234,19 @@ TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
   ASSERT_OK(Upload(a, ta, TwoTensorModel(2, 2), 10));
   EXPECT_THAT(Upload(a, ta, TwoTensorModel(2, 2), 10),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
-  ASSERT_OK(Upload(b, tb, TwoTensorModel(0, 0), 10));
+  ASSERT_OK(Upload(who[1], tasks[1], TwoTensorModel(0, 0), 10));
   coordinator_->Tick(kT0 + absl::Seconds(2));
   ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
   EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);
   EXPECT_FLOAT_EQ(model.tensors(0).data(1), 3.0f);
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, store_->LoadRound(1));
+  EXPECT_EQ(record.updates_accepted(), 2);
+  EXPECT_EQ(record.updates_rejected(), 11);
+  std::map<std::string, int> by_reason;
+  for (const v1::RejectionCount& c : record.rejected_by_reason()) by_reason[c.reason()] = c.count();
+  EXPECT_EQ(by_reason, (std::map<std::string, int>{
+                           {"examples", 1}, {"metrics", 1}, {"session", 1}, {"task", 5},
+                           {"validation", 3}}));
 
   // A late update for round 1, now closed; and a duplicate of an accepted one.
   EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1)),
@@ -251,7 +274,9 @@ TEST_F(CoordinatorTest, PayloadSplitAnywhereGivesTheSameAggregate) {
   const std::string_view whole = payload;
   std::vector<std::string_view> pieces = {whole.substr(0, 1), "", whole.substr(1)};
   ASSERT_OK(coordinator_->SubmitUpdate(header, absl::MakeConstSpan(pieces), kT0));
-  // A corrupted byte in one piece fails the SHA-256 check and changes nothing.
+  // A corrupted byte in one piece fails the SHA-256 check and changes nothing but b's task,
+  // which fails (a refused update is not sent again): with no task left in flight, round 1
+  // commits a's update alone.
   std::string flipped = payload;
   flipped[3] ^= 1;
   const std::string_view flipped_view = flipped;
@@ -261,10 +286,11 @@ TEST_F(CoordinatorTest, PayloadSplitAnywhereGivesTheSameAggregate) {
   header.set_task_id(tb.task_id());
   EXPECT_THAT(coordinator_->SubmitUpdate(header, absl::MakeConstSpan(corrupt), kT0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("SHA-256")));
-  ASSERT_OK(Upload(b, tb, TwoTensorModel(3, 3), 10));
+  EXPECT_THAT(Upload(b, tb, TwoTensorModel(3, 3), 10),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("has closed")));
   coordinator_->Tick(kT0 + absl::Seconds(1));
   ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
-  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 3.0f);  // 1 + (1 + 3) / 2
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);  // 1 + 1: a's update alone
 }
 
 TEST_F(CoordinatorTest, StragglerUpdateAfterCloseIsLate) {
@@ -296,26 +322,27 @@ TEST_F(CoordinatorTest, UploadHeaderIsCheckedBeforeThePayload) {
     header.mutable_metrics()->set_num_examples(examples);
     return header;
   };
-  EXPECT_OK(coordinator_->CheckUploadHeader(header_for(a, ta, 10)));
-  EXPECT_OK(coordinator_->CheckUploadHeader(header_for(b, tb, 10)));
-  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 0)),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
-  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, tb, 10)),
+  EXPECT_OK(coordinator_->CheckUploadHeader(header_for(a, ta, 10), kT0 + absl::Seconds(1)));
+  EXPECT_OK(coordinator_->CheckUploadHeader(header_for(b, tb, 10), kT0 + absl::Seconds(1)));
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, tb, 10), kT0 + absl::Seconds(1)),
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("another client")));
   v1::UploadHeader wrong_token = header_for(a, ta, 10);
   wrong_token.set_session_token("nope");
-  EXPECT_THAT(coordinator_->CheckUploadHeader(wrong_token),
+  EXPECT_THAT(coordinator_->CheckUploadHeader(wrong_token, kT0 + absl::Seconds(1)),
               StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
   v1::UploadHeader unknown = header_for(a, ta, 10);
   unknown.set_task_id("no-such-task");
-  EXPECT_THAT(coordinator_->CheckUploadHeader(unknown),
+  EXPECT_THAT(coordinator_->CheckUploadHeader(unknown, kT0 + absl::Seconds(1)),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("unknown task")));
   // Once the round has its K = 1 updates, b's header alone tells it is a straggler.
   ASSERT_OK(Upload(a, ta, TwoTensorModel(1, 1)));
-  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(b, tb, 10)),
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(b, tb, 10), kT0 + absl::Seconds(1)),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("straggler")));
-  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 10)),
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 10), kT0 + absl::Seconds(1)),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+  // Absurd metrics are refused from the header (checked last: the refusal fails an open task).
+  EXPECT_THAT(coordinator_->CheckUploadHeader(header_for(a, ta, 0), kT0 + absl::Seconds(1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
 }
 
 // FedBuff (aggregation.async_fedbuff): a version commits as soon as its buffer holds K updates,

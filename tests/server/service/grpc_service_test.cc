@@ -5,6 +5,7 @@
 #include "server/service/grpc_service.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -148,12 +149,31 @@ class GrpcServiceTest : public ::testing::Test {
 };
 
 TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
+  // A refused update fails its task (docs/SECURITY.md "Refused updates"): each refusal of an
+  // update's metrics or content below is sent by a participant of its own ("victims"), so that
+  // its task is still open and the refusal names what is wrong.
+  constexpr int kVictims = 7;
+  raw_.set_clients_per_round(2 + kVictims);
+  raw_.set_min_online_clients(2 + kVictims);
   Start();
   Session a = Register("a");
   Session b = Register("b");
+  std::vector<Session> victims;
+  for (int i = 0; i < kVictims; ++i) victims.push_back(Register(absl::StrCat("victim-", i)));
   server_->Tick();
   v1::Task ta = TaskFor(a);
   v1::Task tb = TaskFor(b);
+  std::vector<v1::Task> victim_tasks;
+  for (const Session& v : victims) victim_tasks.push_back(TaskFor(v));
+  int next_victim = 0;
+  // Uploads `delta` (or edits the header of its messages first) as the next victim.
+  auto as_victim = [&](const v1::Model& delta,
+                       const std::function<void(v1::UploadHeader*)>& edit = nullptr) {
+    const int v = next_victim++;
+    std::vector<v1::UploadChunk> m = Messages(victims[v], victim_tasks[v], delta);
+    if (edit) edit(m[0].mutable_header());
+    return UploadRaw(*stub_, m);
+  };
   ASSERT_EQ(ta.round(), 1);
   ASSERT_OK_AND_ASSIGN(std::string model_bytes, DownloadRaw(*stub_, a, ta.task_id()));
   v1::Model global;
@@ -212,9 +232,10 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
               StatusIs(code, HasSubstr("num_chunks")));
   EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->set_sha256("short"); }),
               StatusIs(code, HasSubstr("sha256 must be 32 bytes")));
-  EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->set_sha256(std::string(32, 'x')); }),
+  EXPECT_THAT(as_victim(delta, [](v1::UploadHeader* h) { h->set_sha256(std::string(32, 'x')); }),
               StatusIs(code, HasSubstr("SHA-256 does not match")));
-  // Zero, negative and overflowing counts; non-finite metrics.
+  // Zero, negative and overflowing counts; non-finite metrics (refused by the stream's header
+  // checks, before the coordinator sees the upload: a's task stays open).
   EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->mutable_metrics()->set_num_examples(0); }),
               StatusIs(code, HasSubstr("num_examples")));
   EXPECT_THAT(with_header([](v1::UploadHeader* h) { h->mutable_metrics()->set_num_examples(-5); }),
@@ -240,25 +261,32 @@ TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
 
   // Malformed protobuf bytes with a matching size and checksum.
   const std::string garbage(2500, '\xff');
-  EXPECT_THAT(UploadRaw(*stub_, UploadMessages(a, ta, garbage, 10, kChunk)),
-              StatusIs(code, HasSubstr("not a valid Model")));
+  {
+    const int v = next_victim++;
+    EXPECT_THAT(UploadRaw(*stub_, UploadMessages(victims[v], victim_tasks[v], garbage, 10, kChunk)),
+                StatusIs(code, HasSubstr("not a valid Model")));
+  }
   // NaN, Inf, wrong shapes, missing and extra tensors.
   v1::Model nan = delta;
   nan.mutable_tensors(0)->set_data(17, std::nanf(""));
-  EXPECT_THAT(Upload(a, ta, nan), StatusIs(code, HasSubstr("t0")));
+  EXPECT_THAT(as_victim(nan), StatusIs(code, HasSubstr("t0")));
   v1::Model inf = delta;
   inf.mutable_tensors(1)->set_data(3, -std::numeric_limits<float>::infinity());
-  EXPECT_THAT(Upload(a, ta, inf), StatusIs(code, HasSubstr("t1")));
+  EXPECT_THAT(as_victim(inf), StatusIs(code, HasSubstr("t1")));
   v1::Model misshapen = delta;
   misshapen.mutable_tensors(0)->add_data(1.0f);
   misshapen.mutable_tensors(0)->set_shape(0, 601);
-  EXPECT_THAT(Upload(a, ta, misshapen), StatusIs(code, HasSubstr("t0")));
+  EXPECT_THAT(as_victim(misshapen), StatusIs(code, HasSubstr("t0")));
   v1::Model missing = delta;
   missing.mutable_tensors()->RemoveLast();
-  EXPECT_THAT(Upload(a, ta, missing), StatusIs(code, HasSubstr("t1")));
+  EXPECT_THAT(as_victim(missing), StatusIs(code, HasSubstr("t1")));
   v1::Model renamed = delta;
   renamed.mutable_tensors(1)->set_name("surprise");
-  EXPECT_THAT(Upload(a, ta, renamed), StatusIs(code, HasSubstr("surprise")));
+  EXPECT_THAT(as_victim(renamed), StatusIs(code, HasSubstr("surprise")));
+  ASSERT_EQ(next_victim, kVictims);
+  // A victim's task failed with its refusal: a proper update for it is refused too.
+  EXPECT_THAT(Upload(victims[0], victim_tasks[0], delta),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("update refused")));
 
   // Session and task checks.
   EXPECT_THAT(Upload(a, tb, delta),

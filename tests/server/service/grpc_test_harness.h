@@ -107,6 +107,8 @@ class TestServer {
     // Written to the store before the coordinator opens, as fedsched-enroll --revoke_identity
     // does to a stopped server's store.
     std::vector<Revocation> revocations;
+    // CoordinatorOptions.on_update_rejected (called with the coordinator's lock held).
+    std::function<void(const std::string& reason)> on_update_rejected;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
@@ -130,6 +132,7 @@ class TestServer {
     coordinator_options.enrolment_key = options.enrolment_key;
     coordinator_options.evaluator = std::move(options.evaluator);
     coordinator_options.on_task_failed = std::move(options.on_task_failed);
+    coordinator_options.on_update_rejected = std::move(options.on_update_rejected);
     FEDSCHED_ASSIGN_OR_RETURN(server->coordinator_,
                               Coordinator::Create(std::move(coordinator_options)));
     CoordinatorServiceOptions service_options;
