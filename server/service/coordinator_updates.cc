@@ -6,7 +6,6 @@
 #include <optional>
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -405,10 +404,9 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     // provisioning (an enrolment secret, or a client certificate), or one that has had an
     // update accepted before this one. A stranger's first update never shapes the reference, and
     // every client counts once however many updates it sends.
-    const v1::ClientProfile& profile = engine_->book().profile(*index);
-    update->proven = !options_.enrolment_key.empty() || profile.successes() > 0 ||
-                     (!profile.cert_fingerprint().empty() &&
-                      !absl::StartsWith(profile.cert_fingerprint(), "cred:"));
+    // ProfileBook::IsUnproven is the admission's own definition (admitted on first use, no
+    // update accepted yet).
+    update->proven = !engine_->book().IsUnproven(*index);
     round::UpdateClaim claim = ClaimOf(header, *index);
     round::RejectReason reason = round::RejectReason::kTask;
     absl::Status s =
