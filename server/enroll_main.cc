@@ -1,5 +1,5 @@
 // fedsched-enroll: provisions what a device or an aggregator needs to be admitted
-// (docs/SECURITY.md "Identities" and "Relays").
+// (docs/SECURITY.md "Identities and admission" and "Relays").
 //
 // A device: its enrolment secret, derived from the server's enrolment key
 // (security.enrolment_key_path, default <store_path>/enrolment_key). With --state_dir it writes

@@ -9,8 +9,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <atomic>
+#include <cerrno>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -177,8 +177,8 @@ class MetricsWriter {
   std::ofstream out_ ABSL_GUARDED_BY(mu_);
 };
 
-// The enrolment key devices' credentials derive from (docs/SECURITY.md "Identities"): the
-// default <store_path>/enrolment_key is created (0600, random) when missing, like the operator
+// The enrolment key devices' credentials derive from (docs/SECURITY.md "Identities and admission"):
+// the default <store_path>/enrolment_key is created (0600, random) when missing, like the operator
 // token; a key the operator named must exist. "" under mutual TLS without a key.
 absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config) {
   const v1::SecurityConfig& security = config.security();

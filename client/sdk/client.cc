@@ -75,7 +75,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   v1::ClientConfig& config = options.config;
   if (config.identity().empty() && !config.state_dir().empty()) {
     // The default identity is the install's own, kept in its state dir: random, not a name
-    // anyone can register first (docs/SECURITY.md "Identities").
+    // anyone can register first (docs/SECURITY.md "Identities and admission").
     FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(config.state_dir()));
     FEDSCHED_ASSIGN_OR_RETURN(*config.mutable_identity(), ReadOrCreateIdentity(config.state_dir()));
   }

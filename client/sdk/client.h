@@ -105,8 +105,8 @@ struct ClientOptions {
   std::function<bool()> eligible;
   // How often an ineligible client looks at `eligible` again.
   absl::Duration eligibility_check_interval = absl::Seconds(1);
-  // The device's enrolment secret (docs/SECURITY.md "Identities"), for an app that keeps it
-  // itself (e.g. in a platform keystore). Empty: read from <state_dir>/credential, where
+  // The device's enrolment secret (docs/SECURITY.md "Identities and admission"), for an app that
+  // keeps it itself (e.g. in a platform keystore). Empty: read from <state_dir>/credential, where
   // `fedsched-enroll --state_dir` writes it. Default: empty.
   std::string credential;
 };

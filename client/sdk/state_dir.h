@@ -17,8 +17,8 @@ namespace fedsched {
 // Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
 absl::Status MakePrivateDir(const std::string& dir);
 
-// The device's identity kept in <state_dir>/identity (docs/SECURITY.md "Identities"): read
-// (surrounding whitespace dropped, never through a symlink), or, when the file is missing,
+// The device's identity kept in <state_dir>/identity (docs/SECURITY.md "Identities and admission"):
+// read (surrounding whitespace dropped, never through a symlink), or, when the file is missing,
 // made up as "device-" + 16 random hex digits and saved there (0600), so that an install keeps
 // one identity nobody can guess. `state_dir` must exist (MakePrivateDir).
 // Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty.

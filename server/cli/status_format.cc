@@ -46,8 +46,8 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
   if (!in_flight) {
     absl::StrAppendFormat(&line, ", predictor MAPE %.1f %%", 100 * r.predictor_mape());
   }
-  // Why uploads were refused (docs/SECURITY.md "Refused updates"), e.g. "rejected: norm_median 3,
-  // late 1".
+  // Why uploads were refused (docs/SECURITY.md "Screens that cannot be starved"), e.g. "rejected:
+  // norm_median 3, late 1".
   if (r.rejected_by_reason_size() > 0) {
     absl::StrAppend(&line, ", rejected:");
     for (int i = 0; i < r.rejected_by_reason_size(); ++i) {

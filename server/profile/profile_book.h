@@ -49,7 +49,7 @@ struct ProfileBookOptions {
   // Defaults: 10 ms, 10000 kbit/s. Must be > 0.
   double default_compute_ms_per_sample = 10.0;
   double default_kbps = 10000.0;
-  // Failure penalty (docs/SECURITY.md "Admission control"): after this many counted failures
+  // Failure penalty (docs/SECURITY.md "Identities and admission"): after this many counted failures
   // in a row (TaskFailure::kDropped or kMissedDeadline, no success in between) a client is in a
   // cooldown of failure_cooldown_s x 2^(failures - failure_cooldown_after) seconds from its
   // last failure, at most 64 x failure_cooldown_s. 0 = no penalty. Defaults: 3 and 60 s
@@ -109,8 +109,8 @@ struct ClientState {
   // Admitted on first use (cert_fingerprint starts with kFirstUseBindingPrefix): neither an
   // enrolment secret nor a certificate vouches for it. See ProfileBook::IsUnproven.
   bool first_use = false;
-  bool measured = false;            // measured_tasks > 0
-  bool busy = false;                // has a task in flight (OnTaskAssigned, not yet resolved)
+  bool measured = false;  // measured_tasks > 0
+  bool busy = false;      // has a task in flight (OnTaskAssigned, not yet resolved)
   // Pace steering: told not to check in before this time, seconds; 0 = not away (SetAwayUntil).
   double away_until_s = 0;
   bool retired = false;  // forgotten by Retire: no identity, never online
@@ -218,7 +218,7 @@ class ProfileBook {
   // failure_cooldown_after counted failures in a row, cooldown doubling per further failure;
   // a client that never had an update accepted sits out after its first counted failure).
   // The round engine leaves such clients out of planning while enough others are reachable
-  // (docs/SECURITY.md "Admission control"). Precondition: index < size().
+  // (docs/SECURITY.md "Identities and admission"). Precondition: index < size().
   bool InFailureCooldown(ClientIndex index, double now_s) const;
 
   // Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): keeps the client out
@@ -234,7 +234,7 @@ class ProfileBook {
   // on first use). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
 
-  // Never-proven (docs/SECURITY.md "Admission control"): admitted on first use (no enrolment
+  // Never-proven (docs/SECURITY.md "Identities and admission"): admitted on first use (no enrolment
   // secret, no certificate) and never had an update accepted. Only these are held to a share
   // of a cohort and of the identity table. Precondition: index < size().
   bool IsUnproven(ClientIndex index) const {
@@ -243,9 +243,9 @@ class ProfileBook {
   // Live never-proven clients. O(size()).
   int64_t CountUnproven() const;
 
-  // Identity expiry (docs/SECURITY.md "Admission control"): appends to `out` (cleared first),
-  // in index order, every live client that never had an update accepted (successes == 0), has
-  // no task in flight (not busy) and was last heard from (registration, heartbeat, upload) more
+  // Identity expiry (docs/SECURITY.md "Identities and admission"): appends to `out` (cleared
+  // first), in index order, every live client that never had an update accepted (successes == 0),
+  // has no task in flight (not busy) and was last heard from (registration, heartbeat, upload) more
   // than `ttl_s` seconds before now_s. O(size()).
   void CollectUnseen(double now_s, double ttl_s, std::vector<ClientIndex>* out) const;
   // Forgets a client: its identity and client id are no longer known (a later registration of

@@ -128,7 +128,7 @@ struct Task {
   bool in_flight() const { return !uploaded && !failed; }
 };
 
-// Why an upload was refused (docs/SECURITY.md "Refused updates"): the reason of
+// Why an upload was refused (docs/SECURITY.md "Screens that cannot be starved"): the reason of
 // RoundRecord.rejected_by_reason, of the server's fedsched_updates_rejected_total{reason} and of
 // its log lines.
 enum class RejectReason {
@@ -270,8 +270,8 @@ class RoundEngine {
                                                               double now_s);
   // The client is alive (any RPC). Errors: NOT_FOUND for an unknown index.
   absl::Status Heartbeat(ClientIndex index, double now_s);
-  // Identity expiry (docs/SECURITY.md "Admission control"): forgets every client that never had
-  // an update accepted, has no task the engine remembers, and was last heard from more than
+  // Identity expiry (docs/SECURITY.md "Identities and admission"): forgets every client that never
+  // had an update accepted, has no task the engine remembers, and was last heard from more than
   // `ttl_s` seconds before now_s (ProfileBook::CollectUnseen, ProfileBook::Retire). Returns
   // their client ids, for the caller to drop their sessions and stored profiles. The server
   // calls it (security.unseen_identity_ttl_s); the simulator does not (its devices register
@@ -522,7 +522,7 @@ class RoundEngine {
   // A planner request for `round` over scratch_ (the sorted candidates), at most
   // `max_participants` tasks (0 = the planner's slot count).
   planner::PlanRequest MakePlanRequest(int64_t round, double now_s, int32_t max_participants) const;
-  // Failure penalty (docs/SECURITY.md "Admission control"): drops the candidates in scratch_
+  // Failure penalty (docs/SECURITY.md "Identities and admission"): drops the candidates in scratch_
   // that sit out a failure cooldown (ProfileBook::InFailureCooldown) when at least `need`
   // others remain; otherwise keeps them all, so a round is never starved by the penalty.
   void LeaveOutFailingClients(double now_s, size_t need);

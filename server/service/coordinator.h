@@ -345,7 +345,7 @@ class Coordinator {
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How a registration proves its identity (docs/SECURITY.md "Identities").
+  // How a registration proves its identity (docs/SECURITY.md "Identities and admission").
   struct Admission {
     // What the profile is bound to (ClientProfile.cert_fingerprint); empty for a first-use
     // registration without a credential (one is issued).
@@ -369,8 +369,8 @@ class Coordinator {
   // (nothing recorded).
   absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Admission control"): at
-  // most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
+  // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
+  // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
   // ends their sessions and deletes their stored profiles.
   void ExpireUnseenLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends `client_id`'s session (its token and session state): its next RPC is UNAUTHENTICATED

@@ -291,7 +291,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   absl::Status s = ApplyUpdate(header, self, /*drain_commits=*/false);
   if (s.ok()) {
     if (self.proven) norm_screen_->RecordAccepted(header.client_id(), norm);
-    // The measurement behind the clip default (docs/SECURITY.md "Choosing the clip bound").
+    // The measurement behind the clip default (docs/SECURITY.md "Updates").
     FEDSCHED_LOG(debug, "round {}: update of {} accepted, L2 norm {:.4f}", header.round(),
                  header.client_id(), norm);
   }

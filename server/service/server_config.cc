@@ -75,8 +75,9 @@ bool IsLoopbackAddress(const std::string& address) {
          absl::StartsWith(address, "unix:");
 }
 
-// Admission by provisioning (docs/SECURITY.md "Identities"): an enrolment key unless mutual TLS
-// proves identities, and trust on first use only as a loopback opt-in with bounded shares.
+// Admission by provisioning (docs/SECURITY.md "Identities and admission"): an enrolment key unless
+// mutual TLS proves identities, and trust on first use only as a loopback opt-in with bounded
+// shares.
 absl::Status ResolveAdmission(v1::ServerConfig& out) {
   v1::SecurityConfig* security = out.mutable_security();
   // An aggregator relays registrations to the root, which admits them.

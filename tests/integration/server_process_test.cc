@@ -315,9 +315,9 @@ TEST_F(ServerProcessTest, BrokenConfigFilesExitWithAClearErrorAndTouchNothing) {
   EXPECT_THAT(client->Log(), HasSubstr("server_adress"));
 }
 
-// Admission by provisioning (docs/SECURITY.md "Identities") against the real binary with its
-// defaults: the server creates <store_path>/enrolment_key (0600); a registration without the
-// identity's enrolment secret (an unprovisioned device, or a squatter naming the reference
+// Admission by provisioning (docs/SECURITY.md "Identities and admission") against the real binary
+// with its defaults: the server creates <store_path>/enrolment_key (0600); a registration without
+// the identity's enrolment secret (an unprovisioned device, or a squatter naming the reference
 // client's device-5 first) is refused, while the device fedsched-enroll provisioned from that
 // key registers under its name, and fedsched-enroll --state_dir makes a random identity.
 TEST_F(ServerProcessTest, OnlyProvisionedDevicesAreAdmittedByDefault) {

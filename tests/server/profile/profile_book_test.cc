@@ -231,8 +231,8 @@ TEST(ProfileBookTest, FailuresAndStragglerBound) {
   EXPECT_DOUBLE_EQ(book->profile(r.index).censored_duration_s(), 0.0);
 }
 
-// Failure penalty (docs/SECURITY.md "Admission control"): 3 counted failures in a row start a
-// cooldown of 60 s that doubles per further failure; a first-K straggler does not count, a
+// Failure penalty (docs/SECURITY.md "Identities and admission"): 3 counted failures in a row start
+// a cooldown of 60 s that doubles per further failure; a first-K straggler does not count, a
 // success resets the count.
 TEST(ProfileBookTest, RepeatedFailuresStartADoublingCooldown) {
   auto book = MakeBook();
@@ -298,7 +298,7 @@ TEST(ProfileBookTest, SecAggExclusionIsKeptAndNeverExpires) {
   EXPECT_FALSE(book->ExcludeFromSecAgg(99, "x", 1).ok());
 }
 
-// Identity expiry (docs/SECURITY.md "Admission control"): never proven, idle and not heard
+// Identity expiry (docs/SECURITY.md "Identities and admission"): never proven, idle and not heard
 // from within the TTL -> retired; the slot goes to the next new identity with a new client id.
 TEST(ProfileBookTest, UnseenClientsAreRetiredAndTheirSlotsReused) {
   auto book = MakeBook();

@@ -91,7 +91,7 @@ TEST(CheckInPacerTest, DisabledNeverPaces) {
 }
 
 // Never-proven devices are paced against their share of the pool while enough proven ones are
-// available (docs/SECURITY.md "Admission control"): 300 of them lengthen their own absences,
+// available (docs/SECURITY.md "Identities and admission"): 300 of them lengthen their own absences,
 // and the 5 proven devices, fewer than the pool, are not paced at all.
 TEST(CheckInPacerTest, NeverProvenDevicesArePacedApartFromProvenOnes) {
   v1::ServerConfig config = Config(30, 1.0, 3);

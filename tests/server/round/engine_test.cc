@@ -87,9 +87,9 @@ class EngineTest : public ::testing::Test {
   double upload_utility_ = 0;  // the statistical utility Upload reports
 };
 
-// A refused update fails its task (docs/SECURITY.md "Refused updates"), in the core the server
-// and the simulator share: counted by reason in the round record, the task is no longer its
-// client's, a second upload for it is refused, and its client gets no other task in the round.
+// A refused update fails its task (docs/SECURITY.md "Screens that cannot be starved"), in the core
+// the server and the simulator share: counted by reason in the round record, the task is no longer
+// its client's, a second upload for it is refused, and its client gets no other task in the round.
 TEST_F(EngineTest, RefusedUpdateFailsItsTaskAndIsCountedByReason) {
   Start();
   engine_->Advance(0);
@@ -462,7 +462,7 @@ TEST_F(EngineTest, FailedTaskIsRetaskedToAnIdleClient) {
   EXPECT_EQ(closed[0].record.cohort_size(), 4);
 }
 
-// Failure penalty (docs/SECURITY.md "Admission control"): clients in a failure cooldown are
+// Failure penalty (docs/SECURITY.md "Identities and admission"): clients in a failure cooldown are
 // left out while the others can fill the round, and come back when too few others are there.
 TEST_F(EngineTest, ClientsThatKeepFailingSitOutWhileOthersFillTheRound) {
   Start();  // 4 clients, 3 tasks a round

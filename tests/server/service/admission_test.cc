@@ -1,8 +1,8 @@
-// Admission by provisioning (docs/SECURITY.md "Identities" and "Admission control"), against a
-// real CoordinatorService on 127.0.0.1 through raw gRPC stubs: only devices with an enrolment
-// secret (or a certificate) are admitted by default; trust on first use is an explicit opt-in
-// whose never-proven identities hold a bounded share of every cohort and of the identity table,
-// also under pace steering.
+// Admission by provisioning (docs/SECURITY.md "Identities and admission"),
+// against a real CoordinatorService on 127.0.0.1 through raw gRPC stubs: only devices with an
+// enrolment secret (or a certificate) are admitted by default; trust on first use is an explicit
+// opt-in whose never-proven identities hold a bounded share of every cohort and of the identity
+// table, also under pace steering.
 #include <algorithm>
 #include <cstdint>
 #include <memory>
@@ -33,7 +33,7 @@ using ::fedsched::testing::UploadRaw;
 using ::testing::HasSubstr;
 
 constexpr int64_t kChunk = 1024;  // upload chunk bytes
-const std::string kNone;  // no credential at all
+const std::string kNone;          // no credential at all
 
 class AdmissionTest : public ::testing::Test {
  protected:

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <limits>
 #include <map>
-#include <vector>
 #include <string_view>
+#include <vector>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -178,8 +178,8 @@ TEST_F(CoordinatorTest, FedAvgRoundCommitsWeightedMean) {
 
 // Every refusal names what is wrong and changes nothing in the sum. A refusal of the update
 // itself (shape, values, metrics, examples) also fails its task: the client cannot send the same
-// task again (docs/SECURITY.md "Refused updates"); refusals of the claim or the session leave the
-// task alone. Each refusal is counted by reason in the round record.
+// task again (docs/SECURITY.md "Screens that cannot be starved"); refusals of the claim or the
+// session leave the task alone. Each refusal is counted by reason in the round record.
 TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
   raw_.set_clients_per_round(7);
   raw_.set_min_online_clients(7);
@@ -199,9 +199,8 @@ TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
   EXPECT_THAT(Upload(who[3], tasks[3], TwoTensorModel(std::nanf(""), 1)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
-  EXPECT_THAT(
-      Upload(who[4], tasks[4], TwoTensorModel(std::numeric_limits<float>::infinity(), 1)),
-      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
+  EXPECT_THAT(Upload(who[4], tasks[4], TwoTensorModel(std::numeric_limits<float>::infinity(), 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("w")));
   EXPECT_THAT(Upload(who[5], tasks[5], TwoTensorModel(1, 1), 0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_examples")));
   // More examples than the task's local_steps (2) x batch_size (32) allow.
@@ -244,9 +243,9 @@ TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
   EXPECT_EQ(record.updates_rejected(), 11);
   std::map<std::string, int> by_reason;
   for (const v1::RejectionCount& c : record.rejected_by_reason()) by_reason[c.reason()] = c.count();
-  EXPECT_EQ(by_reason, (std::map<std::string, int>{
-                           {"examples", 1}, {"metrics", 1}, {"session", 1}, {"task", 5},
-                           {"validation", 3}}));
+  EXPECT_EQ(by_reason,
+            (std::map<std::string, int>{
+                {"examples", 1}, {"metrics", 1}, {"session", 1}, {"task", 5}, {"validation", 3}}));
 
   // A late update for round 1, now closed; and a duplicate of an accepted one.
   EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1)),
