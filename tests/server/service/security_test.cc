@@ -262,19 +262,6 @@ TEST_F(SecurityTest, HugeUpdateRejectedBeforeTheSum) {
   EXPECT_LE(std::sqrt(moved), 10.0 + 1e-3);
 }
 
-// Waits for a task of `who` other than `old_task_id` (a re-planned round's).
-v1::Task NewTaskFor(TestServer& server, v1::Coordinator::Stub& stub, const Session& who,
-                    const std::string& old_task_id) {
-  absl::StatusOr<v1::PollTaskResponse> r;
-  TestServer::WaitFor([&] {
-    server.Tick();
-    r = PollRaw(stub, who);
-    return r.ok() && r->has_task() && r->task().task_id() != old_task_id;
-  });
-  EXPECT_TRUE(r.ok() && r->has_task()) << r.status();
-  return r.ok() ? r->task() : v1::Task();
-}
-
 // A committed model whose evaluation is not finite is never published: the round fails, the
 // previous model stays, the server stays healthy, and the re-planned round commits.
 TEST_F(SecurityTest, NonFiniteCommittedModelIsNotPublished) {
