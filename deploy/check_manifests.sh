@@ -26,9 +26,27 @@ work = sys.argv[1]
 cm = json.load(open(f"{work}/configmap.json"))
 open(f"{work}/server.textproto", "w").write(cm["data"]["server.textproto"])
 PY
-"$BUILD/server/fedsched-server" --check_config --config="$WORK/server.textproto" > "$WORK/effective.txt" || {
+# --check_config reads the files start reads (TLS certificate and key, enrolment key, operator
+# token): stand-ins for the mounted ones under $WORK/root, the configs' paths rewritten into it.
+ROOT=$WORK/root
+mkdir -p "$ROOT/etc/fedsched/tls" "$ROOT/run/fedsched/secrets"
+chmod 700 "$ROOT/run/fedsched/secrets"
+openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=fedsched-server \
+  -keyout "$ROOT/etc/fedsched/tls/tls.key" -out "$ROOT/etc/fedsched/tls/tls.crt" 2> /dev/null
+cp "$ROOT/etc/fedsched/tls/tls.crt" "$ROOT/etc/fedsched/tls/ca.crt"
+cp "$ROOT/etc/fedsched/tls/tls.key" "$ROOT/run/fedsched/secrets/tls.key"
+for secret in enrolment.key operator.token; do
+  openssl rand -hex 32 > "$ROOT/run/fedsched/secrets/$secret"
+done
+chmod 600 "$ROOT/etc/fedsched/tls/tls.key" "$ROOT/run/fedsched/secrets/"*
+rooted() { sed -e "s#\"/etc/fedsched/#\"$ROOT/etc/fedsched/#g" -e "s#\"/run/fedsched/#\"$ROOT/run/fedsched/#g" "$1"; }
+rooted "$WORK/server.textproto" > "$WORK/server.rooted.textproto"
+rooted "$SRC/deploy/server.textproto" > "$WORK/deploy.rooted.textproto"
+"$BUILD/server/fedsched-server" --check_config --config="$WORK/server.rooted.textproto" \
+  > "$WORK/effective.rooted.txt" || {
   echo "FAIL: the ConfigMap's server.textproto is not a valid config"; exit 1; }
-"$BUILD/server/fedsched-server" --check_config --config="$SRC/deploy/server.textproto" > /dev/null || {
+sed "s#$ROOT/#/#g" "$WORK/effective.rooted.txt" > "$WORK/effective.txt"
+"$BUILD/server/fedsched-server" --check_config --config="$WORK/deploy.rooted.textproto" > /dev/null || {
   echo "FAIL: deploy/server.textproto is not a valid config"; exit 1; }
 
 python3 - "$WORK" <<'PY'

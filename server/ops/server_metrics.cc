@@ -45,10 +45,16 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   updates_rejected_ = &prometheus::BuildCounter()
                            .Name("fedsched_updates_rejected_total")
                            .Help(
-                               "Uploads refused, by reason (docs/SECURITY.md \"Refused "
-                               "updates\"): session, task, late, examples, metrics, payload, "
-                               "validation, norm_bound, norm_median.")
+                               "Uploads refused, by reason (docs/SECURITY.md \"Screens that "
+                               "cannot be starved\"): session, task, late, examples, metrics, "
+                               "payload, validation, norm_bound, norm_median.")
                            .Register(r);
+  // Every reason is exported from the start (at 0), so that dashboards and alerts see the
+  // family before the first refusal. The names are round::RejectReasonName's.
+  for (const char* reason : {"session", "task", "late", "examples", "metrics", "payload",
+                             "validation", "norm_bound", "norm_median"}) {
+    Cached(updates_rejected_, absl::StrCat("rejected|", reason), {{"reason", reason}});
+  }
   examples_total_ =
       NewCounter(r, "fedsched_examples_total", "Training examples behind the committed updates.");
   round_seconds_ = &prometheus::BuildHistogram()
