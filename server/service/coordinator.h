@@ -217,6 +217,14 @@ class Coordinator {
   // examples fail the task) at `now`.
   absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
+
+  // Counts an upload stream the upload service refused before its payload reached
+  // SubmitUpdate (frames out of order, sizes or counts that disagree with its header, a payload
+  // over max_update_bytes) as a `payload` refusal in the open round's record, metrics and log
+  // (RoundEngine::RefuseUpdate without a claim: no task is touched, since a broken stream says
+  // nothing certain about whose task it was). Returns `status`. Takes the lock: not from a gRPC
+  // callback thread.
+  absl::Status RefuseUploadStream(absl::Status status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
   // `payload_parsed`, when set, is called (on this thread, before the verdict) once the pieces

@@ -181,6 +181,13 @@ absl::Status Coordinator::RefuseUpload(const v1::UploadHeader& header, round::Re
   return status;
 }
 
+absl::Status Coordinator::RefuseUploadStream(absl::Status status, absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  engine_->RefuseUpdate(nullptr, round::RejectReason::kPayload, ToSeconds(now), status.message());
+  LogRefusals(now);
+  return status;
+}
+
 void Coordinator::RefuseUploadLocked(const v1::UploadHeader& header, round::RejectReason reason,
                                      const absl::Status& status, absl::Time now) {
   absl::StatusOr<profile::ClientIndex> index =

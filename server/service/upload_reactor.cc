@@ -50,7 +50,8 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
     if (had_header) service_->upload_gate().NoteProgress(absl::Now());
     absl::Status s = assembler_.AddFrame(TakeUploadFrame(&frame_));
     if (!s.ok()) {
-      Reply(s);
+      // Counted with the engine's refusals (it takes the coordinator's lock: on the worker).
+      service_->PostSlowWork([this, s] { Reply(RefuseStream(s)); });
       return;
     }
     if (!had_header) {
@@ -141,7 +142,9 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
       return;
     }
     absl::Status s = assembler_.Finish();
-    if (s.ok()) {
+    if (!s.ok()) {
+      s = RefuseStream(std::move(s));
+    } else {
       // Once parsed, the payload is freed and the next upload admitted while this one folds.
       s = coordinator_->SubmitUpdate(assembler_.header(), assembler_.payload_pieces(), absl::Now(),
                                      0, [this] {
@@ -150,6 +153,12 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
                                      });
     }
     Reply(s);
+  }
+
+  // A stream the assembler refused, counted as a `payload` refusal in the round record,
+  // metrics and log.
+  absl::Status RefuseStream(absl::Status s) {
+    return coordinator_->RefuseUploadStream(std::move(s), absl::Now());
   }
 
   void Reply(const absl::Status& s) {
