@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -91,7 +93,14 @@ absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_
   return text;
 }
 
-absl::Status CheckPrivateDirectory(const std::string& path) {
+std::string WithoutTrailingSeparators(const std::string& path) {
+  std::string normal = std::filesystem::path(path).lexically_normal().string();
+  while (normal.size() > 1 && normal.back() == '/') normal.pop_back();
+  return normal.empty() ? path : normal;
+}
+
+absl::Status CheckPrivateDirectory(const std::string& given) {
+  const std::string path = WithoutTrailingSeparators(given);
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) {
     if (errno == ENOENT) return absl::OkStatus();

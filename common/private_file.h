@@ -21,9 +21,14 @@ namespace fedsched {
 // names the path, what was found (owner uid, mode) and what to do.
 absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes = 1 << 20);
 
-// Checks the directory `path` (a store): OK when it does not exist yet, or when it is a real
-// directory (not a symbolic link) owned by this uid with mode & 077 == 0.
-// Errors: FAILED_PRECONDITION naming the path, the owner and mode found and the fix;
+// `path` with "." components, repeated and trailing separators removed ("store/" and "store/."
+// are "store"; "/" stays "/"), so that a check of its last component with lstat or O_NOFOLLOW
+// sees a link there instead of following it to its target.
+std::string WithoutTrailingSeparators(const std::string& path);
+
+// Checks the directory `path` (a store; WithoutTrailingSeparators applies): OK when it does not
+// exist yet, or when it is a real directory (not a symbolic link) owned by this uid with mode & 077
+// == 0. Errors: FAILED_PRECONDITION naming the path, the owner and mode found and the fix;
 // PERMISSION_DENIED when it cannot be examined.
 absl::Status CheckPrivateDirectory(const std::string& path);
 

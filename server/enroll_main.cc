@@ -34,12 +34,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/sdk/state_dir.h"
 #include "server/enroll_store_ops.h"
@@ -83,6 +85,17 @@ bool WritePrivate(const std::string& path, const std::string& text) {
   return ok;
 }
 
+// The device's identity file holds `identity`: written (0600) when missing; false when it names
+// another identity or cannot be written.
+bool WriteIdentityOnce(const std::string& path, const std::string& identity) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno == ENOENT && WritePrivate(path, identity);
+  char buffer[512];
+  const ssize_t n = ::read(fd, buffer, sizeof(buffer));
+  ::close(fd);
+  return n >= 0 && absl::StripAsciiWhitespace(absl::string_view(buffer, n)) == identity;
+}
+
 int Fail(const std::string& message) {
   std::fprintf(stderr, "fedsched-enroll: %s\n", message.c_str());
   return 2;
@@ -104,6 +117,11 @@ int ProvisionAggregator(const std::string& dir, const std::string& id, const std
 
 int ProvisionDevice(std::string identity, const std::string& state_dir, const std::string& out) {
   if (identity.empty() && state_dir.empty()) return Fail("--identity or --state_dir is required");
+  if (!identity.empty()) {
+    if (absl::Status s = fedsched::CheckIdentity(identity); !s.ok()) {
+      return Fail(absl::StrCat("--identity: ", s.message()));
+    }
+  }
   const std::string key_file = absl::GetFlag(FLAGS_key_file);
   absl::StatusOr<std::string> key = absl::GetFlag(FLAGS_create_key)
                                         ? fedsched::ReadOrCreateToken(key_file)
@@ -118,6 +136,10 @@ int ProvisionDevice(std::string identity, const std::string& state_dir, const st
       if (!kept.ok()) return Fail(kept.status().ToString());
       identity = *std::move(kept);
       std::printf("%s\n", identity.c_str());
+    } else if (!WriteIdentityOnce(state_dir + "/identity", identity)) {
+      return Fail(absl::StrCat(state_dir,
+                               "/identity names another identity (or cannot be "
+                               "written): the device would register as that one"));
     }
   }
   const std::string secret = fedsched::EnrolmentSecret(*key, identity);

@@ -178,9 +178,10 @@ class MetricsWriter {
 };
 
 // The enrolment key devices' credentials derive from (docs/SECURITY.md "Identities and admission"):
-// the default <store_path>/enrolment_key is created (0600, random) when missing, like the operator
-// token; a key the operator named must exist. "" under mutual TLS without a key.
-absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config) {
+// the default <store_path>/enrolment_key is created (0600, random) when missing while `store`
+// knows no device yet (FAILED_PRECONDITION once it does: a new key would refuse them all), like
+// the operator token; a key the operator named must exist. "" under mutual TLS without a key.
+absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config, const Store& store) {
   const v1::SecurityConfig& security = config.security();
   if (security.allow_trust_on_first_use()) {
     FEDSCHED_LOG(warn,
@@ -194,6 +195,21 @@ absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config) {
   const std::string& path = security.enrolment_key_path();
   if (path.empty()) return std::string();
   if (path == config.store_path() + "/enrolment_key") {
+    struct stat st;
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) {
+      // A new key would refuse every device provisioned with the lost one: only a store that
+      // knows no device yet gets one made.
+      absl::StatusOr<std::vector<v1::ClientProfile>> known = store.LoadProfiles();
+      if (!known.ok()) return known.status();
+      if (!known->empty()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            path, " is missing but the store knows ", known->size(),
+            " device(s) provisioned with it: restore the key from a backup (a new one would "
+            "refuse them all), or re-provision every device with fedsched-enroll --create_key "
+            "--key_file=",
+            path, " (docs/SECURITY.md \"Operator procedures\")"));
+      }
+    }
     absl::StatusOr<std::string> key = ReadOrCreateToken(path);
     if (key.ok()) {
       FEDSCHED_LOG(info, "devices are admitted with enrolment secrets from {} (fedsched-enroll)",
@@ -374,7 +390,7 @@ int Main() {
     }
     return 1;
   }
-  absl::StatusOr<std::string> enrolment_key = LoadEnrolmentKey(*config);
+  absl::StatusOr<std::string> enrolment_key = LoadEnrolmentKey(*config, **store);
   if (!enrolment_key.ok()) {
     std::fprintf(stderr, "fedsched-server: enrolment key: %s\n",
                  enrolment_key.status().ToString().c_str());

@@ -82,6 +82,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (config.identity().empty()) {
     return absl::InvalidArgumentError("client identity is empty (and no state_dir to keep one)");
   }
+  FEDSCHED_RETURN_IF_ERROR(CheckIdentity(config.identity()));
   if (config.server_address().empty()) config.set_server_address("127.0.0.1:50051");
   if (config.backoff_initial_ms() == 0) config.set_backoff_initial_ms(200);
   if (config.backoff_max_ms() == 0) config.set_backoff_max_ms(10000);
@@ -299,8 +300,20 @@ absl::Status Client::LoadCredential() {
         absl::StrCat(path, " must be a private (0600) file under 4 KiB"));
   }
   ::close(fd);
+  const std::string credential(absl::StripAsciiWhitespace(text));
+  // Secrets are hex (fedsched-enroll) or "c-" and hex (issued on first use): anything else was
+  // damaged, and would be refused by the server for ever (or not even serialise).
+  for (const char c : credential) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the credential file ", path,
+          " is damaged (a credential is letters, digits and '-'); the server's operator installs "
+          "it again "
+          "(docs/OPERATIONS.md \"Re-enrolling a device\")"));
+    }
+  }
   absl::MutexLock lock(&mu_);
-  credential_ = std::string(absl::StripAsciiWhitespace(text));
+  credential_ = credential;
   return absl::OkStatus();
 }
 
@@ -463,6 +476,11 @@ absl::Status Client::Run() {
     }
     if (!registered) {
       absl::Status s = RegisterOnce();
+      if (absl::IsInvalidArgument(s)) {
+        // A registration the server finds malformed stays so: retrying cannot help.
+        Stop();
+        return s;
+      }
       if (absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s)) {
         // The server refuses this device's credential: retrying cannot change that, only the
         // operator can (docs/OPERATIONS.md "Re-enrolling a device").

@@ -14,6 +14,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/private_file.h"
 
 namespace fedsched {
 
@@ -65,7 +66,27 @@ absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, " is empty: delete it for a new identity, or write the enrolled one there"));
   }
+  if (absl::Status s = CheckIdentity(identity); !s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", s.message(),
+                     "; delete it for a new identity, or write the enrolled one there"));
+  }
   return identity;
+}
+
+absl::Status CheckIdentity(absl::string_view identity) {
+  if (identity.empty() || identity.size() > 256) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a device identity has 1 to 256 characters, not ", identity.size()));
+  }
+  for (const char c : identity) {
+    if (c < 33 || c > 126 || c == '/') {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a device identity is printable ASCII without spaces or '/'; byte %d is not",
+          static_cast<int>(static_cast<unsigned char>(c))));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status MakePrivateDir(const std::string& dir) {
@@ -76,7 +97,9 @@ absl::Status MakePrivateDir(const std::string& dir) {
     return absl::InternalError(absl::StrCat("mkdir ", dir, ": ", std::strerror(errno)));
   }
   // Open without following a link, then check what was opened: no race with a swapped path.
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  // "dir/" or "dir/." would open the link's target: its last component is what is opened.
+  const int fd = ::open(WithoutTrailingSeparators(dir).c_str(),
+                        O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
     return absl::FailedPreconditionError(absl::StrCat(
         "state dir ", dir, " is not a directory of its own (symlink?): ", std::strerror(errno)));

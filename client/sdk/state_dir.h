@@ -21,8 +21,13 @@ absl::Status MakePrivateDir(const std::string& dir);
 // read (surrounding whitespace dropped, never through a symlink), or, when the file is missing,
 // made up as "device-" + 16 random hex digits and saved there (0600), so that an install keeps
 // one identity nobody can guess. `state_dir` must exist (MakePrivateDir).
-// Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty.
+// Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty or
+// not a valid identity (CheckIdentity).
 absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
+
+// A device identity as the server accepts it and as it may appear in file names: 1 to 256
+// printable ASCII characters (33-126), no '/'. Errors: INVALID_ARGUMENT naming what is wrong.
+absl::Status CheckIdentity(absl::string_view identity);
 
 // Holds flock(LOCK_EX) on <state_dir>/LOCK (mode 0600) until destroyed. Not copyable.
 class StateDirLock {

@@ -1,5 +1,8 @@
 #include "server/service/server_config.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -70,9 +73,12 @@ absl::Status CheckOps(const v1::ServerConfig& config) {
 }
 
 bool IsLoopbackAddress(const std::string& address) {
+  if (absl::StartsWith(address, "unix:")) return true;
   const std::string host = address.substr(0, address.rfind(':'));
-  return absl::StartsWith(host, "127.") || host == "localhost" || host == "[::1]" ||
-         absl::StartsWith(address, "unix:");
+  if (host == "localhost" || host == "[::1]") return true;
+  // An IPv4 literal in 127.0.0.0/8 only: a name such as 127.example.com may resolve anywhere.
+  in_addr ipv4;
+  return ::inet_pton(AF_INET, host.c_str(), &ipv4) == 1 && (ntohl(ipv4.s_addr) >> 24) == 127;
 }
 
 // Admission by provisioning (docs/SECURITY.md "Identities and admission"): an enrolment key unless

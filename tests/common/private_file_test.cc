@@ -85,6 +85,14 @@ TEST_F(PrivateFileTest, DirectoryChecks) {
                        AllOf(HasSubstr(Path("link")), HasSubstr("symbolic link"))));
   EXPECT_THAT(EnsurePrivateDirectory(Path("link")),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("symbolic link")));
+  // "link/" and "link/." name the link's target for lstat: the check looks at the link itself.
+  for (const char* tail : {"/", "/.", "//", "/./"}) {
+    EXPECT_THAT(CheckPrivateDirectory(Path("link") + tail),
+                StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("symbolic link")))
+        << tail;
+  }
+  EXPECT_EQ(WithoutTrailingSeparators("/"), "/");
+  EXPECT_EQ(WithoutTrailingSeparators("a/b/./"), "a/b");
 
   Write("file", "x", 0600);
   EXPECT_THAT(CheckPrivateDirectory(Path("file")),

@@ -182,6 +182,41 @@ TEST_F(LocalTrustTest, ADiskThatFillsStopsTheServerCleanly) {
 }
 
 // The finding: a device whose credential file was emptied retried "enrolled with another
+// A lost enrolment key must not be replaced silently: a new one would refuse every device
+// provisioned with the old one. The server refuses to start and says what to do.
+TEST_F(LocalTrustTest, AMissingEnrolmentKeyOfAKnownFleetIsNotReplaced) {
+  const std::string store = Path("store");
+  std::unique_ptr<Process> server = StartServer(kIdleServer, store, "server-1.log");
+  ASSERT_NE(server, nullptr);
+  const std::string address = AddressOf(*server);
+  std::string out;
+  ASSERT_EQ(RunTool({BinaryDir() + "/server/fedsched-enroll", "--key_file=" + store +
+                     "/enrolment_key", "--state_dir=" + Path("device")},
+                    "enroll.log", &out),
+            0)
+      << out;
+  std::unique_ptr<Process> client = Process::Spawn(
+      {BinaryDir() + "/client/fedsched-client", "--partition_index=0", "--num_partitions=2",
+       "--server=" + address, "--state_dir=" + Path("device"), "--log_level=info"},
+      Path("client.log"));
+  ASSERT_NE(client, nullptr);
+  ASSERT_TRUE(client->WaitForLog("registered as")) << client->Log();
+  client->Signal(SIGKILL);
+  client->Wait(absl::Seconds(10));
+  server->Signal(SIGTERM);
+  ASSERT_EQ(server->Wait(absl::Seconds(60)), std::optional<int>(0)) << server->Log();
+
+  std::filesystem::remove(store + "/enrolment_key");
+  server = StartServer(kIdleServer, store, "server-2.log");
+  ASSERT_NE(server, nullptr);
+  std::optional<int> code = server->Wait(absl::Seconds(60));
+  ASSERT_TRUE(code.has_value()) << server->Log();
+  EXPECT_NE(*code, 0);
+  EXPECT_THAT(server->Log(), AllOf(HasSubstr("enrolment_key is missing"),
+                                   HasSubstr("restore the key"), HasSubstr("--create_key")));
+  EXPECT_FALSE(std::filesystem::exists(store + "/enrolment_key"));
+}
+
 // credential" for ever, naming neither the file nor a way out, and no procedure existed.
 TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecovers) {
   const std::string store = Path("store");

@@ -761,7 +761,45 @@ TEST(PrivateDirTest, StateDirIsPrivateAndNoSymlink) {
   std::filesystem::create_directory_symlink(base / "elsewhere", base / "planted");
   EXPECT_THAT(MakePrivateDir((base / "planted").string()),
               StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_));
+  // A trailing separator or "." must not turn the link into its target.
+  for (const char* tail : {"/", "/.", "//"}) {
+    EXPECT_THAT(MakePrivateDir((base / "planted").string() + tail),
+                StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_))
+        << tail;
+  }
   std::filesystem::remove_all(base);
+}
+
+// A device identity may appear in file names and must be something the server accepts: a
+// damaged or hand-written identity is refused at once, not retried for ever.
+TEST(PrivateDirTest, IdentitiesArePrintableAndBounded) {
+  EXPECT_OK(CheckIdentity("device-0123456789abcdef"));
+  EXPECT_OK(CheckIdentity(std::string(256, 'a')));
+  for (const std::string bad :
+       {std::string(), std::string(257, 'a'), std::string("a b"), std::string("../etc"),
+        std::string("\xe9"), std::string("line\nbreak")}) {
+    EXPECT_THAT(CheckIdentity(bad), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_))
+        << bad;
+  }
+}
+
+// Trust on first use is for loopback only: a name that merely starts with "127." may resolve
+// anywhere and is not loopback.
+TEST(SecurityConfigTest, FirstUseNeedsALoopbackLiteral) {
+  v1::ServerConfig config;
+  config.set_store_path("/tmp/x");
+  config.mutable_security()->set_allow_trust_on_first_use(true);
+  for (const char* ok : {"127.0.0.1:1", "127.5.6.7:1", "localhost:1", "[::1]:1"}) {
+    config.set_listen_address(ok);
+    EXPECT_OK(ResolveServerConfig(config).status()) << ok;
+  }
+  config.mutable_security()->set_allow_insecure_listen(true);
+  for (const char* bad : {"127.example.com:1", "0.0.0.0:1", "10.0.0.1:1", "[::]:1"}) {
+    config.set_listen_address(bad);
+    EXPECT_THAT(ResolveServerConfig(config),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not loopback")))
+        << bad;
+  }
 }
 
 TEST(CredentialsTest, HmacMatchesRfc4231) {
