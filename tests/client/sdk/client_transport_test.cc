@@ -1,9 +1,16 @@
 // The SDK against the real service: its keepalive respects the server's minimum ping interval
 // (else the server answers with GOAWAY too_many_pings, docs/RELIABILITY.md §2) and its upload
 // chunks fit the server's chunk size, both learnt from RegisterResponse.transport.
-#include <memory>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
 #include "client/sdk/client.h"
+#include "common/config.h"
 #include "common/testing/status_matchers.h"
 #include "tests/client/sdk/sdk_test_util.h"
 #include "tests/server/service/grpc_test_harness.h"
@@ -15,6 +22,7 @@ using ::fedsched::testing::ClientRunner;
 using ::fedsched::testing::PatternModel;
 using ::fedsched::testing::StatusIs;
 using ::fedsched::testing::TestServer;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 TEST(ClientTransportTest, KeepaliveRaisedToServerMinimumAndChunksFitTheServer) {
@@ -63,6 +71,31 @@ TEST(ClientTransportTest, CreateRejectsSentinelsNamingTheField) {
   options.config.mutable_transport()->set_max_message_bytes(-1);
   EXPECT_THAT(Client::Create(options), StatusIs(absl::StatusCode::kInvalidArgument,
                                                 HasSubstr("transport.max_message_bytes")));
+}
+
+// A damaged credential or identity ends Create with an error naming what is wrong, instead of a
+// registration that can never succeed and would be retried for ever.
+TEST(ClientTransportTest, CreateRefusesADamagedCredentialOrIdentity) {
+  testing::NudgeTrainer trainer;
+  testing::TinySampleSource source;
+  UniformDataPlan plan(&source, 1);
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/damaged_", ::getpid());
+  std::filesystem::remove_all(dir);
+  ASSERT_OK(MakePrivateDir(dir));
+  ClientOptions options;
+  options.config.set_state_dir(dir);
+  options.trainer = &trainer;
+  options.data = &plan;
+  ASSERT_OK(WriteFileAtomically(dir + "/credential", "\xe9\n"));
+  ::chmod((dir + "/credential").c_str(), 0600);
+  EXPECT_THAT(Client::Create(options),
+              StatusIs(absl::StatusCode::kFailedPrecondition,
+                       AllOf(HasSubstr(dir + "/credential"), HasSubstr("damaged"))));
+  std::filesystem::remove(dir + "/credential");
+  options.config.set_identity(std::string(300, 'x'));
+  EXPECT_THAT(Client::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("1 to 256")));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
