@@ -25,6 +25,9 @@ min_online_clients: 3
 num_rounds: 0
 round_deadline_s: 60
 heartbeat_interval_ms: 500
+# Online = a heartbeat within 10 intervals: on a loaded machine a client's heartbeat may be late
+# by a second or two, and the gauge checked below must still count all three.
+missed_heartbeats: 10
 training { local_steps: 5 batch_size: 32 learning_rate: 0.05 }
 ops { metrics_listen_address: "127.0.0.1:$MPORT" health_listen_address: "127.0.0.1:$HPORT" }
 CFG
