@@ -421,13 +421,18 @@ absl::Status CoordinatorService::CheckOperatorToken(grpc::CallbackServerContext*
   if (options_.operator_token.empty()) return absl::OkStatus();
   const auto& metadata = context->client_metadata();
   auto it = metadata.find(kOperatorTokenHeader);
-  if (it == metadata.end() ||
-      !ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
-                          options_.operator_token)) {
+  if (it == metadata.end()) {
     return absl::UnauthenticatedError(
         absl::StrCat(what,
                      " needs the operator token (metadata fedsched-operator-token; fedsched-status "
                      "--token_file)"));
+  }
+  if (!ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
+                          options_.operator_token)) {
+    return absl::UnauthenticatedError(absl::StrCat(
+        what,
+        ": the operator token presented is not this server's (security.operator_token_path, "
+        "by default <store_path>/operator_token)"));
   }
   return absl::OkStatus();
 }
