@@ -58,7 +58,8 @@ int64_t FirstNonFinite(const float* data, int64_t n);
 // max(`median_factor` x the reference, `floor`), where the reference is the median of the latest
 // accepted norm of each of the last kWindow clients recorded (once kMinHistory clients are; 0 =
 // off). Two rules keep the reference from being starved (Sun et al., "Can you really backdoor
-// federated learning?", 2019, norm bounding; research.md §15):
+// federated learning?", 2019, norm bounding; docs/SECURITY.md "Screens that cannot be
+// starved"):
 //  * the floor: an update whose norm is at most `floor` (default aggregation.clip_update_norm,
 //    whose clipping already bounds its influence) is never refused by the median rule, so
 //    however the reference is pulled down, honest updates within the clip bound pass;
