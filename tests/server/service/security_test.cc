@@ -337,9 +337,9 @@ TEST_F(SecurityTest, SelfDeclaredWeightIsBounded) {
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
 }
 
-// Bounded influence (issue 42): a device declaring 1,000,000 samples is planned far more
-// examples than three of 100, but holds at most security.max_client_weight_share (2 / K = 0.5)
-// of the round's weight: its update (1.0 everywhere, clipped to 10) moves the model by half of
+// Bounded influence (docs/SECURITY.md "Updates"): a device declaring 1,000,000 samples is planned
+// far more examples than three of 100, but holds at most security.max_client_weight_share (2 / K =
+// 0.5) of the round's weight: its update (1.0 everywhere, clipped to 10) moves the model by half of
 // itself, not by 98 % of it as when weighed by its examples.
 TEST_F(SecurityTest, OneClientsShareOfTheRoundsWeightIsCapped) {
   raw_.set_clients_per_round(4);
@@ -388,10 +388,11 @@ TEST_F(SecurityTest, OneClientsShareOfTheRoundsWeightIsCapped) {
   EXPECT_LT(move, 0.55 * 10.0 / std::sqrt(610.0));
 }
 
-// The collapse guard's reference from round 0 (issue 42): the initial model is evaluated before
-// round 1 (0.8), so a poisoner present from the first round gets no round published below
-// 0.8 - max_accuracy_drop; the reference is stored with the run. The evaluator stands in for
-// the test set: 0.8 minus the model's L2 distance from the initial model / 20, at least 0.
+// The collapse guard's reference (docs/SECURITY.md "The collapse guard"): the initial model is
+// evaluated before round 1 (0.8), so a poisoner present from the first round gets no round
+// published below 0.8 - max_accuracy_drop; the reference is stored with the run. The evaluator
+// stands in for the test set: 0.8 minus the model's L2 distance from the initial model / 20, at
+// least 0.
 TEST_F(SecurityTest, PoisonerFromRoundOneIsNotPublishedBelowTheInitialModel) {
   raw_.mutable_training()->set_local_steps(1);
   raw_.set_num_rounds(2);
