@@ -16,8 +16,8 @@
 // with a random token when missing) and copied to --out for the aggregator's
 // hierarchy.upstream_token_path.
 //
-//   fedsched-enroll --aggregator_token_dir=STORE/aggregator_tokens --aggregator_id=agg-1 \
-//       --out=agg-1.token
+//   fedsched-enroll --aggregator_token_dir=STORE/aggregator_tokens --aggregator_id=agg-1
+//       --out=agg-1.token      (one command line)
 //
 // Re-enrol an identity: clear the credential or certificate it is bound to in a stopped
 // server's store, so that its next registration binds whatever it then presents (a new
