@@ -263,7 +263,10 @@ bool RefusalFailsTask(RejectReason reason) {
 
 bool RoundEngine::RefuseUpdate(const UpdateClaim* claim, RejectReason reason, double now_s,
                                absl::string_view why) {
-  RefusalNote note{.reason = reason, .round = current_round(), .why = std::string(why)};
+  RefusalNote note;
+  note.reason = reason;
+  note.round = current_round();
+  note.why = std::string(why);
   if (claim != nullptr) {
     note.task_id = claim->task_id;
     if (static_cast<int64_t>(claim->index) < book_->size()) {

@@ -32,8 +32,8 @@ constexpr int64_t kChunk = 4096;
 struct Participant {
   std::string identity;
   float fill = 0;
-  Session session;
-  std::vector<absl::Status> verdicts;  // of its uploads, in order
+  Session session = {};
+  std::vector<absl::Status> verdicts = {};  // of its uploads, in order
 };
 
 class ScreensTest : public ::testing::Test {

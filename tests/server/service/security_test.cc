@@ -776,7 +776,7 @@ TEST(PrivateDirTest, StateDirIsPrivateAndNoSymlink) {
 TEST(PrivateDirTest, IdentitiesArePrintableAndBounded) {
   EXPECT_OK(CheckIdentity("device-0123456789abcdef"));
   EXPECT_OK(CheckIdentity(std::string(256, 'a')));
-  for (const std::string bad :
+  for (const std::string& bad :
        {std::string(), std::string(257, 'a'), std::string("a b"), std::string("../etc"),
         std::string("\xe9"), std::string("line\nbreak")}) {
     EXPECT_THAT(CheckIdentity(bad), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_))
