@@ -8,7 +8,7 @@
 # A quick look: SEEDS=1 POLICIES="random fedcase" CLIENTS=20 ROUNDS=15 (a few minutes).
 #
 # Each client's slowdown factor comes from a real device: row k of FedScale's capacity trace
-# (../shared/data/traces/fedscale/capacity_ids1-100.csv), factor = computation_ms / min
+# (data/traces/fedscale/capacity_ids1-100.csv), factor = computation_ms / min
 # computation_ms over the CLIENTS rows, so the fastest device trains at full speed and the
 # slowest up to ~13x slower.
 #
@@ -31,7 +31,7 @@ POLICIES=${POLICIES:-"random oort fedcase"}
 TARGET=${TARGET:-0.80}
 CLIENTS=${CLIENTS:-40}
 ROUNDS=${ROUNDS:-40}
-TRACE=${TRACE:-../shared/data/traces/fedscale/capacity_ids1-100.csv}
+TRACE=${TRACE:-data/traces/fedscale/capacity_ids1-100.csv}
 RESULTS=${OUT_DIR:-runs/live-policies}
 OUT=$RESULTS/LIVE_POLICIES.md
 mkdir -p "$RESULTS"

@@ -25,7 +25,7 @@ mkdir -p "$OUT"
 # The 30 s variant: the secure config with step_timeout_s 30, its trace paths made absolute
 # (they are relative to the config file's directory).
 sed -e "s#secure_aggregation { enabled: true }#secure_aggregation { enabled: true step_timeout_s: 30 }#" \
-    -e "s#\"../../../shared/#\"$ROOT/../shared/#" configs/sim/fmnist_1000_secagg.textproto \
+    -e "s#\"../../data/#\"$ROOT/data/#" configs/sim/fmnist_1000_secagg.textproto \
     > "$OUT/fmnist_1000_secagg_t30.textproto"
 grep -q "step_timeout_s: 30" "$OUT/fmnist_1000_secagg_t30.textproto"
 

@@ -23,7 +23,7 @@ STEPS=${STEPS:-20}
 BATCH=${BATCH:-32}
 CLIENTS=${CLIENTS:-1000}
 K=${K:-200}
-TRACES=${FEDSCHED_TRACES_DIR:-$SRC/../shared/data/traces}
+TRACES=${FEDSCHED_TRACES_DIR:-$SRC/data/traces}
 WORK=$(mktemp -d /tmp/fedsched_mpi_bench.XXXXXX)
 trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
 

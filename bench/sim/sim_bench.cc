@@ -1,5 +1,5 @@
 // Events per second of the simulator: the bare event queue, and whole no-train runs over the
-// shared real traces (run from the repository root so that ../shared resolves):
+// shared real traces (run from the repository root so that data/traces resolves):
 //   build/bench/sim/sim_bench --benchmark_counters_tabular=true
 #include <cstdlib>
 #include <string>
@@ -36,7 +36,7 @@ BENCHMARK(BM_EventQueuePushPop)->Arg(100000)->Unit(benchmark::kMillisecond);
 
 std::string Traces() {
   const char* dir = std::getenv("FEDSCHED_TRACES_DIR");
-  return dir != nullptr ? dir : "../shared/data/traces";
+  return dir != nullptr ? dir : "data/traces";
 }
 
 // A whole no-train simulation through the round engine (server/round, random policy):

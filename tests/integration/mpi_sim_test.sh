@@ -12,7 +12,7 @@ BUILD=$1
 SRC=$2
 MPI_BUILT=${3:-ON}
 SIM="$BUILD/sim/fedsched-sim"
-TRACES=${FEDSCHED_TRACES_DIR:-$SRC/../shared/data/traces}
+TRACES=${FEDSCHED_TRACES_DIR:-$SRC/data/traces}
 DATA=/usr/share/datasets/fashion-mnist
 if ! command -v mpirun > /dev/null; then
   echo "SKIP: no mpirun on PATH (scripts/install_deps.sh installs openmpi-bin)"; exit 77

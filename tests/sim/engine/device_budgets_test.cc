@@ -70,7 +70,7 @@ v1::SimConfig BudgetConfig(bool fit_checks) {
   v1::DeviceBudgetConfig* b = c.mutable_budgets();
   b->set_enable(true);
   b->set_model_scale(60);
-  const std::string traces = SourceDir() + "/../shared/data/traces/";
+  const std::string traces = SourceDir() + "/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_shuffle_capacity(true);
   c.mutable_traces()->set_availability_path(traces + "mobiperf/avl_events_300.csv");

@@ -121,7 +121,7 @@ v1::SimConfig SmallRun(v1::SelectionPolicy policy, uint64_t seed, bool fedbuff) 
   s->mutable_training()->set_batch_size(20);
   s->mutable_training()->set_local_steps(5);
   s->mutable_aggregation()->set_async_fedbuff(fedbuff);
-  const std::string traces = SourceDir() + "/../shared/data/traces/";
+  const std::string traces = SourceDir() + "/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_shuffle_capacity(true);
   c.mutable_traces()->set_sample_size_path(traces + "fedcase/demo_capacity.csv");

@@ -528,7 +528,7 @@ v1::SimConfig SmallNoTrainConfig() {
   s->set_seed(3);
   s->mutable_training()->set_batch_size(20);
   s->mutable_training()->set_local_steps(5);
-  const std::string traces = SourceDir() + "/../shared/data/traces/";
+  const std::string traces = SourceDir() + "/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_shuffle_capacity(true);
   c.mutable_traces()->set_availability_path(traces + "mobiperf/avl_events_300.csv");

@@ -159,7 +159,7 @@ TEST(TrainingLearnerTest, PrefetchWarmsAnImportanceCache) {
 v1::SimConfig TinyRun() {
   v1::SimConfig c = TinyConfig();
   c.mutable_server()->mutable_eval()->set_every_n_rounds(1);
-  const std::string traces = SourceDir() + "/../shared/data/traces/";
+  const std::string traces = SourceDir() + "/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_availability_format(v1::AVAILABILITY_FORMAT_ALWAYS_ON);
   return c;

@@ -81,7 +81,7 @@ v1::SimConfig SmallConfig() {
   c.mutable_data()->set_dirichlet_alpha(1.0);
   const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
   const std::string traces =
-      std::string(src != nullptr ? src : "/work/main") + "/../shared/data/traces/";
+      std::string(src != nullptr ? src : "/work/main") + "/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_availability_format(v1::AVAILABILITY_FORMAT_ALWAYS_ON);
   auto resolved = ResolveSimConfig(c);

@@ -58,7 +58,7 @@ v1::SimConfig CnnConfig(const std::string& trainer) {
   c.mutable_data()->set_train_labels_path(SubsetData::dir() + "/train-labels");
   s->mutable_eval()->set_test_images_path(SubsetData::dir() + "/test-images");
   s->mutable_eval()->set_test_labels_path(SubsetData::dir() + "/test-labels");
-  const std::string traces = SourceDir() + "/../shared/data/traces/";
+  const std::string traces = SourceDir() + "/data/traces/";
   c.mutable_traces()->set_capacity_path(traces + "fedscale/capacity_10k.csv");
   c.mutable_traces()->set_availability_format(v1::AVAILABILITY_FORMAT_ALWAYS_ON);
   return c;

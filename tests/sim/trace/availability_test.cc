@@ -17,7 +17,7 @@ using ::testing::HasSubstr;
 
 std::string TracesDir() {
   const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
-  return std::string(src != nullptr ? src : "/work/main") + "/../shared/data/traces";
+  return std::string(src != nullptr ? src : "/work/main") + "/data/traces";
 }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {

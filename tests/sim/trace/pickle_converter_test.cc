@@ -23,7 +23,7 @@ int RunConverter(const std::string& args) {
 }
 
 const std::string& Dir() {
-  static const std::string* dir = new std::string(SourceDir() + "/../shared/data/traces/fedscale/");
+  static const std::string* dir = new std::string(SourceDir() + "/data/traces/fedscale/");
   return *dir;
 }
 

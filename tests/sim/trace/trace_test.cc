@@ -20,7 +20,7 @@ std::string TracesDir() {
   const char* env = std::getenv("FEDSCHED_TRACES_DIR");
   if (env != nullptr) return env;
   const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
-  return std::string(src != nullptr ? src : "/work/main") + "/../shared/data/traces";
+  return std::string(src != nullptr ? src : "/work/main") + "/data/traces";
 }
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
