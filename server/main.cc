@@ -349,6 +349,9 @@ int Main() {
       return 1;
     }
     ops_metrics = *std::move(served);
+    for (round::RejectReason reason : round::kAllRejectReasons) {
+      ops_metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)));
+    }
     FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", ops_metrics->port());
   }
   // Server-side evaluation is one pluggable CoordinatorOptions::evaluator; EVAL_MODE_CLIENT

@@ -49,12 +49,6 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                                "cannot be starved\"): session, task, late, examples, metrics, "
                                "payload, validation, norm_bound, norm_median.")
                            .Register(r);
-  // Every reason is exported from the start (at 0), so that dashboards and alerts see the
-  // family before the first refusal. The names are round::RejectReasonName's.
-  for (const char* reason : {"session", "task", "late", "examples", "metrics", "payload",
-                             "validation", "norm_bound", "norm_median"}) {
-    Cached(updates_rejected_, absl::StrCat("rejected|", reason), {{"reason", reason}});
-  }
   examples_total_ =
       NewCounter(r, "fedsched_examples_total", "Training examples behind the committed updates.");
   round_seconds_ = &prometheus::BuildHistogram()
@@ -149,6 +143,10 @@ std::string ServerMetrics::CauseLabel(const std::string& reason) {
 void ServerMetrics::OnTaskFailed(const std::string& reason) {
   const std::string cause = CauseLabel(reason);
   Cached(task_failures_, "task|" + cause, {{"cause", cause}})->Increment();
+}
+
+void ServerMetrics::DeclareRejectReason(const std::string& reason) {
+  Cached(updates_rejected_, "rejected|" + reason, {{"reason", reason}});
 }
 
 void ServerMetrics::OnUpdateRejected(const std::string& reason) {

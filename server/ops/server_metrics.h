@@ -57,6 +57,9 @@ class ServerMetrics {
   // An upload refused, `reason` one of round::RejectReasonName's labels: counted at once in
   // fedsched_updates_rejected_total{reason}, whether or not its round commits.
   void OnUpdateRejected(const std::string& reason);
+  // Exports fedsched_updates_rejected_total{reason} at 0 before the first refusal, so that
+  // dashboards and alerts see every reason from the start.
+  void DeclareRejectReason(const std::string& reason);
   // Current client counts (from the coordinator's status snapshot).
   void SetClients(int64_t registered, int64_t online);
   // One finished RPC: `method` as gRPC names it ("/fedsched.v1.Coordinator/PollTask"), its

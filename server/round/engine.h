@@ -144,6 +144,11 @@ enum class RejectReason {
   kNormBound,   // L2 norm above security.max_update_norm
   kNormMedian,  // L2 norm above the median screen's threshold (UpdateNormScreen)
 };
+// Every RejectReason, in declaration order.
+inline constexpr RejectReason kAllRejectReasons[] = {
+    RejectReason::kSession,    RejectReason::kTask,      RejectReason::kLate,
+    RejectReason::kExamples,   RejectReason::kMetrics,   RejectReason::kPayload,
+    RejectReason::kValidation, RejectReason::kNormBound, RejectReason::kNormMedian};
 // "session", "task", "late", "examples", "metrics", "payload", "validation", "norm_bound",
 // "norm_median".
 absl::string_view RejectReasonName(RejectReason reason);
