@@ -150,14 +150,18 @@ TEST_F(AdmissionTest, NeverProvenIdentitiesCannotFillTheIdentityTable) {
 // retry_after_ms as the SDK does; 30 tasks a round, a 1 s deadline. Never-proven clients get at
 // most ceil(0.2 x 30) = 6 tasks of a round, so the honest rounds commit. With pace steering on
 // (the default) never-proven devices are also paced apart from the proven ones, so pacing never
-// sends the honest devices away while the sybils are re-tasked.
+// sends the honest devices away while the sybils are re-tasked. The run with pacing lasts
+// `poll_for` of wall time (2 minutes: the stall appeared only after pacing had learned from a
+// few rounds) and asserts that rounds keep committing throughout, not only at the start.
 class ThreeHundredPollersTest : public AdmissionTest {
  protected:
-  void Run(bool pacing) {
+  // Polls until 3 rounds have committed (poll_for zero) or for poll_for of wall time.
+  void Run(bool pacing, absl::Duration poll_for = absl::ZeroDuration()) {
+    const bool timed = poll_for > absl::ZeroDuration();
     raw_.set_clients_per_round(30);
     raw_.set_min_updates(3);
     raw_.set_min_online_clients(3);
-    raw_.set_num_rounds(3);
+    raw_.set_num_rounds(timed ? 100000 : 3);
     raw_.set_round_deadline_s(1);
     raw_.set_replan_backoff_after_failures(100);
     raw_.mutable_selection()->set_overcommit(1.0);  // 30 slots
@@ -178,6 +182,9 @@ class ThreeHundredPollersTest : public AdmissionTest {
     const v1::Model model = PatternModel({600, 10});
     std::vector<absl::Time> next_poll(honest.size(), absl::InfinitePast());
     absl::flat_hash_set<std::string> uploaded;
+    const absl::Time start = absl::Now();
+    absl::Time last_commit = start;
+    int64_t seen_round = 0;
     const bool committed = TestServer::WaitFor(
         [&] {
           server_->Tick();
@@ -201,13 +208,26 @@ class ThreeHundredPollersTest : public AdmissionTest {
               uploaded.insert(r->task().task_id());
             }
           }
-          return server_->coordinator().committed_round() >= 3;
+          const int64_t round = server_->coordinator().committed_round();
+          if (round > seen_round) {
+            longest_gap_ = std::max(longest_gap_, absl::Now() - last_commit);
+            last_commit = absl::Now();
+            seen_round = round;
+          }
+          return timed ? absl::Now() - start >= poll_for : round >= 3;
         },
-        absl::Seconds(50));
+        timed ? poll_for + absl::Seconds(60) : absl::Seconds(50));
+    longest_gap_ = std::max(longest_gap_, absl::Now() - last_commit);
     ASSERT_TRUE(committed) << "committed " << server_->coordinator().committed_round()
                            << " rounds; honest devices waited up to " << honest_longest_wait_ms_
                            << " ms";
     EXPECT_LE(honest_longest_wait_ms_, 1000);  // the proven devices were never sent away
+    if (timed) {
+      // Rounds of a 1 s deadline commit every few seconds; 30 s without a commit is a stall
+      // even on a loaded machine.
+      EXPECT_LE(longest_gap_, absl::Seconds(30)) << seen_round << " rounds committed";
+      EXPECT_GE(seen_round, 10);
+    }
     ASSERT_OK_AND_ASSIGN(std::vector<v1::RoundRecord> rounds, server_->store().LoadRecentRounds(3));
     ASSERT_EQ(rounds.size(), 3u);
     for (const v1::RoundRecord& r : rounds) {
@@ -223,10 +243,12 @@ class ThreeHundredPollersTest : public AdmissionTest {
   absl::flat_hash_set<std::string> sybil_ids_;
   int64_t honest_longest_wait_ms_ = 0;
   int64_t sybil_longest_wait_ms_ = 0;
+  absl::Duration longest_gap_ = absl::ZeroDuration();  // wall time without a commit
 };
 
-TEST_F(ThreeHundredPollersTest, NeverProvenIdentitiesPollingWithPacingLeaveRoundsCommitting) {
-  Run(/*pacing=*/true);
+TEST_F(ThreeHundredPollersTest,
+       NeverProvenIdentitiesPollingForTwoMinutesWithPacingLeaveRoundsCommitting) {
+  Run(/*pacing=*/true, /*poll_for=*/absl::Minutes(2));
   EXPECT_GT(sybil_longest_wait_ms_, 1000);  // paced among themselves
 }
 
