@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Round throughput near the wire's limit (issue 13): FedAvg rounds of N clients x P float32
+# Round throughput near the wire's limit: FedAvg rounds of N clients x P float32
 # parameters through a real fedsched-server on loopback, driven by fedsched-load-gen with compute
 # 0 ms (a full download and upload per client per round, no evaluation), beside the raw gRPC
 # ceiling measured in the same run by bench/ingest (its `baseline` phase: the same bytes streamed
 # to a reactor that only counts them).
 #
-#   bash bench/round_throughput.sh                 # the four workloads of issue 13
+#   bash bench/round_throughput.sh                 # the four workloads
 #   bash bench/round_throughput.sh --quick         # 8 rounds each, small workloads only
 #
 # Per workload and server binary it reports:

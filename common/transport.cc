@@ -135,7 +135,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials
   FEDSCHED_ASSIGN_OR_RETURN(options.pem_root_certs, ReadFileToString(resolved.tls_ca_path()));
   if (!resolved.tls_cert_path().empty()) {
     FEDSCHED_ASSIGN_OR_RETURN(options.pem_cert_chain, ReadFileToString(resolved.tls_cert_path()));
-    FEDSCHED_ASSIGN_OR_RETURN(options.pem_private_key, ReadFileToString(resolved.tls_key_path()));
+    // The device's or relay's private key, held to the same rules as the server's.
+    FEDSCHED_ASSIGN_OR_RETURN(options.pem_private_key, ReadPrivateFile(resolved.tls_key_path()));
   }
   return grpc::SslCredentials(options);
 }

@@ -43,7 +43,8 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 // Channel credentials: insecure when no CA is configured, else TLS with the CA (and the client's
 // own cert/key when given, for mutual TLS). Errors: INVALID_ARGUMENT when a client certificate is
 // configured without tls_ca_path (that would silently connect in plaintext); NOT_FOUND when a file
-// cannot be read.
+// cannot be read; FAILED_PRECONDITION when the client's key file is a symbolic link, another
+// uid's or open to group or others (ReadPrivateFile).
 absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const v1::TransportConfig& resolved);
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Federated training of a PyTorch CNN on Fashion-MNIST with fedsched (issue 17).
+"""Federated training of a PyTorch CNN on Fashion-MNIST with fedsched.
 
 N Python clients (threads of this process, each its own fedsched.Client) train a small
 LeNet-style CNN (the architecture of models/cnn.h, written in PyTorch) against a live

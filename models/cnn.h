@@ -1,6 +1,6 @@
 // A small LeNet-style convolutional network for 28 x 28 grey-scale images with 10 classes
 // (Fashion-MNIST), in Eigen, after LeCun et al., Proc. IEEE 1998 (LeNet-5), with ReLU and max
-// pooling in place of the sigmoid and sub-sampling layers (issue 15: a model that is not
+// pooling in place of the sigmoid and sub-sampling layers (a model that is not
 // convex-ish, for the time-to-accuracy experiment):
 //   conv1  6 filters 5x5, valid, + ReLU      [1, 28, 28] -> [6, 24, 24]
 //   pool1  max 2x2, stride 2                               -> [6, 12, 12]

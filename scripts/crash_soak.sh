@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Crash soak (issue 6, "exactly once"): runs a ROUNDS-round job with real binaries on loopback,
+# Crash soak ("exactly once"): runs a ROUNDS-round job with real binaries on loopback,
 # SIGKILLs fedsched-server at random points (while it plans, trains, receives, commits) and starts
 # it again on the same store each time, until the run finishes by itself. Then it checks:
 #   1. fedsched-audit: every committed round's model equals the FedAvg replay of its stored,

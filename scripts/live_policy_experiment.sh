@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 3's live experiment: wall time to a target test accuracy for the random, oort and fedcase
+# The live experiment: wall time to a target test accuracy for the random, oort and fedcase
 # selection policies, with 40 fedsched-client processes of mixed speed on loopback.
 #
 # Expected run time on 2 cores: about 15-25 minutes for the default 3 seeds x 3 policies (each

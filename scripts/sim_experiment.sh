@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces the simulator's time-to-accuracy experiment (issue 5): Fashion-MNIST, 1,000
+# Reproduces the simulator's time-to-accuracy experiment: Fashion-MNIST, 1,000
 # clients, K = 50, over-commitment 1.3, Dirichlet alpha 0.1, real capacity + availability traces
 # (configs/sim/fmnist_1000.textproto); random, oort and fedcase selection, plus `fedbuff`
 # (fedcase selection and importance cache under asynchronous FedBuff aggregation,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-virtual-day time-to-accuracy experiment (issue 15; docs/SIMULATION.md "Experiment over
+# The two-virtual-day time-to-accuracy experiment (docs/SIMULATION.md "Experiment over
 # two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.86 (MLP_TARGET; the CNN:
 # 0.84), over three availability traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto),
 # four start offsets into each trace and three seeds, for every policy row below. Every run trains

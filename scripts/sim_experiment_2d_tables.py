@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tables of the two-virtual-day experiment (scripts/sim_experiment_2d.sh, issue 15).
+"""Tables of the two-virtual-day experiment (scripts/sim_experiment_2d.sh).
 
 Reads OUT/<model>/<trace>/<row>_o<offset>_s<seed>.summary (the `run=` line of fedsched-sim) and
 the matching per-round CSV, and writes OUT/results.md: per model and trace, each row's median

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reliability soak (issue 12, "Done when"; docs/RELIABILITY.md §8): the main job's setup with a
+# Reliability soak ("Done when"; docs/RELIABILITY.md §8): the main job's setup with a
 # big model for a long run while faults are injected at random moments:
 #   - a client is SIGKILLed and started again after 1-5 s (same identity and state dir);
 #   - a client is SIGSTOPped for 1-20 s, then SIGCONTed;

@@ -20,7 +20,7 @@
 //   fold      the bare in-place fold sum += w * update (Eigen), one update per pass, no checks.
 // Each one-core variant is timed with the thread's CPU clock; the counters are GB/s and
 // percentages of `read`. After the run a table repeats them; the target is FedAvg >= 70 % of read
-// on one core (issue 7).
+// on one core.
 //
 // Memory stays bounded: a round cycles through a pool of kPoolSize = 8 distinct updates (8 x 4
 // bytes x parameters, 3.2 GB at 100M; peak about 5.5 GB) instead of allocating 1000 x 100M

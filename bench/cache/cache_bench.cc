@@ -1,4 +1,4 @@
-// cache_bench: the measurement for issue 4 (on-device sample cache, FedCaSe SoCC 2024 / SHADE
+// cache_bench: the measurement (on-device sample cache, FedCaSe SoCC 2024 / SHADE
 // FAST 2023). Fashion-MNIST is split over --clients clients (Dirichlet --alpha label skew); each
 // client's samples are stored on disk (one file per sample by default, the way a data loader
 // reads an image folder) behind a SampleCache of --cache_fraction of its samples. The same

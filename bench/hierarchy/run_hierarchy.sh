@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hierarchical aggregation (issue 18 item 4): root ingest bytes and root CPU against the number of
+# Hierarchical aggregation: root ingest bytes and root CPU against the number of
 # aggregators. For each A in AGGREGATORS (0 = one flat server) it starts a root fedsched-server
 # (hierarchy.role ROLE_ROOT, or ROLE_FLAT for 0) with its Prometheus endpoint, A aggregator
 # fedsched-server processes (ROLE_AGGREGATOR) and fedsched-load-gen with CLIENTS simulated

@@ -1,5 +1,5 @@
 // Server ingest throughput in MB/s of update data through the real CoordinatorService, beside a
-// raw gRPC client stream that moves the same bytes in the same run (issue 7; target: ingest >= 50 %
+// raw gRPC client stream that moves the same bytes in the same run (target: ingest >= 50 %
 // of the baseline).
 //
 // Ingest/N/P: N clients, each with its own channel (own TCP connection) to one in-process

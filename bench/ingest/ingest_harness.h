@@ -1,4 +1,4 @@
-// The loopback harness of ingest_bench (bench/ingest/ingest_bench.cc; issue 7, server ingest
+// The loopback harness of ingest_bench (bench/ingest/ingest_bench.cc, server ingest
 // throughput): the real CoordinatorService and a byte-counting baseline service
 // (ingest_baseline.proto) on one in-process gRPC server, N registered devices that upload the
 // same payloads to either, and the timing of a phase of N concurrent senders.

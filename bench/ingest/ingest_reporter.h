@@ -1,4 +1,4 @@
-// The console reporter of ingest_bench (bench/ingest/ingest_bench.cc; issue 7): Google
+// The console reporter of ingest_bench (bench/ingest/ingest_bench.cc): Google
 // Benchmark's usual console output, then summary tables of the Ingest rows (MB/s, ratio to the
 // raw gRPC baseline, CPU s/GB) and of the Step rows (GB/s per server step).
 #ifndef FEDSCHED_BENCH_INGEST_INGEST_REPORTER_H_

@@ -1,5 +1,5 @@
 // fedsched-load-gen: many lightweight simulated clients in one process against a running
-// fedsched-server over loopback (issue 6, "Load").
+// fedsched-server over loopback ("Load").
 //
 //   fedsched-load-gen --server=127.0.0.1:50051 --clients=1000 --rounds=20 [--server_pid=PID]
 //
@@ -20,7 +20,7 @@
 // /proc/PID/status). Steady state, once every client registered and --warmup_rounds committed:
 // rpc_per_s_steady (pace steering's figure), task discovery and round start gaps,
 // round_period_s (between the ends of
-// consecutive rounds) and server_cpu_s_per_round (issue 13's figures, bench/round_throughput.sh).
+// consecutive rounds) and server_cpu_s_per_round (the throughput figures of bench/round_throughput.sh).
 // Exits 0 when `rounds` rounds committed with no RPC error, every upload accepted and all clients
 // registered; 1 otherwise.
 #include <malloc.h>

@@ -1,4 +1,4 @@
-// The simulated fleet of fedsched-load-gen (bench/load/load_gen.cc; issue 6 "Load"): many
+// The simulated fleet of fedsched-load-gen (bench/load/load_gen.cc): many
 // lightweight clients in one process speaking the real protocol to a running fedsched-server,
 // a monitor sampling GetStatus, and the end-of-run report (bench/load/load_report.h).
 #ifndef FEDSCHED_BENCH_LOAD_LOAD_GENERATOR_H_

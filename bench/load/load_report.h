@@ -1,4 +1,4 @@
-// The end-of-run report of fedsched-load-gen (bench/load/load_gen.cc; issue 6 "Load", issue 13's
+// The end-of-run report of fedsched-load-gen (bench/load/load_gen.cc; the
 // steady-state figures): a per-round table from the server's round records and the clients' task
 // records, then one summary line per figure. bench/round_throughput.sh, bench/load/run_load.sh,
 // bench/load/pacing.sh and bench/hierarchy/run_hierarchy.sh read its lines by their keys

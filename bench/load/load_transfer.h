@@ -1,6 +1,6 @@
 // Model download and update upload of one simulated client of fedsched-load-gen
 // (bench/load/load_gen.cc), as gRPC callback reactors, and the round's shared upload payload
-// (issue 13: the generator's own copies kept off the cores the server is measured on).
+// (the generator's own copies kept off the cores the server is measured on).
 #ifndef FEDSCHED_BENCH_LOAD_LOAD_TRANSFER_H_
 #define FEDSCHED_BENCH_LOAD_LOAD_TRANSFER_H_
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Load test (issue 6): starts fedsched-server on loopback with a softmax 784-10 model and
+# Load test: starts fedsched-server on loopback with a softmax 784-10 model and
 # clients_per_round 100, then fedsched-load-gen with 1,000 simulated clients (heartbeats, polls,
 # chunked downloads and uploads, simulated compute) for 20 rounds. Prints and saves the load
 # generator's report: per-round wall time and overhead (wall - slowest participant's compute),

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The round-time predictor live (issue 20): the main job's 20 clients slowed 1x to 10x (the
+# The round-time predictor live: the main job's 20 clients slowed 1x to 10x (the
 # `slowdown_factor` emulation: the training thread's CPU time stretched by the factor), and
 # the planner's per-round MAPE of predicted against measured task completion seconds.
 #

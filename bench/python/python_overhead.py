@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Per-round overhead of the Python SDK path against a plain PyTorch loop (issue 17).
+"""Per-round overhead of the Python SDK path against a plain PyTorch loop.
 
 One Python client (examples/pytorch_fmnist.py's LeNet and SGD loop) trains --rounds rounds of
 --local_steps minibatches (batch 32) against a live fedsched-server (K = 1). Afterwards the same

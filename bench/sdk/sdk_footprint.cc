@@ -1,4 +1,4 @@
-// The SDK's footprint on a device (issue 22 item 3): one fedsched::Client process against a
+// The SDK's footprint on a device: one fedsched::Client process against a
 // separate fedsched-server, with a trainer that costs almost nothing (it moves every weight by
 // one step and reads each planned sample once), so what the process spends is the SDK's:
 // download, parse and hash of the model, the cache's sample plan, the delta, the upload, the

@@ -1,4 +1,4 @@
-// SDK overhead per round, beside bare training of the same model on the same samples (issue 7).
+// SDK overhead per round, beside bare training of the same model on the same samples.
 //
 // SdkRound/ARCH/PLAN: one in-process fedsched::Client (the real SDK: register, heartbeats, poll,
 // download, train, upload over loopback gRPC) against an in-process Coordinator and

@@ -1,4 +1,4 @@
-// A Trainer over LibTorch (issue 17): trains a C++-defined torch::nn module from the server's
+// A Trainer over LibTorch: trains a C++-defined torch::nn module from the server's
 // global weights. The network is the LeNet-style CNN of models/cnn.h (conv 6@5x5, max-pool 2,
 // conv 16@5x5, max-pool 2, fc 256-64, ReLU, fc 64-10) with PyTorch's tensor names and layouts,
 // so that it is the same model as examples/pytorch_fmnist.py's LeNet:

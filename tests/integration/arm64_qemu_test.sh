@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# arm64 for real (issue 22 item 2): two fedsched-client processes cross-built for aarch64
+# arm64 for real: two fedsched-client processes cross-built for aarch64
 # (scripts/build_arm64.sh) run under qemu user-mode emulation against the x86-64 fedsched-server
 # for ROUNDS rounds of the main job's setup (configs/server.textproto, configs/client.textproto:
 # the reference MLP, one local epoch, the importance-aware sample cache, Fashion-MNIST partitions

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The C API end to end (issue 22 item 1): two clients written in C against fedsched_c.h only
+# The C API end to end: two clients written in C against fedsched_c.h only
 # (examples/c_client, their own Fashion-MNIST partitions and softmax trainer) train 5 rounds
 # with a real fedsched-server; test accuracy must exceed 0.6 after round 5.
 # Usage: c_client_test.sh BUILD_DIR

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fedsched-client refuses an explicit negative --partition_index (issue 12 item 6): before, -1
+# fedsched-client refuses an explicit negative --partition_index: before, -1
 # was taken as "not given" and the client silently ran as device-0.
 # Usage: client_flags_test.sh BUILD_DIR
 set -u
@@ -12,7 +12,7 @@ if [[ $rc -ne 2 ]] || ! grep -q -- "--partition_index must be >= 0, got -1" <<<"
 fi
 echo "OK: $out"
 
-# Two clients on one state dir (issue 12 item 7: crash_resume_test and crash_resume_fedbuff_test
+# Two clients on one state dir (crash_resume_test and crash_resume_fedbuff_test
 # ran device-0..5 on the same default state dirs under ctest -j, and rebuilt each other's sample
 # files): the second refuses to start, naming the dir.
 STATE=$(mktemp -d /tmp/fedsched_flags.XXXXXX)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A (re)started fedsched-client keeps its data partition in its state dir (issue 12 item 8): the
+# A (re)started fedsched-client keeps its data partition in its state dir: the
 # first start writes partition-*.bin, a restart reads it instead of re-reading and
 # re-partitioning the whole data set, and gets the same samples.
 # Usage: client_partition_cache_test.sh BUILD_DIR SOURCE_DIR

@@ -4,7 +4,7 @@
 # reconnect by themselves. Usage: crash_resume_test.sh BUILD_DIR SOURCE_DIR
 # With FEDBUFF=1 the server runs asynchronous FedBuff (6 tasks in flight for buffers of 3).
 # Each client has its own state dir in WORK: the default one (per identity) is shared with any
-# other run of device-0..5 on this machine, e.g. the FedBuff variant under ctest -j (issue 12 item 7).
+# other run of device-0..5 on this machine, e.g. the FedBuff variant under ctest -j.
 set -euo pipefail
 BUILD=$1
 SRC=$2

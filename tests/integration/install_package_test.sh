@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SDK as a package (issue 22 item 0): `cmake --install --component sdk` into a fresh prefix;
+# The SDK as a package: `cmake --install --component sdk` into a fresh prefix;
 # examples/embed_sdk (C++, its own CMakeLists) builds against the installed CMake package
 # (find_package(fedsched) -> fedsched::sdk) and examples/c_client (C) against the pkg-config
 # file alone; no generated gRPC header is installed; then both run as the two clients of a

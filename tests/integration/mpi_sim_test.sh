@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 18 item 5: `mpirun -np 2 fedsched-sim` (training spread over 2 ranks, sim/mpi) writes the
+# `mpirun -np 2 fedsched-sim` (training spread over 2 ranks, sim/mpi) writes the
 # same CSV, byte for byte, as one fedsched-sim process for the same config and seed; and a rank
 # killed mid-run ends the job (mpirun exits non-zero) instead of leaving it hanging.
 # Small run: 200 clients on the first 6,000 Fashion-MNIST images, MobiPerf availability (tasks

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Operator facts (issue 12 item 6): a round without evaluation prints "not evaluated" (not
+# Operator facts: a round without evaluation prints "not evaluated" (not
 # test_accuracy 0.0000) on the server's console and in fedsched-status, and
 # `fedsched-status --rounds=N` shows at most N rounds (0 = none; it printed 6).
-# Issue 21: under random selection the status shows no Oort columns and labels the client table's
+# Under random selection the status shows no Oort columns and labels the client table's
 # utility raw; fedsched-audit on a running server's store says the store is in use; a waiting
 # server says on its console what it waits for; a client says at the default log level that it
 # loaded its data and registered; metrics.csv has FedBuff's staleness columns.

@@ -223,7 +223,7 @@ TEST_F(ServerProcessTest, ClientSigkilledMidRoundIsMarkedFailedAndTheRoundProcee
   }
 }
 
-// Issue 19 findings 6 and 7 against the real binaries: the store the server creates is
+// Against the real binaries: the store the server creates is
 // private (folders 0700, files with no group or other bits; it holds identities and credential
 // bindings), GetStatus refuses a caller without the operator token, and fedsched-status with
 // --token_file reads the server's state while it fails without it.

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """scripts/sim_experiment_2d.sh's rows against a stub simulator: every row of the script's header
-runs once with its own selection policy, cache policy and levers (issue 15: "each baseline runs
+runs once with its own selection policy, cache policy and levers ("each baseline runs
 with its own cache policy"; the ablations differ from fedsched in one lever each), the summaries
 land where the tables read them and the tables name every row. Usage:
 sim_experiment_rows_test.py <source dir>."""

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/sim_experiment_2d_tables.py on a made-up grid: medians and spreads over offsets x
 seeds, the median speed-up against oort, the paired count, runs not reached, and every pair in
-which fedsched is not faster than oort (issue 15: "any seed or offset where fedsched loses is
+which fedsched is not faster than oort ("any seed or offset where fedsched loses is
 shown"), another row compared with oort (--ours), a forecast's tables in their own markers;
 and scripts/sim_run_window.py's median, pairs and window figures. Usage:
 sim_experiment_tables_test.py <source dir>."""

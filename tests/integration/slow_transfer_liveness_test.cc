@@ -1,4 +1,4 @@
-// Issue 12 item 1: a client busy with a slow download sends no heartbeats for far longer than
+// A client busy with a slow download sends no heartbeats for far longer than
 // the heartbeat timeout, yet its stream makes progress: it is alive and must not be failed.
 #include <atomic>
 #include <cstdint>

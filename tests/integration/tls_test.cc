@@ -190,7 +190,7 @@ TEST(TlsTest, KnownIdentityWithADifferentCertificateIsRefused) {
   auto as_a = Stub(*server, ClientTransport("client_a"));
   auto as_b = Stub(*server, ClientTransport("client_b"));
   ASSERT_OK_AND_ASSIGN(auto first, RegisterRaw(*as_a, "client_a"));
-  // Issue 19: another certificate cannot claim the identity, nor a certificate another name.
+  // Another certificate cannot claim the identity, nor a certificate another name.
   EXPECT_THAT(RegisterRaw(*as_b, "client_a"),
               StatusIs(absl::StatusCode::kPermissionDenied,
                        HasSubstr("not a name of the client certificate")));
@@ -214,7 +214,7 @@ TEST(TlsTest, KnownIdentityWithADifferentCertificateIsRefused) {
   EXPECT_TRUE(found);
 }
 
-// Issue 19: a session token is bound to the certificate that registered it; the same token
+// A session token is bound to the certificate that registered it; the same token
 // from another certificate (a leaked token) is UNAUTHENTICATED on every session RPC.
 TEST(TlsTest, SessionTokenIsBoundToTheRegisteringCertificate) {
   ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(ServerOptions(/*mutual=*/true)));
@@ -238,7 +238,7 @@ TEST(TlsTest, SessionTokenIsBoundToTheRegisteringCertificate) {
   EXPECT_OK(testing::PollRaw(*as_a, alice).status());
 }
 
-// Issue 19 finding 6: fedsched-status talks to a mutual-TLS server (--ca, --cert, --key) with
+// fedsched-status talks to a mutual-TLS server (--ca, --cert, --key) with
 // the operator token, and gets nothing without TLS or without the token.
 TEST(TlsTest, StatusToolSpeaksMutualTlsWithTheOperatorToken) {
   TestServer::Options options = ServerOptions(/*mutual=*/true);

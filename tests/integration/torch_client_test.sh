@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fedsched-client --trainer=torch --model=cnn (models/torch, issue 17) against fedsched-server
+# fedsched-client --trainer=torch --model=cnn (models/torch) against fedsched-server
 # running the LibTorch CNN as a named-tensor model: initial weights exported by
 # fedsched-torch-train, no server-side evaluation but client-side evaluation (EvalConfig CLIENT)
 # on each client's share of the t10k test set. Two clients train 3 rounds; every round must

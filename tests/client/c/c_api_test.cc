@@ -67,7 +67,7 @@ fedsched_code Train(void* context, fedsched_train_request* request, fedsched_sam
 }
 
 // A server that runs `rounds` rounds of one client, 2 local steps of batch 2, with clipping made
-// inert (norm clipping defaults on, issue 19) so the committed model is exact.
+// inert (norm clipping defaults on) so the committed model is exact.
 TestServer::Options OneClientServer(int rounds, v1::Model initial) {
   TestServer::Options options;
   options.config.set_clients_per_round(1);

@@ -1,4 +1,4 @@
-// Pace steering seen from the SDK (docs/ALGORITHMS.md "Pace steering"; issue 22 item 5): in a
+// Pace steering seen from the SDK (docs/ALGORITHMS.md "Pace steering"): in a
 // population larger than the pool the server wants checked in, an idle SDK client is sent away
 // (a retry_after_ms longer than a heartbeat interval), waits without heartbeats, checks in again
 // and is sent away again; the server counts it as paced, not as gone.

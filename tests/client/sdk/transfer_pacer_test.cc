@@ -1,5 +1,5 @@
 // TransferPacer: the wait per chunk that holds a transfer to bandwidth_kbps, computed from a
-// passed-in clock (issue 12 item 6: --bandwidth_kbps paces the stream, it does not sleep after).
+// passed-in clock (--bandwidth_kbps paces the stream, it does not sleep after).
 #include "client/sdk/transfer_pacer.h"
 
 #include "gtest/gtest.h"

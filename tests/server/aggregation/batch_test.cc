@@ -103,7 +103,7 @@ TEST(AccumulateBatchTest, ValidUpdatesAreBitIdenticalToSequential) {
   }
 }
 
-// The server hands in the sums of squares its norm screen computed (issue 13): clipping with
+// The server hands in the sums of squares its norm screen computed: clipping with
 // them must give the bits and verdicts of clipping with its own, a non-finite tensor included.
 TEST(AccumulateBatchTest, GivenSumsOfSquaresClipLikeComputedOnes) {
   constexpr int kSize = 1001;
@@ -149,7 +149,7 @@ TEST(AccumulateBatchTest, BadUpdatesGetTheirOwnVerdictAndLeaveNoTrace) {
 }
 
 // With the norm screen's sums of squares every fold that provably cannot overflow runs in place
-// (issue 13: one running-sum buffer, not two); the model must keep the bits of the double-buffered
+// (one running-sum buffer, not two); the model must keep the bits of the double-buffered
 // sequential folds, in groups of any size.
 TEST(AccumulateBatchTest, GivenSumsFoldInPlaceWithTheSameBits) {
   constexpr int kSize = 1001;

@@ -295,7 +295,7 @@ TEST_F(EngineTest, FedBuffVersionsCarryTasksAndWeighStaleness) {
   EXPECT_EQ(engine_->current_record().updates_accepted(), 1);
 }
 
-// Issue 21 item 6: each FedBuff version's record says how stale its updates were and how many
+// Each FedBuff version's record says how stale its updates were and how many
 // tasks were dropped as too stale (metrics.csv and the console show them).
 TEST_F(EngineTest, FedBuffRecordsStalenessAndTasksDroppedAsTooStale) {
   raw_.mutable_aggregation()->set_max_staleness(1);
@@ -357,7 +357,7 @@ TEST_F(EngineTest, FedBuffRecordsTheEvaluationsOfOneModelVersion) {
   EXPECT_DOUBLE_EQ(r.client_eval_loss(), 1.0);
 }
 
-// Issue 12 item 2: a round that keeps failing backs off instead of re-planning in a tight loop,
+// A round that keeps failing backs off instead of re-planning in a tight loop,
 // and says why (need vs have).
 TEST_F(EngineTest, RepeatedFailuresBackOffExponentially) {
   raw_.set_replan_backoff_after_failures(3);
@@ -432,7 +432,7 @@ TEST_F(EngineTest, RoundWithEveryUploadRejectedCountsThemAndBacksOff) {
   EXPECT_THAT(engine_->last_plan_status().message(), HasSubstr("backing off"));
 }
 
-// Issue 12 item 5: a failed task's slot goes to an idle reachable client within the deadline;
+// A failed task's slot goes to an idle reachable client within the deadline;
 // the round keeps its accepted updates and commits.
 TEST_F(EngineTest, FailedTaskIsRetaskedToAnIdleClient) {
   raw_.set_round_closing(v1::ROUND_CLOSING_DEADLINE);

@@ -279,7 +279,7 @@ TEST_F(CoordinatorBatchTest, ConcurrentUploadsGiveTheSequentialModelBitForBit) {
   RecordProperty("fewest_aggregation_calls_for_12_updates", fewest_calls);
 }
 
-// fedsched-server bounds the parse targets live at once like its receive gate (issue 13, peak
+// fedsched-server bounds the parse targets live at once like its receive gate (peak
 // RSS): with room for one, concurrent uploads wait for it in turn (none deadlocks, not even the
 // one whose fold closes and commits the round) and the model is still the sequential one.
 TEST_F(CoordinatorBatchTest, OneParseTargetAtATimeStillAcceptsConcurrentUploads) {

@@ -560,7 +560,7 @@ TEST_F(GrpcServiceTest, AWaitingUploadThatIsCancelledLeavesTheGate) {
 }
 
 // The protocol has no resume: a client whose stream broke sends the whole upload again. The
-// broken stream's chunks (held in gRPC's slices, issue 13) are dropped, the retry is accepted
+// broken stream's chunks (held in gRPC's slices) are dropped, the retry is accepted
 // once, and the round aggregates exactly.
 TEST_F(GrpcServiceTest, AnUploadRetriedAfterABrokenStreamIsAcceptedOnce) {
   auto [a, b, ta, tb, delta] = StartTwoTasks(0, 0);

@@ -1,4 +1,4 @@
-// Heartbeats never wait for the coordinator's lock (issue 12 item 1), and a finished server
+// Heartbeats never wait for the coordinator's lock, and a finished server
 // waits for every client heard from recently, not only those within the heartbeat timeout
 // (docs/RELIABILITY.md §4 and §8). Uses the in-memory store; a store that blocks in PutProfile
 // holds the coordinator's lock for as long as the test wants (Register persists the profile

@@ -1,4 +1,4 @@
-// Long polls (server/service/held_polls.h, issue 13 item 2) over loopback: a held poll is
+// Long polls (server/service/held_polls.h) over loopback: a held poll is
 // answered with the task as soon as the round is planned, at its bound with "poll again at once",
 // never beyond the held-poll limit, and a client that gives up releases it.
 #include <memory>

@@ -1,4 +1,4 @@
-// Pace steering in the coordinator (docs/ALGORITHMS.md "Pace steering"; issue 22 item 5): idle
+// Pace steering in the coordinator (docs/ALGORITHMS.md "Pace steering"): idle
 // devices of a large population are sent away with spread-out check-in times, are no candidates
 // while away but stay available, and are back when they poll; a small population is not paced.
 #include <algorithm>

@@ -1,4 +1,4 @@
-// The attacks of issue 19, replayed against a real CoordinatorService on 127.0.0.1 through raw
+// Attacks on the coordinator (docs/SECURITY.md), replayed against a real CoordinatorService on 127.0.0.1 through raw
 // gRPC stubs, each refused or bounded (docs/SECURITY.md has the table).
 #include <sys/stat.h>
 #include <unistd.h>

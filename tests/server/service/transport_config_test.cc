@@ -7,6 +7,7 @@
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/temp_dir.h"
 #include "common/transport.h"
 #include "server/service/server_config.h"
 
@@ -93,6 +94,22 @@ TEST(TransportConfigTest, ClientCertificateWithoutCaIsAnErrorNotPlaintext) {
   resolved.set_tls_ca_path("/nonexistent/ca.pem");
   EXPECT_THAT(MakeChannelCredentials(resolved),
               StatusIs(absl::StatusCode::kNotFound, HasSubstr("/nonexistent/ca.pem")));
+}
+
+// A device's or relay's TLS key is a secret like the server's: another local user's file, or one
+// open to group or others, is refused naming the path instead of being used.
+TEST(TransportConfigTest, ClientKeyOpenToOthersIsRefusedNamingTheFile) {
+  const std::filesystem::path dir = testing::FreshTestDir("client_key");
+  v1::TransportConfig config;
+  config.set_tls_ca_path(testing::WriteWithMode(dir / "ca.pem", "ca", 0644));
+  config.set_tls_cert_path(testing::WriteWithMode(dir / "client.pem", "cert", 0644));
+  config.set_tls_key_path(testing::WriteWithMode(dir / "client.key", "key", 0644));
+  ASSERT_OK_AND_ASSIGN(v1::TransportConfig resolved, ResolveTransport(config));
+  EXPECT_THAT(MakeChannelCredentials(resolved),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("client.key")));
+  ASSERT_EQ(::chmod(resolved.tls_key_path().c_str(), 0600), 0);
+  EXPECT_OK(MakeChannelCredentials(resolved).status());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CertificateFingerprintTest, RejectsNonPem) {

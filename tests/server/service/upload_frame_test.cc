@@ -1,4 +1,4 @@
-// Upload stream messages parsed in place (server/service/upload_frame.h, issue 13): any split of
+// Upload stream messages parsed in place (server/service/upload_frame.h): any split of
 // a serialized v1::UploadChunk into slices parses like the typed parser would, the data is
 // viewed where it lies, malformed frames are clear errors, and UploadAssembler::AddFrame keeps
 // large chunks in their frames and copies small ones.

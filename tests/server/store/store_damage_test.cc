@@ -1,6 +1,6 @@
-// Damaged copies of a real RocksDB store (issue 12 item 4): a torn or overwritten WAL, a
+// Damaged copies of a real RocksDB store: a torn or overwritten WAL, a
 // truncated MANIFEST or an overwritten table file must never reopen as an earlier round; a
-// missing, truncated or corrupt model file (issue 13) is refused naming the file.
+// missing, truncated or corrupt model file is refused naming the file.
 #include <unistd.h>
 
 #include <filesystem>

@@ -146,7 +146,7 @@ TEST(SimulatorTest, NobodyOnlineStretchAdvancesTimeWithoutHanging) {
   EXPECT_EQ(s.rounds_committed, 3);
 }
 
-// Issue 15, defect 3: nobody with data ever online is an error, not a normal stop.
+// Nobody with data ever online is an error, not a normal stop.
 TEST(SimulatorTest, NoClientEverOnlineIsAnError) {
   CapacityTrace cap = ThreeDevices();
   // Only client 0 is ever online, and it has no data.
@@ -160,7 +160,7 @@ TEST(SimulatorTest, NoClientEverOnlineIsAnError) {
                              HasSubstr("no round can ever start"))));
 }
 
-// Issue 15, defect 2: fewer than min_online_clients ever online at once stops at once with an
+// Fewer than min_online_clients ever online at once stops at once with an
 // error naming both numbers (the run used to wait for ever, silently).
 TEST(SimulatorTest, TooFewEverOnlineAtOnceIsAnError) {
   CapacityTrace cap = ThreeDevices();
@@ -177,7 +177,7 @@ TEST(SimulatorTest, TooFewEverOnlineAtOnceIsAnError) {
                              HasSubstr("no round can ever start"))));
 }
 
-// Issue 15, defect 2: while fewer than min_online_clients are online the run says so (the
+// While fewer than min_online_clients are online the run says so (the
 // progress line prints these notes at the default level).
 TEST(SimulatorTest, WaitingForMinOnlineClientsIsReported) {
   CapacityTrace cap = ThreeDevices();
@@ -201,7 +201,7 @@ TEST(SimulatorTest, WaitingForMinOnlineClientsIsReported) {
   EXPECT_EQ(s.rounds_committed, 1);
 }
 
-// Issue 15, defect 1, through the simulator: availability boundaries in milliseconds over
+// Through the simulator: availability boundaries in milliseconds over
 // hundreds of periods. At every round's opening the simulator's online count equals the
 // trace's own count at that time.
 TEST(SimulatorTest, OnlineCountFollowsMillisecondTraceOverManyPeriods) {
@@ -548,7 +548,7 @@ TEST(SimulatorTest, SameSeedSameCsv) {
   }
 }
 
-// Issue 21, item 6: the CSV ends with FedBuff's staleness columns, as the server's metrics.csv;
+// The CSV ends with FedBuff's staleness columns, as the server's metrics.csv;
 // they are 0 under synchronous aggregation and consistent (max >= mean) under FedBuff.
 TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
@@ -609,7 +609,7 @@ TEST(SimulatorTest, ShippedConfigsParse) {
   }
 }
 
-// Issue 21, item 3: trace paths resolve relative to the config file, whatever the working
+// Trace paths resolve relative to the config file, whatever the working
 // directory; a missing file is named as given and as resolved.
 TEST(SimulatorTest, TracePathsResolveRelativeToTheConfigFile) {
   const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "cfgdir";
@@ -633,7 +633,7 @@ TEST(SimulatorTest, TracePathsResolveRelativeToTheConfigFile) {
                              HasSubstr((dir / "missing" / "av.csv").string()))));
 }
 
-// Issue 15, defect 5: --policy brings the policy's own cache (FedCaSe's evaluation: random +
+// --policy brings the policy's own cache (FedCaSe's evaluation: random +
 // LRU, oort + LRU, fedcase + importance) unless --cache_policy names one.
 TEST(SimulatorTest, EachPolicyRunsWithItsOwnCacheUnlessTold) {
   v1::SimConfig c;

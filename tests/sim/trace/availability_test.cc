@@ -110,7 +110,7 @@ TEST(AvailabilityTest, NextChangeAgreesWithIsAvailable) {
   }
 }
 
-// Issue 15, defect 1: boundaries in milliseconds (not whole seconds) over hundreds of periods.
+// Boundaries in milliseconds (not whole seconds) over hundreds of periods.
 // A client is followed as the simulator follows it (the state read at each NextChange, then the
 // next change from there); its state must equal the trace's own, computed exactly in integer
 // milliseconds, at every checkpoint. Before the fix the computed change landed a hair below the
@@ -174,7 +174,7 @@ TEST(AvailabilityTest, MillisecondBoundariesDoNotDriftOverManyPeriods) {
   }
 }
 
-// Issue 15, defect 4: degenerate input is reported with counts and the first offending
+// Degenerate input is reported with counts and the first offending
 // client; input that cannot be meant is refused.
 TEST(AvailabilityTest, DegenerateWindowsAreCountedAndNamed) {
   std::vector<AvailabilityRowSpec> rows(4);
