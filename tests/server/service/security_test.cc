@@ -1,5 +1,5 @@
-// Attacks on the coordinator (docs/SECURITY.md), replayed against a real CoordinatorService on 127.0.0.1 through raw
-// gRPC stubs, each refused or bounded (docs/SECURITY.md has the table).
+// Attacks on the coordinator, replayed against a real CoordinatorService on 127.0.0.1 through
+// raw gRPC stubs, each refused or bounded (docs/SECURITY.md has the table).
 #include <sys/stat.h>
 #include <unistd.h>
 
