@@ -541,22 +541,41 @@ class FinishLinger {
   absl::Time last_log_ = absl::InfinitePast();
 };
 
-// One turn of the ticker (every 50 ms): drives the coordinator, the upload gate and the idle
-// stream reaper, publishes client counts, and stops the server (returns false, with
-// `*exit_code` 1 for a failure) when a round could not be made durable, the disk is about to
-// fill, or the finished run has been heard.
-bool TickOnce(const Serving& s, absl::Duration stream_idle, FinishLinger& linger,
-              absl::Time& last_counts, absl::Time& last_disk_check, std::atomic<int>* exit_code) {
+// The server's ticker, called every 50 ms from one thread: drives the coordinator, the upload
+// gate and the idle stream reaper, publishes client counts, and decides when the server stops.
+class Ticker {
+ public:
+  explicit Ticker(const Serving& s)
+      : s_(s),
+        // A stream with no progress for this long cannot serve its task any more (the round's
+        // deadline has passed): cancel it rather than pin its model and buffers.
+        stream_idle_(std::max(absl::Seconds(60), absl::Seconds(s.config.round_deadline_s()))),
+        linger_(s.coordinator.committed_round() > 0, absl::Now()) {}
+  // One turn. Returns false when the server must stop, with `*exit_code` 1 for a failure: a
+  // round could not be made durable or the disk is about to fill; or the finished run has been
+  // heard (FinishLinger).
+  bool Tick(std::atomic<int>* exit_code);
+
+ private:
+  const Serving& s_;
+  const absl::Duration stream_idle_;
+  FinishLinger linger_;
+  absl::Time last_counts_ = absl::InfinitePast();
+  absl::Time last_disk_check_ = absl::InfinitePast();
+};
+
+bool Ticker::Tick(std::atomic<int>* exit_code) {
+  const Serving& s = s_;
   s.coordinator.Tick(absl::Now());
-  if (s.metrics != nullptr && absl::Now() - last_counts >= absl::Seconds(1)) {
-    last_counts = absl::Now();
-    const Coordinator::ClientCounts counts = s.coordinator.CountClients(last_counts);
+  if (s.metrics != nullptr && absl::Now() - last_counts_ >= absl::Seconds(1)) {
+    last_counts_ = absl::Now();
+    const Coordinator::ClientCounts counts = s.coordinator.CountClients(last_counts_);
     s.metrics->SetClients(counts.registered, counts.online);
   }
   s.service.upload_gate().Poll(absl::Now());
-  if (int n = s.service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
+  if (int n = s.service.CancelIdleStreams(absl::Now(), stream_idle_); n > 0) {
     FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
-                 absl::FormatDuration(stream_idle));
+                 absl::FormatDuration(stream_idle_));
   }
   if (absl::Status health = s.coordinator.health(); !health.ok()) {
     // A round could not be made durable: stop (a restart resumes at the last durable one).
@@ -569,8 +588,8 @@ bool TickOnce(const Serving& s, absl::Duration stream_idle, FinishLinger& linger
   }
   // Stop while the reserve still holds the shutdown's own writes, rather than let RocksDB
   // meet a full disk mid-commit.
-  if (absl::Now() - last_disk_check >= absl::Seconds(2)) {
-    last_disk_check = absl::Now();
+  if (absl::Now() - last_disk_check_ >= absl::Seconds(2)) {
+    last_disk_check_ = absl::Now();
     if (absl::Status disk = CheckFreeSpace(s.config.store_path(), s.required_free);
         absl::IsResourceExhausted(disk)) {
       FEDSCHED_LOG(error, "stopping: {}", disk.ToString());
@@ -578,7 +597,7 @@ bool TickOnce(const Serving& s, absl::Duration stream_idle, FinishLinger& linger
       return false;
     }
   }
-  return !(s.coordinator.finished() && linger.MayStop(s.coordinator, absl::Now()));
+  return !(s.coordinator.finished() && linger_.MayStop(s.coordinator, absl::Now()));
 }
 
 // Serves until SIGTERM / SIGINT (`signals`, blocked) or until the ticker stops the server, then
@@ -596,16 +615,10 @@ int ServeUntilStopped(const Serving& s, sigset_t signals) {
       stop.Notify();
     }
   });
-  // A stream with no progress for this long cannot serve its task any more (the round's deadline
-  // has passed): cancel it rather than pin its model and buffers.
-  const absl::Duration stream_idle =
-      std::max(absl::Seconds(60), absl::Seconds(s.config.round_deadline_s()));
   std::thread ticker([&] {
-    FinishLinger linger(s.coordinator.committed_round() > 0, absl::Now());
-    absl::Time last_counts = absl::InfinitePast();
-    absl::Time last_disk_check = absl::InfinitePast();
+    Ticker turns(s);
     while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
-      if (!TickOnce(s, stream_idle, linger, last_counts, last_disk_check, &exit_code)) {
+      if (!turns.Tick(&exit_code)) {
         stop.Notify();
         break;
       }
