@@ -26,10 +26,12 @@
 #include "client/sdk/cache_data_plan.h"
 #include "client/sdk/client.h"
 #include "client/sdk/state_dir.h"
+#include "client/slow_device_trainer.h"
 #include "common/config.h"
 #include "common/exec_sibling.h"
 #include "common/flags_usage.h"
 #include "common/logging.h"
+#include "common/status_macros.h"
 #include "models/idx.h"
 #include "models/partition.h"
 #include "models/reference_model.h"
@@ -288,19 +290,18 @@ absl::Status RunSayingWaits(Client& client, const v1::ClientConfig& config) {
   return s;
 }
 
-int Main() {
+// The config file with the flags' overrides applied. Errors: LoadTextConfig's, and
+// INVALID_ARGUMENT for a negative --partition_index (never a silent device-0).
+absl::StatusOr<v1::ClientConfig> LoadConfig() {
   v1::ClientConfig config;
   if (!absl::GetFlag(FLAGS_config).empty()) {
-    if (absl::Status s = LoadTextConfig(absl::GetFlag(FLAGS_config), &config); !s.ok()) {
-      return Fail(s);
-    }
+    FEDSCHED_RETURN_IF_ERROR(LoadTextConfig(absl::GetFlag(FLAGS_config), &config));
   }
   v1::DataConfig& data = *config.mutable_data();
-  // A negative index is an error, never a silent device-0.
   if (const std::optional<int32_t> index = absl::GetFlag(FLAGS_partition_index)) {
     if (*index < 0) {
-      return Fail(
-          absl::InvalidArgumentError(absl::StrCat("--partition_index must be >= 0, got ", *index)));
+      return absl::InvalidArgumentError(
+          absl::StrCat("--partition_index must be >= 0, got ", *index));
     }
     data.set_partition_index(*index);
   }
@@ -324,6 +325,13 @@ int Main() {
   if (absl::GetFlag(FLAGS_read_delay_us_per_kb) >= 0) {
     config.set_storage_read_delay_us_per_kb(absl::GetFlag(FLAGS_read_delay_us_per_kb));
   }
+  return config;
+}
+
+// Fills the data config's defaults (Fashion-MNIST, 20 partitions) and checks it. Errors:
+// INVALID_ARGUMENT for a partition index out of range or half an eval split, NOT_FOUND for a
+// missing eval file.
+absl::Status ResolveDataConfig(v1::DataConfig& data) {
   if (data.train_images_path().empty()) data.set_train_images_path(kFashionMnistTrainImages);
   if (data.train_labels_path().empty()) data.set_train_labels_path(kFashionMnistTrainLabels);
   if (data.num_partitions() == 0) data.set_num_partitions(20);
@@ -331,80 +339,122 @@ int Main() {
   if (data.min_samples() == 0) data.set_min_samples(10);
   if (data.partition_seed() == 0) data.set_partition_seed(42);
   if (data.partition_index() < 0 || data.partition_index() >= data.num_partitions()) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat("data.partition_index must be in [0, ",
-                                                        data.num_partitions(), "), got ",
-                                                        data.partition_index())));
+    return absl::InvalidArgumentError(absl::StrCat("data.partition_index must be in [0, ",
+                                                   data.num_partitions(), "), got ",
+                                                   data.partition_index()));
   }
   if (data.eval_images_path().empty() != data.eval_labels_path().empty()) {
-    return Fail(absl::InvalidArgumentError(
-        "data.eval_images_path and data.eval_labels_path must be set together"));
+    return absl::InvalidArgumentError(
+        "data.eval_images_path and data.eval_labels_path must be set together");
   }
   for (const std::string& path : {data.eval_images_path(), data.eval_labels_path()}) {
     std::error_code ec;
     if (!path.empty() && !std::filesystem::exists(path, ec)) {
-      return Fail(
-          absl::NotFoundError(absl::StrCat("data.eval_*_path \"", path,
-                                           "\": no such file (the eval split; loaded "
-                                           "when the server first asks for an evaluation)")));
+      return absl::NotFoundError(absl::StrCat("data.eval_*_path \"", path,
+                                              "\": no such file (the eval split; loaded "
+                                              "when the server first asks for an evaluation)"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Sets the identity (--identity, else the install's own) and the state dir (default per user
+// and identity). Errors: MakePrivateDir's and ReadOrCreateIdentity's.
+absl::Status ResolveIdentity(v1::ClientConfig& config) {
   if (!absl::GetFlag(FLAGS_identity).empty()) config.set_identity(absl::GetFlag(FLAGS_identity));
   if (config.state_dir().empty()) {
     // Per user: two users' clients on one machine must not share a cache.
-    config.set_state_dir(absl::StrCat("/tmp/fedsched-client-", ::getuid(), "-",
-                                      config.identity().empty()
-                                          ? absl::StrCat("partition-", data.partition_index())
-                                          : config.identity()));
+    config.set_state_dir(absl::StrCat(
+        "/tmp/fedsched-client-", ::getuid(), "-",
+        config.identity().empty() ? absl::StrCat("partition-", config.data().partition_index())
+                                  : config.identity()));
   }
   if (config.identity().empty()) {
     // The install's own random identity (fedsched-enroll --state_dir writes it with the
     // credential), never a guessable device-<partition>.
-    if (absl::Status s = MakePrivateDir(config.state_dir()); !s.ok()) return Fail(s);
-    absl::StatusOr<std::string> identity = ReadOrCreateIdentity(config.state_dir());
-    if (!identity.ok()) return Fail(identity.status());
-    config.set_identity(*identity);
+    FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(config.state_dir()));
+    FEDSCHED_ASSIGN_OR_RETURN(*config.mutable_identity(), ReadOrCreateIdentity(config.state_dir()));
   }
-  // One client per state dir: two sharing it (e.g. two test runs with the same identities)
-  // would rebuild each other's sample files mid-run.
-  // Held until exit.
-  absl::StatusOr<std::unique_ptr<StateDirLock>> lock = StateDirLock::Acquire(config.state_dir());
-  if (!lock.ok()) return Fail(lock.status());
+  return absl::OkStatus();
+}
+
+// This client's samples behind the on-device cache, and what the device reports of them.
+struct LocalData {
+  std::unique_ptr<CacheDataPlan> plan;
+  // Local samples.
+  int64_t size = 0;
+  // Bytes of one encoded sample (a label byte and the pixels).
+  int64_t sample_bytes = 0;
+};
+
+// Loads (or partitions) this client's samples and lays them out on the device's slow storage,
+// one file per sample, behind the cache that keeps the important ones. Errors: LocalPartition's
+// and CacheDataPlan::Create's.
+absl::StatusOr<LocalData> LoadLocalData(const v1::ClientConfig& config) {
+  const v1::DataConfig& data = config.data();
   // Reading and partitioning the data set takes seconds (a minute on a loaded machine): say so.
-  const absl::Time load_start = absl::Now();
   const bool cached = std::filesystem::exists(PartitionCachePath(data, config.state_dir()));
   FEDSCHED_LOG(info, "{}: loading partition {} of {} ({})", config.identity(),
                data.partition_index(), data.num_partitions(),
                cached ? "kept in " + config.state_dir()
                       : "reading and partitioning " + data.train_images_path());
-  absl::StatusOr<ImageDataset> partition = LocalPartition(data, config.state_dir());
-  if (!partition.ok()) return Fail(partition.status());
-  ImageDataset& local = *partition;
-  // The device's slow storage holds one file per sample; the cache keeps the important ones.
+  FEDSCHED_ASSIGN_OR_RETURN(ImageDataset local, LocalPartition(data, config.state_dir()));
   std::vector<std::string> encoded;
   encoded.reserve(local.size);
   for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
-  absl::StatusOr<std::unique_ptr<CacheDataPlan>> plan = CacheDataPlan::Create(
-      config.state_dir(), encoded, config.storage_read_delay_us_per_kb(), config.disable_cache(),
-      config.seed() + data.partition_index(), config.storage_budget_bytes());
-  if (!plan.ok()) return Fail(plan.status());
-  encoded.clear();
+  LocalData out;
+  FEDSCHED_ASSIGN_OR_RETURN(
+      out.plan, CacheDataPlan::Create(config.state_dir(), encoded,
+                                      config.storage_read_delay_us_per_kb(), config.disable_cache(),
+                                      config.seed() + data.partition_index(),
+                                      config.storage_budget_bytes()));
+  out.size = local.size;
+  out.sample_bytes = 1 + static_cast<int64_t>(local.rows) * local.cols;
+  return out;
+}
 
+// The trainer --trainer asks for, with its eval split loaded lazily and, under slowdown_factor
+// (--slowdown) > 1, as a slower device (client/slow_device_trainer.h). Errors: MakeTrainer's;
+// INVALID_ARGUMENT for a slowdown_factor below 1.
+absl::StatusOr<std::unique_ptr<Trainer>> BuildTrainer(const v1::ClientConfig& config) {
   EvalSplitSetter set_eval_split;
-  absl::StatusOr<std::unique_ptr<Trainer>> inner = MakeTrainer(&set_eval_split);
-  if (!inner.ok()) return Fail(inner.status());
-  absl::StatusOr<std::unique_ptr<Trainer>> trainer = std::unique_ptr<Trainer>(
-      std::make_unique<LazyEvalSplitTrainer>(*std::move(inner), set_eval_split, data));
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> inner, MakeTrainer(&set_eval_split));
+  auto trainer =
+      std::make_unique<LazyEvalSplitTrainer>(std::move(inner), set_eval_split, config.data());
+  SlowDeviceOptions slow_device;
+  slow_device.factor = config.slowdown_factor() == 0 ? 1.0 : config.slowdown_factor();
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<SlowDeviceTrainer> slow,
+                            SlowDeviceTrainer::Create(std::move(trainer), slow_device));
+  return std::unique_ptr<Trainer>(std::move(slow));
+}
+
+int Main() {
+  absl::StatusOr<v1::ClientConfig> loaded = LoadConfig();
+  if (!loaded.ok()) return Fail(loaded.status());
+  v1::ClientConfig& config = *loaded;
+  if (absl::Status s = ResolveDataConfig(*config.mutable_data()); !s.ok()) return Fail(s);
+  if (absl::Status s = ResolveIdentity(config); !s.ok()) return Fail(s);
+  // One client per state dir: two sharing it (e.g. two test runs with the same identities)
+  // would rebuild each other's sample files mid-run.
+  // Held until exit.
+  absl::StatusOr<std::unique_ptr<StateDirLock>> lock = StateDirLock::Acquire(config.state_dir());
+  if (!lock.ok()) return Fail(lock.status());
+  const absl::Time load_start = absl::Now();
+  absl::StatusOr<LocalData> local = LoadLocalData(config);
+  if (!local.ok()) return Fail(local.status());
+  absl::StatusOr<std::unique_ptr<Trainer>> trainer = BuildTrainer(config);
+  if (!trainer.ok()) return Fail(trainer.status());
 
   ClientOptions options;
   options.config = config;
   options.trainer = trainer->get();
-  options.data = plan->get();
-  options.device.set_sample_bytes(1 + static_cast<int64_t>(local.rows) * local.cols);
+  options.data = local->plan.get();
+  options.device.set_sample_bytes(local->sample_bytes);
   options.device.set_storage_budget_bytes(config.storage_budget_bytes());
   absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
   if (!client.ok()) return Fail(client.status());
   FEDSCHED_LOG(info, "{}: {} local samples ready in {:.1f} s; registering with server {}",
-               config.identity(), local.size, absl::ToDoubleSeconds(absl::Now() - load_start),
+               config.identity(), local->size, absl::ToDoubleSeconds(absl::Now() - load_start),
                config.server_address());
   // Printed only once every part of it was accepted.
   std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());

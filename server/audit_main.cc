@@ -15,9 +15,11 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/sha256.h"
+#include "common/status_macros.h"
 #include "server/aggregation/aggregator.h"
 #include "server/cli/store_lock.h"
 #include "server/store/store.h"
@@ -41,116 +43,153 @@ double MaxAbsDiff(const v1::Model& a, const v1::Model& b) {
   return worst;
 }
 
-int Main() {
-  const std::string path = absl::GetFlag(FLAGS_store_path);
-  if (path.empty()) {
-    std::fprintf(stderr, "fedsched-audit: --store_path is required\n");
-    return 2;
-  }
+// Errors of the steps below carry, as their message, the whole line Main prints after
+// "fedsched-audit: " (exit code 2).
+absl::Status UsageError(const absl::Status& s) { return absl::Status(s.code(), s.ToString()); }
+
+// The store of a stopped server at `path`, opened without creating one. Errors: --store_path
+// missing, no store there, a server running on it, or the store does not open.
+absl::StatusOr<std::unique_ptr<Store>> OpenStoppedStore(const std::string& path) {
+  if (path.empty()) return absl::InvalidArgumentError("--store_path is required");
   // Opening would create an empty store: refuse a path that holds none.
   std::error_code error;
   if (!std::filesystem::exists(std::filesystem::path(path) / "CURRENT", error)) {
-    std::fprintf(stderr, "fedsched-audit: no fedsched store (RocksDB) at %s\n", path.c_str());
-    return 2;
+    return absl::NotFoundError(absl::StrCat("no fedsched store (RocksDB) at ", path));
   }
   // A running server holds the store's RocksDB lock: say so instead of RocksDB's LOCK error.
-  if (absl::Status s = cli::CheckStoreNotInUse(path); !s.ok()) {
-    std::fprintf(stderr, "fedsched-audit: %s\n", std::string(s.message()).c_str());
-    return 2;
-  }
+  FEDSCHED_RETURN_IF_ERROR(cli::CheckStoreNotInUse(path));
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = path, .keep_models = 0});
-  if (!store.ok()) {
-    std::fprintf(stderr, "fedsched-audit: %s\n",
-                 cli::ExplainStoreOpenError(path, store.status()).ToString().c_str());
-    return 2;
-  }
-  absl::StatusOr<v1::RunMeta> meta = (*store)->LoadMeta();
-  if (!meta.ok()) {
-    std::fprintf(stderr, "fedsched-audit: %s\n", meta.status().ToString().c_str());
-    return 2;
-  }
+  if (!store.ok()) return UsageError(cli::ExplainStoreOpenError(path, store.status()));
+  return store;
+}
+
+// The stored run's metadata and its server config, when the run can be replayed: started with
+// audit_updates, and FedAvg (stateless).
+struct AuditedRun {
+  v1::RunMeta meta;
   v1::ServerConfig config;
-  if (absl::Status s = ParseTextConfig(meta->config_text(), "stored run config", &config);
+};
+
+absl::StatusOr<AuditedRun> LoadAuditedRun(const Store& store) {
+  AuditedRun run;
+  absl::StatusOr<v1::RunMeta> meta = store.LoadMeta();
+  if (!meta.ok()) return UsageError(meta.status());
+  run.meta = *std::move(meta);
+  if (absl::Status s = ParseTextConfig(run.meta.config_text(), "stored run config", &run.config);
       !s.ok()) {
-    std::fprintf(stderr, "fedsched-audit: %s\n", s.ToString().c_str());
-    return 2;
+    return UsageError(s);
   }
-  if (!config.audit_updates()) {
-    std::fprintf(stderr, "fedsched-audit: the run was not started with audit_updates: true\n");
-    return 2;
+  if (!run.config.audit_updates()) {
+    return absl::FailedPreconditionError("the run was not started with audit_updates: true");
   }
-  const v1::AggregationRule rule = config.aggregation().rule();
+  const v1::AggregationRule rule = run.config.aggregation().rule();
   if (rule != v1::AGGREGATION_RULE_FEDAVG && rule != v1::AGGREGATION_RULE_UNSPECIFIED) {
-    std::fprintf(stderr, "fedsched-audit: replay supports FedAvg runs only (stateless)\n");
+    return absl::FailedPreconditionError("replay supports FedAvg runs only (stateless)");
+  }
+  return run;
+}
+
+// Folds `round`'s audited `updates` into `aggregator` in accept order, checking each against
+// the record, its receipt and the tasks `seen_tasks` in earlier rounds. Returns the problem
+// found, "" when none.
+std::string FoldAuditedUpdates(const Store& store, int64_t round, const v1::RoundRecord& record,
+                               const std::vector<v1::AuditedUpdate>& updates,
+                               Aggregator& aggregator, std::set<std::string>& seen_tasks) {
+  std::string problem;
+  for (size_t i = 0; problem.empty() && i < updates.size(); ++i) {
+    const v1::AuditedUpdate& u = updates[i];
+    absl::StatusOr<v1::Receipt> receipt = store.LoadReceipt(u.task_id());
+    v1::Model delta;
+    if (u.task_id() != record.accepted_task_ids(static_cast<int>(i))) {
+      problem = "accept order differs from the record";
+    } else if (!seen_tasks.insert(u.task_id()).second) {
+      problem = "task " + u.task_id() + " counted twice";
+    } else if (!receipt.ok() || receipt->round() != round ||
+               receipt->sha256() != Sha256(u.payload())) {
+      problem = "receipt of task " + u.task_id() + " missing or mismatched";
+    } else if (!delta.ParseFromString(u.payload())) {
+      problem = "stored update does not parse";
+    } else if (absl::Status s = aggregator.Accumulate(delta, u.num_examples(), u.staleness());
+               !s.ok()) {
+      problem = std::string(s.message());
+    }
+  }
+  return problem;
+}
+
+// Replays `updates` onto `previous` with the run's rule and compares with `committed`; `*diff`
+// gets the largest difference. Returns the problem found, "" when none.
+std::string ReplayRound(const Store& store, const v1::ServerConfig& config, int64_t round,
+                        const v1::RoundRecord& record, const v1::Model& previous,
+                        const v1::Model& committed, const std::vector<v1::AuditedUpdate>& updates,
+                        std::set<std::string>& seen_tasks, double* diff) {
+  absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
+      Aggregator::Create(config.aggregation(), previous);
+  std::string problem;
+  if (aggregator.ok()) {
+    problem = FoldAuditedUpdates(store, round, record, updates, **aggregator, seen_tasks);
+  }
+  // Bounded influence: a round whose denominator was raised past its folded weight.
+  if (problem.empty() && aggregator.ok() &&
+      record.weight_denominator() > static_cast<double>((*aggregator)->total_examples())) {
+    if (absl::Status s = (*aggregator)
+                             ->PerturbSum([](absl::Span<float>) { return absl::OkStatus(); },
+                                          record.weight_denominator());
+        !s.ok()) {
+      problem = std::string(s.message());
+    }
+  }
+  if (!problem.empty()) return problem;
+  absl::StatusOr<v1::Model> replayed = aggregator.ok()
+                                           ? (*aggregator)->Finalize(previous)
+                                           : absl::StatusOr<v1::Model>(aggregator.status());
+  if (!replayed.ok()) return std::string(replayed.status().message());
+  *diff = MaxAbsDiff(*replayed, committed);
+  if (!(*diff <= absl::GetFlag(FLAGS_tolerance))) return "model differs from replay";
+  return "";
+}
+
+// Audits committed round `round` and prints its line. Returns true when it matches.
+bool AuditRound(const Store& store, const v1::ServerConfig& config, int64_t round,
+                std::set<std::string>& seen_tasks) {
+  std::string problem;
+  absl::StatusOr<v1::Model> previous = store.LoadModel(round - 1);
+  absl::StatusOr<v1::Model> committed = store.LoadModel(round);
+  absl::StatusOr<v1::RoundRecord> record = store.LoadRound(round);
+  absl::StatusOr<std::vector<v1::AuditedUpdate>> updates = store.LoadAuditedUpdates(round);
+  double diff = INFINITY;
+  if (!previous.ok() || !committed.ok() || !record.ok() || !updates.ok()) {
+    problem = "missing model, record or updates";
+  } else if (record->outcome() != v1::ROUND_OUTCOME_COMMITTED) {
+    problem = "record is not COMMITTED";
+  } else if (static_cast<int>(updates->size()) != record->accepted_task_ids_size()) {
+    problem = "stored updates differ from the record's accepted tasks";
+  } else {
+    problem = ReplayRound(store, config, round, *record, *previous, *committed, *updates,
+                          seen_tasks, &diff);
+  }
+  std::printf("round %lld: %s (%d updates, max |diff| %.3g)%s%s\n", static_cast<long long>(round),
+              problem.empty() ? "OK" : "MISMATCH",
+              updates.ok() ? static_cast<int>(updates->size()) : -1, diff,
+              problem.empty() ? "" : ": ", problem.c_str());
+  return problem.empty();
+}
+
+int Main() {
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenStoppedStore(absl::GetFlag(FLAGS_store_path));
+  absl::StatusOr<AuditedRun> run =
+      store.ok() ? LoadAuditedRun(**store) : absl::StatusOr<AuditedRun>(store.status());
+  if (!run.ok()) {
+    std::fprintf(stderr, "fedsched-audit: %s\n", std::string(run.status().message()).c_str());
     return 2;
   }
   int bad = 0;
   std::set<std::string> seen_tasks;
-  for (int64_t round = 1; round <= meta->committed_round(); ++round) {
-    std::string problem;
-    absl::StatusOr<v1::Model> previous = (*store)->LoadModel(round - 1);
-    absl::StatusOr<v1::Model> committed = (*store)->LoadModel(round);
-    absl::StatusOr<v1::RoundRecord> record = (*store)->LoadRound(round);
-    absl::StatusOr<std::vector<v1::AuditedUpdate>> updates = (*store)->LoadAuditedUpdates(round);
-    double diff = INFINITY;
-    if (!previous.ok() || !committed.ok() || !record.ok() || !updates.ok()) {
-      problem = "missing model, record or updates";
-    } else if (record->outcome() != v1::ROUND_OUTCOME_COMMITTED) {
-      problem = "record is not COMMITTED";
-    } else if (static_cast<int>(updates->size()) != record->accepted_task_ids_size()) {
-      problem = "stored updates differ from the record's accepted tasks";
-    } else {
-      absl::StatusOr<std::unique_ptr<Aggregator>> aggregator =
-          Aggregator::Create(config.aggregation(), *previous);
-      for (size_t i = 0; problem.empty() && aggregator.ok() && i < updates->size(); ++i) {
-        const v1::AuditedUpdate& u = (*updates)[i];
-        absl::StatusOr<v1::Receipt> receipt = (*store)->LoadReceipt(u.task_id());
-        v1::Model delta;
-        if (u.task_id() != record->accepted_task_ids(static_cast<int>(i))) {
-          problem = "accept order differs from the record";
-        } else if (!seen_tasks.insert(u.task_id()).second) {
-          problem = "task " + u.task_id() + " counted twice";
-        } else if (!receipt.ok() || receipt->round() != round ||
-                   receipt->sha256() != Sha256(u.payload())) {
-          problem = "receipt of task " + u.task_id() + " missing or mismatched";
-        } else if (!delta.ParseFromString(u.payload())) {
-          problem = "stored update does not parse";
-        } else if (absl::Status s =
-                       (*aggregator)->Accumulate(delta, u.num_examples(), u.staleness());
-                   !s.ok()) {
-          problem = std::string(s.message());
-        }
-      }
-      // Bounded influence: a round whose denominator was raised past its folded weight.
-      if (problem.empty() && aggregator.ok() &&
-          record->weight_denominator() > static_cast<double>((*aggregator)->total_examples())) {
-        if (absl::Status s = (*aggregator)
-                                 ->PerturbSum([](absl::Span<float>) { return absl::OkStatus(); },
-                                              record->weight_denominator());
-            !s.ok()) {
-          problem = std::string(s.message());
-        }
-      }
-      if (problem.empty()) {
-        absl::StatusOr<v1::Model> replayed = aggregator.ok()
-                                                 ? (*aggregator)->Finalize(*previous)
-                                                 : absl::StatusOr<v1::Model>(aggregator.status());
-        if (!replayed.ok()) {
-          problem = std::string(replayed.status().message());
-        } else {
-          diff = MaxAbsDiff(*replayed, *committed);
-          if (!(diff <= absl::GetFlag(FLAGS_tolerance))) problem = "model differs from replay";
-        }
-      }
-    }
-    std::printf("round %lld: %s (%d updates, max |diff| %.3g)%s%s\n", static_cast<long long>(round),
-                problem.empty() ? "OK" : "MISMATCH",
-                updates.ok() ? static_cast<int>(updates->size()) : -1, diff,
-                problem.empty() ? "" : ": ", problem.c_str());
-    bad += problem.empty() ? 0 : 1;
+  for (int64_t round = 1; round <= run->meta.committed_round(); ++round) {
+    bad += AuditRound(**store, run->config, round, seen_tasks) ? 0 : 1;
   }
   std::printf("fedsched-audit: %lld committed rounds, %d mismatched\n",
-              static_cast<long long>(meta->committed_round()), bad);
+              static_cast<long long>(run->meta.committed_round()), bad);
   return bad == 0 ? 0 : 1;
 }
 

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
+#include <string_view>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -283,196 +284,185 @@ int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
   return 0;
 }
 
-int Main() {
-  // Block termination signals before any thread exists (RocksDB and gRPC start their own), so
-  // that only the signal thread below ever receives them.
+// Prints "fedsched-server: <context><s>" and returns `exit_code`: 2 for a bad config or input, 1
+// when the environment refuses (a busy port, a full disk, a store that does not open).
+int Fail(const absl::Status& s, int exit_code = 2, std::string_view context = "") {
+  std::fprintf(stderr, "fedsched-server: %s%s\n", std::string(context).c_str(),
+               s.ToString().c_str());
+  return exit_code;
+}
+
+// Blocks SIGTERM and SIGINT before any thread exists (RocksDB and gRPC start their own), so that
+// only the thread that waits for them (sigwait) ever receives them. Returns the set.
+sigset_t BlockTerminationSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return signals;
+}
 
-  if (absl::GetFlag(FLAGS_config).empty()) {
-    std::fprintf(stderr, "fedsched-server: --config is required (see configs/server.textproto)\n");
-    return 2;
-  }
+// --config with the flags' overrides, resolved (defaults set, validated: server_config.cc).
+absl::StatusOr<v1::ServerConfig> LoadConfig() {
   v1::ServerConfig raw;
-  if (absl::Status s = LoadTextConfig(absl::GetFlag(FLAGS_config), &raw); !s.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
-    return 2;
-  }
-  if (absl::Status s = ApplyFlags(&raw); !s.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
-    return 2;
-  }
-  absl::StatusOr<v1::ServerConfig> config = ResolveServerConfig(raw);
-  if (!config.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", config.status().ToString().c_str());
-    return 2;
-  }
-  if (absl::GetFlag(FLAGS_check_config)) {
-    if (absl::Status s = CheckStartInputs(*config); !s.ok()) {
-      std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
-      return 2;
-    }
-    std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
-    return 0;
-  }
-  if (config->hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
-    return RunAggregator(*config, signals);
-  }
-  absl::StatusOr<v1::Model> initial = InitialModel(config->model());
-  if (!initial.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", initial.status().ToString().c_str());
-    return 2;
-  }
-  // Health first: probes see NOT_SERVING while the store opens and the run resumes.
-  ops::EnableHealthService();
+  FEDSCHED_RETURN_IF_ERROR(LoadTextConfig(absl::GetFlag(FLAGS_config), &raw));
+  FEDSCHED_RETURN_IF_ERROR(ApplyFlags(&raw));
+  return ResolveServerConfig(raw);
+}
+
+// --check_config: what start would refuse, refused the same way; else the effective config.
+int CheckConfigOnly(const v1::ServerConfig& config) {
+  if (absl::Status s = CheckStartInputs(config); !s.ok()) return Fail(s);
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
+  return 0;
+}
+
+// The health endpoint and the Prometheus /metrics endpoint, each when configured (else null).
+struct OpsEndpoints {
   std::unique_ptr<ops::HealthEndpoint> health;
-  if (!config->ops().health_listen_address().empty()) {
-    absl::StatusOr<std::unique_ptr<ops::HealthEndpoint>> started =
-        ops::HealthEndpoint::Start(config->ops().health_listen_address());
-    if (!started.ok()) {
-      std::fprintf(stderr, "fedsched-server: %s\n", started.status().ToString().c_str());
-      return 1;
-    }
-    health = *std::move(started);
+  std::unique_ptr<ops::ServerMetrics> metrics;
+};
+
+// Health first: probes see NOT_SERVING while the store opens and the run resumes. Errors: the
+// endpoints' (e.g. a port in use).
+absl::StatusOr<OpsEndpoints> StartOpsEndpoints(const v1::ServerConfig& config) {
+  ops::EnableHealthService();
+  OpsEndpoints endpoints;
+  if (!config.ops().health_listen_address().empty()) {
+    FEDSCHED_ASSIGN_OR_RETURN(endpoints.health,
+                              ops::HealthEndpoint::Start(config.ops().health_listen_address()));
     FEDSCHED_LOG(info, "health endpoint on port {} (NOT_SERVING until the store is open)",
-                 health->port());
+                 endpoints.health->port());
   }
-  std::unique_ptr<ops::ServerMetrics> ops_metrics;
-  if (!config->ops().metrics_listen_address().empty()) {
-    absl::StatusOr<std::unique_ptr<ops::ServerMetrics>> served =
-        ops::ServerMetrics::Serve(config->ops().metrics_listen_address());
-    if (!served.ok()) {
-      std::fprintf(stderr, "fedsched-server: %s\n", served.status().ToString().c_str());
-      return 1;
-    }
-    ops_metrics = *std::move(served);
+  if (!config.ops().metrics_listen_address().empty()) {
+    FEDSCHED_ASSIGN_OR_RETURN(endpoints.metrics,
+                              ops::ServerMetrics::Serve(config.ops().metrics_listen_address()));
     for (round::RejectReason reason : round::kAllRejectReasons) {
-      ops_metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)));
+      endpoints.metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)));
     }
-    FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", ops_metrics->port());
+    FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", endpoints.metrics->port());
   }
-  // Server-side evaluation is one pluggable CoordinatorOptions::evaluator; EVAL_MODE_CLIENT
-  // and EVAL_MODE_NONE install none (docs/ARCHITECTURE.md "Client-side evaluation").
-  std::shared_ptr<ImageDataset> test_set;
-  if (config->eval().mode() == v1::EVAL_MODE_SERVER) {
-    absl::StatusOr<ImageDataset> loaded =
-        LoadIdxDataset(config->eval().test_images_path(), config->eval().test_labels_path());
-    if (loaded.ok()) {
-      test_set = std::make_shared<ImageDataset>(*std::move(loaded));
-    } else {
-      FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
-    }
+  return endpoints;
+}
+
+// The test set of server-side evaluation (EVAL_MODE_SERVER), else null; a test set that does
+// not load is logged and leaves the server without evaluation.
+std::shared_ptr<ImageDataset> LoadTestSet(const v1::ServerConfig& config) {
+  if (config.eval().mode() != v1::EVAL_MODE_SERVER) return nullptr;
+  absl::StatusOr<ImageDataset> loaded =
+      LoadIdxDataset(config.eval().test_images_path(), config.eval().test_labels_path());
+  if (!loaded.ok()) {
+    FEDSCHED_LOG(warn, "no test-set evaluation: {}", loaded.status().ToString());
+    return nullptr;
   }
+  return std::make_shared<ImageDataset>(*std::move(loaded));
+}
+
+// Opens the store in its private directory (made 0700 here, or refused when another uid's,
+// open to others or a link: common/private_file.h), keeping `required_free` bytes free. On
+// failure prints why (with the free-space report when the disk is full) and returns the exit
+// code in `*exit_code`.
+std::unique_ptr<Store> OpenStore(const v1::ServerConfig& config, int64_t required_free,
+                                 int* exit_code) {
   // The store holds identities and credential bindings: private to this user (0700 / 0600).
+  // Whoever controls the store controls identities and the model.
   ::umask(077);
-  // Created 0700 here, or refused when another uid's, open to others or a link
-  // (common/private_file.h): whoever controls the store controls identities and the model.
-  if (absl::Status s = EnsurePrivateDirectory(config->store_path()); !s.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", s.ToString().c_str());
-    return 2;
+  if (absl::Status s = EnsurePrivateDirectory(config.store_path()); !s.ok()) {
+    *exit_code = Fail(s);
+    return nullptr;
   }
-  const int64_t required_free =
-      RequiredFreeBytes(static_cast<int64_t>(initial->ByteSizeLong()),
-                        std::max<int64_t>(0, absl::GetFlag(FLAGS_min_free_disk_mb)));
-  if (absl::Status s = CheckFreeSpace(config->store_path(), required_free); !s.ok()) {
-    std::fprintf(stderr, "fedsched-server: cannot start: %s\n", s.ToString().c_str());
-    return 1;
+  if (absl::Status s = CheckFreeSpace(config.store_path(), required_free); !s.ok()) {
+    *exit_code = Fail(s, 1, "cannot start: ");
+    return nullptr;
   }
   absl::StatusOr<std::unique_ptr<Store>> store =
-      Store::Open({.path = config->store_path(),
-                   .keep_models = config->audit_updates() ? 0 : 5,
+      Store::Open({.path = config.store_path(),
+                   .keep_models = config.audit_updates() ? 0 : 5,
                    .min_free_bytes = required_free});
   if (!store.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", store.status().ToString().c_str());
+    *exit_code = Fail(store.status(), 1);
     if (IsNoSpaceError(store.status())) {
       std::fprintf(stderr, "fedsched-server: %s\n",
-                   FreeSpaceReport(config->store_path(), required_free).c_str());
+                   FreeSpaceReport(config.store_path(), required_free).c_str());
     }
-    return 1;
+    return nullptr;
   }
-  absl::StatusOr<std::string> enrolment_key = LoadEnrolmentKey(*config, **store);
-  if (!enrolment_key.ok()) {
-    std::fprintf(stderr, "fedsched-server: enrolment key: %s\n",
-                 enrolment_key.status().ToString().c_str());
-    return 2;
-  }
-  absl::StatusOr<std::string> operator_token =
-      ReadOrCreateToken(config->security().operator_token_path());
-  if (!operator_token.ok()) {
-    std::fprintf(stderr, "fedsched-server: operator token: %s\n",
-                 operator_token.status().ToString().c_str());
-    return 2;
-  }
-  MetricsWriter metrics(config->metrics_csv(), config->aggregation().async_fedbuff());
+  return *std::move(store);
+}
+
+// The coordinator over `store`, starting from `initial` (moved: the coordinator keeps the
+// model's only copy), evaluating on `test_set` when there is one, reporting rounds to `csv`
+// and to `metrics` (may be null). Errors: Coordinator::Create's.
+absl::StatusOr<std::unique_ptr<Coordinator>> CreateCoordinator(
+    const v1::ServerConfig& config, Store* store, v1::Model initial,
+    std::shared_ptr<ImageDataset> test_set, std::string enrolment_key, MetricsWriter& csv,
+    ops::ServerMetrics* metrics) {
   CoordinatorOptions options;
-  options.config = *config;
-  options.store = store->get();
-  // Moved, not copied: the coordinator keeps the model's only copy (peak RSS, issue 13).
-  options.initial_model = *std::move(initial);
-  if (absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config->model());
+  options.config = config;
+  options.store = store;
+  options.initial_model = std::move(initial);
+  if (absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config.model());
       activations.ok()) {
     options.model_features.activation_floats_per_sample = *activations;
   }
   if (test_set != nullptr) {
-    const v1::ModelConfig model_config = config->model();
-    options.evaluator = [test_set,
-                         model_config](const v1::Model& model) -> absl::StatusOr<EvalMetrics> {
+    // Server-side evaluation is one pluggable CoordinatorOptions::evaluator; EVAL_MODE_CLIENT
+    // and EVAL_MODE_NONE install none (docs/ARCHITECTURE.md "Client-side evaluation").
+    options.evaluator = [test_set, model_config = config.model()](
+                            const v1::Model& model) -> absl::StatusOr<EvalMetrics> {
       absl::StatusOr<EvalResult> r = Evaluate(model_config, model, *test_set);
       if (!r.ok()) return r.status();
       return EvalMetrics{r->accuracy, r->mean_loss};
     };
   }
-  options.enrolment_key = *std::move(enrolment_key);
-  options.on_round_committed = [&metrics, m = ops_metrics.get()](const v1::RoundRecord& r) {
-    metrics.Write(r);
-    if (m != nullptr) m->OnRoundCommitted(r);
+  options.enrolment_key = std::move(enrolment_key);
+  options.on_round_committed = [&csv, metrics](const v1::RoundRecord& r) {
+    csv.Write(r);
+    if (metrics != nullptr) metrics->OnRoundCommitted(r);
   };
-  if (ops_metrics != nullptr) {
-    options.on_round_failed = [m = ops_metrics.get()](const v1::RoundRecord&) {
-      m->OnRoundFailed();
+  if (metrics != nullptr) {
+    options.on_round_failed = [metrics](const v1::RoundRecord&) { metrics->OnRoundFailed(); };
+    options.on_task_failed = [metrics](const std::string& reason) {
+      metrics->OnTaskFailed(reason);
     };
-    options.on_task_failed = [m = ops_metrics.get()](const std::string& reason) {
-      m->OnTaskFailed(reason);
-    };
-    options.on_update_rejected = [m = ops_metrics.get()](const std::string& reason) {
-      m->OnUpdateRejected(reason);
+    options.on_update_rejected = [metrics](const std::string& reason) {
+      metrics->OnUpdateRejected(reason);
     };
   }
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
-      Coordinator::Create(std::move(options));
-  if (!coordinator.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", coordinator.status().ToString().c_str());
-    return 1;
-  }
+  return Coordinator::Create(std::move(options));
+}
 
-  CoordinatorServiceOptions service_options;
-  service_options.transport = config->transport();
-  service_options.operator_token = *operator_token;
-  service_options.aggregator_token_dir = config->hierarchy().aggregator_token_dir();
-  service_options.max_receiving_upload_bytes = ReceivingUploadBudget(
-      absl::GetFlag(FLAGS_receiving_upload_models), (*coordinator)->model_bytes());
-  (*coordinator)->SetParseTargetBudget(service_options.max_receiving_upload_bytes);
-  CoordinatorService service(coordinator->get(), service_options);
+// The gRPC service in front of `coordinator`, its upload receive budget set on both.
+std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
+                                                Coordinator& coordinator,
+                                                std::string operator_token) {
+  CoordinatorServiceOptions options;
+  options.transport = config.transport();
+  options.operator_token = std::move(operator_token);
+  options.aggregator_token_dir = config.hierarchy().aggregator_token_dir();
+  options.max_receiving_upload_bytes = ReceivingUploadBudget(
+      absl::GetFlag(FLAGS_receiving_upload_models), coordinator.model_bytes());
+  coordinator.SetParseTargetBudget(options.max_receiving_upload_bytes);
+  return std::make_unique<CoordinatorService>(&coordinator, options);
+}
+
+// Listens on listen_address with `credentials` and serves `service`, with RPC metrics when
+// `metrics` is not null; `*bound_port` gets the port. Null when it cannot listen.
+std::unique_ptr<grpc::Server> StartGrpcServer(const v1::ServerConfig& config,
+                                              std::shared_ptr<grpc::ServerCredentials> credentials,
+                                              CoordinatorService& service,
+                                              ops::ServerMetrics* metrics, int* bound_port) {
   grpc::ServerBuilder builder;
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      MakeServerCredentials(config->transport());
-  if (!credentials.ok()) {
-    std::fprintf(stderr, "fedsched-server: %s\n", credentials.status().ToString().c_str());
-    return 2;
-  }
-  int bound_port = 0;
   // gRPC shares ports (SO_REUSEPORT) by default: a second server on a busy port would start and
   // take a share of the clients. Refuse instead.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
-  builder.AddListeningPort(config->listen_address(), *credentials, &bound_port);
-  ApplyServerTransport(config->transport(), &builder);
+  builder.AddListeningPort(config.listen_address(), credentials, bound_port);
+  ApplyServerTransport(config.transport(), &builder);
   // Without BDP probing the server's HTTP/2 windows stay small (64 KiB ahead of what a stream
   // reads): an upload waiting at the receive gate then buffers next to nothing in gRPC, where
   // with probing gRPC grows every stream's window to megabytes while its memory quota is not under
-  // pressure. Off is the default since the fifth pass of issue 13 (docs/BENCHMARKS.md §4):
+  // pressure. Off is the default since the fifth server-CPU pass (docs/BENCHMARKS.md §4):
   // the price it had earlier, 20 to 60 % more CPU at 10 x 10M, no longer shows after the CPU
   // work of the third and fourth passes. A gRPC ResourceQuota was tried instead (memory
   // pressure shrinks the windows with probing on): too small a quota makes gRPC close
@@ -481,31 +471,140 @@ int Main() {
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   }
   builder.RegisterService(&service);
-  if (ops_metrics != nullptr) {
+  if (metrics != nullptr) {
     builder.experimental().SetInterceptorCreators(ops::MakeRpcMetricsInterceptors(
-        ops_metrics.get(),
+        metrics,
         std::vector<std::string>(std::begin(kRawRequestMethods), std::end(kRawRequestMethods))));
   }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  if (server == nullptr || bound_port == 0) {
-    std::fprintf(stderr, "fedsched-server: cannot listen on %s (address in use?)\n",
-                 config->listen_address().c_str());
-    return 1;
-  }
-  if (health != nullptr) {
-    health->Attach(server.get());
-    health->SetServing(true);
-  } else if (grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService()) {
-    h->SetServingStatus(true);
-  }
-  // Printed only now that every part of it was accepted (store, credentials, listening port).
-  std::printf("# effective config\n%s# end of config\n", ConfigToText(*config).c_str());
-  std::fflush(stdout);
-  // With port 0 the kernel picks one: print the bound port, so scripts and tests can find it.
-  const std::string& listen = config->listen_address();
-  FEDSCHED_LOG(info, "listening on {}:{} (resuming after round {})",
-               listen.substr(0, listen.rfind(':')), bound_port, (*coordinator)->committed_round());
+  if (*bound_port == 0) return nullptr;
+  return server;
+}
 
+// What serving and shutting down a root server use (owned by Main).
+struct Serving {
+  const v1::ServerConfig& config;
+  // Bytes the store's disk must keep free (the shutdown's own writes).
+  int64_t required_free;
+  Coordinator& coordinator;
+  CoordinatorService& service;
+  grpc::Server& server;
+  // Null when not configured.
+  ops::HealthEndpoint* health;
+  ops::ServerMetrics* metrics;
+};
+
+// Tells health probes whether the server takes clients: the health endpoint when there is one,
+// else gRPC's own health service.
+void SetServing(const Serving& s, bool serving) {
+  if (s.health != nullptr) {
+    s.health->SetServing(serving);
+  } else if (grpc::HealthCheckServiceInterface* h = s.server.GetHealthCheckService()) {
+    h->SetServingStatus(serving);
+  }
+}
+
+// The ticker's shutdown rule once the run is finished: keep answering "finished" until every
+// live client has heard it (a client training or backing off when the last round committed
+// polls later), at most kFinishLinger; a resumed run serves at least kResumedMinServe, for the
+// previous life's clients to reconnect (the server cannot know them yet).
+class FinishLinger {
+ public:
+  FinishLinger(bool resumed, absl::Time listening_since)
+      : resumed_(resumed), listening_since_(listening_since) {}
+  // True when the finished server may stop at `now`.
+  bool MayStop(Coordinator& coordinator, absl::Time now) {
+    if (finished_at_ == absl::InfiniteFuture()) finished_at_ = now;
+    const int waiting = coordinator.ClientsAwaitingFinish(now, kFinishLinger);
+    const bool reconnects_due = resumed_ && now - listening_since_ < kResumedMinServe;
+    if ((waiting == 0 && !reconnects_due) || now - finished_at_ > kFinishLinger) {
+      if (waiting > 0) {
+        FEDSCHED_LOG(warn, "stopping with {} live client(s) not yet told the run is finished",
+                     waiting);
+      }
+      return true;
+    }
+    if (now - last_log_ > absl::Seconds(5)) {
+      last_log_ = now;
+      FEDSCHED_LOG(info, "run finished; waiting (at most {}) for {} client(s) to poll",
+                   absl::FormatDuration(kFinishLinger - (now - finished_at_)), waiting);
+    }
+    return false;
+  }
+
+ private:
+  static constexpr absl::Duration kFinishLinger = absl::Seconds(30);
+  static constexpr absl::Duration kResumedMinServe = absl::Seconds(15);
+  const bool resumed_;
+  const absl::Time listening_since_;
+  absl::Time finished_at_ = absl::InfiniteFuture();
+  absl::Time last_log_ = absl::InfinitePast();
+};
+
+// The server's ticker, called every 50 ms from one thread: drives the coordinator, the upload
+// gate and the idle stream reaper, publishes client counts, and decides when the server stops.
+class Ticker {
+ public:
+  explicit Ticker(const Serving& s)
+      : s_(s),
+        // A stream with no progress for this long cannot serve its task any more (the round's
+        // deadline has passed): cancel it rather than pin its model and buffers.
+        stream_idle_(std::max(absl::Seconds(60), absl::Seconds(s.config.round_deadline_s()))),
+        linger_(s.coordinator.committed_round() > 0, absl::Now()) {}
+  // One turn. Returns false when the server must stop, with `*exit_code` 1 for a failure: a
+  // round could not be made durable or the disk is about to fill; or the finished run has been
+  // heard (FinishLinger).
+  bool Tick(std::atomic<int>* exit_code);
+
+ private:
+  const Serving& s_;
+  const absl::Duration stream_idle_;
+  FinishLinger linger_;
+  absl::Time last_counts_ = absl::InfinitePast();
+  absl::Time last_disk_check_ = absl::InfinitePast();
+};
+
+bool Ticker::Tick(std::atomic<int>* exit_code) {
+  const Serving& s = s_;
+  s.coordinator.Tick(absl::Now());
+  if (s.metrics != nullptr && absl::Now() - last_counts_ >= absl::Seconds(1)) {
+    last_counts_ = absl::Now();
+    const Coordinator::ClientCounts counts = s.coordinator.CountClients(last_counts_);
+    s.metrics->SetClients(counts.registered, counts.online);
+  }
+  s.service.upload_gate().Poll(absl::Now());
+  if (int n = s.service.CancelIdleStreams(absl::Now(), stream_idle_); n > 0) {
+    FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
+                 absl::FormatDuration(stream_idle_));
+  }
+  if (absl::Status health = s.coordinator.health(); !health.ok()) {
+    // A round could not be made durable: stop (a restart resumes at the last durable one).
+    FEDSCHED_LOG(error, "stopping: {}", health.ToString());
+    if (IsNoSpaceError(health)) {
+      FEDSCHED_LOG(error, "{}", FreeSpaceReport(s.config.store_path(), s.required_free));
+    }
+    *exit_code = 1;
+    return false;
+  }
+  // Stop while the reserve still holds the shutdown's own writes, rather than let RocksDB
+  // meet a full disk mid-commit.
+  if (absl::Now() - last_disk_check_ >= absl::Seconds(2)) {
+    last_disk_check_ = absl::Now();
+    if (absl::Status disk = CheckFreeSpace(s.config.store_path(), s.required_free);
+        absl::IsResourceExhausted(disk)) {
+      FEDSCHED_LOG(error, "stopping: {}", disk.ToString());
+      *exit_code = 1;
+      return false;
+    }
+  }
+  return !(s.coordinator.finished() && linger_.MayStop(s.coordinator, absl::Now()));
+}
+
+// Serves until SIGTERM / SIGINT (`signals`, blocked) or until the ticker stops the server, then
+// drains: health probes first, then pending RPCs get shutdown_grace_s before gRPC cancels them
+// (docs/RELIABILITY.md §4; a round in flight is not committed: the restarted server re-plans
+// it), and the rounds committed since the last checkpoint become durable. Returns the exit code.
+int ServeUntilStopped(const Serving& s, sigset_t signals) {
   absl::Notification stop;
   std::atomic<int> exit_code{0};
   std::thread signal_thread([&] {
@@ -516,108 +615,100 @@ int Main() {
       stop.Notify();
     }
   });
-  // A stream with no progress for this long cannot serve its task any more (the round's deadline
-  // has passed): cancel it rather than pin its model and buffers.
-  const absl::Duration stream_idle =
-      std::max(absl::Seconds(60), absl::Seconds(config->round_deadline_s()));
-  // How long a finished server keeps answering polls for clients that have not heard it yet.
-  constexpr absl::Duration kFinishLinger = absl::Seconds(30);
-  // A resumed run may finish before the previous life's clients have reconnected (the server
-  // cannot know them yet): it serves at least this long after it started listening.
-  constexpr absl::Duration kResumedMinServe = absl::Seconds(15);
-  const bool resumed = (*coordinator)->committed_round() > 0;
-  const absl::Time listening_since = absl::Now();
   std::thread ticker([&] {
-    absl::Time finished_at = absl::InfiniteFuture();
-    absl::Time last_linger_log = absl::InfinitePast();
-    absl::Time last_counts = absl::InfinitePast();
-    absl::Time last_disk_check = absl::InfinitePast();
+    Ticker turns(s);
     while (!stop.WaitForNotificationWithTimeout(absl::Milliseconds(50))) {
-      (*coordinator)->Tick(absl::Now());
-      if (ops_metrics != nullptr && absl::Now() - last_counts >= absl::Seconds(1)) {
-        last_counts = absl::Now();
-        const Coordinator::ClientCounts counts = (*coordinator)->CountClients(last_counts);
-        ops_metrics->SetClients(counts.registered, counts.online);
-      }
-      service.upload_gate().Poll(absl::Now());
-      if (int n = service.CancelIdleStreams(absl::Now(), stream_idle); n > 0) {
-        FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
-                     absl::FormatDuration(stream_idle));
-      }
-      if (absl::Status health = (*coordinator)->health(); !health.ok()) {
-        // A round could not be made durable: stop (a restart resumes at the last durable one).
-        FEDSCHED_LOG(error, "stopping: {}", health.ToString());
-        if (IsNoSpaceError(health)) {
-          FEDSCHED_LOG(error, "{}", FreeSpaceReport(config->store_path(), required_free));
-        }
-        exit_code = 1;
+      if (!turns.Tick(&exit_code)) {
         stop.Notify();
         break;
-      }
-      // Stop while the reserve still holds the shutdown's own writes, rather than let RocksDB
-      // meet a full disk mid-commit.
-      if (absl::Now() - last_disk_check >= absl::Seconds(2)) {
-        last_disk_check = absl::Now();
-        if (absl::Status s = CheckFreeSpace(config->store_path(), required_free);
-            absl::IsResourceExhausted(s)) {
-          FEDSCHED_LOG(error, "stopping: {}", s.ToString());
-          exit_code = 1;
-          stop.Notify();
-          break;
-        }
-      }
-      if ((*coordinator)->finished()) {
-        // Keep answering "finished" until every live client has heard it (a client training or
-        // backing off when the last round committed polls later), at most kFinishLinger.
-        const absl::Time now = absl::Now();
-        if (finished_at == absl::InfiniteFuture()) finished_at = now;
-        const int waiting = (*coordinator)->ClientsAwaitingFinish(now, kFinishLinger);
-        const bool reconnects_due = resumed && now - listening_since < kResumedMinServe;
-        if ((waiting == 0 && !reconnects_due) || now - finished_at > kFinishLinger) {
-          if (waiting > 0) {
-            FEDSCHED_LOG(warn, "stopping with {} live client(s) not yet told the run is finished",
-                         waiting);
-          }
-          stop.Notify();
-        } else if (now - last_linger_log > absl::Seconds(5)) {
-          last_linger_log = now;
-          FEDSCHED_LOG(info, "run finished; waiting (at most {}) for {} client(s) to poll",
-                       absl::FormatDuration(kFinishLinger - (now - finished_at)), waiting);
-        }
       }
     }
   });
   stop.WaitForNotification();
   ticker.join();
-  // Draining: load balancers and readiness probes stop sending new clients first.
-  if (health != nullptr) {
-    health->SetServing(false);
-  } else if (grpc::HealthCheckServiceInterface* h = server->GetHealthCheckService()) {
-    h->SetServingStatus(false);
-  }
-  // Pending RPCs (e.g. an upload stuck mid-read) get shutdown_grace_s to finish; then gRPC
-  // cancels them, so Shutdown returns within the grace period (docs/RELIABILITY.md §4). A round in
-  // flight is not committed: the restarted server re-plans it.
+  SetServing(s, false);
   const absl::Time shutdown_start = absl::Now();
   const auto grace =
-      std::chrono::milliseconds(static_cast<int64_t>(config->shutdown_grace_s() * 1000));
-  server->Shutdown(std::chrono::system_clock::now() + grace);
-  if (health != nullptr) health->Detach(server.get());
+      std::chrono::milliseconds(static_cast<int64_t>(s.config.shutdown_grace_s() * 1000));
+  s.server.Shutdown(std::chrono::system_clock::now() + grace);
+  if (s.health != nullptr) s.health->Detach(&s.server);
   FEDSCHED_LOG(info, "gRPC server stopped in {}",
                absl::FormatDuration(absl::Now() - shutdown_start));
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // release it if no signal came
   signal_thread.join();
   // Rounds committed since the last checkpoint (checkpoint_every_rounds > 1) become durable.
-  if (absl::Status s = (*coordinator)->WriteCheckpoint(); !s.ok()) {
-    FEDSCHED_LOG(error, "checkpoint at shutdown failed: {}", s.ToString());
+  if (absl::Status c = s.coordinator.WriteCheckpoint(); !c.ok()) {
+    FEDSCHED_LOG(error, "checkpoint at shutdown failed: {}", c.ToString());
     exit_code = 1;
   }
+  return exit_code.load();
+}
+
+int Main() {
+  const sigset_t signals = BlockTerminationSignals();
+  if (absl::GetFlag(FLAGS_config).empty()) {
+    std::fprintf(stderr, "fedsched-server: --config is required (see configs/server.textproto)\n");
+    return 2;
+  }
+  absl::StatusOr<v1::ServerConfig> loaded = LoadConfig();
+  if (!loaded.ok()) return Fail(loaded.status());
+  const v1::ServerConfig& config = *loaded;
+  if (absl::GetFlag(FLAGS_check_config)) return CheckConfigOnly(config);
+  if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
+    return RunAggregator(config, signals);
+  }
+  absl::StatusOr<v1::Model> initial = InitialModel(config.model());
+  if (!initial.ok()) return Fail(initial.status());
+  absl::StatusOr<OpsEndpoints> ops = StartOpsEndpoints(config);
+  if (!ops.ok()) return Fail(ops.status(), 1);
+  std::shared_ptr<ImageDataset> test_set = LoadTestSet(config);
+  const int64_t required_free =
+      RequiredFreeBytes(static_cast<int64_t>(initial->ByteSizeLong()),
+                        std::max<int64_t>(0, absl::GetFlag(FLAGS_min_free_disk_mb)));
+  int exit_code = 0;
+  std::unique_ptr<Store> store = OpenStore(config, required_free, &exit_code);
+  if (store == nullptr) return exit_code;
+  absl::StatusOr<std::string> enrolment_key = LoadEnrolmentKey(config, *store);
+  if (!enrolment_key.ok()) return Fail(enrolment_key.status(), 2, "enrolment key: ");
+  absl::StatusOr<std::string> operator_token =
+      ReadOrCreateToken(config.security().operator_token_path());
+  if (!operator_token.ok()) return Fail(operator_token.status(), 2, "operator token: ");
+  MetricsWriter csv(config.metrics_csv(), config.aggregation().async_fedbuff());
+  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
+      CreateCoordinator(config, store.get(), *std::move(initial), test_set,
+                        *std::move(enrolment_key), csv, ops->metrics.get());
+  if (!coordinator.ok()) return Fail(coordinator.status(), 1);
+  std::unique_ptr<CoordinatorService> service =
+      MakeService(config, **coordinator, *std::move(operator_token));
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      MakeServerCredentials(config.transport());
+  if (!credentials.ok()) return Fail(credentials.status());
+  int bound_port = 0;
+  std::unique_ptr<grpc::Server> server =
+      StartGrpcServer(config, *credentials, *service, ops->metrics.get(), &bound_port);
+  if (server == nullptr) {
+    std::fprintf(stderr, "fedsched-server: cannot listen on %s (address in use?)\n",
+                 config.listen_address().c_str());
+    return 1;
+  }
+  const Serving serving{config,  required_free,     **coordinator,     *service,
+                        *server, ops->health.get(), ops->metrics.get()};
+  if (serving.health != nullptr) serving.health->Attach(server.get());
+  SetServing(serving, true);
+  // Printed only now that every part of it was accepted (store, credentials, listening port).
+  std::printf("# effective config\n%s# end of config\n", ConfigToText(config).c_str());
+  std::fflush(stdout);
+  // With port 0 the kernel picks one: print the bound port, so scripts and tests can find it.
+  const std::string& listen = config.listen_address();
+  FEDSCHED_LOG(info, "listening on {}:{} (resuming after round {})",
+               listen.substr(0, listen.rfind(':')), bound_port, (*coordinator)->committed_round());
+  exit_code = ServeUntilStopped(serving, signals);
   const int64_t last_round = (*coordinator)->committed_round();
   coordinator->reset();
-  store->reset();  // flushes RocksDB
+  store.reset();  // flushes RocksDB
   std::printf("fedsched-server: stopped after committed round %lld\n",
               static_cast<long long>(last_round));
-  return exit_code.load();
+  return exit_code;
 }
 
 }  // namespace

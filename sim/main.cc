@@ -23,6 +23,7 @@
 #include "common/config.h"
 #include "common/exec_sibling.h"
 #include "common/flags_usage.h"
+#include "common/status_macros.h"
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
@@ -120,26 +121,17 @@ int PlotOnly() {
   return s.ok() ? 0 : Fail(s);
 }
 
-// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train);
-// `argv` as main received it.
-int Run(mpi::Cluster* cluster, char** argv) {
-  if (!absl::GetFlag(FLAGS_plot_csvs).empty()) return PlotOnly();
+// --config with the flags' overrides (--set last). Errors: INVALID_ARGUMENT without --config;
+// LoadSimConfig's and the flags' own.
+absl::StatusOr<v1::SimConfig> LoadConfig() {
   if (absl::GetFlag(FLAGS_config).empty()) {
-    return Fail(absl::InvalidArgumentError("--config is required"));
+    return absl::InvalidArgumentError("--config is required");
   }
-  absl::StatusOr<v1::SimConfig> loaded = LoadSimConfig(absl::GetFlag(FLAGS_config));
-  if (!loaded.ok()) return Fail(loaded.status());
-  v1::SimConfig config = std::move(*loaded);
-  if (absl::Status s =
-          ApplySelectionFlags(absl::GetFlag(FLAGS_policy), absl::GetFlag(FLAGS_cache_policy),
-                              absl::GetFlag(FLAGS_fedcase_base), &config);
-      !s.ok()) {
-    return Fail(s);
-  }
-  if (absl::Status s = ApplyForecastFlag(absl::GetFlag(FLAGS_availability_forecast), &config);
-      !s.ok()) {
-    return Fail(s);
-  }
+  FEDSCHED_ASSIGN_OR_RETURN(v1::SimConfig config, LoadSimConfig(absl::GetFlag(FLAGS_config)));
+  FEDSCHED_RETURN_IF_ERROR(ApplySelectionFlags(absl::GetFlag(FLAGS_policy),
+                                               absl::GetFlag(FLAGS_cache_policy),
+                                               absl::GetFlag(FLAGS_fedcase_base), &config));
+  FEDSCHED_RETURN_IF_ERROR(ApplyForecastFlag(absl::GetFlag(FLAGS_availability_forecast), &config));
   v1::ServerConfig* server = config.mutable_server();
   if (absl::GetFlag(FLAGS_fedbuff)) server->mutable_aggregation()->set_async_fedbuff(true);
   if (absl::GetFlag(FLAGS_seed) != 0) server->set_seed(absl::GetFlag(FLAGS_seed));
@@ -157,46 +149,50 @@ int Run(mpi::Cluster* cluster, char** argv) {
   }
   if (absl::GetFlag(FLAGS_quiet)) config.set_quiet(true);
   if (!absl::GetFlag(FLAGS_trainer).empty()) config.set_trainer(absl::GetFlag(FLAGS_trainer));
-  if (absl::Status s = ApplyConfigOverride(absl::GetFlag(FLAGS_set), &config); !s.ok()) {
-    return Fail(s);
-  }
+  FEDSCHED_RETURN_IF_ERROR(ApplyConfigOverride(absl::GetFlag(FLAGS_set), &config));
+  return config;
+}
+
+// Trainer "torch" in a build without LibTorch: hands the run to fedsched-sim-torch beside this
+// program (common/exec_sibling.h; does not return when there is one, and without one
+// TrainingLearner refuses "torch" later). Errors: FAILED_PRECONDITION under mpirun, where every
+// rank must be started as fedsched-sim-torch.
+absl::Status HandOverTorchRun(const v1::SimConfig& config, mpi::Cluster* cluster, char** argv) {
 #ifndef FEDSCHED_HAVE_TORCH
   if (config.trainer() == kTorchTrainer) {
     if (cluster != nullptr) {
-      return Fail(absl::FailedPreconditionError(
+      return absl::FailedPreconditionError(
           "trainer \"torch\" under mpirun: start fedsched-sim-torch (the LibTorch build beside "
-          "fedsched-sim) on every rank"));
+          "fedsched-sim) on every rank");
     }
-    // The LibTorch build of this program (common/exec_sibling.h); without one, TrainingLearner
-    // refuses "torch" below.
     ExecSibling("fedsched-sim", "fedsched-sim-torch", argv);
   }
 #endif
+  return absl::OkStatus();
+}
 
-  const absl::Time wall_start = absl::Now();
-  const LearnerFactory local =
-      [](const v1::SimConfig& resolved) -> absl::StatusOr<std::unique_ptr<Learner>> {
-    absl::StatusOr<std::unique_ptr<TrainingLearner>> l =
-        TrainingLearner::Create(resolved, Trainers());
-    if (!l.ok()) return l.status();
-    return std::unique_ptr<Learner>(*std::move(l));
-  };
-  absl::StatusOr<std::unique_ptr<Simulation>> sim =
-      BuildSimulation(config, cluster != nullptr ? cluster->learner_factory() : local);
-  if (!sim.ok()) return Fail(sim.status());
-  const v1::SimConfig& c = (*sim)->config;
+// The learner of a run on this process alone: fedsched's training code (TrainingLearner).
+absl::StatusOr<std::unique_ptr<Learner>> LocalLearner(const v1::SimConfig& resolved) {
+  absl::StatusOr<std::unique_ptr<TrainingLearner>> l =
+      TrainingLearner::Create(resolved, Trainers());
+  if (!l.ok()) return l.status();
+  return std::unique_ptr<Learner>(*std::move(l));
+}
+
+// The run's setup on stderr: effective config, ranks, traces, policies, clients with data.
+void PrintSetup(const Simulation& sim, const mpi::Cluster* cluster) {
+  const v1::SimConfig& c = sim.config;
   std::fprintf(stderr, "fedsched-sim effective config:\n%s", ConfigToText(c).c_str());
   if (cluster != nullptr) {
     std::fprintf(stderr, "MPI: %d ranks%s\n", cluster->size(),
                  c.no_train() ? " (no_train: nothing to spread, rank 0 runs alone)"
                               : "; each trains the clients k with k mod ranks = its rank");
   }
-  std::fprintf(stderr,
-               "capacity: %s (%lld rows)\navailability: %s (%lld rows, mean online %.1f %%)\n",
-               (*sim)->capacity->source().c_str(), static_cast<long long>((*sim)->capacity->size()),
-               (*sim)->availability->description().c_str(),
-               static_cast<long long>((*sim)->availability->size()),
-               100.0 * (*sim)->availability->MeanOnlineFraction());
+  std::fprintf(
+      stderr, "capacity: %s (%lld rows)\navailability: %s (%lld rows, mean online %.1f %%)\n",
+      sim.capacity->source().c_str(), static_cast<long long>(sim.capacity->size()),
+      sim.availability->description().c_str(), static_cast<long long>(sim.availability->size()),
+      100.0 * sim.availability->MeanOnlineFraction());
   std::fprintf(stderr, "selection: %s, cache: %s, availability forecast: %s%s\n",
                PolicyName(c.server().selection().policy()).c_str(),
                CachePolicyName(c.server().cache().policy()).c_str(),
@@ -204,68 +200,98 @@ int Run(mpi::Cluster* cluster, char** argv) {
                c.no_train() ? "; no_train: accuracy and loss come from the modelled curve "
                               "(config `curve`), no model is trained"
                             : "");
-  for (const std::string& w : (*sim)->availability->warnings()) {
+  for (const std::string& w : sim.availability->warnings()) {
     std::fprintf(stderr, "WARNING: availability trace: %s\n", w.c_str());
   }
   int64_t with_data = 0;
-  for (int32_t k = 0; k < c.num_clients(); ++k) with_data += (*sim)->learner->NumSamples(k) > 0;
+  for (int32_t k = 0; k < c.num_clients(); ++k) with_data += sim.learner->NumSamples(k) > 0;
   std::fprintf(stderr, "clients with local data: %lld of %d\n", static_cast<long long>(with_data),
                c.num_clients());
-  const double setup_s = absl::ToDoubleSeconds(absl::Now() - wall_start);
+}
 
-  std::vector<RoundSink*> sinks;
-  std::unique_ptr<CsvRoundWriter> csv;
-  if (!c.output_csv().empty()) {
-    absl::StatusOr<std::unique_ptr<CsvRoundWriter>> w =
-        CsvRoundWriter::Open(c.output_csv(), (*sim)->run_name);
-    if (!w.ok()) return Fail(w.status());
-    csv = std::move(*w);
-    sinks.push_back(csv.get());
-  }
-  ProgressLine progress((*sim)->run_name, c.server().num_rounds());
-  if (!c.quiet()) sinks.push_back(&progress);
-  TeeSink tee(sinks);
-  const absl::Time run_start = absl::Now();
-  absl::StatusOr<RunSummary> summary = (*sim)->simulator->Run(&tee);
-  const double run_s = absl::ToDoubleSeconds(absl::Now() - run_start);
-  if (!c.quiet()) progress.Finish();
-  if (!summary.ok()) return Fail(summary.status());
+// The run's summary line on stdout (setup and run wall seconds as measured by Run).
+void PrintSummary(const Simulation& sim, const RunSummary& summary, double setup_s, double run_s) {
+  const v1::SimConfig& c = sim.config;
   // In no-train mode the accuracy is the modelled curve's (ModelledCurveConfig), not a
-  // measurement of any model (issue 15, defect 6).
+  // measurement of any model.
   std::printf(
       "run=%s policy=%s cache=%s forecast=%s seed=%llu rounds_committed=%lld rounds_failed=%lld "
       "virtual_h=%.3f final_accuracy=%.4f%s time_to_target_h=%s events=%llu setup_wall_s=%.2f "
       "run_wall_s=%.2f events_per_s=%.0f tasks_started=%lld oom_failures=%lld stop=\"%s\"\n",
-      (*sim)->run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
+      sim.run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
       CachePolicyName(c.server().cache().policy()).c_str(),
       ForecastName(c.availability_forecast()).c_str(),
       static_cast<unsigned long long>(c.server().seed()),
-      static_cast<long long>(summary->rounds_committed),
-      static_cast<long long>(summary->rounds_failed), summary->virtual_s / 3600.0,
-      summary->final_accuracy, c.no_train() ? " accuracy_source=modelled_curve(no_train)" : "",
-      summary->time_to_target_s < 0 ? "never"
-                                    : std::to_string(summary->time_to_target_s / 3600.0).c_str(),
-      static_cast<unsigned long long>(summary->events), setup_s, run_s,
-      run_s > 0 ? summary->events / run_s : 0.0, static_cast<long long>(summary->tasks_started),
-      static_cast<long long>(summary->oom_failures), summary->stop_reason.c_str());
-  if (!absl::GetFlag(FLAGS_plot_png).empty() && !c.output_csv().empty()) {
-    csv.reset();  // flush and close before gnuplot reads it
-    std::string title = absl::GetFlag(FLAGS_plot_title);
-    if (title.empty()) {
-      // Two lines that fit the 1000-pixel image: the run, then its config and trace files.
-      const auto base = [](const std::string& path) {
-        return std::filesystem::path(path).filename().string();
-      };
-      title = absl::StrCat(
-          (*sim)->run_name, ": policy ", PolicyName(c.server().selection().policy()), ", cache ",
-          CachePolicyName(c.server().cache().policy()), ", seed ", c.server().seed(), "\nconfig ",
-          absl::GetFlag(FLAGS_config), ", traces ", base(c.traces().capacity_path()), ", ",
-          base(c.traces().availability_path()));
-    }
-    absl::Status s = PlotAccuracy(
-        absl::GetFlag(FLAGS_plot_png), {{(*sim)->run_name, c.output_csv()}},
-        absl::GetFlag(FLAGS_target) > 0 ? absl::GetFlag(FLAGS_target) : c.target_accuracy(), title);
-    if (!s.ok()) return Fail(s);
+      static_cast<long long>(summary.rounds_committed),
+      static_cast<long long>(summary.rounds_failed), summary.virtual_s / 3600.0,
+      summary.final_accuracy, c.no_train() ? " accuracy_source=modelled_curve(no_train)" : "",
+      summary.time_to_target_s < 0 ? "never"
+                                   : std::to_string(summary.time_to_target_s / 3600.0).c_str(),
+      static_cast<unsigned long long>(summary.events), setup_s, run_s,
+      run_s > 0 ? summary.events / run_s : 0.0, static_cast<long long>(summary.tasks_started),
+      static_cast<long long>(summary.oom_failures), summary.stop_reason.c_str());
+}
+
+// --plot_png of the run's CSV (written and closed before). Errors: PlotAccuracy's.
+absl::Status PlotRun(const Simulation& sim) {
+  const v1::SimConfig& c = sim.config;
+  std::string title = absl::GetFlag(FLAGS_plot_title);
+  if (title.empty()) {
+    // Two lines that fit the 1000-pixel image: the run, then its config and trace files.
+    const auto base = [](const std::string& path) {
+      return std::filesystem::path(path).filename().string();
+    };
+    title =
+        absl::StrCat(sim.run_name, ": policy ", PolicyName(c.server().selection().policy()),
+                     ", cache ", CachePolicyName(c.server().cache().policy()), ", seed ",
+                     c.server().seed(), "\nconfig ", absl::GetFlag(FLAGS_config), ", traces ",
+                     base(c.traces().capacity_path()), ", ", base(c.traces().availability_path()));
+  }
+  return PlotAccuracy(
+      absl::GetFlag(FLAGS_plot_png), {{sim.run_name, c.output_csv()}},
+      absl::GetFlag(FLAGS_target) > 0 ? absl::GetFlag(FLAGS_target) : c.target_accuracy(), title);
+}
+
+// Runs `sim` into its CSV (when output_csv is set; closed on return, so that it is complete)
+// and the progress line (unless quiet); `*run_s` gets the run's wall seconds. Errors:
+// CsvRoundWriter::Open's and the simulator's.
+absl::StatusOr<RunSummary> RunToSinks(Simulation& sim, double* run_s) {
+  const v1::SimConfig& c = sim.config;
+  std::vector<RoundSink*> sinks;
+  std::unique_ptr<CsvRoundWriter> csv;
+  if (!c.output_csv().empty()) {
+    FEDSCHED_ASSIGN_OR_RETURN(csv, CsvRoundWriter::Open(c.output_csv(), sim.run_name));
+    sinks.push_back(csv.get());
+  }
+  ProgressLine progress(sim.run_name, c.server().num_rounds());
+  if (!c.quiet()) sinks.push_back(&progress);
+  TeeSink tee(sinks);
+  const absl::Time run_start = absl::Now();
+  absl::StatusOr<RunSummary> summary = sim.simulator->Run(&tee);
+  *run_s = absl::ToDoubleSeconds(absl::Now() - run_start);
+  if (!c.quiet()) progress.Finish();
+  return summary;
+}
+
+// The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train);
+// `argv` as main received it.
+int Run(mpi::Cluster* cluster, char** argv) {
+  if (!absl::GetFlag(FLAGS_plot_csvs).empty()) return PlotOnly();
+  absl::StatusOr<v1::SimConfig> config = LoadConfig();
+  if (!config.ok()) return Fail(config.status());
+  if (absl::Status s = HandOverTorchRun(*config, cluster, argv); !s.ok()) return Fail(s);
+  const absl::Time wall_start = absl::Now();
+  absl::StatusOr<std::unique_ptr<Simulation>> sim = BuildSimulation(
+      *config, cluster != nullptr ? cluster->learner_factory() : LearnerFactory(LocalLearner));
+  if (!sim.ok()) return Fail(sim.status());
+  PrintSetup(**sim, cluster);
+  const double setup_s = absl::ToDoubleSeconds(absl::Now() - wall_start);
+  double run_s = 0;
+  absl::StatusOr<RunSummary> summary = RunToSinks(**sim, &run_s);
+  if (!summary.ok()) return Fail(summary.status());
+  PrintSummary(**sim, *summary, setup_s, run_s);
+  if (!absl::GetFlag(FLAGS_plot_png).empty() && !(*sim)->config.output_csv().empty()) {
+    if (absl::Status s = PlotRun(**sim); !s.ok()) return Fail(s);
   }
   return 0;
 }

@@ -8,7 +8,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <ctime>
 #include <filesystem>
 #include <thread>
 #include <utility>
@@ -29,23 +28,6 @@ namespace fedsched {
 
 namespace {
 
-// CPU seconds consumed by the calling thread (the trainer runs on it).
-double ThreadCpuSeconds() {
-  timespec ts{};
-  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0.0;
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-// Training seconds of the emulated slow device (ClientConfig.slowdown_factor): its compute is
-// `factor` times this thread's CPU time, plus the storage I/O it waited for. CPU time rather
-// than wall time is stretched so that other processes sharing this machine (tens of clients on
-// a test box) do not change the emulated device's speed: stretching wall time multiplied their
-// contention by the factor, and a 10x device measured 8x apart from one round to the next,
-// which no time predictor can follow (issue 20; docs/ALGORITHMS.md §1).
-double EmulatedTrainSeconds(double factor, double cpu_seconds, double io_seconds) {
-  return factor * std::max(cpu_seconds, 0.0) + std::max(io_seconds, 0.0);
-}
-
 bool IsSessionLost(const absl::Status& s) { return absl::IsUnauthenticated(s); }
 
 // Long poll (PollTaskRequest.wait_ms): the server may hold a poll this long while there is no
@@ -61,7 +43,9 @@ constexpr size_t kFinalTasksKept = 64;
 }  // namespace
 
 Client::Client(ClientOptions options)
-    : options_(std::move(options)), jitter_rng_(options_.config.seed()) {}
+    : options_(std::move(options)),
+      clock_(options_.clock != nullptr ? *options_.clock : RealClientClock()),
+      jitter_rng_(options_.config.seed()) {}
 
 Client::~Client() {
   Stop();
@@ -88,11 +72,6 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   if (config.backoff_max_ms() == 0) config.set_backoff_max_ms(10000);
   if (config.backoff_initial_ms() < 0 || config.backoff_max_ms() < config.backoff_initial_ms()) {
     return absl::InvalidArgumentError("need 0 < backoff_initial_ms <= backoff_max_ms");
-  }
-  if (config.slowdown_factor() == 0) config.set_slowdown_factor(1.0);
-  if (config.slowdown_factor() < 1.0 || !std::isfinite(config.slowdown_factor())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("slowdown_factor must be >= 1, got ", config.slowdown_factor()));
   }
   if (config.bandwidth_kbps() < 0) return absl::InvalidArgumentError("bandwidth_kbps < 0");
   if (config.seed() == 0) config.set_seed(1);
@@ -195,7 +174,7 @@ ClientRunStats Client::stats() const {
   return stats_;
 }
 
-bool Client::SleepFor(absl::Duration d) { return !stop_.WaitForNotificationWithTimeout(d); }
+bool Client::SleepFor(absl::Duration d) { return clock_.SleepFor(d, &stop_); }
 
 absl::Duration Client::NextBackoff(absl::Duration* state) {
   absl::Duration& backoff = state != nullptr ? *state : backoff_;
@@ -260,12 +239,12 @@ bool Client::WaitForServer(absl::Duration d) {
   }
   // Not connected (server down or restarting): wake as soon as gRPC reconnects, which it tries
   // at most every 2 s (common/transport.cc), so a restarted server gets its clients back in
-  // about that time instead of after a backoff of up to backoff_max_ms (issue 12).
-  const absl::Time until = absl::Now() + d;
-  for (absl::Time now = absl::Now(); now < until; now = absl::Now()) {
-    if (stop_.HasBeenNotified()) return false;
-    const absl::Time slice = std::min(until, now + absl::Milliseconds(100));
-    if (channel->WaitForConnected(absl::ToChronoTime(slice))) break;
+  // about that time instead of after a backoff of up to backoff_max_ms. The channel's state is
+  // looked at every 100 ms of the client's clock, so that a test's clock drives this wait too.
+  const absl::Time until = clock_.Now() + d;
+  for (absl::Time now = clock_.Now(); now < until; now = clock_.Now()) {
+    if (!SleepFor(std::min(until - now, absl::Milliseconds(100)))) return false;
+    if (channel->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY) break;
   }
   return !stop_.HasBeenNotified();
 }
@@ -434,12 +413,12 @@ void Client::HeartbeatLoop() {
     SetUnaryDeadline(&context);
     v1::HeartbeatResponse response;
     const std::shared_ptr<ClientRpc> current = rpc();
-    const absl::Time sent = absl::Now();
+    const absl::Time sent = clock_.Now();
     absl::Status s =
         FromGrpc(current->heartbeat_stub->Heartbeat(&context, request, &response), "Heartbeat");
     // A heartbeat slower than its interval eats into the server's patience (missed_heartbeats
     // x interval): say so, it is the first sign of a starved server or network.
-    if (const absl::Duration took = absl::Now() - sent; took > absl::Milliseconds(interval_ms)) {
+    if (const absl::Duration took = clock_.Now() - sent; took > absl::Milliseconds(interval_ms)) {
       FEDSCHED_LOG(warn, "heartbeat took {} ms (interval {} ms): {}",
                    absl::ToInt64Milliseconds(took), interval_ms, s.ok() ? "OK" : s.ToString());
     }
@@ -452,124 +431,148 @@ void Client::HeartbeatLoop() {
 
 absl::Status Client::Run() {
   heartbeat_thread_ = std::make_unique<std::thread>([this] { HeartbeatLoop(); });
-  bool ever_registered = false;
-  int64_t register_failures = 0;  // consecutive
-  bool waiting_for_eligibility = false;
   while (!stop_.HasBeenNotified()) {
-    if (!Eligible()) {
-      if (!waiting_for_eligibility) {
-        FEDSCHED_LOG(info, "{}: device not eligible (the app's conditions); not checking in",
-                     options_.config.identity());
-      }
-      waiting_for_eligibility = true;
-      SleepFor(options_.eligibility_check_interval);
-      continue;
+    if (WaitWhileIneligible()) continue;
+    absl::StatusOr<bool> registered = EnsureRegistered();
+    if (!registered.ok()) {
+      Stop();
+      return registered.status();
     }
-    if (waiting_for_eligibility) {
-      FEDSCHED_LOG(info, "{}: device eligible again", options_.config.identity());
-      waiting_for_eligibility = false;
-    }
-    bool registered;
-    {
-      absl::MutexLock lock(&mu_);
-      registered = registered_;
-    }
-    if (!registered) {
-      absl::Status s = RegisterOnce();
-      if (absl::IsInvalidArgument(s)) {
-        // A registration the server finds malformed stays so: retrying cannot help.
-        Stop();
-        return s;
-      }
-      if (absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s)) {
-        // The server refuses this device's credential: retrying cannot change that, only the
-        // operator can (docs/OPERATIONS.md "Re-enrolling a device").
-        Stop();
-        return CredentialRefused(s);
-      }
-      if (!s.ok()) {
-        // Loud on the 1st, 2nd, 4th, 8th... failure in a row (with the backoff, about once per
-        // backoff_max_ms at worst), so a wrong address or a down server shows without flooding.
-        ++register_failures;
-        if ((register_failures & (register_failures - 1)) == 0) {
-          FEDSCHED_LOG(warn, "{}: cannot register with {} ({} attempts so far): {}",
-                       options_.config.identity(), endpoint(), register_failures, s.ToString());
-        } else {
-          FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
-        }
-        MaybeFailover(s);
-        WaitForServer(NextBackoff());
-        continue;
-      }
-      register_failures = 0;
-      if (ever_registered) {
-        absl::MutexLock lock(&mu_);
-        ++stats_.reconnects;
-      }
-      ever_registered = true;
-      backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
-    }
-    v1::PollTaskRequest poll;
-    {
-      absl::MutexLock lock(&mu_);
-      poll.set_client_id(client_id_);
-      poll.set_session_token(token_);
-    }
-    poll.set_wait_ms(kPollWaitMs);
-    v1::PollTaskResponse response;
-    grpc::ClientContext context;
-    SetUnaryDeadline(&context);
-    {
-      absl::MutexLock lock(&mu_);
-      if (stop_.HasBeenNotified()) break;
-      poll_context_ = &context;
-    }
-    absl::Status s = FromGrpc(rpc()->stub->PollTask(&context, poll, &response), "PollTask");
-    {
-      absl::MutexLock lock(&mu_);
-      poll_context_ = nullptr;
-    }
+    if (!*registered) continue;
+    absl::StatusOr<v1::PollTaskResponse> response = PollOnce();
     if (stop_.HasBeenNotified()) break;
-    if (!s.ok()) {
-      if (IsSessionLost(s)) {
-        absl::MutexLock lock(&mu_);
-        registered_ = false;
-        continue;
-      }
-      FEDSCHED_LOG(debug, "{}: poll failed: {}", options_.config.identity(), s.ToString());
-      if (MaybeFailover(s)) continue;  // the next endpoint at once: the session is still valid
-      WaitForServer(NextBackoff());
+    if (!response.ok()) {
+      OnPollFailure(response.status());
       continue;
     }
     backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
-    switch (response.result_case()) {
-      case v1::PollTaskResponse::kFinished:
-        FEDSCHED_LOG(info, "{}: the run is finished", options_.config.identity());
-        Stop();
-        return absl::OkStatus();
-      case v1::PollTaskResponse::kTask:
-        HandleTask(response.task());
-        break;
-      default: {
-        if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
-        const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, kMaxPacedWaitMs);
-        bool away;
-        {
-          absl::MutexLock lock(&mu_);
-          away = wait_ms > heartbeat_interval_ms_;  // unpaced answers are at most one interval
-          away_ = away;
-          if (away) ++stats_.paced_waits;
-        }
-        SleepFor(absl::Milliseconds(wait_ms));
-        if (away) {
-          absl::MutexLock lock(&mu_);
-          away_ = false;
-        }
-        break;
-      }
+    if (OnPollAnswer(*response)) {
+      Stop();
+      return absl::OkStatus();
     }
   }
   return absl::CancelledError("client stopped");
+}
+
+bool Client::WaitWhileIneligible() {
+  if (!Eligible()) {
+    if (!waiting_for_eligibility_) {
+      FEDSCHED_LOG(info, "{}: device not eligible (the app's conditions); not checking in",
+                   options_.config.identity());
+    }
+    waiting_for_eligibility_ = true;
+    SleepFor(options_.eligibility_check_interval);
+    return true;
+  }
+  if (waiting_for_eligibility_) {
+    FEDSCHED_LOG(info, "{}: device eligible again", options_.config.identity());
+    waiting_for_eligibility_ = false;
+  }
+  return false;
+}
+
+absl::StatusOr<bool> Client::EnsureRegistered() {
+  {
+    absl::MutexLock lock(&mu_);
+    if (registered_) return true;
+  }
+  absl::Status s = RegisterOnce();
+  // A registration the server finds malformed stays so: retrying cannot help.
+  if (absl::IsInvalidArgument(s)) return s;
+  if (absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s)) {
+    // The server refuses this device's credential: retrying cannot change that, only the
+    // operator can (docs/OPERATIONS.md "Re-enrolling a device").
+    return CredentialRefused(s);
+  }
+  if (!s.ok()) {
+    // Loud on the 1st, 2nd, 4th, 8th... failure in a row (with the backoff, about once per
+    // backoff_max_ms at worst), so a wrong address or a down server shows without flooding.
+    ++register_failures_;
+    if ((register_failures_ & (register_failures_ - 1)) == 0) {
+      FEDSCHED_LOG(warn, "{}: cannot register with {} ({} attempts so far): {}",
+                   options_.config.identity(), endpoint(), register_failures_, s.ToString());
+    } else {
+      FEDSCHED_LOG(debug, "{}: register failed: {}", options_.config.identity(), s.ToString());
+    }
+    MaybeFailover(s);
+    WaitForServer(NextBackoff());
+    return false;
+  }
+  register_failures_ = 0;
+  if (ever_registered_) {
+    absl::MutexLock lock(&mu_);
+    ++stats_.reconnects;
+  }
+  ever_registered_ = true;
+  backoff_ = absl::Milliseconds(options_.config.backoff_initial_ms());
+  return true;
+}
+
+absl::StatusOr<v1::PollTaskResponse> Client::PollOnce() {
+  v1::PollTaskRequest poll;
+  {
+    absl::MutexLock lock(&mu_);
+    poll.set_client_id(client_id_);
+    poll.set_session_token(token_);
+  }
+  poll.set_wait_ms(kPollWaitMs);
+  v1::PollTaskResponse response;
+  grpc::ClientContext context;
+  SetUnaryDeadline(&context);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stop_.HasBeenNotified()) return absl::CancelledError("client stopped");
+    poll_context_ = &context;
+  }
+  absl::Status s = FromGrpc(rpc()->stub->PollTask(&context, poll, &response), "PollTask");
+  {
+    absl::MutexLock lock(&mu_);
+    poll_context_ = nullptr;
+  }
+  if (!s.ok()) return s;
+  return response;
+}
+
+void Client::OnPollFailure(const absl::Status& s) {
+  if (IsSessionLost(s)) {
+    absl::MutexLock lock(&mu_);
+    registered_ = false;
+    return;
+  }
+  FEDSCHED_LOG(debug, "{}: poll failed: {}", options_.config.identity(), s.ToString());
+  if (MaybeFailover(s)) return;  // the next endpoint at once: the session is still valid
+  WaitForServer(NextBackoff());
+}
+
+bool Client::OnPollAnswer(const v1::PollTaskResponse& response) {
+  switch (response.result_case()) {
+    case v1::PollTaskResponse::kFinished:
+      FEDSCHED_LOG(info, "{}: the run is finished", options_.config.identity());
+      return true;
+    case v1::PollTaskResponse::kTask:
+      HandleTask(response.task());
+      return false;
+    default:
+      WaitAsPaced(response);
+      return false;
+  }
+}
+
+void Client::WaitAsPaced(const v1::PollTaskResponse& response) {
+  if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
+  const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, kMaxPacedWaitMs);
+  bool away;
+  {
+    absl::MutexLock lock(&mu_);
+    away = wait_ms > heartbeat_interval_ms_;  // unpaced answers are at most one interval
+    away_ = away;
+    if (away) ++stats_.paced_waits;
+  }
+  SleepFor(absl::Milliseconds(wait_ms));
+  if (away) {
+    absl::MutexLock lock(&mu_);
+    away_ = false;
+  }
 }
 
 absl::Status Client::ReportTaskFailure(const v1::Task& task, absl::Status status,
@@ -601,16 +604,39 @@ absl::Status Client::RunTask(const v1::Task& task) {
   FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
   if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after the download"));
   v1::UpdateMetrics metrics;
-  if (task.evaluate()) {
-    absl::StatusOr<EvalReport> eval = options_.trainer->Evaluate(global);
-    if (eval.ok() && eval->num_examples > 0) {
-      metrics.set_eval_examples(eval->num_examples);
-      metrics.set_eval_accuracy(eval->accuracy);
-      metrics.set_eval_loss(eval->mean_loss);
-    } else if (!eval.ok() && !absl::IsUnimplemented(eval.status())) {
-      FEDSCHED_LOG(warn, "local evaluation failed: {}", eval.status().ToString());
-    }
+  EvaluateGlobal(task, global, &metrics);
+  FEDSCHED_ASSIGN_OR_RETURN(TrainedTask trained, TrainTask(task, global));
+  if (absl::Status s = options_.data->Save(); !s.ok()) {
+    FEDSCHED_LOG(warn, "could not save on-device state: {}", s.ToString());
   }
+  AddTaskMetrics(task, trained, download_bytes, download_seconds, &metrics);
+  // Delta = trained - global, tensor by tensor (the trainer keeps names and shapes).
+  v1::Model delta = std::move(trained.result.trained);
+  FEDSCHED_RETURN_IF_ERROR(SubtractGlobal(global, &delta));
+  absl::Status uploaded = UploadPrivatized(task, delta, metrics);
+  // An interrupted upload, or one the server refused (which fails the task there already; a
+  // relay passes the report on to its root), is reported as the task's failure.
+  if (IsInterruption(uploaded) || IsFinalTaskVerdict(uploaded)) {
+    return ReportTaskFailure(task, uploaded);
+  }
+  return uploaded;
+}
+
+void Client::EvaluateGlobal(const v1::Task& task, const v1::Model& global,
+                            v1::UpdateMetrics* metrics) {
+  if (!task.evaluate()) return;
+  absl::StatusOr<EvalReport> eval = options_.trainer->Evaluate(global);
+  if (eval.ok() && eval->num_examples > 0) {
+    metrics->set_eval_examples(eval->num_examples);
+    metrics->set_eval_accuracy(eval->accuracy);
+    metrics->set_eval_loss(eval->mean_loss);
+  } else if (!eval.ok() && !absl::IsUnimplemented(eval.status())) {
+    FEDSCHED_LOG(warn, "local evaluation failed: {}", eval.status().ToString());
+  }
+}
+
+absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task,
+                                                      const v1::Model& global) {
   LocalDataPlan& data = *options_.data;
   absl::StatusOr<std::vector<int64_t>> ids =
       data.PlanRound(task.cache_plan(), task.batch_size(), task.local_steps());
@@ -629,12 +655,9 @@ absl::Status Client::RunTask(const v1::Task& task) {
     return ReportTaskFailure(task, OutOfMemoryStatus(peak, budget), peak);
   }
   const ResidentSet rss_before = ReadResidentSet(/*reset_peak=*/peak == 0);
-  const absl::Time train_start = absl::Now();
-  const double train_cpu_start = ThreadCpuSeconds();
+  const absl::Time train_start = clock_.Now();
   absl::StatusOr<TrainResult> result = options_.trainer->Train(request, data.source());
-  if (!result.ok()) {
-    return ReportTaskFailure(task, result.status());
-  }
+  if (!result.ok()) return ReportTaskFailure(task, result.status());
   if (peak == 0) {
     const ResidentSet rss_after = ReadResidentSet(/*reset_peak=*/false);
     peak = std::max<int64_t>(
@@ -644,35 +667,29 @@ absl::Status Client::RunTask(const v1::Task& task) {
     }
   }
   if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after training"));
-  const double train_cpu_seconds = ThreadCpuSeconds() - train_cpu_start;
   data.ReportLosses(request.sample_ids, result->per_sample_losses, task.batch_size());
-  const RoundIoCounters io = data.TakeCounters();
-  double train_seconds = absl::ToDoubleSeconds(absl::Now() - train_start);
-  if (options_.config.slowdown_factor() > 1.0) {
-    const double target =
-        EmulatedTrainSeconds(options_.config.slowdown_factor(), train_cpu_seconds, io.io_seconds);
-    if (target > train_seconds) {
-      if (!SleepFor(absl::Seconds(target - train_seconds))) {
-        return absl::CancelledError("client stopped");
-      }
-      train_seconds = target;
-    }
-  }
-  if (absl::Status s = data.Save(); !s.ok()) {
-    FEDSCHED_LOG(warn, "could not save on-device state: {}", s.ToString());
-  }
+  TrainedTask trained;
+  trained.io = data.TakeCounters();
+  trained.train_seconds = absl::ToDoubleSeconds(clock_.Now() - train_start);
+  trained.peak_bytes = peak;
+  trained.result = *std::move(result);
+  return trained;
+}
 
-  // Delta = trained - global, tensor by tensor (the trainer keeps names and shapes).
-  v1::Model delta = std::move(result->trained);
-  FEDSCHED_RETURN_IF_ERROR(SubtractGlobal(global, &delta));
+void Client::AddTaskMetrics(const v1::Task& task, const TrainedTask& trained,
+                            int64_t download_bytes, double download_seconds,
+                            v1::UpdateMetrics* out) const {
+  const TrainResult& result = trained.result;
+  const RoundIoCounters& io = trained.io;
   double sum_sq = 0;
-  for (float loss : result->per_sample_losses) sum_sq += static_cast<double>(loss) * loss;
-  const double n = static_cast<double>(result->per_sample_losses.size());
-  metrics.set_num_examples(result->num_examples);
-  metrics.set_train_seconds(train_seconds);
+  for (float loss : result.per_sample_losses) sum_sq += static_cast<double>(loss) * loss;
+  const double n = static_cast<double>(result.per_sample_losses.size());
+  v1::UpdateMetrics& metrics = *out;
+  metrics.set_num_examples(result.num_examples);
+  metrics.set_train_seconds(trained.train_seconds);
   metrics.set_download_seconds(download_seconds);
   metrics.set_download_bytes(download_bytes);
-  metrics.set_mean_loss(result->mean_loss);
+  metrics.set_mean_loss(result.mean_loss);
   // Oort's utility |B| sqrt(mean squared loss) (OSDI 2021, section 4); noised in UploadPrivatized.
   metrics.set_statistical_utility(n > 0 ? n * std::sqrt(sum_sq / n) : 0.0);
   metrics.set_cache_hits(io.cache_hits);
@@ -680,18 +697,11 @@ absl::Status Client::RunTask(const v1::Task& task) {
   metrics.set_storage_bytes_read(io.storage_bytes_read);
   metrics.set_io_seconds(io.io_seconds);
   metrics.set_local_steps(task.local_steps());
-  metrics.set_peak_memory_bytes(peak);
+  metrics.set_peak_memory_bytes(trained.peak_bytes);
   metrics.set_cache_storage_bytes(io.cache_bytes);
-  metrics.set_compute_seconds(std::max(0.0, train_seconds - io.io_seconds));
-  metrics.set_memory_budget_bytes(budget);
+  metrics.set_compute_seconds(std::max(0.0, trained.train_seconds - io.io_seconds));
+  metrics.set_memory_budget_bytes(options_.device.memory_budget_bytes());
   metrics.set_storage_budget_bytes(options_.device.storage_budget_bytes());
-  absl::Status uploaded = UploadPrivatized(task, delta, metrics);
-  // An interrupted upload, or one the server refused (which fails the task there already; a
-  // relay passes the report on to its root), is reported as the task's failure.
-  if (IsInterruption(uploaded) || IsFinalTaskVerdict(uploaded)) {
-    return ReportTaskFailure(task, uploaded);
-  }
-  return uploaded;
 }
 
 }  // namespace fedsched

@@ -18,6 +18,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "client/sdk/clock.h"
 #include "client/sdk/state_dir.h"
 #include "fedsched/v1/cache.pb.h"
 #include "fedsched/v1/config.pb.h"
@@ -109,6 +110,10 @@ struct ClientOptions {
   // keeps it itself (e.g. in a platform keystore). Empty: read from <state_dir>/credential, where
   // `fedsched-enroll --state_dir` writes it. Default: empty.
   std::string credential;
+  // The clock the client reads and waits on (backoff, pacing, pace steering, heartbeats, step
+  // deadlines, the seconds it reports); not owned, must outlive the client. Tests pass a fake one
+  // to drive time (client/sdk/clock.h). Default: null = RealClientClock().
+  ClientClock* clock = nullptr;
 };
 
 // Summary of a finished Run, for logs and tests.
@@ -196,7 +201,43 @@ class Client {
   absl::Status CredentialRefused(const absl::Status& refusal) const;
   // Saves a credential the server issued (0600, O_NOFOLLOW).
   absl::Status SaveCredential(const std::string& credential);
+  // Run's steps. WaitWhileIneligible: false when the device is eligible; otherwise waits
+  // eligibility_check_interval and returns true (Run checks again).
+  bool WaitWhileIneligible();
+  // Registers unless registered. Returns true when registered, false after a failure it backed
+  // off from (Run tries again); an error ends the run: INVALID_ARGUMENT (a registration the
+  // server finds malformed) or PERMISSION_DENIED (CredentialRefused).
+  absl::StatusOr<bool> EnsureRegistered();
+  // One long poll, cancellable by Stop(). Errors: the call's (CANCELLED when stopped).
+  absl::StatusOr<v1::PollTaskResponse> PollOnce();
+  // After a failed poll: forgets a lost session, or moves to the next endpoint, or backs off.
+  void OnPollFailure(const absl::Status& s);
+  // Acts on a poll's answer: runs a task, or waits as the server asks (pace steering). Returns
+  // true when the server says the run is finished.
+  bool OnPollAnswer(const v1::PollTaskResponse& response);
+  // An idle poll's wait of retry_after_ms (clamped to [10 ms, kMaxPacedWaitMs]), away (no
+  // heartbeats) when it is longer than one heartbeat interval; warms the cache meanwhile.
+  void WaitAsPaced(const v1::PollTaskResponse& response);
+
+  // What local training produced, with what the update's metrics report about it.
+  struct TrainedTask {
+    TrainResult result;
+    // Wall seconds of training on the client's clock (trainer, loss report, I/O counters).
+    double train_seconds = 0;
+    // Peak memory of training, bytes: the trainer's accounting, else resident-set growth.
+    int64_t peak_bytes = 0;
+    RoundIoCounters io;
+  };
   absl::Status RunTask(const v1::Task& task);
+  // RunTask's steps. EvaluateGlobal: the local evaluation of `global` the task asks for, into
+  // `metrics` (a failure is logged, never fatal).
+  void EvaluateGlobal(const v1::Task& task, const v1::Model& global, v1::UpdateMetrics* metrics);
+  // Plans the round's samples, checks the memory budget and trains. Failures (including out of
+  // memory and ineligibility after training) are reported to the server and returned.
+  absl::StatusOr<TrainedTask> TrainTask(const v1::Task& task, const v1::Model& global);
+  // Sets the update's metrics of the training and the download (bytes, seconds) in `out`.
+  void AddTaskMetrics(const v1::Task& task, const TrainedTask& trained, int64_t download_bytes,
+                      double download_seconds, v1::UpdateMetrics* out) const;
   // True unless the app's `eligible` callback says otherwise.
   bool Eligible() const { return !options_.eligible || options_.eligible(); }
   // Tells the server the task failed, with status.message() as the reason (best effort: the
@@ -239,7 +280,7 @@ class Client {
   absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
                                 const v1::UpdateMetrics& metrics);
   void HeartbeatLoop();
-  // Sleeps up to `d`; returns false if Stop() was called.
+  // Sleeps up to `d` on the client's clock; returns false if Stop() was called.
   bool SleepFor(absl::Duration d);
   // The next wait of the backoff `state` (backoff_ by default): `state` x a jitter drawn from
   // [0.5, 1.5); `state` doubles up to backoff_max_ms.
@@ -257,6 +298,8 @@ class Client {
   std::shared_ptr<ClientRpc> rpc() const;
 
   ClientOptions options_;
+  // options_.clock, or the real clock.
+  ClientClock& clock_;
   absl::Notification stop_;
   std::mt19937_64 jitter_rng_;
   absl::Duration backoff_;
@@ -265,6 +308,11 @@ class Client {
   // Tasks that ended with a final verdict, newest last (at most kFinalTasksKept; Run's thread
   // only).
   std::deque<std::string> final_tasks_;
+  // Run's registration state (Run's thread only): registered at least once, consecutive failed
+  // registrations, and whether it is waiting for the device to become eligible.
+  bool ever_registered_ = false;
+  int64_t register_failures_ = 0;
+  bool waiting_for_eligibility_ = false;
 
   mutable absl::Mutex mu_;
   v1::TransportConfig transport_ ABSL_GUARDED_BY(mu_);

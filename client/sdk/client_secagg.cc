@@ -55,7 +55,7 @@ absl::StatusOr<v1::SecAggStepResponse> Client::SecAggExchange(v1::SecAggStepRequ
       resent = false;
       continue;
     }
-    if (transient && absl::Now() < deadline) {
+    if (transient && clock_.Now() < deadline) {
       FEDSCHED_LOG(warn, "secure aggregation: {} (task {}); asking again", s.ToString(),
                    request.task_id());
       resent = request.message_case() != v1::SecAggStepRequest::MESSAGE_NOT_SET;
@@ -73,7 +73,7 @@ absl::StatusOr<v1::SecAggStepResponse> Client::SecAggExchange(v1::SecAggStepRequ
       stats_.secagg_bytes_received += received;
     }
     if (response.next_case() == want || response.has_done()) return response;
-    if (absl::Now() >= deadline) {
+    if (clock_.Now() >= deadline) {
       return absl::DeadlineExceededError(
           absl::StrCat("secure aggregation: no answer for step ", static_cast<int>(want),
                        " of task ", request.task_id(), " by the task's deadline"));

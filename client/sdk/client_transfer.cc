@@ -24,7 +24,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     request.set_session_token(token_);
   }
   request.set_task_id(task.task_id());
-  const absl::Time start = absl::Now();
+  const absl::Time start = clock_.Now();
   TransferPacer pacer(options_.config.bandwidth_kbps(), start);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
@@ -59,7 +59,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     }
     // Paced reads hold the stream back (gRPC flow control), so the server sends at our rate.
     if (bad.ok() &&
-        !SleepFor(pacer.Account(static_cast<int64_t>(chunk.data().size()), absl::Now()))) {
+        !SleepFor(pacer.Account(static_cast<int64_t>(chunk.data().size()), clock_.Now()))) {
       bad = absl::CancelledError("client stopped");
     }
     if (!bad.ok()) {
@@ -82,7 +82,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     absl::MutexLock lock(&mu_);
     stats_.bytes_received += total;
   }
-  *seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  *seconds = absl::ToDoubleSeconds(clock_.Now() - start);
   return model;
 }
 
@@ -163,13 +163,14 @@ absl::Status Client::UploadPayload(const v1::Task& task, const std::string& payl
   *header->mutable_metrics() = metrics;
   const double kbps = options_.config.bandwidth_kbps();
   grpc::ClientContext context;
-  // 120 s for the transfer itself plus the time pacing stretches it by.
+  // 120 s for the transfer itself plus the time pacing stretches it by; on the real clock, which
+  // gRPC measures deadlines against.
   context.set_deadline(absl::ToChronoTime(
       absl::Now() + absl::Seconds(120 + TransferPacer::SecondsFor(payload.size(), kbps))));
   v1::UploadUpdateResponse response;
   std::unique_ptr<grpc::ClientWriter<v1::UploadChunk>> writer =
       rpc()->stub->UploadUpdate(&context, &response);
-  TransferPacer pacer(kbps, absl::Now());
+  TransferPacer pacer(kbps, clock_.Now());
   bool ok = writer->Write(header_chunk);
   v1::UploadChunk data;
   for (int64_t offset = 0, seq = 0; ok && offset < static_cast<int64_t>(payload.size());
@@ -183,7 +184,7 @@ absl::Status Client::UploadPayload(const v1::Task& task, const std::string& payl
       return InterruptedStatus("during the upload");
     }
     // Paced between chunks: the stream itself is slow, as over a slow link.
-    if (ok && !SleepFor(pacer.Account(static_cast<int64_t>(data.data().size()), absl::Now()))) {
+    if (ok && !SleepFor(pacer.Account(static_cast<int64_t>(data.data().size()), clock_.Now()))) {
       context.TryCancel();
       writer->Finish().ok();  // drains the cancelled call
       return absl::CancelledError("client stopped");

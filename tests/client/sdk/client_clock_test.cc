@@ -1,0 +1,119 @@
+// The SDK's injected clock (ClientOptions::clock): with a fake clock the test decides when time
+// passes, so the register backoff (backoff_initial_ms doubling to backoff_max_ms, each wait drawn
+// from [0.5, 1.5) x the backoff) is checked exactly and without waiting for it.
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "client/sdk/client.h"
+#include "fedsched/v1/coordinator.grpc.pb.h"
+#include "gmock/gmock.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/client/sdk/fake_client_clock.h"
+#include "tests/client/sdk/sdk_test_util.h"
+
+namespace fedsched {
+namespace {
+
+using ::fedsched::testing::FakeClientClock;
+using ::fedsched::testing::NudgeTrainer;
+using ::fedsched::testing::TinySampleSource;
+
+// A coordinator that answers every registration UNAVAILABLE (a busy server), noting the client's
+// clock at each one.
+class BusyCoordinator : public v1::Coordinator::Service {
+ public:
+  explicit BusyCoordinator(FakeClientClock* clock) : clock_(clock) {}
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
+                        v1::RegisterResponse*) override {
+    absl::MutexLock lock(&mu_);
+    registrations_.push_back(clock_->Now());
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "busy");
+  }
+  std::vector<absl::Time> registrations() const {
+    absl::MutexLock lock(&mu_);
+    return registrations_;
+  }
+
+ private:
+  FakeClientClock* const clock_;
+  mutable absl::Mutex mu_;
+  std::vector<absl::Time> registrations_ ABSL_GUARDED_BY(mu_);
+};
+
+// The end of the client's backoff wait once it is blocked in one: the heartbeat thread's sleeps
+// end within its 1 s interval, the backoff's (at least 5 s here) later. Polls the real clock
+// for up to 60 s; InfinitePast when no such wait appeared.
+absl::Time AwaitBackoffWait(FakeClientClock& clock, size_t registrations,
+                            const BusyCoordinator& server) {
+  for (int i = 0; i < 6000; ++i) {
+    if (server.registrations().size() == registrations) {
+      for (absl::Time wake : clock.pending()) {
+        if (wake - clock.Now() > absl::Seconds(1)) return wake;
+      }
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return absl::InfinitePast();
+}
+
+TEST(ClientClockTest, RegisterRetriesWaitTheirBackoffOnTheInjectedClock) {
+  FakeClientClock clock;
+  BusyCoordinator service(&clock);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  NudgeTrainer trainer;
+  TinySampleSource source;
+  UniformDataPlan plan(&source, 1);
+  ClientOptions options;
+  options.config.set_server_address(absl::StrCat("127.0.0.1:", port));
+  options.config.set_identity("clock-test");
+  options.config.set_backoff_initial_ms(10'000);
+  options.config.set_backoff_max_ms(40'000);
+  options.credential = "abc";
+  options.trainer = &trainer;
+  options.data = &plan;
+  options.clock = &clock;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::thread run([&] { EXPECT_TRUE(absl::IsCancelled((*client)->Run())); });
+
+  // Backoffs 10 s, 20 s, 40 s, then capped at 40 s; each wait within [0.5, 1.5) of its backoff.
+  const std::vector<double> backoff_s = {10, 20, 40, 40};
+  std::vector<absl::Time> wakes;
+  for (size_t k = 0; k < backoff_s.size(); ++k) {
+    const absl::Time wake = AwaitBackoffWait(clock, k + 1, service);
+    ASSERT_NE(wake, absl::InfinitePast()) << "no backoff wait after registration " << k + 1;
+    wakes.push_back(wake);
+    const double waited_s = absl::ToDoubleSeconds(wake - service.registrations()[k]);
+    EXPECT_GE(waited_s, 0.5 * backoff_s[k]) << "wait " << k;
+    EXPECT_LT(waited_s, 1.5 * backoff_s[k]) << "wait " << k;
+    // Just before its end the client is still waiting; at its end it registers again.
+    clock.AdvanceTo(wake - absl::Milliseconds(1));
+    absl::SleepFor(absl::Milliseconds(50));
+    EXPECT_EQ(service.registrations().size(), k + 1);
+    clock.AdvanceTo(wake);
+  }
+  const absl::Time fifth = AwaitBackoffWait(clock, backoff_s.size() + 1, service);
+  ASSERT_NE(fifth, absl::InfinitePast());
+  // Every retry came exactly when the wait before it ended on the client's clock.
+  const std::vector<absl::Time> registrations = service.registrations();
+  ASSERT_EQ(registrations.size(), wakes.size() + 1);
+  for (size_t k = 0; k < wakes.size(); ++k) EXPECT_EQ(registrations[k + 1], wakes[k]) << k;
+  (*client)->Stop();
+  run.join();
+  server->Shutdown();
+}
+
+}  // namespace
+}  // namespace fedsched
