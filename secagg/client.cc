@@ -21,8 +21,7 @@ using fedsched::v1::SecAggUnmaskRequest;
 using fedsched::v1::SecAggUnmaskResponse;
 
 absl::StatusOr<SecAggClient> SecAggClient::Create(const SecAggRoundParams& params, uint32_t index,
-                                                  const Bytes32& entropy,
-                                                  MemberIdentity identity) {
+                                                  const Bytes32& entropy, MemberIdentity identity) {
   FEDSCHED_ASSIGN_OR_RETURN(RoundSetup setup, ResolveParams(params));
   if (index >= params.cohort_size()) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -112,12 +112,13 @@ std::string AdvertisementSigningBytes(const fedsched::v1::SecAggRoundParams& par
   return data;
 }
 
-absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params,
-                               const SigningKey& key, absl::string_view signer_id,
+absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params, const SigningKey& key,
+                               absl::string_view signer_id,
                                fedsched::v1::SecAggAdvertise& advertisement) {
   advertisement.set_signer_id(std::string(signer_id));
   advertisement.set_signing_public_key(key.public_key());
-  absl::StatusOr<std::string> signature = key.Sign(AdvertisementSigningBytes(params, advertisement));
+  absl::StatusOr<std::string> signature =
+      key.Sign(AdvertisementSigningBytes(params, advertisement));
   if (!signature.ok()) return signature.status();
   advertisement.set_signature(*std::move(signature));
   return absl::OkStatus();
@@ -128,8 +129,8 @@ absl::Status VerifyAdvertisement(const fedsched::v1::SecAggRoundParams& params,
   return VerifySignature(advertisement.signing_public_key(),
                          AdvertisementSigningBytes(params, advertisement),
                          advertisement.signature(),
-                         absl::StrCat("the advertisement of client ", advertisement.sender(),
-                                      " ('", advertisement.signer_id(), "')"));
+                         absl::StrCat("the advertisement of client ", advertisement.sender(), " ('",
+                                      advertisement.signer_id(), "')"));
 }
 
 absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what) {

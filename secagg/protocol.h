@@ -68,8 +68,8 @@ std::string AdvertisementSigningBytes(const fedsched::v1::SecAggRoundParams& par
 
 // Sets signer_id, signing_public_key and signature of `advertisement` (its keys and commitment
 // set). Errors: those of SigningKey::Sign.
-absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params,
-                               const SigningKey& key, absl::string_view signer_id,
+absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params, const SigningKey& key,
+                               absl::string_view signer_id,
                                fedsched::v1::SecAggAdvertise& advertisement);
 
 // Checks the signature of `advertisement` against its own signing_public_key. The server checks

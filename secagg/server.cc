@@ -96,11 +96,11 @@ absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad,
   // The key must be the one bound to the sender's identity, or a member could sign with a key
   // of its own making and advertise in another's name to a neighbour that trusts the server.
   if (signing_public_key.empty() || ad.signing_public_key() != signing_public_key) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "secagg server: the advertisement of client ", ad.sender(), " is signed with ",
-        ad.signing_public_key().empty() ? "no key" : "a key",
-        signing_public_key.empty() ? ", and its identity has no signing key bound"
-                                   : " other than the one bound to its identity"));
+    return absl::UnauthenticatedError(
+        absl::StrCat("secagg server: the advertisement of client ", ad.sender(), " is signed with ",
+                     ad.signing_public_key().empty() ? "no key" : "a key",
+                     signing_public_key.empty() ? ", and its identity has no signing key bound"
+                                                : " other than the one bound to its identity"));
   }
   FEDSCHED_RETURN_IF_ERROR(VerifyAdvertisement(p, ad));
   if (!advertised_.emplace(ad.sender(), ad).second) {
@@ -199,10 +199,10 @@ absl::Status SecAggServer::CheckUnverified(const SecAggShareKeys& message) const
     const uint32_t j = message.unverified_advertisers(k);
     if (j >= setup_.params.cohort_size() || !setup_.graph.Adjacent(i, j) ||
         !advertised_.contains(j) || (k > 0 && j <= last)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "secagg server: client ", i, " reports that the advertisement of client ", j,
-          " did not verify, but ", j,
-          " is not a neighbour that advertised keys, or the list is not ascending"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg server: client ", i, " reports that the advertisement of client ", j,
+                       " did not verify, but ", j,
+                       " is not a neighbour that advertised keys, or the list is not ascending"));
     }
     last = j;
   }

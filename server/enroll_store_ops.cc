@@ -62,8 +62,8 @@ absl::StatusOr<std::optional<v1::ClientProfile>> FindProfile(const Store& store,
 }  // namespace
 
 // Re-enrols `identity` in the store at `path`: clears its credential or certificate binding, its
-// signing key and its secure-aggregation exclusion, and lifts its revocation. Exit code: 0 done, 1 the store
-// knows no such identity, 2 the store cannot be used (missing, in use, not private).
+// signing key and its secure-aggregation exclusion, and lifts its revocation. Exit code: 0 done, 1
+// the store knows no such identity, 2 the store cannot be used (missing, in use, not private).
 int ResetIdentity(const std::string& path, const std::string& identity) {
   std::unique_ptr<Store> store;
   if (int code = OpenStoppedStore(path, &store); code != 0) return code;

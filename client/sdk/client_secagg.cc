@@ -97,10 +97,10 @@ absl::Status Client::BeginSecAgg(const v1::Task& task) {
   }
   // The advertisement is signed with the device's long-term key, bound to its identity at
   // registration, so that neither another member nor a relay can advertise in its name.
-  FEDSCHED_ASSIGN_OR_RETURN(secagg::SecAggClient protocol,
-                            secagg::SecAggClient::Create(task.secagg().params(),
-                                                         task.secagg().index(), entropy,
-                                                         std::move(identity)));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      secagg::SecAggClient protocol,
+      secagg::SecAggClient::Create(task.secagg().params(), task.secagg().index(), entropy,
+                                   std::move(identity)));
   auto session = std::make_unique<SecAggSession>(SecAggSession{std::move(protocol), {}});
   v1::SecAggStepRequest request;
   request.set_task_id(task.task_id());

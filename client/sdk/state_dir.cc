@@ -84,8 +84,8 @@ absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(const std::string& sta
     absl::StatusOr<secagg::Bytes32> seed = secagg::SystemEntropy();
     const std::string line =
         seed.ok() ? absl::BytesToHexString(secagg::ToString(*seed)) + "\n" : std::string();
-    const bool ok = seed.ok() && ::write(created, line.data(), line.size()) ==
-                                     static_cast<ssize_t>(line.size());
+    const bool ok = seed.ok() &&
+                    ::write(created, line.data(), line.size()) == static_cast<ssize_t>(line.size());
     ::close(created);
     if (!ok) {
       ::unlink(path.c_str());  // never leave an empty key behind for the next start to refuse
@@ -104,9 +104,10 @@ absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(const std::string& sta
                       });
   if (!is_hex) {
     return absl::FailedPreconditionError(absl::StrCat(
-        path, " is not a signing key (64 hex digits). Delete it for a new key; the server then "
-              "refuses the new key until its operator runs fedsched-enroll --reset_identity for "
-              "this device"));
+        path,
+        " is not a signing key (64 hex digits). Delete it for a new key; the server then "
+        "refuses the new key until its operator runs fedsched-enroll --reset_identity for "
+        "this device"));
   }
   absl::StatusOr<secagg::Bytes32> seed =
       secagg::FromBytes(absl::HexStringToBytes(hex), "signing_key");

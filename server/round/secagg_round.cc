@@ -138,9 +138,9 @@ absl::Status SecAggRound::Advertise(uint32_t index, const v1::SecAggAdvertise& m
   FEDSCHED_RETURN_IF_ERROR(
       CheckOpen(SecAggPhase::kAdvertise, index, message.sender(), "advertise keys"));
   if (message.signer_id() != client_id) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "the advertisement of member ", index, " is signed as another client than the task's '",
-        client_id, "'"));
+    return absl::UnauthenticatedError(absl::StrCat("the advertisement of member ", index,
+                                                   " is signed as another client than the task's '",
+                                                   client_id, "'"));
   }
   FEDSCHED_RETURN_IF_ERROR(server_->AddAdvertisement(message, signing_public_key));
   Took(index, SecAggPhase::kAdvertise);

@@ -97,9 +97,8 @@ absl::Status Simulator::BeginSecAgg(int64_t serial, const round::Task& task, dou
   const v1::SecAggRoundParams& params = task.secagg.params();
   // The device signs its advertisement as the SDK does; the key is bound at its first round, as
   // a live device's is at its first registration.
-  FEDSCHED_ASSIGN_OR_RETURN(
-      secagg::SigningKey key,
-      secagg::SigningKey::FromSeed(DeviceSigningSeed(config_.server().seed(), task.index)));
+  FEDSCHED_ASSIGN_OR_RETURN(secagg::SigningKey key, secagg::SigningKey::FromSeed(DeviceSigningSeed(
+                                                        config_.server().seed(), task.index)));
   profile::ProfileBook& book = engine_->mutable_book();
   if (book.profile(task.index).signing_public_key().empty()) {
     FEDSCHED_RETURN_IF_ERROR(book.SetSigningPublicKey(task.index, key.public_key()));

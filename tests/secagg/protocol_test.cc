@@ -227,8 +227,9 @@ TEST(ProtocolTest, TamperedAdvertisementIsDroppedByItsNeighbours) {
   }
   // Every neighbour dropped 4, so 4 holds too few shares to mask and drops itself.
   const std::vector<float> update(8, 0.0f);
-  EXPECT_THAT(h.clients[4].MaskInput(h.routed[4], update, 1.0),
-              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("fewer than the threshold")));
+  EXPECT_THAT(
+      h.clients[4].MaskInput(h.routed[4], update, 1.0),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("fewer than the threshold")));
   ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, FinishRound(h, {}, 8, /*absent=*/{4}));
   EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3}));
   EXPECT_THAT(h.server.accusations().at(4), ::testing::ElementsAre(0u, 1u, 2u, 3u));
@@ -260,15 +261,14 @@ TEST(ProtocolTest, ServerRefusesAdvertisementsNotSignedWithTheBoundKey) {
   ASSERT_OK_AND_ASSIGN(SecAggServer server, SecAggServer::Create(p));
   std::vector<SecAggAdvertise> ads;
   for (uint32_t i = 0; i < 5; ++i) {
-    ASSERT_OK_AND_ASSIGN(SecAggClient client,
-                         SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)},
-                                              Identity(i)));
+    ASSERT_OK_AND_ASSIGN(
+        SecAggClient client,
+        SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}, Identity(i)));
     ads.push_back(*client.Advertise());
   }
   const std::string bound0 = Identity(0).signing_key.public_key();
   // Member 0's advertisement made and signed by member 1 (speaking for 0 with its own key).
-  ASSERT_OK_AND_ASSIGN(SecAggClient impostor,
-                       SecAggClient::Create(p, 0, Bytes32{42}, Identity(1)));
+  ASSERT_OK_AND_ASSIGN(SecAggClient impostor, SecAggClient::Create(p, 0, Bytes32{42}, Identity(1)));
   ASSERT_OK_AND_ASSIGN(SecAggAdvertise as_zero, impostor.Advertise());
   EXPECT_THAT(server.AddAdvertisement(as_zero, bound0),
               StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("other than the one bound")));
@@ -310,7 +310,8 @@ TEST(ProtocolTest, AdvertisementSignatureBindsRoundSenderAndKeys) {
   for (size_t k = 0; k < edits.size(); ++k) {
     SecAggAdvertise changed = ad;
     edits[k](changed);
-    EXPECT_THAT(VerifyAdvertisement(p, changed), StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_))
+    EXPECT_THAT(VerifyAdvertisement(p, changed),
+                StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_))
         << "edit " << k;
   }
   EXPECT_THAT(VerifyAdvertisement(Params(5, 8, /*round=*/8), ad),

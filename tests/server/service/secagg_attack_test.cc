@@ -376,9 +376,9 @@ TEST_F(SecAggAttackTest, AdvertisementsNotSignedWithTheBoundKeyAreRefused) {
 // fedsched-enroll --reset_identity on the stopped store lets the next registration bind a new
 // key.
 TEST(SecAggSigningKeyTest, AKeyChangeIsRefusedUntilTheIdentityIsReset) {
-  const std::string dir = (std::filesystem::temp_directory_path() /
-                           absl::StrCat("fedsched_signing_key_", ::getpid()))
-                              .string();
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / absl::StrCat("fedsched_signing_key_", ::getpid()))
+          .string();
   std::filesystem::remove_all(dir);
   // A private store folder, as the server's operator keeps it (fedsched-enroll checks).
   std::filesystem::create_directory(dir);
@@ -405,18 +405,18 @@ TEST(SecAggSigningKeyTest, AKeyChangeIsRefusedUntilTheIdentityIsReset) {
   {
     ASSERT_OK_AND_ASSIGN(auto restarted, TestServer::Start(options));
     auto stub = restarted->NewStub();
-    EXPECT_THAT(RegisterRaw(*stub, "dev-k", 10, nullptr, new_key),
-                StatusIs(absl::StatusCode::kPermissionDenied,
-                         HasSubstr("bound to another signing key")));
+    EXPECT_THAT(
+        RegisterRaw(*stub, "dev-k", 10, nullptr, new_key),
+        StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("bound to another signing key")));
   }
   ASSERT_EQ(ResetIdentity(dir, "dev-k"), 0);
   {
     ASSERT_OK_AND_ASSIGN(auto reset, TestServer::Start(options));
     auto stub = reset->NewStub();
     ASSERT_OK(RegisterRaw(*stub, "dev-k", 10, nullptr, new_key).status());
-    EXPECT_THAT(RegisterRaw(*stub, "dev-k", 10, nullptr, old_key),
-                StatusIs(absl::StatusCode::kPermissionDenied,
-                         HasSubstr("bound to another signing key")));
+    EXPECT_THAT(
+        RegisterRaw(*stub, "dev-k", 10, nullptr, old_key),
+        StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("bound to another signing key")));
   }
   std::filesystem::remove_all(dir);
 }
