@@ -421,5 +421,26 @@ TEST(SecAggSigningKeyTest, AKeyChangeIsRefusedUntilTheIdentityIsReset) {
   std::filesystem::remove_all(dir);
 }
 
+// Under trust on first use the first registrant binds its key on first use only: when the
+// device's enrolment secret takes the name back, the device's own key replaces it, and the
+// first registrant's key is refused from then on.
+TEST(SecAggSigningKeyTest, AnEnrolmentSecretTakingANameBackRebindsTheKey) {
+  TestServer::Options options;
+  options.config.set_clients_per_round(2);
+  options.config.mutable_security()->set_allow_trust_on_first_use(true);
+  options.initial_model = PatternModel({4});
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(options));
+  auto stub = server->NewStub();
+  const std::string squatter_key = MemberKey(7, /*forged=*/true).public_key();
+  const std::string device_key = MemberKey(7).public_key();
+  const std::string none;
+  ASSERT_OK(RegisterRaw(*stub, "dev-t", 10, &none, squatter_key).status());
+  const std::string secret = ::fedsched::testing::TestCredential("dev-t");
+  ASSERT_OK(RegisterRaw(*stub, "dev-t", 10, &secret, device_key).status());
+  EXPECT_THAT(RegisterRaw(*stub, "dev-t", 10, &secret, squatter_key),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("bound to another signing key")));
+}
+
 }  // namespace
 }  // namespace fedsched
