@@ -21,13 +21,13 @@ using fedsched::v1::SecAggUnmaskRequest;
 using fedsched::v1::SecAggUnmaskResponse;
 
 absl::StatusOr<SecAggClient> SecAggClient::Create(const SecAggRoundParams& params, uint32_t index,
-                                                  const Bytes32& entropy) {
+                                                  const Bytes32& entropy, MemberIdentity identity) {
   FEDSCHED_ASSIGN_OR_RETURN(RoundSetup setup, ResolveParams(params));
   if (index >= params.cohort_size()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "secagg client: index ", index, " is outside the cohort of ", params.cohort_size()));
   }
-  return SecAggClient(std::move(setup), index, entropy);
+  return SecAggClient(std::move(setup), index, entropy, std::move(identity));
 }
 
 absl::Status SecAggClient::CheckStep(Step expected, absl::string_view name) const {
@@ -56,8 +56,36 @@ absl::StatusOr<SecAggAdvertise> SecAggClient::Advertise() {
   out.set_cipher_public_key(ToString(cipher_keys_.public_key()));
   out.set_mask_public_key(ToString(mask_keys_.public_key()));
   out.set_self_seed_commitment(ToString(SelfSeedCommitment(round, index_, self_seed_)));
+  FEDSCHED_RETURN_IF_ERROR(
+      SignAdvertisement(setup_.params, identity_.signing_key, identity_.client_id, out));
   step_ = Step::kShareKeys;
   return out;
+}
+
+absl::Status SecAggClient::TakeAdvertisement(const SecAggAdvertise& peer) {
+  const uint32_t j = peer.sender();
+  if (j == index_ || j >= setup_.graph.size() || !setup_.graph.Adjacent(index_, j)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "secagg client ", index_, ": key directory lists ", j, ", which is not a neighbour"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckRound(setup_.params.round_id(), peer.round_id(), "a neighbour's advertisement"));
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(peer.cipher_public_key(), "cipher_public_key").status());
+  FEDSCHED_RETURN_IF_ERROR(FromBytes(peer.mask_public_key(), "mask_public_key").status());
+  if (peers_.contains(j) ||
+      std::find(unverified_.begin(), unverified_.end(), j) != unverified_.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg client ", index_, ": key directory lists ", j, " twice"));
+  }
+  // Keys whose signature fails may be anyone's (a relay's, another member's): sealing shares
+  // to them would hand this client's secrets to whoever substituted them. The neighbour is
+  // treated as dropped, as for a share that does not authenticate, and reported.
+  if (!VerifyAdvertisement(setup_.params, peer).ok()) {
+    unverified_.push_back(j);
+    return absl::OkStatus();
+  }
+  peers_.emplace(j, peer);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SecAggShareKeys> SecAggClient::ShareKeys(const SecAggKeyDirectory& directory) {
@@ -66,19 +94,9 @@ absl::StatusOr<SecAggShareKeys> SecAggClient::ShareKeys(const SecAggKeyDirectory
   FEDSCHED_RETURN_IF_ERROR(
       CheckAddressed(directory.round_id(), directory.recipient(), "key directory"));
   for (const SecAggAdvertise& peer : directory.neighbours()) {
-    const uint32_t j = peer.sender();
-    if (j == index_ || j >= setup_.graph.size() || !setup_.graph.Adjacent(index_, j)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "secagg client ", index_, ": key directory lists ", j, ", which is not a neighbour"));
-    }
-    FEDSCHED_RETURN_IF_ERROR(CheckRound(round, peer.round_id(), "a neighbour's advertisement"));
-    FEDSCHED_RETURN_IF_ERROR(FromBytes(peer.cipher_public_key(), "cipher_public_key").status());
-    FEDSCHED_RETURN_IF_ERROR(FromBytes(peer.mask_public_key(), "mask_public_key").status());
-    if (!peers_.emplace(j, peer).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("secagg client ", index_, ": key directory lists ", j, " twice"));
-    }
+    FEDSCHED_RETURN_IF_ERROR(TakeAdvertisement(peer));
   }
+  std::sort(unverified_.begin(), unverified_.end());
   const int t = static_cast<int>(setup_.params.threshold());
   // Holders: this client first, then its advertised neighbours in index order.
   std::vector<uint64_t> xs = {ShamirPoint(index_)};
@@ -94,6 +112,7 @@ absl::StatusOr<SecAggShareKeys> SecAggClient::ShareKeys(const SecAggKeyDirectory
   SecAggShareKeys out;
   out.set_round_id(round);
   out.set_sender(index_);
+  out.mutable_unverified_advertisers()->Add(unverified_.begin(), unverified_.end());
   size_t h = 0;
   for (uint64_t x : xs) {
     const uint32_t receiver = static_cast<uint32_t>(x - 1);

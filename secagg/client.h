@@ -11,6 +11,7 @@
 #define FEDSCHED_SECAGG_CLIENT_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -19,24 +20,39 @@
 #include "fedsched/v1/secagg.pb.h"
 #include "secagg/crypto.h"
 #include "secagg/protocol.h"
+#include "secagg/signing.h"
 
 namespace fedsched::secagg {
 
+// Who a member is beyond its cohort index, for signing its advertisement (Bonawitz et al., CCS
+// 2017, section 6): the device's client id and its long-term signing key, whose public key the
+// server bound to the device's identity.
+struct MemberIdentity {
+  std::string client_id;
+  SigningKey signing_key;
+};
+
 class SecAggClient {
  public:
-  // Client `index` (< cohort_size) of the round `params`; every key, seed and polynomial
-  // coefficient comes from a generator seeded with `entropy` (SystemEntropy() in production).
-  // Errors: those of ResolveParams; invalid argument for an index outside the cohort.
+  // Client `index` (< cohort_size) of the round `params`, signing as `identity`; every key, seed
+  // and polynomial coefficient comes from a generator seeded with `entropy` (SystemEntropy() in
+  // production). Errors: those of ResolveParams; invalid argument for an index outside the
+  // cohort.
   static absl::StatusOr<SecAggClient> Create(const fedsched::v1::SecAggRoundParams& params,
-                                             uint32_t index, const Bytes32& entropy);
+                                             uint32_t index, const Bytes32& entropy,
+                                             MemberIdentity identity);
 
   // Step 0 (AdvertiseKeys): fresh X25519 key pairs for share encryption and pairwise masks,
-  // and the commitment to a fresh self-mask seed.
+  // and the commitment to a fresh self-mask seed, signed with the identity's key
+  // (SignAdvertisement).
   absl::StatusOr<fedsched::v1::SecAggAdvertise> Advertise();
 
-  // Step 1 (ShareKeys): checks the neighbours' advertisements, then Shamir-shares the mask
-  // private key and the self-mask seed among its share holders (itself and the neighbours that
-  // advertised), threshold t, sealing each neighbour's shares with AES-256-GCM. Errors: wrong
+  // Step 1 (ShareKeys): checks the neighbours' advertisements and verifies each one's signature
+  // (VerifyAdvertisement) before deriving any key from it: a neighbour whose signature fails is
+  // treated as dropped (no share sealed to its keys, no mask with it, none of its shares
+  // accepted) and listed in the output's unverified_advertisers. Then Shamir-shares the mask
+  // private key and the self-mask seed among its share holders (itself and the verified
+  // neighbours), threshold t, sealing each neighbour's shares with AES-256-GCM. Errors: wrong
   // round or recipient, an advertisement from a non-neighbour, a repeated or malformed one, or
   // fewer than t holders (failed precondition).
   absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
@@ -66,17 +82,21 @@ class SecAggClient {
 
  private:
   enum class Step { kAdvertise, kShareKeys, kMaskInput, kUnmask, kDone };
-  SecAggClient(RoundSetup setup, uint32_t index, const Bytes32& entropy)
-      : setup_(std::move(setup)), index_(index), rng_(entropy) {}
+  SecAggClient(RoundSetup setup, uint32_t index, const Bytes32& entropy, MemberIdentity identity)
+      : setup_(std::move(setup)), index_(index), identity_(std::move(identity)), rng_(entropy) {}
 
   absl::Status CheckStep(Step expected, absl::string_view name) const;
   // A server message must be for this round and this client.
   absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient, absl::string_view what) const;
+  // Checks one neighbour's advertisement of the key directory (neighbour, round, key sizes, not
+  // listed twice); a failed signature is no error: the neighbour joins unverified_.
+  absl::Status TakeAdvertisement(const fedsched::v1::SecAggAdvertise& peer);
   absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
   absl::Status AddMasks(absl::Span<uint32_t> vector) const;
 
   RoundSetup setup_;
   uint32_t index_;
+  MemberIdentity identity_;
   Drbg rng_;
   Step step_ = Step::kAdvertise;
   X25519Key cipher_keys_;
@@ -93,6 +113,8 @@ class SecAggClient {
   std::vector<uint32_t> maskers_;
   // Neighbours whose routed share did not authenticate (reported with the masked input).
   std::vector<uint32_t> unauthenticated_;
+  // Neighbours whose advertisement's signature did not verify (reported with the shares).
+  std::vector<uint32_t> unverified_;
 };
 
 }  // namespace fedsched::secagg

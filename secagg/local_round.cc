@@ -94,8 +94,18 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
   Drbg rng(entropy);
   std::vector<std::optional<SecAggClient>> clients(n);
   for (uint32_t i = 0; i < n; ++i) {
+    const Bytes32 client_entropy = rng.Next32();
+    // A device's signing key is long-term, made once per install, not per round: outside the
+    // client's timed part. Seeded from the client's entropy so that runs repeat.
+    absl::StatusOr<SigningKey> key = SigningKey::FromSeed(
+        Sha256Of(absl::StrCat("local round signing key ", ToString(client_entropy))));
+    if (!key.ok()) {
+      result.sum = key.status();
+      return result;
+    }
     obs.Enter(static_cast<int>(i));
-    absl::StatusOr<SecAggClient> client = SecAggClient::Create(params, i, rng.Next32());
+    absl::StatusOr<SecAggClient> client = SecAggClient::Create(
+        params, i, client_entropy, MemberIdentity{absl::StrCat("local-", i), *std::move(key)});
     obs.Leave(static_cast<int>(i));
     if (!client.ok()) {
       result.sum = client.status();
@@ -106,7 +116,9 @@ LocalRoundResult RunLocalRound(const SecAggRoundParams& params,
   ClientStep(
       clients, drops, DropPoint::kBeforeAdvertise, obs, result, 0,
       [](uint32_t, SecAggClient& c) { return c.Advertise(); },
-      [&](const fedsched::v1::SecAggAdvertise& m) { return server->AddAdvertisement(m); });
+      [&](const fedsched::v1::SecAggAdvertise& m) {
+        return server->AddAdvertisement(m, m.signing_public_key());
+      });
   auto directories = AsServer(obs, [&] { return server->CloseAdvertisements(); });
   if (!directories.ok()) {
     result.sum = directories.status();

@@ -94,6 +94,45 @@ Bytes32 SelfSeedCommitment(uint64_t round_id, uint32_t client, const Bytes32& se
   return Sha256Of(data);
 }
 
+std::string AdvertisementSigningBytes(const fedsched::v1::SecAggRoundParams& params,
+                                      const fedsched::v1::SecAggAdvertise& advertisement) {
+  std::string data = absl::StrCat(kDomain, " advertise");
+  AppendU64(data, params.round_id());
+  data += params.graph_seed();
+  AppendU64(data, advertisement.sender());
+  // Length-prefixed: the fixed-size fields that follow cannot be shifted into the id.
+  AppendU64(data, advertisement.signer_id().size());
+  data += advertisement.signer_id();
+  for (const std::string* key :
+       {&advertisement.cipher_public_key(), &advertisement.mask_public_key(),
+        &advertisement.self_seed_commitment(), &advertisement.signing_public_key()}) {
+    AppendU64(data, key->size());
+    data += *key;
+  }
+  return data;
+}
+
+absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params, const SigningKey& key,
+                               absl::string_view signer_id,
+                               fedsched::v1::SecAggAdvertise& advertisement) {
+  advertisement.set_signer_id(std::string(signer_id));
+  advertisement.set_signing_public_key(key.public_key());
+  absl::StatusOr<std::string> signature =
+      key.Sign(AdvertisementSigningBytes(params, advertisement));
+  if (!signature.ok()) return signature.status();
+  advertisement.set_signature(*std::move(signature));
+  return absl::OkStatus();
+}
+
+absl::Status VerifyAdvertisement(const fedsched::v1::SecAggRoundParams& params,
+                                 const fedsched::v1::SecAggAdvertise& advertisement) {
+  return VerifySignature(advertisement.signing_public_key(),
+                         AdvertisementSigningBytes(params, advertisement),
+                         advertisement.signature(),
+                         absl::StrCat("the advertisement of client ", advertisement.sender(), " ('",
+                                      advertisement.signer_id(), "')"));
+}
+
 absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what) {
   if (expected == got) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat("secagg: ", what, " is for round ", got,

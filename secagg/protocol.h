@@ -13,6 +13,7 @@
 #include "fedsched/v1/secagg.pb.h"
 #include "secagg/crypto.h"
 #include "secagg/graph.h"
+#include "secagg/signing.h"
 
 namespace fedsched::secagg {
 
@@ -57,11 +58,33 @@ std::vector<uint8_t> ShareNonce(uint32_t sender);
 // SHA-256 commitment to a self-mask seed, bound to the round and the client.
 Bytes32 SelfSeedCommitment(uint64_t round_id, uint32_t client, const Bytes32& seed);
 
+// The bytes a member signs in its advertisement (Bonawitz et al., CCS 2017, section 6): a
+// domain tag, the round id and graph seed of `params` (together they name one attempt of one
+// round), the sender's index, its signer_id (length-prefixed), both X25519 public keys, the
+// self-seed commitment and the signing public key. A signature over them cannot be moved to
+// another round, attempt, index, client id or key.
+std::string AdvertisementSigningBytes(const fedsched::v1::SecAggRoundParams& params,
+                                      const fedsched::v1::SecAggAdvertise& advertisement);
+
+// Sets signer_id, signing_public_key and signature of `advertisement` (its keys and commitment
+// set). Errors: those of SigningKey::Sign.
+absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params, const SigningKey& key,
+                               absl::string_view signer_id,
+                               fedsched::v1::SecAggAdvertise& advertisement);
+
+// Checks the signature of `advertisement` against its own signing_public_key. The server checks
+// beforehand that this key is the one bound to the sender's identity; a neighbour trusts the
+// key the server forwards. Errors: INVALID_ARGUMENT for a key or signature of the wrong size,
+// UNAUTHENTICATED when the signature does not verify (both naming the sender).
+absl::Status VerifyAdvertisement(const fedsched::v1::SecAggRoundParams& params,
+                                 const fedsched::v1::SecAggAdvertise& advertisement);
+
 // Size bounds of the step messages, fixed by the neighbourhood (degree k), so that a member
 // cannot make the server hold or route more than its part of the graph. A sealed share is the
 // 12-byte nonce, a SecAggSharePlaintext (about 120 bytes) and the 16-byte tag.
 inline constexpr size_t kMaxSealedShareBytes = 256;
-inline constexpr size_t kMaxAdvertiseBytes = 256;
+// An advertisement: three 32-byte keys, the commitment, a 64-byte signature and a client id.
+inline constexpr size_t kMaxAdvertiseBytes = 512;
 // SecAggShareKeys: one sealed share per neighbour, each with its framing.
 inline size_t MaxShareKeysBytes(uint32_t degree) {
   return 64 + size_t{degree} * (kMaxSealedShareBytes + 32);

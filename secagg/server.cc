@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "secagg/quantize.h"
 #include "secagg/shamir.h"
+#include "secagg/signing.h"
 
 namespace fedsched::secagg {
 
@@ -81,7 +82,8 @@ std::vector<uint32_t> SecAggServer::HoldersIn(uint32_t owner,
   return out;
 }
 
-absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad) {
+absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad,
+                                            absl::string_view signing_public_key) {
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kAdvertise, "AddAdvertisement"));
   const auto& p = setup_.params;
   FEDSCHED_RETURN_IF_ERROR(CheckRound(p.round_id(), ad.round_id(), "an advertisement"));
@@ -91,6 +93,16 @@ absl::Status SecAggServer::AddAdvertisement(const SecAggAdvertise& ad) {
   FEDSCHED_RETURN_IF_ERROR(FromBytes(ad.self_seed_commitment(), "self_seed_commitment").status());
   FEDSCHED_RETURN_IF_ERROR(
       CheckSize(ad.ByteSizeLong(), kMaxAdvertiseBytes, "advertisement", ad.sender()));
+  // The key must be the one bound to the sender's identity, or a member could sign with a key
+  // of its own making and advertise in another's name to a neighbour that trusts the server.
+  if (signing_public_key.empty() || ad.signing_public_key() != signing_public_key) {
+    return absl::UnauthenticatedError(
+        absl::StrCat("secagg server: the advertisement of client ", ad.sender(), " is signed with ",
+                     ad.signing_public_key().empty() ? "no key" : "a key",
+                     signing_public_key.empty() ? ", and its identity has no signing key bound"
+                                                : " other than the one bound to its identity"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(VerifyAdvertisement(p, ad));
   if (!advertised_.emplace(ad.sender(), ad).second) {
     return absl::InvalidArgumentError(
         absl::StrCat("secagg server: two advertisements from client ", ad.sender()));
@@ -122,7 +134,8 @@ absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CloseAdvertisement
 absl::StatusOr<std::vector<SecAggKeyDirectory>> SecAggServer::CollectAdvertisements(
     absl::Span<const SecAggAdvertise> advertisements) {
   return WholeStep(
-      advertisements, [this](const SecAggAdvertise& m) { return AddAdvertisement(m); },
+      advertisements,
+      [this](const SecAggAdvertise& m) { return AddAdvertisement(m, m.signing_public_key()); },
       [this] { return CloseAdvertisements(); }, [this] { step_ = Step::kDone; });
 }
 
@@ -136,14 +149,21 @@ absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
                                                    ", which did not advertise keys or already "
                                                    "shared them"));
   }
-  // One sealed share to each advertised neighbour, no more and no fewer: a share left out would
-  // leave its receiver unable to mask with the sender while the sender may mask with it.
+  FEDSCHED_RETURN_IF_ERROR(CheckUnverified(message));
+  const absl::flat_hash_set<uint32_t> unverified(message.unverified_advertisers().begin(),
+                                                 message.unverified_advertisers().end());
+  // One sealed share to each advertised neighbour it verified, no more and no fewer: a share left
+  // out would leave its receiver unable to mask with the sender while the sender may mask with
+  // it.
   size_t neighbours = 0;
   for (uint32_t j : setup_.graph.Neighbours(i)) neighbours += advertised_.contains(j) ? 1 : 0;
+  neighbours -= unverified.size();
   if (static_cast<size_t>(message.shares_size()) != neighbours) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "secagg server: client ", i, " sent ", message.shares_size(), " shares; it has ",
-        neighbours, " advertised neighbours and must send exactly one sealed share to each"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg server: client ", i, " sent ", message.shares_size(),
+                     " shares; it has ", neighbours,
+                     " advertised neighbours it verified and must send exactly one sealed share "
+                     "to each"));
   }
   FEDSCHED_RETURN_IF_ERROR(
       CheckSize(message.ByteSizeLong(), MaxShareKeysBytes(p.degree()), "share message", i));
@@ -151,7 +171,7 @@ absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
   for (const auto& share : message.shares()) {
     if (share.sender() != i || share.receiver() >= p.cohort_size() ||
         !setup_.graph.Adjacent(i, share.receiver()) || !advertised_.contains(share.receiver()) ||
-        !receivers.insert(share.receiver()).second) {
+        unverified.contains(share.receiver()) || !receivers.insert(share.receiver()).second) {
       return absl::InvalidArgumentError(
           absl::StrCat("secagg server: client ", i, " sent a share from ", share.sender(), " to ",
                        share.receiver(), ", not one of its advertised neighbours or repeated"));
@@ -162,7 +182,30 @@ absl::Status SecAggServer::AddShareKeys(const SecAggShareKeys& message) {
                        share.ciphertext().size(), " bytes, above ", kMaxSealedShareBytes));
     }
   }
+  // Reported now, not with the masked input: the reporter holds no share of the advertiser and
+  // will not mask with it, whether or not either of them reaches step 2.
+  for (uint32_t j : unverified) {
+    accusers_[j].insert(i);
+    unverified_.insert(j);
+  }
   share_messages_.emplace(i, message);
+  return absl::OkStatus();
+}
+
+absl::Status SecAggServer::CheckUnverified(const SecAggShareKeys& message) const {
+  const uint32_t i = message.sender();
+  uint32_t last = 0;
+  for (int k = 0; k < message.unverified_advertisers_size(); ++k) {
+    const uint32_t j = message.unverified_advertisers(k);
+    if (j >= setup_.params.cohort_size() || !setup_.graph.Adjacent(i, j) ||
+        !advertised_.contains(j) || (k > 0 && j <= last)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg server: client ", i, " reports that the advertisement of client ", j,
+                       " did not verify, but ", j,
+                       " is not a neighbour that advertised keys, or the list is not ascending"));
+    }
+    last = j;
+  }
   return absl::OkStatus();
 }
 
@@ -180,7 +223,10 @@ absl::StatusOr<std::vector<SecAggRoutedShares>> SecAggServer::CloseShareKeys() {
     routed[i].set_recipient(i);
   }
   for (const auto& [i, message] : share_messages_) {
+    auto reported = accusers_.find(i);  // so far, only those whose signature did not verify
     for (const auto& share : message.shares()) {
+      // Not to a receiver that could not verify i's advertisement: it holds no key for i.
+      if (reported != accusers_.end() && reported->second.contains(share.receiver())) continue;
       auto it = routed.find(share.receiver());
       if (it != routed.end()) *it->second.add_shares() = share;  // receiver is in U2
     }

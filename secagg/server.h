@@ -56,17 +56,25 @@ class SecAggServer {
   // Errors: those of ResolveParams.
   static absl::StatusOr<SecAggServer> Create(const fedsched::v1::SecAggRoundParams& params);
 
-  // Step 0, one advertisement. Errors: wrong round, a sender outside the cohort or repeated,
-  // keys or commitment not 32 bytes.
-  absl::Status AddAdvertisement(const fedsched::v1::SecAggAdvertise& advertisement);
+  // Step 0, one advertisement, from the member whose identity the caller bound to
+  // `signing_public_key` (the device's Ed25519 key, 32 bytes; Bonawitz et al., CCS 2017,
+  // section 6). It is kept with its signature and forwarded so to the neighbours. Errors:
+  // wrong round, a sender outside the cohort or repeated, keys or commitment not 32 bytes, a
+  // message above kMaxAdvertiseBytes (INVALID_ARGUMENT); UNAUTHENTICATED when its signing key is
+  // not `signing_public_key` (or none is bound) or its signature does not verify.
+  absl::Status AddAdvertisement(const fedsched::v1::SecAggAdvertise& advertisement,
+                                absl::string_view signing_public_key);
   // Closes step 0: the advertisers are U1 (at least t, else failed precondition); returns one
   // key directory per advertiser with its advertised neighbours.
   absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CloseAdvertisements();
 
-  // Step 1, one client's sealed shares. Errors: wrong round, a sender not in U1 or repeated, a
-  // share addressed to a non-neighbour, repeated or not from the message's sender, not exactly
-  // one share per advertised neighbour, a sealed share above kMaxSealedShareBytes or a message
-  // above MaxShareKeysBytes(degree).
+  // Step 1, one client's sealed shares. Its unverified_advertisers (neighbours whose signature
+  // it could not verify) count as accusations (accusations()): their shares are not routed to
+  // it, and they are left out of the sum at step 2's close. Errors: wrong round, a sender not in
+  // U1 or repeated, a share addressed to a non-neighbour, to an unverified advertiser, repeated
+  // or not from the message's sender, not exactly one share per verified advertised neighbour,
+  // an unverified advertiser that is not an advertised neighbour or not ascending, a sealed
+  // share above kMaxSealedShareBytes or a message above MaxShareKeysBytes(degree).
   absl::Status AddShareKeys(const fedsched::v1::SecAggShareKeys& message);
   // Closes step 1: the senders are U2 (at least t, else failed precondition); returns, for each
   // member of U2, the sealed shares addressed to it by other members of U2.
@@ -103,7 +111,8 @@ class SecAggServer {
   absl::StatusOr<UnmaskedSum> CloseUnmasking();
 
   // Whole steps from batches: Add* for each message, then Close*; the first error fails the
-  // round.
+  // round. CollectAdvertisements checks each signature against the advertisement's own key (no
+  // identity binds keys in a batch: tests and in-process runs).
   absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CollectAdvertisements(
       absl::Span<const fedsched::v1::SecAggAdvertise> advertisements);
   absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> RouteShares(
@@ -111,11 +120,14 @@ class SecAggServer {
   absl::StatusOr<UnmaskedSum> Unmask(
       absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses);
 
-  // Reports received with the masked inputs so far: client -> the members that could not
-  // authenticate its share. The round engine charges the failure to the client.
+  // Reports received so far, with the share messages (advertisements whose signature did not
+  // verify) and the masked inputs (shares that did not authenticate): client -> the members
+  // that reported it. The round engine charges the failure to the client.
   const absl::btree_map<uint32_t, absl::btree_set<uint32_t>>& accusations() const {
     return accusers_;
   }
+  // Of them, the clients reported at step 1 for an advertisement whose signature did not verify.
+  const absl::btree_set<uint32_t>& unverified() const { return unverified_; }
 
  private:
   enum class Step { kAdvertise, kRoute, kMasked, kUnmask, kDone };
@@ -128,6 +140,8 @@ class SecAggServer {
   void Fold(absl::Span<const uint32_t> senders, const uint32_t* masked);
   // The reported senders of a masked input are neighbours in U2, ascending.
   absl::Status CheckAccusations(const fedsched::v1::SecAggMaskedInput& input) const;
+  // The unverified advertisers a share message reports are advertised neighbours, ascending.
+  absl::Status CheckUnverified(const fedsched::v1::SecAggShareKeys& message) const;
   // Whether survivor r masked with v (v shared keys, is r's neighbour, and r opened its share):
   // then r holds a share of v's secrets.
   bool MaskedWith(uint32_t r, uint32_t v) const;
@@ -155,6 +169,7 @@ class SecAggServer {
   // Masked inputs held until step 2 closes, by sender; and client -> its accusers.
   absl::btree_map<uint32_t, std::vector<uint32_t>> inputs_;
   absl::btree_map<uint32_t, absl::btree_set<uint32_t>> accusers_;
+  absl::btree_set<uint32_t> unverified_;  // reported at step 1 (their signature failed)
   absl::btree_set<uint32_t> dropped_;    // U2 \ U3 whose mask keys must be rebuilt
   std::vector<uint32_t> masked_sum_;     // sum of the masked inputs, Z_2^32
   // Step 3's responses until it closes (field elements, tens of bytes per share).

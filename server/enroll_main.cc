@@ -23,7 +23,8 @@
 // server's store, so that its next registration binds whatever it then presents (a new
 // certificate, a credential issued at first use). Its profile and history stay.
 //   fedsched-enroll --store_path=STORE --reset_identity=device-3
-// This also lifts a revocation and a secure-aggregation exclusion of the identity.
+// This also clears the identity's signing key, and lifts a revocation and a secure-aggregation
+// exclusion of the identity.
 //
 // Revoke an identity (docs/OPERATIONS.md "Revoking a device"), known to the store or not: the
 // stopped server's store records it, and the server then refuses its registrations whatever
@@ -64,9 +65,10 @@ ABSL_FLAG(std::string, store_path, "",
           "With --reset_identity or --revoke_identity: the store of the stopped server (its "
           "store_path).");
 ABSL_FLAG(std::string, reset_identity, "",
-          "Clears this identity's credential or certificate binding, its secure-aggregation "
-          "exclusion and its revocation in --store_path (the server must be stopped), so that "
-          "it can register again with a new credential or certificate.");
+          "Clears this identity's credential or certificate binding, its signing key, its "
+          "secure-aggregation exclusion and its revocation in --store_path (the server must be "
+          "stopped), so that it can register again with a new credential, certificate or "
+          "signing key.");
 ABSL_FLAG(std::string, revoke_identity, "",
           "Revokes this identity in --store_path (the server must be stopped): the server "
           "refuses its registrations whatever it presents, until --reset_identity. The "

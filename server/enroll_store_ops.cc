@@ -61,9 +61,9 @@ absl::StatusOr<std::optional<v1::ClientProfile>> FindProfile(const Store& store,
 
 }  // namespace
 
-// Re-enrols `identity` in the store at `path`: clears its credential or certificate binding and
-// its secure-aggregation exclusion, and lifts its revocation. Exit code: 0 done, 1 the store
-// knows no such identity, 2 the store cannot be used (missing, in use, not private).
+// Re-enrols `identity` in the store at `path`: clears its credential or certificate binding, its
+// signing key and its secure-aggregation exclusion, and lifts its revocation. Exit code: 0 done, 1
+// the store knows no such identity, 2 the store cannot be used (missing, in use, not private).
 int ResetIdentity(const std::string& path, const std::string& identity) {
   std::unique_ptr<Store> store;
   if (int code = OpenStoppedStore(path, &store); code != 0) return code;
@@ -89,7 +89,9 @@ int ResetIdentity(const std::string& path, const std::string& identity) {
   v1::ClientProfile& p = **profile;
   const bool was_bound = !p.cert_fingerprint().empty();
   const bool was_excluded = !p.secagg_excluded().empty();
+  const bool had_key = !p.signing_public_key().empty();
   p.clear_cert_fingerprint();
+  p.clear_signing_public_key();
   p.clear_secagg_excluded();
   p.clear_secagg_excluded_unix_ms();
   if (absl::Status s = store->PutProfile(p); !s.ok()) {
@@ -97,10 +99,12 @@ int ResetIdentity(const std::string& path, const std::string& identity) {
     return 2;
   }
   std::printf(
-      "fedsched-enroll: identity '%s' (%s) %s%s%s; its next registration binds the credential "
-      "or certificate it presents. Start the server, then the device.\n",
+      "fedsched-enroll: identity '%s' (%s) %s%s%s%s; its next registration binds the "
+      "credential or certificate and the signing key it presents. Start the server, then the "
+      "device.\n",
       identity.c_str(), p.client_id().c_str(),
       was_bound ? "is no longer bound to a credential" : "was not bound to a credential",
+      had_key ? ", is no longer bound to a signing key" : "",
       *was_revoked ? ", is no longer revoked" : "",
       was_excluded ? ", may join secure-aggregation cohorts again" : "");
   return 0;

@@ -8,8 +8,9 @@
 
 namespace fedsched {
 
-// Re-enrols `identity` in the store at `path`: clears its credential or certificate binding and
-// its secure-aggregation exclusion, and lifts its revocation; its profile and history stay.
+// Re-enrols `identity` in the store at `path`: clears its credential or certificate binding, its
+// signing key (ClientProfile.signing_public_key) and its secure-aggregation exclusion, and lifts
+// its revocation; its profile and history stay.
 // Returns 0 done, 1 the store knows no such identity (and holds no revocation of it), 2 the
 // store cannot be used (missing, in use by a server, not private, unreadable).
 int ResetIdentity(const std::string& path, const std::string& identity);

@@ -104,6 +104,13 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
     FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(client->options_.config.state_dir()));
   }
   FEDSCHED_RETURN_IF_ERROR(client->LoadCredential());
+  if (!client->options_.config.state_dir().empty()) {
+    FEDSCHED_ASSIGN_OR_RETURN(client->signing_key_,
+                              ReadOrCreateSigningKey(client->options_.config.state_dir()));
+  } else {
+    FEDSCHED_ASSIGN_OR_RETURN(secagg::Bytes32 seed, secagg::SystemEntropy());
+    FEDSCHED_ASSIGN_OR_RETURN(client->signing_key_, secagg::SigningKey::FromSeed(seed));
+  }
   FEDSCHED_RETURN_IF_ERROR(client->Connect());
   client->backoff_ = absl::Milliseconds(client->options_.config.backoff_initial_ms());
   client->task_backoff_ = client->backoff_;
@@ -307,6 +314,15 @@ absl::Status Client::CredentialRefused(const absl::Status& refusal) const {
         "). Retrying or re-enrolling the device cannot help; only the operator can lift the "
         "revocation (docs/OPERATIONS.md \"Revoking a device\")"));
   }
+  // Coordinator::CheckSigningKey: the credential is fine, the signing key is not the bound one.
+  if (absl::StrContains(refusal.message(), "bound to another signing key")) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        identity, ": the server refuses this device's signing key (", refusal.message(), "); ",
+        options_.config.state_dir().empty()
+            ? "this client has no state_dir, so each handle makes a new key"
+            : absl::StrCat("the key is ", options_.config.state_dir(), "/signing_key"),
+        ". Retrying cannot help"));
+  }
   std::string found;
   if (path.empty()) {
     found = "this client has no state_dir, so no credential file";
@@ -351,6 +367,7 @@ absl::Status Client::RegisterOnce() {
     request.set_credential(credential_);
   }
   *request.mutable_device() = options_.device;
+  request.set_signing_public_key(signing_key_->public_key());
   v1::RegisterResponse response;
   grpc::ClientContext context;
   SetUnaryDeadline(&context);

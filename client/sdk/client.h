@@ -8,6 +8,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -336,6 +337,11 @@ class Client {
   // The secure-aggregation state of the task being run (BeginSecAgg), else null. Only the task's
   // thread touches it.
   std::unique_ptr<SecAggSession> secagg_;
+  // The device's long-term key for signed secure-aggregation advertisements: from
+  // <state_dir>/signing_key (ReadOrCreateSigningKey), or, without a state_dir, made for this
+  // handle alone (a later handle of the same identity is then refused by the server). Set by
+  // Create, read-only afterwards.
+  std::optional<secagg::SigningKey> signing_key_;
 };
 
 }  // namespace fedsched

@@ -90,9 +90,17 @@ absl::Status Client::BeginSecAgg(const v1::Task& task) {
   // Fresh keys and seeds every round from the OS (OpenSSL's RAND_bytes): the server must not be
   // able to predict any of them.
   FEDSCHED_ASSIGN_OR_RETURN(secagg::Bytes32 entropy, secagg::SystemEntropy());
+  secagg::MemberIdentity identity{"", *signing_key_};
+  {
+    absl::MutexLock lock(&mu_);
+    identity.client_id = client_id_;
+  }
+  // The advertisement is signed with the device's long-term key, bound to its identity at
+  // registration, so that neither another member nor a relay can advertise in its name.
   FEDSCHED_ASSIGN_OR_RETURN(
       secagg::SecAggClient protocol,
-      secagg::SecAggClient::Create(task.secagg().params(), task.secagg().index(), entropy));
+      secagg::SecAggClient::Create(task.secagg().params(), task.secagg().index(), entropy,
+                                   std::move(identity)));
   auto session = std::make_unique<SecAggSession>(SecAggSession{std::move(protocol), {}});
   v1::SecAggStepRequest request;
   request.set_task_id(task.task_id());

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/private_file.h"
@@ -72,6 +74,45 @@ absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir) {
                      "; delete it for a new identity, or write the enrolled one there"));
   }
   return identity;
+}
+
+absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(const std::string& state_dir) {
+  const std::string path = state_dir + "/signing_key";
+  const int created =
+      ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (created >= 0) {
+    absl::StatusOr<secagg::Bytes32> seed = secagg::SystemEntropy();
+    const std::string line =
+        seed.ok() ? absl::BytesToHexString(secagg::ToString(*seed)) + "\n" : std::string();
+    const bool ok = seed.ok() &&
+                    ::write(created, line.data(), line.size()) == static_cast<ssize_t>(line.size());
+    ::close(created);
+    if (!ok) {
+      ::unlink(path.c_str());  // never leave an empty key behind for the next start to refuse
+      return absl::InternalError(absl::StrCat("cannot make the signing key ", path));
+    }
+    return secagg::SigningKey::FromSeed(*seed);
+  }
+  if (errno != EEXIST) {
+    return absl::InternalError(absl::StrCat("cannot create ", path, ": ", std::strerror(errno)));
+  }
+  absl::StatusOr<std::string> text = ReadPrivateFile(path, 4096);
+  if (!text.ok()) return text.status();
+  const absl::string_view hex = absl::StripAsciiWhitespace(*text);
+  const bool is_hex = hex.size() == 64 && std::all_of(hex.begin(), hex.end(), [](char c) {
+                        return absl::ascii_isxdigit(static_cast<unsigned char>(c));
+                      });
+  if (!is_hex) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        path,
+        " is not a signing key (64 hex digits). Delete it for a new key; the server then "
+        "refuses the new key until its operator runs fedsched-enroll --reset_identity for "
+        "this device"));
+  }
+  absl::StatusOr<secagg::Bytes32> seed =
+      secagg::FromBytes(absl::HexStringToBytes(hex), "signing_key");
+  if (!seed.ok()) return seed.status();
+  return secagg::SigningKey::FromSeed(*seed);
 }
 
 absl::Status CheckIdentity(absl::string_view identity) {

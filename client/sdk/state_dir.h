@@ -8,6 +8,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "secagg/signing.h"
 
 namespace fedsched {
 
@@ -24,6 +25,16 @@ absl::Status MakePrivateDir(const std::string& dir);
 // Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty or
 // not a valid identity (CheckIdentity).
 absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
+
+// The device's long-term Ed25519 signing key kept in <state_dir>/signing_key (docs/SECURITY.md
+// "Secure aggregation with a malicious member"), with which it signs its secure-aggregation key
+// advertisements: read (64 hex digits, the key's 32-byte seed; a private file, never through a
+// symlink), or, when the file is missing, made from the operating system's CSPRNG and saved
+// there (0600). The server binds its public key to the identity at the first proven
+// registration. `state_dir` must exist (MakePrivateDir).
+// Errors: INTERNAL when the file cannot be written or the key made; FAILED_PRECONDITION when it
+// is a link, open to others or not 64 hex digits (naming the file and the recovery).
+absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(const std::string& state_dir);
 
 // A device identity as the server accepts it and as it may appear in file names: 1 to 256
 // printable ASCII characters (33-126), no '/'. Errors: INVALID_ARGUMENT naming what is wrong.

@@ -483,6 +483,13 @@ absl::Status ProfileBook::SetCertFingerprint(ClientIndex index, std::string fing
   return absl::OkStatus();
 }
 
+absl::Status ProfileBook::SetSigningPublicKey(ClientIndex index, std::string public_key) {
+  if (index >= profiles_.size()) return NotFound(index);
+  profiles_[index].set_signing_public_key(std::move(public_key));
+  MarkDirty(index);
+  return absl::OkStatus();
+}
+
 void ProfileBook::CollectUnseen(double now_s, double ttl_s, std::vector<ClientIndex>* out) const {
   out->clear();
   const double oldest = now_s - ttl_s;

@@ -233,6 +233,10 @@ class ProfileBook {
   // certificate's SHA-256, or a credential's binding; kFirstUseBindingPrefix marks one admitted
   // on first use). Errors: NOT_FOUND.
   absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
+  // Binds the client's Ed25519 public key for signed secure-aggregation advertisements
+  // (ClientProfile.signing_public_key; the caller checks who may bind or replace it). Errors:
+  // NOT_FOUND.
+  absl::Status SetSigningPublicKey(ClientIndex index, std::string public_key);
 
   // Never-proven (docs/SECURITY.md "Identities and admission"): admitted on first use (no enrolment
   // secret, no certificate) and never had an update accepted. Only these are held to a share

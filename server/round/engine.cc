@@ -252,6 +252,8 @@ absl::string_view RejectReasonName(RejectReason reason) {
       return "norm_bound";
     case RejectReason::kNormMedian:
       return "norm_median";
+    case RejectReason::kSignature:
+      return "signature";
   }
   return "validation";
 }

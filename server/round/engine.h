@@ -143,14 +143,17 @@ enum class RejectReason {
   kValidation,  // wrong tensors or shapes, a non-finite value (ValidateUpdate, the aggregator)
   kNormBound,   // L2 norm above security.max_update_norm
   kNormMedian,  // L2 norm above the median screen's threshold (UpdateNormScreen)
+  kSignature,   // a secure-aggregation key advertisement not signed as its member's client with
+                // the key bound to its identity (SecAggRound::Advertise)
 };
 // Every RejectReason, in declaration order.
 inline constexpr RejectReason kAllRejectReasons[] = {
     RejectReason::kSession,    RejectReason::kTask,      RejectReason::kLate,
     RejectReason::kExamples,   RejectReason::kMetrics,   RejectReason::kPayload,
-    RejectReason::kValidation, RejectReason::kNormBound, RejectReason::kNormMedian};
+    RejectReason::kValidation, RejectReason::kNormBound, RejectReason::kNormMedian,
+    RejectReason::kSignature};
 // "session", "task", "late", "examples", "metrics", "payload", "validation", "norm_bound",
-// "norm_median".
+// "norm_median", "signature".
 absl::string_view RejectReasonName(RejectReason reason);
 // True when the update itself was refused (examples, metrics, payload, validation, norms), not
 // its timing or its session: RoundEngine::RefuseUpdate then fails its task.

@@ -116,9 +116,20 @@ absl::StatusOr<v1::SecAggStepResponse> RoundEngine::SecAggStep(ClientIndex index
   const uint32_t member = task.secagg.index();
   absl::Status s;
   switch (request.message_case()) {
-    case v1::SecAggStepRequest::kAdvertise:
-      s = secagg_->Advertise(member, request.advertise());
+    case v1::SecAggStepRequest::kAdvertise: {
+      const v1::ClientProfile& profile = book_->profile(task.index);
+      s = secagg_->Advertise(member, request.advertise(), profile.client_id(),
+                             profile.signing_public_key());
+      if (absl::IsUnauthenticated(s)) {
+        // Counted with the refused uploads: someone tried to speak for another member.
+        UpdateClaim claim;
+        claim.index = task.index;
+        claim.task_id = task.task_id;
+        claim.round = task.round;
+        RefuseUpdate(&claim, RejectReason::kSignature, now_s, s.message());
+      }
       break;
+    }
     case v1::SecAggStepRequest::kShareKeys:
       s = secagg_->ShareKeys(member, request.share_keys());
       break;
@@ -151,9 +162,13 @@ void RoundEngine::ChargeUnauthenticated(double now_s) {
     auto it = tasks_.find(secagg_cohort_[member]);
     if (it == tasks_.end()) continue;
     Task& task = it->second;
-    const std::string why = absl::StrCat("secure aggregation: its key shares to ", accusers.size(),
-                                         " neighbour(s) did not authenticate (cohort members ",
-                                         absl::StrJoin(accusers, ", "), "); left out of the round");
+    // A signature reported at step 1 fails at the advertisement, a share at step 2.
+    const std::string why = absl::StrCat(
+        "secure aggregation: its ",
+        secagg_->unverified().contains(member) ? "signed key advertisement or key shares"
+                                               : "key shares",
+        " to ", accusers.size(), " neighbour(s) did not authenticate (cohort members ",
+        absl::StrJoin(accusers, ", "), "); left out of the round");
     // Its masked input, if it came, is not in the sum: take it out of the round's record.
     auto pending = std::find_if(secagg_pending_.begin(), secagg_pending_.end(),
                                 [&](const PendingSuccess& p) { return p.task_id == task.task_id; });

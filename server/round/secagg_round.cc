@@ -132,10 +132,17 @@ void SecAggRound::Took(uint32_t index, SecAggPhase phase) {
   }
 }
 
-absl::Status SecAggRound::Advertise(uint32_t index, const v1::SecAggAdvertise& message) {
+absl::Status SecAggRound::Advertise(uint32_t index, const v1::SecAggAdvertise& message,
+                                    absl::string_view client_id,
+                                    absl::string_view signing_public_key) {
   FEDSCHED_RETURN_IF_ERROR(
       CheckOpen(SecAggPhase::kAdvertise, index, message.sender(), "advertise keys"));
-  FEDSCHED_RETURN_IF_ERROR(server_->AddAdvertisement(message));
+  if (message.signer_id() != client_id) {
+    return absl::UnauthenticatedError(absl::StrCat("the advertisement of member ", index,
+                                                   " is signed as another client than the task's '",
+                                                   client_id, "'"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(server_->AddAdvertisement(message, signing_public_key));
   Took(index, SecAggPhase::kAdvertise);
   return absl::OkStatus();
 }

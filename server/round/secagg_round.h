@@ -75,7 +75,11 @@ class SecAggRound {
   // The step messages of cohort member `index`. Errors: FAILED_PRECONDITION when the step is
   // not open (closed, or not yet), the protocol's errors (INVALID_ARGUMENT, PERMISSION_DENIED)
   // for a message it refuses; the member then counts as dropped at that step.
-  absl::Status Advertise(uint32_t index, const v1::SecAggAdvertise& message);
+  // An advertisement must be signed as the member's client (`client_id`) with the key bound to
+  // its identity (`signing_public_key`, ClientProfile.signing_public_key; Bonawitz et al., CCS
+  // 2017, section 6): else UNAUTHENTICATED (secagg::SecAggServer::AddAdvertisement).
+  absl::Status Advertise(uint32_t index, const v1::SecAggAdvertise& message,
+                         absl::string_view client_id, absl::string_view signing_public_key);
   absl::Status ShareKeys(uint32_t index, const v1::SecAggShareKeys& message);
   // A masked input with its FedAvg weight (num_examples / example_scale, or 1). Errors: as
   // above.
@@ -95,11 +99,14 @@ class SecAggRound {
   // out (secagg::SecAggServer::RequestUnmasking). Errors: fewer than t inputs left, or a secret
   // without t holders left.
   absl::Status BeginUnmasking(double now_s);
-  // The reports that came with the masked inputs: member -> the members that could not
-  // authenticate its key shares (secagg::SecAggServer::accusations).
+  // The reports that came with the share messages and the masked inputs: member -> the members
+  // that could not verify its advertisement or authenticate its key shares
+  // (secagg::SecAggServer::accusations).
   const absl::btree_map<uint32_t, absl::btree_set<uint32_t>>& accusations() const {
     return server_->accusations();
   }
+  // Of them, the members reported for an advertisement whose signature did not verify.
+  const absl::btree_set<uint32_t>& unverified() const { return server_->unverified(); }
   // True when step 3 may close: every survivor answered, or its deadline passed.
   bool UnmaskingComplete(double now_s) const;
   // Closes step 3: the unmasked sum (secagg::UnmaskedSum) and sum_k w_k over its contributors.

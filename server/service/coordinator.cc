@@ -18,6 +18,7 @@
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "secagg/signing.h"
 #include "server/aggregation/layout.h"
 #include "server/service/credentials.h"
 
@@ -378,6 +379,25 @@ absl::Status Coordinator::CheckIdentityRoom(const profile::ProfileBook& book,
   return absl::OkStatus();
 }
 
+absl::Status Coordinator::CheckSigningKey(const v1::RegisterRequest& request,
+                                          absl::string_view bound) {
+  const std::string& key = request.signing_public_key();
+  if (!key.empty() && key.size() != secagg::kSigningPublicKeyBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("signing_public_key has ", key.size(),
+                                                   " bytes; an Ed25519 public key has ",
+                                                   secagg::kSigningPublicKeyBytes));
+  }
+  if (key.empty() || bound.empty() || key == bound) return absl::OkStatus();
+  // A device that lost its state dir made a new key; anyone else presenting one would sign
+  // secure-aggregation advertisements in this identity's name.
+  return absl::PermissionDeniedError(absl::StrCat(
+      "identity '", request.identity(),
+      "' is bound to another signing key (its secure-aggregation advertisements are signed with "
+      "the key in its state dir's signing_key); if the device lost it, the operator stops the "
+      "server and runs fedsched-enroll --store_path=STORE --reset_identity=",
+      request.identity(), " so that its next registration binds the new key"));
+}
+
 absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
                                                            absl::Time now,
                                                            const std::string& cert_fingerprint,
@@ -415,6 +435,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
                    request.identity());
       EndSessionLocked(book.profile(*known).client_id());
       FEDSCHED_RETURN_IF_ERROR(book.SetCertFingerprint(*known, binding));
+      // The first registrant's signing key was never proven either: the device binds its own.
+      FEDSCHED_RETURN_IF_ERROR(book.SetSigningPublicKey(*known, ""));
     } else if (!bound.empty() && !ConstantTimeEquals(bound, binding)) {
       return absl::PermissionDeniedError(
           absl::StrCat("identity '", request.identity(), "' is enrolled with another ",
@@ -426,6 +448,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   } else {
     FEDSCHED_RETURN_IF_ERROR(CheckIdentityRoom(book, admission.provisioned));
   }
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckSigningKey(request, known ? book.profile(*known).signing_public_key() : ""));
   if (!known) FEDSCHED_RETURN_IF_ERROR(AdmitNewIdentity(peer_address, now));
   std::string issued;
   if (binding.empty()) {
@@ -437,6 +461,11 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
                             engine_->Register(request.identity(), device, ToSeconds(now)));
   if (book.profile(registration.index).cert_fingerprint().empty()) {
     FEDSCHED_RETURN_IF_ERROR(book.SetCertFingerprint(registration.index, binding));
+  }
+  if (book.profile(registration.index).signing_public_key().empty()) {
+    // Bound with what proved the identity (only trust on first use for a first-use identity).
+    FEDSCHED_RETURN_IF_ERROR(
+        book.SetSigningPublicKey(registration.index, request.signing_public_key()));
   }
   const v1::ClientProfile& profile = book.profile(registration.index);
   if (absl::Status s = options_.store->PutProfile(profile); !s.ok()) {

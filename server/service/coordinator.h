@@ -366,6 +366,11 @@ class Coordinator {
   // certificate), unless security.allow_trust_on_first_use.
   absl::StatusOr<Admission> Admit(const std::string& identity, const std::string& credential,
                                   const std::string& cert_fingerprint) const;
+  // The signing key a registration presents (RegisterRequest.signing_public_key) against the
+  // key `bound` to its identity (ClientProfile.signing_public_key, "" when none): none or 32
+  // bytes (else INVALID_ARGUMENT), and not another than the bound one (PERMISSION_DENIED naming
+  // the operator's recovery, fedsched-enroll --reset_identity). No lock needed.
+  static absl::Status CheckSigningKey(const v1::RegisterRequest& request, absl::string_view bound);
   // Room for a new identity: RESOURCE_EXHAUSTED at security.max_identities live identities or,
   // for an unprovisioned one, at max_unproven_identity_fraction x max_identities never-proven
   // ones (ProfileBook::CountUnproven).

@@ -63,6 +63,13 @@ int64_t MaskedInputBytes(uint64_t round, uint32_t sender, uint64_t length) {
   return static_cast<int64_t>(header.ByteSizeLong() + packed);
 }
 
+// The device's long-term signing key (docs/SECURITY.md "Secure aggregation with a malicious
+// member"): a live device makes it once per install from the OS; here it is derived from the
+// run's seed and the device, so a run is reproducible.
+secagg::Bytes32 DeviceSigningSeed(uint64_t seed, round::ClientIndex index) {
+  return secagg::Sha256Of(absl::StrCat("fedsched-sim signing key ", seed, " ", index));
+}
+
 // The bytes of the step message a request carries (as SecAggRound counts them).
 int64_t MessageBytes(const v1::SecAggStepRequest& request) {
   switch (request.message_case()) {
@@ -88,9 +95,18 @@ absl::Status Simulator::BeginSecAgg(int64_t serial, const round::Task& task, dou
   SimTask& t = tasks_.at(serial);
   t.secagg = true;
   const v1::SecAggRoundParams& params = task.secagg.params();
+  // The device signs its advertisement as the SDK does; the key is bound at its first round, as
+  // a live device's is at its first registration.
+  FEDSCHED_ASSIGN_OR_RETURN(secagg::SigningKey key, secagg::SigningKey::FromSeed(DeviceSigningSeed(
+                                                        config_.server().seed(), task.index)));
+  profile::ProfileBook& book = engine_->mutable_book();
+  if (book.profile(task.index).signing_public_key().empty()) {
+    FEDSCHED_RETURN_IF_ERROR(book.SetSigningPublicKey(task.index, key.public_key()));
+  }
   absl::StatusOr<secagg::SecAggClient> client = secagg::SecAggClient::Create(
       params, task.secagg.index(),
-      DeviceEntropy(config_.server().seed(), task.round, task.index, serial));
+      DeviceEntropy(config_.server().seed(), task.round, task.index, serial),
+      secagg::MemberIdentity{book.profile(task.index).client_id(), std::move(key)});
   if (!client.ok()) {
     return absl::InternalError(absl::StrCat("simulator: secure aggregation of task ", task.task_id,
                                             ": ", client.status().message()));

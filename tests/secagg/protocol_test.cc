@@ -28,6 +28,7 @@
 namespace fedsched::secagg {
 namespace {
 
+using ::fedsched::secagg::testing::Identity;
 using ::fedsched::secagg::testing::Params;
 using ::fedsched::secagg::testing::Updates;
 using ::fedsched::testing::IsOk;
@@ -43,18 +44,21 @@ static_assert(!std::is_convertible_v<std::vector<float>, SecAggMaskedInput>);
 
 // A round driven by hand up to the routed shares (steps 0 and 1 done).
 struct Handheld {
-  // `tamper` may change the share messages before the server routes them.
+  // `tamper` may change the share messages before the server routes them, `relay` the key
+  // directories before the clients read them (a relay or channel tampering with them).
   Handheld(const SecAggRoundParams& p, uint8_t entropy = 1,
-           const std::function<void(std::vector<SecAggShareKeys>&)>& tamper = nullptr)
+           const std::function<void(std::vector<SecAggShareKeys>&)>& tamper = nullptr,
+           const std::function<void(std::vector<SecAggKeyDirectory>&)>& relay = nullptr)
       : server(*SecAggServer::Create(p)) {
     for (uint32_t i = 0; i < p.cohort_size(); ++i) {
       Bytes32 e{};
       e[0] = entropy;
       e[1] = static_cast<uint8_t>(i);
-      clients.push_back(*SecAggClient::Create(p, i, e));
+      clients.push_back(*SecAggClient::Create(p, i, e, Identity(i)));
       adverts.push_back(*clients.back().Advertise());
     }
     directories = *server.CollectAdvertisements(adverts);
+    if (relay) relay(directories);
     for (uint32_t i = 0; i < p.cohort_size(); ++i) {
       shares.push_back(*clients[i].ShareKeys(directories[i]));
     }
@@ -202,6 +206,122 @@ TEST(ProtocolTest, ForgedSharesToSomeNeighboursAreSurvived) {
             absl::btree_set<uint32_t>(forged_to.begin(), forged_to.end()));
 }
 
+// A relay that swaps member 4's advertised mask key in every directory (to learn its pairwise
+// masks) is caught by each neighbour's signature check: 4 is treated as dropped, as for a share
+// that does not authenticate (no share sealed to its keys, none of its shares taken), reported
+// with the share messages, left out by the server, and the others unmask.
+TEST(ProtocolTest, TamperedAdvertisementIsDroppedByItsNeighbours) {
+  const auto p = Params(5, 8);  // complete graph, k = 4, t = 3
+  const auto swap_key = [](std::vector<SecAggKeyDirectory>& directories) {
+    for (SecAggKeyDirectory& d : directories) {
+      for (SecAggAdvertise& ad : *d.mutable_neighbours()) {
+        if (ad.sender() == 4) ad.set_mask_public_key(std::string(32, '\x09'));
+      }
+    }
+  };
+  Handheld h(p, 1, nullptr, swap_key);
+  for (uint32_t i = 0; i < 4; ++i) {
+    EXPECT_THAT(h.shares[i].unverified_advertisers(), ::testing::ElementsAre(4u));
+    EXPECT_EQ(h.shares[i].shares_size(), 3) << "no share sealed to the unverified keys";
+    EXPECT_EQ(ShareFrom(h.routed[i], 4), -1) << "4's share is not routed to " << i;
+  }
+  // Every neighbour dropped 4, so 4 holds too few shares to mask and drops itself.
+  const std::vector<float> update(8, 0.0f);
+  EXPECT_THAT(
+      h.clients[4].MaskInput(h.routed[4], update, 1.0),
+      StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("fewer than the threshold")));
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, FinishRound(h, {}, 8, /*absent=*/{4}));
+  EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_THAT(h.server.accusations().at(4), ::testing::ElementsAre(0u, 1u, 2u, 3u));
+  EXPECT_THAT(h.server.unverified(), ::testing::ElementsAre(4u));
+}
+
+// Tampering with one neighbour's view only (sparse graph): that neighbour alone drops the
+// member, the server leaves the member out for all, and the round still unmasks the rest.
+TEST(ProtocolTest, AdvertisementTamperedForOneNeighbourLeavesItsSenderOut) {
+  const auto p = Params(30, 6);
+  const uint32_t victim = 7;
+  const uint32_t target = ResolveParams(p)->graph.Neighbours(victim).front();
+  Handheld h(p, 3, nullptr, [&](std::vector<SecAggKeyDirectory>& directories) {
+    for (SecAggAdvertise& ad : *directories[target].mutable_neighbours()) {
+      if (ad.sender() == victim) ad.mutable_signature()->front() ^= 1;
+    }
+  });
+  EXPECT_THAT(h.shares[target].unverified_advertisers(), ::testing::ElementsAre(victim));
+  ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, FinishRound(h, {}, 6));
+  EXPECT_EQ(sum.contributors.size(), 29u);
+  EXPECT_EQ(sum.left_out, std::vector<uint32_t>{victim});
+}
+
+// The server takes an advertisement only with the key bound to its sender's identity and a
+// signature that verifies: one signed with another member's key, with a key of the member's own
+// making, or with a forged signature is UNAUTHENTICATED and the sender counts as dropped.
+TEST(ProtocolTest, ServerRefusesAdvertisementsNotSignedWithTheBoundKey) {
+  const auto p = Params(5, 8);
+  ASSERT_OK_AND_ASSIGN(SecAggServer server, SecAggServer::Create(p));
+  std::vector<SecAggAdvertise> ads;
+  for (uint32_t i = 0; i < 5; ++i) {
+    ASSERT_OK_AND_ASSIGN(
+        SecAggClient client,
+        SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}, Identity(i)));
+    ads.push_back(*client.Advertise());
+  }
+  const std::string bound0 = Identity(0).signing_key.public_key();
+  // Member 0's advertisement made and signed by member 1 (speaking for 0 with its own key).
+  ASSERT_OK_AND_ASSIGN(SecAggClient impostor, SecAggClient::Create(p, 0, Bytes32{42}, Identity(1)));
+  ASSERT_OK_AND_ASSIGN(SecAggAdvertise as_zero, impostor.Advertise());
+  EXPECT_THAT(server.AddAdvertisement(as_zero, bound0),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("other than the one bound")));
+  // The bound key named, but the signature forged (the keys were swapped after signing).
+  SecAggAdvertise forged = as_zero;
+  forged.set_signing_public_key(bound0);
+  EXPECT_THAT(server.AddAdvertisement(forged, bound0),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("does not verify")));
+  // No key bound to the identity: refused whatever is signed.
+  EXPECT_THAT(server.AddAdvertisement(ads[0], ""),
+              StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("no signing key bound")));
+  for (uint32_t i = 0; i < 5; ++i) {
+    EXPECT_OK(server.AddAdvertisement(ads[i], Identity(i).signing_key.public_key()));
+  }
+  ASSERT_OK_AND_ASSIGN(auto directories, server.CloseAdvertisements());
+  for (const SecAggAdvertise& ad : directories[1].neighbours()) {
+    EXPECT_EQ(ad.signature().size(), kSignatureBytes) << "forwarded with its signature";
+    EXPECT_OK(VerifyAdvertisement(p, ad));
+  }
+}
+
+// The signature covers the round (id and graph seed), the sender's index and client id, both
+// X25519 keys, the commitment and the signing key: changing any of them breaks it.
+TEST(ProtocolTest, AdvertisementSignatureBindsRoundSenderAndKeys) {
+  const auto p = Params(5, 8);
+  ASSERT_OK_AND_ASSIGN(SecAggClient client, SecAggClient::Create(p, 2, Bytes32{3}, Identity(2)));
+  ASSERT_OK_AND_ASSIGN(const SecAggAdvertise ad, client.Advertise());
+  EXPECT_EQ(ad.signer_id(), "member-2");
+  EXPECT_EQ(ad.signing_public_key(), Identity(2).signing_key.public_key());
+  ASSERT_OK(VerifyAdvertisement(p, ad));
+  std::vector<std::function<void(SecAggAdvertise&)>> edits = {
+      [](SecAggAdvertise& a) { a.set_sender(3); },
+      [](SecAggAdvertise& a) { a.set_signer_id("member-3"); },
+      [](SecAggAdvertise& a) { a.mutable_cipher_public_key()->back() ^= 1; },
+      [](SecAggAdvertise& a) { a.mutable_mask_public_key()->front() ^= 1; },
+      [](SecAggAdvertise& a) { a.mutable_self_seed_commitment()->front() ^= 1; },
+      [](SecAggAdvertise& a) { a.set_signing_public_key(Identity(3).signing_key.public_key()); },
+  };
+  for (size_t k = 0; k < edits.size(); ++k) {
+    SecAggAdvertise changed = ad;
+    edits[k](changed);
+    EXPECT_THAT(VerifyAdvertisement(p, changed),
+                StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_))
+        << "edit " << k;
+  }
+  EXPECT_THAT(VerifyAdvertisement(Params(5, 8, /*round=*/8), ad),
+              StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
+  SecAggRoundParams other_attempt = p;
+  other_attempt.set_graph_seed(std::string(32, '\x01'));
+  EXPECT_THAT(VerifyAdvertisement(other_attempt, ad),
+              StatusIs(absl::StatusCode::kUnauthenticated, ::testing::_));
+}
+
 // Left out below the threshold: the round fails cleanly, naming the count, and the accusations
 // stay readable for charging the failure.
 TEST(ProtocolTest, LeavingOutBelowThresholdFailsTheRound) {
@@ -306,7 +426,8 @@ TEST(ProtocolTest, ShareMessagesAreBoundedByTheGraph) {
   std::vector<SecAggClient> clients;
   std::vector<SecAggAdvertise> adverts;
   for (uint32_t i = 0; i < 5; ++i) {
-    clients.push_back(*SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}));
+    clients.push_back(
+        *SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}, Identity(i)));
     adverts.push_back(*clients[i].Advertise());
   }
   ASSERT_OK_AND_ASSIGN(auto directories, server.CollectAdvertisements(adverts));
@@ -369,10 +490,11 @@ TEST(ProtocolTest, ABadMessageDropsItsSenderNotTheRound) {
   ASSERT_OK_AND_ASSIGN(SecAggServer server, SecAggServer::Create(p));
   std::vector<SecAggClient> clients;
   for (uint32_t i = 0; i < 5; ++i) {
-    clients.push_back(*SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}));
+    clients.push_back(
+        *SecAggClient::Create(p, i, Bytes32{static_cast<uint8_t>(i + 1)}, Identity(i)));
     ASSERT_OK_AND_ASSIGN(SecAggAdvertise ad, clients[i].Advertise());
     if (i == 4) ad.set_round_id(p.round_id() + 1);  // replayed or stale
-    const absl::Status added = server.AddAdvertisement(ad);
+    const absl::Status added = server.AddAdvertisement(ad, ad.signing_public_key());
     EXPECT_EQ(added.ok(), i != 4) << added;
   }
   ASSERT_OK_AND_ASSIGN(auto directories, server.CloseAdvertisements());
@@ -564,7 +686,7 @@ TEST(ProtocolTest, MaskedPartialSumsFromAggregators) {
 
 TEST(ProtocolTest, StepsOutOfOrderAreRefused) {
   const auto p = Params(4, 4);
-  ASSERT_OK_AND_ASSIGN(SecAggClient client, SecAggClient::Create(p, 0, Bytes32{}));
+  ASSERT_OK_AND_ASSIGN(SecAggClient client, SecAggClient::Create(p, 0, Bytes32{}, Identity(0)));
   const std::vector<float> update(4, 0.0f);
   EXPECT_THAT(client.MaskInput(SecAggRoutedShares(), update, 1.0),
               StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("out of order")));
@@ -588,7 +710,7 @@ TEST(ProtocolTest, ParamsAreValidated) {
   p = Params(10, 4, 7, 0, -1.0);
   EXPECT_THAT(ResolveParams(p),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("clip_norm")));
-  EXPECT_THAT(SecAggClient::Create(Params(10, 4), 10, Bytes32{}),
+  EXPECT_THAT(SecAggClient::Create(Params(10, 4), 10, Bytes32{}, Identity(10)),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("index 10")));
 }
 

@@ -6,8 +6,11 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "fedsched/v1/secagg.pb.h"
+#include "secagg/client.h"
 #include "secagg/graph.h"
+#include "secagg/signing.h"
 
 namespace fedsched::secagg::testing {
 
@@ -23,6 +26,16 @@ inline fedsched::v1::SecAggRoundParams Params(uint32_t n, uint64_t length, uint6
   p.set_vector_length(length);
   p.set_clip_norm(clip);
   return p;
+}
+
+// Member i's identity for signing its advertisement: client id "member-<i>" and a signing key
+// seeded with i (tests are deterministic).
+inline MemberIdentity Identity(uint32_t i) {
+  Bytes32 seed{};
+  seed[0] = 0x5a;
+  seed[1] = static_cast<uint8_t>(i);
+  seed[2] = static_cast<uint8_t>(i >> 8);
+  return MemberIdentity{absl::StrCat("member-", i), *SigningKey::FromSeed(seed)};
 }
 
 // n updates of `length` elements with L2 norms uniform in [0, 0.99 clip].

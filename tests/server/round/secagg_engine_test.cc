@@ -58,7 +58,17 @@ int64_t ExamplesOf(int i) { return 4 + 2 * (i % 3); }  // 4, 6 or 8 of at most 8
 
 // The step before which a cohort member stops answering; kForge: it answers every step but
 // sends random bytes as its sealed shares (docs/SECURE_AGGREGATION.md "A malicious member").
-enum Drop { kNone, kBeforeAdvertise, kBeforeShare, kBeforeMasked, kBeforeUnmask, kForge };
+// kImpostor advertises keys signed with another member's signing key (speaking for itself with a
+// key that is not bound to its identity).
+enum Drop {
+  kNone,
+  kBeforeAdvertise,
+  kBeforeShare,
+  kBeforeMasked,
+  kBeforeUnmask,
+  kForge,
+  kImpostor
+};
 
 class SecAggEngineTest : public ::testing::Test {
  protected:
@@ -97,11 +107,27 @@ class SecAggEngineTest : public ::testing::Test {
     for (const Task* t : tasks_) {
       secagg::Bytes32 entropy{};
       entropy[0] = static_cast<uint8_t>(t->secagg.index() + 1);
-      ASSERT_OK_AND_ASSIGN(
-          secagg::SecAggClient c,
-          secagg::SecAggClient::Create(t->secagg.params(), t->secagg.index(), entropy));
+      // The device's key, bound to its identity as registration binds it.
+      secagg::Bytes32 seed{};
+      seed[0] = static_cast<uint8_t>(t->index + 1);
+      ASSERT_OK_AND_ASSIGN(secagg::SigningKey key, secagg::SigningKey::FromSeed(seed));
+      ASSERT_OK(engine_->mutable_book().SetSigningPublicKey(t->index, key.public_key()));
+      identities_.push_back({engine_->book().profile(t->index).client_id(), key});
+      ASSERT_OK_AND_ASSIGN(secagg::SecAggClient c,
+                           secagg::SecAggClient::Create(t->secagg.params(), t->secagg.index(),
+                                                        entropy, identities_.back()));
       clients_.push_back(std::move(c));
     }
+  }
+
+  // Member i's advertisement as an impostor makes it: its own index and client id, signed with
+  // member `other`'s key.
+  v1::SecAggAdvertise ImpostorAdvertisement(size_t i, size_t other) {
+    secagg::MemberIdentity as{identities_[i].client_id, identities_[other].signing_key};
+    absl::StatusOr<secagg::SecAggClient> c = secagg::SecAggClient::Create(
+        tasks_[i]->secagg.params(), tasks_[i]->secagg.index(), secagg::Bytes32{77}, as);
+    EXPECT_OK(c.status());
+    return *c->Advertise();
   }
 
   v1::SecAggStepRequest Ask(const Task& t) {
@@ -119,13 +145,21 @@ class SecAggEngineTest : public ::testing::Test {
     for (size_t i = 0; i < tasks_.size(); ++i) {
       if (drops[i] == kBeforeAdvertise) continue;
       v1::SecAggStepRequest r = Ask(*tasks_[i]);
+      if (drops[i] == kImpostor) {
+        *r.mutable_advertise() = ImpostorAdvertisement(i, (i + 1) % tasks_.size());
+        EXPECT_THAT(engine_->SecAggStep(tasks_[i]->index, r, now),
+                    StatusIs(absl::StatusCode::kUnauthenticated, HasSubstr("bound")));
+        continue;
+      }
       *r.mutable_advertise() = *clients_[i].Advertise();
       EXPECT_OK(engine_->SecAggStep(tasks_[i]->index, r, now).status());
     }
     now += timeout;  // the silent member's step closes by its deadline
     engine_->Advance(now);
     for (size_t i = 0; i < tasks_.size(); ++i) {
-      if (drops[i] == kBeforeAdvertise || drops[i] == kBeforeShare) continue;
+      if (drops[i] == kBeforeAdvertise || drops[i] == kBeforeShare || drops[i] == kImpostor) {
+        continue;
+      }
       absl::StatusOr<v1::SecAggStepResponse> dir =
           engine_->SecAggStep(tasks_[i]->index, Ask(*tasks_[i]), now);
       EXPECT_OK(dir.status());
@@ -208,6 +242,7 @@ class SecAggEngineTest : public ::testing::Test {
   std::unique_ptr<RoundEngine> engine_;
   std::vector<const Task*> tasks_;
   std::vector<secagg::SecAggClient> clients_;
+  std::vector<secagg::MemberIdentity> identities_;  // by cohort member
   std::set<int> included_;
 };
 
@@ -251,6 +286,32 @@ TEST_F(SecAggEngineTest, ForgedSharesLeaveTheirSenderOutAndChargeIt) {
       EXPECT_EQ(p.secagg_excluded(), "");
     }
   }
+}
+
+// A member advertising keys signed with another device's key is refused (UNAUTHENTICATED,
+// counted as a "signature" refusal in the round record), its task fails, and the round commits
+// FedAvg of the others.
+TEST_F(SecAggEngineTest, AdvertisementSignedWithAnotherKeyIsRefusedAndCounted) {
+  Start(/*k=*/5, /*overcommit=*/1.0, /*min_updates=*/3);
+  std::vector<Drop> drops(5, kNone);
+  drops[3] = kImpostor;
+  const std::string impostor_task = tasks_[3]->task_id;
+  const ClientIndex impostor = tasks_[3]->index;
+  std::vector<ClosedRound> closed = Run(drops);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_TRUE(closed[0].committed) << closed[0].failure_reason;
+  EXPECT_EQ(closed[0].record.updates_accepted(), 4);
+  EXPECT_THAT(closed[0].record.accepted_task_ids(),
+              ::testing::Not(::testing::Contains(impostor_task)));
+  ASSERT_EQ(closed[0].record.rejected_by_reason_size(), 1);
+  EXPECT_EQ(closed[0].record.rejected_by_reason(0).reason(), "signature");
+  EXPECT_EQ(closed[0].record.rejected_by_reason(0).count(), 1);
+  ExpectFedAvg(*closed[0].commit.model);
+  EXPECT_EQ(engine_->book().profile(impostor).consecutive_failures(), 1);
+  std::vector<RefusalNote> notes = engine_->TakeRefusals();
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].reason, RejectReason::kSignature);
+  EXPECT_EQ(notes[0].task_id, impostor_task);
 }
 
 TEST_F(SecAggEngineTest, SurvivesDropoutsAtEveryStep) {

@@ -109,14 +109,22 @@ class TestServer {
     std::vector<Revocation> revocations;
     // CoordinatorOptions.on_update_rejected (called with the coordinator's lock held).
     std::function<void(const std::string& reason)> on_update_rejected;
+    // The store's folder, kept when the server ends, so that a test can restart a server on
+    // it (or change it as fedsched-enroll does in between); "" = a fresh temporary one, removed.
+    std::string store_dir;
   };
 
   static absl::StatusOr<std::unique_ptr<TestServer>> Start(Options options) {
     auto server = std::unique_ptr<TestServer>(new TestServer());
     static std::atomic<int> counter{0};
-    server->dir_ = std::filesystem::temp_directory_path() /
-                   absl::StrCat("fedsched_grpc_", ::getpid(), "_", counter++);
-    std::filesystem::remove_all(server->dir_);
+    server->keep_dir_ = !options.store_dir.empty();
+    if (server->keep_dir_) {
+      server->dir_ = options.store_dir;
+    } else {
+      server->dir_ = std::filesystem::temp_directory_path() /
+                     absl::StrCat("fedsched_grpc_", ::getpid(), "_", counter++);
+      std::filesystem::remove_all(server->dir_);
+    }
     options.config.set_store_path(server->dir_.string());
     options.config.set_listen_address("127.0.0.1:0");
     FEDSCHED_ASSIGN_OR_RETURN(server->config_, ResolveServerConfig(options.config));
@@ -175,7 +183,7 @@ class TestServer {
     Shutdown();
     coordinator_.reset();
     store_.reset();
-    std::filesystem::remove_all(dir_);
+    if (!keep_dir_) std::filesystem::remove_all(dir_);
   }
 
   // Stops ticking and serving (pending RPCs get 2 s, then are cancelled). Idempotent.
@@ -231,6 +239,7 @@ class TestServer {
   TestServer() = default;
 
   std::filesystem::path dir_;
+  bool keep_dir_ = false;  // Options.store_dir was given
   v1::ServerConfig config_;
   std::unique_ptr<Store> store_;
   std::unique_ptr<Coordinator> coordinator_;
@@ -265,13 +274,16 @@ inline absl::Mutex& IssuedCredentialsMutex() {
 
 // Registers `identity` with `credential`, or (when null) with the credential a server issued
 // to it earlier in this process, else its enrolment secret under kTestEnrolmentKey (a
-// provisioned device); remembers a newly issued one.
+// provisioned device); remembers a newly issued one. `signing_public_key`: the device's Ed25519
+// key for signed secure-aggregation advertisements (RegisterRequest.signing_public_key).
 inline absl::StatusOr<Session> RegisterRaw(v1::Coordinator::Stub& stub, const std::string& identity,
                                            int64_t num_samples = 100,
-                                           const std::string* credential = nullptr) {
+                                           const std::string* credential = nullptr,
+                                           const std::string& signing_public_key = "") {
   v1::RegisterRequest request;
   request.set_identity(identity);
   request.mutable_device()->set_num_samples(num_samples);
+  request.set_signing_public_key(signing_public_key);
   if (credential != nullptr) {
     request.set_credential(*credential);
   } else {

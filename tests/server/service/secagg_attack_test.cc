@@ -1,10 +1,11 @@
 // Secure aggregation with a malicious member, against a real CoordinatorService on 127.0.0.1
 // (docs/SECURE_AGGREGATION.md "A malicious member"): each member runs the protocol core's
 // secagg::SecAggClient over raw SecAggStep and UploadUpdate calls, as the SDK does; the attacker
-// replaces its sealed shares with random bytes, floods a share_keys message, or speaks for
-// another member.
+// replaces its sealed shares with random bytes, floods a share_keys message, speaks for another
+// member, or signs its advertisement with a key not bound to its identity.
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <random>
@@ -17,8 +18,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "secagg/client.h"
+#include "secagg/signing.h"
 #include "secagg/update_vector.h"
 #include "server/cli/status_format.h"
+#include "server/enroll_store_ops.h"
 #include "tests/server/service/grpc_test_harness.h"
 
 namespace fedsched {
@@ -44,7 +47,17 @@ enum class Behaviour {
   kForgeSomeShares,  // random bytes in place of all but one of its sealed shares
   kFloodShares,      // a share_keys message of 200,000 shares (5 MB)
   kSpeakForOthers,   // advertises keys in the name of another member
+  kSignAsAnother,    // signs its advertisement with another member's (stolen) signing key
+  kForgeSigningKey,  // signs its advertisement with a key of its own making, not the bound one
 };
+
+// Member i's long-term signing key (deterministic); `forged` gives a key never registered.
+secagg::SigningKey MemberKey(size_t i, bool forged = false) {
+  secagg::Bytes32 seed{};
+  seed[0] = static_cast<uint8_t>(i + 1);
+  seed[1] = forged ? 0xff : 0;
+  return *secagg::SigningKey::FromSeed(seed);
+}
 
 absl::StatusOr<v1::SecAggStepResponse> StepRaw(v1::Coordinator::Stub& stub, const Session& who,
                                                const v1::SecAggStepRequest& request) {
@@ -77,14 +90,17 @@ absl::StatusOr<v1::SecAggStepResponse> Exchange(v1::Coordinator::Stub& stub, con
 
 // One task of a secure-aggregation round: advertise, share keys, upload the masked input (an
 // update of 0.01 everywhere), answer the unmask request.
+// `key` is the key the member signs with (its own, unless it attacks with another).
 absl::Status RunTask(v1::Coordinator::Stub& stub, const Session& who, const v1::Task& task,
-                     Behaviour behaviour, uint32_t seed) {
+                     Behaviour behaviour, uint32_t seed, const secagg::SigningKey& key) {
   const v1::SecAggTask& info = task.secagg();
   secagg::Bytes32 entropy{};
   entropy[0] = static_cast<uint8_t>(seed);
   entropy[1] = static_cast<uint8_t>(task.round());
-  FEDSCHED_ASSIGN_OR_RETURN(secagg::SecAggClient client,
-                            secagg::SecAggClient::Create(info.params(), info.index(), entropy));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      secagg::SecAggClient client,
+      secagg::SecAggClient::Create(info.params(), info.index(), entropy,
+                                   secagg::MemberIdentity{who.client_id, key}));
   v1::SecAggStepRequest request;
   request.set_task_id(task.task_id());
   FEDSCHED_ASSIGN_OR_RETURN(*request.mutable_advertise(), client.Advertise());
@@ -163,7 +179,8 @@ class SecAggAttackTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(server_, TestServer::Start(std::move(options)));
     stub_ = server_->NewStub();
     for (size_t i = 0; i < behaviours.size(); ++i) {
-      ASSERT_OK_AND_ASSIGN(Session who, RegisterRaw(*stub_, absl::StrCat("secagg-member-", i), 10));
+      ASSERT_OK_AND_ASSIGN(Session who, RegisterRaw(*stub_, absl::StrCat("secagg-member-", i), 10,
+                                                    nullptr, MemberKey(i).public_key()));
       sessions_.push_back(who);
     }
     for (size_t i = 0; i < behaviours.size(); ++i) {
@@ -180,12 +197,15 @@ class SecAggAttackTest : public ::testing::Test {
   void RunMember(size_t i, Behaviour behaviour) {
     auto stub = server_->NewStub();
     const Session& who = sessions_[i];
+    const secagg::SigningKey key = behaviour == Behaviour::kSignAsAnother
+                                       ? MemberKey((i + 1) % sessions_.size())
+                                       : MemberKey(i, behaviour == Behaviour::kForgeSigningKey);
     while (!stop_) {
       (void)HeartbeatRaw(*stub, who);
       absl::StatusOr<v1::PollTaskResponse> polled = PollRaw(*stub, who);
       if (polled.ok() && polled->has_task()) {
         const absl::Status s =
-            RunTask(*stub, who, polled->task(), behaviour, static_cast<uint32_t>(i + 1));
+            RunTask(*stub, who, polled->task(), behaviour, static_cast<uint32_t>(i + 1), key);
         absl::MutexLock lock(&mu_);
         results_[i].push_back(s);
       } else {
@@ -311,6 +331,115 @@ TEST_F(SecAggAttackTest, AMemberCannotSpeakForAnother) {
   ASSERT_TRUE(TestServer::WaitFor([&] { return !ResultsOf(3).empty(); }, absl::Seconds(120)));
   EXPECT_THAT(ResultsOf(3)[0],
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("not the task's")));
+}
+
+// Key advertisements are signed with the device's enrolment-bound key (Bonawitz et al., CCS 2017,
+// section 6): one member signing with another device's stolen key and one signing with a key of
+// its own making are refused (UNAUTHENTICATED, counted as "signature" refusals), are charged a
+// failed task, and the honest members' rounds commit.
+TEST_F(SecAggAttackTest, AdvertisementsNotSignedWithTheBoundKeyAreRefused) {
+  raw_.set_clients_per_round(5);
+  Start({Behaviour::kHonest, Behaviour::kHonest, Behaviour::kHonest, Behaviour::kSignAsAnother,
+         Behaviour::kForgeSigningKey});
+  ASSERT_TRUE(TestServer::WaitFor([&] { return Committed() >= 2; }, absl::Seconds(240)))
+      << "committed " << Committed();
+  for (size_t attacker : {3u, 4u}) {
+    ASSERT_FALSE(ResultsOf(attacker).empty());
+    EXPECT_THAT(ResultsOf(attacker)[0],
+                StatusIs(absl::StatusCode::kUnauthenticated,
+                         HasSubstr("other than the one bound to its identity")));
+  }
+  const v1::GetStatusResponse status = server_->coordinator().GetStatus(10);
+  int signature_refusals = 0;
+  for (const v1::RoundRecord& r : status.recent_rounds()) {
+    for (const v1::RejectionCount& c : r.rejected_by_reason()) {
+      if (c.reason() == "signature") signature_refusals += c.count();
+    }
+    if (r.outcome() == v1::ROUND_OUTCOME_COMMITTED) {
+      EXPECT_GE(r.updates_accepted(), 3) << "round " << r.round();
+    }
+  }
+  EXPECT_GE(signature_refusals, 2);
+  for (const v1::ClientSummary& c : status.clients()) {
+    SCOPED_TRACE(c.client_id());
+    const bool attacker =
+        c.client_id() == sessions_[3].client_id || c.client_id() == sessions_[4].client_id;
+    EXPECT_EQ(c.profile().successes() == 0, attacker);
+  }
+  for (size_t i = 0; i < 3; ++i) {
+    for (const absl::Status& s : ResultsOf(i)) EXPECT_THAT(s, ::fedsched::testing::IsOk()) << i;
+  }
+}
+
+// The first proven registration binds the device's signing key in its persisted profile: another
+// key for the enrolled identity is refused (before and after a restart) naming the recovery, and
+// fedsched-enroll --reset_identity on the stopped store lets the next registration bind a new
+// key.
+TEST(SecAggSigningKeyTest, AKeyChangeIsRefusedUntilTheIdentityIsReset) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / absl::StrCat("fedsched_signing_key_", ::getpid()))
+          .string();
+  std::filesystem::remove_all(dir);
+  // A private store folder, as the server's operator keeps it (fedsched-enroll checks).
+  std::filesystem::create_directory(dir);
+  std::filesystem::permissions(dir, std::filesystem::perms::owner_all);
+  const std::string old_key = MemberKey(0).public_key();
+  const std::string new_key = MemberKey(0, /*forged=*/true).public_key();
+  TestServer::Options options;
+  options.config.set_clients_per_round(2);
+  options.initial_model = PatternModel({4});
+  options.store_dir = dir;
+  {
+    ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(options));
+    auto stub = server->NewStub();
+    ASSERT_OK(RegisterRaw(*stub, "dev-k", 10, nullptr, old_key).status());
+    EXPECT_THAT(RegisterRaw(*stub, "dev-k", 10, nullptr, new_key),
+                StatusIs(absl::StatusCode::kPermissionDenied,
+                         ::testing::AllOf(HasSubstr("bound to another signing key"),
+                                          HasSubstr("--reset_identity=dev-k"))));
+    ASSERT_OK(RegisterRaw(*stub, "dev-k", 10, nullptr, old_key).status());
+    ASSERT_OK_AND_ASSIGN(std::vector<v1::ClientProfile> stored, server->store().LoadProfiles());
+    ASSERT_EQ(stored.size(), 1u);
+    EXPECT_EQ(stored[0].signing_public_key(), old_key);
+  }
+  {
+    ASSERT_OK_AND_ASSIGN(auto restarted, TestServer::Start(options));
+    auto stub = restarted->NewStub();
+    EXPECT_THAT(
+        RegisterRaw(*stub, "dev-k", 10, nullptr, new_key),
+        StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("bound to another signing key")));
+  }
+  ASSERT_EQ(ResetIdentity(dir, "dev-k"), 0);
+  {
+    ASSERT_OK_AND_ASSIGN(auto reset, TestServer::Start(options));
+    auto stub = reset->NewStub();
+    ASSERT_OK(RegisterRaw(*stub, "dev-k", 10, nullptr, new_key).status());
+    EXPECT_THAT(
+        RegisterRaw(*stub, "dev-k", 10, nullptr, old_key),
+        StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("bound to another signing key")));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Under trust on first use the first registrant binds its key on first use only: when the
+// device's enrolment secret takes the name back, the device's own key replaces it, and the
+// first registrant's key is refused from then on.
+TEST(SecAggSigningKeyTest, AnEnrolmentSecretTakingANameBackRebindsTheKey) {
+  TestServer::Options options;
+  options.config.set_clients_per_round(2);
+  options.config.mutable_security()->set_allow_trust_on_first_use(true);
+  options.initial_model = PatternModel({4});
+  ASSERT_OK_AND_ASSIGN(auto server, TestServer::Start(options));
+  auto stub = server->NewStub();
+  const std::string squatter_key = MemberKey(7, /*forged=*/true).public_key();
+  const std::string device_key = MemberKey(7).public_key();
+  const std::string none;
+  ASSERT_OK(RegisterRaw(*stub, "dev-t", 10, &none, squatter_key).status());
+  const std::string secret = ::fedsched::testing::TestCredential("dev-t");
+  ASSERT_OK(RegisterRaw(*stub, "dev-t", 10, &secret, device_key).status());
+  EXPECT_THAT(RegisterRaw(*stub, "dev-t", 10, &secret, squatter_key),
+              StatusIs(absl::StatusCode::kPermissionDenied,
+                       HasSubstr("bound to another signing key")));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -768,6 +769,33 @@ TEST(PrivateDirTest, StateDirIsPrivateAndNoSymlink) {
                 StatusIs(absl::StatusCode::kFailedPrecondition, ::testing::_))
         << tail;
   }
+  std::filesystem::remove_all(base);
+}
+
+// The device's signing key is made once, private (0600), and read back as the same key; a
+// damaged key file or a planted link is refused naming the file, never replaced silently.
+TEST(PrivateDirTest, SigningKeyIsPrivateKeptAndNeverFollowedThroughALink) {
+  const std::filesystem::path base =
+      std::filesystem::temp_directory_path() / ("fedsched_key_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(base);
+  const std::string dir = (base / "state").string();
+  ASSERT_OK(MakePrivateDir(dir));
+  ASSERT_OK_AND_ASSIGN(secagg::SigningKey made, ReadOrCreateSigningKey(dir));
+  struct stat st;
+  ASSERT_EQ(::lstat((dir + "/signing_key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  ASSERT_OK_AND_ASSIGN(secagg::SigningKey again, ReadOrCreateSigningKey(dir));
+  EXPECT_EQ(again.public_key(), made.public_key());
+  {
+    std::ofstream damaged(dir + "/signing_key", std::ios::trunc);
+    damaged << "not a key\n";
+  }
+  EXPECT_THAT(ReadOrCreateSigningKey(dir),
+              StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("signing_key")));
+  std::filesystem::remove(dir + "/signing_key");
+  std::filesystem::create_symlink(base / "elsewhere", dir + "/signing_key");
+  EXPECT_FALSE(ReadOrCreateSigningKey(dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(base / "elsewhere"));
   std::filesystem::remove_all(base);
 }
 
