@@ -111,7 +111,9 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
     server->mutable_cache()->clear_policy_name();
   }
   if (!cache_policy.empty()) {
-    absl::StatusOr<std::shared_ptr<const CachePolicy>> p = MakeCachePolicy(cache_policy);
+    // Case-insensitive, as the flag has always been (registered names are lower case).
+    const std::string name = absl::AsciiStrToLower(cache_policy);
+    absl::StatusOr<std::shared_ptr<const CachePolicy>> p = MakeCachePolicy(name);
     if (!p.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--cache_policy: ", p.status().message()));
     }
@@ -120,7 +122,7 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
       server->mutable_cache()->set_policy((*p)->enum_value());
       server->mutable_cache()->clear_policy_name();
     } else {
-      server->mutable_cache()->set_policy_name(cache_policy);
+      server->mutable_cache()->set_policy_name(name);
     }
   }
   if (!fedcase_base.empty()) {
