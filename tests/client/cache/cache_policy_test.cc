@@ -72,13 +72,13 @@ class NamedPolicy : public CachePolicy {
 };
 
 TEST(CachePolicyRegistryTest, RegistrationRefusesTakenNamesTakenValuesAndMalformedNames) {
-  EXPECT_THAT(RegisterCachePolicy(nullptr), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(RegisterCachePolicy(nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   EXPECT_THAT(
       RegisterCachePolicy(std::make_shared<NamedPolicy>("lru", v1::CACHE_POLICY_UNSPECIFIED)),
       StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("\"lru\"")));
-  EXPECT_THAT(
-      RegisterCachePolicy(std::make_shared<NamedPolicy>("lru_again", v1::CACHE_POLICY_LRU)),
-      StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("CACHE_POLICY_LRU")));
+  EXPECT_THAT(RegisterCachePolicy(std::make_shared<NamedPolicy>("lru_again", v1::CACHE_POLICY_LRU)),
+              StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("CACHE_POLICY_LRU")));
   for (const char* bad : {"", "Fifo", "two words", "dash-ed"}) {
     EXPECT_THAT(
         RegisterCachePolicy(std::make_shared<NamedPolicy>(bad, v1::CACHE_POLICY_UNSPECIFIED)),
@@ -140,10 +140,9 @@ TEST(CachePolicyTest, APlanNamingAPolicySelectsItInTheCache) {
   EXPECT_EQ(cache->policy(), v1::CACHE_POLICY_LFU);
   EXPECT_EQ(cache->cache_policy().name(), "lfu");
   plan.set_policy_name("fifo");
-  EXPECT_THAT(cache->ApplyPlan(plan),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("cache plan"), HasSubstr("\"fifo\""),
-                             HasSubstr("registered policies"))));
+  EXPECT_THAT(cache->ApplyPlan(plan), StatusIs(absl::StatusCode::kInvalidArgument,
+                                               AllOf(HasSubstr("cache plan"), HasSubstr("\"fifo\""),
+                                                     HasSubstr("registered policies"))));
   EXPECT_EQ(cache->cache_policy().name(), "lfu");  // unchanged
   options.policy_name = "fifo";
   EXPECT_THAT(SampleCache::Create(options).status(),

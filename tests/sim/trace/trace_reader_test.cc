@@ -73,13 +73,13 @@ TEST(TraceReaderRegistryTest, AnUnknownFormatIsAnErrorListingTheRegisteredOnes) 
   config.set_availability_format_name("parquet");
   EXPECT_THAT(ReadAvailabilityTrace(config, 10),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("traces.availability_format_name"),
-                             HasSubstr("always_on"), HasSubstr("fedscale_csv"))));
+                       AllOf(HasSubstr("traces.availability_format_name"), HasSubstr("always_on"),
+                             HasSubstr("fedscale_csv"))));
   config.clear_availability_format_name();
   config.set_availability_format(static_cast<v1::AvailabilityFormat>(42));
-  EXPECT_THAT(ReadAvailabilityTrace(config, 10),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("unknown availability_format 42")));
+  EXPECT_THAT(
+      ReadAvailabilityTrace(config, 10),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown availability_format 42")));
 }
 
 TEST(TraceReaderRegistryTest, AvailabilityByNameByEnumAndDetected) {
@@ -91,9 +91,10 @@ TEST(TraceReaderRegistryTest, AvailabilityByNameByEnumAndDetected) {
   ASSERT_OK_AND_ASSIGN(t, ReadAvailabilityTrace(config, 12));
   EXPECT_TRUE(t.IsAvailable(5, 1e6));
   config.clear_availability_format_name();
-  config.set_availability_path(WriteTemp(
-      "reader_av.jsonl", "{\"client_id\": 1, \"finish_time\": 100, \"active\": [0], "
-                         "\"inactive\": [50]}\n"));
+  config.set_availability_path(
+      WriteTemp("reader_av.jsonl",
+                "{\"client_id\": 1, \"finish_time\": 100, \"active\": [0], "
+                "\"inactive\": [50]}\n"));
   ASSERT_OK_AND_ASSIGN(t, ReadAvailabilityTrace(config, 12));
   EXPECT_FALSE(t.synthetic());
   EXPECT_TRUE(t.IsAvailable(0, 10));
@@ -118,7 +119,8 @@ class RowsReader : public CapacityTraceReader {
 };
 
 TEST(TraceReaderRegistryTest, RegistrationRefusesTakenAndMalformedNames) {
-  EXPECT_THAT(RegisterCapacityTraceReader(nullptr), StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_THAT(RegisterCapacityTraceReader(nullptr),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
   EXPECT_THAT(RegisterCapacityTraceReader(std::make_shared<RowsReader>("csv")),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("\"csv\"")));
   EXPECT_THAT(RegisterCapacityTraceReader(std::make_shared<RowsReader>("Bad name")),
