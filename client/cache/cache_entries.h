@@ -17,22 +17,9 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "client/cache/eviction_key.h"
 
 namespace fedsched {
-
-// Eviction order key, compared lexicographically on (a, b, c); the smallest is the next victim.
-// SampleCache uses (importance, frequency, last tick) under IMPORTANCE, (last tick, 0, 0) under
-// LRU and (frequency, last tick, 0) under LFU.
-struct EvictionKey {
-  double a = 0;
-  double b = 0;
-  int64_t c = 0;
-  bool operator<(const EvictionKey& o) const {
-    if (a != o.a) return a < o.a;
-    if (b != o.b) return b < o.b;
-    return c < o.c;
-  }
-};
 
 // The cached samples of a store of N samples: at most one entry per id in [0, N), each with its
 // encoded bytes, the tick of its last use and its eviction key. Does not enforce a budget.

@@ -65,13 +65,13 @@ void RoundSampler::UpdateWeight(int64_t id, float old_importance, float new_impo
   }
 }
 
-std::vector<int64_t> RoundSampler::Sample(v1::CachePolicy policy, int64_t slots,
-                                          int32_t replication, const ImportanceModel& model,
+std::vector<int64_t> RoundSampler::Sample(CacheDraw draw, int64_t slots, int32_t replication,
+                                          const ImportanceModel& model,
                                           absl::FunctionRef<bool(int64_t)> is_cached,
                                           std::mt19937_64& rng) {
   std::vector<int64_t> ids;
   ids.reserve(static_cast<size_t>(slots));
-  if (policy == v1::CACHE_POLICY_IMPORTANCE) {
+  if (draw == CacheDraw::kImportance) {
     const Normalisation norm = NormalisationOf(model);
     while (static_cast<int64_t>(ids.size()) < slots) {
       const int64_t id = DrawImportance(model, rng, norm);

@@ -5,7 +5,7 @@
 //
 //   RoundSampler sampler(model.num_samples());
 //   // after every importance change: sampler.UpdateWeight(id, old_importance, new_importance);
-//   std::vector<int64_t> ids = sampler.Sample(v1::CACHE_POLICY_IMPORTANCE, /*slots=*/320,
+//   std::vector<int64_t> ids = sampler.Sample(CacheDraw::kImportance, /*slots=*/320,
 //       /*replication=*/2, model, [&](int64_t id) { return entries.Contains(id); }, rng);
 //
 // Every draw uses the raw 64-bit output of std::mt19937_64 (no standard distribution), so a seed
@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "client/cache/cache_policy.h"
 #include "client/cache/fenwick.h"
 #include "client/cache/importance_model.h"
-#include "fedsched/v1/config.pb.h"
 
 namespace fedsched {
 
@@ -78,16 +78,18 @@ class RoundSampler {
   // > 0, never back). O(log N).
   void UpdateWeight(int64_t id, float old_importance, float new_importance);
 
-  // The ids of one round, exactly `slots` (>= 1) of them; requires N >= 1.
-  //   IMPORTANCE: draws i.i.d. with DrawImportance (normalised by NormalisationOf(model), taken
-  //     once at the start of the round, as the review code weighs a round); a drawn id for which
+  // The ids of one round, exactly `slots` (>= 1) of them, drawn as the policy's `draw` says;
+  // requires N >= 1.
+  //   kImportance (the importance policy): draws i.i.d. with DrawImportance (normalised by
+  //     NormalisationOf(model), taken once at the start of the round, as the review code weighs
+  //     a round); a drawn id for which
   //     `is_cached` holds fills min(replication, remaining) slots (FedCaSe's replication of cache
   //     hits), any other id one slot; then the slots are shuffled (Fisher-Yates) so that copies
   //     spread over the minibatches. O(slots log N).
-  //   LRU, LFU, NONE: uniform without replacement (a shuffled epoch), starting a new pass over
-  //     the N samples whenever slots > N. O(slots).
-  // `policy` must not be UNSPECIFIED (the caller maps it to IMPORTANCE); replication >= 1.
-  std::vector<int64_t> Sample(v1::CachePolicy policy, int64_t slots, int32_t replication,
+  //   kUniform (LRU, LFU, NONE): uniform without replacement (a shuffled epoch), starting a new
+  //     pass over the N samples whenever slots > N. O(slots).
+  // replication >= 1.
+  std::vector<int64_t> Sample(CacheDraw draw, int64_t slots, int32_t replication,
                               const ImportanceModel& model,
                               absl::FunctionRef<bool(int64_t)> is_cached, std::mt19937_64& rng);
 

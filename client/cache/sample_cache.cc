@@ -15,12 +15,6 @@ namespace {
 constexpr int64_t kMaxSlots = int64_t{1} << 26;
 constexpr int64_t kMaxSamples = std::numeric_limits<int32_t>::max();
 
-bool IsKnownPolicy(int policy) {
-  return policy == v1::CACHE_POLICY_UNSPECIFIED || policy == v1::CACHE_POLICY_IMPORTANCE ||
-         policy == v1::CACHE_POLICY_LRU || policy == v1::CACHE_POLICY_LFU ||
-         policy == v1::CACHE_POLICY_NONE;
-}
-
 absl::Status ValidateOptions(const SampleCacheOptions& options) {
   if (options.store == nullptr)
     return absl::InvalidArgumentError("SampleCacheOptions.store is null");
@@ -49,9 +43,9 @@ absl::Status ValidateOptions(const SampleCacheOptions& options) {
   if (options.max_state_entries < 1) {
     return absl::InvalidArgumentError("SampleCacheOptions.max_state_entries must be >= 1");
   }
-  if (!IsKnownPolicy(options.policy)) {
+  if (absl::Status s = MakeCachePolicy(options.policy_name, options.policy).status(); !s.ok()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("SampleCacheOptions.policy: unknown value ", options.policy));
+        absl::StrCat("SampleCacheOptions.policy / policy_name: ", s.message()));
   }
   return absl::OkStatus();
 }
@@ -78,6 +72,7 @@ absl::StatusOr<std::unique_ptr<SampleCache>> SampleCache::Create(
   cache->LoadState();
   v1::CachePlan initial;
   initial.set_policy(options.policy);
+  initial.set_policy_name(options.policy_name);
   FEDSCHED_RETURN_IF_ERROR(cache->ApplyPlan(initial));
   return cache;
 }
@@ -109,8 +104,10 @@ absl::Status SampleCache::SaveState() const {
 // Plan
 
 absl::Status SampleCache::ApplyPlan(const v1::CachePlan& plan) {
-  if (!IsKnownPolicy(plan.policy())) {
-    return absl::InvalidArgumentError(absl::StrCat("cache plan: unknown policy ", plan.policy()));
+  absl::StatusOr<std::shared_ptr<const CachePolicy>> policy =
+      MakeCachePolicy(plan.policy_name(), plan.policy());
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("cache plan: ", policy.status().message()));
   }
   if (plan.capacity_bytes() < 0 || plan.capacity_samples() < 0 || plan.replication_factor() < 0) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -118,8 +115,6 @@ absl::Status SampleCache::ApplyPlan(const v1::CachePlan& plan) {
         plan.capacity_bytes(), ", ", plan.capacity_samples(), ", ", plan.replication_factor(),
         ")"));
   }
-  const v1::CachePolicy policy =
-      plan.policy() == v1::CACHE_POLICY_UNSPECIFIED ? v1::CACHE_POLICY_IMPORTANCE : plan.policy();
   int64_t bytes = options_.max_bytes;
   if (plan.capacity_bytes() > 0) bytes = std::min(bytes, plan.capacity_bytes());
   int64_t samples = n_;
@@ -133,9 +128,9 @@ absl::Status SampleCache::ApplyPlan(const v1::CachePlan& plan) {
   capacity_samples_ = samples;
   replication_ = plan.replication_factor() > 0 ? plan.replication_factor()
                                                : options_.default_replication_factor;
-  if (policy != policy_) {
-    policy_ = policy;
-    if (policy_ == v1::CACHE_POLICY_NONE) {
+  if (*policy != policy_) {
+    policy_ = *std::move(policy);
+    if (!policy_->caches()) {
       while (!entries_.empty()) entries_.EvictMin();
     } else {
       RekeyAll();
@@ -163,10 +158,10 @@ absl::StatusOr<std::vector<int64_t>> SampleCache::PlanRound(const v1::CachePlan&
   model_.StartRound();
   SetBatchSize(batch_size);
   auto cached = [this](int64_t id) { return entries_.Contains(id); };
-  if (policy_ == v1::CACHE_POLICY_IMPORTANCE && replication_ == 0) {
+  if (policy_->draw() == CacheDraw::kImportance && replication_ == 0) {
     return sampler_.SampleAdaptive(slots, batch_size, model_, cached, rng);
   }
-  return sampler_.Sample(policy_, slots, std::max(1, replication_), model_, cached, rng);
+  return sampler_.Sample(policy_->draw(), slots, std::max(1, replication_), model_, cached, rng);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -194,7 +189,7 @@ absl::StatusOr<std::string_view> SampleCache::Read(int64_t id) {
   model_.CountRead(id);
 
   const int64_t size = static_cast<int64_t>(spare_.size());
-  if (policy_ == v1::CACHE_POLICY_NONE || capacity_samples_ == 0 || size > capacity_bytes_ ||
+  if (!policy_->caches() || capacity_samples_ == 0 || size > capacity_bytes_ ||
       !MakeRoom(size, id, &round_.evictions)) {
     return std::string_view(spare_);
   }
@@ -203,14 +198,13 @@ absl::StatusOr<std::string_view> SampleCache::Read(int64_t id) {
 }
 
 bool SampleCache::MakeRoom(int64_t bytes, int64_t candidate, int64_t* evictions) {
-  // With samples of unequal size several victims may be needed; under IMPORTANCE each must rank
-  // below the candidate. Victims already evicted when a later one does not stay evicted: they
-  // ranked below the candidate anyway, and the budget is never exceeded either way.
+  // With samples of unequal size several victims may be needed; the policy must admit the
+  // candidate over each (under IMPORTANCE each must rank below it). Victims already evicted when a
+  // later one does not stay evicted: they ranked below the candidate anyway, and the budget is
+  // never exceeded either way.
   while (entries_.size() + 1 > capacity_samples_ || entries_.bytes() + bytes > capacity_bytes_) {
     if (entries_.empty()) return false;
-    if (policy_ == v1::CACHE_POLICY_IMPORTANCE && !Outranks(candidate, entries_.MinKey())) {
-      return false;
-    }
+    if (!policy_->Admits(InfoOf(candidate, tick_), entries_.MinKey())) return false;
     entries_.EvictMin();
     ++*evictions;
   }
@@ -238,29 +232,17 @@ bool SampleCache::Trained(int64_t id) const { return model_.Trained(id); }
 bool SampleCache::IsCached(int64_t id) const { return entries_.Contains(id); }
 int64_t SampleCache::Frequency(int64_t id) const { return model_.Frequency(id); }
 
-EvictionKey SampleCache::KeyFor(int64_t id, int64_t last_tick) const {
-  const auto frequency = static_cast<double>(model_.Frequency(id));
-  switch (policy_) {
-    case v1::CACHE_POLICY_LRU:
-      return EvictionKey{static_cast<double>(last_tick), 0.0, 0};
-    case v1::CACHE_POLICY_LFU:
-      return EvictionKey{frequency, static_cast<double>(last_tick), 0};
-    default:  // IMPORTANCE (NONE caches nothing)
-      return EvictionKey{model_.Importance(id), frequency, last_tick};
-  }
+CacheSampleInfo SampleCache::InfoOf(int64_t id, int64_t last_tick) const {
+  return CacheSampleInfo{id, last_tick, model_.Importance(id), model_.Frequency(id)};
 }
 
-bool SampleCache::Outranks(int64_t id, const EvictionKey& low) const {
-  // `low` is (importance, frequency, tick) under IMPORTANCE.
-  const double imp = model_.Importance(id);
-  const auto freq = static_cast<double>(model_.Frequency(id));
-  if (imp != low.a) return imp > low.a;
-  return freq > low.b;
+EvictionKey SampleCache::KeyFor(int64_t id, int64_t last_tick) const {
+  return policy_->Key(InfoOf(id, last_tick));
 }
 
 void SampleCache::OnImportanceChanged(int64_t id, float old_importance) {
   sampler_.UpdateWeight(id, old_importance, model_.TrainedImportance(id));
-  if (entries_.Contains(id) && policy_ == v1::CACHE_POLICY_IMPORTANCE) {
+  if (entries_.Contains(id) && policy_->keys_follow_importance()) {
     entries_.Rekey(id, KeyFor(id, entries_.LastTick(id)));
   }
 }
@@ -325,7 +307,7 @@ absl::StatusOr<WarmStats> SampleCache::Warm(const v1::CachePlan& plan, int64_t r
   }
   FEDSCHED_RETURN_IF_ERROR(ApplyPlan(plan));
   WarmStats stats;
-  if (policy_ != v1::CACHE_POLICY_IMPORTANCE || capacity_samples_ == 0) return stats;
+  if (!policy_->prefetches() || capacity_samples_ == 0) return stats;
 
   size_t top = 0;
   const std::vector<int32_t> candidates = WarmCandidates(&top);
@@ -336,7 +318,9 @@ absl::StatusOr<WarmStats> SampleCache::Warm(const v1::CachePlan& plan, int64_t r
     if (stats.bytes_read + size > read_budget_bytes) break;
     const bool fits =
         entries_.size() + 1 <= capacity_samples_ && entries_.bytes() + size <= capacity_bytes_;
-    if (!fits && (entries_.empty() || !Outranks(id, entries_.MinKey()))) break;
+    if (!fits && (entries_.empty() || !policy_->Admits(InfoOf(id, tick_), entries_.MinKey()))) {
+      break;
+    }
     const StoreCounters before = store_->counters();
     absl::Status status = store_->Read(id, &spare_);
     stats.bytes_read += store_->counters().bytes_read - before.bytes_read;

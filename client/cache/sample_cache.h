@@ -49,6 +49,7 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "client/cache/cache_entries.h"
+#include "client/cache/cache_policy.h"
 #include "client/cache/importance_model.h"
 #include "client/cache/round_sampler.h"
 #include "client/cache/sample_store.h"
@@ -71,6 +72,9 @@ struct SampleCacheOptions {
   // Policy until the first plan arrives (a plan's policy replaces it).
   // Default: CACHE_POLICY_IMPORTANCE (UNSPECIFIED is treated as IMPORTANCE).
   v1::CachePolicy policy = v1::CACHE_POLICY_IMPORTANCE;
+  // The same policy by its registered name (cache_policy.h); when non-empty it replaces
+  // `policy`. Default: "".
+  std::string policy_name;
   // The device's own cap on cached bytes (ClientConfig::storage_budget_bytes); a plan can lower
   // the capacity below it but never raise it above. >= 0. Default: no cap.
   int64_t max_bytes = std::numeric_limits<int64_t>::max();
@@ -139,7 +143,7 @@ enum class CacheStateOrigin {
 
 // The sample cache; it is the SampleSource the trainer reads through.
 //
-// Policies (v1::CachePolicy):
+// Policies (a CachePolicy from the registry, cache_policy.h; the built-in ones):
 //   IMPORTANCE (default)  PlanRound draws with replacement with p ~ importance + ls and
 //                         replicates planned cache hits r times; a miss with a full cache evicts
 //                         the lowest (importance, frequency) entry only if the incoming sample
@@ -150,6 +154,7 @@ enum class CacheStateOrigin {
 //                         replication; every miss is admitted, evicting the least recently used /
 //                         least frequently used entry (LFU ties: least recently used).
 //   NONE                  like LRU's sampling, nothing cached: every read goes to storage.
+// A registered policy of one's own says the same through its CachePolicy properties.
 // Importance: each reported minibatch is ranked by loss ascending and the sample at rank j gets
 // RankWeight(j) (a sample repeated within a minibatch keeps its highest rank). Frequency: the
 // number of Reads of the sample, over the cache's lifetime (persisted).
@@ -189,11 +194,12 @@ class SampleCache : public SampleSource {
   // on a failed storage read (the cache is left unchanged but for counters).
   absl::StatusOr<std::string_view> Read(int64_t id) override;
 
-  // Applies a plan's policy, capacity and replication factor (PlanRound and Warm call it):
-  // a policy change re-orders the cache (NONE empties it); a lower capacity evicts the
-  // lowest-ranked entries at once.
-  // Errors: INVALID_ARGUMENT for an unknown policy value or a negative capacity or replication
-  // factor (the cache is unchanged).
+  // Applies a plan's policy (policy_name when set, else policy), capacity and replication
+  // factor (PlanRound and Warm call it): a policy change re-orders the cache (a policy that
+  // does not cache, such as NONE, empties it); a lower capacity evicts the lowest-ranked
+  // entries at once.
+  // Errors: INVALID_ARGUMENT for an unknown policy value or name (the message lists the
+  // registered ones) or a negative capacity or replication factor (the cache is unchanged).
   absl::Status ApplyPlan(const v1::CachePlan& plan);
 
   // Starts a round: applies `plan`, resets the round counters, and returns the round's
@@ -232,7 +238,8 @@ class SampleCache : public SampleSource {
   // highest-ranked uncached samples by (importance, frequency) until the cache is full or the
   // next candidate does not outrank the lowest cached entry (admission rule), reading at most
   // `read_budget_bytes` from storage. Does not touch the round counters or frequencies.
-  // Only IMPORTANCE prefetches; LRU / LFU / NONE return zero stats. O(N + C log C).
+  // Only a policy that prefetches (IMPORTANCE) does; others (LRU / LFU / NONE) return zero
+  // stats. O(N + C log C).
   // Errors: INVALID_ARGUMENT for a bad plan or read_budget_bytes < 0; the store's errors
   // (samples loaded before the failure stay cached).
   absl::StatusOr<WarmStats> Warm(const v1::CachePlan& plan, int64_t read_budget_bytes);
@@ -243,8 +250,10 @@ class SampleCache : public SampleSource {
   // Errors: INTERNAL if the file cannot be written.
   absl::Status SaveState() const;
 
-  // Effective settings after the last ApplyPlan.
-  v1::CachePolicy policy() const { return policy_; }
+  // Effective settings after the last ApplyPlan. policy() is the policy's enum value
+  // (UNSPECIFIED for a policy selectable by name only).
+  v1::CachePolicy policy() const { return policy_->enum_value(); }
+  const CachePolicy& cache_policy() const { return *policy_; }
   int64_t capacity_bytes() const { return capacity_bytes_; }
   int64_t capacity_samples() const { return capacity_samples_; }
   int32_t replication_factor() const { return replication_; }
@@ -268,19 +277,19 @@ class SampleCache : public SampleSource {
   explicit SampleCache(const SampleCacheOptions& options);
   void LoadState();
 
+  // What the policy sees of `id`, last used at `last_tick`.
+  CacheSampleInfo InfoOf(int64_t id, int64_t last_tick) const;
   // The eviction key of `id` under the current policy (see the class comment).
   EvictionKey KeyFor(int64_t id, int64_t last_tick) const;
-  // Whether a candidate `id` outranks the cached entry keyed `low` by (importance, frequency)
-  // (admission rule of IMPORTANCE).
-  bool Outranks(int64_t id, const EvictionKey& low) const;
   // Keeps the sampler and the entry order in step after the importance of `id` changed.
   void OnImportanceChanged(int64_t id, float old_importance);
   // Sets the batch size of the unseen importance; re-keys the entries if it changed.
   void SetBatchSize(int64_t batch_size);
   void RekeyAll();
 
-  // Makes room for `bytes` more by evicting minima; under IMPORTANCE only while `candidate`
-  // outranks the minimum. Returns whether there is room.
+  // Makes room for `bytes` more by evicting minima, each only if the policy admits `candidate`
+  // over it (under IMPORTANCE: while `candidate` outranks the minimum). Returns whether there
+  // is room.
   bool MakeRoom(int64_t bytes, int64_t candidate, int64_t* evictions);
   // Caches spare_ (just read) as `id`; returns a view of the cached bytes.
   std::string_view Admit(int64_t id);
@@ -292,8 +301,8 @@ class SampleCache : public SampleSource {
   SampleStore* store_;
   int64_t n_;
 
-  // Effective plan.
-  v1::CachePolicy policy_ = v1::CACHE_POLICY_IMPORTANCE;
+  // Effective plan (policy_ is set by Create's first ApplyPlan).
+  std::shared_ptr<const CachePolicy> policy_;
   int64_t capacity_bytes_ = 0;
   int64_t capacity_samples_ = 0;
   int32_t replication_ = 2;

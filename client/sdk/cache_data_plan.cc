@@ -48,7 +48,10 @@ absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
 
 v1::CachePlan CacheDataPlan::Effective(const v1::CachePlan& plan) const {
   v1::CachePlan effective = plan;
-  if (disable_cache_) effective.set_policy(v1::CACHE_POLICY_NONE);
+  if (disable_cache_) {
+    effective.set_policy(v1::CACHE_POLICY_NONE);
+    effective.clear_policy_name();  // a name would replace the policy
+  }
   return effective;
 }
 

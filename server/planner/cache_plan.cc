@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "client/cache/cache_policy.h"
 #include "server/planner/workload.h"
 
 namespace fedsched::planner {
@@ -11,9 +12,14 @@ v1::CachePlan MakeCachePlan(const CachePlanOptions& cache, int32_t batch_size,
                             const profile::ClientState& s, int32_t local_steps, bool prefetch) {
   v1::CachePlan plan;
   plan.set_policy(cache.policy);
+  plan.set_policy_name(cache.policy_name);
   plan.set_samples_to_train(static_cast<int64_t>(batch_size) * local_steps);
   plan.set_prefetch(prefetch);
-  if (cache.policy == v1::CACHE_POLICY_NONE) {
+  // The config was checked at resolution (round::ResolveRoundConfig), so the lookup cannot fail
+  // there; an unchecked unknown policy is planned as one that caches and left to the device.
+  absl::StatusOr<std::shared_ptr<const CachePolicy>> policy =
+      MakeCachePolicy(cache.policy_name, cache.policy);
+  if (policy.ok() && !(*policy)->caches()) {
     plan.set_replication_factor(1);
     return plan;
   }

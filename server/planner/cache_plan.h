@@ -13,8 +13,10 @@ namespace fedsched::planner {
 
 // The cache plan of a task of `local_steps` steps of `batch_size` samples for a client in
 // state `client`:
-//   policy = cache.policy; samples_to_train = batch_size x local_steps; prefetch = `prefetch`;
-//   with CACHE_POLICY_NONE: replication_factor 1 and no capacity; otherwise
+//   policy = cache.policy, policy_name = cache.policy_name; samples_to_train = batch_size x
+//   local_steps; prefetch = `prefetch`; with a policy that does not cache (CachePolicy::caches,
+//   client/cache/cache_policy.h; CACHE_POLICY_NONE): replication_factor 1 and no capacity;
+//   otherwise
 //   replication_factor = cache.replication_factor (r; 0 = the device's adaptive factor) and
 //   capacity_samples = max(1, ceil(capacity_fraction x num_samples)) (wss x |D_i|; 0 when
 //   num_samples is 0), capacity_bytes = capacity_samples x sample_bytes, both lowered to fit

@@ -156,6 +156,7 @@ FedCaseOptions FedCaseOptions::FromConfig(const v1::FedCaseConfig& c) {
 CachePlanOptions CachePlanOptions::FromConfig(const v1::CacheConfig& c) {
   CachePlanOptions o;
   if (c.policy() != v1::CACHE_POLICY_UNSPECIFIED) o.policy = c.policy();
+  o.policy_name = c.policy_name();
   o.capacity_fraction = OrDefault(c.capacity_fraction(), o.capacity_fraction);
   o.replication_factor = OrDefault(c.replication_factor(), o.replication_factor);
   o.prefetch = !c.disable_prefetch();

@@ -73,6 +73,9 @@ struct FedCaseOptions {
 struct CachePlanOptions {
   // Default: CACHE_POLICY_IMPORTANCE (also for UNSPECIFIED).
   v1::CachePolicy policy = v1::CACHE_POLICY_IMPORTANCE;
+  // The policy by its registered name (client/cache/cache_policy.h); when non-empty it replaces
+  // `policy`. Default: "".
+  std::string policy_name;
   // wss: the cached share of the client's samples, in (0, 1]. Default: 0.1.
   double capacity_fraction = 0.1;
   // r: times a cache hit is reused within a round, >= 0. Default: 0 = FedCaSe's adaptive factor,

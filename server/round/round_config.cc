@@ -5,6 +5,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "client/cache/cache_policy.h"
 #include "common/status_macros.h"
 #include "secagg/graph.h"
 #include "secagg/protocol.h"
@@ -157,6 +158,17 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   v1::CacheConfig* cache = out.mutable_cache();
   if (cache->policy() == v1::CACHE_POLICY_UNSPECIFIED) {
     cache->set_policy(v1::CACHE_POLICY_IMPORTANCE);
+  }
+  if (!cache->policy_name().empty()) {
+    // The name wins; a built-in named by name also sets the enum, so that both agree.
+    absl::StatusOr<std::shared_ptr<const CachePolicy>> policy = MakeCachePolicy(*cache);
+    if (!policy.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ": cache.policy_name: ", policy.status().message()));
+    }
+    if ((*policy)->enum_value() != v1::CACHE_POLICY_UNSPECIFIED) {
+      cache->set_policy((*policy)->enum_value());
+    }
   }
   if (cache->capacity_fraction() == 0) cache->set_capacity_fraction(0.1);
   if (!(cache->capacity_fraction() >= 0 && cache->capacity_fraction() <= 1)) {

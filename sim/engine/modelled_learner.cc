@@ -43,15 +43,11 @@ absl::StatusOr<std::vector<TrainedTask>> ModelledLearner::Train(absl::Span<const
     TaskWork w;
     w.examples = static_cast<int64_t>(std::max(1, t.local_steps)) *
                  (t.batch_size > 0 ? t.batch_size : options_.batch_size);
-    if (times_trained_[c] > 0 && options_.cache_policy != v1::CACHE_POLICY_NONE) {
+    const CachePolicy* policy = options_.cache_policy.get();
+    if (times_trained_[c] > 0 && policy != nullptr && policy->caches()) {
       const double cached = std::ceil(options_.cache_fraction * samples_[c]);
-      double f = std::min(1.0, cached / samples_[c]);
-      double r = 1;
-      if (options_.cache_policy == v1::CACHE_POLICY_IMPORTANCE) {
-        f = std::min(1.0, 1.5 * f);
-        r = std::max(1, options_.replication);
-      }
-      const double hit_share = f * r / (f * r + (1 - f));
+      const double f = std::min(1.0, cached / samples_[c]);
+      const double hit_share = policy->ModelledHitShare(f, options_.replication);
       w.cache_hits = static_cast<int64_t>(std::llround(hit_share * w.examples));
     }
     w.cache_misses = w.examples - w.cache_hits;

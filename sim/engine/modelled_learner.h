@@ -8,6 +8,7 @@
 #include <memory>
 #include <vector>
 
+#include "client/cache/cache_policy.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/sim.pb.h"
 #include "sim/engine/learner.h"
@@ -22,9 +23,11 @@ namespace fedsched::sim {
 //   accuracy = final - (final - initial) * exp(-n / tau),  loss likewise (ModelledCurveConfig).
 // A task's mean loss is the global loss times (1.5 - 0.5 q_i) times (0.6 + 0.4 novelty_i), and
 // its statistical utility examples * loss (Oort's U_i with equal per-sample losses). Cache hits
-// are modelled from the cache policy: none on a client's first accepted task or with
-// CACHE_POLICY_NONE; otherwise a fraction f = cached / samples of draws hit (IMPORTANCE:
-// f = min(1, 1.5 * cached / samples), each hit draw replicated r times).
+// are modelled from the cache policy: none on a client's first accepted task or with a policy
+// that does not cache (CACHE_POLICY_NONE); otherwise the policy's
+// ModelledHitShare(f = min(1, cached / samples), r) of the draws hit (client/cache/
+// cache_policy.h: f for uniform draws; IMPORTANCE: f' = min(1, 1.5 f), each hit drawn
+// replicated r times).
 // The model is one tensor ("modelled", shape [1], value 0) and every delta is 0, so that the
 // round engine has something to fold at no cost. Not thread-safe.
 class ModelledLearner : public Learner {
@@ -36,7 +39,8 @@ class ModelledLearner : public Learner {
     int32_t samples_per_client = 60;
     int32_t batch_size = 32;
     int64_t model_bytes = 407080;  // bytes each way (the modelled model's size)
-    v1::CachePolicy cache_policy = v1::CACHE_POLICY_NONE;
+    // Built by MakeCachePolicy from the server's cache config. Default: null = no cache.
+    std::shared_ptr<const CachePolicy> cache_policy;
     double cache_fraction = 0.1;  // share of a client's samples its cache holds
     int32_t replication = 2;      // IMPORTANCE: uses of a cached sample per round
     uint64_t seed = 1;

@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "client/cache/cache_policy.h"
 #include "common/config.h"
 #include "common/status_macros.h"
 #include "models/cnn.h"
@@ -107,14 +108,22 @@ absl::Status ApplySelectionFlags(const std::string& policy, const std::string& c
     FEDSCHED_ASSIGN_OR_RETURN(const v1::SelectionPolicy p, planner::ParseSelectionPolicy(policy));
     server->mutable_selection()->set_policy(p);
     server->mutable_cache()->set_policy(OwnCachePolicy(p));
+    server->mutable_cache()->clear_policy_name();
   }
   if (!cache_policy.empty()) {
-    v1::CachePolicy p;
-    if (!v1::CachePolicy_Parse("CACHE_POLICY_" + absl::AsciiStrToUpper(cache_policy), &p) ||
-        p == v1::CACHE_POLICY_UNSPECIFIED) {
-      return absl::InvalidArgumentError("--cache_policy must be importance, lru, lfu or none");
+    // Case-insensitive, as the flag has always been (registered names are lower case).
+    const std::string name = absl::AsciiStrToLower(cache_policy);
+    absl::StatusOr<std::shared_ptr<const CachePolicy>> p = MakeCachePolicy(name);
+    if (!p.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("--cache_policy: ", p.status().message()));
     }
-    server->mutable_cache()->set_policy(p);
+    // A built-in keeps the config's enum form (what configs and outputs have always shown).
+    if ((*p)->enum_value() != v1::CACHE_POLICY_UNSPECIFIED) {
+      server->mutable_cache()->set_policy((*p)->enum_value());
+      server->mutable_cache()->clear_policy_name();
+    } else {
+      server->mutable_cache()->set_policy_name(name);
+    }
   }
   if (!fedcase_base.empty()) {
     v1::FedCaseConfig::BasePolicy p;
@@ -167,8 +176,9 @@ std::string ForecastName(v1::AvailabilityForecast forecast) {
 }
 
 std::string CachePolicyName(v1::CachePolicy policy) {
-  if (policy == v1::CACHE_POLICY_UNSPECIFIED) policy = v1::CACHE_POLICY_IMPORTANCE;
-  return LowerEnumName(v1::CachePolicy_Name(policy), "CACHE_POLICY_");
+  v1::CacheConfig config;
+  config.set_policy(policy);
+  return CachePolicyNameOf(config);
 }
 
 std::string PolicyName(v1::SelectionPolicy policy) {
@@ -261,7 +271,7 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig&
     lo.samples_per_client = c.no_train_samples_per_client();
     lo.batch_size = server.training().batch_size();
     lo.model_bytes = c.model_bytes();
-    lo.cache_policy = server.cache().policy();
+    FEDSCHED_ASSIGN_OR_RETURN(lo.cache_policy, MakeCachePolicy(server.cache()));
     lo.cache_fraction = server.cache().capacity_fraction();
     lo.replication = server.cache().replication_factor();
     lo.seed = server.seed();

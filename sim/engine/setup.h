@@ -78,8 +78,10 @@ absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* con
 // fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
 // Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase" | "pyramidfl" |
 // "fedsched") also sets the policy's own cache (OwnCachePolicy) unless `cache_policy`
-// ("importance" | "lru" | "lfu" | "none") names one. Errors: INVALID_ARGUMENT naming the flag and
-// its allowed values.
+// (a registered cache policy name, client/cache/cache_policy.h: "importance" | "lru" | "lfu" |
+// "none" built in) names one; a built-in is set as server.cache.policy, any other as
+// server.cache.policy_name. Errors: INVALID_ARGUMENT naming the flag and its allowed values
+// (the registered cache policies for --cache_policy).
 absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
                                  const std::string& fedcase_base, v1::SimConfig* config);
 
@@ -93,7 +95,9 @@ std::string ForecastName(v1::AvailabilityForecast forecast);
 // Lower-case policy name: "random", "oort", "fedcase".
 std::string PolicyName(v1::SelectionPolicy policy);
 // Lower-case cache policy name: "importance" (also for UNSPECIFIED, which the server treats
-// as importance), "lru", "lfu", "none".
+// as importance), "lru", "lfu", "none" (the registered name of the policy answering to it; "?"
+// for a value nobody answers to). A config naming its policy by name: CachePolicyNameOf
+// (client/cache/cache_policy.h).
 std::string CachePolicyName(v1::CachePolicy policy);
 // The default run name: the policy name, plus "-fedbuff" under aggregation.async_fedbuff.
 std::string RunName(const v1::SimConfig& config);

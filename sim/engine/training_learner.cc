@@ -97,6 +97,7 @@ absl::StatusOr<TrainingLearner::Device*> TrainingLearner::DeviceFor(int32_t clie
   SampleCacheOptions co;
   co.store = dev->store.get();
   co.policy = config_.server().cache().policy();
+  co.policy_name = config_.server().cache().policy_name();
   co.default_capacity_fraction = config_.server().cache().capacity_fraction();
   co.default_replication_factor = std::max(0, config_.server().cache().replication_factor());
   FEDSCHED_ASSIGN_OR_RETURN(dev->cache, SampleCache::Create(co));
@@ -201,7 +202,10 @@ absl::StatusOr<std::optional<ModelQuality>> TrainingLearner::EvaluateInitial() {
 }
 
 bool TrainingLearner::prefetches() const {
-  return config_.server().cache().policy() == v1::CACHE_POLICY_IMPORTANCE;
+  // The config was resolved (ResolveSimConfig), so the policy is registered.
+  absl::StatusOr<std::shared_ptr<const CachePolicy>> policy =
+      MakeCachePolicy(config_.server().cache());
+  return policy.ok() && (*policy)->prefetches();
 }
 
 absl::Status TrainingLearner::Prefetch(int32_t client, const v1::CachePlan& plan) {

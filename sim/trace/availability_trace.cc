@@ -5,10 +5,10 @@
 #include <map>
 #include <unordered_map>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "sim/trace/text_table.h"
+#include "sim/trace/trace_reader.h"
 
 namespace fedsched::sim {
 
@@ -538,41 +538,7 @@ absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
 
 absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Load(const v1::TraceConfig& config,
                                                           int64_t num_clients) {
-  v1::AvailabilityFormat format = config.availability_format();
-  const std::string& path = config.availability_path();
-  if (format == v1::AVAILABILITY_FORMAT_AUTO) {
-    if (path.empty()) {
-      format = v1::AVAILABILITY_FORMAT_SYNTHETIC;
-    } else if (absl::EndsWith(path, ".jsonl") || absl::EndsWith(path, ".json")) {
-      format = v1::AVAILABILITY_FORMAT_JSONL;
-    } else {
-      FEDSCHED_ASSIGN_OR_RETURN(std::string text, ReadTraceFile(path));
-      format = absl::StartsWith(text, "trainer_id,") ? v1::AVAILABILITY_FORMAT_MOBIPERF
-                                                     : v1::AVAILABILITY_FORMAT_FEDSCALE_CSV;
-    }
-  }
-  switch (format) {
-    case v1::AVAILABILITY_FORMAT_FEDSCALE_CSV:
-      if (config.availability_windows_path().empty()) {
-        return absl::InvalidArgumentError(
-            "traces.availability_windows_path is required for the FedScale CSV format");
-      }
-      return LoadFedscaleCsv(path, config.availability_windows_path());
-    case v1::AVAILABILITY_FORMAT_JSONL:
-      return LoadJsonl(path);
-    case v1::AVAILABILITY_FORMAT_MOBIPERF:
-      return LoadMobiperf(path, config.mobiperf_trace().empty() ? "2st" : config.mobiperf_trace(),
-                          config.mobiperf_drop_head_s() == 0  ? 300.0
-                          : config.mobiperf_drop_head_s() < 0 ? 0.0
-                                                              : config.mobiperf_drop_head_s());
-    case v1::AVAILABILITY_FORMAT_SYNTHETIC:
-      return Synthetic(config.synthetic(), std::max<int64_t>(1, num_clients));
-    case v1::AVAILABILITY_FORMAT_ALWAYS_ON:
-      return AlwaysOn();
-    default:
-      return absl::InvalidArgumentError(
-          absl::StrCat("unknown availability_format ", static_cast<int>(format)));
-  }
+  return ReadAvailabilityTrace(config, num_clients);
 }
 
 }  // namespace fedsched::sim

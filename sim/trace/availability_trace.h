@@ -45,9 +45,11 @@ class AvailabilityTrace {
   static absl::StatusOr<AvailabilityTrace> FromRows(std::vector<AvailabilityRowSpec> rows,
                                                     std::string description, bool synthetic);
 
-  // Loads the trace `config` asks for (format AUTO picks by file name / header; see sim.proto).
-  // `num_clients` sizes the synthetic generator (one row per client). Errors: NOT_FOUND for an
-  // unreadable file; INVALID_ARGUMENT "path:line: ..." for a malformed row.
+  // Loads the trace `config` asks for through the reader registry (ReadAvailabilityTrace,
+  // trace_reader.h: availability_format_name, else availability_format; AUTO picks by file name
+  // / header, see sim.proto). `num_clients` sizes the synthetic generator (one row per client).
+  // Errors: NOT_FOUND for an unreadable file; INVALID_ARGUMENT "path:line: ..." for a malformed
+  // row, or for an unknown format; RESOURCE_EXHAUSTED past TraceLimits.
   static absl::StatusOr<AvailabilityTrace> Load(const v1::TraceConfig& config, int64_t num_clients);
   // FedScale's two CSVs (see AVAILABILITY_FORMAT_FEDSCALE_CSV). Errors as Load, plus
   // INVALID_ARGUMENT "windows:line: unknown client_id" for a window of a client not listed.

@@ -2,10 +2,10 @@
 
 #include <utility>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "sim/trace/text_table.h"
+#include "sim/trace/trace_reader.h"
 
 namespace fedsched::sim {
 namespace {
@@ -55,20 +55,7 @@ absl::StatusOr<CapacityTrace> CapacityTrace::FromRows(std::vector<DeviceCapacity
 
 absl::StatusOr<CapacityTrace> CapacityTrace::Load(const std::string& path,
                                                   v1::CapacityFormat format) {
-  switch (format) {
-    case v1::CAPACITY_FORMAT_CSV:
-      return LoadCsv(path);
-    case v1::CAPACITY_FORMAT_JSONL:
-      return LoadJsonl(path);
-    case v1::CAPACITY_FORMAT_FEDCASE_DEMO:
-      return LoadFedcaseDemo(path);
-    default:
-      break;
-  }
-  if (absl::EndsWith(path, ".jsonl") || absl::EndsWith(path, ".json")) return LoadJsonl(path);
-  FEDSCHED_ASSIGN_OR_RETURN(std::string text, ReadTraceFile(path));
-  if (!text.empty() && text[0] == ',') return LoadFedcaseDemo(path);
-  return LoadCsv(path);
+  return ReadCapacityTrace(path, "", format);
 }
 
 absl::StatusOr<CapacityTrace> CapacityTrace::LoadCsv(const std::string& path) {
@@ -178,7 +165,8 @@ absl::StatusOr<CapacityTrace> CapacityTrace::LoadFromConfig(const v1::TraceConfi
     return absl::InvalidArgumentError("traces.capacity_path is required");
   }
   FEDSCHED_ASSIGN_OR_RETURN(CapacityTrace trace,
-                            Load(config.capacity_path(), config.capacity_format()));
+                            ReadCapacityTrace(config.capacity_path(), config.capacity_format_name(),
+                                              config.capacity_format()));
   if (config.shuffle_capacity()) {
     trace.Shuffle(config.capacity_shuffle_seed() != 0 ? config.capacity_shuffle_seed() : 1);
   }

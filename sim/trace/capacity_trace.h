@@ -27,15 +27,17 @@ struct DeviceCapacity {
 // docs/ALGORITHMS.md §7). Thread-safe for concurrent reads.
 class CapacityTrace {
  public:
-  // Loads `path` in `format` (AUTO picks by file name / first line, see sim.proto).
+  // Loads `path` in `format` through the reader registry (ReadCapacityTrace, trace_reader.h;
+  // AUTO picks by file name / first line, see sim.proto).
   // Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." for a malformed row
   // (missing column, non-numeric or non-positive computation/communication, negative sample
   // size) or a file without rows.
   static absl::StatusOr<CapacityTrace> Load(const std::string& path, v1::CapacityFormat format);
-  // Loads `config.capacity_path`, shuffles the rows if `config.shuffle_capacity`, takes
-  // per-client sample sizes from `config.sample_size_path` (FedCaSe demo format) if set, and
-  // fills unknown sample sizes with `config.default_sample_kb` (Default: 0.784 KB).
-  // Errors: as Load; INVALID_ARGUMENT if capacity_path is empty.
+  // Loads `config.capacity_path` (in capacity_format_name, else capacity_format), shuffles the rows
+  // if `config.shuffle_capacity`, takes per-client sample sizes from `config.sample_size_path`
+  // (FedCaSe demo format) if set, and fills unknown sample sizes with `config.default_sample_kb`
+  // (Default: 0.784 KB). Errors: as Load; INVALID_ARGUMENT if capacity_path is empty or
+  // capacity_format_name names no registered reader.
   static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
   // CSV with header columns computation_ms_per_sample, communication_kbps (optional id column
   // client_id|row_id, optional sample_size_kb|sample_size).

@@ -258,12 +258,7 @@ bool ParseFiniteDouble(absl::string_view text, double* out) {
   return true;
 }
 
-absl::StatusOr<std::string> ReadTraceFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    return absl::NotFoundError(
-        absl::StrCat(path, ": cannot open trace file: ", std::strerror(errno)));
-  }
+absl::Status CheckTraceFileBytes(const std::string& path) {
   const int64_t limit = GetTraceLimits().max_file_bytes;
   std::error_code error;
   const uintmax_t size = std::filesystem::file_size(path, error);
@@ -272,6 +267,19 @@ absl::StatusOr<std::string> ReadTraceFile(const std::string& path) {
         path, ": the trace file holds ", size, " bytes, more than ", limit,
         " (the trace readers' bound, fedsched-sim --max_trace_bytes); cut or sample the trace"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadTraceFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::NotFoundError(
+        absl::StrCat(path, ": cannot open trace file: ", std::strerror(errno)));
+  }
+  FEDSCHED_RETURN_IF_ERROR(CheckTraceFileBytes(path));
+  const int64_t limit = GetTraceLimits().max_file_bytes;
+  std::error_code error;
+  const uintmax_t size = std::filesystem::file_size(path, error);
   try {
     std::string text;
     text.reserve(error ? 0 : static_cast<size_t>(size));

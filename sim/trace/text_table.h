@@ -101,6 +101,11 @@ absl::Status ForEachJsonLine(const std::string& path, Fn fn);
 // larger than TraceLimits::max_file_bytes or memory runs out.
 absl::StatusOr<std::string> ReadTraceFile(const std::string& path);
 
+// OK unless `path` is a file larger than TraceLimits::max_file_bytes: then RESOURCE_EXHAUSTED
+// naming the path, the size, the bound and --max_trace_bytes. A file that cannot be stat'ed
+// passes (its reader reports it).
+absl::Status CheckTraceFileBytes(const std::string& path);
+
 // OK when `count` <= `limit`, else RESOURCE_EXHAUSTED "source: more than LIMIT WHAT (...)"
 // naming `flag`, the fedsched-sim flag that sets the bound (e.g. "--max_trace_windows").
 absl::Status CheckTraceCount(const std::string& source, int64_t count, int64_t limit,

@@ -86,8 +86,8 @@ TEST(RoundSamplerTest, ImportanceSampleReplicatesCachedDrawsAndIsDeterministic) 
       std::mt19937_64 rng_b(r * 100 + slots);
       const auto even_cached = [](int64_t id) { return id % 2 == 0; };
       const std::vector<int64_t> ids =
-          a.Sample(v1::CACHE_POLICY_IMPORTANCE, slots, r, model, even_cached, rng_a);
-      EXPECT_EQ(ids, b.Sample(v1::CACHE_POLICY_IMPORTANCE, slots, r, model, even_cached, rng_b));
+          a.Sample(CacheDraw::kImportance, slots, r, model, even_cached, rng_a);
+      EXPECT_EQ(ids, b.Sample(CacheDraw::kImportance, slots, r, model, even_cached, rng_b));
       ASSERT_EQ(static_cast<int64_t>(ids.size()), slots);
       // Cached ids come in runs of r (before the shuffle), except at most one truncated run.
       std::map<int64_t, int> counts;
@@ -105,14 +105,15 @@ TEST(RoundSamplerTest, BaselinesSampleShuffledEpochs) {
   std::mt19937_64 rng(8);
   for (v1::CachePolicy policy :
        {v1::CACHE_POLICY_LRU, v1::CACHE_POLICY_LFU, v1::CACHE_POLICY_NONE}) {
-    std::vector<int64_t> ids = sampler.Sample(policy, 12, 3, model, kNothingCached, rng);
+    const CacheDraw draw = (*MakeCachePolicy("", policy))->draw();
+    std::vector<int64_t> ids = sampler.Sample(draw, 12, 3, model, kNothingCached, rng);
     std::sort(ids.begin(), ids.end());
     std::vector<int64_t> all(12);
     std::iota(all.begin(), all.end(), 0);
     EXPECT_EQ(ids, all);  // one epoch: every sample once, no replication
     // 30 slots: two full passes and 6 distinct samples of a third.
     ids = sampler.Sample(
-        policy, 30, 3, model, [](int64_t) { return true; }, rng);
+        draw, 30, 3, model, [](int64_t) { return true; }, rng);
     std::map<int64_t, int> counts;
     for (int64_t id : ids) ++counts[id];
     ASSERT_EQ(counts.size(), 12u);

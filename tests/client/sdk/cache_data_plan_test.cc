@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "common/testing/status_matchers.h"
+#include "tests/client/cache/newest_cache_policy.h"
 
 namespace fedsched {
 namespace {
@@ -94,6 +95,45 @@ TEST_F(CacheDataPlanTest, DeviceBudgetCapsTheCache) {
   RunRound(*plan);
   RunRound(*plan);
   EXPECT_LE(plan->cache().cached_bytes(), 3 * 785);
+}
+
+// The toy "newest" cache policy (tests/client/cache/newest_cache_policy.h), registered only in
+// tests, through the data plan as the client's run loop drives it: the server's plan names the
+// policy, the device's cache follows it, and --disable_cache still turns every plan into NONE.
+v1::CachePlan NewestPlan() {
+  v1::CachePlan plan;
+  plan.set_policy_name("newest");
+  plan.set_capacity_samples(4);
+  plan.set_samples_to_train(16);
+  return plan;
+}
+
+TEST_F(CacheDataPlanTest, APlanNamingTheToyPolicyDrivesTheDevicesCache) {
+  ASSERT_OK(testing::RegisterNewestCachePolicy());
+  const std::vector<std::string> samples(16, std::string(100, 'x'));
+  ASSERT_OK_AND_ASSIGN(auto plan, CacheDataPlan::Create(dir_.string(), samples, 0, false, 1));
+  ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, plan->PlanRound(NewestPlan(), 4, 4));
+  ASSERT_EQ(ids.size(), 16u);
+  for (int64_t id : ids) ASSERT_OK(plan->source().Read(id).status());
+  const RoundIoCounters first = plan->TakeCounters();
+  EXPECT_EQ(first.cache_misses, 16);  // one epoch: every sample read once
+  EXPECT_EQ(plan->cache().cache_policy().name(), "newest");
+  for (int64_t id = 0; id < 16; ++id) EXPECT_EQ(plan->cache().IsCached(id), id >= 12) << id;
+  // The next epoch hits exactly the 4 newest samples.
+  ASSERT_OK_AND_ASSIGN(ids, plan->PlanRound(NewestPlan(), 4, 4));
+  for (int64_t id : ids) ASSERT_OK(plan->source().Read(id).status());
+  EXPECT_EQ(plan->TakeCounters().cache_hits, 4);
+}
+
+TEST_F(CacheDataPlanTest, DisableCacheOverridesAPlanThatNamesAPolicy) {
+  ASSERT_OK(testing::RegisterNewestCachePolicy());
+  const std::vector<std::string> samples(16, std::string(100, 'x'));
+  ASSERT_OK_AND_ASSIGN(auto plan,
+                       CacheDataPlan::Create(dir_.string(), samples, 0, /*disable_cache=*/true, 1));
+  ASSERT_OK_AND_ASSIGN(std::vector<int64_t> ids, plan->PlanRound(NewestPlan(), 4, 4));
+  for (int64_t id : ids) ASSERT_OK(plan->source().Read(id).status());
+  EXPECT_EQ(plan->cache().cache_policy().name(), "none");
+  EXPECT_EQ(plan->cache().cached_samples(), 0);
 }
 
 }  // namespace

@@ -199,6 +199,27 @@ TEST(CachePlanTest, CapacityFollowsTheFractionAndTheStorageBudget) {
   EXPECT_EQ(p.capacity_samples(), 0);
 }
 
+// A policy named by name (client/cache/cache_policy.h) travels in the plan and is asked, not
+// the enum: "none" by name plans no capacity although the enum says IMPORTANCE.
+TEST(CachePlanTest, APolicyNamedByNameIsCarriedAndAsked) {
+  CachePlanOptions cache;
+  cache.policy_name = "none";
+  profile::ClientState s;
+  s.num_samples = 1000;
+  s.sample_bytes = 100;
+  v1::CachePlan p = MakeCachePlan(cache, 32, s, 4, false);
+  EXPECT_EQ(p.policy_name(), "none");
+  EXPECT_EQ(p.replication_factor(), 1);
+  EXPECT_EQ(p.capacity_samples(), 0);
+  cache.policy_name = "lfu";
+  p = MakeCachePlan(cache, 32, s, 4, false);
+  EXPECT_EQ(p.policy_name(), "lfu");
+  EXPECT_EQ(p.capacity_samples(), 100);
+  v1::CacheConfig config;
+  config.set_policy_name("lfu");
+  EXPECT_EQ(CachePlanOptions::FromConfig(config).policy_name, "lfu");
+}
+
 // ---------------------------------------------------------------------------------------------
 // OortPacer and ExperienceTracker
 

@@ -664,6 +664,29 @@ TEST(SimulatorTest, EachPolicyRunsWithItsOwnCacheUnlessTold) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("--cache_policy")));
 }
 
+// --cache_policy and server.cache.policy_name take any registered cache policy name
+// (client/cache/cache_policy.h); a built-in named by name resolves to its enum value too.
+TEST(SimulatorTest, CachePoliciesAreChosenByRegisteredName) {
+  v1::SimConfig c;
+  ASSERT_OK(ApplySelectionFlags("", "LFU", "", &c));  // case-insensitive, as before
+  EXPECT_EQ(c.server().cache().policy(), v1::CACHE_POLICY_LFU);
+  EXPECT_TRUE(c.server().cache().policy_name().empty());
+  EXPECT_THAT(ApplySelectionFlags("", "fifo", "", &c),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("--cache_policy"), HasSubstr("\"fifo\""),
+                             HasSubstr("importance"), HasSubstr("lru"))));
+  c.mutable_traces()->set_capacity_path("cap.csv");
+  c.mutable_server()->set_num_rounds(1);
+  c.mutable_server()->mutable_cache()->set_policy_name("none");
+  ASSERT_OK_AND_ASSIGN(v1::SimConfig resolved, ResolveSimConfig(c));
+  EXPECT_EQ(resolved.server().cache().policy(), v1::CACHE_POLICY_NONE);
+  EXPECT_EQ(CachePolicyName(resolved.server().cache().policy()), "none");
+  c.mutable_server()->mutable_cache()->set_policy_name("fifo");
+  EXPECT_THAT(ResolveSimConfig(c).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("cache.policy_name"), HasSubstr("\"fifo\""))));
+}
+
 // --set merges a text-format fragment over the config; a bad fragment changes nothing.
 TEST(SimulatorTest, ConfigOverrideMergesAFragment) {
   v1::SimConfig c;
