@@ -20,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "client/cache/cache_policy.h"
 #include "common/config.h"
 #include "common/exec_sibling.h"
 #include "common/flags_usage.h"
@@ -40,7 +41,8 @@ ABSL_FLAG(std::string, policy, "",
           "also sets the policy's own cache (random, oort, pyramidfl, fedsched: lru; fedcase: "
           "importance) unless --cache_policy is given");
 ABSL_FLAG(std::string, cache_policy, "",
-          "override server.cache.policy: importance | lru | lfu | none");
+          "override server.cache.policy: a registered cache policy name (built in: importance | "
+          "lru | lfu | none)");
 ABSL_FLAG(std::string, availability_forecast, "",
           "override availability_forecast, the planner's availability oracle: trace (the trace's "
           "future, FedScale's) | learned (session lengths observed so far) | none");
@@ -195,7 +197,7 @@ void PrintSetup(const Simulation& sim, const mpi::Cluster* cluster) {
       100.0 * sim.availability->MeanOnlineFraction());
   std::fprintf(stderr, "selection: %s, cache: %s, availability forecast: %s%s\n",
                PolicyName(c.server().selection().policy()).c_str(),
-               CachePolicyName(c.server().cache().policy()).c_str(),
+               CachePolicyNameOf(c.server().cache()).c_str(),
                ForecastName(c.availability_forecast()).c_str(),
                c.no_train() ? "; no_train: accuracy and loss come from the modelled curve "
                               "(config `curve`), no model is trained"
@@ -219,7 +221,7 @@ void PrintSummary(const Simulation& sim, const RunSummary& summary, double setup
       "virtual_h=%.3f final_accuracy=%.4f%s time_to_target_h=%s events=%llu setup_wall_s=%.2f "
       "run_wall_s=%.2f events_per_s=%.0f tasks_started=%lld oom_failures=%lld stop=\"%s\"\n",
       sim.run_name.c_str(), PolicyName(c.server().selection().policy()).c_str(),
-      CachePolicyName(c.server().cache().policy()).c_str(),
+      CachePolicyNameOf(c.server().cache()).c_str(),
       ForecastName(c.availability_forecast()).c_str(),
       static_cast<unsigned long long>(c.server().seed()),
       static_cast<long long>(summary.rounds_committed),
@@ -243,7 +245,7 @@ absl::Status PlotRun(const Simulation& sim) {
     };
     title =
         absl::StrCat(sim.run_name, ": policy ", PolicyName(c.server().selection().policy()),
-                     ", cache ", CachePolicyName(c.server().cache().policy()), ", seed ",
+                     ", cache ", CachePolicyNameOf(c.server().cache()), ", seed ",
                      c.server().seed(), "\nconfig ", absl::GetFlag(FLAGS_config), ", traces ",
                      base(c.traces().capacity_path()), ", ", base(c.traces().availability_path()));
   }
