@@ -5,16 +5,17 @@
 namespace fedsched::planner {
 namespace {
 
+// FedCaSe's kind with fedsched's name, cache and preset: its selection and config are FedCaSe's.
 class FedschedPolicyKind final : public SelectionPolicyKind {
  public:
   absl::string_view name() const override { return "fedsched"; }
   v1::SelectionPolicy record_value() const override { return v1::SELECTION_POLICY_FEDSCHED; }
-  absl::string_view config_type() const override { return "fedsched.v1.FedCaseConfig"; }
   v1::CachePolicy implied_cache() const override { return v1::CACHE_POLICY_LRU; }
-  bool selects_by_experience() const override { return true; }
-  bool scores_by_utility() const override { return true; }
+  absl::string_view config_type() const override { return fedcase_->config_type(); }
+  bool selects_by_experience() const override { return fedcase_->selects_by_experience(); }
+  bool scores_by_utility() const override { return fedcase_->scores_by_utility(); }
   absl::Status MapConfig(v1::SelectionConfig* selection) const override {
-    return MoveAnyOnto(name(), "selection.fedcase", selection, selection->mutable_fedcase());
+    return fedcase_->MapConfig(selection);
   }
 
   void ApplyPreset(v1::ServerConfig* config) const override {
@@ -32,8 +33,11 @@ class FedschedPolicyKind final : public SelectionPolicyKind {
 
   absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
       const PolicyResources& resources) const override {
-    return std::make_unique<FedCasePolicy>(resources.pacer, resources.experience);
+    return fedcase_->Create(resources);
   }
+
+ private:
+  const std::unique_ptr<SelectionPolicyKind> fedcase_ = MakeFedCasePolicyKind();
 };
 
 }  // namespace

@@ -5,25 +5,28 @@
 namespace fedsched::planner {
 namespace {
 
+// Oort's kind with PyramidFL's name and workload defaults: what PyramidFL adds to Oort is the
+// planner's, applied after selection from those defaults, so its selection and config are Oort's.
 class PyramidFlPolicyKind final : public SelectionPolicyKind {
  public:
   absl::string_view name() const override { return "pyramidfl"; }
   v1::SelectionPolicy record_value() const override { return v1::SELECTION_POLICY_PYRAMIDFL; }
-  absl::string_view config_type() const override { return "fedsched.v1.OortConfig"; }
-  v1::CachePolicy implied_cache() const override { return v1::CACHE_POLICY_LRU; }
   WorkloadDefaults workload_defaults() const override {
     return {.extend_beta = 0.5, .dropout_low = 0.1, .dropout_high = 0.6};
   }
-  bool scores_by_utility() const override { return true; }
+  absl::string_view config_type() const override { return oort_->config_type(); }
+  v1::CachePolicy implied_cache() const override { return oort_->implied_cache(); }
+  bool scores_by_utility() const override { return oort_->scores_by_utility(); }
   absl::Status MapConfig(v1::SelectionConfig* selection) const override {
-    return MoveAnyOnto(name(), "selection.oort", selection, selection->mutable_oort());
+    return oort_->MapConfig(selection);
   }
-  // What PyramidFL adds to Oort is the planner's, applied after selection from the workload
-  // defaults above, so its selection is Oort's own.
   absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
       const PolicyResources& resources) const override {
-    return std::make_unique<OortPolicy>(resources.pacer);
+    return oort_->Create(resources);
   }
+
+ private:
+  const std::unique_ptr<SelectionPolicyKind> oort_ = MakeOortPolicyKind();
 };
 
 }  // namespace
