@@ -48,12 +48,12 @@ absl::StatusOr<const SelectionPolicyKind*> PlannerSelectionPolicy(const PlannerO
 std::string SelectionPolicyName(const v1::SelectionConfig& selection);
 
 // Resolves the config's policy in place: the kind (ConfiguredSelectionPolicy), its config moved
-// onto the typed fields it reads (SelectionPolicyKind::MapConfig), selection.policy set to its
-// record value (RANDOM when nothing is named) and its preset applied
-// (SelectionPolicyKind::ApplyPreset). Returns the kind. Idempotent. Called by
-// round::ResolveRoundConfig and PlannerOptions::FromServerConfig. Errors: those of
-// ConfiguredSelectionPolicy and MapConfig, prefixed with nothing; `config` may then be partly
-// changed.
+// onto the typed fields it reads (SelectionPolicyKind::MapConfig), one spelling of the policy (a
+// built-in one as selection.policy, RANDOM when nothing is named, with policy_name cleared; any
+// other as selection.policy_name) and its preset applied (SelectionPolicyKind::ApplyPreset).
+// Returns the kind. Idempotent. Called by round::ResolveRoundConfig and
+// PlannerOptions::FromServerConfig. Errors: those of ConfiguredSelectionPolicy and MapConfig;
+// `config` may then be partly changed.
 absl::StatusOr<const SelectionPolicyKind*> ResolveSelectionPolicy(v1::ServerConfig* config);
 
 // The --policy flag of fedsched-server and fedsched-sim: selects the policy registered as `name`
