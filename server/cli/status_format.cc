@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
+#include "server/planner/policy_registry.h"
 
 namespace fedsched::cli {
 namespace {
@@ -16,12 +17,16 @@ std::string PolicyName(v1::SelectionPolicy p) {
   return absl::AsciiStrToLower(absl::StripPrefix(v1::SelectionPolicy_Name(p), "SELECTION_POLICY_"));
 }
 
-// Oort's terms mean something only when Oort (or FedCaSe on Oort's stages) scored the cohort.
+// Oort's terms mean something only when the policy scored the cohort with them
+// (SelectionPolicyKind::scores_by_utility).
 bool UsesOortScores(const v1::RoundRecord& r) {
   return std::any_of(r.cohort().begin(), r.cohort().end(), [](const v1::SelectionReason& c) {
-    return c.policy() == v1::SELECTION_POLICY_OORT || c.policy() == v1::SELECTION_POLICY_FEDCASE ||
-           c.policy() == v1::SELECTION_POLICY_PYRAMIDFL ||
-           c.policy() == v1::SELECTION_POLICY_FEDSCHED;
+    if (c.policy() == v1::SELECTION_POLICY_UNSPECIFIED) return false;
+    v1::SelectionConfig selection;
+    selection.set_policy(c.policy());
+    absl::StatusOr<const planner::SelectionPolicyKind*> kind =
+        planner::ConfiguredSelectionPolicy(selection);
+    return kind.ok() && (*kind)->scores_by_utility();
   });
 }
 

@@ -94,4 +94,29 @@ void FedCasePolicy::JoinExperienced(const RoundContext& round, size_t top, Candi
   pool->TakeTop(pool->stage().size(), Chooser(round, pool, kNoteFedCaseTop));
 }
 
+namespace {
+
+class FedCasePolicyKind final : public SelectionPolicyKind {
+ public:
+  absl::string_view name() const override { return "fedcase"; }
+  v1::SelectionPolicy record_value() const override { return v1::SELECTION_POLICY_FEDCASE; }
+  absl::string_view config_type() const override { return "fedsched.v1.FedCaseConfig"; }
+  v1::CachePolicy implied_cache() const override { return v1::CACHE_POLICY_IMPORTANCE; }
+  bool selects_by_experience() const override { return true; }
+  bool scores_by_utility() const override { return true; }
+  absl::Status MapConfig(v1::SelectionConfig* selection) const override {
+    return MoveAnyOnto(name(), "selection.fedcase", selection, selection->mutable_fedcase());
+  }
+  absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
+      const PolicyResources& resources) const override {
+    return std::make_unique<FedCasePolicy>(resources.pacer, resources.experience);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SelectionPolicyKind> MakeFedCasePolicyKind() {
+  return std::make_unique<FedCasePolicyKind>();
+}
+
 }  // namespace fedsched::planner

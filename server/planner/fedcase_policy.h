@@ -6,12 +6,14 @@
 #define FEDSCHED_SERVER_PLANNER_FEDCASE_POLICY_H_
 
 #include <cstddef>
+#include <memory>
 
 #include "fedsched/v1/planner.pb.h"
 #include "server/planner/experience_tracker.h"
 #include "server/planner/oort_pacer.h"
 #include "server/planner/oort_policy.h"
 #include "server/planner/policy.h"
+#include "server/planner/policy_kind.h"
 #include "server/planner/scoring.h"
 
 namespace fedsched::planner {
@@ -56,6 +58,12 @@ class FedCasePolicy final : public SelectionPolicy {
   OortPolicy oort_;  // the base set's stages
   ExperienceTracker* experience_;
 };
+
+// "fedcase" (SELECTION_POLICY_FEDCASE): FedCasePolicy over the planner's pacer and experiences;
+// config FedCaseConfig (the same as selection.fedcase). Selects by experience, so the planner
+// persists experiences; --policy gives it the importance-aware cache it was designed with
+// (Khan et al., SoCC 2024). Registered by policy_registry.cc.
+std::unique_ptr<SelectionPolicyKind> MakeFedCasePolicyKind();
 
 }  // namespace fedsched::planner
 

@@ -200,4 +200,28 @@ void OortPolicy::FillShortfall(const RoundContext& round, bool fits_only,
   });
 }
 
+namespace {
+
+class OortPolicyKind final : public SelectionPolicyKind {
+ public:
+  absl::string_view name() const override { return "oort"; }
+  v1::SelectionPolicy record_value() const override { return v1::SELECTION_POLICY_OORT; }
+  absl::string_view config_type() const override { return "fedsched.v1.OortConfig"; }
+  v1::CachePolicy implied_cache() const override { return v1::CACHE_POLICY_LRU; }
+  bool scores_by_utility() const override { return true; }
+  absl::Status MapConfig(v1::SelectionConfig* selection) const override {
+    return MoveAnyOnto(name(), "selection.oort", selection, selection->mutable_oort());
+  }
+  absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
+      const PolicyResources& resources) const override {
+    return std::make_unique<OortPolicy>(resources.pacer);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SelectionPolicyKind> MakeOortPolicyKind() {
+  return std::make_unique<OortPolicyKind>();
+}
+
 }  // namespace fedsched::planner

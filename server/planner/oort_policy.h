@@ -4,10 +4,12 @@
 #define FEDSCHED_SERVER_PLANNER_OORT_POLICY_H_
 
 #include <cstddef>
+#include <memory>
 #include <vector>
 
 #include "server/planner/oort_pacer.h"
 #include "server/planner/policy.h"
+#include "server/planner/policy_kind.h"
 #include "server/planner/scoring.h"
 
 namespace fedsched::planner {
@@ -81,6 +83,11 @@ class OortPolicy final : public SelectionPolicy {
   bool scored_ = false;         // terms_ are this round's
   std::vector<double> values_;  // scratch for the percentiles
 };
+
+// "oort" (SELECTION_POLICY_OORT): OortPolicy over the planner's pacer; config OortConfig (the
+// same as selection.oort). --policy gives it the LRU cache, as Oort was measured
+// (docs/SIMULATION.md). Registered by policy_registry.cc.
+std::unique_ptr<SelectionPolicyKind> MakeOortPolicyKind();
 
 }  // namespace fedsched::planner
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "server/planner/cache_plan.h"
+#include "server/planner/policy_registry.h"
 #include "server/planner/workload.h"
 
 namespace fedsched::planner {
@@ -27,19 +28,25 @@ absl::StatusOr<std::unique_ptr<Planner>> Planner::Create(const PlannerOptions& o
                             RoundTimePredictor::Create(options.predictor));
   FEDSCHED_ASSIGN_OR_RETURN(fit::MemoryPredictor memory,
                             fit::MemoryPredictor::Create(options.fit.predictor));
-  return std::unique_ptr<Planner>(
-      new Planner(options, book, std::move(predictor), std::move(memory)));
+  FEDSCHED_ASSIGN_OR_RETURN(const SelectionPolicyKind* kind, PlannerSelectionPolicy(options));
+  std::unique_ptr<Planner> planner(
+      new Planner(options, book, kind, std::move(predictor), std::move(memory)));
+  FEDSCHED_ASSIGN_OR_RETURN(planner->policy_, kind->Create({.options = planner->options_,
+                                                            .pacer = &planner->pacer_,
+                                                            .experience = &planner->experience_}));
+  return planner;
 }
 
 Planner::Planner(const PlannerOptions& options, profile::ProfileBook* book,
-                 RoundTimePredictor predictor, fit::MemoryPredictor memory)
+                 const SelectionPolicyKind* kind, RoundTimePredictor predictor,
+                 fit::MemoryPredictor memory)
     : options_(options),
       book_(book),
+      kind_(kind),
       predictor_(std::move(predictor)),
       memory_(std::move(memory)),
       default_slots_(std::max(1, CeilToInt(options.clients_per_round * options.overcommit))),
-      pacer_(options.oort),
-      policy_(MakeSelectionPolicy(options_, &pacer_, &experience_)) {}
+      pacer_(options.oort) {}
 
 Planner::~Planner() = default;
 
@@ -175,8 +182,7 @@ PlannedTask Planner::MakeTask(const Candidate& c) const {
   t.update_dropout = c.dropout;
   v1::SelectionReason& r = t.reason;
   r.set_client_id(t.client_id);
-  r.set_policy(options_.policy == v1::SELECTION_POLICY_UNSPECIFIED ? v1::SELECTION_POLICY_RANDOM
-                                                                   : options_.policy);
+  r.set_policy(kind_->record_value());
   r.set_speed_penalty(1.0);
   policy_->Describe(c, s, &r);
   r.set_explored(c.explore_pick);
@@ -206,8 +212,7 @@ void Planner::AddPassedOver(const CandidateEvaluator& evaluator, RoundPlan* plan
     const v1::ClientProfile& p = book_->profile(index);
     v1::SelectionReason& r = plan->passed_over.emplace_back();
     r.set_client_id(p.client_id());
-    r.set_policy(options_.policy == v1::SELECTION_POLICY_UNSPECIFIED ? v1::SELECTION_POLICY_RANDOM
-                                                                     : options_.policy);
+    r.set_policy(kind_->record_value());
     r.set_note("does not fit");
     r.set_memory_budget_bytes(p.device().memory_budget_bytes());
     r.set_batch_size(options_.fit.min_batch_size);
@@ -343,7 +348,7 @@ RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_
 v1::PlannerState Planner::ExportState() const {
   v1::PlannerState s;
   s.set_version(kStateVersion);
-  s.set_policy(options_.policy);
+  s.set_policy(kind_->record_value());
   s.set_last_planned_round(last_planned_round_);
   s.set_plan_attempts(plan_attempts_);
   s.set_rounds_planned(rounds_planned_);
@@ -351,9 +356,7 @@ v1::PlannerState Planner::ExportState() const {
   // Per-client experiences are persisted only where FedCaSe selects with them: they are
   // learned under every policy, but a 100k-client state written at every commit is not free
   // (a run restarted under FedCaSe after another policy starts them cold).
-  const bool fedcase_selects = options_.policy == v1::SELECTION_POLICY_FEDCASE ||
-                               options_.policy == v1::SELECTION_POLICY_FEDSCHED;
-  experience_.ExportTo(s.mutable_fedcase(), fedcase_selects ? book_ : nullptr);
+  experience_.ExportTo(s.mutable_fedcase(), kind_->selects_by_experience() ? book_ : nullptr);
   *s.mutable_predictor() = predictor_.ExportState();
   *s.mutable_fit() = memory_.ExportState();
   return s;

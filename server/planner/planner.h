@@ -47,6 +47,7 @@
 #include "server/planner/oort_pacer.h"
 #include "server/planner/planner_options.h"
 #include "server/planner/policy.h"
+#include "server/planner/policy_kind.h"
 #include "server/planner/round_plan.h"
 #include "server/planner/scoring.h"
 #include "server/planner/workload.h"
@@ -64,7 +65,9 @@ using profile::ClientIndex;
 // with Import() plans the next round identically. Copying is disabled.
 class Planner {
  public:
-  // Errors: INVALID_ARGUMENT naming the offending option; INVALID_ARGUMENT for a null book.
+  // Errors: INVALID_ARGUMENT naming the offending option; INVALID_ARGUMENT for a null book;
+  // NOT_FOUND for a policy_name nobody registered (policy_registry.h); the policy's own errors
+  // (SelectionPolicyKind::Create).
   static absl::StatusOr<std::unique_ptr<Planner>> Create(const PlannerOptions& options,
                                                          profile::ProfileBook* book);
 
@@ -175,7 +178,8 @@ class Planner {
   };
 
   Planner(const PlannerOptions& options, profile::ProfileBook* book,
-          profile::RoundTimePredictor predictor, fit::MemoryPredictor memory);
+          const SelectionPolicyKind* kind, profile::RoundTimePredictor predictor,
+          fit::MemoryPredictor memory);
   // Scores and trains the memory predictor on a measured peak of client `index`'s task `f`.
   void LearnPeak(ClientIndex index, const InFlight& f, int64_t peak_bytes);
 
@@ -199,6 +203,7 @@ class Planner {
 
   PlannerOptions options_;
   profile::ProfileBook* book_;
+  const SelectionPolicyKind* kind_;  // the configured policy's kind; registered, never freed
   profile::RoundTimePredictor predictor_;
   fit::MemoryPredictor memory_;  // persisted
   int32_t default_slots_ = 1;

@@ -2,10 +2,10 @@
 
 #include <cmath>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "common/status_macros.h"
+#include "server/planner/policy_registry.h"
 
 namespace fedsched::planner {
 namespace {
@@ -172,37 +172,15 @@ FitOptions FitOptions::FromConfig(const v1::FitConfig& c) {
   return o;
 }
 
-absl::StatusOr<v1::SelectionPolicy> ParseSelectionPolicy(const std::string& name) {
-  v1::SelectionPolicy value;
-  if (!v1::SelectionPolicy_Parse("SELECTION_POLICY_" + absl::AsciiStrToUpper(name), &value) ||
-      value == v1::SELECTION_POLICY_UNSPECIFIED) {
-    return absl::InvalidArgumentError(
-        "--policy must be random, oort, fedcase, pyramidfl or fedsched, got " + name);
-  }
-  return value;
-}
-
-void ApplySelectionPreset(v1::ServerConfig* config) {
-  if (config->selection().policy() != v1::SELECTION_POLICY_FEDSCHED) return;
-  // The levers measured together in docs/SIMULATION.md ("One configuration for both models"):
-  // each alone is an option of any policy; the preset is their one tested combination.
-  v1::SelectionConfig* sel = config->mutable_selection();
-  sel->set_workload_sizing(true);
-  sel->mutable_oort()->set_hold_round_threshold(true);
-  v1::WorkloadExtensionConfig* ext = sel->mutable_extend_workload();
-  if (!ext->disable() && ext->beta() == 0) ext->set_beta(0.5);
-  if (config->cache().policy() == v1::CACHE_POLICY_UNSPECIFIED) {
-    config->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
-  }
-}
-
 absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::ServerConfig& raw) {
   v1::ServerConfig config = raw;
-  ApplySelectionPreset(&config);
+  FEDSCHED_ASSIGN_OR_RETURN(const SelectionPolicyKind* kind, ResolveSelectionPolicy(&config));
   const v1::SelectionConfig& sel = config.selection();
   const v1::TrainingConfig& tr = config.training();
   PlannerOptions o;
   if (sel.policy() != v1::SELECTION_POLICY_UNSPECIFIED) o.policy = sel.policy();
+  o.policy_name = sel.policy_name();
+  o.policy_config = sel.policy_config();
   if (config.clients_per_round() < 0) {
     return OutOfRange("clients_per_round", config.clients_per_round(), ">= 0 (0 = 10)");
   }
@@ -215,15 +193,12 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.min_local_steps = OrDefault(sel.min_local_steps(), o.min_local_steps);
   o.min_online_probability = OrDefault(sel.min_online_probability(), o.min_online_probability);
   const v1::WorkloadExtensionConfig& ext = sel.extend_workload();
-  // PyramidFL's authors run beta = 0.5 (liecn/PyramidFL training/evals/configs/*/conf_ours.yml).
-  const double default_beta = o.policy == v1::SELECTION_POLICY_PYRAMIDFL ? 0.5 : 0.0;
-  o.extend_workload_beta = ext.disable() ? 0.0 : OrDefault(ext.beta(), default_beta);
+  const WorkloadDefaults defaults = kind->workload_defaults();
+  o.extend_workload_beta = ext.disable() ? 0.0 : OrDefault(ext.beta(), defaults.extend_beta);
   o.max_workload_factor = OrDefault(ext.max_factor(), o.max_workload_factor);
-  // The authors' defaults (liecn/PyramidFL training/argParser.py: dropout_low 0.1, high 0.6).
-  const bool pyramid = o.policy == v1::SELECTION_POLICY_PYRAMIDFL;
   if (!ext.disable_dropout()) {
-    o.update_dropout_low = OrDefault(ext.dropout_low(), pyramid ? 0.1 : 0.0);
-    o.update_dropout_high = OrDefault(ext.dropout_high(), pyramid ? 0.6 : 0.0);
+    o.update_dropout_low = OrDefault(ext.dropout_low(), defaults.dropout_low);
+    o.update_dropout_high = OrDefault(ext.dropout_high(), defaults.dropout_high);
   }
   if (config.round_closing() != v1::ROUND_CLOSING_UNSPECIFIED) {
     o.round_closing = config.round_closing();

@@ -111,9 +111,15 @@ struct FitOptions {
 // deadlines and closing (docs/ALGORITHMS.md §2), local work and workload sizing (§2), the cache
 // plan defaults (§4), the seed and the predictor (§1). Checked by ValidatePlannerOptions.
 struct PlannerOptions {
-  // Default: SELECTION_POLICY_RANDOM (also for UNSPECIFIED). SELECTION_POLICY_FEDSCHED selects
-  // as FEDCASE does; its other levers are set by ApplySelectionPreset.
+  // The built-in policy, when policy_name is empty. Default: SELECTION_POLICY_RANDOM (also for
+  // UNSPECIFIED).
   v1::SelectionPolicy policy = v1::SELECTION_POLICY_RANDOM;
+  // A registered policy's name (policy_registry.h), which then takes precedence over `policy`.
+  // Default: "" (`policy` selects).
+  std::string policy_name;
+  // The policy's own config (selection.policy_config), for a policy that reads it at creation
+  // (SelectionPolicyKind::Create). Default: empty.
+  google::protobuf::Any policy_config;
   // K: updates a round waits for, >= 1. Default: 10.
   int32_t clients_per_round = 10;
   // ceil(K x overcommit) tasks per round, >= 1. Default: 1.3 (FedScale).
@@ -132,14 +138,14 @@ struct PlannerOptions {
   double workload_fit_fraction = 0.9;
   // Workload extension (PyramidFL's adaptive local iterations; docs/ALGORITHMS.md §10): share
   // of a participant's predicted idle time before the round's expected close filled with extra
-  // local steps, in [0, 1]; 0 = off. Default: 0 (0.5 under SELECTION_POLICY_PYRAMIDFL and
-  // SELECTION_POLICY_FEDSCHED).
+  // local steps, in [0, 1]; 0 = off. Default: 0, or the policy's
+  // (SelectionPolicyKind::workload_defaults: 0.5 under pyramidfl; fedsched's preset sets 0.5).
   double extend_workload_beta = 0;
   // An extended task has at most this multiple of its planned steps, >= 1. Default: 11.
   double max_workload_factor = 11;
   // Update dropout (PyramidFL; WorkloadExtensionConfig.dropout_low / dropout_high): the
   // probability each participant drops each tensor of its update, by utility rank, in
-  // [low, high]; high = 0 is off. Default: off (0.1 and 0.6 under SELECTION_POLICY_PYRAMIDFL).
+  // [low, high]; high = 0 is off. Default: off, or the policy's (0.1 and 0.6 under pyramidfl).
   double update_dropout_low = 0;
   double update_dropout_high = 0;
   // Only forecast by the planner (ForecastClosing); the service closes rounds.
@@ -166,25 +172,12 @@ struct PlannerOptions {
   FitOptions fit;
 
   // Reads ServerConfig (selection, cache, training, clients_per_round, round_deadline_s,
-  // round_closing, seed), applying every documented default for zero fields.
-  // Errors: INVALID_ARGUMENT naming the field when a value is out of range.
+  // round_closing, seed), applying every documented default for zero fields, the policy's
+  // preset and its workload defaults (planner::ResolveSelectionPolicy, so an unresolved config
+  // plans as its resolved form). Errors: INVALID_ARGUMENT naming the field when a value is out
+  // of range, or those of ResolveSelectionPolicy (an unknown policy, a config it refuses).
   static absl::StatusOr<PlannerOptions> FromServerConfig(const v1::ServerConfig& config);
 };
-
-// A --policy flag's value ("random" | "oort" | "fedcase" | "pyramidfl" | "fedsched",
-// case-insensitive) as the SelectionPolicy it names; the one parser of fedsched-server's and
-// fedsched-sim's flag. Errors: INVALID_ARGUMENT "--policy must be random, oort, fedcase,
-// pyramidfl or fedsched, got <name>" (also for "" and "unspecified").
-absl::StatusOr<v1::SelectionPolicy> ParseSelectionPolicy(const std::string& name);
-
-// Expands SELECTION_POLICY_FEDSCHED (fedsched's scheduler; docs/ALGORITHMS.md §11) in place
-// into the levers it stands for: selection.workload_sizing and selection.oort
-// .hold_round_threshold on, selection.extend_workload.beta 0.5 when unset and the extension is
-// not disabled, cache.policy LRU when unspecified. Fields the config names keep their values
-// (except the two switches, which the preset turns on). Any other policy: `config` unchanged.
-// Called by round::ResolveRoundConfig, so the server and the simulator print and run the same
-// expanded config, and by PlannerOptions::FromServerConfig for configs read unresolved.
-void ApplySelectionPreset(v1::ServerConfig* config);
 
 // Checks every field of `options` against the range documented above (the predictor's options
 // are checked by RoundTimePredictor::Create). Errors: INVALID_ARGUMENT naming the first field

@@ -1,29 +1,25 @@
 #include "server/planner/policy.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "server/planner/cache_plan.h"
-#include "server/planner/fedcase_policy.h"
-#include "server/planner/oort_policy.h"
-#include "server/planner/random_policy.h"
+#include "server/planner/policy_kind.h"
 
 namespace fedsched::planner {
 
-std::unique_ptr<SelectionPolicy> MakeSelectionPolicy(const PlannerOptions& options,
-                                                     OortPacer* pacer,
-                                                     ExperienceTracker* experience) {
-  switch (options.policy) {
-    case v1::SELECTION_POLICY_OORT:
-    case v1::SELECTION_POLICY_PYRAMIDFL:
-      // PyramidFL selects as Oort does (its authors run sample_mode "oort"); what it adds is
-      // the workload extension, which the planner applies after any policy's selection.
-      return std::make_unique<OortPolicy>(pacer);
-    case v1::SELECTION_POLICY_FEDCASE:
-    case v1::SELECTION_POLICY_FEDSCHED:
-      // fedsched selects as FedCaSe does; its other levers are the planner's options
-      // (ApplySelectionPreset).
-      return std::make_unique<FedCasePolicy>(pacer, experience);
-    default:
-      return std::make_unique<RandomPolicy>();
+bool PolicyConfigHolds(const google::protobuf::Any& any, absl::string_view type) {
+  return !type.empty() && absl::EndsWith(any.type_url(), absl::StrCat("/", type));
+}
+
+absl::Status SelectionPolicyKind::MapConfig(v1::SelectionConfig* selection) const {
+  if (!selection->has_policy_config() ||
+      PolicyConfigHolds(selection->policy_config(), config_type())) {
+    return absl::OkStatus();
   }
+  return absl::InvalidArgumentError(
+      absl::StrCat("selection.policy_config of policy \"", name(), "\" must hold ",
+                   config_type().empty() ? "nothing (the policy takes no config)" : config_type(),
+                   ", got ", selection->policy_config().type_url()));
 }
 
 void PoolCandidates(const RoundContext& round, CandidatePool* pool) {

@@ -2,7 +2,9 @@
 // of a PlanRequest, into a CandidatePool, and explains each pick for the round record. One
 // implementation per file: RandomPolicy (random_policy.h), OortPolicy (oort_policy.h; Lai et al.,
 // OSDI 2021; docs/ALGORITHMS.md §3) and FedCasePolicy (fedcase_policy.h; Khan et al., SoCC 2024;
-// docs/ALGORITHMS.md §4), which builds on Oort's stages for its base set.
+// docs/ALGORITHMS.md §4), which builds on Oort's stages for its base set. A policy's name,
+// properties, defaults and factory are its SelectionPolicyKind (policy_kind.h), registered by
+// name in policy_registry.h.
 //
 // The Planner owns the state policies learn from (OortPacer, ExperienceTracker) and drives a
 // policy once per PlanRound (docs/ARCHITECTURE.md "The round engine"):
@@ -67,16 +69,6 @@ class SelectionPolicy {
   virtual void Describe(const Candidate& c, const profile::ClientState& client,
                         v1::SelectionReason* reason) const = 0;
 };
-
-// The policy options.policy names: OortPolicy for SELECTION_POLICY_OORT and
-// SELECTION_POLICY_PYRAMIDFL (whose extension of local steps the planner applies), FedCasePolicy
-// for SELECTION_POLICY_FEDCASE and SELECTION_POLICY_FEDSCHED (on options.fedcase.base_policy),
-// RandomPolicy otherwise (RANDOM, UNSPECIFIED). `pacer` and `experience` are not owned, must
-// outlive the policy, and are only read, except that Oort records its preferred duration in `pacer`
-// and FedCaSe folds candidates into `experience`.
-std::unique_ptr<SelectionPolicy> MakeSelectionPolicy(const PlannerOptions& options,
-                                                     OortPacer* pacer,
-                                                     ExperienceTracker* experience);
 
 // Evaluates every candidate of round.request that is not busy, once (duplicates skipped), into
 // `pool`, in request order. O(candidates) predictions.

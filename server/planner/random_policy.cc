@@ -24,4 +24,24 @@ void RandomPolicy::Select(const RoundContext& round, CandidatePool* pool, RoundP
       /*positions_are_clients=*/true);
 }
 
+namespace {
+
+class RandomPolicyKind final : public SelectionPolicyKind {
+ public:
+  absl::string_view name() const override { return "random"; }
+  v1::SelectionPolicy record_value() const override { return v1::SELECTION_POLICY_RANDOM; }
+  v1::CachePolicy implied_cache() const override { return v1::CACHE_POLICY_LRU; }
+  bool samples_uniformly() const override { return true; }
+  absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
+      const PolicyResources& resources) const override {
+    return std::make_unique<RandomPolicy>();
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<SelectionPolicyKind> MakeRandomPolicyKind() {
+  return std::make_unique<RandomPolicyKind>();
+}
+
 }  // namespace fedsched::planner

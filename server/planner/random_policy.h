@@ -3,7 +3,10 @@
 #ifndef FEDSCHED_SERVER_PLANNER_RANDOM_POLICY_H_
 #define FEDSCHED_SERVER_PLANNER_RANDOM_POLICY_H_
 
+#include <memory>
+
 #include "server/planner/policy.h"
+#include "server/planner/policy_kind.h"
 
 namespace fedsched::planner {
 
@@ -20,6 +23,11 @@ class RandomPolicy final : public SelectionPolicy {
   void Describe(const Candidate& c, const profile::ClientState& client,
                 v1::SelectionReason* reason) const override {}
 };
+
+// "random" (SELECTION_POLICY_RANDOM, also UNSPECIFIED): RandomPolicy, no config. Samples
+// uniformly, the one policy differential privacy accepts; --policy gives it the LRU cache (the
+// simulator's baseline). Registered by policy_registry.cc.
+std::unique_ptr<SelectionPolicyKind> MakeRandomPolicyKind();
 
 }  // namespace fedsched::planner
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/planner/policy_registry.h"
 #include "server/privacy/rdp_accountant.h"
 
 namespace fedsched::privacy {
@@ -26,13 +27,15 @@ int64_t ExpectedCohort(const v1::ServerConfig& config) {
 
 // The combinations whose privacy the accountant cannot vouch for (see the header).
 absl::Status CheckCompatible(const std::string& where, const v1::ServerConfig& config) {
-  const v1::SelectionPolicy policy = config.selection().policy();
-  if (policy != v1::SELECTION_POLICY_RANDOM && policy != v1::SELECTION_POLICY_UNSPECIFIED) {
-    return Refuse(where,
-                  absl::StrCat("privacy needs selection.policy SELECTION_POLICY_RANDOM, got ",
-                               v1::SelectionPolicy_Name(policy),
-                               ": it picks clients by their losses, so the accountant's "
-                               "amplification by uniform sampling does not hold"));
+  FEDSCHED_ASSIGN_OR_RETURN(const planner::SelectionPolicyKind* policy,
+                            planner::ConfiguredSelectionPolicy(config.selection()));
+  if (!policy->samples_uniformly()) {
+    return Refuse(where, absl::StrCat("privacy needs a selection policy that samples uniformly "
+                                      "(SELECTION_POLICY_RANDOM), got \"",
+                                      policy->name(),
+                                      "\": it does not pick every client with the same "
+                                      "probability, so the accountant's amplification by "
+                                      "uniform sampling does not hold"));
   }
   const v1::AggregationConfig& agg = config.aggregation();
   if (agg.async_fedbuff()) {

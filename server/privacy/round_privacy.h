@@ -26,7 +26,8 @@ namespace fedsched::privacy {
 // max(K / 20, noise_multiplier); delta min(1e-5, N^-1.1). With DP on, errors (INVALID_ARGUMENT,
 // prefixed by `where`, naming the field and why): noise_multiplier not > 0; clip_norm,
 // population_size (< ceil(K x overcommit)), delta, target_epsilon, target_quantile,
-// clip_learning_rate out of range; 2 sigma_b <= z; a selection policy other than RANDOM (Oort
+// clip_learning_rate out of range; 2 sigma_b <= z; a selection policy that does not sample
+// uniformly (SelectionPolicyKind::samples_uniformly: only random does; Oort
 // and FedCaSe choose by the clients' losses, not by uniform sampling, so the accountant's
 // amplification by sampling does not hold); async_fedbuff (an update may land in any later
 // version: no per-version sampling); a robust aggregation rule (the noise is calibrated to the

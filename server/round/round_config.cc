@@ -11,6 +11,7 @@
 #include "secagg/protocol.h"
 #include "server/aggregation/aggregator.h"
 #include "server/planner/planner_options.h"
+#include "server/planner/policy_registry.h"
 #include "server/privacy/round_privacy.h"
 
 namespace fedsched::round {
@@ -144,11 +145,11 @@ absl::Status ResolveTraining(const std::string& where, v1::ServerConfig& out) {
 
 absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   v1::SelectionConfig* selection = out.mutable_selection();
-  if (selection->policy() == v1::SELECTION_POLICY_UNSPECIFIED) {
-    selection->set_policy(v1::SELECTION_POLICY_RANDOM);
+  // Before the cache default below: a policy's preset may name its own cache (fedsched: LRU).
+  const absl::Status policy = planner::ResolveSelectionPolicy(&out).status();
+  if (!policy.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", policy.message()));
   }
-  // Before the cache default below: fedsched's preset names its own cache (LRU).
-  planner::ApplySelectionPreset(&out);
   if (selection->overcommit() == 0) selection->set_overcommit(kDefaultOvercommit);
   FEDSCHED_RETURN_IF_ERROR(
       CheckAtLeast(where, "selection.overcommit", selection->overcommit(), 1.0));
@@ -197,11 +198,15 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
   return absl::OkStatus();
 }
 
-// PyramidFL's update dropout is on: configured, or by default under its policy.
+// PyramidFL's update dropout is on: configured, or by default under the policy (pyramidfl's
+// SelectionPolicyKind::workload_defaults).
 bool UpdateDropoutOn(const v1::ServerConfig& c) {
   const v1::WorkloadExtensionConfig& ext = c.selection().extend_workload();
   if (ext.disable_dropout()) return false;
-  return ext.dropout_high() > 0 || c.selection().policy() == v1::SELECTION_POLICY_PYRAMIDFL;
+  if (ext.dropout_high() > 0) return true;
+  absl::StatusOr<const planner::SelectionPolicyKind*> policy =
+      planner::ConfiguredSelectionPolicy(c.selection());
+  return policy.ok() && (*policy)->workload_defaults().dropout_high > 0;
 }
 
 // Secure aggregation (docs/SECURE_AGGREGATION.md): what cannot run without individual updates

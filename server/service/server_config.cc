@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
-#include "server/planner/planner_options.h"
+#include "server/planner/policy_registry.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/round_config.h"
 
@@ -246,12 +246,8 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
 }
 
 absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config) {
-  FEDSCHED_ASSIGN_OR_RETURN(const v1::SelectionPolicy value, planner::ParseSelectionPolicy(policy));
-  config->mutable_selection()->set_policy(value);
-  // The server's configs name the importance cache; fedsched was measured with LRU. Cleared, the
-  // cache is the preset's own choice (planner::ApplySelectionPreset, at resolution).
-  if (value == v1::SELECTION_POLICY_FEDSCHED) config->mutable_cache()->clear_policy();
-  return absl::OkStatus();
+  // The simulator's --policy goes through the same function, so both set the same cache.
+  return planner::ApplyPolicyFlag(policy, config);
 }
 
 }  // namespace fedsched

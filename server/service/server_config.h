@@ -15,12 +15,11 @@ namespace fedsched {
 // "clients_per_round must be >= 1, got -3", or "min_updates (12) > clients_per_round (10)".
 absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config);
 
-// fedsched-server's --policy flag: sets selection.policy to `policy` ("random" | "oort" |
-// "fedcase" | "pyramidfl" | "fedsched", case-insensitive; planner::ParseSelectionPolicy).
-// "fedsched" also clears the config file's cache.policy, so that resolution gives the preset's
-// own cache, LRU (as fedsched-sim's --policy does; docs/ALGORITHMS.md §11), and the flag runs
-// the measured configuration; the other policies keep the config's cache. Errors: those of
-// ParseSelectionPolicy; `config` is then unchanged.
+// fedsched-server's --policy flag: selects the policy registered as `policy` ("random" |
+// "oort" | "fedcase" | "pyramidfl" | "fedsched" or a registered one, case-insensitive) and sets
+// the cache it implies (fedcase: importance; the others: LRU), exactly as fedsched-sim's
+// --policy does (planner::ApplyPolicyFlag). Errors: INVALID_ARGUMENT naming --policy and the
+// registered names; `config` is then unchanged.
 absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config);
 
 }  // namespace fedsched

@@ -14,7 +14,7 @@
 #include "common/config.h"
 #include "common/status_macros.h"
 #include "models/cnn.h"
-#include "server/planner/planner_options.h"
+#include "server/planner/policy_registry.h"
 #include "server/round/round_config.h"
 #include "sim/engine/modelled_learner.h"
 #include "sim/engine/training_learner.h"
@@ -96,20 +96,11 @@ absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path) {
   return config;
 }
 
-v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy) {
-  return policy == v1::SELECTION_POLICY_FEDCASE ? v1::CACHE_POLICY_IMPORTANCE
-                                                : v1::CACHE_POLICY_LRU;
-}
-
 absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
                                  const std::string& fedcase_base, v1::SimConfig* config) {
   v1::ServerConfig* server = config->mutable_server();
-  if (!policy.empty()) {
-    FEDSCHED_ASSIGN_OR_RETURN(const v1::SelectionPolicy p, planner::ParseSelectionPolicy(policy));
-    server->mutable_selection()->set_policy(p);
-    server->mutable_cache()->set_policy(OwnCachePolicy(p));
-    server->mutable_cache()->clear_policy_name();
-  }
+  // The policy and the cache it implies, as fedsched-server's --policy sets them.
+  if (!policy.empty()) FEDSCHED_RETURN_IF_ERROR(planner::ApplyPolicyFlag(policy, server));
   if (!cache_policy.empty()) {
     // Case-insensitive, as the flag has always been (registered names are lower case).
     const std::string name = absl::AsciiStrToLower(cache_policy);
@@ -182,22 +173,13 @@ std::string CachePolicyName(v1::CachePolicy policy) {
 }
 
 std::string PolicyName(v1::SelectionPolicy policy) {
-  switch (policy) {
-    case v1::SELECTION_POLICY_OORT:
-      return "oort";
-    case v1::SELECTION_POLICY_FEDCASE:
-      return "fedcase";
-    case v1::SELECTION_POLICY_PYRAMIDFL:
-      return "pyramidfl";
-    case v1::SELECTION_POLICY_FEDSCHED:
-      return "fedsched";
-    default:
-      return "random";
-  }
+  v1::SelectionConfig selection;
+  selection.set_policy(policy);
+  return planner::SelectionPolicyName(selection);
 }
 
 std::string RunName(const v1::SimConfig& config) {
-  return absl::StrCat(PolicyName(config.server().selection().policy()),
+  return absl::StrCat(planner::SelectionPolicyName(config.server().selection()),
                       config.server().aggregation().async_fedbuff() ? "-fedbuff" : "");
 }
 

@@ -61,11 +61,6 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
 // not exist, naming the field, the path as given and as resolved.
 absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
 
-// The cache a selection policy runs with in FedCaSe's evaluation (issue 15, defect 5): LRU for
-// the baselines random and oort ("Oort + LRU"), the importance cache for fedcase; LRU for
-// pyramidfl (as its authors run it) and fedsched (its preset, docs/ALGORITHMS.md §11).
-v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
-
 // fedsched-sim's --set: a SimConfig fragment in protobuf text format (e.g.
 // `traces { start_time_s: 86400 } server { selection { extend_workload { beta: 0.5 } } }`)
 // merged over `config` as Message::MergeFrom does: every field the fragment sets to a non-default
@@ -76,12 +71,14 @@ v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
 absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
 
 // fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
-// Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase" | "pyramidfl" |
-// "fedsched") also sets the policy's own cache (OwnCachePolicy) unless `cache_policy`
-// (a registered cache policy name, client/cache/cache_policy.h: "importance" | "lru" | "lfu" |
-// "none" built in) names one; a built-in is set as server.cache.policy, any other as
-// server.cache.policy_name. Errors: INVALID_ARGUMENT naming the flag and its allowed values
-// (the registered cache policies for --cache_policy).
+// Empty strings keep the config's value. `policy` (a registered name: "random" | "oort" |
+// "fedcase" | "pyramidfl" | "fedsched" or one a program registered) goes through
+// planner::ApplyPolicyFlag, as fedsched-server's --policy: it also sets the cache the policy
+// implies (fedcase: importance, the others LRU, as FedCaSe's evaluation runs them;
+// SelectionPolicyKind::implied_cache) unless `cache_policy` (a registered cache policy name,
+// client/cache/cache_policy.h: "importance" | "lru" | "lfu" | "none" built in) names one; a
+// built-in is set as server.cache.policy, any other as server.cache.policy_name. Errors:
+// INVALID_ARGUMENT naming the flag and its allowed values (the registered names).
 absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
                                  const std::string& fedcase_base, v1::SimConfig* config);
 
@@ -92,14 +89,16 @@ absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* confi
 // Lower-case availability forecast name: "trace" (also for UNSPECIFIED), "learned", "none".
 std::string ForecastName(v1::AvailabilityForecast forecast);
 
-// Lower-case policy name: "random", "oort", "fedcase".
+// Lower-case policy name: "random" (also for UNSPECIFIED), "oort", "fedcase", "pyramidfl",
+// "fedsched" (planner::SelectionPolicyName).
 std::string PolicyName(v1::SelectionPolicy policy);
 // Lower-case cache policy name: "importance" (also for UNSPECIFIED, which the server treats
 // as importance), "lru", "lfu", "none" (the registered name of the policy answering to it; "?"
 // for a value nobody answers to). A config naming its policy by name: CachePolicyNameOf
 // (client/cache/cache_policy.h).
 std::string CachePolicyName(v1::CachePolicy policy);
-// The default run name: the policy name, plus "-fedbuff" under aggregation.async_fedbuff.
+// The default run name: the policy's registered name (selection.policy_name or policy), plus
+// "-fedbuff" under aggregation.async_fedbuff.
 std::string RunName(const v1::SimConfig& config);
 
 }  // namespace fedsched::sim

@@ -20,6 +20,7 @@
 #include "server/planner/fedcase_policy.h"
 #include "server/planner/oort_pacer.h"
 #include "server/planner/oort_policy.h"
+#include "server/planner/policy_registry.h"
 #include "server/planner/random_policy.h"
 #include "server/planner/top_ratio.h"
 #include "server/planner/workload.h"
@@ -422,14 +423,20 @@ class PolicyTest : public ::testing::Test {
 TEST_F(PolicyTest, FactoryPicksThePolicyOfTheOptions) {
   OortPacer pacer(options_.oort);
   ExperienceTracker experience;
-  auto make = [&](v1::SelectionPolicy p) {
+  auto make = [&](v1::SelectionPolicy p) -> std::unique_ptr<SelectionPolicy> {
     options_.policy = p;
-    return MakeSelectionPolicy(options_, &pacer, &experience);
+    absl::StatusOr<const SelectionPolicyKind*> kind = PlannerSelectionPolicy(options_);
+    if (!kind.ok()) return nullptr;
+    auto policy =
+        (*kind)->Create({.options = options_, .pacer = &pacer, .experience = &experience});
+    return policy.ok() ? std::move(*policy) : nullptr;
   };
   EXPECT_NE(dynamic_cast<RandomPolicy*>(make(v1::SELECTION_POLICY_UNSPECIFIED).get()), nullptr);
   EXPECT_NE(dynamic_cast<RandomPolicy*>(make(v1::SELECTION_POLICY_RANDOM).get()), nullptr);
   EXPECT_NE(dynamic_cast<OortPolicy*>(make(v1::SELECTION_POLICY_OORT).get()), nullptr);
   EXPECT_NE(dynamic_cast<FedCasePolicy*>(make(v1::SELECTION_POLICY_FEDCASE).get()), nullptr);
+  EXPECT_NE(dynamic_cast<OortPolicy*>(make(v1::SELECTION_POLICY_PYRAMIDFL).get()), nullptr);
+  EXPECT_NE(dynamic_cast<FedCasePolicy*>(make(v1::SELECTION_POLICY_FEDSCHED).get()), nullptr);
 }
 
 TEST_F(PolicyTest, RandomPicksDistinctNonBusyClientsDeterministically) {
@@ -580,7 +587,7 @@ TEST(SelectionPresetTest, FedschedExpandsToItsLeversAndKeepsWhatTheConfigNames) 
   v1::ServerConfig config;
   config.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDSCHED);
   v1::ServerConfig expanded = config;
-  ApplySelectionPreset(&expanded);
+  ASSERT_OK(ResolveSelectionPolicy(&expanded).status());
   EXPECT_TRUE(expanded.selection().workload_sizing());
   EXPECT_TRUE(expanded.selection().oort().hold_round_threshold());
   EXPECT_EQ(expanded.selection().extend_workload().beta(), 0.5);
@@ -596,8 +603,10 @@ TEST(SelectionPresetTest, FedschedExpandsToItsLeversAndKeepsWhatTheConfigNames) 
   // It selects as FedCaSe does.
   OortPacer pacer(o.oort);
   ExperienceTracker experience;
-  EXPECT_NE(dynamic_cast<FedCasePolicy*>(MakeSelectionPolicy(o, &pacer, &experience).get()),
-            nullptr);
+  ASSERT_OK_AND_ASSIGN(const SelectionPolicyKind* kind, PlannerSelectionPolicy(o));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<SelectionPolicy> policy,
+                       kind->Create({.options = o, .pacer = &pacer, .experience = &experience}));
+  EXPECT_NE(dynamic_cast<FedCasePolicy*>(policy.get()), nullptr);
 
   // A cache policy, beta or the extension's switch the config names is kept.
   config.mutable_cache()->set_policy(v1::CACHE_POLICY_IMPORTANCE);
@@ -609,17 +618,17 @@ TEST(SelectionPresetTest, FedschedExpandsToItsLeversAndKeepsWhatTheConfigNames) 
   ASSERT_OK_AND_ASSIGN(o, PlannerOptions::FromServerConfig(config));
   EXPECT_EQ(o.extend_workload_beta, 0);
 
-  // The flags' parser names it, case-insensitive; unknown names are named in the error.
-  ASSERT_OK_AND_ASSIGN(v1::SelectionPolicy parsed, ParseSelectionPolicy("FedSched"));
-  EXPECT_EQ(parsed, v1::SELECTION_POLICY_FEDSCHED);
-  EXPECT_THAT(ParseSelectionPolicy("best").status(),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("got best")));
+  // The registry names it, case-insensitive; unknown names are named in the error.
+  ASSERT_OK_AND_ASSIGN(const SelectionPolicyKind* found, FindSelectionPolicy("FedSched"));
+  EXPECT_EQ(found->record_value(), v1::SELECTION_POLICY_FEDSCHED);
+  EXPECT_THAT(FindSelectionPolicy("best").status(),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("\"best\"")));
 
   // Any other policy: unchanged.
   v1::ServerConfig fedcase;
   fedcase.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDCASE);
   v1::ServerConfig untouched = fedcase;
-  ApplySelectionPreset(&untouched);
+  ASSERT_OK(ResolveSelectionPolicy(&untouched).status());
   EXPECT_EQ(untouched.SerializeAsString(), fedcase.SerializeAsString());
 }
 

@@ -124,18 +124,20 @@ TEST(CertificateFingerprintTest, RejectsNonPem) {
   EXPECT_EQ(ToHex(fp), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
-// fedsched-server --policy: the name sets selection.policy; fedsched also its own cache (LRU).
-TEST(ServerConfigTest, PolicyFlagSetsThePolicyAndFedschedItsCache) {
+// fedsched-server --policy: the name sets selection.policy and the cache the policy implies, as
+// fedsched-sim's --policy does (fedcase: importance; the others: LRU).
+TEST(ServerConfigTest, PolicyFlagSetsThePolicyAndItsCache) {
   v1::ServerConfig config;
   config.set_store_path("/tmp/unused");  // required by ResolveServerConfig; nothing is opened
   config.mutable_cache()->set_policy(v1::CACHE_POLICY_IMPORTANCE);
   ASSERT_OK(ApplyPolicyFlag("oort", &config));
   EXPECT_EQ(config.selection().policy(), v1::SELECTION_POLICY_OORT);
+  EXPECT_EQ(config.cache().policy(), v1::CACHE_POLICY_LRU);
+  ASSERT_OK(ApplyPolicyFlag("fedcase", &config));
   EXPECT_EQ(config.cache().policy(), v1::CACHE_POLICY_IMPORTANCE);
   ASSERT_OK(ApplyPolicyFlag("FedSched", &config));
   EXPECT_EQ(config.selection().policy(), v1::SELECTION_POLICY_FEDSCHED);
-  // The file's cache is cleared; resolution gives the preset's (LRU, below).
-  EXPECT_EQ(config.cache().policy(), v1::CACHE_POLICY_UNSPECIFIED);
+  EXPECT_EQ(config.cache().policy(), v1::CACHE_POLICY_LRU);
   // Resolved, the preset's levers are in the printed config.
   ASSERT_OK_AND_ASSIGN(v1::ServerConfig resolved, ResolveServerConfig(config));
   EXPECT_TRUE(resolved.selection().workload_sizing());
