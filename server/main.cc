@@ -55,8 +55,9 @@ ABSL_FLAG(std::string, metrics_csv, "", "Overrides metrics_csv (per-round CSV)."
 ABSL_FLAG(std::string, listen, "", "Overrides listen_address, e.g. 127.0.0.1:50051.");
 ABSL_FLAG(int32_t, num_rounds, -1, "Overrides num_rounds when >= 0.");
 ABSL_FLAG(std::string, policy, "",
-          "Overrides selection.policy: random, oort, fedcase, pyramidfl or fedsched (which also "
-          "sets its own cache, LRU; docs/ALGORITHMS.md §11).");
+          "Overrides selection.policy with a registered selection policy (random, oort, "
+          "fedcase, pyramidfl, fedsched) and sets the cache it implies (fedcase: importance, "
+          "the others: LRU), as fedsched-sim --policy does.");
 ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
 ABSL_FLAG(
     bool, no_fit_checks, false,
