@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <set>
+#include <string>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -18,6 +19,7 @@
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/sha256.h"
+#include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/aggregator.h"
 #include "server/cli/store_lock.h"
 #include "server/store/store.h"
@@ -79,8 +81,9 @@ int Main() {
     std::fprintf(stderr, "fedsched-audit: the run was not started with audit_updates: true\n");
     return 2;
   }
-  const v1::AggregationRule rule = config.aggregation().rule();
-  if (rule != v1::AGGREGATION_RULE_FEDAVG && rule != v1::AGGREGATION_RULE_UNSPECIFIED) {
+  // The replay redoes FedAvg's arithmetic; a rule registered only in the server is unknown here.
+  const absl::StatusOr<std::string> rule = ResolveAggregationRuleName(config.aggregation());
+  if (!rule.ok() || *rule != "fedavg") {
     std::fprintf(stderr, "fedsched-audit: replay supports FedAvg runs only (stateless)\n");
     return 2;
   }
