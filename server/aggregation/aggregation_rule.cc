@@ -18,8 +18,7 @@ bool AggregationRule::ServerStep(const ServerStepContext& /*context*/,
 }
 
 absl::Status AggregationRule::Aggregate(const BufferedUpdates& /*round*/,
-                                        ForEachSliceFn /*for_each_slice*/,
-                                        float* /*delta*/) const {
+                                        ForEachSliceFn /*for_each_slice*/, float* /*delta*/) const {
   return absl::InternalError("a linear aggregation rule has no Aggregate: the sum is its input");
 }
 

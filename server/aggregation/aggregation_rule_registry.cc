@@ -90,8 +90,8 @@ const char* BuiltinName(v1::AggregationRule rule) {
 
 absl::Status RegisterAggregationRule(absl::string_view name, AggregationRuleFactory factory) {
   if (!WellFormedName(name)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "aggregation rule name '", name, "' must be lower-case letters, digits and '_'"));
+    return absl::InvalidArgumentError(absl::StrCat("aggregation rule name '", name,
+                                                   "' must be lower-case letters, digits and '_'"));
   }
   if (factory == nullptr) {
     return absl::InvalidArgumentError(
@@ -118,15 +118,16 @@ absl::StatusOr<std::string> ResolveAggregationRuleName(const v1::AggregationConf
   const char* by_enum = BuiltinName(config.rule());
   if (config.rule_name().empty()) return std::string(by_enum != nullptr ? by_enum : "fedavg");
   if (by_enum != nullptr && config.rule_name() != by_enum) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "aggregation.rule ", v1::AggregationRule_Name(config.rule()), " and aggregation.rule_name '",
-        config.rule_name(), "' name different rules: set one of them"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.rule ", v1::AggregationRule_Name(config.rule()),
+                     " and aggregation.rule_name '", config.rule_name(),
+                     "' name different rules: set one of them"));
   }
   if (TheRegistry().Find(config.rule_name()) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "aggregation.rule_name '", config.rule_name(),
-        "' is not a registered aggregation rule; registered: ",
-        absl::StrJoin(RegisteredAggregationRuleNames(), ", ")));
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.rule_name '", config.rule_name(),
+                     "' is not a registered aggregation rule; registered: ",
+                     absl::StrJoin(RegisteredAggregationRuleNames(), ", ")));
   }
   return config.rule_name();
 }

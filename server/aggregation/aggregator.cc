@@ -460,9 +460,9 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
   const int failed =
       ServerStepAll(is_averaging() ? nullptr : aggregate.data(), g_data, out_data, position);
   if (failed >= 0) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "the server step would make tensor '", global.tensors(failed).name(),
-        "' or the optimiser state non-finite; the aggregated delta is too large"));
+    return absl::OutOfRangeError(
+        absl::StrCat("the server step would make tensor '", global.tensors(failed).name(),
+                     "' or the optimiser state non-finite; the aggregated delta is too large"));
   }
   if (!state_slots_.empty()) state_current_ = 1 - state_current_;
   ++steps_;

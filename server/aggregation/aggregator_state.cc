@@ -26,8 +26,7 @@ v1::Tensor* AddScalar(v1::Model* model, const char* name, float value) {
 }
 
 // The state's tensors by name. Errors: INVALID_ARGUMENT for a duplicate name.
-absl::StatusOr<absl::flat_hash_map<std::string, const v1::Tensor*>> ByName(
-    const v1::Model& state) {
+absl::StatusOr<absl::flat_hash_map<std::string, const v1::Tensor*>> ByName(const v1::Model& state) {
   absl::flat_hash_map<std::string, const v1::Tensor*> by_name;
   for (const v1::Tensor& t : state.tensors()) {
     if (!by_name.emplace(t.name(), &t).second) {

@@ -185,9 +185,9 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
   FEDSCHED_ASSIGN_OR_RETURN(const AggregationRuleProperties rule,
                             AggregationRulePropertiesOf(out.aggregation()));
   if (out.aggregation().async_fedbuff() && !rule.composes_with_fedbuff) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),
-                     " does not run with aggregation.async_fedbuff"));
+    return absl::InvalidArgumentError(absl::StrCat(where, ": aggregation.rule ",
+                                                   AggregationRuleDisplayName(out.aggregation()),
+                                                   " does not run with aggregation.async_fedbuff"));
   }
   // Krum accepts any round size (Flower's max(1, K - f - 2) neighbours): no check on min_updates.
   return absl::OkStatus();
@@ -205,7 +205,8 @@ bool UpdateDropoutOn(const v1::ServerConfig& c) {
 absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
   if (!out.secure_aggregation().enabled()) return absl::OkStatus();
   absl::StatusOr<AggregationRuleProperties> rule = AggregationRulePropertiesOf(out.aggregation());
-  if (!rule.ok()) return absl::InvalidArgumentError(absl::StrCat(where, ": ", rule.status().message()));
+  if (!rule.ok())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", rule.status().message()));
   if (!rule->composes_with_secure_aggregation) {
     return absl::InvalidArgumentError(absl::StrCat(
         where, ": aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),

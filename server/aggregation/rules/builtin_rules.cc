@@ -28,10 +28,10 @@ aggregation_internal::ServerOptimizerParams OptimizerParams(const ServerStepCont
   return params;
 }
 
-void CoordinateWise(const BufferedUpdates& round, ForEachSliceFn for_each_slice, float* delta,
-                    absl::FunctionRef<void(const std::vector<const float*>& updates, int64_t len,
-                                           float* out)>
-                        rule) {
+void CoordinateWise(
+    const BufferedUpdates& round, ForEachSliceFn for_each_slice, float* delta,
+    absl::FunctionRef<void(const std::vector<const float*>& updates, int64_t len, float* out)>
+        rule) {
   for_each_slice([&](int64_t begin, int64_t end) {
     std::vector<const float*> slice(round.updates.size());
     for (size_t k = 0; k < round.updates.size(); ++k) slice[k] = round.updates[k] + begin;

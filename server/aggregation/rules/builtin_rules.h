@@ -15,15 +15,15 @@
 
 namespace fedsched::aggregation_rules {
 
-std::unique_ptr<AggregationRule> NewFedAvg();        // fedavg.cc
-std::unique_ptr<AggregationRule> NewFedAvgM();       // fedavgm.cc
-std::unique_ptr<AggregationRule> NewFedAdam();       // fedadam.cc
-std::unique_ptr<AggregationRule> NewFedYogi();       // fedyogi.cc
-std::unique_ptr<AggregationRule> NewFedAdagrad();    // fedadagrad.cc
-std::unique_ptr<AggregationRule> NewTrimmedMean();   // trimmed_mean.cc
-std::unique_ptr<AggregationRule> NewMedian();        // median.cc
-std::unique_ptr<AggregationRule> NewKrum();          // krum.cc
-std::unique_ptr<AggregationRule> NewMultiKrum();     // multi_krum.cc
+std::unique_ptr<AggregationRule> NewFedAvg();       // fedavg.cc
+std::unique_ptr<AggregationRule> NewFedAvgM();      // fedavgm.cc
+std::unique_ptr<AggregationRule> NewFedAdam();      // fedadam.cc
+std::unique_ptr<AggregationRule> NewFedYogi();      // fedyogi.cc
+std::unique_ptr<AggregationRule> NewFedAdagrad();   // fedadagrad.cc
+std::unique_ptr<AggregationRule> NewTrimmedMean();  // trimmed_mean.cc
+std::unique_ptr<AggregationRule> NewMedian();       // median.cc
+std::unique_ptr<AggregationRule> NewKrum();         // krum.cc
+std::unique_ptr<AggregationRule> NewMultiKrum();    // multi_krum.cc
 
 // The properties of the rules that keep every update to bound Byzantine influence (trimmed
 // mean, median, Krum, Multi-Krum): none of them works on a sum, so none composes with DP,
@@ -36,10 +36,10 @@ aggregation_internal::ServerOptimizerParams OptimizerParams(const ServerStepCont
 
 // Runs rule(updates, len, out) over each slice of the coordinates, with `updates` and `out`
 // offset to the slice: the coordinate-wise rules' Aggregate.
-void CoordinateWise(const BufferedUpdates& round, ForEachSliceFn for_each_slice, float* delta,
-                    absl::FunctionRef<void(const std::vector<const float*>& updates, int64_t len,
-                                           float* out)>
-                        rule);
+void CoordinateWise(
+    const BufferedUpdates& round, ForEachSliceFn for_each_slice, float* delta,
+    absl::FunctionRef<void(const std::vector<const float*>& updates, int64_t len, float* out)>
+        rule);
 
 }  // namespace fedsched::aggregation_rules
 

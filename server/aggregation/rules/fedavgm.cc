@@ -24,8 +24,8 @@ class FedAvgMRule final : public AggregationRule {
   bool ServerStep(const ServerStepContext& context, const ServerStepSpan& span,
                   int64_t n) const override {
     return ai::ServerOptimizerStep(ai::ServerOptimizer::kMomentum, OptimizerParams(context),
-                                   span.sum, span.state[0], nullptr, span.global,
-                                   span.state_out[0], nullptr, span.out, n);
+                                   span.sum, span.state[0], nullptr, span.global, span.state_out[0],
+                                   nullptr, span.out, n);
   }
 };
 
