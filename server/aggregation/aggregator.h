@@ -142,7 +142,7 @@ class Aggregator {
   // order (the squares summed in double, per block of floats). ||delta||_2 of the clipping step
   // above (norm clipping as in DP-FedAvg, McMahan et al., ICLR 2018, section 2) is the square
   // root of their sum, so a caller that needs the norm anyway (the server's norm screen) hands
-  // them to AccumulateBatch and the update is read once, not twice (issue 13). Inf or NaN for a
+  // them to AccumulateBatch and the update is read once, not twice. Inf or NaN for a
   // tensor holding a non-finite value. No errors.
   static std::vector<double> TensorSumSquares(const v1::Model& delta);
 
@@ -280,7 +280,7 @@ class Aggregator {
   static double FoldBound(float w, absl::Span<const double> sum_squares, int num_tensors);
   // Whether a fold adding at most `bound` to any |running sum value| can run in place: it cannot
   // overflow float32 when sum_bound_ + bound <= kInPlaceSumBound, so it cannot fail and needs no
-  // spare buffer to fall back on (issue 13: one sum buffer instead of two).
+  // spare buffer to fall back on (one sum buffer instead of two).
   bool InPlaceSafe(double bound) const;
   // Where a fold adding at most `bound` (FoldBound) to any |sum value| reads and writes the
   // running sum: `first` (the round's first fold: straight into the current buffer, `in` null),
