@@ -165,12 +165,13 @@ absl::StatusOr<AggregationRuleProperties> AggregationRulePropertiesOf(
 }
 
 std::string AggregationRuleDisplayName(const v1::AggregationConfig& config) {
-  if (config.rule() != v1::AGGREGATION_RULE_UNSPECIFIED || config.rule_name().empty()) {
-    return v1::AggregationRule_Name(config.rule() == v1::AGGREGATION_RULE_UNSPECIFIED
-                                        ? v1::AGGREGATION_RULE_FEDAVG
-                                        : config.rule());
+  v1::AggregationRule rule = config.rule();
+  if (rule == v1::AGGREGATION_RULE_UNSPECIFIED && !config.rule_name().empty()) {
+    rule = BuiltinAggregationRule(config.rule_name());
+    if (rule == v1::AGGREGATION_RULE_UNSPECIFIED) return config.rule_name();
   }
-  return config.rule_name();
+  return v1::AggregationRule_Name(
+      rule == v1::AGGREGATION_RULE_UNSPECIFIED ? v1::AGGREGATION_RULE_FEDAVG : rule);
 }
 
 v1::AggregationRule BuiltinAggregationRule(absl::string_view name) {

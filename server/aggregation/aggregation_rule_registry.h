@@ -55,8 +55,9 @@ absl::StatusOr<std::unique_ptr<AggregationRule>> CreateAggregationRule(
 absl::StatusOr<AggregationRuleProperties> AggregationRulePropertiesOf(
     const v1::AggregationConfig& config);
 
-// How messages name the rule `config` selects: the enum name when `rule` is set (e.g.
-// "AGGREGATION_RULE_MEDIAN"), else rule_name, else "AGGREGATION_RULE_FEDAVG".
+// How messages name the rule `config` selects: a built-in by its enum name (e.g.
+// "AGGREGATION_RULE_MEDIAN", whether `rule` or rule_name selects it), any other by rule_name;
+// nothing set: "AGGREGATION_RULE_FEDAVG".
 std::string AggregationRuleDisplayName(const v1::AggregationConfig& config);
 
 // The built-in enum value registered as `name`, or AGGREGATION_RULE_UNSPECIFIED for any other.

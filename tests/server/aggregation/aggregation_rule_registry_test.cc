@@ -84,6 +84,13 @@ TEST(AggregationRuleRegistryTest, NamingErrorsAreClear) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("unknown value 99")));
 }
 
+TEST(AggregationRuleRegistryTest, MessagesNameBuiltinsByTheirEnum) {
+  EXPECT_EQ(AggregationRuleDisplayName(Named("median")), "AGGREGATION_RULE_MEDIAN");
+  EXPECT_EQ(AggregationRuleDisplayName(ByEnum(v1::AGGREGATION_RULE_KRUM)), "AGGREGATION_RULE_KRUM");
+  EXPECT_EQ(AggregationRuleDisplayName(v1::AggregationConfig()), "AGGREGATION_RULE_FEDAVG");
+  EXPECT_EQ(AggregationRuleDisplayName(Named("someone_elses")), "someone_elses");
+}
+
 TEST(AggregationRuleRegistryTest, EffectiveConfigNamesBuiltinsByTheirEnum) {
   ASSERT_OK_AND_ASSIGN(v1::AggregationConfig c, EffectiveAggregationConfig(Named("fedyogi")));
   EXPECT_EQ(c.rule(), v1::AGGREGATION_RULE_FEDYOGI);
