@@ -1,10 +1,13 @@
 // The aggregation block of a config: range checks and Flower's defaults (docs/ALGORITHMS.md §5).
 #include <algorithm>
 #include <cmath>
+#include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/aggregator.h"
 
 namespace fedsched {
@@ -34,11 +37,16 @@ absl::Status CheckNonNegative(const char* field, double value) {
 absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     const v1::AggregationConfig& config) {
   v1::AggregationConfig c = config;
-  if (!v1::AggregationRule_IsValid(c.rule())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("aggregation.rule: unknown value ", static_cast<int>(c.rule())));
+  FEDSCHED_ASSIGN_OR_RETURN(const std::string name, ResolveAggregationRuleName(c));
+  FEDSCHED_ASSIGN_OR_RETURN(const std::unique_ptr<AggregationRule> rule, CreateAggregationRule(c));
+  // A built-in is named by its enum value (so effective configs read as before), any other rule
+  // by rule_name.
+  c.set_rule(BuiltinAggregationRule(name));
+  if (c.rule() != v1::AGGREGATION_RULE_UNSPECIFIED) {
+    c.clear_rule_name();
+  } else {
+    c.set_rule_name(name);
   }
-  if (c.rule() == v1::AGGREGATION_RULE_UNSPECIFIED) c.set_rule(v1::AGGREGATION_RULE_FEDAVG);
   FEDSCHED_RETURN_IF_ERROR(CheckNonNegative("server_learning_rate", c.server_learning_rate()));
   FEDSCHED_RETURN_IF_ERROR(CheckUnit("beta1", c.beta1()));
   FEDSCHED_RETURN_IF_ERROR(CheckUnit("beta2", c.beta2()));
@@ -67,18 +75,13 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
                                                    kMaxFoldThreads, "], got ", c.fold_threads()));
   }
 
-  // Flower's defaults (docs/ALGORITHMS.md §5).
-  const v1::AggregationRule rule = c.rule();
-  if (c.server_learning_rate() == 0.0) {
-    double eta = 1.0;
-    if (rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDADAGRAD) eta = 0.1;
-    if (rule == v1::AGGREGATION_RULE_FEDYOGI) eta = 0.01;
-    c.set_server_learning_rate(eta);
-  }
+  // The rule's own defaults (Flower's, docs/ALGORITHMS.md §5), then those common to all rules.
+  rule->ApplyDefaults(c);
+  if (c.server_learning_rate() == 0.0) c.set_server_learning_rate(1.0);
   // Fields with presence take their default only when unset: an explicit 0 is a value.
-  if (!c.has_beta1()) c.set_beta1(rule == v1::AGGREGATION_RULE_FEDADAGRAD ? 0.0 : 0.9);
+  if (!c.has_beta1()) c.set_beta1(0.9);
   if (!c.has_beta2()) c.set_beta2(0.99);
-  if (c.tau() == 0.0) c.set_tau(rule == v1::AGGREGATION_RULE_FEDYOGI ? 1e-3 : 1e-9);
+  if (c.tau() == 0.0) c.set_tau(1e-9);
   if (!c.has_server_momentum()) c.set_server_momentum(0.9);
   if (!c.has_trim_beta()) c.set_trim_beta(0.2);
   if (!c.has_krum_byzantine()) c.set_krum_byzantine(1);

@@ -10,9 +10,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/checks.h"
 #include "server/aggregation/kernels.h"
-#include "server/aggregation/robust.h"
 #include "unsupported/Eigen/CXX11/ThreadPool"
 
 namespace fedsched {
@@ -29,16 +29,6 @@ constexpr int64_t kStreamingMinBytes = int64_t{8} << 20;
 // to a thread dwarfs the cost of waking it (tens of microseconds); aligned to 16 values (64 B).
 constexpr int64_t kMinSliceValues = int64_t{1} << 19;
 
-bool IsFedOpt(v1::AggregationRule rule) {
-  return rule == v1::AGGREGATION_RULE_FEDADAM || rule == v1::AGGREGATION_RULE_FEDYOGI ||
-         rule == v1::AGGREGATION_RULE_FEDADAGRAD;
-}
-
-bool IsRobust(v1::AggregationRule rule) {
-  return rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
-         rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM;
-}
-
 }  // namespace
 
 double AdamBiasCorrection(double beta1, double beta2, int64_t t) {
@@ -50,9 +40,13 @@ double StalenessWeight(int64_t staleness) {
   return 1.0 / std::sqrt(1.0 + static_cast<double>(staleness));
 }
 
-Aggregator::Aggregator(const v1::AggregationConfig& config, ModelLayout layout)
+Aggregator::Aggregator(const v1::AggregationConfig& config, ModelLayout layout,
+                       std::unique_ptr<AggregationRule> rule)
     : config_(config),
       layout_(std::move(layout)),
+      rule_(std::move(rule)),
+      properties_(rule_->properties()),
+      state_slots_(rule_->StateSlots()),
       streaming_(layout_.total_size() * static_cast<int64_t>(sizeof(float)) >= kStreamingMinBytes) {
   const int64_t total = layout_.total_size();
   const int64_t slices =
@@ -95,17 +89,15 @@ absl::StatusOr<std::unique_ptr<Aggregator>> Aggregator::Create(const v1::Aggrega
   FEDSCHED_ASSIGN_OR_RETURN(v1::AggregationConfig effective, EffectiveAggregationConfig(config));
   FEDSCHED_RETURN_IF_ERROR(ValidateModel(global));
   FEDSCHED_ASSIGN_OR_RETURN(ModelLayout layout, ModelLayout::FromModel(global));
-  std::unique_ptr<Aggregator> agg(new Aggregator(effective, std::move(layout)));
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<AggregationRule> rule,
+                            CreateAggregationRule(effective));
+  std::unique_ptr<Aggregator> agg(new Aggregator(effective, std::move(layout), std::move(rule)));
   const size_t n = static_cast<size_t>(agg->layout_.total_size());
-  const v1::AggregationRule rule = effective.rule();
   for (int b = 0; b < 2; ++b) {
-    if (rule == v1::AGGREGATION_RULE_FEDAVGM || IsFedOpt(rule)) agg->m_[b].assign(n, 0.0f);
-    if (IsFedOpt(rule)) agg->v_[b].assign(n, 0.0f);
+    agg->state_[b].assign(agg->state_slots_.size(), std::vector<float>(n, 0.0f));
   }
   return agg;
 }
-
-bool Aggregator::is_averaging() const { return !IsRobust(config_.rule()); }
 
 absl::Status Aggregator::Accumulate(const v1::Model& delta, int64_t num_examples) {
   return Accumulate(delta, num_examples, /*staleness=*/0);
@@ -149,7 +141,7 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
   }
   if (!is_averaging() && static_cast<int64_t>(buffered_.size()) >= config_.max_buffered_updates()) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+        "aggregation rule ", AggregationRuleDisplayName(config_),
         " already holds max_buffered_updates = ", config_.max_buffered_updates(), " updates"));
   }
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, index));
@@ -346,84 +338,20 @@ std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedU
   return status;
 }
 
-absl::Status Aggregator::ComputeRobustDelta(std::vector<float>* delta) const {
-  std::vector<const float*> updates;
-  updates.reserve(buffered_.size());
-  for (const std::vector<float>& u : buffered_) updates.push_back(u.data());
-  const int64_t n = layout_.total_size();
-  delta->resize(static_cast<size_t>(n));
-  // The coordinate-wise rules, slice by slice.
-  auto coordinate_wise = [&](auto rule) {
-    ForEachSlice([&](int64_t begin, int64_t end) {
-      std::vector<const float*> slice(updates.size());
-      for (size_t k = 0; k < updates.size(); ++k) slice[k] = updates[k] + begin;
-      rule(slice, end - begin, delta->data() + begin);
-      return true;
-    });
-  };
-  switch (config_.rule()) {
-    case v1::AGGREGATION_RULE_TRIMMED_MEAN:
-      coordinate_wise([&](const std::vector<const float*>& u, int64_t len, float* out) {
-        ai::TrimmedMean(u, len, config_.trim_beta(), out);
-      });
-      return absl::OkStatus();
-    case v1::AGGREGATION_RULE_MEDIAN:
-      coordinate_wise([&](const std::vector<const float*>& u, int64_t len, float* out) {
-        ai::Median(u, len, out);
-      });
-      return absl::OkStatus();
-    case v1::AGGREGATION_RULE_KRUM:
-    case v1::AGGREGATION_RULE_MULTI_KRUM: {
-      // Flower's aggregate_krum: max(1, K - f - 2) neighbours, so any round size is accepted;
-      // Multi-Krum averages the kept updates weighted by their examples.
-      const int f = config_.krum_byzantine();
-      const int k = static_cast<int>(updates.size());
-      int m = 1;
-      if (config_.rule() == v1::AGGREGATION_RULE_MULTI_KRUM) {
-        m = config_.multi_krum_m() > 0 ? std::min(config_.multi_krum_m(), k) : std::max(1, k - f);
-      }
-      const std::vector<int> chosen = ai::KrumSelect(updates, n, f, m);
-      std::vector<const float*> selected;
-      std::vector<double> weights;
-      for (int i : chosen) {
-        selected.push_back(updates[i]);
-        weights.push_back(static_cast<double>(buffered_examples_[i]));
-      }
-      ai::WeightedMean(selected, weights, n, delta->data());
-      return absl::OkStatus();
-    }
-    default:
-      return absl::InternalError("not a robust rule");
-  }
+absl::Status Aggregator::AggregateBuffered(std::vector<float>* delta) const {
+  BufferedUpdates round;
+  round.config = &config_;
+  round.updates.reserve(buffered_.size());
+  for (const std::vector<float>& u : buffered_) round.updates.push_back(u.data());
+  round.num_examples = buffered_examples_;
+  round.n = layout_.total_size();
+  delta->resize(static_cast<size_t>(round.n));
+  return rule_->Aggregate(
+      round, [this](absl::FunctionRef<bool(int64_t, int64_t)> fn) { return ForEachSlice(fn); },
+      delta->data());
 }
 
 namespace {
-
-// The server optimiser for `config`'s rule (FedAvgM: momentum; FedAdam / FedYogi / FedAdagrad)
-// and its step parameters, with FedAdam's bias correction at step steps + 2 (Flower's t =
-// server_round + 1, docs/ALGORITHMS.md §5).
-ai::ServerOptimizer OptimizerFor(const v1::AggregationConfig& config, double total_weight,
-                                 int64_t steps, ai::ServerOptimizerParams* params) {
-  const double eta = config.server_learning_rate();
-  params->inv_weight = static_cast<float>(1.0 / total_weight);
-  params->eta = static_cast<float>(eta);
-  params->momentum = static_cast<float>(config.server_momentum());
-  params->beta1 = static_cast<float>(config.beta1());
-  params->beta2 = static_cast<float>(config.beta2());
-  params->tau = static_cast<float>(config.tau());
-  switch (config.rule()) {
-    case v1::AGGREGATION_RULE_FEDADAM:
-      params->eta =
-          static_cast<float>(eta * AdamBiasCorrection(config.beta1(), config.beta2(), steps + 2));
-      return ai::ServerOptimizer::kAdam;
-    case v1::AGGREGATION_RULE_FEDYOGI:
-      return ai::ServerOptimizer::kYogi;
-    case v1::AGGREGATION_RULE_FEDADAGRAD:
-      return ai::ServerOptimizer::kAdagrad;
-    default:
-      return ai::ServerOptimizer::kMomentum;
-  }
-}
 
 // The output tensors in `global`'s order, reusing `out`'s storage (Clear keeps the tensor
 // objects and their capacity); the global and output data and global's position, by layout
@@ -455,7 +383,7 @@ absl::StatusOr<v1::Model> Aggregator::Finalize(const v1::Model& global) {
   return out;
 }
 
-absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
+absl::Status Aggregator::CheckFinalizable(const v1::Model& global, const v1::Model* out) const {
   if (out == nullptr || out == &global) {
     return absl::InvalidArgumentError("FinalizeInto needs an output model distinct from global");
   }
@@ -466,32 +394,62 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
     return absl::FailedPreconditionError("total weight of the round's updates is zero");
   }
   if (sum_poisoned_) return PoisonedError();
+  return absl::OkStatus();
+}
+
+int Aggregator::ServerStepAll(const float* aggregate, const std::vector<const float*>& g_data,
+                              const std::vector<float*>& out_data,
+                              const std::vector<int>& position) {
+  const ServerStepContext context{&config_, total_weight_, steps_};
+  const float eta = static_cast<float>(config_.server_learning_rate());
+  const float* sum = sum_[current_].data();
+  const std::vector<std::vector<float>>& state = state_[state_current_];
+  std::vector<std::vector<float>>& state_out = state_[1 - state_current_];
+  // The first tensor (in global's order) whose step is not finite, over all slices.
+  std::atomic<int> first_failed{std::numeric_limits<int>::max()};
+  ForEachSlice([&](int64_t begin, int64_t end) {
+    ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
+      const int64_t within = lo - layout_.offset(i);
+      bool tensor_ok;
+      if (aggregate != nullptr) {
+        tensor_ok = ai::FoldChecked(g_data[i] + within, aggregate + lo, eta, out_data[i] + within,
+                                    hi - lo, /*streaming=*/false);
+      } else {
+        ServerStepSpan span;
+        span.sum = sum + lo;
+        span.global = g_data[i] + within;
+        span.out = out_data[i] + within;
+        for (size_t s = 0; s < state_slots_.size(); ++s) {
+          span.state[s] = state[s].data() + lo;
+          span.state_out[s] = state_out[s].data() + lo;
+        }
+        tensor_ok = rule_->ServerStep(context, span, hi - lo);
+      }
+      if (!tensor_ok) {
+        int seen = first_failed.load();
+        while (position[i] < seen && !first_failed.compare_exchange_weak(seen, position[i])) {
+        }
+      }
+    });
+    return true;
+  });
+  const int failed = first_failed.load();
+  return failed == std::numeric_limits<int>::max() ? -1 : failed;
+}
+
+absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
+  FEDSCHED_RETURN_IF_ERROR(CheckFinalizable(global, out));
   std::vector<int> index;
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(global, &index));
 
-  // FedAvg and the robust rules: new model = global + scale * step, with `step` the running sum
-  // (scale = eta / W) or the robust aggregate (scale = eta), in one fused pass per tensor.
-  // FedAvgM and FedOpt: one fused pass computes D, the new optimiser state (into the spare state
-  // buffers) and the new model; the state is adopted only once every value is finite.
-  const v1::AggregationRule rule = config_.rule();
-  const double eta = config_.server_learning_rate();
-  const bool optimiser = !m_[0].empty();
-  const float* step = nullptr;
-  float step_scale = static_cast<float>(eta);
-  std::vector<float> robust;
-  if (rule == v1::AGGREGATION_RULE_FEDAVG) {
-    step = sum_[current_].data();
-    step_scale = static_cast<float>(eta / total_weight_);
-  } else if (!is_averaging()) {
-    FEDSCHED_RETURN_IF_ERROR(ComputeRobustDelta(&robust));
-    step = robust.data();
-  }
-  ai::ServerOptimizerParams params;
-  ai::ServerOptimizer kind = ai::ServerOptimizer::kMomentum;
-  if (optimiser) kind = OptimizerFor(config_, total_weight_, steps_, &params);
-  const int spare = 1 - state_current_;
+  // Linear rules: one fused pass per tensor slice computes the new model, and the new optimiser
+  // state into the spare state buffers (AggregationRule::ServerStep); the state is adopted only
+  // once every value is finite. Non-linear rules: new model = global + eta * the rule's
+  // aggregate, in one fused pass.
+  std::vector<float> aggregate;
+  if (!is_averaging()) FEDSCHED_RETURN_IF_ERROR(AggregateBuffered(&aggregate));
   // The spare sum buffer holds nothing now: freed before the new model is allocated, so a round's
-  // close costs one model less at its peak (issue 13, server peak RSS).
+  // close costs one model less at its peak (the server's peak RSS).
   std::vector<float>().swap(sum_[1 - current_]);
 
   const int num_tensors = layout_.num_tensors();
@@ -499,39 +457,14 @@ absl::Status Aggregator::FinalizeInto(const v1::Model& global, v1::Model* out) {
   std::vector<float*> out_data(static_cast<size_t>(num_tensors));
   std::vector<int> position(static_cast<size_t>(num_tensors));  // in global's order
   PrepareOutput(global, index, layout_, out, &g_data, &out_data, &position);
-  const bool has_v = !v_[0].empty();
-  // The first tensor (in global's order) whose step is not finite, over all slices.
-  std::atomic<int> first_failed{std::numeric_limits<int>::max()};
-  const bool ok = ForEachSlice([&](int64_t begin, int64_t end) {
-    bool slice_ok = true;
-    ForTensorsIn(begin, end, [&](int i, int64_t lo, int64_t hi) {
-      const int64_t within = lo - layout_.offset(i);
-      bool tensor_ok;
-      if (optimiser) {
-        tensor_ok = ai::ServerOptimizerStep(
-            kind, params, sum_[current_].data() + lo, m_[state_current_].data() + lo,
-            has_v ? v_[state_current_].data() + lo : nullptr, g_data[i] + within,
-            m_[spare].data() + lo, has_v ? v_[spare].data() + lo : nullptr, out_data[i] + within,
-            hi - lo);
-      } else {
-        tensor_ok = ai::FoldChecked(g_data[i] + within, step + lo, step_scale, out_data[i] + within,
-                                    hi - lo, /*streaming=*/false);
-      }
-      if (!tensor_ok) {
-        slice_ok = false;
-        int seen = first_failed.load();
-        while (position[i] < seen && !first_failed.compare_exchange_weak(seen, position[i])) {
-        }
-      }
-    });
-    return slice_ok;
-  });
-  if (!ok) {
-    return absl::OutOfRangeError(absl::StrCat(
-        "the server step would make tensor '", global.tensors(first_failed.load()).name(),
-        "' or the optimiser state non-finite; the aggregated delta is too large"));
+  const int failed =
+      ServerStepAll(is_averaging() ? nullptr : aggregate.data(), g_data, out_data, position);
+  if (failed >= 0) {
+    return absl::OutOfRangeError(
+        absl::StrCat("the server step would make tensor '", global.tensors(failed).name(),
+                     "' or the optimiser state non-finite; the aggregated delta is too large"));
   }
-  if (optimiser) state_current_ = spare;
+  if (!state_slots_.empty()) state_current_ = 1 - state_current_;
   ++steps_;
   Reset();
   // The sum is spent: its pages go back before the commit serialises the new model; the next

@@ -1,5 +1,7 @@
 // Server-side aggregation of client updates (docs/ALGORITHMS.md §5 and §6): streaming FedAvg, the
-// FedOpt server optimisers, robust rules, update clipping and FedBuff staleness weighting.
+// FedOpt server optimisers, robust rules, update clipping and FedBuff staleness weighting. The
+// rule's own arithmetic and properties live in its AggregationRule (aggregation_rule.h), chosen
+// by name from the registry (aggregation_rule_registry.h); this class does what all rules share.
 //
 // Clients upload DELTAS: their trained weights minus the global model they downloaded. A round:
 //
@@ -27,14 +29,17 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/tensor.pb.h"
+#include "server/aggregation/aggregation_rule.h"
 #include "server/aggregation/layout.h"
 
 namespace Eigen {
@@ -47,7 +52,10 @@ namespace fedsched {
 inline constexpr int kMaxFoldThreads = 64;
 
 // `config` with every zero field replaced by its documented default, after range checks:
-//   rule UNSPECIFIED -> FEDAVG; server_learning_rate: 1.0 (FedAvg, FedAvgM, robust rules),
+//   the rule resolved (ResolveAggregationRuleName): a built-in named by its enum value with
+//   rule_name cleared (rule UNSPECIFIED -> FEDAVG), any other rule by rule_name with rule
+//   UNSPECIFIED; the rule's own defaults (AggregationRule::ApplyDefaults), which for the
+//   built-ins are: server_learning_rate: 1.0 (FedAvg, FedAvgM, robust rules),
 //   0.1 (FedAdam, FedAdagrad), 0.01 (FedYogi); beta1: 0.9, but 0 for FedAdagrad (Flower's
 //   FedAdagrad pins beta_1 = 0, i.e. m = delta); beta2: 0.99; tau: 1e-9 (FedAdam, FedAdagrad),
 //   1e-3 (FedYogi); server_momentum: 0.9 (config.proto's pin; Flower's FedAvgM defaults to 0);
@@ -57,7 +65,8 @@ inline constexpr int kMaxFoldThreads = 64;
 //   fold_threads: min(hardware threads, 4).
 // Errors: INVALID_ARGUMENT naming the field when a value is out of range: negative rates, tau,
 // clip norm, counts or staleness; fold_threads outside [0, 64]; beta1, beta2 or server_momentum
-// outside [0, 1); trim_beta outside [0, 0.5); an unknown rule.
+// outside [0, 1); trim_beta outside [0, 0.5); an unknown rule or rule_name, or a rule and
+// rule_name naming different rules.
 absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     const v1::AggregationConfig& config);
 
@@ -83,7 +92,8 @@ double StalenessWeight(int64_t staleness);
 class Aggregator {
  public:
   // Creates an aggregator for models shaped like `global` (names, shapes; values are read only to
-  // check they are finite), with empty accumulation and zero optimiser state.
+  // check they are finite), with empty accumulation and zero optimiser state, running the rule
+  // `config` selects (CreateAggregationRule).
   // Errors: INVALID_ARGUMENT from EffectiveAggregationConfig, or if `global` is not a well-formed
   // model (see ValidateModel in checks.h: no tensors, empty or duplicate names, bad shapes,
   // non-finite values).
@@ -132,7 +142,7 @@ class Aggregator {
   // order (the squares summed in double, per block of floats). ||delta||_2 of the clipping step
   // above (norm clipping as in DP-FedAvg, McMahan et al., ICLR 2018, section 2) is the square
   // root of their sum, so a caller that needs the norm anyway (the server's norm screen) hands
-  // them to AccumulateBatch and the update is read once, not twice (issue 13). Inf or NaN for a
+  // them to AccumulateBatch and the update is read once, not twice. Inf or NaN for a
   // tensor holding a non-finite value. No errors.
   static std::vector<double> TensorSumSquares(const v1::Model& delta);
 
@@ -227,27 +237,35 @@ class Aggregator {
 
   // Optimiser state, to persist with each committed round (RunMeta.optimizer_state) so that a
   // restarted server resumes exactly. Tensors: "__aggregator__/rule" (scalar, the rule's enum
-  // value), "__aggregator__/steps" (scalar, server steps taken), and per model tensor NAME
-  // "momentum/NAME" (FedAvgM) or "m/NAME" and "v/NAME" (FedAdam, FedYogi, FedAdagrad).
+  // value; 0 for a rule registered by name only), "__aggregator__/steps" (scalar, server steps
+  // taken), and per state slot SLOT of the rule (AggregationRule::StateSlots) and model tensor
+  // NAME "SLOT/NAME": "momentum/NAME" (FedAvgM), "m/NAME" and "v/NAME" (FedAdam, FedYogi,
+  // FedAdagrad).
   v1::Model SaveState() const;
 
   // Restores state saved by SaveState() of an aggregator with the same rule and model shapes.
   // An empty model restores the initial (zero) state. Does not touch the current accumulation.
   // Errors: INVALID_ARGUMENT if the rule differs, a tensor is missing, extra, misshapen or
-  // non-finite, or a second moment v is negative. On error the state is unchanged.
+  // non-finite, or the rule refuses a slot's values (AggregationRule::CheckState; e.g. a negative
+  // FedOpt second moment v). On error the state is unchanged.
   absl::Status RestoreState(const v1::Model& state);
 
   // The configuration in effect (defaults filled in).
   const v1::AggregationConfig& config() const { return config_; }
+  // The rule in effect, and its properties.
+  const AggregationRule& rule() const { return *rule_; }
+  const AggregationRuleProperties& rule_properties() const { return properties_; }
   // The model layout the aggregator was created for.
   const ModelLayout& layout() const { return layout_; }
   // Slices the coordinate range is split into for the folds (1 = single-threaded).
   int fold_slices() const { return static_cast<int>(slice_starts_.size()) - 1; }
 
  private:
-  Aggregator(const v1::AggregationConfig& config, ModelLayout layout);
+  Aggregator(const v1::AggregationConfig& config, ModelLayout layout,
+             std::unique_ptr<AggregationRule> rule);
 
-  bool is_averaging() const;
+  // Whether the rule folds updates into a running sum (else it keeps every update).
+  bool is_averaging() const { return !properties_.needs_all_updates; }
   // The checks of Accumulate that need no fold: example count (against `examples_so_far`),
   // staleness, buffer room, names and shapes (into `index`), and the clipping norm (into `scale`,
   // together with the staleness weight).
@@ -262,7 +280,7 @@ class Aggregator {
   static double FoldBound(float w, absl::Span<const double> sum_squares, int num_tensors);
   // Whether a fold adding at most `bound` to any |running sum value| can run in place: it cannot
   // overflow float32 when sum_bound_ + bound <= kInPlaceSumBound, so it cannot fail and needs no
-  // spare buffer to fall back on (issue 13: one sum buffer instead of two).
+  // spare buffer to fall back on (one sum buffer instead of two).
   bool InPlaceSafe(double bound) const;
   // Where a fold adding at most `bound` (FoldBound) to any |sum value| reads and writes the
   // running sum: `first` (the round's first fold: straight into the current buffer, `in` null),
@@ -299,10 +317,28 @@ class Aggregator {
   // false, and the sum unchanged, when a value is not finite or overflows.
   bool FoldWeighted(const v1::Model& delta, const std::vector<int>& index, float w, double bound);
   void Commit(int64_t num_examples);
-  absl::Status ComputeRobustDelta(std::vector<float>* delta) const;
+  // RestoreState's reading of state slot `slot` (every model tensor, by name from `by_name`)
+  // into `restored`, after the shape, finiteness and rule's checks.
+  absl::Status RestoreSlot(const absl::flat_hash_map<std::string, const v1::Tensor*>& by_name,
+                           int slot, std::vector<float>* restored) const;
+  // FinalizeInto's preconditions that need no model: an output distinct from `global`, updates
+  // with a positive total weight, a sum not poisoned.
+  absl::Status CheckFinalizable(const v1::Model& global, const v1::Model* out) const;
+  // Non-linear rules: the rule's aggregate of the buffered updates (AggregationRule::Aggregate).
+  absl::Status AggregateBuffered(std::vector<float>* delta) const;
+  // The server step over every slice: out_data[i] (by layout index) = the new tensor i from
+  // g_data[i] and the running sum through the rule's ServerStep, writing the new optimiser state
+  // into the spare state buffers; or, given a non-linear rule's `aggregate`, g + eta * aggregate.
+  // Returns the position (position[i]: global's order) of the first tensor whose step is not
+  // finite, or -1 when all are.
+  int ServerStepAll(const float* aggregate, const std::vector<const float*>& g_data,
+                    const std::vector<float*>& out_data, const std::vector<int>& position);
 
   v1::AggregationConfig config_;
   ModelLayout layout_;
+  std::unique_ptr<AggregationRule> rule_;
+  AggregationRuleProperties properties_;
+  std::vector<std::string> state_slots_;  // rule_->StateSlots()
 
   // Averaging rules: the running sum_k w_k d_k over the flat layout is sum_[current_]. An update
   // whose fold provably cannot overflow (InPlaceSafe: finite values, known norm) is folded in
@@ -330,10 +366,10 @@ class Aggregator {
   int64_t num_updates_ = 0;
   int64_t total_examples_ = 0;
 
-  // Optimiser state over the flat layout (empty when the rule has none), double-buffered like the
-  // sum: [state_current_] is the state; Finalize writes the other and adopts it on success.
-  std::vector<float> m_[2];  // FedAvgM momentum, or the FedOpt first moment
-  std::vector<float> v_[2];  // FedOpt second moment
+  // Optimiser state over the flat layout, one vector per state slot (none when the rule has
+  // none), double-buffered like the sum: state_[state_current_] is the state; Finalize writes the
+  // other and adopts it on success.
+  std::vector<std::vector<float>> state_[2];
   int state_current_ = 0;
   int64_t steps_ = 0;
   std::vector<int> scratch_index_;

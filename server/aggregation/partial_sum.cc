@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/aggregator.h"
 #include "server/aggregation/checks.h"
 
@@ -15,9 +16,9 @@ namespace fedsched {
 
 absl::Status Aggregator::AccumulatePartial(const v1::Model& weighted_sum, int64_t total_examples,
                                            int64_t num_updates) {
-  if (!is_averaging()) {
+  if (!properties_.composes_with_hierarchy) {
     return absl::FailedPreconditionError(
-        absl::StrCat("aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+        absl::StrCat("aggregation rule ", AggregationRuleDisplayName(config_),
                      " needs the individual updates and cannot fold partial sums"));
   }
   if (total_examples <= 0 || num_updates <= 0) {
@@ -45,9 +46,9 @@ absl::Status Aggregator::AccumulatePartial(const v1::Model& weighted_sum, int64_
 }
 
 absl::StatusOr<Aggregator::PartialSum> Aggregator::TakePartialSum() {
-  if (!is_averaging()) {
+  if (!properties_.composes_with_hierarchy) {
     return absl::FailedPreconditionError(
-        absl::StrCat("aggregation rule ", v1::AggregationRule_Name(config_.rule()),
+        absl::StrCat("aggregation rule ", AggregationRuleDisplayName(config_),
                      " keeps individual updates; it has no partial sum"));
   }
   if (num_updates_ == 0) return absl::FailedPreconditionError("no update accumulated");
@@ -67,9 +68,9 @@ absl::StatusOr<Aggregator::PartialSum> Aggregator::TakePartialSum() {
 
 absl::Status Aggregator::PerturbSum(absl::FunctionRef<absl::Status(absl::Span<float>)> perturb,
                                     double denominator) {
-  if (!is_averaging()) {
+  if (!properties_.composes_with_dp) {
     return absl::FailedPreconditionError(absl::StrCat("aggregation rule ",
-                                                      v1::AggregationRule_Name(config_.rule()),
+                                                      AggregationRuleDisplayName(config_),
                                                       " has no running sum to perturb"));
   }
   if (num_updates_ == 0) return absl::FailedPreconditionError("no update accumulated");

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
+#include "server/aggregation/aggregation_rule_registry.h"
 #include "server/planner/policy_registry.h"
 #include "server/privacy/rdp_accountant.h"
 
@@ -43,12 +44,12 @@ absl::Status CheckCompatible(const std::string& where, const v1::ServerConfig& c
                   "privacy cannot run with aggregation.async_fedbuff: an update may land in any "
                   "later version, so rounds are not independently sampled");
   }
-  const v1::AggregationRule rule = agg.rule();
-  if (rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
-      rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM) {
+  absl::StatusOr<AggregationRuleProperties> rule = AggregationRulePropertiesOf(agg);
+  if (!rule.ok()) return Refuse(where, std::string(rule.status().message()));
+  if (!rule->composes_with_dp) {
     return Refuse(where,
                   absl::StrCat("privacy needs FedAvg or a FedOpt rule, got aggregation.rule ",
-                               v1::AggregationRule_Name(rule),
+                               AggregationRuleDisplayName(agg),
                                ": the noise is calibrated to the clipped sum's sensitivity, "
                                "which a robust rule does not compute"));
   }

@@ -46,16 +46,4 @@ double UpdateNormBound(const v1::ServerConfig& config) {
   return bound;
 }
 
-bool IsExampleWeightedRule(v1::AggregationRule rule) {
-  switch (rule) {
-    case v1::AGGREGATION_RULE_TRIMMED_MEAN:
-    case v1::AGGREGATION_RULE_MEDIAN:
-    case v1::AGGREGATION_RULE_KRUM:
-    case v1::AGGREGATION_RULE_MULTI_KRUM:
-      return false;
-    default:
-      return true;
-  }
-}
-
 }  // namespace fedsched::round

@@ -34,10 +34,6 @@ double InfluenceDenominator(double total, double max_weight, double share);
 // each update to it before summing.
 double UpdateNormBound(const v1::ServerConfig& config);
 
-// Whether `rule` folds updates weighted by their examples into a running sum (FedAvg and the
-// FedOpt rules), so that the weight cap applies; the robust rules are unweighted.
-bool IsExampleWeightedRule(v1::AggregationRule rule);
-
 }  // namespace fedsched::round
 
 #endif  // FEDSCHED_SERVER_ROUND_INFLUENCE_H_

@@ -304,7 +304,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
 }
 
 bool RoundEngine::ExampleWeighted() const {
-  return privacy_ == nullptr && IsExampleWeightedRule(aggregator_->config().rule());
+  return privacy_ == nullptr && aggregator_->rule_properties().example_weighted;
 }
 
 void RoundEngine::UpdateWeightCap() {

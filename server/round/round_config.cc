@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "secagg/graph.h"
 #include "secagg/protocol.h"
+#include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/aggregator.h"
 #include "server/planner/planner_options.h"
 #include "server/planner/policy_registry.h"
@@ -194,6 +195,13 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
         absl::StrCat(where, ": aggregation: ", aggregation.status().message()));
   }
   *out.mutable_aggregation() = *aggregation;
+  FEDSCHED_ASSIGN_OR_RETURN(const AggregationRuleProperties rule,
+                            AggregationRulePropertiesOf(out.aggregation()));
+  if (out.aggregation().async_fedbuff() && !rule.composes_with_fedbuff) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": aggregation.rule ",
+                                                   AggregationRuleDisplayName(out.aggregation()),
+                                                   " does not run with aggregation.async_fedbuff"));
+  }
   // Krum accepts any round size (Flower's max(1, K - f - 2) neighbours): no check on min_updates.
   return absl::OkStatus();
 }
@@ -213,11 +221,12 @@ bool UpdateDropoutOn(const v1::ServerConfig& c) {
 // at the server, then the graph's degree and threshold for the round's cohort.
 absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
   if (!out.secure_aggregation().enabled()) return absl::OkStatus();
-  const v1::AggregationRule rule = out.aggregation().rule();
-  if (rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
-      rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM) {
+  absl::StatusOr<AggregationRuleProperties> rule = AggregationRulePropertiesOf(out.aggregation());
+  if (!rule.ok())
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", rule.status().message()));
+  if (!rule->composes_with_secure_aggregation) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, ": aggregation.rule ", v1::AggregationRule_Name(rule),
+        where, ": aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),
         " needs every individual update, which secure_aggregation.enabled never shows the "
         "server: use FedAvg or a FedOpt rule, or turn secure aggregation off"));
   }

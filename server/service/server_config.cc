@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
+#include "server/aggregation/aggregation_rule_registry.h"
+#include "server/planner/planner_options.h"
 #include "server/planner/policy_registry.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/round_config.h"
@@ -165,11 +167,13 @@ absl::Status ResolveHierarchy(v1::ServerConfig& out) {
         "carry plain weighted sums only");
   }
   if (h->role() == v1::HierarchyConfig::ROLE_FLAT) return absl::OkStatus();
-  const v1::AggregationRule rule = out.aggregation().rule();
-  if (rule == v1::AGGREGATION_RULE_TRIMMED_MEAN || rule == v1::AGGREGATION_RULE_MEDIAN ||
-      rule == v1::AGGREGATION_RULE_KRUM || rule == v1::AGGREGATION_RULE_MULTI_KRUM) {
+  absl::StatusOr<AggregationRuleProperties> rule = AggregationRulePropertiesOf(out.aggregation());
+  if (!rule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("server config: ", rule.status().message()));
+  }
+  if (!rule->composes_with_hierarchy) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "server config: aggregation.rule ", v1::AggregationRule_Name(rule),
+        "server config: aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),
         " needs every individual update and cannot run in a hierarchy (hierarchy.role ",
         v1::HierarchyConfig::Role_Name(h->role()), "): use FedAvg or a FedOpt rule"));
   }
