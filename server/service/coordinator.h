@@ -30,6 +30,9 @@
 #include "server/aggregation/checks.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/service/identity_admission.h"
+#include "server/service/pace_steering.h"
+#include "server/service/parse_targets.h"
 #include "server/store/store.h"
 
 namespace fedsched {
@@ -327,7 +330,7 @@ class Coordinator {
   // (fedsched-server passes the gate's budget): an upload received while another is still
   // parsed or folded waits for its parse target instead of allocating a second one (issue 13,
   // server peak RSS). bytes <= 0: no bound (the default). Call before serving.
-  void SetParseTargetBudget(int64_t bytes) ABSL_LOCKS_EXCLUDED(spare_mu_);
+  void SetParseTargetBudget(int64_t bytes);
 
   // The identities the operator revoked (fedsched-enroll --revoke_identity), as read from the
   // store at start, sorted. Revocations change only while the server is stopped.
@@ -345,37 +348,20 @@ class Coordinator {
 
   explicit Coordinator(CoordinatorOptions options);
   absl::Status Open();
-  // PERMISSION_DENIED, naming the identity and how the operator lifts it, if `identity` was
-  // revoked (docs/OPERATIONS.md "Revoking a device"); OK otherwise.
-  absl::Status CheckNotRevoked(const std::string& identity) const;
+  // Open's two starts: a fresh store is initialised with options_.initial_model (and the
+  // collapse guard's reference from its evaluation); a stored run is loaded (model, profiles,
+  // planner and optimiser state, guard reference) after checking that the configured model has
+  // the stored one's architecture. Both fill `*engine`. Errors: INVALID_ARGUMENT (fresh store
+  // without an initial model), FAILED_PRECONDITION (another architecture), the store's.
+  absl::Status InitializeStore(round::EngineOptions* engine);
+  absl::Status LoadStoredRun(const v1::RunMeta& meta, round::EngineOptions* engine);
+  // Unguessable task ids and unpredictable seeds of the differential-privacy noise and the
+  // secure-aggregation graph (OpenSSL's RAND_bytes), instead of the engine's seeded defaults.
+  void UseSecureRandomness(round::EngineOptions* engine);
   absl::Time Now() const { return options_.clock(); }
   // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How a registration proves its identity (docs/SECURITY.md "Identities and admission").
-  struct Admission {
-    // What the profile is bound to (ClientProfile.cert_fingerprint); empty for a first-use
-    // registration without a credential (one is issued).
-    std::string binding;
-    // An enrolment secret or a certificate vouches for the identity.
-    bool provisioned = false;
-  };
-  // Checks the proof of a registration (no lock needed: options and config only). Errors:
-  // UNAUTHENTICATED without an enrolment secret (with a key) or without any proof (no key, no
-  // certificate), unless security.allow_trust_on_first_use.
-  absl::StatusOr<Admission> Admit(const std::string& identity, const std::string& credential,
-                                  const std::string& cert_fingerprint) const;
-  // Room for a new identity: RESOURCE_EXHAUSTED at security.max_identities live identities or,
-  // for an unprovisioned one, at max_unproven_identity_fraction x max_identities never-proven
-  // ones (ProfileBook::CountUnproven).
-  absl::Status CheckIdentityRoom(const profile::ProfileBook& book, bool provisioned) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Registration rate limits (security.max_new_identities_per_minute over all peers,
-  // max_new_identities_per_peer_per_minute per peer address, both in a sliding minute): records
-  // a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at either limit
-  // (nothing recorded).
-  absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
   // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
@@ -404,6 +390,19 @@ class Coordinator {
   void DrainCommits() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
   // Evaluates, persists and publishes one closed round (no lock held but commit_mu_).
   void RunCommit(round::ClosedRound closed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // RunCommit's steps. EvaluateCommitted: the test evaluation of round `round`'s `model` into
+  // `record` when the evaluator is due (every eval.every_n_rounds); false when not evaluated
+  // (none due, or it failed: logged). StoreCommit: merges the rounds pending since the last
+  // checkpoint into `commit` and writes it when it is due (checkpoint_every_rounds, or the
+  // run's last round), retrying; true when written, false when left pending; errors: the
+  // store's after the last attempt. PublishCommitted: publishes the committed model as `blob`,
+  // marks it durable, plans the next round as of the close and wakes held polls.
+  bool EvaluateCommitted(int64_t round, const v1::Model& model, v1::RoundRecord* record) const;
+  absl::StatusOr<bool> StoreCommit(RoundCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void PublishCommitted(const round::ClosedRound& closed, const v1::RoundRecord& record,
+                        std::shared_ptr<const ModelBlob> blob, bool durable)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The collapse guard of a committed round (`evaluated`: its record holds a test evaluation):
   // true to publish it; false when the engine took it back (recorded as a failed round, the
   // previous model stays) or could not (health() becomes DATA_LOSS).
@@ -416,11 +415,6 @@ class Coordinator {
   std::string NewId(const char* prefix);
   // 64 bits from OpenSSL's RAND_bytes: the seed of a round's differential-privacy noise.
   static uint64_t SecureSeed();
-  // An empty model to parse an update into: a recycled one (its tensors keep their storage, so
-  // parsing allocates nothing) or a new one with room for the global model's tensors. Hand it
-  // back with RecycleDelta.
-  std::unique_ptr<v1::Model> TakeDelta() ABSL_LOCKS_EXCLUDED(spare_mu_);
-  void RecycleDelta(std::unique_ptr<v1::Model> delta) ABSL_LOCKS_EXCLUDED(spare_mu_);
   // An upload waiting to be checked and folded: lives on its submitting thread's stack, which
   // keeps `header`, `delta` and the payload alive until the update is `done`.
   struct PendingUpdate {
@@ -472,18 +466,13 @@ class Coordinator {
   std::unique_ptr<SessionPresence> presence_;
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
-  // Revoked identity -> unix ms of its revocation. Written once by Open, before any request;
-  // read-only afterwards, so read without a lock.
-  absl::flat_hash_map<std::string, int64_t> revoked_;
+  // Proofs, revocations and room of identities. Set once by Open, before any request;
+  // immutable afterwards, so used without a lock.
+  std::unique_ptr<IdentityAdmission> admission_;
   // Clients that PollTask has answered "finished".
   absl::flat_hash_set<profile::ClientIndex> told_finished_ ABSL_GUARDED_BY(mu_);
-  // Times of the new identities registered from each peer address in the last minute.
-  absl::flat_hash_map<std::string, std::deque<absl::Time>> new_identities_by_peer_
-      ABSL_GUARDED_BY(mu_);
-  absl::Time last_peer_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Times of the new identities registered from all peers in the last minute (at most
-  // security.max_new_identities_per_minute of them).
-  std::deque<absl::Time> new_identities_ ABSL_GUARDED_BY(mu_);
+  // The rate of new identities per peer and overall.
+  RegistrationRateLimit rate_limit_ ABSL_GUARDED_BY(mu_);
   absl::Time last_expiry_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
   absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
@@ -504,19 +493,10 @@ class Coordinator {
     int64_t suppressed = 0;
   };
   absl::flat_hash_map<std::string, RefusalLogState> refusal_log_ ABSL_GUARDED_BY(mu_);
-  // Pace steering (coordinator_pacing.cc): the pacer, the available population it spreads
-  // (recounted at most once a second by UpdatePacingLocked), its generator of delays, and the
-  // cycle last logged.
-  std::unique_ptr<round::CheckInPacer> pacer_ ABSL_GUARDED_BY(mu_);
-  int64_t pacing_population_ ABSL_GUARDED_BY(mu_) = 0;
-  // Of pacing_population_, the never-proven devices (paced apart, PaceIdleRetryMs).
-  int64_t pacing_unproven_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time last_pacing_update_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t pacing_draws_ ABSL_GUARDED_BY(mu_) = 0;
-  double logged_cycle_s_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<int64_t> hold_limit_{INT64_MAX};       // CheckInHoldLimit
-  bool pacing_active_ ABSL_GUARDED_BY(mu_) = false;  // the pacer paces pacing_population_
-  absl::Status BuildPacerLocked(double hold_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pace steering (coordinator_pacing.cc): the population it spreads, its delays, and its
+  // hold limit as of the last recount (CheckInHoldLimit, read without mu_).
+  PaceSteering pacing_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> hold_limit_{INT64_MAX};
   void UpdatePacingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   std::function<void()> task_listener_ ABSL_GUARDED_BY(mu_);  // SetTaskListener
@@ -535,17 +515,9 @@ class Coordinator {
   PendingUpdate* queue_head_ ABSL_GUARDED_BY(queue_mu_) = nullptr;
   PendingUpdate* queue_tail_ ABSL_GUARDED_BY(queue_mu_) = nullptr;
 
-  // Number of values of each global model tensor, in order (set by Open, then read-only).
-  std::vector<int> delta_capacity_;
   int64_t model_bytes_ = 0;  // serialized global model size (set by Open)
-  // Parse targets kept for reuse by TakeDelta / RecycleDelta: at most 2, i.e. at most twice the
-  // model's size in memory.
-  absl::Mutex spare_mu_;
-  std::vector<std::unique_ptr<v1::Model>> spare_deltas_ ABSL_GUARDED_BY(spare_mu_);
-  // Parse targets taken and not yet recycled, and their bound (SetParseTargetBudget; 0 = none).
-  int live_deltas_ ABSL_GUARDED_BY(spare_mu_) = 0;
-  int max_live_deltas_ ABSL_GUARDED_BY(spare_mu_) = 0;
-  bool ParseTargetFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(spare_mu_);
+  // The models uploads are parsed into (set by Open, then used without mu_; thread-safe).
+  std::unique_ptr<ParseTargetPool> parse_targets_;
 };
 
 }  // namespace fedsched
