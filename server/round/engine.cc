@@ -17,7 +17,8 @@ RoundEngine::RoundEngine(EngineOptions options)
       config_(options_.config),
       async_(config_.aggregation().async_fedbuff()),
       closing_(config_),
-      backoff_(config_) {}
+      backoff_(config_),
+      influence_(config_) {}
 
 RoundEngine::~RoundEngine() = default;
 
@@ -487,7 +488,7 @@ absl::Status RoundEngine::FoldPartial(absl::Span<const Update> entries,
 
 void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weight) {
   const v1::UpdateMetrics& metrics = update.metrics;
-  max_weight_ = std::max(max_weight_, weight);
+  influence_.NoteFolded(weight);
   if (task.base_version < 0) task.base_version = versions_->published_version();
   task.uploaded = true;
   task_of_.erase(task.index);

@@ -57,6 +57,7 @@
 #include "server/round/model_versions.h"
 #include "server/round/replan_backoff.h"
 #include "server/round/round_config.h"
+#include "server/round/round_influence.h"
 #include "server/round/secagg_round.h"
 #include "server/store/round_commit.h"
 
@@ -514,10 +515,10 @@ class RoundEngine {
   int RetaskFailedSlots(double now_s);
   // Appends a planned task of the open round (deadline: the round's) and returns it.
   Task& AddTask(planner::PlannedTask& planned, double now_s);
-  // `weight`: what the update weighs in the round's sum (bounded influence, max_weight_).
+  // `weight`: what the update weighs in the round's sum (bounded influence, influence_).
   void RecordAccepted(const Update& update, Task& task, int64_t weight);
   // Bounded influence (influence.h): the weight cap of the open synchronous round from its
-  // tasks' planned examples (weight_cap_), and at Close the raised denominator and the record's
+  // tasks' planned examples (influence_), and at Close the raised denominator and the record's
   // max_weight_share / weight_denominator. Errors: the aggregator's.
   void UpdateWeightCap();
   absl::Status BoundRoundInfluence();
@@ -563,7 +564,7 @@ class RoundEngine {
   absl::Status PerturbRoundSum(uint64_t seed);
   absl::Status AccountRound(uint64_t seed);
   // The fold weight of an update (differential privacy: 1, uniform; else its examples, at most
-  // the round's weight cap, weight_cap_) and whether it counts as unclipped for adaptive
+  // the round's weight cap, influence_) and whether it counts as unclipped for adaptive
   // clipping.
   int64_t FoldWeight(const Update& update) const;
   void NoteUnclipped(const Update& update);
@@ -649,10 +650,8 @@ class RoundEngine {
   // RevertClose can restore it, and the guard's reference (created by Init).
   v1::Model state_before_close_;
   std::optional<CollapseGuard> guard_;
-  // Bounded influence: the open synchronous round's weight cap (+infinity = none), and the
-  // largest weight folded into it so far.
-  double weight_cap_ = 0;
-  int64_t max_weight_ = 0;
+  // Bounded influence: the open synchronous round's weight cap and largest folded weight.
+  RoundInfluence influence_;
   // Differential privacy (null when off), the accepted updates of the open round whose norm was
   // <= the clip norm, and the cached budget verdict.
   std::unique_ptr<privacy::RoundPrivacy> privacy_;

@@ -124,8 +124,7 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   eval_examples_ = 0;
   hits_ = misses_ = 0;
   dp_unclipped_ = 0;
-  weight_cap_ = 0;
-  max_weight_ = 0;
+  influence_.Reset();
   record_.Clear();
   passed_over_.clear();
   record_.set_round(round_);
@@ -324,17 +323,14 @@ void RoundEngine::UpdateWeightCap() {
       planned.push_back(std::max<int64_t>(1, int64_t{task.local_steps} * task.batch_size));
     }
   }
-  // The cap never falls within a round: updates folded earlier were weighed by it.
-  weight_cap_ = std::max(weight_cap_,
-                         InfluenceWeightCap(planned, config_.security().max_client_weight_share()));
+  influence_.RaiseCap(planned);
 }
 
 absl::Status RoundEngine::BoundRoundInfluence() {
   if (!ExampleWeighted() || aggregator_->num_updates() == 0) return absl::OkStatus();
-  double share = config_.security().max_client_weight_share();
-  if (!(share > 0)) share = DefaultMaxClientWeightShare(config_.clients_per_round());
   const auto total = static_cast<double>(aggregator_->total_examples());
-  const double denominator = InfluenceDenominator(total, static_cast<double>(max_weight_), share);
+  const double denominator = influence_.Denominator(total);
+  const auto max_weight = static_cast<double>(influence_.max_weight());
   if (denominator > total) {
     // Too few updates (or one too heavy) for the share: the missing weight counts as a zero
     // update, so that no client moves the model by more than `share` of its own update.
@@ -342,8 +338,7 @@ absl::Status RoundEngine::BoundRoundInfluence() {
         aggregator_->PerturbSum([](absl::Span<float>) { return absl::OkStatus(); }, denominator));
   }
   record_.set_weight_denominator(denominator);
-  record_.set_max_weight_share(denominator > 0 ? static_cast<double>(max_weight_) / denominator
-                                               : 0.0);
+  record_.set_max_weight_share(denominator > 0 ? max_weight / denominator : 0.0);
   return absl::OkStatus();
 }
 
