@@ -92,7 +92,10 @@ struct CoordinatorOptions {
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
 // "The round engine" and "An upload's path"). It owns sessions (tokens, certificate binding),
 // upload ingest (metric checks, digests, parsing into recycled models, flat combining) and the
-// commits; the round itself (planning, tasks, closing, FedBuff, folds) is the engine's.
+// commits; the round itself (planning, tasks, closing, FedBuff, folds) is the engine's. Its parts
+// with a responsibility of their own are classes it owns: IdentityAdmission and
+// RegistrationRateLimit (identity_admission.h), PaceSteering (pace_steering.h) and
+// ParseTargetPool (parse_targets.h).
 //
 // Thread-safe: every public method may be called concurrently (one internal mutex around the
 // engine; SubmitUpdate hashes and parses outside it, and uploads that wait for it are folded
