@@ -251,10 +251,7 @@ absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string
 }
 
 void Coordinator::EndSessionLocked(const std::string& client_id) {
-  {
-    absl::MutexLock tokens(&session_mu_);
-    session_tokens_.erase(client_id);
-  }
+  inbox_.EndSession(client_id);
   sessions_.erase(client_id);
 }
 
@@ -346,10 +343,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   ClientState& session = sessions_[profile.client_id()];
   session.session_token = NewId("s-");
   session.checked_in = false;  // a new session checks in with its first poll
-  {
-    absl::MutexLock tokens(&session_mu_);
-    session_tokens_[profile.client_id()] = session.session_token;
-  }
+  inbox_.StartSession(profile.client_id(), session.session_token);
   v1::RegisterResponse response;
   response.set_client_id(profile.client_id());
   response.set_session_token(session.session_token);
@@ -365,13 +359,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
 
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request,
                                                              absl::Time now) {
-  {
-    absl::ReaderMutexLock lock(&session_mu_);
-    auto it = session_tokens_.find(request.client_id());
-    if (it == session_tokens_.end() || request.session_token().empty() ||
-        !ConstantTimeEquals(it->second, request.session_token())) {
-      return NoSessionError(request.client_id());
-    }
+  if (!inbox_.HasSession(request.client_id(), request.session_token())) {
+    return NoSessionError(request.client_id());
   }
   NoteActivity(request.client_id(), now);
   // Fold it in now if nobody holds the lock (a heartbeat then counts at once, as before);

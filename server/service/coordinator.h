@@ -30,6 +30,7 @@
 #include "server/aggregation/checks.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/service/heartbeat_inbox.h"
 #include "server/service/identity_admission.h"
 #include "server/service/pace_steering.h"
 #include "server/service/parse_targets.h"
@@ -94,8 +95,8 @@ struct CoordinatorOptions {
 // upload ingest (metric checks, digests, parsing into recycled models, flat combining) and the
 // commits; the round itself (planning, tasks, closing, FedBuff, folds) is the engine's. Its parts
 // with a responsibility of their own are classes it owns: IdentityAdmission and
-// RegistrationRateLimit (identity_admission.h), PaceSteering (pace_steering.h) and
-// ParseTargetPool (parse_targets.h).
+// RegistrationRateLimit (identity_admission.h), HeartbeatInbox (heartbeat_inbox.h),
+// PaceSteering (pace_steering.h) and ParseTargetPool (parse_targets.h).
 //
 // Thread-safe: every public method may be called concurrently (one internal mutex around the
 // engine; SubmitUpdate hashes and parses outside it, and uploads that wait for it are folded
@@ -165,7 +166,7 @@ class Coordinator {
   // planned or a commit's bookkeeping. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
                                                   absl::Time now)
-      ABSL_LOCKS_EXCLUDED(mu_, session_mu_, activity_mu_);
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
@@ -275,7 +276,7 @@ class Coordinator {
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
   // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
   // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
-  void NoteActivity(const std::string& client_id, absl::Time now) ABSL_LOCKS_EXCLUDED(activity_mu_);
+  void NoteActivity(const std::string& client_id, absl::Time now);
 
   // Pace steering (config.pacing; Bonawitz et al., SysML 2019, section 2.3; docs/ALGORITHMS.md
   // "Pace steering"): the retry_after_ms for `client_id`'s idle poll that is being answered
@@ -477,14 +478,11 @@ class Coordinator {
   // The rate of new identities per peer and overall.
   RegistrationRateLimit rate_limit_ ABSL_GUARDED_BY(mu_);
   absl::Time last_expiry_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
-  absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);
-  void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(activity_mu_);
-  // Each session's token by client id, a copy of sessions_ for Heartbeat, which checks a
-  // session without mu_ (written by Register and identity expiry under mu_).
-  mutable absl::Mutex session_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  absl::flat_hash_map<std::string, std::string> session_tokens_ ABSL_GUARDED_BY(session_mu_);
+  // Session tokens for Heartbeat, which checks a session without mu_ (written by Register and
+  // identity expiry under mu_), and NoteActivity's latest time per client, folded into the
+  // engine's heartbeats by ApplyActivityLocked. Thread-safe, with locks of its own.
+  HeartbeatInbox inbox_;
+  void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // engine_->current_round() as of the last AdvanceLocked, for Heartbeat's answer.
   std::atomic<int64_t> current_round_{1};
   // Durable (committed and published) version, also readable without mu_ by the committer.

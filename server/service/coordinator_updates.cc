@@ -433,17 +433,11 @@ absl::Status Coordinator::CheckClaim(const round::UpdateClaim& claim, int32_t pe
 }
 
 void Coordinator::NoteActivity(const std::string& client_id, absl::Time now) {
-  absl::MutexLock lock(&activity_mu_);
-  absl::Time& last = activity_[client_id];
-  last = std::max(last, now);
+  inbox_.NoteActivity(client_id, now);
 }
 
 void Coordinator::ApplyActivityLocked() {
-  absl::flat_hash_map<std::string, absl::Time> activity;
-  {
-    absl::MutexLock lock(&activity_mu_);
-    activity.swap(activity_);
-  }
+  const absl::flat_hash_map<std::string, absl::Time> activity = inbox_.TakeActivity();
   for (const auto& [client_id, at] : activity) {
     if (!sessions_.contains(client_id)) continue;
     if (std::optional<profile::ClientIndex> index = engine_->book().FindByClientId(client_id)) {
