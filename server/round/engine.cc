@@ -15,7 +15,10 @@ namespace fedsched::round {
 RoundEngine::RoundEngine(EngineOptions options)
     : options_(std::move(options)),
       config_(options_.config),
-      async_(config_.aggregation().async_fedbuff()) {}
+      async_(config_.aggregation().async_fedbuff()),
+      closing_(config_),
+      backoff_(config_),
+      influence_(config_) {}
 
 RoundEngine::~RoundEngine() = default;
 
@@ -61,21 +64,10 @@ absl::Status RoundEngine::Init() {
   } else {
     FEDSCHED_RETURN_IF_ERROR(InitPrivacy(nullptr));
   }
-  version_ = options_.version;
-  if (options_.guard_reference.has_value()) {
-    const v1::CollapseGuardReference& ref = *options_.guard_reference;
-    if (!(ref.best_accuracy() >= 0 && ref.best_accuracy() <= 1) ||
-        !(ref.initial_accuracy() <= ref.best_accuracy())) {
-      return absl::DataLossError(
-          absl::StrCat("round engine: the restored collapse guard reference is not plausible "
-                       "(initial accuracy ",
-                       ref.initial_accuracy(), ", best ", ref.best_accuracy(), ")"));
-    }
-    initial_accuracy_ = ref.initial_accuracy();
-    best_accuracy_ = ref.best_accuracy();
-  }
-  model_mutable_ = std::make_shared<v1::Model>(std::move(options_.model));
-  model_ = model_mutable_;
+  FEDSCHED_ASSIGN_OR_RETURN(CollapseGuard guard,
+                            CollapseGuard::Create(config_, options_.guard_reference));
+  guard_.emplace(std::move(guard));
+  versions_ = std::make_unique<ModelVersions>(options_.version, std::move(options_.model));
   options_.profiles.clear();
   options_.planner_state.clear();
   options_.optimizer_state.clear();
@@ -106,13 +98,12 @@ std::string RoundEngine::NextTaskId() {
 }
 
 bool RoundEngine::finished() const {
-  return (config_.num_rounds() > 0 && version_ >= config_.num_rounds()) || budget_exhausted_;
+  return (config_.num_rounds() > 0 && version() >= config_.num_rounds()) || budget_exhausted_;
 }
 
 int64_t RoundEngine::Staleness(const Task& task) const {
   if (!async_) return 0;
-  const int64_t base = task.base_version >= 0 ? task.base_version : published_version_;
-  return std::max<int64_t>(0, version_ - base);
+  return versions_->VersionsSince(task.base_version);
 }
 
 absl::StatusOr<profile::ProfileBook::Registration> RoundEngine::Register(
@@ -213,23 +204,15 @@ absl::StatusOr<const Task*> RoundEngine::PinModel(ClientIndex index, const std::
   if (task.base_version < 0) {
     // The model a task is announced with is the one its download serves, even if a FedBuff
     // version commits in between (the client checks the announced size and digest).
-    task.base_version = published_version_;
-    task.blob = published_blob_;
+    task.base_version = versions_->published_version();
+    task.blob = versions_->published_blob();
   }
   return &task;
 }
 
 absl::Status RoundEngine::Publish(int64_t version, std::shared_ptr<const v1::Model> model,
                                   std::shared_ptr<const ModelBlob> blob) {
-  if (model == nullptr) return absl::InvalidArgumentError("Publish: null model");
-  if (version <= published_version_ || version > version_) {
-    return absl::FailedPreconditionError(absl::StrCat("Publish: version ", version, " is not in (",
-                                                      published_version_, ", ", version_, "]"));
-  }
-  published_version_ = version;
-  published_model_ = std::move(model);
-  published_blob_ = std::move(blob);
-  return absl::OkStatus();
+  return versions_->Publish(version, std::move(model), std::move(blob));
 }
 
 absl::string_view RejectReasonName(RejectReason reason) {
@@ -371,13 +354,12 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
             : "late update: secure aggregation is unmasking round ",
         secagg_->phase() < SecAggPhase::kMaskedInput ? task.task_id : absl::StrCat(task.round)));
   }
-  const bool first_k = config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_;
-  if (first_k && record_.updates_accepted() + pending >= config_.clients_per_round()) {
+  if (!closing_.HasRoom(record_.updates_accepted() + pending)) {
     // The round (FedBuff: the version) is complete with its first K updates.
     why = RejectReason::kLate;
-    return absl::FailedPreconditionError(
-        absl::StrCat("late update: round ", task.round, " already has its ",
-                     config_.clients_per_round(), " updates (straggler)"));
+    return absl::FailedPreconditionError(absl::StrCat("late update: round ", task.round,
+                                                      " already has its ", closing_.target(),
+                                                      " updates (straggler)"));
   }
   if (record_.total_examples() + pending_examples > INT64_MAX - claim.num_examples) {
     why = RejectReason::kExamples;
@@ -508,8 +490,8 @@ absl::Status RoundEngine::FoldPartial(absl::Span<const Update> entries,
 
 void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weight) {
   const v1::UpdateMetrics& metrics = update.metrics;
-  max_weight_ = std::max(max_weight_, weight);
-  if (task.base_version < 0) task.base_version = published_version_;
+  influence_.NoteFolded(weight);
+  if (task.base_version < 0) task.base_version = versions_->published_version();
   task.uploaded = true;
   task_of_.erase(task.index);
   record_.set_updates_accepted(record_.updates_accepted() + 1);

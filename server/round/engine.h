@@ -51,8 +51,13 @@
 #include "server/planner/planner.h"
 #include "server/privacy/round_privacy.h"
 #include "server/profile/profile_book.h"
+#include "server/round/closing_rule.h"
+#include "server/round/collapse_guard.h"
 #include "server/round/influence.h"
+#include "server/round/model_versions.h"
+#include "server/round/replan_backoff.h"
 #include "server/round/round_config.h"
+#include "server/round/round_influence.h"
 #include "server/round/secagg_round.h"
 #include "server/store/round_commit.h"
 
@@ -76,12 +81,6 @@ class Presence {
   // Appends every reachable client at now_s to `out` (cleared first), in any order: the engine
   // sorts them, so that both callers hand the planner the same candidate list.
   virtual void CollectReachable(double now_s, std::vector<ClientIndex>* out) const = 0;
-};
-
-// A serialized global model as downloads serve it (server only; the simulator publishes none).
-struct ModelBlob {
-  std::string bytes;   // v1::Model wire format
-  std::string sha256;  // raw 32-byte SHA-256 of `bytes`
 };
 
 // One task: a participant's work in one round (version, under FedBuff).
@@ -449,13 +448,17 @@ class RoundEngine {
   int64_t reachable_at_last_plan() const { return reachable_; }
 
   // Committed rounds (the latest version). Published version <= this.
-  int64_t version() const { return version_; }
-  int64_t published_version() const { return published_version_; }
+  int64_t version() const { return versions_->version(); }
+  int64_t published_version() const { return versions_->published_version(); }
   // The latest committed global model (the caller must not keep it across calls that commit).
-  const std::shared_ptr<const v1::Model>& model() const { return model_; }
+  const std::shared_ptr<const v1::Model>& model() const { return versions_->model(); }
   // The published model (the one new tasks train on).
-  const std::shared_ptr<const v1::Model>& published_model() const { return published_model_; }
-  const std::shared_ptr<const ModelBlob>& published_blob() const { return published_blob_; }
+  const std::shared_ptr<const v1::Model>& published_model() const {
+    return versions_->published_model();
+  }
+  const std::shared_ptr<const ModelBlob>& published_blob() const {
+    return versions_->published_blob();
+  }
   // True once num_rounds rounds have committed (num_rounds > 0), or the privacy budget is spent
   // (privacy_budget_exhausted()).
   bool finished() const;
@@ -469,15 +472,15 @@ class RoundEngine {
   // The open round's record so far (valid while running()).
   const v1::RoundRecord& current_record() const { return record_; }
   // The round number being planned or run: version() + 1.
-  int64_t current_round() const { return version_ + 1; }
+  int64_t current_round() const { return version() + 1; }
   // Consecutive failed attempts of the current round.
-  int attempts_failed() const { return attempt_; }
+  int attempts_failed() const { return backoff_.failures(); }
   // After config.replan_backoff_after_failures consecutive failures of a round, the engine
   // plans it again no earlier than this (caller's seconds; 1 s after the N-th failure, doubling
   // per further failure, at most config.replan_backoff_max_s). 0 when not backing off.
   // While it waits, last_plan_status() is FAILED_PRECONDITION "backing off: ..." with the
   // last failure's need vs have.
-  double next_plan_s() const { return next_plan_s_; }
+  double next_plan_s() const { return backoff_.next_plan_s(); }
   // FedBuff staleness of `task`: committed versions since its base model (0 when synchronous).
   int64_t Staleness(const Task& task) const;
 
@@ -506,7 +509,7 @@ class RoundEngine {
   ClosedRound Close(double now_s);
   ClosedRound Fail(double now_s, const std::string& why);
   void FailTaskState(Task& task, double now_s, const std::string& why, int64_t oom_peak_bytes = -1);
-  // Counts a failed attempt of the current round (attempt_, the backoff of repeated failures)
+  // Counts a failed attempt of the current round (backoff_, the backoff of repeated failures)
   // and fills `out` as its failed ClosedRound with record_.
   void NoteFailedAttempt(double now_s, const std::string& why, ClosedRound* out);
   // Synchronous rounds: gives the slot of each failed task to an idle reachable client (one
@@ -515,10 +518,10 @@ class RoundEngine {
   int RetaskFailedSlots(double now_s);
   // Appends a planned task of the open round (deadline: the round's) and returns it.
   Task& AddTask(planner::PlannedTask& planned, double now_s);
-  // `weight`: what the update weighs in the round's sum (bounded influence, max_weight_).
+  // `weight`: what the update weighs in the round's sum (bounded influence, influence_).
   void RecordAccepted(const Update& update, Task& task, int64_t weight);
   // Bounded influence (influence.h): the weight cap of the open synchronous round from its
-  // tasks' planned examples (weight_cap_), and at Close the raised denominator and the record's
+  // tasks' planned examples (influence_), and at Close the raised denominator and the record's
   // max_weight_share / weight_denominator. Errors: the aggregator's.
   void UpdateWeightCap();
   absl::Status BoundRoundInfluence();
@@ -526,7 +529,16 @@ class RoundEngine {
   bool ExampleWeighted() const;
   // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
   void RetireTasks(double now_s, bool keep_in_flight);
+  // The closing rule's commit decision for the open round (closing_, record_, deadline_s_).
   bool ShouldClose(double now_s, int outstanding) const;
+  // The reachable clients at now_s into scratch_, sorted by index, each once (both callers hand
+  // the planner the same list); CollectCandidates also leaves out those kept out of secure
+  // aggregation when it is on.
+  void CollectReachable(double now_s);
+  void CollectCandidates(double now_s);
+  // Fills the committed record's means (train loss, cache hit ratio, client evaluation) and
+  // marks the synchronous round's stragglers.
+  void SummarizeRecord();
   // A planner request for `round` over scratch_ (the sorted candidates), at most
   // `max_participants` tasks (0 = the planner's slot count).
   planner::PlanRequest MakePlanRequest(int64_t round, double now_s, int32_t max_participants) const;
@@ -555,7 +567,7 @@ class RoundEngine {
   absl::Status PerturbRoundSum(uint64_t seed);
   absl::Status AccountRound(uint64_t seed);
   // The fold weight of an update (differential privacy: 1, uniform; else its examples, at most
-  // the round's weight cap, weight_cap_) and whether it counts as unclipped for adaptive
+  // the round's weight cap, influence_) and whether it counts as unclipped for adaptive
   // clipping.
   int64_t FoldWeight(const Update& update) const;
   void NoteUnclipped(const Update& update);
@@ -599,20 +611,14 @@ class RoundEngine {
   std::unique_ptr<planner::Planner> planner_;
   std::unique_ptr<Aggregator> aggregator_;
 
-  int64_t version_ = 0;
-  std::shared_ptr<v1::Model> model_mutable_;  // == model_
-  std::shared_ptr<const v1::Model> model_;
-  std::shared_ptr<v1::Model> spare_;  // the model before model_, recycled when nobody holds it
-  int64_t published_version_ = -1;
-  std::shared_ptr<const v1::Model> published_model_;
-  std::shared_ptr<const ModelBlob> published_blob_;
+  const ClosingRule closing_;
+  // Committed and published global models, FedBuff's versions (created by Init).
+  std::unique_ptr<ModelVersions> versions_;
 
   bool running_ = false;
   int64_t round_ = 0;
   double deadline_s_ = 0;
-  int attempt_ = 0;
-  double next_plan_s_ = 0;    // backoff after repeated failures (next_plan_s())
-  std::string last_failure_;  // why the last attempt failed, for the backoff status
+  ReplanBackoff backoff_;  // of repeated failures of the current round (next_plan_s())
   int64_t task_serial_ = 0;
   std::map<std::string, Task> tasks_;
   absl::flat_hash_map<ClientIndex, std::string> task_of_;  // client -> in-flight task id
@@ -644,15 +650,11 @@ class RoundEngine {
   absl::Status last_plan_status_;
   int64_t reachable_ = 0;
   // Collapse guard: the optimiser state before the last Close (synchronous rounds), so that
-  // RevertClose can restore it, and the best evaluated accuracy accepted so far (-1 = none).
+  // RevertClose can restore it, and the guard's reference (created by Init).
   v1::Model state_before_close_;
-  bool revertible_ = false;
-  double best_accuracy_ = -1;
-  double initial_accuracy_ = -1;  // the initial model's (SetInitialEvaluation), -1 = unknown
-  // Bounded influence: the open synchronous round's weight cap (+infinity = none), and the
-  // largest weight folded into it so far.
-  double weight_cap_ = 0;
-  int64_t max_weight_ = 0;
+  std::optional<CollapseGuard> guard_;
+  // Bounded influence: the open synchronous round's weight cap and largest folded weight.
+  RoundInfluence influence_;
   // Differential privacy (null when off), the accepted updates of the open round whose norm was
   // <= the clip norm, and the cached budget verdict.
   std::unique_ptr<privacy::RoundPrivacy> privacy_;

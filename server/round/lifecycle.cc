@@ -36,12 +36,18 @@ std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
       if (std::optional<ClosedRound> done = AdvanceSecAgg(now_s, outstanding)) {
         closed.push_back(*std::move(done));
       }
-    } else if (ShouldClose(now_s, outstanding)) {
-      closed.push_back(Close(now_s));
-    } else if (past_deadline || outstanding == 0) {
-      closed.push_back(Fail(
-          now_s, absl::StrCat(record_.updates_accepted(), " of min_updates ", config_.min_updates(),
-                              " updates by the ", past_deadline ? "deadline" : "last task")));
+    } else {
+      const int accepted = record_.updates_accepted();
+      switch (closing_.Decide(accepted, now_s, deadline_s_, outstanding)) {
+        case CloseVerdict::kCommit:
+          closed.push_back(Close(now_s));
+          break;
+        case CloseVerdict::kFail:
+          closed.push_back(Fail(now_s, closing_.Shortfall(accepted, past_deadline, "updates")));
+          break;
+        case CloseVerdict::kOpen:
+          break;
+      }
     }
   }
   if (!running_ && !finished()) Plan(now_s);
@@ -56,9 +62,9 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
   request.candidates = scratch_;
   // The bytes each task downloads and uploads: the published blob's (the server's), else the
   // model's serialized size.
-  request.model_bytes = published_blob_ != nullptr
-                            ? static_cast<int64_t>(published_blob_->bytes.size())
-                            : static_cast<int64_t>(model_->ByteSizeLong());
+  const std::shared_ptr<const ModelBlob>& blob = versions_->published_blob();
+  request.model_bytes = blob != nullptr ? static_cast<int64_t>(blob->bytes.size())
+                                        : static_cast<int64_t>(versions_->model()->ByteSizeLong());
   request.availability = options_.availability;
   if (learned_availability_ != nullptr) request.availability = learned_availability_.get();
   request.max_participants = max_participants;
@@ -104,16 +110,12 @@ void RoundEngine::LimitUnprovenClients(int64_t round, size_t slots, size_t taske
 }
 
 bool RoundEngine::ShouldClose(double now_s, int outstanding) const {
-  const int accepted = record_.updates_accepted();
-  const bool first_k = (config_.round_closing() == v1::ROUND_CLOSING_FIRST_K || async_) &&
-                       accepted >= config_.clients_per_round();
-  const bool enough = accepted >= config_.min_updates();
-  return first_k || (enough && (now_s >= deadline_s_ || outstanding == 0));
+  return closing_.ShouldCommit(record_.updates_accepted(), now_s, deadline_s_, outstanding);
 }
 
 void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   running_ = true;
-  round_ = version_ + 1;
+  round_ = version() + 1;
   deadline_s_ = now_s + deadline_s;
   receipts_.clear();
   audited_.clear();
@@ -122,8 +124,7 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   eval_examples_ = 0;
   hits_ = misses_ = 0;
   dp_unclipped_ = 0;
-  weight_cap_ = 0;
-  max_weight_ = 0;
+  influence_.Reset();
   record_.Clear();
   passed_over_.clear();
   record_.set_round(round_);
@@ -132,25 +133,14 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
   record_.set_dropped_stale(std::exchange(dropped_stale_, 0));
 }
 
-void RoundEngine::Plan(double now_s) {
-  last_plan_status_ = absl::OkStatus();
-  // A synchronous round's tasks train on the last committed model: wait until it is published.
-  if (!async_ && published_version_ != version_) {
-    last_plan_status_ =
-        absl::UnavailableError(absl::StrCat("waiting for version ", version_, " to be published"));
-    return;
-  }
-  if (now_s < next_plan_s_) {
-    last_plan_status_ = absl::FailedPreconditionError(absl::StrCat(
-        "backing off: round ", version_ + 1, " failed ", attempt_, " times in a row (last: ",
-        last_failure_, "); next attempt in ", std::ceil(next_plan_s_ - now_s), " s"));
-    return;
-  }
-  last_plan_status_ = ExpireLearnedSessions(now_s);
-  if (!last_plan_status_.ok()) return;
+void RoundEngine::CollectReachable(double now_s) {
   options_.presence->CollectReachable(now_s, &scratch_);
   std::sort(scratch_.begin(), scratch_.end());
   scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+}
+
+void RoundEngine::CollectCandidates(double now_s) {
+  CollectReachable(now_s);
   if (config_.secure_aggregation().enabled()) {
     // Members whose key shares neighbours could not authenticate are never tasked again.
     const profile::ProfileBook& book = *book_;
@@ -158,6 +148,22 @@ void RoundEngine::Plan(double now_s) {
                                   [&](ClientIndex i) { return book.SecAggExcluded(i); }),
                    scratch_.end());
   }
+}
+
+void RoundEngine::Plan(double now_s) {
+  last_plan_status_ = absl::OkStatus();
+  // A synchronous round's tasks train on the last committed model: wait until it is published.
+  const int64_t version = versions_->version();
+  if (!async_ && versions_->published_version() != version) {
+    last_plan_status_ =
+        absl::UnavailableError(absl::StrCat("waiting for version ", version, " to be published"));
+    return;
+  }
+  last_plan_status_ = backoff_.CheckMayPlan(version + 1, now_s);
+  if (!last_plan_status_.ok()) return;
+  last_plan_status_ = ExpireLearnedSessions(now_s);
+  if (!last_plan_status_.ok()) return;
+  CollectCandidates(now_s);
   reachable_ = static_cast<int64_t>(scratch_.size());
   int in_flight = 0;
   for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
@@ -189,11 +195,11 @@ void RoundEngine::Plan(double now_s) {
   for (const auto& [id, task] : tasks_) {
     unproven_in_flight += task.in_flight() && book_->IsUnproven(task.index) ? 1 : 0;
   }
-  LimitUnprovenClients(version_ + 1, static_cast<size_t>(planner_->SlotsPerRound()),
+  LimitUnprovenClients(version + 1, static_cast<size_t>(planner_->SlotsPerRound()),
                        unproven_in_flight, need);
   planner::RoundPlan plan;
   if (may_plan && !scratch_.empty()) {
-    const planner::PlanRequest request = MakePlanRequest(version_ + 1, now_s, free_slots);
+    const planner::PlanRequest request = MakePlanRequest(version + 1, now_s, free_slots);
     absl::StatusOr<planner::RoundPlan> planned = planner_->PlanRound(request);
     if (!planned.ok()) {
       last_plan_status_ = planned.status();
@@ -270,9 +276,7 @@ int RoundEngine::RetaskFailedSlots(double now_s) {
     last_plan_status_ = s;
     return 0;
   }
-  options_.presence->CollectReachable(now_s, &scratch_);
-  std::sort(scratch_.begin(), scratch_.end());
-  scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
+  CollectReachable(now_s);
   // Only idle clients that have no part in this round yet (busy, done or failed are excluded).
   absl::flat_hash_set<ClientIndex> in_round;
   for (const auto& [id, task] : tasks_) in_round.insert(task.index);
@@ -319,17 +323,14 @@ void RoundEngine::UpdateWeightCap() {
       planned.push_back(std::max<int64_t>(1, int64_t{task.local_steps} * task.batch_size));
     }
   }
-  // The cap never falls within a round: updates folded earlier were weighed by it.
-  weight_cap_ = std::max(weight_cap_,
-                         InfluenceWeightCap(planned, config_.security().max_client_weight_share()));
+  influence_.RaiseCap(planned);
 }
 
 absl::Status RoundEngine::BoundRoundInfluence() {
   if (!ExampleWeighted() || aggregator_->num_updates() == 0) return absl::OkStatus();
-  double share = config_.security().max_client_weight_share();
-  if (!(share > 0)) share = DefaultMaxClientWeightShare(config_.clients_per_round());
   const auto total = static_cast<double>(aggregator_->total_examples());
-  const double denominator = InfluenceDenominator(total, static_cast<double>(max_weight_), share);
+  const double denominator = influence_.Denominator(total);
+  const auto max_weight = static_cast<double>(influence_.max_weight());
   if (denominator > total) {
     // Too few updates (or one too heavy) for the share: the missing weight counts as a zero
     // update, so that no client moves the model by more than `share` of its own update.
@@ -337,8 +338,7 @@ absl::Status RoundEngine::BoundRoundInfluence() {
         aggregator_->PerturbSum([](absl::Span<float>) { return absl::OkStatus(); }, denominator));
   }
   record_.set_weight_denominator(denominator);
-  record_.set_max_weight_share(denominator > 0 ? static_cast<double>(max_weight_) / denominator
-                                               : 0.0);
+  record_.set_max_weight_share(denominator > 0 ? max_weight / denominator : 0.0);
   return absl::OkStatus();
 }
 
@@ -365,84 +365,34 @@ ClosedRound RoundEngine::Fail(double now_s, const std::string& why) {
 }
 
 void RoundEngine::NoteFailedAttempt(double now_s, const std::string& why, ClosedRound* out) {
-  ++attempt_;
-  last_failure_ = why;
   out->committed = false;
   out->closed_at_s = now_s;
   out->record = record_;
-  out->failure_reason = why;
-  // A round that keeps failing (too few clients, every upload rejected) must not spin: wait
-  // 1 s after the N-th consecutive failure, doubling per further failure.
-  const int backoff_after = config_.replan_backoff_after_failures();
-  if (backoff_after > 0 && attempt_ >= backoff_after) {
-    const double delay = std::min(config_.replan_backoff_max_s(),
-                                  std::ldexp(1.0, std::min(attempt_ - backoff_after, 30)));
-    next_plan_s_ = now_s + delay;
-    out->failure_reason =
-        absl::StrCat(why, "; ", attempt_, " consecutive failures, next attempt in ", delay, " s");
-  }
+  out->failure_reason = backoff_.NoteFailure(now_s, why);
 }
 
 absl::Status RoundEngine::ScreenEvaluation(double accuracy, double loss) {
-  if (!std::isfinite(accuracy) || !std::isfinite(loss)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "its test evaluation is not finite (accuracy ", accuracy, ", loss ", loss, ")"));
-  }
-  double drop = config_.security().max_accuracy_drop();
-  if (drop == 0) drop = kDefaultMaxAccuracyDrop;
-  // Not under FedBuff: a version is published as it closes, so it cannot be taken back, and
-  // FedBuff's accuracy legitimately swings with staleness (crash_resume_fedbuff_test saw 0.67 ->
-  // 0.43 with honest clients). Refusing there stopped the server; only finiteness is checked.
-  // The best starts at the initial model's accuracy, so nothing below it minus the drop is
-  // published, from round 1 on.
-  if (!async_ && drop > 0 && best_accuracy_ >= 0 && accuracy < best_accuracy_ - drop) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "its test accuracy ", accuracy, " collapsed: more than ", drop, " below the best so far, ",
-        best_accuracy_,
-        initial_accuracy_ >= 0 ? absl::StrCat(" (initial model ", initial_accuracy_, ")") : "",
-        " (security.max_accuracy_drop)"));
-  }
-  best_accuracy_ = std::max(best_accuracy_, accuracy);
-  return absl::OkStatus();
+  return guard_->Screen(accuracy, loss);
 }
 
 absl::Status RoundEngine::SetInitialEvaluation(double accuracy, double loss) {
-  if (!(accuracy >= 0 && accuracy <= 1) || !std::isfinite(loss)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the initial model's evaluation is not an accuracy in [0, 1] with a finite "
-                     "loss (accuracy ",
-                     accuracy, ", loss ", loss, ")"));
-  }
-  if (initial_accuracy_ >= 0 || best_accuracy_ >= 0) return absl::OkStatus();
-  initial_accuracy_ = accuracy;
-  best_accuracy_ = accuracy;
-  return absl::OkStatus();
+  return guard_->SetInitial(accuracy, loss);
 }
 
 std::optional<v1::CollapseGuardReference> RoundEngine::guard_reference() const {
-  if (best_accuracy_ < 0) return std::nullopt;
-  v1::CollapseGuardReference reference;
-  // A run whose reference started from a round's evaluation (no initial one) keeps -1 there.
-  reference.set_initial_accuracy(initial_accuracy_);
-  reference.set_best_accuracy(best_accuracy_);
-  return reference;
+  return guard_->reference();
 }
 
 absl::StatusOr<ClosedRound> RoundEngine::RevertClose(double now_s, const std::string& why) {
-  if (async_ || !revertible_ || published_version_ >= version_ || spare_ == nullptr) {
+  if (async_ || !versions_->CanRevert()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("round ", version_,
+        absl::StrCat("round ", versions_->version(),
                      " cannot be taken back (published, FedBuff, or not "
                      "closed by this engine)"));
   }
   FEDSCHED_RETURN_IF_ERROR(aggregator_->RestoreState(state_before_close_));
-  revertible_ = false;
   // The model before the round comes back; the rejected one is never handed out.
-  std::shared_ptr<v1::Model> rejected = std::move(model_mutable_);
-  model_mutable_ = std::move(spare_);
-  model_ = model_mutable_;
-  spare_ = std::move(rejected);
-  --version_;
+  versions_->Revert();
   record_.set_outcome(v1::ROUND_OUTCOME_FAILED);
   record_.set_end_unix_ms(ToMillis(now_s));
   ClosedRound out;
@@ -469,13 +419,9 @@ absl::StatusOr<std::optional<ClosedRound>> RoundEngine::GuardCommitted(
 }
 
 ClosedRound RoundEngine::Close(double now_s) {
-  // The new model goes into the model before the current one when nobody holds it any more
-  // (no fresh allocation per round).
-  std::shared_ptr<v1::Model> next = spare_;
-  spare_.reset();
-  if (next == nullptr || next.use_count() > 1) next = std::make_shared<v1::Model>();
-  // The collapse guard may take the round back before it is published (RevertClose).
-  revertible_ = false;
+  // The collapse guard may take the round back before it is published (RevertClose); from
+  // here until the commit below the previous version cannot be.
+  std::shared_ptr<v1::Model> next = versions_->TakeBuffer();
   if (!async_) state_before_close_ = aggregator_->SaveState();
   if (absl::Status s = BoundRoundInfluence(); !s.ok()) {
     return Fail(now_s, absl::StrCat("bounded influence: ", s.ToString()));
@@ -484,7 +430,7 @@ ClosedRound RoundEngine::Close(double now_s) {
   if (absl::Status s = PerturbRoundSum(noise_seed); !s.ok()) {
     return Fail(now_s, absl::StrCat("privacy: ", s.ToString()));
   }
-  if (absl::Status s = aggregator_->FinalizeInto(*model_, next.get()); !s.ok()) {
+  if (absl::Status s = aggregator_->FinalizeInto(*versions_->model(), next.get()); !s.ok()) {
     return Fail(now_s, absl::StrCat("aggregation: ", s.ToString()));
   }
   // The noised sum is out (a reverted round's evaluation was seen too): it counts from here.
@@ -493,27 +439,7 @@ ClosedRound RoundEngine::Close(double now_s) {
   }
   record_.set_outcome(v1::ROUND_OUTCOME_COMMITTED);
   record_.set_end_unix_ms(ToMillis(now_s));
-  if (record_.total_examples() > 0) {
-    record_.set_mean_train_loss(loss_sum_ / static_cast<double>(record_.total_examples()));
-  }
-  if (hits_ + misses_ > 0) {
-    record_.set_cache_hit_ratio(static_cast<double>(hits_) / static_cast<double>(hits_ + misses_));
-  }
-  if (eval_examples_ > 0) {
-    const auto n = static_cast<double>(eval_examples_);
-    record_.set_client_eval_accuracy(eval_accuracy_sum_ / n);
-    record_.set_client_eval_loss(eval_loss_sum_ / n);
-    record_.set_client_eval_examples(eval_examples_);
-  }
-  if (!async_) {
-    // Stragglers: the planner records their elapsed time as a lower bound on their duration.
-    for (auto& [id, task] : tasks_) {
-      if (!task.in_flight()) continue;
-      record_.add_stragglers(task.client_id);
-      task.failed = true;
-      stragglers_.insert(task.task_id);
-    }
-  }
+  SummarizeRecord();
   const planner::RoundSummary summary =
       planner_->OnRoundFinished(round_, /*committed=*/true, now_s,
                                 /*held_to_deadline=*/now_s >= deadline_s_);
@@ -539,19 +465,37 @@ ClosedRound RoundEngine::Close(double now_s) {
   commit.audited_updates = std::move(audited_);
   audited_.clear();
 
-  version_ = round_;
-  revertible_ = !async_;
-  spare_ = std::move(model_mutable_);
-  model_mutable_ = std::move(next);
-  model_ = model_mutable_;
-  attempt_ = 0;
-  next_plan_s_ = 0;
-  last_failure_.clear();
+  versions_->Commit(round_, std::move(next), /*revertible=*/!async_);
+  backoff_.Reset();
   running_ = false;
   closed_tasks_.clear();
   RetireTasks(now_s, /*keep_in_flight=*/async_ && !finished());
   if (async_ && !finished()) Plan(now_s);
   return out;
+}
+
+void RoundEngine::SummarizeRecord() {
+  if (record_.total_examples() > 0) {
+    record_.set_mean_train_loss(loss_sum_ / static_cast<double>(record_.total_examples()));
+  }
+  if (hits_ + misses_ > 0) {
+    record_.set_cache_hit_ratio(static_cast<double>(hits_) / static_cast<double>(hits_ + misses_));
+  }
+  if (eval_examples_ > 0) {
+    const auto n = static_cast<double>(eval_examples_);
+    record_.set_client_eval_accuracy(eval_accuracy_sum_ / n);
+    record_.set_client_eval_loss(eval_loss_sum_ / n);
+    record_.set_client_eval_examples(eval_examples_);
+  }
+  if (!async_) {
+    // Stragglers: the planner records their elapsed time as a lower bound on their duration.
+    for (auto& [id, task] : tasks_) {
+      if (!task.in_flight()) continue;
+      record_.add_stragglers(task.client_id);
+      task.failed = true;
+      stragglers_.insert(task.task_id);
+    }
+  }
 }
 
 void RoundEngine::RetireTasks(double now_s, bool keep_in_flight) {

@@ -41,9 +41,7 @@ int64_t RoundEngine::FoldWeight(const Update& update) const {
   // client's weight, and so the sum's sensitivity, grow without bound.
   if (privacy_ != nullptr) return 1;
   // Bounded influence: never more than the round's weight cap (at least 1 example).
-  const int64_t n = update.claim.num_examples;
-  if (!(weight_cap_ > 0) || static_cast<double>(n) <= weight_cap_) return n;
-  return std::max<int64_t>(1, static_cast<int64_t>(std::floor(weight_cap_)));
+  return influence_.Weight(update.claim.num_examples);
 }
 
 void RoundEngine::NoteUnclipped(const Update& update) {

@@ -35,7 +35,7 @@ std::string RoundEngine::NextGraphSeed() const {
   if (options_.secagg_graph_seed) return options_.secagg_graph_seed();
   std::string seed(32, '\0');
   uint64_t z = config_.seed() * kSplitMixGamma + static_cast<uint64_t>(round_) +
-               static_cast<uint64_t>(attempt_) * 0xD1B54A32D192ED03ULL;
+               static_cast<uint64_t>(attempts_failed()) * 0xD1B54A32D192ED03ULL;
   for (size_t i = 0; i < 4; ++i) {
     z = Mix64(z + i);
     std::memcpy(seed.data() + 8 * i, &z, 8);
@@ -59,7 +59,7 @@ void RoundEngine::StartSecAgg(double now_s) {
     spec.task_ids.push_back(id);
     max_examples = std::max<int64_t>(max_examples, int64_t{task.local_steps} * task.batch_size);
   }
-  for (const v1::Tensor& t : model_->tensors()) spec.vector_length += t.data_size();
+  for (const v1::Tensor& t : model()->tensors()) spec.vector_length += t.data_size();
   spec.graph_seed = NextGraphSeed();
   if (privacy_ == nullptr) {
     spec.clip_norm = config_.aggregation().clip_update_norm();
@@ -282,7 +282,7 @@ absl::Status RoundEngine::FoldUnmaskedSum(const SecAggRound::Result& result) {
   // update the same way).
   v1::Model sum;
   size_t offset = 0;
-  for (const v1::Tensor& t : model_->tensors()) {
+  for (const v1::Tensor& t : model()->tensors()) {
     v1::Tensor* out = sum.add_tensors();
     out->set_name(t.name());
     *out->mutable_shape() = t.shape();

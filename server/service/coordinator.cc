@@ -37,11 +37,6 @@ absl::Status NoSessionError(const std::string& client_id) {
       absl::StrCat("no session for client '", client_id, "' with this token; register again"));
 }
 
-// What a profile stores for a credential issued on first use (never the credential itself).
-std::string FirstUseBinding(std::string_view credential) {
-  return absl::StrCat(profile::kFirstUseBindingPrefix, ToHex(Sha256(credential)));
-}
-
 }  // namespace
 
 // Reachable = heartbeated within the timeout and not away (ProfileBook) and holding a live
@@ -57,7 +52,7 @@ class Coordinator::SessionPresence : public round::Presence {
     auto it = owner_->sessions_.find(book.profile(index).client_id());
     if (it == owner_->sessions_.end()) return false;
     // A task planned before pacing began stays with its device until it polls for it.
-    return !owner_->pacing_active_ || it->second.checked_in ||
+    return !owner_->pacing_.active() || it->second.checked_in ||
            owner_->engine_->TaskOf(index) != nullptr;
   }
   void CollectReachable(double now_s, std::vector<profile::ClientIndex>* out) const override
@@ -74,7 +69,10 @@ class Coordinator::SessionPresence : public round::Presence {
 };
 
 Coordinator::Coordinator(CoordinatorOptions options)
-    : options_(std::move(options)), config_(options_.config) {
+    : options_(std::move(options)),
+      config_(options_.config),
+      rate_limit_(config_),
+      pacing_(config_) {
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
   norm_screen_ = std::make_unique<UpdateNormScreen>(UpdateNormScreen::OptionsFromConfig(config_));
 }
@@ -95,77 +93,30 @@ absl::Status Coordinator::Open() {
   engine.config = config_;
   absl::StatusOr<v1::RunMeta> meta = store.LoadMeta();
   if (absl::IsNotFound(meta.status())) {
-    if (options_.initial_model.tensors_size() == 0) {
-      return absl::InvalidArgumentError("fresh store and no initial model");
-    }
-    v1::RunMeta fresh;
-    fresh.set_config_text(ConfigToText(config_));
-    fresh.set_created_unix_ms(absl::ToUnixMillis(Now()));
-    // The collapse guard's reference is the initial model, from before round 1, and is stored
-    // with it (docs/SECURITY.md "Updates").
-    engine.guard_reference = EvaluateReference(options_.initial_model);
-    if (engine.guard_reference.has_value())
-      *fresh.mutable_collapse_guard() = *engine.guard_reference;
-    FEDSCHED_RETURN_IF_ERROR(store.Initialize(options_.initial_model, fresh));
-    engine.model = std::move(options_.initial_model);
+    FEDSCHED_RETURN_IF_ERROR(InitializeStore(&engine));
   } else {
     if (!meta.ok()) return meta.status();
-    engine.version = meta->committed_round();
-    FEDSCHED_ASSIGN_OR_RETURN(engine.model, store.LoadModel(engine.version));
-    // The configured model must be the stored one's architecture: a different one would train
-    // clients on shapes the stored model does not have.
-    if (options_.initial_model.tensors_size() > 0) {
-      FEDSCHED_ASSIGN_OR_RETURN(ModelLayout configured,
-                                ModelLayout::FromModel(options_.initial_model));
-      std::vector<int> index;
-      if (absl::Status s = configured.Match(engine.model, &index); !s.ok()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("the store holds a model (round ", engine.version,
-                         ") that does not match the configured model: ", s.message(),
-                         "; use the run's original model config, or a new store_path"));
-      }
-    }
-    FEDSCHED_ASSIGN_OR_RETURN(engine.profiles, store.LoadProfiles());
-    FEDSCHED_ASSIGN_OR_RETURN(engine.planner_state, store.LoadPlannerState());
-    if (meta->optimizer_state_size() > 0) engine.optimizer_state = meta->optimizer_state(0);
-    if (meta->has_collapse_guard()) {
-      engine.guard_reference = meta->collapse_guard();
-    } else {
-      // A store written before the reference was kept: the resumed model starts it.
-      engine.guard_reference = EvaluateReference(engine.model);
-    }
-    FEDSCHED_LOG(info, "resuming after committed round {} with {} known clients", engine.version,
-                 engine.profiles.size());
+    FEDSCHED_RETURN_IF_ERROR(LoadStoredRun(*meta, &engine));
   }
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<Revocation> revocations, store.LoadRevocations());
-  for (const Revocation& r : revocations) revoked_[r.identity] = r.revoked_unix_ms;
-  if (!revoked_.empty()) {
-    std::vector<std::string> names = revoked_identities();
+  admission_ = std::make_unique<IdentityAdmission>(config_, options_.enrolment_key, revocations);
+  if (admission_->revoked_count() > 0) {
+    std::vector<std::string> names = admission_->revoked_identities();
+    const int64_t revoked = admission_->revoked_count();
     if (names.size() > 20) names.resize(20);  // a line, not a list of thousands
     FEDSCHED_LOG(info, "{} identities are revoked (fedsched-enroll --revoke_identity): {}{}",
-                 revoked_.size(), absl::StrJoin(names, ", "), revoked_.size() > 20 ? ", ..." : "");
+                 revoked, absl::StrJoin(names, ", "), revoked > 20 ? ", ..." : "");
   }
+  std::vector<int> tensor_sizes;
   for (const v1::Tensor& tensor : engine.model.tensors()) {
-    delta_capacity_.push_back(tensor.data_size());
+    tensor_sizes.push_back(tensor.data_size());
   }
+  parse_targets_ = std::make_unique<ParseTargetPool>(std::move(tensor_sizes));
   presence_ = std::make_unique<SessionPresence>(this);
   engine.presence = presence_.get();
   engine.availability = options_.availability;
   engine.model_features = options_.model_features;
-  if (!options_.deterministic_task_ids) engine.new_task_id = [this] { return NewId("t-"); };
-  // Differential privacy: the noise must be unpredictable to anyone who could subtract it.
-  if (!options_.deterministic_task_ids) engine.noise_seed = SecureSeed;
-  // Secure aggregation: the graph's relabelling must not be steerable by a client.
-  if (!options_.deterministic_task_ids) {
-    engine.secagg_graph_seed = [] {
-      std::string seed;
-      for (int i = 0; i < 4; ++i) {
-        const uint64_t word = SecureSeed();
-        seed.append(reinterpret_cast<const char*>(&word), sizeof(word));
-      }
-      return seed;
-    };
-  }
+  if (!options_.deterministic_task_ids) UseSecureRandomness(&engine);
   // The engine holds the model from here on: a second copy would cost its size in RSS.
   options_.initial_model = v1::Model();
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
@@ -176,7 +127,70 @@ absl::Status Coordinator::Open() {
   FEDSCHED_RETURN_IF_ERROR(engine_->Publish(engine_->version(), engine_->model(), blob));
   durable_round_ = engine_->version();
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
-  return BuildPacerLocked(/*hold_s=*/5.0);
+  return pacing_.SetHold(/*hold_s=*/5.0);
+}
+
+absl::Status Coordinator::InitializeStore(round::EngineOptions* engine) {
+  if (options_.initial_model.tensors_size() == 0) {
+    return absl::InvalidArgumentError("fresh store and no initial model");
+  }
+  v1::RunMeta fresh;
+  fresh.set_config_text(ConfigToText(config_));
+  fresh.set_created_unix_ms(absl::ToUnixMillis(Now()));
+  // The collapse guard's reference is the initial model, from before round 1, and is stored
+  // with it (docs/SECURITY.md "Updates").
+  engine->guard_reference = EvaluateReference(options_.initial_model);
+  if (engine->guard_reference.has_value())
+    *fresh.mutable_collapse_guard() = *engine->guard_reference;
+  FEDSCHED_RETURN_IF_ERROR(options_.store->Initialize(options_.initial_model, fresh));
+  engine->model = std::move(options_.initial_model);
+  return absl::OkStatus();
+}
+
+absl::Status Coordinator::LoadStoredRun(const v1::RunMeta& meta, round::EngineOptions* engine) {
+  Store& store = *options_.store;
+  engine->version = meta.committed_round();
+  FEDSCHED_ASSIGN_OR_RETURN(engine->model, store.LoadModel(engine->version));
+  // The configured model must be the stored one's architecture: a different one would train
+  // clients on shapes the stored model does not have.
+  if (options_.initial_model.tensors_size() > 0) {
+    FEDSCHED_ASSIGN_OR_RETURN(ModelLayout configured,
+                              ModelLayout::FromModel(options_.initial_model));
+    std::vector<int> index;
+    if (absl::Status s = configured.Match(engine->model, &index); !s.ok()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("the store holds a model (round ", engine->version,
+                       ") that does not match the configured model: ", s.message(),
+                       "; use the run's original model config, or a new store_path"));
+    }
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(engine->profiles, store.LoadProfiles());
+  FEDSCHED_ASSIGN_OR_RETURN(engine->planner_state, store.LoadPlannerState());
+  if (meta.optimizer_state_size() > 0) engine->optimizer_state = meta.optimizer_state(0);
+  if (meta.has_collapse_guard()) {
+    engine->guard_reference = meta.collapse_guard();
+  } else {
+    // A store written before the reference was kept: the resumed model starts it.
+    engine->guard_reference = EvaluateReference(engine->model);
+  }
+  FEDSCHED_LOG(info, "resuming after committed round {} with {} known clients", engine->version,
+               engine->profiles.size());
+  return absl::OkStatus();
+}
+
+void Coordinator::UseSecureRandomness(round::EngineOptions* engine) {
+  engine->new_task_id = [this] { return NewId("t-"); };
+  // Differential privacy: the noise must be unpredictable to anyone who could subtract it.
+  engine->noise_seed = SecureSeed;
+  // Secure aggregation: the graph's relabelling must not be steerable by a client.
+  engine->secagg_graph_seed = [] {
+    std::string seed;
+    for (int i = 0; i < 4; ++i) {
+      const uint64_t word = SecureSeed();
+      seed.append(reinterpret_cast<const char*>(&word), sizeof(word));
+    }
+    return seed;
+  };
 }
 
 std::optional<v1::CollapseGuardReference> Coordinator::EvaluateReference(
@@ -237,68 +251,8 @@ absl::StatusOr<profile::ClientIndex> Coordinator::CheckSession(const std::string
   return *index;
 }
 
-absl::Status Coordinator::CheckNotRevoked(const std::string& identity) const {
-  auto it = revoked_.find(identity);
-  if (it == revoked_.end()) return absl::OkStatus();
-  // The same words as the SDK's test for a revocation (client/sdk/client.cc): keep both.
-  return absl::PermissionDeniedError(absl::StrCat(
-      "identity '", identity, "' was revoked by the operator at ",
-      absl::FormatTime("%Y-%m-%d %H:%M:%SZ", absl::FromUnixMillis(it->second), absl::UTCTimeZone()),
-      "; no credential or certificate is accepted for it. To undo: stop the server, run "
-      "fedsched-enroll --store_path=STORE --reset_identity=",
-      identity, " and start the server again"));
-}
-
-std::vector<std::string> Coordinator::revoked_identities() const {
-  std::vector<std::string> out;
-  for (const auto& [identity, unused] : revoked_) out.push_back(identity);
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-absl::Status Coordinator::AdmitNewIdentity(const std::string& peer_address, absl::Time now) {
-  const v1::SecurityConfig& security = config_.security();
-  const int32_t global_limit = security.max_new_identities_per_minute();
-  const int32_t peer_limit =
-      peer_address.empty() ? 0 : security.max_new_identities_per_peer_per_minute();
-  const absl::Time window_start = now - absl::Minutes(1);
-  while (!new_identities_.empty() && new_identities_.front() <= window_start) {
-    new_identities_.pop_front();
-  }
-  if (global_limit > 0 && static_cast<int64_t>(new_identities_.size()) >= global_limit) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat(new_identities_.size(),
-                     " new identities registered in the last minute from all peers "
-                     "(security.max_new_identities_per_minute); retry later"));
-  }
-  std::deque<absl::Time>* times = nullptr;
-  if (peer_limit > 0) {
-    // Forget peers quiet for a minute, at most once a minute (bounded memory under churn).
-    if (now - last_peer_sweep_ >= absl::Minutes(1)) {
-      last_peer_sweep_ = now;
-      absl::erase_if(new_identities_by_peer_, [&](const auto& entry) {
-        return entry.second.empty() || entry.second.back() <= window_start;
-      });
-    }
-    times = &new_identities_by_peer_[peer_address];
-    while (!times->empty() && times->front() <= window_start) times->pop_front();
-    if (static_cast<int64_t>(times->size()) >= peer_limit) {
-      return absl::ResourceExhaustedError(
-          absl::StrCat("peer ", peer_address, " registered ", times->size(),
-                       " new identities in the last minute "
-                       "(security.max_new_identities_per_peer_per_minute); retry later"));
-    }
-    times->push_back(now);
-  }
-  if (global_limit > 0) new_identities_.push_back(now);
-  return absl::OkStatus();
-}
-
 void Coordinator::EndSessionLocked(const std::string& client_id) {
-  {
-    absl::MutexLock tokens(&session_mu_);
-    session_tokens_.erase(client_id);
-  }
+  inbox_.EndSession(client_id);
   sessions_.erase(client_id);
 }
 
@@ -320,63 +274,6 @@ void Coordinator::ExpireUnseenLocked(absl::Time now) {
                "forgot {} identities never heard from for {:.0f} s without an accepted update "
                "(security.unseen_identity_ttl_s); {} remain",
                expired.size(), ttl_s, engine_->book().live_size());
-}
-
-absl::StatusOr<Coordinator::Admission> Coordinator::Admit(
-    const std::string& identity, const std::string& credential,
-    const std::string& cert_fingerprint) const {
-  const bool has_key = !options_.enrolment_key.empty();
-  const bool enrolled =
-      has_key && ConstantTimeEquals(credential, EnrolmentSecret(options_.enrolment_key, identity));
-  const bool first_use = config_.security().allow_trust_on_first_use();
-  if (has_key && !enrolled && !first_use) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "identity '", identity,
-        "' did not present its enrolment secret (the operator provisions it with fedsched-enroll "
-        "into the device's state dir as 'credential')"));
-  }
-  if (!has_key && cert_fingerprint.empty() && !first_use) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        "identity '", identity,
-        "' presented neither an enrolment secret nor a client certificate, and the server "
-        "admits provisioned devices only (security.allow_trust_on_first_use is off)"));
-  }
-  // What proves the identity: the TLS certificate, else the enrolment secret, else (first use)
-  // the credential the server issued at the identity's first registration.
-  Admission admission;
-  admission.provisioned = enrolled || !cert_fingerprint.empty();
-  if (!cert_fingerprint.empty()) {
-    admission.binding = cert_fingerprint;
-  } else if (enrolled) {
-    admission.binding = CredentialBinding(credential);
-  } else if (!credential.empty()) {
-    admission.binding = FirstUseBinding(credential);
-  }
-  return admission;
-}
-
-absl::Status Coordinator::CheckIdentityRoom(const profile::ProfileBook& book,
-                                            bool provisioned) const {
-  const v1::SecurityConfig& security = config_.security();
-  const int64_t max_identities = security.max_identities();
-  if (max_identities > 0 && book.live_size() >= max_identities) {
-    return absl::ResourceExhaustedError(absl::StrCat("the server holds ", book.live_size(),
-                                                     " identities (security.max_identities)"));
-  }
-  if (provisioned || max_identities <= 0) return absl::OkStatus();
-  // Never-proven identities keep their share, so a flood of them never locks out a device the
-  // operator provisioned (docs/SECURITY.md "Identities and admission").
-  const int64_t unproven_room = static_cast<int64_t>(
-      std::floor(security.max_unproven_identity_fraction() * static_cast<double>(max_identities)));
-  const int64_t unproven = book.CountUnproven();
-  if (unproven >= std::max<int64_t>(1, unproven_room)) {
-    return absl::ResourceExhaustedError(absl::StrCat(
-        "the server holds ", unproven,
-        " identities admitted on first use that never had an update accepted "
-        "(security.max_unproven_identity_fraction x max_identities); provisioned devices "
-        "are still admitted"));
-  }
-  return absl::OkStatus();
 }
 
 absl::Status Coordinator::CheckSigningKey(const v1::RegisterRequest& request,
@@ -406,7 +303,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     return absl::InvalidArgumentError("identity must be 1..256 bytes");
   }
   // First: a revoked device is refused whatever it presents (docs/OPERATIONS.md).
-  FEDSCHED_RETURN_IF_ERROR(CheckNotRevoked(request.identity()));
+  FEDSCHED_RETURN_IF_ERROR(admission_->CheckNotRevoked(request.identity()));
   const v1::DeviceProfile& device = request.device();
   if (device.compute_ms_per_sample() < 0 || device.storage_budget_bytes() < 0 ||
       device.num_samples() < 0 || device.bandwidth_hint_kbps() < 0 || device.sample_bytes() < 0 ||
@@ -420,8 +317,9 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
         absl::StrCat("device.num_samples ", device.num_samples(), " exceeds the server's limit ",
                      security.max_num_samples(), " (security.max_num_samples)"));
   }
-  FEDSCHED_ASSIGN_OR_RETURN(const Admission admission,
-                            Admit(request.identity(), request.credential(), cert_fingerprint));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      const Admission admission,
+      admission_->Admit(request.identity(), request.credential(), cert_fingerprint));
   std::string binding = admission.binding;
   absl::MutexLock lock(&mu_);
   profile::ProfileBook& book = engine_->mutable_book();
@@ -446,11 +344,11 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
                            : "client certificate"));
     }
   } else {
-    FEDSCHED_RETURN_IF_ERROR(CheckIdentityRoom(book, admission.provisioned));
+    FEDSCHED_RETURN_IF_ERROR(admission_->CheckIdentityRoom(book, admission.provisioned));
   }
   FEDSCHED_RETURN_IF_ERROR(
       CheckSigningKey(request, known ? book.profile(*known).signing_public_key() : ""));
-  if (!known) FEDSCHED_RETURN_IF_ERROR(AdmitNewIdentity(peer_address, now));
+  if (!known) FEDSCHED_RETURN_IF_ERROR(rate_limit_.Admit(peer_address, now));
   std::string issued;
   if (binding.empty()) {
     // Trust on first use: the first registrant of an unbound identity gets its credential.
@@ -474,10 +372,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
   ClientState& session = sessions_[profile.client_id()];
   session.session_token = NewId("s-");
   session.checked_in = false;  // a new session checks in with its first poll
-  {
-    absl::MutexLock tokens(&session_mu_);
-    session_tokens_[profile.client_id()] = session.session_token;
-  }
+  inbox_.StartSession(profile.client_id(), session.session_token);
   v1::RegisterResponse response;
   response.set_client_id(profile.client_id());
   response.set_session_token(session.session_token);
@@ -493,13 +388,8 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
 
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request,
                                                              absl::Time now) {
-  {
-    absl::ReaderMutexLock lock(&session_mu_);
-    auto it = session_tokens_.find(request.client_id());
-    if (it == session_tokens_.end() || request.session_token().empty() ||
-        !ConstantTimeEquals(it->second, request.session_token())) {
-      return NoSessionError(request.client_id());
-    }
+  if (!inbox_.HasSession(request.client_id(), request.session_token())) {
+    return NoSessionError(request.client_id());
   }
   NoteActivity(request.client_id(), now);
   // Fold it in now if nobody holds the lock (a heartbeat then counts at once, as before);
@@ -682,15 +572,14 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   response.set_registered_clients(static_cast<int32_t>(book.live_size()));
   response.set_online_clients(static_cast<int32_t>(book.CountOnline(now_s)));
   response.set_paced_clients(static_cast<int32_t>(book.CountAway(now_s)));
-  if (pacer_->Paces(pacing_population_)) {
-    response.set_checkin_cycle_ms(
-        static_cast<int64_t>(pacer_->CycleSeconds(pacing_population_) * 1000.0));
+  if (std::optional<int64_t> cycle_ms = pacing_.CycleMs()) {
+    response.set_checkin_cycle_ms(*cycle_ms);
   }
   if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
     response.set_waiting_for(std::string(engine_->last_plan_status().message()));
   }
-  response.set_revoked_identities(static_cast<int32_t>(revoked_.size()));
-  for (std::string& identity : revoked_identities()) {
+  response.set_revoked_identities(static_cast<int32_t>(admission_->revoked_count()));
+  for (std::string& identity : admission_->revoked_identities()) {
     response.add_revoked_identity_names(std::move(identity));
   }
   if (engine_->running()) *response.add_recent_rounds() = engine_->current_record();
@@ -750,6 +639,10 @@ int64_t Coordinator::committed_round() const {
 absl::Status Coordinator::health() const {
   absl::MutexLock lock(&mu_);
   return health_;
+}
+
+std::vector<std::string> Coordinator::revoked_identities() const {
+  return admission_->revoked_identities();
 }
 
 int64_t Coordinator::max_update_bytes() const {

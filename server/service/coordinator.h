@@ -30,6 +30,10 @@
 #include "server/aggregation/checks.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/service/heartbeat_inbox.h"
+#include "server/service/identity_admission.h"
+#include "server/service/pace_steering.h"
+#include "server/service/parse_targets.h"
 #include "server/store/store.h"
 
 namespace fedsched {
@@ -89,7 +93,10 @@ struct CoordinatorOptions {
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
 // "The round engine" and "An upload's path"). It owns sessions (tokens, certificate binding),
 // upload ingest (metric checks, digests, parsing into recycled models, flat combining) and the
-// commits; the round itself (planning, tasks, closing, FedBuff, folds) is the engine's.
+// commits; the round itself (planning, tasks, closing, FedBuff, folds) is the engine's. Its parts
+// with a responsibility of their own are classes it owns: IdentityAdmission and
+// RegistrationRateLimit (identity_admission.h), HeartbeatInbox (heartbeat_inbox.h),
+// PaceSteering (pace_steering.h) and ParseTargetPool (parse_targets.h).
 //
 // Thread-safe: every public method may be called concurrently (one internal mutex around the
 // engine; SubmitUpdate hashes and parses outside it, and uploads that wait for it are folded
@@ -159,7 +166,7 @@ class Coordinator {
   // planned or a commit's bookkeeping. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
                                                   absl::Time now)
-      ABSL_LOCKS_EXCLUDED(mu_, session_mu_, activity_mu_);
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
@@ -269,7 +276,7 @@ class Coordinator {
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
   // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
   // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
-  void NoteActivity(const std::string& client_id, absl::Time now) ABSL_LOCKS_EXCLUDED(activity_mu_);
+  void NoteActivity(const std::string& client_id, absl::Time now);
 
   // Pace steering (config.pacing; Bonawitz et al., SysML 2019, section 2.3; docs/ALGORITHMS.md
   // "Pace steering"): the retry_after_ms for `client_id`'s idle poll that is being answered
@@ -327,7 +334,7 @@ class Coordinator {
   // (fedsched-server passes the gate's budget): an upload received while another is still
   // parsed or folded waits for its parse target instead of allocating a second one (issue 13,
   // server peak RSS). bytes <= 0: no bound (the default). Call before serving.
-  void SetParseTargetBudget(int64_t bytes) ABSL_LOCKS_EXCLUDED(spare_mu_);
+  void SetParseTargetBudget(int64_t bytes);
 
   // The identities the operator revoked (fedsched-enroll --revoke_identity), as read from the
   // store at start, sorted. Revocations change only while the server is stopped.
@@ -345,43 +352,26 @@ class Coordinator {
 
   explicit Coordinator(CoordinatorOptions options);
   absl::Status Open();
-  // PERMISSION_DENIED, naming the identity and how the operator lifts it, if `identity` was
-  // revoked (docs/OPERATIONS.md "Revoking a device"); OK otherwise.
-  absl::Status CheckNotRevoked(const std::string& identity) const;
+  // Open's two starts: a fresh store is initialised with options_.initial_model (and the
+  // collapse guard's reference from its evaluation); a stored run is loaded (model, profiles,
+  // planner and optimiser state, guard reference) after checking that the configured model has
+  // the stored one's architecture. Both fill `*engine`. Errors: INVALID_ARGUMENT (fresh store
+  // without an initial model), FAILED_PRECONDITION (another architecture), the store's.
+  absl::Status InitializeStore(round::EngineOptions* engine);
+  absl::Status LoadStoredRun(const v1::RunMeta& meta, round::EngineOptions* engine);
+  // Unguessable task ids and unpredictable seeds of the differential-privacy noise and the
+  // secure-aggregation graph (OpenSSL's RAND_bytes), instead of the engine's seeded defaults.
+  void UseSecureRandomness(round::EngineOptions* engine);
   absl::Time Now() const { return options_.clock(); }
   // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
   absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
                                                     const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How a registration proves its identity (docs/SECURITY.md "Identities and admission").
-  struct Admission {
-    // What the profile is bound to (ClientProfile.cert_fingerprint); empty for a first-use
-    // registration without a credential (one is issued).
-    std::string binding;
-    // An enrolment secret or a certificate vouches for the identity.
-    bool provisioned = false;
-  };
-  // Checks the proof of a registration (no lock needed: options and config only). Errors:
-  // UNAUTHENTICATED without an enrolment secret (with a key) or without any proof (no key, no
-  // certificate), unless security.allow_trust_on_first_use.
-  absl::StatusOr<Admission> Admit(const std::string& identity, const std::string& credential,
-                                  const std::string& cert_fingerprint) const;
   // The signing key a registration presents (RegisterRequest.signing_public_key) against the
   // key `bound` to its identity (ClientProfile.signing_public_key, "" when none): none or 32
   // bytes (else INVALID_ARGUMENT), and not another than the bound one (PERMISSION_DENIED naming
   // the operator's recovery, fedsched-enroll --reset_identity). No lock needed.
   static absl::Status CheckSigningKey(const v1::RegisterRequest& request, absl::string_view bound);
-  // Room for a new identity: RESOURCE_EXHAUSTED at security.max_identities live identities or,
-  // for an unprovisioned one, at max_unproven_identity_fraction x max_identities never-proven
-  // ones (ProfileBook::CountUnproven).
-  absl::Status CheckIdentityRoom(const profile::ProfileBook& book, bool provisioned) const
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Registration rate limits (security.max_new_identities_per_minute over all peers,
-  // max_new_identities_per_peer_per_minute per peer address, both in a sliding minute): records
-  // a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at either limit
-  // (nothing recorded).
-  absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
   // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
   // ends their sessions and deletes their stored profiles.
@@ -409,6 +399,19 @@ class Coordinator {
   void DrainCommits() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
   // Evaluates, persists and publishes one closed round (no lock held but commit_mu_).
   void RunCommit(round::ClosedRound closed) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_);
+  // RunCommit's steps. EvaluateCommitted: the test evaluation of round `round`'s `model` into
+  // `record` when the evaluator is due (every eval.every_n_rounds); false when not evaluated
+  // (none due, or it failed: logged). StoreCommit: merges the rounds pending since the last
+  // checkpoint into `commit` and writes it when it is due (checkpoint_every_rounds, or the
+  // run's last round), retrying; true when written, false when left pending; errors: the
+  // store's after the last attempt. PublishCommitted: publishes the committed model as `blob`,
+  // marks it durable, plans the next round as of the close and wakes held polls.
+  bool EvaluateCommitted(int64_t round, const v1::Model& model, v1::RoundRecord* record) const;
+  absl::StatusOr<bool> StoreCommit(RoundCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
+      ABSL_LOCKS_EXCLUDED(mu_);
+  void PublishCommitted(const round::ClosedRound& closed, const v1::RoundRecord& record,
+                        std::shared_ptr<const ModelBlob> blob, bool durable)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // The collapse guard of a committed round (`evaluated`: its record holds a test evaluation):
   // true to publish it; false when the engine took it back (recorded as a failed round, the
   // previous model stays) or could not (health() becomes DATA_LOSS).
@@ -421,11 +424,6 @@ class Coordinator {
   std::string NewId(const char* prefix);
   // 64 bits from OpenSSL's RAND_bytes: the seed of a round's differential-privacy noise.
   static uint64_t SecureSeed();
-  // An empty model to parse an update into: a recycled one (its tensors keep their storage, so
-  // parsing allocates nothing) or a new one with room for the global model's tensors. Hand it
-  // back with RecycleDelta.
-  std::unique_ptr<v1::Model> TakeDelta() ABSL_LOCKS_EXCLUDED(spare_mu_);
-  void RecycleDelta(std::unique_ptr<v1::Model> delta) ABSL_LOCKS_EXCLUDED(spare_mu_);
   // An upload waiting to be checked and folded: lives on its submitting thread's stack, which
   // keeps `header`, `delta` and the payload alive until the update is `done`.
   struct PendingUpdate {
@@ -477,27 +475,19 @@ class Coordinator {
   std::unique_ptr<SessionPresence> presence_;
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
-  // Revoked identity -> unix ms of its revocation. Written once by Open, before any request;
-  // read-only afterwards, so read without a lock.
-  absl::flat_hash_map<std::string, int64_t> revoked_;
+  // Proofs, revocations and room of identities. Set once by Open, before any request;
+  // immutable afterwards, so used without a lock.
+  std::unique_ptr<IdentityAdmission> admission_;
   // Clients that PollTask has answered "finished".
   absl::flat_hash_set<profile::ClientIndex> told_finished_ ABSL_GUARDED_BY(mu_);
-  // Times of the new identities registered from each peer address in the last minute.
-  absl::flat_hash_map<std::string, std::deque<absl::Time>> new_identities_by_peer_
-      ABSL_GUARDED_BY(mu_);
-  absl::Time last_peer_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // Times of the new identities registered from all peers in the last minute (at most
-  // security.max_new_identities_per_minute of them).
-  std::deque<absl::Time> new_identities_ ABSL_GUARDED_BY(mu_);
+  // The rate of new identities per peer and overall.
+  RegistrationRateLimit rate_limit_ ABSL_GUARDED_BY(mu_);
   absl::Time last_expiry_sweep_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  // NoteActivity's latest time per client, folded into the engine's heartbeats by Tick.
-  absl::Mutex activity_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  absl::flat_hash_map<std::string, absl::Time> activity_ ABSL_GUARDED_BY(activity_mu_);
-  void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) ABSL_LOCKS_EXCLUDED(activity_mu_);
-  // Each session's token by client id, a copy of sessions_ for Heartbeat, which checks a
-  // session without mu_ (written by Register and identity expiry under mu_).
-  mutable absl::Mutex session_mu_ ABSL_ACQUIRED_AFTER(mu_);
-  absl::flat_hash_map<std::string, std::string> session_tokens_ ABSL_GUARDED_BY(session_mu_);
+  // Session tokens for Heartbeat, which checks a session without mu_ (written by Register and
+  // identity expiry under mu_), and NoteActivity's latest time per client, folded into the
+  // engine's heartbeats by ApplyActivityLocked. Thread-safe, with locks of its own.
+  HeartbeatInbox inbox_;
+  void ApplyActivityLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // engine_->current_round() as of the last AdvanceLocked, for Heartbeat's answer.
   std::atomic<int64_t> current_round_{1};
   // Durable (committed and published) version, also readable without mu_ by the committer.
@@ -509,19 +499,10 @@ class Coordinator {
     int64_t suppressed = 0;
   };
   absl::flat_hash_map<std::string, RefusalLogState> refusal_log_ ABSL_GUARDED_BY(mu_);
-  // Pace steering (coordinator_pacing.cc): the pacer, the available population it spreads
-  // (recounted at most once a second by UpdatePacingLocked), its generator of delays, and the
-  // cycle last logged.
-  std::unique_ptr<round::CheckInPacer> pacer_ ABSL_GUARDED_BY(mu_);
-  int64_t pacing_population_ ABSL_GUARDED_BY(mu_) = 0;
-  // Of pacing_population_, the never-proven devices (paced apart, PaceIdleRetryMs).
-  int64_t pacing_unproven_ ABSL_GUARDED_BY(mu_) = 0;
-  absl::Time last_pacing_update_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
-  uint64_t pacing_draws_ ABSL_GUARDED_BY(mu_) = 0;
-  double logged_cycle_s_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<int64_t> hold_limit_{INT64_MAX};       // CheckInHoldLimit
-  bool pacing_active_ ABSL_GUARDED_BY(mu_) = false;  // the pacer paces pacing_population_
-  absl::Status BuildPacerLocked(double hold_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pace steering (coordinator_pacing.cc): the population it spreads, its delays, and its
+  // hold limit as of the last recount (CheckInHoldLimit, read without mu_).
+  PaceSteering pacing_ ABSL_GUARDED_BY(mu_);
+  std::atomic<int64_t> hold_limit_{INT64_MAX};
   void UpdatePacingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   std::function<void()> task_listener_ ABSL_GUARDED_BY(mu_);  // SetTaskListener
@@ -540,17 +521,9 @@ class Coordinator {
   PendingUpdate* queue_head_ ABSL_GUARDED_BY(queue_mu_) = nullptr;
   PendingUpdate* queue_tail_ ABSL_GUARDED_BY(queue_mu_) = nullptr;
 
-  // Number of values of each global model tensor, in order (set by Open, then read-only).
-  std::vector<int> delta_capacity_;
   int64_t model_bytes_ = 0;  // serialized global model size (set by Open)
-  // Parse targets kept for reuse by TakeDelta / RecycleDelta: at most 2, i.e. at most twice the
-  // model's size in memory.
-  absl::Mutex spare_mu_;
-  std::vector<std::unique_ptr<v1::Model>> spare_deltas_ ABSL_GUARDED_BY(spare_mu_);
-  // Parse targets taken and not yet recycled, and their bound (SetParseTargetBudget; 0 = none).
-  int live_deltas_ ABSL_GUARDED_BY(spare_mu_) = 0;
-  int max_live_deltas_ ABSL_GUARDED_BY(spare_mu_) = 0;
-  bool ParseTargetFree() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(spare_mu_);
+  // The models uploads are parsed into (set by Open, then used without mu_; thread-safe).
+  std::unique_ptr<ParseTargetPool> parse_targets_;
 };
 
 }  // namespace fedsched

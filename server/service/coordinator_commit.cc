@@ -118,18 +118,7 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     return;
   }
   RoundCommit& commit = closed.commit;
-  const v1::Model& model = *commit.model;
-  bool evaluated = false;
-  if (options_.evaluator && round % config_.eval().every_n_rounds() == 0) {
-    absl::StatusOr<EvalMetrics> eval = options_.evaluator(model);
-    if (eval.ok()) {
-      commit.record.set_test_accuracy(eval->accuracy);
-      commit.record.set_test_loss(eval->loss);
-      evaluated = true;
-    } else {
-      FEDSCHED_LOG(warn, "evaluation of round {} failed: {}", round, eval.status().ToString());
-    }
-  }
+  const bool evaluated = EvaluateCommitted(round, *commit.model, &commit.record);
   if (!PassesCollapseGuard(closed, evaluated)) return;
   commit.meta.set_config_text(ConfigToText(config_));
   {
@@ -141,18 +130,42 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
   }
   // The round's parse targets are not needed until the next round's uploads: freed before the
   // new model's bytes are made, so the two never coexist (peak RSS, issue 13).
-  {
-    absl::MutexLock lock(&spare_mu_);
-    spare_deltas_.clear();
-  }
+  parse_targets_->DropKept();
   // Serialised and hashed once: the store writes these bytes to the model's file and downloads
   // stream them (docs/DECISIONS.md "Model persistence").
   auto blob = std::make_shared<ModelBlob>();
-  blob->bytes = model.SerializeAsString();
+  blob->bytes = commit.model->SerializeAsString();
   blob->sha256 = Sha256(blob->bytes);
   commit.model_bytes = std::shared_ptr<const std::string>(blob, &blob->bytes);
   commit.model_sha256 = blob->sha256;
   const v1::RoundRecord record = commit.record;
+  absl::StatusOr<bool> durable = StoreCommit(commit);
+  if (!durable.ok()) {
+    absl::MutexLock lock(&mu_);
+    health_ = absl::Status(durable.status().code(), absl::StrCat("commit of round ", round,
+                                                                 " failed: ",
+                                                                 durable.status().message()));
+    return;
+  }
+  PublishCommitted(closed, record, std::move(blob), *durable);
+  if (options_.on_round_committed) options_.on_round_committed(record);
+}
+
+bool Coordinator::EvaluateCommitted(int64_t round, const v1::Model& model,
+                                    v1::RoundRecord* record) const {
+  if (!options_.evaluator || round % config_.eval().every_n_rounds() != 0) return false;
+  absl::StatusOr<EvalMetrics> eval = options_.evaluator(model);
+  if (!eval.ok()) {
+    FEDSCHED_LOG(warn, "evaluation of round {} failed: {}", round, eval.status().ToString());
+    return false;
+  }
+  record->set_test_accuracy(eval->accuracy);
+  record->set_test_loss(eval->loss);
+  return true;
+}
+
+absl::StatusOr<bool> Coordinator::StoreCommit(RoundCommit& commit) {
+  const int64_t round = commit.record.round();
   if (pending_checkpoint_.has_value()) {
     MergeEarlierRounds(std::move(*pending_checkpoint_), commit);
     pending_checkpoint_.reset();
@@ -164,41 +177,40 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     absl::MutexLock lock(&mu_);
     durable = engine_->finished() || engine_->privacy_budget_exhausted();
   }
+  if (!durable) {
+    pending_checkpoint_ = commit;
+    return false;
+  }
   absl::Status stored;
-  if (!durable) pending_checkpoint_ = commit;
-  for (int attempt = 1; durable && attempt <= kCommitAttempts; ++attempt) {
+  for (int attempt = 1; attempt <= kCommitAttempts; ++attempt) {
     stored = options_.store->CommitRound(commit);
-    if (stored.ok()) break;
+    if (stored.ok()) return true;
     FEDSCHED_LOG(error, "commit of round {} failed (attempt {} of {}): {}", round, attempt,
                  kCommitAttempts, stored.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
   }
-  if (!stored.ok()) {
-    absl::MutexLock lock(&mu_);
-    health_ = absl::Status(stored.code(),
-                           absl::StrCat("commit of round ", round, " failed: ", stored.message()));
-    return;
+  return stored;
+}
+
+void Coordinator::PublishCommitted(const round::ClosedRound& closed, const v1::RoundRecord& record,
+                                   std::shared_ptr<const ModelBlob> blob, bool durable) {
+  const int64_t round = closed.record.round();
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = engine_->Publish(round, closed.commit.model, std::move(blob)); !s.ok()) {
+    FEDSCHED_LOG(error, "publishing round {}: {}", round, s.ToString());
   }
-  {
-    absl::MutexLock lock(&mu_);
-    if (absl::Status s = engine_->Publish(round, commit.model, std::move(blob)); !s.ok()) {
-      FEDSCHED_LOG(error, "publishing round {}: {}", round, s.ToString());
-    }
-    if (durable) durable_round_ = round;
-    // A synchronous round waits for this publication: plan it now, not at the next tick, as of
-    // the close (the simulator plans at the same instant; the next tick catches up).
-    AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
-    if (engine_->privacy_budget_exhausted()) {
-      FEDSCHED_LOG(warn,
-                   "privacy budget spent: epsilon {:.4f} (delta {:.2g}) after round {}; one more "
-                   "round would exceed privacy.target_epsilon {}: the run is finished",
-                   record.dp_epsilon(), record.dp_delta(), round,
-                   config_.privacy().target_epsilon());
-    }
-    // Held polls learn of a finished run (or a FedBuff version) now, not at their bound.
-    if (task_listener_) task_listener_();
+  if (durable) durable_round_ = round;
+  // A synchronous round waits for this publication: plan it now, not at the next tick, as of
+  // the close (the simulator plans at the same instant; the next tick catches up).
+  AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
+  if (engine_->privacy_budget_exhausted()) {
+    FEDSCHED_LOG(warn,
+                 "privacy budget spent: epsilon {:.4f} (delta {:.2g}) after round {}; one more "
+                 "round would exceed privacy.target_epsilon {}: the run is finished",
+                 record.dp_epsilon(), record.dp_delta(), round, config_.privacy().target_epsilon());
   }
-  if (options_.on_round_committed) options_.on_round_committed(record);
+  // Held polls learn of a finished run (or a FedBuff version) now, not at their bound.
+  if (task_listener_) task_listener_();
 }
 
 }  // namespace fedsched

@@ -18,10 +18,6 @@ namespace fedsched {
 
 namespace {
 
-// Parse targets kept for reuse: as many as updates are typically parsed at once (one per core of
-// a small server), each the size of the model.
-constexpr size_t kMaxSpareDeltas = 2;
-
 double ToSeconds(absl::Time t) { return absl::ToDoubleSeconds(t - absl::UnixEpoch()); }
 
 // What an upload's header claims, for its sender `index` (session checked).
@@ -41,45 +37,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header, const std
 }
 
 void Coordinator::SetParseTargetBudget(int64_t bytes) {
-  absl::MutexLock lock(&spare_mu_);
-  max_live_deltas_ =
-      bytes <= 0
-          ? 0
-          : static_cast<int>(std::max<int64_t>(1, bytes / std::max<int64_t>(1, model_bytes_)));
-}
-
-bool Coordinator::ParseTargetFree() const {
-  return max_live_deltas_ <= 0 || live_deltas_ < max_live_deltas_;
-}
-
-std::unique_ptr<v1::Model> Coordinator::TakeDelta() {
-  {
-    absl::MutexLock lock(&spare_mu_);
-    // Waits only for another upload's norm and fold (the holder takes no lock this thread holds).
-    spare_mu_.Await(absl::Condition(this, &Coordinator::ParseTargetFree));
-    ++live_deltas_;
-    if (!spare_deltas_.empty()) {
-      std::unique_ptr<v1::Model> delta = std::move(spare_deltas_.back());
-      spare_deltas_.pop_back();
-      return delta;
-    }
-  }
-  // Room for each tensor of the global model, in its order: parsing a payload that arrives in
-  // pieces then never regrows a tensor (Clear keeps the tensors and their capacity for reuse).
-  auto delta = std::make_unique<v1::Model>();
-  for (int size : delta_capacity_) delta->add_tensors()->mutable_data()->Reserve(size);
-  delta->Clear();
-  return delta;
-}
-
-void Coordinator::RecycleDelta(std::unique_ptr<v1::Model> delta) {
-  // A model that took more tensors than the global model has (a malformed or hostile update)
-  // would keep them all allocated: drop it.
-  const bool keep = static_cast<size_t>(delta->tensors_size()) <= delta_capacity_.size();
-  if (keep) delta->Clear();
-  absl::MutexLock lock(&spare_mu_);
-  --live_deltas_;
-  if (keep && spare_deltas_.size() < kMaxSpareDeltas) spare_deltas_.push_back(std::move(delta));
+  parse_targets_->SetBudget(bytes, model_bytes_);
 }
 
 namespace {
@@ -254,7 +212,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   if (options_.config.secure_aggregation().enabled()) {
     return SubmitMaskedInput(header, payload_pieces, now, upload_seconds);
   }
-  std::unique_ptr<v1::Model> delta = TakeDelta();
+  std::unique_ptr<v1::Model> delta = parse_targets_->Take();
   const bool parsed = ParsePieces(payload_pieces, delta.get());
   // Only the audit trail reads the payload after parsing (RoundEngine stores it verbatim).
   if (payload_parsed && !config_.audit_updates()) {
@@ -262,16 +220,15 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     payload_parsed();
   }
   if (!parsed) {
-    RecycleDelta(std::move(delta));
+    parse_targets_->Recycle(std::move(delta));
     return RefuseUpload(header, RejectReason::kPayload,
                         absl::InvalidArgumentError("update payload is not a valid Model message"),
                         now);
   }
   // PyramidFL update dropout: a tensor without values is a dropped one, zeros.
-  int64_t params = 0;
-  for (int size : delta_capacity_) params += size;
-  if (absl::Status inflated = InflateDroppedTensors(params, delta.get()); !inflated.ok()) {
-    RecycleDelta(std::move(delta));
+  if (absl::Status inflated = InflateDroppedTensors(parse_targets_->parameters(), delta.get());
+      !inflated.ok()) {
+    parse_targets_->Recycle(std::move(delta));
     return RefuseUpload(header, RejectReason::kPayload, std::move(inflated), now);
   }
   // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum. Its
@@ -283,7 +240,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   norm = std::sqrt(norm);
   UpdateNormScreen::Rule rule = UpdateNormScreen::Rule::kBound;
   if (absl::Status screened = norm_screen_->Check(norm, &rule); !screened.ok()) {
-    RecycleDelta(std::move(delta));
+    parse_targets_->Recycle(std::move(delta));
     return RefuseUpload(header,
                         rule == UpdateNormScreen::Rule::kBound ? RejectReason::kNormBound
                                                                : RejectReason::kNormMedian,
@@ -304,7 +261,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   }
   // The parse target goes back before a round this update closed is committed: the commit holds
   // the old and the new model's bytes, and the next upload may parse meanwhile (peak RSS).
-  RecycleDelta(std::move(delta));
+  parse_targets_->Recycle(std::move(delta));
   DrainCommits();
   return s;
 }
@@ -476,17 +433,11 @@ absl::Status Coordinator::CheckClaim(const round::UpdateClaim& claim, int32_t pe
 }
 
 void Coordinator::NoteActivity(const std::string& client_id, absl::Time now) {
-  absl::MutexLock lock(&activity_mu_);
-  absl::Time& last = activity_[client_id];
-  last = std::max(last, now);
+  inbox_.NoteActivity(client_id, now);
 }
 
 void Coordinator::ApplyActivityLocked() {
-  absl::flat_hash_map<std::string, absl::Time> activity;
-  {
-    absl::MutexLock lock(&activity_mu_);
-    activity.swap(activity_);
-  }
+  const absl::flat_hash_map<std::string, absl::Time> activity = inbox_.TakeActivity();
   for (const auto& [client_id, at] : activity) {
     if (!sessions_.contains(client_id)) continue;
     if (std::optional<profile::ClientIndex> index = engine_->book().FindByClientId(client_id)) {
