@@ -67,9 +67,8 @@ struct Fixture {
     auto inner = std::make_unique<FakeTrainer>(&clock, &cpu, cpu_s, wall_s);
     fake = inner.get();
     absl::StatusOr<std::unique_ptr<SlowDeviceTrainer>> made = SlowDeviceTrainer::Create(
-        std::move(inner), {.factor = factor, .clock = &clock, .thread_cpu_seconds = [this] {
-                             return cpu;
-                           }});
+        std::move(inner),
+        {.factor = factor, .clock = &clock, .thread_cpu_seconds = [this] { return cpu; }});
     EXPECT_TRUE(made.ok()) << made.status();
     trainer = *std::move(made);
     request.sample_ids = {0, 1, 2, 3, 4};

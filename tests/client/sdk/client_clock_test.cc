@@ -1,6 +1,7 @@
 // The SDK's injected clock (ClientOptions::clock): with a fake clock the test decides when time
-// passes, so the register backoff (backoff_initial_ms doubling to backoff_max_ms, each wait drawn
-// from [0.5, 1.5) x the backoff) is checked exactly and without waiting for it.
+// passes, so the backoff after a failed registration and after a failed task
+// (backoff_initial_ms doubling to backoff_max_ms, each wait drawn from [0.5, 1.5) x the backoff)
+// is checked exactly and without waiting for it.
 #include <memory>
 #include <string>
 #include <thread>
@@ -10,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/sdk/client.h"
+#include "common/sha256.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
@@ -22,6 +24,7 @@ namespace {
 
 using ::fedsched::testing::FakeClientClock;
 using ::fedsched::testing::NudgeTrainer;
+using ::fedsched::testing::PatternModel;
 using ::fedsched::testing::TinySampleSource;
 
 // A coordinator that answers every registration UNAVAILABLE (a busy server), noting the client's
@@ -112,6 +115,125 @@ TEST(ClientClockTest, RegisterRetriesWaitTheirBackoffOnTheInjectedClock) {
   for (size_t k = 0; k < wakes.size(); ++k) EXPECT_EQ(registrations[k + 1], wakes[k]) << k;
   (*client)->Stop();
   run.join();
+  server->Shutdown();
+}
+
+// A coordinator that registers the client, hands it the same task at every poll, serves the
+// task's model and notes the client's clock at each failure report.
+class OneTaskCoordinator : public v1::Coordinator::Service {
+ public:
+  explicit OneTaskCoordinator(FakeClientClock* clock)
+      : clock_(clock), model_(PatternModel({8}).SerializeAsString()) {}
+  grpc::Status Register(grpc::ServerContext*, const v1::RegisterRequest*,
+                        v1::RegisterResponse* response) override {
+    response->set_client_id("c1");
+    response->set_session_token("token");
+    response->set_heartbeat_interval_ms(1000);
+    return grpc::Status::OK;
+  }
+  grpc::Status PollTask(grpc::ServerContext*, const v1::PollTaskRequest*,
+                        v1::PollTaskResponse* response) override {
+    v1::Task* task = response->mutable_task();
+    task->set_task_id("t1");
+    task->set_round(1);
+    // gRPC measures the download's deadline against the real clock.
+    task->set_deadline_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Hours(1)));
+    task->set_model_bytes(static_cast<int64_t>(model_.size()));
+    task->set_batch_size(1);
+    task->set_local_steps(1);
+    return grpc::Status::OK;
+  }
+  grpc::Status DownloadModel(grpc::ServerContext*, const v1::DownloadModelRequest*,
+                             grpc::ServerWriter<v1::ModelChunk>* writer) override {
+    v1::ModelChunk chunk;
+    chunk.set_data(model_);
+    chunk.set_total_bytes(static_cast<int64_t>(model_.size()));
+    chunk.set_sha256(Sha256(model_));
+    writer->Write(chunk);
+    return grpc::Status::OK;
+  }
+  grpc::Status ReportFailure(grpc::ServerContext*, const v1::ReportFailureRequest*,
+                             v1::ReportFailureResponse*) override {
+    absl::MutexLock lock(&mu_);
+    failures_.push_back(clock_->Now());
+    return grpc::Status::OK;
+  }
+  std::vector<absl::Time> failures() const {
+    absl::MutexLock lock(&mu_);
+    return failures_;
+  }
+
+ private:
+  FakeClientClock* const clock_;
+  const std::string model_;
+  mutable absl::Mutex mu_;
+  std::vector<absl::Time> failures_ ABSL_GUARDED_BY(mu_);
+};
+
+// Fails every training.
+class FailingTrainer : public Trainer {
+ public:
+  absl::StatusOr<TrainResult> Train(const TrainRequest&, SampleSource&) override {
+    return absl::InternalError("out of coffee");
+  }
+};
+
+TEST(ClientClockTest, FailedTasksBackOffOnTheInjectedClock) {
+  FakeClientClock clock;
+  OneTaskCoordinator service(&clock);
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+
+  FailingTrainer trainer;
+  TinySampleSource source;
+  UniformDataPlan plan(&source, 1);
+  ClientOptions options;
+  options.config.set_server_address(absl::StrCat("127.0.0.1:", port));
+  options.config.set_identity("clock-test");
+  options.config.set_backoff_initial_ms(10'000);
+  options.config.set_backoff_max_ms(40'000);
+  options.credential = "abc";
+  options.trainer = &trainer;
+  options.data = &plan;
+  options.clock = &clock;
+  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
+  ASSERT_TRUE(client.ok()) << client.status();
+  std::thread run([&] { EXPECT_TRUE(absl::IsCancelled((*client)->Run())); });
+
+  // After each failed task: a wait within [0.5, 1.5) x 10 s, 20 s, 40 s, 40 s, then the next
+  // poll gets the task again, exactly when the wait ends.
+  const std::vector<double> backoff_s = {10, 20, 40, 40};
+  std::vector<absl::Time> wakes;
+  for (size_t k = 0; k < backoff_s.size(); ++k) {
+    absl::Time wake = absl::InfinitePast();
+    for (int i = 0; i < 6000 && wake == absl::InfinitePast(); ++i) {
+      if (service.failures().size() == k + 1) {
+        for (absl::Time w : clock.pending()) {
+          if (w - clock.Now() > absl::Seconds(1)) wake = w;
+        }
+      }
+      if (wake == absl::InfinitePast()) absl::SleepFor(absl::Milliseconds(10));
+    }
+    ASSERT_NE(wake, absl::InfinitePast()) << "no backoff wait after failure " << k + 1;
+    const double waited_s = absl::ToDoubleSeconds(wake - service.failures()[k]);
+    EXPECT_GE(waited_s, 0.5 * backoff_s[k]) << "wait " << k;
+    EXPECT_LT(waited_s, 1.5 * backoff_s[k]) << "wait " << k;
+    wakes.push_back(wake);
+    clock.AdvanceTo(wake);
+  }
+  for (int i = 0; i < 6000 && service.failures().size() <= wakes.size(); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  const std::vector<absl::Time> failures = service.failures();
+  ASSERT_GT(failures.size(), wakes.size());
+  for (size_t k = 0; k < wakes.size(); ++k) EXPECT_EQ(failures[k + 1], wakes[k]) << k;
+  (*client)->Stop();
+  run.join();
+  EXPECT_EQ((*client)->stats().tasks_failed, static_cast<int64_t>(failures.size()));
   server->Shutdown();
 }
 
