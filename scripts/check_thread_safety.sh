@@ -35,8 +35,7 @@ fi
 # One shell command per translation unit. Flags clang refuses or that only matter for code
 # generation (-flto, -o, -c, optimisation) are dropped; warnings other than the thread-safety ones
 # are silenced, so that only a lock violation (or a compile error) fails the check.
-# -Wthread-safety-beta is off: it adds no finding here that the stable analysis misses, and its
-# checks change between clang releases.
+# -Wthread-safety-beta adds clang's newer checks (e.g. locks on members of other objects).
 commands="$(ninja -C "$BUILD_DIR" -t deps 2>/dev/null |
   python3 -c '
 import json, os, re, shlex, sys
@@ -86,7 +85,8 @@ def clang_command(entry, path):
             skip = True
         elif not (a in DROP or a.startswith(("-O", "-W")) or a.endswith((".cc", ".cpp", ".c"))):
             out.append(a)
-    out += ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Werror=thread-safety", path]
+    out += ["-fsyntax-only", "-Wno-everything", "-Wthread-safety", "-Wthread-safety-beta",
+            "-Werror=thread-safety", "-Werror=thread-safety-beta", path]
     return "cd " + shlex.quote(entry["directory"]) + " && " + shlex.join(out)
 
 entries = json.load(open(db))
