@@ -5,7 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install_deps.sh
 bash scripts/build.sh
-# clang's -Wthread-safety over the lock annotations, as errors (reuses the build's compile commands).
+# clang's -Wthread-safety over the lock annotations, as errors (reuses the build's compile
+# commands).
 bash scripts/check_thread_safety.sh
 cd build
 ctest --output-on-failure -j"$(nproc)" --timeout 600

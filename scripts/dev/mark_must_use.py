@@ -174,7 +174,8 @@ def long_declarations(text, offsets):
     for off in offsets:
         start = off + shift
         shift += len(MARK) + 1
-        end = min([k for k in (code.find(";", start), code.find("{", start)) if k >= 0] or [len(code)])
+        ends = [k for k in (code.find(";", start), code.find("{", start)) if k >= 0]
+        end = min(ends) if ends else len(code)
         first = text.count("\n", 0, start) + 1
         last = text.count("\n", 0, end) + 1
         lines = text.split("\n")[first - 1:last]

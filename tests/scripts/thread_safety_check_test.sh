@@ -10,7 +10,8 @@ export BUILD_DIR="$1"
 
 out="$(bash "$check" "$here/thread_safety_violation.cc" 2>&1)"
 rc=$?
-if [ "$rc" -ne 1 ] || ! grep -q "writing variable 'count_' requires holding mutex 'mu_'" <<<"$out"; then
+want="writing variable 'count_' requires holding mutex 'mu_'"
+if [ "$rc" -ne 1 ] || ! grep -q "$want" <<<"$out"; then
   echo "FAIL: the violation fixture gave exit $rc, want 1 with the unguarded write:"
   echo "$out"
   exit 1
