@@ -27,19 +27,19 @@ class SecAggClient {
   // Client `index` (< cohort_size) of the round `params`; every key, seed and polynomial
   // coefficient comes from a generator seeded with `entropy` (SystemEntropy() in production).
   // Errors: those of ResolveParams; invalid argument for an index outside the cohort.
-  [[nodiscard]] static absl::StatusOr<SecAggClient> Create(
-      const fedsched::v1::SecAggRoundParams& params, uint32_t index, const Bytes32& entropy);
+  static absl::StatusOr<SecAggClient> Create(const fedsched::v1::SecAggRoundParams& params,
+                                             uint32_t index, const Bytes32& entropy);
 
   // Step 0 (AdvertiseKeys): fresh X25519 key pairs for share encryption and pairwise masks,
   // and the commitment to a fresh self-mask seed.
-  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggAdvertise> Advertise();
+  absl::StatusOr<fedsched::v1::SecAggAdvertise> Advertise();
 
   // Step 1 (ShareKeys): checks the neighbours' advertisements, then Shamir-shares the mask
   // private key and the self-mask seed among its share holders (itself and the neighbours that
   // advertised), threshold t, sealing each neighbour's shares with AES-256-GCM. Errors: wrong
   // round or recipient, an advertisement from a non-neighbour, a repeated or malformed one, or
   // fewer than t holders (failed precondition).
-  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
+  absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
       const fedsched::v1::SecAggKeyDirectory& directory);
 
   // Step 2 (MaskedInputCollection): opens the shares routed to it; a neighbour whose share does
@@ -51,7 +51,7 @@ class SecAggClient {
   // `weight` is in [0, 1]. Errors: a share from a non-neighbour or a second one from a
   // neighbour (invalid argument), fewer than t holders left (failed precondition), and those of
   // ClipAndQuantize.
-  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
+  absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
       const fedsched::v1::SecAggRoutedShares& routed, absl::Span<const float> update,
       double weight);
 
@@ -59,7 +59,7 @@ class SecAggClient {
   // of the mask private keys of the dropped clients listed. Refuses (failed precondition) when
   // fewer than t survived, and (invalid argument) when a client is in both lists or it holds
   // no share of a listed client; answers one request per round.
-  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggUnmaskResponse> Unmask(
+  absl::StatusOr<fedsched::v1::SecAggUnmaskResponse> Unmask(
       const fedsched::v1::SecAggUnmaskRequest& request);
 
   uint32_t index() const { return index_; }
@@ -69,12 +69,11 @@ class SecAggClient {
   SecAggClient(RoundSetup setup, uint32_t index, const Bytes32& entropy)
       : setup_(std::move(setup)), index_(index), rng_(entropy) {}
 
-  [[nodiscard]] absl::Status CheckStep(Step expected, absl::string_view name) const;
+  absl::Status CheckStep(Step expected, absl::string_view name) const;
   // A server message must be for this round and this client.
-  [[nodiscard]] absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient,
-                                            absl::string_view what) const;
-  [[nodiscard]] absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
-  [[nodiscard]] absl::Status AddMasks(absl::Span<uint32_t> vector) const;
+  absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient, absl::string_view what) const;
+  absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
+  absl::Status AddMasks(absl::Span<uint32_t> vector) const;
 
   RoundSetup setup_;
   uint32_t index_;

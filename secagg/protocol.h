@@ -27,8 +27,7 @@ struct RoundSetup {
 // below 3, degree not n-1 nor even in [2, n-2], threshold outside [floor((k+1)/2)+1, k+1] (a
 // strict majority of each client's k+1 share holders, at least 2), graph_seed not 32 bytes,
 // vector_length 0 or above 2^28, clip_norm not finite and > 0.
-[[nodiscard]] absl::StatusOr<RoundSetup> ResolveParams(
-    const fedsched::v1::SecAggRoundParams& params);
+absl::StatusOr<RoundSetup> ResolveParams(const fedsched::v1::SecAggRoundParams& params);
 
 // The Shamir evaluation point of cohort member `client`: client + 1.
 inline uint64_t ShamirPoint(uint32_t client) { return uint64_t{client} + 1; }
@@ -39,14 +38,14 @@ inline int PairSign(uint32_t self, uint32_t other) { return self < other ? 1 : -
 
 // The AES-256-GCM key of the pair (a, b) for sealing shares: HKDF-SHA256 of their X25519
 // agreement, salted with the round id and the unordered pair. Errors: those of X25519Key::Agree.
-[[nodiscard]] absl::StatusOr<Bytes32> ShareKey(const X25519Key& own, const Bytes32& peer_public,
-                                               uint64_t round_id, uint32_t a, uint32_t b);
+absl::StatusOr<Bytes32> ShareKey(const X25519Key& own, const Bytes32& peer_public,
+                                 uint64_t round_id, uint32_t a, uint32_t b);
 
 // The PRG seed of the pairwise mask of (a, b): HKDF-SHA256 of their mask-key agreement with
 // the round id and the unordered pair. Both members (and the server, after rebuilding a
 // dropped member's private key) derive the same seed.
-[[nodiscard]] absl::StatusOr<Bytes32> PairwiseSeed(const X25519Key& own, const Bytes32& peer_public,
-                                                   uint64_t round_id, uint32_t a, uint32_t b);
+absl::StatusOr<Bytes32> PairwiseSeed(const X25519Key& own, const Bytes32& peer_public,
+                                     uint64_t round_id, uint32_t a, uint32_t b);
 
 // The associated data of the share sent by `sender` to `receiver` in `round_id`.
 std::string ShareAad(uint64_t round_id, uint32_t sender, uint32_t receiver);
@@ -75,7 +74,7 @@ inline size_t MaxMaskedInputBytes(uint64_t vector_length, uint32_t degree) {
 }
 
 // Errors for messages of the wrong round or addressee, naming both.
-[[nodiscard]] absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what);
+absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what);
 
 }  // namespace fedsched::secagg
 

@@ -15,7 +15,7 @@ namespace fedsched {
 // be a symbolic link and must belong to this user; it is then set to mode 0700. Device state
 // (sample store, cache state, the registration credential) lives there.
 // Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
-[[nodiscard]] absl::Status MakePrivateDir(const std::string& dir);
+absl::Status MakePrivateDir(const std::string& dir);
 
 // The device's identity kept in <state_dir>/identity (docs/SECURITY.md "Identities and admission"):
 // read (surrounding whitespace dropped, never through a symlink), or, when the file is missing,
@@ -23,11 +23,11 @@ namespace fedsched {
 // one identity nobody can guess. `state_dir` must exist (MakePrivateDir).
 // Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty or
 // not a valid identity (CheckIdentity).
-[[nodiscard]] absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
+absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
 
 // A device identity as the server accepts it and as it may appear in file names: 1 to 256
 // printable ASCII characters (33-126), no '/'. Errors: INVALID_ARGUMENT naming what is wrong.
-[[nodiscard]] absl::Status CheckIdentity(absl::string_view identity);
+absl::Status CheckIdentity(absl::string_view identity);
 
 // Holds flock(LOCK_EX) on <state_dir>/LOCK (mode 0600) until destroyed. Not copyable.
 class StateDirLock {
@@ -35,8 +35,7 @@ class StateDirLock {
   // Creates `state_dir` if missing and takes the lock without waiting.
   // Errors: FAILED_PRECONDITION naming the folder when another client holds it; INTERNAL when
   // the lock file cannot be created.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateDirLock>> Acquire(
-      const std::string& state_dir);
+  static absl::StatusOr<std::unique_ptr<StateDirLock>> Acquire(const std::string& state_dir);
   ~StateDirLock();
   StateDirLock(const StateDirLock&) = delete;
   StateDirLock& operator=(const StateDirLock&) = delete;

@@ -165,15 +165,14 @@ struct PlannerOptions {
   // Reads ServerConfig (selection, cache, training, clients_per_round, round_deadline_s,
   // round_closing, seed), applying every documented default for zero fields.
   // Errors: INVALID_ARGUMENT naming the field when a value is out of range.
-  [[nodiscard]] static absl::StatusOr<PlannerOptions> FromServerConfig(
-      const v1::ServerConfig& config);
+  static absl::StatusOr<PlannerOptions> FromServerConfig(const v1::ServerConfig& config);
 };
 
 // A --policy flag's value ("random" | "oort" | "fedcase" | "pyramidfl" | "fedsched",
 // case-insensitive) as the SelectionPolicy it names; the one parser of fedsched-server's and
 // fedsched-sim's flag. Errors: INVALID_ARGUMENT "--policy must be random, oort, fedcase,
 // pyramidfl or fedsched, got <name>" (also for "" and "unspecified").
-[[nodiscard]] absl::StatusOr<v1::SelectionPolicy> ParseSelectionPolicy(const std::string& name);
+absl::StatusOr<v1::SelectionPolicy> ParseSelectionPolicy(const std::string& name);
 
 // Expands SELECTION_POLICY_FEDSCHED (fedsched's scheduler; docs/ALGORITHMS.md §11) in place
 // into the levers it stands for: selection.workload_sizing and selection.oort
@@ -187,7 +186,7 @@ void ApplySelectionPreset(v1::ServerConfig* config);
 // Checks every field of `options` against the range documented above (the predictor's options
 // are checked by RoundTimePredictor::Create). Errors: INVALID_ARGUMENT naming the first field
 // out of range, as "<config path> must be <range>, got <value>".
-[[nodiscard]] absl::Status ValidatePlannerOptions(const PlannerOptions& options);
+absl::Status ValidatePlannerOptions(const PlannerOptions& options);
 
 }  // namespace fedsched::planner
 

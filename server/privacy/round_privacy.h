@@ -32,7 +32,7 @@ namespace fedsched::privacy {
 // version: no per-version sampling); a robust aggregation rule (the noise is calibrated to the
 // clipped sum, which they do not compute); audit_updates (the audit cannot replay the noise); a
 // hierarchy role other than FLAT (partial sums are not clipped with uniform weights yet).
-[[nodiscard]] absl::Status ResolvePrivacyConfig(const std::string& where, v1::ServerConfig& config);
+absl::Status ResolvePrivacyConfig(const std::string& where, v1::ServerConfig& config);
 
 // True iff `config.privacy()` asks for central or distributed DP.
 bool PrivacyEnabled(const v1::ServerConfig& config);
@@ -53,8 +53,7 @@ struct RoundPrivacyReport {
 class RoundPrivacy {
  public:
   // Errors: INVALID_ARGUMENT when DP is off or the noise split is impossible.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RoundPrivacy>> Create(
-      const v1::ServerConfig& config);
+  static absl::StatusOr<std::unique_ptr<RoundPrivacy>> Create(const v1::ServerConfig& config);
 
   bool central() const { return central_; }
   // C for the open round.
@@ -71,19 +70,19 @@ class RoundPrivacy {
   int64_t rounds() const { return rounds_; }
 
   // epsilon after `rounds` noised rounds at the configured delta.
-  [[nodiscard]] absl::StatusOr<double> EpsilonAfter(int64_t rounds) const;
+  absl::StatusOr<double> EpsilonAfter(int64_t rounds) const;
   // True when a budget is set and one more round would spend more than target_epsilon.
   bool BudgetExhausted() const;
 
   // Accounts one noised round whose `unclipped` updates had norm <= clip_norm(); updates the
   // clip norm (adaptive clipping, count noise drawn with `seed`). Errors: from the accountant.
-  [[nodiscard]] absl::StatusOr<RoundPrivacyReport> FinishRound(int64_t unclipped, uint64_t seed);
+  absl::StatusOr<RoundPrivacyReport> FinishRound(int64_t unclipped, uint64_t seed);
 
   // Appends the state as tensors "__privacy__/clip_norm" and "__privacy__/rounds" (scalars) to
   // `state` (the optimiser state persisted with each round), and takes them out of a restored
   // one (absent: a fresh run's state). Errors: INVALID_ARGUMENT for a bad value.
   void SaveState(v1::Model* state) const;
-  [[nodiscard]] absl::Status ExtractState(v1::Model* state);
+  absl::Status ExtractState(v1::Model* state);
 
  private:
   RoundPrivacy() = default;

@@ -60,8 +60,7 @@ class SecAggRound {
   // strict majority of each neighbourhood), and opens step 0 until now_s + step_timeout_s.
   // Errors: FAILED_PRECONDITION for a cohort below 3 (the protocol needs three); those of
   // secagg::SecAggServer::Create.
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SecAggRound>> Start(
-      const SecAggRoundSpec& spec);
+  static absl::StatusOr<std::unique_ptr<SecAggRound>> Start(const SecAggRoundSpec& spec);
 
   const v1::SecAggRoundParams& params() const { return params_; }
   SecAggPhase phase() const { return phase_; }
@@ -76,28 +75,26 @@ class SecAggRound {
   // The step messages of cohort member `index`. Errors: FAILED_PRECONDITION when the step is
   // not open (closed, or not yet), the protocol's errors (INVALID_ARGUMENT, PERMISSION_DENIED)
   // for a message it refuses; the member then counts as dropped at that step.
-  [[nodiscard]] absl::Status Advertise(uint32_t index, const v1::SecAggAdvertise& message);
-  [[nodiscard]] absl::Status ShareKeys(uint32_t index, const v1::SecAggShareKeys& message);
+  absl::Status Advertise(uint32_t index, const v1::SecAggAdvertise& message);
+  absl::Status ShareKeys(uint32_t index, const v1::SecAggShareKeys& message);
   // A masked input with its FedAvg weight (num_examples / example_scale, or 1). Errors: as
   // above.
-  [[nodiscard]] absl::Status AddMaskedInput(uint32_t index, const v1::SecAggMaskedInput& input,
-                                            double weight);
-  [[nodiscard]] absl::Status Unmask(uint32_t index, const v1::SecAggUnmaskResponse& message);
+  absl::Status AddMaskedInput(uint32_t index, const v1::SecAggMaskedInput& input, double weight);
+  absl::Status Unmask(uint32_t index, const v1::SecAggUnmaskResponse& message);
 
   // The next step's input owed to member `index` (or done, or retry_after_ms). Errors:
   // FAILED_PRECONDITION when the member was dropped at an earlier step.
-  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> NextFor(uint32_t index) const;
+  absl::StatusOr<v1::SecAggStepResponse> NextFor(uint32_t index) const;
 
   // Closes step 0 or 1 when every member it waits for has answered or `alive` says is gone, or
   // at its deadline. `alive(index)`: the member's task is still in flight. Returns true when a
   // step closed. Errors: the protocol's (fewer than t left): the round must fail.
-  [[nodiscard]] absl::StatusOr<bool> AdvanceKeySteps(double now_s,
-                                                     const std::function<bool(uint32_t)>& alive);
+  absl::StatusOr<bool> AdvanceKeySteps(double now_s, const std::function<bool(uint32_t)>& alive);
   // Closes step 2 (the round's uploads are over) and opens step 3 until now_s +
   // step_timeout_s. Members reported by a neighbour whose share did not authenticate are left
   // out (secagg::SecAggServer::RequestUnmasking). Errors: fewer than t inputs left, or a secret
   // without t holders left.
-  [[nodiscard]] absl::Status BeginUnmasking(double now_s);
+  absl::Status BeginUnmasking(double now_s);
   // The reports that came with the masked inputs: member -> the members that could not
   // authenticate its key shares (secagg::SecAggServer::accusations).
   const absl::btree_map<uint32_t, absl::btree_set<uint32_t>>& accusations() const {
@@ -110,7 +107,7 @@ class SecAggRound {
     secagg::UnmaskedSum sum;
     double total_weight = 0;
   };
-  [[nodiscard]] absl::StatusOr<Result> Finish();
+  absl::StatusOr<Result> Finish();
   // True when member `index` did not complete a step that has closed (it is out of the round).
   bool dropped(uint32_t index) const;
 
@@ -119,8 +116,8 @@ class SecAggRound {
   // Errors of a step message of member `index` naming `sender`: the step is not `phase`, the
   // member did not complete the step before it or already sent this one, or `sender` is not
   // `index` (PERMISSION_DENIED).
-  [[nodiscard]] absl::Status CheckOpen(SecAggPhase phase, uint32_t index, uint32_t sender,
-                                       const char* what) const;
+  absl::Status CheckOpen(SecAggPhase phase, uint32_t index, uint32_t sender,
+                         const char* what) const;
   // Member `index` completed `phase`: it is owed a retry until the next step's input (or `done`
   // after unmasking).
   void Took(uint32_t index, SecAggPhase phase);

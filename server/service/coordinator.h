@@ -112,8 +112,7 @@ class Coordinator {
   // Opens the run: resumes at the round after the last committed one, or initialises the store
   // with `options.initial_model`. Errors: INVALID_ARGUMENT (missing store), whatever the store or
   // the aggregator return (e.g. DATA_LOSS on a corrupt store).
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
-      CoordinatorOptions options);
+  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(CoordinatorOptions options);
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -122,7 +121,7 @@ class Coordinator {
   // checkpoint durable now (one store commit of the latest model, with their records, receipts
   // and profiles). Called on a clean shutdown; a no-op when everything is durable. Errors: the
   // store's (the rounds then stay pending). Call without holding other coordinator locks.
-  [[nodiscard]] absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
+  absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
 
   // Registers a device (or re-registers it: the same identity keeps its client id and profile
   // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
@@ -148,9 +147,9 @@ class Coordinator {
   // An identity that never had an update accepted and is not heard from for
   // security.unseen_identity_ttl_s is forgotten by Tick (its session ends, its stored profile is
   // deleted); registering it again makes a new client.
-  [[nodiscard]] absl::StatusOr<v1::RegisterResponse> Register(
-      const v1::RegisterRequest& request, absl::Time now, const std::string& cert_fingerprint = "",
-      const std::string& peer_address = "");
+  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
+                                                const std::string& cert_fingerprint = "",
+                                                const std::string& peer_address = "");
 
   // Marks the client online. Returns the current round (as of the last time the engine
   // advanced). Never waits for the coordinator's lock (issue 12 item 1): the session is checked
@@ -158,20 +157,20 @@ class Coordinator {
   // like transfer progress (NoteActivity), folded in at once when the lock is free, else at the
   // next Tick. A heartbeat therefore never queues behind an update being folded, a round being
   // planned or a commit's bookkeeping. Errors: UNAUTHENTICATED (no such session).
-  [[nodiscard]] absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                                absl::Time now)
+  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                  absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_, session_mu_, activity_mu_);
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
-  [[nodiscard]] absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
-                                                              absl::Time now);
+  absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request, absl::Time now);
 
   // The serialized model for `task_id`. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED
   // (another client's task), FAILED_PRECONDITION (the task's round has closed).
-  [[nodiscard]] absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(
-      const std::string& client_id, const std::string& token, const std::string& task_id,
-      absl::Time now);
+  absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(const std::string& client_id,
+                                                                const std::string& token,
+                                                                const std::string& task_id,
+                                                                absl::Time now);
 
   // Validates and folds in an update (a serialized v1::Model delta = trained - downloaded).
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
@@ -205,9 +204,8 @@ class Coordinator {
   // 1 / sqrt(1 + staleness), FAILED_PRECONDITION past max_staleness), and the update that fills
   // the buffer (K) commits the version before this call returns (on_round_committed is called
   // from this thread, after the lock is released) and opens the next one.
-  [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
-                                          const std::string& payload, absl::Time now,
-                                          double upload_seconds = 0);
+  absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
+                            absl::Time now, double upload_seconds = 0);
 
   // The checks of SubmitUpdate that need no payload, for an upload whose header has arrived and
   // whose payload has not: metrics, session, task (exists, this client's, not uploaded or
@@ -217,7 +215,7 @@ class Coordinator {
   // acceptance: the round moves on while the payload streams, and SubmitUpdate checks again.
   // A refusal is counted as SubmitUpdate's are (RoundEngine::RefuseUpdate; absurd metrics or
   // examples fail the task) at `now`.
-  [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
+  absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Counts an upload stream the upload service refused before its payload reached
@@ -226,17 +224,16 @@ class Coordinator {
   // (RoundEngine::RefuseUpdate without a claim: no task is touched, since a broken stream says
   // nothing certain about whose task it was). Returns `status`. Takes the lock: not from a gRPC
   // callback thread.
-  [[nodiscard]] absl::Status RefuseUploadStream(absl::Status status, absl::Time now)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RefuseUploadStream(absl::Status status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
   // `payload_parsed`, when set, is called (on this thread, before the verdict) once the pieces
   // are no longer read: after parsing, unless audit_updates stores them or secure aggregation
   // is on (then never). The caller may free them then, e.g. to admit the next upload (peak RSS).
-  [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
-                                          absl::Span<const std::string_view> payload_pieces,
-                                          absl::Time now, double upload_seconds = 0,
-                                          absl::AnyInvocable<void()> payload_parsed = nullptr);
+  absl::Status SubmitUpdate(const v1::UploadHeader& header,
+                            absl::Span<const std::string_view> payload_pieces, absl::Time now,
+                            double upload_seconds = 0,
+                            absl::AnyInvocable<void()> payload_parsed = nullptr);
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"; root role only):
   // folds an aggregator's partial sum of its devices' updates for one round, all or nothing.
@@ -244,7 +241,7 @@ class Coordinator {
   // SubmitUpdate's; then RoundEngine::FoldPartial (its errors). The sum must parse as a Model
   // (INVALID_ARGUMENT). A first-K round the sum fills closes and commits before this returns.
   // Errors also: FAILED_PRECONDITION when this server is not a root (hierarchy.role).
-  [[nodiscard]] absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
+  absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): one SecAggStep RPC, the
@@ -252,11 +249,11 @@ class Coordinator {
   // The step that the last member's message completes closes at once, and an unmask response
   // that completes the round commits it before this returns. Errors: UNAUTHENTICATED (session)
   // and those of RoundEngine::SecAggStep.
-  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggStep(
-      const v1::SecAggStepRequest& request, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::StatusOr<v1::SecAggStepResponse> SecAggStep(const v1::SecAggStepRequest& request,
+                                                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client gives up its task (e.g. out of battery). The round goes on without it.
-  [[nodiscard]] absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
+  absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
 
   // Operator view: counts, the last `recent_rounds` round records (<= 0: 5) and, unless
   // include_clients is false, one ClientSummary per live client.
@@ -320,7 +317,7 @@ class Coordinator {
   int64_t committed_round() const;
   // OK unless a commit failed for good (the server must stop; its store holds every round
   // committed before).
-  [[nodiscard]] absl::Status health() const;
+  absl::Status health() const;
   // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
   int64_t max_update_bytes() const;
   // The serialized global model's size in bytes (as of Open; the architecture never changes).
@@ -347,14 +344,14 @@ class Coordinator {
   };
 
   explicit Coordinator(CoordinatorOptions options);
-  [[nodiscard]] absl::Status Open();
+  absl::Status Open();
   // PERMISSION_DENIED, naming the identity and how the operator lifts it, if `identity` was
   // revoked (docs/OPERATIONS.md "Revoking a device"); OK otherwise.
-  [[nodiscard]] absl::Status CheckNotRevoked(const std::string& identity) const;
+  absl::Status CheckNotRevoked(const std::string& identity) const;
   absl::Time Now() const { return options_.clock(); }
   // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
-  [[nodiscard]] absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
-                                                                  const std::string& token) const
+  absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
+                                                    const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How a registration proves its identity (docs/SECURITY.md "Identities and admission").
   struct Admission {
@@ -367,20 +364,18 @@ class Coordinator {
   // Checks the proof of a registration (no lock needed: options and config only). Errors:
   // UNAUTHENTICATED without an enrolment secret (with a key) or without any proof (no key, no
   // certificate), unless security.allow_trust_on_first_use.
-  [[nodiscard]] absl::StatusOr<Admission> Admit(const std::string& identity,
-                                                const std::string& credential,
-                                                const std::string& cert_fingerprint) const;
+  absl::StatusOr<Admission> Admit(const std::string& identity, const std::string& credential,
+                                  const std::string& cert_fingerprint) const;
   // Room for a new identity: RESOURCE_EXHAUSTED at security.max_identities live identities or,
   // for an unprovisioned one, at max_unproven_identity_fraction x max_identities never-proven
   // ones (ProfileBook::CountUnproven).
-  [[nodiscard]] absl::Status CheckIdentityRoom(const profile::ProfileBook& book,
-                                               bool provisioned) const
+  absl::Status CheckIdentityRoom(const profile::ProfileBook& book, bool provisioned) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Registration rate limits (security.max_new_identities_per_minute over all peers,
   // max_new_identities_per_peer_per_minute per peer address, both in a sliding minute): records
   // a new identity from `peer_address` at `now`. Errors: RESOURCE_EXHAUSTED at either limit
   // (nothing recorded).
-  [[nodiscard]] absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
+  absl::Status AdmitNewIdentity(const std::string& peer_address, absl::Time now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
   // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
@@ -399,9 +394,8 @@ class Coordinator {
   // Counts an upload refused outside the engine's checks (metrics, payload, norm screens) with
   // `reason` (RoundEngine::RefuseUpdate: its task fails when the sender's session and claim
   // check out), and returns `status`.
-  [[nodiscard]] absl::Status RefuseUpload(const v1::UploadHeader& header,
-                                          round::RejectReason reason, absl::Status status,
-                                          absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  absl::Status RefuseUpload(const v1::UploadHeader& header, round::RejectReason reason,
+                            absl::Status status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // RefuseUpload's part under the lock.
   void RefuseUploadLocked(const v1::UploadHeader& header, round::RejectReason reason,
                           const absl::Status& status, absl::Time now)
@@ -449,15 +443,13 @@ class Coordinator {
   // `self` carries the update (delta or masked input), its pieces, time and upload seconds.
   // `drain_commits`: commit the rounds it closed before returning (else the caller must call
   // DrainCommits).
-  [[nodiscard]] absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
-                                         bool drain_commits = true)
-      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
+                           bool drain_commits = true) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // SubmitUpdate's path for a masked input (secure aggregation): parsed, never norm-screened
   // (a masked vector's norm says nothing), then folded like an update.
-  [[nodiscard]] absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
-                                               absl::Span<const std::string_view> payload_pieces,
-                                               absl::Time now, double upload_seconds)
-      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
+                                 absl::Span<const std::string_view> payload_pieces, absl::Time now,
+                                 double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // Decides the queued updates from `head` on (following `next`), in order, setting each one's
   // status (not `done`).
   void DecideUpdates(PendingUpdate* head) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -467,9 +459,8 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The engine's check of a session-checked update, with an already-accepted task answered from
   // the receipts. `pending` / `pending_examples` as RoundEngine::CheckUpdate.
-  [[nodiscard]] absl::Status CheckClaim(const round::UpdateClaim& claim, int32_t pending,
-                                        int64_t pending_examples,
-                                        round::RejectReason* reason = nullptr) const
+  absl::Status CheckClaim(const round::UpdateClaim& claim, int32_t pending,
+                          int64_t pending_examples, round::RejectReason* reason = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoordinatorOptions options_;
@@ -525,7 +516,7 @@ class Coordinator {
   double logged_cycle_s_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<int64_t> hold_limit_{INT64_MAX};       // CheckInHoldLimit
   bool pacing_active_ ABSL_GUARDED_BY(mu_) = false;  // the pacer paces pacing_population_
-  [[nodiscard]] absl::Status BuildPacerLocked(double hold_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status BuildPacerLocked(double hold_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void UpdatePacingLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status health_ ABSL_GUARDED_BY(mu_);
   std::function<void()> task_listener_ ABSL_GUARDED_BY(mu_);  // SetTaskListener

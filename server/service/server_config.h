@@ -13,7 +13,7 @@ namespace fedsched {
 // Returns `config` with every unset (zero) field given its documented default (config.proto) and
 // every value range-checked. Errors: INVALID_ARGUMENT naming the field and the bad value, e.g.
 // "clients_per_round must be >= 1, got -3", or "min_updates (12) > clients_per_round (10)".
-[[nodiscard]] absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config);
+absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& config);
 
 // fedsched-server's --policy flag: sets selection.policy to `policy` ("random" | "oort" |
 // "fedcase" | "pyramidfl" | "fedsched", case-insensitive; planner::ParseSelectionPolicy).
@@ -21,7 +21,7 @@ namespace fedsched {
 // own cache, LRU (as fedsched-sim's --policy does; docs/ALGORITHMS.md §11), and the flag runs
 // the measured configuration; the other policies keep the config's cache. Errors: those of
 // ParseSelectionPolicy; `config` is then unchanged.
-[[nodiscard]] absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config);
+absl::Status ApplyPolicyFlag(const std::string& policy, v1::ServerConfig* config);
 
 }  // namespace fedsched
 

@@ -26,7 +26,7 @@ namespace fedsched::sim {
 // stop), a missing traces.capacity_path, a trainer other than "reference" / "torch" (default
 // "reference"), "torch" with a server.model.architecture other than "cnn", a round_trip_s
 // that is negative or not finite, ...
-[[nodiscard]] absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
+absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
 
 // SimConfig.round_trip_s when unset: 100 ms, a device-server round trip on a mobile link.
 inline constexpr double kDefaultRoundTripS = 0.1;
@@ -50,7 +50,7 @@ using LearnerFactory =
 // `make_learner`, by default TrainingLearner; durations from the capacity trace). Errors: those
 // of ResolveSimConfig, the trace loaders (file:line), data loading / partitioning (or
 // `make_learner`), and Simulator::Create.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
+absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
     const v1::SimConfig& config, const LearnerFactory& make_learner = nullptr);
 
 // Reads a SimConfig in protobuf text format from `path` (unknown keys are errors) and
@@ -59,7 +59,7 @@ using LearnerFactory =
 // config runs from any working directory (issue 21, item 3). Other paths (output_csv, data)
 // are left as given. Errors: those of LoadTextConfig; NOT_FOUND for a trace file that does
 // not exist, naming the field, the path as given and as resolved.
-[[nodiscard]] absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
+absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
 
 // The cache a selection policy runs with in FedCaSe's evaluation (issue 15, defect 5): LRU for
 // the baselines random and oort ("Oort + LRU"), the importance cache for fedcase; LRU for
@@ -73,22 +73,20 @@ v1::CachePolicy OwnCachePolicy(v1::SelectionPolicy policy);
 // its default (0, false, ""). Paths in the fragment are used as given (relative to the current
 // directory). Errors: INVALID_ARGUMENT naming the line, column and unknown or malformed key;
 // `config` is then unchanged.
-[[nodiscard]] absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
+absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
 
 // fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
 // Empty strings keep the config's value. `policy` ("random" | "oort" | "fedcase" | "pyramidfl" |
 // "fedsched") also sets the policy's own cache (OwnCachePolicy) unless `cache_policy`
 // ("importance" | "lru" | "lfu" | "none") names one. Errors: INVALID_ARGUMENT naming the flag and
 // its allowed values.
-[[nodiscard]] absl::Status ApplySelectionFlags(const std::string& policy,
-                                               const std::string& cache_policy,
-                                               const std::string& fedcase_base,
-                                               v1::SimConfig* config);
+absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
+                                 const std::string& fedcase_base, v1::SimConfig* config);
 
 // fedsched-sim's --availability_forecast flag: "trace" | "learned" | "none" sets
 // config.availability_forecast (sim.proto AvailabilityForecast); empty keeps the config's.
 // Errors: INVALID_ARGUMENT naming the flag, its allowed values and the value given.
-[[nodiscard]] absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* config);
+absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* config);
 // Lower-case availability forecast name: "trace" (also for UNSPECIFIED), "learned", "none".
 std::string ForecastName(v1::AvailabilityForecast forecast);
 

@@ -35,8 +35,7 @@ using TrainerFactory =
 // The trainers of every build: "reference" is a ReferenceTrainer for server.model. Errors:
 // FAILED_PRECONDITION for "torch" (this program was built without LibTorch; the message says
 // how to get it); INVALID_ARGUMENT for any other kind; ReferenceTrainer::Create's.
-[[nodiscard]] absl::StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(
-    const v1::SimConfig& config);
+absl::StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const v1::SimConfig& config);
 
 // Learner over real data and models. A Train call trains its tasks on `train_threads`
 // std::threads (one Trainer each, SimConfig.trainer's; a client's cache is used by one thread at a
@@ -54,7 +53,7 @@ class TrainingLearner : public Learner {
   // must be resolved (ResolveSimConfig). Errors: those of LoadIdxDataset (NOT_FOUND /
   // DATA_LOSS naming the file), DirichletPartition, InitialModel and `make_trainer` (null:
   // MakeBuiltinTrainer).
-  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TrainingLearner>> Create(
+  static absl::StatusOr<std::unique_ptr<TrainingLearner>> Create(
       const v1::SimConfig& config, const TrainerFactory& make_trainer = nullptr);
   ~TrainingLearner() override;
 
@@ -64,18 +63,18 @@ class TrainingLearner : public Learner {
     return static_cast<int64_t>(partition_[client].size());
   }
   // Errors: the cache's (a bad plan) and the trainer's, naming the client and round.
-  [[nodiscard]] absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
-                                                               const v1::Model& global) override;
+  absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
+                                                 const v1::Model& global) override;
   // Evaluates `global` on the test set after round 1 and every eval.every_n_rounds-th round
   // of a committed round; otherwise returns the last evaluation with evaluated = false.
   // Errors: those of Evaluate (a model that does not fit the architecture).
-  [[nodiscard]] absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
-                                                      const v1::Model& global) override;
+  absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
+                                        const v1::Model& global) override;
   // The initial model on the test set.
-  [[nodiscard]] absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() override;
+  absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() override;
   bool prefetches() const override;
   // Errors: those of SampleCache::Warm (a bad plan, a failed read).
-  [[nodiscard]] absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;
+  absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;
 
   // Mean of NumSamples over clients.
   double MeanSamples() const;
@@ -83,9 +82,9 @@ class TrainingLearner : public Learner {
  private:
   struct Device;
   explicit TrainingLearner(const v1::SimConfig& config);
-  [[nodiscard]] absl::StatusOr<TrainedTask> TrainOne(const TrainTask& task, const v1::Model& global,
-                                                     Trainer& trainer);
-  [[nodiscard]] absl::StatusOr<Device*> DeviceFor(int32_t client);
+  absl::StatusOr<TrainedTask> TrainOne(const TrainTask& task, const v1::Model& global,
+                                       Trainer& trainer);
+  absl::StatusOr<Device*> DeviceFor(int32_t client);
 
   v1::SimConfig config_;
   ImageDataset train_;

@@ -31,24 +31,23 @@ class CapacityTrace {
   // Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." for a malformed row
   // (missing column, non-numeric or non-positive computation/communication, negative sample
   // size) or a file without rows.
-  [[nodiscard]] static absl::StatusOr<CapacityTrace> Load(const std::string& path,
-                                                          v1::CapacityFormat format);
+  static absl::StatusOr<CapacityTrace> Load(const std::string& path, v1::CapacityFormat format);
   // Loads `config.capacity_path`, shuffles the rows if `config.shuffle_capacity`, takes
   // per-client sample sizes from `config.sample_size_path` (FedCaSe demo format) if set, and
   // fills unknown sample sizes with `config.default_sample_kb` (Default: 0.784 KB).
   // Errors: as Load; INVALID_ARGUMENT if capacity_path is empty.
-  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
+  static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
   // CSV with header columns computation_ms_per_sample, communication_kbps (optional id column
   // client_id|row_id, optional sample_size_kb|sample_size).
-  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadCsv(const std::string& path);
+  static absl::StatusOr<CapacityTrace> LoadCsv(const std::string& path);
   // JSON Lines: {"client_id":..,"computation":..,"communication":..[,"sample_size":..]}.
-  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadJsonl(const std::string& path);
+  static absl::StatusOr<CapacityTrace> LoadJsonl(const std::string& path);
   // FedCaSe's transposed demo_capacity.csv (columns = clients; rows computation,
   // communication, sample_size).
-  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadFedcaseDemo(const std::string& path);
+  static absl::StatusOr<CapacityTrace> LoadFedcaseDemo(const std::string& path);
   // From rows in memory. Errors: INVALID_ARGUMENT if empty or a value is out of range.
-  [[nodiscard]] static absl::StatusOr<CapacityTrace> FromRows(std::vector<DeviceCapacity> rows,
-                                                              std::string source);
+  static absl::StatusOr<CapacityTrace> FromRows(std::vector<DeviceCapacity> rows,
+                                                std::string source);
 
   // Permutes the rows with a deterministic Fisher-Yates shuffle (splitmix64 seeded by `seed`).
   // Needed for capacity_10k.csv, which is sorted by bandwidth.
