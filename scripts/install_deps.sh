@@ -15,6 +15,8 @@ PACKAGES=(
   dataset-fashion-mnist gnuplot-nox openssl python3 procps
   prometheus-cpp-dev prometheus
   libopenmpi-dev openmpi-bin
+  # clang checks the lock annotations (scripts/check_thread_safety.sh, run by scripts/test.sh).
+  clang
   # The Python bindings (python/), their PyTorch example and tests, and the LibTorch trainer
   # (models/torch): optional components CMake builds when these are present.
   python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest

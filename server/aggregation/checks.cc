@@ -115,7 +115,7 @@ UpdateNormScreenOptions UpdateNormScreen::OptionsFromConfig(const v1::ServerConf
 double UpdateNormScreen::Median() const {
   std::vector<double> norms;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    absl::MutexLock lock(&mu_);
     if (static_cast<int>(latest_.size()) < kMinHistory) return -1;
     norms.reserve(latest_.size());
     for (const auto& entry : latest_) norms.push_back(entry.second);
@@ -154,7 +154,7 @@ void UpdateNormScreen::RecordAccepted(const std::string& client, double norm) {
   // honest updates look like, and zeros from many identities must not pull the median down.
   const bool counts = std::isfinite(norm) && norm > 0 && options_.median_factor > 0 &&
                       norm >= options_.floor / options_.median_factor;
-  std::lock_guard<std::mutex> lock(mu_);
+  absl::MutexLock lock(&mu_);
   auto it = std::find_if(latest_.begin(), latest_.end(),
                          [&](const auto& entry) { return entry.first == client; });
   if (it != latest_.end()) latest_.erase(it);

@@ -4,13 +4,14 @@
 #define FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "common/dp_noise.h"  // UpdateL2Norm
 #include "fedsched/v1/config.pb.h"
@@ -107,12 +108,12 @@ class UpdateNormScreen {
 
  private:
   // The median of the recorded norms, or -1 while fewer than kMinHistory clients are recorded.
-  double Median() const;
+  double Median() const ABSL_LOCKS_EXCLUDED(mu_);
 
   const UpdateNormScreenOptions options_;
-  mutable std::mutex mu_;
+  mutable absl::Mutex mu_;
   // (client, latest norm), least recently recorded first; at most kWindow entries.
-  std::vector<std::pair<std::string, double>> latest_;
+  std::vector<std::pair<std::string, double>> latest_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fedsched
