@@ -46,13 +46,14 @@ class SlowDeviceTrainer : public Trainer {
  public:
   // Errors: INVALID_ARGUMENT for a null `inner` or a factor below 1 or not finite (the message
   // names slowdown_factor).
-  static absl::StatusOr<std::unique_ptr<SlowDeviceTrainer>> Create(std::unique_ptr<Trainer> inner,
-                                                                   SlowDeviceOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SlowDeviceTrainer>> Create(
+      std::unique_ptr<Trainer> inner, SlowDeviceOptions options);
   SlowDeviceTrainer(const SlowDeviceTrainer&) = delete;
   SlowDeviceTrainer& operator=(const SlowDeviceTrainer&) = delete;
 
-  absl::StatusOr<EvalReport> Evaluate(const v1::Model& global) override;
-  absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) override;
+  [[nodiscard]] absl::StatusOr<EvalReport> Evaluate(const v1::Model& global) override;
+  [[nodiscard]] absl::StatusOr<TrainResult> Train(const TrainRequest& request,
+                                                  SampleSource& samples) override;
   int64_t PeakMemoryBytes(const TrainRequest& request) const override;
 
  private:

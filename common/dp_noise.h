@@ -21,7 +21,7 @@ namespace fedsched {
 // double precision, rounded to float32 once per value. stddev 0 adds nothing. Errors:
 // INVALID_ARGUMENT for a negative or non-finite stddev (nothing changes). Not a defence against
 // floating-point attacks on the noise's low bits (Mironov, CCS 2012; docs/PRIVACY.md).
-absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed);
+[[nodiscard]] absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed);
 
 // L2 norm of all of `update`'s values (every tensor together), accumulated in double; +inf or
 // NaN when a value is. The norm clipping bounds (here, in the server's norm screen and its
@@ -33,8 +33,8 @@ double UpdateL2Norm(const v1::Model& update);
 // seed + i). Returns whether the norm before clipping was <= clip_norm (the bit adaptive
 // clipping counts). Errors: INVALID_ARGUMENT for clip_norm <= 0, a bad stddev, or a non-finite
 // value in `update`; nothing changes then.
-absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, double noise_stddev,
-                                        uint64_t seed);
+[[nodiscard]] absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm,
+                                                      double noise_stddev, uint64_t seed);
 
 // Oort's noise on the statistical-utility report (Lai et al., OSDI 2021; the authors' code
 // SymbioticLab/Oort training/param_server.py adds N(0, (noise_factor x median reward)^2) to
@@ -46,7 +46,8 @@ absl::StatusOr<bool> ClipAndNoiseUpdate(v1::Model* update, double clip_norm, dou
 // unchanged; so does a non-finite `utility` (the server refuses it). The SDK seeds from OpenSSL's
 // RAND_bytes, the simulator from its seed, the round and the client. Errors: INVALID_ARGUMENT
 // for a negative or non-finite stddev.
-absl::StatusOr<double> NoiseUtilityReport(double utility, double stddev, uint64_t seed);
+[[nodiscard]] absl::StatusOr<double> NoiseUtilityReport(double utility, double stddev,
+                                                        uint64_t seed);
 
 }  // namespace fedsched
 

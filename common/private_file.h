@@ -19,7 +19,8 @@ namespace fedsched {
 // a regular file, owned by another uid, open to group or others (mode & 077), or larger than
 // `max_bytes`; PERMISSION_DENIED / INTERNAL when it cannot be opened or read. Every message
 // names the path, what was found (owner uid, mode) and what to do.
-absl::StatusOr<std::string> ReadPrivateFile(const std::string& path, size_t max_bytes = 1 << 20);
+[[nodiscard]] absl::StatusOr<std::string> ReadPrivateFile(const std::string& path,
+                                                          size_t max_bytes = 1 << 20);
 
 // `path` with "." components, repeated and trailing separators removed ("store/" and "store/."
 // are "store"; "/" stays "/"), so that a check of its last component with lstat or O_NOFOLLOW
@@ -30,12 +31,12 @@ std::string WithoutTrailingSeparators(const std::string& path);
 // exist yet, or when it is a real directory (not a symbolic link) owned by this uid with mode & 077
 // == 0. Errors: FAILED_PRECONDITION naming the path, the owner and mode found and the fix;
 // PERMISSION_DENIED when it cannot be examined.
-absl::Status CheckPrivateDirectory(const std::string& path);
+[[nodiscard]] absl::Status CheckPrivateDirectory(const std::string& path);
 
 // Creates the directory `path` with mode 0700 when it does not exist (its parent must), then
 // checks it with CheckPrivateDirectory. Errors: as CheckPrivateDirectory, or INTERNAL naming
 // the path when mkdir fails.
-absl::Status EnsurePrivateDirectory(const std::string& path);
+[[nodiscard]] absl::Status EnsurePrivateDirectory(const std::string& path);
 
 }  // namespace fedsched
 

@@ -23,7 +23,8 @@ namespace fedsched {
 // values such as -1 are rejected, never replaced by a default.
 // Errors: INVALID_ARGUMENT naming the field ("transport.<field>"), the allowed range and the
 // configured value.
-absl::StatusOr<v1::TransportConfig> ResolveTransport(const v1::TransportConfig& config);
+[[nodiscard]] absl::StatusOr<v1::TransportConfig> ResolveTransport(
+    const v1::TransportConfig& config);
 
 // Applies a resolved transport config to a server builder: message limits, the minimum ping
 // interval the server accepts, and keepalive pings of idle clients.
@@ -37,7 +38,7 @@ grpc::ChannelArguments ClientChannelArguments(const v1::TransportConfig& resolve
 // require_client_cert). The key file is read with ReadPrivateFile (common/private_file.h).
 // Errors: NOT_FOUND / INVALID_ARGUMENT when files cannot be read; FAILED_PRECONDITION when the
 // key file is a symbolic link, another uid's or open to group or others.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
+[[nodiscard]] absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
     const v1::TransportConfig& resolved);
 
 // Channel credentials: insecure when no CA is configured, else TLS with the CA (and the client's
@@ -45,14 +46,14 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(
 // configured without tls_ca_path (that would silently connect in plaintext); NOT_FOUND when a file
 // cannot be read; FAILED_PRECONDITION when the client's key file is a symbolic link, another
 // uid's or open to group or others (ReadPrivateFile).
-absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
+[[nodiscard]] absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> MakeChannelCredentials(
     const v1::TransportConfig& resolved);
 
 // SHA-256 fingerprint (raw 32 bytes) of the first certificate in `pem`: the digest of its DER
 // encoding, the same value as `openssl x509 -noout -fingerprint -sha256`. Used to bind a client
 // identity to the certificate it presented under mutual TLS.
 // Errors: INVALID_ARGUMENT when `pem` holds no well-formed PEM certificate block.
-absl::StatusOr<std::string> CertificateFingerprint(absl::string_view pem);
+[[nodiscard]] absl::StatusOr<std::string> CertificateFingerprint(absl::string_view pem);
 
 // Protocol convention between the SDK and the server: a ReportFailureRequest.reason starting with
 // this says the device stopped being eligible mid-task (ClientOptions::eligible: unplugged, off

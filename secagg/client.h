@@ -38,14 +38,14 @@ class SecAggClient {
   // and polynomial coefficient comes from a generator seeded with `entropy` (SystemEntropy() in
   // production). Errors: those of ResolveParams; invalid argument for an index outside the
   // cohort.
-  static absl::StatusOr<SecAggClient> Create(const fedsched::v1::SecAggRoundParams& params,
-                                             uint32_t index, const Bytes32& entropy,
-                                             MemberIdentity identity);
+  [[nodiscard]] static absl::StatusOr<SecAggClient> Create(
+      const fedsched::v1::SecAggRoundParams& params, uint32_t index, const Bytes32& entropy,
+      MemberIdentity identity);
 
   // Step 0 (AdvertiseKeys): fresh X25519 key pairs for share encryption and pairwise masks,
   // and the commitment to a fresh self-mask seed, signed with the identity's key
   // (SignAdvertisement).
-  absl::StatusOr<fedsched::v1::SecAggAdvertise> Advertise();
+  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggAdvertise> Advertise();
 
   // Step 1 (ShareKeys): checks the neighbours' advertisements and verifies each one's signature
   // (VerifyAdvertisement) before deriving any key from it: a neighbour whose signature fails is
@@ -55,7 +55,7 @@ class SecAggClient {
   // neighbours), threshold t, sealing each neighbour's shares with AES-256-GCM. Errors: wrong
   // round or recipient, an advertisement from a non-neighbour, a repeated or malformed one, or
   // fewer than t holders (failed precondition).
-  absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
+  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggShareKeys> ShareKeys(
       const fedsched::v1::SecAggKeyDirectory& directory);
 
   // Step 2 (MaskedInputCollection): opens the shares routed to it; a neighbour whose share does
@@ -67,7 +67,7 @@ class SecAggClient {
   // `weight` is in [0, 1]. Errors: a share from a non-neighbour or a second one from a
   // neighbour (invalid argument), fewer than t holders left (failed precondition), and those of
   // ClipAndQuantize.
-  absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
+  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
       const fedsched::v1::SecAggRoutedShares& routed, absl::Span<const float> update,
       double weight);
 
@@ -75,7 +75,7 @@ class SecAggClient {
   // of the mask private keys of the dropped clients listed. Refuses (failed precondition) when
   // fewer than t survived, and (invalid argument) when a client is in both lists or it holds
   // no share of a listed client; answers one request per round.
-  absl::StatusOr<fedsched::v1::SecAggUnmaskResponse> Unmask(
+  [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggUnmaskResponse> Unmask(
       const fedsched::v1::SecAggUnmaskRequest& request);
 
   uint32_t index() const { return index_; }
@@ -85,14 +85,15 @@ class SecAggClient {
   SecAggClient(RoundSetup setup, uint32_t index, const Bytes32& entropy, MemberIdentity identity)
       : setup_(std::move(setup)), index_(index), identity_(std::move(identity)), rng_(entropy) {}
 
-  absl::Status CheckStep(Step expected, absl::string_view name) const;
+  [[nodiscard]] absl::Status CheckStep(Step expected, absl::string_view name) const;
   // A server message must be for this round and this client.
-  absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient, absl::string_view what) const;
+  [[nodiscard]] absl::Status CheckAddressed(uint64_t round_id, uint32_t recipient,
+                                            absl::string_view what) const;
   // Checks one neighbour's advertisement of the key directory (neighbour, round, key sizes, not
   // listed twice); a failed signature is no error: the neighbour joins unverified_.
-  absl::Status TakeAdvertisement(const fedsched::v1::SecAggAdvertise& peer);
-  absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
-  absl::Status AddMasks(absl::Span<uint32_t> vector) const;
+  [[nodiscard]] absl::Status TakeAdvertisement(const fedsched::v1::SecAggAdvertise& peer);
+  [[nodiscard]] absl::Status OpenShares(const fedsched::v1::SecAggRoutedShares& routed);
+  [[nodiscard]] absl::Status AddMasks(absl::Span<uint32_t> vector) const;
 
   RoundSetup setup_;
   uint32_t index_;

@@ -31,8 +31,8 @@ class CommunicationGraph {
  public:
   // H(k, n) relabelled by the permutation drawn from `seed`. Errors: invalid argument when
   // n < 3, or k is neither n - 1 nor an even number in [2, n - 2].
-  static absl::StatusOr<CommunicationGraph> Create(uint32_t n, uint32_t degree,
-                                                   const Bytes32& seed);
+  [[nodiscard]] static absl::StatusOr<CommunicationGraph> Create(uint32_t n, uint32_t degree,
+                                                                 const Bytes32& seed);
 
   uint32_t size() const { return static_cast<uint32_t>(neighbours_.size()); }
   uint32_t degree() const { return degree_; }

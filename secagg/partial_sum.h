@@ -23,7 +23,7 @@ class MaskedPartialSum {
 
   // Adds one masked input. Errors (invalid argument, nothing added): another round, a wrong
   // length, a sender already in the sum.
-  absl::Status Add(const fedsched::v1::SecAggMaskedInput& input);
+  [[nodiscard]] absl::Status Add(const fedsched::v1::SecAggMaskedInput& input);
 
   // Senders so far.
   size_t size() const { return senders_.size(); }

@@ -28,7 +28,8 @@ struct RoundSetup {
 // below 3, degree not n-1 nor even in [2, n-2], threshold outside [floor((k+1)/2)+1, k+1] (a
 // strict majority of each client's k+1 share holders, at least 2), graph_seed not 32 bytes,
 // vector_length 0 or above 2^28, clip_norm not finite and > 0.
-absl::StatusOr<RoundSetup> ResolveParams(const fedsched::v1::SecAggRoundParams& params);
+[[nodiscard]] absl::StatusOr<RoundSetup> ResolveParams(
+    const fedsched::v1::SecAggRoundParams& params);
 
 // The Shamir evaluation point of cohort member `client`: client + 1.
 inline uint64_t ShamirPoint(uint32_t client) { return uint64_t{client} + 1; }
@@ -39,14 +40,14 @@ inline int PairSign(uint32_t self, uint32_t other) { return self < other ? 1 : -
 
 // The AES-256-GCM key of the pair (a, b) for sealing shares: HKDF-SHA256 of their X25519
 // agreement, salted with the round id and the unordered pair. Errors: those of X25519Key::Agree.
-absl::StatusOr<Bytes32> ShareKey(const X25519Key& own, const Bytes32& peer_public,
-                                 uint64_t round_id, uint32_t a, uint32_t b);
+[[nodiscard]] absl::StatusOr<Bytes32> ShareKey(const X25519Key& own, const Bytes32& peer_public,
+                                               uint64_t round_id, uint32_t a, uint32_t b);
 
 // The PRG seed of the pairwise mask of (a, b): HKDF-SHA256 of their mask-key agreement with
 // the round id and the unordered pair. Both members (and the server, after rebuilding a
 // dropped member's private key) derive the same seed.
-absl::StatusOr<Bytes32> PairwiseSeed(const X25519Key& own, const Bytes32& peer_public,
-                                     uint64_t round_id, uint32_t a, uint32_t b);
+[[nodiscard]] absl::StatusOr<Bytes32> PairwiseSeed(const X25519Key& own, const Bytes32& peer_public,
+                                                   uint64_t round_id, uint32_t a, uint32_t b);
 
 // The associated data of the share sent by `sender` to `receiver` in `round_id`.
 std::string ShareAad(uint64_t round_id, uint32_t sender, uint32_t receiver);
@@ -68,16 +69,16 @@ std::string AdvertisementSigningBytes(const fedsched::v1::SecAggRoundParams& par
 
 // Sets signer_id, signing_public_key and signature of `advertisement` (its keys and commitment
 // set). Errors: those of SigningKey::Sign.
-absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params, const SigningKey& key,
-                               absl::string_view signer_id,
-                               fedsched::v1::SecAggAdvertise& advertisement);
+[[nodiscard]] absl::Status SignAdvertisement(const fedsched::v1::SecAggRoundParams& params,
+                                             const SigningKey& key, absl::string_view signer_id,
+                                             fedsched::v1::SecAggAdvertise& advertisement);
 
 // Checks the signature of `advertisement` against its own signing_public_key. The server checks
 // beforehand that this key is the one bound to the sender's identity; a neighbour trusts the
 // key the server forwards. Errors: INVALID_ARGUMENT for a key or signature of the wrong size,
 // UNAUTHENTICATED when the signature does not verify (both naming the sender).
-absl::Status VerifyAdvertisement(const fedsched::v1::SecAggRoundParams& params,
-                                 const fedsched::v1::SecAggAdvertise& advertisement);
+[[nodiscard]] absl::Status VerifyAdvertisement(const fedsched::v1::SecAggRoundParams& params,
+                                               const fedsched::v1::SecAggAdvertise& advertisement);
 
 // Size bounds of the step messages, fixed by the neighbourhood (degree k), so that a member
 // cannot make the server hold or route more than its part of the graph. A sealed share is the
@@ -97,7 +98,7 @@ inline size_t MaxMaskedInputBytes(uint64_t vector_length, uint32_t degree) {
 }
 
 // Errors for messages of the wrong round or addressee, naming both.
-absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what);
+[[nodiscard]] absl::Status CheckRound(uint64_t expected, uint64_t got, absl::string_view what);
 
 }  // namespace fedsched::secagg
 

@@ -23,7 +23,7 @@ namespace fedsched::secagg {
 
 // Fixed-point scale s (units per unit of the update) for n clients clipped to `clip_norm`.
 // Errors: invalid argument if n is 0 or clip_norm is not finite and > 0.
-absl::StatusOr<double> ChooseScale(uint32_t n, double clip_norm);
+[[nodiscard]] absl::StatusOr<double> ChooseScale(uint32_t n, double clip_norm);
 
 // The bound above on |decoded sum - true sum| per coordinate, for n clients and clip norm C.
 double ErrorBound(uint32_t n, double clip_norm);
@@ -32,8 +32,9 @@ double ErrorBound(uint32_t n, double clip_norm);
 // then encoded with `scale` into `out` (same length). `weight` is in [0, 1] (FedAvg's
 // n_k / max examples). Errors: invalid argument for non-finite values, a weight outside [0, 1]
 // or mismatched lengths.
-absl::Status ClipAndQuantize(absl::Span<const float> update, double weight, double clip_norm,
-                             double scale, absl::Span<uint32_t> out);
+[[nodiscard]] absl::Status ClipAndQuantize(absl::Span<const float> update, double weight,
+                                           double clip_norm, double scale,
+                                           absl::Span<uint32_t> out);
 
 // Decodes a ring sum (signed 32-bit) back to floats: v / scale.
 std::vector<float> Dequantize(absl::Span<const uint32_t> sum, double scale);

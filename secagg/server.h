@@ -54,7 +54,8 @@ struct UnmaskedSum {
 class SecAggServer {
  public:
   // Errors: those of ResolveParams.
-  static absl::StatusOr<SecAggServer> Create(const fedsched::v1::SecAggRoundParams& params);
+  [[nodiscard]] static absl::StatusOr<SecAggServer> Create(
+      const fedsched::v1::SecAggRoundParams& params);
 
   // Step 0, one advertisement, from the member whose identity the caller bound to
   // `signing_public_key` (the device's Ed25519 key, 32 bytes; Bonawitz et al., CCS 2017,
@@ -62,11 +63,11 @@ class SecAggServer {
   // wrong round, a sender outside the cohort or repeated, keys or commitment not 32 bytes, a
   // message above kMaxAdvertiseBytes (INVALID_ARGUMENT); UNAUTHENTICATED when its signing key is
   // not `signing_public_key` (or none is bound) or its signature does not verify.
-  absl::Status AddAdvertisement(const fedsched::v1::SecAggAdvertise& advertisement,
-                                absl::string_view signing_public_key);
+  [[nodiscard]] absl::Status AddAdvertisement(const fedsched::v1::SecAggAdvertise& advertisement,
+                                              absl::string_view signing_public_key);
   // Closes step 0: the advertisers are U1 (at least t, else failed precondition); returns one
   // key directory per advertiser with its advertised neighbours.
-  absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CloseAdvertisements();
+  [[nodiscard]] absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CloseAdvertisements();
 
   // Step 1, one client's sealed shares. Its unverified_advertisers (neighbours whose signature
   // it could not verify) count as accusations (accusations()): their shares are not routed to
@@ -75,21 +76,22 @@ class SecAggServer {
   // or not from the message's sender, not exactly one share per verified advertised neighbour,
   // an unverified advertiser that is not an advertised neighbour or not ascending, a sealed
   // share above kMaxSealedShareBytes or a message above MaxShareKeysBytes(degree).
-  absl::Status AddShareKeys(const fedsched::v1::SecAggShareKeys& message);
+  [[nodiscard]] absl::Status AddShareKeys(const fedsched::v1::SecAggShareKeys& message);
   // Closes step 1: the senders are U2 (at least t, else failed precondition); returns, for each
   // member of U2, the sealed shares addressed to it by other members of U2.
-  absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> CloseShareKeys();
+  [[nodiscard]] absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> CloseShareKeys();
 
   // Step 2, one masked input, held until step 2 closes with the neighbours it reports in
   // unauthenticated_senders (their shares to it did not open: it did not mask with them).
   // Errors: wrong round, a sender not in U2 or already counted, a wrong length, a message above
   // MaxMaskedInputBytes, a reported sender that is not a neighbour in U2 or not ascending.
   // Held inputs cost 4 x vector_length bytes each until RequestUnmasking folds them.
-  absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
+  [[nodiscard]] absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
   // Step 2, a masked partial sum from an aggregator (hierarchy): counts every sender as a
   // survivor and adds the sum. Errors: wrong round or length, no sender, a sender not in U2,
   // repeated or already counted (nothing is added then).
-  absl::Status AddMaskedPartialSum(const fedsched::v1::SecAggMaskedPartialSum& partial);
+  [[nodiscard]] absl::Status AddMaskedPartialSum(
+      const fedsched::v1::SecAggMaskedPartialSum& partial);
   // Closes step 2. Every sender reported by a neighbour as unauthenticated is left out (its input
   // discarded unread), whoever reported it, so that all survivors unmask one consistent set;
   // the other senders are U3, and their inputs are summed. A left-out member counts as dropped
@@ -98,26 +100,26 @@ class SecAggServer {
   // survivor. Errors (failed precondition): fewer than t survivors, a secret to rebuild with
   // fewer than t surviving holders of a share that opened, or a left-out sender inside an
   // aggregator's partial sum.
-  absl::StatusOr<std::vector<fedsched::v1::SecAggUnmaskRequest>> RequestUnmasking();
+  [[nodiscard]] absl::StatusOr<std::vector<fedsched::v1::SecAggUnmaskRequest>> RequestUnmasking();
 
   // Step 3, one survivor's revealed shares. Errors: wrong round, a sender not in U3 or
   // repeated, a share not asked for or malformed, a message above MaxUnmaskResponseBytes.
-  absl::Status AddUnmaskResponse(const fedsched::v1::SecAggUnmaskResponse& response);
+  [[nodiscard]] absl::Status AddUnmaskResponse(const fedsched::v1::SecAggUnmaskResponse& response);
   // Closes step 3: rebuilds the survivors' self-mask seeds and the dropped clients' mask keys,
   // checks each against its commitment / public key (with more than t shares, one share that
   // does not fit is set aside and its sender reported), removes the masks and decodes the sum.
   // Errors: failed precondition below t responders or t shares of a secret; data loss when no
   // t of a secret's shares rebuild it (tampered shares).
-  absl::StatusOr<UnmaskedSum> CloseUnmasking();
+  [[nodiscard]] absl::StatusOr<UnmaskedSum> CloseUnmasking();
 
   // Whole steps from batches: Add* for each message, then Close*; the first error fails the
   // round. CollectAdvertisements checks each signature against the advertisement's own key (no
   // identity binds keys in a batch: tests and in-process runs).
-  absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CollectAdvertisements(
+  [[nodiscard]] absl::StatusOr<std::vector<fedsched::v1::SecAggKeyDirectory>> CollectAdvertisements(
       absl::Span<const fedsched::v1::SecAggAdvertise> advertisements);
-  absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> RouteShares(
+  [[nodiscard]] absl::StatusOr<std::vector<fedsched::v1::SecAggRoutedShares>> RouteShares(
       absl::Span<const fedsched::v1::SecAggShareKeys> share_messages);
-  absl::StatusOr<UnmaskedSum> Unmask(
+  [[nodiscard]] absl::StatusOr<UnmaskedSum> Unmask(
       absl::Span<const fedsched::v1::SecAggUnmaskResponse> responses);
 
   // Reports received so far, with the share messages (advertisements whose signature did not
@@ -133,28 +135,28 @@ class SecAggServer {
   enum class Step { kAdvertise, kRoute, kMasked, kUnmask, kDone };
   explicit SecAggServer(RoundSetup setup) : setup_(std::move(setup)) {}
 
-  absl::Status CheckStep(Step expected, absl::string_view name) const;
+  [[nodiscard]] absl::Status CheckStep(Step expected, absl::string_view name) const;
   // Checks a step-2 message: round, senders (in U2, not yet counted, each once) and length.
-  absl::Status CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders, size_t length,
-                           absl::string_view what) const;
+  [[nodiscard]] absl::Status CheckMasked(uint64_t round_id, absl::Span<const uint32_t> senders,
+                                         size_t length, absl::string_view what) const;
   void Fold(absl::Span<const uint32_t> senders, const uint32_t* masked);
   // The reported senders of a masked input are neighbours in U2, ascending.
-  absl::Status CheckAccusations(const fedsched::v1::SecAggMaskedInput& input) const;
+  [[nodiscard]] absl::Status CheckAccusations(const fedsched::v1::SecAggMaskedInput& input) const;
   // The unverified advertisers a share message reports are advertised neighbours, ascending.
-  absl::Status CheckUnverified(const fedsched::v1::SecAggShareKeys& message) const;
+  [[nodiscard]] absl::Status CheckUnverified(const fedsched::v1::SecAggShareKeys& message) const;
   // Whether survivor r masked with v (v shared keys, is r's neighbour, and r opened its share):
   // then r holds a share of v's secrets.
   bool MaskedWith(uint32_t r, uint32_t v) const;
   // Step 2's close: leaves out the reported senders, fixes U3 and folds the held inputs.
-  absl::Status SettleSurvivors();
+  [[nodiscard]] absl::Status SettleSurvivors();
   // Holders of `owner`'s shares that are in `among`: owner itself and its neighbours.
   std::vector<uint32_t> HoldersIn(uint32_t owner, const absl::btree_set<uint32_t>& among) const;
   // Whether `secret` is `owner`'s mask private key (mask_key) or self-mask seed, by its
   // advertised public key or commitment.
   bool Verifies(uint32_t owner, bool mask_key, const Bytes32& secret) const;
-  absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(bool mask_keys);
-  absl::Status RemoveMasks(const absl::btree_map<uint32_t, Bytes32>& seeds,
-                           const absl::btree_map<uint32_t, Bytes32>& keys);
+  [[nodiscard]] absl::StatusOr<absl::btree_map<uint32_t, Bytes32>> Rebuild(bool mask_keys);
+  [[nodiscard]] absl::Status RemoveMasks(const absl::btree_map<uint32_t, Bytes32>& seeds,
+                                         const absl::btree_map<uint32_t, Bytes32>& keys);
 
   RoundSetup setup_;
   Step step_ = Step::kAdvertise;

@@ -29,14 +29,15 @@ struct Share {
 // Shares `secret` among the holders at points `xs` (distinct, in [1, p)), any `threshold` of
 // which rebuild it. Coefficients come from `rng`. Errors: invalid argument if threshold is 0 or
 // exceeds xs.size(), or a point repeats or is out of range.
-absl::StatusOr<std::vector<Share>> ShamirSplit(const Bytes32& secret, int threshold,
-                                               absl::Span<const uint64_t> xs, Drbg& rng);
+[[nodiscard]] absl::StatusOr<std::vector<Share>> ShamirSplit(const Bytes32& secret, int threshold,
+                                                             absl::Span<const uint64_t> xs,
+                                                             Drbg& rng);
 
 // Rebuilds the secret from at least `threshold` shares (the first `threshold` are used).
 // Errors: failed precondition below the threshold; invalid argument for repeated points,
 // wrong lengths or values outside the field, or a result that is not a valid chunking (a
 // tampered share usually gives one).
-absl::StatusOr<Bytes32> ShamirCombine(absl::Span<const Share> shares, int threshold);
+[[nodiscard]] absl::StatusOr<Bytes32> ShamirCombine(absl::Span<const Share> shares, int threshold);
 
 }  // namespace fedsched::secagg
 

@@ -29,14 +29,14 @@ inline constexpr size_t kSignatureBytes = 64;
 class SigningKey {
  public:
   // The key pair of `seed`. Errors: INTERNAL if OpenSSL fails.
-  static absl::StatusOr<SigningKey> FromSeed(const Bytes32& seed);
+  [[nodiscard]] static absl::StatusOr<SigningKey> FromSeed(const Bytes32& seed);
 
   const Bytes32& seed() const { return seed_; }
   // The 32-byte public key, as sent in SecAggAdvertise.signing_public_key.
   std::string public_key() const { return ToString(public_key_); }
 
   // The 64-byte Ed25519 signature of `message`. Errors: INTERNAL if OpenSSL fails.
-  absl::StatusOr<std::string> Sign(absl::string_view message) const;
+  [[nodiscard]] absl::StatusOr<std::string> Sign(absl::string_view message) const;
 
  private:
   Bytes32 seed_{};
@@ -47,8 +47,8 @@ class SigningKey {
 // Checks that `signature` is the Ed25519 signature of `message` under `public_key`. Errors:
 // INVALID_ARGUMENT when the key is not 32 bytes or the signature not 64; UNAUTHENTICATED when
 // the signature does not verify (`what` names the message in the error).
-absl::Status VerifySignature(absl::string_view public_key, absl::string_view message,
-                             absl::string_view signature, absl::string_view what);
+[[nodiscard]] absl::Status VerifySignature(absl::string_view public_key, absl::string_view message,
+                                           absl::string_view signature, absl::string_view what);
 
 }  // namespace fedsched::secagg
 

@@ -109,7 +109,7 @@ inline constexpr std::string_view kDefaultCachePolicy = "importance";
 // built-in policies are registered before the first lookup). Thread-safe.
 // Errors: INVALID_ARGUMENT for a null policy or a malformed name; ALREADY_EXISTS when the name,
 // or a non-UNSPECIFIED enum_value, is taken.
-absl::Status RegisterCachePolicy(std::shared_ptr<const CachePolicy> policy);
+[[nodiscard]] absl::Status RegisterCachePolicy(std::shared_ptr<const CachePolicy> policy);
 
 // The registered names, sorted.
 std::vector<std::string> RegisteredCachePolicyNames();
@@ -117,11 +117,12 @@ std::vector<std::string> RegisteredCachePolicyNames();
 // The policy registered as `name`, or, when `name` is empty, the one answering to `value`
 // (UNSPECIFIED: kDefaultCachePolicy). Cheap (a map lookup): call it per plan if need be.
 // Errors: INVALID_ARGUMENT naming the unknown name or value and listing the registered names.
-absl::StatusOr<std::shared_ptr<const CachePolicy>> MakeCachePolicy(
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const CachePolicy>> MakeCachePolicy(
     std::string_view name, v1::CachePolicy value = v1::CACHE_POLICY_UNSPECIFIED);
 
 // The policy of a cache config: MakeCachePolicy(config.policy_name(), config.policy()).
-absl::StatusOr<std::shared_ptr<const CachePolicy>> MakeCachePolicy(const v1::CacheConfig& config);
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const CachePolicy>> MakeCachePolicy(
+    const v1::CacheConfig& config);
 
 // The name of the policy `config` selects (its policy_name when set, else the name of the policy
 // answering to its enum value); for outputs, so "?" when nothing is registered for it.

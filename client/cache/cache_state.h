@@ -30,7 +30,7 @@ inline constexpr float kMaxStoredImportance = 64.0f;
 
 // Serializes `state` into the envelope and writes it to `path` atomically.
 // Errors: INTERNAL (with errno text) when the file cannot be written.
-absl::Status SaveCacheState(const std::string& path, const v1::CacheState& state);
+[[nodiscard]] absl::Status SaveCacheState(const std::string& path, const v1::CacheState& state);
 
 // Reads and checks the state file at `path` for a store of `num_samples` samples.
 // Checks: envelope parses, magic, SHA-256, inner parse, num_samples equal, parallel arrays of
@@ -39,7 +39,8 @@ absl::Status SaveCacheState(const std::string& path, const v1::CacheState& state
 // >= 0.
 // Errors: NOT_FOUND if there is no file at `path`; DATA_LOSS naming the failed check for an
 // unreadable, truncated or corrupt file, or one saved for a different number of samples.
-absl::StatusOr<v1::CacheState> LoadCacheState(const std::string& path, int64_t num_samples);
+[[nodiscard]] absl::StatusOr<v1::CacheState> LoadCacheState(const std::string& path,
+                                                            int64_t num_samples);
 
 }  // namespace fedsched
 

@@ -111,8 +111,8 @@ class ImportanceModel {
   // length, batch_size >= 1, every loss finite and >= 0, every id in [0, N).
   // Errors: INVALID_ARGUMENT for a length mismatch, a bad batch size or loss (the message names
   // its position); OUT_OF_RANGE for an id outside [0, N).
-  absl::Status CheckLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
-                           int batch_size) const;
+  [[nodiscard]] absl::Status CheckLosses(absl::Span<const int64_t> ids,
+                                         absl::Span<const float> losses, int batch_size) const;
 
   // Sets the batch size that defines UnseenImportance() under kScaledUnseen; returns whether
   // UnseenImportance() changed (every untrained sample's importance then changed; never under

@@ -178,7 +178,8 @@ class SampleCache : public SampleSource {
   // scratch (state_origin() == kRebuilt), never an error.
   // Errors: INVALID_ARGUMENT for a null store, a store of more than 2^31 - 1 samples, or an
   // option out of its documented range (the message names the field).
-  static absl::StatusOr<std::unique_ptr<SampleCache>> Create(const SampleCacheOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SampleCache>> Create(
+      const SampleCacheOptions& options);
 
   ~SampleCache() override;
   SampleCache(const SampleCache&) = delete;
@@ -192,7 +193,7 @@ class SampleCache : public SampleSource {
   // the sample's frequency. The view is valid until the next call of any non-const method.
   // Errors: OUT_OF_RANGE for an id outside [0, NumSamples()); the store's NOT_FOUND / DATA_LOSS
   // on a failed storage read (the cache is left unchanged but for counters).
-  absl::StatusOr<std::string_view> Read(int64_t id) override;
+  [[nodiscard]] absl::StatusOr<std::string_view> Read(int64_t id) override;
 
   // Applies a plan's policy (policy_name when set, else policy), capacity and replication
   // factor (PlanRound and Warm call it): a policy change re-orders the cache (a policy that
@@ -200,7 +201,7 @@ class SampleCache : public SampleSource {
   // entries at once.
   // Errors: INVALID_ARGUMENT for an unknown policy value or name (the message lists the
   // registered ones) or a negative capacity or replication factor (the cache is unchanged).
-  absl::Status ApplyPlan(const v1::CachePlan& plan);
+  [[nodiscard]] absl::Status ApplyPlan(const v1::CachePlan& plan);
 
   // Starts a round: applies `plan`, resets the round counters, and returns the round's
   // training ids, exactly batch_size * local_steps of them (minibatch k is
@@ -210,8 +211,9 @@ class SampleCache : public SampleSource {
   // plan.samples_to_train is informational: the slot count always comes from the arguments.
   // Errors: INVALID_ARGUMENT for batch_size or local_steps < 1, more than 2^26 slots, or a bad
   // plan (see ApplyPlan); FAILED_PRECONDITION if the store has no samples.
-  absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan, int batch_size,
-                                                 int local_steps, std::mt19937_64& rng);
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan,
+                                                               int batch_size, int local_steps,
+                                                               std::mt19937_64& rng);
 
   // Records the trainer's per-sample losses (TrainResult::per_sample_losses, aligned with
   // `ids` = TrainRequest::sample_ids) and updates importances minibatch by minibatch; the losses
@@ -219,8 +221,8 @@ class SampleCache : public SampleSource {
   // partial. Validates everything before changing anything.
   // Errors: INVALID_ARGUMENT if the spans differ in length, batch_size < 1, or a loss is negative
   // or not finite; OUT_OF_RANGE for an id outside [0, NumSamples()).
-  absl::Status ReportLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
-                            int batch_size);
+  [[nodiscard]] absl::Status ReportLosses(absl::Span<const int64_t> ids,
+                                          absl::Span<const float> losses, int batch_size);
 
   // Ends the round: applies the ls rule with the mean of the losses reported since PlanRound
   // (no losses reported: ls unchanged) and returns the round's counters (they stay readable via
@@ -242,13 +244,14 @@ class SampleCache : public SampleSource {
   // stats. O(N + C log C).
   // Errors: INVALID_ARGUMENT for a bad plan or read_budget_bytes < 0; the store's errors
   // (samples loaded before the failure stay cached).
-  absl::StatusOr<WarmStats> Warm(const v1::CachePlan& plan, int64_t read_budget_bytes);
+  [[nodiscard]] absl::StatusOr<WarmStats> Warm(const v1::CachePlan& plan,
+                                               int64_t read_budget_bytes);
 
   // Writes the importance state (per-sample importance and frequency, ls, last loss) to
   // options.state_path atomically; a no-op without a state_path. At most max_state_entries
   // per-sample entries are written (the highest-ranked).
   // Errors: INTERNAL if the file cannot be written.
-  absl::Status SaveState() const;
+  [[nodiscard]] absl::Status SaveState() const;
 
   // Effective settings after the last ApplyPlan. policy() is the policy's enum value
   // (UNSPECIFIED for a policy selectable by name only).

@@ -94,7 +94,7 @@ class SampleStore {
 
   // Size in bytes of sample `id`, from the index (no I/O).
   // Errors: OUT_OF_RANGE for an id outside [0, NumSamples()).
-  absl::StatusOr<int64_t> SampleBytes(int64_t id) const;
+  [[nodiscard]] absl::StatusOr<int64_t> SampleBytes(int64_t id) const;
 
   // Total bytes of all samples.
   int64_t TotalBytes() const { return total_bytes_; }
@@ -104,7 +104,7 @@ class SampleStore {
   // the configured delay; updates counters().
   // Errors: OUT_OF_RANGE for a bad id; NOT_FOUND if the sample's file is gone; DATA_LOSS on a
   // short read or an I/O error (the message names the file and errno text).
-  absl::Status Read(int64_t id, std::string* out);
+  [[nodiscard]] absl::Status Read(int64_t id, std::string* out);
 
   // Cumulative counters since Open.
   const StoreCounters& counters() const { return counters_; }
@@ -114,7 +114,7 @@ class SampleStore {
   SampleStore(const SampleStoreOptions& options, std::vector<int64_t> sizes);
 
   // Layout-specific read of exactly `size` bytes of sample `id` (id valid) into `dst`.
-  virtual absl::Status ReadRaw(int64_t id, char* dst, int64_t size) = 0;
+  [[nodiscard]] virtual absl::Status ReadRaw(int64_t id, char* dst, int64_t size) = 0;
 
  private:
   SampleStoreOptions options_;
@@ -126,7 +126,7 @@ class SampleStore {
 
 // Validates `options` (shared by the factories below).
 // Errors: INVALID_ARGUMENT if read_delay_us_per_kb is negative or not finite.
-absl::Status ValidateSampleStoreOptions(const SampleStoreOptions& options);
+[[nodiscard]] absl::Status ValidateSampleStoreOptions(const SampleStoreOptions& options);
 
 // One file per sample in a directory: `<dir>/<id>.sample`, plus `<dir>/MANIFEST` (text, written
 // last and atomically, so a directory without it is not a store). Each Read opens, preads and
@@ -138,21 +138,22 @@ class FileSampleStore : public SampleStore {
   // (and parents) if missing; replaces a previous store in `dir` (files of ids beyond the new
   // count are left in place but not part of the store).
   // Errors: INTERNAL with the path and errno text when a directory or file cannot be written.
-  static absl::Status Build(const std::string& dir, absl::Span<const std::string> samples);
+  [[nodiscard]] static absl::Status Build(const std::string& dir,
+                                          absl::Span<const std::string> samples);
 
   // Opens the store in `dir`: reads the MANIFEST and stats every sample file for its size
   // (N stats; no sample bytes are read).
   // Errors: INVALID_ARGUMENT for bad options; NOT_FOUND if the MANIFEST or a sample file is
   // missing; DATA_LOSS if the MANIFEST is malformed.
-  static absl::StatusOr<std::unique_ptr<FileSampleStore>> Open(const std::string& dir,
-                                                               const SampleStoreOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<FileSampleStore>> Open(
+      const std::string& dir, const SampleStoreOptions& options);
 
   // The store's directory, as given to Open.
   const std::string& dir() const { return dir_; }
 
  private:
   FileSampleStore(const SampleStoreOptions& options, std::string dir, std::vector<int64_t> sizes);
-  absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
+  [[nodiscard]] absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
 
   std::string dir_;
   std::string path_buf_;  // reused to build sample paths without a per-read allocation
@@ -173,19 +174,20 @@ class PackedSampleStore : public SampleStore {
 
   // Writes the packed file at `path` atomically (temp file + fsync + rename).
   // Errors: INTERNAL with the errno text.
-  static absl::Status Build(const std::string& path, absl::Span<const std::string> samples);
+  [[nodiscard]] static absl::Status Build(const std::string& path,
+                                          absl::Span<const std::string> samples);
 
   // Opens `path` and reads its header and index.
   // Errors: INVALID_ARGUMENT for bad options; NOT_FOUND if the file cannot be opened; DATA_LOSS
   // for a bad magic, a truncated index, decreasing offsets or a data section whose size does not
   // match the index.
-  static absl::StatusOr<std::unique_ptr<PackedSampleStore>> Open(const std::string& path,
-                                                                 const SampleStoreOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<PackedSampleStore>> Open(
+      const std::string& path, const SampleStoreOptions& options);
 
  private:
   PackedSampleStore(const SampleStoreOptions& options, std::string path, int fd, int64_t data_start,
                     std::vector<int64_t> offsets, std::vector<int64_t> sizes);
-  absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
+  [[nodiscard]] absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
 
   std::string path_;
   int fd_;
@@ -200,13 +202,13 @@ class InMemorySampleStore : public SampleStore {
  public:
   // A store of `samples` (sample id = index), each kept in RAM.
   // Errors: INVALID_ARGUMENT for bad options.
-  static absl::StatusOr<std::unique_ptr<InMemorySampleStore>> Create(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<InMemorySampleStore>> Create(
       std::vector<std::string> samples, const SampleStoreOptions& options);
 
  private:
   InMemorySampleStore(const SampleStoreOptions& options, std::vector<std::string> samples,
                       std::vector<int64_t> sizes);
-  absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
+  [[nodiscard]] absl::Status ReadRaw(int64_t id, char* dst, int64_t size) override;
 
   std::vector<std::string> samples_;
 };

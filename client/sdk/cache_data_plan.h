@@ -30,19 +30,20 @@ class CacheDataPlan : public LocalDataPlan {
   // `read_delay_us_per_kb` emulates a microSD card (0 = none). `storage_budget_bytes` caps the
   // cache's RAM whatever the server plans (0 = no device cap).
   // Errors: INTERNAL / NOT_FOUND from the file system; INVALID_ARGUMENT from the cache options.
-  static absl::StatusOr<std::unique_ptr<CacheDataPlan>> Create(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CacheDataPlan>> Create(
       const std::string& state_dir, const std::vector<std::string>& samples,
       double read_delay_us_per_kb, bool disable_cache, uint64_t seed,
       int64_t storage_budget_bytes = 0);
 
   SampleSource& source() override { return *cache_; }
-  absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan, int32_t batch_size,
-                                                 int32_t local_steps) override;
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan,
+                                                               int32_t batch_size,
+                                                               int32_t local_steps) override;
   void ReportLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
                     int32_t batch_size) override;
   RoundIoCounters TakeCounters() override;
   void Prefetch(const v1::CachePlan& plan) override;
-  absl::Status Save() override { return cache_->SaveState(); }
+  [[nodiscard]] absl::Status Save() override { return cache_->SaveState(); }
 
   SampleCache& cache() { return *cache_; }
 

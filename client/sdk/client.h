@@ -57,9 +57,9 @@ class LocalDataPlan {
   // Where sample bytes are read from during training.
   virtual SampleSource& source() = 0;
   // Sample ids for one round: exactly batch_size * local_steps of them (ids may repeat).
-  virtual absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan,
-                                                         int32_t batch_size,
-                                                         int32_t local_steps) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan,
+                                                                       int32_t batch_size,
+                                                                       int32_t local_steps) = 0;
   // Per-sample losses of the round, aligned with the planned ids (minibatch = batch_size).
   virtual void ReportLosses(absl::Span<const int64_t> ids, absl::Span<const float> losses,
                             int32_t batch_size) = 0;
@@ -68,7 +68,7 @@ class LocalDataPlan {
   // Warms the cache while idle when the planner expects this client next round. Default: no-op.
   virtual void Prefetch(const v1::CachePlan& plan) {}
   // Persists on-device state (e.g. importance). Default: nothing to save.
-  virtual absl::Status Save() { return absl::OkStatus(); }
+  [[nodiscard]] virtual absl::Status Save() { return absl::OkStatus(); }
 };
 
 // Draws each round a fresh shuffle of all local samples, repeated to fill batch x steps slots.
@@ -77,8 +77,9 @@ class UniformDataPlan : public LocalDataPlan {
   // `source` is not owned and must outlive the plan.
   UniformDataPlan(SampleSource* source, uint64_t seed) : source_(source), rng_(seed) {}
   SampleSource& source() override { return *source_; }
-  absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan, int32_t batch_size,
-                                                 int32_t local_steps) override;
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> PlanRound(const v1::CachePlan& plan,
+                                                               int32_t batch_size,
+                                                               int32_t local_steps) override;
   void ReportLosses(absl::Span<const int64_t>, absl::Span<const float>, int32_t) override {}
   RoundIoCounters TakeCounters() override { return {}; }
 
@@ -161,7 +162,7 @@ class Client {
  public:
   // Errors: INVALID_ARGUMENT for missing trainer/data, an empty identity, or a bad transport
   // config (common/transport.h).
-  static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
   ~Client();
   Client(const Client&) = delete;
   Client& operator=(const Client&) = delete;
@@ -170,7 +171,7 @@ class Client {
   // are logged and reported to the server, never returned. A registration the server refuses
   // (PERMISSION_DENIED / UNAUTHENTICATED: a missing, empty or wrong credential) ends the run with
   // PERMISSION_DENIED naming the credential file and the operator's recovery.
-  absl::Status Run();
+  [[nodiscard]] absl::Status Run();
   // Asks Run() to return soon; interrupts backoff waits.
   void Stop();
   ClientRunStats stats() const;
@@ -182,35 +183,35 @@ class Client {
 
  private:
   explicit Client(ClientOptions options);
-  absl::Status Connect();
+  [[nodiscard]] absl::Status Connect();
   // After `s` from the current endpoint: when it says the endpoint is unreachable (UNAVAILABLE,
   // DEADLINE_EXCEEDED) and the config lists other endpoints, connects to the next one (the
   // session stays valid: the root issued it). Returns true when it moved.
   bool MaybeFailover(const absl::Status& s);
   // The endpoint in use (server_address or one of fallback_addresses).
   std::string endpoint() const;
-  absl::Status RegisterOnce();
+  [[nodiscard]] absl::Status RegisterOnce();
   // <state_dir>/credential, "" without a state_dir.
   std::string CredentialPath() const;
   // Loads credential_ from CredentialPath() when it exists. Errors: FAILED_PRECONDITION when the
   // file is a symlink or readable by others.
-  absl::Status LoadCredential();
+  [[nodiscard]] absl::Status LoadCredential();
   // The error Run() returns when Register is refused (PERMISSION_DENIED / UNAUTHENTICATED):
   // PERMISSION_DENIED naming the identity, the credential file and whether it is missing, empty
   // or refused, and the operator's recovery; for an identity the operator revoked, says so and
   // that only the operator can lift it.
-  absl::Status CredentialRefused(const absl::Status& refusal) const;
+  [[nodiscard]] absl::Status CredentialRefused(const absl::Status& refusal) const;
   // Saves a credential the server issued (0600, O_NOFOLLOW).
-  absl::Status SaveCredential(const std::string& credential);
+  [[nodiscard]] absl::Status SaveCredential(const std::string& credential);
   // Run's steps. WaitWhileIneligible: false when the device is eligible; otherwise waits
   // eligibility_check_interval and returns true (Run checks again).
   bool WaitWhileIneligible();
   // Registers unless registered. Returns true when registered, false after a failure it backed
   // off from (Run tries again); an error ends the run: INVALID_ARGUMENT (a registration the
   // server finds malformed) or PERMISSION_DENIED (CredentialRefused).
-  absl::StatusOr<bool> EnsureRegistered();
+  [[nodiscard]] absl::StatusOr<bool> EnsureRegistered();
   // One long poll, cancellable by Stop(). Errors: the call's (CANCELLED when stopped).
-  absl::StatusOr<v1::PollTaskResponse> PollOnce();
+  [[nodiscard]] absl::StatusOr<v1::PollTaskResponse> PollOnce();
   // After a failed poll: forgets a lost session, or moves to the next endpoint, or backs off.
   void OnPollFailure(const absl::Status& s);
   // Acts on a poll's answer: runs a task, or waits as the server asks (pace steering). Returns
@@ -229,13 +230,14 @@ class Client {
     int64_t peak_bytes = 0;
     RoundIoCounters io;
   };
-  absl::Status RunTask(const v1::Task& task);
+  [[nodiscard]] absl::Status RunTask(const v1::Task& task);
   // RunTask's steps. EvaluateGlobal: the local evaluation of `global` the task asks for, into
   // `metrics` (a failure is logged, never fatal).
   void EvaluateGlobal(const v1::Task& task, const v1::Model& global, v1::UpdateMetrics* metrics);
   // Plans the round's samples, checks the memory budget and trains. Failures (including out of
   // memory and ineligibility after training) are reported to the server and returned.
-  absl::StatusOr<TrainedTask> TrainTask(const v1::Task& task, const v1::Model& global);
+  [[nodiscard]] absl::StatusOr<TrainedTask> TrainTask(const v1::Task& task,
+                                                      const v1::Model& global);
   // Sets the update's metrics of the training and the download (bytes, seconds) in `out`.
   void AddTaskMetrics(const v1::Task& task, const TrainedTask& trained, int64_t download_bytes,
                       double download_seconds, v1::UpdateMetrics* out) const;
@@ -244,16 +246,18 @@ class Client {
   // Tells the server the task failed, with status.message() as the reason (best effort: the
   // server also notices the silence), and returns `status`. An IsOutOfMemory status is reported
   // with cause FAILURE_CAUSE_OUT_OF_MEMORY, `peak_bytes` and the device's memory budget.
-  absl::Status ReportTaskFailure(const v1::Task& task, absl::Status status, int64_t peak_bytes = 0);
+  [[nodiscard]] absl::Status ReportTaskFailure(const v1::Task& task, absl::Status status,
+                                               int64_t peak_bytes = 0);
   // trained -= global, tensor by tensor (the trainer keeps names and shapes). Errors: INTERNAL
   // when the trainer changed the number of tensors or a tensor's size.
-  static absl::Status SubtractGlobal(const v1::Model& global, v1::Model* trained);
-  absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes, double* seconds);
-  absl::Status Upload(const v1::Task& task, const v1::Model& delta,
-                      const v1::UpdateMetrics& metrics);
+  [[nodiscard]] static absl::Status SubtractGlobal(const v1::Model& global, v1::Model* trained);
+  [[nodiscard]] absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes,
+                                                   double* seconds);
+  [[nodiscard]] absl::Status Upload(const v1::Task& task, const v1::Model& delta,
+                                    const v1::UpdateMetrics& metrics);
   // Upload() of serialized bytes (a Model, or a SecAggMaskedInput under secure aggregation).
-  absl::Status UploadPayload(const v1::Task& task, const std::string& payload,
-                             const v1::UpdateMetrics& metrics);
+  [[nodiscard]] absl::Status UploadPayload(const v1::Task& task, const std::string& payload,
+                                           const v1::UpdateMetrics& metrics);
   // Secure aggregation (client_secagg.cc, docs/SECURE_AGGREGATION.md "Over the wire"), invisible
   // to the app's trainer. BeginSecAgg (before the download): for a task with `secagg`, runs the
   // key steps (advertise, share keys) with fresh keys from the OS's entropy and keeps the round's
@@ -262,14 +266,13 @@ class Client {
   // the unmask request. Errors: the protocol's, the
   // server's (FAILED_PRECONDITION when it dropped this client), DEADLINE_EXCEEDED when a step
   // does not come by the task's deadline, CANCELLED when stopped.
-  absl::Status BeginSecAgg(const v1::Task& task);
-  absl::Status UploadMasked(const v1::Task& task, const v1::Model& delta,
-                            const v1::UpdateMetrics& metrics);
+  [[nodiscard]] absl::Status BeginSecAgg(const v1::Task& task);
+  [[nodiscard]] absl::Status UploadMasked(const v1::Task& task, const v1::Model& delta,
+                                          const v1::UpdateMetrics& metrics);
   // One SecAggStep call and, until the answer has `want` (or `done`), more calls without a
   // message after the server's retry_after_ms, until `deadline`.
-  absl::StatusOr<v1::SecAggStepResponse> SecAggExchange(v1::SecAggStepRequest request,
-                                                        v1::SecAggStepResponse::NextCase want,
-                                                        absl::Time deadline);
+  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggExchange(
+      v1::SecAggStepRequest request, v1::SecAggStepResponse::NextCase want, absl::Time deadline);
   // Upload() of the update as it leaves the device: under distributed differential privacy
   // (task.dp_clip_norm > 0; docs/PRIVACY.md) the update is clipped to dp_clip_norm and Gaussian
   // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
@@ -278,8 +281,8 @@ class Client {
   // probability (sent without values); otherwise it is sent as is. With
   // task.utility_noise_stddev > 0 the reported statistical utility gets Gaussian noise of that
   // deviation, clamped at 0 (NoiseUtilityReport, common/dp_noise.h; Oort, OSDI 2021).
-  absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
-                                const v1::UpdateMetrics& metrics);
+  [[nodiscard]] absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
+                                              const v1::UpdateMetrics& metrics);
   void HeartbeatLoop();
   // Sleeps up to `d` on the client's clock; returns false if Stop() was called.
   bool SleepFor(absl::Duration d);

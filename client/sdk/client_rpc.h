@@ -24,7 +24,7 @@ struct ClientRpc {
 };
 
 // A gRPC status as absl::Status, its message prefixed with the RPC's name `what`.
-inline absl::Status FromGrpc(const grpc::Status& status, const char* what) {
+[[nodiscard]] inline absl::Status FromGrpc(const grpc::Status& status, const char* what) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat(what, ": ", status.error_message()));
@@ -33,7 +33,7 @@ inline absl::Status FromGrpc(const grpc::Status& status, const char* what) {
 // A task given up at `stage` because the device stopped being eligible (ClientOptions::
 // eligible): ABORTED, its message kIneligibleReasonPrefix + " (stage)", which is also the failure
 // report's reason (the server recognises the prefix, common/transport.h).
-inline absl::Status InterruptedStatus(absl::string_view stage) {
+[[nodiscard]] inline absl::Status InterruptedStatus(absl::string_view stage) {
   return absl::AbortedError(absl::StrCat(kIneligibleReasonPrefix, " (", stage, ")"));
 }
 

@@ -14,7 +14,7 @@ inline constexpr double kBytesPerMiB = 1024.0 * 1024.0;
 // A task whose peak memory exceeds the device's budget: RESOURCE_EXHAUSTED, its message
 // "out of memory: training needs <peak> bytes, budget <budget> bytes" (also the failure
 // report's reason; the report's cause is FAILURE_CAUSE_OUT_OF_MEMORY).
-absl::Status OutOfMemoryStatus(int64_t peak_bytes, int64_t budget_bytes);
+[[nodiscard]] absl::Status OutOfMemoryStatus(int64_t peak_bytes, int64_t budget_bytes);
 // True for a status made by OutOfMemoryStatus.
 bool IsOutOfMemory(const absl::Status& status);
 

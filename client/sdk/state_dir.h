@@ -16,7 +16,7 @@ namespace fedsched {
 // be a symbolic link and must belong to this user; it is then set to mode 0700. Device state
 // (sample store, cache state, the registration credential) lives there.
 // Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
-absl::Status MakePrivateDir(const std::string& dir);
+[[nodiscard]] absl::Status MakePrivateDir(const std::string& dir);
 
 // The device's identity kept in <state_dir>/identity (docs/SECURITY.md "Identities and admission"):
 // read (surrounding whitespace dropped, never through a symlink), or, when the file is missing,
@@ -24,7 +24,7 @@ absl::Status MakePrivateDir(const std::string& dir);
 // one identity nobody can guess. `state_dir` must exist (MakePrivateDir).
 // Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty or
 // not a valid identity (CheckIdentity).
-absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
+[[nodiscard]] absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
 
 // The device's long-term Ed25519 signing key kept in <state_dir>/signing_key (docs/SECURITY.md
 // "Secure aggregation with a malicious member"), with which it signs its secure-aggregation key
@@ -34,11 +34,12 @@ absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
 // registration. `state_dir` must exist (MakePrivateDir).
 // Errors: INTERNAL when the file cannot be written or the key made; FAILED_PRECONDITION when it
 // is a link, open to others or not 64 hex digits (naming the file and the recovery).
-absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(const std::string& state_dir);
+[[nodiscard]] absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(
+    const std::string& state_dir);
 
 // A device identity as the server accepts it and as it may appear in file names: 1 to 256
 // printable ASCII characters (33-126), no '/'. Errors: INVALID_ARGUMENT naming what is wrong.
-absl::Status CheckIdentity(absl::string_view identity);
+[[nodiscard]] absl::Status CheckIdentity(absl::string_view identity);
 
 // Holds flock(LOCK_EX) on <state_dir>/LOCK (mode 0600) until destroyed. Not copyable.
 class StateDirLock {
@@ -46,7 +47,8 @@ class StateDirLock {
   // Creates `state_dir` if missing and takes the lock without waiting.
   // Errors: FAILED_PRECONDITION naming the folder when another client holds it; INTERNAL when
   // the lock file cannot be created.
-  static absl::StatusOr<std::unique_ptr<StateDirLock>> Acquire(const std::string& state_dir);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<StateDirLock>> Acquire(
+      const std::string& state_dir);
   ~StateDirLock();
   StateDirLock(const StateDirLock&) = delete;
   StateDirLock& operator=(const StateDirLock&) = delete;

@@ -117,7 +117,7 @@ class AggregationRule {
   // Checks restored values of state slot `slot` (n floats, all finite). Returns
   // INVALID_ARGUMENT with a message completing "tensor 'SLOT/NAME' ..." when they cannot be the
   // rule's state. Default: OK.
-  virtual absl::Status CheckState(int slot, const float* values, int64_t n) const;
+  [[nodiscard]] virtual absl::Status CheckState(int slot, const float* values, int64_t n) const;
 
   // Linear rules: writes the new model, and each state slot's new value, for n coordinates.
   // Called once per tensor and fold slice, possibly concurrently for disjoint coordinates, with
@@ -130,8 +130,8 @@ class AggregationRule {
   // Non-linear rules: writes the aggregated delta D (round.n floats) to `delta`. May split the
   // work with `for_each_slice`. Errors: whatever the rule documents; the Aggregator returns them
   // from Finalize with nothing changed. Default (linear rules): INTERNAL.
-  virtual absl::Status Aggregate(const BufferedUpdates& round, ForEachSliceFn for_each_slice,
-                                 float* delta) const;
+  [[nodiscard]] virtual absl::Status Aggregate(const BufferedUpdates& round,
+                                               ForEachSliceFn for_each_slice, float* delta) const;
 };
 
 }  // namespace fedsched

@@ -26,7 +26,8 @@ using AggregationRuleFactory = std::function<std::unique_ptr<AggregationRule>()>
 // Registers `factory` under `name` (lower case letters, digits and '_', not empty).
 // Errors: INVALID_ARGUMENT for a malformed name or a null factory; ALREADY_EXISTS if the name is
 // taken (built-in names included).
-absl::Status RegisterAggregationRule(absl::string_view name, AggregationRuleFactory factory);
+[[nodiscard]] absl::Status RegisterAggregationRule(absl::string_view name,
+                                                   AggregationRuleFactory factory);
 
 // Registers a rule at static initialisation, from the translation unit that defines it:
 //   const AggregationRuleRegistrar kRegistrar("my_rule", [] { return std::make_unique<My>(); });
@@ -45,14 +46,15 @@ std::vector<std::string> RegisteredAggregationRuleNames();
 // (UNSPECIFIED: "fedavg"). Errors: INVALID_ARGUMENT if `rule` is not a known enum value, if
 // `rule` and rule_name are both set and name different rules, or if rule_name is not registered
 // (the message lists the registered names).
-absl::StatusOr<std::string> ResolveAggregationRuleName(const v1::AggregationConfig& config);
+[[nodiscard]] absl::StatusOr<std::string> ResolveAggregationRuleName(
+    const v1::AggregationConfig& config);
 
 // A new instance of the rule `config` selects. Errors: as ResolveAggregationRuleName.
-absl::StatusOr<std::unique_ptr<AggregationRule>> CreateAggregationRule(
+[[nodiscard]] absl::StatusOr<std::unique_ptr<AggregationRule>> CreateAggregationRule(
     const v1::AggregationConfig& config);
 
 // The properties of the rule `config` selects. Errors: as ResolveAggregationRuleName.
-absl::StatusOr<AggregationRuleProperties> AggregationRulePropertiesOf(
+[[nodiscard]] absl::StatusOr<AggregationRuleProperties> AggregationRulePropertiesOf(
     const v1::AggregationConfig& config);
 
 // How messages name the rule `config` selects: a built-in by its enum name (e.g.

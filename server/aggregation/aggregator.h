@@ -67,7 +67,7 @@ inline constexpr int kMaxFoldThreads = 64;
 // clip norm, counts or staleness; fold_threads outside [0, 64]; beta1, beta2 or server_momentum
 // outside [0, 1); trim_beta outside [0, 0.5); an unknown rule or rule_name, or a rule and
 // rule_name naming different rules.
-absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
+[[nodiscard]] absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     const v1::AggregationConfig& config);
 
 // FedAdam's bias correction sqrt(1 - beta2^t) / (1 - beta1^t) (Kingma & Ba 2015, the step size
@@ -97,8 +97,8 @@ class Aggregator {
   // Errors: INVALID_ARGUMENT from EffectiveAggregationConfig, or if `global` is not a well-formed
   // model (see ValidateModel in checks.h: no tensors, empty or duplicate names, bad shapes,
   // non-finite values).
-  static absl::StatusOr<std::unique_ptr<Aggregator>> Create(const v1::AggregationConfig& config,
-                                                            const v1::Model& global);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Aggregator>> Create(
+      const v1::AggregationConfig& config, const v1::Model& global);
 
   Aggregator(const Aggregator&) = delete;
   Aggregator& operator=(const Aggregator&) = delete;
@@ -115,7 +115,7 @@ class Aggregator {
   //     a NaN or Inf value (the message names the tensor and the index), num_examples <= 0,
   //     total_examples() would overflow int64, or the float32 running sum would overflow.
   //   RESOURCE_EXHAUSTED: a robust rule already holds max_buffered_updates updates.
-  absl::Status Accumulate(const v1::Model& delta, int64_t num_examples);
+  [[nodiscard]] absl::Status Accumulate(const v1::Model& delta, int64_t num_examples);
 
   // As above, for an update computed on a global model `staleness` versions old (asynchronous
   // FedBuff, Nguyen et al. 2022): the delta is scaled by StalenessWeight(staleness) =
@@ -123,7 +123,8 @@ class Aggregator {
   // denominator, so stale updates move the model less. staleness 0 is the synchronous case.
   // Additional errors: INVALID_ARGUMENT if staleness < 0; FAILED_PRECONDITION if
   // staleness > max_staleness (Default: 10).
-  absl::Status Accumulate(const v1::Model& delta, int64_t num_examples, int64_t staleness);
+  [[nodiscard]] absl::Status Accumulate(const v1::Model& delta, int64_t num_examples,
+                                        int64_t staleness);
 
   // One update of a batch: `delta` is not owned and must outlive the call.
   struct WeightedUpdate {
@@ -162,8 +163,8 @@ class Aggregator {
   // Errors: FAILED_PRECONDITION for a robust rule (it needs the individual updates);
   // INVALID_ARGUMENT for a wrong shape or a missing / extra tensor, a NaN or Inf, total_examples
   // or num_updates <= 0 or an overflowing example count, or a float32 overflow of the sum.
-  absl::Status AccumulatePartial(const v1::Model& weighted_sum, int64_t total_examples,
-                                 int64_t num_updates);
+  [[nodiscard]] absl::Status AccumulatePartial(const v1::Model& weighted_sum,
+                                               int64_t total_examples, int64_t num_updates);
 
   // The running weighted sum sum_k n_k c_k d_k of the updates accumulated since the last
   // Finalize / Reset / TakePartialSum, as a model with the global model's names and shapes, and
@@ -175,7 +176,7 @@ class Aggregator {
     int64_t total_examples = 0;
     int64_t num_updates = 0;
   };
-  absl::StatusOr<PartialSum> TakePartialSum();
+  [[nodiscard]] absl::StatusOr<PartialSum> TakePartialSum();
 
   // Differential privacy (server/privacy, docs/PRIVACY.md; McMahan et al., ICLR 2018, Algorithm
   // 1): calls `perturb` once on the running sum sum_k w_k c_k d_k (flat, in layout() order:
@@ -184,8 +185,8 @@ class Aggregator {
   // Finalize. Errors: FAILED_PRECONDITION for a robust rule or when no update was accumulated;
   // INVALID_ARGUMENT for a denominator that is not finite and > 0; `perturb`'s error (it must
   // then leave the sum unchanged). Nothing changes on error.
-  absl::Status PerturbSum(absl::FunctionRef<absl::Status(absl::Span<float>)> perturb,
-                          double denominator);
+  [[nodiscard]] absl::Status PerturbSum(absl::FunctionRef<absl::Status(absl::Span<float>)> perturb,
+                                        double denominator);
   // Sets the L2 clip norm applied to every later update (0 = no clipping): differential privacy
   // changes it every round (adaptive clipping, Andrew et al., NeurIPS 2021). Must be >= 0.
   void set_clip_update_norm(double clip) { config_.set_clip_update_norm(clip); }
@@ -223,14 +224,14 @@ class Aggregator {
   //   FAILED_PRECONDITION: no updates, or a total weight of zero (never a NaN model).
   //   INVALID_ARGUMENT: `global` does not match the shapes given to Create.
   //   OUT_OF_RANGE: the step would produce a non-finite model or optimiser state.
-  absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
+  [[nodiscard]] absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
 
   // Finalize() writing the new model into `*out`, whose storage is reused: pass the model that
   // the previous round's Finalize returned (or any model) to avoid allocating, and paying a page
   // fault per 4 KiB of, a fresh model every round. `out` must not be `&global`. Same errors as
   // Finalize(), plus INVALID_ARGUMENT if out is null or aliases global; on error the aggregator
   // is unchanged and *out holds unspecified (but valid) contents.
-  absl::Status FinalizeInto(const v1::Model& global, v1::Model* out);
+  [[nodiscard]] absl::Status FinalizeInto(const v1::Model& global, v1::Model* out);
 
   // Drops the current round's accumulation (e.g. the round failed); keeps optimiser state.
   void Reset();
@@ -248,7 +249,7 @@ class Aggregator {
   // Errors: INVALID_ARGUMENT if the rule differs, a tensor is missing, extra, misshapen or
   // non-finite, or the rule refuses a slot's values (AggregationRule::CheckState; e.g. a negative
   // FedOpt second moment v). On error the state is unchanged.
-  absl::Status RestoreState(const v1::Model& state);
+  [[nodiscard]] absl::Status RestoreState(const v1::Model& state);
 
   // The configuration in effect (defaults filled in).
   const v1::AggregationConfig& config() const { return config_; }
@@ -270,9 +271,10 @@ class Aggregator {
   // staleness, buffer room, names and shapes (into `index`), and the clipping norm (into `scale`,
   // together with the staleness weight).
   // `sum_squares`: TensorSumSquares(delta) if the caller has it, else empty.
-  absl::Status Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
-                       int64_t examples_so_far, absl::Span<const double> sum_squares,
-                       std::vector<int>* index, double* scale) const;
+  [[nodiscard]] absl::Status Prepare(const v1::Model& delta, int64_t num_examples,
+                                     int64_t staleness, int64_t examples_so_far,
+                                     absl::Span<const double> sum_squares, std::vector<int>* index,
+                                     double* scale) const;
   // Allocates sum_[current_] and, with `spare`, the other buffer, if they are not allocated.
   void EnsureSumBuffer(bool spare);
   // An upper bound on max_i |w u_i| for an update u with the given TensorSumSquares (its L2 norm
@@ -297,9 +299,9 @@ class Aggregator {
   // in-place fold the bound should have ruled out, poisoned (FinalizeInto then fails).
   void EndFold(const FoldTarget& t, bool ok, double bound);
   // AccumulateOne with TensorSumSquares(delta) when the caller has them (else empty).
-  absl::Status AccumulateOne(const v1::Model& delta, int64_t num_examples, int64_t staleness,
-                             absl::Span<const double> sum_squares);
-  static absl::Status PoisonedError();
+  [[nodiscard]] absl::Status AccumulateOne(const v1::Model& delta, int64_t num_examples,
+                                           int64_t staleness, absl::Span<const double> sum_squares);
+  [[nodiscard]] static absl::Status PoisonedError();
   // Runs fn(begin, end) once per slice [begin, end) of the flat coordinate range, slice 0 on the
   // calling thread and the others on pool_, and waits for all; true iff every call returned true.
   bool ForEachSlice(absl::FunctionRef<bool(int64_t begin, int64_t end)> fn) const;
@@ -310,8 +312,8 @@ class Aggregator {
   // The error for an update whose fold failed (matched by `index`): the first tensor, in the
   // update's order, holding a NaN or Inf, or else the first whose weighted fold into the running
   // sum overflows. Writes only the spare sum buffer.
-  absl::Status FoldError(const v1::Model& delta, const std::vector<int>& index, float w,
-                         int64_t num_examples);
+  [[nodiscard]] absl::Status FoldError(const v1::Model& delta, const std::vector<int>& index,
+                                       float w, int64_t num_examples);
   // Folds `delta` (matched to the layout by `index`) with weight `w` into the running sum: in
   // place when InPlaceSafe(bound) (`bound`: FoldBound, +Inf if unknown), else double-buffered;
   // false, and the sum unchanged, when a value is not finite or overflows.
@@ -319,13 +321,14 @@ class Aggregator {
   void Commit(int64_t num_examples);
   // RestoreState's reading of state slot `slot` (every model tensor, by name from `by_name`)
   // into `restored`, after the shape, finiteness and rule's checks.
-  absl::Status RestoreSlot(const absl::flat_hash_map<std::string, const v1::Tensor*>& by_name,
-                           int slot, std::vector<float>* restored) const;
+  [[nodiscard]] absl::Status RestoreSlot(
+      const absl::flat_hash_map<std::string, const v1::Tensor*>& by_name, int slot,
+      std::vector<float>* restored) const;
   // FinalizeInto's preconditions that need no model: an output distinct from `global`, updates
   // with a positive total weight, a sum not poisoned.
-  absl::Status CheckFinalizable(const v1::Model& global, const v1::Model* out) const;
+  [[nodiscard]] absl::Status CheckFinalizable(const v1::Model& global, const v1::Model* out) const;
   // Non-linear rules: the rule's aggregate of the buffered updates (AggregationRule::Aggregate).
-  absl::Status AggregateBuffered(std::vector<float>* delta) const;
+  [[nodiscard]] absl::Status AggregateBuffered(std::vector<float>* delta) const;
   // The server step over every slice: out_data[i] (by layout index) = the new tensor i from
   // g_data[i] and the running sum through the rule's ServerStep, writing the new optimiser state
   // into the spare state buffers; or, given a non-linear rule's `aggregate`, g + eta * aggregate.

@@ -22,7 +22,7 @@ namespace fedsched {
 // Number of values a tensor of `shape` holds: the product of the dimensions (1 for an empty
 // shape, i.e. a scalar). Errors: INVALID_ARGUMENT if a dimension is negative or the product
 // exceeds 2^62.
-absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape);
+[[nodiscard]] absl::StatusOr<int64_t> NumElements(absl::Span<const int64_t> shape);
 
 // "[784, 128]": the shape as printed in error messages.
 std::string ShapeToString(absl::Span<const int64_t> shape);
@@ -32,7 +32,7 @@ std::string ShapeToString(absl::Span<const int64_t> shape);
 // model and on restored optimiser state.
 // Errors: INVALID_ARGUMENT naming the tensor (by name, or by index when the name is empty) and
 // what is wrong.
-absl::Status ValidateModel(const v1::Model& model);
+[[nodiscard]] absl::Status ValidateModel(const v1::Model& model);
 
 // Checks that `update` has exactly the tensors of `reference`: the same names (in the same order,
 // or in any order, matched by name; no duplicates), each with the reference's shape, with
@@ -41,7 +41,7 @@ absl::Status ValidateModel(const v1::Model& model);
 // Errors: INVALID_ARGUMENT naming the tensor and what is wrong: a missing tensor, an extra or
 // duplicate tensor, a shape that differs (both shapes printed), a data size that does not match
 // the shape, or the first non-finite value and its flat index.
-absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference);
+[[nodiscard]] absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference);
 
 // Update dropout (PyramidFL, Li et al., MobiCom 2022, section 4.3; docs/ALGORITHMS.md §10): a
 // tensor sent with its shape and no values was dropped by the client and counts as zeros. Fills
@@ -49,7 +49,7 @@ absl::Status ValidateUpdate(const v1::Model& update, const v1::Model& reference)
 // and the aggregator see a whole update. Errors: INVALID_ARGUMENT for a bad shape, or when the
 // zeros would exceed `max_values` in all (the global model's parameter count bounds them: a
 // hostile shape must not allocate without limit); nothing is filled then.
-absl::Status InflateDroppedTensors(int64_t max_values, v1::Model* update);
+[[nodiscard]] absl::Status InflateDroppedTensors(int64_t max_values, v1::Model* update);
 
 // Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
 int64_t FirstNonFinite(const float* data, int64_t n);
@@ -96,7 +96,7 @@ class UpdateNormScreen {
   // OK, or INVALID_ARGUMENT naming the norm and the bound it exceeds (`rule`, when given, is
   // set to the rule that refused it). A non-finite norm is OK here: ValidateUpdate reports the
   // offending value.
-  absl::Status Check(double norm, Rule* rule = nullptr) const;
+  [[nodiscard]] absl::Status Check(double norm, Rule* rule = nullptr) const;
   // Records the accepted update of `client` (any stable key, e.g. its client id): its norm
   // replaces the client's entry, or removes it when near-zero (0, or below floor /
   // median_factor) or not finite. The least recently recorded client leaves once kWindow are

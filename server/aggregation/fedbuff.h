@@ -32,7 +32,7 @@ class FedBuffAggregator {
   // `global` is model version `version` (>= 0); a server step happens every `buffer_size` (K >= 1)
   // accepted updates. Errors: INVALID_ARGUMENT for buffer_size < 1, version < 0, or as
   // Aggregator::Create.
-  static absl::StatusOr<std::unique_ptr<FedBuffAggregator>> Create(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<FedBuffAggregator>> Create(
       const v1::AggregationConfig& config, const v1::Model& global, int buffer_size,
       int64_t version = 0);
 
@@ -46,7 +46,8 @@ class FedBuffAggregator {
   //   FAILED_PRECONDITION: staleness > max_staleness (Default: 10); or the buffer already holds
   //     buffer_size updates (call Finalize first).
   //   RESOURCE_EXHAUSTED: as Aggregator::Accumulate for the robust rules.
-  absl::Status Accumulate(const v1::Model& delta, int64_t num_examples, int64_t base_version);
+  [[nodiscard]] absl::Status Accumulate(const v1::Model& delta, int64_t num_examples,
+                                        int64_t base_version);
 
   // True when buffer_size updates are buffered and Finalize should be called.
   bool ready() const { return aggregator_->num_updates() >= buffer_size_; }
@@ -57,7 +58,7 @@ class FedBuffAggregator {
   // Takes the server step on the buffered updates (see Aggregator::Finalize; it may be called
   // before ready(), e.g. on shutdown) and advances version() by one. Errors: as
   // Aggregator::Finalize; the version does not change on error.
-  absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
+  [[nodiscard]] absl::StatusOr<v1::Model> Finalize(const v1::Model& global);
 
   // The underlying aggregator: num_updates(), SaveState() / RestoreState(), Reset().
   Aggregator& aggregator() { return *aggregator_; }

@@ -21,7 +21,7 @@ class ModelLayout {
   // Builds the layout of `reference` from its names and shapes (its data is not read).
   // Errors: INVALID_ARGUMENT if the model has no tensors, a name is empty or repeated, a dimension
   // is negative, or the total size exceeds 2^62 values.
-  static absl::StatusOr<ModelLayout> FromModel(const v1::Model& reference);
+  [[nodiscard]] static absl::StatusOr<ModelLayout> FromModel(const v1::Model& reference);
 
   int num_tensors() const { return static_cast<int>(names_.size()); }
   const std::string& name(int i) const { return names_[i]; }
@@ -40,7 +40,7 @@ class ModelLayout {
   // data sizes; does not read the values. O(tensors) when the order is the layout's.
   // Errors: INVALID_ARGUMENT naming the tensor: "unexpected tensor", "duplicate tensor",
   // "missing tensor", shape mismatch (both shapes printed), data size != product(shape).
-  absl::Status Match(const v1::Model& model, std::vector<int>* index) const;
+  [[nodiscard]] absl::Status Match(const v1::Model& model, std::vector<int>* index) const;
 
   // Whether `shape` (as in a Tensor) equals the shape of tensor i.
   bool ShapeEquals(int i, const google::protobuf::RepeatedField<int64_t>& shape) const;

@@ -14,12 +14,13 @@ namespace fedsched::cli {
 // another process holds it (RocksDB takes an fcntl write lock on LOCK while the store is open;
 // F_GETLK names the holder). Never takes the lock itself. A lock held by this same process is
 // not seen (POSIX record locks are per process).
-absl::Status CheckStoreNotInUse(const std::string& store_path);
+[[nodiscard]] absl::Status CheckStoreNotInUse(const std::string& store_path);
 
 // Rewrites a Store::Open error caused by the RocksDB lock (another process opened the store
 // between CheckStoreNotInUse and Open) into the FAILED_PRECONDITION above; other errors pass
 // through unchanged.
-absl::Status ExplainStoreOpenError(const std::string& store_path, const absl::Status& error);
+[[nodiscard]] absl::Status ExplainStoreOpenError(const std::string& store_path,
+                                                 const absl::Status& error);
 
 }  // namespace fedsched::cli
 

@@ -58,7 +58,8 @@ struct MemoryPredictorOptions {
 class MemoryPredictor {
  public:
   // Errors: INVALID_ARGUMENT for a learning_rate outside (0, 1].
-  static absl::StatusOr<MemoryPredictor> Create(const MemoryPredictorOptions& options);
+  [[nodiscard]] static absl::StatusOr<MemoryPredictor> Create(
+      const MemoryPredictorOptions& options);
 
   // Predicted peak bytes of a task at `batch` on a device of `device_model`.
   double Predict(absl::string_view device_model, const ModelFeatures& model, int32_t batch) const;
@@ -74,7 +75,8 @@ class MemoryPredictor {
   // A device of `device_model` reported `measured_bytes` for a task whose prior was
   // `prior_bytes`: updates the model's and the fleet's learned ratio. Errors: INVALID_ARGUMENT
   // for a non-positive or non-finite value (nothing learned).
-  absl::Status Observe(absl::string_view device_model, double prior_bytes, double measured_bytes);
+  [[nodiscard]] absl::Status Observe(absl::string_view device_model, double prior_bytes,
+                                     double measured_bytes);
 
   // Scores one prediction against the measured peak for the round's MAPE (ignored when
   // measured <= 0 or either is not finite).
@@ -90,7 +92,7 @@ class MemoryPredictor {
   v1::FitPredictorState ExportState() const;
   // Errors: INVALID_ARGUMENT for a non-finite ratio, a negative variance or count, or a
   // duplicated device model; no state changed.
-  absl::Status ImportState(const v1::FitPredictorState& state);
+  [[nodiscard]] absl::Status ImportState(const v1::FitPredictorState& state);
 
   // Device models with at least one report (the fleet entry excluded).
   int64_t known_models() const;

@@ -51,29 +51,29 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   static constexpr int kBins = 64;
 
   // Errors: INVALID_ARGUMENT naming the option that is out of range.
-  static absl::StatusOr<AvailabilityForecast> Create(const ForecastOptions& options);
+  [[nodiscard]] static absl::StatusOr<AvailabilityForecast> Create(const ForecastOptions& options);
 
   // Client `index` was seen coming online at `now_s` (registration, check-in, a trace
   // transition). Repeated calls while it is online keep the earliest start (a check-in
   // repeats). Errors: INVALID_ARGUMENT for a non-finite or negative now_s or an index >
   // max_clients; the state is then unchanged.
-  absl::Status ObserveOnline(ClientIndex index, double now_s);
+  [[nodiscard]] absl::Status ObserveOnline(ClientIndex index, double now_s);
 
   // Client `index` was seen going offline at `now_s` (liveness lost, session expired): ends its
   // session and records its length. No-op for a client not online. Errors: INVALID_ARGUMENT for
   // a non-finite now_s or one before the session's start; the state is then unchanged.
-  absl::Status ObserveOffline(ClientIndex index, double now_s);
+  [[nodiscard]] absl::Status ObserveOffline(ClientIndex index, double now_s);
 
   // A live server's view (heartbeats): client `index` was seen (registered, heartbeated) at
   // `now_s`. If its forecast session is open but it was last seen more than `timeout_s` before
   // now_s, that session ended at last seen + timeout_s (liveness lost) and a new one starts at
   // now_s; if none is open, one starts at now_s. Errors: those of ObserveOnline; INVALID_ARGUMENT
   // for a timeout_s that is not finite and > 0.
-  absl::Status ObserveSeen(ClientIndex index, double now_s, double timeout_s);
+  [[nodiscard]] absl::Status ObserveSeen(ClientIndex index, double now_s, double timeout_s);
   // Ends, at last seen + timeout_s, every session opened by ObserveSeen whose client has not
   // been seen for more than timeout_s before now_s (O(clients)). Errors: INVALID_ARGUMENT for a
   // non-finite now_s or a timeout_s that is not finite and > 0.
-  absl::Status ExpireUnseen(double now_s, double timeout_s);
+  [[nodiscard]] absl::Status ExpireUnseen(double now_s, double timeout_s);
 
   // Client `index` is gone for good (its identity retired; its index may go to a new client):
   // drops its open session, last-seen time and kept sessions, which stay counted in the
@@ -116,7 +116,7 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // count, counts not summing to completed_sessions, a client index out of [0, max_clients) or
   // not increasing, more than sessions_per_client kept sessions, a length or time that is not
   // finite and >= 0). Each error names the field; the state is then unchanged.
-  absl::Status ImportState(const v1::AvailabilityForecastState& state);
+  [[nodiscard]] absl::Status ImportState(const v1::AvailabilityForecastState& state);
 
  private:
   explicit AvailabilityForecast(const ForecastOptions& options);
@@ -133,8 +133,8 @@ class AvailabilityForecast : public planner::AvailabilityOracle {
   // ImportState's checks (forecast_state.cc): the histogram (DATA_LOSS naming bin_counts or
   // completed_sessions), and the clients, returned as the state to adopt (DATA_LOSS naming the
   // field of the first bad client).
-  static absl::Status CheckCounts(const v1::AvailabilityForecastState& state);
-  absl::StatusOr<std::vector<Client>> ImportClients(
+  [[nodiscard]] static absl::Status CheckCounts(const v1::AvailabilityForecastState& state);
+  [[nodiscard]] absl::StatusOr<std::vector<Client>> ImportClients(
       const v1::AvailabilityForecastState& state) const;
 
   int BinOf(double length_s) const;

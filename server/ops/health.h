@@ -30,7 +30,8 @@ class HealthEndpoint {
  public:
   // Listens on `listen_address` (host:port; port 0 picks one) with status NOT_SERVING.
   // Errors: UNAVAILABLE when the address cannot be bound.
-  static absl::StatusOr<std::unique_ptr<HealthEndpoint>> Start(const std::string& listen_address);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<HealthEndpoint>> Start(
+      const std::string& listen_address);
   ~HealthEndpoint();
 
   // The bound port.

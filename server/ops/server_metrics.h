@@ -42,7 +42,8 @@ class ServerMetrics {
   // Serves the registry at http://`listen_address`/metrics (e.g. "127.0.0.1:9464"; port 0 picks
   // a free one, see port()) on kServingThreads threads, each request read within
   // kRequestTimeoutMs. Errors: UNAVAILABLE when the address cannot be bound.
-  static absl::StatusOr<std::unique_ptr<ServerMetrics>> Serve(const std::string& listen_address);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ServerMetrics>> Serve(
+      const std::string& listen_address);
   // The bound HTTP port, or 0 without an endpoint.
   int port() const;
 

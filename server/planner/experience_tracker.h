@@ -47,7 +47,7 @@ class ExperienceTracker {
   void ExportTo(v1::FedCaseState* state, const profile::ProfileBook* book = nullptr) const;
   // Errors: INVALID_ARGUMENT for a malformed state (see TopRatioLearner::ImportFrom, or a
   // non-finite experience).
-  static absl::Status Validate(const v1::FedCaseState& state);
+  [[nodiscard]] static absl::Status Validate(const v1::FedCaseState& state);
   // Restores a Validate()d state as stored; experiences of client ids `book` does not know are
   // dropped (none are restored when `book` is null).
   void ImportFrom(const v1::FedCaseState& state, const profile::ProfileBook* book = nullptr);

@@ -64,7 +64,7 @@ class OortPacer {
   // Errors: INVALID_ARGUMENT "planner state has an out-of-range value" for an epsilon outside
   // [0, 1], a percentile outside (0, 100] or negative rounds_committed; "non-finite exploit
   // utility" for a NaN or infinite history entry.
-  static absl::Status Validate(const v1::OortState& state);
+  [[nodiscard]] static absl::Status Validate(const v1::OortState& state);
   // Restores a state that passed Validate (history trimmed to the last 2 x pacer_step entries);
   // the current round's sum restarts at 0; under options.hold_round_threshold T's percentile is
   // options.round_threshold whatever the state says.

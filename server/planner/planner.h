@@ -68,8 +68,8 @@ class Planner {
   // Errors: INVALID_ARGUMENT naming the offending option; INVALID_ARGUMENT for a null book;
   // NOT_FOUND for a policy_name nobody registered (policy_registry.h); the policy's own errors
   // (SelectionPolicyKind::Create).
-  static absl::StatusOr<std::unique_ptr<Planner>> Create(const PlannerOptions& options,
-                                                         profile::ProfileBook* book);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Planner>> Create(
+      const PlannerOptions& options, profile::ProfileBook* book);
 
   Planner(const Planner&) = delete;
   Planner& operator=(const Planner&) = delete;
@@ -106,7 +106,7 @@ class Planner {
   // Errors (no state changed): INVALID_ARGUMENT for round < 1, a round below the last planned
   // one, non-finite now_s, negative model_bytes or max_participants, or a candidate index
   // >= book size.
-  absl::StatusOr<RoundPlan> PlanRound(const PlanRequest& request);
+  [[nodiscard]] absl::StatusOr<RoundPlan> PlanRound(const PlanRequest& request);
 
   // An update of `round` from client `index` was accepted: updates the profile
   // (ProfileBook::OnTaskSucceeded), trains the predictor on the inputs it was planned with and
@@ -117,20 +117,22 @@ class Planner {
   // still updates the profile but trains nothing. Errors: NOT_FOUND for an unknown index;
   // INVALID_ARGUMENT as ProfileBook::OnTaskSucceeded, e.g. a completion_s of 0 without an
   // in-flight task (no state changed).
-  absl::Status OnUpdate(ClientIndex index, int64_t round, const v1::UpdateMetrics& metrics,
-                        const profile::TaskTiming& timing, double now_s);
+  [[nodiscard]] absl::Status OnUpdate(ClientIndex index, int64_t round,
+                                      const v1::UpdateMetrics& metrics,
+                                      const profile::TaskTiming& timing, double now_s);
 
   // A task of `round` failed before its round closed (reported failure, lost connection:
   // kDropped; or the caller already knows it will not finish: kStraggler). Errors: NOT_FOUND
   // for an unknown index.
-  absl::Status OnTaskFailed(ClientIndex index, int64_t round, profile::TaskFailure failure,
-                            double now_s);
+  [[nodiscard]] absl::Status OnTaskFailed(ClientIndex index, int64_t round,
+                                          profile::TaskFailure failure, double now_s);
 
   // A task of `round` failed out of memory on the device (docs/ALGORITHMS.md §8): when it was
   // planned here and `peak_bytes` > 0 (what it needed, as the device accounted it), the memory
   // predictor is scored and learns from it; then as OnTaskFailed(kDropped). Errors: NOT_FOUND
   // for an unknown index.
-  absl::Status OnOutOfMemory(ClientIndex index, int64_t round, int64_t peak_bytes, double now_s);
+  [[nodiscard]] absl::Status OnOutOfMemory(ClientIndex index, int64_t round, int64_t peak_bytes,
+                                           double now_s);
 
   // The round closed. Tasks of `round` still in flight become stragglers (their elapsed time
   // is recorded as a lower bound on their duration). The round's mean exploited utility joins
@@ -145,7 +147,7 @@ class Planner {
   // Persisted state (planner.proto). ImportState errors: INVALID_ARGUMENT for a malformed
   // state (unknown version, bad predictor arrays, out-of-range values); no state changed.
   v1::PlannerState ExportState() const;
-  absl::Status ImportState(const v1::PlannerState& state);
+  [[nodiscard]] absl::Status ImportState(const v1::PlannerState& state);
 
   // ceil(K x overcommit), the default number of tasks per round.
   int32_t SlotsPerRound() const { return default_slots_; }
@@ -184,7 +186,7 @@ class Planner {
   void LearnPeak(ClientIndex index, const InFlight& f, int64_t peak_bytes);
 
   // PlanRound's steps (see planner.cc).
-  absl::Status CheckRequest(const PlanRequest& request) const;
+  [[nodiscard]] absl::Status CheckRequest(const PlanRequest& request) const;
   RoundPlan StartPlan(const PlanRequest& request) const;
   std::mt19937_64 RoundRng(int64_t round, int32_t attempt) const;
   void AddParticipants(RoundPlan* plan) const;

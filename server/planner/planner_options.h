@@ -176,13 +176,14 @@ struct PlannerOptions {
   // preset and its workload defaults (planner::ResolveSelectionPolicy, so an unresolved config
   // plans as its resolved form). Errors: INVALID_ARGUMENT naming the field when a value is out
   // of range, or those of ResolveSelectionPolicy (an unknown policy, a config it refuses).
-  static absl::StatusOr<PlannerOptions> FromServerConfig(const v1::ServerConfig& config);
+  [[nodiscard]] static absl::StatusOr<PlannerOptions> FromServerConfig(
+      const v1::ServerConfig& config);
 };
 
 // Checks every field of `options` against the range documented above (the predictor's options
 // are checked by RoundTimePredictor::Create). Errors: INVALID_ARGUMENT naming the first field
 // out of range, as "<config path> must be <range>, got <value>".
-absl::Status ValidatePlannerOptions(const PlannerOptions& options);
+[[nodiscard]] absl::Status ValidatePlannerOptions(const PlannerOptions& options);
 
 }  // namespace fedsched::planner
 

@@ -92,18 +92,18 @@ class SelectionPolicyKind {
   // onto selection.oort). Errors: INVALID_ARGUMENT when
   // the Any holds another type or does not parse, or when the typed field is also set to a
   // different value. The default checks the type and leaves the Any for Create.
-  virtual absl::Status MapConfig(v1::SelectionConfig* selection) const;
+  [[nodiscard]] virtual absl::Status MapConfig(v1::SelectionConfig* selection) const;
 
   // Creates the policy for one planner. Errors: INVALID_ARGUMENT for a config it refuses.
-  virtual absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<SelectionPolicy>> Create(
       const PolicyResources& resources) const = 0;
 };
 
 // Unpacks `any` into `out` when it holds a T (any's type URL ends in T's full name). Errors:
 // INVALID_ARGUMENT naming `policy` when it holds another type or does not parse.
 template <typename T>
-absl::Status UnpackPolicyConfig(absl::string_view policy, const google::protobuf::Any& any,
-                                T* out) {
+[[nodiscard]] absl::Status UnpackPolicyConfig(absl::string_view policy,
+                                              const google::protobuf::Any& any, T* out) {
   if (!any.Is<T>() || !any.UnpackTo(out)) {
     return absl::InvalidArgumentError(std::string("selection.policy_config of policy \"") +
                                       std::string(policy) + "\" must hold a " +
@@ -120,8 +120,8 @@ bool PolicyConfigHolds(const google::protobuf::Any& any, absl::string_view type)
 // `*typed` (which must be empty or equal) and clears the Any. Errors as MapConfig's, naming
 // `typed_field` (e.g. "selection.oort").
 template <typename T>
-absl::Status MoveAnyOnto(absl::string_view policy, absl::string_view typed_field,
-                         v1::SelectionConfig* selection, T* typed) {
+[[nodiscard]] absl::Status MoveAnyOnto(absl::string_view policy, absl::string_view typed_field,
+                                       v1::SelectionConfig* selection, T* typed) {
   if (!selection->has_policy_config()) return absl::OkStatus();
   T from_any;
   absl::Status s = UnpackPolicyConfig(policy, selection->policy_config(), &from_any);

@@ -24,24 +24,26 @@ namespace fedsched::planner {
 
 // Adds `kind` under kind->name(). Errors: INVALID_ARGUMENT for a null kind or a name that is
 // empty or not lower case; ALREADY_EXISTS when the name is taken (the built-in ones included).
-absl::Status RegisterSelectionPolicy(std::unique_ptr<SelectionPolicyKind> kind);
+[[nodiscard]] absl::Status RegisterSelectionPolicy(std::unique_ptr<SelectionPolicyKind> kind);
 
 // The registered names, sorted.
 std::vector<std::string> RegisteredSelectionPolicies();
 
 // The kind registered as `name`, case-insensitive. Errors: NOT_FOUND "unknown selection policy
 // \"<name>\"; registered: fedcase, fedsched, oort, pyramidfl, random[, ...]".
-absl::StatusOr<const SelectionPolicyKind*> FindSelectionPolicy(absl::string_view name);
+[[nodiscard]] absl::StatusOr<const SelectionPolicyKind*> FindSelectionPolicy(
+    absl::string_view name);
 
 // The kind a config selects: selection.policy_name if set, else selection.policy's built-in
 // policy (UNSPECIFIED: random). Errors: INVALID_ARGUMENT when both are set and name different
 // policies, or when the name is not registered (listing the registered names).
-absl::StatusOr<const SelectionPolicyKind*> ConfiguredSelectionPolicy(
+[[nodiscard]] absl::StatusOr<const SelectionPolicyKind*> ConfiguredSelectionPolicy(
     const v1::SelectionConfig& selection);
 
 // The kind planner options select: options.policy_name if set, else options.policy's built-in
 // policy (UNSPECIFIED: random). Errors as FindSelectionPolicy's.
-absl::StatusOr<const SelectionPolicyKind*> PlannerSelectionPolicy(const PlannerOptions& options);
+[[nodiscard]] absl::StatusOr<const SelectionPolicyKind*> PlannerSelectionPolicy(
+    const PlannerOptions& options);
 
 // The registered name of the policy a config selects ("random" when it names none), or the
 // name as configured when it is not registered.
@@ -54,14 +56,15 @@ std::string SelectionPolicyName(const v1::SelectionConfig& selection);
 // Returns the kind. Idempotent. Called by round::ResolveRoundConfig and
 // PlannerOptions::FromServerConfig. Errors: those of ConfiguredSelectionPolicy and MapConfig;
 // `config` may then be partly changed.
-absl::StatusOr<const SelectionPolicyKind*> ResolveSelectionPolicy(v1::ServerConfig* config);
+[[nodiscard]] absl::StatusOr<const SelectionPolicyKind*> ResolveSelectionPolicy(
+    v1::ServerConfig* config);
 
 // The --policy flag of fedsched-server and fedsched-sim: selects the policy registered as `name`
 // (case-insensitive) in `config` and sets the cache it implies
 // (SelectionPolicyKind::implied_cache; the simulator's --cache_policy may override it after).
 // A policy_config of another type than the policy takes is dropped. Errors: INVALID_ARGUMENT
 // "--policy must be one of <registered names>, got <name>"; `config` is then unchanged.
-absl::Status ApplyPolicyFlag(const std::string& name, v1::ServerConfig* config);
+[[nodiscard]] absl::Status ApplyPolicyFlag(const std::string& name, v1::ServerConfig* config);
 
 }  // namespace fedsched::planner
 

@@ -101,7 +101,7 @@ class TopRatioLearner {
 
   void ExportTo(v1::FedCaseState* state) const;
   // Errors: INVALID_ARGUMENT when the row and target arrays differ in length.
-  absl::Status ImportFrom(const v1::FedCaseState& state);
+  [[nodiscard]] absl::Status ImportFrom(const v1::FedCaseState& state);
 
  private:
   std::vector<RegressionForest::Row> rows_;

@@ -26,7 +26,8 @@ double GaussianSample(double stddev, uint64_t seed);
 // z_delta = (z^-2 - (2 sigma_b)^-2)^(-1/2) for the update sum and sigma_b (absolute standard
 // deviation of the count of unclipped updates, sensitivity 1/2 after centring). Errors:
 // INVALID_ARGUMENT unless z > 0 and 2 sigma_b > z (else no positive z_delta exists).
-absl::StatusOr<double> SplitNoiseMultiplier(double noise_multiplier, double count_stddev);
+[[nodiscard]] absl::StatusOr<double> SplitNoiseMultiplier(double noise_multiplier,
+                                                          double count_stddev);
 
 // The state of adaptive clipping (Andrew et al. 2021, Algorithm 1, "geometric update").
 struct AdaptiveClipParams {

@@ -28,7 +28,8 @@ std::vector<double> DefaultOrders();
 // q == 0 -> 0; noise_multiplier == 0 -> +inf; q == 1 -> order / (2 z^2) (the Gaussian
 // mechanism). Errors: INVALID_ARGUMENT for q outside [0, 1], a negative or non-finite
 // noise_multiplier, or order <= 1.
-absl::StatusOr<double> SampledGaussianRdp(double q, double noise_multiplier, double order);
+[[nodiscard]] absl::StatusOr<double> SampledGaussianRdp(double q, double noise_multiplier,
+                                                        double order);
 
 // (epsilon, the order that attains it) for RDP values `rdp` at `orders` (same length) and
 // `delta` in (0, 1), by Balle et al. 2020 Theorem 21 (see the file comment). epsilon is +inf
@@ -38,8 +39,9 @@ struct EpsilonAtOrder {
   double epsilon = 0;
   double order = 0;
 };
-absl::StatusOr<EpsilonAtOrder> RdpToEpsilon(absl::Span<const double> orders,
-                                            absl::Span<const double> rdp, double delta);
+[[nodiscard]] absl::StatusOr<EpsilonAtOrder> RdpToEpsilon(absl::Span<const double> orders,
+                                                          absl::Span<const double> rdp,
+                                                          double delta);
 
 // Composition of sampled Gaussian rounds over a fixed order list: RDP adds up per order.
 // Not thread-safe. Copyable.
@@ -50,10 +52,10 @@ class RdpAccountant {
 
   // Adds `steps` >= 0 rounds with sampling rate q and noise multiplier z. Errors: those of
   // SampledGaussianRdp, INVALID_ARGUMENT for negative steps; nothing changes on error.
-  absl::Status Compose(double q, double noise_multiplier, int64_t steps = 1);
+  [[nodiscard]] absl::Status Compose(double q, double noise_multiplier, int64_t steps = 1);
   // epsilon at `delta` of everything composed so far (0 rounds: epsilon 0). Errors: those of
   // RdpToEpsilon.
-  absl::StatusOr<EpsilonAtOrder> Epsilon(double delta) const;
+  [[nodiscard]] absl::StatusOr<EpsilonAtOrder> Epsilon(double delta) const;
 
   const std::vector<double>& orders() const { return orders_; }
   // Accumulated RDP per order (same length as orders()).
@@ -66,8 +68,8 @@ class RdpAccountant {
 
 // epsilon at `delta` after `rounds` rounds of (q, noise_multiplier): the accountant's value,
 // computed afresh (a few hundred microseconds for the default orders). Errors: as above.
-absl::StatusOr<double> EpsilonAfter(double q, double noise_multiplier, int64_t rounds,
-                                    double delta);
+[[nodiscard]] absl::StatusOr<double> EpsilonAfter(double q, double noise_multiplier, int64_t rounds,
+                                                  double delta);
 
 }  // namespace fedsched::privacy
 

@@ -33,7 +33,7 @@ namespace fedsched::privacy {
 // version: no per-version sampling); a robust aggregation rule (the noise is calibrated to the
 // clipped sum, which they do not compute); audit_updates (the audit cannot replay the noise); a
 // hierarchy role other than FLAT (partial sums are not clipped with uniform weights yet).
-absl::Status ResolvePrivacyConfig(const std::string& where, v1::ServerConfig& config);
+[[nodiscard]] absl::Status ResolvePrivacyConfig(const std::string& where, v1::ServerConfig& config);
 
 // True iff `config.privacy()` asks for central or distributed DP.
 bool PrivacyEnabled(const v1::ServerConfig& config);
@@ -54,7 +54,8 @@ struct RoundPrivacyReport {
 class RoundPrivacy {
  public:
   // Errors: INVALID_ARGUMENT when DP is off or the noise split is impossible.
-  static absl::StatusOr<std::unique_ptr<RoundPrivacy>> Create(const v1::ServerConfig& config);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RoundPrivacy>> Create(
+      const v1::ServerConfig& config);
 
   bool central() const { return central_; }
   // C for the open round.
@@ -71,19 +72,19 @@ class RoundPrivacy {
   int64_t rounds() const { return rounds_; }
 
   // epsilon after `rounds` noised rounds at the configured delta.
-  absl::StatusOr<double> EpsilonAfter(int64_t rounds) const;
+  [[nodiscard]] absl::StatusOr<double> EpsilonAfter(int64_t rounds) const;
   // True when a budget is set and one more round would spend more than target_epsilon.
   bool BudgetExhausted() const;
 
   // Accounts one noised round whose `unclipped` updates had norm <= clip_norm(); updates the
   // clip norm (adaptive clipping, count noise drawn with `seed`). Errors: from the accountant.
-  absl::StatusOr<RoundPrivacyReport> FinishRound(int64_t unclipped, uint64_t seed);
+  [[nodiscard]] absl::StatusOr<RoundPrivacyReport> FinishRound(int64_t unclipped, uint64_t seed);
 
   // Appends the state as tensors "__privacy__/clip_norm" and "__privacy__/rounds" (scalars) to
   // `state` (the optimiser state persisted with each round), and takes them out of a restored
   // one (absent: a fresh run's state). Errors: INVALID_ARGUMENT for a bad value.
   void SaveState(v1::Model* state) const;
-  absl::Status ExtractState(v1::Model* state);
+  [[nodiscard]] absl::Status ExtractState(v1::Model* state);
 
  private:
   RoundPrivacy() = default;

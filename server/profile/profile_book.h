@@ -60,7 +60,8 @@ struct ProfileBookOptions {
   // heartbeat_timeout_s = heartbeat_interval_ms x missed_heartbeats / 1000 (defaults 2000, 3);
   // the failure penalty from config.security (0 = default, negative failure_cooldown_after =
   // off); everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
-  static absl::StatusOr<ProfileBookOptions> FromServerConfig(const v1::ServerConfig& config);
+  [[nodiscard]] static absl::StatusOr<ProfileBookOptions> FromServerConfig(
+      const v1::ServerConfig& config);
 };
 
 // Server-side timing of one completed task.
@@ -132,7 +133,8 @@ struct ClientState {
 class ProfileBook {
  public:
   // Errors: INVALID_ARGUMENT naming the offending option.
-  static absl::StatusOr<std::unique_ptr<ProfileBook>> Create(const ProfileBookOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<ProfileBook>> Create(
+      const ProfileBookOptions& options);
 
   ProfileBook(const ProfileBook&) = delete;
   ProfileBook& operator=(const ProfileBook&) = delete;
@@ -146,12 +148,13 @@ class ProfileBook {
   // online and not busy at once (a task it had in flight is forgotten, so that a re-registering
   // client is never left unschedulable). New clients get client id "c<n>".
   // Errors: INVALID_ARGUMENT for an empty identity or a negative / non-finite device figure.
-  absl::StatusOr<Registration> OnRegister(std::string_view identity,
-                                          const v1::DeviceProfile& device, double now_s);
+  [[nodiscard]] absl::StatusOr<Registration> OnRegister(std::string_view identity,
+                                                        const v1::DeviceProfile& device,
+                                                        double now_s);
 
   // Records a heartbeat at now_s. Heartbeats do not mark the profile dirty (see TakeDirty).
   // Errors: NOT_FOUND for an unknown index.
-  absl::Status OnHeartbeat(ClientIndex index, double now_s);
+  [[nodiscard]] absl::Status OnHeartbeat(ClientIndex index, double now_s);
 
   // True iff the client heartbeated (or registered, or uploaded) within heartbeat_timeout_s and
   // is not away (SetAwayUntil). Precondition: index < size().
@@ -165,7 +168,7 @@ class ProfileBook {
   // persisted (a restart forgets appointments; the devices come back and poll). Errors:
   // NOT_FOUND for an unknown or retired index; INVALID_ARGUMENT for a negative or non-finite
   // until_s.
-  absl::Status SetAwayUntil(ClientIndex index, double until_s);
+  [[nodiscard]] absl::Status SetAwayUntil(ClientIndex index, double until_s);
   // True iff the client is away at now_s (now_s < its away-until time).
   bool IsAway(ClientIndex index, double now_s) const { return now_s < states_[index].away_until_s; }
   // True iff the client is online, or away with a check-in due no more than
@@ -189,7 +192,7 @@ class ProfileBook {
 
   // The planner gave the client a task in `round`: sets last_selected_round and busy.
   // Errors: NOT_FOUND for an unknown index; INVALID_ARGUMENT for round < 1.
-  absl::Status OnTaskAssigned(ClientIndex index, int64_t round, double now_s);
+  [[nodiscard]] absl::Status OnTaskAssigned(ClientIndex index, int64_t round, double now_s);
 
   // A task completed and its update was accepted. Updates, from `metrics` and `timing`:
   //   compute ms/sample EWMA  <- (train_seconds - io_seconds) * 1000 / num_examples
@@ -204,15 +207,16 @@ class ProfileBook {
   // Errors: NOT_FOUND for an unknown index; INVALID_ARGUMENT (and no change) when
   // num_examples <= 0, a seconds / bytes / count figure is negative or non-finite, or
   // completion_s <= 0.
-  absl::Status OnTaskSucceeded(ClientIndex index, const v1::UpdateMetrics& metrics,
-                               const TaskTiming& timing, double now_s);
+  [[nodiscard]] absl::Status OnTaskSucceeded(ClientIndex index, const v1::UpdateMetrics& metrics,
+                                             const TaskTiming& timing, double now_s);
 
   // A task failed: failures + 1, busy cleared. kDropped folds a 0 into availability;
   // kStraggler and kMissedDeadline raise censored_duration_s to `elapsed_s` (seconds since the
   // task was planned; ignored when not > 0); kDropped and kMissedDeadline also count towards
   // the failure penalty (consecutive_failures + 1, last_failure_unix_ms = now). A success
   // resets the count. Errors: NOT_FOUND for an unknown index.
-  absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s, double now_s);
+  [[nodiscard]] absl::Status OnTaskFailed(ClientIndex index, TaskFailure failure, double elapsed_s,
+                                          double now_s);
 
   // True while the client sits out its failure cooldown at now_s (see ProfileBookOptions:
   // failure_cooldown_after counted failures in a row, cooldown doubling per further failure;
@@ -225,18 +229,18 @@ class ProfileBook {
   // of later secure-aggregation cohorts, with `why` (ClientProfile.secagg_excluded, persisted;
   // the first reason stays). Such an identity is never expired by CollectUnseen. Errors:
   // NOT_FOUND.
-  absl::Status ExcludeFromSecAgg(ClientIndex index, std::string why, double now_s);
+  [[nodiscard]] absl::Status ExcludeFromSecAgg(ClientIndex index, std::string why, double now_s);
   // Whether ExcludeFromSecAgg was called for the client (false for an unknown index).
   bool SecAggExcluded(ClientIndex index) const;
 
   // Binds what proved the client's identity (ClientProfile.cert_fingerprint: a TLS
   // certificate's SHA-256, or a credential's binding; kFirstUseBindingPrefix marks one admitted
   // on first use). Errors: NOT_FOUND.
-  absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
+  [[nodiscard]] absl::Status SetCertFingerprint(ClientIndex index, std::string fingerprint);
   // Binds the client's Ed25519 public key for signed secure-aggregation advertisements
   // (ClientProfile.signing_public_key; the caller checks who may bind or replace it). Errors:
   // NOT_FOUND.
-  absl::Status SetSigningPublicKey(ClientIndex index, std::string public_key);
+  [[nodiscard]] absl::Status SetSigningPublicKey(ClientIndex index, std::string public_key);
 
   // Never-proven (docs/SECURITY.md "Identities and admission"): admitted on first use (no enrolment
   // secret, no certificate) and never had an update accepted. Only these are held to a share
@@ -257,7 +261,7 @@ class ProfileBook {
   // is never online or returned by TakeDirty, and its slot (index) goes to the next new
   // identity. Errors: NOT_FOUND (unknown or already retired index); FAILED_PRECONDITION (it has
   // a task in flight).
-  absl::Status Retire(ClientIndex index);
+  [[nodiscard]] absl::Status Retire(ClientIndex index);
 
   // Slots, live or retired: every index < size() is valid for the accessors below (a retired
   // slot has an empty profile and state().retired).
@@ -291,7 +295,7 @@ class ProfileBook {
   // start cleared; a stored last_heartbeat_unix_ms counts as a heartbeat (zero it before
   // import to require clients to heartbeat again). Errors: FAILED_PRECONDITION if the book is
   // not empty; INVALID_ARGUMENT for an empty or duplicate client id or identity (no change).
-  absl::Status Import(absl::Span<const v1::ClientProfile> profiles);
+  [[nodiscard]] absl::Status Import(absl::Span<const v1::ClientProfile> profiles);
 
  private:
   // Running mean of log values in fixed point (exact, order-independent sums).

@@ -113,7 +113,8 @@ class RoundTimePredictor {
   static constexpr double kMinPredictionSeconds = 1e-3;
 
   // Errors: INVALID_ARGUMENT naming the offending option.
-  static absl::StatusOr<RoundTimePredictor> Create(const RoundTimePredictorOptions& options);
+  [[nodiscard]] static absl::StatusOr<RoundTimePredictor> Create(
+      const RoundTimePredictorOptions& options);
 
   // Predicted completion seconds of a task, >= kMinPredictionSeconds.
   double Predict(const RoundTimeInputs& inputs) const;
@@ -146,7 +147,7 @@ class RoundTimePredictor {
   // Persisted state (see planner.proto). ImportState errors: INVALID_ARGUMENT when the feature
   // count or array sizes do not match, or a value is not finite.
   v1::RoundTimePredictorState ExportState() const;
-  absl::Status ImportState(const v1::RoundTimePredictorState& state);
+  [[nodiscard]] absl::Status ImportState(const v1::RoundTimePredictorState& state);
 
  private:
   explicit RoundTimePredictor(const RoundTimePredictorOptions& options);

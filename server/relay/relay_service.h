@@ -73,7 +73,7 @@ class RelayService final
           v1::Coordinator::WithRawCallbackMethod_UploadUpdate<v1::Coordinator::CallbackService>> {
  public:
   // Errors: INVALID_ARGUMENT when the config is not an aggregator's or there is no channel.
-  static absl::StatusOr<std::unique_ptr<RelayService>> Create(RelayOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RelayService>> Create(RelayOptions options);
   ~RelayService() override;
   RelayService(const RelayService&) = delete;
   RelayService& operator=(const RelayService&) = delete;
@@ -110,16 +110,17 @@ class RelayService final
   RelayStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // Internal, for the upload reactor: the checks of an upload header that need no payload.
-  absl::Status CheckUploadHeader(const v1::UploadHeader& header) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // Internal: checks, parses and folds a whole upload (see the file comment). Runs on the worker.
-  absl::Status FoldUpload(const v1::UploadHeader& header, absl::Span<const std::string_view> pieces,
-                          double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status FoldUpload(const v1::UploadHeader& header,
+                                        absl::Span<const std::string_view> pieces,
+                                        double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_);
   // Internal: the model a relayed task trains on, fetched from the root on first use with the
   // task's client session. Errors: NOT_FOUND / PERMISSION_DENIED for a task not relayed to
   // `client_id`, the root's errors, DATA_LOSS for a digest mismatch.
-  absl::StatusOr<std::shared_ptr<const round::ModelBlob>> ModelForTask(const std::string& client_id,
-                                                                       const std::string& task_id)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const round::ModelBlob>> ModelForTask(
+      const std::string& client_id, const std::string& task_id) ABSL_LOCKS_EXCLUDED(mu_);
   WorkQueue& worker() { return *worker_; }
   int64_t chunk_bytes() const { return options_.config.transport().chunk_bytes(); }
   // The largest upload accepted: twice the last fetched model plus 1 MiB (2 GiB before any).
@@ -157,7 +158,8 @@ class RelayService final
   void NoteTask(const v1::PollTaskRequest& request, const v1::Task& task) ABSL_LOCKS_EXCLUDED(mu_);
   void NoteFailed(const std::string& client_id, const std::string& task_id)
       ABSL_LOCKS_EXCLUDED(mu_);
-  absl::StatusOr<CachedModel> FetchModel(const RelayedTask& task, const std::string& task_id)
+  [[nodiscard]] absl::StatusOr<CachedModel> FetchModel(const RelayedTask& task,
+                                                       const std::string& task_id)
       ABSL_LOCKS_EXCLUDED(mu_);
   // Sends the partial sum of `round` now (if any update is folded).
   void Flush(int64_t round) ABSL_LOCKS_EXCLUDED(mu_);
@@ -195,8 +197,8 @@ struct RelayServer {
 // serves the relay on config.listen_address. `config` resolved, role ROLE_AGGREGATOR.
 // Errors: RelayService::Create's, credentials' (common/transport.h), UNAVAILABLE when the port
 // cannot be bound.
-absl::StatusOr<std::unique_ptr<RelayServer>> StartRelayServer(const v1::ServerConfig& config,
-                                                              const std::string& upstream_token);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<RelayServer>> StartRelayServer(
+    const v1::ServerConfig& config, const std::string& upstream_token);
 
 }  // namespace fedsched
 

@@ -44,8 +44,8 @@ struct PacerOptions {
   // From a resolved ServerConfig (ResolveRoundConfig + the server's pacing defaults) and the
   // server's long-poll bound in seconds. Errors: INVALID_ARGUMENT naming the field for
   // pool_factor < 1, max_checkin_interval_s < 1 or hold_s <= 0.
-  static absl::StatusOr<PacerOptions> FromServerConfig(const v1::ServerConfig& config,
-                                                       double hold_s);
+  [[nodiscard]] static absl::StatusOr<PacerOptions> FromServerConfig(const v1::ServerConfig& config,
+                                                                     double hold_s);
 };
 
 // splitmix64's increment (Steele et al., "Fast splittable pseudorandom number generators",

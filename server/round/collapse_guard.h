@@ -24,17 +24,17 @@ class CollapseGuard {
   // version is published as it closes and its accuracy swings with staleness), starting from
   // `restored` (nullopt on a fresh run). Errors: DATA_LOSS when `restored` is not plausible (best
   // accuracy outside [0, 1], or the initial accuracy above the best), naming both.
-  static absl::StatusOr<CollapseGuard> Create(
+  [[nodiscard]] static absl::StatusOr<CollapseGuard> Create(
       const v1::ServerConfig& config, const std::optional<v1::CollapseGuardReference>& restored);
 
   // The verdict on a committed model's evaluation (RoundEngine::ScreenEvaluation): OK, and the
   // accuracy joins the best so far; or FAILED_PRECONDITION naming the rule (a non-finite
   // accuracy or loss, or an accuracy more than the allowed drop below the best).
-  absl::Status Screen(double accuracy, double loss);
+  [[nodiscard]] absl::Status Screen(double accuracy, double loss);
   // Starts the reference from the initial model's evaluation unless one exists (restored or set
   // before: a no-op). Errors: INVALID_ARGUMENT for an accuracy outside [0, 1] or a non-finite
   // loss.
-  absl::Status SetInitial(double accuracy, double loss);
+  [[nodiscard]] absl::Status SetInitial(double accuracy, double loss);
   // The reference to persist, nullopt while there is none.
   std::optional<v1::CollapseGuardReference> reference() const;
 

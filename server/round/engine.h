@@ -264,7 +264,7 @@ class RoundEngine {
  public:
   // Errors: INVALID_ARGUMENT (no presence, empty model, bad restored state: names it), and those
   // of ProfileBook / Planner / Aggregator creation.
-  static absl::StatusOr<std::unique_ptr<RoundEngine>> Create(EngineOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RoundEngine>> Create(EngineOptions options);
   RoundEngine(const RoundEngine&) = delete;
   RoundEngine& operator=(const RoundEngine&) = delete;
   ~RoundEngine();
@@ -272,11 +272,10 @@ class RoundEngine {
   // Registers a device (or re-registers a known identity, which keeps its client id, its profile
   // and its task in flight, so that a restarted client resumes its work). Errors:
   // INVALID_ARGUMENT as ProfileBook::OnRegister.
-  absl::StatusOr<profile::ProfileBook::Registration> Register(const std::string& identity,
-                                                              const v1::DeviceProfile& device,
-                                                              double now_s);
+  [[nodiscard]] absl::StatusOr<profile::ProfileBook::Registration> Register(
+      const std::string& identity, const v1::DeviceProfile& device, double now_s);
   // The client is alive (any RPC). Errors: NOT_FOUND for an unknown index.
-  absl::Status Heartbeat(ClientIndex index, double now_s);
+  [[nodiscard]] absl::Status Heartbeat(ClientIndex index, double now_s);
   // Identity expiry (docs/SECURITY.md "Identities and admission"): forgets every client that never
   // had an update accepted, has no task the engine remembers, and was last heard from more than
   // `ttl_s` seconds before now_s (ProfileBook::CollectUnseen, ProfileBook::Retire). Returns
@@ -305,7 +304,7 @@ class RoundEngine {
   // Pins the latest published model to the task (the first call wins) and returns it.
   // Errors: NOT_FOUND (unknown task), PERMISSION_DENIED (another client's task),
   // FAILED_PRECONDITION (failed task, or closed round).
-  absl::StatusOr<const Task*> PinModel(ClientIndex index, const std::string& task_id);
+  [[nodiscard]] absl::StatusOr<const Task*> PinModel(ClientIndex index, const std::string& task_id);
 
   // The checks of an update that need the round's state: task known (NOT_FOUND; the caller may
   // then look up receipts for ALREADY_EXISTS), a closed round's task (FAILED_PRECONDITION "late
@@ -316,8 +315,9 @@ class RoundEngine {
   // the number of updates checked but not yet folded, and `pending_examples` their examples
   // (both count against the first-K cap and the overflow check). `reason`, when given, is set to
   // the RejectReason of an error (kTask, kLate or kExamples; meaningless when OK).
-  absl::Status CheckUpdate(const UpdateClaim& claim, int32_t pending = 0,
-                           int64_t pending_examples = 0, RejectReason* reason = nullptr) const;
+  [[nodiscard]] absl::Status CheckUpdate(const UpdateClaim& claim, int32_t pending = 0,
+                                         int64_t pending_examples = 0,
+                                         RejectReason* reason = nullptr) const;
 
   // Folds updates that passed CheckUpdate with one Aggregator::AccumulateBatch call, in order.
   // Returns one verdict per update: OK (accepted: receipt, audit copy, planner feedback) or the
@@ -342,27 +342,27 @@ class RoundEngine {
   // CheckUpdate error (naming its task), a repeated task, INVALID_ARGUMENT when total_examples
   // is not the entries' sum, when the norm exceeds the bound (naming both), or under FedBuff or
   // audit_updates (they need each delta), and the aggregator's errors; nothing changes then.
-  absl::Status FoldPartial(absl::Span<const Update> entries, const v1::Model& weighted_sum,
-                           int64_t total_examples);
+  [[nodiscard]] absl::Status FoldPartial(absl::Span<const Update> entries,
+                                         const v1::Model& weighted_sum, int64_t total_examples);
 
   // The client gave up its task, or the caller knows it is lost (the simulator: the device went
   // offline). Errors: NOT_FOUND (no open task of this client with that id). No-op for a task
   // that is not in flight.
-  absl::Status FailTask(ClientIndex index, const std::string& task_id, double now_s,
-                        const std::string& why);
+  [[nodiscard]] absl::Status FailTask(ClientIndex index, const std::string& task_id, double now_s,
+                                      const std::string& why);
   // As FailTask, for a task that failed out of memory on its device (docs/ALGORITHMS.md §8):
   // counted in the round record's oom_failures, and `peak_bytes` (what the task needed, as the
   // device accounted it; 0 = unknown) trains the planner's memory predictor.
-  absl::Status FailTaskOutOfMemory(ClientIndex index, const std::string& task_id, double now_s,
-                                   int64_t peak_bytes);
+  [[nodiscard]] absl::Status FailTaskOutOfMemory(ClientIndex index, const std::string& task_id,
+                                                 double now_s, int64_t peak_bytes);
 
   // The caller has persisted version `version` (or the initial model, version 0), whose global
   // model is `model` (ClosedRound::commit.model, or model() for version 0), and serves it as
   // `blob` (null in the simulator). Later pins get it; a synchronous round is planned only once
   // the last committed version is published. Errors: FAILED_PRECONDITION for a version not in
   // (published_version(), version()]; INVALID_ARGUMENT for a null model.
-  absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
-                       std::shared_ptr<const ModelBlob> blob);
+  [[nodiscard]] absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
+                                     std::shared_ptr<const ModelBlob> blob);
 
   // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): applies the step message of
   // `request` (advertise, share keys or unmask; none = only asking) from client `index` for its
@@ -374,9 +374,8 @@ class RoundEngine {
   // or the client was dropped at an earlier step), the protocol's INVALID_ARGUMENT; a refused
   // step message fails the task (the client counts as dropped). Call Advance afterwards: the
   // last member's message closes a step.
-  absl::StatusOr<v1::SecAggStepResponse> SecAggStep(ClientIndex index,
-                                                    const v1::SecAggStepRequest& request,
-                                                    double now_s);
+  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggStep(
+      ClientIndex index, const v1::SecAggStepRequest& request, double now_s);
   // The open secure-aggregation round, or null (off, no round open, or FedBuff).
   const SecAggRound* secagg() const { return secagg_.get(); }
   // When Advance must next be called for a secure-aggregation step to close on time (caller's
@@ -406,12 +405,12 @@ class RoundEngine {
   // accuracy (the initial model's, then the best accepted since; guard_reference()). Without a
   // reference (no initial evaluation) the first accepted accuracy starts it. On an error call
   // RevertClose.
-  absl::Status ScreenEvaluation(double accuracy, double loss);
+  [[nodiscard]] absl::Status ScreenEvaluation(double accuracy, double loss);
   // The collapse guard's reference from before round 1: the test evaluation of the initial
   // model (version 0), to be called before the first round is published. Sets the initial and
   // best accuracy unless a reference exists already (restored, or set before: then a no-op).
   // Errors: INVALID_ARGUMENT for an accuracy outside [0, 1] or a non-finite loss.
-  absl::Status SetInitialEvaluation(double accuracy, double loss);
+  [[nodiscard]] absl::Status SetInitialEvaluation(double accuracy, double loss);
   // The reference to persist with each commit (RunMeta.collapse_guard), nullopt while none.
   std::optional<v1::CollapseGuardReference> guard_reference() const;
   // Takes back the last committed round before it is published (synchronous rounds only): the
@@ -420,7 +419,7 @@ class RoundEngine {
   // are dropped. Returns it as a failed round (outcome FAILED, failure_reason `why`).
   // Errors: FAILED_PRECONDITION under FedBuff, or when the latest version is already published
   // or was not closed by this engine.
-  absl::StatusOr<ClosedRound> RevertClose(double now_s, const std::string& why);
+  [[nodiscard]] absl::StatusOr<ClosedRound> RevertClose(double now_s, const std::string& why);
 
   // Test-set metrics of a committed model: accuracy a fraction in [0, 1], loss the mean
   // cross-entropy (nats).
@@ -436,8 +435,8 @@ class RoundEngine {
   // otherwise the round was taken back (RevertClose: the previous model stays) and is returned
   // as a failed round. Errors: FAILED_PRECONDITION when the round must not be published but
   // cannot be taken back (FedBuff, already published), naming both reasons.
-  absl::StatusOr<std::optional<ClosedRound>> GuardCommitted(const ClosedRound& closed,
-                                                            std::optional<Evaluation> evaluation);
+  [[nodiscard]] absl::StatusOr<std::optional<ClosedRound>> GuardCommitted(
+      const ClosedRound& closed, std::optional<Evaluation> evaluation);
 
   // The planner's cache plan for a client expected in the next round (prefetch), or null.
   const v1::CachePlan* PrefetchPlan(ClientIndex index) const;
@@ -498,12 +497,12 @@ class RoundEngine {
 
  private:
   explicit RoundEngine(EngineOptions options);
-  absl::Status Init();
+  [[nodiscard]] absl::Status Init();
   // Plans the next round (synchronous) or refills the free slots (FedBuff).
   void Plan(double now_s);
   // selection.learned_availability: ends the sessions of clients silent for longer than the
   // heartbeat timeout (AvailabilityForecast::ExpireUnseen). OK when off.
-  absl::Status ExpireLearnedSessions(double now_s);
+  [[nodiscard]] absl::Status ExpireLearnedSessions(double now_s);
   void OpenRecord(double now_s, double deadline_s);
   // Closes the open round: commits it, or fails it for re-planning.
   ClosedRound Close(double now_s);
@@ -524,7 +523,7 @@ class RoundEngine {
   // tasks' planned examples (influence_), and at Close the raised denominator and the record's
   // max_weight_share / weight_denominator. Errors: the aggregator's.
   void UpdateWeightCap();
-  absl::Status BoundRoundInfluence();
+  [[nodiscard]] absl::Status BoundRoundInfluence();
   // Whether updates weigh their examples in this run (not under DP, not the robust rules).
   bool ExampleWeighted() const;
   // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
@@ -562,10 +561,10 @@ class RoundEngine {
   // optimiser state (null on a fresh run); the noise on the sum and the fixed
   // denominator just before the aggregator's Finalize; then the accounting into record_ (all
   // no-ops with DP off). Errors: the aggregator's or the accountant's.
-  absl::Status InitPrivacy(v1::Model* optimizer_state);
+  [[nodiscard]] absl::Status InitPrivacy(v1::Model* optimizer_state);
   uint64_t NextNoiseSeed();
-  absl::Status PerturbRoundSum(uint64_t seed);
-  absl::Status AccountRound(uint64_t seed);
+  [[nodiscard]] absl::Status PerturbRoundSum(uint64_t seed);
+  [[nodiscard]] absl::Status AccountRound(uint64_t seed);
   // The fold weight of an update (differential privacy: 1, uniform; else its examples, at most
   // the round's weight cap, influence_) and whether it counts as unclipped for adaptive
   // clipping.
@@ -579,7 +578,7 @@ class RoundEngine {
   // Init: restores options_.planner_state (non-empty) into the planner and, when the forecast
   // is on and the state has one, into learned_availability_. Errors: DATA_LOSS when it does not
   // parse; the planner's or the forecast's import errors, prefixed with what failed.
-  absl::Status RestorePlannerState();
+  [[nodiscard]] absl::Status RestorePlannerState();
   // Secure aggregation (secagg_engine.cc): opens the protocol over the round just planned;
   // drives its steps from Advance (a closed round when it commits or fails, else nullopt); folds
   // the masked inputs of FoldUpdates (verdicts for updates[positions]); folds the unmasked sum.
@@ -588,7 +587,7 @@ class RoundEngine {
   ClosedRound FailSecAgg(double now_s, const absl::Status& why);
   void FoldMaskedInputs(absl::Span<const Update> updates, absl::Span<const size_t> positions,
                         std::vector<absl::Status>* verdicts);
-  absl::Status FoldUnmaskedSum(const SecAggRound::Result& result);
+  [[nodiscard]] absl::Status FoldUnmaskedSum(const SecAggRound::Result& result);
   // Fails the in-flight tasks of members the protocol dropped at a closed step.
   void FailDroppedMembers(double now_s);
   // When the masked inputs close: charges each member whose key shares a neighbour could not

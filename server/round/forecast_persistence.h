@@ -23,9 +23,9 @@ v1::AvailabilityForecastState SaveForecast(const forecast::AvailabilityForecast&
 // has in `book` now; clients `book` does not know (retired since) are dropped, their sessions
 // staying in the population histogram. Errors: DATA_LOSS for a client without a client_id or
 // with a repeated one; the forecast's ImportState errors. On error `forecast` is unchanged.
-absl::Status RestoreForecast(const v1::AvailabilityForecastState& state,
-                             const profile::ProfileBook& book,
-                             forecast::AvailabilityForecast& forecast);
+[[nodiscard]] absl::Status RestoreForecast(const v1::AvailabilityForecastState& state,
+                                           const profile::ProfileBook& book,
+                                           forecast::AvailabilityForecast& forecast);
 
 }  // namespace fedsched::round
 

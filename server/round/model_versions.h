@@ -60,8 +60,8 @@ class ModelVersions {
   // Publishes committed `version` with its `model` and `blob` (null in the simulator). Errors:
   // FAILED_PRECONDITION for a version not in (published_version(), version()];
   // INVALID_ARGUMENT for a null model.
-  absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
-                       std::shared_ptr<const ModelBlob> blob);
+  [[nodiscard]] absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
+                                     std::shared_ptr<const ModelBlob> blob);
 
  private:
   int64_t version_ = 0;

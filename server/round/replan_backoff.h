@@ -26,7 +26,7 @@ class ReplanBackoff {
   double next_plan_s() const { return next_plan_s_; }
   // OK when round `round` may be planned at now_s; otherwise FAILED_PRECONDITION "backing off:
   // round <round> failed <n> times in a row (last: <why>); next attempt in <s> s".
-  absl::Status CheckMayPlan(int64_t round, double now_s) const;
+  [[nodiscard]] absl::Status CheckMayPlan(int64_t round, double now_s) const;
   // Counts a failed attempt at now_s that failed for `why`. Returns the reason to report: `why`,
   // plus "; <n> consecutive failures, next attempt in <s> s" once backing off.
   std::string NoteFailure(double now_s, const std::string& why);

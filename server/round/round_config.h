@@ -27,8 +27,8 @@ inline constexpr double kMaxDurationS = 30 * 24 * 3600.0;
 
 // A duration setting `field` of `value` seconds: finite, >= minimum and <= kMaxDurationS.
 // Errors: INVALID_ARGUMENT "<where>: <field> ..." naming the bound and the value.
-absl::Status CheckDuration(const std::string& where, const char* field, double value,
-                           double minimum);
+[[nodiscard]] absl::Status CheckDuration(const std::string& where, const char* field, double value,
+                                         double minimum);
 
 // Default over-commitment: ceil(K x 1.3) tasks per round (FedScale, docs/ALGORITHMS.md §2).
 inline constexpr double kDefaultOvercommit = 1.3;
@@ -48,8 +48,8 @@ inline constexpr double kDefaultOvercommit = 1.3;
 // Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).
 // Errors: INVALID_ARGUMENT "<where>: <field> ...", naming the field and the bad value; `where`
 // prefixes every message (e.g. "server config").
-absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& config,
-                                                    const std::string& where = "server config");
+[[nodiscard]] absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(
+    const v1::ServerConfig& config, const std::string& where = "server config");
 
 }  // namespace fedsched::round
 

@@ -60,7 +60,8 @@ class SecAggRound {
   // strict majority of each neighbourhood), and opens step 0 until now_s + step_timeout_s.
   // Errors: FAILED_PRECONDITION for a cohort below 3 (the protocol needs three); those of
   // secagg::SecAggServer::Create.
-  static absl::StatusOr<std::unique_ptr<SecAggRound>> Start(const SecAggRoundSpec& spec);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<SecAggRound>> Start(
+      const SecAggRoundSpec& spec);
 
   const v1::SecAggRoundParams& params() const { return params_; }
   SecAggPhase phase() const { return phase_; }
@@ -78,27 +79,30 @@ class SecAggRound {
   // An advertisement must be signed as the member's client (`client_id`) with the key bound to
   // its identity (`signing_public_key`, ClientProfile.signing_public_key; Bonawitz et al., CCS
   // 2017, section 6): else UNAUTHENTICATED (secagg::SecAggServer::AddAdvertisement).
-  absl::Status Advertise(uint32_t index, const v1::SecAggAdvertise& message,
-                         absl::string_view client_id, absl::string_view signing_public_key);
-  absl::Status ShareKeys(uint32_t index, const v1::SecAggShareKeys& message);
+  [[nodiscard]] absl::Status Advertise(uint32_t index, const v1::SecAggAdvertise& message,
+                                       absl::string_view client_id,
+                                       absl::string_view signing_public_key);
+  [[nodiscard]] absl::Status ShareKeys(uint32_t index, const v1::SecAggShareKeys& message);
   // A masked input with its FedAvg weight (num_examples / example_scale, or 1). Errors: as
   // above.
-  absl::Status AddMaskedInput(uint32_t index, const v1::SecAggMaskedInput& input, double weight);
-  absl::Status Unmask(uint32_t index, const v1::SecAggUnmaskResponse& message);
+  [[nodiscard]] absl::Status AddMaskedInput(uint32_t index, const v1::SecAggMaskedInput& input,
+                                            double weight);
+  [[nodiscard]] absl::Status Unmask(uint32_t index, const v1::SecAggUnmaskResponse& message);
 
   // The next step's input owed to member `index` (or done, or retry_after_ms). Errors:
   // FAILED_PRECONDITION when the member was dropped at an earlier step.
-  absl::StatusOr<v1::SecAggStepResponse> NextFor(uint32_t index) const;
+  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> NextFor(uint32_t index) const;
 
   // Closes step 0 or 1 when every member it waits for has answered or `alive` says is gone, or
   // at its deadline. `alive(index)`: the member's task is still in flight. Returns true when a
   // step closed. Errors: the protocol's (fewer than t left): the round must fail.
-  absl::StatusOr<bool> AdvanceKeySteps(double now_s, const std::function<bool(uint32_t)>& alive);
+  [[nodiscard]] absl::StatusOr<bool> AdvanceKeySteps(double now_s,
+                                                     const std::function<bool(uint32_t)>& alive);
   // Closes step 2 (the round's uploads are over) and opens step 3 until now_s +
   // step_timeout_s. Members reported by a neighbour whose share did not authenticate are left
   // out (secagg::SecAggServer::RequestUnmasking). Errors: fewer than t inputs left, or a secret
   // without t holders left.
-  absl::Status BeginUnmasking(double now_s);
+  [[nodiscard]] absl::Status BeginUnmasking(double now_s);
   // The reports that came with the share messages and the masked inputs: member -> the members
   // that could not verify its advertisement or authenticate its key shares
   // (secagg::SecAggServer::accusations).
@@ -114,7 +118,7 @@ class SecAggRound {
     secagg::UnmaskedSum sum;
     double total_weight = 0;
   };
-  absl::StatusOr<Result> Finish();
+  [[nodiscard]] absl::StatusOr<Result> Finish();
   // True when member `index` did not complete a step that has closed (it is out of the round).
   bool dropped(uint32_t index) const;
 
@@ -123,8 +127,8 @@ class SecAggRound {
   // Errors of a step message of member `index` naming `sender`: the step is not `phase`, the
   // member did not complete the step before it or already sent this one, or `sender` is not
   // `index` (PERMISSION_DENIED).
-  absl::Status CheckOpen(SecAggPhase phase, uint32_t index, uint32_t sender,
-                         const char* what) const;
+  [[nodiscard]] absl::Status CheckOpen(SecAggPhase phase, uint32_t index, uint32_t sender,
+                                       const char* what) const;
   // Member `index` completed `phase`: it is owed a retry until the next step's input (or `done`
   // after unmasking).
   void Took(uint32_t index, SecAggPhase phase);

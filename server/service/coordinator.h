@@ -119,7 +119,8 @@ class Coordinator {
   // Opens the run: resumes at the round after the last committed one, or initialises the store
   // with `options.initial_model`. Errors: INVALID_ARGUMENT (missing store), whatever the store or
   // the aggregator return (e.g. DATA_LOSS on a corrupt store).
-  static absl::StatusOr<std::unique_ptr<Coordinator>> Create(CoordinatorOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
+      CoordinatorOptions options);
   ~Coordinator();
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
@@ -128,7 +129,7 @@ class Coordinator {
   // checkpoint durable now (one store commit of the latest model, with their records, receipts
   // and profiles). Called on a clean shutdown; a no-op when everything is durable. Errors: the
   // store's (the rounds then stay pending). Call without holding other coordinator locks.
-  absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
+  [[nodiscard]] absl::Status WriteCheckpoint() ABSL_LOCKS_EXCLUDED(mu_, commit_mu_);
 
   // Registers a device (or re-registers it: the same identity keeps its client id and profile
   // and is selectable again at once). Starts a new session. Errors: INVALID_ARGUMENT for an
@@ -154,9 +155,9 @@ class Coordinator {
   // An identity that never had an update accepted and is not heard from for
   // security.unseen_identity_ttl_s is forgotten by Tick (its session ends, its stored profile is
   // deleted); registering it again makes a new client.
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
-                                                const std::string& cert_fingerprint = "",
-                                                const std::string& peer_address = "");
+  [[nodiscard]] absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request, absl::Time now, const std::string& cert_fingerprint = "",
+      const std::string& peer_address = "");
 
   // Marks the client online. Returns the current round (as of the last time the engine
   // advanced). Never waits for the coordinator's lock (issue 12 item 1): the session is checked
@@ -164,20 +165,20 @@ class Coordinator {
   // like transfer progress (NoteActivity), folded in at once when the lock is free, else at the
   // next Tick. A heartbeat therefore never queues behind an update being folded, a round being
   // planned or a commit's bookkeeping. Errors: UNAUTHENTICATED (no such session).
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                  absl::Time now)
+  [[nodiscard]] absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                                absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
-  absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request, absl::Time now);
+  [[nodiscard]] absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
+                                                              absl::Time now);
 
   // The serialized model for `task_id`. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED
   // (another client's task), FAILED_PRECONDITION (the task's round has closed).
-  absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(const std::string& client_id,
-                                                                const std::string& token,
-                                                                const std::string& task_id,
-                                                                absl::Time now);
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(
+      const std::string& client_id, const std::string& token, const std::string& task_id,
+      absl::Time now);
 
   // Validates and folds in an update (a serialized v1::Model delta = trained - downloaded).
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
@@ -211,8 +212,9 @@ class Coordinator {
   // 1 / sqrt(1 + staleness), FAILED_PRECONDITION past max_staleness), and the update that fills
   // the buffer (K) commits the version before this call returns (on_round_committed is called
   // from this thread, after the lock is released) and opens the next one.
-  absl::Status SubmitUpdate(const v1::UploadHeader& header, const std::string& payload,
-                            absl::Time now, double upload_seconds = 0);
+  [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
+                                          const std::string& payload, absl::Time now,
+                                          double upload_seconds = 0);
 
   // The checks of SubmitUpdate that need no payload, for an upload whose header has arrived and
   // whose payload has not: metrics, session, task (exists, this client's, not uploaded or
@@ -222,7 +224,7 @@ class Coordinator {
   // acceptance: the round moves on while the payload streams, and SubmitUpdate checks again.
   // A refusal is counted as SubmitUpdate's are (RoundEngine::RefuseUpdate; absurd metrics or
   // examples fail the task) at `now`.
-  absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
+  [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Counts an upload stream the upload service refused before its payload reached
@@ -231,16 +233,17 @@ class Coordinator {
   // (RoundEngine::RefuseUpdate without a claim: no task is touched, since a broken stream says
   // nothing certain about whose task it was). Returns `status`. Takes the lock: not from a gRPC
   // callback thread.
-  absl::Status RefuseUploadStream(absl::Status status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status RefuseUploadStream(absl::Status status, absl::Time now)
+      ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
   // `payload_parsed`, when set, is called (on this thread, before the verdict) once the pieces
   // are no longer read: after parsing, unless audit_updates stores them or secure aggregation
   // is on (then never). The caller may free them then, e.g. to admit the next upload (peak RSS).
-  absl::Status SubmitUpdate(const v1::UploadHeader& header,
-                            absl::Span<const std::string_view> payload_pieces, absl::Time now,
-                            double upload_seconds = 0,
-                            absl::AnyInvocable<void()> payload_parsed = nullptr);
+  [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
+                                          absl::Span<const std::string_view> payload_pieces,
+                                          absl::Time now, double upload_seconds = 0,
+                                          absl::AnyInvocable<void()> payload_parsed = nullptr);
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"; root role only):
   // folds an aggregator's partial sum of its devices' updates for one round, all or nothing.
@@ -248,7 +251,7 @@ class Coordinator {
   // SubmitUpdate's; then RoundEngine::FoldPartial (its errors). The sum must parse as a Model
   // (INVALID_ARGUMENT). A first-K round the sum fills closes and commits before this returns.
   // Errors also: FAILED_PRECONDITION when this server is not a root (hierarchy.role).
-  absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
+  [[nodiscard]] absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): one SecAggStep RPC, the
@@ -256,11 +259,11 @@ class Coordinator {
   // The step that the last member's message completes closes at once, and an unmask response
   // that completes the round commits it before this returns. Errors: UNAUTHENTICATED (session)
   // and those of RoundEngine::SecAggStep.
-  absl::StatusOr<v1::SecAggStepResponse> SecAggStep(const v1::SecAggStepRequest& request,
-                                                    absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggStep(
+      const v1::SecAggStepRequest& request, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client gives up its task (e.g. out of battery). The round goes on without it.
-  absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
+  [[nodiscard]] absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
 
   // Operator view: counts, the last `recent_rounds` round records (<= 0: 5) and, unless
   // include_clients is false, one ClientSummary per live client.
@@ -324,7 +327,7 @@ class Coordinator {
   int64_t committed_round() const;
   // OK unless a commit failed for good (the server must stop; its store holds every round
   // committed before).
-  absl::Status health() const;
+  [[nodiscard]] absl::Status health() const;
   // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
   int64_t max_update_bytes() const;
   // The serialized global model's size in bytes (as of Open; the architecture never changes).
@@ -351,27 +354,28 @@ class Coordinator {
   };
 
   explicit Coordinator(CoordinatorOptions options);
-  absl::Status Open();
+  [[nodiscard]] absl::Status Open();
   // Open's two starts: a fresh store is initialised with options_.initial_model (and the
   // collapse guard's reference from its evaluation); a stored run is loaded (model, profiles,
   // planner and optimiser state, guard reference) after checking that the configured model has
   // the stored one's architecture. Both fill `*engine`. Errors: INVALID_ARGUMENT (fresh store
   // without an initial model), FAILED_PRECONDITION (another architecture), the store's.
-  absl::Status InitializeStore(round::EngineOptions* engine);
-  absl::Status LoadStoredRun(const v1::RunMeta& meta, round::EngineOptions* engine);
+  [[nodiscard]] absl::Status InitializeStore(round::EngineOptions* engine);
+  [[nodiscard]] absl::Status LoadStoredRun(const v1::RunMeta& meta, round::EngineOptions* engine);
   // Unguessable task ids and unpredictable seeds of the differential-privacy noise and the
   // secure-aggregation graph (OpenSSL's RAND_bytes), instead of the engine's seeded defaults.
   void UseSecureRandomness(round::EngineOptions* engine);
   absl::Time Now() const { return options_.clock(); }
   // The client's index in the profile book. Errors: UNAUTHENTICATED (no such session).
-  absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
-                                                    const std::string& token) const
+  [[nodiscard]] absl::StatusOr<profile::ClientIndex> CheckSession(const std::string& client_id,
+                                                                  const std::string& token) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The signing key a registration presents (RegisterRequest.signing_public_key) against the
   // key `bound` to its identity (ClientProfile.signing_public_key, "" when none): none or 32
   // bytes (else INVALID_ARGUMENT), and not another than the bound one (PERMISSION_DENIED naming
   // the operator's recovery, fedsched-enroll --reset_identity). No lock needed.
-  static absl::Status CheckSigningKey(const v1::RegisterRequest& request, absl::string_view bound);
+  [[nodiscard]] static absl::Status CheckSigningKey(const v1::RegisterRequest& request,
+                                                    absl::string_view bound);
   // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
   // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
   // ends their sessions and deletes their stored profiles.
@@ -389,8 +393,9 @@ class Coordinator {
   // Counts an upload refused outside the engine's checks (metrics, payload, norm screens) with
   // `reason` (RoundEngine::RefuseUpdate: its task fails when the sender's session and claim
   // check out), and returns `status`.
-  absl::Status RefuseUpload(const v1::UploadHeader& header, round::RejectReason reason,
-                            absl::Status status, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status RefuseUpload(const v1::UploadHeader& header,
+                                          round::RejectReason reason, absl::Status status,
+                                          absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   // RefuseUpload's part under the lock.
   void RefuseUploadLocked(const v1::UploadHeader& header, round::RejectReason reason,
                           const absl::Status& status, absl::Time now)
@@ -407,8 +412,8 @@ class Coordinator {
   // store's after the last attempt. PublishCommitted: publishes the committed model as `blob`,
   // marks it durable, plans the next round as of the close and wakes held polls.
   bool EvaluateCommitted(int64_t round, const v1::Model& model, v1::RoundRecord* record) const;
-  absl::StatusOr<bool> StoreCommit(RoundCommit& commit) ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::StatusOr<bool> StoreCommit(RoundCommit& commit)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(commit_mu_) ABSL_LOCKS_EXCLUDED(mu_);
   void PublishCommitted(const round::ClosedRound& closed, const v1::RoundRecord& record,
                         std::shared_ptr<const ModelBlob> blob, bool durable)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -446,13 +451,15 @@ class Coordinator {
   // `self` carries the update (delta or masked input), its pieces, time and upload seconds.
   // `drain_commits`: commit the rounds it closed before returning (else the caller must call
   // DrainCommits).
-  absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
-                           bool drain_commits = true) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  [[nodiscard]] absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
+                                         bool drain_commits = true)
+      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // SubmitUpdate's path for a masked input (secure aggregation): parsed, never norm-screened
   // (a masked vector's norm says nothing), then folded like an update.
-  absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
-                                 absl::Span<const std::string_view> payload_pieces, absl::Time now,
-                                 double upload_seconds) ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  [[nodiscard]] absl::Status SubmitMaskedInput(const v1::UploadHeader& header,
+                                               absl::Span<const std::string_view> payload_pieces,
+                                               absl::Time now, double upload_seconds)
+      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // Decides the queued updates from `head` on (following `next`), in order, setting each one's
   // status (not `done`).
   void DecideUpdates(PendingUpdate* head) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -462,8 +469,9 @@ class Coordinator {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The engine's check of a session-checked update, with an already-accepted task answered from
   // the receipts. `pending` / `pending_examples` as RoundEngine::CheckUpdate.
-  absl::Status CheckClaim(const round::UpdateClaim& claim, int32_t pending,
-                          int64_t pending_examples, round::RejectReason* reason = nullptr) const
+  [[nodiscard]] absl::Status CheckClaim(const round::UpdateClaim& claim, int32_t pending,
+                                        int64_t pending_examples,
+                                        round::RejectReason* reason = nullptr) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   CoordinatorOptions options_;

@@ -30,11 +30,11 @@ std::string CredentialBinding(std::string_view credential);
 // dropped. Errors: NOT_FOUND / PERMISSION_DENIED when unreadable, FAILED_PRECONDITION when a
 // link, another uid's or open to group or others, INVALID_ARGUMENT when shorter than
 // `min_bytes`.
-absl::StatusOr<std::string> ReadSecretFile(const std::string& path, size_t min_bytes);
+[[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::string& path, size_t min_bytes);
 
 // Reads `path` as ReadSecretFile does, or creates it (mode 0600, O_EXCL | O_NOFOLLOW) holding a
 // fresh random 32-byte hex token.
-absl::StatusOr<std::string> ReadOrCreateToken(const std::string& path);
+[[nodiscard]] absl::StatusOr<std::string> ReadOrCreateToken(const std::string& path);
 
 }  // namespace fedsched
 

@@ -46,8 +46,8 @@ bool IsLoopbackPeer(absl::string_view peer);
 // sha256, and metrics that cannot poison the aggregate or the profiles: num_examples in
 // [1, 2^53], every other count in [0, 2^53], every real finite and >= 0.
 // Errors: INVALID_ARGUMENT naming the field and the value.
-absl::Status ValidateUploadHeader(const v1::UploadHeader& header, int64_t max_total_bytes,
-                                  int64_t max_chunk_bytes);
+[[nodiscard]] absl::Status ValidateUploadHeader(const v1::UploadHeader& header,
+                                                int64_t max_total_bytes, int64_t max_chunk_bytes);
 
 // Reassembles one UploadUpdate stream (gRPC-free, so that the fuzzers drive the same code): the
 // header first, then data chunks with seq 0, 1, ..., exactly header.num_chunks of them, totalling
@@ -71,18 +71,18 @@ class UploadAssembler {
   // Takes the next stream message in wire form (upload_frame.h), parsed in place: a chunk's data
   // is not copied (small ones excepted, see above). Errors (INVALID_ARGUMENT, saying what is
   // wrong): a frame that is not a valid UploadChunk (ParseUploadFrame), and those of Add().
-  absl::Status AddFrame(UploadFrame frame);
+  [[nodiscard]] absl::Status AddFrame(UploadFrame frame);
   // Takes the next stream message (copies its data). Errors (INVALID_ARGUMENT, saying what is
   // wrong): a second header; data before the header; a header failing ValidateUploadHeader; a
   // chunk whose seq is not the next expected one (missing or reordered chunks); more chunks or
   // bytes than declared.
-  absl::Status Add(const v1::UploadChunk& chunk);
+  [[nodiscard]] absl::Status Add(const v1::UploadChunk& chunk);
   // As above, but takes the chunk's data without copying it; `chunk` is left valid but with
   // unspecified contents (the caller may parse the next message into it).
-  absl::Status Add(v1::UploadChunk&& chunk);
+  [[nodiscard]] absl::Status Add(v1::UploadChunk&& chunk);
   // Checks the stream is complete. Errors: INVALID_ARGUMENT for a stream without a header or a
   // truncated one (fewer chunks or bytes than declared), or after an earlier error.
-  absl::Status Finish() const;
+  [[nodiscard]] absl::Status Finish() const;
 
   bool has_header() const { return has_header_; }
   const v1::UploadHeader& header() const { return header_; }
@@ -99,9 +99,9 @@ class UploadAssembler {
   // The checks of Add() on a message's header (null for a data chunk), seq and data size; true
   // in `*is_data` for an accepted data chunk whose bytes the caller must then keep. On error the
   // assembler is spent.
-  absl::Status Check(const v1::UploadHeader* header, int64_t seq, int64_t data_bytes,
-                     bool* is_data);
-  absl::Status Fail(absl::Status s);
+  [[nodiscard]] absl::Status Check(const v1::UploadHeader* header, int64_t seq, int64_t data_bytes,
+                                   bool* is_data);
+  [[nodiscard]] absl::Status Fail(absl::Status s);
   // Keeps a chunk's bytes: by reference at or above reference_from_bytes_, else copied.
   void KeepViews(absl::Span<const std::string_view> data, int64_t bytes,
                  std::shared_ptr<const void> owner);
@@ -189,8 +189,9 @@ inline constexpr char kAggregatorTokenHeader[] = "fedsched-aggregator-token";
 // without a restart. Errors: INVALID_ARGUMENT for an aggregator id that is not a plain file
 // name ([A-Za-z0-9._:-], not starting with '.'); UNAUTHENTICATED when no token directory is
 // configured, the aggregator has no token file (or an unreadable one), or `token` differs.
-absl::Status CheckAggregatorToken(const std::string& token_dir, const std::string& aggregator_id,
-                                  std::string_view token);
+[[nodiscard]] absl::Status CheckAggregatorToken(const std::string& token_dir,
+                                                const std::string& aggregator_id,
+                                                std::string_view token);
 
 // The names a TLS peer's certificate vouches for: its subject CN and its SANs. Empty when the
 // peer is not authenticated by a certificate.
@@ -305,22 +306,26 @@ class CoordinatorService final
   // A session is bound to the TLS client certificate it registered with (docs/SECURITY.md):
   // OK when `client_id` registered without one, or when the caller's certificate is that one.
   // Errors: UNAUTHENTICATED when the caller presents another certificate (or none).
-  absl::Status CheckSessionPeer(grpc::CallbackServerContext* context, const std::string& client_id);
+  [[nodiscard]] absl::Status CheckSessionPeer(grpc::CallbackServerContext* context,
+                                              const std::string& client_id);
 
  private:
   // A unary reactor whose `handler` (its status finishes the call) runs on the worker.
   grpc::ServerUnaryReactor* OnWorker(grpc::CallbackServerContext* context,
                                      absl::AnyInvocable<absl::Status()> handler);
-  absl::Status RegisterNow(grpc::CallbackServerContext* context, const v1::RegisterRequest* request,
-                           v1::RegisterResponse* response);
-  absl::Status ReportFailureNow(grpc::CallbackServerContext* context,
-                                const v1::ReportFailureRequest* request,
-                                v1::ReportFailureResponse* response);
+  [[nodiscard]] absl::Status RegisterNow(grpc::CallbackServerContext* context,
+                                         const v1::RegisterRequest* request,
+                                         v1::RegisterResponse* response);
+  [[nodiscard]] absl::Status ReportFailureNow(grpc::CallbackServerContext* context,
+                                              const v1::ReportFailureRequest* request,
+                                              v1::ReportFailureResponse* response);
   // OK when the call carries the operator token (or none is configured); else UNAUTHENTICATED
   // naming `what`.
-  absl::Status CheckOperatorToken(grpc::CallbackServerContext* context, const char* what) const;
-  absl::Status GetStatusNow(grpc::CallbackServerContext* context,
-                            const v1::GetStatusRequest* request, v1::GetStatusResponse* response);
+  [[nodiscard]] absl::Status CheckOperatorToken(grpc::CallbackServerContext* context,
+                                                const char* what) const;
+  [[nodiscard]] absl::Status GetStatusNow(grpc::CallbackServerContext* context,
+                                          const v1::GetStatusRequest* request,
+                                          v1::GetStatusResponse* response);
 
   Coordinator* const coordinator_;
   const CoordinatorServiceOptions options_;

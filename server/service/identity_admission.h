@@ -45,7 +45,7 @@ class IdentityAdmission {
 
   // PERMISSION_DENIED, naming the identity and how the operator lifts it, if `identity` was
   // revoked (docs/OPERATIONS.md "Revoking a device"); OK otherwise.
-  absl::Status CheckNotRevoked(const std::string& identity) const;
+  [[nodiscard]] absl::Status CheckNotRevoked(const std::string& identity) const;
   // The revoked identities, sorted.
   std::vector<std::string> revoked_identities() const;
   int64_t revoked_count() const { return static_cast<int64_t>(revoked_.size()); }
@@ -53,12 +53,14 @@ class IdentityAdmission {
   // SHA-256 of its TLS client certificate ("" without mutual TLS). Errors: UNAUTHENTICATED
   // without an enrolment secret (with a key) or without any proof (no key, no certificate),
   // unless security.allow_trust_on_first_use.
-  absl::StatusOr<Admission> Admit(const std::string& identity, const std::string& credential,
-                                  const std::string& cert_fingerprint) const;
+  [[nodiscard]] absl::StatusOr<Admission> Admit(const std::string& identity,
+                                                const std::string& credential,
+                                                const std::string& cert_fingerprint) const;
   // Room in `book` for a new identity: RESOURCE_EXHAUSTED at security.max_identities live
   // identities or, for an unprovisioned one, at max_unproven_identity_fraction x max_identities
   // never-proven ones (ProfileBook::CountUnproven).
-  absl::Status CheckIdentityRoom(const profile::ProfileBook& book, bool provisioned) const;
+  [[nodiscard]] absl::Status CheckIdentityRoom(const profile::ProfileBook& book,
+                                               bool provisioned) const;
 
  private:
   const v1::ServerConfig& config_;
@@ -77,7 +79,7 @@ class RegistrationRateLimit {
   explicit RegistrationRateLimit(const v1::ServerConfig& config) : config_(config) {}
   // Records a new identity from `peer_address` ("" = unknown: only the global limit applies) at
   // `now`. Errors: RESOURCE_EXHAUSTED at either limit (nothing recorded then).
-  absl::Status Admit(const std::string& peer_address, absl::Time now);
+  [[nodiscard]] absl::Status Admit(const std::string& peer_address, absl::Time now);
 
  private:
   const v1::ServerConfig& config_;

@@ -29,7 +29,8 @@ grpc::ByteBuffer ModelChunkFrame(const std::shared_ptr<const round::ModelBlob>& 
 
 // Parses a raw request of a raw method. Errors: INVALID_ARGUMENT when it is not a
 // v1::DownloadModelRequest.
-absl::Status ParseDownloadRequest(const grpc::ByteBuffer& raw, v1::DownloadModelRequest* request);
+[[nodiscard]] absl::Status ParseDownloadRequest(const grpc::ByteBuffer& raw,
+                                                v1::DownloadModelRequest* request);
 
 }  // namespace fedsched
 

@@ -29,7 +29,7 @@ class PaceSteering {
   // (Re)builds the pacer for long polls held at most `hold_s` seconds (> 0); the population is
   // recounted at the next Update. Must be called once before the other methods. Errors:
   // INVALID_ARGUMENT from round::PacerOptions::FromServerConfig (then the previous pacer stays).
-  absl::Status SetHold(double hold_s);
+  [[nodiscard]] absl::Status SetHold(double hold_s);
   // Recounts the available population from `book` at `now_s`, at most once a second (an
   // O(clients) scan), and logs when pacing starts, stops or its cycle moves by a fifth.
   void Update(const profile::ProfileBook& book, double now_s);

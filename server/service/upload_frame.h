@@ -65,7 +65,8 @@ struct ParsedUploadChunk {
 // headers merge), the last seq wins, unknown fields are skipped. Errors: INVALID_ARGUMENT
 // "upload stream message is not a valid UploadChunk: ..." naming what is malformed (a truncated
 // field, a header that is not a valid UploadHeader, bytes after the last field).
-absl::Status ParseUploadFrame(absl::Span<const std::string_view> slices, ParsedUploadChunk* out);
+[[nodiscard]] absl::Status ParseUploadFrame(absl::Span<const std::string_view> slices,
+                                            ParsedUploadChunk* out);
 
 }  // namespace fedsched
 

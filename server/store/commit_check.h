@@ -14,7 +14,7 @@ namespace fedsched {
 // is committed_round + 1 + commit.earlier_records.size() (the rounds a checkpoint interval did
 // not write on their own) and it has a model. Errors: FAILED_PRECONDITION naming both rounds for
 // a gap or a repeat, INVALID_ARGUMENT for a commit without a model.
-absl::Status CheckCommitFollows(const RoundCommit& commit, int64_t committed_round);
+[[nodiscard]] absl::Status CheckCommitFollows(const RoundCommit& commit, int64_t committed_round);
 
 }  // namespace fedsched
 

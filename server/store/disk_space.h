@@ -23,7 +23,7 @@ int64_t RequiredFreeBytes(int64_t model_bytes, int64_t reserve_mib);
 // Bytes available to this (unprivileged) uid on the file system holding `path`, or on its
 // nearest existing ancestor when `path` does not exist yet. Errors: INTERNAL naming the path
 // when statvfs fails.
-absl::StatusOr<int64_t> FreeBytes(const std::string& path);
+[[nodiscard]] absl::StatusOr<int64_t> FreeBytes(const std::string& path);
 
 // "the file system holding the store at P has A MiB free; at least R MiB are needed
 // (...)" and the operator's remedy: what the server says when a full disk stops it.
@@ -31,7 +31,7 @@ std::string FreeSpaceReport(const std::string& path, int64_t required);
 
 // OK when FreeBytes(`path`) >= `required`. Errors: RESOURCE_EXHAUSTED with FreeSpaceReport;
 // the errors of FreeBytes.
-absl::Status CheckFreeSpace(const std::string& path, int64_t required);
+[[nodiscard]] absl::Status CheckFreeSpace(const std::string& path, int64_t required);
 
 // True when `status` (a store error) reports a full disk or quota: RESOURCE_EXHAUSTED (the
 // store's own checks, StoreOptions::min_free_bytes) or ENOSPC / EDQUOT text (as RocksDB and the

@@ -17,22 +17,23 @@ namespace fedsched {
 class MemoryStore : public Store {
  public:
   MemoryStore() = default;
-  absl::StatusOr<v1::RunMeta> LoadMeta() const override;
-  absl::Status Initialize(const v1::Model& initial_model, v1::RunMeta meta) override;
-  absl::Status CommitRound(RoundCommit commit) override;
-  absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
-  absl::Status PutProfile(const v1::ClientProfile& profile) override;
-  absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) override;
-  absl::Status PutRevocation(const Revocation& revocation) override;
-  absl::StatusOr<bool> DeleteRevocation(const std::string& identity) override;
-  absl::StatusOr<std::vector<Revocation>> LoadRevocations() const override;
-  absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
-  absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
-  absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;
-  absl::StatusOr<std::vector<v1::ClientProfile>> LoadProfiles() const override;
-  absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const override;
-  absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(int64_t round) const override;
-  absl::StatusOr<std::string> LoadPlannerState() const override;
+  [[nodiscard]] absl::StatusOr<v1::RunMeta> LoadMeta() const override;
+  [[nodiscard]] absl::Status Initialize(const v1::Model& initial_model, v1::RunMeta meta) override;
+  [[nodiscard]] absl::Status CommitRound(RoundCommit commit) override;
+  [[nodiscard]] absl::Status RecordFailedRound(const v1::RoundRecord& record) override;
+  [[nodiscard]] absl::Status PutProfile(const v1::ClientProfile& profile) override;
+  [[nodiscard]] absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) override;
+  [[nodiscard]] absl::Status PutRevocation(const Revocation& revocation) override;
+  [[nodiscard]] absl::StatusOr<bool> DeleteRevocation(const std::string& identity) override;
+  [[nodiscard]] absl::StatusOr<std::vector<Revocation>> LoadRevocations() const override;
+  [[nodiscard]] absl::StatusOr<v1::Model> LoadModel(int64_t round) const override;
+  [[nodiscard]] absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<v1::ClientProfile>> LoadProfiles() const override;
+  [[nodiscard]] absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(
+      int64_t round) const override;
+  [[nodiscard]] absl::StatusOr<std::string> LoadPlannerState() const override;
   // Commits so far (for tests).
   int64_t commits() const;
 

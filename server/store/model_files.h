@@ -38,23 +38,24 @@ class ModelFiles {
   explicit ModelFiles(std::string dir) : dir_(std::move(dir)) {}
 
   // Creates the folder if missing. Errors: INTERNAL naming the folder.
-  absl::Status Init() const;
+  [[nodiscard]] absl::Status Init() const;
 
   // Writes `bytes`, whose raw SHA-256 is `sha256`, durably: a temporary file in the folder,
   // fsync, rename to its digest's name, fsync of the folder. Replaces a file of the same name
   // (same contents). Errors: INVALID_ARGUMENT for a digest that is not 32 bytes; INTERNAL naming
   // the file and the failing system call.
-  absl::Status Write(std::string_view bytes, std::string_view sha256) const;
+  [[nodiscard]] absl::Status Write(std::string_view bytes, std::string_view sha256) const;
 
   // The contents of the file of `ref`, checked against its size and digest. Errors: NOT_FOUND
   // when the file does not exist; DATA_LOSS when its size or SHA-256 differs from the reference
   // (names the file and both values); INTERNAL when it cannot be read.
-  absl::StatusOr<std::string> Read(const ModelRef& ref) const;
+  [[nodiscard]] absl::StatusOr<std::string> Read(const ModelRef& ref) const;
 
   // Deletes every model file whose digest is not in `live` (raw digests) and every leftover
   // temporary file (a commit that crashed before its batch). Returns how many were deleted.
   // Errors: INTERNAL when the folder cannot be listed.
-  absl::StatusOr<int> RemoveUnreferenced(const absl::flat_hash_set<std::string>& live) const;
+  [[nodiscard]] absl::StatusOr<int> RemoveUnreferenced(
+      const absl::flat_hash_set<std::string>& live) const;
 
   // <dir>/<hex digest>.model
   std::string PathOf(std::string_view sha256) const;

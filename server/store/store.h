@@ -58,26 +58,27 @@ class Store {
   // Opens (or creates) the RocksDB store (linked from fedsched::store). Errors:
   // INVALID_ARGUMENT for bad options; INTERNAL with RocksDB's message (e.g. the directory is
   // locked by another server).
-  static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
   virtual ~Store() = default;
   Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
 
   // The run meta. Errors: NOT_FOUND on a fresh database (call Initialize), DATA_LOSS if corrupt.
-  virtual absl::StatusOr<v1::RunMeta> LoadMeta() const = 0;
+  [[nodiscard]] virtual absl::StatusOr<v1::RunMeta> LoadMeta() const = 0;
 
   // Writes the initial model as round 0 and `meta` (committed_round = 0), synced.
   // Errors: FAILED_PRECONDITION if the database already holds a run.
-  virtual absl::Status Initialize(const v1::Model& initial_model, v1::RunMeta meta) = 0;
+  [[nodiscard]] virtual absl::Status Initialize(const v1::Model& initial_model,
+                                                v1::RunMeta meta) = 0;
 
   // Atomically commits a round (see RoundCommit). Errors: FAILED_PRECONDITION unless
   // commit.record.round() == committed_round + 1; INTERNAL on a RocksDB failure (nothing written).
-  virtual absl::Status CommitRound(RoundCommit commit) = 0;
+  [[nodiscard]] virtual absl::Status CommitRound(RoundCommit commit) = 0;
 
   // Records a failed round attempt (outcome FAILED) without advancing committed_round; a later
   // attempt of the same round overwrites it. Errors: INTERNAL.
-  virtual absl::Status RecordFailedRound(const v1::RoundRecord& record) = 0;
+  [[nodiscard]] virtual absl::Status RecordFailedRound(const v1::RoundRecord& record) = 0;
 
   // Upserts one profile (e.g. at registration). Written to the write-ahead log but not synced:
   // it survives a killed process at once and a power loss from the next synced write on (every
@@ -85,35 +86,37 @@ class Store {
   // wait for one fsync each under the coordinator's lock (issue 22, docs/BENCHMARKS.md §6); a
   // profile lost to a power cut costs only a re-registration (docs/SECURITY.md: the device
   // presents its credential again and is bound to it). Errors: INTERNAL.
-  virtual absl::Status PutProfile(const v1::ClientProfile& profile) = 0;
+  [[nodiscard]] virtual absl::Status PutProfile(const v1::ClientProfile& profile) = 0;
   // Deletes the profiles of `client_ids` (expired identities, docs/SECURITY.md "Admission
   // control") in one synced write; unknown ids are ignored. Errors: INTERNAL.
-  virtual absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) = 0;
+  [[nodiscard]] virtual absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) = 0;
 
   // Records a revocation (synced); an existing one for the same identity is overwritten.
   // Errors: INVALID_ARGUMENT for an empty identity; INTERNAL.
-  virtual absl::Status PutRevocation(const Revocation& revocation) = 0;
+  [[nodiscard]] virtual absl::Status PutRevocation(const Revocation& revocation) = 0;
   // Lifts the revocation of `identity` (synced). Returns false if it was not revoked.
   // Errors: INTERNAL.
-  virtual absl::StatusOr<bool> DeleteRevocation(const std::string& identity) = 0;
+  [[nodiscard]] virtual absl::StatusOr<bool> DeleteRevocation(const std::string& identity) = 0;
   // All revocations, ordered by identity.
-  virtual absl::StatusOr<std::vector<Revocation>> LoadRevocations() const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<Revocation>> LoadRevocations() const = 0;
 
   // The model committed at `round` (0 = initial). Errors: NOT_FOUND (never committed or pruned).
-  virtual absl::StatusOr<v1::Model> LoadModel(int64_t round) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<v1::Model> LoadModel(int64_t round) const = 0;
   // The record of `round`. Errors: NOT_FOUND.
-  virtual absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<v1::RoundRecord> LoadRound(int64_t round) const = 0;
   // Up to `n` most recent round records, newest first.
-  virtual absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(int n) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<v1::RoundRecord>> LoadRecentRounds(
+      int n) const = 0;
   // All stored profiles.
-  virtual absl::StatusOr<std::vector<v1::ClientProfile>> LoadProfiles() const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<v1::ClientProfile>> LoadProfiles() const = 0;
   // The receipt for `task_id`. Errors: NOT_FOUND.
-  virtual absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<v1::Receipt> LoadReceipt(
+      const std::string& task_id) const = 0;
   // The audited updates of `round` in accept order (empty if the run does not audit).
-  virtual absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(
+  [[nodiscard]] virtual absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(
       int64_t round) const = 0;
   // The planner state stored with the last commit ("" if none).
-  virtual absl::StatusOr<std::string> LoadPlannerState() const = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::string> LoadPlannerState() const = 0;
 };
 
 }  // namespace fedsched

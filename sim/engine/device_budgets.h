@@ -29,7 +29,8 @@ struct DeviceBudget {
 // `config` with its documented defaults filled in (sim.proto DeviceBudgetConfig). Errors:
 // INVALID_ARGUMENT naming the field: a tier with ram_gb <= 0 or share < 0, all shares 0,
 // fractions outside (0, 1] or min > max, device_models < 1, a negative sd, model_scale <= 0.
-absl::StatusOr<v1::DeviceBudgetConfig> ResolveDeviceBudgets(const v1::DeviceBudgetConfig& config);
+[[nodiscard]] absl::StatusOr<v1::DeviceBudgetConfig> ResolveDeviceBudgets(
+    const v1::DeviceBudgetConfig& config);
 
 class DeviceBudgets {
  public:

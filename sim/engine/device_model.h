@@ -47,8 +47,9 @@ class TaskDurations {
   // Timing of `task` (simulated client task.client) whose local work was `work`, with a model
   // of `model_bytes` bytes each way. Every phase must be finite and >= 0, and the total > 0.
   // Errors end the simulation.
-  virtual absl::StatusOr<TaskTiming> Timing(const TrainTask& task, const TaskWork& work,
-                                            int64_t model_bytes) = 0;
+  [[nodiscard]] virtual absl::StatusOr<TaskTiming> Timing(const TrainTask& task,
+                                                          const TaskWork& work,
+                                                          int64_t model_bytes) = 0;
 };
 
 // The default: ComputeTaskTiming over the client's capacity row (client k -> row k mod N).
@@ -56,8 +57,8 @@ class CapacityDurations : public TaskDurations {
  public:
   // `capacity` is not owned and must outlive this object.
   explicit CapacityDurations(const CapacityTrace* capacity) : capacity_(capacity) {}
-  absl::StatusOr<TaskTiming> Timing(const TrainTask& task, const TaskWork& work,
-                                    int64_t model_bytes) override;
+  [[nodiscard]] absl::StatusOr<TaskTiming> Timing(const TrainTask& task, const TaskWork& work,
+                                                  int64_t model_bytes) override;
 
  private:
   const CapacityTrace* capacity_;

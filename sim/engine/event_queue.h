@@ -43,8 +43,8 @@ class EventQueue {
   // Schedules an event at `time_s` (seconds of virtual time). Events at equal times pop in the
   // order they were pushed. Errors: INVALID_ARGUMENT if time_s is NaN or earlier than now()
   // (the time of the last popped event): the queue never goes back in time.
-  absl::Status Push(double time_s, EventKind kind, int32_t client = -1, int64_t a = 0,
-                    int64_t b = 0);
+  [[nodiscard]] absl::Status Push(double time_s, EventKind kind, int32_t client = -1, int64_t a = 0,
+                                  int64_t b = 0);
   // Removes and returns the earliest event and advances now() to its time.
   // Precondition: !empty().
   Event Pop();

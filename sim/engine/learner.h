@@ -83,23 +83,25 @@ class Learner {
   // Trains `tasks` from `global` (the engine's published model, which every one of them
   // pinned). Returns one TrainedTask per task, same order. May use threads; must be
   // deterministic for the same inputs and call sequence. Errors end the simulation.
-  virtual absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
-                                                         const v1::Model& global) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<TrainedTask>> Train(
+      absl::Span<const TrainTask> tasks, const v1::Model& global) = 0;
   // The engine accepted `client`'s update of `round` (in virtual-time order). Default: nothing.
   virtual void OnAccepted(int32_t client, int64_t round) {}
   // Round `round` closed: `committed` with the new global model `global` (evaluated if due),
   // or failed (`global` is the unchanged model). Errors end the simulation.
-  virtual absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
-                                                const v1::Model& global) = 0;
+  [[nodiscard]] virtual absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
+                                                              const v1::Model& global) = 0;
   // The test evaluation of initial_model(), the collapse guard's reference from before round 1
   // (RoundEngine::SetInitialEvaluation); nullopt when the learner does not evaluate real models
   // (the default). Errors end the simulation.
-  virtual absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() { return std::nullopt; }
+  [[nodiscard]] virtual absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() {
+    return std::nullopt;
+  }
   // Whether Prefetch does anything (so that the simulator only looks for hints when it can).
   virtual bool prefetches() const { return false; }
   // The planner expects `client` (online, idle) next round: warm its cache with `plan`, as the
   // SDK does on a poll's prefetch plan. Errors end the simulation. Default: nothing.
-  virtual absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) {
+  [[nodiscard]] virtual absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) {
     return absl::OkStatus();
   }
 };

@@ -50,11 +50,11 @@ class ModelledLearner : public Learner {
   const v1::Model& initial_model() const override { return *zero_; }
   int64_t ModelBytes() const override { return options_.model_bytes; }
   int64_t NumSamples(int32_t client) const override { return samples_[client]; }
-  absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
-                                                 const v1::Model& global) override;
+  [[nodiscard]] absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
+                                                               const v1::Model& global) override;
   void OnAccepted(int32_t client, int64_t round) override;
-  absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
-                                        const v1::Model& global) override;
+  [[nodiscard]] absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
+                                                      const v1::Model& global) override;
 
  private:
   double GlobalLoss() const;

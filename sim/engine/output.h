@@ -34,8 +34,8 @@ std::string RoundCsvLine(const std::string& run, const RoundRow& row);
 class CsvRoundWriter : public RoundSink {
  public:
   // Errors: INTERNAL naming the path if it cannot be created.
-  static absl::StatusOr<std::unique_ptr<CsvRoundWriter>> Open(const std::string& path,
-                                                              std::string run);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CsvRoundWriter>> Open(const std::string& path,
+                                                                            std::string run);
   ~CsvRoundWriter() override;
   void OnRound(const RoundRow& row) override;
 
@@ -95,9 +95,9 @@ class ProgressLine : public RoundSink {
 // its point in the right half of the x range). The gnuplot script goes
 // to gnuplot's stdin (no file is left beside the PNG). Errors: NOT_FOUND for a missing CSV;
 // INTERNAL if gnuplot fails (message includes its exit status).
-absl::Status PlotAccuracy(const std::string& png_path,
-                          const std::vector<std::pair<std::string, std::string>>& curves,
-                          double target, const std::string& title);
+[[nodiscard]] absl::Status PlotAccuracy(
+    const std::string& png_path, const std::vector<std::pair<std::string, std::string>>& curves,
+    double target, const std::string& title);
 
 }  // namespace fedsched::sim
 

@@ -26,7 +26,7 @@ namespace fedsched::sim {
 // stop), a missing traces.capacity_path, a trainer other than "reference" / "torch" (default
 // "reference"), "torch" with a server.model.architecture other than "cnn", a round_trip_s
 // that is negative or not finite, ...
-absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
+[[nodiscard]] absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
 
 // SimConfig.round_trip_s when unset: 100 ms, a device-server round trip on a mobile link.
 inline constexpr double kDefaultRoundTripS = 0.1;
@@ -50,7 +50,7 @@ using LearnerFactory =
 // `make_learner`, by default TrainingLearner; durations from the capacity trace). Errors: those
 // of ResolveSimConfig, the trace loaders (file:line), data loading / partitioning (or
 // `make_learner`), and Simulator::Create.
-absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
     const v1::SimConfig& config, const LearnerFactory& make_learner = nullptr);
 
 // Reads a SimConfig in protobuf text format from `path` (unknown keys are errors) and
@@ -59,7 +59,7 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(
 // config runs from any working directory (issue 21, item 3). Other paths (output_csv, data)
 // are left as given. Errors: those of LoadTextConfig; NOT_FOUND for a trace file that does
 // not exist, naming the field, the path as given and as resolved.
-absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
+[[nodiscard]] absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
 
 // fedsched-sim's --set: a SimConfig fragment in protobuf text format (e.g.
 // `traces { start_time_s: 86400 } server { selection { extend_workload { beta: 0.5 } } }`)
@@ -68,7 +68,7 @@ absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);
 // its default (0, false, ""). Paths in the fragment are used as given (relative to the current
 // directory). Errors: INVALID_ARGUMENT naming the line, column and unknown or malformed key;
 // `config` is then unchanged.
-absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
+[[nodiscard]] absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* config);
 
 // fedsched-sim's --policy / --cache_policy / --fedcase_base flags on `config`'s server block.
 // Empty strings keep the config's value. `policy` (a registered name: "random" | "oort" |
@@ -79,13 +79,15 @@ absl::Status ApplyConfigOverride(const std::string& fragment, v1::SimConfig* con
 // client/cache/cache_policy.h: "importance" | "lru" | "lfu" | "none" built in) names one; a
 // built-in is set as server.cache.policy, any other as server.cache.policy_name. Errors:
 // INVALID_ARGUMENT naming the flag and its allowed values (the registered names).
-absl::Status ApplySelectionFlags(const std::string& policy, const std::string& cache_policy,
-                                 const std::string& fedcase_base, v1::SimConfig* config);
+[[nodiscard]] absl::Status ApplySelectionFlags(const std::string& policy,
+                                               const std::string& cache_policy,
+                                               const std::string& fedcase_base,
+                                               v1::SimConfig* config);
 
 // fedsched-sim's --availability_forecast flag: "trace" | "learned" | "none" sets
 // config.availability_forecast (sim.proto AvailabilityForecast); empty keeps the config's.
 // Errors: INVALID_ARGUMENT naming the flag, its allowed values and the value given.
-absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* config);
+[[nodiscard]] absl::Status ApplyForecastFlag(const std::string& forecast, v1::SimConfig* config);
 // Lower-case availability forecast name: "trace" (also for UNSPECIFIED), "learned", "none".
 std::string ForecastName(v1::AvailabilityForecast forecast);
 

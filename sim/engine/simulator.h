@@ -195,7 +195,7 @@ class Simulator {
   // Creates the round engine, registers every client with data and publishes version 0 (see
   // the file comment). Errors: INVALID_ARGUMENT for a missing part, num_clients <= 0, or a
   // config the engine refuses (RoundEngine::Create, naming the field); those of Register.
-  static absl::StatusOr<std::unique_ptr<Simulator>> Create(SimulatorParts parts);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Simulator>> Create(SimulatorParts parts);
   Simulator(const Simulator&) = delete;
   Simulator& operator=(const Simulator&) = delete;
   ~Simulator();
@@ -210,7 +210,7 @@ class Simulator {
   // a timing that is negative or not finite, or an update the engine refuses as malformed;
   // INTERNAL if the engine refuses a pin or a publish the simulator made, or the event order
   // breaks.
-  absl::StatusOr<RunSummary> Run(RoundSink* sink);
+  [[nodiscard]] absl::StatusOr<RunSummary> Run(RoundSink* sink);
 
   // Clients online right now.
   int32_t online_count() const { return static_cast<int32_t>(online_.size()); }
@@ -229,8 +229,8 @@ class Simulator {
   // `*noised` (which then owns update->delta); noise seeded from config.seed and `serial`. And
   // the noise on the utility report (NoiseUtilityReport, as the SDK) when the task carries a
   // utility_noise_stddev, seeded from config.seed, the round and the client.
-  absl::Status PrivatizeUpdate(int64_t serial, round::Update* update,
-                               std::unique_ptr<v1::Model>* noised) const;
+  [[nodiscard]] absl::Status PrivatizeUpdate(int64_t serial, round::Update* update,
+                                             std::unique_ptr<v1::Model>* noised) const;
   // The summary's stop reason when the privacy budget ended the run.
   std::string BudgetStopReason() const;
   // Secure aggregation (simulator_secagg.cc, docs/SIMULATION.md "Secure aggregation"): one
@@ -251,17 +251,18 @@ class Simulator {
   // upload), which the engine planned as `task` at `now`: the upload is re-timed for the masked
   // input and the advertisement is sent one round trip after `now`. Errors: INTERNAL when the
   // protocol refuses the engine's parameters.
-  absl::Status BeginSecAgg(int64_t serial, const round::Task& task, double now);
+  [[nodiscard]] absl::Status BeginSecAgg(int64_t serial, const round::Task& task, double now);
   // A device's protocol message is due (event kSecAggSend): sent unless the device is offline or
   // its task failed (then it drops at this step). Errors: INTERNAL when the engine refuses an
   // honest device's message as malformed.
-  absl::Status OnSecAggSend(int64_t serial, double now);
+  [[nodiscard]] absl::Status OnSecAggSend(int64_t serial, double now);
   // After an Advance at `now`: each waiting device takes the server's message that became
   // available (SecAggStep without a message) and schedules its answer, or starts training on the
   // routed shares; devices the round left behind are forgotten; a wake-up is scheduled at the
   // open step's deadline.
-  absl::Status PollSecAgg(double now);
-  absl::Status OfferNextStep(std::map<int64_t, SecAggDevice>::iterator it, double now);
+  [[nodiscard]] absl::Status PollSecAgg(double now);
+  [[nodiscard]] absl::Status OfferNextStep(std::map<int64_t, SecAggDevice>::iterator it,
+                                           double now);
   // Forgets a device (and, before it trains, its SimTask, which has no event scheduled).
   void DropSecAgg(std::map<int64_t, SecAggDevice>::iterator it);
   // At the completion of the task of `serial`: for a secure-aggregation task (`secagg`, its
@@ -269,8 +270,9 @@ class Simulator {
   // and points `update` at it instead of the delta. Returns false when nothing is to be uploaded
   // (the device has left the protocol, or refuses to mask: its task is then failed); true for
   // a plain task, untouched. Errors: the engine's FailTask.
-  absl::StatusOr<bool> MaskUpdate(int64_t serial, bool secagg, double now, round::Update* update,
-                                  std::optional<v1::SecAggMaskedInput>* masked);
+  [[nodiscard]] absl::StatusOr<bool> MaskUpdate(int64_t serial, bool secagg, double now,
+                                                round::Update* update,
+                                                std::optional<v1::SecAggMaskedInput>* masked);
   // Seconds to move `bytes` over simulated client `client`'s link (its capacity's bandwidth).
   double TransferSeconds(int32_t client, int64_t bytes) const;
   class OnlinePresence;
@@ -295,38 +297,40 @@ class Simulator {
   // dropped values' share; with a stand-in model (no-train mode) the upload shrinks by the
   // expected share p. No-op for p <= 0.
   void ApplyUpdateDropout(SimTask& t, double p) const;
-  absl::Status Init();
+  [[nodiscard]] absl::Status Init();
   // Moves `client` on or off the online list at `now`; under the learned forecast, tells it the
   // transition as it happens. Errors: those of the forecast's Observe calls.
-  absl::Status SetOnline(int32_t client, bool online, double now);
+  [[nodiscard]] absl::Status SetOnline(int32_t client, bool online, double now);
   // The planner's oracle per config availability_forecast: the trace's, the learned forecast
   // (created here) or none. Errors: INVALID_ARGUMENT for an unknown value.
-  absl::StatusOr<const planner::AvailabilityOracle*> MakeOracle();
-  absl::Status ScheduleAvailability(int32_t client, double now);
-  absl::Status CheckCanStart() const;
+  [[nodiscard]] absl::StatusOr<const planner::AvailabilityOracle*> MakeOracle();
+  [[nodiscard]] absl::Status ScheduleAvailability(int32_t client, double now);
+  [[nodiscard]] absl::Status CheckCanStart() const;
   void NoteWaiting(double now);
-  absl::Status HandleEvent(const Event& e, bool* advance);
-  absl::Status OnAvailabilityChange(int32_t client, double now);
-  absl::Status OnTaskComplete(int64_t serial, double now);
-  absl::Status FailIfInFlight(round::ClientIndex index, const std::string& task_id, double now);
+  [[nodiscard]] absl::Status HandleEvent(const Event& e, bool* advance);
+  [[nodiscard]] absl::Status OnAvailabilityChange(int32_t client, double now);
+  [[nodiscard]] absl::Status OnTaskComplete(int64_t serial, double now);
+  [[nodiscard]] absl::Status FailIfInFlight(round::ClientIndex index, const std::string& task_id,
+                                            double now);
   // Advances the engine at `now` until nothing closes; then starts the new tasks.
-  absl::Status Step(double now);
-  absl::Status FinishRound(const round::ClosedRound& closed, double now);
-  absl::Status NoteOpened(double now);
-  absl::Status ScheduleWake(double now);
+  [[nodiscard]] absl::Status Step(double now);
+  [[nodiscard]] absl::Status FinishRound(const round::ClosedRound& closed, double now);
+  [[nodiscard]] absl::Status NoteOpened(double now);
+  [[nodiscard]] absl::Status ScheduleWake(double now);
 
-  absl::Status StartNewTasks(double now);
-  absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained, round::ClientIndex index,
-                            double now);
+  [[nodiscard]] absl::Status StartNewTasks(double now);
+  [[nodiscard]] absl::Status ScheduleTask(const TrainTask& task, TrainedTask trained,
+                                          round::ClientIndex index, double now);
   // Schedules the end of the task of `serial`, whose download starts at `start`: its completion,
   // or its failure when the device goes offline first.
-  absl::Status PushTaskEnd(int64_t serial, double start);
-  absl::Status Prefetch();
-  absl::Status ResolveModelFeatures();
+  [[nodiscard]] absl::Status PushTaskEnd(int64_t serial, double start);
+  [[nodiscard]] absl::Status Prefetch();
+  [[nodiscard]] absl::Status ResolveModelFeatures();
   // Budgets on: the true peak of `task` and, when it exceeds its device's budget, an
   // out-of-memory failure scheduled after its download (returns true: not to be trained).
-  absl::StatusOr<bool> FailsOutOfMemory(const TrainTask& task, round::ClientIndex index, double now,
-                                        int64_t* peak_bytes);
+  [[nodiscard]] absl::StatusOr<bool> FailsOutOfMemory(const TrainTask& task,
+                                                      round::ClientIndex index, double now,
+                                                      int64_t* peak_bytes);
   bool Done(double now);
 
   SimulatorParts parts_;

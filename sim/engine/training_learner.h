@@ -35,7 +35,8 @@ using TrainerFactory =
 // The trainers of every build: "reference" is a ReferenceTrainer for server.model. Errors:
 // FAILED_PRECONDITION for "torch" (this program was built without LibTorch; the message says
 // how to get it); INVALID_ARGUMENT for any other kind; ReferenceTrainer::Create's.
-absl::StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(const v1::SimConfig& config);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Trainer>> MakeBuiltinTrainer(
+    const v1::SimConfig& config);
 
 // Learner over real data and models. A Train call trains its tasks on `train_threads`
 // std::threads (one Trainer each, SimConfig.trainer's; a client's cache is used by one thread at a
@@ -53,7 +54,7 @@ class TrainingLearner : public Learner {
   // must be resolved (ResolveSimConfig). Errors: those of LoadIdxDataset (NOT_FOUND /
   // DATA_LOSS naming the file), DirichletPartition, InitialModel and `make_trainer` (null:
   // MakeBuiltinTrainer).
-  static absl::StatusOr<std::unique_ptr<TrainingLearner>> Create(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<TrainingLearner>> Create(
       const v1::SimConfig& config, const TrainerFactory& make_trainer = nullptr);
   ~TrainingLearner() override;
 
@@ -63,18 +64,18 @@ class TrainingLearner : public Learner {
     return static_cast<int64_t>(partition_[client].size());
   }
   // Errors: the cache's (a bad plan) and the trainer's, naming the client and round.
-  absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
-                                                 const v1::Model& global) override;
+  [[nodiscard]] absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
+                                                               const v1::Model& global) override;
   // Evaluates `global` on the test set after round 1 and every eval.every_n_rounds-th round
   // of a committed round; otherwise returns the last evaluation with evaluated = false.
   // Errors: those of Evaluate (a model that does not fit the architecture).
-  absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
-                                        const v1::Model& global) override;
+  [[nodiscard]] absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
+                                                      const v1::Model& global) override;
   // The initial model on the test set.
-  absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() override;
+  [[nodiscard]] absl::StatusOr<std::optional<ModelQuality>> EvaluateInitial() override;
   bool prefetches() const override;
   // Errors: those of SampleCache::Warm (a bad plan, a failed read).
-  absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;
+  [[nodiscard]] absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;
 
   // Mean of NumSamples over clients.
   double MeanSamples() const;
@@ -82,9 +83,9 @@ class TrainingLearner : public Learner {
  private:
   struct Device;
   explicit TrainingLearner(const v1::SimConfig& config);
-  absl::StatusOr<TrainedTask> TrainOne(const TrainTask& task, const v1::Model& global,
-                                       Trainer& trainer);
-  absl::StatusOr<Device*> DeviceFor(int32_t client);
+  [[nodiscard]] absl::StatusOr<TrainedTask> TrainOne(const TrainTask& task, const v1::Model& global,
+                                                     Trainer& trainer);
+  [[nodiscard]] absl::StatusOr<Device*> DeviceFor(int32_t client);
 
   v1::SimConfig config_;
   ImageDataset train_;

@@ -26,7 +26,7 @@ class Cluster {
   // Joins the job (MPI_Init, via MakeMpiTransport) when LaunchedRanks() > 1; returns null
   // otherwise: a single-process run, MPI untouched. Errors: MakeMpiTransport's (e.g.
   // FAILED_PRECONDITION in a build without MPI).
-  static absl::StatusOr<std::unique_ptr<Cluster>> Join(int* argc, char*** argv);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<Cluster>> Join(int* argc, char*** argv);
   // For tests: a cluster over `transport`.
   explicit Cluster(std::unique_ptr<Transport> transport) : transport_(std::move(transport)) {}
   ~Cluster();  // MPI_Finalize (through the transport)
@@ -44,9 +44,9 @@ class Cluster {
   // Rank 0: BuildSimulation's learner factory, a DistributedLearner over this job.
   LearnerFactory learner_factory();
   // Rank 0: tells every other rank to return from Serve. Errors: the transport's.
-  absl::Status StopWorkers();
+  [[nodiscard]] absl::Status StopWorkers();
   // Ranks > 0: trains for rank 0 until it stops this rank (ServeTraining).
-  absl::Status Serve();
+  [[nodiscard]] absl::Status Serve();
   // Prints "fedsched-sim rank R: <status>" on stderr and ends every rank (MPI_Abort), for an
   // error after which this rank cannot follow the protocol.
   [[noreturn]] void Abort(const absl::Status& status);

@@ -42,7 +42,7 @@ class DistributedLearner : public Learner {
   // result. `transport` must outlive the learner; `make_trainer` is rank 0's trainer factory
   // (TrainingLearner::Create). Errors: TrainingLearner::Create's on rank 0; a rank's, prefixed
   // "rank R: "; the transport's.
-  static absl::StatusOr<std::unique_ptr<DistributedLearner>> Create(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<DistributedLearner>> Create(
       const v1::SimConfig& config, Transport* transport,
       const TrainerFactory& make_trainer = nullptr);
 
@@ -52,25 +52,25 @@ class DistributedLearner : public Learner {
   // Errors: the first failing rank's in rank order (other ranks' prefixed "rank R: "),
   // TrainingLearner's messages naming the client and round; the transport's; INTERNAL for a
   // reply of the wrong shape.
-  absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
-                                                 const v1::Model& global) override;
+  [[nodiscard]] absl::StatusOr<std::vector<TrainedTask>> Train(absl::Span<const TrainTask> tasks,
+                                                               const v1::Model& global) override;
   // Evaluates on rank 0 (TrainingLearner::EndRound).
-  absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
-                                        const v1::Model& global) override {
+  [[nodiscard]] absl::StatusOr<ModelQuality> EndRound(int64_t round, bool committed,
+                                                      const v1::Model& global) override {
     return local_->EndRound(round, committed, global);
   }
   bool prefetches() const override { return local_->prefetches(); }
   // Rank 0's clients warm at once; other clients' hints are deferred (see above), once per
   // idle spell as TrainingLearner does. Errors: OUT_OF_RANGE for an unknown client;
   // TrainingLearner::Prefetch's for rank 0's clients.
-  absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;
+  [[nodiscard]] absl::Status Prefetch(int32_t client, const v1::CachePlan& plan) override;
 
  private:
   DistributedLearner(Transport* transport, std::unique_ptr<TrainingLearner> local,
                      int32_t num_clients);
-  absl::Status SendShares(absl::Span<const TrainTask> tasks,
-                          const std::vector<std::vector<size_t>>& share, const v1::Model& global,
-                          std::vector<bool>* sent);
+  [[nodiscard]] absl::Status SendShares(absl::Span<const TrainTask> tasks,
+                                        const std::vector<std::vector<size_t>>& share,
+                                        const v1::Model& global, std::vector<bool>* sent);
 
   Transport* transport_;
   std::unique_ptr<TrainingLearner> local_;
@@ -83,10 +83,11 @@ class DistributedLearner : public Learner {
 // training errors go back to rank 0 in the reply (rank 0 ends the run and stops this rank). Errors:
 // the transport's, or INTERNAL for an unexpected message: this rank can no longer follow rank 0
 // (the caller aborts the job).
-absl::Status ServeTraining(Transport& transport, const TrainerFactory& make_trainer = nullptr);
+[[nodiscard]] absl::Status ServeTraining(Transport& transport,
+                                         const TrainerFactory& make_trainer = nullptr);
 
 // Rank 0: sends kStop to every other rank. Errors: the transport's.
-absl::Status StopWorkers(Transport& transport);
+[[nodiscard]] absl::Status StopWorkers(Transport& transport);
 
 }  // namespace fedsched::sim::mpi
 

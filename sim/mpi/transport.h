@@ -27,9 +27,9 @@ class Transport {
   // Sends `bytes` (any length) with `tag` to rank `to` != rank(); may block until `to` starts
   // receiving it. Errors: INVALID_ARGUMENT for a bad rank; INTERNAL naming the rank when the
   // transport fails.
-  virtual absl::Status Send(int to, int tag, const std::string& bytes) = 0;
+  [[nodiscard]] virtual absl::Status Send(int to, int tag, const std::string& bytes) = 0;
   // Blocks until the next message from rank `from` arrives and returns it. Errors: as Send.
-  virtual absl::StatusOr<Message> Receive(int from) = 0;
+  [[nodiscard]] virtual absl::StatusOr<Message> Receive(int from) = 0;
   // Ends every rank of the job at once with exit status `code` (MPI_Abort): for an error after
   // which this rank cannot follow the protocol, so that no other rank waits for it forever.
   [[noreturn]] virtual void Abort(int code) = 0;
@@ -41,7 +41,7 @@ class Transport {
 // Send returns once the receiver has called Receive (above 4 KiB).
 // Errors: FAILED_PRECONDITION when fedsched was built without MPI (CMake FEDSCHED_MPI OFF);
 // INTERNAL when MPI_Init fails.
-absl::StatusOr<std::unique_ptr<Transport>> MakeMpiTransport(int* argc, char*** argv);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Transport>> MakeMpiTransport(int* argc, char*** argv);
 
 }  // namespace fedsched::sim::mpi
 

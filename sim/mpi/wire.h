@@ -48,12 +48,12 @@ struct TrainCommand {
 // MLP) cost seconds of page faults and copies here.
 // Encodes / decodes. Decode errors: DATA_LOSS naming what was truncated or malformed.
 std::string EncodeStatus(const absl::Status& status);
-absl::StatusOr<absl::Status> DecodeStatus(const std::string& bytes);
+[[nodiscard]] absl::StatusOr<absl::Status> DecodeStatus(const std::string& bytes);
 std::string EncodeTrainCommand(const TrainCommand& command);
-absl::StatusOr<TrainCommand> DecodeTrainCommand(const std::string& bytes);
+[[nodiscard]] absl::StatusOr<TrainCommand> DecodeTrainCommand(const std::string& bytes);
 // `task` must have a delta (INVALID_ARGUMENT otherwise).
-absl::StatusOr<std::string> EncodeTrainedTask(const TrainedTask& task);
-absl::StatusOr<TrainedTask> DecodeTrainedTask(const std::string& bytes);
+[[nodiscard]] absl::StatusOr<std::string> EncodeTrainedTask(const TrainedTask& task);
+[[nodiscard]] absl::StatusOr<TrainedTask> DecodeTrainedTask(const std::string& bytes);
 
 }  // namespace fedsched::sim::mpi
 

@@ -18,7 +18,7 @@ namespace fedsched::sim {
 // A sim::TrainerFactory: "torch" is a TorchTrainer (one intra-op thread, reference layout), any
 // other kind MakeBuiltinTrainer's. Errors: INVALID_ARGUMENT for "torch" with a
 // server.model.architecture other than "cnn"; MakeBuiltinTrainer's.
-absl::StatusOr<std::unique_ptr<Trainer>> MakeSimTrainer(const v1::SimConfig& config);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Trainer>> MakeSimTrainer(const v1::SimConfig& config);
 
 }  // namespace fedsched::sim
 

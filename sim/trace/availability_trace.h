@@ -42,22 +42,23 @@ class AvailabilityTrace {
   // window starts at or after its row's finish_time (nobody would ever be online: typically
   // milliseconds given for seconds), a finish_time is not > 0, or a window has end < start or a
   // non-finite bound.
-  static absl::StatusOr<AvailabilityTrace> FromRows(std::vector<AvailabilityRowSpec> rows,
-                                                    std::string description, bool synthetic);
+  [[nodiscard]] static absl::StatusOr<AvailabilityTrace> FromRows(
+      std::vector<AvailabilityRowSpec> rows, std::string description, bool synthetic);
 
   // Loads the trace `config` asks for through the reader registry (ReadAvailabilityTrace,
   // trace_reader.h: availability_format_name, else availability_format; AUTO picks by file name
   // / header, see sim.proto). `num_clients` sizes the synthetic generator (one row per client).
   // Errors: NOT_FOUND for an unreadable file; INVALID_ARGUMENT "path:line: ..." for a malformed
   // row, or for an unknown format; RESOURCE_EXHAUSTED past TraceLimits.
-  static absl::StatusOr<AvailabilityTrace> Load(const v1::TraceConfig& config, int64_t num_clients);
+  [[nodiscard]] static absl::StatusOr<AvailabilityTrace> Load(const v1::TraceConfig& config,
+                                                              int64_t num_clients);
   // FedScale's two CSVs (see AVAILABILITY_FORMAT_FEDSCALE_CSV). Errors as Load, plus
   // INVALID_ARGUMENT "windows:line: unknown client_id" for a window of a client not listed.
-  static absl::StatusOr<AvailabilityTrace> LoadFedscaleCsv(const std::string& clients_path,
-                                                           const std::string& windows_path);
+  [[nodiscard]] static absl::StatusOr<AvailabilityTrace> LoadFedscaleCsv(
+      const std::string& clients_path, const std::string& windows_path);
   // JSON Lines rows {"client_id","active":[s],"inactive":[s],"finish_time":s,"model"}.
   // Errors: INVALID_ARGUMENT "path:line: ..." when active and inactive differ in length.
-  static absl::StatusOr<AvailabilityTrace> LoadJsonl(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<AvailabilityTrace> LoadJsonl(const std::string& path);
   // MobiPerf events trainer_id,trace,t_s,state for the trace named `trace` ("2st", ...). A
   // state holds from t_s to the device's next event; events at equal t_s apply in file order;
   // AVL_TRAIN is available, AVL_EVAL and UN_AVL are not. The period (finish_time) is the
@@ -65,15 +66,15 @@ class AvailabilityTrace {
   // injected all-available head, 300 s in avl_events_300.csv). Rows in order of first
   // appearance. Errors: INVALID_ARGUMENT "path:line: ..." for an unknown state, a
   // non-numeric time, or time going backwards within a device.
-  static absl::StatusOr<AvailabilityTrace> LoadMobiperf(const std::string& path,
-                                                        const std::string& trace,
-                                                        double drop_head_s);
+  [[nodiscard]] static absl::StatusOr<AvailabilityTrace> LoadMobiperf(const std::string& path,
+                                                                      const std::string& trace,
+                                                                      double drop_head_s);
   // SYNTHETIC (clearly labelled as such in description()): `num_rows` rows; each alternates
   // online / offline periods with exponentially distributed lengths (means mean_online_s /
   // mean_offline_s), starting online with probability on / (on + off), over period_s that
   // repeats. Deterministic for a seed. Errors: INVALID_ARGUMENT for non-positive parameters.
-  static absl::StatusOr<AvailabilityTrace> Synthetic(const v1::SyntheticAvailabilityConfig& config,
-                                                     int64_t num_rows);
+  [[nodiscard]] static absl::StatusOr<AvailabilityTrace> Synthetic(
+      const v1::SyntheticAvailabilityConfig& config, int64_t num_rows);
   // Every client online at every time.
   static AvailabilityTrace AlwaysOn();
 
@@ -123,7 +124,7 @@ class AvailabilityTrace {
   // be off by an ulp or two from where IsAvailable flips.
   double RawNextChange(int64_t client, double t) const;
   // FromRows' checks: the warnings, or the error for input that cannot be meant.
-  static absl::StatusOr<std::vector<std::string>> CheckRows(
+  [[nodiscard]] static absl::StatusOr<std::vector<std::string>> CheckRows(
       const std::vector<AvailabilityRowSpec>& rows, const std::string& description);
 
   // bounds_[offset_[r] .. offset_[r+1]) are row r's sorted boundaries s0 < e0 < s1 < e1 ...

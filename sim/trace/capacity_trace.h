@@ -32,24 +32,25 @@ class CapacityTrace {
   // Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." for a malformed row
   // (missing column, non-numeric or non-positive computation/communication, negative sample
   // size) or a file without rows.
-  static absl::StatusOr<CapacityTrace> Load(const std::string& path, v1::CapacityFormat format);
+  [[nodiscard]] static absl::StatusOr<CapacityTrace> Load(const std::string& path,
+                                                          v1::CapacityFormat format);
   // Loads `config.capacity_path` (in capacity_format_name, else capacity_format), shuffles the rows
   // if `config.shuffle_capacity`, takes per-client sample sizes from `config.sample_size_path`
   // (FedCaSe demo format) if set, and fills unknown sample sizes with `config.default_sample_kb`
   // (Default: 0.784 KB). Errors: as Load; INVALID_ARGUMENT if capacity_path is empty or
   // capacity_format_name names no registered reader.
-  static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
+  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
   // CSV with header columns computation_ms_per_sample, communication_kbps (optional id column
   // client_id|row_id, optional sample_size_kb|sample_size).
-  static absl::StatusOr<CapacityTrace> LoadCsv(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadCsv(const std::string& path);
   // JSON Lines: {"client_id":..,"computation":..,"communication":..[,"sample_size":..]}.
-  static absl::StatusOr<CapacityTrace> LoadJsonl(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadJsonl(const std::string& path);
   // FedCaSe's transposed demo_capacity.csv (columns = clients; rows computation,
   // communication, sample_size).
-  static absl::StatusOr<CapacityTrace> LoadFedcaseDemo(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadFedcaseDemo(const std::string& path);
   // From rows in memory. Errors: INVALID_ARGUMENT if empty or a value is out of range.
-  static absl::StatusOr<CapacityTrace> FromRows(std::vector<DeviceCapacity> rows,
-                                                std::string source);
+  [[nodiscard]] static absl::StatusOr<CapacityTrace> FromRows(std::vector<DeviceCapacity> rows,
+                                                              std::string source);
 
   // Permutes the rows with a deterministic Fisher-Yates shuffle (splitmix64 seeded by `seed`).
   // Needed for capacity_10k.csv, which is sorted by bandwidth.

@@ -48,9 +48,10 @@ class CsvTable {
   // "path:line: ..." for an empty file, an unterminated quote, or a row whose field count
   // differs from the header's; RESOURCE_EXHAUSTED beyond TraceLimits (bytes, rows) or when
   // memory runs out.
-  static absl::StatusOr<CsvTable> Read(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<CsvTable> Read(const std::string& path);
   // As Read, on text already in memory; `source_name` is used in errors.
-  static absl::StatusOr<CsvTable> Parse(absl::string_view text, const std::string& source_name);
+  [[nodiscard]] static absl::StatusOr<CsvTable> Parse(absl::string_view text,
+                                                      const std::string& source_name);
 
   const std::string& source() const { return source_; }
   const std::vector<std::string>& header() const { return header_; }
@@ -61,19 +62,20 @@ class CsvTable {
   int ColumnIndex(absl::string_view name) const;
   // Index of the first of `names` present. Errors: INVALID_ARGUMENT "path:line: missing column
   // a|b" naming the header line.
-  absl::StatusOr<int> RequireColumn(const std::vector<absl::string_view>& names) const;
+  [[nodiscard]] absl::StatusOr<int> RequireColumn(
+      const std::vector<absl::string_view>& names) const;
 
   // Field `col` of `row` parsed as a finite double / an integer. Errors: INVALID_ARGUMENT
   // "path:line: column 'name': not a number: 'text'".
-  absl::StatusOr<double> Double(const Row& row, int col) const;
-  absl::StatusOr<int64_t> Int(const Row& row, int col) const;
+  [[nodiscard]] absl::StatusOr<double> Double(const Row& row, int col) const;
+  [[nodiscard]] absl::StatusOr<int64_t> Int(const Row& row, int col) const;
 
   // "path:line: " prefix for errors about `row`.
   std::string Where(const Row& row) const;
 
  private:
-  static absl::StatusOr<CsvTable> ParseUnguarded(absl::string_view text,
-                                                 const std::string& source_name);
+  [[nodiscard]] static absl::StatusOr<CsvTable> ParseUnguarded(absl::string_view text,
+                                                               const std::string& source_name);
 
   std::string source_;
   std::vector<std::string> header_;
@@ -88,28 +90,28 @@ using JsonObject = std::map<std::string, JsonValue, std::less<>>;
 // Parses one JSON object whose values are numbers, strings, booleans, null or arrays of numbers
 // (what the trace converter writes). Errors: INVALID_ARGUMENT with the byte offset of the
 // problem; the caller prefixes file:line.
-absl::StatusOr<JsonObject> ParseFlatJsonObject(absl::string_view text);
+[[nodiscard]] absl::StatusOr<JsonObject> ParseFlatJsonObject(absl::string_view text);
 
 // Calls `fn(line_number, object)` for every non-blank line of the JSON Lines file `path`.
 // Errors: NOT_FOUND if unreadable; INVALID_ARGUMENT "path:line: ..." on a malformed line;
 // RESOURCE_EXHAUSTED beyond TraceLimits (bytes, rows) or when memory runs out;
 // whatever `fn` returns (fn should prefix its own errors with path:line).
 template <typename Fn>
-absl::Status ForEachJsonLine(const std::string& path, Fn fn);
+[[nodiscard]] absl::Status ForEachJsonLine(const std::string& path, Fn fn);
 
 // Reads `path` into memory. Errors: NOT_FOUND naming the path; RESOURCE_EXHAUSTED when it is
 // larger than TraceLimits::max_file_bytes or memory runs out.
-absl::StatusOr<std::string> ReadTraceFile(const std::string& path);
+[[nodiscard]] absl::StatusOr<std::string> ReadTraceFile(const std::string& path);
 
 // OK unless `path` is a file larger than TraceLimits::max_file_bytes: then RESOURCE_EXHAUSTED
 // naming the path, the size, the bound and --max_trace_bytes. A file that cannot be stat'ed
 // passes (its reader reports it).
-absl::Status CheckTraceFileBytes(const std::string& path);
+[[nodiscard]] absl::Status CheckTraceFileBytes(const std::string& path);
 
 // OK when `count` <= `limit`, else RESOURCE_EXHAUSTED "source: more than LIMIT WHAT (...)"
 // naming `flag`, the fedsched-sim flag that sets the bound (e.g. "--max_trace_windows").
-absl::Status CheckTraceCount(const std::string& source, int64_t count, int64_t limit,
-                             absl::string_view what, absl::string_view flag);
+[[nodiscard]] absl::Status CheckTraceCount(const std::string& source, int64_t count, int64_t limit,
+                                           absl::string_view what, absl::string_view flag);
 
 // Parses a finite double from `text` (surrounding blanks allowed). Returns false otherwise.
 bool ParseFiniteDouble(absl::string_view text, double* out);
@@ -117,7 +119,7 @@ bool ParseFiniteDouble(absl::string_view text, double* out);
 // A client id that was read as a number, as an integer. Errors: INVALID_ARGUMENT starting with
 // `where` (e.g. "file:line: ") when `value` is not a whole number in [0, 2^53], the range a
 // double holds exactly (a plain cast of anything larger is undefined behaviour).
-absl::StatusOr<int64_t> ClientIdFromNumber(double value, absl::string_view where);
+[[nodiscard]] absl::StatusOr<int64_t> ClientIdFromNumber(double value, absl::string_view where);
 
 // Deterministic 64-bit mixing PRNG (splitmix64, Steele et al. 2014) used wherever a trace is
 // shuffled or generated, so results do not depend on the standard library's distributions.
@@ -137,11 +139,11 @@ class SplitMix64 {
 };
 
 // ---- implementation of the template ----
-absl::Status ForEachJsonLineImpl(const std::string& path,
-                                 const std::function<absl::Status(int64_t, const JsonObject&)>& fn);
+[[nodiscard]] absl::Status ForEachJsonLineImpl(
+    const std::string& path, const std::function<absl::Status(int64_t, const JsonObject&)>& fn);
 
 template <typename Fn>
-absl::Status ForEachJsonLine(const std::string& path, Fn fn) {
+[[nodiscard]] absl::Status ForEachJsonLine(const std::string& path, Fn fn) {
   return ForEachJsonLineImpl(path, std::function<absl::Status(int64_t, const JsonObject&)>(fn));
 }
 

@@ -61,7 +61,7 @@ class CapacityTraceReader {
   // Reads the trace at `path`; builds it with CapacityTrace::FromRows (or a loader that does).
   // Errors: NOT_FOUND for an unreadable file; INVALID_ARGUMENT "path:line: ..." for a
   // malformed row; RESOURCE_EXHAUSTED past TraceLimits.
-  virtual absl::StatusOr<CapacityTrace> Read(const std::string& path) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<CapacityTrace> Read(const std::string& path) const = 0;
 };
 
 // A reader (or generator) of one availability trace format (online windows per device).
@@ -83,16 +83,18 @@ class AvailabilityTraceReader {
   // Reads the trace `config` names (availability_path and any options of its own);
   // `num_clients` (>= 1) sizes a generator. Builds it with AvailabilityTrace::FromRows (or a
   // loader that does). Errors: as CapacityTraceReader::Read.
-  virtual absl::StatusOr<AvailabilityTrace> Read(const v1::TraceConfig& config,
-                                                 int64_t num_clients) const = 0;
+  [[nodiscard]] virtual absl::StatusOr<AvailabilityTrace> Read(const v1::TraceConfig& config,
+                                                               int64_t num_clients) const = 0;
 };
 
 // Registers `reader` under reader->format() for every later read in the process (the built-in
 // readers are registered before the first lookup). Thread-safe.
 // Errors: INVALID_ARGUMENT for a null reader or a malformed name; ALREADY_EXISTS when the name,
 // or a non-AUTO enum_value, is taken.
-absl::Status RegisterCapacityTraceReader(std::shared_ptr<const CapacityTraceReader> reader);
-absl::Status RegisterAvailabilityTraceReader(std::shared_ptr<const AvailabilityTraceReader> reader);
+[[nodiscard]] absl::Status RegisterCapacityTraceReader(
+    std::shared_ptr<const CapacityTraceReader> reader);
+[[nodiscard]] absl::Status RegisterAvailabilityTraceReader(
+    std::shared_ptr<const AvailabilityTraceReader> reader);
 
 // The registered format names, sorted.
 std::vector<std::string> RegisteredCapacityFormats();
@@ -103,17 +105,17 @@ std::vector<std::string> RegisteredAvailabilityFormats();
 // the limits. Errors: INVALID_ARGUMENT for an unknown name (listing the registered ones);
 // RESOURCE_EXHAUSTED for a file larger than max_file_bytes or a trace of more than max_rows
 // rows; the reader's errors.
-absl::StatusOr<CapacityTrace> ReadCapacityTrace(const std::string& path,
-                                                std::string_view format_name,
-                                                v1::CapacityFormat format);
+[[nodiscard]] absl::StatusOr<CapacityTrace> ReadCapacityTrace(const std::string& path,
+                                                              std::string_view format_name,
+                                                              v1::CapacityFormat format);
 
 // Reads the availability trace `config` names (availability_format_name, else
 // availability_format; AUTO: auto-detection, "synthetic" for no path) for `num_clients`
 // clients, and checks the limits as ReadCapacityTrace (for a reader that reads a file).
 // Errors: INVALID_ARGUMENT for an unknown name or enum value (listing the registered formats);
 // RESOURCE_EXHAUSTED past the limits; the reader's errors.
-absl::StatusOr<AvailabilityTrace> ReadAvailabilityTrace(const v1::TraceConfig& config,
-                                                        int64_t num_clients);
+[[nodiscard]] absl::StatusOr<AvailabilityTrace> ReadAvailabilityTrace(const v1::TraceConfig& config,
+                                                                      int64_t num_clients);
 
 }  // namespace fedsched::sim
 

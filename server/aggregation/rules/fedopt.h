@@ -20,7 +20,7 @@ class FedOptRule : public AggregationRule {
   // "m" (first moment), "v" (second moment).
   std::vector<std::string> StateSlots() const override;
   // v must be >= 0.
-  absl::Status CheckState(int slot, const float* values, int64_t n) const override;
+  [[nodiscard]] absl::Status CheckState(int slot, const float* values, int64_t n) const override;
   bool ServerStep(const ServerStepContext& context, const ServerStepSpan& span,
                   int64_t n) const override;
 
