@@ -134,7 +134,7 @@ void SavePartition(const ImageDataset& d, const std::string& path) {
 
 // This client's samples: from the partition file kept in `state_dir` when there is one (a
 // restarted client registers in well under a second instead of re-reading and re-partitioning
-// the whole data set: issue 12 item 8), else loaded, partitioned and saved there.
+// the whole data set), else loaded, partitioned and saved there.
 // Hands a trainer its eval split (ReferenceTrainer / TorchTrainer::SetEvalSplit).
 using EvalSplitSetter = std::function<void(std::shared_ptr<const ImageDataset>)>;
 

@@ -716,14 +716,14 @@ int Main() {
 }  // namespace fedsched
 
 int main(int argc, char** argv) {
-  // Peak RSS (issue 13): glibc gives threads that contend for the heap arenas of their own (up to
+  // Peak RSS: glibc gives threads that contend for the heap arenas of their own (up to
   // 8 per core), and model-sized buffers freed into one arena are not reused by another's
   // threads: gRPC's threads allocate the upload slices, the worker the parse targets and the
   // model's bytes. One arena shared by all: 10 to 20 MiB less peak RSS at 1M parameters than two
   // (of which the second held 29 MiB), no measurable CPU cost (fifth pass, docs/BENCHMARKS.md
   // §4). Set before any thread starts.
   mallopt(M_ARENA_MAX, 1);
-  // Server CPU (issue 13): every round frees and allocates the same model-sized buffers (upload
+  // Server CPU: every round frees and allocates the same model-sized buffers (upload
   // chunks, parse targets, sum buffers, the new model's bytes). With glibc's defaults the larger
   // ones are mmapped and unmapped, or trimmed back to the kernel, so each round faults in fresh
   // zeroed pages (about a tenth of the server's CPU at 10 x 1M). Served from the heap and kept,

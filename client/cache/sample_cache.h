@@ -31,7 +31,7 @@
 // While idle, when a poll carries a prefetch plan (the planner expects to pick this client next
 // round): `cache->Warm(poll.prefetch_plan(), read_budget_bytes)`.
 //
-// Privacy (issue 4): sample ids, importances and per-sample losses never leave the device. The
+// Privacy: sample ids, importances and per-sample losses never leave the device. The
 // only values meant for reporting are the aggregate counts of CacheRoundStats / ExportMetrics;
 // the per-sample accessors below exist for tests and on-device diagnostics.
 #ifndef FEDSCHED_CLIENT_CACHE_SAMPLE_CACHE_H_

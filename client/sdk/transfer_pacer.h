@@ -7,7 +7,7 @@
 
 namespace fedsched {
 
-// Paces a transfer to an emulated bandwidth (ClientConfig.bandwidth_kbps, issue 12 item 6):
+// Paces a transfer to an emulated bandwidth (ClientConfig.bandwidth_kbps):
 // after each chunk the caller reports its size and the current time and waits the returned
 // duration before moving the next one, so that the stream itself is slow (the server sees one
 // chunk per chunk_bytes x 8 / kbps ms) instead of a fast stream followed by a sleep.

@@ -1,4 +1,4 @@
-// Aggregator: the running sum's buffers (issue 13, server peak RSS). A fold runs in place, on one
+// Aggregator: the running sum's buffers (server peak RSS). A fold runs in place, on one
 // buffer, when the update's sums of squares prove it cannot overflow; any other fold writes the
 // spare buffer and is adopted only if every value stays finite (docs/DECISIONS.md "One
 // running-sum buffer").

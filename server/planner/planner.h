@@ -1,7 +1,7 @@
 // The round planner: picks each round's participants with the configured policy (random, Oort,
 // FedCaSe), predicts their completion times, sizes their workload, plans their on-device cache,
 // and learns from the outcomes (docs/ARCHITECTURE.md "The round engine"; docs/ALGORITHMS.md
-// §1-§4; issue 3; issue 4 item 2-3).
+// §1-§4).
 //
 // Time: `now_s` is seconds on the caller's clock (unix seconds in the server, virtual seconds in
 // the simulator); durations and deadlines are seconds. Nothing here reads a clock, sleeps,

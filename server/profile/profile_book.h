@@ -1,5 +1,5 @@
 // The server's book of client profiles: what it has measured about every registered device
-// (docs/ALGORITHMS.md §1; issue 3 item 1).
+// (docs/ALGORITHMS.md §1).
 //
 // Time: every method takes the current time as `now_s`, seconds on the caller's clock (unix
 // seconds in the server, virtual seconds in the simulator). Profiles store it as

@@ -85,7 +85,7 @@ struct RoundTimePredictorOptions {
 };
 
 // Online ridge regression from a task's analytic terms to its measured completion seconds
-// (docs/ALGORITHMS.md §1; issue 3 item 2).
+// (docs/ALGORITHMS.md §1).
 //
 // Features, in this order (kNumFeatures = 4):
 //   x = [1, compute_s, comm_s, io_s]   (the AnalyticTerms of the task, in seconds)

@@ -393,7 +393,7 @@ absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::Heartbeat
   }
   NoteActivity(request.client_id(), now);
   // Fold it in now if nobody holds the lock (a heartbeat then counts at once, as before);
-  // otherwise the next Tick folds it (issue 12 item 1: never wait behind a fold or a plan).
+  // otherwise the next Tick folds it (never wait behind a fold or a plan).
   if (mu_.TryLock()) {
     ApplyActivityLocked();
     mu_.Unlock();
@@ -415,7 +415,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
   v1::PollTaskResponse response;
   if (engine_->finished() && durable_round_ != engine_->version()) {
     // The last rounds are closed but not yet durable: a client told "finished" now would leave,
-    // and a crash before the commits end would restart the run without it (issue 12).
+    // and a crash before the commits end would restart the run without it.
     response.set_retry_after_ms(std::min<int64_t>(500, config_.heartbeat_interval_ms()));
     return response;
   }

@@ -160,7 +160,7 @@ class Coordinator {
       const std::string& peer_address = "");
 
   // Marks the client online. Returns the current round (as of the last time the engine
-  // advanced). Never waits for the coordinator's lock (issue 12 item 1): the session is checked
+  // advanced). Never waits for the coordinator's lock: the session is checked
   // against a copy of the tokens under a small lock of its own, and the heartbeat is recorded
   // like transfer progress (NoteActivity), folded in at once when the lock is free, else at the
   // next Tick. A heartbeat therefore never queues behind an update being folded, a round being
@@ -278,7 +278,7 @@ class Coordinator {
   // Progress on a transfer stream of `client_id` (a download chunk written, an upload chunk
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
   // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
-  // coordinator's (issue 12 item 1). Call only for a client whose session was checked.
+  // coordinator's. Call only for a client whose session was checked.
   void NoteActivity(const std::string& client_id, absl::Time now);
 
   // Pace steering (config.pacing; Bonawitz et al., SysML 2019, section 2.3; docs/ALGORITHMS.md
@@ -335,8 +335,8 @@ class Coordinator {
   // Bounds the updates parsed at once (each into a model-sized parse target) to
   // max(1, bytes / model_bytes()), as the receive gate bounds the uploads receiving at once
   // (fedsched-server passes the gate's budget): an upload received while another is still
-  // parsed or folded waits for its parse target instead of allocating a second one (issue 13,
-  // server peak RSS). bytes <= 0: no bound (the default). Call before serving.
+  // parsed or folded waits for its parse target instead of allocating a second one
+  // (server peak RSS). bytes <= 0: no bound (the default). Call before serving.
   void SetParseTargetBudget(int64_t bytes);
 
   // The identities the operator revoked (fedsched-enroll --revoke_identity), as read from the

@@ -129,7 +129,7 @@ void Coordinator::RunCommit(round::ClosedRound closed) {
     }
   }
   // The round's parse targets are not needed until the next round's uploads: freed before the
-  // new model's bytes are made, so the two never coexist (peak RSS, issue 13).
+  // new model's bytes are made, so the two never coexist (peak RSS).
   parse_targets_->DropKept();
   // Serialised and hashed once: the store writes these bytes to the model's file and downloads
   // stream them (docs/DECISIONS.md "Model persistence").

@@ -233,7 +233,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   }
   // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum. Its
   // per-tensor sums of squares go on to the aggregator, whose clipping needs the same norm: one
-  // read of the update instead of two (issue 13).
+  // read of the update instead of two.
   std::vector<double> sum_squares = Aggregator::TensorSumSquares(*delta);
   double norm = 0;
   for (double ss : sum_squares) norm += ss;

@@ -70,7 +70,7 @@ class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   void OnWriteDone(bool ok) override {
     const absl::Time now = absl::Now();
     Touch(now);
-    // A client receiving its model is alive (issue 12 item 1).
+    // A client receiving its model is alive.
     if (ok) coordinator_->NoteActivity(client_id_, now);
     if (!ok) {
       Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "download stream broken or cancelled"));

@@ -235,7 +235,7 @@ class CoordinatorService final
   // `request` is a serialized v1::DownloadModelRequest.
   grpc::ServerWriteReactor<grpc::ByteBuffer>* DownloadModel(
       grpc::CallbackServerContext* context, const grpc::ByteBuffer* request) override;
-  // Raw method (issue 13): reads serialized v1::UploadChunk frames and keeps their data in
+  // Raw method: reads serialized v1::UploadChunk frames and keeps their data in
   // gRPC's slices (UploadAssembler::AddFrame); `response` gets a serialized
   // v1::UploadUpdateResponse. The wire format is the typed method's.
   grpc::ServerReadReactor<grpc::ByteBuffer>* UploadUpdate(grpc::CallbackServerContext* context,

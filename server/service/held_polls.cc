@@ -70,7 +70,7 @@ grpc::ServerUnaryReactor* HeldPolls::Poll(grpc::CallbackServerContext* context,
       std::clamp(absl::Milliseconds(request->wait_ms()), absl::ZeroDuration(), options_.max_wait);
   auto* poll = new Held(this, request, response, now, now + wait);
   // The poll is a sign of life as soon as it arrives, even if its first answer waits in the work
-  // queue behind a storm of check-ins (issue 12 item 1): recorded like a heartbeat (session
+  // queue behind a storm of check-ins: recorded like a heartbeat (session
   // checked against the token copy, never waiting for the coordinator's lock).
   v1::HeartbeatRequest alive;
   alive.set_client_id(request->client_id());

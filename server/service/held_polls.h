@@ -1,4 +1,4 @@
-// Long polls (issue 13 item 2, docs/ARCHITECTURE.md "Long polls"): a PollTask that asks to wait
+// Long polls (docs/ARCHITECTURE.md "Long polls"): a PollTask that asks to wait
 // (PollTaskRequest.wait_ms > 0) and has no task yet is held by the server until the client has a
 // task, the run finishes, or the wait bound passes, so that a client learns of its task when the
 // round is planned instead of at its next poll.

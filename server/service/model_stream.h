@@ -1,5 +1,5 @@
-// A published model as DownloadModel's stream messages, without copying it (issue 13 item 3,
-// docs/ARCHITECTURE.md "A download's path"). The model is serialised and hashed once per round
+// A published model as DownloadModel's stream messages, without copying it
+// (docs/ARCHITECTURE.md "A download's path"). The model is serialised and hashed once per round
 // (ModelBlob); each chunk a download writes is a serialized v1::ModelChunk made of a few header
 // bytes and a slice that points into the blob's bytes and holds a reference on the blob, so
 // every download of a round streams the same memory and gRPC writes it from there.

@@ -163,7 +163,7 @@ absl::Status ResolveHierarchy(v1::ServerConfig& out) {
   if (h->masked_sums()) {
     return absl::InvalidArgumentError(
         "server config: hierarchy.masked_sums needs secure aggregation wired into the RPCs, "
-        "which is not done yet (issue 16: only the protocol core, secagg/, exists); the tiers "
+        "which is not done yet (only the protocol core, secagg/, exists); the tiers "
         "carry plain weighted sums only");
   }
   if (h->role() == v1::HierarchyConfig::ROLE_FLAT) return absl::OkStatus();

@@ -1,4 +1,4 @@
-// Upload stream messages read in place (issue 13 item 3, docs/ARCHITECTURE.md "An upload's
+// Upload stream messages read in place (docs/ARCHITECTURE.md "An upload's
 // path"): UploadUpdate is a raw method, so each v1::UploadChunk arrives as gRPC's slices, and its
 // small fields (header, seq) are parsed here while its data stays in those slices as views. The
 // wire format is the typed one's, unchanged. gRPC-free, so that tests and fuzzers drive it with

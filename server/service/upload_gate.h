@@ -1,4 +1,4 @@
-// The upload receive gate (docs/ARCHITECTURE.md "An upload's path", issue 13 "server peak RSS"):
+// The upload receive gate (docs/ARCHITECTURE.md "An upload's path"):
 // an upload is held whole in memory from its first data chunk until it is submitted (its SHA-256
 // covers the whole payload), so N clients uploading at once used to cost N models of RAM. The
 // gate lets uploads whose declared bytes fit a budget read their payload; the others wait unread,

@@ -16,7 +16,7 @@ namespace {
 
 // Receives an upload through an UploadAssembler and submits it whole. Rejects as soon as the
 // stream is known bad, without reading the rest. Raw (grpc::ByteBuffer): each v1::UploadChunk
-// is parsed in place and its data stays in gRPC's slices until the update is parsed (issue 13).
+// is parsed in place and its data stays in gRPC's slices until the update is parsed.
 class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
                       public CoordinatorService::TrackedStream {
  public:
@@ -128,7 +128,7 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   // True when the upload was still waiting at the gate (exactly one caller gets true).
   bool WithdrawFromGate(uint64_t ticket) { return service_->upload_gate().Cancel(ticket); }
 
-  // A client sending its update is alive (issue 12 item 1); its header passed the session check.
+  // A client sending its update is alive; its header passed the session check.
   void ReadNext() {
     coordinator_->NoteActivity(assembler_.header().client_id(), absl::Now());
     StartRead(&frame_);

@@ -83,7 +83,7 @@ class Store {
   // Upserts one profile (e.g. at registration). Written to the write-ahead log but not synced:
   // it survives a killed process at once and a power loss from the next synced write on (every
   // round commit syncs the log). A registration storm of 10,000s of devices would otherwise
-  // wait for one fsync each under the coordinator's lock (issue 22, docs/BENCHMARKS.md §6); a
+  // wait for one fsync each under the coordinator's lock (docs/BENCHMARKS.md §6); a
   // profile lost to a power cut costs only a re-registration (docs/SECURITY.md: the device
   // presents its credential again and is bound to it). Errors: INTERNAL.
   [[nodiscard]] virtual absl::Status PutProfile(const v1::ClientProfile& profile) = 0;

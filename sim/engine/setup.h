@@ -56,7 +56,7 @@ using LearnerFactory =
 // Reads a SimConfig in protobuf text format from `path` (unknown keys are errors) and
 // resolves its trace paths (traces.capacity_path, sample_size_path, availability_path,
 // availability_windows_path) relative to the directory of `path` when they are relative, so a
-// config runs from any working directory (issue 21, item 3). Other paths (output_csv, data)
+// config runs from any working directory. Other paths (output_csv, data)
 // are left as given. Errors: those of LoadTextConfig; NOT_FOUND for a trace file that does
 // not exist, naming the field, the path as given and as resolved.
 [[nodiscard]] absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);

@@ -164,8 +164,8 @@ bool AvailabilityTrace::IsAvailable(int64_t client, double t) const {
 double AvailabilityTrace::NextChange(int64_t client, double t) const {
   // The boundary base + b is computed in floating point and may land an ulp or two either side
   // of the time at which IsAvailable (an exact fmod against b) flips; after the first period it
-  // often landed below, the flip was lost and the client kept its state for another period
-  // (issue 15, defect 1). So the candidate is moved, ulp by ulp, to the smallest double at which
+  // often landed below, the flip was lost and the client kept its state for another period.
+  // So the candidate is moved, ulp by ulp, to the smallest double at which
   // IsAvailable really differs from its value at t. A window narrower than the doubles around
   // t can resolve is never observable: the search goes on from past it.
   const bool now = IsAvailable(client, t);

@@ -35,8 +35,8 @@ class AvailabilityTrace {
   static constexpr double kNever = std::numeric_limits<double>::infinity();
 
   // Normalises `rows` (see AvailabilityRowSpec). `description` names the source in outputs;
-  // `synthetic` marks a generated trace. Degenerate input is accepted with warnings()
-  // (issue 15, defect 4): rows without windows, windows with start == end, windows that end
+  // `synthetic` marks a generated trace. Degenerate input is accepted with warnings():
+  // rows without windows, windows with start == end, windows that end
   // after finish_time (cut) or start at or after it (ignored), each with its count and the first
   // offending client. Errors: INVALID_ARGUMENT if `rows` is empty, no row has a window, every
   // window starts at or after its row's finish_time (nobody would ever be online: typically

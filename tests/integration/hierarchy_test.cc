@@ -431,7 +431,7 @@ TEST(HierarchyTest, RefusesRulesThatNeedEachUpdateAndMaskedSums) {
   raw = RootConfig(v1::HierarchyConfig::ROLE_ROOT, 1, 60, kClients);
   raw.mutable_hierarchy()->set_masked_sums(true);
   s = ResolveServerConfig(raw).status();
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("issue 16"));
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("only the protocol core"));
   raw = RootConfig(v1::HierarchyConfig::ROLE_AGGREGATOR, 1, 60, kClients);
   s = ResolveServerConfig(raw).status();
   EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("upstream_address"));
