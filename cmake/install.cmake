@@ -26,6 +26,7 @@ install(FILES client/sdk/client.h client/sdk/cache_data_plan.h client/sdk/clock.
         client/sdk/state_dir.h DESTINATION ${_inc}/client/sdk COMPONENT sdk)
 install(DIRECTORY client/cache/ DESTINATION ${_inc}/client/cache COMPONENT sdk
         FILES_MATCHING PATTERN "*.h")
+install(FILES secagg/signing.h secagg/crypto.h DESTINATION ${_inc}/secagg COMPONENT sdk)
 install(FILES models/trainer.h DESTINATION ${_inc}/models COMPONENT sdk)
 install(FILES common/config.h common/dp_noise.h common/logging.h common/sha256.h common/status_macros.h
               common/transport.h
