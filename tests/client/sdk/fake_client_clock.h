@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
@@ -40,7 +41,8 @@ class FakeClientClock : public ClientClock {
     }
     const absl::Time wake = now_ + d;
     pending_.push_back(wake);
-    const auto woken = [&] { return now_ >= wake; };
+    // absl::Mutex evaluates a Condition with mu_ held, which the analysis cannot see.
+    const auto woken = [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS { return now_ >= wake; };
     // The interrupt is a Notification, not a condition on mu_: look at it every few ms.
     while (!mu_.AwaitWithTimeout(absl::Condition(&woken), absl::Milliseconds(5))) {
       if (interrupt != nullptr && interrupt->HasBeenNotified()) break;
