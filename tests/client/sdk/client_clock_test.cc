@@ -65,31 +65,44 @@ absl::Time AwaitBackoffWait(FakeClientClock& clock, size_t registrations,
   return absl::InfinitePast();
 }
 
+// A fake coordinator `service` served on 127.0.0.1 and a client of it that trains with
+// `trainer` and runs on `clock`: backoffs of 10 s doubling up to 40 s. `server` is null and
+// `client` an error when either cannot be made.
+struct ClockedRun {
+  ClockedRun(grpc::Service* service, Trainer* trainer, FakeClientClock* clock)
+      : plan(&source, 1) {
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(service);
+    server = builder.BuildAndStart();
+    ClientOptions options;
+    options.config.set_server_address(absl::StrCat("127.0.0.1:", port));
+    options.config.set_identity("clock-test");
+    options.config.set_backoff_initial_ms(10'000);
+    options.config.set_backoff_max_ms(40'000);
+    options.credential = "abc";
+    options.trainer = trainer;
+    options.data = &plan;
+    options.clock = clock;
+    client = Client::Create(std::move(options));
+  }
+
+  TinySampleSource source;
+  UniformDataPlan plan;
+  std::unique_ptr<grpc::Server> server;
+  absl::StatusOr<std::unique_ptr<Client>> client;
+};
+
 TEST(ClientClockTest, RegisterRetriesWaitTheirBackoffOnTheInjectedClock) {
   FakeClientClock clock;
   BusyCoordinator service(&clock);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-
   NudgeTrainer trainer;
-  TinySampleSource source;
-  UniformDataPlan plan(&source, 1);
-  ClientOptions options;
-  options.config.set_server_address(absl::StrCat("127.0.0.1:", port));
-  options.config.set_identity("clock-test");
-  options.config.set_backoff_initial_ms(10'000);
-  options.config.set_backoff_max_ms(40'000);
-  options.credential = "abc";
-  options.trainer = &trainer;
-  options.data = &plan;
-  options.clock = &clock;
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
-  ASSERT_TRUE(client.ok()) << client.status();
-  std::thread run([&] { EXPECT_TRUE(absl::IsCancelled((*client)->Run())); });
+  ClockedRun clocked(&service, &trainer, &clock);
+  ASSERT_NE(clocked.server, nullptr);
+  ASSERT_TRUE(clocked.client.ok()) << clocked.client.status();
+  std::unique_ptr<Client>& client = *clocked.client;
+  std::thread run([&] { EXPECT_TRUE(absl::IsCancelled(client->Run())); });
 
   // Backoffs 10 s, 20 s, 40 s, then capped at 40 s; each wait within [0.5, 1.5) of its backoff.
   const std::vector<double> backoff_s = {10, 20, 40, 40};
@@ -113,9 +126,9 @@ TEST(ClientClockTest, RegisterRetriesWaitTheirBackoffOnTheInjectedClock) {
   const std::vector<absl::Time> registrations = service.registrations();
   ASSERT_EQ(registrations.size(), wakes.size() + 1);
   for (size_t k = 0; k < wakes.size(); ++k) EXPECT_EQ(registrations[k + 1], wakes[k]) << k;
-  (*client)->Stop();
+  client->Stop();
   run.join();
-  server->Shutdown();
+  clocked.server->Shutdown();
 }
 
 // A coordinator that registers the client, hands it the same task at every poll, serves the
@@ -181,28 +194,12 @@ class FailingTrainer : public Trainer {
 TEST(ClientClockTest, FailedTasksBackOffOnTheInjectedClock) {
   FakeClientClock clock;
   OneTaskCoordinator service(&clock);
-  grpc::ServerBuilder builder;
-  int port = 0;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-
   FailingTrainer trainer;
-  TinySampleSource source;
-  UniformDataPlan plan(&source, 1);
-  ClientOptions options;
-  options.config.set_server_address(absl::StrCat("127.0.0.1:", port));
-  options.config.set_identity("clock-test");
-  options.config.set_backoff_initial_ms(10'000);
-  options.config.set_backoff_max_ms(40'000);
-  options.credential = "abc";
-  options.trainer = &trainer;
-  options.data = &plan;
-  options.clock = &clock;
-  absl::StatusOr<std::unique_ptr<Client>> client = Client::Create(std::move(options));
-  ASSERT_TRUE(client.ok()) << client.status();
-  std::thread run([&] { EXPECT_TRUE(absl::IsCancelled((*client)->Run())); });
+  ClockedRun clocked(&service, &trainer, &clock);
+  ASSERT_NE(clocked.server, nullptr);
+  ASSERT_TRUE(clocked.client.ok()) << clocked.client.status();
+  std::unique_ptr<Client>& client = *clocked.client;
+  std::thread run([&] { EXPECT_TRUE(absl::IsCancelled(client->Run())); });
 
   // After each failed task: a wait within [0.5, 1.5) x 10 s, 20 s, 40 s, 40 s, then the next
   // poll gets the task again, exactly when the wait ends.
@@ -231,10 +228,10 @@ TEST(ClientClockTest, FailedTasksBackOffOnTheInjectedClock) {
   const std::vector<absl::Time> failures = service.failures();
   ASSERT_GT(failures.size(), wakes.size());
   for (size_t k = 0; k < wakes.size(); ++k) EXPECT_EQ(failures[k + 1], wakes[k]) << k;
-  (*client)->Stop();
+  client->Stop();
   run.join();
-  EXPECT_EQ((*client)->stats().tasks_failed, static_cast<int64_t>(failures.size()));
-  server->Shutdown();
+  EXPECT_EQ(client->stats().tasks_failed, static_cast<int64_t>(failures.size()));
+  clocked.server->Shutdown();
 }
 
 }  // namespace
