@@ -69,8 +69,7 @@ absl::Time AwaitBackoffWait(FakeClientClock& clock, size_t registrations,
 // `trainer` and runs on `clock`: backoffs of 10 s doubling up to 40 s. `server` is null and
 // `client` an error when either cannot be made.
 struct ClockedRun {
-  ClockedRun(grpc::Service* service, Trainer* trainer, FakeClientClock* clock)
-      : plan(&source, 1) {
+  ClockedRun(grpc::Service* service, Trainer* trainer, FakeClientClock* clock) : plan(&source, 1) {
     grpc::ServerBuilder builder;
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
