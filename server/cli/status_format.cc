@@ -12,9 +12,12 @@
 namespace fedsched::cli {
 namespace {
 
-// "random", "oort", "fedcase" (the enum name without its prefix, lower case).
-std::string PolicyName(v1::SelectionPolicy p) {
-  return absl::AsciiStrToLower(absl::StripPrefix(v1::SelectionPolicy_Name(p), "SELECTION_POLICY_"));
+// The policy that picked `c`: its registered name ("oort", or one a program registered), else
+// the enum name without its prefix, lower case (records written before names were recorded).
+std::string PolicyName(const v1::SelectionReason& c) {
+  if (!c.policy_name().empty()) return c.policy_name();
+  return absl::AsciiStrToLower(
+      absl::StripPrefix(v1::SelectionPolicy_Name(c.policy()), "SELECTION_POLICY_"));
 }
 
 // Oort's terms mean something only when the policy scored the cohort with them
@@ -111,7 +114,7 @@ std::string CohortTable(const v1::RoundRecord& r) {
                           "mode", "norm_util", "speed_pen", "score", "predicted", "steps", "note");
     for (const v1::SelectionReason& c : r.cohort()) {
       absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s%s\n",
-                            c.client_id(), PolicyName(c.policy()),
+                            c.client_id(), PolicyName(c),
                             c.explored() ? "explore" : "exploit", c.statistical_utility(),
                             c.speed_penalty(), c.score(), c.predicted_seconds(), c.local_steps(),
                             c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c));
@@ -122,7 +125,7 @@ std::string CohortTable(const v1::RoundRecord& r) {
                         "steps", "note");
   for (const v1::SelectionReason& c : r.cohort()) {
     absl::StrAppendFormat(&out, "  %-12s %-8s %9.2fs %6d %s%s%s\n", c.client_id(),
-                          PolicyName(c.policy()), c.predicted_seconds(), c.local_steps(),
+                          PolicyName(c), c.predicted_seconds(), c.local_steps(),
                           c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c));
   }
   return out + PassedOverLines(r);

@@ -183,6 +183,7 @@ PlannedTask Planner::MakeTask(const Candidate& c) const {
   v1::SelectionReason& r = t.reason;
   r.set_client_id(t.client_id);
   r.set_policy(kind_->record_value());
+  r.set_policy_name(std::string(kind_->name()));
   r.set_speed_penalty(1.0);
   policy_->Describe(c, s, &r);
   r.set_explored(c.explore_pick);
@@ -213,6 +214,7 @@ void Planner::AddPassedOver(const CandidateEvaluator& evaluator, RoundPlan* plan
     v1::SelectionReason& r = plan->passed_over.emplace_back();
     r.set_client_id(p.client_id());
     r.set_policy(kind_->record_value());
+    r.set_policy_name(std::string(kind_->name()));
     r.set_note("does not fit");
     r.set_memory_budget_bytes(p.device().memory_budget_bytes());
     r.set_batch_size(options_.fit.min_batch_size);

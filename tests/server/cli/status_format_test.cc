@@ -123,6 +123,16 @@ TEST(StatusFormatTest, OortColumnsOnlyForOortScoredRounds) {
   }
 }
 
+// A policy registered by name (no enum value) is shown by its name, not as "unspecified".
+TEST(StatusFormatTest, CohortShowsAPolicyByItsRegisteredName) {
+  v1::GetStatusResponse status;
+  *status.add_recent_rounds() = Committed(1, v1::SELECTION_POLICY_UNSPECIFIED);
+  status.mutable_recent_rounds(0)->mutable_cohort(0)->set_policy_name("largest_data");
+  const std::string text = FormatStatus(status, {});
+  EXPECT_THAT(text, HasSubstr("largest_data"));
+  EXPECT_THAT(text, Not(HasSubstr("unspecified")));
+}
+
 TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
   v1::GetStatusResponse status;
   v1::ClientSummary* c = status.add_clients();

@@ -76,7 +76,10 @@ TEST(ToyPolicyServerTest, ARegisteredPolicyPlansTheServersRound) {
   const v1::GetStatusResponse status = server->coordinator().GetStatus(1);
   ASSERT_EQ(status.recent_rounds_size(), 1);
   std::multiset<double> scores;
-  for (const v1::SelectionReason& r : status.recent_rounds(0).cohort()) scores.insert(r.score());
+  for (const v1::SelectionReason& r : status.recent_rounds(0).cohort()) {
+    scores.insert(r.score());
+    EXPECT_EQ(r.policy_name(), "largest_data");  // named in the record and fedsched-status
+  }
   EXPECT_THAT(scores, ElementsAre(500, 900));
 }
 
