@@ -19,7 +19,10 @@ absl::Status SelectionPolicyKind::MapConfig(v1::SelectionConfig* selection) cons
   return absl::InvalidArgumentError(
       absl::StrCat("selection.policy_config of policy \"", name(), "\" must hold ",
                    config_type().empty() ? "nothing (the policy takes no config)" : config_type(),
-                   ", got ", selection->policy_config().type_url()));
+                   ", got ",
+                   selection->policy_config().type_url().empty()
+                       ? "an empty Any (no type URL)"
+                       : selection->policy_config().type_url()));
 }
 
 void PoolCandidates(const RoundContext& round, CandidatePool* pool) {

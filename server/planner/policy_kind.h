@@ -104,10 +104,16 @@ class SelectionPolicyKind {
 template <typename T>
 [[nodiscard]] absl::Status UnpackPolicyConfig(absl::string_view policy,
                                               const google::protobuf::Any& any, T* out) {
-  if (!any.Is<T>() || !any.UnpackTo(out)) {
-    return absl::InvalidArgumentError(std::string("selection.policy_config of policy \"") +
-                                      std::string(policy) + "\" must hold a " +
-                                      T::descriptor()->full_name() + ", got " + any.type_url());
+  const std::string field =
+      std::string("selection.policy_config of policy \"") + std::string(policy) + "\"";
+  if (!any.Is<T>()) {
+    return absl::InvalidArgumentError(
+        field + " must hold a " + T::descriptor()->full_name() + ", got " +
+        (any.type_url().empty() ? std::string("an empty Any (no type URL)") : any.type_url()));
+  }
+  if (!any.UnpackTo(out)) {
+    return absl::InvalidArgumentError(field + " holds a " + T::descriptor()->full_name() +
+                                      " whose contents do not parse");
   }
   return absl::OkStatus();
 }

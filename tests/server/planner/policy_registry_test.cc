@@ -118,6 +118,20 @@ TEST(PolicyRegistryTest, PolicyConfigMapsOntoTheTypedField) {
   none.mutable_selection()->mutable_policy_config()->PackFrom(v1::OortConfig());
   EXPECT_THAT(ResolveSelectionPolicy(&none).status(),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("takes no config")));
+
+  // An empty Any, and the right type with contents that do not parse, say so.
+  v1::ServerConfig empty;
+  empty.mutable_selection()->set_policy(v1::SELECTION_POLICY_RANDOM);
+  empty.mutable_selection()->mutable_policy_config();
+  EXPECT_THAT(ResolveSelectionPolicy(&empty).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("an empty Any")));
+  v1::ServerConfig garbled;
+  garbled.mutable_selection()->set_policy(v1::SELECTION_POLICY_OORT);
+  garbled.mutable_selection()->mutable_policy_config()->set_type_url(
+      "type.googleapis.com/fedsched.v1.OortConfig");
+  garbled.mutable_selection()->mutable_policy_config()->set_value("\xff\xff\xff");
+  EXPECT_THAT(ResolveSelectionPolicy(&garbled).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("do not parse")));
 }
 
 TEST(PolicyRegistryTest, PolicyFlagSetsThePolicyAndItsCacheOrNamesTheChoices) {
