@@ -22,6 +22,8 @@
 
 namespace fedsched {
 
+// How SlowDeviceTrainer emulates a slower device (its factor, the clock it measures and waits
+// on, and the training thread's CPU clock).
 struct SlowDeviceOptions {
   // How many times slower the emulated device computes: finite, >= 1. Default: 1 (no slowdown).
   double factor = 1.0;

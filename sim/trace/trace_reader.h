@@ -93,6 +93,7 @@ class AvailabilityTraceReader {
 // or a non-AUTO enum_value, is taken.
 [[nodiscard]] absl::Status RegisterCapacityTraceReader(
     std::shared_ptr<const CapacityTraceReader> reader);
+// The same for availability trace readers (a separate name space from capacity formats).
 [[nodiscard]] absl::Status RegisterAvailabilityTraceReader(
     std::shared_ptr<const AvailabilityTraceReader> reader);
 

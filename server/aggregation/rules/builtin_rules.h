@@ -15,6 +15,7 @@
 
 namespace fedsched::aggregation_rules {
 
+// Factories of the built-in rules, each a new instance; never null, never fail.
 std::unique_ptr<AggregationRule> NewFedAvg();       // fedavg.cc
 std::unique_ptr<AggregationRule> NewFedAvgM();      // fedavgm.cc
 std::unique_ptr<AggregationRule> NewFedAdam();      // fedadam.cc

@@ -14,6 +14,8 @@
 
 namespace fedsched::aggregation_rules {
 
+// The base of FedAdam, FedYogi and FedAdagrad: linear, stateful (slots "m", "v"); the derived
+// class picks the optimiser and may correct the step's learning rate.
 class FedOptRule : public AggregationRule {
  public:
   AggregationRuleProperties properties() const override;

@@ -49,13 +49,14 @@ class BusyCoordinator : public v1::Coordinator::Service {
   std::vector<absl::Time> registrations_ ABSL_GUARDED_BY(mu_);
 };
 
-// The end of the client's backoff wait once it is blocked in one: the heartbeat thread's sleeps
-// end within its 1 s interval, the backoff's (at least 5 s here) later. Polls the real clock
-// for up to 60 s; InfinitePast when no such wait appeared.
-absl::Time AwaitBackoffWait(FakeClientClock& clock, size_t registrations,
-                            const BusyCoordinator& server) {
+// The end of the client's backoff wait once it is blocked in one, after the fake coordinator has
+// seen `events` of what makes it back off (`seen()`: registrations refused, tasks failed): the
+// heartbeat thread's sleeps end within its 1 s interval, the backoff's (at least 5 s here)
+// later. Polls the real clock for up to 60 s; InfinitePast when no such wait appeared.
+template <typename Seen>
+absl::Time AwaitBackoffWait(FakeClientClock& clock, size_t events, Seen seen) {
   for (int i = 0; i < 6000; ++i) {
-    if (server.registrations().size() == registrations) {
+    if (seen() == events) {
       for (absl::Time wake : clock.pending()) {
         if (wake - clock.Now() > absl::Seconds(1)) return wake;
       }
@@ -107,7 +108,8 @@ TEST(ClientClockTest, RegisterRetriesWaitTheirBackoffOnTheInjectedClock) {
   const std::vector<double> backoff_s = {10, 20, 40, 40};
   std::vector<absl::Time> wakes;
   for (size_t k = 0; k < backoff_s.size(); ++k) {
-    const absl::Time wake = AwaitBackoffWait(clock, k + 1, service);
+    const absl::Time wake =
+        AwaitBackoffWait(clock, k + 1, [&] { return service.registrations().size(); });
     ASSERT_NE(wake, absl::InfinitePast()) << "no backoff wait after registration " << k + 1;
     wakes.push_back(wake);
     const double waited_s = absl::ToDoubleSeconds(wake - service.registrations()[k]);
@@ -119,7 +121,8 @@ TEST(ClientClockTest, RegisterRetriesWaitTheirBackoffOnTheInjectedClock) {
     EXPECT_EQ(service.registrations().size(), k + 1);
     clock.AdvanceTo(wake);
   }
-  const absl::Time fifth = AwaitBackoffWait(clock, backoff_s.size() + 1, service);
+  const absl::Time fifth =
+      AwaitBackoffWait(clock, backoff_s.size() + 1, [&] { return service.registrations().size(); });
   ASSERT_NE(fifth, absl::InfinitePast());
   // Every retry came exactly when the wait before it ended on the client's clock.
   const std::vector<absl::Time> registrations = service.registrations();
@@ -205,15 +208,8 @@ TEST(ClientClockTest, FailedTasksBackOffOnTheInjectedClock) {
   const std::vector<double> backoff_s = {10, 20, 40, 40};
   std::vector<absl::Time> wakes;
   for (size_t k = 0; k < backoff_s.size(); ++k) {
-    absl::Time wake = absl::InfinitePast();
-    for (int i = 0; i < 6000 && wake == absl::InfinitePast(); ++i) {
-      if (service.failures().size() == k + 1) {
-        for (absl::Time w : clock.pending()) {
-          if (w - clock.Now() > absl::Seconds(1)) wake = w;
-        }
-      }
-      if (wake == absl::InfinitePast()) absl::SleepFor(absl::Milliseconds(10));
-    }
+    const absl::Time wake =
+        AwaitBackoffWait(clock, k + 1, [&] { return service.failures().size(); });
     ASSERT_NE(wake, absl::InfinitePast()) << "no backoff wait after failure " << k + 1;
     const double waited_s = absl::ToDoubleSeconds(wake - service.failures()[k]);
     EXPECT_GE(waited_s, 0.5 * backoff_s[k]) << "wait " << k;
