@@ -641,3 +641,21 @@ absl::StatusOr<std::string> RocksDbStore::LoadPlannerState() const {
 }
 
 }  // namespace fedsched
+
+namespace fedsched {
+
+// Stores without namespaces (e.g. a test double) refuse jobs.
+absl::StatusOr<std::unique_ptr<Store>> Store::OpenNamespace(const std::string& ns) {
+  return absl::UnimplementedError("this store has no namespaces: " + ns);
+}
+absl::StatusOr<std::vector<std::string>> Store::ListNamespaces() const {
+  return std::vector<std::string>{};
+}
+absl::Status Store::PutJob(const v1::JobRecord& job) {
+  return absl::UnimplementedError("this store keeps no jobs: " + job.spec().name());
+}
+absl::StatusOr<std::vector<v1::JobRecord>> Store::LoadJobs() const {
+  return std::vector<v1::JobRecord>{};
+}
+
+}  // namespace fedsched

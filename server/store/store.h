@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "fedsched/v1/jobs.pb.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/store/round_commit.h"
@@ -117,6 +118,25 @@ class Store {
       int64_t round) const = 0;
   // The planner state stored with the last commit ("" if none).
   [[nodiscard]] virtual absl::StatusOr<std::string> LoadPlannerState() const = 0;
+
+  // Jobs (docs/JOBS.md): a view of the same database in which every method above except the
+  // revocations (which stay shared) reads and writes column families of namespace `ns` only
+  // ("<ns>.models", "<ns>.rounds", ..., created on first use), so one job's models, rounds,
+  // receipts, profiles, run meta, audited updates and planner state never mix with another's.
+  // The default namespace (this store) is the config job's. The view shares this store's
+  // database and must not outlive it; opening the same namespace twice gives two views of the
+  // same state. Errors: INVALID_ARGUMENT for a name that is not 1-63 characters of
+  // [a-z0-9._-]; FAILED_PRECONDITION on a view (namespaces do not nest); the store's.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Store>> OpenNamespace(
+      const std::string& ns);
+  // The namespaces that hold state, sorted.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> ListNamespaces() const;
+  // Upserts a job's record (in the default namespace's `meta`, keyed by spec.name), synced.
+  // Errors: INVALID_ARGUMENT for an empty name; FAILED_PRECONDITION on a namespace view;
+  // INTERNAL.
+  [[nodiscard]] virtual absl::Status PutJob(const v1::JobRecord& job);
+  // Every job record, by name. Errors: DATA_LOSS for a corrupt one.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const;
 };
 
 }  // namespace fedsched
