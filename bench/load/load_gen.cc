@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -54,6 +55,9 @@ ABSL_FLAG(double, register_ramp_s, 2.0,
           "Registrations are spread evenly over this many seconds (a fleet coming online).");
 ABSL_FLAG(int32_t, warmup_rounds, 1,
           "Rounds left out of the steady-state figures (round_period_s, server_cpu_s_per_round).");
+ABSL_FLAG(std::vector<std::string>, trainers, {},
+          "Jobs or model architectures every client can train, comma-separated (docs/JOBS.md); "
+          "empty: the server's config job only.");
 ABSL_FLAG(std::string, token_file, "",
           "The server's operator token file (<store_path>/operator_token), for GetStatus.");
 
@@ -81,6 +85,7 @@ int main(int argc, char** argv) {
   options.register_ramp_s = absl::GetFlag(FLAGS_register_ramp_s);
   options.warmup_rounds = absl::GetFlag(FLAGS_warmup_rounds);
   options.token_file = absl::GetFlag(FLAGS_token_file);
+  options.trainers = absl::GetFlag(FLAGS_trainers);
   fedsched::load::LoadGenerator generator(std::move(options));
   return generator.Run();
 }

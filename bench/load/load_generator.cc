@@ -135,6 +135,7 @@ void LoadGenerator::Register(SimClient* c) {
   call->request.mutable_device()->set_num_samples(500);
   call->request.mutable_device()->set_device_model("load-gen");
   call->request.mutable_device()->set_compute_ms_per_sample(1.0);
+  for (const std::string& trainer : options_.trainers) call->request.add_trainers(trainer);
   call->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(30));
   ++in_flight_;
   c->stub->async()->Register(

@@ -50,6 +50,9 @@ struct LoadOptions {
   double register_ramp_s = 2.0;   // registrations are spread evenly over this many seconds
   int warmup_rounds = 1;          // rounds left out of the steady-state figures
   std::string token_file;         // the server's operator token file, for GetStatus
+  // Jobs or model architectures every client has a trainer for (RegisterRequest.trainers,
+  // docs/JOBS.md); empty: the config job only.
+  std::vector<std::string> trainers;
 };
 
 struct SimClient;
