@@ -42,15 +42,36 @@ bool FleetLedger::Impl::Available(const DeviceState& device, const JobState& job
          device.OtherJobs(job.job.name) < options.max_jobs_per_device;
 }
 
+bool FleetLedger::Impl::SoleTaker(const DeviceState& device, const JobState& job,
+                                  double now_s) const {
+  if (job.refused || !Available(device, job, now_s)) return false;
+  if (device.claims.contains(job.job.name) &&
+      job.job.population.min_contribution_interval_s() > 0) {
+    return false;
+  }
+  for (const auto& [name, other] : jobs) {
+    if (&other != &job && other.active && CanTrain(device.device, other.job)) return false;
+  }
+  return true;
+}
+
 bool FleetLedger::Impl::MayPlan(std::string_view job, std::string_view client_id, double now_s) {
   JobState* j = FindJob(job);
   DeviceState* d = FindDevice(client_id);
-  if (j == nullptr || d == nullptr || !j->active || d->offer != job) return false;
+  if (j == nullptr || d == nullptr || !j->active) return false;
+  // A device only this job can train need not wait for the next Rematch: a device registered
+  // since, or one whose task for this job just ended, is planned at once, as by a server of
+  // one run.
+  if (d->offer != job) return SoleTaker(*d, *j, now_s) && Hold(*d, *j);
   // The offer was made at the last Rematch; what changed since (a registration with other
   // trainers, another job's hold, the rest time) is checked again here.
   if (!Available(*d, *j, now_s)) return false;
-  d->holds.insert(j->job.name);
-  j->held.emplace(client_id);
+  return Hold(*d, *j);
+}
+
+bool FleetLedger::Impl::Hold(DeviceState& device, JobState& job) {
+  device.holds.insert(job.job.name);
+  job.held.insert(device.device.client_id);
   return true;
 }
 

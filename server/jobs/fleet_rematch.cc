@@ -57,11 +57,13 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   std::vector<JobState*> active;
   for (auto& [name, j] : jobs) {
     j.offered = 0;
+    j.refused = false;
     if (j.active) active.push_back(&j);
   }
   std::vector<int64_t> demand;
   std::vector<bool> refused;
   Admit(active, &demand, &refused);
+  for (size_t i = 0; i < active.size(); ++i) active[i]->refused = refused[i];
   MatchInput input;
   input.now_s = now_s;
   for (size_t i = 0; i < active.size(); ++i) {

@@ -46,6 +46,8 @@ struct FleetLedger::JobState {
   int64_t demand = 0;
   // Devices offered to it at the last Rematch.
   int64_t offered = 0;
+  // The last Rematch cut its demand (max_devices_in_flight).
+  bool refused = false;
   // Devices it claims (its in-flight set) and holds (MayPlan since its last Settle).
   NameSet claimed;
   NameSet held;
@@ -62,7 +64,15 @@ struct FleetLedger::Impl {
   // trainer, labels and examples, rested since its last task of `job`, and room under
   // max_jobs_per_device beside the other jobs that claim or hold it.
   bool Available(const DeviceState& device, const JobState& job, double now_s) const;
+  // Whether `job` is the one active job that can train `device` and may have it now without an
+  // offer (as Rematch's offer to the only job that can use a device would give it): Available,
+  // not cut by admission, and no other active job can train it. A device `job` still claims
+  // (its task ended since the job's last Settle) qualifies only without a contribution
+  // interval, as the ledger does not know yet when that task ended.
+  bool SoleTaker(const DeviceState& device, const JobState& job, double now_s) const;
   bool MayPlan(std::string_view job, std::string_view client_id, double now_s);
+  // Holds `device` for `job` until the job's next Settle. Returns true.
+  bool Hold(DeviceState& device, JobState& job);
   void Settle(std::string_view job, const NameSet& in_flight, int64_t demand, double now_s);
   // Drops `job` from every device (claims, holds, offers, rest times).
   void ForgetJob(const std::string& job);

@@ -311,6 +311,37 @@ TEST(FleetLedgerTest, ASingleJobSeesEveryEligibleDevice) {
   EXPECT_EQ(ledger.Snapshot()[0].offered, 3);
 }
 
+TEST(FleetLedgerTest, TheOnlyJobThatCanTrainADeviceNeedNotWaitForRematch) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  ASSERT_THAT(ledger.AddJob(Job("only", 1)), IsOk());
+  ASSERT_THAT(ledger.AddJob(Job("other", 2, "cnn")), IsOk());
+  auto gate = ledger.Gate("only");
+  ledger.Rematch(0);
+  // Registered after the Rematch: planned at once, as by a server of one run.
+  ledger.UpsertDevice(Device("late", {"only"}));
+  EXPECT_TRUE(gate->MayPlan("late", 1));
+  gate->Settle({"late"}, 0, 1);
+  ledger.Rematch(2);
+  // Its task ended (the job's engine asks again before its next Settle): no wait either.
+  EXPECT_TRUE(gate->MayPlan("late", 3));
+  // A device another job could train waits for the matcher.
+  ledger.UpsertDevice(Device("shared", {"only", "other"}));
+  EXPECT_FALSE(gate->MayPlan("shared", 3));
+  EXPECT_FALSE(ledger.Gate("other")->MayPlan("shared", 3));
+}
+
+TEST(FleetLedgerTest, AJustEndedTaskWaitsForSettleUnderAContributionInterval) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  FleetJob job = Job("a", 1);
+  job.population.set_min_contribution_interval_s(100);
+  ASSERT_THAT(ledger.AddJob(job), IsOk());
+  ledger.UpsertDevice(Device("d0", {"a"}));
+  auto gate = ledger.Gate("a");
+  gate->Settle({"d0"}, 0, 0);
+  ledger.Rematch(1);
+  EXPECT_FALSE(gate->MayPlan("d0", 200));
+}
+
 TEST_F(TwoJobs, NoFallbackOfferWhenTwoJobsCouldUseADevice) {
   Make(FleetOptions{});
   ledger_->Rematch(0);  // neither job asks for anybody
