@@ -64,8 +64,6 @@ absl::Status StartJob(FleetLedger& ledger, const FakePresence& online, JobRun& r
 
 // Every task in flight uploads at `now`.
 void UploadAll(round::RoundEngine& engine, double now) {
-  std::vector<std::string> ids;
-  engine.ClientsInFlight(&ids);
   for (round::ClientIndex i = 0; i < kDevices; ++i) {
     const round::Task* task = engine.TaskOf(i);
     if (task == nullptr) continue;
