@@ -163,10 +163,20 @@ class FleetLedger::JobGate : public round::PlanningGate {
   const std::string job_;
 };
 
+namespace {
+
+// An unset (0) max_jobs_per_device means its default, 1: 0 would keep every device idle.
+FleetOptions WithDefaults(FleetOptions options) {
+  options.max_jobs_per_device = std::max(1, options.max_jobs_per_device);
+  return options;
+}
+
+}  // namespace
+
 FleetLedger::FleetLedger(FleetOptions options, std::unique_ptr<DeviceJobMatcher> matcher)
-    : options_(options),
+    : options_(WithDefaults(options)),
       matcher_(matcher != nullptr ? std::move(matcher) : MakeFifoMatcher()),
-      impl_(std::make_unique<Impl>(options)) {}
+      impl_(std::make_unique<Impl>(options_)) {}
 
 FleetLedger::~FleetLedger() = default;
 

@@ -47,7 +47,8 @@ struct FleetJob {
 };
 
 struct FleetOptions {
-  // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device). Default: 1.
+  // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device); 0 = 1.
+  // Default: 1.
   int max_jobs_per_device = 1;
   // Devices holding a task across jobs (JobsConfig.max_devices_in_flight): a job whose demand
   // does not fit under it is offered nothing until it does. 0 = no bound.

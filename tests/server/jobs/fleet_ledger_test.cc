@@ -198,6 +198,15 @@ TEST_F(TwoJobs, OneJobPerDeviceByDefault) {
   EXPECT_FALSE(b_->MayPlan("d0", 0));
 }
 
+TEST_F(TwoJobs, ZeroJobsPerDeviceMeansOne) {
+  Make(FleetOptions{.max_jobs_per_device = 0});
+  a_->Settle({"d0"}, 0, 0);
+  b_->Settle({}, 4, 0);
+  ledger_->Rematch(0);
+  EXPECT_FALSE(b_->MayPlan("d0", 0));
+  EXPECT_TRUE(b_->MayPlan("d1", 0));
+}
+
 TEST_F(TwoJobs, TwoJobsPerDeviceWhenConfigured) {
   Make(FleetOptions{.max_jobs_per_device = 2});
   a_->Settle({"d0"}, 0, 0);
