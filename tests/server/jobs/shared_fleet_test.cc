@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -34,7 +35,7 @@ struct JobRun {
   int committed = 0;
 };
 
-absl::Status StartJob(FleetLedger& ledger, const FakePresence& online, JobRun& run) {
+absl::Status StartJob(FleetLedger& ledger, const FakePresence& online, bool async, JobRun& run) {
   v1::ServerConfig raw;
   raw.set_clients_per_round(2);
   raw.set_min_updates(2);
@@ -43,6 +44,7 @@ absl::Status StartJob(FleetLedger& ledger, const FakePresence& online, JobRun& r
   raw.mutable_selection()->set_overcommit(1.0);
   raw.mutable_training()->set_local_steps(2);
   raw.mutable_training()->set_batch_size(4);
+  raw.mutable_aggregation()->set_async_fedbuff(async);
   absl::StatusOr<v1::ServerConfig> config = round::ResolveRoundConfig(raw);
   if (!config.ok()) return config.status();
   run.gate = ledger.Gate(run.name);
@@ -78,8 +80,13 @@ void UploadAll(round::RoundEngine& engine, double now) {
   }
 }
 
-TEST(SharedFleetTest, TwoEnginesNeverShareADeviceAndBothFinish) {
-  FleetLedger ledger(FleetOptions{}, MakeFifoMatcher());
+// (matcher, FedBuff)
+class SharedFleetTest : public ::testing::TestWithParam<std::tuple<std::string, bool>> {};
+
+TEST_P(SharedFleetTest, TwoEnginesNeverShareADeviceAndBothFinish) {
+  const auto& [matcher_name, async] = GetParam();
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceJobMatcher> matcher, MakeMatcher(matcher_name, 3));
+  FleetLedger ledger(FleetOptions{}, std::move(matcher));
   FakePresence online;
   std::vector<JobRun> runs(2);
   runs[0].name = "a";
@@ -90,7 +97,7 @@ TEST(SharedFleetTest, TwoEnginesNeverShareADeviceAndBothFinish) {
     job.model_architecture = "mlp";
     job.sequence = j + 1;
     ASSERT_OK(ledger.AddJob(job));
-    ASSERT_OK(StartJob(ledger, online, runs[j]));
+    ASSERT_OK(StartJob(ledger, online, async, runs[j]));
   }
   for (int i = 0; i < kDevices; ++i) {
     online.online.insert(i);
@@ -121,6 +128,10 @@ TEST(SharedFleetTest, TwoEnginesNeverShareADeviceAndBothFinish) {
     EXPECT_EQ(run.committed, 3) << run.name;
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(MatchersAndModes, SharedFleetTest,
+                         ::testing::Combine(::testing::Values("fifo", "random"),
+                                            ::testing::Bool()));
 
 }  // namespace
 }  // namespace fedsched::jobs
