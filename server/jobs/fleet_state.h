@@ -100,9 +100,9 @@ struct FleetLedger::Impl {
   void CollectIdle(double now_s);
   // The demand each active job may be served this rematch (max_devices_in_flight: admitted in
   // (priority desc, sequence asc) order while the devices in flight and the admitted demand
-  // fit; the first that does not fit and every later one get 0), by position in `order`;
+  // fit; the first that does not fit and every later one get 0), by position in `active`;
   // `refused[j]` marks a job whose demand was cut.
-  void Admit(const std::vector<JobState*>& order, std::vector<int64_t>* demand,
+  void Admit(const std::vector<JobState*>& active, std::vector<int64_t>* demand,
              std::vector<bool>* refused) const;
 
   const FleetOptions options;
