@@ -69,6 +69,31 @@ class TwoJobs : public ::testing::Test {
   std::unique_ptr<round::PlanningGate> b_;
 };
 
+TEST(FleetLedgerTest, ViewsOfASpecAndARegistration) {
+  v1::JobSpec spec;
+  spec.set_name("kbd");
+  spec.set_priority(3);
+  spec.mutable_model()->set_architecture("softmax");
+  spec.mutable_population()->add_required_labels("lang:en");
+  const FleetJob job = FleetJobOf(spec, 7, 12.5, false);
+  EXPECT_EQ(job.name, "kbd");
+  EXPECT_EQ(job.model_architecture, "softmax");
+  EXPECT_EQ(job.priority, 3);
+  EXPECT_EQ(job.sequence, 7);
+  EXPECT_EQ(job.submitted_s, 12.5);
+  EXPECT_FALSE(job.config_job);
+  EXPECT_THAT(job.population.required_labels(), ElementsAre("lang:en"));
+  v1::RegisterRequest request;
+  request.add_trainers("kbd");
+  request.add_labels("lang:en");
+  request.mutable_device()->set_num_samples(42);
+  const FleetDevice device = FleetDeviceOf("c9", request);
+  EXPECT_EQ(device.client_id, "c9");
+  EXPECT_THAT(device.trainers, ElementsAre("kbd"));
+  EXPECT_THAT(device.labels, ElementsAre("lang:en"));
+  EXPECT_EQ(device.num_samples, 42);
+}
+
 TEST(FleetLedgerTest, ADeviceWithoutTrainersTrainsOnlyTheConfigJob) {
   FleetLedger ledger(FleetOptions{}, nullptr);
   EXPECT_EQ(ledger.matcher_name(), "fifo");
