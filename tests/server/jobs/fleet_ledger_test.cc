@@ -39,6 +39,8 @@ FleetJob Job(std::string name, int64_t sequence, std::string architecture = "mlp
 class TwoJobs : public ::testing::Test {
  protected:
   void Make(FleetOptions options, int devices = 4) {
+    a_.reset();  // gates before their ledger
+    b_.reset();
     ledger_ = std::make_unique<FleetLedger>(options, MakeFifoMatcher());
     ASSERT_THAT(ledger_->AddJob(Job("a", 1)), IsOk());
     ASSERT_THAT(ledger_->AddJob(Job("b", 2)), IsOk());
@@ -215,29 +217,27 @@ TEST_F(TwoJobs, SettleReleasesHoldsAndRecordsClaims) {
   EXPECT_EQ(ledger_->devices_in_flight(), 0);
 }
 
-TEST_F(TwoJobs, OneJobPerDeviceByDefault) {
-  Make(FleetOptions{});
-  a_->Settle({"d0"}, 0, 0);
-  b_->Settle({}, 4, 0);
-  ledger_->Rematch(0);
-  EXPECT_FALSE(b_->MayPlan("d0", 0));
+// "b" asks while "a" holds a task on d0, with up to `per_device` jobs per device: whether "b"
+// may plan d0.
+class JobsPerDevice : public TwoJobs {
+ protected:
+  bool SecondJobMayPlanABusyDevice(int per_device) {
+    Make(FleetOptions{.max_jobs_per_device = per_device});
+    a_->Settle({"d0"}, 0, 0);
+    b_->Settle({}, 4, 0);
+    ledger_->Rematch(0);
+    EXPECT_TRUE(b_->MayPlan("d1", 0));
+    return b_->MayPlan("d0", 0);
+  }
+};
+
+TEST_F(JobsPerDevice, OneByDefaultAndForZero) {
+  EXPECT_FALSE(SecondJobMayPlanABusyDevice(FleetOptions{}.max_jobs_per_device));
+  EXPECT_FALSE(SecondJobMayPlanABusyDevice(0));
 }
 
-TEST_F(TwoJobs, ZeroJobsPerDeviceMeansOne) {
-  Make(FleetOptions{.max_jobs_per_device = 0});
-  a_->Settle({"d0"}, 0, 0);
-  b_->Settle({}, 4, 0);
-  ledger_->Rematch(0);
-  EXPECT_FALSE(b_->MayPlan("d0", 0));
-  EXPECT_TRUE(b_->MayPlan("d1", 0));
-}
-
-TEST_F(TwoJobs, TwoJobsPerDeviceWhenConfigured) {
-  Make(FleetOptions{.max_jobs_per_device = 2});
-  a_->Settle({"d0"}, 0, 0);
-  b_->Settle({}, 4, 0);
-  ledger_->Rematch(0);
-  ASSERT_TRUE(b_->MayPlan("d0", 0));
+TEST_F(JobsPerDevice, TwoWhenConfigured) {
+  ASSERT_TRUE(SecondJobMayPlanABusyDevice(2));
   b_->Settle({"d0"}, 0, 1);
   EXPECT_THAT(ledger_->JobsOf("d0"), UnorderedElementsAre("a", "b"));
   EXPECT_EQ(ledger_->devices_in_flight(), 1);
