@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/jobs.pb.h"
 #include "server/jobs/matcher.h"
 #include "server/round/planning_gate.h"
@@ -46,8 +47,20 @@ struct FleetJob {
   bool config_job = false;
 };
 
+// The fleet's view of a job from its spec: name, model architecture, population and priority,
+// with its submission order (JobRecord.sequence), submission time (seconds of the caller's
+// clock) and whether it is the job of the server's own config (JobRecord.config_job). The
+// architecture is taken as written: pass the round settings resolved (ResolveRoundConfig names
+// "mlp" when a spec sets neither architecture nor weights file).
+FleetJob FleetJobOf(const v1::JobSpec& spec, int64_t sequence, double submitted_s,
+                    bool config_job);
+// The fleet's view of a registration: trainers, labels and device.num_samples of `request`,
+// for the client id the server gave it.
+FleetDevice FleetDeviceOf(std::string client_id, const v1::RegisterRequest& request);
+
 struct FleetOptions {
-  // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device). Default: 1.
+  // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device); 0 = 1.
+  // Default: 1.
   int max_jobs_per_device = 1;
   // Devices holding a task across jobs (JobsConfig.max_devices_in_flight): a job whose demand
   // does not fit under it is offered nothing until it does. 0 = no bound.
@@ -67,10 +80,14 @@ struct FleetJobView {
 // a job plans only devices offered to it (PlanningGate::MayPlan, which holds them until the
 // job's Settle); what a job plans it holds until its Settle no longer lists it. A device left
 // without an offer that exactly one active job can use is offered to that job (so one job
-// alone sees its whole eligible fleet, as a server without jobs).
+// alone sees its whole eligible fleet, as a server without jobs); such a job may also plan,
+// before the next Rematch, a device that registered since, or whose task for it ended since
+// (unless the job has a min_contribution_interval_s), as a server without jobs would.
 class FleetLedger {
  public:
+  // `matcher` null = MakeFifoMatcher().
   FleetLedger(FleetOptions options, std::unique_ptr<DeviceJobMatcher> matcher);
+  ~FleetLedger();
   FleetLedger(const FleetLedger&) = delete;
   FleetLedger& operator=(const FleetLedger&) = delete;
 
