@@ -1,8 +1,10 @@
 // Store namespaces and job records (store.h OpenNamespace, ListNamespaces, PutJob, LoadJobs),
 // the same contract for the RocksDB store and MemoryStore.
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "common/testing/status_matchers.h"
@@ -15,6 +17,7 @@ namespace {
 
 using ::fedsched::testing::StatusIs;
 using ::testing::_;
+using ::testing::AllOf;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
@@ -114,11 +117,11 @@ TYPED_TEST(StoreNamespaceTest, NamespaceStateIsInvisibleToTheDefaultAndToAnother
     EXPECT_THAT(other->LoadRound(1), StatusIs(absl::StatusCode::kNotFound, _));
     EXPECT_THAT(other->LoadReceipt("a-task-1"), StatusIs(absl::StatusCode::kNotFound, _));
     ASSERT_OK_AND_ASSIGN(auto profiles, other->LoadProfiles());
-    EXPECT_THAT(profiles, IsEmpty());
+    EXPECT_TRUE(profiles.empty());
     ASSERT_OK_AND_ASSIGN(auto updates, other->LoadAuditedUpdates(1));
-    EXPECT_THAT(updates, IsEmpty());
+    EXPECT_TRUE(updates.empty());
     ASSERT_OK_AND_ASSIGN(auto recent, other->LoadRecentRounds(5));
-    EXPECT_THAT(recent, IsEmpty());
+    EXPECT_TRUE(recent.empty());
     EXPECT_THAT(Value(other->LoadPlannerState()), ::testing::Optional(std::string()));
   }
   ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, a->LoadMeta());
@@ -236,6 +239,118 @@ TYPED_TEST(StoreNamespaceTest, ListNamespacesIsSortedAndEmptyAtFirst) {
   }
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, this->store_->ListNamespaces());
   EXPECT_THAT(names, ElementsAre("a", "a.models", "b"));
+}
+
+
+// What only the RocksDB store has: durability across a reopen, marker files, model files.
+class RocksNamespaceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { dir_ = fedsched::testing::FreshTestDir("fedsched_rocks_ns_test"); }
+  void TearDown() override {
+    if (!HasFailure()) std::filesystem::remove_all(dir_);
+  }
+  StoreOptions Options() const { return {.path = (dir_ / "store").string(), .keep_models = 2}; }
+  std::filesystem::path Path(const std::string& relative) const {
+    return dir_ / "store" / relative;
+  }
+  static std::string ReadFile(const std::filesystem::path& path) {
+    std::ifstream in(path);
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }
+  // Initializes `store` with model value `base` and commits rounds 1..`rounds` (base + round).
+  static void Run(Store& store, int rounds, float base, const std::string& tag) {
+    ASSERT_OK(store.Initialize(MakeModel(base), {}));
+    for (int round = 1; round <= rounds; ++round) {
+      ASSERT_OK(store.CommitRound(MakeCommit(round, base + round, tag)));
+    }
+  }
+  std::filesystem::path dir_;
+};
+
+TEST_F(RocksNamespaceTest, AReopenListsAndReopensNamespacesWithTheirStateAndJobs) {
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+    ASSERT_OK_AND_ASSIGN(auto a, store->OpenNamespace("a"));
+    ASSERT_OK_AND_ASSIGN(auto b, store->OpenNamespace("b"));
+    Run(*store, 1, 0, "default");
+    Run(*a, 3, 100, "a");
+    Run(*b, 2, 200, "b");
+    ASSERT_OK(store->PutJob(MakeJob("a", v1::JOB_STATE_RUNNING)));
+    ASSERT_OK(store->PutJob(MakeJob("b", v1::JOB_STATE_PAUSED)));
+  }
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, store->ListNamespaces());
+  EXPECT_THAT(names, ElementsAre("a", "b"));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::JobRecord> jobs, store->LoadJobs());
+  ASSERT_EQ(jobs.size(), 2u);
+  EXPECT_EQ(jobs[1].state(), v1::JOB_STATE_PAUSED);
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store->LoadMeta());
+  EXPECT_EQ(meta.committed_round(), 1);
+  ASSERT_OK_AND_ASSIGN(auto a, store->OpenNamespace("a"));
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta_a, a->LoadMeta());
+  EXPECT_EQ(meta_a.committed_round(), 3);
+  ASSERT_OK_AND_ASSIGN(v1::Model model_a, a->LoadModel(3));
+  EXPECT_FLOAT_EQ(model_a.tensors(0).data(0), 103);
+  EXPECT_THAT(Value(a->LoadPlannerState()), ::testing::Optional(std::string("a-planner")));
+  ASSERT_OK_AND_ASSIGN(auto updates, a->LoadAuditedUpdates(2));
+  ASSERT_EQ(updates.size(), 1u);
+  EXPECT_EQ(updates[0].task_id(), "a-task-2");
+  // The resumed namespace commits on from its own round.
+  ASSERT_OK(a->CommitRound(MakeCommit(4, 104, "a")));
+  ASSERT_OK_AND_ASSIGN(auto b, store->OpenNamespace("b"));
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta_b, b->LoadMeta());
+  EXPECT_EQ(meta_b.committed_round(), 2);
+}
+
+TEST_F(RocksNamespaceTest, EachNamespaceHasItsOwnMarkerAndModelFiles) {
+  ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+  ASSERT_OK_AND_ASSIGN(auto a, store->OpenNamespace("a"));
+  // The same model values in both: content-addressed files, yet one namespace's pruning must
+  // not delete the other's.
+  Run(*a, 1, 0, "a");
+  Run(*store, 4, 0, "default");
+  EXPECT_EQ(ReadFile(Path("COMMITTED_ROUND")), "4\n");
+  EXPECT_EQ(ReadFile(Path("namespaces/a/COMMITTED_ROUND")), "1\n");
+  EXPECT_OK(a->LoadModel(0).status());
+  EXPECT_OK(a->LoadModel(1).status());
+  EXPECT_THAT(store->LoadModel(1), StatusIs(absl::StatusCode::kNotFound, _));  // keep_models 2
+  // keep_models prunes in a namespace too, its files with it.
+  for (int round = 2; round <= 4; ++round) {
+    ASSERT_OK(a->CommitRound(MakeCommit(round, 50 + round, "a")));
+  }
+  EXPECT_THAT(a->LoadModel(2), StatusIs(absl::StatusCode::kNotFound, _));
+  int files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(Path("namespaces/a/model_files"))) {
+    files += entry.path().extension() == ".model" ? 1 : 0;
+  }
+  EXPECT_EQ(files, 2);
+  EXPECT_OK(store->LoadModel(4).status());
+}
+
+TEST_F(RocksNamespaceTest, AMarkerAheadIsDetectedPerNamespace) {
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+    ASSERT_OK_AND_ASSIGN(auto a, store->OpenNamespace("a"));
+    Run(*store, 2, 0, "default");
+    Run(*a, 2, 100, "a");
+  }
+  // The namespace's marker says more rounds than its meta: that namespace is refused, the
+  // store and its other state open.
+  { std::ofstream(Path("namespaces/a/COMMITTED_ROUND")) << "5\n"; }
+  {
+    ASSERT_OK_AND_ASSIGN(auto store, Store::Open(Options()));
+    EXPECT_THAT(
+        store->OpenNamespace("a"),
+        StatusIs(absl::StatusCode::kDataLoss, AllOf(HasSubstr("namespace a of the store at"),
+                                                    HasSubstr("namespaces/a/COMMITTED_ROUND"))));
+  }
+  // A rolled-back default is still refused at Store::Open, whatever the namespaces say.
+  { std::ofstream(Path("namespaces/a/COMMITTED_ROUND")) << "2\n"; }
+  { std::ofstream(Path("COMMITTED_ROUND")) << "5\n"; }
+  EXPECT_THAT(Store::Open(Options()),
+              StatusIs(absl::StatusCode::kDataLoss, HasSubstr("COMMITTED_ROUND says round 5")));
 }
 
 }  // namespace
