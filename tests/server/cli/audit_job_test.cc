@@ -1,18 +1,16 @@
 // fedsched-audit on a store with job namespaces: --job audits that job's rounds as the default
 // namespace's are audited, and the default run is still audited without it.
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
 #include "server/aggregation/aggregator.h"
 #include "server/store/store.h"
+#include "tests/server/cli/run_tool.h"
 
 namespace fedsched {
 namespace {
@@ -77,25 +75,11 @@ v1::JobRecord Job(const std::string& name, const std::string& ns) {
   return job;
 }
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
 // Runs fedsched-audit on `store_path` with `args`.
-Outcome Audit(const std::filesystem::path& store_path, const std::string& args) {
-  const char* dir = std::getenv("FEDSCHED_BINARY_DIR");
-  const std::string command =
-      absl::StrCat(dir != nullptr ? dir : ".",
-                   "/server/fedsched-audit --store_path=", store_path.string(), " ", args, " 2>&1");
-  Outcome outcome;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return outcome;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) outcome.output += buffer;
-  const int status = ::pclose(pipe);
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return outcome;
+fedsched::testing::ToolOutcome Audit(const std::filesystem::path& store_path,
+                                     const std::string& args) {
+  return fedsched::testing::RunTool("fedsched-audit",
+                                    "--store_path=" + store_path.string() + " " + args);
 }
 
 class AuditJobTest : public ::testing::Test {
@@ -122,12 +106,12 @@ class AuditJobTest : public ::testing::Test {
 };
 
 TEST_F(AuditJobTest, EachJobIsAuditedInItsOwnNamespace) {
-  const Outcome a = Audit(store_path_, "--job=a");
+  const fedsched::testing::ToolOutcome a = Audit(store_path_, "--job=a");
   EXPECT_EQ(a.exit_code, 0) << a.output;
   EXPECT_THAT(a.output, HasSubstr("job a (store namespace a)"));
   EXPECT_THAT(a.output, HasSubstr("round 3: OK (2 updates"));
   EXPECT_THAT(a.output, HasSubstr("fedsched-audit: 3 committed rounds, 0 mismatched"));
-  const Outcome b = Audit(store_path_, "--job=b");
+  const fedsched::testing::ToolOutcome b = Audit(store_path_, "--job=b");
   EXPECT_EQ(b.exit_code, 1) << b.output;
   EXPECT_THAT(b.output, HasSubstr("round 1: OK"));
   EXPECT_THAT(b.output, HasSubstr("round 2: MISMATCH"));
@@ -137,18 +121,18 @@ TEST_F(AuditJobTest, EachJobIsAuditedInItsOwnNamespace) {
 TEST_F(AuditJobTest, TheConfigJobAndNoJobAuditTheDefaultNamespace) {
   for (const std::string args : {"", "--job=main"}) {
     SCOPED_TRACE(args);
-    const Outcome main = Audit(store_path_, args);
+    const fedsched::testing::ToolOutcome main = Audit(store_path_, args);
     EXPECT_EQ(main.exit_code, 0) << main.output;
     EXPECT_THAT(main.output, HasSubstr("fedsched-audit: 2 committed rounds, 0 mismatched"));
   }
 }
 
 TEST_F(AuditJobTest, AnUnknownOrUnstartedJobIsAUsageError) {
-  const Outcome unknown = Audit(store_path_, "--job=nope");
+  const fedsched::testing::ToolOutcome unknown = Audit(store_path_, "--job=nope");
   EXPECT_EQ(unknown.exit_code, 2) << unknown.output;
   EXPECT_THAT(unknown.output, HasSubstr("no job nope in the store at"));
   EXPECT_THAT(unknown.output, HasSubstr("(jobs: a, b, later, main)"));
-  const Outcome later = Audit(store_path_, "--job=later");
+  const fedsched::testing::ToolOutcome later = Audit(store_path_, "--job=later");
   EXPECT_EQ(later.exit_code, 2) << later.output;
   EXPECT_THAT(later.output, HasSubstr("job later has no rounds"));
   // The audit wrote nothing: the job still has no namespace.

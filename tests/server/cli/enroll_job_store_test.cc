@@ -2,43 +2,26 @@
 // named), revokes in the default namespace (shared by every job), and a re-enrolment clears the
 // identity's binding in every job's copy of its profile, leaving the jobs' rounds alone.
 #include <sys/stat.h>
-#include <sys/wait.h>
 
-#include <cstdio>
-#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 
-#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
 #include "server/store/store.h"
+#include "tests/server/cli/run_tool.h"
 
 namespace fedsched {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
 // Runs fedsched-enroll on `store_path` with `args`.
-Outcome Enroll(const std::filesystem::path& store_path, const std::string& args) {
-  const char* dir = std::getenv("FEDSCHED_BINARY_DIR");
-  const std::string command = absl::StrCat(
-      dir != nullptr ? dir : ".", "/server/fedsched-enroll --store_path=", store_path.string(), " ",
-      args, " 2>&1");
-  Outcome outcome;
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return outcome;
-  char buffer[512];
-  while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) outcome.output += buffer;
-  const int status = ::pclose(pipe);
-  outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return outcome;
+fedsched::testing::ToolOutcome Enroll(const std::filesystem::path& store_path,
+                                      const std::string& args) {
+  return fedsched::testing::RunTool("fedsched-enroll",
+                                    "--store_path=" + store_path.string() + " " + args);
 }
 
 v1::ClientProfile BoundProfile() {
@@ -74,7 +57,7 @@ class EnrollJobStoreTest : public ::testing::Test {
 };
 
 TEST_F(EnrollJobStoreTest, RevokeAndResetWorkOnAStoreWithJobNamespaces) {
-  const Outcome revoked = Enroll(store_path_, "--revoke_identity=dev-1");
+  const fedsched::testing::ToolOutcome revoked = Enroll(store_path_, "--revoke_identity=dev-1");
   ASSERT_EQ(revoked.exit_code, 0) << revoked.output;
   EXPECT_THAT(revoked.output, HasSubstr("is revoked"));
   {
@@ -84,7 +67,7 @@ TEST_F(EnrollJobStoreTest, RevokeAndResetWorkOnAStoreWithJobNamespaces) {
     ASSERT_EQ(seen_by_a.size(), 1u);
     EXPECT_EQ(seen_by_a[0].identity, "dev-1");
   }
-  const Outcome reset = Enroll(store_path_, "--reset_identity=dev-1");
+  const fedsched::testing::ToolOutcome reset = Enroll(store_path_, "--reset_identity=dev-1");
   ASSERT_EQ(reset.exit_code, 0) << reset.output;
   EXPECT_THAT(reset.output, HasSubstr("is no longer revoked"));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open({.path = store_path_.string()}));

@@ -1,9 +1,5 @@
 // fedsched-status --job against a stand-in Coordinator service on 127.0.0.1: the request names
 // the job, and a server that does not know it (NOT_FOUND) is reported as "no job NAME".
-#include <sys/wait.h>
-
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -13,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/server/cli/run_tool.h"
 
 namespace fedsched {
 namespace {
@@ -41,11 +38,6 @@ class StandInCoordinator final : public v1::Coordinator::Service {
   std::string last_job_ ABSL_GUARDED_BY(mu_) = "(none)";
 };
 
-struct Outcome {
-  int exit_code = -1;
-  std::string output;
-};
-
 class StatusJobTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -59,19 +51,9 @@ class StatusJobTest : public ::testing::Test {
   void TearDown() override { server_->Shutdown(); }
 
   // Runs fedsched-status against the stand-in with `args`.
-  Outcome Status(const std::string& args) const {
-    const char* dir = std::getenv("FEDSCHED_BINARY_DIR");
-    const std::string command = absl::StrCat(dir != nullptr ? dir : ".",
-                                             "/server/fedsched-status --server=127.0.0.1:", port_,
-                                             " --rounds=0 ", args, " 2>&1");
-    Outcome outcome;
-    FILE* pipe = ::popen(command.c_str(), "r");
-    if (pipe == nullptr) return outcome;
-    char buffer[512];
-    while (std::fgets(buffer, sizeof(buffer), pipe) != nullptr) outcome.output += buffer;
-    const int status = ::pclose(pipe);
-    outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    return outcome;
+  fedsched::testing::ToolOutcome Status(const std::string& args) const {
+    return fedsched::testing::RunTool(
+        "fedsched-status", absl::StrCat("--server=127.0.0.1:", port_, " --rounds=0 ", args));
   }
 
   StandInCoordinator service_;
@@ -80,16 +62,16 @@ class StatusJobTest : public ::testing::Test {
 };
 
 TEST_F(StatusJobTest, TheRequestNamesTheJob) {
-  const Outcome none = Status("");
+  const fedsched::testing::ToolOutcome none = Status("");
   EXPECT_EQ(none.exit_code, 0) << none.output;
   EXPECT_EQ(service_.last_job(), "");
-  const Outcome a = Status("--job=a");
+  const fedsched::testing::ToolOutcome a = Status("--job=a");
   EXPECT_EQ(a.exit_code, 0) << a.output;
   EXPECT_EQ(service_.last_job(), "a");
 }
 
 TEST_F(StatusJobTest, AnUnknownJobIsReportedByName) {
-  const Outcome unknown = Status("--job=nope");
+  const fedsched::testing::ToolOutcome unknown = Status("--job=nope");
   EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
   EXPECT_THAT(unknown.output, HasSubstr("no job nope"));
   EXPECT_EQ(service_.last_job(), "nope");
