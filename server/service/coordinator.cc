@@ -422,26 +422,25 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::RegisterAdmitted(
   profile::ProfileBook& book = engine_->mutable_book();
   std::optional<profile::ClientIndex> known = book.FindByIdentity(request.identity());
   const std::string old_id = known ? book.profile(*known).client_id() : "";
-  if (known && old_id != client_id) {
-    // The admitting coordinator forgot the identity and made it a new client (identity
-    // expiry): the old session ends here too, and the profile moves to the new id below.
-    EndSessionLocked(old_id);
-  }
   const double now_s = ToSeconds(now);
   FEDSCHED_ASSIGN_OR_RETURN(
       profile::ProfileBook::Registration registration,
       book.OnRegister(request.identity(), request.device(), now_s, client_id));
+  if (known && old_id != client_id) {
+    // The admitting coordinator forgot the identity and made it a new client (identity
+    // expiry): the profile moved to the new id; the old id's session and stored profile go
+    // (a stored duplicate of the identity would fail the next resume's import).
+    EndSessionLocked(old_id);
+    if (absl::Status s = options_.store->DeleteProfiles({old_id}); !s.ok()) {
+      FEDSCHED_LOG(warn, "{}could not delete the profile of {} (now {}): {}", log_prefix_, old_id,
+                   client_id, s.ToString());
+    }
+  }
   // As RoundEngine::Register: a registration is a sighting for the learned availability.
   FEDSCHED_RETURN_IF_ERROR(engine_->Heartbeat(registration.index, now_s));
   const std::string& key = request.signing_public_key();
   if (!key.empty() && key != book.profile(registration.index).signing_public_key()) {
     FEDSCHED_RETURN_IF_ERROR(book.SetSigningPublicKey(registration.index, key));
-  }
-  if (!old_id.empty() && old_id != client_id) {
-    if (absl::Status s = options_.store->DeleteProfiles({old_id}); !s.ok()) {
-      FEDSCHED_LOG(warn, "{}could not delete the profile of {} (now {}): {}", log_prefix_, old_id,
-                   client_id, s.ToString());
-    }
   }
   return StartSessionLocked(registration.index, session_token);
 }
