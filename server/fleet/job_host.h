@@ -38,6 +38,12 @@ struct JobHostOptions {
   // A job's initial model from its ModelConfig (an architecture, or a weights file): called
   // when a submitted job starts; an error fails that job with the error as its reason.
   std::function<absl::StatusOr<v1::Model>(const v1::ModelConfig&)> load_model;
+  // Whether a submitted spec's model is one the server can run (e.g. a known architecture):
+  // Submit refuses the spec with its error (INVALID_ARGUMENT naming spec.model...). Null: any.
+  std::function<absl::Status(const v1::ModelConfig&)> check_model;
+  // A job's model memory features for resource fit (CoordinatorOptions::model_features). Null:
+  // none.
+  std::function<fit::ModelFeatures(const v1::ModelConfig&)> model_features;
   // A job's test-set evaluator from its resolved config (null result: none).
   std::function<Evaluator(const v1::ServerConfig& job_config)> make_evaluator;
   // The enrolment key (CoordinatorOptions::enrolment_key).

@@ -70,8 +70,6 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   predictor_mape_ = GaugeFamily(r, "fedsched_predictor_mape",
                                 "Mean absolute percentage error of the planner's completion-time "
                                 "prediction in the last committed round (0.2 = 20 %).");
-  // A server of one run (no job named) exports its series unlabelled from the start, as before.
-  SeriesOf("");
   clients_registered_ = NewGauge(r, "fedsched_clients_registered", "Registered clients.");
   clients_online_ =
       NewGauge(r, "fedsched_clients_online", "Clients heard from within the heartbeat timeout.");
@@ -165,6 +163,8 @@ void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record, const std::s
 }
 
 void ServerMetrics::OnRoundFailed(const std::string& job) { SeriesOf(job).failed->Increment(); }
+
+void ServerMetrics::DeclareJob(const std::string& job) { SeriesOf(job); }
 
 std::string ServerMetrics::CauseLabel(const std::string& reason) {
   // The round engine's and the coordinator's reasons (server/round/lifecycle.cc, ReportFailure).

@@ -51,6 +51,8 @@ class ServerMetrics {
   // The bound HTTP port, or 0 without an endpoint.
   int port() const;
 
+  // Exports `job`'s round series at 0 before its first round ("" = the unlabelled ones).
+  void DeclareJob(const std::string& job);
   // A committed round (or FedBuff version) of `job`: counts it, observes its duration (seconds
   // from start_unix_ms to end_unix_ms), participants, stragglers, examples, and sets the gauges
   // for the last round (test accuracy when evaluated, predictor MAPE).
