@@ -70,7 +70,9 @@ struct FleetJobView {
 // alone sees its whole eligible fleet, as a server without jobs).
 class FleetLedger {
  public:
+  // `matcher` null = MakeFifoMatcher().
   FleetLedger(FleetOptions options, std::unique_ptr<DeviceJobMatcher> matcher);
+  ~FleetLedger();
   FleetLedger(const FleetLedger&) = delete;
   FleetLedger& operator=(const FleetLedger&) = delete;
 
