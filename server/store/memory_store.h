@@ -4,6 +4,7 @@
 #define FEDSCHED_SERVER_STORE_MEMORY_STORE_H_
 
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,13 @@
 
 namespace fedsched {
 
-// Store in maps. Thread-safe (one mutex). Models of every round are kept (keep_models = 0).
+// Store in maps. Thread-safe (one mutex per namespace). Models of every round are kept
+// (keep_models = 0). Namespaces (Store::OpenNamespace) are separate maps; a view shares with the
+// default namespace only the revocations and job records, which live in the default.
 // Tests may subclass it to observe writes.
 class MemoryStore : public Store {
  public:
-  MemoryStore() = default;
+  MemoryStore();
   [[nodiscard]] absl::StatusOr<v1::RunMeta> LoadMeta() const override;
   [[nodiscard]] absl::Status Initialize(const v1::Model& initial_model, v1::RunMeta meta) override;
   [[nodiscard]] absl::Status CommitRound(RoundCommit commit) override;
@@ -34,21 +37,41 @@ class MemoryStore : public Store {
   [[nodiscard]] absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(
       int64_t round) const override;
   [[nodiscard]] absl::StatusOr<std::string> LoadPlannerState() const override;
-  // Commits so far (for tests).
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Store>> OpenNamespace(
+      const std::string& ns) override;
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> ListNamespaces() const override;
+  [[nodiscard]] absl::Status PutJob(const v1::JobRecord& job) override;
+  [[nodiscard]] absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const override;
+  // Commits so far in this namespace (for tests).
   int64_t commits() const;
 
  private:
-  mutable absl::Mutex mu_;
-  bool initialized_ ABSL_GUARDED_BY(mu_) = false;
-  v1::RunMeta meta_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, v1::Model> models_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, v1::RoundRecord> rounds_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, v1::ClientProfile> profiles_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, v1::Receipt> receipts_ ABSL_GUARDED_BY(mu_);
-  std::map<int64_t, std::vector<v1::AuditedUpdate>> audited_ ABSL_GUARDED_BY(mu_);
-  std::string planner_state_ ABSL_GUARDED_BY(mu_);
-  std::map<std::string, int64_t> revoked_ ABSL_GUARDED_BY(mu_);  // identity -> unix ms
-  int64_t commits_ ABSL_GUARDED_BY(mu_) = 0;
+  // One namespace's state.
+  struct Namespace {
+    mutable absl::Mutex mu;
+    bool initialized ABSL_GUARDED_BY(mu) = false;
+    v1::RunMeta meta ABSL_GUARDED_BY(mu);
+    std::map<int64_t, v1::Model> models ABSL_GUARDED_BY(mu);
+    std::map<int64_t, v1::RoundRecord> rounds ABSL_GUARDED_BY(mu);
+    std::map<std::string, v1::ClientProfile> profiles ABSL_GUARDED_BY(mu);
+    std::map<std::string, v1::Receipt> receipts ABSL_GUARDED_BY(mu);
+    std::map<int64_t, std::vector<v1::AuditedUpdate>> audited ABSL_GUARDED_BY(mu);
+    std::string planner_state ABSL_GUARDED_BY(mu);
+    int64_t commits ABSL_GUARDED_BY(mu) = 0;
+  };
+  // What every namespace of one store shares.
+  struct Shared {
+    mutable absl::Mutex mu;
+    std::map<std::string, int64_t> revoked ABSL_GUARDED_BY(mu);  // identity -> unix ms
+    std::map<std::string, v1::JobRecord> jobs ABSL_GUARDED_BY(mu);
+    std::map<std::string, std::shared_ptr<Namespace>> namespaces ABSL_GUARDED_BY(mu);
+  };
+  // A view of namespace `ns` (`state`) of the store sharing `shared`.
+  MemoryStore(std::shared_ptr<Shared> shared, std::shared_ptr<Namespace> state, std::string ns);
+
+  std::shared_ptr<Shared> shared_;
+  std::shared_ptr<Namespace> state_;
+  std::string ns_;  // "" = the default namespace
 };
 
 }  // namespace fedsched

@@ -4,25 +4,25 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
-#include <cstdarg>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 #include "rocksdb/db.h"
-#include "rocksdb/env.h"
 #include "rocksdb/options.h"
 #include "rocksdb/write_batch.h"
 #include "server/store/commit_check.h"
 #include "server/store/disk_space.h"
 #include "server/store/model_files.h"
+#include "server/store/rocks_database.h"
 
 namespace fedsched {
 namespace {
@@ -38,6 +38,11 @@ constexpr char kMarkerFile[] = "COMMITTED_ROUND";
 // The folder of the content-addressed model files (server/store/model_files.h), inside the
 // RocksDB directory (RocksDB ignores names it did not make).
 constexpr char kModelFolder[] = "model_files";
+// The folder, inside the RocksDB directory, of the namespaces' own folders (each with its
+// marker file and model folder).
+constexpr char kNamespaceFolder[] = "namespaces";
+// Job records live in the default namespace's meta family under this prefix + job name.
+constexpr char kJobPrefix[] = "job/";
 
 // Big-endian keys so that RocksDB's bytewise order is numeric round order.
 std::string RoundKey(int64_t round) {
@@ -75,14 +80,25 @@ absl::StatusOr<Proto> ParseStored(const std::string& bytes, const std::string& w
 
 std::string MarkerPath(const std::string& dir) { return dir + "/" + kMarkerFile; }
 
+// Where a namespace's state lives, for its files and its error messages.
+struct Location {
+  // "store at P" or "namespace N of the store at P".
+  std::string where;
+  // The RocksDB directory.
+  std::string path;
+  // The folder of the namespace's marker file and model files: `path` for the default
+  // namespace, path/namespaces/N for namespace N.
+  std::string dir;
+};
+
 // The round in the marker file, or -1 if there is none (a store written before the marker).
-absl::StatusOr<int64_t> ReadMarker(const std::string& dir) {
-  std::ifstream in(MarkerPath(dir));
+absl::StatusOr<int64_t> ReadMarker(const Location& at) {
+  std::ifstream in(MarkerPath(at.dir));
   if (!in) return -1;
   int64_t round = -1;
   if (!(in >> round) || round < 0) {
-    return absl::DataLossError(absl::StrCat("store at ", dir, " is damaged: ", kMarkerFile,
-                                            " does not hold a round number"));
+    return absl::DataLossError(
+        absl::StrCat(at.where, " is damaged: ", kMarkerFile, " does not hold a round number"));
   }
   return round;
 }
@@ -103,53 +119,47 @@ absl::Status WriteMarker(const std::string& dir, int64_t round) {
 }
 
 // The operator's way out, appended to every damage error.
-std::string RecoveryHint(const std::string& dir) {
+std::string RecoveryHint(const Location& at) {
   return absl::StrCat(
       ". Committed rounds would be lost if the server resumed from it, so it refuses to start. "
       "Recover by restoring the directory ",
-      dir,
+      at.path,
       " from a backup, or start a new run with a "
       "fresh store path (keep the damaged copy for inspection). To "
       "resume from the surviving state deliberately, delete ",
-      MarkerPath(dir), " (the rounds after the surviving one are lost)");
+      MarkerPath(at.dir), " (the rounds after the surviving one are lost)");
 }
 
-// RocksDB's informational log, sent to the server's log instead of a LOG file in the store: on a
-// full disk a LOG write fails, and RocksDB 7's file writer asserts (aborting the process) at the
-// next line it logs, e.g. while the store closes. Warnings and errors reach the server's log;
-// the rest only at debug level.
-class RocksLogger final : public rocksdb::Logger {
- public:
-  RocksLogger() : rocksdb::Logger(rocksdb::InfoLogLevel::INFO_LEVEL) {}
-  using rocksdb::Logger::Logv;
-  void Logv(const char* format, va_list ap) override {
-    Logv(rocksdb::InfoLogLevel::INFO_LEVEL, format, ap);
-  }
-  void Logv(const rocksdb::InfoLogLevel level, const char* format, va_list ap) override {
-    char line[1024];
-    std::vsnprintf(line, sizeof(line), format, ap);
-    if (level >= rocksdb::InfoLogLevel::ERROR_LEVEL) {
-      FEDSCHED_LOG(error, "rocksdb: {}", line);
-    } else if (level == rocksdb::InfoLogLevel::WARN_LEVEL) {
-      FEDSCHED_LOG(warn, "rocksdb: {}", line);
-    } else {
-      FEDSCHED_LOG(debug, "rocksdb: {}", line);
+absl::Status Damaged(const Location& at, const std::string& what) {
+  return absl::DataLossError(absl::StrCat(at.where, " is damaged: ", what, RecoveryHint(at)));
+}
+
+// The column families of a namespace; the default namespace's carry these names, namespace N's
+// "N.<name>".
+constexpr const char* kFamilies[] = {"models", "rounds", "clients", "receipts", "meta", "updates"};
+
+std::string FamilyName(const std::string& ns, const char* family) {
+  return ns.empty() ? std::string(family) : absl::StrCat(ns, ".", family);
+}
+
+// The namespace whose family is `family_name`, "" for a default one or a name of no namespace.
+std::string NamespaceOfFamily(const std::string& family_name) {
+  for (const char* family : kFamilies) {
+    const std::string suffix = absl::StrCat(".", family);
+    if (family_name.size() > suffix.size() && absl::EndsWith(family_name, suffix)) {
+      return std::string(family_name.substr(0, family_name.size() - suffix.size()));
     }
   }
-};
-
-absl::Status Damaged(const std::string& dir, const std::string& what) {
-  return absl::DataLossError(
-      absl::StrCat("store at ", dir, " is damaged: ", what, RecoveryHint(dir)));
+  return "";
 }
 
 }  // namespace
 
-// The RocksDB implementation of Store.
+// The RocksDB implementation of Store: one namespace (the default or a view) of a shared
+// RocksDatabase.
 class RocksDbStore final : public Store {
  public:
   static absl::StatusOr<std::unique_ptr<Store>> Open(const StoreOptions& options);
-  ~RocksDbStore() override;
   absl::StatusOr<v1::RunMeta> LoadMeta() const override;
   absl::Status Initialize(const v1::Model& initial_model, v1::RunMeta meta) override;
   absl::Status CommitRound(RoundCommit commit) override;
@@ -166,9 +176,17 @@ class RocksDbStore final : public Store {
   absl::StatusOr<v1::Receipt> LoadReceipt(const std::string& task_id) const override;
   absl::StatusOr<std::vector<v1::AuditedUpdate>> LoadAuditedUpdates(int64_t round) const override;
   absl::StatusOr<std::string> LoadPlannerState() const override;
+  absl::StatusOr<std::unique_ptr<Store>> OpenNamespace(const std::string& ns) override;
+  absl::StatusOr<std::vector<std::string>> ListNamespaces() const override;
+  absl::Status PutJob(const v1::JobRecord& job) override;
+  absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const override;
 
  private:
   RocksDbStore() = default;
+  // The namespace `ns` ("" = default) of `database`: its families (created when missing), its
+  // folder, then the integrity check and the clean-up of unreferenced model files.
+  static absl::StatusOr<std::unique_ptr<RocksDbStore>> OpenIn(
+      std::shared_ptr<RocksDatabase> database, const std::string& ns);
   // Cross-checks the meta's committed_round against the marker file, the stored models, the
   // round records and the receipts. Errors: DATA_LOSS naming the disagreement.
   absl::Status VerifyIntegrity() const;
@@ -180,10 +198,8 @@ class RocksDbStore final : public Store {
   // OK when the disk has room for a write of `bytes` (StoreOptions::min_free_bytes). Errors:
   // RESOURCE_EXHAUSTED "`what`: the file system holding the store ...".
   absl::Status CheckRoom(size_t bytes, const std::string& what) const;
-  // FromRocks for a write; remembers a failed one (write_failed_).
+  // FromRocks for a write; remembers a failed one (RocksDatabase::NoteWriteFailed).
   absl::Status Wrote(const rocksdb::Status& s, const std::string& what);
-  // Whether closing may flush the memtables: no write failed and the disk has room for them.
-  bool MayFlushAtClose() const;
   // Writes the model file of `model` (serialized `bytes` with raw SHA-256 `sha256`, both
   // computed here when empty) and returns the reference to put in the batch.
   absl::StatusOr<std::string> WriteModelFile(const v1::Model& model,
@@ -192,17 +208,21 @@ class RocksDbStore final : public Store {
   // Deletes the model files no round in `models_` references (pruned rounds, crashed commits).
   absl::Status RemoveUnreferencedModelFiles();
 
+  // Shared by the default namespace and every view: a view keeps the database open.
+  std::shared_ptr<RocksDatabase> database_;
+  rocksdb::DB* db_ = nullptr;  // database_->db()
   StoreOptions options_;
+  std::string ns_;  // "" = the default namespace
+  Location location_;
   std::unique_ptr<ModelFiles> files_;
-  std::unique_ptr<rocksdb::DB> db_;
-  std::vector<rocksdb::ColumnFamilyHandle*> handles_;
   rocksdb::ColumnFamilyHandle* models_ = nullptr;
   rocksdb::ColumnFamilyHandle* rounds_ = nullptr;
   rocksdb::ColumnFamilyHandle* clients_ = nullptr;
   rocksdb::ColumnFamilyHandle* receipts_ = nullptr;
   rocksdb::ColumnFamilyHandle* meta_ = nullptr;
   rocksdb::ColumnFamilyHandle* updates_ = nullptr;
-  std::atomic<bool> write_failed_{false};
+  // The default namespace's meta: revocations and job records, shared by every namespace.
+  rocksdb::ColumnFamilyHandle* default_meta_ = nullptr;
 };
 
 absl::StatusOr<std::unique_ptr<Store>> Store::Open(const StoreOptions& options) {
@@ -225,63 +245,43 @@ absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::Open(const StoreOptions& op
     return absl::InvalidArgumentError(
         absl::StrCat("keep_models must be >= 0, got ", options.keep_models));
   }
-  rocksdb::DBOptions db_options;
-  db_options.create_if_missing = true;
-  db_options.create_missing_column_families = true;
-  // Damage must never pass silently. Point-in-time recovery stops WAL replay at the first bad
-  // record; that is right for a torn tail (a SIGKILL between the write() calls of a commit
-  // still in flight: a 50 MB model is many), and VerifyIntegrity then refuses the open if the
-  // replay lost a round the marker file says was committed. kAbsoluteConsistency would refuse
-  // every torn tail, i.e. most restarts after a kill during a big commit.
-  db_options.paranoid_checks = true;
-  db_options.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
-  // A bounded log is a bounded restart (StoreOptions::max_wal_bytes).
-  db_options.max_total_wal_size = static_cast<uint64_t>(options.max_wal_bytes);
-  db_options.info_log = std::make_shared<RocksLogger>();
-  std::vector<rocksdb::ColumnFamilyDescriptor> families;
-  for (const char* name :
-       {"default", "models", "rounds", "clients", "receipts", "meta", "updates"}) {
-    families.emplace_back(name, rocksdb::ColumnFamilyOptions());
+  const std::vector<std::string> base(std::begin(kFamilies), std::end(kFamilies));
+  absl::StatusOr<std::shared_ptr<RocksDatabase>> database = RocksDatabase::Open(options, base);
+  if (absl::IsDataLoss(database.status())) {
+    return Damaged({absl::StrCat("store at ", options.path), options.path, options.path},
+                   std::string(database.status().message()));
   }
+  if (!database.ok()) return database.status();
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<RocksDbStore> store, OpenIn(*std::move(database), ""));
+  return std::unique_ptr<Store>(std::move(store));
+}
+
+absl::StatusOr<std::unique_ptr<RocksDbStore>> RocksDbStore::OpenIn(
+    std::shared_ptr<RocksDatabase> database, const std::string& ns) {
   auto store = std::unique_ptr<RocksDbStore>(new RocksDbStore());
-  store->options_ = options;
-  rocksdb::DB* raw = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(db_options, options.path, families, &store->handles_, &raw);
-  if (s.IsCorruption()) {
-    return Damaged(options.path, absl::StrCat("RocksDB cannot recover it (", s.ToString(), ")"));
+  store->options_ = database->options();
+  const std::string& path = store->options_.path;
+  store->ns_ = ns;
+  store->location_ = ns.empty()
+                         ? Location{absl::StrCat("store at ", path), path, path}
+                         : Location{absl::StrCat("namespace ", ns, " of the store at ", path), path,
+                                    absl::StrCat(path, "/", kNamespaceFolder, "/", ns)};
+  rocksdb::ColumnFamilyHandle** handles[] = {&store->models_,   &store->rounds_, &store->clients_,
+                                             &store->receipts_, &store->meta_,   &store->updates_};
+  for (size_t i = 0; i < std::size(kFamilies); ++i) {
+    FEDSCHED_ASSIGN_OR_RETURN(*handles[i], database->Family(FamilyName(ns, kFamilies[i])));
   }
-  if (!s.ok()) {
-    return absl::InternalError(absl::StrCat("open store at ", options.path, ": ", s.ToString()));
-  }
-  store->db_.reset(raw);
-  store->models_ = store->handles_[1];
-  store->rounds_ = store->handles_[2];
-  store->clients_ = store->handles_[3];
-  store->receipts_ = store->handles_[4];
-  store->meta_ = store->handles_[5];
-  store->updates_ = store->handles_[6];
-  store->files_ = std::make_unique<ModelFiles>(absl::StrCat(options.path, "/", kModelFolder));
+  FEDSCHED_ASSIGN_OR_RETURN(store->default_meta_, database->Family("meta"));
+  store->db_ = database->db();
+  store->database_ = std::move(database);
+  store->files_ =
+      std::make_unique<ModelFiles>(absl::StrCat(store->location_.dir, "/", kModelFolder));
+  // Init creates the model folder with its parents (a namespace's own folder).
   FEDSCHED_RETURN_IF_ERROR(store->files_->Init());
   FEDSCHED_RETURN_IF_ERROR(store->VerifyIntegrity());
   // Only once the store is known good: files of a commit that crashed before its batch.
   FEDSCHED_RETURN_IF_ERROR(store->RemoveUnreferencedModelFiles());
-  return std::unique_ptr<Store>(std::move(store));
-}
-
-RocksDbStore::~RocksDbStore() {
-  if (db_ == nullptr) return;
-  // The flush only shortens the next open's log replay: every write is in the log already. On a
-  // full disk it fails, and RocksDB then asserts when it next touches the failed file (an abort
-  // at exit, the finding of a full-disk trial), so it is skipped when it could not succeed.
-  if (MayFlushAtClose()) {
-    rocksdb::FlushOptions flush;
-    flush.wait = true;
-    db_->Flush(flush, handles_).PermitUncheckedError();
-  }
-  for (rocksdb::ColumnFamilyHandle* handle : handles_) {
-    db_->DestroyColumnFamilyHandle(handle).PermitUncheckedError();
-  }
-  db_->Close().PermitUncheckedError();
+  return store;
 }
 
 absl::Status RocksDbStore::CheckRoom(size_t bytes, const std::string& what) const {
@@ -292,17 +292,8 @@ absl::Status RocksDbStore::CheckRoom(size_t bytes, const std::string& what) cons
 }
 
 absl::Status RocksDbStore::Wrote(const rocksdb::Status& s, const std::string& what) {
-  if (!s.ok()) write_failed_ = true;
+  if (!s.ok()) database_->NoteWriteFailed();
   return FromRocks(s, what);
-}
-
-bool RocksDbStore::MayFlushAtClose() const {
-  if (write_failed_) return false;
-  uint64_t memtables = 0;
-  db_->GetAggregatedIntProperty("rocksdb.cur-size-all-mem-tables", &memtables);
-  absl::StatusOr<int64_t> free = FreeBytes(options_.path);
-  // Twice the memtables (the table files and their compaction) and 1 MiB for the MANIFEST.
-  return free.ok() && static_cast<uint64_t>(*free) >= 2 * memtables + (1 << 20);
 }
 
 absl::Status RocksDbStore::Put(rocksdb::ColumnFamilyHandle* cf, const std::string& key,
@@ -328,8 +319,7 @@ absl::StatusOr<v1::RunMeta> RocksDbStore::LoadMeta() const {
 
 absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMeta meta) {
   if (LoadMeta().ok()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("store at ", options_.path, " already holds a run"));
+    return absl::FailedPreconditionError(absl::StrCat(location_.where, " already holds a run"));
   }
   meta.set_committed_round(0);
   FEDSCHED_RETURN_IF_ERROR(CheckRoom(initial_model.ByteSizeLong(), "initialize store"));
@@ -340,7 +330,7 @@ absl::Status RocksDbStore::Initialize(const v1::Model& initial_model, v1::RunMet
   rocksdb::WriteOptions write;
   write.sync = true;
   FEDSCHED_RETURN_IF_ERROR(Wrote(db_->Write(write, &batch), "initialize store"));
-  return WriteMarker(options_.path, 0);
+  return WriteMarker(location_.dir, 0);
 }
 
 absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
@@ -380,7 +370,7 @@ absl::Status RocksDbStore::CommitRound(RoundCommit commit) {
   write.sync = true;
   FEDSCHED_RETURN_IF_ERROR(Wrote(db_->Write(write, &batch), absl::StrCat("commit round ", round)));
   // After the batch: a crash in between leaves the marker behind the meta, which is harmless.
-  FEDSCHED_RETURN_IF_ERROR(WriteMarker(options_.path, round));
+  FEDSCHED_RETURN_IF_ERROR(WriteMarker(location_.dir, round));
   if (options_.keep_models > 0 && prune_below > 0) {
     // Pruned models' files; a failure here only leaves files for the next commit or open.
     RemoveUnreferencedModelFiles().IgnoreError();
@@ -424,7 +414,7 @@ absl::StatusOr<int64_t> RocksDbStore::LastRoundKey(rocksdb::ColumnFamilyHandle* 
 }
 
 absl::Status RocksDbStore::VerifyIntegrity() const {
-  const std::string& dir = options_.path;
+  const Location& dir = location_;
   FEDSCHED_ASSIGN_OR_RETURN(const int64_t marker, ReadMarker(dir));
   absl::StatusOr<v1::RunMeta> meta = LoadMeta();
   if (absl::IsNotFound(meta.status())) {
@@ -486,7 +476,7 @@ absl::Status RocksDbStore::VerifyIntegrity() const {
     }
   }
   if (!it->status().ok()) return Damaged(dir, it->status().ToString());
-  if (marker < committed) return WriteMarker(dir, committed);  // a crash after the batch
+  if (marker < committed) return WriteMarker(dir.dir, committed);  // a crash after the batch
   return absl::OkStatus();
 }
 
@@ -513,24 +503,25 @@ absl::Status RocksDbStore::DeleteProfiles(absl::Span<const std::string> client_i
 
 absl::Status RocksDbStore::PutRevocation(const Revocation& revocation) {
   if (revocation.identity.empty()) return absl::InvalidArgumentError("revocation of no identity");
-  return Put(meta_, absl::StrCat(kRevokedPrefix, revocation.identity),
+  return Put(default_meta_, absl::StrCat(kRevokedPrefix, revocation.identity),
              absl::StrCat(revocation.revoked_unix_ms));
 }
 
 absl::StatusOr<bool> RocksDbStore::DeleteRevocation(const std::string& identity) {
   const std::string key = absl::StrCat(kRevokedPrefix, identity);
-  absl::StatusOr<std::string> found = Get(meta_, key);
+  absl::StatusOr<std::string> found = Get(default_meta_, key);
   if (absl::IsNotFound(found.status())) return false;
   if (!found.ok()) return found.status();
   rocksdb::WriteOptions write;
   write.sync = true;
-  FEDSCHED_RETURN_IF_ERROR(Wrote(db_->Delete(write, meta_, key), "store delete revocation"));
+  FEDSCHED_RETURN_IF_ERROR(
+      Wrote(db_->Delete(write, default_meta_, key), "store delete revocation"));
   return true;
 }
 
 absl::StatusOr<std::vector<Revocation>> RocksDbStore::LoadRevocations() const {
   std::vector<Revocation> out;
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), meta_));
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), default_meta_));
   for (it->Seek(kRevokedPrefix); it->Valid() && it->key().starts_with(kRevokedPrefix); it->Next()) {
     Revocation revocation;
     revocation.identity = it->key().ToString().substr(sizeof(kRevokedPrefix) - 1);
@@ -638,6 +629,51 @@ absl::StatusOr<std::string> RocksDbStore::LoadPlannerState() const {
   absl::StatusOr<std::string> bytes = Get(meta_, kPlannerKey);
   if (absl::IsNotFound(bytes.status())) return std::string();
   return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<Store>> RocksDbStore::OpenNamespace(const std::string& ns) {
+  if (!ns_.empty()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("open namespace ", ns, " in ", location_.where, ": namespaces do not nest"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(ValidateStoreNamespace(ns));
+  // Creating the families writes the MANIFEST.
+  FEDSCHED_RETURN_IF_ERROR(CheckRoom(0, absl::StrCat("open namespace ", ns)));
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<RocksDbStore> view, OpenIn(database_, ns));
+  return std::unique_ptr<Store>(std::move(view));
+}
+
+absl::StatusOr<std::vector<std::string>> RocksDbStore::ListNamespaces() const {
+  std::set<std::string> names;
+  for (const std::string& family : database_->FamilyNames()) {
+    std::string ns = NamespaceOfFamily(family);
+    if (!ns.empty()) names.insert(std::move(ns));
+  }
+  return std::vector<std::string>(names.begin(), names.end());
+}
+
+absl::Status RocksDbStore::PutJob(const v1::JobRecord& job) {
+  if (!ns_.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "put job ", job.spec().name(), " in ", location_.where, ": jobs live in the default"));
+  }
+  if (job.spec().name().empty()) return absl::InvalidArgumentError("job record without a name");
+  return Put(default_meta_, absl::StrCat(kJobPrefix, job.spec().name()), job.SerializeAsString());
+}
+
+absl::StatusOr<std::vector<v1::JobRecord>> RocksDbStore::LoadJobs() const {
+  std::vector<v1::JobRecord> out;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), default_meta_));
+  for (it->Seek(kJobPrefix); it->Valid() && it->key().starts_with(kJobPrefix); it->Next()) {
+    FEDSCHED_ASSIGN_OR_RETURN(
+        v1::JobRecord job,
+        ParseStored<v1::JobRecord>(
+            it->value().ToString(),
+            absl::StrCat("record of job ", it->key().ToString().substr(sizeof(kJobPrefix) - 1))));
+    out.push_back(std::move(job));
+  }
+  FEDSCHED_RETURN_IF_ERROR(FromRocks(it->status(), "scan jobs"));
+  return out;
 }
 
 }  // namespace fedsched
