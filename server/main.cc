@@ -531,8 +531,8 @@ std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
   options.transport = config.transport();
   options.operator_token = std::move(operator_token);
   options.aggregator_token_dir = config.hierarchy().aggregator_token_dir();
-  options.max_receiving_upload_bytes = ReceivingUploadBudget(
-      absl::GetFlag(FLAGS_receiving_upload_models), host.model_bytes());
+  options.max_receiving_upload_bytes =
+      ReceivingUploadBudget(absl::GetFlag(FLAGS_receiving_upload_models), host.model_bytes());
   host.SetParseTargetBudget(options.max_receiving_upload_bytes);
   return std::make_unique<CoordinatorService>(&host, options);
 }
@@ -782,8 +782,8 @@ int Main() {
                  config.listen_address().c_str());
     return 1;
   }
-  const Serving serving{config,  required_free,     **host,           *service,
-                        *server, ops->health.get(), ops->metrics.get()};
+  const Serving serving{
+      config, required_free, **host, *service, *server, ops->health.get(), ops->metrics.get()};
   if (serving.health != nullptr) serving.health->Attach(server.get());
   SetServing(serving, true);
   // Printed only now that every part of it was accepted (store, credentials, listening port).
