@@ -93,7 +93,7 @@ absl::Status JobHost::Impl::Open() {
   config_run->architecture = options.config.model().architecture();
   FEDSCHED_ASSIGN_OR_RETURN(config_run->store, JobStore(options.store, record));
   FEDSCHED_ASSIGN_OR_RETURN(config_run->coordinator,
-                            OpenJobCoordinator(options, {.name = config_job,
+                            OpenJobCoordinator(options, {.job_name = "",
                                                          .config = options.config,
                                                          .store = config_run->store,
                                                          .initial_model = options.initial_model,
@@ -264,7 +264,7 @@ absl::StatusOr<std::shared_ptr<Coordinator>> JobHost::Impl::OpenCoordinatorOf(
                         absl::StrCat("store namespace: ", store.status().message()));
   }
   absl::StatusOr<std::shared_ptr<Coordinator>> coordinator =
-      OpenJobCoordinator(options, {.name = name,
+      OpenJobCoordinator(options, {.job_name = name,
                                    .config = std::move(config),
                                    .store = *store,
                                    .initial_model = *std::move(model),
@@ -287,8 +287,10 @@ void JobHost::Impl::PublishStarted(const std::string& name,
   // Registrations wait meanwhile, so that every admitted device reaches the new job once.
   absl::MutexLock registering(&register_mu);
   for (const AdmittedDevice& device : roster.All()) {
-    if (absl::Status s = coordinator->RegisterAdmitted(device.request, device.client_id,
-                                                       device.session_token, Now());
+    if (absl::Status s =
+            coordinator
+                ->RegisterAdmitted(device.request, device.client_id, device.session_token, Now())
+                .status();
         !s.ok()) {
       FEDSCHED_LOG(warn, "job {}: device {} not registered: {}", name, device.client_id,
                    s.ToString());

@@ -72,8 +72,11 @@ absl::StatusOr<v1::RegisterResponse> JobHost::Register(const v1::RegisterRequest
   impl_->ledger->UpsertDevice(FleetDeviceOf(device));
   for (size_t i = 1; i < open.size(); ++i) {
     if (IsEnded(open[i].state)) continue;
-    if (absl::Status s = open[i].coordinator->RegisterAdmitted(device.request, device.client_id,
-                                                               device.session_token, now);
+    if (absl::Status s =
+            open[i]
+                .coordinator
+                ->RegisterAdmitted(device.request, device.client_id, device.session_token, now)
+                .status();
         !s.ok()) {
       FEDSCHED_LOG(warn, "job {}: device {} not registered: {}", open[i].name, device.client_id,
                    s.ToString());

@@ -28,14 +28,16 @@ absl::StatusOr<std::shared_ptr<Coordinator>> OpenJobCoordinator(const JobHostOpt
   if (host.clock) options.clock = host.clock;
   options.deterministic_task_ids = host.deterministic_task_ids;
   options.enrolment_key = host.enrolment_key;
-  options.planning_gate = std::move(opening.gate);
-  options.job_name = opening.name;
+  std::shared_ptr<round::PlanningGate> gate = std::move(opening.gate);
+  options.planning_gate = gate.get();
+  options.job_name = opening.job_name;
   absl::StatusOr<std::unique_ptr<Coordinator>> created = Coordinator::Create(std::move(options));
   if (!created.ok()) return created.status();
-  // The deleter holds the store: a coordinator kept by a device call past the job's end still
-  // has its namespace.
+  // The deleter holds the store and the gate: a coordinator kept by a device call past the
+  // job's end still has its namespace and its view of the fleet.
   return std::shared_ptr<Coordinator>(
-      created->release(), [store = std::move(opening.store)](Coordinator* c) { delete c; });
+      created->release(),
+      [store = std::move(opening.store), gate = std::move(gate)](Coordinator* c) { delete c; });
 }
 
 std::string WireTaskId(const JobRun& run, std::string_view task_id) {

@@ -52,13 +52,15 @@ struct JobCallbacks {
 
 // What opening one job's coordinator takes besides the host's options.
 struct JobOpening {
-  std::string name;
+  // CoordinatorOptions::job_name: the job's name, "" for the config job (whose log lines stay
+  // those of a server of one run).
+  std::string job_name;
   // The job's resolved config.
   v1::ServerConfig config;
   std::shared_ptr<Store> store;
   // Its initial model (ignored when its namespace holds a run: Coordinator::Create resumes).
   v1::Model initial_model;
-  // ledger.Gate(name).
+  // ledger.Gate(name) (kept with the coordinator, which does not own it).
   std::unique_ptr<round::PlanningGate> gate;
   JobCallbacks callbacks;
 };
