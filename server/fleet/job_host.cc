@@ -175,8 +175,15 @@ void JobHost::Impl::PersistLocked(const v1::JobRecord& record) {
 }
 
 void JobHost::Impl::Notify(const v1::JobRecord& record) {
-  FEDSCHED_LOG(info, "job {} {}{}{}", record.spec().name(), StateName(record.state()),
-               record.reason().empty() ? "" : ": ", record.reason());
+  const std::string line =
+      absl::StrCat("job ", record.spec().name(), " ", std::string(StateName(record.state())),
+                   record.reason().empty() ? "" : ": ", record.reason());
+  // The config job's changes stay out of the info log, which reads as a server of one run's.
+  if (record.config_job()) {
+    FEDSCHED_LOG(debug, "{}", line);
+  } else {
+    FEDSCHED_LOG(info, "{}", line);
+  }
   if (options.on_job_changed) options.on_job_changed(record);
 }
 

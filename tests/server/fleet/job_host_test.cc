@@ -75,6 +75,9 @@ TEST_F(JobHostTest, TwoJobsRunConcurrentlyOverOneFleetEachToItsRounds) {
   EXPECT_TRUE(fleet_.host().finished());
 
   const testing::Observed& seen = fleet_.observed();
+  // Every round's two participants got their task through the host.
+  EXPECT_GE(seen.task_ids.at("main").size(), 6u);
+  EXPECT_GE(seen.task_ids.at("mlp").size(), 6u);
   EXPECT_EQ(seen.double_booked, 0);
   EXPECT_EQ(seen.untrainable, 0);
   EXPECT_EQ(only_main_->tasks_by_job.count("mlp"), 0u);
