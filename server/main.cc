@@ -533,6 +533,9 @@ std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
   options.aggregator_token_dir = config.hierarchy().aggregator_token_dir();
   options.max_receiving_upload_bytes =
       ReceivingUploadBudget(absl::GetFlag(FLAGS_receiving_upload_models), host.model_bytes());
+  // One job's uploads may not starve another's (docs/JOBS.md); 0 = unset: 0.5.
+  const double share = config.jobs().max_upload_share();
+  options.max_upload_share = share > 0 ? share : 0.5;
   host.SetParseTargetBudget(options.max_receiving_upload_bytes);
   return std::make_unique<CoordinatorService>(&host, options);
 }

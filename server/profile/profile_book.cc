@@ -226,13 +226,26 @@ std::string ProfileBook::NextClientId() {
 
 absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_view identity,
                                                                   const v1::DeviceProfile& device,
-                                                                  double now_s) {
+                                                                  double now_s,
+                                                                  std::string_view client_id) {
   if (identity.empty()) return absl::InvalidArgumentError("empty client identity");
   if (absl::Status s = ValidateDevice(device); !s.ok()) return s;
+  if (auto named = by_client_id_.find(AbslView(client_id));
+      !client_id.empty() && named != by_client_id_.end() &&
+      profiles_[named->second].identity() != identity) {
+    return absl::InvalidArgumentError(absl::StrCat("client id '", AbslView(client_id),
+                                                   "' names another identity than '",
+                                                   AbslView(identity), "'"));
+  }
   Registration reg;
   if (auto it = by_identity_.find(AbslView(identity)); it != by_identity_.end()) {
     reg.index = it->second;
     v1::ClientProfile& p = profiles_[reg.index];
+    if (!client_id.empty() && p.client_id() != client_id) {
+      by_client_id_.erase(p.client_id());
+      p.set_client_id(std::string(client_id));
+      by_client_id_.emplace(p.client_id(), reg.index);
+    }
     *p.mutable_device() = device;
     p.set_last_heartbeat_unix_ms(ToMs(now_s));
     states_[reg.index].busy = false;
@@ -256,7 +269,7 @@ absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_vi
     }
     reg.is_new = true;
     v1::ClientProfile& p = profiles_[reg.index];
-    p.set_client_id(NextClientId());
+    p.set_client_id(client_id.empty() ? NextClientId() : std::string(client_id));
     p.set_identity(std::string(identity));
     *p.mutable_device() = device;
     p.set_registered_unix_ms(ToMs(now_s));
@@ -268,6 +281,27 @@ absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_vi
   Refresh(reg.index);
   MarkDirty(reg.index);
   return reg;
+}
+
+absl::Status ProfileBook::AdoptSystemFields(ClientIndex index, const v1::ClientProfile& system) {
+  if (index >= profiles_.size() || states_[index].retired) return NotFound(index);
+  if (!FiniteNonNegative(system.compute_ms_per_sample()) ||
+      !FiniteNonNegative(system.upload_kbps()) || !FiniteNonNegative(system.download_kbps()) ||
+      !FiniteNonNegative(system.availability()) || system.availability() > 1 ||
+      system.measured_tasks() < 0) {
+    return absl::InvalidArgumentError(
+        "system profile has a negative or non-finite figure, or an availability above 1");
+  }
+  v1::ClientProfile& p = profiles_[index];
+  p.set_compute_ms_per_sample(system.compute_ms_per_sample());
+  p.set_upload_kbps(system.upload_kbps());
+  p.set_download_kbps(system.download_kbps());
+  p.set_availability(system.availability());
+  p.set_measured_tasks(system.measured_tasks());
+  // The measured path's bookkeeping: ClientState mirror and the device-model priors.
+  Refresh(index);
+  MarkDirty(index);
+  return absl::OkStatus();
 }
 
 absl::Status ProfileBook::OnHeartbeat(ClientIndex index, double now_s) {

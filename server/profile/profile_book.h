@@ -146,11 +146,16 @@ class ProfileBook {
   // Registers a device, or re-registers a known identity: the profile, client id and
   // measurements are kept, the device figures are replaced by `device`, and the client is
   // online and not busy at once (a task it had in flight is forgotten, so that a re-registering
-  // client is never left unschedulable). New clients get client id "c<n>".
-  // Errors: INVALID_ARGUMENT for an empty identity or a negative / non-finite device figure.
+  // client is never left unschedulable). New clients get client id "c<n>", or `client_id`
+  // when given (a job's book keys its devices by the client ids the fleet's admitting
+  // coordinator gave them, docs/JOBS.md); an identity known under another client id then takes
+  // `client_id`, keeping its profile.
+  // Errors: INVALID_ARGUMENT for an empty identity, a negative / non-finite device figure, or a
+  // `client_id` that names another identity.
   [[nodiscard]] absl::StatusOr<Registration> OnRegister(std::string_view identity,
                                                         const v1::DeviceProfile& device,
-                                                        double now_s);
+                                                        double now_s,
+                                                        std::string_view client_id = {});
 
   // Records a heartbeat at now_s. Heartbeats do not mark the profile dirty (see TakeDirty).
   // Errors: NOT_FOUND for an unknown index.
@@ -232,6 +237,14 @@ class ProfileBook {
   [[nodiscard]] absl::Status ExcludeFromSecAgg(ClientIndex index, std::string why, double now_s);
   // Whether ExcludeFromSecAgg was called for the client (false for an unknown index).
   bool SecAggExcluded(ClientIndex index) const;
+
+  // Shared system profile (docs/JOBS.md): replaces the client's system fields by `system`'s
+  // (compute_ms_per_sample, upload_kbps, download_kbps, availability, measured_tasks, as
+  // another job's book measured them) and updates the expectations and priors derived from
+  // them, as a measurement would. Everything else (utility, cache ratio, failures, selection
+  // history, heartbeats) stays. Errors: NOT_FOUND for an unknown or retired index;
+  // INVALID_ARGUMENT (no change) for a negative or non-finite figure or availability above 1.
+  [[nodiscard]] absl::Status AdoptSystemFields(ClientIndex index, const v1::ClientProfile& system);
 
   // Binds what proved the client's identity (ClientProfile.cert_fingerprint: a TLS
   // certificate's SHA-256, or a credential's binding; kFirstUseBindingPrefix marks one admitted

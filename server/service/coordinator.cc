@@ -41,7 +41,8 @@ absl::Status NoSessionError(const std::string& client_id) {
 
 // Reachable = heartbeated within the timeout and not away (ProfileBook) and holding a live
 // session (after a restart, profiles come back before their devices re-register); while pace
-// steering is on, also checked in (polled in this session, docs/ALGORITHMS.md §2.6).
+// steering is on, also checked in (polled in this session, docs/ALGORITHMS.md §2.6). The
+// engine sees it through the planning gate, if any (round::GatedPresence, docs/JOBS.md).
 class Coordinator::SessionPresence : public round::Presence {
  public:
   explicit SessionPresence(const Coordinator* owner) : owner_(owner) {}
@@ -71,6 +72,7 @@ class Coordinator::SessionPresence : public round::Presence {
 Coordinator::Coordinator(CoordinatorOptions options)
     : options_(std::move(options)),
       config_(options_.config),
+      log_prefix_(options_.job_name.empty() ? "" : absl::StrCat("job ", options_.job_name, " ")),
       rate_limit_(config_),
       pacing_(config_) {
   if (!options_.clock) options_.clock = [] { return absl::Now(); };
@@ -113,13 +115,16 @@ absl::Status Coordinator::Open() {
   }
   parse_targets_ = std::make_unique<ParseTargetPool>(std::move(tensor_sizes));
   presence_ = std::make_unique<SessionPresence>(this);
-  engine.presence = presence_.get();
+  // A device without a task of this run is planned only when the gate offers it (MayPlan).
+  gated_presence_ = std::make_unique<round::GatedPresence>(presence_.get(), options_.planning_gate);
+  engine.presence = gated_presence_.get();
   engine.availability = options_.availability;
   engine.model_features = options_.model_features;
   if (!options_.deterministic_task_ids) UseSecureRandomness(&engine);
   // The engine holds the model from here on: a second copy would cost its size in RSS.
   options_.initial_model = v1::Model();
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(engine)));
+  gated_presence_->set_engine(engine_.get());
   auto blob = std::make_shared<ModelBlob>();
   blob->bytes = engine_->model()->SerializeAsString();
   blob->sha256 = Sha256(blob->bytes);
@@ -173,8 +178,8 @@ absl::Status Coordinator::LoadStoredRun(const v1::RunMeta& meta, round::EngineOp
     // A store written before the reference was kept: the resumed model starts it.
     engine->guard_reference = EvaluateReference(engine->model);
   }
-  FEDSCHED_LOG(info, "resuming after committed round {} with {} known clients", engine->version,
-               engine->profiles.size());
+  FEDSCHED_LOG(info, "{}resuming after committed round {} with {} known clients", log_prefix_,
+               engine->version, engine->profiles.size());
   return absl::OkStatus();
 }
 
@@ -276,6 +281,13 @@ void Coordinator::ExpireUnseenLocked(absl::Time now) {
                expired.size(), ttl_s, engine_->book().live_size());
 }
 
+absl::Status Coordinator::CheckIdentityName(const std::string& identity) {
+  if (identity.empty() || identity.size() > 256) {
+    return absl::InvalidArgumentError("identity must be 1..256 bytes");
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Coordinator::CheckSigningKey(const v1::RegisterRequest& request,
                                           absl::string_view bound) {
   const std::string& key = request.signing_public_key();
@@ -295,16 +307,7 @@ absl::Status Coordinator::CheckSigningKey(const v1::RegisterRequest& request,
       request.identity(), " so that its next registration binds the new key"));
 }
 
-absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
-                                                           absl::Time now,
-                                                           const std::string& cert_fingerprint,
-                                                           const std::string& peer_address) {
-  if (request.identity().empty() || request.identity().size() > 256) {
-    return absl::InvalidArgumentError("identity must be 1..256 bytes");
-  }
-  // First: a revoked device is refused whatever it presents (docs/OPERATIONS.md).
-  FEDSCHED_RETURN_IF_ERROR(admission_->CheckNotRevoked(request.identity()));
-  const v1::DeviceProfile& device = request.device();
+absl::Status Coordinator::CheckDeviceFigures(const v1::DeviceProfile& device) const {
   if (device.compute_ms_per_sample() < 0 || device.storage_budget_bytes() < 0 ||
       device.num_samples() < 0 || device.bandwidth_hint_kbps() < 0 || device.sample_bytes() < 0 ||
       !std::isfinite(device.compute_ms_per_sample()) ||
@@ -317,6 +320,18 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
         absl::StrCat("device.num_samples ", device.num_samples(), " exceeds the server's limit ",
                      security.max_num_samples(), " (security.max_num_samples)"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterRequest& request,
+                                                           absl::Time now,
+                                                           const std::string& cert_fingerprint,
+                                                           const std::string& peer_address) {
+  FEDSCHED_RETURN_IF_ERROR(CheckIdentityName(request.identity()));
+  // First: a revoked device is refused whatever it presents (docs/OPERATIONS.md).
+  FEDSCHED_RETURN_IF_ERROR(admission_->CheckNotRevoked(request.identity()));
+  const v1::DeviceProfile& device = request.device();
+  FEDSCHED_RETURN_IF_ERROR(CheckDeviceFigures(device));
   FEDSCHED_ASSIGN_OR_RETURN(
       const Admission admission,
       admission_->Admit(request.identity(), request.credential(), cert_fingerprint));
@@ -365,25 +380,69 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
     FEDSCHED_RETURN_IF_ERROR(
         book.SetSigningPublicKey(registration.index, request.signing_public_key()));
   }
-  const v1::ClientProfile& profile = book.profile(registration.index);
+  v1::RegisterResponse response = StartSessionLocked(registration.index, NewId("s-"));
+  response.set_credential(issued);
+  return response;
+}
+
+v1::RegisterResponse Coordinator::StartSessionLocked(profile::ClientIndex index,
+                                                     std::string session_token) {
+  const v1::ClientProfile& profile = engine_->book().profile(index);
   if (absl::Status s = options_.store->PutProfile(profile); !s.ok()) {
     FEDSCHED_LOG(warn, "could not persist profile of {}: {}", profile.client_id(), s.ToString());
   }
   ClientState& session = sessions_[profile.client_id()];
-  session.session_token = NewId("s-");
+  session.session_token = std::move(session_token);
   session.checked_in = false;  // a new session checks in with its first poll
   inbox_.StartSession(profile.client_id(), session.session_token);
   v1::RegisterResponse response;
   response.set_client_id(profile.client_id());
   response.set_session_token(session.session_token);
   response.set_heartbeat_interval_ms(config_.heartbeat_interval_ms());
-  response.set_credential(issued);
   *response.mutable_transport() = config_.transport();
   // Certificate paths are the server's own; never send them.
   response.mutable_transport()->clear_tls_cert_path();
   response.mutable_transport()->clear_tls_key_path();
   response.mutable_transport()->clear_tls_ca_path();
   return response;
+}
+
+absl::StatusOr<v1::RegisterResponse> Coordinator::RegisterAdmitted(
+    const v1::RegisterRequest& request, const std::string& client_id,
+    const std::string& session_token, absl::Time now) {
+  FEDSCHED_RETURN_IF_ERROR(CheckIdentityName(request.identity()));
+  if (client_id.empty() || session_token.empty()) {
+    return absl::InvalidArgumentError(
+        "an admitted registration needs the admitting coordinator's client id and session token");
+  }
+  FEDSCHED_RETURN_IF_ERROR(CheckDeviceFigures(request.device()));
+  // Only the key's form: whether it may replace a bound one was the admitting coordinator's call.
+  FEDSCHED_RETURN_IF_ERROR(CheckSigningKey(request, ""));
+  absl::MutexLock lock(&mu_);
+  profile::ProfileBook& book = engine_->mutable_book();
+  std::optional<profile::ClientIndex> known = book.FindByIdentity(request.identity());
+  const std::string old_id = known ? book.profile(*known).client_id() : "";
+  const double now_s = ToSeconds(now);
+  FEDSCHED_ASSIGN_OR_RETURN(
+      profile::ProfileBook::Registration registration,
+      book.OnRegister(request.identity(), request.device(), now_s, client_id));
+  if (known && old_id != client_id) {
+    // The admitting coordinator forgot the identity and made it a new client (identity
+    // expiry): the profile moved to the new id; the old id's session and stored profile go
+    // (a stored duplicate of the identity would fail the next resume's import).
+    EndSessionLocked(old_id);
+    if (absl::Status s = options_.store->DeleteProfiles({old_id}); !s.ok()) {
+      FEDSCHED_LOG(warn, "{}could not delete the profile of {} (now {}): {}", log_prefix_, old_id,
+                   client_id, s.ToString());
+    }
+  }
+  // As RoundEngine::Register: a registration is a sighting for the learned availability.
+  FEDSCHED_RETURN_IF_ERROR(engine_->Heartbeat(registration.index, now_s));
+  const std::string& key = request.signing_public_key();
+  if (!key.empty() && key != book.profile(registration.index).signing_public_key()) {
+    FEDSCHED_RETURN_IF_ERROR(book.SetSigningPublicKey(registration.index, key));
+  }
+  return StartSessionLocked(registration.index, session_token);
 }
 
 absl::StatusOr<v1::HeartbeatResponse> Coordinator::Heartbeat(const v1::HeartbeatRequest& request,
@@ -500,6 +559,7 @@ void Coordinator::AdvanceLocked(absl::Time now) {
   ExpireUnseenLocked(now);
   UpdatePacingLocked(now);
   std::vector<round::ClosedRound> closed = engine_->Advance(ToSeconds(now));
+  SettleGateLocked(now);
   current_round_.store(engine_->current_round(), std::memory_order_relaxed);
   LogTaskFailures();
   LogRefusals(now);
@@ -508,7 +568,7 @@ void Coordinator::AdvanceLocked(absl::Time now) {
       absl::IsFailedPrecondition(engine_->last_plan_status()) &&
       ToSeconds(now) - ToSeconds(last_wait_log_) >= kWaitLogIntervalS) {
     last_wait_log_ = now;
-    FEDSCHED_LOG(info, "round {}: {} (registered {})", engine_->current_round(),
+    FEDSCHED_LOG(info, "{}round {}: {} (registered {})", log_prefix_, engine_->current_round(),
                  std::string(engine_->last_plan_status().message()), engine_->book().live_size());
   }
   if (closed.empty()) return;
@@ -516,9 +576,16 @@ void Coordinator::AdvanceLocked(absl::Time now) {
   for (round::ClosedRound& c : closed) jobs_.push_back(std::move(c));
 }
 
+void Coordinator::SettleGateLocked(absl::Time now) {
+  if (options_.planning_gate == nullptr) return;
+  engine_->ClientsInFlight(&in_flight_scratch_);
+  options_.planning_gate->Settle(in_flight_scratch_, engine_->PlanningDemand(), ToSeconds(now));
+}
+
 void Coordinator::LogTaskFailures() {
   for (const round::TaskFailureNote& f : engine_->TakeTaskFailures()) {
-    FEDSCHED_LOG(info, "round {}: task of {} failed: {}", f.round, f.client_id, f.reason);
+    FEDSCHED_LOG(info, "{}round {}: task of {} failed: {}", log_prefix_, f.round, f.client_id,
+                 f.reason);
     if (options_.on_task_failed) options_.on_task_failed(f.reason);
   }
 }
@@ -534,16 +601,17 @@ void Coordinator::LogRefusals(absl::Time now) {
         r.client_id.empty() ? std::string("an unauthenticated sender") : r.client_id;
     if (now - state.last_warn < absl::Seconds(kRefusalLogIntervalS)) {
       ++state.suppressed;
-      FEDSCHED_LOG(debug, "round {}: update of {} (task '{}') refused ({}): {}", r.round, who,
-                   r.task_id, reason, r.why);
+      FEDSCHED_LOG(debug, "{}round {}: update of {} (task '{}') refused ({}): {}", log_prefix_,
+                   r.round, who, r.task_id, reason, r.why);
       continue;
     }
     const std::string also = state.suppressed == 0
                                  ? std::string()
                                  : absl::StrCat(" (and ", state.suppressed, " more refused for ",
                                                 reason, " since the last warning)");
-    FEDSCHED_LOG(warn, "round {}: update of {} (task '{}') refused ({}){}: {}{}", r.round, who,
-                 r.task_id, reason, r.task_failed ? ", its task fails" : "", r.why, also);
+    FEDSCHED_LOG(warn, "{}round {}: update of {} (task '{}') refused ({}){}: {}{}", log_prefix_,
+                 r.round, who, r.task_id, reason, r.task_failed ? ", its task fails" : "", r.why,
+                 also);
     state.last_warn = now;
     state.suppressed = 0;
   }
@@ -553,8 +621,8 @@ void Coordinator::LogNewTasks() {
   std::vector<const round::Task*> tasks = engine_->TakeNewTasks();
   if (tasks.empty()) return;
   if (task_listener_) task_listener_();
-  FEDSCHED_LOG(info, "round {} planned: {} participants, deadline {:.1f} s (attempt {})",
-               tasks.front()->round, tasks.size(),
+  FEDSCHED_LOG(info, "{}round {} planned: {} participants, deadline {:.1f} s (attempt {})",
+               log_prefix_, tasks.front()->round, tasks.size(),
                tasks.front()->deadline_s - tasks.front()->issued_s, engine_->attempts_failed() + 1);
 }
 
@@ -599,6 +667,52 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
     *summary->mutable_profile() = profile;
   }
   return response;
+}
+
+absl::StatusOr<v1::GetStatusResponse> Coordinator::GetStatusOf(
+    const v1::GetStatusRequest& request) const {
+  if (!request.job().empty() && request.job() != options_.job_name) {
+    return absl::NotFoundError(absl::StrCat("no job named ", request.job()));
+  }
+  return GetStatus(request.recent_rounds(), !request.omit_clients());
+}
+
+std::vector<v1::ClientProfile> Coordinator::SystemProfiles(
+    absl::Span<const std::string> client_ids) const {
+  std::vector<v1::ClientProfile> profiles;
+  absl::MutexLock lock(&mu_);
+  const profile::ProfileBook& book = engine_->book();
+  for (const std::string& id : client_ids) {
+    std::optional<profile::ClientIndex> index = book.FindByClientId(id);
+    if (!index) continue;
+    const v1::ClientProfile& full = book.profile(*index);
+    v1::ClientProfile& system = profiles.emplace_back();
+    system.set_client_id(full.client_id());
+    system.set_compute_ms_per_sample(full.compute_ms_per_sample());
+    system.set_upload_kbps(full.upload_kbps());
+    system.set_download_kbps(full.download_kbps());
+    system.set_availability(full.availability());
+    system.set_measured_tasks(full.measured_tasks());
+  }
+  return profiles;
+}
+
+void Coordinator::AdoptSystemProfiles(absl::Span<const v1::ClientProfile> profiles) {
+  absl::MutexLock lock(&mu_);
+  profile::ProfileBook& book = engine_->mutable_book();
+  for (const v1::ClientProfile& profile : profiles) {
+    std::optional<profile::ClientIndex> index = book.FindByClientId(profile.client_id());
+    if (!index) continue;
+    if (absl::Status s = book.AdoptSystemFields(*index, profile); !s.ok()) {
+      FEDSCHED_LOG(warn, "{}system profile of {} not adopted: {}", log_prefix_, profile.client_id(),
+                   s.ToString());
+    }
+  }
+}
+
+bool Coordinator::privacy_budget_exhausted() const {
+  absl::MutexLock lock(&mu_);
+  return engine_->privacy_budget_exhausted();
 }
 
 void Coordinator::SetTaskListener(std::function<void()> listener) {

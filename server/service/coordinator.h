@@ -30,6 +30,9 @@
 #include "server/aggregation/checks.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/round/gated_presence.h"
+#include "server/round/planning_gate.h"
+#include "server/service/device_service.h"
 #include "server/service/heartbeat_inbox.h"
 #include "server/service/identity_admission.h"
 #include "server/service/pace_steering.h"
@@ -88,6 +91,15 @@ struct CoordinatorOptions {
   // certificates prove identities, or (config.security.allow_trust_on_first_use) credentials
   // are issued at first registration (docs/SECURITY.md).
   std::string enrolment_key;
+  // The job this coordinator runs when a job host runs several (docs/JOBS.md): its logs then
+  // say "job <name> round N ...", and GetStatusOf answers requests naming it. Default: empty
+  // (one run; the logs say "round N ...").
+  std::string job_name;
+  // The job's view of a fleet shared with other jobs (docs/JOBS.md "Matching devices to
+  // jobs"): a device without a task of this coordinator is reachable only when
+  // planning_gate->MayPlan says so, and every engine advance is reported with Settle. Not
+  // owned; must outlive the coordinator. Default: null (the fleet is this run's alone).
+  round::PlanningGate* planning_gate = nullptr;
 };
 
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
@@ -114,14 +126,16 @@ struct CoordinatorOptions {
 // Legal order per client: Register -> PollTask -> ModelForTask -> SubmitUpdate | ReportFailure.
 // Errors common to the session methods: UNAUTHENTICATED for an unknown client id or a token
 // that does not match its current session (after a server restart clients re-register).
-class Coordinator {
+// It is the DeviceService of a server of one run; a job host (server/fleet/job_host.h) runs
+// one per job and routes device calls to it.
+class Coordinator : public DeviceService {
  public:
   // Opens the run: resumes at the round after the last committed one, or initialises the store
   // with `options.initial_model`. Errors: INVALID_ARGUMENT (missing store), whatever the store or
   // the aggregator return (e.g. DATA_LOSS on a corrupt store).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Coordinator>> Create(
       CoordinatorOptions options);
-  ~Coordinator();
+  ~Coordinator() override;
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
@@ -156,8 +170,30 @@ class Coordinator {
   // security.unseen_identity_ttl_s is forgotten by Tick (its session ends, its stored profile is
   // deleted); registering it again makes a new client.
   [[nodiscard]] absl::StatusOr<v1::RegisterResponse> Register(
-      const v1::RegisterRequest& request, absl::Time now, const std::string& cert_fingerprint = "",
-      const std::string& peer_address = "");
+      const v1::RegisterRequest& request, absl::Time now, const std::string& cert_fingerprint,
+      const std::string& peer_address) override;
+  // As above, from an unknown peer address (and without a certificate unless given).
+  [[nodiscard]] absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request, absl::Time now,
+      const std::string& cert_fingerprint = "") {
+    return Register(request, now, cert_fingerprint, /*peer_address=*/"");
+  }
+
+  // Registers a device that another coordinator of the same fleet (the job host's admitting
+  // one, docs/JOBS.md) has admitted: no credential, certificate, revocation or rate-limit
+  // check, and the admitting coordinator's `client_id` and `session_token`, so that a device
+  // has one client id and one session token for every job. The profile is keyed by
+  // `client_id` (a re-registration of the same identity keeps its profile; an identity known
+  // here under an older client id takes the new one), the request's signing key is bound to
+  // it (replacing another: the admitting coordinator checked it), and the device figures are
+  // validated as Register does. Starts a new session with `session_token`. Returns what
+  // Register would (client id, token, heartbeat interval, transport; never a credential).
+  // Errors: INVALID_ARGUMENT for an empty or over-long identity, an empty client id or session
+  // token, bad device figures (as Register), a signing key that is not 32 bytes, or a client id
+  // that names another identity here.
+  [[nodiscard]] absl::StatusOr<v1::RegisterResponse> RegisterAdmitted(
+      const v1::RegisterRequest& request, const std::string& client_id,
+      const std::string& session_token, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
 
   // Marks the client online. Returns the current round (as of the last time the engine
   // advanced). Never waits for the coordinator's lock: the session is checked
@@ -166,19 +202,19 @@ class Coordinator {
   // next Tick. A heartbeat therefore never queues behind an update being folded, a round being
   // planned or a commit's bookkeeping. Errors: UNAUTHENTICATED (no such session).
   [[nodiscard]] absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                                absl::Time now)
+                                                                absl::Time now) override
       ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client's task for the current round, or retry_after_ms (also before the first round is
   // planned), or finished once num_rounds have committed. Counts as a heartbeat.
   [[nodiscard]] absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
-                                                              absl::Time now);
+                                                              absl::Time now) override;
 
   // The serialized model for `task_id`. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED
   // (another client's task), FAILED_PRECONDITION (the task's round has closed).
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(
       const std::string& client_id, const std::string& token, const std::string& task_id,
-      absl::Time now);
+      absl::Time now) override;
 
   // Validates and folds in an update (a serialized v1::Model delta = trained - downloaded).
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client
@@ -224,8 +260,8 @@ class Coordinator {
   // acceptance: the round moves on while the payload streams, and SubmitUpdate checks again.
   // A refusal is counted as SubmitUpdate's are (RoundEngine::RefuseUpdate; absurd metrics or
   // examples fail the task) at `now`.
-  [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header,
+                                               absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Counts an upload stream the upload service refused before its payload reached
   // SubmitUpdate (frames out of order, sizes or counts that disagree with its header, a payload
@@ -233,7 +269,7 @@ class Coordinator {
   // (RoundEngine::RefuseUpdate without a claim: no task is touched, since a broken stream says
   // nothing certain about whose task it was). Returns `status`. Takes the lock: not from a gRPC
   // callback thread.
-  [[nodiscard]] absl::Status RefuseUploadStream(absl::Status status, absl::Time now)
+  [[nodiscard]] absl::Status RefuseUploadStream(absl::Status status, absl::Time now) override
       ABSL_LOCKS_EXCLUDED(mu_);
   // As above, with the payload in pieces (e.g. the chunks of an upload stream, see
   // UploadAssembler) whose concatenation is the serialized delta; nothing is concatenated.
@@ -242,8 +278,14 @@ class Coordinator {
   // is on (then never). The caller may free them then, e.g. to admit the next upload (peak RSS).
   [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
                                           absl::Span<const std::string_view> payload_pieces,
-                                          absl::Time now, double upload_seconds = 0,
-                                          absl::AnyInvocable<void()> payload_parsed = nullptr);
+                                          absl::Time now, double upload_seconds,
+                                          absl::AnyInvocable<void()> payload_parsed) override;
+  // As above, with nothing to call once the pieces are parsed.
+  [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
+                                          absl::Span<const std::string_view> payload_pieces,
+                                          absl::Time now, double upload_seconds = 0) {
+    return SubmitUpdate(header, payload_pieces, now, upload_seconds, nullptr);
+  }
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"; root role only):
   // folds an aggregator's partial sum of its devices' updates for one round, all or nothing.
@@ -251,8 +293,8 @@ class Coordinator {
   // SubmitUpdate's; then RoundEngine::FoldPartial (its errors). The sum must parse as a Model
   // (INVALID_ARGUMENT). A first-K round the sum fills closes and commits before this returns.
   // Errors also: FAILED_PRECONDITION when this server is not a root (hierarchy.role).
-  [[nodiscard]] absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now)
-      ABSL_LOCKS_EXCLUDED(mu_);
+  [[nodiscard]] absl::Status SubmitPartialSum(const v1::PartialSum& partial,
+                                              absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): one SecAggStep RPC, the
   // step message of a participant and what it is owed next (round::RoundEngine::SecAggStep).
@@ -260,14 +302,19 @@ class Coordinator {
   // that completes the round commits it before this returns. Errors: UNAUTHENTICATED (session)
   // and those of RoundEngine::SecAggStep.
   [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggStep(
-      const v1::SecAggStepRequest& request, absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
+      const v1::SecAggStepRequest& request, absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // The client gives up its task (e.g. out of battery). The round goes on without it.
-  [[nodiscard]] absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now);
+  [[nodiscard]] absl::Status ReportFailure(const v1::ReportFailureRequest& request,
+                                           absl::Time now) override;
 
   // Operator view: counts, the last `recent_rounds` round records (<= 0: 5) and, unless
   // include_clients is false, one ClientSummary per live client.
   v1::GetStatusResponse GetStatus(int recent_rounds, bool include_clients = true) const;
+  // GetStatus(request.recent_rounds, !request.omit_clients) when request.job is "" or this
+  // coordinator's job_name. Errors: NOT_FOUND "no job named X" for another job.
+  [[nodiscard]] absl::StatusOr<v1::GetStatusResponse> GetStatusOf(
+      const v1::GetStatusRequest& request) const override;
 
   // Time-driven transitions: marks clients offline after missed heartbeats (failing their tasks),
   // plans a round when enough clients are online, and closes the current round when K updates
@@ -279,7 +326,7 @@ class Coordinator {
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
   // failed for missed heartbeats. Cheap: takes only a small lock of its own, never the
   // coordinator's. Call only for a client whose session was checked.
-  void NoteActivity(const std::string& client_id, absl::Time now);
+  void NoteActivity(const std::string& client_id, absl::Time now) override;
 
   // Pace steering (config.pacing; Bonawitz et al., SysML 2019, section 2.3; docs/ALGORITHMS.md
   // "Pace steering"): the retry_after_ms for `client_id`'s idle poll that is being answered
@@ -289,22 +336,22 @@ class Coordinator {
   // the client away until then (ProfileBook::SetAwayUntil: no candidate, still available) until
   // its next poll. A client with a task, or without a session, gets `unpaced_ms`.
   // Thread-safe; takes the coordinator's lock.
-  int64_t PaceIdleRetryMs(const std::string& client_id, absl::Time now, int64_t unpaced_ms)
+  int64_t PaceIdleRetryMs(const std::string& client_id, absl::Time now, int64_t unpaced_ms) override
       ABSL_LOCKS_EXCLUDED(mu_);
   // Pace steering: how many long polls the service should hold at once. While the population
   // is paced, the pool (round::PacerOptions::pool): a device that checks in while that many are
   // held is answered at once and sent away (PaceIdleRetryMs), so a storm of check-ins (a fleet
   // registering at once) does not pile up held polls and heartbeats. Otherwise unlimited
   // (INT64_MAX). Lock-free (updated once a second by Tick).
-  int64_t CheckInHoldLimit() const { return hold_limit_.load(std::memory_order_relaxed); }
+  int64_t CheckInHoldLimit() const override { return hold_limit_.load(std::memory_order_relaxed); }
   // The longest hold of a long poll (HeldPollsOptions::max_wait), which the pacer's cycle is
   // built on. Default: 5 s. Must be > 0 (else ignored). Called by the service at start.
-  void SetCheckInHold(absl::Duration hold) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetCheckInHold(absl::Duration hold) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // Sets the function called (with the coordinator's lock held: it must only signal, e.g.
   // HeldPolls::Wake) when a poll's answer may have changed: tasks were planned, a round was
   // published, the run finished. Null = none. The service sets it (long polls).
-  void SetTaskListener(std::function<void()> listener) ABSL_LOCKS_EXCLUDED(mu_);
+  void SetTaskListener(std::function<void()> listener) override ABSL_LOCKS_EXCLUDED(mu_);
 
   // True once num_rounds rounds have committed durably.
   bool finished() const;
@@ -329,7 +376,7 @@ class Coordinator {
   // committed before).
   [[nodiscard]] absl::Status health() const;
   // The largest accepted upload payload, bytes (for early rejection of absurd declared sizes).
-  int64_t max_update_bytes() const;
+  int64_t max_update_bytes() const override;
   // The serialized global model's size in bytes (as of Open; the architecture never changes).
   int64_t model_bytes() const { return model_bytes_; }
   // Bounds the updates parsed at once (each into a model-sized parse target) to
@@ -338,6 +385,20 @@ class Coordinator {
   // parsed or folded waits for its parse target instead of allocating a second one
   // (server peak RSS). bytes <= 0: no bound (the default). Call before serving.
   void SetParseTargetBudget(int64_t bytes);
+
+  // Shared system profile (docs/JOBS.md): for each of `client_ids` known here (unknown ones
+  // are left out), a ClientProfile holding only its client_id and system fields
+  // (compute_ms_per_sample, upload_kbps, download_kbps, availability, measured_tasks).
+  std::vector<v1::ClientProfile> SystemProfiles(absl::Span<const std::string> client_ids) const
+      ABSL_LOCKS_EXCLUDED(mu_);
+  // Copies those system fields of each profile into the profile of the same client id here
+  // (ProfileBook::AdoptSystemFields; persisted with the next commit); unknown client ids and
+  // profiles with bad figures (logged) are ignored. What is per job (statistical utility,
+  // experience, cache plans, selection history) stays.
+  void AdoptSystemProfiles(absl::Span<const v1::ClientProfile> profiles) ABSL_LOCKS_EXCLUDED(mu_);
+  // True once differential privacy's budget is spent (privacy.target_epsilon): the run has
+  // finished for that reason (finished() once its last round is durable).
+  bool privacy_budget_exhausted() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The identities the operator revoked (fedsched-enroll --revoke_identity), as read from the
   // store at start, sorted. Revocations change only while the server is stopped.
@@ -376,6 +437,15 @@ class Coordinator {
   // the operator's recovery, fedsched-enroll --reset_identity). No lock needed.
   [[nodiscard]] static absl::Status CheckSigningKey(const v1::RegisterRequest& request,
                                                     absl::string_view bound);
+  // A registration's identity: 1..256 bytes (else INVALID_ARGUMENT). No lock needed.
+  [[nodiscard]] static absl::Status CheckIdentityName(const std::string& identity);
+  // A registration's device figures: none negative or non-finite, num_samples within
+  // security.max_num_samples (else INVALID_ARGUMENT saying which). No lock needed.
+  [[nodiscard]] absl::Status CheckDeviceFigures(const v1::DeviceProfile& device) const;
+  // Starts the session `session_token` of the registered client `index` (persisting its
+  // profile) and returns the registration's answer (no credential).
+  v1::RegisterResponse StartSessionLocked(profile::ClientIndex index, std::string session_token)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
   // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
   // ends their sessions and deletes their stored profiles.
@@ -385,6 +455,8 @@ class Coordinator {
   void EndSessionLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reports what this job holds to the planning gate (PlanningGate::Settle), if there is one.
+  void SettleGateLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogTaskFailures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reports the engine's refusals (RoundEngine::TakeRefusals): on_update_rejected, and a warning
@@ -476,11 +548,17 @@ class Coordinator {
 
   CoordinatorOptions options_;
   const v1::ServerConfig& config_;
+  // "job <job_name> " before the run's log lines, or "" (CoordinatorOptions.job_name).
+  const std::string log_prefix_;
   // Norm screening of updates before they are folded (security.max_update_norm, ...).
   std::unique_ptr<UpdateNormScreen> norm_screen_;
 
   mutable absl::Mutex mu_;
   std::unique_ptr<SessionPresence> presence_;
+  // presence_ through options_.planning_gate: what the engine sees.
+  std::unique_ptr<round::GatedPresence> gated_presence_;
+  // SettleGateLocked's list of clients in flight (kept to reuse its memory).
+  std::vector<std::string> in_flight_scratch_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
   // Proofs, revocations and room of identities. Set once by Open, before any request;

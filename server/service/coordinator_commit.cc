@@ -48,7 +48,7 @@ absl::Status Coordinator::WriteCheckpoint() {
   pending_checkpoint_.reset();
   absl::MutexLock lock(&mu_);
   durable_round_ = round;
-  FEDSCHED_LOG(info, "checkpoint: round {} is durable", round);
+  FEDSCHED_LOG(info, "{}checkpoint: round {} is durable", log_prefix_, round);
   return absl::OkStatus();
 }
 
@@ -96,13 +96,13 @@ bool Coordinator::PassesCollapseGuard(const round::ClosedRound& closed, bool eva
     AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
   }
   const round::ClosedRound& failed = **reverted;
-  FEDSCHED_LOG(warn, "round {} failed ({}); the previous model stays", round,
+  FEDSCHED_LOG(warn, "{}round {} failed ({}); the previous model stays", log_prefix_, round,
                failed.failure_reason);
   v1::RoundRecord record = failed.record;
   record.set_test_accuracy(evaluation.test_accuracy());
   record.set_test_loss(evaluation.test_loss());
   if (absl::Status s = options_.store->RecordFailedRound(record); !s.ok()) {
-    FEDSCHED_LOG(error, "could not record failed round {}: {}", round, s.ToString());
+    FEDSCHED_LOG(error, "{}could not record failed round {}: {}", log_prefix_, round, s.ToString());
   }
   return false;
 }
@@ -110,10 +110,12 @@ bool Coordinator::PassesCollapseGuard(const round::ClosedRound& closed, bool eva
 void Coordinator::RunCommit(round::ClosedRound closed) {
   const int64_t round = closed.record.round();
   if (!closed.committed) {
-    FEDSCHED_LOG(warn, "round {} failed ({}); re-planning", round, closed.failure_reason);
+    FEDSCHED_LOG(warn, "{}round {} failed ({}); re-planning", log_prefix_, round,
+                 closed.failure_reason);
     if (options_.on_round_failed) options_.on_round_failed(closed.record);
     if (absl::Status s = options_.store->RecordFailedRound(closed.record); !s.ok()) {
-      FEDSCHED_LOG(error, "could not record failed round {}: {}", round, s.ToString());
+      FEDSCHED_LOG(error, "{}could not record failed round {}: {}", log_prefix_, round,
+                   s.ToString());
     }
     return;
   }
@@ -156,7 +158,8 @@ bool Coordinator::EvaluateCommitted(int64_t round, const v1::Model& model,
   if (!options_.evaluator || round % config_.eval().every_n_rounds() != 0) return false;
   absl::StatusOr<EvalMetrics> eval = options_.evaluator(model);
   if (!eval.ok()) {
-    FEDSCHED_LOG(warn, "evaluation of round {} failed: {}", round, eval.status().ToString());
+    FEDSCHED_LOG(warn, "{}evaluation of round {} failed: {}", log_prefix_, round,
+                 eval.status().ToString());
     return false;
   }
   record->set_test_accuracy(eval->accuracy);
@@ -185,8 +188,8 @@ absl::StatusOr<bool> Coordinator::StoreCommit(RoundCommit& commit) {
   for (int attempt = 1; attempt <= kCommitAttempts; ++attempt) {
     stored = options_.store->CommitRound(commit);
     if (stored.ok()) return true;
-    FEDSCHED_LOG(error, "commit of round {} failed (attempt {} of {}): {}", round, attempt,
-                 kCommitAttempts, stored.ToString());
+    FEDSCHED_LOG(error, "{}commit of round {} failed (attempt {} of {}): {}", log_prefix_, round,
+                 attempt, kCommitAttempts, stored.ToString());
     std::this_thread::sleep_for(std::chrono::milliseconds(100 * attempt));
   }
   return stored;
@@ -197,7 +200,7 @@ void Coordinator::PublishCommitted(const round::ClosedRound& closed, const v1::R
   const int64_t round = closed.record.round();
   absl::MutexLock lock(&mu_);
   if (absl::Status s = engine_->Publish(round, closed.commit.model, std::move(blob)); !s.ok()) {
-    FEDSCHED_LOG(error, "publishing round {}: {}", round, s.ToString());
+    FEDSCHED_LOG(error, "{}publishing round {}: {}", log_prefix_, round, s.ToString());
   }
   if (durable) durable_round_ = round;
   // A synchronous round waits for this publication: plan it now, not at the next tick, as of
@@ -205,9 +208,10 @@ void Coordinator::PublishCommitted(const round::ClosedRound& closed, const v1::R
   AdvanceLocked(absl::UnixEpoch() + absl::Seconds(closed.closed_at_s));
   if (engine_->privacy_budget_exhausted()) {
     FEDSCHED_LOG(warn,
-                 "privacy budget spent: epsilon {:.4f} (delta {:.2g}) after round {}; one more "
+                 "{}privacy budget spent: epsilon {:.4f} (delta {:.2g}) after round {}; one more "
                  "round would exceed privacy.target_epsilon {}: the run is finished",
-                 record.dp_epsilon(), record.dp_delta(), round, config_.privacy().target_epsilon());
+                 log_prefix_, record.dp_epsilon(), record.dp_delta(), round,
+                 config_.privacy().target_epsilon());
   }
   // Held polls learn of a finished run (or a FedBuff version) now, not at their bound.
   if (task_listener_) task_listener_();

@@ -122,8 +122,8 @@ absl::Status Coordinator::SubmitPartialSum(const v1::PartialSum& partial, absl::
   }
   DrainCommits();
   if (status.ok()) {
-    FEDSCHED_LOG(debug, "round {}: partial sum of {} update(s) from aggregator {} accepted",
-                 partial.round(), partial.entries_size(), partial.aggregator_id());
+    FEDSCHED_LOG(debug, "{}round {}: partial sum of {} update(s) from aggregator {} accepted",
+                 log_prefix_, partial.round(), partial.entries_size(), partial.aggregator_id());
   }
   return status;
 }
@@ -256,8 +256,8 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   if (s.ok()) {
     if (self.proven) norm_screen_->RecordAccepted(header.client_id(), norm);
     // The measurement behind the clip default (docs/SECURITY.md "Updates").
-    FEDSCHED_LOG(debug, "round {}: update of {} accepted, L2 norm {:.4f}", header.round(),
-                 header.client_id(), norm);
+    FEDSCHED_LOG(debug, "{}round {}: update of {} accepted, L2 norm {:.4f}", log_prefix_,
+                 header.round(), header.client_id(), norm);
   }
   // The parse target goes back before a round this update closed is committed: the commit holds
   // the old and the new model's bytes, and the next upload may parse meanwhile (peak RSS).

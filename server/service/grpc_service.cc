@@ -51,7 +51,7 @@ absl::StatusOr<std::string> PeerCertificateFingerprint(grpc::CallbackServerConte
 class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
                         public CoordinatorService::TrackedStream {
  public:
-  DownloadReactor(CoordinatorService* service, Coordinator* coordinator,
+  DownloadReactor(CoordinatorService* service, DeviceService* coordinator,
                   grpc::CallbackServerContext* context, int64_t chunk_bytes)
       : TrackedStream(context),
         service_(service),
@@ -98,7 +98,7 @@ class DownloadReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer>,
   }
 
   CoordinatorService* const service_;
-  Coordinator* const coordinator_;
+  DeviceService* const coordinator_;
   std::string client_id_;
   std::shared_ptr<const ModelBlob> blob_;
   const int64_t chunk_bytes_;
@@ -145,13 +145,14 @@ absl::Time CoordinatorService::TrackedStream::last_progress() const {
   return absl::FromUnixNanos(last_progress_ns_.load(std::memory_order_relaxed));
 }
 
-CoordinatorService::CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options)
+CoordinatorService::CoordinatorService(DeviceService* coordinator,
+                                       CoordinatorServiceOptions options)
     : coordinator_(coordinator),
       options_(std::move(options)),
       slow_work_(std::make_unique<WorkQueue>(options_.upload_threads)),
       held_polls_(std::make_unique<HeldPolls>(coordinator, options_.held_polls, slow_work_.get())),
       upload_gate_(std::make_unique<UploadGate>(options_.max_receiving_upload_bytes,
-                                                options_.upload_stall)) {
+                                                options_.upload_stall, options_.max_upload_share)) {
   coordinator_->SetTaskListener(held_polls_->Waker());
 }
 
@@ -173,7 +174,7 @@ grpc::ServerUnaryReactor* CoordinatorService::OnWorker(grpc::CallbackServerConte
   return reactor;
 }
 
-CoordinatorService::CoordinatorService(Coordinator* coordinator,
+CoordinatorService::CoordinatorService(DeviceService* coordinator,
                                        const v1::TransportConfig& transport)
     : CoordinatorService(coordinator, [&transport] {
         CoordinatorServiceOptions options;
@@ -484,8 +485,9 @@ absl::Status CoordinatorService::GetStatusNow(grpc::CallbackServerContext* conte
                                               const v1::GetStatusRequest* request,
                                               v1::GetStatusResponse* response) {
   FEDSCHED_RETURN_IF_ERROR(CheckOperatorToken(context, "GetStatus"));
-  *response = coordinator_->GetStatus(std::min(request->recent_rounds(), kMaxRecentRounds),
-                                      !request->omit_clients());
+  v1::GetStatusRequest bounded = *request;
+  bounded.set_recent_rounds(std::min(request->recent_rounds(), kMaxRecentRounds));
+  FEDSCHED_ASSIGN_OR_RETURN(*response, coordinator_->GetStatusOf(bounded));
   if (!IsLoopbackPeer(context->peer())) {
     // An identity is what a device registers with: never hand it to a remote caller.
     response->clear_revoked_identity_names();

@@ -22,6 +22,7 @@
 #include "fedsched/v1/coordinator.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/service/coordinator.h"
+#include "server/service/device_service.h"
 #include "server/service/held_polls.h"
 #include "server/service/upload_frame.h"
 #include "server/service/upload_gate.h"
@@ -162,6 +163,10 @@ struct CoordinatorServiceOptions {
   // it from the model's size (server/main.cc). Default: 0.
   int64_t max_receiving_upload_bytes = 0;
   absl::Duration upload_stall = absl::Seconds(1);
+  // Share of that budget one job's uploads may hold while an upload of another job waits
+  // (UploadGate's max_job_share; the job is DeviceService::JobOfTask), in (0, 1]; 1 = none.
+  // fedsched-server sets it from jobs.max_upload_share. Default: 1.
+  double max_upload_share = 1.0;
 };
 
 // Full names of the methods CoordinatorService takes raw (grpc::ByteBuffer requests).
@@ -215,9 +220,9 @@ class CoordinatorService final
     : public v1::Coordinator::WithRawCallbackMethod_DownloadModel<
           v1::Coordinator::WithRawCallbackMethod_UploadUpdate<v1::Coordinator::CallbackService>> {
  public:
-  CoordinatorService(Coordinator* coordinator, CoordinatorServiceOptions options);
+  CoordinatorService(DeviceService* coordinator, CoordinatorServiceOptions options);
   // Same, with default options and `transport` (resolved).
-  CoordinatorService(Coordinator* coordinator, const v1::TransportConfig& transport);
+  CoordinatorService(DeviceService* coordinator, const v1::TransportConfig& transport);
   ~CoordinatorService() override;
 
   grpc::ServerUnaryReactor* Register(grpc::CallbackServerContext* context,
@@ -327,7 +332,7 @@ class CoordinatorService final
                                           const v1::GetStatusRequest* request,
                                           v1::GetStatusResponse* response);
 
-  Coordinator* const coordinator_;
+  DeviceService* const coordinator_;
   const CoordinatorServiceOptions options_;
   std::unique_ptr<WorkQueue> slow_work_;  // see PostSlowWork; before held_polls_, which uses it
   std::unique_ptr<HeldPolls> held_polls_;

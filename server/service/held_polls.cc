@@ -34,7 +34,7 @@ class HeldPolls::Held : public grpc::ServerUnaryReactor {
   bool cancelled_ = false;
 };
 
-HeldPolls::HeldPolls(Coordinator* coordinator, HeldPollsOptions options, WorkQueue* work)
+HeldPolls::HeldPolls(DeviceService* coordinator, HeldPollsOptions options, WorkQueue* work)
     : coordinator_(coordinator), options_(options), work_(work), waiter_([this] { Run(); }) {
   coordinator_->SetCheckInHold(options_.max_wait);
   absl::MutexLock lock(&target_->mu);

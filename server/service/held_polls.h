@@ -16,7 +16,7 @@
 #include "absl/time/time.h"
 #include "fedsched/v1/coordinator.pb.h"
 #include "grpcpp/grpcpp.h"
-#include "server/service/coordinator.h"
+#include "server/service/device_service.h"
 #include "server/service/work_queue.h"
 
 namespace fedsched {
@@ -50,7 +50,7 @@ class HeldPolls {
   // `work`: where the first answer of each poll is computed (it takes the coordinator's lock, so
   // not on a gRPC callback thread, docs/RELIABILITY.md §8 "Soak"); must outlive this object.
   // Null = on the calling thread.
-  HeldPolls(Coordinator* coordinator, HeldPollsOptions options, WorkQueue* work = nullptr);
+  HeldPolls(DeviceService* coordinator, HeldPollsOptions options, WorkQueue* work = nullptr);
   ~HeldPolls();
   HeldPolls(const HeldPolls&) = delete;
   HeldPolls& operator=(const HeldPolls&) = delete;
@@ -88,7 +88,7 @@ class HeldPolls {
     HeldPolls* polls ABSL_GUARDED_BY(mu) = nullptr;
   };
 
-  Coordinator* const coordinator_;
+  DeviceService* const coordinator_;
   const HeldPollsOptions options_;
   WorkQueue* const work_;
   const std::shared_ptr<Target> target_ = std::make_shared<Target>();

@@ -20,7 +20,7 @@ namespace {
 class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
                       public CoordinatorService::TrackedStream {
  public:
-  UploadReactor(CoordinatorService* service, Coordinator* coordinator,
+  UploadReactor(CoordinatorService* service, DeviceService* coordinator,
                 grpc::CallbackServerContext* context, int64_t chunk_bytes,
                 grpc::ByteBuffer* response)
       : TrackedStream(context),
@@ -107,11 +107,15 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   // stays unread and flow control holds the client back.
   void Admit() {
     const int64_t bytes = assembler_.header().total_bytes();
+    gate_job_ = coordinator_->JobOfTask(assembler_.header().task_id());
     uint64_t ticket = 0;
-    const bool now = service_->upload_gate().Acquire(bytes, absl::Now(), &ticket, [this, bytes] {
-      gate_bytes_ = bytes;
-      ReadNext();
-    });
+    const bool now = service_->upload_gate().Acquire(
+        bytes, absl::Now(), &ticket,
+        [this, bytes] {
+          gate_bytes_ = bytes;
+          ReadNext();
+        },
+        gate_job_);
     gate_ticket_.store(ticket);
     if (now) {
       gate_bytes_ = bytes;
@@ -122,7 +126,7 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
     }
   }
   void ReleaseGate() {
-    if (gate_bytes_ > 0) service_->upload_gate().Release(gate_bytes_, absl::Now());
+    if (gate_bytes_ > 0) service_->upload_gate().Release(gate_bytes_, absl::Now(), gate_job_);
     gate_bytes_ = 0;
   }
   // True when the upload was still waiting at the gate (exactly one caller gets true).
@@ -175,7 +179,7 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   }
 
   CoordinatorService* const service_;
-  Coordinator* const coordinator_;
+  DeviceService* const coordinator_;
   UploadAssembler assembler_;
   grpc::ByteBuffer* const response_;
   grpc::ByteBuffer frame_;
@@ -183,6 +187,7 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
   std::string stream_client_;             // counted in the per-client stream limit when non-empty
   std::atomic<uint64_t> gate_ticket_{0};  // set once the upload asked the gate
   int64_t gate_bytes_ = 0;                // admitted by the gate, released by Reply or OnDone
+  std::string gate_job_;                  // the upload's job at the gate (its share)
 };
 
 }  // namespace

@@ -361,6 +361,68 @@ TEST(ProfileBookTest, PriorsByDeviceModelThenGlobal) {
   EXPECT_NEAR(book->ExpectedComputeMs(x3.index), 20.0, 1e-6);
 }
 
+TEST(ProfileBookTest, AdoptedSystemFieldsAreWhatThePlannerSeesAndFeedThePriors) {
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({.default_compute_ms_per_sample = 7.0}));
+  ASSERT_OK_AND_ASSIGN(auto x1, book->OnRegister("x1", Device("X", 10.0), 0));
+  ASSERT_OK_AND_ASSIGN(auto x2, book->OnRegister("x2", Device("X", 5.0), 0));
+  ASSERT_OK(book->OnTaskSucceeded(x1.index, Metrics(30, /*utility=*/4), {.completion_s = 1}, 1));
+  std::vector<ClientIndex> dirty;
+  book->TakeDirty(&dirty);
+
+  // Another job measured x1 at 20 ms/sample (twice its benchmark) and its bandwidths.
+  v1::ClientProfile system;
+  system.set_compute_ms_per_sample(20);
+  system.set_upload_kbps(800);
+  system.set_download_kbps(9000);
+  system.set_availability(0.5);
+  system.set_measured_tasks(3);
+  system.set_statistical_utility(77);  // per job: stays
+  ASSERT_OK(book->AdoptSystemFields(x1.index, system));
+  EXPECT_DOUBLE_EQ(book->ExpectedComputeMs(x1.index), 20.0);
+  EXPECT_DOUBLE_EQ(book->ExpectedUploadKbps(x1.index), 800.0);
+  EXPECT_DOUBLE_EQ(book->ExpectedDownloadKbps(x1.index), 9000.0);
+  EXPECT_EQ(book->profile(x1.index).availability(), 0.5);
+  EXPECT_EQ(book->profile(x1.index).measured_tasks(), 3);
+  EXPECT_EQ(book->profile(x1.index).statistical_utility(), 4);
+  EXPECT_EQ(book->profile(x1.index).successes(), 1);
+  EXPECT_TRUE(book->state(x1.index).measured);
+  // The device model's prior follows, as after a measurement: x2 = 5 x ratio 2.
+  EXPECT_NEAR(book->ExpectedComputeMs(x2.index), 10.0, 1e-6);
+  book->TakeDirty(&dirty);
+  EXPECT_THAT(dirty, ElementsAre(x1.index));
+
+  system.set_upload_kbps(-1);
+  EXPECT_THAT(book->AdoptSystemFields(x1.index, system),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  system.set_upload_kbps(1);
+  system.set_availability(1.5);
+  EXPECT_THAT(book->AdoptSystemFields(x1.index, system),
+              StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
+  EXPECT_DOUBLE_EQ(book->ExpectedUploadKbps(x1.index), 800.0);
+  EXPECT_THAT(book->AdoptSystemFields(99, system),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::_));
+}
+
+TEST(ProfileBookTest, RegistrationUnderAGivenClientId) {
+  std::unique_ptr<ProfileBook> book = MakeBook();
+  ASSERT_OK_AND_ASSIGN(auto a, book->OnRegister("a", Device("X", 10.0), 0, "c7"));
+  EXPECT_TRUE(a.is_new);
+  EXPECT_EQ(book->profile(a.index).client_id(), "c7");
+  ASSERT_OK_AND_ASSIGN(auto again, book->OnRegister("a", Device("X", 10.0), 1, "c7"));
+  EXPECT_FALSE(again.is_new);
+  EXPECT_EQ(again.index, a.index);
+  EXPECT_THAT(book->OnRegister("b", Device("X", 10.0), 1, "c7"),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("another identity")));
+  // A known identity under a newer client id keeps its profile under that id.
+  ASSERT_OK_AND_ASSIGN(auto renamed, book->OnRegister("a", Device("X", 10.0), 2, "c9"));
+  EXPECT_EQ(renamed.index, a.index);
+  EXPECT_EQ(book->FindByClientId("c9"), a.index);
+  EXPECT_FALSE(book->FindByClientId("c7").has_value());
+  // Ids the book makes itself never take one given.
+  ASSERT_OK_AND_ASSIGN(auto b, book->OnRegister("b", Device("X", 10.0), 2));
+  EXPECT_NE(book->profile(b.index).client_id(), "c9");
+}
+
 TEST(ProfileBookTest, DirtyTracking) {
   auto book = MakeBook();
   ASSERT_OK_AND_ASSIGN(auto a, book->OnRegister("a", Device("m", 1), 0));
