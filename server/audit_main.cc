@@ -1,7 +1,9 @@
 // fedsched-audit: checks a stopped server's store for exactly-once aggregation.
 //
-//   fedsched-audit --store_path=DIR
+//   fedsched-audit --store_path=DIR [--job=NAME]
 //
+// Without --job it audits the run of the server's own config (the store's default namespace);
+// with --job, that job's rounds (the store namespace its job record names, docs/JOBS.md).
 // For every committed round r it replays the round's audited updates (ServerConfig.audit_updates)
 // in accept order onto the model of round r-1 with the run's aggregation rule and compares the
 // result with the committed model of round r; it also checks that every accepted task has exactly
@@ -9,6 +11,7 @@
 // counted in two rounds. Exits 0 when every round matches, 1 otherwise, 2 on usage errors.
 #include <cmath>
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -17,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "common/config.h"
 #include "common/flags_usage.h"
 #include "common/sha256.h"
@@ -27,6 +31,9 @@
 #include "server/store/store.h"
 
 ABSL_FLAG(std::string, store_path, "", "RocksDB directory of a stopped fedsched-server.");
+ABSL_FLAG(std::string, job, "",
+          "Audit this job's rounds (its store namespace); empty = the run of the server's own "
+          "config (the store's default namespace).");
 ABSL_FLAG(double, tolerance, 1e-5, "Largest accepted |difference| per parameter.");
 
 namespace fedsched {
@@ -63,6 +70,36 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStoppedStore(const std::string& path)
   absl::StatusOr<std::unique_ptr<Store>> store = Store::Open({.path = path, .keep_models = 0});
   if (!store.ok()) return UsageError(cli::ExplainStoreOpenError(path, store.status()));
   return store;
+}
+
+// The store namespace of job `job`: the one its record names ("" for the job of the server's
+// own config), or, without a record, a namespace of that name. Errors: NOT_FOUND naming the
+// jobs the store holds; FAILED_PRECONDITION for a job that never started (no namespace yet:
+// opening one would create it, and the audit writes nothing).
+absl::StatusOr<std::string> JobNamespace(const Store& store, const std::string& path,
+                                         const std::string& job) {
+  FEDSCHED_ASSIGN_OR_RETURN(const std::vector<v1::JobRecord> records, store.LoadJobs());
+  FEDSCHED_ASSIGN_OR_RETURN(const std::vector<std::string> namespaces, store.ListNamespaces());
+  const auto has_namespace = [&](const std::string& ns) {
+    return std::find(namespaces.begin(), namespaces.end(), ns) != namespaces.end();
+  };
+  std::vector<std::string> names;
+  for (const v1::JobRecord& record : records) {
+    if (record.spec().name() != job) {
+      names.push_back(record.spec().name());
+      continue;
+    }
+    const std::string& ns = record.store_namespace();
+    if (!ns.empty() && !has_namespace(ns)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job ", job, " has no rounds in the store at ", path, " (never started)"));
+    }
+    return ns;
+  }
+  if (has_namespace(job)) return job;
+  return absl::NotFoundError(absl::StrCat("no job ", job, " in the store at ", path, " (jobs: ",
+                                          names.empty() ? "none" : absl::StrJoin(names, ", "),
+                                          ")"));
 }
 
 // The stored run's metadata and its server config, when the run can be replayed: started with
@@ -178,10 +215,29 @@ bool AuditRound(const Store& store, const v1::ServerConfig& config, int64_t roun
   return problem.empty();
 }
 
+// The store to audit: the default namespace of `store`, or --job's namespace (`*view` keeps
+// it). Errors: those of JobNamespace and OpenNamespace, as usage errors.
+absl::StatusOr<const Store*> AuditedStore(Store& store, std::unique_ptr<Store>* view) {
+  const std::string job = absl::GetFlag(FLAGS_job);
+  if (job.empty()) return &store;
+  absl::StatusOr<std::string> ns = JobNamespace(store, absl::GetFlag(FLAGS_store_path), job);
+  if (!ns.ok()) return UsageError(ns.status());
+  std::printf("job %s (store namespace %s)\n", job.c_str(),
+              ns->empty() ? "default" : ns->c_str());
+  if (ns->empty()) return &store;
+  absl::StatusOr<std::unique_ptr<Store>> opened = store.OpenNamespace(*ns);
+  if (!opened.ok()) return UsageError(opened.status());
+  *view = *std::move(opened);
+  return view->get();
+}
+
 int Main() {
   absl::StatusOr<std::unique_ptr<Store>> store = OpenStoppedStore(absl::GetFlag(FLAGS_store_path));
+  std::unique_ptr<Store> view;
+  absl::StatusOr<const Store*> audited =
+      store.ok() ? AuditedStore(**store, &view) : absl::StatusOr<const Store*>(store.status());
   absl::StatusOr<AuditedRun> run =
-      store.ok() ? LoadAuditedRun(**store) : absl::StatusOr<AuditedRun>(store.status());
+      audited.ok() ? LoadAuditedRun(**audited) : absl::StatusOr<AuditedRun>(audited.status());
   if (!run.ok()) {
     std::fprintf(stderr, "fedsched-audit: %s\n", std::string(run.status().message()).c_str());
     return 2;
@@ -189,7 +245,7 @@ int Main() {
   int bad = 0;
   std::set<std::string> seen_tasks;
   for (int64_t round = 1; round <= run->meta.committed_round(); ++round) {
-    bad += AuditRound(**store, run->config, round, seen_tasks) ? 0 : 1;
+    bad += AuditRound(**audited, run->config, round, seen_tasks) ? 0 : 1;
   }
   std::printf("fedsched-audit: %lld committed rounds, %d mismatched\n",
               static_cast<long long>(run->meta.committed_round()), bad);

@@ -59,6 +59,32 @@ absl::StatusOr<std::optional<v1::ClientProfile>> FindProfile(const Store& store,
   return std::nullopt;
 }
 
+// Clears what binds a device to what it presented: its credential or certificate, its signing
+// key and its secure-aggregation exclusion.
+void ClearBinding(v1::ClientProfile& profile) {
+  profile.clear_cert_fingerprint();
+  profile.clear_signing_public_key();
+  profile.clear_secagg_excluded();
+  profile.clear_secagg_excluded_unix_ms();
+}
+
+// Clears the binding of `identity` in every job namespace's copy of its profile too (each job
+// keeps its own profiles, docs/JOBS.md), so that no job holds it to the old key.
+absl::Status ResetInJobNamespaces(Store& store, const std::string& identity) {
+  absl::StatusOr<std::vector<std::string>> namespaces = store.ListNamespaces();
+  if (!namespaces.ok()) return namespaces.status();
+  for (const std::string& ns : *namespaces) {
+    absl::StatusOr<std::unique_ptr<Store>> view = store.OpenNamespace(ns);
+    if (!view.ok()) return view.status();
+    absl::StatusOr<std::optional<v1::ClientProfile>> profile = FindProfile(**view, identity);
+    if (!profile.ok()) return profile.status();
+    if (!profile->has_value()) continue;
+    ClearBinding(**profile);
+    if (absl::Status s = (*view)->PutProfile(**profile); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Re-enrols `identity` in the store at `path`: clears its credential or certificate binding, its
@@ -90,11 +116,10 @@ int ResetIdentity(const std::string& path, const std::string& identity) {
   const bool was_bound = !p.cert_fingerprint().empty();
   const bool was_excluded = !p.secagg_excluded().empty();
   const bool had_key = !p.signing_public_key().empty();
-  p.clear_cert_fingerprint();
-  p.clear_signing_public_key();
-  p.clear_secagg_excluded();
-  p.clear_secagg_excluded_unix_ms();
-  if (absl::Status s = store->PutProfile(p); !s.ok()) {
+  ClearBinding(p);
+  absl::Status s = store->PutProfile(p);
+  if (s.ok()) s = ResetInJobNamespaces(*store, identity);
+  if (!s.ok()) {
     std::fprintf(stderr, "fedsched-enroll: %s\n", s.ToString().c_str());
     return 2;
   }

@@ -3,6 +3,10 @@
 //
 //   fedsched-status --token_file=RUN/store/operator_token [--server=127.0.0.1:50051]
 //                   [--ca=ca.pem [--cert=operator.pem --key=operator.key]] [--rounds=3] [--clients]
+//                   [--job=NAME]
+//
+// Exits 0 with the status, 1 when the server cannot be asked or refuses (a --job it does not
+// know: "no job NAME"), 2 on usage errors.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -20,6 +24,9 @@
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "Server address.");
 ABSL_FLAG(int32_t, rounds, 3, "Recent rounds to show, the round in flight included (0 = none).");
 ABSL_FLAG(bool, clients, false, "Also list every client's profile.");
+ABSL_FLAG(std::string, job, "",
+          "The job whose status to show (docs/JOBS.md); empty = the job of the server's own "
+          "config.");
 ABSL_FLAG(std::string, token_file, "",
           "File holding the server's operator token (default: the server writes it to "
           "<store_path>/operator_token).");
@@ -66,8 +73,15 @@ int Main() {
   }
   v1::GetStatusRequest request;
   request.set_recent_rounds(absl::GetFlag(FLAGS_rounds));
+  request.set_job(absl::GetFlag(FLAGS_job));
   v1::GetStatusResponse status;
   grpc::Status s = stub->GetStatus(&context, request, &status);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND && !request.job().empty()) {
+    std::fprintf(stderr, "fedsched-status: %s: no job %s (%s)\n",
+                 absl::GetFlag(FLAGS_server).c_str(), request.job().c_str(),
+                 s.error_message().c_str());
+    return 1;
+  }
   if (!s.ok()) {
     std::fprintf(stderr, "fedsched-status: %s: %s\n", absl::GetFlag(FLAGS_server).c_str(),
                  s.error_message().c_str());

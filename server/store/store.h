@@ -51,7 +51,8 @@ struct Revocation {
 
 // Durable server state: models, round records, client profiles, receipts, run meta, audited
 // updates (docs/ARCHITECTURE.md "Persistence"). Implementations: RocksDB (Store::Open, column
-// families `models`, `rounds`, `clients`, `receipts`, `meta`, `updates`) and MemoryStore
+// families `models`, `rounds`, `clients`, `receipts`, `meta`, `updates`, and those of every job
+// namespace, all opened) and MemoryStore
 // (server/store/memory_store.h, for tests). Thread-safe: every method may be called
 // concurrently.
 class Store {
@@ -120,22 +121,26 @@ class Store {
   [[nodiscard]] virtual absl::StatusOr<std::string> LoadPlannerState() const = 0;
 
   // Jobs (docs/JOBS.md): a view of the same database in which every method above except the
-  // revocations (which stay shared) reads and writes column families of namespace `ns` only
-  // ("<ns>.models", "<ns>.rounds", ..., created on first use), so one job's models, rounds,
-  // receipts, profiles, run meta, audited updates and planner state never mix with another's.
-  // The default namespace (this store) is the config job's. The view shares this store's
-  // database and must not outlive it; opening the same namespace twice gives two views of the
-  // same state. Errors: INVALID_ARGUMENT for a name that is not 1-63 characters of
-  // [a-z0-9._-]; FAILED_PRECONDITION on a view (namespaces do not nest); the store's.
+  // revocations (which stay shared: they always read and write the default namespace) reads and
+  // writes column families of namespace `ns` only ("<ns>.models", "<ns>.rounds", ..., created on
+  // first use), so one job's models, rounds, receipts, profiles, run meta, audited updates and
+  // planner state never mix with another's. Its model files and COMMITTED_ROUND marker live in
+  // <path>/namespaces/<ns>/; it has its own commit checks, integrity check (run here, as Open
+  // runs the default's: DATA_LOSS names the namespace), keep_models pruning and the store's disk
+  // space checks. The default namespace (this store) is the config job's. The view shares this
+  // store's database (it keeps it open) but should not outlive it; opening the same namespace
+  // twice gives two views of the same state. Errors: INVALID_ARGUMENT for a name that is not
+  // 1-63 characters of [a-z0-9._-] starting with a letter or digit; FAILED_PRECONDITION on a
+  // view (namespaces do not nest); the store's.
   [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Store>> OpenNamespace(
       const std::string& ns);
-  // The namespaces that hold state, sorted.
+  // The namespaces that hold state (every one opened once), sorted; the same from a view.
   [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> ListNamespaces() const;
   // Upserts a job's record (in the default namespace's `meta`, keyed by spec.name), synced.
   // Errors: INVALID_ARGUMENT for an empty name; FAILED_PRECONDITION on a namespace view;
   // INTERNAL.
   [[nodiscard]] virtual absl::Status PutJob(const v1::JobRecord& job);
-  // Every job record, by name. Errors: DATA_LOSS for a corrupt one.
+  // Every job record, by name (a view reads the default's). Errors: DATA_LOSS for a corrupt one.
   [[nodiscard]] virtual absl::StatusOr<std::vector<v1::JobRecord>> LoadJobs() const;
 };
 
