@@ -145,6 +145,46 @@ TEST_F(JobHostTest, APausedJobPlansNoRoundUntilResumed) {
   EXPECT_THAT(fleet_.host().Pause("nope"), StatusIs(absl::StatusCode::kNotFound, ::testing::_));
 }
 
+// A device hears "finished" only once every job it can train has ended.
+TEST_F(JobHostTest, FinishedOnlyOnceEveryJobTheDeviceCanTrainHasEnded) {
+  ASSERT_OK(fleet_.host().Submit(MlpSpec("mlp", 50)).status());
+  ASSERT_TRUE(fleet_.StepUntil([&] { return Ended("main"); }));
+  ASSERT_EQ(fleet_.StateOf("mlp"), v1::JOB_STATE_RUNNING);
+  auto poll = [&](const testing::SimDevice& device) {
+    v1::PollTaskRequest request;
+    request.set_client_id(device.session.client_id());
+    request.set_session_token(device.session.session_token());
+    return fleet_.host().PollTask(request, fleet_.now());
+  };
+  ASSERT_OK_AND_ASSIGN(v1::PollTaskResponse main_only, poll(*only_main_));
+  EXPECT_TRUE(main_only.finished());
+  ASSERT_OK_AND_ASSIGN(v1::PollTaskResponse mlp_only, poll(*only_mlp_));
+  EXPECT_FALSE(mlp_only.finished());
+  EXPECT_FALSE(fleet_.host().finished());
+  ASSERT_OK(fleet_.host().Cancel("mlp", "enough").status());
+  ASSERT_OK_AND_ASSIGN(mlp_only, poll(*only_mlp_));
+  EXPECT_TRUE(mlp_only.finished());
+  EXPECT_TRUE(fleet_.host().finished());
+}
+
+// Task calls go to the job their id names, without its prefix; an unknown job's is NOT_FOUND.
+TEST_F(JobHostTest, TaskCallsAreRoutedByTheJobTheirIdNames) {
+  ASSERT_OK(fleet_.host().Submit(MlpSpec("mlp", 3)).status());
+  v1::ReportFailureRequest failure;
+  failure.set_client_id(only_mlp_->session.client_id());
+  failure.set_session_token(only_mlp_->session.session_token());
+  failure.set_task_id("other/t1-0");
+  EXPECT_THAT(fleet_.host().ReportFailure(failure, fleet_.now()),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("other/t1-0")));
+  // A task id the job does not know is the job coordinator's own NOT_FOUND (no prefix left).
+  failure.set_task_id("mlp/no-such-task");
+  EXPECT_THAT(fleet_.host().ReportFailure(failure, fleet_.now()),
+              StatusIs(absl::StatusCode::kNotFound, ::testing::Not(HasSubstr("mlp/"))));
+  EXPECT_EQ(fleet_.host().JobOfTask("mlp/t1-0"), "mlp");
+  EXPECT_EQ(fleet_.host().JobOfTask("t1-0"), "main");
+  EXPECT_EQ(fleet_.host().JobOfTask("nope/t1-0"), "");
+}
+
 TEST_F(JobHostTest, HeartbeatsAndStatusReachEveryJob) {
   ASSERT_OK(fleet_.host().Submit(MlpSpec("mlp", 3)).status());
   v1::HeartbeatRequest beat;
