@@ -4,6 +4,7 @@
 #ifndef FEDSCHED_TESTS_SERVER_FLEET_FLEET_HARNESS_H_
 #define FEDSCHED_TESTS_SERVER_FLEET_FLEET_HARNESS_H_
 
+#include <atomic>
 #include <map>
 #include <memory>
 #include <set>
@@ -101,7 +102,7 @@ class FleetHarness {
       return model.architecture().empty() ? absl::OkStatus() : ResolveModelConfig(model).status();
     };
     options.enrolment_key = ::fedsched::testing::kTestEnrolmentKey;
-    options.clock = [this] { return now_; };
+    options.clock = [this] { return now(); };
     options.deterministic_task_ids = true;
     options.on_round_committed = [this](const std::string& job, const v1::RoundRecord& r) {
       metrics_.OnRoundCommitted(r, job);
@@ -118,8 +119,11 @@ class FleetHarness {
 
   JobHost& host() { return *host_; }
   ops::ServerMetrics& metrics() { return metrics_; }
-  absl::Time now() const { return now_; }
-  const Observed& observed() const { return observed_; }
+  absl::Time now() const { return now_.load(); }
+  Observed observed() const {
+    absl::MutexLock lock(&mu_);
+    return observed_;
+  }
 
   // Adds and registers a device with `trainers` (empty: only the config job).
   SimDevice& AddDevice(const std::string& identity, std::vector<std::string> trainers) {
@@ -138,10 +142,35 @@ class FleetHarness {
   // One second: the host ticks, the double-booking check runs, then every device polls and
   // trains the task it got (download, upload of a small delta).
   void Step() {
-    now_ += absl::Seconds(1);
-    host_->Tick(now_);
+    Tick(absl::Seconds(1));
     CheckOneJobPerDevice();
     for (auto& device : devices_) PollAndTrain(*device);
+  }
+  // Advances the fake clock by `by` and ticks the host.
+  void Tick(absl::Duration by) {
+    absl::Time next = now_.load() + by;
+    now_.store(next);
+    host_->Tick(next);
+  }
+  // One device's turn: polls, and trains the task it got (download, upload of a small delta).
+  // Thread-safe for distinct devices.
+  void PollAndTrain(SimDevice& device) {
+    v1::PollTaskRequest poll;
+    poll.set_client_id(device.session.client_id());
+    poll.set_session_token(device.session.session_token());
+    absl::StatusOr<v1::PollTaskResponse> r = host_->PollTask(poll, now());
+    if (!r.ok() || !r->has_task()) return;
+    const v1::Task& task = r->task();
+    Observe(device, task);
+    absl::StatusOr<std::shared_ptr<const round::ModelBlob>> blob = host_->ModelForTask(
+        device.session.client_id(), device.session.session_token(), task.task_id(), now());
+    if (!blob.ok()) return;
+    Upload(device, task, **blob);
+  }
+  std::vector<SimDevice*> devices() {
+    std::vector<SimDevice*> all;
+    for (auto& d : devices_) all.push_back(d.get());
+    return all;
   }
   // Steps until `done` or `max_steps`; returns whether `done` held.
   template <typename Done>
@@ -168,7 +197,7 @@ class FleetHarness {
     request.mutable_device()->set_num_samples(100);
     for (const std::string& t : device.trainers) request.add_trainers(t);
     absl::StatusOr<v1::RegisterResponse> r =
-        host_->Register(::fedsched::testing::Provisioned(request), now_, "", "");
+        host_->Register(::fedsched::testing::Provisioned(request), now(), "", "");
     ASSERT_TRUE(r.ok()) << r.status();
     device.session = *r;
   }
@@ -183,9 +212,10 @@ class FleetHarness {
         v1::PollTaskRequest poll;
         poll.set_client_id(device->session.client_id());
         poll.set_session_token(device->session.session_token());
-        absl::StatusOr<v1::PollTaskResponse> r = coordinator->PollTask(poll, now_);
+        absl::StatusOr<v1::PollTaskResponse> r = coordinator->PollTask(poll, now());
         holding += r.ok() && r->has_task();
       }
+      absl::MutexLock lock(&mu_);
       observed_.double_booked += holding > 1;
     }
   }
@@ -198,22 +228,17 @@ class FleetHarness {
     return false;
   }
 
-  void PollAndTrain(SimDevice& device) {
-    v1::PollTaskRequest poll;
-    poll.set_client_id(device.session.client_id());
-    poll.set_session_token(device.session.session_token());
-    absl::StatusOr<v1::PollTaskResponse> r = host_->PollTask(poll, now_);
-    if (!r.ok() || !r->has_task()) return;
-    const v1::Task& task = r->task();
+  void Observe(SimDevice& device, const v1::Task& task) {
+    absl::MutexLock lock(&mu_);
     ++device.tasks_by_job[task.job()];
     observed_.task_ids[task.job()].push_back(task.task_id());
     observed_.architectures[task.job()].insert(task.model_architecture());
     if (!CanTrain(device, task)) ++observed_.untrainable;
-    absl::StatusOr<std::shared_ptr<const round::ModelBlob>> blob = host_->ModelForTask(
-        device.session.client_id(), device.session.session_token(), task.task_id(), now_);
-    if (!blob.ok()) return;
+  }
+
+  void Upload(const SimDevice& device, const v1::Task& task, const round::ModelBlob& blob) {
     v1::Model delta;
-    if (!delta.ParseFromString((*blob)->bytes)) return;
+    if (!delta.ParseFromString(blob.bytes)) return;
     for (v1::Tensor& t : *delta.mutable_tensors()) {
       for (float& v : *t.mutable_data()) v = 0.001f;
     }
@@ -229,16 +254,17 @@ class FleetHarness {
     header.mutable_metrics()->set_num_examples(10);
     header.mutable_metrics()->set_mean_loss(1.0);
     const std::string_view piece = payload;
-    host_->SubmitUpdate(header, absl::MakeConstSpan(&piece, 1), now_, 0, nullptr).IgnoreError();
+    host_->SubmitUpdate(header, absl::MakeConstSpan(&piece, 1), now(), 0, nullptr).IgnoreError();
   }
 
   Store* store_;
   v1::ServerConfig config_;
-  absl::Time now_ = kT0;
+  std::atomic<absl::Time> now_{kT0};
   ops::ServerMetrics metrics_;
   std::unique_ptr<JobHost> host_;
   std::vector<std::unique_ptr<SimDevice>> devices_;
-  Observed observed_;
+  mutable absl::Mutex mu_;
+  Observed observed_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace fedsched::fleet::testing

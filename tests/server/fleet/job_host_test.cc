@@ -3,6 +3,10 @@
 // the operator's actions (cancel, pause, resume) touch one job only.
 #include "server/fleet/job_host.h"
 
+#include <atomic>
+#include <thread>
+#include <vector>
+
 #include "absl/strings/match.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -51,10 +55,11 @@ TEST_F(JobHostTest, TheConfigJobRunsAloneAsAServerOfOneRun) {
   EXPECT_EQ(fleet_.StateOf("main"), v1::JOB_STATE_FINISHED);
   EXPECT_EQ(fleet_.host().committed_round(), 3);
   // Its task ids carry no job prefix; every task names its job and architecture.
-  for (const std::string& id : fleet_.observed().task_ids.at("main")) {
+  const testing::Observed seen = fleet_.observed();
+  for (const std::string& id : seen.task_ids.at("main")) {
     EXPECT_FALSE(absl::StrContains(id, "/")) << id;
   }
-  EXPECT_THAT(fleet_.observed().architectures.at("main"), ::testing::ElementsAre("softmax"));
+  EXPECT_THAT(seen.architectures.at("main"), ::testing::ElementsAre("softmax"));
   // Once it has ended, a device is told the run is finished.
   v1::PollTaskRequest poll;
   poll.set_client_id(only_main_->session.client_id());
@@ -74,7 +79,7 @@ TEST_F(JobHostTest, TwoJobsRunConcurrentlyOverOneFleetEachToItsRounds) {
   EXPECT_EQ(fleet_.CommittedRoundOf("mlp"), 3);
   EXPECT_TRUE(fleet_.host().finished());
 
-  const testing::Observed& seen = fleet_.observed();
+  const testing::Observed seen = fleet_.observed();
   // Every round's two participants got their task through the host.
   EXPECT_GE(seen.task_ids.at("main").size(), 6u);
   EXPECT_GE(seen.task_ids.at("mlp").size(), 6u);
@@ -183,6 +188,39 @@ TEST_F(JobHostTest, TaskCallsAreRoutedByTheJobTheirIdNames) {
   EXPECT_EQ(fleet_.host().JobOfTask("mlp/t1-0"), "mlp");
   EXPECT_EQ(fleet_.host().JobOfTask("t1-0"), "main");
   EXPECT_EQ(fleet_.host().JobOfTask("nope/t1-0"), "");
+}
+
+// Devices on threads of their own while another thread ticks (as the gRPC edge and the server's
+// ticker call the host): both jobs reach their ends (and the lock order holds: abseil's deadlock
+// detection is on in tests).
+TEST_F(JobHostTest, DevicesOnTheirOwnThreadsAndTheTickerReachBothJobsEnds) {
+  ASSERT_OK(fleet_.host().Submit(MlpSpec("mlp", 3)).status());
+  std::atomic<bool> stop{false};
+  std::thread ticker([&] {
+    while (!stop.load()) {
+      fleet_.Tick(absl::Milliseconds(200));
+      absl::SleepFor(absl::Milliseconds(2));
+    }
+  });
+  std::vector<std::thread> devices;
+  for (testing::SimDevice* device : fleet_.devices()) {
+    devices.emplace_back([&, device] {
+      while (!stop.load()) {
+        fleet_.PollAndTrain(*device);
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+    });
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(120);
+  while (!(Ended("main") && Ended("mlp")) && absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  stop.store(true);
+  ticker.join();
+  for (std::thread& t : devices) t.join();
+  EXPECT_EQ(fleet_.StateOf("main"), v1::JOB_STATE_FINISHED);
+  EXPECT_EQ(fleet_.StateOf("mlp"), v1::JOB_STATE_FINISHED);
+  EXPECT_EQ(fleet_.observed().untrainable, 0);
 }
 
 TEST_F(JobHostTest, HeartbeatsAndStatusReachEveryJob) {
