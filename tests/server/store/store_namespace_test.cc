@@ -6,7 +6,10 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <thread>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
 #include "server/store/memory_store.h"
@@ -167,6 +170,45 @@ TYPED_TEST(StoreNamespaceTest, ACommitInOneNamespaceDoesNotMoveAnother) {
   EXPECT_EQ(meta_a_again.committed_round(), 3);
 }
 
+TYPED_TEST(StoreNamespaceTest, NamespacesOpenAndCommitConcurrently) {
+  Store& store = *this->store_;
+  ASSERT_OK(store.Initialize(MakeModel(0), {}));
+  constexpr int kJobs = 4;
+  constexpr int kRounds = 5;
+  std::vector<std::thread> threads;
+  std::vector<absl::Status> results(kJobs + 1);
+  for (int job = 0; job < kJobs; ++job) {
+    threads.emplace_back([&store, &results, job] {
+      const std::string ns = absl::StrCat("job-", job);
+      absl::StatusOr<std::unique_ptr<Store>> view = store.OpenNamespace(ns);
+      absl::Status s = view.ok() ? (*view)->Initialize(MakeModel(job), {}) : view.status();
+      for (int round = 1; s.ok() && round <= kRounds; ++round) {
+        s = (*view)->CommitRound(MakeCommit(round, 10 * job + round, ns));
+      }
+      results[job] = s;
+    });
+  }
+  threads.emplace_back([&store, &results] {
+    absl::Status s;
+    for (int round = 1; s.ok() && round <= kRounds; ++round) {
+      s = store.CommitRound(MakeCommit(round, round, "default"));
+    }
+    results[kJobs] = s;
+  });
+  for (std::thread& thread : threads) thread.join();
+  for (const absl::Status& s : results) EXPECT_OK(s);
+  ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, store.ListNamespaces());
+  EXPECT_THAT(names, ElementsAre("job-0", "job-1", "job-2", "job-3"));
+  for (int job = 0; job < kJobs; ++job) {
+    ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> view,
+                         store.OpenNamespace(absl::StrCat("job-", job)));
+    ASSERT_OK_AND_ASSIGN(v1::Model model, view->LoadModel(kRounds));
+    EXPECT_FLOAT_EQ(model.tensors(0).data(0), 10 * job + kRounds);
+  }
+  ASSERT_OK_AND_ASSIGN(v1::RunMeta meta, store.LoadMeta());
+  EXPECT_EQ(meta.committed_round(), kRounds);
+}
+
 TYPED_TEST(StoreNamespaceTest, RevocationsAreSharedByEveryNamespace) {
   Store& store = *this->store_;
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, store.OpenNamespace("a"));
@@ -240,7 +282,6 @@ TYPED_TEST(StoreNamespaceTest, ListNamespacesIsSortedAndEmptyAtFirst) {
   ASSERT_OK_AND_ASSIGN(std::vector<std::string> names, this->store_->ListNamespaces());
   EXPECT_THAT(names, ElementsAre("a", "a.models", "b"));
 }
-
 
 // What only the RocksDB store has: durability across a reopen, marker files, model files.
 class RocksNamespaceTest : public ::testing::Test {
