@@ -283,6 +283,14 @@ absl::StatusOr<ProfileBook::Registration> ProfileBook::OnRegister(std::string_vi
   return reg;
 }
 
+void CopySystemFields(const v1::ClientProfile& from, v1::ClientProfile* to) {
+  to->set_compute_ms_per_sample(from.compute_ms_per_sample());
+  to->set_upload_kbps(from.upload_kbps());
+  to->set_download_kbps(from.download_kbps());
+  to->set_availability(from.availability());
+  to->set_measured_tasks(from.measured_tasks());
+}
+
 absl::Status ProfileBook::AdoptSystemFields(ClientIndex index, const v1::ClientProfile& system) {
   if (index >= profiles_.size() || states_[index].retired) return NotFound(index);
   if (!FiniteNonNegative(system.compute_ms_per_sample()) ||
@@ -292,12 +300,7 @@ absl::Status ProfileBook::AdoptSystemFields(ClientIndex index, const v1::ClientP
     return absl::InvalidArgumentError(
         "system profile has a negative or non-finite figure, or an availability above 1");
   }
-  v1::ClientProfile& p = profiles_[index];
-  p.set_compute_ms_per_sample(system.compute_ms_per_sample());
-  p.set_upload_kbps(system.upload_kbps());
-  p.set_download_kbps(system.download_kbps());
-  p.set_availability(system.availability());
-  p.set_measured_tasks(system.measured_tasks());
+  CopySystemFields(system, &profiles_[index]);
   // The measured path's bookkeeping: ClientState mirror and the device-model priors.
   Refresh(index);
   MarkDirty(index);

@@ -64,6 +64,11 @@ struct ProfileBookOptions {
       const v1::ServerConfig& config);
 };
 
+// The system fields of a client profile, which jobs sharing a device fleet share (docs/JOBS.md
+// "Shared system profile"): compute_ms_per_sample, upload_kbps, download_kbps, availability
+// and measured_tasks are copied from `from` into `*to`; nothing else is touched.
+void CopySystemFields(const v1::ClientProfile& from, v1::ClientProfile* to);
+
 // Server-side timing of one completed task.
 struct TaskTiming {
   // Seconds from the task being planned to its update being accepted. Must be > 0.

@@ -685,14 +685,9 @@ std::vector<v1::ClientProfile> Coordinator::SystemProfiles(
   for (const std::string& id : client_ids) {
     std::optional<profile::ClientIndex> index = book.FindByClientId(id);
     if (!index) continue;
-    const v1::ClientProfile& full = book.profile(*index);
     v1::ClientProfile& system = profiles.emplace_back();
-    system.set_client_id(full.client_id());
-    system.set_compute_ms_per_sample(full.compute_ms_per_sample());
-    system.set_upload_kbps(full.upload_kbps());
-    system.set_download_kbps(full.download_kbps());
-    system.set_availability(full.availability());
-    system.set_measured_tasks(full.measured_tasks());
+    system.set_client_id(id);
+    profile::CopySystemFields(book.profile(*index), &system);
   }
   return profiles;
 }

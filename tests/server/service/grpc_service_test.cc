@@ -431,6 +431,22 @@ TEST_F(GrpcServiceTest, WrongTokenIsUnauthenticatedOnEveryRpc) {
   EXPECT_EQ(r.task().task_id(), ta.task_id());
 }
 
+TEST_F(GrpcServiceTest, GetStatusAnswersTheServersRunAndRefusesAnotherJob) {
+  Start();
+  Register("a");
+  v1::GetStatusRequest request;
+  v1::GetStatusResponse response;
+  {
+    grpc::ClientContext context;
+    ASSERT_OK(FromGrpc(stub_->GetStatus(&context, request, &response)));
+    EXPECT_EQ(response.registered_clients(), 1);
+  }
+  grpc::ClientContext context;
+  request.set_job("ranker");
+  EXPECT_THAT(FromGrpc(stub_->GetStatus(&context, request, &response)),
+              StatusIs(absl::StatusCode::kNotFound, HasSubstr("no job named ranker")));
+}
+
 TEST_F(GrpcServiceTest, PollBeforeTheFirstRoundIsRetryAfterNeverFinished) {
   Start();
   Session a = Register("a");
