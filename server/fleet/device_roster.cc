@@ -2,15 +2,6 @@
 
 namespace fedsched::fleet {
 
-jobs::FleetDevice FleetDeviceOf(const AdmittedDevice& device) {
-  jobs::FleetDevice fleet;
-  fleet.client_id = device.client_id;
-  fleet.trainers.assign(device.request.trainers().begin(), device.request.trainers().end());
-  fleet.labels.assign(device.request.labels().begin(), device.request.labels().end());
-  fleet.num_samples = device.request.device().num_samples();
-  return fleet;
-}
-
 AdmittedDevice DeviceRoster::Remember(const v1::RegisterRequest& request,
                                       const std::string& client_id,
                                       const std::string& session_token) {

@@ -11,7 +11,6 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 #include "fedsched/v1/coordinator.pb.h"
-#include "server/jobs/fleet_ledger.h"
 
 namespace fedsched::fleet {
 
@@ -22,9 +21,6 @@ struct AdmittedDevice {
   std::string client_id;
   std::string session_token;
 };
-
-// What the fleet ledger matches of an admitted device (trainers, labels, samples).
-jobs::FleetDevice FleetDeviceOf(const AdmittedDevice& device);
 
 // Thread-safe (a lock of its own, never held while calling out).
 class DeviceRoster {

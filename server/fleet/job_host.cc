@@ -28,15 +28,8 @@ v1::JobsConfig WithDefaults(v1::JobsConfig jobs) {
 }
 
 jobs::FleetJob FleetJobOf(const JobRun& run) {
-  jobs::FleetJob job;
-  job.name = run.record.spec().name();
-  job.model_architecture = run.architecture;
-  job.population = run.record.spec().population();
-  job.priority = run.record.spec().priority();
-  job.sequence = run.record.sequence();
-  job.submitted_s = run.record.submitted_unix_ms() / 1000.0;
-  job.config_job = run.record.config_job();
-  return job;
+  return jobs::FleetJobOf(run.record.spec(), run.record.sequence(),
+                          run.record.submitted_unix_ms() / 1000.0, run.record.config_job());
 }
 
 }  // namespace

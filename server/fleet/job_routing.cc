@@ -69,7 +69,7 @@ absl::StatusOr<v1::RegisterResponse> JobHost::Register(const v1::RegisterRequest
       open.front().coordinator->Register(request, now, cert_fingerprint, peer_address));
   const AdmittedDevice device =
       impl_->roster.Remember(request, response.client_id(), response.session_token());
-  impl_->ledger->UpsertDevice(FleetDeviceOf(device));
+  impl_->ledger->UpsertDevice(jobs::FleetDeviceOf(device.client_id, device.request));
   for (size_t i = 1; i < open.size(); ++i) {
     if (IsEnded(open[i].state)) continue;
     if (absl::Status s =
