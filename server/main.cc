@@ -43,6 +43,7 @@
 #include "server/ops/server_metrics.h"
 #include "server/fleet/job_host.h"
 #include "server/jobs/job_spec.h"
+#include "server/jobs/matcher.h"
 #include "server/privacy/round_privacy.h"
 #include "server/relay/relay_service.h"
 #include "server/service/coordinator.h"
@@ -267,6 +268,16 @@ absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config, con
 // keeping it (--check_config): the model config (architecture, initial weights file), the TLS
 // files, the enrolment key (root or flat) and an aggregator's upstream token. Start itself reads
 // each again where it uses it, with the same calls.
+// The device-to-job matcher jobs.matcher names: a registered one ("" = fifo). Errors:
+// INVALID_ARGUMENT "jobs.matcher: ..." listing the registered names.
+absl::Status CheckMatcher(const v1::ServerConfig& config) {
+  absl::StatusOr<std::unique_ptr<jobs::DeviceJobMatcher>> matcher =
+      jobs::MakeMatcher(config.jobs().matcher(), config.seed());
+  if (matcher.ok()) return absl::OkStatus();
+  return absl::Status(matcher.status().code(),
+                      absl::StrCat("jobs.matcher: ", matcher.status().message()));
+}
+
 absl::Status CheckStartInputs(const v1::ServerConfig& config) {
   if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
     absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
@@ -276,6 +287,7 @@ absl::Status CheckStartInputs(const v1::ServerConfig& config) {
     }
     return MakeServerCredentials(config.transport()).status();
   }
+  FEDSCHED_RETURN_IF_ERROR(CheckMatcher(config));
   FEDSCHED_RETURN_IF_ERROR(InitialModel(config.model()).status());
   const std::string& key_path = config.security().enrolment_key_path();
   struct stat key_stat;
@@ -750,6 +762,7 @@ int Main() {
   if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
     return RunAggregator(config, signals);
   }
+  if (absl::Status matcher = CheckMatcher(config); !matcher.ok()) return Fail(matcher);
   absl::StatusOr<v1::Model> initial = InitialModel(config.model());
   if (!initial.ok()) return Fail(initial.status());
   absl::StatusOr<OpsEndpoints> ops = StartOpsEndpoints(config);
