@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string_view>
 #include <thread>
@@ -40,6 +41,9 @@
 #include "server/ops/health.h"
 #include "server/ops/rpc_metrics.h"
 #include "server/ops/server_metrics.h"
+#include "server/fleet/job_host.h"
+#include "server/jobs/job_spec.h"
+#include "server/jobs/matcher.h"
 #include "server/privacy/round_privacy.h"
 #include "server/relay/relay_service.h"
 #include "server/service/coordinator.h"
@@ -115,10 +119,12 @@ absl::Status ApplyFlags(v1::ServerConfig* config) {
 
 // Appends one CSV row per committed round; writes the header when the file is new or empty.
 // Under FedBuff (`fedbuff`) the console line of each version also shows its updates' staleness
-// and the tasks dropped as too stale (the CSV has these columns in every mode).
+// and the tasks dropped as too stale (the CSV has these columns in every mode). A submitted
+// job's console lines start with "job <name> | " (`job`; "" for the config job's).
 class MetricsWriter {
  public:
-  MetricsWriter(const std::string& path, bool fedbuff) : path_(path), fedbuff_(fedbuff) {
+  MetricsWriter(const std::string& path, bool fedbuff, std::string job = "")
+      : path_(path), fedbuff_(fedbuff), prefix_(job.empty() ? "" : "job " + job + " | ") {
     if (path_.empty()) return;
     std::ifstream existing(path_);
     const bool has_content =
@@ -156,7 +162,7 @@ class MetricsWriter {
         r.dp_delta() > 0 ? absl::StrFormat(" | epsilon %.3f (delta %.2g) | clip %.3g",
                                            r.dp_epsilon(), r.dp_delta(), r.dp_clip_norm())
                          : std::string();
-    std::printf("round %3lld | participants %3d | %7.2f s | %s%s%s\n",
+    std::printf("%sround %3lld | participants %3d | %7.2f s | %s%s%s\n", prefix_.c_str(),
                 static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str(),
                 fedbuff.c_str(), privacy.c_str());
     std::fflush(stdout);
@@ -176,7 +182,43 @@ class MetricsWriter {
   absl::Mutex mu_;
   std::string path_;
   bool fedbuff_;
+  std::string prefix_;
   std::ofstream out_ ABSL_GUARDED_BY(mu_);
+};
+
+// The per-round CSVs and console lines of every job: the config job's to config.metrics_csv
+// (as a server of one run), a submitted job's to <metrics_csv's folder>/<job>.metrics.csv
+// when metrics_csv is set. Thread-safe.
+class JobMetricsWriters {
+ public:
+  explicit JobMetricsWriters(const v1::ServerConfig& config)
+      : config_job_(jobs::ConfigJobSpec(config).name()),
+        metrics_csv_(config.metrics_csv()),
+        config_writer_(config.metrics_csv(), config.aggregation().async_fedbuff()) {}
+  void Write(const std::string& job, const v1::RoundRecord& r) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (job == config_job_) return config_writer_.Write(r);
+    MetricsWriter* writer;
+    {
+      absl::MutexLock lock(&mu_);
+      std::unique_ptr<MetricsWriter>& w = by_job_[job];
+      if (w == nullptr) w = std::make_unique<MetricsWriter>(CsvOf(job), false, job);
+      writer = w.get();
+    }
+    writer->Write(r);
+  }
+
+ private:
+  std::string CsvOf(const std::string& job) const {
+    if (metrics_csv_.empty()) return "";
+    const size_t slash = metrics_csv_.rfind('/');
+    const std::string dir = slash == std::string::npos ? "" : metrics_csv_.substr(0, slash + 1);
+    return absl::StrCat(dir, job, ".metrics.csv");
+  }
+  const std::string config_job_;
+  const std::string metrics_csv_;
+  MetricsWriter config_writer_;
+  absl::Mutex mu_;
+  std::map<std::string, std::unique_ptr<MetricsWriter>> by_job_ ABSL_GUARDED_BY(mu_);
 };
 
 // The enrolment key devices' credentials derive from (docs/SECURITY.md "Identities and admission"):
@@ -226,6 +268,16 @@ absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config, con
 // keeping it (--check_config): the model config (architecture, initial weights file), the TLS
 // files, the enrolment key (root or flat) and an aggregator's upstream token. Start itself reads
 // each again where it uses it, with the same calls.
+// The device-to-job matcher jobs.matcher names: a registered one ("" = fifo). Errors:
+// INVALID_ARGUMENT "jobs.matcher: ..." listing the registered names.
+absl::Status CheckMatcher(const v1::ServerConfig& config) {
+  absl::StatusOr<std::unique_ptr<jobs::DeviceJobMatcher>> matcher =
+      jobs::MakeMatcher(config.jobs().matcher(), config.seed());
+  if (matcher.ok()) return absl::OkStatus();
+  return absl::Status(matcher.status().code(),
+                      absl::StrCat("jobs.matcher: ", matcher.status().message()));
+}
+
 absl::Status CheckStartInputs(const v1::ServerConfig& config) {
   if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
     absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
@@ -235,6 +287,7 @@ absl::Status CheckStartInputs(const v1::ServerConfig& config) {
     }
     return MakeServerCredentials(config.transport()).status();
   }
+  FEDSCHED_RETURN_IF_ERROR(CheckMatcher(config));
   FEDSCHED_RETURN_IF_ERROR(InitialModel(config.model()).status());
   const std::string& key_path = config.security().enrolment_key_path();
   struct stat key_stat;
@@ -339,8 +392,11 @@ absl::StatusOr<OpsEndpoints> StartOpsEndpoints(const v1::ServerConfig& config) {
   if (!config.ops().metrics_listen_address().empty()) {
     FEDSCHED_ASSIGN_OR_RETURN(endpoints.metrics,
                               ops::ServerMetrics::Serve(config.ops().metrics_listen_address()));
+    // The config job's series exist from the start (a submitted job's from its first event).
+    const std::string job = jobs::ConfigJobSpec(config).name();
+    endpoints.metrics->DeclareJob(job);
     for (round::RejectReason reason : round::kAllRejectReasons) {
-      endpoints.metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)));
+      endpoints.metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)), job);
     }
     FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", endpoints.metrics->port());
   }
@@ -392,63 +448,108 @@ std::unique_ptr<Store> OpenStore(const v1::ServerConfig& config, int64_t require
   return *std::move(store);
 }
 
-// The coordinator over `store`, starting from `initial` (moved: the coordinator keeps the
-// model's only copy), evaluating on `test_set` when there is one, reporting rounds to `csv`
-// and to `metrics` (may be null). Errors: Coordinator::Create's.
-absl::StatusOr<std::unique_ptr<Coordinator>> CreateCoordinator(
-    const v1::ServerConfig& config, Store* store, v1::Model initial,
-    std::shared_ptr<ImageDataset> test_set, std::string enrolment_key, MetricsWriter& csv,
-    ops::ServerMetrics* metrics) {
-  CoordinatorOptions options;
+// The test sets of the jobs' server-side evaluations, each loaded once (by its two paths); the
+// config job's is the one loaded at start. Thread-safe.
+class TestSets {
+ public:
+  TestSets(const v1::ServerConfig& config, std::shared_ptr<ImageDataset> config_set) {
+    if (config_set != nullptr) sets_[KeyOf(config)] = std::move(config_set);
+  }
+  // The test set of `config` (a job's resolved config), or null without one.
+  std::shared_ptr<ImageDataset> Of(const v1::ServerConfig& config) ABSL_LOCKS_EXCLUDED(mu_) {
+    if (config.eval().mode() != v1::EVAL_MODE_SERVER) return nullptr;
+    absl::MutexLock lock(&mu_);
+    std::shared_ptr<ImageDataset>& set = sets_[KeyOf(config)];
+    if (set == nullptr) set = LoadTestSet(config);
+    return set;
+  }
+
+ private:
+  static std::string KeyOf(const v1::ServerConfig& config) {
+    return absl::StrCat(config.eval().test_images_path(), "\n", config.eval().test_labels_path());
+  }
+  absl::Mutex mu_;
+  std::map<std::string, std::shared_ptr<ImageDataset>> sets_ ABSL_GUARDED_BY(mu_);
+};
+
+// The evaluator of a job's model on `test_set` (null: none). Server-side evaluation is one
+// pluggable CoordinatorOptions::evaluator; EVAL_MODE_CLIENT and EVAL_MODE_NONE install none
+// (docs/ARCHITECTURE.md "Client-side evaluation").
+Evaluator EvaluatorOn(const v1::ModelConfig& model_config, std::shared_ptr<ImageDataset> test_set) {
+  if (test_set == nullptr) return nullptr;
+  return [test_set, model_config](const v1::Model& model) -> absl::StatusOr<EvalMetrics> {
+    absl::StatusOr<EvalResult> r = Evaluate(model_config, model, *test_set);
+    if (!r.ok()) return r.status();
+    return EvalMetrics{r->accuracy, r->mean_loss};
+  };
+}
+
+// Reports every job's rounds, tasks and refusals to `csv` and to `metrics` (may be null), each
+// labelled with its job.
+void ReportJobsTo(JobMetricsWriters& csv, ops::ServerMetrics* metrics,
+                  fleet::JobHostOptions* options) {
+  options->on_round_committed = [&csv, metrics](const std::string& job, const v1::RoundRecord& r) {
+    csv.Write(job, r);
+    if (metrics != nullptr) metrics->OnRoundCommitted(r, job);
+  };
+  if (metrics == nullptr) return;
+  options->on_round_failed = [metrics](const std::string& job, const v1::RoundRecord&) {
+    metrics->OnRoundFailed(job);
+  };
+  options->on_task_failed = [metrics](const std::string& job, const std::string& reason) {
+    metrics->OnTaskFailed(reason, job);
+  };
+  options->on_update_rejected = [metrics](const std::string& job, const std::string& reason) {
+    metrics->OnUpdateRejected(reason, job);
+  };
+}
+
+// The job host over `store`: the config job starts from `initial` (moved: its coordinator keeps
+// the model's only copy) and evaluates on `test_sets`; submitted jobs load their models and test
+// sets as they start. Rounds go to `csv` and to `metrics` (may be null). Errors:
+// JobHost::Create's.
+absl::StatusOr<std::unique_ptr<fleet::JobHost>> CreateHost(
+    const v1::ServerConfig& config, Store* store, v1::Model initial, TestSets& test_sets,
+    std::string enrolment_key, JobMetricsWriters& csv, ops::ServerMetrics* metrics) {
+  fleet::JobHostOptions options;
   options.config = config;
   options.store = store;
   options.initial_model = std::move(initial);
-  if (absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(config.model());
-      activations.ok()) {
-    options.model_features.activation_floats_per_sample = *activations;
-  }
-  if (test_set != nullptr) {
-    // Server-side evaluation is one pluggable CoordinatorOptions::evaluator; EVAL_MODE_CLIENT
-    // and EVAL_MODE_NONE install none (docs/ARCHITECTURE.md "Client-side evaluation").
-    options.evaluator = [test_set, model_config = config.model()](
-                            const v1::Model& model) -> absl::StatusOr<EvalMetrics> {
-      absl::StatusOr<EvalResult> r = Evaluate(model_config, model, *test_set);
-      if (!r.ok()) return r.status();
-      return EvalMetrics{r->accuracy, r->mean_loss};
-    };
-  }
-  options.enrolment_key = std::move(enrolment_key);
-  options.on_round_committed = [&csv, metrics](const v1::RoundRecord& r) {
-    csv.Write(r);
-    if (metrics != nullptr) metrics->OnRoundCommitted(r);
+  options.load_model = [](const v1::ModelConfig& model) { return InitialModel(model); };
+  options.check_model = [](const v1::ModelConfig& model) {
+    // A weights file is read when its job starts (a bad one fails that job alone).
+    if (model.architecture().empty()) return absl::OkStatus();
+    return ResolveModelConfig(model).status();
   };
-  if (metrics != nullptr) {
-    options.on_round_failed = [metrics](const v1::RoundRecord&) { metrics->OnRoundFailed(); };
-    options.on_task_failed = [metrics](const std::string& reason) {
-      metrics->OnTaskFailed(reason);
-    };
-    options.on_update_rejected = [metrics](const std::string& reason) {
-      metrics->OnUpdateRejected(reason);
-    };
-  }
-  return Coordinator::Create(std::move(options));
+  options.model_features = [](const v1::ModelConfig& model) {
+    fit::ModelFeatures features;
+    if (absl::StatusOr<int64_t> activations = ActivationFloatsPerSample(model); activations.ok()) {
+      features.activation_floats_per_sample = *activations;
+    }
+    return features;
+  };
+  options.make_evaluator = [&test_sets](const v1::ServerConfig& job) {
+    return EvaluatorOn(job.model(), test_sets.Of(job));
+  };
+  options.enrolment_key = std::move(enrolment_key);
+  ReportJobsTo(csv, metrics, &options);
+  return fleet::JobHost::Create(std::move(options));
 }
 
-// The gRPC service in front of `coordinator`, its upload receive budget set on both.
+// The gRPC service in front of `host`, its upload receive budget set on both.
 std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
-                                                Coordinator& coordinator,
-                                                std::string operator_token) {
+                                                fleet::JobHost& host, std::string operator_token) {
   CoordinatorServiceOptions options;
   options.transport = config.transport();
   options.operator_token = std::move(operator_token);
   options.aggregator_token_dir = config.hierarchy().aggregator_token_dir();
-  options.max_receiving_upload_bytes = ReceivingUploadBudget(
-      absl::GetFlag(FLAGS_receiving_upload_models), coordinator.model_bytes());
+  options.max_receiving_upload_bytes =
+      ReceivingUploadBudget(absl::GetFlag(FLAGS_receiving_upload_models), host.model_bytes());
   // One job's uploads may not starve another's (docs/JOBS.md); 0 = unset: 0.5.
   const double share = config.jobs().max_upload_share();
   options.max_upload_share = share > 0 ? share : 0.5;
-  coordinator.SetParseTargetBudget(options.max_receiving_upload_bytes);
-  return std::make_unique<CoordinatorService>(&coordinator, options);
+  host.SetParseTargetBudget(options.max_receiving_upload_bytes);
+  return std::make_unique<CoordinatorService>(&host, options);
 }
 
 // Listens on listen_address with `credentials` and serves `service`, with RPC metrics when
@@ -490,7 +591,7 @@ struct Serving {
   const v1::ServerConfig& config;
   // Bytes the store's disk must keep free (the shutdown's own writes).
   int64_t required_free;
-  Coordinator& coordinator;
+  fleet::JobHost& host;
   CoordinatorService& service;
   grpc::Server& server;
   // Null when not configured.
@@ -517,9 +618,9 @@ class FinishLinger {
   FinishLinger(bool resumed, absl::Time listening_since)
       : resumed_(resumed), listening_since_(listening_since) {}
   // True when the finished server may stop at `now`.
-  bool MayStop(Coordinator& coordinator, absl::Time now) {
+  bool MayStop(fleet::JobHost& host, absl::Time now) {
     if (finished_at_ == absl::InfiniteFuture()) finished_at_ = now;
-    const int waiting = coordinator.ClientsAwaitingFinish(now, kFinishLinger);
+    const int waiting = host.ClientsAwaitingFinish(now, kFinishLinger);
     const bool reconnects_due = resumed_ && now - listening_since_ < kResumedMinServe;
     if ((waiting == 0 && !reconnects_due) || now - finished_at_ > kFinishLinger) {
       if (waiting > 0) {
@@ -554,7 +655,7 @@ class Ticker {
         // A stream with no progress for this long cannot serve its task any more (the round's
         // deadline has passed): cancel it rather than pin its model and buffers.
         stream_idle_(std::max(absl::Seconds(60), absl::Seconds(s.config.round_deadline_s()))),
-        linger_(s.coordinator.committed_round() > 0, absl::Now()) {}
+        linger_(s.host.committed_round() > 0, absl::Now()) {}
   // One turn. Returns false when the server must stop, with `*exit_code` 1 for a failure: a
   // round could not be made durable or the disk is about to fill; or the finished run has been
   // heard (FinishLinger).
@@ -570,10 +671,10 @@ class Ticker {
 
 bool Ticker::Tick(std::atomic<int>* exit_code) {
   const Serving& s = s_;
-  s.coordinator.Tick(absl::Now());
+  s.host.Tick(absl::Now());
   if (s.metrics != nullptr && absl::Now() - last_counts_ >= absl::Seconds(1)) {
     last_counts_ = absl::Now();
-    const Coordinator::ClientCounts counts = s.coordinator.CountClients(last_counts_);
+    const Coordinator::ClientCounts counts = s.host.CountClients(last_counts_);
     s.metrics->SetClients(counts.registered, counts.online);
   }
   s.service.upload_gate().Poll(absl::Now());
@@ -581,7 +682,7 @@ bool Ticker::Tick(std::atomic<int>* exit_code) {
     FEDSCHED_LOG(info, "cancelled {} stream(s) idle for more than {}", n,
                  absl::FormatDuration(stream_idle_));
   }
-  if (absl::Status health = s.coordinator.health(); !health.ok()) {
+  if (absl::Status health = s.host.health(); !health.ok()) {
     // A round could not be made durable: stop (a restart resumes at the last durable one).
     FEDSCHED_LOG(error, "stopping: {}", health.ToString());
     if (IsNoSpaceError(health)) {
@@ -601,7 +702,7 @@ bool Ticker::Tick(std::atomic<int>* exit_code) {
       return false;
     }
   }
-  return !(s.coordinator.finished() && linger_.MayStop(s.coordinator, absl::Now()));
+  return !(s.host.finished() && linger_.MayStop(s.host, absl::Now()));
 }
 
 // Serves until SIGTERM / SIGINT (`signals`, blocked) or until the ticker stops the server, then
@@ -641,7 +742,7 @@ int ServeUntilStopped(const Serving& s, sigset_t signals) {
   pthread_kill(signal_thread.native_handle(), SIGTERM);  // release it if no signal came
   signal_thread.join();
   // Rounds committed since the last checkpoint (checkpoint_every_rounds > 1) become durable.
-  if (absl::Status c = s.coordinator.WriteCheckpoint(); !c.ok()) {
+  if (absl::Status c = s.host.WriteCheckpoint(); !c.ok()) {
     FEDSCHED_LOG(error, "checkpoint at shutdown failed: {}", c.ToString());
     exit_code = 1;
   }
@@ -661,6 +762,7 @@ int Main() {
   if (config.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
     return RunAggregator(config, signals);
   }
+  if (absl::Status matcher = CheckMatcher(config); !matcher.ok()) return Fail(matcher);
   absl::StatusOr<v1::Model> initial = InitialModel(config.model());
   if (!initial.ok()) return Fail(initial.status());
   absl::StatusOr<OpsEndpoints> ops = StartOpsEndpoints(config);
@@ -677,13 +779,14 @@ int Main() {
   absl::StatusOr<std::string> operator_token =
       ReadOrCreateToken(config.security().operator_token_path());
   if (!operator_token.ok()) return Fail(operator_token.status(), 2, "operator token: ");
-  MetricsWriter csv(config.metrics_csv(), config.aggregation().async_fedbuff());
-  absl::StatusOr<std::unique_ptr<Coordinator>> coordinator =
-      CreateCoordinator(config, store.get(), *std::move(initial), test_set,
-                        *std::move(enrolment_key), csv, ops->metrics.get());
-  if (!coordinator.ok()) return Fail(coordinator.status(), 1);
+  JobMetricsWriters csv(config);
+  TestSets test_sets(config, std::move(test_set));
+  absl::StatusOr<std::unique_ptr<fleet::JobHost>> host =
+      CreateHost(config, store.get(), *std::move(initial), test_sets, *std::move(enrolment_key),
+                 csv, ops->metrics.get());
+  if (!host.ok()) return Fail(host.status(), 1);
   std::unique_ptr<CoordinatorService> service =
-      MakeService(config, **coordinator, *std::move(operator_token));
+      MakeService(config, **host, *std::move(operator_token));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
       MakeServerCredentials(config.transport());
   if (!credentials.ok()) return Fail(credentials.status());
@@ -695,8 +798,8 @@ int Main() {
                  config.listen_address().c_str());
     return 1;
   }
-  const Serving serving{config,  required_free,     **coordinator,     *service,
-                        *server, ops->health.get(), ops->metrics.get()};
+  const Serving serving{
+      config, required_free, **host, *service, *server, ops->health.get(), ops->metrics.get()};
   if (serving.health != nullptr) serving.health->Attach(server.get());
   SetServing(serving, true);
   // Printed only now that every part of it was accepted (store, credentials, listening port).
@@ -705,10 +808,10 @@ int Main() {
   // With port 0 the kernel picks one: print the bound port, so scripts and tests can find it.
   const std::string& listen = config.listen_address();
   FEDSCHED_LOG(info, "listening on {}:{} (resuming after round {})",
-               listen.substr(0, listen.rfind(':')), bound_port, (*coordinator)->committed_round());
+               listen.substr(0, listen.rfind(':')), bound_port, (*host)->committed_round());
   exit_code = ServeUntilStopped(serving, signals);
-  const int64_t last_round = (*coordinator)->committed_round();
-  coordinator->reset();
+  const int64_t last_round = (*host)->committed_round();
+  host->reset();
   store.reset();  // flushes RocksDB
   std::printf("fedsched-server: stopped after committed round %lld\n",
               static_cast<long long>(last_round));

@@ -38,6 +38,12 @@ struct JobHostOptions {
   // A job's initial model from its ModelConfig (an architecture, or a weights file): called
   // when a submitted job starts; an error fails that job with the error as its reason.
   std::function<absl::StatusOr<v1::Model>(const v1::ModelConfig&)> load_model;
+  // Whether a submitted spec's model is one the server can run (e.g. a known architecture):
+  // Submit refuses the spec with its error (INVALID_ARGUMENT naming spec.model...). Null: any.
+  std::function<absl::Status(const v1::ModelConfig&)> check_model;
+  // A job's model memory features for resource fit (CoordinatorOptions::model_features). Null:
+  // none.
+  std::function<fit::ModelFeatures(const v1::ModelConfig&)> model_features;
   // A job's test-set evaluator from its resolved config (null result: none).
   std::function<Evaluator(const v1::ServerConfig& job_config)> make_evaluator;
   // The enrolment key (CoordinatorOptions::enrolment_key).
@@ -72,22 +78,22 @@ class JobHost : public DeviceService, public JobControl {
   // the model's architecture, the resolved config: INVALID_ARGUMENT naming the field, nothing
   // created), ALREADY_EXISTS for a name in use, RESOURCE_EXHAUSTED beyond jobs.max_jobs; then
   // records it durably and starts it when fewer than jobs.max_running_jobs run.
-  absl::StatusOr<v1::JobRecord> Submit(const v1::JobSpec& spec) override;
+  [[nodiscard]] absl::StatusOr<v1::JobRecord> Submit(const v1::JobSpec& spec) override;
   std::vector<v1::JobRecord> List(bool include_ended) const override;
   // Errors: NOT_FOUND.
-  absl::StatusOr<v1::JobRecord> Get(const std::string& name) const override;
+  [[nodiscard]] absl::StatusOr<v1::JobRecord> Get(const std::string& name) const override;
   // Cancel: any job not ended (FAILED_PRECONDITION otherwise); its in-flight tasks are failed
   // and its devices freed; the store keeps its rounds. Pause: a running job plans no new round;
   // Resume: a paused one runs again. Errors: NOT_FOUND, FAILED_PRECONDITION.
-  absl::StatusOr<v1::JobRecord> Cancel(const std::string& name,
-                                       const std::string& reason) override;
-  absl::StatusOr<v1::JobRecord> Pause(const std::string& name) override;
-  absl::StatusOr<v1::JobRecord> Resume(const std::string& name) override;
+  [[nodiscard]] absl::StatusOr<v1::JobRecord> Cancel(const std::string& name,
+                                                     const std::string& reason) override;
+  [[nodiscard]] absl::StatusOr<v1::JobRecord> Pause(const std::string& name) override;
+  [[nodiscard]] absl::StatusOr<v1::JobRecord> Resume(const std::string& name) override;
   // The job's round records with round > after_round, committed or failed, oldest first, at
   // most `limit` (WatchJob polls it). Errors: NOT_FOUND.
-  absl::StatusOr<std::vector<v1::RoundRecord>> RoundsAfter(const std::string& name,
-                                                           int64_t after_round,
-                                                           int limit) const override;
+  [[nodiscard]] absl::StatusOr<std::vector<v1::RoundRecord>> RoundsAfter(const std::string& name,
+                                                                         int64_t after_round,
+                                                                         int limit) const override;
 
   // Drives every job (Coordinator::Tick), rematches devices to jobs and ends jobs that
   // finished or failed. Call every 50 ms.
@@ -112,27 +118,30 @@ class JobHost : public DeviceService, public JobControl {
   Coordinator* coordinator(const std::string& name) const;
 
   // DeviceService.
-  absl::StatusOr<v1::RegisterResponse> Register(const v1::RegisterRequest& request, absl::Time now,
-                                                const std::string& cert_fingerprint,
-                                                const std::string& peer_address) override;
-  absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
-                                                  absl::Time now) override;
-  absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
-                                                absl::Time now) override;
-  absl::StatusOr<std::shared_ptr<const round::ModelBlob>> ModelForTask(
+  [[nodiscard]] absl::StatusOr<v1::RegisterResponse> Register(
+      const v1::RegisterRequest& request, absl::Time now, const std::string& cert_fingerprint,
+      const std::string& peer_address) override;
+  [[nodiscard]] absl::StatusOr<v1::HeartbeatResponse> Heartbeat(const v1::HeartbeatRequest& request,
+                                                                absl::Time now) override;
+  [[nodiscard]] absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
+                                                              absl::Time now) override;
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const round::ModelBlob>> ModelForTask(
       const std::string& client_id, const std::string& token, const std::string& task_id,
       absl::Time now) override;
-  absl::Status CheckUploadHeader(const v1::UploadHeader& header, absl::Time now) override;
-  absl::Status SubmitUpdate(const v1::UploadHeader& header,
-                            absl::Span<const std::string_view> payload_pieces, absl::Time now,
-                            double upload_seconds,
-                            absl::AnyInvocable<void()> payload_parsed) override;
-  absl::Status RefuseUploadStream(absl::Status status, absl::Time now) override;
-  absl::Status ReportFailure(const v1::ReportFailureRequest& request, absl::Time now) override;
-  absl::StatusOr<v1::SecAggStepResponse> SecAggStep(const v1::SecAggStepRequest& request,
-                                                    absl::Time now) override;
-  absl::Status SubmitPartialSum(const v1::PartialSum& partial, absl::Time now) override;
-  absl::StatusOr<v1::GetStatusResponse> GetStatusOf(
+  [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header,
+                                               absl::Time now) override;
+  [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,
+                                          absl::Span<const std::string_view> payload_pieces,
+                                          absl::Time now, double upload_seconds,
+                                          absl::AnyInvocable<void()> payload_parsed) override;
+  [[nodiscard]] absl::Status RefuseUploadStream(absl::Status status, absl::Time now) override;
+  [[nodiscard]] absl::Status ReportFailure(const v1::ReportFailureRequest& request,
+                                           absl::Time now) override;
+  [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggStep(
+      const v1::SecAggStepRequest& request, absl::Time now) override;
+  [[nodiscard]] absl::Status SubmitPartialSum(const v1::PartialSum& partial,
+                                              absl::Time now) override;
+  [[nodiscard]] absl::StatusOr<v1::GetStatusResponse> GetStatusOf(
       const v1::GetStatusRequest& request) const override;
   void NoteActivity(const std::string& client_id, absl::Time now) override;
   int64_t PaceIdleRetryMs(const std::string& client_id, absl::Time now,

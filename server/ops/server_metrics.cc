@@ -20,28 +20,35 @@ const prometheus::Histogram::BucketBoundaries& RoundBuckets() {
   return *kBuckets;
 }
 
-prometheus::Counter* NewCounter(prometheus::Registry& registry, const std::string& name,
-                                const std::string& help) {
-  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry).Add({});
+prometheus::Family<prometheus::Counter>* CounterFamily(prometheus::Registry& registry,
+                                                       const std::string& name,
+                                                       const std::string& help) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(registry);
+}
+
+prometheus::Family<prometheus::Gauge>* GaugeFamily(prometheus::Registry& registry,
+                                                   const std::string& name,
+                                                   const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry);
 }
 
 prometheus::Gauge* NewGauge(prometheus::Registry& registry, const std::string& name,
                             const std::string& help) {
-  return &prometheus::BuildGauge().Name(name).Help(help).Register(registry).Add({});
+  return &GaugeFamily(registry, name, help)->Add({});
 }
 
 }  // namespace
 
 ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry>()) {
   prometheus::Registry& r = *registry_;
-  rounds_committed_ = NewCounter(r, "fedsched_rounds_committed_total",
-                                 "Rounds (FedBuff: model versions) committed durably.");
-  rounds_failed_ = NewCounter(r, "fedsched_rounds_failed_total",
-                              "Round attempts that failed and were re-planned.");
+  rounds_committed_ = CounterFamily(r, "fedsched_rounds_committed_total",
+                                    "Rounds (FedBuff: model versions) committed durably.");
+  rounds_failed_ = CounterFamily(r, "fedsched_rounds_failed_total",
+                                 "Round attempts that failed and were re-planned.");
   participants_total_ =
-      NewCounter(r, "fedsched_participants_total", "Updates accepted into committed rounds.");
-  stragglers_total_ =
-      NewCounter(r, "fedsched_stragglers_total", "Participants that missed their round's closing.");
+      CounterFamily(r, "fedsched_participants_total", "Updates accepted into committed rounds.");
+  stragglers_total_ = CounterFamily(r, "fedsched_stragglers_total",
+                                    "Participants that missed their round's closing.");
   updates_rejected_ = &prometheus::BuildCounter()
                            .Name("fedsched_updates_rejected_total")
                            .Help(
@@ -49,21 +56,20 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                                "cannot be starved\"): session, task, late, examples, metrics, "
                                "payload, validation, norm_bound, norm_median.")
                            .Register(r);
-  examples_total_ =
-      NewCounter(r, "fedsched_examples_total", "Training examples behind the committed updates.");
+  examples_total_ = CounterFamily(r, "fedsched_examples_total",
+                                  "Training examples behind the committed updates.");
   round_seconds_ = &prometheus::BuildHistogram()
                         .Name("fedsched_round_duration_seconds")
                         .Help("Wall time from a round's planning to its commit.")
-                        .Register(r)
-                        .Add({}, RoundBuckets());
-  last_round_ = NewGauge(r, "fedsched_committed_round", "Last committed round.");
-  last_participants_ =
-      NewGauge(r, "fedsched_round_participants", "Updates accepted in the last committed round.");
-  last_accuracy_ = NewGauge(r, "fedsched_test_accuracy",
-                            "Test accuracy of the last evaluated committed model, [0, 1].");
-  predictor_mape_ = NewGauge(r, "fedsched_predictor_mape",
-                             "Mean absolute percentage error of the planner's completion-time "
-                             "prediction in the last committed round (0.2 = 20 %).");
+                        .Register(r);
+  last_round_ = GaugeFamily(r, "fedsched_committed_round", "Last committed round.");
+  last_participants_ = GaugeFamily(r, "fedsched_round_participants",
+                                   "Updates accepted in the last committed round.");
+  last_accuracy_ = GaugeFamily(r, "fedsched_test_accuracy",
+                               "Test accuracy of the last evaluated committed model, [0, 1].");
+  predictor_mape_ = GaugeFamily(r, "fedsched_predictor_mape",
+                                "Mean absolute percentage error of the planner's completion-time "
+                                "prediction in the last committed round (0.2 = 20 %).");
   clients_registered_ = NewGauge(r, "fedsched_clients_registered", "Registered clients.");
   clients_online_ =
       NewGauge(r, "fedsched_clients_online", "Clients heard from within the heartbeat timeout.");
@@ -113,22 +119,52 @@ int ServerMetrics::port() const {
   return ports.empty() ? 0 : ports.front();
 }
 
-void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record) {
-  rounds_committed_->Increment();
-  participants_total_->Increment(record.updates_accepted());
-  stragglers_total_->Increment(record.stragglers_size());
-  examples_total_->Increment(static_cast<double>(record.total_examples()));
-  if (record.end_unix_ms() >= record.start_unix_ms() && record.start_unix_ms() > 0) {
-    round_seconds_->Observe((record.end_unix_ms() - record.start_unix_ms()) / 1000.0);
-  }
-  last_round_->Set(static_cast<double>(record.round()));
-  last_participants_->Set(record.updates_accepted());
-  // A positive loss marks an evaluated model (see the server's per-round line).
-  if (record.test_loss() > 0) last_accuracy_->Set(record.test_accuracy());
-  predictor_mape_->Set(record.predictor_mape());
+std::map<std::string, std::string> ServerMetrics::WithJob(std::map<std::string, std::string> labels,
+                                                          const std::string& job) {
+  if (!job.empty()) labels.emplace("job", job);
+  return labels;
 }
 
-void ServerMetrics::OnRoundFailed() { rounds_failed_->Increment(); }
+ServerMetrics::RoundSeries& ServerMetrics::SeriesOf(const std::string& job) {
+  absl::MutexLock lock(&mu_);
+  std::unique_ptr<RoundSeries>& series = by_job_[job];
+  if (series == nullptr) {
+    const std::map<std::string, std::string> labels = WithJob({}, job);
+    series = std::make_unique<RoundSeries>(RoundSeries{
+        .committed = &rounds_committed_->Add(labels),
+        .failed = &rounds_failed_->Add(labels),
+        .participants = &participants_total_->Add(labels),
+        .stragglers = &stragglers_total_->Add(labels),
+        .examples = &examples_total_->Add(labels),
+        .seconds = &round_seconds_->Add(labels, RoundBuckets()),
+        .last_round = &last_round_->Add(labels),
+        .last_participants = &last_participants_->Add(labels),
+        .last_accuracy = &last_accuracy_->Add(labels),
+        .predictor_mape = &predictor_mape_->Add(labels),
+    });
+  }
+  return *series;
+}
+
+void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record, const std::string& job) {
+  RoundSeries& series = SeriesOf(job);
+  series.committed->Increment();
+  series.participants->Increment(record.updates_accepted());
+  series.stragglers->Increment(record.stragglers_size());
+  series.examples->Increment(static_cast<double>(record.total_examples()));
+  if (record.end_unix_ms() >= record.start_unix_ms() && record.start_unix_ms() > 0) {
+    series.seconds->Observe((record.end_unix_ms() - record.start_unix_ms()) / 1000.0);
+  }
+  series.last_round->Set(static_cast<double>(record.round()));
+  series.last_participants->Set(record.updates_accepted());
+  // A positive loss marks an evaluated model (see the server's per-round line).
+  if (record.test_loss() > 0) series.last_accuracy->Set(record.test_accuracy());
+  series.predictor_mape->Set(record.predictor_mape());
+}
+
+void ServerMetrics::OnRoundFailed(const std::string& job) { SeriesOf(job).failed->Increment(); }
+
+void ServerMetrics::DeclareJob(const std::string& job) { SeriesOf(job); }
 
 std::string ServerMetrics::CauseLabel(const std::string& reason) {
   // The round engine's and the coordinator's reasons (server/round/lifecycle.cc, ReportFailure).
@@ -140,17 +176,21 @@ std::string ServerMetrics::CauseLabel(const std::string& reason) {
   return "other";
 }
 
-void ServerMetrics::OnTaskFailed(const std::string& reason) {
+void ServerMetrics::OnTaskFailed(const std::string& reason, const std::string& job) {
   const std::string cause = CauseLabel(reason);
-  Cached(task_failures_, "task|" + cause, {{"cause", cause}})->Increment();
+  Cached(task_failures_, absl::StrCat("task|", cause, "|", job), WithJob({{"cause", cause}}, job))
+      ->Increment();
 }
 
-void ServerMetrics::DeclareRejectReason(const std::string& reason) {
-  Cached(updates_rejected_, "rejected|" + reason, {{"reason", reason}});
+void ServerMetrics::DeclareRejectReason(const std::string& reason, const std::string& job) {
+  Cached(updates_rejected_, absl::StrCat("rejected|", reason, "|", job),
+         WithJob({{"reason", reason}}, job));
 }
 
-void ServerMetrics::OnUpdateRejected(const std::string& reason) {
-  Cached(updates_rejected_, "rejected|" + reason, {{"reason", reason}})->Increment();
+void ServerMetrics::OnUpdateRejected(const std::string& reason, const std::string& job) {
+  Cached(updates_rejected_, absl::StrCat("rejected|", reason, "|", job),
+         WithJob({{"reason", reason}}, job))
+      ->Increment();
 }
 
 void ServerMetrics::SetClients(int64_t registered, int64_t online) {

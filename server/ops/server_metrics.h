@@ -5,8 +5,12 @@
 // and failed, tasks failed), from a periodic status snapshot (clients online and registered) and
 // from a gRPC interceptor (RPCs by method and status code, bytes in and out; rpc_metrics.h).
 // Every method is thread-safe and cheap (atomic adds; a label lookup under a small lock).
+// Metrics of a round, a task or an update carry a `job` label when the caller names the job
+// (docs/JOBS.md: the server names every job, its config's own too); without one (""), they are
+// exported without it, as a server of one run did.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -47,20 +51,22 @@ class ServerMetrics {
   // The bound HTTP port, or 0 without an endpoint.
   int port() const;
 
-  // A committed round (or FedBuff version): counts it, observes its duration (seconds from
-  // start_unix_ms to end_unix_ms), participants, stragglers, examples, and sets
-  // the gauges for the last round (test accuracy when evaluated, predictor MAPE).
-  void OnRoundCommitted(const v1::RoundRecord& record);
-  // A round attempt that failed (it is re-planned). `reason` is free text; not a label.
-  void OnRoundFailed();
-  // A task that failed; `reason` is reduced to a small cause label (CauseLabel).
-  void OnTaskFailed(const std::string& reason);
-  // An upload refused, `reason` one of round::RejectReasonName's labels: counted at once in
-  // fedsched_updates_rejected_total{reason}, whether or not its round commits.
-  void OnUpdateRejected(const std::string& reason);
-  // Exports fedsched_updates_rejected_total{reason} at 0 before the first refusal, so that
-  // dashboards and alerts see every reason from the start.
-  void DeclareRejectReason(const std::string& reason);
+  // Exports `job`'s round series at 0 before its first round ("" = the unlabelled ones).
+  void DeclareJob(const std::string& job);
+  // A committed round (or FedBuff version) of `job`: counts it, observes its duration (seconds
+  // from start_unix_ms to end_unix_ms), participants, stragglers, examples, and sets the gauges
+  // for the last round (test accuracy when evaluated, predictor MAPE).
+  void OnRoundCommitted(const v1::RoundRecord& record, const std::string& job = "");
+  // A round attempt of `job` that failed (it is re-planned).
+  void OnRoundFailed(const std::string& job = "");
+  // A task of `job` that failed; `reason` is reduced to a small cause label (CauseLabel).
+  void OnTaskFailed(const std::string& reason, const std::string& job = "");
+  // An upload for `job` refused, `reason` one of round::RejectReasonName's labels: counted at
+  // once in fedsched_updates_rejected_total{reason}, whether or not its round commits.
+  void OnUpdateRejected(const std::string& reason, const std::string& job = "");
+  // Exports fedsched_updates_rejected_total{reason} of `job` at 0 before the first refusal, so
+  // that dashboards and alerts see every reason from the start.
+  void DeclareRejectReason(const std::string& reason, const std::string& job = "");
   // Current client counts (from the coordinator's status snapshot).
   void SetClients(int64_t registered, int64_t online);
   // One finished RPC: `method` as gRPC names it ("/fedsched.v1.Coordinator/PollTask"), its
@@ -80,18 +86,37 @@ class ServerMetrics {
   static std::string CauseLabel(const std::string& reason);
 
  private:
+  // The series of one job's rounds ("" = without a job label).
+  struct RoundSeries {
+    prometheus::Counter* committed;
+    prometheus::Counter* failed;
+    prometheus::Counter* participants;
+    prometheus::Counter* stragglers;
+    prometheus::Counter* examples;
+    prometheus::Histogram* seconds;
+    prometheus::Gauge* last_round;
+    prometheus::Gauge* last_participants;
+    prometheus::Gauge* last_accuracy;
+    prometheus::Gauge* predictor_mape;
+  };
+  // `job`'s round series, made on first use.
+  RoundSeries& SeriesOf(const std::string& job) ABSL_LOCKS_EXCLUDED(mu_);
+  // `labels` plus {job} when `job` is not empty.
+  static std::map<std::string, std::string> WithJob(std::map<std::string, std::string> labels,
+                                                    const std::string& job);
+
   std::shared_ptr<prometheus::Registry> registry_;
   std::unique_ptr<prometheus::Exposer> exposer_;
-  prometheus::Counter* rounds_committed_;
-  prometheus::Counter* rounds_failed_;
-  prometheus::Counter* participants_total_;
-  prometheus::Counter* stragglers_total_;
-  prometheus::Counter* examples_total_;
-  prometheus::Histogram* round_seconds_;
-  prometheus::Gauge* last_round_;
-  prometheus::Gauge* last_participants_;
-  prometheus::Gauge* last_accuracy_;
-  prometheus::Gauge* predictor_mape_;
+  prometheus::Family<prometheus::Counter>* rounds_committed_;
+  prometheus::Family<prometheus::Counter>* rounds_failed_;
+  prometheus::Family<prometheus::Counter>* participants_total_;
+  prometheus::Family<prometheus::Counter>* stragglers_total_;
+  prometheus::Family<prometheus::Counter>* examples_total_;
+  prometheus::Family<prometheus::Histogram>* round_seconds_;
+  prometheus::Family<prometheus::Gauge>* last_round_;
+  prometheus::Family<prometheus::Gauge>* last_participants_;
+  prometheus::Family<prometheus::Gauge>* last_accuracy_;
+  prometheus::Family<prometheus::Gauge>* predictor_mape_;
   prometheus::Gauge* clients_registered_;
   prometheus::Gauge* clients_online_;
   prometheus::Family<prometheus::Counter>* task_failures_;
@@ -102,6 +127,7 @@ class ServerMetrics {
   // Label lookups are cached: prometheus-cpp's Family::Add hashes the label set under its lock.
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> by_label_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, std::unique_ptr<RoundSeries>> by_job_ ABSL_GUARDED_BY(mu_);
   prometheus::Counter* Cached(prometheus::Family<prometheus::Counter>* family,
                               const std::string& key,
                               const std::map<std::string, std::string>& labels);

@@ -99,6 +99,36 @@ TEST(ServerMetricsTest, RoundsTasksAndClientsAppearInTheExposition) {
   EXPECT_TRUE(absl::StrContains(text, "fedsched_clients_online 17"));
 }
 
+// Jobs (docs/JOBS.md): round, task and update series of each named job carry its `job` label,
+// apart from each other and from the unlabelled series of a server of one run.
+TEST(ServerMetricsTest, EachJobHasItsOwnLabelledSeries) {
+  ServerMetrics metrics;
+  metrics.DeclareJob("idle");
+  metrics.OnRoundCommitted(Record(1, 3, 0.7), "main");
+  metrics.OnRoundCommitted(Record(2, 4, 0.8), "main");
+  metrics.OnRoundCommitted(Record(1, 2, 0.4), "mlp");
+  metrics.OnRoundFailed("mlp");
+  metrics.OnTaskFailed("missed heartbeats", "mlp");
+  metrics.DeclareRejectReason("late", "main");
+  metrics.OnUpdateRejected("norm_median", "mlp");
+  const std::string text = metrics.TextExposition();
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_committed_total{job=\"main\"} 2")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_committed_total{job=\"mlp\"} 1"));
+  EXPECT_FALSE(absl::StrContains(text, "fedsched_rounds_committed_total 0"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_failed_total{job=\"mlp\"} 1"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_committed_total{job=\"idle\"} 0"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_participants_total{job=\"main\"} 7"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_committed_round{job=\"main\"} 2"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_test_accuracy{job=\"mlp\"} 0.4"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_round_duration_seconds_count{job=\"mlp\"} 1"));
+  EXPECT_TRUE(absl::StrContains(
+      text, "fedsched_task_failures_total{cause=\"missed_heartbeats\",job=\"mlp\"} 1"));
+  EXPECT_TRUE(
+      absl::StrContains(text, "fedsched_updates_rejected_total{job=\"main\",reason=\"late\"} 0"));
+  EXPECT_TRUE(absl::StrContains(
+      text, "fedsched_updates_rejected_total{job=\"mlp\",reason=\"norm_median\"} 1"));
+}
+
 TEST(ServerMetricsTest, CauseLabelsFollowTheEngineReasons) {
   EXPECT_EQ(ServerMetrics::CauseLabel("missed heartbeats"), "missed_heartbeats");
   EXPECT_EQ(ServerMetrics::CauseLabel("client reported: deadline passed"), "reported");
