@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -439,18 +440,30 @@ absl::StatusOr<std::unique_ptr<Trainer>> BuildTrainer(const v1::ClientConfig& co
   return std::unique_ptr<Trainer>(std::move(slow));
 }
 
+// Checks --trainers and --labels before the data is loaded. Errors: INVALID_ARGUMENT for an
+// empty or repeated trainer name or an empty label.
+absl::Status CheckJobFlags() {
+  const std::vector<std::string> names = absl::GetFlag(FLAGS_trainers);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty() ||
+        std::find(names.begin(), names.begin() + i, names[i]) != names.begin() + i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trainers: the name \"", names[i], "\" is empty or given twice"));
+    }
+  }
+  for (const std::string& label : absl::GetFlag(FLAGS_labels)) {
+    if (label.empty()) return absl::InvalidArgumentError("--labels: a label is empty");
+  }
+  return absl::OkStatus();
+}
+
 // One trainer per name of --trainers (each as BuildTrainer; the reference trainer adopts the
 // architecture of its task's model, so one process trains e.g. a softmax job and an MLP job),
-// entered in options->trainers; the caller keeps them. Errors: BuildTrainer's; INVALID_ARGUMENT
-// for an empty or repeated name.
-absl::StatusOr<std::vector<std::unique_ptr<Trainer>>> AddJobTrainers(
-    const v1::ClientConfig& config, ClientOptions* options) {
+// entered in options->trainers; the caller keeps them. Errors: BuildTrainer's.
+absl::StatusOr<std::vector<std::unique_ptr<Trainer>>> AddJobTrainers(const v1::ClientConfig& config,
+                                                                     ClientOptions* options) {
   std::vector<std::unique_ptr<Trainer>> trainers;
   for (const std::string& name : absl::GetFlag(FLAGS_trainers)) {
-    if (name.empty() || options->trainers.count(name) > 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--trainers: the name \"", name, "\" is empty or given twice"));
-    }
     FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, BuildTrainer(config));
     options->trainers[name].trainer = trainer.get();
     trainers.push_back(std::move(trainer));
@@ -461,6 +474,7 @@ absl::StatusOr<std::vector<std::unique_ptr<Trainer>>> AddJobTrainers(
 int Main() {
   absl::StatusOr<v1::ClientConfig> loaded = LoadConfig();
   if (!loaded.ok()) return Fail(loaded.status());
+  if (absl::Status s = CheckJobFlags(); !s.ok()) return Fail(s);
   v1::ClientConfig& config = *loaded;
   if (absl::Status s = ResolveDataConfig(*config.mutable_data()); !s.ok()) return Fail(s);
   if (absl::Status s = ResolveIdentity(config); !s.ok()) return Fail(s);

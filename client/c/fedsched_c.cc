@@ -219,8 +219,8 @@ absl::StatusOr<std::unique_ptr<fedsched_client>> Create(const fedsched_client_op
   }
   for (int32_t i = 0; i < options.num_trainers; ++i) {
     const fedsched_job_trainer& t = options.trainers[i];
-    handle->job_trainers.push_back(std::make_unique<CTrainer>(
-        t.train, t.context != nullptr ? t.context : options.context));
+    handle->job_trainers.push_back(
+        std::make_unique<CTrainer>(t.train, t.context != nullptr ? t.context : options.context));
     client_options.trainers[t.name].trainer = handle->job_trainers.back().get();
   }
   for (int32_t i = 0; i < options.num_labels; ++i) {

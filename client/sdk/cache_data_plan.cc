@@ -78,8 +78,7 @@ absl::StatusOr<LocalDataPlan*> CacheDataPlan::ForJob(const std::string& job) {
   if (auto it = jobs_.find(job); it != jobs_.end()) return it->second.get();
   SampleCacheOptions options = cache_options_;
   options.state_path =
-      (std::filesystem::path(cache_options_.state_path).parent_path() / JobStateFile(job))
-          .string();
+      (std::filesystem::path(cache_options_.state_path).parent_path() / JobStateFile(job)).string();
   FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<SampleCache> cache, SampleCache::Create(options));
   auto plan = std::unique_ptr<CacheDataPlan>(new CacheDataPlan(
       nullptr, std::move(cache), std::move(options), disable_cache_, JobSeed(seed_, job)));

@@ -640,9 +640,8 @@ absl::StatusOr<Client::TaskRoute> Client::RouteTask(const v1::Task& task) {
   if (options_.trainers.empty()) return TaskRoute{options_.trainer, options_.data};
   auto named = options_.trainers.find(task.job());
   if (task.job().empty() || named == options_.trainers.end()) {
-    named = task.model_architecture().empty()
-                ? options_.trainers.end()
-                : options_.trainers.find(task.model_architecture());
+    named = task.model_architecture().empty() ? options_.trainers.end()
+                                              : options_.trainers.find(task.model_architecture());
   }
   if (named == options_.trainers.end()) {
     // A task naming no job comes from a server without jobs: the app's default trainer's.
@@ -700,8 +699,7 @@ void Client::EvaluateGlobal(const v1::Task& task, Trainer& trainer, const v1::Mo
   }
 }
 
-absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task,
-                                                      const TaskRoute& route,
+absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task, const TaskRoute& route,
                                                       const v1::Model& global) {
   LocalDataPlan& data = *route.data;
   Trainer& trainer = *route.trainer;

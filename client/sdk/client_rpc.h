@@ -46,10 +46,9 @@ inline bool IsInterruption(const absl::Status& s) {
 // report's reason; a final verdict (running the task again cannot change it).
 [[nodiscard]] inline absl::Status NoTrainerStatus(absl::string_view job,
                                                   absl::string_view architecture) {
-  return absl::FailedPreconditionError(
-      absl::StrCat("no trainer for job ", job.empty() ? "(none named)" : job,
-                   " (model architecture ", architecture.empty() ? "(none)" : architecture,
-                   "); this device never trains it"));
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no trainer for job ", job.empty() ? "(none named)" : job, " (model architecture ",
+      architecture.empty() ? "(none)" : architecture, "); this device never trains it"));
 }
 
 inline bool IsNoTrainer(const absl::Status& s) {
