@@ -195,6 +195,10 @@ struct ClientRunStats {
 // Pace steering (docs/ALGORITHMS.md "Pace steering"): an idle poll answered with a
 // retry_after_ms longer than one heartbeat interval means "away until then": the client sleeps
 // that long (at most kMaxPacedWaitMs) and sends no heartbeats meanwhile.
+// Jobs (docs/JOBS.md): with ClientOptions::trainers the client names them at registration and
+// runs each task with the trainer of its job or model architecture (RouteTask). A task whose job
+// ended meanwhile (the server answers its download or upload FAILED_PRECONDITION) is dropped
+// like any final verdict: counted in tasks_failed, never run again, and the client polls on.
 // Thread-safety: Run() on one thread; Stop() from any thread.
 class Client {
  public:

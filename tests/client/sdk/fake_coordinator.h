@@ -19,6 +19,7 @@
 #include "absl/time/clock.h"
 #include "common/sha256.h"
 #include "fedsched/v1/coordinator.grpc.pb.h"
+#include "fedsched/v1/tensor.pb.h"
 #include "grpcpp/grpcpp.h"
 
 namespace fedsched::testing {
