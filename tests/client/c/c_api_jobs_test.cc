@@ -40,18 +40,9 @@ fedsched_code CountingTrain(void* context, fedsched_train_request* request, feds
   return FEDSCHED_OK;
 }
 
-v1::Model SmallModel() {
-  v1::Model model;
-  v1::Tensor* t = model.add_tensors();
-  t->set_name("w");
-  t->add_shape(2);
-  t->mutable_data()->Resize(2, 0.5f);
-  return model;
-}
-
 class CApiJobsTest : public ::testing::Test {
  protected:
-  CApiJobsTest() : server_(SmallModel()) {
+  CApiJobsTest() : server_(FakeCoordinator::SmallModel()) {
     dir_ = std::filesystem::temp_directory_path() /
            ("fedsched_c_api_jobs_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());

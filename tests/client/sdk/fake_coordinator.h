@@ -30,6 +30,16 @@ class FakeCoordinator : public v1::Coordinator::Service {
   // The model every download serves.
   explicit FakeCoordinator(v1::Model model) : model_(std::move(model)) {}
 
+  // A model of one tensor "w" of 4 values 0.25, for the constructor.
+  static v1::Model SmallModel() {
+    v1::Model model;
+    v1::Tensor* t = model.add_tensors();
+    t->set_name("w");
+    t->add_shape(4);
+    t->mutable_data()->Resize(4, 0.25f);
+    return model;
+  }
+
   // A task as the server would send it: `id`, of `job` with `architecture`, one local step of
   // batch 1, due in a minute.
   static v1::Task MakeTask(const std::string& id, const std::string& job,

@@ -80,18 +80,9 @@ class JobPlans : public UniformDataPlan {
   std::map<std::string, std::unique_ptr<JobPlans>> jobs_;
 };
 
-v1::Model SmallModel() {
-  v1::Model model;
-  v1::Tensor* t = model.add_tensors();
-  t->set_name("w");
-  t->add_shape(4);
-  t->mutable_data()->Resize(4, 0.25f);
-  return model;
-}
-
 class JobTrainersTest : public ::testing::Test {
  protected:
-  JobTrainersTest() : server_(SmallModel()), plan_(&source_) {}
+  JobTrainersTest() : server_(FakeCoordinator::SmallModel()), plan_(&source_) {}
 
   // Options of a client of the fake server with the default trainer `default_trainer_`.
   ClientOptions Options() {
