@@ -2,7 +2,7 @@
 // out yet or answers it gives only in rare states: tasks of named jobs (Task.job,
 // Task.model_architecture) and FAILED_PRECONDITION for a task of an ended job. It answers each
 // poll with the next scripted task, then `finished`; it records registrations, downloads,
-// uploads and failure reports.
+// uploads (with their updates) and failure reports.
 #ifndef FEDSCHED_TESTS_CLIENT_SDK_FAKE_COORDINATOR_H_
 #define FEDSCHED_TESTS_CLIENT_SDK_FAKE_COORDINATOR_H_
 
@@ -41,7 +41,7 @@ class FakeCoordinator : public v1::Coordinator::Service {
   }
 
   // A task as the server would send it: `id`, of `job` with `architecture`, one local step of
-  // batch 1, due in a minute.
+  // batch 1 (due a minute after PollTask hands it out).
   static v1::Task MakeTask(const std::string& id, const std::string& job,
                            const std::string& architecture) {
     v1::Task task;
@@ -52,7 +52,6 @@ class FakeCoordinator : public v1::Coordinator::Service {
     task.set_batch_size(1);
     task.set_local_steps(1);
     task.set_learning_rate(0.1f);
-    task.set_deadline_unix_ms(absl::ToUnixMillis(absl::Now() + absl::Minutes(1)));
     return task;
   }
 
@@ -60,6 +59,11 @@ class FakeCoordinator : public v1::Coordinator::Service {
   void AddTask(v1::Task task) {
     absl::MutexLock lock(&mu_);
     tasks_.push_back(std::move(task));
+  }
+  // Task `id` downloads `model` instead of the constructor's.
+  void SetModel(const std::string& id, v1::Model model) {
+    absl::MutexLock lock(&mu_);
+    models_[id] = std::move(model);
   }
   // Downloads (or uploads) of task `id` are answered FAILED_PRECONDITION, as for an ended job.
   void EndOnDownload(const std::string& id) {
@@ -83,6 +87,11 @@ class FakeCoordinator : public v1::Coordinator::Service {
   std::vector<std::string> uploads() const {
     absl::MutexLock lock(&mu_);
     return uploads_;
+  }
+  // Task id -> the update (a Model delta) of its last upload.
+  std::map<std::string, v1::Model> updates() const {
+    absl::MutexLock lock(&mu_);
+    return updates_;
   }
   // Task id -> the reasons of its failure reports, in order.
   std::map<std::string, std::vector<std::string>> failures() const {
@@ -111,17 +120,21 @@ class FakeCoordinator : public v1::Coordinator::Service {
     } else {
       *response->mutable_task() = std::move(tasks_.front());
       tasks_.pop_front();
+      response->mutable_task()->set_deadline_unix_ms(
+          absl::ToUnixMillis(absl::Now() + absl::Minutes(1)));
     }
     return grpc::Status::OK;
   }
   grpc::Status DownloadModel(grpc::ServerContext*, const v1::DownloadModelRequest* request,
                              grpc::ServerWriter<v1::ModelChunk>* writer) override {
+    std::string payload;
     {
       absl::MutexLock lock(&mu_);
       downloads_.push_back(request->task_id());
       if (end_on_download_.count(request->task_id()) > 0) return JobEnded();
+      auto it = models_.find(request->task_id());
+      payload = (it != models_.end() ? it->second : model_).SerializeAsString();
     }
-    const std::string payload = model_.SerializeAsString();
     v1::ModelChunk chunk;
     chunk.set_seq(0);
     chunk.set_data(payload);
@@ -134,11 +147,14 @@ class FakeCoordinator : public v1::Coordinator::Service {
                             v1::UploadUpdateResponse* response) override {
     v1::UploadChunk chunk;
     std::string task_id;
+    std::string payload;
     while (reader->Read(&chunk)) {
       if (chunk.has_header()) task_id = chunk.header().task_id();
+      if (chunk.has_data()) payload += chunk.data();
     }
     absl::MutexLock lock(&mu_);
     uploads_.push_back(task_id);
+    if (!updates_[task_id].ParseFromString(payload)) updates_.erase(task_id);
     if (end_on_upload_.count(task_id) > 0) return JobEnded();
     response->set_accepted(true);
     return grpc::Status::OK;
@@ -159,6 +175,8 @@ class FakeCoordinator : public v1::Coordinator::Service {
   const v1::Model model_;
   mutable absl::Mutex mu_;
   std::deque<v1::Task> tasks_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::Model> models_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, v1::Model> updates_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> end_on_download_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> end_on_upload_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::RegisterRequest> registrations_ ABSL_GUARDED_BY(mu_);
