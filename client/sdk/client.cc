@@ -598,7 +598,11 @@ bool Client::OnPollAnswer(const v1::PollTaskResponse& response) {
 }
 
 void Client::WaitAsPaced(const v1::PollTaskResponse& response) {
-  if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
+  if (response.has_prefetch_plan()) {
+    if (LocalDataPlan* plan = PrefetchPlanOf(response.prefetch_job()); plan != nullptr) {
+      plan->Prefetch(response.prefetch_plan());
+    }
+  }
   const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, kMaxPacedWaitMs);
   bool away;
   {
@@ -656,6 +660,23 @@ absl::StatusOr<Client::TaskRoute> Client::RouteTask(const v1::Task& task) {
   FEDSCHED_ASSIGN_OR_RETURN(LocalDataPlan * data,
                             options_.data->ForJob(task.job().empty() ? named->first : task.job()));
   return TaskRoute{entry.trainer, data};
+}
+
+LocalDataPlan* Client::PrefetchPlanOf(const std::string& job) {
+  if (options_.trainers.empty() || job.empty()) return options_.data;
+  // The job's data as RouteTask picks it for a trainer named by the job; else ForJob's, keyed
+  // by the job as RouteTask keys it (a trainer matched by architecture with data of its own is
+  // not known from the job's name).
+  auto named = options_.trainers.find(job);
+  if (named != options_.trainers.end() && named->second.data != nullptr) {
+    return named->second.data;
+  }
+  absl::StatusOr<LocalDataPlan*> plan = options_.data->ForJob(job);
+  if (!plan.ok()) {
+    FEDSCHED_LOG(debug, "no prefetch for job {}: {}", job, plan.status().ToString());
+    return nullptr;
+  }
+  return *plan;
 }
 
 absl::Status Client::RunTask(const v1::Task& task) {

@@ -74,8 +74,9 @@ class LocalDataPlan {
   // SDK for a task run by a named trainer (ClientOptions::trainers) without data of its own. A
   // plan that learns per-sample state from one model's losses (the importance of FedCaSe's
   // cache) returns a plan of its own per job name, created on first use and owned by this plan,
-  // so that one job's scores never steer another job's sampling; Prefetch and the plan's own
-  // state stay the default job's. `job` is non-empty. Default: this plan (no per-sample state).
+  // so that one job's scores never steer another job's sampling (a poll's prefetch plan for a
+  // job, PollTaskResponse.prefetch_job, warms the job's plan too). `job` is non-empty. Default:
+  // this plan (no per-sample state).
   // Errors: the plan's own (e.g. INTERNAL from the file system).
   [[nodiscard]] virtual absl::StatusOr<LocalDataPlan*> ForJob(const std::string& job) {
     return this;
@@ -283,6 +284,10 @@ class Client {
   // the data plan's ForJob), else the default one for a task that names no job. Errors:
   // FAILED_PRECONDITION (NoTrainerStatus) when none applies; ForJob's.
   [[nodiscard]] absl::StatusOr<TaskRoute> RouteTask(const v1::Task& task);
+  // The data plan a poll's prefetch plan for `job` (PollTaskResponse.prefetch_job) warms: the
+  // default one without named trainers or for "", else the job's as RouteTask picks it; null
+  // when ForJob fails (the prefetch is skipped).
+  LocalDataPlan* PrefetchPlanOf(const std::string& job);
   [[nodiscard]] absl::Status RunTask(const v1::Task& task);
   // RunTask's steps. EvaluateGlobal: the local evaluation of `global` the task asks for, into
   // `metrics` (a failure is logged, never fatal).

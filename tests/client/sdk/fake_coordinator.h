@@ -1,8 +1,8 @@
 // A scripted Coordinator gRPC service for SDK tests that need tasks the real server does not hand
 // out yet or answers it gives only in rare states: tasks of named jobs (Task.job,
-// Task.model_architecture) and FAILED_PRECONDITION for a task of an ended job. It answers each
-// poll with the next scripted task, then `finished`; it records registrations, downloads,
-// uploads (with their updates) and failure reports.
+// Task.model_architecture, PollTaskResponse.prefetch_job) and FAILED_PRECONDITION for a task of
+// an ended job. It answers each poll with the next scripted answer, then `finished`; it records
+// registrations, downloads, uploads (with their updates) and failure reports.
 #ifndef FEDSCHED_TESTS_CLIENT_SDK_FAKE_COORDINATOR_H_
 #define FEDSCHED_TESTS_CLIENT_SDK_FAKE_COORDINATOR_H_
 
@@ -57,8 +57,19 @@ class FakeCoordinator : public v1::Coordinator::Service {
 
   // Queues `task` for the next poll.
   void AddTask(v1::Task task) {
+    v1::PollTaskResponse answer;
+    *answer.mutable_task() = std::move(task);
     absl::MutexLock lock(&mu_);
-    tasks_.push_back(std::move(task));
+    answers_.push_back(std::move(answer));
+  }
+  // Queues an idle answer (retry after 10 ms) with a prefetch plan of `job`.
+  void AddPrefetch(const std::string& job) {
+    v1::PollTaskResponse answer;
+    answer.set_retry_after_ms(10);
+    answer.mutable_prefetch_plan()->set_capacity_samples(1);
+    answer.set_prefetch_job(job);
+    absl::MutexLock lock(&mu_);
+    answers_.push_back(std::move(answer));
   }
   // Task `id` downloads `model` instead of the constructor's.
   void SetModel(const std::string& id, v1::Model model) {
@@ -115,11 +126,13 @@ class FakeCoordinator : public v1::Coordinator::Service {
   grpc::Status PollTask(grpc::ServerContext*, const v1::PollTaskRequest*,
                         v1::PollTaskResponse* response) override {
     absl::MutexLock lock(&mu_);
-    if (tasks_.empty()) {
+    if (answers_.empty()) {
       response->set_finished(true);
-    } else {
-      *response->mutable_task() = std::move(tasks_.front());
-      tasks_.pop_front();
+      return grpc::Status::OK;
+    }
+    *response = std::move(answers_.front());
+    answers_.pop_front();
+    if (response->has_task()) {
       response->mutable_task()->set_deadline_unix_ms(
           absl::ToUnixMillis(absl::Now() + absl::Minutes(1)));
     }
@@ -174,7 +187,7 @@ class FakeCoordinator : public v1::Coordinator::Service {
 
   const v1::Model model_;
   mutable absl::Mutex mu_;
-  std::deque<v1::Task> tasks_ ABSL_GUARDED_BY(mu_);
+  std::deque<v1::PollTaskResponse> answers_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::Model> models_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, v1::Model> updates_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> end_on_download_ ABSL_GUARDED_BY(mu_);

@@ -61,12 +61,19 @@ class JobPlans : public UniformDataPlan {
     ++rounds_;
     return UniformDataPlan::PlanRound(plan, batch_size, local_steps);
   }
+  void Prefetch(const v1::CachePlan&) override { ++prefetches_; }
   absl::StatusOr<LocalDataPlan*> ForJob(const std::string& job) override {
     std::unique_ptr<JobPlans>& plan = jobs_[job];
     if (plan == nullptr) plan = std::make_unique<JobPlans>(source_);
     return plan.get();
   }
   int rounds() const { return rounds_; }
+  int prefetches() const { return prefetches_; }
+  // Prefetches of the plan of `job` (0 when it has none).
+  int prefetches_of(const std::string& job) const {
+    auto it = jobs_.find(job);
+    return it == jobs_.end() ? 0 : it->second->prefetches();
+  }
   // Rounds planned by the plan of `job` (0 when it has none).
   int rounds_of(const std::string& job) const {
     auto it = jobs_.find(job);
@@ -77,6 +84,7 @@ class JobPlans : public UniformDataPlan {
  private:
   SampleSource* const source_;
   int rounds_ = 0;
+  int prefetches_ = 0;
   std::map<std::string, std::unique_ptr<JobPlans>> jobs_;
 };
 
@@ -227,6 +235,25 @@ TEST_F(JobTrainersTest, EachJobTrainsOnItsOwnDataPlan) {
   EXPECT_EQ(plan_.rounds_of("rank2"), 1);
   EXPECT_EQ(plan_.rounds_of("own"), 0);
   EXPECT_EQ(own_data.rounds(), 1);
+}
+
+// A poll's prefetch plan warms the cache of the job it names (PollTaskResponse.prefetch_job);
+// one naming no job, or any without named trainers, the default one.
+TEST_F(JobTrainersTest, PrefetchWarmsTheNamedJobsPlan) {
+  fake().AddPrefetch("kbd");
+  fake().AddPrefetch("");
+  fake().AddPrefetch("rank");
+  ClientOptions options = Options();
+  options.trainers["kbd"].trainer = &kbd_;
+  RunToEnd(std::move(options));
+  EXPECT_EQ(plan_.prefetches_of("kbd"), 1);
+  EXPECT_EQ(plan_.prefetches_of("rank"), 1);
+  EXPECT_EQ(plan_.prefetches(), 1);
+
+  fake().AddPrefetch("kbd");
+  RunToEnd(Options());
+  EXPECT_EQ(plan_.prefetches(), 2);
+  EXPECT_EQ(plan_.prefetches_of("kbd"), 1);
 }
 
 // An ended job's calls are answered FAILED_PRECONDITION (docs/JOBS.md): the task is dropped,
