@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "common/testing/temp_dir.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -48,7 +49,7 @@ TEST_F(ClientJobsProcessTest, OneProcessTrainsASoftmaxJobAndAnMlpJob) {
   const std::pair<const char*, const char*> tasks[] = {
       {"kbd", "softmax"}, {"rank", "mlp"}, {"kbd", "softmax"}, {"other", "cnn"}};
   for (int i = 0; i < 4; ++i) {
-    const std::string id = "t" + std::to_string(i + 1);
+    const std::string id = absl::StrCat("t", i + 1);
     v1::Task task = FakeCoordinator::MakeTask(id, tasks[i].first, tasks[i].second);
     task.set_batch_size(8);
     task.set_local_steps(2);
