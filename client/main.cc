@@ -3,9 +3,11 @@
 //
 //   fedsched-client --config=configs/client.textproto --partition_index=3 [--identity=dev-3]
 //                   [--server=127.0.0.1:50051] [--slowdown=2.5]
+//                   [--trainers=main,kbd] [--labels=keyboard-en]   (a device of several jobs)
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +17,7 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -63,6 +66,15 @@ ABSL_FLAG(std::string, trainer, "reference",
           "\"reference\" (the Eigen models; the server's tensors pick softmax / mlp / cnn) or "
           "\"torch\" (LibTorch, models/torch; builds with libtorch-dev only).");
 ABSL_FLAG(std::string, model, "cnn", "The network of --trainer=torch: \"cnn\".");
+ABSL_FLAG(std::vector<std::string>, trainers, {},
+          "Job names or model architectures this device trains (docs/JOBS.md \"Devices and "
+          "trainers\"), e.g. main,kbd or softmax,mlp: each gets a --trainer of its own, which "
+          "trains the architecture of its task's model; the server offers only those jobs, and a "
+          "task of another job is reported failed, never trained. Empty (default): one trainer "
+          "for every task, and the server offers only the job of its own config.");
+ABSL_FLAG(std::vector<std::string>, labels, {},
+          "Labels this device declares for jobs' populations (JobPopulation.required_labels), "
+          "e.g. keyboard-en,tablet. Default: none.");
 ABSL_FLAG(std::string, log_level, "info",
           "trace, debug, info, warn, error or off. info (default) says what the client is doing "
           "(loading data, registering, waiting for a task, finishing); warn shows problems only.");
@@ -428,9 +440,41 @@ absl::StatusOr<std::unique_ptr<Trainer>> BuildTrainer(const v1::ClientConfig& co
   return std::unique_ptr<Trainer>(std::move(slow));
 }
 
+// Checks --trainers and --labels before the data is loaded. Errors: INVALID_ARGUMENT for an
+// empty or repeated trainer name or an empty label.
+absl::Status CheckJobFlags() {
+  const std::vector<std::string> names = absl::GetFlag(FLAGS_trainers);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (names[i].empty() ||
+        std::find(names.begin(), names.begin() + i, names[i]) != names.begin() + i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--trainers: the name \"", names[i], "\" is empty or given twice"));
+    }
+  }
+  for (const std::string& label : absl::GetFlag(FLAGS_labels)) {
+    if (label.empty()) return absl::InvalidArgumentError("--labels: a label is empty");
+  }
+  return absl::OkStatus();
+}
+
+// One trainer per name of --trainers (each as BuildTrainer; the reference trainer adopts the
+// architecture of its task's model, so one process trains e.g. a softmax job and an MLP job),
+// entered in options->trainers; the caller keeps them. Errors: BuildTrainer's.
+absl::StatusOr<std::vector<std::unique_ptr<Trainer>>> AddJobTrainers(const v1::ClientConfig& config,
+                                                                     ClientOptions* options) {
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  for (const std::string& name : absl::GetFlag(FLAGS_trainers)) {
+    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, BuildTrainer(config));
+    options->trainers[name].trainer = trainer.get();
+    trainers.push_back(std::move(trainer));
+  }
+  return trainers;
+}
+
 int Main() {
   absl::StatusOr<v1::ClientConfig> loaded = LoadConfig();
   if (!loaded.ok()) return Fail(loaded.status());
+  if (absl::Status s = CheckJobFlags(); !s.ok()) return Fail(s);
   v1::ClientConfig& config = *loaded;
   if (absl::Status s = ResolveDataConfig(*config.mutable_data()); !s.ok()) return Fail(s);
   if (absl::Status s = ResolveIdentity(config); !s.ok()) return Fail(s);
@@ -448,6 +492,10 @@ int Main() {
   ClientOptions options;
   options.config = config;
   options.trainer = trainer->get();
+  absl::StatusOr<std::vector<std::unique_ptr<Trainer>>> job_trainers =
+      AddJobTrainers(config, &options);
+  if (!job_trainers.ok()) return Fail(job_trainers.status());
+  options.labels = absl::GetFlag(FLAGS_labels);
   options.data = local->plan.get();
   options.device.set_sample_bytes(local->sample_bytes);
   options.device.set_storage_budget_bytes(config.storage_budget_bytes());

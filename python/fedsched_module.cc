@@ -10,6 +10,10 @@
 //   client = fedsched.Client(config_text, MyTrainer(), num_samples=n)
 //   client.run()                               # the GIL is released while the SDK works
 //
+// A device of several jobs (docs/JOBS.md "Devices and trainers") passes trainers by job name or
+// model architecture: fedsched.Client(config_text, None, num_samples=n,
+// trainers={"kbd": KbdTrainer(), "mlp": MlpTrainer()}, labels=["keyboard-en"]).
+//
 // Tensors cross without copies where the layout allows: the global model's tensors reach
 // Python as read-only NumPy views of the downloaded model (valid during the call only: copy what
 // you keep), sample ids as a read-only view; returned weights are copied once into the update.
@@ -19,6 +23,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -223,11 +228,12 @@ class CountOnlySource : public SampleSource {
 class PyClient {
  public:
   PyClient(const std::string& config_text, py::object trainer, int64_t num_samples,
-           std::optional<std::vector<std::string>> samples, int64_t sample_bytes) {
-    if (!py::isinstance(trainer, py::type::of<TrainerBase>())) {
-      throw py::type_error("trainer must be an instance of a fedsched.Trainer subclass");
-    }
+           std::optional<std::vector<std::string>> samples, int64_t sample_bytes,
+           const std::map<std::string, py::object>& trainers,
+           const std::vector<std::string>& labels) {
     ClientOptions options;
+    AddTrainers(std::move(trainer), trainers, &options);
+    options.labels = labels;
     ThrowIfError(ParseTextConfig(config_text, "fedsched.Client config", &options.config));
     if (samples.has_value()) {
       // The importance-aware sample cache (client/cache) picks each round's ids.
@@ -251,8 +257,6 @@ class PyClient {
       source_ = std::make_unique<CountOnlySource>(num_samples);
       plan_ = std::make_unique<UniformDataPlan>(source_.get(), options.config.seed());
     }
-    trainer_ = std::make_unique<PythonTrainer>(std::move(trainer));
-    options.trainer = trainer_.get();
     options.data = plan_.get();
     options.device.set_num_samples(num_samples);
     options.device.set_sample_bytes(sample_bytes > 0 ? sample_bytes : 785);
@@ -278,13 +282,38 @@ class PyClient {
     d["tasks_failed"] = s.tasks_failed;
     d["tasks_interrupted"] = s.tasks_interrupted;
     d["reconnects"] = s.reconnects;
+    d["tasks_without_trainer"] = s.tasks_without_trainer;
     return d;
   }
 
  private:
+  // Wraps the default `trainer` (None: none) and the named `trainers` into `options`. Raises
+  // TypeError for one that is no fedsched.Trainer, ValueError for none at all or an empty name.
+  void AddTrainers(py::object trainer, const std::map<std::string, py::object>& trainers,
+                   ClientOptions* options) {
+    const auto check = [](const py::object& t, const std::string& what) {
+      if (!py::isinstance(t, py::type::of<TrainerBase>())) {
+        throw py::type_error(what + " must be an instance of a fedsched.Trainer subclass");
+      }
+    };
+    if (!trainer.is_none() || trainers.empty()) {
+      check(trainer, "trainer");
+      trainer_ = std::make_unique<PythonTrainer>(std::move(trainer));
+      options->trainer = trainer_.get();
+    }
+    for (const auto& [name, t] : trainers) {
+      if (name.empty()) throw py::value_error("trainers: a name is empty");
+      check(t, absl::StrCat("trainers[\"", name, "\"]"));
+      job_trainers_.push_back(std::make_unique<PythonTrainer>(t));
+      options->trainers[name].trainer = job_trainers_.back().get();
+    }
+  }
+
   std::unique_ptr<SampleSource> source_;
   std::unique_ptr<LocalDataPlan> plan_;
+  // The default trainer (null when only named ones were given) and the trainers per job.
   std::unique_ptr<PythonTrainer> trainer_;
+  std::vector<std::unique_ptr<PythonTrainer>> job_trainers_;
   std::unique_ptr<Client> client_;
 };
 
@@ -373,11 +402,23 @@ A federated-learning client (fedsched::Client). config: ClientConfig in protobuf
 (proto/fedsched/v1/config.proto; unknown keys are errors), e.g. 'server_address: "127.0.0.1:50051"
 identity: "py-0"'. trainer: a fedsched.Trainer. Either num_samples (the trainer holds the data;
 each round draws a shuffled epoch) or samples: encoded samples (fedsched.encode_sample) for the
-importance-aware sample cache under config.state_dir, which then picks each round's ids.)doc")
+importance-aware sample cache under config.state_dir, which then picks each round's ids.
+trainers: {job name or model architecture: fedsched.Trainer} for a device of several jobs
+(docs/JOBS.md "Devices and trainers"): the server offers the device only the jobs they name; a
+task goes to the trainer of its job, else of its model architecture; a task of a job none names
+is reported to the server as failed ("no trainer for job X") and never trained (counted in
+stats()["tasks_without_trainer"]); each job keeps its own sample-cache state. With trainers,
+trainer may be None (it then trains only tasks that name no job, from a server without jobs).
+labels: strings the device declares for jobs' populations (JobPopulation.required_labels).
+Raises ValueError for a bad config or an empty name or label; TypeError for a missing trainer
+(None without trainers) or one that is no fedsched.Trainer.)doc")
       .def(py::init<const std::string&, py::object, int64_t,
-                    std::optional<std::vector<std::string>>, int64_t>(),
+                    std::optional<std::vector<std::string>>, int64_t,
+                    const std::map<std::string, py::object>&, const std::vector<std::string>&>(),
            py::arg("config"), py::arg("trainer"), py::arg("num_samples") = 0,
-           py::arg("samples") = py::none(), py::arg("sample_bytes") = 0)
+           py::arg("samples") = py::none(), py::arg("sample_bytes") = 0,
+           py::arg("trainers") = std::map<std::string, py::object>(),
+           py::arg("labels") = std::vector<std::string>())
       .def("run", &PyClient::Run,
            "Trains until the server says the run is finished (GIL released meanwhile).")
       .def("stop", &PyClient::Stop, "Asks run() to return soon (any thread).")

@@ -124,13 +124,45 @@ absl::StatusOr<std::vector<std::string>> ReadAppSamples(const fedsched_client_op
   return samples;
 }
 
+// Errors: INVALID_ARGUMENT naming the first bad entry of trainers or labels.
+absl::Status CheckJobOptions(const fedsched_client_options& options) {
+  if (options.num_trainers < 0 || options.num_labels < 0) {
+    return absl::InvalidArgumentError("options.num_trainers and options.num_labels must be >= 0");
+  }
+  if ((options.num_trainers > 0 && options.trainers == nullptr) ||
+      (options.num_labels > 0 && options.labels == nullptr)) {
+    return absl::InvalidArgumentError("options.trainers or options.labels is NULL with a count");
+  }
+  for (int32_t i = 0; i < options.num_trainers; ++i) {
+    const fedsched_job_trainer& t = options.trainers[i];
+    if (t.name == nullptr || t.name[0] == '\0' || t.train == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("options.trainers[", i, "] needs a non-empty name and a train callback"));
+    }
+    for (int32_t j = 0; j < i; ++j) {
+      if (std::strcmp(options.trainers[j].name, t.name) == 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("options.trainers[", i, "]: the name \"", t.name, "\" is given twice"));
+      }
+    }
+  }
+  for (int32_t i = 0; i < options.num_labels; ++i) {
+    if (options.labels[i] == nullptr || options.labels[i][0] == '\0') {
+      return absl::InvalidArgumentError(absl::StrCat("options.labels[", i, "] is NULL or empty"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status CheckOptions(const fedsched_client_options* options, fedsched_client** out) {
   if (out == nullptr) return absl::InvalidArgumentError("out is NULL");
   if (options == nullptr) return absl::InvalidArgumentError("options is NULL");
   if (options->config_textproto == nullptr) {
     return absl::InvalidArgumentError("options.config_textproto is NULL");
   }
-  if (options->train == nullptr) return absl::InvalidArgumentError("options.train is NULL");
+  if (options->train == nullptr && options->num_trainers <= 0) {
+    return absl::InvalidArgumentError("options.train is NULL and there are no options.trainers");
+  }
   if (options->num_samples == nullptr || options->read_sample == nullptr) {
     return absl::InvalidArgumentError("options.num_samples and options.read_sample are required");
   }
@@ -138,7 +170,7 @@ absl::Status CheckOptions(const fedsched_client_options* options, fedsched_clien
     return absl::InvalidArgumentError(
         absl::StrCat("options.sample_bytes is negative: ", options->sample_bytes));
   }
-  return absl::OkStatus();
+  return CheckJobOptions(*options);
 }
 
 }  // namespace
@@ -148,7 +180,9 @@ struct fedsched_client {
   // Declaration order is destruction order in reverse: the client goes first, the lock last.
   std::unique_ptr<fedsched::StateDirLock> lock;
   std::unique_ptr<fedsched::CacheDataPlan> plan;
+  // The default trainer (null without options.train) and the trainers per job.
   std::unique_ptr<fedsched::CTrainer> trainer;
+  std::vector<std::unique_ptr<fedsched::CTrainer>> job_trainers;
   std::unique_ptr<fedsched::Client> client;
 };
 
@@ -178,10 +212,21 @@ absl::StatusOr<std::unique_ptr<fedsched_client>> Create(const fedsched_client_op
                             config.disable_cache(), config.seed(), config.storage_budget_bytes());
   if (!plan.ok()) return plan.status();
   handle->plan = *std::move(plan);
-  handle->trainer = std::make_unique<CTrainer>(options.train, options.context);
   ClientOptions client_options;
+  if (options.train != nullptr) {
+    handle->trainer = std::make_unique<CTrainer>(options.train, options.context);
+    client_options.trainer = handle->trainer.get();
+  }
+  for (int32_t i = 0; i < options.num_trainers; ++i) {
+    const fedsched_job_trainer& t = options.trainers[i];
+    handle->job_trainers.push_back(
+        std::make_unique<CTrainer>(t.train, t.context != nullptr ? t.context : options.context));
+    client_options.trainers[t.name].trainer = handle->job_trainers.back().get();
+  }
+  for (int32_t i = 0; i < options.num_labels; ++i) {
+    client_options.labels.emplace_back(options.labels[i]);
+  }
   client_options.config = config;
-  client_options.trainer = handle->trainer.get();
   client_options.data = handle->plan.get();
   client_options.device.set_sample_bytes(options.sample_bytes);
   if (options.eligible != nullptr) {
@@ -250,10 +295,10 @@ void fedsched_client_stop(fedsched_client* client) {
 }
 
 fedsched_client_stats fedsched_client_get_stats(const fedsched_client* client) {
-  if (client == nullptr) return fedsched_client_stats{0, 0, 0, 0, 0};
+  if (client == nullptr) return fedsched_client_stats{0, 0, 0, 0, 0, 0};
   const fedsched::ClientRunStats s = client->client->stats();
-  return fedsched_client_stats{s.tasks_completed, s.tasks_failed, s.reconnects,
-                               s.tasks_interrupted, s.tasks_refused};
+  return fedsched_client_stats{s.tasks_completed,   s.tasks_failed,  s.reconnects,
+                               s.tasks_interrupted, s.tasks_refused, s.tasks_without_trainer};
 }
 
 void fedsched_client_destroy(fedsched_client* client) {

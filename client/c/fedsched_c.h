@@ -11,6 +11,9 @@
  *      train callback, uploads, and returns once the server says the run is finished (or after
  *      fedsched_client_stop());
  *   4. fedsched_client_destroy().
+ * A device of several jobs (docs/JOBS.md "Devices and trainers") gives one train callback per
+ * job name or model architecture in fedsched_client_options.trainers, and its labels in
+ * fedsched_client_options.labels.
  * See examples/c_client/ for a complete program and docs/ARCHITECTURE.md ("Client SDK").
  *
  * Errors: every call that can fail returns a fedsched_code (0 = FEDSCHED_OK; the other values
@@ -32,7 +35,7 @@ extern "C" {
 #endif
 
 /* The C API's version: major * 10000 + minor * 100 + patch. */
-#define FEDSCHED_C_API_VERSION 100
+#define FEDSCHED_C_API_VERSION 200
 
 /* Result codes: the same numbers as absl::StatusCode (and gRPC's status codes). */
 typedef enum fedsched_code {
@@ -138,6 +141,18 @@ typedef fedsched_code (*fedsched_read_sample_fn)(void* context, int64_t id, cons
  * fedsched_client_run and its heartbeat thread): must be thread-safe and cheap. */
 typedef int (*fedsched_eligible_fn)(void* context);
 
+/* One of the app's trainers: the train callback for the tasks of one job or one model
+ * architecture (docs/JOBS.md "Devices and trainers"). */
+typedef struct fedsched_job_trainer {
+  /* The job name (a JobSpec's name) or the model architecture (e.g. "mlp", "softmax") whose
+   * tasks `train` runs; a task goes to the trainer of its job, else of its model architecture.
+   * Non-empty, NUL-terminated, unique within the options; copied by fedsched_client_create. */
+  const char* name;
+  fedsched_train_fn train;
+  /* Handed to `train` as its context; NULL = fedsched_client_options.context. */
+  void* context;
+} fedsched_job_trainer;
+
 /* Everything fedsched_client_create() needs. Zero-initialise it, then set the fields. */
 typedef struct fedsched_client_options {
   /* fedsched.v1.ClientConfig in protobuf text format (server_address, identity, state_dir,
@@ -149,6 +164,8 @@ typedef struct fedsched_client_options {
   const char* config_textproto;
   /* Opaque pointer handed back to every callback. */
   void* context;
+  /* The default trainer. Required unless `trainers` is given. It trains every task when there
+   * are no `trainers`, else only tasks that name no job (from a server without jobs). */
   fedsched_train_fn train;
   fedsched_num_samples_fn num_samples;
   fedsched_read_sample_fn read_sample;
@@ -156,6 +173,19 @@ typedef struct fedsched_client_options {
   int64_t sample_bytes;
   /* Optional (NULL = always eligible); see fedsched_eligible_fn. */
   fedsched_eligible_fn eligible;
+  /* Optional: num_trainers trainers by job or model architecture (since API version 200). The
+   * server then offers this device only the jobs they name; a task of a job none of them (and
+   * not its model architecture) names is reported to the server as failed ("no trainer for job
+   * X") and never trained (fedsched_client_stats.tasks_without_trainer). Each job keeps its own
+   * sample-cache state under state_dir. NULL / 0 (default): `train` trains every task and the
+   * device names no trainers (the server offers it only the job of its own config). */
+  const fedsched_job_trainer* trainers;
+  int32_t num_trainers;
+  /* Optional: num_labels NUL-terminated, non-empty labels the device declares for jobs'
+   * populations (JobPopulation.required_labels), copied by fedsched_client_create. NULL / 0:
+   * none. */
+  const char* const* labels;
+  int32_t num_labels;
 } fedsched_client_options;
 
 typedef struct fedsched_client fedsched_client;
@@ -163,7 +193,8 @@ typedef struct fedsched_client fedsched_client;
 /* Creates a client: parses the config, copies the app's samples into the sample store (first
  * run) and opens the importance cache. On success *out is a new handle the caller owns (free it
  * with fedsched_client_destroy). Errors: INVALID_ARGUMENT (NULL options, out or callback, bad
- * config text, missing state_dir, a read_sample failure names the id),
+ * config text, missing state_dir, a read_sample failure names the id, a trainer entry with a
+ * NULL or empty or repeated name or a NULL train, a NULL or empty label, a negative count),
  * FAILED_PRECONDITION (state_dir unsafe: a symlink or another user's), INTERNAL (file system). */
 fedsched_code fedsched_client_create(const fedsched_client_options* options, fedsched_client** out,
                                      fedsched_error* error);
@@ -189,6 +220,9 @@ typedef struct fedsched_client_stats {
   /* Tasks ended by a final verdict, e.g. the server refused the update: never trained or
    * uploaded again (also counted in tasks_failed). */
   int64_t tasks_refused;
+  /* Tasks of a job no trainer of the app runs: reported failed, never trained (also counted in
+   * tasks_failed; since API version 200). */
+  int64_t tasks_without_trainer;
 } fedsched_client_stats;
 fedsched_client_stats fedsched_client_get_stats(const fedsched_client* client);
 

@@ -1,9 +1,12 @@
 #include "client/sdk/cache_data_plan.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "client/sdk/client.h"
 #include "common/logging.h"
@@ -11,11 +14,34 @@
 
 namespace fedsched {
 
+namespace {
+
+// The state file name of job `job`: readable when the name is a safe file name, else hex.
+std::string JobStateFile(const std::string& job) {
+  const bool plain = std::all_of(job.begin(), job.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  return plain && job.size() <= 128 && job != "." && job != ".."
+             ? absl::StrCat("cache_state.job-", job, ".pb")
+             : absl::StrCat("cache_state.jobhex-", absl::BytesToHexString(job), ".pb");
+}
+
+// A seed of its own per job (FNV-1a of the name mixed into `seed`), stable across builds.
+uint64_t JobSeed(uint64_t seed, const std::string& job) {
+  uint64_t h = 14695981039346656037ull;
+  for (const char c : job) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  return seed ^ h;
+}
+
+}  // namespace
+
 CacheDataPlan::CacheDataPlan(std::unique_ptr<SampleStore> store, std::unique_ptr<SampleCache> cache,
-                             bool disable_cache, uint64_t seed)
+                             SampleCacheOptions cache_options, bool disable_cache, uint64_t seed)
     : store_(std::move(store)),
       cache_(std::move(cache)),
+      cache_options_(std::move(cache_options)),
       disable_cache_(disable_cache),
+      seed_(seed),
       rng_(seed) {}
 
 absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
@@ -42,8 +68,23 @@ absl::StatusOr<std::unique_ptr<CacheDataPlan>> CacheDataPlan::Create(
   cache_options.policy = disable_cache ? v1::CACHE_POLICY_NONE : v1::CACHE_POLICY_IMPORTANCE;
   if (storage_budget_bytes > 0) cache_options.max_bytes = storage_budget_bytes;
   FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<SampleCache> cache, SampleCache::Create(cache_options));
-  return std::unique_ptr<CacheDataPlan>(
-      new CacheDataPlan(*std::move(store), std::move(cache), disable_cache, seed));
+  return std::unique_ptr<CacheDataPlan>(new CacheDataPlan(
+      *std::move(store), std::move(cache), std::move(cache_options), disable_cache, seed));
+}
+
+absl::StatusOr<LocalDataPlan*> CacheDataPlan::ForJob(const std::string& job) {
+  if (job.empty()) return absl::InvalidArgumentError("ForJob: the job name is empty");
+  if (store_ == nullptr) return this;  // a job's plan already
+  if (auto it = jobs_.find(job); it != jobs_.end()) return it->second.get();
+  SampleCacheOptions options = cache_options_;
+  options.state_path =
+      (std::filesystem::path(cache_options_.state_path).parent_path() / JobStateFile(job)).string();
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<SampleCache> cache, SampleCache::Create(options));
+  auto plan = std::unique_ptr<CacheDataPlan>(new CacheDataPlan(
+      nullptr, std::move(cache), std::move(options), disable_cache_, JobSeed(seed_, job)));
+  LocalDataPlan* out = plan.get();
+  jobs_.emplace(job, std::move(plan));
+  return out;
 }
 
 v1::CachePlan CacheDataPlan::Effective(const v1::CachePlan& plan) const {

@@ -3,6 +3,7 @@
 #ifndef FEDSCHED_CLIENT_SDK_CACHE_DATA_PLAN_H_
 #define FEDSCHED_CLIENT_SDK_CACHE_DATA_PLAN_H_
 
+#include <map>
 #include <memory>
 #include <random>
 #include <string>
@@ -20,7 +21,9 @@ namespace fedsched {
 // cache hits, learns importance from the per-sample losses, reports hit / miss / I/O counters,
 // warms the cache when the planner expects the client next round, and persists the importance
 // state after each round. With `disable_cache` every plan's policy becomes NONE (all reads from
-// storage). Not thread-safe; owned by one Client.
+// storage). Each job of a device with trainers per job (ClientOptions::trainers) gets a plan of
+// its own over the same sample store (ForJob): its own cache and importance state, so one
+// model's losses never steer another's sampling. Not thread-safe; owned by one Client.
 class CacheDataPlan : public LocalDataPlan {
  public:
   // Builds (first run) or reopens the device's sample store under `state_dir` (one file per
@@ -44,19 +47,32 @@ class CacheDataPlan : public LocalDataPlan {
   RoundIoCounters TakeCounters() override;
   void Prefetch(const v1::CachePlan& plan) override;
   [[nodiscard]] absl::Status Save() override { return cache_->SaveState(); }
+  // The plan of job `job`, created on first use: a SampleCache of its own over this plan's
+  // sample store, with the same options but its importance state in
+  // state_dir/cache_state.job-<job>.pb (the job name hex-encoded when it has characters other
+  // than letters, digits, '-', '_' and '.'); its RAM is bounded by storage_budget_bytes on its
+  // own. A job plan's ForJob returns itself. Errors: INVALID_ARGUMENT for an empty job;
+  // SampleCache::Create's.
+  [[nodiscard]] absl::StatusOr<LocalDataPlan*> ForJob(const std::string& job) override;
 
   SampleCache& cache() { return *cache_; }
 
  private:
+  // `store` is null for a job's plan (ForJob), whose cache reads its parent's store.
   CacheDataPlan(std::unique_ptr<SampleStore> store, std::unique_ptr<SampleCache> cache,
-                bool disable_cache, uint64_t seed);
+                SampleCacheOptions cache_options, bool disable_cache, uint64_t seed);
   v1::CachePlan Effective(const v1::CachePlan& plan) const;
 
   std::unique_ptr<SampleStore> store_;
   std::unique_ptr<SampleCache> cache_;
+  // The options cache_ was made with (a job's plan copies them, but for the state file).
+  const SampleCacheOptions cache_options_;
   const bool disable_cache_;
+  const uint64_t seed_;
   std::mt19937_64 rng_;
   bool warmed_ = false;
+  // The plans of jobs (ForJob) by job name; empty in a job's plan.
+  std::map<std::string, std::unique_ptr<CacheDataPlan>> jobs_;
 };
 
 }  // namespace fedsched

@@ -40,6 +40,20 @@ constexpr int64_t kMaxPacedWaitMs = 3600 * 1000;
 // Task ids remembered as ended by a final verdict (a server hands out one task per round).
 constexpr size_t kFinalTasksKept = 64;
 
+// Errors: INVALID_ARGUMENT naming the first empty or null trainer entry or empty label.
+absl::Status CheckJobOptions(const ClientOptions& options) {
+  for (const auto& [name, entry] : options.trainers) {
+    if (name.empty()) return absl::InvalidArgumentError("trainers: a name is empty");
+    if (entry.trainer == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat("trainers[\"", name, "\"] has no trainer"));
+    }
+  }
+  for (const std::string& label : options.labels) {
+    if (label.empty()) return absl::InvalidArgumentError("labels: a label is empty");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Client::Client(ClientOptions options)
@@ -53,9 +67,10 @@ Client::~Client() {
 }
 
 absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
-  if (options.trainer == nullptr || options.data == nullptr) {
+  if ((options.trainer == nullptr && options.trainers.empty()) || options.data == nullptr) {
     return absl::InvalidArgumentError("client needs a trainer and a local data plan");
   }
+  FEDSCHED_RETURN_IF_ERROR(CheckJobOptions(options));
   v1::ClientConfig& config = options.config;
   if (config.identity().empty() && !config.state_dir().empty()) {
     // The default identity is the install's own, kept in its state dir: random, not a name
@@ -226,7 +241,11 @@ void Client::HandleTask(const v1::Task& task) {
                    std::string(status.message()));
     } else {
       ++stats_.tasks_failed;
-      if (is_final) ++stats_.tasks_refused;
+      if (IsNoTrainer(status)) {
+        ++stats_.tasks_without_trainer;
+      } else if (is_final) {
+        ++stats_.tasks_refused;
+      }
       FEDSCHED_LOG(warn, "{}: task {} failed{}: {}", options_.config.identity(), id,
                    is_final ? " (not retried)" : "", status.ToString());
       if (IsSessionLost(status)) registered_ = false;
@@ -368,6 +387,9 @@ absl::Status Client::RegisterOnce() {
   }
   *request.mutable_device() = options_.device;
   request.set_signing_public_key(signing_key_->public_key());
+  // An app with the default trainer alone names none: the server offers it its config's job.
+  for (const auto& [name, entry] : options_.trainers) request.add_trainers(name);
+  for (const std::string& label : options_.labels) request.add_labels(label);
   v1::RegisterResponse response;
   grpc::ClientContext context;
   SetUnaryDeadline(&context);
@@ -576,7 +598,11 @@ bool Client::OnPollAnswer(const v1::PollTaskResponse& response) {
 }
 
 void Client::WaitAsPaced(const v1::PollTaskResponse& response) {
-  if (response.has_prefetch_plan()) options_.data->Prefetch(response.prefetch_plan());
+  if (response.has_prefetch_plan()) {
+    if (LocalDataPlan* plan = PrefetchPlanOf(response.prefetch_job()); plan != nullptr) {
+      plan->Prefetch(response.prefetch_plan());
+    }
+  }
   const int64_t wait_ms = std::clamp<int64_t>(response.retry_after_ms(), 10, kMaxPacedWaitMs);
   bool away;
   {
@@ -614,16 +640,58 @@ absl::Status Client::ReportTaskFailure(const v1::Task& task, absl::Status status
   return status;
 }
 
+absl::StatusOr<Client::TaskRoute> Client::RouteTask(const v1::Task& task) {
+  if (options_.trainers.empty()) return TaskRoute{options_.trainer, options_.data};
+  auto named = options_.trainers.find(task.job());
+  if (task.job().empty() || named == options_.trainers.end()) {
+    named = task.model_architecture().empty() ? options_.trainers.end()
+                                              : options_.trainers.find(task.model_architecture());
+  }
+  if (named == options_.trainers.end()) {
+    // A task naming no job comes from a server without jobs: the app's default trainer's.
+    if (task.job().empty() && options_.trainer != nullptr) {
+      return TaskRoute{options_.trainer, options_.data};
+    }
+    return NoTrainerStatus(task.job(), task.model_architecture());
+  }
+  const JobTrainer& entry = named->second;
+  if (entry.data != nullptr) return TaskRoute{entry.trainer, entry.data};
+  // Per-job data state (e.g. the cache's importance) is keyed by the job, whichever key matched.
+  FEDSCHED_ASSIGN_OR_RETURN(LocalDataPlan * data,
+                            options_.data->ForJob(task.job().empty() ? named->first : task.job()));
+  return TaskRoute{entry.trainer, data};
+}
+
+LocalDataPlan* Client::PrefetchPlanOf(const std::string& job) {
+  if (options_.trainers.empty() || job.empty()) return options_.data;
+  // The job's data as RouteTask picks it for a trainer named by the job; else ForJob's, keyed
+  // by the job as RouteTask keys it (a trainer matched by architecture with data of its own is
+  // not known from the job's name).
+  auto named = options_.trainers.find(job);
+  if (named != options_.trainers.end() && named->second.data != nullptr) {
+    return named->second.data;
+  }
+  absl::StatusOr<LocalDataPlan*> plan = options_.data->ForJob(job);
+  if (!plan.ok()) {
+    FEDSCHED_LOG(debug, "no prefetch for job {}: {}", job, plan.status().ToString());
+    return nullptr;
+  }
+  return *plan;
+}
+
 absl::Status Client::RunTask(const v1::Task& task) {
+  // Before anything else: a task no trainer runs is neither downloaded nor trained.
+  absl::StatusOr<TaskRoute> route = RouteTask(task);
+  if (!route.ok()) return ReportTaskFailure(task, route.status());
   if (absl::Status s = BeginSecAgg(task); !s.ok()) return ReportTaskFailure(task, s);
   int64_t download_bytes = 0;
   double download_seconds = 0;
   FEDSCHED_ASSIGN_OR_RETURN(v1::Model global, Download(task, &download_bytes, &download_seconds));
   if (!Eligible()) return ReportTaskFailure(task, InterruptedStatus("after the download"));
   v1::UpdateMetrics metrics;
-  EvaluateGlobal(task, global, &metrics);
-  FEDSCHED_ASSIGN_OR_RETURN(TrainedTask trained, TrainTask(task, global));
-  if (absl::Status s = options_.data->Save(); !s.ok()) {
+  EvaluateGlobal(task, *route->trainer, global, &metrics);
+  FEDSCHED_ASSIGN_OR_RETURN(TrainedTask trained, TrainTask(task, *route, global));
+  if (absl::Status s = route->data->Save(); !s.ok()) {
     FEDSCHED_LOG(warn, "could not save on-device state: {}", s.ToString());
   }
   AddTaskMetrics(task, trained, download_bytes, download_seconds, &metrics);
@@ -639,10 +707,10 @@ absl::Status Client::RunTask(const v1::Task& task) {
   return uploaded;
 }
 
-void Client::EvaluateGlobal(const v1::Task& task, const v1::Model& global,
+void Client::EvaluateGlobal(const v1::Task& task, Trainer& trainer, const v1::Model& global,
                             v1::UpdateMetrics* metrics) {
   if (!task.evaluate()) return;
-  absl::StatusOr<EvalReport> eval = options_.trainer->Evaluate(global);
+  absl::StatusOr<EvalReport> eval = trainer.Evaluate(global);
   if (eval.ok() && eval->num_examples > 0) {
     metrics->set_eval_examples(eval->num_examples);
     metrics->set_eval_accuracy(eval->accuracy);
@@ -652,9 +720,10 @@ void Client::EvaluateGlobal(const v1::Task& task, const v1::Model& global,
   }
 }
 
-absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task,
+absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task, const TaskRoute& route,
                                                       const v1::Model& global) {
-  LocalDataPlan& data = *options_.data;
+  LocalDataPlan& data = *route.data;
+  Trainer& trainer = *route.trainer;
   absl::StatusOr<std::vector<int64_t>> ids =
       data.PlanRound(task.cache_plan(), task.batch_size(), task.local_steps());
   TrainRequest request;
@@ -667,13 +736,13 @@ absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task,
   // Resource fit (docs/RESOURCE_FIT.md): the trainer's accounting decides before training; a
   // trainer without one is measured (resident-set growth) and judged after.
   const int64_t budget = options_.device.memory_budget_bytes();
-  int64_t peak = options_.trainer->PeakMemoryBytes(request);
+  int64_t peak = trainer.PeakMemoryBytes(request);
   if (budget > 0 && peak > budget) {
     return ReportTaskFailure(task, OutOfMemoryStatus(peak, budget), peak);
   }
   const ResidentSet rss_before = ReadResidentSet(/*reset_peak=*/peak == 0);
   const absl::Time train_start = clock_.Now();
-  absl::StatusOr<TrainResult> result = options_.trainer->Train(request, data.source());
+  absl::StatusOr<TrainResult> result = trainer.Train(request, data.source());
   if (!result.ok()) return ReportTaskFailure(task, result.status());
   if (peak == 0) {
     const ResidentSet rss_after = ReadResidentSet(/*reset_peak=*/false);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -69,6 +70,17 @@ class LocalDataPlan {
   virtual void Prefetch(const v1::CachePlan& plan) {}
   // Persists on-device state (e.g. importance). Default: nothing to save.
   [[nodiscard]] virtual absl::Status Save() { return absl::OkStatus(); }
+  // The plan for the tasks of job `job` (docs/JOBS.md "Devices and trainers"), called by the
+  // SDK for a task run by a named trainer (ClientOptions::trainers) without data of its own. A
+  // plan that learns per-sample state from one model's losses (the importance of FedCaSe's
+  // cache) returns a plan of its own per job name, created on first use and owned by this plan,
+  // so that one job's scores never steer another job's sampling (a poll's prefetch plan for a
+  // job, PollTaskResponse.prefetch_job, warms the job's plan too). `job` is non-empty. Default:
+  // this plan (no per-sample state).
+  // Errors: the plan's own (e.g. INTERNAL from the file system).
+  [[nodiscard]] virtual absl::StatusOr<LocalDataPlan*> ForJob(const std::string& job) {
+    return this;
+  }
 };
 
 // Draws each round a fresh shuffle of all local samples, repeated to fill batch x steps slots.
@@ -88,11 +100,35 @@ class UniformDataPlan : public LocalDataPlan {
   std::mt19937_64 rng_;
 };
 
+// One of the app's trainers for the tasks of a job or a model architecture (ClientOptions::
+// trainers; docs/JOBS.md "Devices and trainers").
+struct JobTrainer {
+  // Not owned, must outlive the client. Required.
+  Trainer* trainer = nullptr;
+  // The local data this trainer trains on; not owned, must outlive the client. Default: null =
+  // ClientOptions::data's plan for the task's job (LocalDataPlan::ForJob).
+  LocalDataPlan* data = nullptr;
+};
+
 struct ClientOptions {
   // Client config; defaults are applied by Client::Create (see config.proto).
   v1::ClientConfig config;
-  // The app's trainer; not owned, must outlive the client. Required.
+  // The app's default trainer; not owned, must outlive the client. Required unless `trainers`
+  // is given. It trains every task when `trainers` is empty, else only tasks that name no job
+  // (from a server without jobs).
   Trainer* trainer = nullptr;
+  // The app's trainers by job name or model architecture (docs/JOBS.md "Devices and
+  // trainers"), besides `trainer`. The keys are sent at registration (RegisterRequest.trainers):
+  // the server then offers this device only the jobs whose name or model architecture is a key.
+  // A task goes to the trainer of its Task.job, else to that of its Task.model_architecture;
+  // one that names a job matching neither is reported to the server as failed ("no trainer for
+  // job X") and never trained (ClientRunStats::tasks_without_trainer). Keys are non-empty.
+  // Default: empty = `trainer` trains every task and the registration names no trainers (the
+  // server then offers only the job of its own config), exactly as before jobs.
+  std::map<std::string, JobTrainer> trainers;
+  // Labels the device declares for jobs' populations (RegisterRequest.labels, matched against
+  // JobPopulation.required_labels), e.g. "keyboard-en". Each non-empty. Default: none.
+  std::vector<std::string> labels;
   // The local data plan; not owned, must outlive the client. Required.
   LocalDataPlan* data = nullptr;
   // What the device reports at registration (num_samples is filled from the data if 0).
@@ -131,6 +167,9 @@ struct ClientRunStats {
   // the update): never trained or uploaded again, even if the server offers them again. Also
   // counted in tasks_failed.
   int64_t tasks_refused = 0;
+  // Tasks of a job this device has no trainer for (ClientOptions::trainers): reported to the
+  // server as failed, never trained; also counted in tasks_failed.
+  int64_t tasks_without_trainer = 0;
   int64_t reconnects = 0;
   // Moves to the next endpoint of [server_address, fallback_addresses...] after the current one
   // was unreachable (hierarchical aggregation: a dead aggregator, docs/OPERATIONS.md).
@@ -157,10 +196,15 @@ struct ClientRunStats {
 // Pace steering (docs/ALGORITHMS.md "Pace steering"): an idle poll answered with a
 // retry_after_ms longer than one heartbeat interval means "away until then": the client sleeps
 // that long (at most kMaxPacedWaitMs) and sends no heartbeats meanwhile.
+// Jobs (docs/JOBS.md): with ClientOptions::trainers the client names them at registration and
+// runs each task with the trainer of its job or model architecture (RouteTask). A task whose job
+// ended meanwhile (the server answers its download or upload FAILED_PRECONDITION) is dropped
+// like any final verdict: counted in tasks_failed, never run again, and the client polls on.
 // Thread-safety: Run() on one thread; Stop() from any thread.
 class Client {
  public:
-  // Errors: INVALID_ARGUMENT for missing trainer/data, an empty identity, or a bad transport
+  // Errors: INVALID_ARGUMENT for missing trainer (neither `trainer` nor `trainers`) or data, an
+  // empty or null entry of `trainers`, an empty label, an empty identity, or a bad transport
   // config (common/transport.h).
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<Client>> Create(ClientOptions options);
   ~Client();
@@ -230,13 +274,28 @@ class Client {
     int64_t peak_bytes = 0;
     RoundIoCounters io;
   };
+  // The trainer and the local data that run a task.
+  struct TaskRoute {
+    Trainer* trainer = nullptr;
+    LocalDataPlan* data = nullptr;
+  };
+  // The route of `task` (ClientOptions::trainers): without named trainers, the default trainer
+  // and data; else the trainer of task.job, else of task.model_architecture (with its data, or
+  // the data plan's ForJob), else the default one for a task that names no job. Errors:
+  // FAILED_PRECONDITION (NoTrainerStatus) when none applies; ForJob's.
+  [[nodiscard]] absl::StatusOr<TaskRoute> RouteTask(const v1::Task& task);
+  // The data plan a poll's prefetch plan for `job` (PollTaskResponse.prefetch_job) warms: the
+  // default one without named trainers or for "", else the job's as RouteTask picks it; null
+  // when ForJob fails (the prefetch is skipped).
+  LocalDataPlan* PrefetchPlanOf(const std::string& job);
   [[nodiscard]] absl::Status RunTask(const v1::Task& task);
   // RunTask's steps. EvaluateGlobal: the local evaluation of `global` the task asks for, into
   // `metrics` (a failure is logged, never fatal).
-  void EvaluateGlobal(const v1::Task& task, const v1::Model& global, v1::UpdateMetrics* metrics);
+  void EvaluateGlobal(const v1::Task& task, Trainer& trainer, const v1::Model& global,
+                      v1::UpdateMetrics* metrics);
   // Plans the round's samples, checks the memory budget and trains. Failures (including out of
   // memory and ineligibility after training) are reported to the server and returned.
-  [[nodiscard]] absl::StatusOr<TrainedTask> TrainTask(const v1::Task& task,
+  [[nodiscard]] absl::StatusOr<TrainedTask> TrainTask(const v1::Task& task, const TaskRoute& route,
                                                       const v1::Model& global);
   // Sets the update's metrics of the training and the download (bytes, seconds) in `out`.
   void AddTaskMetrics(const v1::Task& task, const TrainedTask& trained, int64_t download_bytes,

@@ -41,6 +41,20 @@ inline bool IsInterruption(const absl::Status& s) {
   return absl::IsAborted(s) && absl::StartsWith(s.message(), kIneligibleReasonPrefix);
 }
 
+// The failure of a task of job `job` that no trainer of the app runs (ClientOptions::trainers):
+// FAILED_PRECONDITION "no trainer for job <job> (model architecture <arch>)", also the failure
+// report's reason; a final verdict (running the task again cannot change it).
+[[nodiscard]] inline absl::Status NoTrainerStatus(absl::string_view job,
+                                                  absl::string_view architecture) {
+  return absl::FailedPreconditionError(absl::StrCat(
+      "no trainer for job ", job.empty() ? "(none named)" : job, " (model architecture ",
+      architecture.empty() ? "(none)" : architecture, "); this device never trains it"));
+}
+
+inline bool IsNoTrainer(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) && absl::StartsWith(s.message(), "no trainer for job ");
+}
+
 // A verdict on the task itself, from the server or from a deterministic local step, that running
 // the task again cannot change: the server refused the update (INVALID_ARGUMENT,
 // FAILED_PRECONDITION: its round closed or the task failed, PERMISSION_DENIED, NOT_FOUND,

@@ -30,3 +30,20 @@ if [[ $rc -ne 2 ]] || ! grep -q "is in use by another fedsched-client" <<<"$out"
   exit 1
 fi
 echo "OK: $out"
+
+# --trainers names each job or architecture once; --labels are non-empty: refused before the
+# data is loaded.
+out=$(timeout 30 "$BUILD/client/fedsched-client" --trainers=kbd,kbd --server=127.0.0.1:1 2>&1)
+rc=$?
+if [[ $rc -ne 2 ]] || ! grep -q -- '--trainers: the name "kbd" is empty or given twice' <<<"$out"; then
+  echo "FAIL: expected exit 2 naming --trainers, got exit $rc: $out"
+  exit 1
+fi
+echo "OK: $out"
+out=$(timeout 30 "$BUILD/client/fedsched-client" --labels=a,,b --server=127.0.0.1:1 2>&1)
+rc=$?
+if [[ $rc -ne 2 ]] || ! grep -q -- "--labels: a label is empty" <<<"$out"; then
+  echo "FAIL: expected exit 2 naming --labels, got exit $rc: $out"
+  exit 1
+fi
+echo "OK: $out"

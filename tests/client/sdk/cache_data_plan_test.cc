@@ -25,7 +25,7 @@ v1::CachePlan Plan() {
 }
 
 // Runs one round through the plan: draw, read every sample, report losses, take counters.
-RoundIoCounters RunRound(CacheDataPlan& plan) {
+RoundIoCounters RunRound(LocalDataPlan& plan) {
   absl::StatusOr<std::vector<int64_t>> ids = plan.PlanRound(Plan(), 8, 5);
   EXPECT_TRUE(ids.ok()) << ids.status();
   EXPECT_EQ(ids->size(), 40u);
@@ -134,6 +134,32 @@ TEST_F(CacheDataPlanTest, DisableCacheOverridesAPlanThatNamesAPolicy) {
   for (int64_t id : ids) ASSERT_OK(plan->source().Read(id).status());
   EXPECT_EQ(plan->cache().cache_policy().name(), "none");
   EXPECT_EQ(plan->cache().cached_samples(), 0);
+}
+
+// Per-job plans (ForJob): each job has a cache and importance state of its own over the one
+// sample store, so one model's losses never steer another's sampling.
+TEST_F(CacheDataPlanTest, EachJobHasItsOwnCacheAndStateFile) {
+  ASSERT_OK_AND_ASSIGN(auto plan, CacheDataPlan::Create(dir_.string(), Samples(100), 0, false, 1));
+  ASSERT_OK_AND_ASSIGN(LocalDataPlan * kbd, plan->ForJob("kbd"));
+  ASSERT_OK_AND_ASSIGN(LocalDataPlan * again, plan->ForJob("kbd"));
+  ASSERT_OK_AND_ASSIGN(LocalDataPlan * odd, plan->ForJob("a/b"));
+  EXPECT_EQ(kbd, again);
+  EXPECT_NE(kbd, plan.get());
+  EXPECT_NE(kbd, odd);
+  EXPECT_NE(&kbd->source(), &plan->source());
+  ASSERT_OK_AND_ASSIGN(LocalDataPlan * nested, kbd->ForJob("other"));
+  EXPECT_EQ(nested, kbd);  // a job's plan is its own
+  const RoundIoCounters round = RunRound(*kbd);
+  EXPECT_EQ(round.cache_hits + round.cache_misses, 40);
+  EXPECT_EQ(plan->cache().cached_samples(), 0);  // the default job's cache saw nothing
+  ASSERT_OK(kbd->Save());
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "cache_state.job-kbd.pb"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "cache_state.pb"));
+  RunRound(*odd);
+  ASSERT_OK(odd->Save());
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "cache_state.jobhex-612f62.pb"));  // "a/b"
+  EXPECT_THAT(plan->ForJob("").status(),
+              testing::StatusIs(absl::StatusCode::kInvalidArgument, ::testing::HasSubstr("empty")));
 }
 
 }  // namespace
