@@ -264,6 +264,11 @@ absl::Status JobSimulation::AdvanceAll(double now) {
   // server's next tick would: another pass, until one changes nothing.
   for (int pass = 0; pass < kMaxPassesPerInstant; ++pass) {
     const std::vector<int64_t> before = Progress();
+    for (const auto& job : jobs_) {
+      // The tasks that ended since the job's last Advance (completions, failures) free their
+      // devices before the offers are made.
+      if (job->arrived && !job->ended) job->simulator->SettleGate(now);
+    }
     ledger_->Rematch(now);
     for (const auto& job : jobs_) {
       if (!job->arrived || job->ended) continue;

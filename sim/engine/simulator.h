@@ -248,6 +248,10 @@ class Simulator {
   [[nodiscard]] absl::Status AdvanceAt(double now);
   // Ends the run at `now` with `reason` (the caller's limit), unless it has stopped already.
   void Halt(double now, std::string reason);
+  // Jobs: reports the job's in-flight clients and demand to its gate (PlanningGate::Settle);
+  // Step calls it after each Advance, the job simulation also before the ledger's Rematch.
+  // No-op without a JobSeat.
+  void SettleGate(double now);
   // The run has stopped (summary().stop_reason says why).
   bool stopped() const { return stop_; }
   // The totals so far (final once stopped()).
@@ -353,8 +357,7 @@ class Simulator {
   // Jobs: engine client `index`'s device holds no other job's task. Always true without a
   // JobSeat.
   bool Free(round::ClientIndex index) const;
-  // Jobs: reports the job's in-flight clients and demand to its gate after an Advance.
-  void SettleGate(double now);
+
   // Jobs: the client registers, comes online and is first planned from this virtual time on.
   double StartTime() const { return t0_ + (parts_.job ? parts_.job->arrival_s : 0.0); }
   [[nodiscard]] absl::Status CheckCanStart() const;
