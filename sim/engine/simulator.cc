@@ -99,24 +99,7 @@ absl::Status Simulator::Init() {
                             ResolveDeviceBudgets(config_.budgets()));
   budgets_ = std::make_unique<DeviceBudgets>(std::move(budgets));
   FEDSCHED_RETURN_IF_ERROR(ResolveModelFeatures());
-  round::EngineOptions options;
-  options.config = config_.server();
-  options.model = parts_.learner->initial_model();
-  options.presence = presence_.get();
-  if (parts_.job) {
-    gated_ = std::make_unique<round::GatedPresence>(presence_.get(), parts_.job->gate);
-    options.presence = gated_.get();
-  }
-  FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
-  options.model_features = model_features_;
-  FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
-  if (gated_ != nullptr) gated_->set_engine(engine_.get());
-  // The collapse guard's reference is the initial model's evaluation, as in the server.
-  FEDSCHED_ASSIGN_OR_RETURN(std::optional<ModelQuality> initial, parts_.learner->EvaluateInitial());
-  if (initial.has_value()) {
-    FEDSCHED_RETURN_IF_ERROR(engine_->SetInitialEvaluation(initial->accuracy, initial->loss));
-  }
-
+  FEDSCHED_RETURN_IF_ERROR(CreateEngine());
   queue_.set_start_time(t0_);
   const double start = StartTime();
   queue_.Reserve(static_cast<size_t>(n) + 1024);
@@ -164,6 +147,27 @@ absl::Status Simulator::Init() {
     return absl::InternalError(absl::StrCat("simulator: publishing version 0: ", s.message()));
   }
   return queue_.Push(start, EventKind::kRoundStart);
+}
+
+absl::Status Simulator::CreateEngine() {
+  round::EngineOptions options;
+  options.config = config_.server();
+  options.model = parts_.learner->initial_model();
+  options.presence = presence_.get();
+  if (parts_.job) {
+    gated_ = std::make_unique<round::GatedPresence>(presence_.get(), parts_.job->gate);
+    options.presence = gated_.get();
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
+  options.model_features = model_features_;
+  FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
+  if (gated_ != nullptr) gated_->set_engine(engine_.get());
+  // The collapse guard's reference is the initial model's evaluation, as in the server.
+  FEDSCHED_ASSIGN_OR_RETURN(std::optional<ModelQuality> initial, parts_.learner->EvaluateInitial());
+  if (initial.has_value()) {
+    FEDSCHED_RETURN_IF_ERROR(engine_->SetInitialEvaluation(initial->accuracy, initial->loss));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunSummary> Simulator::Run(RoundSink* sink) {

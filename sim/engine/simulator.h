@@ -343,6 +343,9 @@ class Simulator {
   // expected share p. No-op for p <= 0.
   void ApplyUpdateDropout(SimTask& t, double p) const;
   [[nodiscard]] absl::Status Init();
+  // The round engine over the presence (through the job's gate under a JobSeat), with the
+  // initial model's evaluation as the collapse guard's reference.
+  [[nodiscard]] absl::Status CreateEngine();
   // Moves `client` on or off the online list at `now`; under the learned forecast, tells it the
   // transition as it happens. Errors: those of the forecast's Observe calls.
   [[nodiscard]] absl::Status SetOnline(int32_t client, bool online, double now);

@@ -66,8 +66,8 @@ void ExpectComplete(const JobsSummary& summary, const v1::JobTrace& trace) {
     EXPECT_EQ(o.name, trace.jobs(i).spec().name());
     EXPECT_EQ(o.arrival_s, trace.jobs(i).arrival_s());
     EXPECT_EQ(o.rounds, trace.jobs(i).spec().num_rounds());
-    EXPECT_EQ(o.stop_reason, absl::StrCat("completed ", trace.jobs(i).spec().num_rounds(),
-                                          " rounds"));
+    EXPECT_EQ(o.stop_reason,
+              absl::StrCat("completed ", trace.jobs(i).spec().num_rounds(), " rounds"));
     EXPECT_GE(o.start_s, o.arrival_s);
     EXPECT_GT(o.end_s, o.start_s);
     EXPECT_GT(o.jct_s(), 0);
@@ -131,7 +131,12 @@ TEST(JobSimulationTest, JobsAreStartedOnlyAtTheirArrival) {
   config.set_job_trace_path(WriteTrace("late.textproto", R"pb(
     jobs {
       arrival_s: 3600
-      spec { name: "late" model { architecture: "softmax" } clients_per_round: 5 num_rounds: 3 }
+      spec {
+        name: "late"
+        model { architecture: "softmax" }
+        clients_per_round: 5
+        num_rounds: 3
+      }
     }
   )pb"));
   ASSERT_OK_AND_ASSIGN(Outcome out, RunJobs(config));
@@ -164,7 +169,11 @@ TEST(JobSimulationTest, BadTracesAreRefusedNamingTheField) {
   } cases[] = {
       {"", "no jobs"},
       {R"pb(jobs { spec { name: "Bad Name" num_rounds: 1 } })pb", "jobs[0].spec.name"},
-      {R"pb(jobs { arrival_s: -1 spec { name: "a" num_rounds: 1 } })pb", "jobs[0].arrival_s"},
+      {R"pb(jobs {
+              arrival_s: -1
+              spec { name: "a" num_rounds: 1 }
+            })pb",
+       "jobs[0].arrival_s"},
       {R"pb(jobs { spec { name: "a" } })pb", "jobs[0].spec.num_rounds"},
       {R"pb(jobs { spec { name: "a" num_rounds: 1 } }
             jobs { spec { name: "a" num_rounds: 1 } })pb",
