@@ -15,7 +15,9 @@ namespace fedsched::jobs {
 int FleetLedger::DeviceState::OtherJobs(std::string_view job) const {
   int n = 0;
   for (const std::string& j : claims) n += j != job ? 1 : 0;
-  for (const std::string& j : holds) n += (j != job && !claims.contains(j)) ? 1 : 0;
+  for (const JobState* h : holds) {
+    n += (h->job.name != job && !claims.contains(h->job.name)) ? 1 : 0;
+  }
   return n;
 }
 
@@ -32,25 +34,78 @@ FleetLedger::JobState* FleetLedger::Impl::FindJob(std::string_view name) {
 }
 
 FleetLedger::DeviceState* FleetLedger::Impl::FindDevice(std::string_view client_id) {
-  auto it = devices.find(client_id);
-  return it == devices.end() ? nullptr : &it->second;
+  auto it = device_index.find(absl::string_view(client_id.data(), client_id.size()));
+  return it == device_index.end() ? nullptr : it->second;
 }
 
-bool FleetLedger::Impl::Available(const DeviceState& device, const JobState& job,
-                                  double now_s) const {
-  return device.registered && CanTrain(device.device, job.job) && !device.Resting(job.job, now_s) &&
+FleetLedger::DeviceState& FleetLedger::Impl::DeviceFor(const std::string& client_id) {
+  if (DeviceState* d = FindDevice(client_id)) return *d;
+  DeviceState* d = &devices[client_id];
+  device_index.emplace(client_id, d);
+  return *d;
+}
+
+void FleetLedger::Impl::EraseDevice(std::string_view client_id) {
+  device_index.erase(absl::string_view(client_id.data(), client_id.size()));
+  auto it = devices.find(client_id);
+  if (it != devices.end()) devices.erase(it);
+}
+
+const std::vector<FleetLedger::JobState*>& FleetLedger::Impl::Trainable(DeviceState& device) {
+  if (device.trainable_generation != generation) {
+    device.trainable.clear();
+    for (auto& [name, j] : jobs) {
+      if (CanTrain(device.device, j.job)) device.trainable.push_back(&j);
+    }
+    device.trainable_generation = generation;
+  }
+  return device.trainable;
+}
+
+bool FleetLedger::Impl::Fits(const DeviceState& device, const JobState& job, double now_s) const {
+  return device.registered && !device.Resting(job.job, now_s) &&
          device.OtherJobs(job.job.name) < options.max_jobs_per_device;
+}
+
+bool FleetLedger::Impl::SoleTaker(DeviceState& device, const JobState& job, double now_s) {
+  if (job.refused || !Fits(device, job, now_s)) return false;
+  if (device.claims.contains(job.job.name) &&
+      job.job.population.min_contribution_interval_s() > 0) {
+    return false;
+  }
+  bool trains = false;
+  for (const JobState* j : Trainable(device)) {
+    if (j == &job) {
+      trains = true;
+    } else if (j->active) {
+      return false;
+    }
+  }
+  return trains;
 }
 
 bool FleetLedger::Impl::MayPlan(std::string_view job, std::string_view client_id, double now_s) {
   JobState* j = FindJob(job);
   DeviceState* d = FindDevice(client_id);
-  if (j == nullptr || d == nullptr || !j->active || d->offer != job) return false;
+  if (j == nullptr || d == nullptr || !j->active) return false;
+  // A device only this job can train need not wait for the next Rematch: a device registered
+  // since, or one whose task for this job just ended, is planned at once, as by a server of
+  // one run.
+  if (d->offer != j) return SoleTaker(*d, *j, now_s) && Hold(*d, *j);
   // The offer was made at the last Rematch; what changed since (a registration with other
   // trainers, another job's hold, the rest time) is checked again here.
-  if (!Available(*d, *j, now_s)) return false;
-  d->holds.insert(j->job.name);
-  j->held.emplace(client_id);
+  const std::vector<JobState*>& trainable = Trainable(*d);
+  if (!Fits(*d, *j, now_s) || std::find(trainable.begin(), trainable.end(), j) == trainable.end()) {
+    return false;
+  }
+  return Hold(*d, *j);
+}
+
+bool FleetLedger::Impl::Hold(DeviceState& device, JobState& job) {
+  if (std::find(device.holds.begin(), device.holds.end(), &job) == device.holds.end()) {
+    device.holds.push_back(&job);
+    job.held.push_back(&device);
+  }
   return true;
 }
 
@@ -58,9 +113,7 @@ void FleetLedger::Impl::Settle(std::string_view job, const NameSet& in_flight, i
                                double now_s) {
   JobState* j = FindJob(job);
   if (j == nullptr) return;
-  for (const std::string& c : j->held) {
-    if (DeviceState* d = FindDevice(c)) d->holds.erase(j->job.name);
-  }
+  for (DeviceState* d : j->held) std::erase(d->holds, j);
   j->held.clear();
   for (const std::string& c : j->claimed) {
     if (in_flight.contains(c)) continue;
@@ -72,7 +125,7 @@ void FleetLedger::Impl::Settle(std::string_view job, const NameSet& in_flight, i
   }
   for (const std::string& c : in_flight) {
     // A device the ledger does not know (yet) still counts in flight.
-    devices[c].claims.emplace(j->job.name);
+    DeviceFor(c).claims.emplace(j->job.name);
   }
   j->claimed = in_flight;
   j->demand = std::max<int64_t>(0, demand);
@@ -81,10 +134,11 @@ void FleetLedger::Impl::Settle(std::string_view job, const NameSet& in_flight, i
 void FleetLedger::Impl::ForgetJob(const std::string& job) {
   for (auto& [id, d] : devices) {
     d.claims.erase(job);
-    d.holds.erase(job);
-    if (d.offer == job) d.offer.clear();
+    std::erase_if(d.holds, [&](const JobState* h) { return h->job.name == job; });
+    if (d.offer != nullptr && d.offer->job.name == job) d.offer = nullptr;
     d.last_end_s.erase(job);
   }
+  ++generation;
 }
 
 int64_t FleetLedger::Impl::DevicesInFlight() const {
@@ -109,31 +163,41 @@ class FleetLedger::JobGate : public round::PlanningGate {
   const std::string job_;
 };
 
+namespace {
+
+// An unset (0) max_jobs_per_device means its default, 1: 0 would keep every device idle.
+FleetOptions WithDefaults(FleetOptions options) {
+  options.max_jobs_per_device = std::max(1, options.max_jobs_per_device);
+  return options;
+}
+
+}  // namespace
+
 FleetLedger::FleetLedger(FleetOptions options, std::unique_ptr<DeviceJobMatcher> matcher)
-    : options_(options),
+    : options_(WithDefaults(options)),
       matcher_(matcher != nullptr ? std::move(matcher) : MakeFifoMatcher()),
-      impl_(std::make_unique<Impl>(options)) {}
+      impl_(std::make_unique<Impl>(options_)) {}
 
 FleetLedger::~FleetLedger() = default;
 
 void FleetLedger::UpsertDevice(FleetDevice device) {
   absl::MutexLock lock(&mu_);
-  DeviceState& d = impl_->devices[device.client_id];
+  DeviceState& d = impl_->DeviceFor(device.client_id);
   d.device = std::move(device);
   d.registered = true;
+  d.trainable_generation = 0;
 }
 
 void FleetLedger::RemoveDevice(std::string_view client_id) {
   absl::MutexLock lock(&mu_);
-  auto it = impl_->devices.find(client_id);
-  if (it == impl_->devices.end()) return;
-  for (const std::string& job : it->second.claims) {
-    if (JobState* j = impl_->FindJob(job)) j->claimed.erase(it->first);
+  DeviceState* d = impl_->FindDevice(client_id);
+  if (d == nullptr) return;
+  const std::string id(client_id);
+  for (const std::string& job : d->claims) {
+    if (JobState* j = impl_->FindJob(job)) j->claimed.erase(id);
   }
-  for (const std::string& job : it->second.holds) {
-    if (JobState* j = impl_->FindJob(job)) j->held.erase(it->first);
-  }
-  impl_->devices.erase(it);
+  for (JobState* j : d->holds) std::erase(j->held, d);
+  impl_->EraseDevice(client_id);
 }
 
 absl::Status FleetLedger::AddJob(FleetJob job) {
@@ -143,6 +207,7 @@ absl::Status FleetLedger::AddJob(FleetJob job) {
   }
   std::string name = job.name;
   impl_->jobs[name].job = std::move(job);
+  ++impl_->generation;
   return absl::OkStatus();
 }
 
@@ -161,10 +226,10 @@ void FleetLedger::RemoveJob(std::string_view job) {
 
 bool FleetLedger::Eligible(std::string_view client_id, std::string_view job) const {
   absl::MutexLock lock(&mu_);
-  auto d = impl_->devices.find(client_id);
-  auto j = impl_->jobs.find(job);
-  if (d == impl_->devices.end() || j == impl_->jobs.end() || !d->second.registered) return false;
-  return CanTrain(d->second.device, j->second.job);
+  DeviceState* d = impl_->FindDevice(client_id);
+  JobState* j = impl_->FindJob(job);
+  if (d == nullptr || j == nullptr || !d->registered) return false;
+  return CanTrain(d->device, j->job);
 }
 
 std::unique_ptr<round::PlanningGate> FleetLedger::Gate(std::string job) {
@@ -178,9 +243,9 @@ void FleetLedger::Rematch(double now_s) {
 
 std::vector<std::string> FleetLedger::JobsOf(std::string_view client_id) const {
   absl::MutexLock lock(&mu_);
-  auto it = impl_->devices.find(client_id);
-  if (it == impl_->devices.end()) return {};
-  return std::vector<std::string>(it->second.claims.begin(), it->second.claims.end());
+  const DeviceState* d = impl_->FindDevice(client_id);
+  if (d == nullptr) return {};
+  return std::vector<std::string>(d->claims.begin(), d->claims.end());
 }
 
 int64_t FleetLedger::devices_in_flight() const {

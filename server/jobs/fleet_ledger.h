@@ -47,7 +47,8 @@ struct FleetJob {
 };
 
 struct FleetOptions {
-  // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device). Default: 1.
+  // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device); 0 = 1.
+  // Default: 1.
   int max_jobs_per_device = 1;
   // Devices holding a task across jobs (JobsConfig.max_devices_in_flight): a job whose demand
   // does not fit under it is offered nothing until it does. 0 = no bound.
@@ -67,7 +68,9 @@ struct FleetJobView {
 // a job plans only devices offered to it (PlanningGate::MayPlan, which holds them until the
 // job's Settle); what a job plans it holds until its Settle no longer lists it. A device left
 // without an offer that exactly one active job can use is offered to that job (so one job
-// alone sees its whole eligible fleet, as a server without jobs).
+// alone sees its whole eligible fleet, as a server without jobs); such a job may also plan,
+// before the next Rematch, a device that registered since, or whose task for it ended since
+// (unless the job has a min_contribution_interval_s), as a server without jobs would.
 class FleetLedger {
  public:
   // `matcher` null = MakeFifoMatcher().

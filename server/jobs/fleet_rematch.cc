@@ -57,33 +57,23 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   std::vector<JobState*> active;
   for (auto& [name, j] : jobs) {
     j.offered = 0;
+    j.refused = false;
+    j.match_index = -1;
     if (j.active) active.push_back(&j);
   }
   std::vector<int64_t> demand;
   std::vector<bool> refused;
   Admit(active, &demand, &refused);
-  MatchInput input;
   input.now_s = now_s;
+  input.jobs.clear();
   for (size_t i = 0; i < active.size(); ++i) {
     const FleetJob& job = active[i]->job;
+    active[i]->refused = refused[i];
+    active[i]->match_index = static_cast<int>(i);
     input.jobs.push_back(MatchJob{job.name, job.priority, job.sequence, job.submitted_s, demand[i],
                                   static_cast<int64_t>(active[i]->claimed.size())});
   }
-  std::vector<DeviceState*> idle;
-  for (auto& [id, d] : devices) {
-    // A device a job holds keeps its offer: that job may be planning it right now.
-    if (!d.holds.empty()) continue;
-    d.offer.clear();
-    MatchDevice candidate{id, {}};
-    for (size_t i = 0; i < active.size(); ++i) {
-      if (d.claims.contains(active[i]->job.name) || !Available(d, *active[i], now_s)) continue;
-      candidate.eligible.push_back(static_cast<int>(i));
-    }
-    if (candidate.eligible.empty()) continue;
-    input.devices.push_back(std::move(candidate));
-    idle.push_back(&d);
-  }
-  std::vector<int> offers;
+  CollectIdle(now_s);
   matcher.Match(input, &offers);
   for (size_t k = 0; k < idle.size(); ++k) {
     int j = CheckedOffer(input, offers, k);
@@ -91,12 +81,36 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
     // Nobody asked for it, and one job alone can use it: that job may have it (a server of one
     // job sees its whole eligible fleet, and a running round can replace a failed task).
     if (j < 0 && eligible.size() == 1 && !refused[eligible[0]]) j = eligible[0];
-    if (j >= 0) idle[k]->offer = active[j]->job.name;
+    if (j >= 0) idle[k]->offer = active[j];
   }
   for (const auto& [id, d] : devices) {
-    if (d.offer.empty()) continue;
-    if (JobState* j = FindJob(d.offer)) ++j->offered;
+    if (d.offer != nullptr) ++d.offer->offered;
   }
+}
+
+void FleetLedger::Impl::CollectIdle(double now_s) {
+  idle.clear();
+  size_t n = 0;
+  for (auto& [id, d] : devices) {
+    // A device a job holds keeps its offer: that job may be planning it right now.
+    if (!d.holds.empty()) continue;
+    d.offer = nullptr;
+    if (!d.registered) continue;
+    // The buffers of the last rematch are reused: no allocation per device in a steady fleet.
+    if (n == input.devices.size()) input.devices.emplace_back();
+    MatchDevice& candidate = input.devices[n];
+    candidate.eligible.clear();
+    for (JobState* j : Trainable(d)) {
+      if (j->match_index < 0 || d.claims.contains(j->job.name) || !Fits(d, *j, now_s)) continue;
+      candidate.eligible.push_back(j->match_index);
+    }
+    if (candidate.eligible.empty()) continue;
+    // Trainable lists jobs by name, as `active`: the indices are ascending.
+    candidate.client_id = id;
+    idle.push_back(&d);
+    ++n;
+  }
+  input.devices.resize(n);
 }
 
 }  // namespace fedsched::jobs

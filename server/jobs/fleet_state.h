@@ -24,12 +24,16 @@ struct FleetLedger::DeviceState {
   // Known from a registration (UpsertDevice); false for a device a job's Settle named before
   // (or after) the ledger knew it: it counts in flight but is never offered.
   bool registered = false;
-  // The job it is offered to since the last Rematch; "" for none.
-  std::string offer;
+  // The job it is offered to since the last Rematch; null for none.
+  JobState* offer = nullptr;
+  // The jobs it can train (CanTrain), as of Impl::generation `trainable_generation`; recomputed
+  // by Impl::Trainable when a job came or went or the device registered again.
+  std::vector<JobState*> trainable;
+  uint64_t trainable_generation = 0;
   // Jobs it holds a task of (the jobs' last Settle).
   NameSet claims;
-  // Jobs whose MayPlan said yes since their last Settle.
-  NameSet holds;
+  // Jobs whose MayPlan said yes since their last Settle, each once (few: a vector).
+  std::vector<JobState*> holds;
   // Per job: when its last task of that job ended (left the job's in-flight set), seconds.
   absl::flat_hash_map<std::string, double> last_end_s;
 
@@ -46,9 +50,15 @@ struct FleetLedger::JobState {
   int64_t demand = 0;
   // Devices offered to it at the last Rematch.
   int64_t offered = 0;
+  // The last Rematch cut its demand (max_devices_in_flight).
+  bool refused = false;
+  // Its index in the matcher's input during a Rematch; -1 when inactive.
+  int match_index = -1;
   // Devices it claims (its in-flight set) and holds (MayPlan since its last Settle).
   NameSet claimed;
-  NameSet held;
+  // Each once; the ledger keeps devices in a node map, so the pointers stay valid until
+  // RemoveDevice, which takes them out of here.
+  std::vector<DeviceState*> held;
 };
 
 // The ledger's maps and the rules over them; FleetLedger calls these under its lock.
@@ -58,11 +68,26 @@ struct FleetLedger::Impl {
   // Null when unknown.
   JobState* FindJob(std::string_view name);
   DeviceState* FindDevice(std::string_view client_id);
-  // Whether `device` may be planned by `job` at now_s apart from offers: registered, a
-  // trainer, labels and examples, rested since its last task of `job`, and room under
-  // max_jobs_per_device beside the other jobs that claim or hold it.
-  bool Available(const DeviceState& device, const JobState& job, double now_s) const;
+  // The device's state, created (unregistered) when unknown.
+  DeviceState& DeviceFor(const std::string& client_id);
+  void EraseDevice(std::string_view client_id);
+  // The jobs `device` can train (CanTrain), cached per device until a job comes or goes or the
+  // device registers again (eligibility is fixed between those, and Rematch asks for every
+  // device).
+  const std::vector<JobState*>& Trainable(DeviceState& device);
+  // Whether `device` has room for `job` at now_s, its training aside: registered, rested since
+  // its last task of `job`, and under max_jobs_per_device beside the other jobs that claim or
+  // hold it.
+  bool Fits(const DeviceState& device, const JobState& job, double now_s) const;
+  // Whether `job` is the one active job that can train `device` and may have it now without an
+  // offer (as Rematch's offer to the only job that can use a device would give it): it fits,
+  // admission did not cut it, and no other active job can train it. A device `job` still
+  // claims (its task ended since the job's last Settle) qualifies only without a contribution
+  // interval, as the ledger does not know yet when that task ended.
+  bool SoleTaker(DeviceState& device, const JobState& job, double now_s);
   bool MayPlan(std::string_view job, std::string_view client_id, double now_s);
+  // Holds `device` for `job` until the job's next Settle. Returns true.
+  bool Hold(DeviceState& device, JobState& job);
   void Settle(std::string_view job, const NameSet& in_flight, int64_t demand, double now_s);
   // Drops `job` from every device (claims, holds, offers, rest times).
   void ForgetJob(const std::string& job);
@@ -70,16 +95,27 @@ struct FleetLedger::Impl {
 
   // Rematch (fleet_rematch.cc): the offers of every idle device not held by a planning job.
   void Rematch(double now_s, DeviceJobMatcher& matcher);
+  // Fills input.devices and idle with the registered devices no job holds that some active job
+  // (match_index >= 0) may be offered, and clears the offers of the devices no job holds.
+  void CollectIdle(double now_s);
   // The demand each active job may be served this rematch (max_devices_in_flight: admitted in
   // (priority desc, sequence asc) order while the devices in flight and the admitted demand
-  // fit; the first that does not fit and every later one get 0), by position in `order`;
+  // fit; the first that does not fit and every later one get 0), by position in `active`;
   // `refused[j]` marks a job whose demand was cut.
-  void Admit(const std::vector<JobState*>& order, std::vector<int64_t>* demand,
+  void Admit(const std::vector<JobState*>& active, std::vector<int64_t>* demand,
              std::vector<bool>* refused) const;
 
   const FleetOptions options;
+  // Bumped when a job is added or removed (DeviceState::trainable).
+  uint64_t generation = 1;
+  // Rematch's buffers, kept across calls so that a rematch of a large fleet allocates little.
+  MatchInput input;
+  std::vector<int> offers;
+  std::vector<DeviceState*> idle;
   // Sorted by name, so that every walk (and the matcher's input) has one order.
   std::map<std::string, DeviceState, std::less<>> devices;
+  // The same devices by hash, for the gates' lookups (one per reachable device per planning).
+  absl::flat_hash_map<std::string, DeviceState*> device_index;
   std::map<std::string, JobState, std::less<>> jobs;
 };
 

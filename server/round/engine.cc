@@ -169,7 +169,7 @@ const Task* RoundEngine::TaskOf(ClientIndex index) const {
 }
 
 int64_t RoundEngine::PlanningDemand() const {
-  if (finished()) return 0;
+  if (finished() || backing_off_) return 0;
   const int64_t slots = planner_->SlotsPerRound();
   const int64_t min_online = config_.min_online_clients();
   if (!async_) return running_ ? 0 : std::max(slots, min_online);

@@ -299,7 +299,9 @@ class RoundEngine {
   // "Matching devices to jobs"): synchronous rounds, while no round is open,
   // max(ceil(K x over-commitment), min_online_clients), and 0 while a round runs; under FedBuff,
   // while fewer than ceil(K x over-commitment) tasks are in flight, the free slots (at least
-  // the reachable clients still missing to min_online_clients), else 0. 0 once finished().
+  // the reachable clients still missing to min_online_clients), else 0. 0 once finished(), and
+  // while the last Advance found the run backing off after repeated failures (next_plan_s()),
+  // so that it holds no devices it cannot use.
   int64_t PlanningDemand() const;
   // Sets `out` (cleared first) to the client ids holding a task of this engine in flight, each
   // once, in any order.
@@ -656,6 +658,8 @@ class RoundEngine {
   std::vector<ClientIndex> scratch_;
   absl::flat_hash_map<ClientIndex, v1::CachePlan> prefetch_;
   absl::Status last_plan_status_;
+  // The last Plan found the run backing off (PlanningDemand).
+  bool backing_off_ = false;
   int64_t reachable_ = 0;
   // Collapse guard: the optimiser state before the last Close (synchronous rounds), so that
   // RevertClose can restore it, and the guard's reference (created by Init).

@@ -152,6 +152,7 @@ void RoundEngine::CollectCandidates(double now_s) {
 
 void RoundEngine::Plan(double now_s) {
   last_plan_status_ = absl::OkStatus();
+  backing_off_ = false;
   // A synchronous round's tasks train on the last committed model: wait until it is published.
   const int64_t version = versions_->version();
   if (!async_ && versions_->published_version() != version) {
@@ -160,7 +161,8 @@ void RoundEngine::Plan(double now_s) {
     return;
   }
   last_plan_status_ = backoff_.CheckMayPlan(version + 1, now_s);
-  if (!last_plan_status_.ok()) return;
+  backing_off_ = !last_plan_status_.ok();
+  if (backing_off_) return;
   last_plan_status_ = ExpireLearnedSessions(now_s);
   if (!last_plan_status_.ok()) return;
   CollectCandidates(now_s);

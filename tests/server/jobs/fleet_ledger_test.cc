@@ -198,6 +198,15 @@ TEST_F(TwoJobs, OneJobPerDeviceByDefault) {
   EXPECT_FALSE(b_->MayPlan("d0", 0));
 }
 
+TEST_F(TwoJobs, ZeroJobsPerDeviceMeansOne) {
+  Make(FleetOptions{.max_jobs_per_device = 0});
+  a_->Settle({"d0"}, 0, 0);
+  b_->Settle({}, 4, 0);
+  ledger_->Rematch(0);
+  EXPECT_FALSE(b_->MayPlan("d0", 0));
+  EXPECT_TRUE(b_->MayPlan("d1", 0));
+}
+
 TEST_F(TwoJobs, TwoJobsPerDeviceWhenConfigured) {
   Make(FleetOptions{.max_jobs_per_device = 2});
   a_->Settle({"d0"}, 0, 0);
@@ -253,6 +262,16 @@ TEST(FleetLedgerTest, MinContributionIntervalStartsWhenATaskEnds) {
   EXPECT_FALSE(gate->MayPlan("d0", 109));
   ledger.Rematch(110);
   EXPECT_TRUE(gate->MayPlan("d0", 110));
+  // Planned again; when its engine asks again before Settle, the task has ended at a time the
+  // ledger does not know yet: it waits for the Settle.
+  gate->Settle({"d0"}, 0, 110);
+  ledger.Rematch(300);
+  EXPECT_FALSE(gate->MayPlan("d0", 300));
+  gate->Settle({}, 1, 300);
+  ledger.Rematch(399);
+  EXPECT_FALSE(gate->MayPlan("d0", 399));
+  ledger.Rematch(400);
+  EXPECT_TRUE(gate->MayPlan("d0", 400));
 }
 
 TEST_F(TwoJobs, APausedJobGetsNothing) {
@@ -309,6 +328,25 @@ TEST(FleetLedgerTest, ASingleJobSeesEveryEligibleDevice) {
   gate->Settle({"d0", "d1"}, 0, 1);
   ledger.Rematch(1);
   EXPECT_EQ(ledger.Snapshot()[0].offered, 3);
+}
+
+TEST(FleetLedgerTest, TheOnlyJobThatCanTrainADeviceNeedNotWaitForRematch) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  ASSERT_THAT(ledger.AddJob(Job("only", 1)), IsOk());
+  ASSERT_THAT(ledger.AddJob(Job("other", 2, "cnn")), IsOk());
+  auto gate = ledger.Gate("only");
+  ledger.Rematch(0);
+  // Registered after the Rematch: planned at once, as by a server of one run.
+  ledger.UpsertDevice(Device("late", {"only"}));
+  EXPECT_TRUE(gate->MayPlan("late", 1));
+  gate->Settle({"late"}, 0, 1);
+  ledger.Rematch(2);
+  // Its task ended (the job's engine asks again before its next Settle): no wait either.
+  EXPECT_TRUE(gate->MayPlan("late", 3));
+  // A device another job could train waits for the matcher.
+  ledger.UpsertDevice(Device("shared", {"only", "other"}));
+  EXPECT_FALSE(gate->MayPlan("shared", 3));
+  EXPECT_FALSE(ledger.Gate("other")->MayPlan("shared", 3));
 }
 
 TEST_F(TwoJobs, NoFallbackOfferWhenTwoJobsCouldUseADevice) {

@@ -39,7 +39,8 @@ class FakeGate : public PlanningGate {
 class EngineJobsTest : public ::testing::Test {
  protected:
   // K = 2 with over-commitment 1.5 (3 slots), min_updates 1, 4 devices online.
-  void Start(bool async, int32_t min_online, PlanningGate* gate = nullptr) {
+  void Start(bool async, int32_t min_online, PlanningGate* gate = nullptr,
+             int32_t backoff_after = 0) {
     v1::ServerConfig raw;
     raw.set_clients_per_round(2);
     raw.set_min_updates(1);
@@ -50,6 +51,7 @@ class EngineJobsTest : public ::testing::Test {
     raw.mutable_training()->set_local_steps(2);
     raw.mutable_training()->set_batch_size(4);
     raw.mutable_aggregation()->set_async_fedbuff(async);
+    raw.set_replan_backoff_after_failures(backoff_after);
     ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveRoundConfig(raw));
     gated_ = std::make_unique<GatedPresence>(&presence_, gate);
     EngineOptions options;
@@ -114,6 +116,22 @@ TEST_F(EngineJobsTest, SynchronousDemandWhileWaitingToPlanNoneWhileARoundRuns) {
 TEST_F(EngineJobsTest, DemandIsAtLeastMinOnlineClients) {
   Start(/*async=*/false, /*min_online=*/4);
   EXPECT_EQ(engine_->PlanningDemand(), 4);
+}
+
+TEST_F(EngineJobsTest, NoDemandWhileBackingOff) {
+  Start(/*async=*/false, /*min_online=*/2, /*gate=*/nullptr, /*backoff_after=*/1);
+  engine_->Advance(0);
+  ASSERT_EQ(engine_->TakeNewTasks().size(), 3u);
+  // Nobody uploads: the round fails at its deadline (10 s) and the next waits 1 s.
+  std::vector<ClosedRound> closed = engine_->Advance(10);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_FALSE(closed[0].committed);
+  ASSERT_GT(engine_->next_plan_s(), 10);
+  EXPECT_EQ(engine_->PlanningDemand(), 0);
+  // Past the backoff, with too few devices reachable to plan: it asks again.
+  presence_.online = {0};
+  engine_->Advance(12);
+  EXPECT_EQ(engine_->PlanningDemand(), 3);
 }
 
 TEST_F(EngineJobsTest, FedBuffDemandIsItsFreeSlots) {
