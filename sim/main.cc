@@ -7,6 +7,8 @@
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
 //   fedsched-sim --plot_png=acc.png --plot_csvs=random=a.csv,oort=b.csv --target=0.75
 //   mpirun -np 4 fedsched-sim --config=...   (training over 4 ranks, the same CSV: sim/mpi)
+//   fedsched-sim --config=configs/sim/three_jobs.textproto --output_csv=runs/jobs/jct.csv
+//                (a job trace over one fleet: the JCT summary and one CSV per job beside it)
 #include <cstdio>
 #include <filesystem>
 #include <new>
@@ -400,7 +402,8 @@ int main(int argc, char** argv) {
   fedsched::SetUsage(
       "fedsched simulator: replays device traces through the server's round engine (planner,\n"
       "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto);\n"
-      "under `mpirun -np R` the training is spread over R ranks (the same CSV)");
+      "under `mpirun -np R` the training is spread over R ranks (the same CSV); a config with\n"
+      "job_trace_path runs a job trace over one fleet (docs/SIMULATION.md \"Jobs\")");
   // The trace readers turn an allocation failure into an error; anything else that runs out of
   // memory (a huge population or model) ends with a message, not an abort.
   try {
