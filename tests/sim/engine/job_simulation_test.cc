@@ -75,6 +75,8 @@ void ExpectComplete(const JobsSummary& summary, const v1::JobTrace& trace) {
   }
 }
 
+// (Every completed run also shows that no device was given two jobs' tasks at once: the
+// simulator's DeviceOccupancy::Begin would have failed it with INTERNAL.)
 TEST(JobSimulationTest, ThreeJobTraceIsDeterministicForASeed) {
   const v1::SimConfig config = ThreeJobs();
   ASSERT_OK_AND_ASSIGN(Outcome first, RunJobs(config));
@@ -143,6 +145,36 @@ TEST(JobSimulationTest, JobsAreStartedOnlyAtTheirArrival) {
   ASSERT_EQ(out.summary.jobs.size(), 1u);
   EXPECT_GE(out.summary.jobs[0].start_s, 3600);
   EXPECT_EQ(out.summary.jobs[0].rounds, 3);
+}
+
+TEST(JobSimulationTest, AJobEndsAtItsTargetAccuracyWhileTheOthersRunOn) {
+  v1::SimConfig config = ThreeJobs();
+  config.set_job_trace_path(WriteTrace("target.textproto", R"pb(
+    jobs {
+      spec {
+        name: "quick"
+        model { architecture: "softmax" }
+        clients_per_round: 5
+        target_accuracy: 0.2
+      }
+    }
+    jobs {
+      spec {
+        name: "long"
+        model { architecture: "mlp" }
+        clients_per_round: 5
+        num_rounds: 30
+      }
+    }
+  )pb"));
+  ASSERT_OK_AND_ASSIGN(Outcome out, RunJobs(config));
+  ASSERT_EQ(out.summary.jobs.size(), 2u);
+  const JobOutcome& quick = out.summary.jobs[0];
+  EXPECT_EQ(quick.stop_reason, "reached target accuracy 0.2");
+  EXPECT_GE(quick.final_accuracy, 0.2);
+  EXPECT_LT(quick.rounds, 30);
+  EXPECT_EQ(out.summary.jobs[1].rounds, 30);
+  EXPECT_GT(out.summary.jobs[1].end_s, quick.end_s);
 }
 
 TEST(JobSimulationTest, TheVirtualTimeLimitEndsEveryJob) {
