@@ -12,6 +12,28 @@
 
 namespace fedsched::jobs {
 
+FleetJob FleetJobOf(const v1::JobSpec& spec, int64_t sequence, double submitted_s,
+                    bool config_job) {
+  FleetJob job;
+  job.name = spec.name();
+  job.model_architecture = spec.model().architecture();
+  job.population = spec.population();
+  job.priority = spec.priority();
+  job.sequence = sequence;
+  job.submitted_s = submitted_s;
+  job.config_job = config_job;
+  return job;
+}
+
+FleetDevice FleetDeviceOf(std::string client_id, const v1::RegisterRequest& request) {
+  FleetDevice device;
+  device.client_id = std::move(client_id);
+  device.trainers.assign(request.trainers().begin(), request.trainers().end());
+  device.labels.assign(request.labels().begin(), request.labels().end());
+  device.num_samples = request.device().num_samples();
+  return device;
+}
+
 int FleetLedger::DeviceState::OtherJobs(std::string_view job) const {
   int n = 0;
   for (const std::string& j : claims) n += j != job ? 1 : 0;

@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
+#include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/jobs.pb.h"
 #include "server/jobs/matcher.h"
 #include "server/round/planning_gate.h"
@@ -45,6 +46,17 @@ struct FleetJob {
   // The job of the server's own config: the one a device without trainers can train.
   bool config_job = false;
 };
+
+// The fleet's view of a job from its spec: name, model architecture, population and priority,
+// with its submission order (JobRecord.sequence), submission time (seconds of the caller's
+// clock) and whether it is the job of the server's own config (JobRecord.config_job). The
+// architecture is taken as written: pass the round settings resolved (ResolveRoundConfig names
+// "mlp" when a spec sets neither architecture nor weights file).
+FleetJob FleetJobOf(const v1::JobSpec& spec, int64_t sequence, double submitted_s,
+                    bool config_job);
+// The fleet's view of a registration: trainers, labels and device.num_samples of `request`,
+// for the client id the server gave it.
+FleetDevice FleetDeviceOf(std::string client_id, const v1::RegisterRequest& request);
 
 struct FleetOptions {
   // Jobs one device may hold a task of at once (JobsConfig.max_jobs_per_device); 0 = 1.

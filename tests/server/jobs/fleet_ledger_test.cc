@@ -39,6 +39,8 @@ FleetJob Job(std::string name, int64_t sequence, std::string architecture = "mlp
 class TwoJobs : public ::testing::Test {
  protected:
   void Make(FleetOptions options, int devices = 4) {
+    a_.reset();  // gates before their ledger
+    b_.reset();
     ledger_ = std::make_unique<FleetLedger>(options, MakeFifoMatcher());
     ASSERT_THAT(ledger_->AddJob(Job("a", 1)), IsOk());
     ASSERT_THAT(ledger_->AddJob(Job("b", 2)), IsOk());
@@ -68,6 +70,31 @@ class TwoJobs : public ::testing::Test {
   std::unique_ptr<round::PlanningGate> a_;
   std::unique_ptr<round::PlanningGate> b_;
 };
+
+TEST(FleetLedgerTest, ViewsOfASpecAndARegistration) {
+  v1::JobSpec spec;
+  spec.set_name("kbd");
+  spec.set_priority(3);
+  spec.mutable_model()->set_architecture("softmax");
+  spec.mutable_population()->add_required_labels("lang:en");
+  const FleetJob job = FleetJobOf(spec, 7, 12.5, false);
+  EXPECT_EQ(job.name, "kbd");
+  EXPECT_EQ(job.model_architecture, "softmax");
+  EXPECT_EQ(job.priority, 3);
+  EXPECT_EQ(job.sequence, 7);
+  EXPECT_EQ(job.submitted_s, 12.5);
+  EXPECT_FALSE(job.config_job);
+  EXPECT_THAT(job.population.required_labels(), ElementsAre("lang:en"));
+  v1::RegisterRequest request;
+  request.add_trainers("kbd");
+  request.add_labels("lang:en");
+  request.mutable_device()->set_num_samples(42);
+  const FleetDevice device = FleetDeviceOf("c9", request);
+  EXPECT_EQ(device.client_id, "c9");
+  EXPECT_THAT(device.trainers, ElementsAre("kbd"));
+  EXPECT_THAT(device.labels, ElementsAre("lang:en"));
+  EXPECT_EQ(device.num_samples, 42);
+}
 
 TEST(FleetLedgerTest, ADeviceWithoutTrainersTrainsOnlyTheConfigJob) {
   FleetLedger ledger(FleetOptions{}, nullptr);
@@ -190,29 +217,27 @@ TEST_F(TwoJobs, SettleReleasesHoldsAndRecordsClaims) {
   EXPECT_EQ(ledger_->devices_in_flight(), 0);
 }
 
-TEST_F(TwoJobs, OneJobPerDeviceByDefault) {
-  Make(FleetOptions{});
-  a_->Settle({"d0"}, 0, 0);
-  b_->Settle({}, 4, 0);
-  ledger_->Rematch(0);
-  EXPECT_FALSE(b_->MayPlan("d0", 0));
+// "b" asks while "a" holds a task on d0, with up to `per_device` jobs per device: whether "b"
+// may plan d0.
+class JobsPerDevice : public TwoJobs {
+ protected:
+  bool SecondJobMayPlanABusyDevice(int per_device) {
+    Make(FleetOptions{.max_jobs_per_device = per_device});
+    a_->Settle({"d0"}, 0, 0);
+    b_->Settle({}, 4, 0);
+    ledger_->Rematch(0);
+    EXPECT_TRUE(b_->MayPlan("d1", 0));
+    return b_->MayPlan("d0", 0);
+  }
+};
+
+TEST_F(JobsPerDevice, OneByDefaultAndForZero) {
+  EXPECT_FALSE(SecondJobMayPlanABusyDevice(FleetOptions{}.max_jobs_per_device));
+  EXPECT_FALSE(SecondJobMayPlanABusyDevice(0));
 }
 
-TEST_F(TwoJobs, ZeroJobsPerDeviceMeansOne) {
-  Make(FleetOptions{.max_jobs_per_device = 0});
-  a_->Settle({"d0"}, 0, 0);
-  b_->Settle({}, 4, 0);
-  ledger_->Rematch(0);
-  EXPECT_FALSE(b_->MayPlan("d0", 0));
-  EXPECT_TRUE(b_->MayPlan("d1", 0));
-}
-
-TEST_F(TwoJobs, TwoJobsPerDeviceWhenConfigured) {
-  Make(FleetOptions{.max_jobs_per_device = 2});
-  a_->Settle({"d0"}, 0, 0);
-  b_->Settle({}, 4, 0);
-  ledger_->Rematch(0);
-  ASSERT_TRUE(b_->MayPlan("d0", 0));
+TEST_F(JobsPerDevice, TwoWhenConfigured) {
+  ASSERT_TRUE(SecondJobMayPlanABusyDevice(2));
   b_->Settle({"d0"}, 0, 1);
   EXPECT_THAT(ledger_->JobsOf("d0"), UnorderedElementsAre("a", "b"));
   EXPECT_EQ(ledger_->devices_in_flight(), 1);
