@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/config.h"
 #include "common/testing/status_matchers.h"
 #include "sim/engine/job_output.h"
 #include "sim/engine/output.h"
@@ -175,6 +176,36 @@ TEST(JobSimulationTest, AJobEndsAtItsTargetAccuracyWhileTheOthersRunOn) {
   EXPECT_LT(quick.rounds, 30);
   EXPECT_EQ(out.summary.jobs[1].rounds, 30);
   EXPECT_GT(out.summary.jobs[1].end_s, quick.end_s);
+}
+
+// One job alone has the whole fleet: its rounds are those of the same settings run as the
+// config's own (without stragglers: a one-job trace does not re-plan a device at the instant its
+// straggler task is let go, while the single run does, though that device is still training).
+TEST(JobSimulationTest, OneJobAloneRunsAsTheConfigsOwnRun) {
+  v1::SimConfig config = ThreeJobs();
+  config.set_model_bytes(40000);
+  const std::string spec_text = R"pb(
+    name: "solo"
+    model { architecture: "softmax" }
+    clients_per_round: 10
+    num_rounds: 12
+    round_deadline_s: 600
+    training { batch_size: 20 local_steps: 5 }
+    selection { policy: SELECTION_POLICY_RANDOM overcommit: 1.0 }
+  )pb";
+  config.set_job_trace_path(
+      WriteTrace("solo.textproto", absl::StrCat("jobs { spec { ", spec_text, " } }")));
+  ASSERT_OK_AND_ASSIGN(Outcome jobs, RunJobs(config));
+
+  // The job's own config, run alone as a config without jobs.
+  v1::JobSpec spec;
+  ASSERT_OK(ParseTextConfig(spec_text, "spec", &spec));
+  ASSERT_OK_AND_ASSIGN(v1::SimConfig single, JobSimConfig(config, spec));
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<Simulation> sim, BuildSimulation(single));
+  Lines lines;
+  ASSERT_OK_AND_ASSIGN(RunSummary summary, sim->simulator->Run(&lines));
+  EXPECT_EQ(summary.rounds_committed, 12);
+  EXPECT_EQ(jobs.rounds.at(0), lines.lines);
 }
 
 TEST(JobSimulationTest, TheVirtualTimeLimitEndsEveryJob) {
