@@ -234,15 +234,8 @@ absl::Status JobSimulation::Arrive(double now) {
   for (size_t i = 0; i < jobs_.size(); ++i) {
     Job& job = *jobs_[i];
     if (job.arrived || t0 + job.outcome.arrival_s > now) continue;
-    const v1::JobSpec& spec = job.arrival.spec();
-    jobs::FleetJob fleet_job;
-    fleet_job.name = spec.name();
-    fleet_job.model_architecture = spec.model().architecture();
-    fleet_job.population = spec.population();
-    fleet_job.priority = spec.priority();
-    fleet_job.sequence = static_cast<int64_t>(i) + 1;
-    fleet_job.submitted_s = now;
-    FEDSCHED_RETURN_IF_ERROR(ledger_->AddJob(std::move(fleet_job)));
+    FEDSCHED_RETURN_IF_ERROR(ledger_->AddJob(
+        jobs::FleetJobOf(job.arrival.spec(), static_cast<int64_t>(i) + 1, now, false)));
     job.arrived = true;
   }
   return absl::OkStatus();
