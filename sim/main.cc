@@ -7,6 +7,8 @@
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
 //   fedsched-sim --plot_png=acc.png --plot_csvs=random=a.csv,oort=b.csv --target=0.75
 //   mpirun -np 4 fedsched-sim --config=...   (training over 4 ranks, the same CSV: sim/mpi)
+//   fedsched-sim --config=configs/sim/three_jobs.textproto --output_csv=runs/jobs/jct.csv
+//                (a job trace over one fleet: the JCT summary and one CSV per job beside it)
 #include <cstdio>
 #include <filesystem>
 #include <new>
@@ -26,6 +28,8 @@
 #include "common/flags_usage.h"
 #include "common/status_macros.h"
 #include "fedsched/v1/sim.pb.h"
+#include "sim/engine/job_output.h"
+#include "sim/engine/job_simulation.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
 #include "sim/engine/training_learner.h"
@@ -275,6 +279,73 @@ absl::StatusOr<RunSummary> RunToSinks(Simulation& sim, double* run_s) {
   return summary;
 }
 
+// A job simulation's per-round CSVs, one per job beside output_csv (JobCsvPath), when
+// output_csv is set. Errors: CsvRoundWriter::Open's; INVALID_ARGUMENT when output_csv is a job's
+// CSV.
+absl::StatusOr<std::vector<std::unique_ptr<CsvRoundWriter>>> OpenJobCsvs(const JobSimulation& sim) {
+  std::vector<std::unique_ptr<CsvRoundWriter>> writers;
+  const std::string& summary_csv = sim.config().output_csv();
+  if (summary_csv.empty()) return writers;
+  for (const v1::JobArrival& job : sim.trace().jobs()) {
+    const std::string path = JobCsvPath(summary_csv, job.spec().name());
+    if (std::filesystem::path(path) == std::filesystem::path(summary_csv)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output_csv ", summary_csv, " (the JCT summary) is also job ",
+                       job.spec().name(), "'s CSV; name it otherwise"));
+    }
+    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<CsvRoundWriter> w,
+                              CsvRoundWriter::Open(path, job.spec().name()));
+    writers.push_back(std::move(w));
+  }
+  return writers;
+}
+
+// --plot_png of a job simulation: one curve per job CSV.
+absl::Status PlotJobs(const JobSimulation& sim) {
+  std::vector<std::pair<std::string, std::string>> curves;
+  for (const v1::JobArrival& job : sim.trace().jobs()) {
+    curves.emplace_back(job.spec().name(),
+                        JobCsvPath(sim.config().output_csv(), job.spec().name()));
+  }
+  std::string title = absl::GetFlag(FLAGS_plot_title);
+  if (title.empty()) title = absl::StrCat("jobs of ", sim.config().job_trace_path());
+  return PlotAccuracy(absl::GetFlag(FLAGS_plot_png), curves, absl::GetFlag(FLAGS_target), title);
+}
+
+// The run of a config with a job_trace_path (docs/JOBS.md "Simulating jobs"): every job over
+// the one fleet; the JCT table on stdout and, with output_csv, the JCT summary there and each
+// job's per-round CSV beside it.
+absl::Status RunJobs(const v1::SimConfig& config) {
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<JobSimulation> sim,
+                            JobSimulation::Create(config, LearnerFactory(LocalLearner)));
+  std::fprintf(stderr, "fedsched-sim: %d jobs from %s over %d clients; matcher %s\n",
+               sim->trace().jobs_size(), sim->config().job_trace_path().c_str(),
+               sim->config().num_clients(),
+               sim->config().server().jobs().matcher().empty()
+                   ? "fifo"
+                   : sim->config().server().jobs().matcher().c_str());
+  absl::StatusOr<JobsSummary> summary;
+  {
+    FEDSCHED_ASSIGN_OR_RETURN(std::vector<std::unique_ptr<CsvRoundWriter>> writers,
+                              OpenJobCsvs(*sim));
+    std::vector<RoundSink*> sinks;
+    for (const auto& w : writers) sinks.push_back(w.get());
+    const absl::Time start = absl::Now();
+    summary = sim->Run(sinks);
+    std::fprintf(stderr, "fedsched-sim: run took %.2f s of wall time\n",
+                 absl::ToDoubleSeconds(absl::Now() - start));
+  }  // the job CSVs are complete
+  if (!summary.ok()) return summary.status();
+  std::printf("%s", JctTable(*summary).c_str());
+  if (!sim->config().output_csv().empty()) {
+    FEDSCHED_RETURN_IF_ERROR(WriteFileAtomically(sim->config().output_csv(), JctCsv(*summary)));
+  }
+  if (!absl::GetFlag(FLAGS_plot_png).empty() && !sim->config().output_csv().empty()) {
+    FEDSCHED_RETURN_IF_ERROR(PlotJobs(*sim));
+  }
+  return absl::OkStatus();
+}
+
 // The simulation (rank 0 of a distributed run: `cluster` non-null, its other ranks train);
 // `argv` as main received it.
 int Run(mpi::Cluster* cluster, char** argv) {
@@ -282,6 +353,14 @@ int Run(mpi::Cluster* cluster, char** argv) {
   absl::StatusOr<v1::SimConfig> config = LoadConfig();
   if (!config.ok()) return Fail(config.status());
   if (absl::Status s = HandOverTorchRun(*config, cluster, argv); !s.ok()) return Fail(s);
+  if (!config->job_trace_path().empty()) {
+    if (cluster != nullptr) {
+      return Fail(absl::FailedPreconditionError(
+          "a job simulation (job_trace_path) runs on one process; start it without mpirun"));
+    }
+    absl::Status s = RunJobs(*config);
+    return s.ok() ? 0 : Fail(s);
+  }
   const absl::Time wall_start = absl::Now();
   absl::StatusOr<std::unique_ptr<Simulation>> sim = BuildSimulation(
       *config, cluster != nullptr ? cluster->learner_factory() : LearnerFactory(LocalLearner));
@@ -323,7 +402,8 @@ int main(int argc, char** argv) {
   fedsched::SetUsage(
       "fedsched simulator: replays device traces through the server's round engine (planner,\n"
       "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto);\n"
-      "under `mpirun -np R` the training is spread over R ranks (the same CSV)");
+      "under `mpirun -np R` the training is spread over R ranks (the same CSV); a config with\n"
+      "job_trace_path runs a job trace over one fleet (docs/SIMULATION.md \"Jobs\")");
   // The trace readers turn an allocation failure into an error; anything else that runs out of
   // memory (a huge population or model) ends with a message, not an abort.
   try {

@@ -93,6 +93,8 @@ absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path) {
       ResolvePath(dir, path, "traces.availability_path", t->mutable_availability_path()));
   FEDSCHED_RETURN_IF_ERROR(ResolvePath(dir, path, "traces.availability_windows_path",
                                        t->mutable_availability_windows_path()));
+  FEDSCHED_RETURN_IF_ERROR(
+      ResolvePath(dir, path, "job_trace_path", config.mutable_job_trace_path()));
   return config;
 }
 
@@ -200,7 +202,9 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   if (!(c.max_virtual_hours() >= 0) || std::isinf(c.max_virtual_hours())) {
     return Invalid("max_virtual_hours", "must be finite and >= 0");
   }
-  if (c.server().num_rounds() == 0 && c.target_accuracy() == 0 && c.max_virtual_hours() == 0) {
+  // With a job trace the jobs stop by their own specs (JobSpec.num_rounds, target_accuracy).
+  if (c.server().num_rounds() == 0 && c.target_accuracy() == 0 && c.max_virtual_hours() == 0 &&
+      c.job_trace_path().empty()) {
     return Invalid("server.num_rounds",
                    "is 0 (run forever) and neither target_accuracy nor max_virtual_hours is set: "
                    "the simulation would never stop");
@@ -233,18 +237,9 @@ absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& in) {
   return c;
 }
 
-absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& raw,
-                                                            const LearnerFactory& make_learner) {
-  auto sim = std::make_unique<Simulation>();
-  FEDSCHED_ASSIGN_OR_RETURN(sim->config, ResolveSimConfig(raw));
-  const v1::SimConfig& c = sim->config;
+absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(const v1::SimConfig& c,
+                                                     const LearnerFactory& make_learner) {
   const v1::ServerConfig& server = c.server();
-  sim->run_name = c.run_name().empty() ? RunName(c) : c.run_name();
-  FEDSCHED_ASSIGN_OR_RETURN(CapacityTrace capacity, CapacityTrace::LoadFromConfig(c.traces()));
-  sim->capacity = std::make_unique<CapacityTrace>(std::move(capacity));
-  FEDSCHED_ASSIGN_OR_RETURN(AvailabilityTrace availability,
-                            AvailabilityTrace::Load(c.traces(), c.num_clients()));
-  sim->availability = std::make_unique<AvailabilityTrace>(std::move(availability));
   if (c.no_train()) {
     ModelledLearner::Options lo;
     lo.curve = c.curve();
@@ -257,12 +252,25 @@ absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig&
     lo.cache_fraction = server.cache().capacity_fraction();
     lo.replication = server.cache().replication_factor();
     lo.seed = server.seed();
-    sim->learner = std::make_unique<ModelledLearner>(lo);
-  } else if (make_learner) {
-    FEDSCHED_ASSIGN_OR_RETURN(sim->learner, make_learner(c));
-  } else {
-    FEDSCHED_ASSIGN_OR_RETURN(sim->learner, TrainingLearner::Create(c));
+    return std::unique_ptr<Learner>(std::make_unique<ModelledLearner>(lo));
   }
+  if (make_learner) return make_learner(c);
+  FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<TrainingLearner> learner, TrainingLearner::Create(c));
+  return std::unique_ptr<Learner>(std::move(learner));
+}
+
+absl::StatusOr<std::unique_ptr<Simulation>> BuildSimulation(const v1::SimConfig& raw,
+                                                            const LearnerFactory& make_learner) {
+  auto sim = std::make_unique<Simulation>();
+  FEDSCHED_ASSIGN_OR_RETURN(sim->config, ResolveSimConfig(raw));
+  const v1::SimConfig& c = sim->config;
+  sim->run_name = c.run_name().empty() ? RunName(c) : c.run_name();
+  FEDSCHED_ASSIGN_OR_RETURN(CapacityTrace capacity, CapacityTrace::LoadFromConfig(c.traces()));
+  sim->capacity = std::make_unique<CapacityTrace>(std::move(capacity));
+  FEDSCHED_ASSIGN_OR_RETURN(AvailabilityTrace availability,
+                            AvailabilityTrace::Load(c.traces(), c.num_clients()));
+  sim->availability = std::make_unique<AvailabilityTrace>(std::move(availability));
+  FEDSCHED_ASSIGN_OR_RETURN(sim->learner, MakeLearner(c, make_learner));
   SimulatorParts parts;
   parts.config = c;
   parts.capacity = sim->capacity.get();

@@ -23,8 +23,9 @@ namespace fedsched::sim {
 // (sim.proto comments). Errors: INVALID_ARGUMENT naming the field for an out-of-range value:
 // negative counts, clients_per_round > num_clients, target_accuracy outside [0, 1],
 // server.num_rounds 0 with neither target_accuracy nor max_virtual_hours (the run would never
-// stop), a missing traces.capacity_path, a trainer other than "reference" / "torch" (default
-// "reference"), "torch" with a server.model.architecture other than "cnn", a round_trip_s
+// stop; allowed with a job_trace_path, whose jobs stop by their specs), a missing
+// traces.capacity_path, a trainer other than "reference" / "torch" (default "reference"),
+// "torch" with a server.model.architecture other than "cnn", a round_trip_s
 // that is negative or not finite, ...
 [[nodiscard]] absl::StatusOr<v1::SimConfig> ResolveSimConfig(const v1::SimConfig& config);
 
@@ -46,6 +47,12 @@ struct Simulation {
 using LearnerFactory =
     std::function<absl::StatusOr<std::unique_ptr<Learner>>(const v1::SimConfig& resolved)>;
 
+// The learner of the resolved config `c`: ModelledLearner under no_train, else `make_learner`
+// (by default TrainingLearner::Create). Errors: those of MakeCachePolicy, data loading /
+// partitioning (or `make_learner`).
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Learner>> MakeLearner(
+    const v1::SimConfig& c, const LearnerFactory& make_learner = nullptr);
+
 // Loads the traces and builds every part (ModelledLearner under no_train, else
 // `make_learner`, by default TrainingLearner; durations from the capacity trace). Errors: those
 // of ResolveSimConfig, the trace loaders (file:line), data loading / partitioning (or
@@ -55,8 +62,8 @@ using LearnerFactory =
 
 // Reads a SimConfig in protobuf text format from `path` (unknown keys are errors) and
 // resolves its trace paths (traces.capacity_path, sample_size_path, availability_path,
-// availability_windows_path) relative to the directory of `path` when they are relative, so a
-// config runs from any working directory. Other paths (output_csv, data)
+// availability_windows_path) and job_trace_path relative to the directory of `path` when they
+// are relative, so a config runs from any working directory. Other paths (output_csv, data)
 // are left as given. Errors: those of LoadTextConfig; NOT_FOUND for a trace file that does
 // not exist, naming the field, the path as given and as resolved.
 [[nodiscard]] absl::StatusOr<v1::SimConfig> LoadSimConfig(const std::string& path);

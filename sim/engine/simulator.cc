@@ -35,7 +35,7 @@ class Simulator::OnlinePresence : public round::Presence {
   explicit OnlinePresence(const Simulator* sim) : sim_(sim) {}
   bool IsReachable(round::ClientIndex index, double now_s) const override {
     return index < sim_->client_of_.size() && sim_->online_pos_[sim_->client_of_[index]] >= 0 &&
-           sim_->CheckedIn(index, now_s);
+           sim_->CheckedIn(index, now_s) && sim_->Free(index);
   }
   void CollectReachable(double now_s, std::vector<round::ClientIndex>* out) const override {
     out->clear();
@@ -46,7 +46,8 @@ class Simulator::OnlinePresence : public round::Presence {
       // A large share online: a scan in index order hands the engine's sort a sorted list.
       for (size_t i = 0; i < client_of.size(); ++i) {
         const auto index = static_cast<round::ClientIndex>(i);
-        if (sim_->online_pos_[client_of[i]] >= 0 && sim_->CheckedIn(index, now_s)) {
+        if (sim_->online_pos_[client_of[i]] >= 0 && sim_->CheckedIn(index, now_s) &&
+            sim_->Free(index)) {
           out->push_back(index);
         }
       }
@@ -54,7 +55,7 @@ class Simulator::OnlinePresence : public round::Presence {
     }
     for (int32_t c : online) {
       const auto index = static_cast<round::ClientIndex>(sim_->index_of_[c]);
-      if (sim_->CheckedIn(index, now_s)) out->push_back(index);
+      if (sim_->CheckedIn(index, now_s) && sim_->Free(index)) out->push_back(index);
     }
   }
 
@@ -98,20 +99,9 @@ absl::Status Simulator::Init() {
                             ResolveDeviceBudgets(config_.budgets()));
   budgets_ = std::make_unique<DeviceBudgets>(std::move(budgets));
   FEDSCHED_RETURN_IF_ERROR(ResolveModelFeatures());
-  round::EngineOptions options;
-  options.config = config_.server();
-  options.model = parts_.learner->initial_model();
-  options.presence = presence_.get();
-  FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
-  options.model_features = model_features_;
-  FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
-  // The collapse guard's reference is the initial model's evaluation, as in the server.
-  FEDSCHED_ASSIGN_OR_RETURN(std::optional<ModelQuality> initial, parts_.learner->EvaluateInitial());
-  if (initial.has_value()) {
-    FEDSCHED_RETURN_IF_ERROR(engine_->SetInitialEvaluation(initial->accuracy, initial->loss));
-  }
-
+  FEDSCHED_RETURN_IF_ERROR(CreateEngine());
   queue_.set_start_time(t0_);
+  const double start = StartTime();
   queue_.Reserve(static_cast<size_t>(n) + 1024);
   online_pos_.assign(n, -1);
   index_of_.assign(n, -1);
@@ -133,17 +123,17 @@ absl::Status Simulator::Init() {
       d.storage_budget_bytes = b.storage_budget_bytes;
     }
     FEDSCHED_ASSIGN_OR_RETURN(profile::ProfileBook::Registration r,
-                              engine_->Register(SimIdentity(c), SimDeviceProfile(d), t0_));
+                              engine_->Register(SimIdentity(c), SimDeviceProfile(d), start));
     if (r.index != client_of_.size()) {
       return absl::InternalError(absl::StrCat("simulator: client ", c, " registered as index ",
                                               r.index, ", expected ", client_of_.size()));
     }
     index_of_[c] = static_cast<int64_t>(r.index);
     client_of_.push_back(c);
-    if (parts_.availability->IsAvailable(c, t0_)) {
-      FEDSCHED_RETURN_IF_ERROR(SetOnline(c, true, t0_));
+    if (parts_.availability->IsAvailable(c, start)) {
+      FEDSCHED_RETURN_IF_ERROR(SetOnline(c, true, start));
     }
-    FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, t0_));
+    FEDSCHED_RETURN_IF_ERROR(ScheduleAvailability(c, start));
   }
   // The planner predicts transfers from the published model's size: in no-train mode the
   // engine's model is a one-float stand-in, so a placeholder of the modelled size is served.
@@ -156,7 +146,28 @@ absl::Status Simulator::Init() {
   if (absl::Status s = engine_->Publish(0, engine_->model(), blob_); !s.ok()) {
     return absl::InternalError(absl::StrCat("simulator: publishing version 0: ", s.message()));
   }
-  return queue_.Push(t0_, EventKind::kRoundStart);
+  return queue_.Push(start, EventKind::kRoundStart);
+}
+
+absl::Status Simulator::CreateEngine() {
+  round::EngineOptions options;
+  options.config = config_.server();
+  options.model = parts_.learner->initial_model();
+  options.presence = presence_.get();
+  if (parts_.job) {
+    gated_ = std::make_unique<round::GatedPresence>(presence_.get(), parts_.job->gate);
+    options.presence = gated_.get();
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
+  options.model_features = model_features_;
+  FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
+  if (gated_ != nullptr) gated_->set_engine(engine_.get());
+  // The collapse guard's reference is the initial model's evaluation, as in the server.
+  FEDSCHED_ASSIGN_OR_RETURN(std::optional<ModelQuality> initial, parts_.learner->EvaluateInitial());
+  if (initial.has_value()) {
+    FEDSCHED_RETURN_IF_ERROR(engine_->SetInitialEvaluation(initial->accuracy, initial->loss));
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<RunSummary> Simulator::Run(RoundSink* sink) {
@@ -213,6 +224,7 @@ absl::Status Simulator::HandleEvent(const Event& e, bool* advance) {
       if (it == tasks_.end()) return absl::InternalError("simulator: unknown task event");
       const SimTask task = std::move(it->second);
       tasks_.erase(it);
+      NoteTaskEnd(task.client);
       if (task.out_of_memory) {
         const round::Task* t = engine_->FindTask(task.task_id);
         if (t == nullptr || !t->in_flight()) return absl::OkStatus();
@@ -250,6 +262,7 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   if (it == tasks_.end()) return absl::InternalError("simulator: unknown task event");
   const SimTask task = std::move(it->second);
   tasks_.erase(it);
+  NoteTaskEnd(task.client);
   const int64_t bytes = parts_.learner->ModelBytes();
   round::Update update;
   update.claim.index = task.index;
@@ -294,6 +307,7 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
 absl::Status Simulator::Step(double now) {
   for (int i = 0; i < kMaxClosesPerInstant; ++i) {
     const std::vector<round::ClosedRound> closed = engine_->Advance(now);
+    SettleGate(now);
     for (const round::ClosedRound& c : closed) {
       FEDSCHED_RETURN_IF_ERROR(FinishRound(c, now));
       if (stop_) return absl::OkStatus();
@@ -436,6 +450,7 @@ absl::Status Simulator::NoteOpened(double now) {
   open_attempt_ = attempt;
   ++open_serial_;
   open_s_ = now;
+  if (summary_.first_round_s < 0) summary_.first_round_s = now - t0_;
   online_at_open_ = online_count();
   failed_ = 0;
   accepted_ = 0;
@@ -509,6 +524,7 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   t.work = trained.work;
   t.timing = timing;
   t.delta = std::move(trained.delta);
+  FEDSCHED_RETURN_IF_ERROR(NoteTaskStart(task.client));
   // Secure aggregation: the key steps come first; the task's work starts with the routed shares.
   const round::Task* planned = engine_->FindTask(task.task_id);
   if (planned != nullptr) ApplyUpdateDropout(t, planned->update_dropout);

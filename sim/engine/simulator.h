@@ -72,8 +72,11 @@
 #include "server/forecast/availability_forecast.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/round/gated_presence.h"
+#include "server/round/planning_gate.h"
 #include "sim/engine/device_budgets.h"
 #include "sim/engine/device_model.h"
+#include "sim/engine/device_occupancy.h"
 #include "sim/engine/event_queue.h"
 #include "sim/engine/learner.h"
 #include "sim/engine/sim_client.h"
@@ -170,6 +173,21 @@ struct RunSummary {
   // Resource fit: tasks started on devices, and of those failed out of memory.
   int64_t tasks_started = 0;
   int64_t oom_failures = 0;
+  // Virtual seconds since the simulation start when the first round opened; -1 if none did.
+  double first_round_s = -1;
+};
+
+// One job's place in a fleet shared by several jobs (sim/engine/job_simulation.h).
+struct JobSeat {
+  int32_t job = 0;  // the job's index in the trace (DeviceOccupancy's key)
+  // Virtual seconds after traces.start_time_s at which the job arrives: its clients register,
+  // version 0 is published and its first round may be planned then.
+  double arrival_s = 0;
+  // The fleet ledger's gate of the job (jobs::FleetLedger::Gate): the engine plans only the
+  // devices it offers. Not owned; required.
+  round::PlanningGate* gate = nullptr;
+  // Shared by every job of the fleet. Not owned; required.
+  DeviceOccupancy* occupancy = nullptr;
 };
 
 // What a Simulator is made of. Pointers are not owned and must outlive the simulator.
@@ -187,6 +205,10 @@ struct SimulatorParts {
   Learner* learner = nullptr;
   // Task durations. Default (null): CapacityDurations over `capacity`.
   TaskDurations* durations = nullptr;
+  // Set when the simulator runs one job of a job trace over a fleet shared with other jobs
+  // (sim/engine/job_simulation.h); unset (the default): the run has the fleet to itself, as
+  // always.
+  std::optional<JobSeat> job;
 };
 
 // Not thread-safe; Run is called once.
@@ -211,6 +233,29 @@ class Simulator {
   // INTERNAL if the engine refuses a pin or a publish the simulator made, or the event order
   // breaks.
   [[nodiscard]] absl::StatusOr<RunSummary> Run(RoundSink* sink);
+
+  // Stepwise driving, for several simulators over one virtual clock (sim/engine/
+  // job_simulation.h) instead of Run. Call order: Begin once; then per virtual instant t (in
+  // increasing order), HandleEventsAt(t) if NextEventS() is t, then AdvanceAt(t) once or more;
+  // stop when stopped(). Begin's errors are Run's before anything runs (FAILED_PRECONDITION).
+  [[nodiscard]] absl::Status Begin(RoundSink* sink);
+  // The virtual time of the next pending event (traces clock, seconds), if any.
+  std::optional<double> NextEventS() const;
+  // Handles every pending event at `now` (NextEventS()). Errors: Run's.
+  [[nodiscard]] absl::Status HandleEventsAt(double now);
+  // Advances the engine at `now` as Run does after a batch of events: closes, plans and starts
+  // tasks. Errors: Run's.
+  [[nodiscard]] absl::Status AdvanceAt(double now);
+  // Ends the run at `now` with `reason` (the caller's limit), unless it has stopped already.
+  void Halt(double now, std::string reason);
+  // Jobs: reports the job's in-flight clients and demand to its gate (PlanningGate::Settle);
+  // Step calls it after each Advance, the job simulation also before the ledger's Rematch.
+  // No-op without a JobSeat.
+  void SettleGate(double now);
+  // The run has stopped (summary().stop_reason says why).
+  bool stopped() const { return stop_; }
+  // The totals so far (final once stopped()).
+  RunSummary summary() const;
 
   // Clients online right now.
   int32_t online_count() const { return static_cast<int32_t>(online_.size()); }
@@ -298,6 +343,9 @@ class Simulator {
   // expected share p. No-op for p <= 0.
   void ApplyUpdateDropout(SimTask& t, double p) const;
   [[nodiscard]] absl::Status Init();
+  // The round engine over the presence (through the job's gate under a JobSeat), with the
+  // initial model's evaluation as the collapse guard's reference.
+  [[nodiscard]] absl::Status CreateEngine();
   // Moves `client` on or off the online list at `now`; under the learned forecast, tells it the
   // transition as it happens. Errors: those of the forecast's Observe calls.
   [[nodiscard]] absl::Status SetOnline(int32_t client, bool online, double now);
@@ -305,6 +353,16 @@ class Simulator {
   // (created here) or none. Errors: INVALID_ARGUMENT for an unknown value.
   [[nodiscard]] absl::StatusOr<const planner::AvailabilityOracle*> MakeOracle();
   [[nodiscard]] absl::Status ScheduleAvailability(int32_t client, double now);
+  // Jobs: the simulated device of `client` starts (ends) a task of this job. No-op without a
+  // JobSeat.
+  [[nodiscard]] absl::Status NoteTaskStart(int32_t client);
+  void NoteTaskEnd(int32_t client);
+  // Jobs: engine client `index`'s device holds no other job's task. Always true without a
+  // JobSeat.
+  bool Free(round::ClientIndex index) const;
+
+  // Jobs: the client registers, comes online and is first planned from this virtual time on.
+  double StartTime() const { return t0_ + (parts_.job ? parts_.job->arrival_s : 0.0); }
   [[nodiscard]] absl::Status CheckCanStart() const;
   void NoteWaiting(double now);
   [[nodiscard]] absl::Status HandleEvent(const Event& e, bool* advance);
@@ -343,6 +401,9 @@ class Simulator {
   std::vector<int32_t> client_of_;  // engine index -> simulated client
   std::vector<int64_t> index_of_;   // simulated client -> engine index, or -1 (no data)
   std::unique_ptr<OnlinePresence> presence_;
+  // Jobs: presence_ seen through the job's planning gate (the engine's Presence); else null.
+  std::unique_ptr<round::GatedPresence> gated_;
+  std::vector<std::string> in_flight_;  // SettleGate's buffer
   // Pace steering's pacer, when the config sets server.pacing (docs/SIMULATION.md); else null.
   std::unique_ptr<round::CheckInPacer> pacer_;
   // The live server's long-poll bound: how long a device stays checked in, seconds.

@@ -26,6 +26,7 @@ absl::StatusOr<bool> Simulator::FailsOutOfMemory(const TrainTask& task, round::C
   t.round = task.round;
   t.peak_bytes = *peak_bytes;
   t.out_of_memory = true;
+  FEDSCHED_RETURN_IF_ERROR(NoteTaskStart(task.client));
   const double at = now + timing.download_s;
   const double offline = parts_.availability->NextChange(task.client, now);
   if (offline < at) t.out_of_memory = false;  // it goes offline first

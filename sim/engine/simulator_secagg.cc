@@ -133,7 +133,10 @@ absl::Status Simulator::BeginSecAgg(int64_t serial, const round::Task& task, dou
 
 void Simulator::DropSecAgg(std::map<int64_t, SecAggDevice>::iterator it) {
   const Stage stage = it->second.stage;
-  if (stage < Stage::kTraining) tasks_.erase(it->first);  // no end event was scheduled
+  if (stage < Stage::kTraining) {  // no end event was scheduled
+    tasks_.erase(it->first);
+    NoteTaskEnd(it->second.sim_client);
+  }
   secagg_devices_.erase(it);
 }
 
