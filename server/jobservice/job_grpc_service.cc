@@ -185,13 +185,20 @@ grpc::ServerUnaryReactor* JobGrpcService::OnWorker(grpc::CallbackServerContext* 
   return reactor;
 }
 
+grpc::ServerUnaryReactor* JobGrpcService::OnRecord(
+    grpc::CallbackServerContext* context, const char* what, v1::JobRecord* response,
+    absl::AnyInvocable<absl::StatusOr<v1::JobRecord>()> call) {
+  return OnWorker(context, what, [response, call = std::move(call)]() mutable -> absl::Status {
+    FEDSCHED_ASSIGN_OR_RETURN(*response, call());
+    return absl::OkStatus();
+  });
+}
+
 grpc::ServerUnaryReactor* JobGrpcService::SubmitJob(grpc::CallbackServerContext* context,
                                                     const v1::SubmitJobRequest* request,
                                                     v1::JobRecord* response) {
-  return OnWorker(context, "SubmitJob", [=, this]() -> absl::Status {
-    FEDSCHED_ASSIGN_OR_RETURN(*response, control_->Submit(request->spec()));
-    return absl::OkStatus();
-  });
+  return OnRecord(context, "SubmitJob", response,
+                  [=, this] { return control_->Submit(request->spec()); });
 }
 
 grpc::ServerUnaryReactor* JobGrpcService::ListJobs(grpc::CallbackServerContext* context,
@@ -208,39 +215,31 @@ grpc::ServerUnaryReactor* JobGrpcService::ListJobs(grpc::CallbackServerContext* 
 grpc::ServerUnaryReactor* JobGrpcService::GetJob(grpc::CallbackServerContext* context,
                                                  const v1::JobRequest* request,
                                                  v1::JobRecord* response) {
-  return OnWorker(context, "GetJob", [=, this]() -> absl::Status {
-    FEDSCHED_ASSIGN_OR_RETURN(*response, control_->Get(request->name()));
-    return absl::OkStatus();
-  });
+  return OnRecord(context, "GetJob", response,
+                  [=, this] { return control_->Get(request->name()); });
 }
 
 grpc::ServerUnaryReactor* JobGrpcService::CancelJob(grpc::CallbackServerContext* context,
                                                     const v1::JobRequest* request,
                                                     v1::JobRecord* response) {
-  return OnWorker(context, "CancelJob", [=, this]() -> absl::Status {
-    const std::string reason =
-        request->reason().empty() ? "cancelled by the operator" : request->reason();
-    FEDSCHED_ASSIGN_OR_RETURN(*response, control_->Cancel(request->name(), reason));
-    return absl::OkStatus();
+  return OnRecord(context, "CancelJob", response, [=, this] {
+    return control_->Cancel(request->name(), request->reason().empty() ? "cancelled by the operator"
+                                                                       : request->reason());
   });
 }
 
 grpc::ServerUnaryReactor* JobGrpcService::PauseJob(grpc::CallbackServerContext* context,
                                                    const v1::JobRequest* request,
                                                    v1::JobRecord* response) {
-  return OnWorker(context, "PauseJob", [=, this]() -> absl::Status {
-    FEDSCHED_ASSIGN_OR_RETURN(*response, control_->Pause(request->name()));
-    return absl::OkStatus();
-  });
+  return OnRecord(context, "PauseJob", response,
+                  [=, this] { return control_->Pause(request->name()); });
 }
 
 grpc::ServerUnaryReactor* JobGrpcService::ResumeJob(grpc::CallbackServerContext* context,
                                                     const v1::JobRequest* request,
                                                     v1::JobRecord* response) {
-  return OnWorker(context, "ResumeJob", [=, this]() -> absl::Status {
-    FEDSCHED_ASSIGN_OR_RETURN(*response, control_->Resume(request->name()));
-    return absl::OkStatus();
-  });
+  return OnRecord(context, "ResumeJob", response,
+                  [=, this] { return control_->Resume(request->name()); });
 }
 
 grpc::ServerWriteReactor<v1::WatchJobEvent>* JobGrpcService::WatchJob(

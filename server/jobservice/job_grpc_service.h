@@ -10,8 +10,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "fedsched/v1/jobs.grpc.pb.h"
@@ -104,6 +106,10 @@ class JobGrpcService final : public v1::JobService::CallbackService {
   // A unary reactor whose `handler` runs on the worker after the operator check.
   grpc::ServerUnaryReactor* OnWorker(grpc::CallbackServerContext* context, const char* what,
                                      absl::AnyInvocable<absl::Status()> handler);
+  // OnWorker for a call answered with the JobRecord `call` returns.
+  grpc::ServerUnaryReactor* OnRecord(grpc::CallbackServerContext* context, const char* what,
+                                     v1::JobRecord* response,
+                                     absl::AnyInvocable<absl::StatusOr<v1::JobRecord>()> call);
   // Hands a stream to the poller; false after EndWatches.
   bool Add(Watch* watch) ABSL_LOCKS_EXCLUDED(watches_mu_);
   // The poller thread: every watch_poll (or at once for a new stream), Poll() each open stream.

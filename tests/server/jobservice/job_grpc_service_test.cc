@@ -71,6 +71,31 @@ class JobServiceTest : public ::testing::Test {
     return reader->Finish();
   }
 
+  // An open WatchJob stream of running job "a", its first event (the job's record) read.
+  struct OpenWatch {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReader<v1::WatchJobEvent>> reader;
+
+    // Reads to the end of the stream; its status.
+    grpc::Status Drain() {
+      v1::WatchJobEvent event;
+      while (reader->Read(&event)) {
+      }
+      return reader->Finish();
+    }
+  };
+  OpenWatch WatchRunningJob() {
+    control_.Put(Running("a", 0));
+    v1::WatchJobRequest request;
+    request.set_name("a");
+    OpenWatch watch{.context = Context()};
+    watch.reader = stub_->WatchJob(watch.context.get(), request);
+    v1::WatchJobEvent event;
+    EXPECT_TRUE(watch.reader->Read(&event));
+    EXPECT_EQ(event.job().state(), v1::JOB_STATE_RUNNING);
+    return watch;
+  }
+
   FakeJobControl control_;
   JobServiceServer server_;
   std::unique_ptr<v1::JobService::Stub> stub_;
@@ -224,18 +249,10 @@ TEST_F(JobServiceTest, WatchOfAnUnknownJobIsNotFound) {
 }
 
 TEST_F(JobServiceTest, WatchEndsWhenTheClientCancels) {
-  control_.Put(Running("a", 0));
-  v1::WatchJobRequest request;
-  request.set_name("a");
-  auto context = Context();
-  auto reader = stub_->WatchJob(context.get(), request);
-  v1::WatchJobEvent event;
-  ASSERT_TRUE(reader->Read(&event));
+  OpenWatch watch = WatchRunningJob();
   EXPECT_EQ(server_.service().open_watches(), 1);
-  context->TryCancel();
-  while (reader->Read(&event)) {
-  }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  watch.context->TryCancel();
+  EXPECT_EQ(watch.Drain().error_code(), grpc::StatusCode::CANCELLED);
   // The server side lets go of the stream (no deadline here: the test's timeout bounds it).
   while (server_.service().open_watches() > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -243,17 +260,11 @@ TEST_F(JobServiceTest, WatchEndsWhenTheClientCancels) {
 }
 
 TEST_F(JobServiceTest, EndWatchesEndsOpenStreamsAndRefusesNewOnes) {
-  control_.Put(Running("a", 0));
+  OpenWatch watch = WatchRunningJob();
+  server_.service().EndWatches();
+  EXPECT_EQ(watch.Drain().error_code(), grpc::StatusCode::UNAVAILABLE);
   v1::WatchJobRequest request;
   request.set_name("a");
-  auto context = Context();
-  auto reader = stub_->WatchJob(context.get(), request);
-  v1::WatchJobEvent event;
-  ASSERT_TRUE(reader->Read(&event));
-  server_.service().EndWatches();
-  while (reader->Read(&event)) {
-  }
-  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
   std::vector<v1::WatchJobEvent> events;
   EXPECT_EQ(WatchAll(request, &events).error_code(), grpc::StatusCode::UNAVAILABLE);
   server_.Shutdown();
@@ -261,18 +272,10 @@ TEST_F(JobServiceTest, EndWatchesEndsOpenStreamsAndRefusesNewOnes) {
 }
 
 TEST_F(JobServiceTest, ServerShutdownCancelsOpenWatchesAtItsDeadline) {
-  control_.Put(Running("a", 0));
-  v1::WatchJobRequest request;
-  request.set_name("a");
-  auto context = Context();
-  auto reader = stub_->WatchJob(context.get(), request);
-  v1::WatchJobEvent event;
-  ASSERT_TRUE(reader->Read(&event));
+  OpenWatch watch = WatchRunningJob();
   server_.Shutdown(absl::Milliseconds(100));  // returns once every stream is done
   EXPECT_EQ(server_.service().open_watches(), 0);
-  while (reader->Read(&event)) {
-  }
-  EXPECT_FALSE(reader->Finish().ok());
+  EXPECT_FALSE(watch.Drain().ok());
 }
 
 }  // namespace
