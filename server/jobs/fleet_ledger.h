@@ -67,10 +67,14 @@ struct FleetJobView {
 // a job plans only devices offered to it (PlanningGate::MayPlan, which holds them until the
 // job's Settle); what a job plans it holds until its Settle no longer lists it. A device left
 // without an offer that exactly one active job can use is offered to that job (so one job
-// alone sees its whole eligible fleet, as a server without jobs).
+// alone sees its whole eligible fleet, as a server without jobs); such a job may also plan,
+// before the next Rematch, a device that registered since, or whose task for it ended since
+// (unless the job has a min_contribution_interval_s), as a server without jobs would.
 class FleetLedger {
  public:
+  // `matcher` null = MakeFifoMatcher().
   FleetLedger(FleetOptions options, std::unique_ptr<DeviceJobMatcher> matcher);
+  ~FleetLedger();
   FleetLedger(const FleetLedger&) = delete;
   FleetLedger& operator=(const FleetLedger&) = delete;
 

@@ -168,6 +168,27 @@ const Task* RoundEngine::TaskOf(ClientIndex index) const {
   return it == tasks_.end() || !it->second.in_flight() ? nullptr : &it->second;
 }
 
+int64_t RoundEngine::PlanningDemand() const {
+  if (finished()) return 0;
+  const int64_t slots = planner_->SlotsPerRound();
+  const int64_t min_online = config_.min_online_clients();
+  if (!async_) return running_ ? 0 : std::max(slots, min_online);
+  // FedBuff fills free slots at every close, whether or not a version is open: it asks for them
+  // ahead, and for enough devices to be reachable at all (Plan's min_online_clients).
+  int64_t in_flight = 0;
+  for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
+  const int64_t free_slots = std::max<int64_t>(0, slots - in_flight);
+  if (free_slots == 0) return 0;
+  return std::max(free_slots, min_online - in_flight);
+}
+
+void RoundEngine::ClientsInFlight(std::vector<std::string>* out) const {
+  out->clear();
+  for (const auto& [id, task] : tasks_) {
+    if (task.in_flight()) out->push_back(task.client_id);
+  }
+}
+
 const Task* RoundEngine::FindTask(const std::string& task_id) const {
   auto it = tasks_.find(task_id);
   return it == tasks_.end() ? nullptr : &it->second;

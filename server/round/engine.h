@@ -295,6 +295,15 @@ class RoundEngine {
 
   // The client's task in flight, or null.
   const Task* TaskOf(ClientIndex index) const;
+  // The participants this run asks for now (round::PlanningGate::Settle's demand, docs/JOBS.md
+  // "Matching devices to jobs"): synchronous rounds, while no round is open,
+  // max(ceil(K x over-commitment), min_online_clients), and 0 while a round runs; under FedBuff,
+  // while fewer than ceil(K x over-commitment) tasks are in flight, the free slots (at least
+  // the reachable clients still missing to min_online_clients), else 0. 0 once finished().
+  int64_t PlanningDemand() const;
+  // Sets `out` (cleared first) to the client ids holding a task of this engine in flight, each
+  // once, in any order.
+  void ClientsInFlight(std::vector<std::string>* out) const;
   // The task `task_id` if it is still open (in flight, uploaded or failed in the current round,
   // or in flight from an earlier FedBuff version), else null.
   const Task* FindTask(const std::string& task_id) const;

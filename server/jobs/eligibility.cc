@@ -1,0 +1,35 @@
+// Device eligibility for a job (eligibility.h).
+
+#include "server/jobs/eligibility.h"
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+namespace fedsched::jobs {
+namespace {
+
+bool Lists(const std::vector<std::string>& list, const std::string& item) {
+  return std::find(list.begin(), list.end(), item) != list.end();
+}
+
+}  // namespace
+
+bool HasTrainerFor(const FleetDevice& device, const FleetJob& job) {
+  // A device of an app written before jobs declares no trainers: it trains what the server
+  // trained before jobs, the config's own run.
+  if (device.trainers.empty()) return job.config_job;
+  if (Lists(device.trainers, job.name)) return true;
+  return !job.model_architecture.empty() && Lists(device.trainers, job.model_architecture);
+}
+
+bool CanTrain(const FleetDevice& device, const FleetJob& job) {
+  if (!HasTrainerFor(device, job)) return false;
+  if (device.num_samples < job.population.min_examples()) return false;
+  for (const std::string& label : job.population.required_labels()) {
+    if (!Lists(device.labels, label)) return false;
+  }
+  return true;
+}
+
+}  // namespace fedsched::jobs

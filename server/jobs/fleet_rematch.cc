@@ -1,0 +1,116 @@
+// The fleet ledger's offers (fleet_ledger.h Rematch): admission under max_devices_in_flight, the
+// matcher's choice, and the offer to the one job that can use a device nobody was matched to.
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+#include "server/jobs/fleet_state.h"
+
+namespace fedsched::jobs {
+namespace {
+
+// A matcher's answer for device `k` if it keeps the contract (an eligible job with demand), else
+// -1: a matcher registered by a program must not make the ledger offer what it may not.
+int CheckedOffer(const MatchInput& input, const std::vector<int>& offers, size_t k) {
+  if (k >= offers.size()) return -1;
+  const int j = offers[k];
+  const std::vector<int>& eligible = input.devices[k].eligible;
+  if (j < 0 || std::find(eligible.begin(), eligible.end(), j) == eligible.end()) return -1;
+  return input.jobs[j].demand > 0 ? j : -1;
+}
+
+}  // namespace
+
+void FleetLedger::Impl::Admit(const std::vector<JobState*>& active, std::vector<int64_t>* demand,
+                              std::vector<bool>* refused) const {
+  demand->resize(active.size());
+  refused->assign(active.size(), false);
+  for (size_t i = 0; i < active.size(); ++i) (*demand)[i] = active[i]->demand;
+  if (options.max_devices_in_flight <= 0) return;
+  std::vector<size_t> order(active.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const FleetJob& x = active[a]->job;
+    const FleetJob& y = active[b]->job;
+    if (x.priority != y.priority) return x.priority > y.priority;
+    if (x.sequence != y.sequence) return x.sequence < y.sequence;
+    return x.name < y.name;
+  });
+  int64_t room = options.max_devices_in_flight - DevicesInFlight();
+  // Strict order: once a job does not fit, later (smaller) jobs wait behind it rather than
+  // take the room it is waiting for.
+  bool full = false;
+  for (size_t i : order) {
+    if ((*demand)[i] == 0) continue;
+    if (!full && (*demand)[i] <= room) {
+      room -= (*demand)[i];
+      continue;
+    }
+    full = true;
+    (*demand)[i] = 0;
+    (*refused)[i] = true;
+  }
+}
+
+void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
+  std::vector<JobState*> active;
+  for (auto& [name, j] : jobs) {
+    j.offered = 0;
+    j.refused = false;
+    j.match_index = -1;
+    if (j.active) active.push_back(&j);
+  }
+  std::vector<int64_t> demand;
+  std::vector<bool> refused;
+  Admit(active, &demand, &refused);
+  input.now_s = now_s;
+  input.jobs.clear();
+  for (size_t i = 0; i < active.size(); ++i) {
+    const FleetJob& job = active[i]->job;
+    active[i]->refused = refused[i];
+    active[i]->match_index = static_cast<int>(i);
+    input.jobs.push_back(MatchJob{job.name, job.priority, job.sequence, job.submitted_s, demand[i],
+                                  static_cast<int64_t>(active[i]->claimed.size())});
+  }
+  CollectIdle(now_s);
+  matcher.Match(input, &offers);
+  for (size_t k = 0; k < idle.size(); ++k) {
+    int j = CheckedOffer(input, offers, k);
+    const std::vector<int>& eligible = input.devices[k].eligible;
+    // Nobody asked for it, and one job alone can use it: that job may have it (a server of one
+    // job sees its whole eligible fleet, and a running round can replace a failed task).
+    if (j < 0 && eligible.size() == 1 && !refused[eligible[0]]) j = eligible[0];
+    if (j >= 0) idle[k]->offer = active[j];
+  }
+  for (const auto& [id, d] : devices) {
+    if (d.offer != nullptr) ++d.offer->offered;
+  }
+}
+
+void FleetLedger::Impl::CollectIdle(double now_s) {
+  idle.clear();
+  size_t n = 0;
+  for (auto& [id, d] : devices) {
+    // A device a job holds keeps its offer: that job may be planning it right now.
+    if (!d.holds.empty()) continue;
+    d.offer = nullptr;
+    if (!d.registered) continue;
+    // The buffers of the last rematch are reused: no allocation per device in a steady fleet.
+    if (n == input.devices.size()) input.devices.emplace_back();
+    MatchDevice& candidate = input.devices[n];
+    candidate.eligible.clear();
+    for (JobState* j : Trainable(d)) {
+      if (j->match_index < 0 || d.claims.contains(j->job.name) || !Fits(d, *j, now_s)) continue;
+      candidate.eligible.push_back(j->match_index);
+    }
+    if (candidate.eligible.empty()) continue;
+    // Trainable lists jobs by name, as `active`: the indices are ascending.
+    candidate.client_id = id;
+    idle.push_back(&d);
+    ++n;
+  }
+  input.devices.resize(n);
+}
+
+}  // namespace fedsched::jobs

@@ -1,0 +1,124 @@
+// The fleet ledger's state (fleet_ledger.h), shared by its two source files: fleet_ledger.cc
+// (devices, jobs, the gates' MayPlan and Settle, queries) and fleet_rematch.cc (offers). Only
+// those files include it; every member is used under the ledger's lock.
+#ifndef FEDSCHED_SERVER_JOBS_FLEET_STATE_H_
+#define FEDSCHED_SERVER_JOBS_FLEET_STATE_H_
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "server/jobs/fleet_ledger.h"
+
+namespace fedsched::jobs {
+
+using NameSet = std::set<std::string, std::less<>>;
+
+struct FleetLedger::DeviceState {
+  FleetDevice device;
+  // Known from a registration (UpsertDevice); false for a device a job's Settle named before
+  // (or after) the ledger knew it: it counts in flight but is never offered.
+  bool registered = false;
+  // The job it is offered to since the last Rematch; null for none.
+  JobState* offer = nullptr;
+  // The jobs it can train (CanTrain), as of Impl::generation `trainable_generation`; recomputed
+  // by Impl::Trainable when a job came or went or the device registered again.
+  std::vector<JobState*> trainable;
+  uint64_t trainable_generation = 0;
+  // Jobs it holds a task of (the jobs' last Settle).
+  NameSet claims;
+  // Jobs whose MayPlan said yes since their last Settle, each once (few: a vector).
+  std::vector<JobState*> holds;
+  // Per job: when its last task of that job ended (left the job's in-flight set), seconds.
+  absl::flat_hash_map<std::string, double> last_end_s;
+
+  // Jobs other than `job` that claim or hold it.
+  int OtherJobs(std::string_view job) const;
+  // Whether `job`'s minimum time between two contributions of this device has not yet passed.
+  bool Resting(const FleetJob& job, double now_s) const;
+};
+
+struct FleetLedger::JobState {
+  FleetJob job;
+  bool active = true;
+  // Its last Settle's demand.
+  int64_t demand = 0;
+  // Devices offered to it at the last Rematch.
+  int64_t offered = 0;
+  // The last Rematch cut its demand (max_devices_in_flight).
+  bool refused = false;
+  // Its index in the matcher's input during a Rematch; -1 when inactive.
+  int match_index = -1;
+  // Devices it claims (its in-flight set) and holds (MayPlan since its last Settle).
+  NameSet claimed;
+  // Each once; the ledger keeps devices in a node map, so the pointers stay valid until
+  // RemoveDevice, which takes them out of here.
+  std::vector<DeviceState*> held;
+};
+
+// The ledger's maps and the rules over them; FleetLedger calls these under its lock.
+struct FleetLedger::Impl {
+  explicit Impl(FleetOptions options) : options(options) {}
+
+  // Null when unknown.
+  JobState* FindJob(std::string_view name);
+  DeviceState* FindDevice(std::string_view client_id);
+  // The device's state, created (unregistered) when unknown.
+  DeviceState& DeviceFor(const std::string& client_id);
+  void EraseDevice(std::string_view client_id);
+  // The jobs `device` can train (CanTrain), cached per device until a job comes or goes or the
+  // device registers again (eligibility is fixed between those, and Rematch asks for every
+  // device).
+  const std::vector<JobState*>& Trainable(DeviceState& device);
+  // Whether `device` has room for `job` at now_s, its training aside: registered, rested since
+  // its last task of `job`, and under max_jobs_per_device beside the other jobs that claim or
+  // hold it.
+  bool Fits(const DeviceState& device, const JobState& job, double now_s) const;
+  // Whether `job` is the one active job that can train `device` and may have it now without an
+  // offer (as Rematch's offer to the only job that can use a device would give it): it fits,
+  // admission did not cut it, and no other active job can train it. A device `job` still
+  // claims (its task ended since the job's last Settle) qualifies only without a contribution
+  // interval, as the ledger does not know yet when that task ended.
+  bool SoleTaker(DeviceState& device, const JobState& job, double now_s);
+  bool MayPlan(std::string_view job, std::string_view client_id, double now_s);
+  // Holds `device` for `job` until the job's next Settle. Returns true.
+  bool Hold(DeviceState& device, JobState& job);
+  void Settle(std::string_view job, const NameSet& in_flight, int64_t demand, double now_s);
+  // Drops `job` from every device (claims, holds, offers, rest times).
+  void ForgetJob(const std::string& job);
+  int64_t DevicesInFlight() const;
+
+  // Rematch (fleet_rematch.cc): the offers of every idle device not held by a planning job.
+  void Rematch(double now_s, DeviceJobMatcher& matcher);
+  // Fills input.devices and idle with the registered devices no job holds that some active job
+  // (match_index >= 0) may be offered, and clears the offers of the devices no job holds.
+  void CollectIdle(double now_s);
+  // The demand each active job may be served this rematch (max_devices_in_flight: admitted in
+  // (priority desc, sequence asc) order while the devices in flight and the admitted demand
+  // fit; the first that does not fit and every later one get 0), by position in `order`;
+  // `refused[j]` marks a job whose demand was cut.
+  void Admit(const std::vector<JobState*>& order, std::vector<int64_t>* demand,
+             std::vector<bool>* refused) const;
+
+  const FleetOptions options;
+  // Bumped when a job is added or removed (DeviceState::trainable).
+  uint64_t generation = 1;
+  // Rematch's buffers, kept across calls so that a rematch of a large fleet allocates little.
+  MatchInput input;
+  std::vector<int> offers;
+  std::vector<DeviceState*> idle;
+  // Sorted by name, so that every walk (and the matcher's input) has one order.
+  std::map<std::string, DeviceState, std::less<>> devices;
+  // The same devices by hash, for the gates' lookups (one per reachable device per planning).
+  absl::flat_hash_map<std::string, DeviceState*> device_index;
+  std::map<std::string, JobState, std::less<>> jobs;
+};
+
+}  // namespace fedsched::jobs
+
+#endif  // FEDSCHED_SERVER_JOBS_FLEET_STATE_H_

@@ -1,0 +1,402 @@
+#include "server/jobs/fleet_ledger.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/testing/status_matchers.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace fedsched::jobs {
+namespace {
+
+using ::fedsched::testing::IsOk;
+using ::fedsched::testing::StatusIs;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::UnorderedElementsAre;
+
+FleetDevice Device(std::string id, std::vector<std::string> trainers,
+                   std::vector<std::string> labels = {}, int64_t samples = 100) {
+  return FleetDevice{std::move(id), std::move(trainers), std::move(labels), samples};
+}
+
+FleetJob Job(std::string name, int64_t sequence, std::string architecture = "mlp",
+             int32_t priority = 0) {
+  FleetJob job;
+  job.name = std::move(name);
+  job.model_architecture = std::move(architecture);
+  job.sequence = sequence;
+  job.priority = priority;
+  return job;
+}
+
+// A ledger with jobs "a" (first) and "b", and devices d0..d<n-1> that train both.
+class TwoJobs : public ::testing::Test {
+ protected:
+  void Make(FleetOptions options, int devices = 4) {
+    ledger_ = std::make_unique<FleetLedger>(options, MakeFifoMatcher());
+    ASSERT_THAT(ledger_->AddJob(Job("a", 1)), IsOk());
+    ASSERT_THAT(ledger_->AddJob(Job("b", 2)), IsOk());
+    for (int i = 0; i < devices; ++i) {
+      ledger_->UpsertDevice(Device(absl::StrCat("d", i), {"a", "b"}));
+    }
+    a_ = ledger_->Gate("a");
+    b_ = ledger_->Gate("b");
+  }
+  // The devices `gate` may plan now, among d0..d<n-1>.
+  std::vector<std::string> Plannable(round::PlanningGate& gate, int devices = 4, double now = 0) {
+    std::vector<std::string> out;
+    for (int i = 0; i < devices; ++i) {
+      const std::string id = absl::StrCat("d", i);
+      if (gate.MayPlan(id, now)) out.push_back(id);
+    }
+    return out;
+  }
+  int64_t Offered(const std::string& job) const {
+    for (const FleetJobView& v : ledger_->Snapshot()) {
+      if (v.name == job) return v.offered;
+    }
+    return -1;
+  }
+
+  std::unique_ptr<FleetLedger> ledger_;
+  std::unique_ptr<round::PlanningGate> a_;
+  std::unique_ptr<round::PlanningGate> b_;
+};
+
+TEST(FleetLedgerTest, ADeviceWithoutTrainersTrainsOnlyTheConfigJob) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  EXPECT_EQ(ledger.matcher_name(), "fifo");
+  FleetJob main = Job("main", 1);
+  main.config_job = true;
+  ASSERT_THAT(ledger.AddJob(main), IsOk());
+  ASSERT_THAT(ledger.AddJob(Job("other", 2)), IsOk());
+  ledger.UpsertDevice(Device("old-app", {}));
+  EXPECT_TRUE(ledger.Eligible("old-app", "main"));
+  EXPECT_FALSE(ledger.Eligible("old-app", "other"));
+  auto main_gate = ledger.Gate("main");
+  auto other_gate = ledger.Gate("other");
+  main_gate->Settle({}, 0, 0);
+  other_gate->Settle({}, 5, 0);
+  ledger.Rematch(0);
+  EXPECT_FALSE(other_gate->MayPlan("old-app", 0));
+  // "main" asks for nobody, but it alone can use the device: the offer is its.
+  EXPECT_TRUE(main_gate->MayPlan("old-app", 0));
+}
+
+TEST(FleetLedgerTest, AJobWhoseNameOrArchitectureIsListed) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  ASSERT_THAT(ledger.AddJob(Job("kbd", 1, "mlp")), IsOk());
+  ASSERT_THAT(ledger.AddJob(Job("rank", 2, "softmax")), IsOk());
+  ASSERT_THAT(ledger.AddJob(Job("named", 3, "")), IsOk());
+  ledger.UpsertDevice(Device("by-name", {"kbd"}));
+  ledger.UpsertDevice(Device("by-arch", {"softmax"}));
+  ledger.UpsertDevice(Device("empty-arch", {""}));
+  EXPECT_TRUE(ledger.Eligible("by-name", "kbd"));
+  EXPECT_FALSE(ledger.Eligible("by-name", "rank"));
+  EXPECT_TRUE(ledger.Eligible("by-arch", "rank"));
+  EXPECT_FALSE(ledger.Eligible("by-arch", "kbd"));
+  // A job without an architecture is trained only by name.
+  EXPECT_FALSE(ledger.Eligible("empty-arch", "named"));
+  EXPECT_FALSE(ledger.Eligible("unknown", "kbd"));
+  EXPECT_FALSE(ledger.Eligible("by-name", "unknown"));
+}
+
+TEST(FleetLedgerTest, RequiredLabelsAndMinExamples) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  FleetJob job = Job("en", 1);
+  job.population.add_required_labels("lang:en");
+  job.population.add_required_labels("class:phone");
+  job.population.set_min_examples(50);
+  ASSERT_THAT(ledger.AddJob(job), IsOk());
+  ledger.UpsertDevice(Device("ok", {"en"}, {"class:phone", "lang:en", "x"}, 50));
+  ledger.UpsertDevice(Device("few", {"en"}, {"class:phone", "lang:en"}, 49));
+  ledger.UpsertDevice(Device("fr", {"en"}, {"class:phone", "lang:fr"}, 500));
+  EXPECT_TRUE(ledger.Eligible("ok", "en"));
+  EXPECT_FALSE(ledger.Eligible("few", "en"));
+  EXPECT_FALSE(ledger.Eligible("fr", "en"));
+  auto gate = ledger.Gate("en");
+  ledger.Rematch(0);
+  EXPECT_TRUE(gate->MayPlan("ok", 0));
+  EXPECT_FALSE(gate->MayPlan("few", 0));
+  EXPECT_FALSE(gate->MayPlan("fr", 0));
+}
+
+TEST(FleetLedgerTest, AddJobRefusesATakenName) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  ASSERT_THAT(ledger.AddJob(Job("a", 1)), IsOk());
+  EXPECT_THAT(ledger.AddJob(Job("a", 2)),
+              StatusIs(absl::StatusCode::kAlreadyExists, "job a is already in the fleet"));
+}
+
+TEST_F(TwoJobs, FifoOffersTheFirstJobEverythingThenTheRestFlowsOn) {
+  Make(FleetOptions{});
+  a_->Settle({}, 2, 0);
+  b_->Settle({}, 2, 0);
+  ledger_->Rematch(0);
+  EXPECT_EQ(Offered("a"), 4);
+  EXPECT_EQ(Offered("b"), 0);
+  EXPECT_THAT(Plannable(*b_), IsEmpty());
+  EXPECT_THAT(Plannable(*a_), ElementsAre("d0", "d1", "d2", "d3"));
+  // "a" planned d0 and d1; its round runs (demand 0).
+  a_->Settle({"d0", "d1"}, 0, 1);
+  ledger_->Rematch(1);
+  EXPECT_EQ(Offered("b"), 2);
+  EXPECT_THAT(Plannable(*b_), ElementsAre("d2", "d3"));
+  EXPECT_THAT(Plannable(*a_), IsEmpty());
+}
+
+TEST_F(TwoJobs, HoldsProtectAPlanningJobFromRematch) {
+  Make(FleetOptions{});
+  a_->Settle({}, 2, 0);
+  b_->Settle({}, 2, 0);
+  ledger_->Rematch(0);
+  ASSERT_TRUE(a_->MayPlan("d0", 0));  // "a" is planning with d0
+  // Meanwhile "a" stops asking (paused): the next Rematch gives b everything but d0.
+  ledger_->SetJobActive("a", false);
+  ledger_->Rematch(1);
+  EXPECT_THAT(Plannable(*b_), ElementsAre("d1", "d2", "d3"));
+  // a's Settle (it planned nobody) releases d0.
+  a_->Settle({}, 0, 2);
+  ledger_->Rematch(2);
+  EXPECT_TRUE(b_->MayPlan("d0", 2));
+}
+
+TEST_F(TwoJobs, SettleReleasesHoldsAndRecordsClaims) {
+  Make(FleetOptions{});
+  a_->Settle({}, 2, 0);
+  ledger_->Rematch(0);
+  ASSERT_THAT(Plannable(*a_), ElementsAre("d0", "d1", "d2", "d3"));
+  a_->Settle({"d1"}, 0, 1);
+  EXPECT_THAT(ledger_->JobsOf("d1"), ElementsAre("a"));
+  EXPECT_THAT(ledger_->JobsOf("d0"), IsEmpty());
+  EXPECT_EQ(ledger_->devices_in_flight(), 1);
+  const std::vector<FleetJobView> views = ledger_->Snapshot();
+  ASSERT_EQ(views.size(), 2u);
+  EXPECT_EQ(views[0].name, "a");
+  EXPECT_EQ(views[0].in_flight, 1);
+  EXPECT_EQ(views[0].demand, 0);
+  EXPECT_TRUE(views[0].active);
+  b_->Settle({}, 3, 1);
+  ledger_->Rematch(1);
+  // d1 works for "a": no room for "b" with one job per device.
+  EXPECT_THAT(Plannable(*b_), ElementsAre("d0", "d2", "d3"));
+  a_->Settle({}, 0, 2);
+  EXPECT_EQ(ledger_->devices_in_flight(), 0);
+}
+
+TEST_F(TwoJobs, OneJobPerDeviceByDefault) {
+  Make(FleetOptions{});
+  a_->Settle({"d0"}, 0, 0);
+  b_->Settle({}, 4, 0);
+  ledger_->Rematch(0);
+  EXPECT_FALSE(b_->MayPlan("d0", 0));
+}
+
+TEST_F(TwoJobs, TwoJobsPerDeviceWhenConfigured) {
+  Make(FleetOptions{.max_jobs_per_device = 2});
+  a_->Settle({"d0"}, 0, 0);
+  b_->Settle({}, 4, 0);
+  ledger_->Rematch(0);
+  ASSERT_TRUE(b_->MayPlan("d0", 0));
+  b_->Settle({"d0"}, 0, 1);
+  EXPECT_THAT(ledger_->JobsOf("d0"), UnorderedElementsAre("a", "b"));
+  EXPECT_EQ(ledger_->devices_in_flight(), 1);
+}
+
+TEST_F(TwoJobs, MaxDevicesInFlightAdmitsJobsInOrderWhileTheyFit) {
+  Make(FleetOptions{.max_devices_in_flight = 5}, 8);
+  a_->Settle({}, 4, 0);
+  b_->Settle({}, 3, 0);
+  ledger_->Rematch(0);
+  EXPECT_EQ(Offered("a"), 8);
+  a_->Settle({"d0", "d1", "d2", "d3"}, 0, 1);
+  ledger_->Rematch(1);
+  // 4 in flight + 3 asked > 5: "b" waits, even for devices only it could use now.
+  EXPECT_EQ(Offered("b"), 0);
+  EXPECT_THAT(Plannable(*b_, 8), IsEmpty());
+  a_->Settle({"d0"}, 0, 2);
+  ledger_->Rematch(2);
+  EXPECT_EQ(Offered("b"), 7);
+}
+
+TEST_F(TwoJobs, MaxDevicesInFlightKeepsLaterJobsBehindOneThatDoesNotFit) {
+  Make(FleetOptions{.max_devices_in_flight = 5}, 8);
+  a_->Settle({}, 6, 0);  // more than the bound alone
+  b_->Settle({}, 2, 0);
+  ledger_->Rematch(0);
+  EXPECT_EQ(Offered("a"), 0);
+  EXPECT_EQ(Offered("b"), 0);
+}
+
+TEST(FleetLedgerTest, MinContributionIntervalStartsWhenATaskEnds) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  FleetJob job = Job("a", 1);
+  job.population.set_min_contribution_interval_s(100);
+  ASSERT_THAT(ledger.AddJob(job), IsOk());
+  ledger.UpsertDevice(Device("d0", {"a"}));
+  auto gate = ledger.Gate("a");
+  gate->Settle({}, 1, 0);
+  ledger.Rematch(0);
+  ASSERT_TRUE(gate->MayPlan("d0", 0));
+  gate->Settle({"d0"}, 0, 0);
+  gate->Settle({}, 1, 10);  // its task ended at 10 s
+  ledger.Rematch(50);
+  EXPECT_FALSE(gate->MayPlan("d0", 50));
+  EXPECT_EQ(ledger.Snapshot()[0].offered, 0);
+  ledger.Rematch(109);
+  EXPECT_FALSE(gate->MayPlan("d0", 109));
+  ledger.Rematch(110);
+  EXPECT_TRUE(gate->MayPlan("d0", 110));
+  // Planned again; when its engine asks again before Settle, the task has ended at a time the
+  // ledger does not know yet: it waits for the Settle.
+  gate->Settle({"d0"}, 0, 110);
+  ledger.Rematch(300);
+  EXPECT_FALSE(gate->MayPlan("d0", 300));
+  gate->Settle({}, 1, 300);
+  ledger.Rematch(399);
+  EXPECT_FALSE(gate->MayPlan("d0", 399));
+  ledger.Rematch(400);
+  EXPECT_TRUE(gate->MayPlan("d0", 400));
+}
+
+TEST_F(TwoJobs, APausedJobGetsNothing) {
+  Make(FleetOptions{});
+  ASSERT_THAT(ledger_->AddJob(Job("c", 3, "cnn")), IsOk());
+  ledger_->UpsertDevice(Device("c-only", {"c"}));
+  auto c = ledger_->Gate("c");
+  c->Settle({}, 3, 0);
+  ledger_->SetJobActive("c", false);
+  ledger_->Rematch(0);
+  EXPECT_FALSE(c->MayPlan("c-only", 0));
+  EXPECT_FALSE(ledger_->Snapshot()[2].active);
+  ledger_->SetJobActive("c", true);
+  ledger_->Rematch(1);
+  EXPECT_TRUE(c->MayPlan("c-only", 1));
+}
+
+TEST_F(TwoJobs, RemoveJobFreesItsDevices) {
+  Make(FleetOptions{});
+  a_->Settle({"d0", "d1"}, 0, 0);
+  b_->Settle({}, 2, 0);
+  ledger_->RemoveJob("a");
+  ledger_->RemoveJob("never-there");
+  EXPECT_EQ(ledger_->devices_in_flight(), 0);
+  EXPECT_THAT(ledger_->JobsOf("d0"), IsEmpty());
+  ledger_->Rematch(1);
+  EXPECT_THAT(Plannable(*b_), ElementsAre("d0", "d1", "d2", "d3"));
+  // The removed job's gate refuses everything; its Settle is ignored.
+  EXPECT_THAT(Plannable(*a_), IsEmpty());
+  a_->Settle({"d2"}, 1, 1);
+  EXPECT_EQ(ledger_->devices_in_flight(), 0);
+}
+
+TEST_F(TwoJobs, RemoveDeviceDropsItsClaims) {
+  Make(FleetOptions{});
+  a_->Settle({"d0"}, 0, 0);
+  ledger_->RemoveDevice("d0");
+  EXPECT_EQ(ledger_->devices_in_flight(), 0);
+  EXPECT_EQ(ledger_->Snapshot()[0].in_flight, 0);
+  EXPECT_FALSE(ledger_->Eligible("d0", "a"));
+}
+
+TEST(FleetLedgerTest, ASingleJobSeesEveryEligibleDevice) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  ASSERT_THAT(ledger.AddJob(Job("only", 1)), IsOk());
+  for (int i = 0; i < 5; ++i) ledger.UpsertDevice(Device(absl::StrCat("d", i), {"only"}));
+  ledger.UpsertDevice(Device("other", {"something-else"}));
+  auto gate = ledger.Gate("only");
+  // Before its first Settle, and while its round runs (demand 0), it still sees them all: a
+  // running round can replace a failed task.
+  ledger.Rematch(0);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(gate->MayPlan(absl::StrCat("d", i), 0)) << i;
+  EXPECT_FALSE(gate->MayPlan("other", 0));
+  gate->Settle({"d0", "d1"}, 0, 1);
+  ledger.Rematch(1);
+  EXPECT_EQ(ledger.Snapshot()[0].offered, 3);
+}
+
+TEST(FleetLedgerTest, TheOnlyJobThatCanTrainADeviceNeedNotWaitForRematch) {
+  FleetLedger ledger(FleetOptions{}, nullptr);
+  ASSERT_THAT(ledger.AddJob(Job("only", 1)), IsOk());
+  ASSERT_THAT(ledger.AddJob(Job("other", 2, "cnn")), IsOk());
+  auto gate = ledger.Gate("only");
+  ledger.Rematch(0);
+  // Registered after the Rematch: planned at once, as by a server of one run.
+  ledger.UpsertDevice(Device("late", {"only"}));
+  EXPECT_TRUE(gate->MayPlan("late", 1));
+  gate->Settle({"late"}, 0, 1);
+  ledger.Rematch(2);
+  // Its task ended (the job's engine asks again before its next Settle): no wait either.
+  EXPECT_TRUE(gate->MayPlan("late", 3));
+  // A device another job could train waits for the matcher.
+  ledger.UpsertDevice(Device("shared", {"only", "other"}));
+  EXPECT_FALSE(gate->MayPlan("shared", 3));
+  EXPECT_FALSE(ledger.Gate("other")->MayPlan("shared", 3));
+}
+
+TEST_F(TwoJobs, NoFallbackOfferWhenTwoJobsCouldUseADevice) {
+  Make(FleetOptions{});
+  ledger_->Rematch(0);  // neither job asks for anybody
+  EXPECT_EQ(Offered("a"), 0);
+  EXPECT_EQ(Offered("b"), 0);
+}
+
+// A device is never offered to, planned by or held for two jobs at once (one job per device),
+// whatever the matcher, over many rematches with jobs planning, finishing tasks and asking.
+void CheckExclusive(std::unique_ptr<DeviceJobMatcher> matcher) {
+  FleetLedger ledger(FleetOptions{}, std::move(matcher));
+  const std::vector<std::string> jobs = {"a", "b", "c"};
+  std::map<std::string, std::unique_ptr<round::PlanningGate>> gates;
+  std::map<std::string, std::vector<std::string>> in_flight;
+  std::map<std::string, int> planned;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    ASSERT_THAT(ledger.AddJob(Job(jobs[j], static_cast<int64_t>(j) + 1)), IsOk());
+    gates[jobs[j]] = ledger.Gate(jobs[j]);
+  }
+  for (int i = 0; i < 30; ++i) {
+    // Device i trains a and b, or b and c, or all three.
+    const std::vector<std::vector<std::string>> kinds = {{"a", "b"}, {"b", "c"}, {"a", "b", "c"}};
+    std::vector<std::string> trainers = kinds[i % 3];
+    ledger.UpsertDevice(Device(absl::StrCat("d", i), trainers));
+  }
+  for (int tick = 0; tick < 60; ++tick) {
+    const double now = tick;
+    ledger.Rematch(now);
+    std::map<std::string, std::string> planner_of;
+    for (const std::string& job : jobs) {
+      std::vector<std::string>& mine = in_flight[job];
+      // Every third tick a job's tasks end.
+      if ((tick + static_cast<int>(job[0])) % 3 == 0) mine.clear();
+      const size_t want = mine.empty() ? 4 : 0;
+      for (int i = 0; i < 30 && mine.size() < want; ++i) {
+        const std::string id = absl::StrCat("d", i);
+        if (!gates[job]->MayPlan(id, now)) continue;
+        ASSERT_FALSE(planner_of.contains(id))
+            << id << " planned by " << planner_of[id] << " and " << job << " at tick " << tick;
+        planner_of[id] = job;
+        mine.push_back(id);
+        ++planned[job];
+      }
+      gates[job]->Settle(mine, mine.empty() ? 4 : 0, now);
+    }
+    for (int i = 0; i < 30; ++i) {
+      ASSERT_LE(ledger.JobsOf(absl::StrCat("d", i)).size(), 1u) << "tick " << tick;
+    }
+  }
+  for (const std::string& job : jobs) EXPECT_GT(planned[job], 0) << job;
+}
+
+TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsFifo) { CheckExclusive(MakeFifoMatcher()); }
+
+TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsRandom) {
+  CheckExclusive(MakeRandomMatcher(5));
+}
+
+}  // namespace
+}  // namespace fedsched::jobs
