@@ -2,6 +2,8 @@
 // gRPC server on loopback: their tables and JSON, and their exit codes.
 #include "server/cli/ctl_commands.h"
 
+#include <sys/wait.h>
+
 #include <cstdlib>
 #include <filesystem>
 #include <sstream>
@@ -168,6 +170,37 @@ TEST_F(CtlTest, WatchPrintsEachRoundThenTheFinalState) {
   EXPECT_EQ(Run("watch a"), kCtlJobNotFinished);
   EXPECT_THAT(out_.str(), HasSubstr("job a: cancelled (stop)"));
   EXPECT_EQ(Run("watch nope"), kCtlNotFound);
+}
+
+// The binary: its flags reach the commands, and its exit status is theirs.
+TEST_F(CtlTest, TheBinaryExitsWithTheCommandsCode) {
+  const char* bin = std::getenv("FEDSCHED_BINARY_DIR");
+  const std::string token_file = WriteFile("token", kToken);
+  const std::string out = (dir_ / "ctl.out").string();
+  auto run = [&](const std::string& args) {
+    const int status = std::system(absl::StrCat(bin != nullptr ? bin : ".",
+                                                "/server/fedsched-ctl --server=", server_.address(),
+                                                " ", args, " > '", out, "' 2>&1")
+                                       .c_str());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  };
+  auto output = [&] {
+    absl::StatusOr<std::string> text = ReadFileToString(out);
+    return text.ok() ? *text : "";
+  };
+  const std::string job = WriteFile("a.textproto", "name: \"a\"\nnum_rounds: 3\n");
+  EXPECT_EQ(run("--token_file=" + token_file + " submit " + job), kCtlOk) << output();
+  EXPECT_EQ(run("--token_file=" + token_file + " --json list"), kCtlOk) << output();
+  EXPECT_THAT(output(), HasSubstr("\"name\":\"a\""));
+  EXPECT_EQ(run("list"), kCtlUnauthenticated) << output();
+  EXPECT_EQ(run("--token_file=" + token_file + " cancel a --reason=done"), kCtlOk) << output();
+  EXPECT_THAT(output(), HasSubstr("done"));
+  EXPECT_EQ(run("--token_file=" + token_file + " status b"), kCtlNotFound) << output();
+  EXPECT_EQ(run("--token_file=" + (dir_ / "no_token").string() + " list"), kCtlUsage);
+  const std::string typo = WriteFile("typo.textproto", "name: \"b\"\nnum_round: 3\n");
+  EXPECT_EQ(run("--token_file=" + token_file + " submit " + typo), kCtlUsage);
+  EXPECT_THAT(output(), HasSubstr("line 2"));
+  EXPECT_THAT(output(), HasSubstr("num_round"));
 }
 
 }  // namespace
