@@ -157,6 +157,14 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobEvent>,
 
 }  // namespace
 
+JobServiceOptions JobServiceOptionsFor(const v1::JobsConfig& jobs, std::string operator_token) {
+  JobServiceOptions options;
+  options.operator_token = std::move(operator_token);
+  options.operator_cert_sha256.assign(jobs.operator_cert_sha256().begin(),
+                                      jobs.operator_cert_sha256().end());
+  return options;
+}
+
 JobGrpcService::JobGrpcService(fleet::JobControl* control, JobServiceOptions options)
     : control_(control),
       options_(std::move(options)),

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/jobs.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "server/fleet/job_control.h"
@@ -37,6 +38,10 @@ struct JobServiceOptions {
   // Round records fetched per poll of one stream (JobControl::RoundsAfter's limit). Default: 100.
   int watch_batch = 100;
 };
+
+// The options fedsched-server serves JobService with: its operator token, and the operator
+// certificates of `jobs` (JobsConfig.operator_cert_sha256, as ResolveServerConfig left them).
+JobServiceOptions JobServiceOptionsFor(const v1::JobsConfig& jobs, std::string operator_token);
 
 // Implements service JobService with gRPC's callback API. Every call is authenticated as an
 // operator first (CheckOperator in server/service/operator_auth.h: UNAUTHENTICATED otherwise);

@@ -1,5 +1,6 @@
 #include "server/service/operator_auth.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,18 @@ absl::StatusOr<std::string> PeerCertificateFingerprint(const grpc::ServerContext
         absl::StrCat("cannot read the client certificate: ", fingerprint.status().message()));
   }
   return fingerprint;
+}
+
+absl::StatusOr<std::string> CanonicalCertFingerprint(absl::string_view listed) {
+  std::string hex = absl::AsciiStrToLower(absl::StrReplaceAll(listed, {{":", ""}}));
+  const bool is_hex = std::all_of(hex.begin(), hex.end(), [](char c) {
+    return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
+  });
+  if (hex.size() != 64 || !is_hex) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("'", listed, "' is not a SHA-256 fingerprint (64 hex digits, ':' allowed)"));
+  }
+  return hex;
 }
 
 absl::Status CheckOperatorToken(const grpc::ServerContextBase& context,
@@ -60,8 +73,8 @@ absl::Status CheckOperator(const grpc::ServerContextBase& context, std::string_v
   if (!fingerprint->empty()) {
     const std::string hex = absl::BytesToHexString(*fingerprint);
     for (const std::string& listed : operator_cert_sha256) {
-      const std::string normal = absl::AsciiStrToLower(absl::StrReplaceAll(listed, {{":", ""}}));
-      if (ConstantTimeEquals(hex, normal)) return absl::OkStatus();
+      absl::StatusOr<std::string> canonical = CanonicalCertFingerprint(listed);
+      if (canonical.ok() && ConstantTimeEquals(hex, *canonical)) return absl::OkStatus();
     }
   }
   if (operator_token.empty()) return absl::OkStatus();

@@ -32,6 +32,12 @@ inline constexpr char kOperatorTokenHeader[] = "fedsched-operator-token";
                                               std::string_view operator_token,
                                               absl::string_view what);
 
+// A certificate's SHA-256 fingerprint as listed in jobs.operator_cert_sha256 (hex, upper or lower
+// case, ':' separators allowed, as `openssl x509 -noout -fingerprint -sha256` prints it after
+// its '=') in canonical form: 64 lowercase hex digits. Errors: INVALID_ARGUMENT when it is not 32
+// bytes of hex.
+[[nodiscard]] absl::StatusOr<std::string> CanonicalCertFingerprint(absl::string_view listed);
+
 // OK when the call carries the operator token (CheckOperatorToken), or when the TLS peer's client
 // certificate has a SHA-256 fingerprint listed in `operator_cert_sha256` (hex, upper or lower
 // case, ':' separators allowed, as `openssl x509 -fingerprint -sha256` prints it). Errors:

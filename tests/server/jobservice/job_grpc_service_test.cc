@@ -88,7 +88,7 @@ class JobServiceTest : public ::testing::Test {
     control_.Put(Running("a", 0));
     v1::WatchJobRequest request;
     request.set_name("a");
-    OpenWatch watch{.context = Context()};
+    OpenWatch watch{.context = Context(), .reader = nullptr};
     watch.reader = stub_->WatchJob(watch.context.get(), request);
     v1::WatchJobEvent event;
     EXPECT_TRUE(watch.reader->Read(&event));

@@ -74,9 +74,9 @@ grpc::StatusCode ListAs(const JobServiceServer& server, const std::string& cert,
 
 TEST(JobServiceTlsTest, AnOperatorCertificateStandsForTheToken) {
   FakeJobControl control;
-  JobServiceOptions options;
-  options.operator_token = kToken;
-  options.operator_cert_sha256 = {OpensslStyleFingerprint("client_a")};
+  v1::JobsConfig jobs;
+  jobs.add_operator_cert_sha256(OpensslStyleFingerprint("client_a"));
+  JobServiceOptions options = JobServiceOptionsFor(jobs, kToken);
   JobServiceServer server(&control, options, MutualTlsServer());
   EXPECT_EQ(ListAs(server, "client_a", ""), grpc::StatusCode::OK);
   EXPECT_EQ(ListAs(server, "client_b", ""), grpc::StatusCode::UNAUTHENTICATED);
