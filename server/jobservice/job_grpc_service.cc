@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <deque>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -14,6 +16,10 @@
 
 namespace fedsched {
 namespace {
+
+// The most round records one WatchJob poll reads when failed attempts it already sent fill
+// smaller reads.
+constexpr int kMaxWatchRead = 10000;
 
 bool Ended(v1::JobState state) {
   return state == v1::JOB_STATE_FINISHED || state == v1::JOB_STATE_FAILED ||
@@ -39,19 +45,16 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobEvent>,
   }
 
   void Poll(fleet::JobControl* control, int batch) override {
-    int64_t last_round;
     {
       absl::MutexLock lock(&mu_);
       if (finish_.has_value() || writing_ || !queue_.empty()) return;
-      last_round = last_round_;
     }
     std::deque<v1::WatchJobEvent> events;
     bool ends = false;
-    absl::Status s = Fetch(control, batch, &last_round, &events, &ends);
+    absl::Status s = Fetch(control, batch, &events, &ends);
     {
       absl::MutexLock lock(&mu_);
       if (finish_.has_value()) return;  // cancelled meanwhile
-      last_round_ = last_round;
       for (v1::WatchJobEvent& event : events) queue_.push_back(std::move(event));
       if (!s.ok()) {
         finish_ = ToGrpcStatus(s);
@@ -87,28 +90,31 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobEvent>,
   void OnDone() override { service_->Release(this); }
 
  private:
-  // Reads the job's record, then its rounds after `*last_round` (in this order: rounds read
-  // after a record that says "ended" are its last ones) into `events`, advancing `*last_round`;
-  // `*ends` when the job has ended and no round is left.
-  absl::Status Fetch(fleet::JobControl* control, int batch, int64_t* last_round,
-                     std::deque<v1::WatchJobEvent>* events, bool* ends) {
+  // Reads the job's record, then its rounds after last_round_ (in this order: rounds read after
+  // a record that says "ended" are its last ones) into `events`; `*ends` when the job has ended
+  // and no round is left.
+  absl::Status Fetch(fleet::JobControl* control, int batch, std::deque<v1::WatchJobEvent>* events,
+                     bool* ends) {
     FEDSCHED_ASSIGN_OR_RETURN(v1::JobRecord job, control->Get(name_));
     if (!started_) {
       started_ = true;
-      *last_round = from_round_ > 0 ? from_round_ - 1 : job.committed_round();
+      last_round_ = from_round_ > 0 ? from_round_ - 1 : job.committed_round();
       // The job's record opens the stream; an ended job's comes last, after its rounds.
       if (!Ended(job.state())) {
         last_state_ = job.state();
         *events->emplace_back().mutable_job() = job;
       }
     }
-    FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::RoundRecord> rounds,
-                              control->RoundsAfter(name_, *last_round, batch));
-    for (v1::RoundRecord& round : rounds) {
-      *last_round = std::max<int64_t>(*last_round, round.round());
-      *events->emplace_back().mutable_round() = std::move(round);
+    bool caught_up = false;
+    for (int limit = batch;; limit *= 2) {
+      FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::RoundRecord> rounds,
+                                control->RoundsAfter(name_, last_round_, limit));
+      const bool full = static_cast<int>(rounds.size()) >= limit;
+      const bool fresh = TakeNew(std::move(rounds), events) > 0;
+      caught_up = !full || (!fresh && limit >= kMaxWatchRead);
+      // A full read of failed attempts already sent hides what follows them: read further.
+      if (fresh || caught_up) break;
     }
-    const bool caught_up = static_cast<int>(rounds.size()) < batch;
     // A state change is told once the rounds before it were sent (the final state last).
     if (caught_up && job.state() != last_state_) {
       last_state_ = job.state();
@@ -116,6 +122,26 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobEvent>,
     }
     *ends = caught_up && Ended(job.state());
     return absl::OkStatus();
+  }
+
+  // Appends the rounds not yet sent to `events` and returns how many. A failed attempt keeps the
+  // number of the round it tried, which a later attempt commits: the stream moves past a round
+  // once it is committed, and remembers the failed attempts it sent until then.
+  int TakeNew(std::vector<v1::RoundRecord> rounds, std::deque<v1::WatchJobEvent>* events) {
+    int fresh = 0;
+    for (v1::RoundRecord& round : rounds) {
+      if (round.outcome() == v1::ROUND_OUTCOME_COMMITTED) {
+        last_round_ = std::max<int64_t>(last_round_, round.round());
+      } else if (!failed_sent_.insert({round.round(), round.start_unix_ms(), round.end_unix_ms()})
+                      .second) {
+        continue;
+      }
+      ++fresh;
+      *events->emplace_back().mutable_round() = std::move(round);
+    }
+    std::erase_if(failed_sent_,
+                  [this](const auto& key) { return std::get<0>(key) <= last_round_; });
+    return fresh;
   }
 
   // Starts the next write, or the Finish once nothing is left to write (a cancelled stream
@@ -145,9 +171,11 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobEvent>,
   // Poller thread only.
   bool started_ = false;
   v1::JobState last_state_ = v1::JOB_STATE_UNSPECIFIED;
+  int64_t last_round_ = 0;  // the last committed round sent (or the one before from_round)
+  // Failed attempts sent of rounds after last_round_: (round, start, end).
+  std::set<std::tuple<int64_t, int64_t, int64_t>> failed_sent_;
 
   absl::Mutex mu_;
-  int64_t last_round_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<v1::WatchJobEvent> queue_ ABSL_GUARDED_BY(mu_);  // front: being written
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   // How the stream ends once the queue is written (an error drops the queue).

@@ -207,7 +207,14 @@ TEST_F(JobServiceTest, WatchSendsRoundsAsTheyCommitAndEndsWithTheJob) {
   ASSERT_TRUE(event.has_round());
   EXPECT_EQ(event.round().round(), 2);  // from_round on: round 1 is not sent
 
-  // Three more rounds (more than one poll's batch of 2), then the job ends.
+  // Two failed attempts at round 3 (sent once each, while the stream waits for round 3 to
+  // commit), then three rounds (more than one poll's batch of 2), then the job ends.
+  control_.FailAttempt("a", 3, 1000);
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.round().outcome(), v1::ROUND_OUTCOME_FAILED);
+  control_.FailAttempt("a", 3, 2000);
+  ASSERT_TRUE(reader->Read(&event));
+  EXPECT_EQ(event.round().end_unix_ms(), 2000);
   control_.Commit("a", 3, 0.7);
   control_.Commit("a", 4, 0.75);
   control_.Commit("a", 5, 0.8);
@@ -215,7 +222,10 @@ TEST_F(JobServiceTest, WatchSendsRoundsAsTheyCommitAndEndsWithTheJob) {
   std::vector<int64_t> rounds;
   std::vector<v1::JobState> states;
   while (reader->Read(&event)) {
-    if (event.has_round()) rounds.push_back(event.round().round());
+    if (event.has_round()) {
+      EXPECT_EQ(event.round().outcome(), v1::ROUND_OUTCOME_COMMITTED);
+      rounds.push_back(event.round().round());
+    }
     if (event.has_job()) states.push_back(event.job().state());
   }
   EXPECT_TRUE(reader->Finish().ok());

@@ -101,6 +101,14 @@ class FakeJobControl : public fleet::JobControl {
     jobs_[name].set_committed_round(round);
     jobs_[name].set_last_accuracy(accuracy);
   }
+  // Adds a failed attempt of round `round` (it keeps the number; a later attempt commits it).
+  void FailAttempt(const std::string& name, int64_t round, int64_t end_unix_ms) {
+    absl::MutexLock lock(&mu_);
+    v1::RoundRecord& record = rounds_[name].emplace_back();
+    record.set_round(round);
+    record.set_outcome(v1::ROUND_OUTCOME_FAILED);
+    record.set_end_unix_ms(end_unix_ms);
+  }
   void SetState(const std::string& name, v1::JobState state, const std::string& reason) {
     absl::MutexLock lock(&mu_);
     jobs_[name].set_state(state);
