@@ -46,10 +46,10 @@ absl::Status CheckOperatorToken(const grpc::ServerContextBase& context,
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kOperatorTokenHeader);
   if (it == metadata.end()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(what,
-                     " needs the operator token (metadata fedsched-operator-token; fedsched-status "
-                     "--token_file)"));
+    return absl::UnauthenticatedError(absl::StrCat(
+        what,
+        " needs the operator token (metadata fedsched-operator-token; fedsched-status or "
+        "fedsched-ctl --token_file)"));
   }
   if (!ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()), operator_token)) {
     return absl::UnauthenticatedError(absl::StrCat(
