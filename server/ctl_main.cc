@@ -10,6 +10,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
+#include "absl/flags/reflection.h"
+#include "absl/strings/strip.h"
+#include "absl/strings/string_view.h"
 #include "common/flags_usage.h"
 #include "server/cli/ctl_commands.h"
 #include "server/cli/operator_channel.h"
@@ -21,8 +24,32 @@ ABSL_FLAG(int64_t, from_round, 0,
           "watch: the first round to show (0 = the rounds after the job's committed one).");
 ABSL_FLAG(int32_t, timeout_s, 30, "Deadline of each call but watch, seconds.");
 
+namespace {
+
+// The first argument before "--" that names no flag ("--jsn", "-x=1"), or "" when there is none:
+// abseil's parser would exit 1 on it, and a usage error exits 2 here.
+std::string UnknownFlag(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    absl::string_view arg = argv[i];
+    if (arg == "--") break;
+    if (arg.size() < 2 || arg[0] != '-') continue;
+    arg.remove_prefix(arg[1] == '-' ? 2 : 1);
+    const absl::string_view name = arg.substr(0, arg.find('='));
+    const bool negated_bool = absl::ConsumePrefix(&arg, "no") &&
+                              absl::FindCommandLineFlag(arg.substr(0, arg.find('='))) != nullptr;
+    if (absl::FindCommandLineFlag(name) == nullptr && !negated_bool) return argv[i];
+  }
+  return "";
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   fedsched::SetUsage(fedsched::cli::kCtlUsageText);
+  if (const std::string flag = UnknownFlag(argc, argv); !flag.empty()) {
+    std::cerr << "fedsched-ctl: unknown flag " << flag << " (see --help)\n";
+    return fedsched::cli::kCtlUsage;
+  }
   std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   const std::vector<std::string> args(positional.begin() + 1, positional.end());
   absl::StatusOr<fedsched::cli::OperatorChannel> channel =

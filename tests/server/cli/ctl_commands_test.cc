@@ -197,6 +197,8 @@ TEST_F(CtlTest, TheBinaryExitsWithTheCommandsCode) {
   EXPECT_THAT(output(), HasSubstr("done"));
   EXPECT_EQ(run("--token_file=" + token_file + " status b"), kCtlNotFound) << output();
   EXPECT_EQ(run("--token_file=" + (dir_ / "no_token").string() + " list"), kCtlUsage);
+  EXPECT_EQ(run("--token_file=" + token_file + " --jsn list"), kCtlUsage);  // a mistyped flag
+  EXPECT_THAT(output(), HasSubstr("unknown flag --jsn"));
   const std::string typo = WriteFile("typo.textproto", "name: \"b\"\nnum_round: 3\n");
   EXPECT_EQ(run("--token_file=" + token_file + " submit " + typo), kCtlUsage);
   EXPECT_THAT(output(), HasSubstr("line 2"));
