@@ -126,8 +126,8 @@ absl::Status ResolveOperatorCertificates(v1::ServerConfig& out) {
   for (int i = 0; i < listed->size(); ++i) {
     absl::StatusOr<std::string> canonical = CanonicalCertFingerprint(listed->Get(i));
     if (!canonical.ok()) {
-      return absl::InvalidArgumentError(absl::StrCat("server config: jobs.operator_cert_sha256[",
-                                                     i, "]: ", canonical.status().message()));
+      return absl::InvalidArgumentError(absl::StrCat("server config: jobs.operator_cert_sha256[", i,
+                                                     "]: ", canonical.status().message()));
     }
     *listed->Mutable(i) = *std::move(canonical);
   }
@@ -172,8 +172,7 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
                                           security->unseen_identity_ttl_s(), heartbeat_timeout_s));
   }
   if (security->max_identities() == 0) security->set_max_identities(10000);
-  FEDSCHED_RETURN_IF_ERROR(
-      CheckAtLeast("security.max_identities", security->max_identities(), 1));
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.max_identities", security->max_identities(), 1));
   return ResolveOperatorCertificates(out);
 }
 

@@ -179,9 +179,8 @@ TEST(ServerConfigTest, OperatorCertificatesAreCanonicalAndNeedMutualTls) {
   for (int i = 0; i < 32; ++i) lower += "ab";
   EXPECT_EQ(resolved.jobs().operator_cert_sha256(0), lower);
   config.mutable_jobs()->add_operator_cert_sha256(hex.substr(2));  // 31 bytes
-  EXPECT_THAT(ResolveServerConfig(config),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("jobs.operator_cert_sha256[1]")));
+  EXPECT_THAT(ResolveServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                    HasSubstr("jobs.operator_cert_sha256[1]")));
   *config.mutable_jobs()->mutable_operator_cert_sha256(1) = std::string(63, 'a') + "g";
   EXPECT_THAT(ResolveServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a SHA-256")));
