@@ -70,7 +70,8 @@ class WatchReactor final : public grpc::ServerWriteReactor<v1::WatchJobEvent>,
       absl::MutexLock lock(&mu_);
       writing_ = false;
       queue_.pop_front();
-      if (!ok && !finish_.has_value()) {
+      // A failed write: the stream is gone, whatever was still to be sent.
+      if (!ok && (!finish_.has_value() || finish_->ok())) {
         finish_ = grpc::Status(grpc::StatusCode::CANCELLED, "the stream broke");
       }
     }
