@@ -13,7 +13,7 @@ SRC=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=$(cd "${1:-$SRC/build}" && pwd)
 OUT=${OUT:-$BUILD/image}
 BINARIES=(server/fedsched-server server/fedsched-health server/fedsched-status server/fedsched-audit
-  server/fedsched-enroll)
+  server/fedsched-enroll server/fedsched-ctl)
 for b in "${BINARIES[@]}"; do
   [ -x "$BUILD/$b" ] || { echo "build_image: $BUILD/$b missing: run scripts/build.sh first" >&2; exit 1; }
 done

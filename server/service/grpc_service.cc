@@ -15,6 +15,7 @@
 #include "grpc/grpc_security_constants.h"
 #include "server/service/credentials.h"
 #include "server/service/model_stream.h"
+#include "server/service/operator_auth.h"
 
 namespace fedsched {
 namespace {
@@ -27,22 +28,6 @@ grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   reactor->Finish(ToGrpcStatus(status));
   return reactor;
-}
-
-// The SHA-256 fingerprint of the client certificate of an authenticated TLS peer, "" when the
-// peer presented none. Errors: UNAUTHENTICATED when a presented certificate cannot be read.
-absl::StatusOr<std::string> PeerCertificateFingerprint(grpc::CallbackServerContext* context) {
-  std::shared_ptr<const grpc::AuthContext> auth = context->auth_context();
-  if (auth == nullptr || !auth->IsPeerAuthenticated()) return std::string();
-  std::vector<grpc::string_ref> pems = auth->FindPropertyValues(GRPC_X509_PEM_CERT_PROPERTY_NAME);
-  if (pems.empty()) return std::string();
-  absl::StatusOr<std::string> fingerprint =
-      CertificateFingerprint(absl::string_view(pems.front().data(), pems.front().size()));
-  if (!fingerprint.ok()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat("cannot read the client certificate: ", fingerprint.status().message()));
-  }
-  return fingerprint;
 }
 
 // Streams one serialized model in chunks straight from the shared blob (ModelChunkFrame: no
@@ -294,7 +279,7 @@ grpc::ServerUnaryReactor* CoordinatorService::Register(grpc::CallbackServerConte
 absl::Status CoordinatorService::RegisterNow(grpc::CallbackServerContext* context,
                                              const v1::RegisterRequest* request,
                                              v1::RegisterResponse* response) {
-  absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
+  absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(*context);
   if (!fingerprint.ok()) return fingerprint.status();
   if (!fingerprint->empty()) {
     // Under mutual TLS the certificate names the device: a client cannot pick another identity.
@@ -328,7 +313,7 @@ absl::Status CoordinatorService::CheckSessionPeer(grpc::CallbackServerContext* c
     if (it == session_peers_.end()) return absl::OkStatus();
     bound = it->second;
   }
-  absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(context);
+  absl::StatusOr<std::string> fingerprint = PeerCertificateFingerprint(*context);
   if (!fingerprint.ok()) return fingerprint.status();
   if (!ConstantTimeEquals(*fingerprint, bound)) {
     return absl::UnauthenticatedError(absl::StrCat(
@@ -419,23 +404,7 @@ grpc::ServerUnaryReactor* CoordinatorService::GetStatus(grpc::CallbackServerCont
 
 absl::Status CoordinatorService::CheckOperatorToken(grpc::CallbackServerContext* context,
                                                     const char* what) const {
-  if (options_.operator_token.empty()) return absl::OkStatus();
-  const auto& metadata = context->client_metadata();
-  auto it = metadata.find(kOperatorTokenHeader);
-  if (it == metadata.end()) {
-    return absl::UnauthenticatedError(
-        absl::StrCat(what,
-                     " needs the operator token (metadata fedsched-operator-token; fedsched-status "
-                     "--token_file)"));
-  }
-  if (!ConstantTimeEquals(std::string_view(it->second.data(), it->second.size()),
-                          options_.operator_token)) {
-    return absl::UnauthenticatedError(absl::StrCat(
-        what,
-        ": the operator token presented is not this server's (security.operator_token_path, "
-        "by default <store_path>/operator_token)"));
-  }
-  return absl::OkStatus();
+  return fedsched::CheckOperatorToken(*context, options_.operator_token, what);
 }
 
 absl::Status CheckAggregatorToken(const std::string& token_dir, const std::string& aggregator_id,

@@ -24,6 +24,7 @@
 #include "server/service/coordinator.h"
 #include "server/service/device_service.h"
 #include "server/service/held_polls.h"
+#include "server/service/operator_auth.h"
 #include "server/service/upload_frame.h"
 #include "server/service/upload_gate.h"
 #include "server/service/work_queue.h"
@@ -183,8 +184,6 @@ UploadFrame TakeUploadFrame(grpc::ByteBuffer* buffer);
 // v1::UploadUpdateResponse with accepted = status.ok() and message "accepted" or the error's.
 grpc::ByteBuffer UploadResponse(const absl::Status& status);
 
-// The gRPC metadata key that carries the operator token (fedsched-status --token_file).
-inline constexpr char kOperatorTokenHeader[] = "fedsched-operator-token";
 // The gRPC metadata key that carries an aggregator's own token with its partial sums
 // (hierarchy.upstream_token_path at the aggregator, <aggregator_token_dir>/<id> at the root).
 inline constexpr char kAggregatorTokenHeader[] = "fedsched-aggregator-token";

@@ -16,6 +16,7 @@
 #include "server/planner/policy_registry.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/round_config.h"
+#include "server/service/operator_auth.h"
 
 namespace fedsched {
 namespace {
@@ -113,6 +114,26 @@ absl::Status ResolveAdmission(v1::ServerConfig& out) {
   return absl::OkStatus();
 }
 
+// The operator certificates of JobService (docs/JOBS.md): canonical fingerprints, and only where
+// the server asks clients for a certificate.
+absl::Status ResolveOperatorCertificates(v1::ServerConfig& out) {
+  auto* listed = out.mutable_jobs()->mutable_operator_cert_sha256();
+  if (!listed->empty() && !out.transport().require_client_cert()) {
+    return absl::InvalidArgumentError(
+        "server config: jobs.operator_cert_sha256 needs mutual TLS "
+        "(transport.require_client_cert): without it no client presents a certificate");
+  }
+  for (int i = 0; i < listed->size(); ++i) {
+    absl::StatusOr<std::string> canonical = CanonicalCertFingerprint(listed->Get(i));
+    if (!canonical.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("server config: jobs.operator_cert_sha256[", i,
+                                                     "]: ", canonical.status().message()));
+    }
+    *listed->Mutable(i) = *std::move(canonical);
+  }
+  return absl::OkStatus();
+}
+
 // Security defaults (docs/SECURITY.md) and the refusal to serve plaintext beyond this host.
 absl::Status ResolveSecurity(v1::ServerConfig& out) {
   v1::SecurityConfig* security = out.mutable_security();
@@ -151,7 +172,8 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
                                           security->unseen_identity_ttl_s(), heartbeat_timeout_s));
   }
   if (security->max_identities() == 0) security->set_max_identities(10000);
-  return CheckAtLeast("security.max_identities", security->max_identities(), 1);
+  FEDSCHED_RETURN_IF_ERROR(CheckAtLeast("security.max_identities", security->max_identities(), 1));
+  return ResolveOperatorCertificates(out);
 }
 
 // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): the role's

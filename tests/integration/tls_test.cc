@@ -14,6 +14,7 @@
 #include "common/config.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
+#include "common/testing/test_certificates.h"
 #include "tests/client/sdk/sdk_test_util.h"
 #include "tests/server/service/grpc_test_harness.h"
 
@@ -27,49 +28,7 @@ using ::fedsched::testing::StatusIs;
 using ::fedsched::testing::TestServer;
 using ::testing::HasSubstr;
 
-// A CA, a server certificate for 127.0.0.1, two client certificates from the CA and one from a
-// rogue CA, made once for the whole test binary.
-class Certificates : public ::testing::Environment {
- public:
-  static std::filesystem::path dir() { return dir_; }
-  static std::string Path(const std::string& name) { return (dir_ / name).string(); }
-
-  void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() / absl::StrCat("fedsched_tls_", ::getpid());
-    std::filesystem::create_directories(dir_);
-    const std::string d = dir_.string();
-    const std::string key = "-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    std::string script = absl::StrCat(
-        "set -e; cd '", d, "'\n",
-        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\nextendedKeyUsage=serverAuth\\n'"
-        " > server.ext\n",
-        "printf 'extendedKeyUsage=clientAuth\\n' > client.ext\n");
-    for (const char* ca : {"ca", "rogue_ca"}) {
-      absl::StrAppend(&script, "openssl req -x509 ", key, " -keyout ", ca, ".key -out ", ca,
-                      ".pem -days 2 -subj '/CN=fedsched test ", ca, "'\n");
-    }
-    auto leaf = [&](const std::string& name, const std::string& ca, const std::string& ext) {
-      absl::StrAppend(&script, "openssl req ", key, " -keyout ", name, ".key -out ", name,
-                      ".csr -subj '/CN=", name, "'\n", "openssl x509 -req -in ", name, ".csr -CA ",
-                      ca, ".pem -CAkey ", ca, ".key -CAcreateserial -days 2 -out ", name,
-                      ".pem -extfile ", ext, "\n");
-    };
-    leaf("server", "ca", "server.ext");
-    leaf("client_a", "ca", "client.ext");
-    leaf("client_b", "ca", "client.ext");
-    leaf("rogue_client", "rogue_ca", "client.ext");
-    const std::string script_path = (dir_ / "make_certs.sh").string();
-    ASSERT_OK(WriteFileAtomically(script_path, script));
-    ASSERT_EQ(
-        std::system(absl::StrCat("bash '", script_path, "' > '", d, "/openssl.log' 2>&1").c_str()),
-        0)
-        << "openssl failed; see " << d << "/openssl.log";
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
- private:
-  static inline std::filesystem::path dir_;
-};
+using Certificates = ::fedsched::testing::TestCertificates;
 
 // The SHA-256 fingerprint openssl prints for `pem_path`, as raw bytes.
 std::string OpensslFingerprint(const std::string& pem_path) {

@@ -154,3 +154,37 @@ TEST(ServerConfigTest, PolicyFlagSetsThePolicyAndItsCache) {
 
 }  // namespace
 }  // namespace fedsched
+
+namespace fedsched {
+namespace {
+
+// jobs.operator_cert_sha256 (docs/JOBS.md): fingerprints as openssl prints them are kept in
+// canonical form; anything else, or a list without mutual TLS, is refused naming the field.
+TEST(ServerConfigTest, OperatorCertificatesAreCanonicalAndNeedMutualTls) {
+  v1::ServerConfig config;
+  config.set_store_path("/tmp/unused");  // required by ResolveServerConfig; nothing is opened
+  const std::string hex(64, 'a');
+  std::string colons = "AB";
+  for (int i = 1; i < 32; ++i) colons.append(":AB");
+  config.mutable_jobs()->add_operator_cert_sha256(colons);
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("require_client_cert")));
+  v1::TransportConfig* t = config.mutable_transport();
+  t->set_tls_cert_path("server.pem");
+  t->set_tls_key_path("server.key");
+  t->set_tls_ca_path("ca.pem");
+  t->set_require_client_cert(true);
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig resolved, ResolveServerConfig(config));
+  std::string lower;
+  for (int i = 0; i < 32; ++i) lower += "ab";
+  EXPECT_EQ(resolved.jobs().operator_cert_sha256(0), lower);
+  config.mutable_jobs()->add_operator_cert_sha256(hex.substr(2));  // 31 bytes
+  EXPECT_THAT(ResolveServerConfig(config), StatusIs(absl::StatusCode::kInvalidArgument,
+                                                    HasSubstr("jobs.operator_cert_sha256[1]")));
+  *config.mutable_jobs()->mutable_operator_cert_sha256(1) = std::string(63, 'a') + "g";
+  EXPECT_THAT(ResolveServerConfig(config),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a SHA-256")));
+}
+
+}  // namespace
+}  // namespace fedsched
