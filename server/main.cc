@@ -44,6 +44,7 @@
 #include "server/fleet/job_host.h"
 #include "server/jobs/job_spec.h"
 #include "server/jobs/matcher.h"
+#include "server/jobservice/job_grpc_service.h"
 #include "server/privacy/round_privacy.h"
 #include "server/relay/relay_service.h"
 #include "server/service/coordinator.h"
@@ -552,11 +553,13 @@ std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
   return std::make_unique<CoordinatorService>(&host, options);
 }
 
-// Listens on listen_address with `credentials` and serves `service`, with RPC metrics when
-// `metrics` is not null; `*bound_port` gets the port. Null when it cannot listen.
+// Listens on listen_address with `credentials` and serves `service` and the operator's
+// `job_service` on the same port, with RPC metrics when `metrics` is not null; `*bound_port`
+// gets the port. Null when it cannot listen.
 std::unique_ptr<grpc::Server> StartGrpcServer(const v1::ServerConfig& config,
                                               std::shared_ptr<grpc::ServerCredentials> credentials,
                                               CoordinatorService& service,
+                                              JobGrpcService& job_service,
                                               ops::ServerMetrics* metrics, int* bound_port) {
   grpc::ServerBuilder builder;
   // gRPC shares ports (SO_REUSEPORT) by default: a second server on a busy port would start and
@@ -576,6 +579,7 @@ std::unique_ptr<grpc::Server> StartGrpcServer(const v1::ServerConfig& config,
     builder.AddChannelArgument(GRPC_ARG_HTTP2_BDP_PROBE, 0);
   }
   builder.RegisterService(&service);
+  builder.RegisterService(&job_service);
   if (metrics != nullptr) {
     builder.experimental().SetInterceptorCreators(ops::MakeRpcMetricsInterceptors(
         metrics,
@@ -593,6 +597,7 @@ struct Serving {
   int64_t required_free;
   fleet::JobHost& host;
   CoordinatorService& service;
+  JobGrpcService& job_service;
   grpc::Server& server;
   // Null when not configured.
   ops::HealthEndpoint* health;
@@ -735,6 +740,8 @@ int ServeUntilStopped(const Serving& s, sigset_t signals) {
   const absl::Time shutdown_start = absl::Now();
   const auto grace =
       std::chrono::milliseconds(static_cast<int64_t>(s.config.shutdown_grace_s() * 1000));
+  // fedsched-ctl watch streams end now rather than hold the grace period.
+  s.job_service.EndWatches();
   s.server.Shutdown(std::chrono::system_clock::now() + grace);
   if (s.health != nullptr) s.health->Detach(&s.server);
   FEDSCHED_LOG(info, "gRPC server stopped in {}",
@@ -785,6 +792,9 @@ int Main() {
       CreateHost(config, store.get(), *std::move(initial), test_sets, *std::move(enrolment_key),
                  csv, ops->metrics.get());
   if (!host.ok()) return Fail(host.status(), 1);
+  // Destroyed before the host, after the server's shutdown (ServeUntilStopped).
+  auto job_service = std::make_unique<JobGrpcService>(
+      host->get(), JobServiceOptionsFor(config.jobs(), *operator_token));
   std::unique_ptr<CoordinatorService> service =
       MakeService(config, **host, *std::move(operator_token));
   absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
@@ -792,14 +802,15 @@ int Main() {
   if (!credentials.ok()) return Fail(credentials.status());
   int bound_port = 0;
   std::unique_ptr<grpc::Server> server =
-      StartGrpcServer(config, *credentials, *service, ops->metrics.get(), &bound_port);
+      StartGrpcServer(config, *credentials, *service, *job_service, ops->metrics.get(),
+                      &bound_port);
   if (server == nullptr) {
     std::fprintf(stderr, "fedsched-server: cannot listen on %s (address in use?)\n",
                  config.listen_address().c_str());
     return 1;
   }
-  const Serving serving{
-      config, required_free, **host, *service, *server, ops->health.get(), ops->metrics.get()};
+  const Serving serving{config,       required_free, **host,           *service,
+                        *job_service, *server,       ops->health.get(), ops->metrics.get()};
   if (serving.health != nullptr) serving.health->Attach(server.get());
   SetServing(serving, true);
   // Printed only now that every part of it was accepted (store, credentials, listening port).
@@ -811,6 +822,7 @@ int Main() {
                listen.substr(0, listen.rfind(':')), bound_port, (*host)->committed_round());
   exit_code = ServeUntilStopped(serving, signals);
   const int64_t last_round = (*host)->committed_round();
+  job_service.reset();
   host->reset();
   store.reset();  // flushes RocksDB
   std::printf("fedsched-server: stopped after committed round %lld\n",
