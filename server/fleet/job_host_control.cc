@@ -1,6 +1,8 @@
 // The job host's operator half (JobControl, docs/JOBS.md "The API"): submit, list, get,
 // cancel, pause, resume, and a job's round records.
 #include <algorithm>
+#include <memory>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -121,15 +123,24 @@ absl::StatusOr<std::vector<v1::RoundRecord>> JobHost::RoundsAfter(const std::str
                                                                   int limit) const {
   std::shared_ptr<Store> store;
   int64_t committed = 0;
+  std::string store_namespace;
   {
     absl::MutexLock lock(&impl_->mu);
     const JobRun* run = impl_->FindLocked(name);
     if (run == nullptr) return absl::NotFoundError(absl::StrCat("no job ", name));
     store = run->store;
     committed = run->record.committed_round();
+    store_namespace = run->record.store_namespace();
   }
   std::vector<v1::RoundRecord> rounds;
-  if (store == nullptr || limit <= 0) return rounds;  // not started: no rounds yet
+  if (limit <= 0) return rounds;
+  if (store == nullptr) {
+    // An ended job's coordinator and store view are closed; its rounds stay in its namespace.
+    if (store_namespace.empty() || committed == 0) return rounds;  // never started
+    FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<Store> view,
+                              impl_->options.store->OpenNamespace(store_namespace));
+    store = std::move(view);
+  }
   // Failed attempts of the round after the last committed one are kept too: read a margin.
   const int64_t wanted = std::clamp<int64_t>(committed - after_round + 64, 1, kMaxRoundsRead);
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::RoundRecord> recent,

@@ -121,15 +121,12 @@ absl::StatusOr<v1::PollTaskResponse> JobHost::PollTask(const v1::PollTaskRequest
     alive.set_session_token(request.session_token());
     FEDSCHED_RETURN_IF_ERROR(config.coordinator->Heartbeat(alive, now).status());
   }
-  // The jobs it holds a task of (the ledger's claims) answer with that task.
-  const std::vector<std::string> held = impl_->ledger->JobsOf(request.client_id());
+  // Every running job hears the poll: the one the device holds a task of answers with it, and
+  // the others count it as checked in (under their pace steering only devices that polled are
+  // candidates) and online.
   for (size_t i = 1; i < open.size(); ++i) {
     const OpenJob& job = open[i];
     if (IsEnded(job.state)) continue;
-    if (std::find(held.begin(), held.end(), job.name) == held.end()) {
-      job.coordinator->NoteActivity(request.client_id(), now);  // a poll is a sign of life
-      continue;
-    }
     absl::StatusOr<v1::PollTaskResponse> answer = job.coordinator->PollTask(request, now);
     if (answer.ok() && answer->has_task()) {
       DecorateTask(job, &*answer);

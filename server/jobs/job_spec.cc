@@ -133,10 +133,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   absl::StatusOr<v1::ServerConfig> resolved =
       round::ResolveRoundConfig(JobServerConfig(v1::ServerConfig(), spec), "spec");
   if (!resolved.ok()) return resolved.status();
-  if (spec.target_accuracy() > 0 && (resolved->eval().mode() != v1::EVAL_MODE_SERVER ||
-                                     resolved->eval().test_images_path().empty())) {
-    return SpecError("target_accuracy",
-                     "needs a server-side evaluation (eval.test_images_path, eval.mode SERVER)");
+  // The server fills the default test set of a server-side evaluation, so only the mode matters.
+  if (spec.target_accuracy() > 0 && resolved->eval().mode() != v1::EVAL_MODE_SERVER) {
+    return SpecError("target_accuracy", "needs a server-side evaluation (eval.mode SERVER)");
   }
   return absl::OkStatus();
 }

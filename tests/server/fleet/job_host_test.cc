@@ -125,6 +125,11 @@ TEST_F(JobHostTest, CancellingOneJobMidRunLeavesTheOtherFinishing) {
   ASSERT_OK_AND_ASSIGN(std::vector<v1::JobRecord> stored, store_.LoadJobs());
   EXPECT_EQ(stored.size(), 2u);
   EXPECT_TRUE(fleet_.host().finished());
+  // An ended job's rounds are still read back (its coordinator is closed by now).
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::RoundRecord> rounds,
+                       fleet_.host().RoundsAfter("mlp", 0, 10));
+  ASSERT_GE(rounds.size(), 1u);
+  EXPECT_EQ(rounds.front().round(), 1);
 }
 
 TEST_F(JobHostTest, APausedJobPlansNoRoundUntilResumed) {

@@ -247,7 +247,11 @@ TEST(JobSpecTest, ErrorsNameTheField) {
        "spec.target_accuracy: "},
       {"target NaN", [](v1::JobSpec& s) { s.set_target_accuracy(std::nan("")); },
        "spec.target_accuracy: "},
-      {"target without server eval", [](v1::JobSpec& s) { s.set_target_accuracy(0.8); },
+      {"target without server eval",
+       [](v1::JobSpec& s) {
+         s.set_target_accuracy(0.8);
+         s.mutable_eval()->set_mode(v1::EVAL_MODE_CLIENT);
+       },
        "spec.target_accuracy: "},
       {"empty label", [](v1::JobSpec& s) { s.mutable_population()->add_required_labels(""); },
        "spec.population.required_labels[0]: "},
