@@ -9,9 +9,12 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "google/protobuf/util/json_util.h"
+#include "server/jobs/job_spec.h"
 
 namespace fedsched::cli {
 namespace {
+
+using jobs::JobStateName;
 
 // "2026-01-02 03:04:05Z", or "-" for 0 (never).
 std::string UtcTime(int64_t unix_ms) {
@@ -39,25 +42,6 @@ std::string ModelName(const v1::ModelConfig& model) {
 
 }  // namespace
 
-std::string JobStateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_SUBMITTED:
-      return "submitted";
-    case v1::JOB_STATE_RUNNING:
-      return "running";
-    case v1::JOB_STATE_PAUSED:
-      return "paused";
-    case v1::JOB_STATE_FINISHED:
-      return "finished";
-    case v1::JOB_STATE_FAILED:
-      return "failed";
-    case v1::JOB_STATE_CANCELLED:
-      return "cancelled";
-    default:
-      return "unknown";
-  }
-}
-
 bool JobEnded(v1::JobState state) {
   return state == v1::JOB_STATE_FINISHED || state == v1::JOB_STATE_FAILED ||
          state == v1::JOB_STATE_CANCELLED;
@@ -75,7 +59,7 @@ std::string FormatJobTable(const std::vector<v1::JobRecord>& jobs) {
   for (const v1::JobRecord& job : jobs) {
     absl::StrAppend(
         &out, absl::StrFormat("%-*s  %-9s  %-9s  %-8s  %8d  %-20s  %s\n", w, job.spec().name(),
-                              JobStateName(job.state()), RoundProgress(job),
+                              std::string(JobStateName(job.state())), RoundProgress(job),
                               Accuracy(job.last_accuracy()), job.spec().priority(),
                               UtcTime(job.submitted_unix_ms()), job.reason()));
   }
@@ -89,7 +73,7 @@ std::string FormatJobDetail(const v1::JobRecord& job) {
     absl::StrAppend(&out, absl::StrFormat("%-17s %s\n", absl::StrCat(key, ":"), value));
   };
   line("job", spec.name() + (job.config_job() ? " (the server config's job)" : ""));
-  line("state", JobStateName(job.state()));
+  line("state", std::string(JobStateName(job.state())));
   if (!job.reason().empty()) line("reason", job.reason());
   line("model", ModelName(spec.model()));
   line("rounds", RoundProgress(job));
@@ -131,7 +115,8 @@ std::string FormatRoundLine(const v1::RoundRecord& round) {
 }
 
 std::string FormatJobStateLine(const v1::JobRecord& job) {
-  std::string out = absl::StrCat("job ", job.spec().name(), ": ", JobStateName(job.state()));
+  std::string out =
+      absl::StrCat("job ", job.spec().name(), ": ", std::string(JobStateName(job.state())));
   if (!job.reason().empty()) absl::StrAppend(&out, " (", job.reason(), ")");
   absl::StrAppend(&out, " at round ", job.committed_round());
   if (job.last_accuracy() > 0) absl::StrAppend(&out, ", accuracy ", Accuracy(job.last_accuracy()));

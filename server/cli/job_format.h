@@ -12,9 +12,6 @@
 
 namespace fedsched::cli {
 
-// "submitted", "running", "paused", "finished", "failed", "cancelled" ("unknown" otherwise).
-std::string JobStateName(v1::JobState state);
-
 // True for the states a job never leaves: finished, failed, cancelled.
 bool JobEnded(v1::JobState state);
 

@@ -168,9 +168,9 @@ void JobHost::Impl::PersistLocked(const v1::JobRecord& record) {
 }
 
 void JobHost::Impl::Notify(const v1::JobRecord& record) {
-  const std::string line =
-      absl::StrCat("job ", record.spec().name(), " ", std::string(StateName(record.state())),
-                   record.reason().empty() ? "" : ": ", record.reason());
+  const std::string line = absl::StrCat("job ", record.spec().name(), " ",
+                                        std::string(jobs::JobStateName(record.state())),
+                                        record.reason().empty() ? "" : ": ", record.reason());
   // The config job's changes stay out of the info log, which reads as a server of one run's.
   if (record.config_job()) {
     FEDSCHED_LOG(debug, "{}", line);

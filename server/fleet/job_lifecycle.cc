@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/jobs/job_spec.h"
 
 namespace fedsched::fleet {
 
@@ -16,25 +17,6 @@ bool IsOpen(v1::JobState state) {
   return state == v1::JOB_STATE_RUNNING || state == v1::JOB_STATE_PAUSED;
 }
 
-std::string_view StateName(v1::JobState state) {
-  switch (state) {
-    case v1::JOB_STATE_SUBMITTED:
-      return "submitted";
-    case v1::JOB_STATE_RUNNING:
-      return "running";
-    case v1::JOB_STATE_PAUSED:
-      return "paused";
-    case v1::JOB_STATE_FINISHED:
-      return "finished";
-    case v1::JOB_STATE_FAILED:
-      return "failed";
-    case v1::JOB_STATE_CANCELLED:
-      return "cancelled";
-    default:
-      return "unspecified";
-  }
-}
-
 absl::Status CheckAction(const v1::JobRecord& job, JobAction action) {
   const v1::JobState state = job.state();
   const bool allowed = action == JobAction::kCancel  ? !IsEnded(state)
@@ -44,8 +26,9 @@ absl::Status CheckAction(const v1::JobRecord& job, JobAction action) {
   const char* verb = action == JobAction::kCancel  ? "cancelled"
                      : action == JobAction::kPause ? "paused"
                                                    : "resumed";
-  return absl::FailedPreconditionError(absl::StrCat(
-      "job ", job.spec().name(), " is ", std::string(StateName(state)), ": it cannot be ", verb));
+  return absl::FailedPreconditionError(absl::StrCat("job ", job.spec().name(), " is ",
+                                                    std::string(jobs::JobStateName(state)),
+                                                    ": it cannot be ", verb));
 }
 
 std::optional<JobEnd> EndAfterCommit(const v1::RoundRecord& round, int64_t num_rounds,

@@ -18,8 +18,6 @@ namespace fedsched::fleet {
 bool IsEnded(v1::JobState state);
 // RUNNING or PAUSED: the job has an open coordinator whose rounds the host ticks.
 bool IsOpen(v1::JobState state);
-// "submitted", "running", "paused", "finished", "failed", "cancelled" ("unspecified" else).
-std::string_view StateName(v1::JobState state);
 
 // An operator's action on a job (JobControl).
 enum class JobAction { kCancel, kPause, kResume };

@@ -2,6 +2,7 @@
 // with a task of a job the device holds, and every task call routed by its task id's job
 // (docs/JOBS.md "Devices shared by jobs").
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -9,6 +10,7 @@
 #include "common/status_macros.h"
 #include "server/fleet/job_host.h"
 #include "server/fleet/job_host_impl.h"
+#include "server/jobs/job_spec.h"
 
 namespace fedsched::fleet {
 namespace {
@@ -124,16 +126,30 @@ absl::StatusOr<v1::PollTaskResponse> JobHost::PollTask(const v1::PollTaskRequest
   // Every running job hears the poll: the one the device holds a task of answers with it, and
   // the others count it as checked in (under their pace steering only devices that polled are
   // candidates) and online.
+  // A job whose planner expects to pick the device next round sends a prefetch plan with its
+  // idle answer; the first one goes to the device, naming its job (PollTaskResponse.prefetch_job).
+  std::optional<v1::PollTaskResponse> prefetch;
   for (size_t i = 1; i < open.size(); ++i) {
     const OpenJob& job = open[i];
     if (IsEnded(job.state)) continue;
     absl::StatusOr<v1::PollTaskResponse> answer = job.coordinator->PollTask(request, now);
-    if (answer.ok() && answer->has_task()) {
+    if (!answer.ok()) continue;
+    if (answer->has_task()) {
       DecorateTask(job, &*answer);
       return *answer;
     }
+    if (answer->has_prefetch_plan() && !prefetch.has_value()) {
+      prefetch = *std::move(answer);
+      prefetch->set_prefetch_job(job.name);
+    }
   }
-  return impl_->IdleAnswer(request, now, config, std::move(config_answer));
+  FEDSCHED_ASSIGN_OR_RETURN(v1::PollTaskResponse idle,
+                            impl_->IdleAnswer(request, now, config, std::move(config_answer)));
+  if (idle.has_retry_after_ms() && !idle.has_prefetch_plan() && prefetch.has_value()) {
+    *idle.mutable_prefetch_plan() = prefetch->prefetch_plan();
+    idle.set_prefetch_job(prefetch->prefetch_job());
+  }
+  return idle;
 }
 
 absl::StatusOr<v1::PollTaskResponse> JobHost::Impl::IdleAnswer(
@@ -224,7 +240,7 @@ absl::StatusOr<v1::GetStatusResponse> JobHost::GetStatusOf(
       v1::GetStatusResponse status;
       status.set_committed_round(run->record.committed_round());
       status.set_current_round(run->record.committed_round() + 1);
-      status.set_state(std::string(StateName(run->record.state())));
+      status.set_state(std::string(jobs::JobStateName(run->record.state())));
       return status;
     }
   }

@@ -156,4 +156,23 @@ v1::JobSpec ConfigJobSpec(const v1::ServerConfig& server) {
   return spec;
 }
 
+std::string_view JobStateName(v1::JobState state) {
+  switch (state) {
+    case v1::JOB_STATE_SUBMITTED:
+      return "submitted";
+    case v1::JOB_STATE_RUNNING:
+      return "running";
+    case v1::JOB_STATE_PAUSED:
+      return "paused";
+    case v1::JOB_STATE_FINISHED:
+      return "finished";
+    case v1::JOB_STATE_FAILED:
+      return "failed";
+    case v1::JOB_STATE_CANCELLED:
+      return "cancelled";
+    default:
+      return "unspecified";
+  }
+}
+
 }  // namespace fedsched::jobs

@@ -37,6 +37,10 @@ v1::ServerConfig JobServerConfig(const v1::ServerConfig& server, const v1::JobSp
 // it). JobServerConfig(server, ConfigJobSpec(server)) has server's round settings.
 v1::JobSpec ConfigJobSpec(const v1::ServerConfig& server);
 
+// A job state's name as tools print it: "submitted", "running", "paused", "finished", "failed",
+// "cancelled" ("unspecified" for any other value).
+std::string_view JobStateName(v1::JobState state);
+
 }  // namespace fedsched::jobs
 
 #endif  // FEDSCHED_SERVER_JOBS_JOB_SPEC_H_
