@@ -67,9 +67,13 @@ absl::Status JobHost::Impl::Open() {
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> stored, options.store->LoadJobs());
   config_job = jobs::ConfigJobSpec(options.config).name();
   auto config_run = std::make_unique<JobRun>();
-  for (const v1::JobRecord& record : stored) {
-    next_sequence = std::max(next_sequence, record.sequence() + 1);
-    if (record.config_job()) config_run->record = record;
+  {
+    // Open runs before the host is shared; the lock keeps the sequence's one rule.
+    absl::MutexLock lock(&mu);
+    for (const v1::JobRecord& record : stored) {
+      next_sequence = std::max(next_sequence, record.sequence() + 1);
+      if (record.config_job()) config_run->record = record;
+    }
   }
   const bool known = config_run->record.config_job();
   v1::JobRecord& record = config_run->record;
@@ -80,6 +84,7 @@ absl::Status JobHost::Impl::Open() {
     record.set_state(v1::JOB_STATE_RUNNING);
     record.set_submitted_unix_ms(UnixMs(Now()));
     record.set_started_unix_ms(UnixMs(Now()));
+    absl::MutexLock lock(&mu);
     record.set_sequence(next_sequence++);
   }
   config_run->config = options.config;

@@ -198,7 +198,10 @@ FleetOptions WithDefaults(FleetOptions options) {
 FleetLedger::FleetLedger(FleetOptions options, std::unique_ptr<DeviceJobMatcher> matcher)
     : options_(WithDefaults(options)),
       matcher_(matcher != nullptr ? std::move(matcher) : MakeFifoMatcher()),
-      impl_(std::make_unique<Impl>(options_)) {}
+      impl_(std::make_unique<Impl>(options_)) {
+  absl::MutexLock lock(&mu_);
+  matcher_name_ = std::string(matcher_->name());
+}
 
 FleetLedger::~FleetLedger() = default;
 

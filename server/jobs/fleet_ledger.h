@@ -124,7 +124,7 @@ class FleetLedger {
   // One entry per job, by name.
   std::vector<FleetJobView> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
   // The matcher's registered name.
-  std::string_view matcher_name() const { return matcher_->name(); }
+  std::string_view matcher_name() const { return matcher_name_; }
 
  private:
   class JobGate;
@@ -138,6 +138,8 @@ class FleetLedger {
   const FleetOptions options_;
   mutable absl::Mutex mu_;
   std::unique_ptr<DeviceJobMatcher> matcher_ ABSL_PT_GUARDED_BY(mu_);
+  // The matcher's registered name, fixed at construction (read without the lock).
+  std::string matcher_name_;
   // The implementation keeps its maps here (fleet_ledger.cc).
   struct Impl;
   std::unique_ptr<Impl> impl_ ABSL_GUARDED_BY(mu_);
