@@ -50,7 +50,7 @@ job_file() {  # name architecture K rounds target
   cat > "$WORK/$1.textproto" <<JOB
 name: "$1"
 model { architecture: "$2" hidden_units: 32 init_seed: 3 }
-training { local_steps: 40 batch_size: 32 learning_rate: 0.05 }
+training { local_steps: 20 batch_size: 32 learning_rate: 0.03 }
 clients_per_round: $3
 min_updates: $3
 min_online_clients: $3
@@ -61,9 +61,9 @@ audit_updates: true
 selection { overcommit: 1.0 }
 JOB
 }
-job_file soft softmax 3 80 $TARGET
-job_file deep mlp 3 80 $TARGET
-job_file spare mlp 2 80 0.99
+job_file soft softmax 3 300 $TARGET
+job_file deep mlp 3 300 $TARGET
+job_file spare mlp 2 300 0.99
 
 server_exec() {
   exec "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
@@ -104,17 +104,10 @@ done
 for j in soft deep spare; do "${CTL[@]}" submit "$WORK/$j.textproto" > /dev/null || fail "submit $j"; done
 "${CTL[@]}" list
 
-wait_for 300 at_least spare 1 || fail "job spare committed no round"
-"${CTL[@]}" cancel spare --reason="test: cancelled mid-run" > /dev/null || fail "cancel"
-has_state spare JOB_STATE_CANCELLED || fail "spare is not cancelled"
-wait_for 300 at_least soft 2 || fail "job soft committed fewer than 2 rounds"
-wait_for 300 at_least deep 2 || fail "job deep committed fewer than 2 rounds"
-curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" > "$WORK/metrics.txt" || fail "scrape"
-for j in soft deep; do
-  grep -q "fedsched_rounds_committed_total{job=\"$j\"}" "$WORK/metrics.txt" ||
-    fail "no per-job series for $j"
-done
-
+# Killed early (both jobs past their first round, far below their target), so that both are
+# mid-run whatever the machine's load.
+wait_for 300 at_least soft 1 || fail "job soft committed no round"
+wait_for 300 at_least deep 1 || fail "job deep committed no round"
 before_soft=$(committed soft)
 before_deep=$(committed deep)
 [ "$(state soft)" = JOB_STATE_RUNNING ] && [ "$(state deep)" = JOB_STATE_RUNNING ] ||
@@ -129,10 +122,18 @@ for j in soft deep; do
 done
 [ "$(committed soft)" -ge "$before_soft" ] && [ "$(committed deep)" -ge "$before_deep" ] ||
   fail "a job resumed before its last committed round"
-has_state spare JOB_STATE_CANCELLED || fail "spare came back from cancelled"
+# The third job resumed too; cancelled mid-run, it leaves the other two finishing.
+wait_for 300 at_least spare 1 || fail "job spare committed no round"
+"${CTL[@]}" cancel spare --reason="test: cancelled mid-run" > /dev/null || fail "cancel"
+has_state spare JOB_STATE_CANCELLED || fail "spare is not cancelled"
 
 wait_for 600 has_state soft JOB_STATE_FINISHED || fail "soft did not finish"
 wait_for 600 has_state deep JOB_STATE_FINISHED || fail "deep did not finish"
+curl -sf "http://127.0.0.1:$METRICS_PORT/metrics" > "$WORK/metrics.txt" || fail "scrape"
+for j in soft deep; do
+  grep -q "fedsched_rounds_committed_total{job=\"$j\"}" "$WORK/metrics.txt" ||
+    fail "no per-job series for $j"
+done
 "${CTL[@]}" list --all
 for j in soft deep; do
   acc=$(field $j ".get('last_accuracy', 0)")
