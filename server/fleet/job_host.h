@@ -82,8 +82,9 @@ class JobHost : public DeviceService, public JobControl {
   std::vector<v1::JobRecord> List(bool include_ended) const override;
   // Errors: NOT_FOUND.
   [[nodiscard]] absl::StatusOr<v1::JobRecord> Get(const std::string& name) const override;
-  // Cancel: any job not ended (FAILED_PRECONDITION otherwise); its in-flight tasks are failed
-  // and its devices freed; the store keeps its rounds. Pause: a running job plans no new round;
+  // Cancel: any job not ended (FAILED_PRECONDITION otherwise); its devices are freed at once and
+  // their later calls for its tasks are answered FAILED_PRECONDITION "job X has ended"; the
+  // store keeps its rounds. Pause: a running job plans no new round;
   // Resume: a paused one runs again. Errors: NOT_FOUND, FAILED_PRECONDITION.
   [[nodiscard]] absl::StatusOr<v1::JobRecord> Cancel(const std::string& name,
                                                      const std::string& reason) override;
