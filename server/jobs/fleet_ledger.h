@@ -65,6 +65,10 @@ struct FleetOptions {
   // Devices holding a task across jobs (JobsConfig.max_devices_in_flight): a job whose demand
   // does not fit under it is offered nothing until it does. 0 = no bound.
   int64_t max_devices_in_flight = 0;
+  // JobsConfig.starvation_bound_s (MatchInput.starvation_bound_s). 0 = no bound.
+  double starvation_bound_s = 0;
+  // JobsConfig.speed_tiers (MatchInput.speed_tiers); 0 = 2.
+  int speed_tiers = 2;
 };
 
 // Per-job counts for status and metrics.
@@ -74,6 +78,12 @@ struct FleetJobView {
   int64_t demand = 0;
   int64_t in_flight = 0;
   int64_t offered = 0;
+  // Seconds its current demand has waited unmet (0 while it asks for nothing), the longest such
+  // wait so far, and how many times a wait passed the starvation bound while a device it could
+  // use was idle (a starvation).
+  double waiting_s = 0;
+  double max_wait_s = 0;
+  int64_t starved = 0;
 };
 
 // The ledger. A device is offered to at most one job at a time (by the matcher, at Rematch);

@@ -29,18 +29,46 @@ struct MatchJob {
   int64_t demand = 0;
   // Devices holding a task of this job now.
   int64_t in_flight = 0;
+  // Its eligibility group: jobs with one population requirement (trainer or architecture,
+  // required labels, min_examples) share it (Venn, MLSys 2025: a "job group").
+  std::string group;
+  // From the job's last JobFacts (0 / -1 until it reported): K, round deadline (seconds),
+  // rounds committed, rounds still to run (-1 = unknown), last and target accuracy.
+  int64_t clients_per_round = 0;
+  double deadline_s = 0;
+  int64_t rounds_committed = 0;
+  int64_t rounds_remaining = -1;
+  double accuracy = 0;
+  double target_accuracy = 0;
+  // Since when (seconds of the caller's clock) its current demand has waited unmet: set when
+  // its demand became > 0, -1 while it asks for nothing.
+  double asking_since_s = -1;
+};
+
+// What a job knows of one device it is eligible for (round::DeviceFacts, without the id).
+struct MatchFacts {
+  double predicted_round_s = 0;  // seconds; 0 = unknown
+  double utility = 0;            // the job's statistical utility; 0 = never measured
+  double availability = 1;       // probability it stays through the job's deadline
 };
 
 // An idle device (holding no task it may not share) and the jobs it may be offered to.
 struct MatchDevice {
   std::string client_id;
   // Indices into MatchInput::jobs of the jobs it is eligible for (trainer, labels, examples,
-  // contribution interval), ascending.
+  // contribution interval, and its model fits the device), ascending.
   std::vector<int> eligible;
+  // facts[i]: what job eligible[i] knows of this device (defaults when it reported nothing).
+  std::vector<MatchFacts> facts;
 };
 
 struct MatchInput {
   double now_s = 0;
+  // JobsConfig.starvation_bound_s: a job whose demand has waited this long (seconds) while
+  // devices it may use were idle must be served first. 0 = no bound.
+  double starvation_bound_s = 0;
+  // JobsConfig.speed_tiers: the device speed tiers of tier-based matching (Venn). >= 1.
+  int speed_tiers = 2;
   std::vector<MatchJob> jobs;
   // Sorted by client_id, so that every caller hands a matcher the same list.
   std::vector<MatchDevice> devices;
@@ -58,6 +86,13 @@ class DeviceJobMatcher {
   // device is offered to, or -1 for none. Every offer must name a job in the device's eligible
   // list with demand > 0.
   virtual void Match(const MatchInput& input, std::vector<int>* job_of_device) = 0;
+  // Why device `device` (an index into the last Match's input.devices) went to its job, in a
+  // few words ("scarce group first; fast tier"), for SelectionReason.match_reason; "" when the
+  // matcher keeps no reasons. Valid until the next Match.
+  virtual std::string Reason(size_t device) const {
+    (void)device;
+    return {};
+  }
 };
 
 // FIFO by submission: each device is offered to the first job it is eligible for that has
