@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""The report of scripts/live_jobs_experiment.sh: per-job completion times per matcher.
+
+Reads, for each matcher, the run folder RESULTS/<matcher>/ the experiment wrote: meta.json (the
+run's settings, machine and load), jobs.jsonl (the job records of `fedsched-ctl --json list
+--all`, one JSON JobRecord a line), <job>.metrics.csv (the server's per-round CSV: column 3 is
+the round's wall seconds) and server.log (a task the server failed is logged as
+"job <job> round <n>: task of <client> failed: <reason>"). Writes a Markdown section
+"Jobs sharing a fleet" (docs/LIVE_POLICIES.md) to OUT and prints it.
+
+JCT (job completion time) = JobRecord.ended_unix_ms - JobRecord.submitted_unix_ms, seconds.
+
+Usage: live_jobs_report.py RESULTS OUT MATCHER... Exit status 1 with a message naming the file
+when a matcher's run folder or a job's record is missing.
+"""
+import json
+import os
+import re
+import statistics
+import sys
+
+
+def fail(message):
+    sys.exit(f"live_jobs_report: ERROR: {message}")
+
+
+def read_run(results, matcher):
+    """The run of `matcher`: its meta.json, job records by name, and folder."""
+    folder = os.path.join(results, matcher)
+    meta_path = os.path.join(folder, "meta.json")
+    jobs_path = os.path.join(folder, "jobs.jsonl")
+    for path in (meta_path, jobs_path):
+        if not os.path.exists(path):
+            fail(f"no {os.path.basename(path)} for matcher {matcher} ({path}): run it first")
+    with open(meta_path) as f:
+        meta = json.load(f)
+    with open(jobs_path) as f:
+        records = {r["spec"]["name"]: r for r in map(json.loads, filter(str.strip, f))}
+    return meta, records, folder
+
+
+def round_seconds(folder, job):
+    """Wall seconds of each committed round of `job` (empty when the CSV is missing)."""
+    path = os.path.join(folder, f"{job}.metrics.csv")
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [float(line.split(",")[2]) for line in f.read().splitlines()[1:] if line]
+
+
+def failed_tasks(folder, job):
+    """How many tasks of `job` the server failed (missed heartbeats, deadline, refusals)."""
+    path = os.path.join(folder, "server.log")
+    if not os.path.exists(path):
+        return 0
+    pattern = re.compile(rf"job {re.escape(job)} round \d+: task of \S+ failed")
+    with open(path, errors="replace") as f:
+        return sum(1 for line in f if pattern.search(line))
+
+
+def job_rows(matcher, meta, records, folder):
+    """One row per job of the run, and the JCTs of the jobs that finished."""
+    rows, jcts = [], []
+    for job in meta["jobs"]:
+        name = job["name"]
+        r = records.get(name)
+        if r is None:
+            fail(f"no record of job {name} under matcher {matcher}")
+        state = r["state"].replace("JOB_STATE_", "").lower()
+        finished = state == "finished"
+        jct = (int(r.get("ended_unix_ms", 0)) - int(r["submitted_unix_ms"])) / 1000
+        if finished:
+            jcts.append(jct)
+        secs = round_seconds(folder, name)
+        rows.append(
+            f"| {matcher} | {name} | {r.get('committed_round', 0)} of {job['rounds']} | {state} | "
+            f"{f'{jct:.1f}' if finished else '-'} | "
+            f"{f'{statistics.mean(secs):.2f}' if secs else '-'} | {failed_tasks(folder, name)} |")
+    return rows, jcts
+
+
+def settings_text(meta):
+    """The paragraphs on the fleet, the jobs and how to reproduce, from the first run's meta."""
+    lines = [
+        f"One `fedsched-server` runs {len(meta['jobs'])} jobs over {meta['clients']} "
+        "`fedsched-client` processes on loopback (Fashion-MNIST, Dirichlet alpha 0.5), once per "
+        "device-to-job matcher (`jobs { matcher }`, docs/JOBS.md \"Matching devices to jobs\"). "
+        "The jobs are submitted together with `fedsched-ctl submit` once every client has "
+        "registered; each runs a fixed number of rounds of K tasks (over-commitment 1.0, a round "
+        f"closes at its K-th update; {meta['local_steps']} local steps of batch 32; no "
+        "evaluation), so a job's completion time depends only on the devices it gets. JCT = the "
+        "job record's end minus its submission (`fedsched-ctl --json list --all`: "
+        "`ended_unix_ms - submitted_unix_ms`).",
+        "",
+        "| job | model | K | rounds | eligible devices |",
+        "|---|---|---|---|---|",
+    ]
+    for job in meta["jobs"]:
+        lines.append(f"| {job['name']} | {job['arch']} | {job['k']} | {job['rounds']} | "
+                     f"{job['eligible']} of {meta['clients']}: {job['who']} |")
+    lines += [
+        "",
+        "Device i is a tablet when i mod 10 is 0-2 and trains softmax when i mod 10 is 2-4, so "
+        "the scarce groups overlap each other and the general job's. Device i trains "
+        f"{meta['speed_scale']} x computation_ms(i) / min computation_ms times slower than this "
+        f"machine (rows 1..{meta['clients']} of FedScale's capacity trace "
+        "`capacity_ids1-100.csv`; `--slowdown` stretches the training's CPU time): factors "
+        f"{meta['slowdowns'].strip()}. Pace steering is off (`pacing {{ disable: true }}`): with "
+        "jobs, the server's pace steering sizes its pool from the config job alone and sends the "
+        "other devices away, and the submitted jobs' tasks planned on them fail.",
+        "",
+        f"Reproduce: `{meta['command']}`, commit {meta['commit']}. Machine: {meta['machine']}; "
+        "the load average (1 min) at each run's start and end is below (the machine is shared: "
+        "other processes ran beside the experiment).",
+    ]
+    return lines
+
+
+def main(argv):
+    if len(argv) < 4:
+        fail("usage: live_jobs_report.py RESULTS OUT MATCHER...")
+    results, out, matchers = argv[1], argv[2], argv[3:]
+    runs = {m: read_run(results, m) for m in matchers}
+    first = runs[matchers[0]][0]
+    rows, summary = [], {}
+    for m in matchers:
+        meta, records, folder = runs[m]
+        job_lines, jcts = job_rows(m, meta, records, folder)
+        rows += job_lines
+        complete = len(jcts) == len(meta["jobs"])
+        summary[m] = (statistics.mean(jcts) if complete else None,
+                      statistics.median(jcts) if complete else None,
+                      max(jcts) if complete else None, meta["load_start"], meta["load_end"])
+    base = summary.get("random", (None,))[0]
+    lines = ["## Jobs sharing a fleet" + (" (smoke run)" if first.get("smoke") else ""), ""]
+    lines += settings_text(first)
+    lines += ["", "| matcher | job | committed rounds | state | JCT s | mean round s | failed tasks |",
+              "|---|---|---|---|---|---|---|"] + rows
+    lines += ["", "| matcher | average JCT s | median JCT s | makespan s | random's average / this "
+              "| load at start, end |", "|---|---|---|---|---|---|"]
+    for m in matchers:
+        mean, median, makespan, load_start, load_end = summary[m]
+        ratio = f"{base / mean:.2f}x" if base and mean else "-"
+        fmt = lambda v: f"{v:.1f}" if v is not None else "not all finished"
+        lines.append(f"| {m} | {fmt(mean)} | {fmt(median)} | {fmt(makespan)} | {ratio} | "
+                     f"{load_start}, {load_end} |")
+    text = "\n".join(lines) + "\n"
+    with open(out, "w") as f:
+        f.write(text)
+    print(text, end="")
+
+
+if __name__ == "__main__":
+    main(sys.argv)
