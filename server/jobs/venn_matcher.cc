@@ -102,7 +102,7 @@ void VennMatcher::Prepare(const MatchInput& input) {
   jobs_.assign(n_jobs, JobView{});
   // Groups get ids in order of first appearance in the devices' lists (Venn breaks ties
   // between equally scarce groups by that order); a device's kind is its list of groups.
-  absl::flat_hash_map<std::string, int> group_id;
+  absl::flat_hash_map<std::string_view, int> group_id;
   absl::flat_hash_map<std::vector<int>, int> kind_id;
   std::vector<VennCheckin> kinds;
   kind_of_device_.assign(input.devices.size(), -1);
@@ -116,12 +116,14 @@ void VennMatcher::Prepare(const MatchInput& input) {
     for (size_t i = 0; i < d.eligible.size(); ++i) {
       const int j = d.eligible[i];
       if (input.jobs[j].demand <= 0) continue;
-      auto [it, added] = group_id.emplace(input.jobs[j].group, static_cast<int>(group_id.size()));
-      jobs_[j].group = it->second;
+      if (jobs_[j].group < 0) {
+        jobs_[j].group =
+            group_id.emplace(input.jobs[j].group, static_cast<int>(group_id.size())).first->second;
+      }
       ++jobs_[j].eligible;
       slots_of_job[j].push_back(slot_offset_[k] + i);
-      if (std::find(groups.begin(), groups.end(), it->second) == groups.end()) {
-        groups.push_back(it->second);
+      if (std::find(groups.begin(), groups.end(), jobs_[j].group) == groups.end()) {
+        groups.push_back(jobs_[j].group);
       }
     }
     if (groups.empty()) continue;

@@ -274,6 +274,39 @@ TEST(CrossJobMatcherTest, ADeviceAJobsModelCannotFitIsNeverOfferedToIt) {
   }
 }
 
+// One device, two jobs asking for it: "a" (first by submission) from t = 3, "b" from t = 0. At
+// t = 10, "b" has waited the bound: FIFO still serves "a" (a starvation), fedsched serves "b".
+int64_t StarvationsOf(std::unique_ptr<DeviceJobMatcher> matcher, std::string* b_reason) {
+  FleetLedger ledger(FleetOptions{.starvation_bound_s = 10}, std::move(matcher));
+  for (const char* name : {"a", "b"}) {
+    FleetJob job;
+    job.name = name;
+    job.model_architecture = "mlp";
+    job.sequence = name[0] == 'a' ? 1 : 2;
+    EXPECT_THAT(ledger.AddJob(job), IsOk());
+  }
+  ledger.UpsertDevice({"d0", {"mlp"}, {}, 100});
+  auto a = ledger.Gate("a");
+  auto b = ledger.Gate("b");
+  b->Settle({}, 1, 0);
+  a->Settle({}, 1, 3);
+  ledger.Rematch(5);
+  ledger.Rematch(10);
+  *b_reason = b->OfferReason("d0");
+  for (const FleetJobView& v : ledger.Snapshot()) {
+    if (v.name == "b") return v.starved;
+  }
+  return -1;
+}
+
+TEST(CrossJobMatcherTest, TheStarvationBoundHoldsThroughTheLedger) {
+  std::string reason;
+  EXPECT_EQ(StarvationsOf(MakeFifoMatcher(), &reason), 1);
+  EXPECT_EQ(reason, "");
+  EXPECT_EQ(StarvationsOf(MakeClientAwareMatcher(1), &reason), 0);
+  EXPECT_THAT(reason, HasSubstr("starving job"));
+}
+
 TEST(VennMatcherTest, FollowsTheGroupPlanAndShortestRemainingDemand) {
   // Venn's golden case "starved_count_one" (venn_golden_test.cc): group 1 absorbs group 0's
   // devices, so "a" gets nothing; within group 1 "b" (remaining 1) before "c" (2).
