@@ -373,5 +373,19 @@ TEST(VennMatcherTest, ATierIsKeptUntilTheJobAsksForNothing) {
   }
 }
 
+TEST(VennMatcherTest, EqualTimesNeverTierAJobOutOfItsDevices) {
+  MatchInput input;
+  input.speed_tiers = 2;
+  input.jobs = {Job("a", "g", 2, 2, 1, 1)};
+  // Every device in the fastest tier; the slowest tier is empty, so it is never kept.
+  for (int i = 0; i < 20; ++i)
+    input.devices.push_back(Device(absl::StrCat("d", i), {0}, {10, 1, 1}));
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto venn = MakeVennMatcher(seed);
+    const std::vector<int> offers = Match(*venn, input);
+    EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 20) << seed;
+  }
+}
+
 }  // namespace
 }  // namespace fedsched::jobs
