@@ -30,6 +30,7 @@
 #include "server/aggregation/checks.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/round/gate_report.h"
 #include "server/round/gated_presence.h"
 #include "server/round/planning_gate.h"
 #include "server/service/device_service.h"
@@ -100,6 +101,9 @@ struct CoordinatorOptions {
   // planning_gate->MayPlan says so, and every engine advance is reported with Settle. Not
   // owned; must outlive the coordinator. Default: null (the fleet is this run's alone).
   round::PlanningGate* planning_gate = nullptr;
+  // The job's target test accuracy (JobSpec.target_accuracy; round::EngineOptions::
+  // target_accuracy), which the job's facts report to the device-to-job matcher. 0 = none.
+  double target_accuracy = 0;
 };
 
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
@@ -455,7 +459,8 @@ class Coordinator : public DeviceService {
   void EndSessionLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reports what this job holds to the planning gate (PlanningGate::Settle), if there is one.
+  // Reports what this job holds to the planning gate (PlanningGate::Settle), if there is one,
+  // and what it knows when due (round::ReportToGate: Describe).
   void SettleGateLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogTaskFailures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -559,6 +564,8 @@ class Coordinator : public DeviceService {
   std::unique_ptr<round::GatedPresence> gated_presence_;
   // SettleGateLocked's list of clients in flight (kept to reuse its memory).
   std::vector<std::string> in_flight_scratch_ ABSL_GUARDED_BY(mu_);
+  // When SettleGateLocked next describes the job to its gate (round::DescribePacer).
+  round::DescribePacer describe_pacer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
   // Proofs, revocations and room of identities. Set once by Open, before any request;
