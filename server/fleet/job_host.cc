@@ -456,6 +456,8 @@ Coordinator::ClientCounts JobHost::CountClients(absl::Time now) const {
   return impl_->ConfigCoordinator()->CountClients(now);
 }
 
+std::vector<jobs::FleetJobView> JobHost::FleetViews() const { return impl_->ledger->Snapshot(); }
+
 absl::Status JobHost::health() const {
   if (absl::Status config = impl_->ConfigCoordinator()->health(); !config.ok()) return config;
   absl::MutexLock lock(&impl_->mu);
