@@ -434,8 +434,14 @@ std::vector<OpenJob> JobHost::Impl::OpenJobs() const {
 }
 
 void JobHost::Tick(absl::Time now) {
+  const std::vector<OpenJob> open = impl_->OpenJobs();
+  // Every job reports before the offers are made (as the simulator's job loop does): a job just
+  // started, or whose devices freed since its last advance, is matched as it is now.
+  for (const OpenJob& job : open) {
+    if (IsOpen(job.state)) job.coordinator->ReportToGate(now);
+  }
   impl_->ledger->Rematch(UnixSeconds(now));
-  for (const OpenJob& job : impl_->OpenJobs()) {
+  for (const OpenJob& job : open) {
     // The config job's coordinator keeps its sessions (heartbeats, expiry) after its run ends.
     if (job.config_job || IsOpen(job.state)) job.coordinator->Tick(now);
   }

@@ -578,6 +578,11 @@ void Coordinator::AdvanceLocked(absl::Time now) {
   for (round::ClosedRound& c : closed) jobs_.push_back(std::move(c));
 }
 
+void Coordinator::ReportToGate(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  SettleGateLocked(now);
+}
+
 void Coordinator::SettleGateLocked(absl::Time now) {
   if (options_.planning_gate == nullptr) return;
   round::ReportToGate(*engine_, ToSeconds(now), options_.planning_gate, &describe_pacer_,

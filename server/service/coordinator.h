@@ -325,6 +325,12 @@ class Coordinator : public DeviceService {
   // are in or its deadline has passed (committing it if it has min_updates, else failing and
   // re-planning it). Call periodically (the server ticks every 50 ms).
   void Tick(absl::Time now);
+  // Jobs sharing a fleet: reports what this job holds and asks for, and when due what it knows,
+  // to its planning gate without advancing the engine (round::ReportToGate), so that the
+  // ledger's next Rematch sees every job as it is now; the job host calls it for every job
+  // before each Rematch, as the simulator does (docs/JOBS.md "Scheduling devices across jobs").
+  // No-op without a gate.
+  void ReportToGate(absl::Time now);
 
   // Progress on a transfer stream of `client_id` (a download chunk written, an upload chunk
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never

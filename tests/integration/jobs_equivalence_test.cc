@@ -4,8 +4,9 @@
 // Coordinator per job, fake clock, in-memory stores, planning gates of one jobs::FleetLedger) and
 // through the simulator's (one Simulator per job with a JobSeat, virtual clock, gates of another
 // FleetLedger with the same matcher), each instant in the order the job host and the job
-// simulation follow: the tasks that ended, the ledger's Rematch, every job's advance (whose
-// gate report, round::ReportToGate, settles and describes), the devices' polls.
+// simulation follow: the tasks that ended; then passes of every job's report to its gate
+// (round::ReportToGate: Settle, and Describe when due), the ledger's Rematch and every job's
+// advance (which reports again); the devices' polls.
 //
 // Compared, per matcher: every job's round records in order (outcome, times, cohort: which
 // devices each job's rounds planned, with SelectionReason.match_reason) and model bits, and at
@@ -67,6 +68,11 @@ sim::TaskTiming ScriptedTiming(int32_t client, int job, int64_t round) {
 std::vector<std::string> TrainersOf(int32_t client) {
   if (client >= 4) return {"cnn"};
   return {"mlp", "cnn"};
+}
+
+// The server's defaults: a starvation bound of 600 s, two speed tiers.
+jobs::FleetOptions FleetOptionsOfTest() {
+  return jobs::FleetOptions{.starvation_bound_s = 600, .speed_tiers = 2};
 }
 
 jobs::FleetJob FleetJobOf(int job) {
@@ -213,7 +219,7 @@ Observed RunSimulator(const std::string& matcher_name) {
   absl::StatusOr<std::unique_ptr<jobs::DeviceJobMatcher>> matcher =
       jobs::MakeMatcher(matcher_name, 5);
   EXPECT_TRUE(matcher.ok()) << matcher.status();
-  jobs::FleetLedger ledger(jobs::FleetOptions{}, *std::move(matcher));
+  jobs::FleetLedger ledger(FleetOptionsOfTest(), *std::move(matcher));
   sim::DeviceOccupancy occupancy(kClients);
   std::vector<std::unique_ptr<ScriptedLearner>> learners;
   std::vector<std::unique_ptr<ScriptedDurations>> durations;
@@ -315,7 +321,7 @@ class ScriptedFleet {
     absl::StatusOr<std::unique_ptr<jobs::DeviceJobMatcher>> matcher =
         jobs::MakeMatcher(matcher_name, 5);
     EXPECT_TRUE(matcher.ok()) << matcher.status();
-    ledger_ = std::make_unique<jobs::FleetLedger>(jobs::FleetOptions{}, *std::move(matcher));
+    ledger_ = std::make_unique<jobs::FleetLedger>(FleetOptionsOfTest(), *std::move(matcher));
     for (int j = 0; j < kJobs; ++j) {
       EXPECT_OK(ledger_->AddJob(FleetJobOf(j)));
       stores_.push_back(std::make_unique<RecordingStore>(&run_.closed[j]));
@@ -405,6 +411,10 @@ class ScriptedFleet {
     }
     for (const auto& [serial, task] : done) Upload(task.first, devices_[task.first], task.second);
     for (int pass = 0; pass < kPasses; ++pass) {
+      // As JobHost::Tick: every job reports, the ledger rematches, every job advances.
+      for (int j = 0; j < kJobs; ++j) {
+        if (!ended_[j]) coordinators_[j]->ReportToGate(At(now_));
+      }
       ledger_->Rematch(now_);
       for (int j = 0; j < kJobs; ++j) {
         if (ended_[j]) continue;
@@ -508,6 +518,15 @@ TEST_P(JobsEquivalenceTest, ServerAndSimulatorMakeTheSameMatches) {
       EXPECT_EQ(ToHex(s[i].model_sha256), ToHex(m[i].model_sha256)) << "round " << i;
     }
   }
+  // The matcher's reasons reached the cohorts (the path is exercised, not only empty strings).
+  bool any_reason = false;
+  for (const std::vector<Closed>& job : served.closed) {
+    for (const Closed& c : job) {
+      for (const v1::SelectionReason& r : c.record.cohort())
+        any_reason |= !r.match_reason().empty();
+    }
+  }
+  EXPECT_TRUE(any_reason);
   // At every instant the simulator handled, the ledger saw the same jobs after its rematch.
   ASSERT_FALSE(simulated.views.empty());
   for (const auto& [t, view] : simulated.views) {
@@ -517,11 +536,11 @@ TEST_P(JobsEquivalenceTest, ServerAndSimulatorMakeTheSameMatches) {
   }
 }
 
-// Matchers whose offers depend only on the ledger's state and clock: "venn" and "fedsched" join
-// once they are registered (server/jobs/matcher.cc). Not "random": its draws are one stream,
-// consumed at every Rematch, and the server rematches at every tick while the simulator
+// Matchers whose offers depend only on the ledger's state and clock. Not "random": its draws are
+// one stream, consumed at every Rematch, and the server rematches at every tick while the simulator
 // rematches only at its events, so the two draw differently by design.
-INSTANTIATE_TEST_SUITE_P(Matchers, JobsEquivalenceTest, ::testing::Values("fifo"),
+INSTANTIATE_TEST_SUITE_P(Matchers, JobsEquivalenceTest,
+                         ::testing::Values("fifo", "venn", "fedsched"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
