@@ -50,7 +50,9 @@
 #   MATCHERS="random fifo" SKIP_BUILD=1 bash scripts/live_jobs_experiment.sh
 #   SMOKE=1 SKIP_BUILD=1 OUT_DIR=/tmp/lj bash scripts/live_jobs_experiment.sh
 #   REPORT_ONLY=1 DOCS=1 bash scripts/live_jobs_experiment.sh  # table into docs/
-set -euo pipefail
+set -Eeuo pipefail
+# An unexpected failure names its line rather than ending the run silently.
+trap 'echo "live_jobs_experiment: ERROR: line $LINENO failed: $BASH_COMMAND" >&2' ERR
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 . scripts/lib/provision.sh
@@ -201,7 +203,8 @@ keep_device_data() {  # run dir
 # The run's settings, machine and load for scripts/live_jobs_report.py (RESULTS/<matcher>/meta.json).
 COMMAND="MATCHERS=\"$MATCHERS\" CLIENTS=$CLIENTS ROUNDS=\"$ROUNDS\" K_GENERAL=$K_GENERAL K_SMALL=$K_SMALL"
 COMMAND="$COMMAND LOCAL_STEPS=$LOCAL_STEPS SPEED_SCALE=$SPEED_SCALE SEED=$SEED"
-COMMAND="$COMMAND$([ "$SMOKE" = 1 ] && echo " SMOKE=1") bash scripts/live_jobs_experiment.sh"
+if [ "$SMOKE" = 1 ]; then COMMAND="$COMMAND SMOKE=1"; fi
+COMMAND="$COMMAND bash scripts/live_jobs_experiment.sh"
 write_meta() {  # matcher dir
   local jobs_json="" j who
   for j in "${JOBS[@]}"; do
@@ -210,7 +213,7 @@ write_meta() {  # matcher dir
       tablet) who='devices labelled `tablet` (`--labels=tablet`)' ;;
       lite) who='devices with a softmax trainer (`--trainers=mlp,softmax`)' ;;
     esac
-    jobs_json="$jobs_json$([ -n "$jobs_json" ] && echo ,){\"name\": \"$j\", \"arch\": \"$(job_arch "$j")\", \"k\": $(job_k "$j"), \"rounds\": $(job_rounds "$j"), \"eligible\": $(eligible_count "$j"), \"who\": \"$who\"}"
+    jobs_json="$jobs_json${jobs_json:+,}{\"name\": \"$j\", \"arch\": \"$(job_arch "$j")\", \"k\": $(job_k "$j"), \"rounds\": $(job_rounds "$j"), \"eligible\": $(eligible_count "$j"), \"who\": \"$who\"}"
   done
   MATCHER=$1 JOBS_JSON="[$jobs_json]" CLIENTS=$CLIENTS ROUNDS=$ROUNDS LOCAL_STEPS=$LOCAL_STEPS \
     SPEED_SCALE=$SPEED_SCALE SLOWDOWNS=$SLOWDOWNS SMOKE=$SMOKE COMMIT=$COMMIT COMMAND=$COMMAND \

@@ -141,6 +141,9 @@ nseeds=$(wc -w <<< "$SEEDS")
 } > "$OUT"
 echo "wrote $OUT"
 if [ "${DOCS:-0}" = "1" ]; then
+  # The section scripts/live_jobs_experiment.sh writes ("## Jobs sharing a fleet", last) stays.
+  jobs_section=$(sed -n '/^## Jobs sharing a fleet/,$p' docs/LIVE_POLICIES.md 2>/dev/null || true)
   cp "$OUT" docs/LIVE_POLICIES.md
+  if [ -n "$jobs_section" ]; then printf '\n%s\n' "$jobs_section" >> docs/LIVE_POLICIES.md; fi
   echo "wrote docs/LIVE_POLICIES.md"
 fi
