@@ -33,7 +33,9 @@
 #   ROUNDS="30 20 40"   num_rounds of general, tablet, lite (two numbers: lite is left out)
 #   K_GENERAL=24 K_SMALL=8   clients_per_round of general, and of tablet and lite
 #   LOCAL_STEPS=40  local steps per task     SPEED_SCALE=20   slowdown multiplier (above)
-#   SEED=1          the jobs' selection seeds are SEED, SEED+1, SEED+2
+#   SEEDS="1"       one run per matcher and seed (matchers interleaved within a seed); with seed
+#                   s the server's seed (the random matcher's) is s and the jobs' selection seeds
+#                   are 10s, 10s+1, 10s+2
 #   SMOKE=1         the short mode above (the other knobs still override it)
 #   SUBMIT_FIRST=1  submit the jobs before the clients start (default: once all registered)
 #   OUT_DIR=runs/live-jobs   runs (server and client logs, job records, per-job round CSVs) and
@@ -73,7 +75,8 @@ else
   SPEED_SCALE=${SPEED_SCALE:-20}
   RUN_TIMEOUT_S=${RUN_TIMEOUT_S:-1200}
 fi
-SEED=${SEED:-1}
+SEEDS=${SEEDS:-1}
+SEED=1  # the run's seed (set per run below)
 SUBMIT_FIRST=${SUBMIT_FIRST:-0}
 TRACE=${TRACE:-data/traces/fedscale/capacity_ids1-100.csv}
 RESULTS=${OUT_DIR:-runs/live-jobs}
@@ -111,7 +114,7 @@ eligible_count() {  # job
 job_k() { case $1 in general) echo $K_GENERAL ;; *) echo $K_SMALL ;; esac; }
 job_rounds() { case $1 in general) echo "${rounds[0]}" ;; tablet) echo "${rounds[1]}" ;; lite) echo "${rounds[2]}" ;; esac; }
 job_arch() { case $1 in lite) echo softmax ;; *) echo mlp ;; esac; }
-job_seed() { case $1 in general) echo "$SEED" ;; tablet) echo $((SEED + 1)) ;; lite) echo $((SEED + 2)) ;; esac; }
+job_seed() { case $1 in general) echo $((10 * SEED)) ;; tablet) echo $((10 * SEED + 1)) ;; lite) echo $((10 * SEED + 2)) ;; esac; }
 for j in "${JOBS[@]}"; do
   [ "$(eligible_count "$j")" -ge "$(job_k "$j")" ] ||
     die "job $j needs K = $(job_k "$j") devices but only $(eligible_count "$j") of $CLIENTS are eligible"
@@ -202,7 +205,7 @@ keep_device_data() {  # run dir
 }
 # The run's settings, machine and load for scripts/live_jobs_report.py (RESULTS/<matcher>/meta.json).
 COMMAND="MATCHERS=\"$MATCHERS\" CLIENTS=$CLIENTS ROUNDS=\"$ROUNDS\" K_GENERAL=$K_GENERAL K_SMALL=$K_SMALL"
-COMMAND="$COMMAND LOCAL_STEPS=$LOCAL_STEPS SPEED_SCALE=$SPEED_SCALE SEED=$SEED"
+COMMAND="$COMMAND LOCAL_STEPS=$LOCAL_STEPS SPEED_SCALE=$SPEED_SCALE SEEDS=\"$SEEDS\""
 if [ "$SMOKE" = 1 ]; then COMMAND="$COMMAND SMOKE=1"; fi
 COMMAND="$COMMAND bash scripts/live_jobs_experiment.sh"
 write_meta() {  # matcher dir
@@ -215,14 +218,14 @@ write_meta() {  # matcher dir
     esac
     jobs_json="$jobs_json${jobs_json:+,}{\"name\": \"$j\", \"arch\": \"$(job_arch "$j")\", \"k\": $(job_k "$j"), \"rounds\": $(job_rounds "$j"), \"eligible\": $(eligible_count "$j"), \"who\": \"$who\"}"
   done
-  MATCHER=$1 JOBS_JSON="[$jobs_json]" CLIENTS=$CLIENTS ROUNDS=$ROUNDS LOCAL_STEPS=$LOCAL_STEPS \
+  MATCHER=$1 RUN_SEED=$SEED JOBS_JSON="[$jobs_json]" CLIENTS=$CLIENTS ROUNDS=$ROUNDS LOCAL_STEPS=$LOCAL_STEPS \
     SPEED_SCALE=$SPEED_SCALE SLOWDOWNS=$SLOWDOWNS SMOKE=$SMOKE COMMIT=$COMMIT COMMAND=$COMMAND \
     LOAD_START=$(cut -d' ' -f1 "$2/load_start") \
     LOAD_END=$(cut -d' ' -f1 "$2/load_end") MACHINE="$(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p' | head -n 1)" \
     python3 - "$2/meta.json" <<'PY'
 import json, os, sys
 e = os.environ
-meta = {"matcher": e["MATCHER"], "clients": int(e["CLIENTS"]), "rounds": e["ROUNDS"],
+meta = {"matcher": e["MATCHER"], "seed": int(e["RUN_SEED"]), "clients": int(e["CLIENTS"]), "rounds": e["ROUNDS"],
         "local_steps": int(e["LOCAL_STEPS"]), "speed_scale": float(e["SPEED_SCALE"]),
         "slowdowns": e["SLOWDOWNS"], "smoke": e["SMOKE"] == "1", "commit": e["COMMIT"],
         "command": e["COMMAND"], "machine": e["MACHINE"], "load_start": e["LOAD_START"],
@@ -254,6 +257,7 @@ num_rounds: 1
 model { architecture: "cnn" }
 heartbeat_interval_ms: ${HEARTBEAT_MS:-1000}
 missed_heartbeats: ${MISSED_HEARTBEATS:-10}
+seed: $SEED
 jobs { matcher: "$matcher" keep_serving: true }
 # No pace steering: it sizes its pool of checked-in devices from the config job alone (here 4 of
 # $CLIENTS) and sends the others away, silent, for up to max_checkin_interval_s, so the submitted
@@ -361,15 +365,17 @@ if [ "${REPORT_ONLY:-0}" != "1" ]; then
   port=${PORT:-$((20000 + RANDOM % 20000))}
   log "live jobs experiment: $CLIENTS clients, jobs ${JOBS[*]} (rounds $ROUNDS), matchers $MATCHERS"
   log "slowdown factors: $SLOWDOWNS"
-  for matcher in $MATCHERS; do
-    log "== matcher $matcher (port $port)"
-    run_matcher "$matcher" "$RESULTS/$matcher" "$port"
-    port=$((port + 1))
+  for SEED in $SEEDS; do
+    for matcher in $MATCHERS; do
+      log "== matcher $matcher, seed $SEED (port $port)"
+      run_matcher "$matcher" "$RESULTS/$matcher-seed$SEED" "$port"
+      port=$((port + 1))
+    done
   done
 fi
 
 # --- The report -----------------------------------------------------------------------------------
-python3 scripts/live_jobs_report.py "$RESULTS" "$OUT" $MATCHERS
+python3 scripts/live_jobs_report.py "$RESULTS" "$OUT" "$MATCHERS" "$SEEDS"
 log "wrote $OUT"
 
 if [ "${DOCS:-0}" = "1" ]; then

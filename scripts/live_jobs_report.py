@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The report of scripts/live_jobs_experiment.sh: per-job completion times per matcher.
 
-Reads, for each matcher, the run folder RESULTS/<matcher>/ the experiment wrote: meta.json (the
+Reads, for each matcher and seed, the run folder RESULTS/<matcher>-seed<seed>/ the experiment wrote: meta.json (the
 run's settings, machine and load), jobs.jsonl (the job records of `fedsched-ctl --json list
 --all`, one JSON JobRecord a line), <job>.metrics.csv (the server's per-round CSV: column 3 is
 the round's wall seconds) and server.log (a task the server failed is logged as
@@ -10,9 +10,10 @@ the round's wall seconds) and server.log (a task the server failed is logged as
 
 JCT (job completion time) = JobRecord.ended_unix_ms - JobRecord.submitted_unix_ms, seconds.
 
-Usage: live_jobs_report.py RESULTS OUT MATCHER... Exit status 1 with a message naming the file
+Usage: live_jobs_report.py RESULTS OUT "MATCHER..." "SEED...". Exit status 1 with a message naming the file
 when a matcher's run folder or a job's record is missing.
 """
+import datetime
 import json
 import os
 import re
@@ -25,7 +26,7 @@ def fail(message):
 
 
 def read_run(results, matcher):
-    """The run of `matcher`: its meta.json, job records by name, and folder."""
+    """The run in folder RESULTS/`matcher`: its meta.json, job records by name, and folder."""
     folder = os.path.join(results, matcher)
     meta_path = os.path.join(folder, "meta.json")
     jobs_path = os.path.join(folder, "jobs.jsonl")
@@ -58,6 +59,22 @@ def failed_tasks(folder, job):
         return sum(1 for line in f if pattern.search(line))
 
 
+def first_plan_wait(folder, job, submitted_ms):
+    """Seconds from the job's submission to its first planned round ("job <job> round 1
+    planned" in server.log, whose timestamps are the server's local time), or None."""
+    path = os.path.join(folder, "server.log")
+    if not os.path.exists(path):
+        return None
+    pattern = re.compile(rf"^\[([0-9-]+ [0-9:.]+)\] \[info\] job {re.escape(job)} round 1 planned")
+    with open(path, errors="replace") as f:
+        for line in f:
+            m = pattern.search(line)
+            if m:
+                at = datetime.datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S.%f")
+                return at.timestamp() - submitted_ms / 1000
+    return None
+
+
 def job_rows(matcher, meta, records, folder):
     """One row per job of the run, and the JCTs of the jobs that finished."""
     rows, jcts = [], []
@@ -72,9 +89,10 @@ def job_rows(matcher, meta, records, folder):
         if finished:
             jcts.append(jct)
         secs = round_seconds(folder, name)
+        wait = first_plan_wait(folder, name, int(r["submitted_unix_ms"]))
         rows.append(
             f"| {matcher} | {name} | {r.get('committed_round', 0)} of {job['rounds']} | {state} | "
-            f"{f'{jct:.1f}' if finished else '-'} | "
+            f"{f'{jct:.1f}' if finished else '-'} | {f'{wait:.1f}' if wait is not None else '-'} | "
             f"{f'{statistics.mean(secs):.2f}' if secs else '-'} | {failed_tasks(folder, name)} |")
     return rows, jcts
 
@@ -116,34 +134,55 @@ def settings_text(meta):
     return lines
 
 
+def fmt(value):
+    return f"{value:.1f}" if value is not None else "not all finished"
+
+
 def main(argv):
-    if len(argv) < 4:
-        fail("usage: live_jobs_report.py RESULTS OUT MATCHER...")
-    results, out, matchers = argv[1], argv[2], argv[3:]
-    runs = {m: read_run(results, m) for m in matchers}
-    first = runs[matchers[0]][0]
-    rows, summary = [], {}
-    for m in matchers:
-        meta, records, folder = runs[m]
-        job_lines, jcts = job_rows(m, meta, records, folder)
-        rows += job_lines
-        complete = len(jcts) == len(meta["jobs"])
-        summary[m] = (statistics.mean(jcts) if complete else None,
-                      statistics.median(jcts) if complete else None,
-                      max(jcts) if complete else None, meta["load_start"], meta["load_end"])
-    base = summary.get("random", (None,))[0]
+    if len(argv) != 5:
+        fail('usage: live_jobs_report.py RESULTS OUT "MATCHER..." "SEED..."')
+    results, out, matchers, seeds = argv[1], argv[2], argv[3].split(), argv[4].split()
+    rows, averages, makespans, loads = [], {}, {}, {}
+    first = None
+    for seed in seeds:
+        for m in matchers:
+            meta, records, folder = read_run(results, f"{m}-seed{seed}")
+            first = first or meta
+            job_lines, jcts = job_rows(f"{m} | {seed}", meta, records, folder)
+            rows += job_lines
+            complete = len(jcts) == len(meta["jobs"])
+            averages.setdefault(m, []).append(statistics.mean(jcts) if complete else None)
+            makespans.setdefault(m, []).append(max(jcts) if complete else None)
+            loads.setdefault(m, []).append(f"{meta['load_start']}-{meta['load_end']}")
+    def mean_of(values):
+        return statistics.mean(values) if values and None not in values else None
+    base = mean_of(averages.get("random", []))
     lines = ["## Jobs sharing a fleet" + (" (smoke run)" if first.get("smoke") else ""), ""]
     lines += settings_text(first)
-    lines += ["", "| matcher | job | committed rounds | state | JCT s | mean round s | failed tasks |",
-              "|---|---|---|---|---|---|---|"] + rows
-    lines += ["", "| matcher | average JCT s | median JCT s | makespan s | random's average / this "
-              "| load at start, end |", "|---|---|---|---|---|---|"]
+    lines += ["", "| matcher | seed | job | committed rounds | state | JCT s | first round planned "
+              "after s | mean round s | failed tasks |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += rows
+    lines += ["", f"Per matcher, over the {len(seeds)} seed(s) {' '.join(seeds)}:", "",
+              "| matcher | average JCT s (mean over seeds) | average JCT per seed | median of "
+              "those | makespan s (mean) | random's average / this | load (1 min) per run |",
+              "|---|---|---|---|---|---|---|"]
     for m in matchers:
-        mean, median, makespan, load_start, load_end = summary[m]
+        mean = mean_of(averages[m])
+        per_seed = ", ".join(fmt(v) for v in averages[m])
+        median = statistics.median(averages[m]) if None not in averages[m] else None
         ratio = f"{base / mean:.2f}x" if base and mean else "-"
-        fmt = lambda v: f"{v:.1f}" if v is not None else "not all finished"
-        lines.append(f"| {m} | {fmt(mean)} | {fmt(median)} | {fmt(makespan)} | {ratio} | "
-                     f"{load_start}, {load_end} |")
+        lines.append(f"| {m} | {fmt(mean)} | {per_seed} | {fmt(median)} | "
+                     f"{fmt(mean_of(makespans[m]))} | {ratio} | {', '.join(loads[m])} |")
+    lines += [
+        "",
+        "Reading the tables: a job's JCT is its rounds times its mean round seconds plus the time "
+        "it waited for devices (before its first round and between rounds). A round lasts until "
+        "the slowest of its K devices has trained, so a matcher shows in the mean round seconds "
+        "(which devices, fast or slow, a job gets: speed tiers) and in the waits (which job gets "
+        "a device first: scarce groups, remaining demand). Failed tasks are tasks the server "
+        "failed (missed heartbeats, deadline) and planned again. Runs on a shared machine: "
+        "differences of a few percent are noise.",
+    ]
     text = "\n".join(lines) + "\n"
     with open(out, "w") as f:
         f.write(text)

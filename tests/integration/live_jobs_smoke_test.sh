@@ -8,7 +8,7 @@
 set -euo pipefail
 BUILD=$(cd "$1" && pwd)
 SRC=$(cd "$2" && pwd)
-MATCHERS=${3:-"fifo random"}
+MATCHERS=${3:-"fedsched venn random"}
 WORK=$(mktemp -d /tmp/fedsched_live_jobs.XXXXXX)
 cleanup() { [ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"; }
 trap cleanup EXIT
@@ -27,7 +27,7 @@ report=$WORK/out/LIVE_JOBS.md
 [ -f "$report" ] || fail "no report $report"
 for m in $MATCHERS; do
   for j in general tablet; do
-    grep -Eq "^\| $m \| $j \| 2 of 2 \| finished \| [0-9]+\.[0-9] \|" "$report" ||
+    grep -Eq "^\| $m \| 1 \| $j \| 2 of 2 \| finished \| [0-9]+\.[0-9] \|" "$report" ||
       fail "no finished row with a JCT for job $j under matcher $m"
   done
   grep -Eq "^\| $m \| [0-9]+\.[0-9] \|" "$report" || fail "no average JCT for matcher $m"
