@@ -90,8 +90,10 @@ def job_rows(matcher, meta, records, folder):
             jcts.append(jct)
         secs = round_seconds(folder, name)
         wait = first_plan_wait(folder, name, int(r["submitted_unix_ms"]))
+        # The rounds in the job's CSV (a FINISHED record has been seen one round behind).
+        committed = max(len(secs), int(r.get("committed_round", 0)))
         rows.append(
-            f"| {matcher} | {name} | {r.get('committed_round', 0)} of {job['rounds']} | {state} | "
+            f"| {matcher} | {name} | {committed} of {job['rounds']} | {state} | "
             f"{f'{jct:.1f}' if finished else '-'} | {f'{wait:.1f}' if wait is not None else '-'} | "
             f"{f'{statistics.mean(secs):.2f}' if secs else '-'} | {failed_tasks(folder, name)} |")
     return rows, jcts
