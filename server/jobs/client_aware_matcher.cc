@@ -72,24 +72,39 @@ const MatchFacts kNoFacts{};
 // A device's rank for one job; smaller is better: the speed class (fits the deadline, or the
 // fastest tier, first), then the availability bucket (higher first), then contention (fewer
 // other asking jobs first), packed in `order`; then the utility (higher first), then the
-// device. Small, as a job ranks all its free devices.
+// device in an order drawn afresh for every Match (so that a job without facts is not offered
+// the same few devices every time and its selection can explore). Small, as a job ranks all its
+// free devices.
 struct Key {
   uint32_t order = 0;
-  int32_t device = 0;
+  uint32_t shuffle = 0;
   double minus_utility = 0;
+  int32_t device = 0;
   bool operator<(const Key& o) const {
     if (order != o.order) return order < o.order;
     if (minus_utility != o.minus_utility) return minus_utility < o.minus_utility;
+    if (shuffle != o.shuffle) return shuffle < o.shuffle;
     return device < o.device;
   }
 };
+
+// A well-mixed 32-bit value of (x, y), for the shuffle (SplitMix64's finaliser).
+uint32_t Mix(uint64_t x, uint64_t y) {
+  uint64_t z = x * 0x9e3779b97f4a7c15ULL + y;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
+}
 
 class ClientAwareMatcher : public DeviceJobMatcher {
  public:
   std::string_view name() const override { return "fedsched"; }
 
+  explicit ClientAwareMatcher(uint64_t seed) : seed_(seed) {}
+
   void Match(const MatchInput& input, std::vector<int>* job_of_device) override {
     tiers_ = std::max(1, input.speed_tiers);
+    salt_ = seed_ + 0x632be59bd9b4e019ULL * ++matches_;
     Collect(input);
     const std::vector<int> order = Order(input);
     job_of_device->assign(input.devices.size(), -1);
@@ -116,6 +131,9 @@ class ClientAwareMatcher : public DeviceJobMatcher {
              std::vector<int>* job_of_device);
 
   int tiers_ = 2;
+  const uint64_t seed_;
+  uint64_t matches_ = 0;
+  uint64_t salt_ = 0;  // this Match's shuffle
   // Per job: its slots, remaining demand, group supply, why it is where it is in the order.
   std::vector<std::vector<Slot>> slots_;
   std::vector<std::pair<Key, const Slot*>> free_;  // Take's buffer
@@ -260,7 +278,8 @@ Key ClientAwareMatcher::KeyOf(const MatchJob& job, const Slot& s) const {
       std::lround(1 / kAvailabilityStep) -
       std::floor(std::clamp(s.facts->availability, 0.0, 1.0) / kAvailabilityStep));
   const uint32_t contention = static_cast<uint32_t>(std::min(wanted_by_[s.device], 0xffff));
-  return Key{(speed << 24) | (unavailable << 16) | contention, s.device, -s.facts->utility};
+  return Key{(speed << 24) | (unavailable << 16) | contention,
+             Mix(salt_, static_cast<uint64_t>(s.device)), -s.facts->utility, s.device};
 }
 
 // Job `j` takes the best ceil(demand x kDemandSlack) of the devices still unassigned it may use.
@@ -286,11 +305,20 @@ void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* 
 }
 
 // A device no job took goes to the asking job it suits best: the best speed class for that
-// job, then the job first in the order.
+// job, then the job offered the least for its demand so far (spare devices spread in proportion
+// to demand, so that each job's selection has a choice), then the job first in the order.
 void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& order,
                                std::vector<int>* job_of_device) {
   std::vector<int> rank(input.jobs.size(), 0);
   for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int>(r);
+  std::vector<int64_t> offered(input.jobs.size(), 0);
+  for (int j : *job_of_device) {
+    if (j >= 0) ++offered[j];
+  }
+  // Whether job a has had less for its demand than job b: offered_a / d_a < offered_b / d_b.
+  auto poorer = [&](int a, int b) {
+    return offered[a] * input.jobs[b].demand < offered[b] * input.jobs[a].demand;
+  };
   for (size_t k = 0; k < input.devices.size(); ++k) {
     if ((*job_of_device)[k] >= 0 || wanted_by_[k] == 0) continue;
     const MatchDevice& d = input.devices[k];
@@ -305,7 +333,8 @@ void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& 
                    i < d.facts.size() ? &d.facts[i] : &kNoFacts};
       DeviceWhy why;
       const int c = SpeedClass(input.jobs[j], s, &why);
-      if (best < 0 || c < best_class || (c == best_class && rank[j] < rank[best])) {
+      if (best < 0 || c < best_class ||
+          (c == best_class && (poorer(j, best) || (!poorer(best, j) && rank[j] < rank[best])))) {
         best = j;
         best_class = c;
         best_why = why;
@@ -313,6 +342,7 @@ void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& 
     }
     if (best < 0) continue;
     (*job_of_device)[k] = best;
+    ++offered[best];
     offered_[k] = 1;
     job_why_[k] = JobWhy::kSpare;
     device_why_[k] = best_why;
@@ -322,8 +352,7 @@ void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& 
 }  // namespace
 
 std::unique_ptr<DeviceJobMatcher> MakeClientAwareMatcher(uint64_t seed) {
-  (void)seed;
-  return std::make_unique<ClientAwareMatcher>();
+  return std::make_unique<ClientAwareMatcher>(seed);
 }
 
 }  // namespace fedsched::jobs

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "server/jobs/match_estimates.h"
 #include "server/jobs/matcher.h"
 #include "server/jobs/venn_irs.h"
@@ -178,10 +177,11 @@ void VennMatcher::AssignTiers(const MatchInput& input) {
     const MatchJob& job = input.jobs[j];
     Tiering& t = tiering_[job.name];
     t.seen = generation_;
-    if (jobs_[j].group < 0) {
+    if (job.demand <= 0) {  // its request is served: its tier goes with it
       t = Tiering{.seen = generation_};
       continue;
     }
+    if (jobs_[j].group < 0) continue;  // asking, but no idle device for it now
     if (t.asking) {
       jobs_[j].tier = t.tier;
       continue;
@@ -202,7 +202,8 @@ void VennMatcher::AssignTiers(const MatchInput& input) {
     const int tier = static_cast<int>(planner::UniformIndex(rng_, static_cast<size_t>(tiers_)));
     const double speed_up = v.tier_max_s[tier] / v.slowest_s;
     const double c = static_cast<double>(v.eligible) / demand;
-    if (tiers_ < (1 - speed_up) * c + 1) t.tier = tier;
+    // A tier no device of this Match falls in (equal times) is never kept.
+    if (v.tier_max_s[tier] > 0 && tiers_ < (1 - speed_up) * c + 1) t.tier = tier;
     jobs_[j].tier = t.tier;
   }
   // Jobs gone from the input are forgotten.
