@@ -176,21 +176,6 @@ absl::Status ResolveSecurity(v1::ServerConfig& out) {
   return ResolveOperatorCertificates(out);
 }
 
-// Scheduling devices across jobs (docs/JOBS.md): the starvation bound (unset: 600 s; finite,
-// >= 0 and at most 30 days; 0 = no bound) and the speed tiers (0 = 2; 1 to 8).
-absl::Status ResolveJobScheduling(v1::ServerConfig& out) {
-  v1::JobsConfig* jobs = out.mutable_jobs();
-  if (!jobs->has_starvation_bound_s()) jobs->set_starvation_bound_s(600);
-  FEDSCHED_RETURN_IF_ERROR(round::CheckDuration("server config", "jobs.starvation_bound_s",
-                                                jobs->starvation_bound_s(), 0));
-  if (jobs->speed_tiers() == 0) jobs->set_speed_tiers(2);
-  if (jobs->speed_tiers() < 1 || jobs->speed_tiers() > 8) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "server config: jobs.speed_tiers must be in [1, 8] (0 = 2), got ", jobs->speed_tiers()));
-  }
-  return absl::OkStatus();
-}
-
 // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): the role's
 // defaults, and the combinations a tier cannot carry.
 absl::Status ResolveHierarchy(v1::ServerConfig& out) {
@@ -274,7 +259,6 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
 
   FEDSCHED_ASSIGN_OR_RETURN(*out.mutable_transport(), ResolveTransport(out.transport()));
   FEDSCHED_RETURN_IF_ERROR(ResolveSecurity(out));
-  FEDSCHED_RETURN_IF_ERROR(ResolveJobScheduling(out));
   FEDSCHED_RETURN_IF_ERROR(CheckOps(out));
   // Pace steering's defaults, written out so the effective config shows them; the pacer checks
   // the ranges (server/round/checkin_pacer.h).
