@@ -375,7 +375,7 @@ if [ "${REPORT_ONLY:-0}" != "1" ]; then
 fi
 
 # --- The report -----------------------------------------------------------------------------------
-python3 scripts/live_jobs_report.py "$RESULTS" "$OUT" "$MATCHERS" "$SEEDS"
+LIVE_JOBS_COMMAND=$COMMAND python3 scripts/live_jobs_report.py "$RESULTS" "$OUT" "$MATCHERS" "$SEEDS"
 log "wrote $OUT"
 
 if [ "${DOCS:-0}" = "1" ]; then

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The report of scripts/live_jobs_experiment.sh: per-job completion times per matcher.
 
-Reads, for each matcher and seed, the run folder RESULTS/<matcher>-seed<seed>/ the experiment wrote: meta.json (the
-run's settings, machine and load), jobs.jsonl (the job records of `fedsched-ctl --json list
---all`, one JSON JobRecord a line), <job>.metrics.csv (the server's per-round CSV: column 3 is
-the round's wall seconds) and server.log (a task the server failed is logged as
-"job <job> round <n>: task of <client> failed: <reason>"). Writes a Markdown section
+Reads, for each matcher and seed, the run folder RESULTS/<matcher>-seed<seed>/ the experiment
+wrote: meta.json (the run's settings, commit, machine and load), jobs.jsonl (the job records of
+`fedsched-ctl --json list --all`, one JSON JobRecord a line), <job>.metrics.csv (the server's
+per-round CSV: column 3 is the round's wall seconds) and server.log (a task the server failed is
+logged as "job <job> round <n>: task of <client> failed: <reason>"). Writes a Markdown section
 "Jobs sharing a fleet" (docs/LIVE_POLICIES.md) to OUT and prints it.
 
 JCT (job completion time) = JobRecord.ended_unix_ms - JobRecord.submitted_unix_ms, seconds.
 
-Usage: live_jobs_report.py RESULTS OUT "MATCHER..." "SEED...". Exit status 1 with a message naming the file
-when a matcher's run folder or a job's record is missing.
+Usage: live_jobs_report.py RESULTS OUT "MATCHER..." "SEED..."; the environment variable
+LIVE_JOBS_COMMAND, when set, replaces the runs' own command line in the report. Exit status 1
+with a message naming the file when a matcher's run folder or a job's record is missing.
 """
 import datetime
 import json
@@ -99,8 +100,15 @@ def job_rows(matcher, meta, records, folder):
     return rows, jcts
 
 
-def settings_text(meta):
-    """The paragraphs on the fleet, the jobs and how to reproduce, from the first run's meta."""
+def settings_text(meta, commits):
+    """The paragraphs on the fleet, the jobs and how to reproduce, from the first run's meta and
+    the commit each matcher's runs were built from (matcher -> set of commits)."""
+    built = set().union(*commits.values())
+    if len(built) == 1:
+        commit_text = f"commit {built.pop()}"
+    else:
+        commit_text = "commits " + ", ".join(
+            f"{m}: {' '.join(sorted(c))}" for m, c in commits.items())
     lines = [
         f"One `fedsched-server` runs {len(meta['jobs'])} jobs over {meta['clients']} "
         "`fedsched-client` processes on loopback (Fashion-MNIST, Dirichlet alpha 0.5), once per "
@@ -129,7 +137,7 @@ def settings_text(meta):
         "jobs, the server's pace steering sizes its pool from the config job alone and sends the "
         "other devices away, and the submitted jobs' tasks planned on them fail.",
         "",
-        f"Reproduce: `{meta['command']}`, commit {meta['commit']}. Machine: {meta['machine']}; "
+        f"Reproduce: `{os.environ.get('LIVE_JOBS_COMMAND') or meta['command']}`, {commit_text}. Machine: {meta['machine']}; "
         "the load average (1 min) at each run's start and end is below (the machine is shared: "
         "other processes ran beside the experiment).",
     ]
@@ -144,7 +152,7 @@ def main(argv):
     if len(argv) != 5:
         fail('usage: live_jobs_report.py RESULTS OUT "MATCHER..." "SEED..."')
     results, out, matchers, seeds = argv[1], argv[2], argv[3].split(), argv[4].split()
-    rows, averages, makespans, loads = [], {}, {}, {}
+    rows, averages, makespans, loads, commits = [], {}, {}, {}, {}
     first = None
     for seed in seeds:
         for m in matchers:
@@ -156,11 +164,12 @@ def main(argv):
             averages.setdefault(m, []).append(statistics.mean(jcts) if complete else None)
             makespans.setdefault(m, []).append(max(jcts) if complete else None)
             loads.setdefault(m, []).append(f"{meta['load_start']}-{meta['load_end']}")
+            commits.setdefault(m, set()).add(meta["commit"])
     def mean_of(values):
         return statistics.mean(values) if values and None not in values else None
     base = mean_of(averages.get("random", []))
     lines = ["## Jobs sharing a fleet" + (" (smoke run)" if first.get("smoke") else ""), ""]
-    lines += settings_text(first)
+    lines += settings_text(first, commits)
     lines += ["", "| matcher | seed | job | committed rounds | state | JCT s | first round planned "
               "after s | mean round s | failed tasks |", "|---|---|---|---|---|---|---|---|---|"]
     lines += rows
