@@ -20,6 +20,7 @@ import os
 import re
 import statistics
 import sys
+import textwrap
 
 
 def fail(message):
@@ -194,6 +195,9 @@ def main(argv):
         "failed (missed heartbeats, deadline) and planned again. Runs on a shared machine: "
         "differences of a few percent are noise.",
     ]
+    # Prose wrapped at 100 columns like the rest of docs/ (table rows stay whole).
+    wrap = dict(width=100, break_on_hyphens=False, break_long_words=False)
+    lines = [l if l.startswith("|") or len(l) <= 100 else textwrap.fill(l, **wrap) for l in lines]
     text = "\n".join(lines) + "\n"
     with open(out, "w") as f:
         f.write(text)
