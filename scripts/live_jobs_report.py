@@ -138,7 +138,8 @@ def settings_text(meta, commits):
         "jobs, the server's pace steering sizes its pool from the config job alone and sends the "
         "other devices away, and the submitted jobs' tasks planned on them fail.",
         "",
-        f"Reproduce: `{os.environ.get('LIVE_JOBS_COMMAND') or meta['command']}`, {commit_text}. Machine: {meta['machine']}; "
+        f"Reproduce: `{os.environ.get('LIVE_JOBS_COMMAND') or meta['command']}`, {commit_text}. "
+        f"Machine: {meta['machine']}; "
         "the load average (1 min) at each run's start and end is below (the machine is shared: "
         "other processes ran beside the experiment).",
     ]
