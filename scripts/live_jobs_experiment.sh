@@ -94,7 +94,11 @@ die() {
 
 # --- The jobs: name, architecture, K, num_rounds, required label, eligible devices ---------------
 read -r -a rounds <<< "$ROUNDS"
-if [ "$CLIENTS" -ge 20 ]; then K_GENERAL=${K_GENERAL:-24} K_SMALL=${K_SMALL:-8}; else K_GENERAL=${K_GENERAL:-3} K_SMALL=${K_SMALL:-2}; fi
+if [ "$CLIENTS" -ge 20 ]; then
+  K_GENERAL=${K_GENERAL:-24} K_SMALL=${K_SMALL:-8}
+else
+  K_GENERAL=${K_GENERAL:-3} K_SMALL=${K_SMALL:-2}
+fi
 JOBS=(general tablet lite)
 [ ${#rounds[@]} -ge 2 ] || die "ROUNDS needs at least two numbers (general tablet [lite]), got '$ROUNDS'"
 [ ${#rounds[@]} -ge 3 ] || JOBS=(general tablet)
@@ -112,9 +116,13 @@ eligible_count() {  # job
   echo $n
 }
 job_k() { case $1 in general) echo $K_GENERAL ;; *) echo $K_SMALL ;; esac; }
-job_rounds() { case $1 in general) echo "${rounds[0]}" ;; tablet) echo "${rounds[1]}" ;; lite) echo "${rounds[2]}" ;; esac; }
+job_rounds() {
+  case $1 in general) echo "${rounds[0]}" ;; tablet) echo "${rounds[1]}" ;; lite) echo "${rounds[2]}" ;; esac
+}
 job_arch() { case $1 in lite) echo softmax ;; *) echo mlp ;; esac; }
-job_seed() { case $1 in general) echo $((10 * SEED)) ;; tablet) echo $((10 * SEED + 1)) ;; lite) echo $((10 * SEED + 2)) ;; esac; }
+job_seed() {
+  case $1 in general) echo $((10 * SEED)) ;; tablet) echo $((10 * SEED + 1)) ;; lite) echo $((10 * SEED + 2)) ;; esac
+}
 for j in "${JOBS[@]}"; do
   [ "$(eligible_count "$j")" -ge "$(job_k "$j")" ] ||
     die "job $j needs K = $(job_k "$j") devices but only $(eligible_count "$j") of $CLIENTS are eligible"
@@ -158,7 +166,8 @@ fi
 [ -f "$TRACE" ] || die "missing capacity trace $TRACE"
 [ "$(($(wc -l < "$TRACE") - 1))" -ge "$CLIENTS" ] || die "$TRACE has fewer than $CLIENTS devices"
 SLOWDOWNS=$(tail -n +2 "$TRACE" | head -n "$CLIENTS" | cut -d, -f2 |
-  awk -v s="$SPEED_SCALE" '{v[NR]=$1; if (min=="" || $1<min) min=$1} END {for (i=1;i<=NR;i++) printf "%.2f ", s*v[i]/min}')
+  awk -v s="$SPEED_SCALE" '{v[NR]=$1; if (min=="" || $1<min) min=$1}
+    END {for (i=1;i<=NR;i++) printf "%.2f ", s*v[i]/min}')
 read -r -a slow <<< "$SLOWDOWNS"
 
 COMMIT=${COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}
@@ -216,7 +225,9 @@ write_meta() {  # matcher dir
       tablet) who='devices labelled `tablet` (`--labels=tablet`)' ;;
       lite) who='devices with a softmax trainer (`--trainers=mlp,softmax`)' ;;
     esac
-    jobs_json="$jobs_json${jobs_json:+,}{\"name\": \"$j\", \"arch\": \"$(job_arch "$j")\", \"k\": $(job_k "$j"), \"rounds\": $(job_rounds "$j"), \"eligible\": $(eligible_count "$j"), \"who\": \"$who\"}"
+    jobs_json="$jobs_json${jobs_json:+,}{\"name\": \"$j\", \"arch\": \"$(job_arch "$j")\","
+    jobs_json="$jobs_json \"k\": $(job_k "$j"), \"rounds\": $(job_rounds "$j"),"
+    jobs_json="$jobs_json \"eligible\": $(eligible_count "$j"), \"who\": \"$who\"}"
   done
   MATCHER=$1 RUN_SEED=$SEED JOBS_JSON="[$jobs_json]" CLIENTS=$CLIENTS ROUNDS=$ROUNDS LOCAL_STEPS=$LOCAL_STEPS \
     SPEED_SCALE=$SPEED_SCALE SLOWDOWNS=$SLOWDOWNS SMOKE=$SMOKE COMMIT=$COMMIT COMMAND=$COMMAND \
@@ -307,7 +318,7 @@ CFG
   done
 
   # Every client registered before the jobs are submitted: their data loading is not in any JCT.
-  local waited=0 registered=0
+  local waited=0 registered=0 loaded=0
   while :; do
     registered=$(grep -l ' registered as ' "$dir"/client-*.log 2>/dev/null | wc -l || true)
     [ "$registered" -ge "$CLIENTS" ] && break
@@ -316,7 +327,8 @@ CFG
     sleep 1
     waited=$((waited + 1))
     if [ $((waited % 15)) -eq 0 ]; then
-      log "   $registered of $CLIENTS clients registered ($(grep -l 'local samples ready' "$dir"/client-*.log 2>/dev/null | wc -l || true) loaded their data)"
+      loaded=$(grep -l 'local samples ready' "$dir"/client-*.log 2>/dev/null | wc -l || true)
+      log "   $registered of $CLIENTS clients registered ($loaded loaded their data)"
     fi
   done
   log "   all $CLIENTS clients registered after ${waited} s"
@@ -357,7 +369,7 @@ PY
   stop_all
   write_meta "$matcher" "$dir"
   grep -q 'JOB_STATE_FAILED\|JOB_STATE_CANCELLED' "$dir/jobs.jsonl" &&
-    die "a job did not finish: $(grep -o '"name":"[a-z]*".*"reason":"[^"]*"' "$dir/jobs.jsonl" | head -n 3)"
+    die "a job failed or was cancelled (records: $dir/jobs.jsonl, log: $dir/server.log)"
   return 0
 }
 
