@@ -2,7 +2,7 @@
 // (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: the job that waited longest
 // past MatchInput.starvation_bound_s first, then the smallest remaining demand (Venn, Liu et
 // al., MLSys 2025, section 4), then the scarcer group. Matching: each job in that order takes,
-// among the devices still unassigned that it may use, about ceil(demand x kDemandSlack) of the
+// among the devices still unassigned that it may use, about ceil(demand x MatchInput.offer_slack) of the
 // best for it: fitting its deadline (or the fastest speed tiers without one), likely to stay
 // through the deadline, wanted by fewer other jobs (Venn's contention awareness: the devices of
 // a scarce group stay for the jobs that can only use them), of high statistical utility for it.
@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/casts.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "server/jobs/match_estimates.h"
@@ -25,10 +26,6 @@
 
 namespace fedsched::jobs {
 
-// The share of its demand a job may take in one Match beyond its demand (which already holds
-// its over-commitment): enough choice for its own selection policy (Oort etc.), the rest flows
-// to the next job so that several jobs plan at once.
-inline constexpr double kDemandSlack = 1.5;
 // Availability forecasts closer than this count as equal, so that contention and utility
 // decide between devices about as likely to stay.
 inline constexpr double kAvailabilityStep = 0.1;
@@ -105,7 +102,9 @@ class ClientAwareMatcher : public DeviceJobMatcher {
 
   void Match(const MatchInput& input, std::vector<int>* job_of_device) override {
     tiers_ = std::max(1, input.speed_tiers);
-    salt_ = seed_ + 0x632be59bd9b4e019ULL * ++matches_;
+    // The shuffle is drawn from the match's time, not from a count of matches: the server
+    // rematches every tick and the simulator only at its events, and both must draw alike.
+    salt_ = seed_ + 0x632be59bd9b4e019ULL * absl::bit_cast<uint64_t>(input.now_s);
     Collect(input);
     const std::vector<int> order = Order(input);
     job_of_device->assign(input.devices.size(), -1);
@@ -133,7 +132,6 @@ class ClientAwareMatcher : public DeviceJobMatcher {
 
   int tiers_ = 2;
   const uint64_t seed_;
-  uint64_t matches_ = 0;
   uint64_t salt_ = 0;  // this Match's shuffle
   // Per job: its slots, remaining demand, group supply, why it is where it is in the order.
   std::vector<std::vector<Slot>> slots_;
@@ -284,7 +282,7 @@ Key ClientAwareMatcher::KeyOf(const MatchJob& job, const Slot& s) const {
              Mix(salt_, static_cast<uint64_t>(s.device)), -s.facts->utility, s.device};
 }
 
-// Job `j` takes the best ceil(demand x kDemandSlack) of the devices still unassigned it may use.
+// Job `j` takes the best ceil(demand x MatchInput.offer_slack) of the devices still unassigned it may use.
 void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* job_of_device) {
   const MatchJob& job = input.jobs[j];
   std::vector<std::pair<Key, const Slot*>>& free = free_;
@@ -293,7 +291,7 @@ void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* 
     if ((*job_of_device)[s.device] < 0) free.emplace_back(KeyOf(job, s), &s);
   }
   const size_t quota =
-      static_cast<size_t>(std::ceil(static_cast<double>(job.demand) * kDemandSlack - 1e-9));
+      static_cast<size_t>(std::ceil(static_cast<double>(job.demand) * std::max(1.0, input.offer_slack) - 1e-9));
   const size_t take = std::min(quota, free.size());
   auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
   if (take < free.size()) std::nth_element(free.begin(), free.begin() + take, free.end(), by_key);
