@@ -30,8 +30,8 @@ JctStats ComputeJctStats(const JobsSummary& summary);
 // stop_reason quoted, last).
 std::string JctCsv(const JobsSummary& summary);
 
-// The same (without rounds_failed) as an aligned text table, followed by a line with the mean and median JCT and the
-// matcher.
+// The same (without rounds_failed) as an aligned text table, followed by a line with the mean and
+// median JCT and the matcher.
 std::string JctTable(const JobsSummary& summary);
 
 }  // namespace fedsched::sim

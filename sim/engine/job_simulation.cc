@@ -66,7 +66,7 @@ absl::StatusOr<int32_t> ClientOfIdentity(absl::string_view identity) {
 }  // namespace
 
 absl::StatusOr<v1::JobTrace> LoadJobTrace(const std::string& path,
-                                           const std::vector<std::string>& device_labels) {
+                                          const std::vector<std::string>& device_labels) {
   v1::JobTrace trace;
   FEDSCHED_RETURN_IF_ERROR(LoadTextConfig(path, &trace));
   if (trace.jobs().empty()) {

@@ -294,14 +294,14 @@ TEST(DeviceLabelsTest, RulesLabelTheTopQuantileOfTheFleet) {
                        HasSubstr("device_label_rules[1].min_quantile")));
   big->set_min_quantile(0.5);
   big->clear_attribute();
-  EXPECT_THAT(CheckDeviceLabelRules(c.device_label_rules()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("device_label_rules[1].attribute")));
+  EXPECT_THAT(
+      CheckDeviceLabelRules(c.device_label_rules()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_label_rules[1].attribute")));
   big->set_attribute(v1::DEVICE_ATTRIBUTE_NUM_SAMPLES);
   big->clear_label();
-  EXPECT_THAT(CheckDeviceLabelRules(c.device_label_rules()),
-              StatusIs(absl::StatusCode::kInvalidArgument,
-                       HasSubstr("device_label_rules[1].label")));
+  EXPECT_THAT(
+      CheckDeviceLabelRules(c.device_label_rules()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_label_rules[1].label")));
 }
 
 // A config whose devices are labelled fast-compute (top half by compute speed) and fast-link
