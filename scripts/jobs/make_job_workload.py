@@ -76,6 +76,7 @@ def draw_job(rng, i, arrival_s, args, groups):
         "target": round(rng.uniform(args.accuracy_min, args.accuracy_max), 2) if by_accuracy else 0,
         "deadline_s": rng.choice(DEADLINES_S),
         "local_steps": rng.choice([5, 10]),
+        "eval_every": args.eval_every,
     }
 
 
@@ -110,6 +111,8 @@ def spec_text(job):
         f"    training {{ batch_size: 20 local_steps: {job['local_steps']} learning_rate: 0.05 }}",
         "    selection { policy: SELECTION_POLICY_OORT overcommit: 1.3 }",
     ]
+    if job["eval_every"] > 1:
+        lines.append(f"    eval {{ every_n_rounds: {job['eval_every']} }}")
     labels = GROUPS[job["group"]]
     if labels:
         lines.append("    population { " + " ".join(f'required_labels: "{l}"' for l in labels)
@@ -123,7 +126,7 @@ def header(args):
             f"# (--jobs {args.jobs} --rate_per_h {args.rate_per_h} --seed {args.seed} "
             f"--k_min {args.k_min} --k_max {args.k_max}\n# --rounds_min {args.rounds_min} "
             f"--rounds_max {args.rounds_max} --accuracy_fraction {args.accuracy_fraction} "
-            f"--groups {args.groups}).\n# Schema: JobTrace in proto/fedsched/v1/sim.proto. "
+            f"--groups {args.groups} --eval_every {args.eval_every}).\n# Schema: JobTrace in proto/fedsched/v1/sim.proto. "
             "Needs the device labels of --rules_out.\n")
 
 
@@ -157,6 +160,8 @@ def parse_args(argv):
     p.add_argument("--groups", default="general:0.4,fast-compute:0.2,"
                    "fast-compute+fast-link:0.2,big-data:0.2",
                    help="eligibility groups with weights")
+    p.add_argument("--eval_every", type=int, default=1,
+                   help="evaluate every N rounds (eval.every_n_rounds; real training's cost)")
     p.add_argument("--out", required=True, help="the JobTrace textproto to write ('-' = stdout)")
     p.add_argument("--rules_out", help="write the SimConfig device_label_rules fragment here")
     p.add_argument("--solo_dir", help="also write each job alone as DIR/<job>.textproto")
