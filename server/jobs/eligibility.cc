@@ -6,6 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
 namespace fedsched::jobs {
 namespace {
 
@@ -30,6 +33,18 @@ bool CanTrain(const FleetDevice& device, const FleetJob& job) {
     if (!Lists(device.labels, label)) return false;
   }
   return true;
+}
+
+std::string EligibilityGroupOf(const FleetJob& job) {
+  std::vector<std::string> labels(job.population.required_labels().begin(),
+                                  job.population.required_labels().end());
+  std::sort(labels.begin(), labels.end());
+  labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+  // The config job also takes the devices without trainers: a group of its own.
+  const std::string trainer = job.config_job                   ? absl::StrCat("config:", job.name)
+                              : job.model_architecture.empty() ? absl::StrCat("job:", job.name)
+                                                               : job.model_architecture;
+  return absl::StrCat(trainer, "|", absl::StrJoin(labels, ","), "|", job.population.min_examples());
 }
 
 }  // namespace fedsched::jobs

@@ -4,6 +4,8 @@
 #ifndef FEDSCHED_SERVER_JOBS_ELIGIBILITY_H_
 #define FEDSCHED_SERVER_JOBS_ELIGIBILITY_H_
 
+#include <string>
+
 #include "server/jobs/fleet_ledger.h"
 
 namespace fedsched::jobs {
@@ -16,6 +18,14 @@ bool HasTrainerFor(const FleetDevice& device, const FleetJob& job);
 // job.population.required_labels among device.labels, and device.num_samples >=
 // job.population.min_examples.
 bool CanTrain(const FleetDevice& device, const FleetJob& job);
+
+// The eligibility group of `job` (MatchJob.group; Venn, MLSys 2025, section 4: jobs with one
+// device requirement form a "job group"): a key built from its trainer requirement (the config
+// job's devices without trainers; else its model architecture, or its name without one), its
+// required labels (sorted, deduplicated) and min_examples. Jobs with equal keys can train
+// exactly the same devices, except that a device may name one of them rather than the shared
+// architecture among its trainers.
+std::string EligibilityGroupOf(const FleetJob& job);
 
 }  // namespace fedsched::jobs
 

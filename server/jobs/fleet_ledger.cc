@@ -50,6 +50,16 @@ bool FleetLedger::DeviceState::Resting(const FleetJob& job, double now_s) const 
   return it != last_end_s.end() && now_s - it->second < interval;
 }
 
+const round::DeviceFacts* FleetLedger::JobState::FactsOf(std::string_view client_id) const {
+  auto it = fact_index.find(absl::string_view(client_id.data(), client_id.size()));
+  return it == fact_index.end() ? nullptr : &facts.devices[it->second];
+}
+
+bool FleetLedger::JobState::Unfit(std::string_view client_id) const {
+  const round::DeviceFacts* f = FactsOf(client_id);
+  return f != nullptr && !f->fits;
+}
+
 FleetLedger::JobState* FleetLedger::Impl::FindJob(std::string_view name) {
   auto it = jobs.find(name);
   return it == jobs.end() ? nullptr : &it->second;
@@ -90,7 +100,9 @@ bool FleetLedger::Impl::Fits(const DeviceState& device, const JobState& job, dou
 }
 
 bool FleetLedger::Impl::SoleTaker(DeviceState& device, const JobState& job, double now_s) {
-  if (job.refused || !Fits(device, job, now_s)) return false;
+  if (job.refused || !Fits(device, job, now_s) || job.Unfit(device.device.client_id)) {
+    return false;
+  }
   if (device.claims.contains(job.job.name) &&
       job.job.population.min_contribution_interval_s() > 0) {
     return false;
@@ -117,7 +129,8 @@ bool FleetLedger::Impl::MayPlan(std::string_view job, std::string_view client_id
   // The offer was made at the last Rematch; what changed since (a registration with other
   // trainers, another job's hold, the rest time) is checked again here.
   const std::vector<JobState*>& trainable = Trainable(*d);
-  if (!Fits(*d, *j, now_s) || std::find(trainable.begin(), trainable.end(), j) == trainable.end()) {
+  if (!Fits(*d, *j, now_s) || j->Unfit(client_id) ||
+      std::find(trainable.begin(), trainable.end(), j) == trainable.end()) {
     return false;
   }
   return Hold(*d, *j);
@@ -151,6 +164,34 @@ void FleetLedger::Impl::Settle(std::string_view job, const NameSet& in_flight, i
   }
   j->claimed = in_flight;
   j->demand = std::max<int64_t>(0, demand);
+  last_now_s = std::max(last_now_s, now_s);
+  // A wait starts when the job asks for devices and ends when it asks for none (its round
+  // planned and running, or the job done).
+  if (j->demand > 0 && j->asking_since_s < 0) {
+    j->asking_since_s = now_s;
+  } else if (j->demand == 0 && j->asking_since_s >= 0) {
+    j->max_wait_s = std::max(j->max_wait_s, now_s - j->asking_since_s);
+    j->asking_since_s = -1;
+    j->starved_this_wait = false;
+  }
+}
+
+void FleetLedger::Impl::Describe(std::string_view job, round::JobFacts facts,
+                                 absl::flat_hash_map<std::string, int> index) {
+  JobState* j = FindJob(job);
+  if (j == nullptr) return;
+  j->facts = std::move(facts);
+  j->fact_index = std::move(index);
+}
+
+std::string FleetLedger::Impl::OfferReason(std::string_view job, std::string_view client_id) {
+  JobState* j = FindJob(job);
+  DeviceState* d = FindDevice(client_id);
+  if (j == nullptr || d == nullptr) return {};
+  if (d->offer == j) return d->offer_reason;
+  // Planned without an offer: the one active job that can use it (SoleTaker).
+  const bool held = std::find(d->holds.begin(), d->holds.end(), j) != d->holds.end();
+  return held || d->claims.contains(j->job.name) ? std::string(kOnlyJobEligible) : std::string();
 }
 
 void FleetLedger::Impl::ForgetJob(const std::string& job) {
@@ -178,6 +219,13 @@ class FleetLedger::JobGate : public round::PlanningGate {
   }
   void Settle(absl::Span<const std::string> in_flight, int64_t demand, double now_s) override {
     ledger_->Settle(job_, in_flight, demand, now_s);
+  }
+  void Describe(round::JobFacts facts, double now_s) override {
+    (void)now_s;
+    ledger_->Describe(job_, std::move(facts));
+  }
+  std::string OfferReason(std::string_view client_id) const override {
+    return ledger_->OfferReason(job_, client_id);
   }
 
  private:
@@ -231,7 +279,9 @@ absl::Status FleetLedger::AddJob(FleetJob job) {
     return absl::AlreadyExistsError(absl::StrCat("job ", job.name, " is already in the fleet"));
   }
   std::string name = job.name;
-  impl_->jobs[name].job = std::move(job);
+  JobState& state = impl_->jobs[name];
+  state.group = EligibilityGroupOf(job);
+  state.job = std::move(job);
   ++impl_->generation;
   return absl::OkStatus();
 }
@@ -283,8 +333,11 @@ std::vector<FleetJobView> FleetLedger::Snapshot() const {
   std::vector<FleetJobView> views;
   views.reserve(impl_->jobs.size());
   for (const auto& [name, j] : impl_->jobs) {
-    views.push_back(
-        FleetJobView{name, j.active, j.demand, static_cast<int64_t>(j.claimed.size()), j.offered});
+    FleetJobView view{name, j.active, j.demand, static_cast<int64_t>(j.claimed.size()), j.offered};
+    if (j.asking_since_s >= 0) view.waiting_s = std::max(0.0, impl_->last_now_s - j.asking_since_s);
+    view.max_wait_s = std::max(j.max_wait_s, view.waiting_s);
+    view.starved = j.starved;
+    views.push_back(std::move(view));
   }
   return views;
 }
@@ -292,6 +345,22 @@ std::vector<FleetJobView> FleetLedger::Snapshot() const {
 bool FleetLedger::MayPlan(std::string_view job, std::string_view client_id, double now_s) {
   absl::MutexLock lock(&mu_);
   return impl_->MayPlan(job, client_id, now_s);
+}
+
+void FleetLedger::Describe(std::string_view job, round::JobFacts facts) {
+  // The index is built before taking the lock: the job's book may be long.
+  absl::flat_hash_map<std::string, int> index;
+  index.reserve(facts.devices.size());
+  for (size_t i = 0; i < facts.devices.size(); ++i) {
+    index[facts.devices[i].client_id] = static_cast<int>(i);
+  }
+  absl::MutexLock lock(&mu_);
+  impl_->Describe(job, std::move(facts), std::move(index));
+}
+
+std::string FleetLedger::OfferReason(std::string_view job, std::string_view client_id) const {
+  absl::MutexLock lock(&mu_);
+  return impl_->OfferReason(job, client_id);
 }
 
 void FleetLedger::Settle(std::string_view job, absl::Span<const std::string> in_flight,

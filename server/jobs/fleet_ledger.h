@@ -71,6 +71,9 @@ struct FleetOptions {
   int speed_tiers = 2;
 };
 
+// The offer reason of a device only one active job can use (no matcher chose it).
+inline constexpr std::string_view kOnlyJobEligible = "only job eligible";
+
 // Per-job counts for status and metrics.
 struct FleetJobView {
   std::string name;
@@ -78,9 +81,10 @@ struct FleetJobView {
   int64_t demand = 0;
   int64_t in_flight = 0;
   int64_t offered = 0;
-  // Seconds its current demand has waited unmet (0 while it asks for nothing), the longest such
-  // wait so far, and how many times a wait passed the starvation bound while a device it could
-  // use was idle (a starvation).
+  // Seconds its current demand has waited unmet (0 while it asks for nothing; as of the latest
+  // Rematch or Settle), the longest such wait so far, and how many waits passed the starvation
+  // bound while the job was offered fewer devices than it asked for and an idle device it could
+  // use was offered to another job or to none (a starvation; each wait counts at most once).
   double waiting_s = 0;
   double max_wait_s = 0;
   int64_t starved = 0;
@@ -144,6 +148,9 @@ class FleetLedger {
       ABSL_LOCKS_EXCLUDED(mu_);
   void Settle(std::string_view job, absl::Span<const std::string> in_flight, int64_t demand,
               double now_s) ABSL_LOCKS_EXCLUDED(mu_);
+  void Describe(std::string_view job, round::JobFacts facts) ABSL_LOCKS_EXCLUDED(mu_);
+  std::string OfferReason(std::string_view job, std::string_view client_id) const
+      ABSL_LOCKS_EXCLUDED(mu_);
 
   const FleetOptions options_;
   mutable absl::Mutex mu_;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <numeric>
+#include <string>
 #include <vector>
 
 #include "server/jobs/fleet_state.h"
@@ -53,7 +54,46 @@ void FleetLedger::Impl::Admit(const std::vector<JobState*>& active, std::vector<
   }
 }
 
+MatchJob FleetLedger::Impl::MatchJobOf(const JobState& state, int64_t demand) {
+  const FleetJob& job = state.job;
+  MatchJob m{job.name,        job.priority, job.sequence,
+             job.submitted_s, demand,       static_cast<int64_t>(state.claimed.size())};
+  m.group = state.group;
+  m.clients_per_round = state.facts.clients_per_round;
+  m.deadline_s = state.facts.deadline_s;
+  m.rounds_committed = state.facts.rounds_committed;
+  m.rounds_remaining = state.facts.rounds_remaining;
+  m.accuracy = state.facts.accuracy;
+  m.target_accuracy = state.facts.target_accuracy;
+  m.asking_since_s = state.asking_since_s;
+  return m;
+}
+
+void FleetLedger::Impl::CountStarvations(double now_s, const std::vector<JobState*>& active) {
+  if (options.starvation_bound_s <= 0) return;
+  // Jobs past the bound in a wait not counted yet, offered less than they ask for; a job
+  // admission cut waits for room, not for the matcher, and is left out.
+  std::vector<bool> late(active.size(), false);
+  bool any = false;
+  for (size_t i = 0; i < active.size(); ++i) {
+    const JobState& j = *active[i];
+    late[i] = !j.refused && !j.starved_this_wait && j.asking_since_s >= 0 && j.offered < j.demand &&
+              now_s - j.asking_since_s >= options.starvation_bound_s;
+    any = any || late[i];
+  }
+  if (!any) return;
+  for (size_t k = 0; k < idle.size(); ++k) {
+    for (int i : input.devices[k].eligible) {
+      if (!late[i] || idle[k]->offer == active[i]) continue;
+      ++active[i]->starved;
+      active[i]->starved_this_wait = true;
+      late[i] = false;
+    }
+  }
+}
+
 void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
+  last_now_s = std::max(last_now_s, now_s);
   std::vector<JobState*> active;
   for (auto& [name, j] : jobs) {
     j.offered = 0;
@@ -65,27 +105,32 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   std::vector<bool> refused;
   Admit(active, &demand, &refused);
   input.now_s = now_s;
+  input.starvation_bound_s = options.starvation_bound_s;
+  input.speed_tiers = options.speed_tiers > 0 ? options.speed_tiers : 2;
   input.jobs.clear();
   for (size_t i = 0; i < active.size(); ++i) {
-    const FleetJob& job = active[i]->job;
     active[i]->refused = refused[i];
     active[i]->match_index = static_cast<int>(i);
-    input.jobs.push_back(MatchJob{job.name, job.priority, job.sequence, job.submitted_s, demand[i],
-                                  static_cast<int64_t>(active[i]->claimed.size())});
+    input.jobs.push_back(MatchJobOf(*active[i], demand[i]));
   }
   CollectIdle(now_s);
   matcher.Match(input, &offers);
   for (size_t k = 0; k < idle.size(); ++k) {
     int j = CheckedOffer(input, offers, k);
+    if (j >= 0) idle[k]->offer_reason = matcher.Reason(k);
     const std::vector<int>& eligible = input.devices[k].eligible;
     // Nobody asked for it, and one job alone can use it: that job may have it (a server of one
     // job sees its whole eligible fleet, and a running round can replace a failed task).
-    if (j < 0 && eligible.size() == 1 && !refused[eligible[0]]) j = eligible[0];
+    if (j < 0 && eligible.size() == 1 && !refused[eligible[0]]) {
+      j = eligible[0];
+      idle[k]->offer_reason = std::string(kOnlyJobEligible);
+    }
     if (j >= 0) idle[k]->offer = active[j];
   }
   for (const auto& [id, d] : devices) {
     if (d.offer != nullptr) ++d.offer->offered;
   }
+  CountStarvations(now_s, active);
 }
 
 void FleetLedger::Impl::CollectIdle(double now_s) {
@@ -95,14 +140,22 @@ void FleetLedger::Impl::CollectIdle(double now_s) {
     // A device a job holds keeps its offer: that job may be planning it right now.
     if (!d.holds.empty()) continue;
     d.offer = nullptr;
+    d.offer_reason.clear();
     if (!d.registered) continue;
     // The buffers of the last rematch are reused: no allocation per device in a steady fleet.
     if (n == input.devices.size()) input.devices.emplace_back();
     MatchDevice& candidate = input.devices[n];
     candidate.eligible.clear();
+    candidate.facts.clear();
     for (JobState* j : Trainable(d)) {
       if (j->match_index < 0 || d.claims.contains(j->job.name) || !Fits(d, *j, now_s)) continue;
+      // What the job reported of the device; a model that cannot fit it never gets it.
+      const round::DeviceFacts* f = j->FactsOf(id);
+      if (f != nullptr && !f->fits) continue;
       candidate.eligible.push_back(j->match_index);
+      candidate.facts.push_back(
+          f == nullptr ? MatchFacts{}
+                       : MatchFacts{f->predicted_round_s, f->utility, f->availability});
     }
     if (candidate.eligible.empty()) continue;
     // Trainable lists jobs by name, as `active`: the indices are ascending.

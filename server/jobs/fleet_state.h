@@ -14,6 +14,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "server/jobs/fleet_ledger.h"
+#include "server/round/planning_gate.h"
 
 namespace fedsched::jobs {
 
@@ -26,6 +27,8 @@ struct FleetLedger::DeviceState {
   bool registered = false;
   // The job it is offered to since the last Rematch; null for none.
   JobState* offer = nullptr;
+  // Why (the matcher's Reason, or kOnlyJobEligible); "" without an offer or a reason.
+  std::string offer_reason;
   // The jobs it can train (CanTrain), as of Impl::generation `trainable_generation`; recomputed
   // by Impl::Trainable when a job came or went or the device registered again.
   std::vector<JobState*> trainable;
@@ -54,6 +57,23 @@ struct FleetLedger::JobState {
   bool refused = false;
   // Its index in the matcher's input during a Rematch; -1 when inactive.
   int match_index = -1;
+  // Its eligibility group (MatchJob.group, GroupKeyOf), fixed at AddJob.
+  std::string group;
+  // Its last Describe, and the index of each device in facts.devices by client id.
+  round::JobFacts facts;
+  absl::flat_hash_map<std::string, int> fact_index;
+  // Since when its demand has been > 0 (seconds), -1 while it asks for nothing; the longest
+  // wait that ended so far; waits that passed the starvation bound while a device it could use
+  // went elsewhere or nowhere, and whether the current wait was counted.
+  double asking_since_s = -1;
+  double max_wait_s = 0;
+  int64_t starved = 0;
+  bool starved_this_wait = false;
+
+  // What the job reported of `client_id` (null when it did not).
+  const round::DeviceFacts* FactsOf(std::string_view client_id) const;
+  // Whether its last facts say its model does not fit `client_id` (DeviceFacts.fits false).
+  bool Unfit(std::string_view client_id) const;
   // Devices it claims (its in-flight set) and holds (MayPlan since its last Settle).
   NameSet claimed;
   // Each once; the ledger keeps devices in a node map, so the pointers stay valid until
@@ -95,7 +115,8 @@ struct FleetLedger::Impl {
 
   // Rematch (fleet_rematch.cc): the offers of every idle device not held by a planning job.
   void Rematch(double now_s, DeviceJobMatcher& matcher);
-  // Fills input.devices and idle with the registered devices no job holds that some active job
+  // Fills input.devices (eligible jobs and their facts; a job whose facts say its model does not
+  // fit is left out) and idle with the registered devices no job holds that some active job
   // (match_index >= 0) may be offered, and clears the offers of the devices no job holds.
   void CollectIdle(double now_s);
   // The demand each active job may be served this rematch (max_devices_in_flight: admitted in
@@ -105,7 +126,21 @@ struct FleetLedger::Impl {
   void Admit(const std::vector<JobState*>& active, std::vector<int64_t>* demand,
              std::vector<bool>* refused) const;
 
+  // Records the facts a job reported (Describe) and their index by client id.
+  void Describe(std::string_view job, round::JobFacts facts,
+                absl::flat_hash_map<std::string, int> index);
+  // The reason of the offer of `client_id` to `job` (PlanningGate::OfferReason).
+  std::string OfferReason(std::string_view job, std::string_view client_id);
+  // The matcher's view of `job` with its admitted `demand`: its group, last facts and wait.
+  static MatchJob MatchJobOf(const JobState& job, int64_t demand);
+  // Counts the starvations of this rematch (FleetJobView.starved): a job whose wait passed the
+  // bound, offered fewer devices than its demand while an idle device it could use was offered
+  // to another job or to none. Each wait counts once.
+  void CountStarvations(double now_s, const std::vector<JobState*>& active);
+
   const FleetOptions options;
+  // The latest time a Rematch or Settle reported, seconds (Snapshot's waiting_s).
+  double last_now_s = 0;
   // Bumped when a job is added or removed (DeviceState::trainable).
   uint64_t generation = 1;
   // Rematch's buffers, kept across calls so that a rematch of a large fleet allocates little.

@@ -29,6 +29,8 @@ class Registry {
   Registry() {
     factories_.emplace("fifo", [](uint64_t) { return MakeFifoMatcher(); });
     factories_.emplace("random", [](uint64_t seed) { return MakeRandomMatcher(seed); });
+    factories_.emplace("venn", [](uint64_t seed) { return MakeVennMatcher(seed); });
+    factories_.emplace("fedsched", [](uint64_t seed) { return MakeClientAwareMatcher(seed); });
   }
 
   absl::Status Add(std::string name, MatcherFactory factory) ABSL_LOCKS_EXCLUDED(mu_) {

@@ -102,6 +102,16 @@ std::unique_ptr<DeviceJobMatcher> MakeFifoMatcher();
 // Random: each device is offered to one of the jobs it is eligible for that have demand, drawn
 // uniformly (a seeded generator advanced by every Match call).
 std::unique_ptr<DeviceJobMatcher> MakeRandomMatcher(uint64_t seed);
+// Venn (Liu et al., MLSys 2025, section 4): devices to job groups by the contention-aware group
+// allocation over this Match's idle devices, within a group to the smallest remaining demand,
+// tier-based matching by predicted task time (venn_matcher.cc; docs/ALGORITHMS.md "Scheduling
+// devices across jobs"). `seed` drives its tier draws.
+std::unique_ptr<DeviceJobMatcher> MakeVennMatcher(uint64_t seed);
+// fedsched's client-aware cross-job scheduler (client_aware_matcher.cc; docs/ALGORITHMS.md
+// "Scheduling devices across jobs"): starving jobs first, then scarce groups and shortest
+// remaining demand; each job takes about its demand x slack of the devices that fit its deadline
+// best, the rest flows to the next job. Deterministic; `seed` is unused.
+std::unique_ptr<DeviceJobMatcher> MakeClientAwareMatcher(uint64_t seed);
 
 using MatcherFactory = std::function<std::unique_ptr<DeviceJobMatcher>(uint64_t seed)>;
 

@@ -432,5 +432,11 @@ TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsRandom) {
   CheckExclusive(MakeRandomMatcher(5));
 }
 
+TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsVenn) { CheckExclusive(MakeVennMatcher(5)); }
+
+TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsFedsched) {
+  CheckExclusive(MakeClientAwareMatcher(5));
+}
+
 }  // namespace
 }  // namespace fedsched::jobs

@@ -32,7 +32,7 @@ MatchDevice Device(std::string id, std::vector<int> eligible) {
 
 TEST(MatcherRegistryTest, BuiltInsAreRegisteredAndEmptyMeansFifo) {
   const std::vector<std::string> names = MatcherNames();
-  EXPECT_THAT(names, ::testing::IsSupersetOf({"fifo", "random"}));
+  EXPECT_THAT(names, ::testing::IsSupersetOf({"fedsched", "fifo", "random", "venn"}));
   EXPECT_TRUE(std::is_sorted(names.begin(), names.end()));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<DeviceJobMatcher> fifo, MakeMatcher("", 1));
   EXPECT_EQ(fifo->name(), "fifo");

@@ -130,7 +130,7 @@ TEST_P(SharedFleetTest, TwoEnginesNeverShareADeviceAndBothFinish) {
 }
 
 INSTANTIATE_TEST_SUITE_P(MatchersAndModes, SharedFleetTest,
-                         ::testing::Combine(::testing::Values("fifo", "random"),
+                         ::testing::Combine(::testing::Values("fifo", "random", "venn", "fedsched"),
                                             ::testing::Bool()));
 
 }  // namespace

@@ -1,0 +1,320 @@
+// fedsched's client-aware cross-job scheduler, the "fedsched" matcher of matcher.h
+// (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: a starving job first (its
+// demand waited at least MatchInput.starvation_bound_s), then Venn's contention-aware order
+// (Liu et al., MLSys 2025, section 4): scarce groups first, the smallest remaining demand first
+// within a group. Matching: each job in that order takes, among the devices still unassigned
+// that it may use, about ceil(demand x kDemandSlack) of the best for it: fitting its deadline
+// (or the fastest speed tiers without one), likely to stay through the deadline, less wanted by
+// other jobs, of high statistical utility for it. A device nobody took goes to the job that
+// would use it best. O(S + J x n log n) for S (device, job) pairs, J jobs, n devices.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "server/jobs/match_estimates.h"
+#include "server/jobs/matcher.h"
+
+namespace fedsched::jobs {
+
+// The share of its demand a job may take in one Match beyond its demand (which already holds
+// its over-commitment): enough choice for its own selection policy (Oort etc.), the rest flows
+// to the next job so that several jobs plan at once.
+inline constexpr double kDemandSlack = 1.5;
+// Availability forecasts closer than this count as equal, so that contention and utility
+// decide between devices about as likely to stay.
+inline constexpr double kAvailabilityStep = 0.1;
+
+namespace {
+
+// Why a job came where it did in the order (the first words of a reason).
+enum class JobWhy : uint8_t {
+  kStarving,
+  kScarceGroup,
+  kShortestRemaining,
+  kOnlyJob,
+  kNext,
+  kSpare
+};
+// What made the device good for its job (the last words of a reason).
+enum class DeviceWhy : uint8_t {
+  kFitsDeadline,
+  kMissesDeadline,
+  kUnknownSpeed,
+  kFast,
+  kMid,
+  kSlow
+};
+
+constexpr const char* kJobWords[] = {"starving job",    "scarce group", "shortest remaining",
+                                     "only job asking", "next in line", "spare device"};
+constexpr const char* kDeviceWords[] = {"fits deadline", "misses deadline", "unknown speed",
+                                        "fast tier",     "mid tier",        "slow tier"};
+
+// One (device, eligible job) pair of this Match.
+struct Slot {
+  int device = 0;
+  int tier = -1;    // the device's speed tier for the job (SpeedTiers), -1 unknown
+  size_t flat = 0;  // its place in slot_tier_
+  MatchFacts facts;
+};
+
+// A device's rank for one job; smaller is better.
+struct Key {
+  int speed = 0;         // speed class: fits the deadline / fast tier first
+  int availability = 0;  // minus the availability bucket
+  int contention = 0;    // other asking jobs that could use it
+  double utility = 0;    // minus the utility
+  int device = 0;
+  bool operator<(const Key& o) const {
+    if (speed != o.speed) return speed < o.speed;
+    if (availability != o.availability) return availability < o.availability;
+    if (contention != o.contention) return contention < o.contention;
+    if (utility != o.utility) return utility < o.utility;
+    return device < o.device;
+  }
+};
+
+class ClientAwareMatcher : public DeviceJobMatcher {
+ public:
+  std::string_view name() const override { return "fedsched"; }
+
+  void Match(const MatchInput& input, std::vector<int>* job_of_device) override {
+    tiers_ = std::max(1, input.speed_tiers);
+    Collect(input);
+    const std::vector<int> order = Order(input);
+    job_of_device->assign(input.devices.size(), -1);
+    job_why_.assign(input.devices.size(), JobWhy::kNext);
+    device_why_.assign(input.devices.size(), DeviceWhy::kUnknownSpeed);
+    for (int j : order) Take(input, j, job_of_device);
+    Spare(input, order, job_of_device);
+  }
+
+  std::string Reason(size_t device) const override {
+    if (device >= offered_.size() || !offered_[device]) return {};
+    return absl::StrCat(kJobWords[static_cast<int>(job_why_[device])], "; ",
+                        kDeviceWords[static_cast<int>(device_why_[device])]);
+  }
+
+ private:
+  void Collect(const MatchInput& input);
+  std::vector<int> Order(const MatchInput& input);
+  // The speed class of a slot for job `j` and the words that explain it.
+  int SpeedClass(const MatchJob& job, const Slot& s, DeviceWhy* why) const;
+  Key KeyOf(const MatchJob& job, const Slot& s) const;
+  void Take(const MatchInput& input, int j, std::vector<int>* job_of_device);
+  void Spare(const MatchInput& input, const std::vector<int>& order,
+             std::vector<int>* job_of_device);
+
+  int tiers_ = 2;
+  // Per job: its slots, remaining demand, group supply, why it is where it is in the order.
+  std::vector<std::vector<Slot>> slots_;
+  std::vector<int64_t> remaining_;
+  std::vector<int64_t> supply_;
+  std::vector<JobWhy> why_;
+  // Per device: asking jobs that could use it; the tier of each of its eligible slots (from
+  // tier_offset_[k], -1 unknown or not asking); whether it was offered, and why.
+  std::vector<int> wanted_by_;
+  std::vector<size_t> tier_offset_;
+  std::vector<int> slot_tier_;
+  std::vector<char> offered_;
+  std::vector<JobWhy> job_why_;
+  std::vector<DeviceWhy> device_why_;
+};
+
+void ClientAwareMatcher::Collect(const MatchInput& input) {
+  const size_t n_jobs = input.jobs.size();
+  slots_.assign(n_jobs, {});
+  wanted_by_.assign(input.devices.size(), 0);
+  offered_.assign(input.devices.size(), 0);
+  // A group's supply: the devices of this Match eligible for one of its asking jobs.
+  absl::flat_hash_map<std::string_view, int64_t> group_supply;
+  std::vector<std::string_view> seen;
+  tier_offset_.assign(input.devices.size() + 1, 0);
+  for (size_t k = 0; k < input.devices.size(); ++k) {
+    const MatchDevice& d = input.devices[k];
+    tier_offset_[k + 1] = tier_offset_[k] + d.eligible.size();
+    seen.clear();
+    for (size_t i = 0; i < d.eligible.size(); ++i) {
+      const int j = d.eligible[i];
+      const MatchJob& job = input.jobs[j];
+      if (job.demand <= 0) continue;
+      const MatchFacts facts = i < d.facts.size() ? d.facts[i] : MatchFacts{};
+      slots_[j].push_back(Slot{static_cast<int>(k), -1, tier_offset_[k] + i, facts});
+      ++wanted_by_[k];
+      if (std::find(seen.begin(), seen.end(), job.group) == seen.end()) {
+        seen.push_back(job.group);
+        ++group_supply[job.group];
+      }
+    }
+  }
+  slot_tier_.assign(tier_offset_.back(), -1);
+  remaining_.assign(n_jobs, 0);
+  supply_.assign(n_jobs, 0);
+  std::vector<double> predicted;
+  for (size_t j = 0; j < n_jobs; ++j) {
+    if (slots_[j].empty()) continue;
+    remaining_[j] = RemainingDemand(input.jobs[j]);
+    supply_[j] = group_supply[input.jobs[j].group];
+    predicted.clear();
+    for (const Slot& s : slots_[j]) predicted.push_back(s.facts.predicted_round_s);
+    const std::vector<int> tier = SpeedTiers(predicted, tiers_);
+    for (size_t x = 0; x < tier.size(); ++x) {
+      slots_[j][x].tier = tier[x];
+      slot_tier_[slots_[j][x].flat] = tier[x];
+    }
+  }
+}
+
+// Starving jobs (longest wait first), then scarce groups, then the smallest remaining demand,
+// then priority and submission order. Only jobs with demand and a device to take.
+std::vector<int> ClientAwareMatcher::Order(const MatchInput& input) {
+  const size_t n_jobs = input.jobs.size();
+  std::vector<double> wait(n_jobs, -1);
+  std::vector<int> order;
+  int64_t most_supply = 0;
+  for (size_t j = 0; j < n_jobs; ++j) {
+    if (slots_[j].empty()) continue;
+    order.push_back(static_cast<int>(j));
+    most_supply = std::max(most_supply, supply_[j]);
+    const MatchJob& job = input.jobs[j];
+    if (input.starvation_bound_s > 0 && job.asking_since_s >= 0 &&
+        input.now_s - job.asking_since_s >= input.starvation_bound_s) {
+      wait[j] = input.now_s - job.asking_since_s;
+    }
+  }
+  std::sort(order.begin(), order.end(), [&](int a, int b) {
+    const MatchJob& x = input.jobs[a];
+    const MatchJob& y = input.jobs[b];
+    if ((wait[a] >= 0) != (wait[b] >= 0)) return wait[a] >= 0;
+    if (wait[a] != wait[b]) return wait[a] > wait[b];
+    if (supply_[a] != supply_[b]) return supply_[a] < supply_[b];
+    if (remaining_[a] != remaining_[b]) return remaining_[a] < remaining_[b];
+    if (x.priority != y.priority) return x.priority > y.priority;
+    if (x.sequence != y.sequence) return x.sequence < y.sequence;
+    return x.name < y.name;
+  });
+  why_.assign(n_jobs, JobWhy::kNext);
+  for (size_t r = 0; r < order.size(); ++r) {
+    const int j = order[r];
+    bool longer_in_group = false;
+    for (int o : order) {
+      longer_in_group = longer_in_group || (o != j && input.jobs[o].group == input.jobs[j].group &&
+                                            remaining_[o] > remaining_[j]);
+    }
+    if (wait[j] >= 0) {
+      why_[j] = JobWhy::kStarving;
+    } else if (order.size() == 1) {
+      why_[j] = JobWhy::kOnlyJob;
+    } else if (supply_[j] < most_supply) {
+      why_[j] = JobWhy::kScarceGroup;
+    } else if (longer_in_group) {
+      why_[j] = JobWhy::kShortestRemaining;
+    }
+  }
+  return order;
+}
+
+int ClientAwareMatcher::SpeedClass(const MatchJob& job, const Slot& s, DeviceWhy* why) const {
+  const double t = s.facts.predicted_round_s;
+  if (job.deadline_s > 0) {
+    // Speed tier against the deadline: a device that finishes in time is as good as a faster
+    // one, which stays for a job that needs it.
+    *why = t <= 0 ? DeviceWhy::kUnknownSpeed
+                  : (t <= job.deadline_s ? DeviceWhy::kFitsDeadline : DeviceWhy::kMissesDeadline);
+    return t <= 0 ? 1 : (t <= job.deadline_s ? 0 : 2);
+  }
+  // No deadline: the round lasts as long as its slowest member, so the fastest tier first
+  // (Venn's tier matching: one job's cohort from one tier); an unknown device in the middle.
+  if (s.tier < 0) {
+    *why = DeviceWhy::kUnknownSpeed;
+    return tiers_ / 2;
+  }
+  *why =
+      s.tier == tiers_ - 1 ? DeviceWhy::kFast : (s.tier == 0 ? DeviceWhy::kSlow : DeviceWhy::kMid);
+  return tiers_ - 1 - s.tier;
+}
+
+Key ClientAwareMatcher::KeyOf(const MatchJob& job, const Slot& s) const {
+  DeviceWhy why;
+  Key key;
+  key.speed = SpeedClass(job, s, &why);
+  key.availability =
+      -static_cast<int>(std::floor(std::clamp(s.facts.availability, 0.0, 1.0) / kAvailabilityStep));
+  key.contention = wanted_by_[s.device];
+  key.utility = -s.facts.utility;
+  key.device = s.device;
+  return key;
+}
+
+// Job `j` takes the best ceil(demand x kDemandSlack) of the devices still unassigned it may use.
+void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* job_of_device) {
+  const MatchJob& job = input.jobs[j];
+  std::vector<std::pair<Key, const Slot*>> free;
+  free.reserve(slots_[j].size());
+  for (const Slot& s : slots_[j]) {
+    if ((*job_of_device)[s.device] < 0) free.emplace_back(KeyOf(job, s), &s);
+  }
+  const size_t quota =
+      static_cast<size_t>(std::ceil(static_cast<double>(job.demand) * kDemandSlack - 1e-9));
+  const size_t take = std::min(quota, free.size());
+  auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
+  std::nth_element(free.begin(), free.begin() + take, free.end(), by_key);
+  for (size_t x = 0; x < take; ++x) {
+    const Slot& s = *free[x].second;
+    (*job_of_device)[s.device] = j;
+    offered_[s.device] = 1;
+    job_why_[s.device] = why_[j];
+    SpeedClass(job, s, &device_why_[s.device]);
+  }
+}
+
+// A device no job took goes to the asking job it suits best: the best speed class for that
+// job, then the job first in the order.
+void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& order,
+                               std::vector<int>* job_of_device) {
+  std::vector<int> rank(input.jobs.size(), 0);
+  for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int>(r);
+  for (size_t k = 0; k < input.devices.size(); ++k) {
+    if ((*job_of_device)[k] >= 0 || wanted_by_[k] == 0) continue;
+    const MatchDevice& d = input.devices[k];
+    int best = -1;
+    int best_class = 0;
+    DeviceWhy best_why = DeviceWhy::kUnknownSpeed;
+    for (size_t i = 0; i < d.eligible.size(); ++i) {
+      const int j = d.eligible[i];
+      if (input.jobs[j].demand <= 0) continue;
+      const size_t flat = tier_offset_[k] + i;
+      const Slot s{static_cast<int>(k), slot_tier_[flat], flat,
+                   i < d.facts.size() ? d.facts[i] : MatchFacts{}};
+      DeviceWhy why;
+      const int c = SpeedClass(input.jobs[j], s, &why);
+      if (best < 0 || c < best_class || (c == best_class && rank[j] < rank[best])) {
+        best = j;
+        best_class = c;
+        best_why = why;
+      }
+    }
+    if (best < 0) continue;
+    (*job_of_device)[k] = best;
+    offered_[k] = 1;
+    job_why_[k] = JobWhy::kSpare;
+    device_why_[k] = best_why;
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<DeviceJobMatcher> MakeClientAwareMatcher(uint64_t seed) {
+  (void)seed;
+  return std::make_unique<ClientAwareMatcher>();
+}
+
+}  // namespace fedsched::jobs
