@@ -55,6 +55,7 @@
 #include "server/round/collapse_guard.h"
 #include "server/round/influence.h"
 #include "server/round/model_versions.h"
+#include "server/round/planning_gate.h"
 #include "server/round/replan_backoff.h"
 #include "server/round/round_config.h"
 #include "server/round/round_influence.h"
@@ -256,6 +257,14 @@ struct EngineOptions {
   // (SecAgg+, Bell et al., CCS 2020, section 3.1). The server draws them from RAND_bytes;
   // default: derived from config.seed and the round (simulator, tests).
   std::function<std::string()> secagg_graph_seed;
+  // The job's target test accuracy, a fraction in [0, 1] (JobSpec.target_accuracy,
+  // SimConfig.target_accuracy), reported in MatchFacts; the caller stops the run when it is
+  // reached. 0 = none.
+  double target_accuracy = 0;
+  // The job's planning gate when several jobs share the fleet (docs/JOBS.md "Scheduling devices
+  // across jobs"): each planned task's SelectionReason.match_reason is its OfferReason. Not
+  // owned; must outlive the engine. Null = the fleet is the run's alone (no match reasons).
+  const PlanningGate* planning_gate = nullptr;
 };
 
 // Not thread-safe: the owner serialises every call (the server under its coordinator lock).
@@ -451,6 +460,21 @@ class RoundEngine {
 
   // The planner's cache plan for a client expected in the next round (prefetch), or null.
   const v1::CachePlan* PrefetchPlan(ClientIndex index) const;
+  // What this job knows of itself and of the devices in its profile book at `now_s` (caller's
+  // seconds), for the device-to-job matcher (PlanningGate::Describe; docs/JOBS.md "Scheduling
+  // devices across jobs"): K, round deadline, rounds committed and remaining (num_rounds -
+  // committed, -1 when num_rounds is 0), the last accepted evaluation's accuracy
+  // (GuardCommitted; 0 before one) and EngineOptions::target_accuracy; per live (not retired)
+  // client, sorted by client_id: predicted_round_s, the planner's completion-time prediction
+  // for this job's task (planner::CandidateEvaluator::Evaluate, the t_s Oort's speed penalty
+  // and FedCaSe's deadline fit use, at the job's batch, local steps and published model size);
+  // utility, its last reported statistical utility for this job (0 = never reported);
+  // availability, the availability oracle's (EngineOptions::availability, else the learned
+  // forecast) probability that it is online through now_s + round_deadline_s (through its
+  // predicted finish without a deadline; 1 without an oracle); fits, whether some batch fits
+  // its declared memory budget (resource fit, docs/RESOURCE_FIT.md; true with fit checks off).
+  // Pure (changes nothing, draws nothing). O(clients log clients).
+  JobFacts MatchFacts(double now_s) const;
   // Why the last Advance planned nothing (OK when it planned, or had nothing to do), e.g.
   // FAILED_PRECONDITION "waiting for min_online_clients: 3 of 10 reachable".
   const absl::Status& last_plan_status() const { return last_plan_status_; }
@@ -691,6 +715,9 @@ class RoundEngine {
   std::vector<PendingSuccess> secagg_pending_;
   // Task::utility_noise_stddev of the tasks planned since the last Plan (0 when off).
   double utility_noise_stddev_ = 0;
+  // The test accuracy of the last committed round whose evaluation GuardCommitted accepted (0
+  // before one), for MatchFacts.
+  double last_accuracy_ = 0;
 };
 
 }  // namespace fedsched::round

@@ -244,6 +244,10 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   }
   task.utility_noise_stddev = utility_noise_stddev_;
   task.cache_plan = std::move(planned.cache_plan);
+  // Why the matcher offered the device to this job, when several jobs share the fleet.
+  if (options_.planning_gate != nullptr) {
+    planned.reason.set_match_reason(options_.planning_gate->OfferReason(planned.client_id));
+  }
   *record_.add_cohort() = std::move(planned.reason);
   task_of_[task.index] = task.task_id;
   auto [it, inserted] = tasks_.emplace(task.task_id, std::move(task));
@@ -409,7 +413,10 @@ absl::StatusOr<std::optional<ClosedRound>> RoundEngine::GuardCommitted(
   if (verdict.ok() && evaluation.has_value()) {
     verdict = ScreenEvaluation(evaluation->accuracy, evaluation->loss);
   }
-  if (verdict.ok()) return std::nullopt;
+  if (verdict.ok()) {
+    if (evaluation.has_value()) last_accuracy_ = evaluation->accuracy;
+    return std::nullopt;
+  }
   absl::StatusOr<ClosedRound> reverted =
       RevertClose(closed.closed_at_s, absl::StrCat("not published: ", verdict.message()));
   if (!reverted.ok()) {

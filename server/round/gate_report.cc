@@ -1,0 +1,27 @@
+// ReportToGate and DescribePacer (gate_report.h).
+#include "server/round/gate_report.h"
+
+#include <utility>
+
+namespace fedsched::round {
+
+bool DescribePacer::Due(int64_t demand, double now_s) {
+  const bool rose = last_demand_ == 0 && demand > 0;
+  last_demand_ = demand;
+  const bool due = !described_ || rose || !(now_s >= last_described_s_) ||
+                   now_s - last_described_s_ >= kDescribeIntervalS;
+  if (!due) return false;
+  described_ = true;
+  last_described_s_ = now_s;
+  return true;
+}
+
+void ReportToGate(const RoundEngine& engine, double now_s, PlanningGate* gate, DescribePacer* pacer,
+                  std::vector<std::string>* scratch) {
+  engine.ClientsInFlight(scratch);
+  const int64_t demand = engine.PlanningDemand();
+  gate->Settle(*scratch, demand, now_s);
+  if (pacer->Due(demand, now_s)) gate->Describe(engine.MatchFacts(now_s), now_s);
+}
+
+}  // namespace fedsched::round
