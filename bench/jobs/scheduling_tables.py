@@ -175,9 +175,10 @@ def losses(runs, args, mode):
                 continue
             for other, need in (("venn", 1.0), ("random", 1.5)):
                 o = runs.get((mode, trace, s, other))
-                if o and o["avg_jct"] / f["avg_jct"] < need:
+                ratio = o["avg_jct"] / f["avg_jct"] if o else None
+                if o and (ratio < need or (other == "venn" and ratio <= 1)):
                     out.append(f"- {mode} {trace} seed {s}: {other} / fedsched average JCT = "
-                               f"{o['avg_jct'] / f['avg_jct']:.2f}x (needs >= {need}x; "
+                               f"{ratio:.2f}x (needs {'> 1' if other == 'venn' else '>= 1.5'}x; "
                                f"{h(o['avg_jct'])} h vs {h(f['avg_jct'])} h)")
             v = runs.get((mode, trace, s, "venn"))
             if v:
