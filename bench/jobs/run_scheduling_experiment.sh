@@ -126,7 +126,7 @@ plan_runs() {
 if [[ -z "${SKIP_RUNS:-}" ]]; then
   echo "machine: $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg) at start" |
     tee "$OUT/machine.txt"
-  start=$(date +%s)
+  t_start=$(date +%s)
   plan_runs >"$OUT/runs.txt"
   export -f sim_run
   export SIM BOUND
@@ -134,8 +134,8 @@ if [[ -z "${SKIP_RUNS:-}" ]]; then
   grep -v '/solo/' "$OUT/runs.txt" >"$OUT/order.txt" || true
   grep '/solo/' "$OUT/runs.txt" >>"$OUT/order.txt" || true
   xargs -P "$PARALLEL" -L 1 bash -c 'sim_run "$@"' _ <"$OUT/order.txt"
-  echo "machine: load average $(cut -d' ' -f1-3 /proc/loadavg) at end; $(( $(date +%s) - start )) s" \
-    "of wall time" | tee -a "$OUT/machine.txt"
+  echo "machine: load average $(cut -d' ' -f1-3 /proc/loadavg) at end;" \
+    "$(( $(date +%s) - t_start )) s of wall time" | tee -a "$OUT/machine.txt"
 fi
 
 python3 bench/jobs/scheduling_tables.py --out "$OUT" --modes "$MODES" --traces "$TRACES" \

@@ -275,7 +275,7 @@ def main(argv):
     args = parse_args(argv)
     runs, groups = load(args)
     machine_path = os.path.join(args.out, "machine.txt")
-    machine = (" ".join(l.strip() for l in open(machine_path)) + "."
+    machine = ("; ".join(l.strip() for l in open(machine_path)) + "."
                if os.path.exists(machine_path) else "")
     text = report(runs, groups, args, machine)
     png = os.path.join(args.out, "job_scheduling.png")
