@@ -60,34 +60,51 @@ constexpr const char* kDeviceWords[] = {"fits deadline", "misses deadline", "unk
 
 // One (device, eligible job) pair of this Match.
 struct Slot {
-  int device = 0;
-  int tier = -1;    // the device's speed tier for the job (SpeedTiers), -1 unknown
-  size_t flat = 0;  // its place in slot_tier_
-  MatchFacts facts;
+  int32_t device = 0;
+  int32_t tier = -1;  // the device's speed tier for the job (SpeedTiers), -1 unknown
+  uint32_t flat = 0;  // its place in slot_tier_
+  const MatchFacts* facts = nullptr;
 };
 
-// A device's rank for one job; smaller is better.
+// What a job knows of a device it reported nothing of.
+const MatchFacts kNoFacts{};
+
+// A device's rank for one job; smaller is better: the speed class (fits the deadline, or the
+// fastest tier, first), then the availability bucket (higher first), then contention (fewer
+// other asking jobs first), packed in `order`; then the utility (higher first), then the
+// device in an order drawn afresh for every Match (so that a job without facts is not offered
+// the same few devices every time and its selection can explore). Small, as a job ranks all its
+// free devices.
 struct Key {
-  int speed = 0;         // speed class: fits the deadline / fast tier first
-  int availability = 0;  // minus the availability bucket
-  int contention = 0;    // other asking jobs that could use it
-  double utility = 0;    // minus the utility
-  int device = 0;
+  uint32_t order = 0;
+  uint32_t shuffle = 0;
+  double minus_utility = 0;
+  int32_t device = 0;
   bool operator<(const Key& o) const {
-    if (speed != o.speed) return speed < o.speed;
-    if (availability != o.availability) return availability < o.availability;
-    if (contention != o.contention) return contention < o.contention;
-    if (utility != o.utility) return utility < o.utility;
+    if (order != o.order) return order < o.order;
+    if (minus_utility != o.minus_utility) return minus_utility < o.minus_utility;
+    if (shuffle != o.shuffle) return shuffle < o.shuffle;
     return device < o.device;
   }
 };
+
+// A well-mixed 32-bit value of (x, y), for the shuffle (SplitMix64's finaliser).
+uint32_t Mix(uint64_t x, uint64_t y) {
+  uint64_t z = x * 0x9e3779b97f4a7c15ULL + y;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return static_cast<uint32_t>((z ^ (z >> 31)) >> 32);
+}
 
 class ClientAwareMatcher : public DeviceJobMatcher {
  public:
   std::string_view name() const override { return "fedsched"; }
 
+  explicit ClientAwareMatcher(uint64_t seed) : seed_(seed) {}
+
   void Match(const MatchInput& input, std::vector<int>* job_of_device) override {
     tiers_ = std::max(1, input.speed_tiers);
+    salt_ = seed_ + 0x632be59bd9b4e019ULL * ++matches_;
     Collect(input);
     const std::vector<int> order = Order(input);
     job_of_device->assign(input.devices.size(), -1);
@@ -114,8 +131,12 @@ class ClientAwareMatcher : public DeviceJobMatcher {
              std::vector<int>* job_of_device);
 
   int tiers_ = 2;
+  const uint64_t seed_;
+  uint64_t matches_ = 0;
+  uint64_t salt_ = 0;  // this Match's shuffle
   // Per job: its slots, remaining demand, group supply, why it is where it is in the order.
   std::vector<std::vector<Slot>> slots_;
+  std::vector<std::pair<Key, const Slot*>> free_;  // Take's buffer
   std::vector<int64_t> remaining_;
   std::vector<int64_t> supply_;
   std::vector<JobWhy> why_;
@@ -131,27 +152,35 @@ class ClientAwareMatcher : public DeviceJobMatcher {
 
 void ClientAwareMatcher::Collect(const MatchInput& input) {
   const size_t n_jobs = input.jobs.size();
-  slots_.assign(n_jobs, {});
+  // The buffers of the last Match are reused: little allocation per tick in a steady fleet.
+  slots_.resize(n_jobs);
+  for (std::vector<Slot>& slots : slots_) slots.clear();
   wanted_by_.assign(input.devices.size(), 0);
   offered_.assign(input.devices.size(), 0);
   // A group's supply: the devices of this Match eligible for one of its asking jobs.
-  absl::flat_hash_map<std::string_view, int64_t> group_supply;
-  std::vector<std::string_view> seen;
+  absl::flat_hash_map<std::string_view, int> group_id;
+  std::vector<int> group_of(n_jobs, -1);
+  for (size_t j = 0; j < n_jobs; ++j) {
+    group_of[j] =
+        group_id.emplace(input.jobs[j].group, static_cast<int>(group_id.size())).first->second;
+  }
+  std::vector<int64_t> group_supply(group_id.size(), 0);
+  std::vector<uint64_t> seen_at(group_id.size(), 0);
   tier_offset_.assign(input.devices.size() + 1, 0);
   for (size_t k = 0; k < input.devices.size(); ++k) {
     const MatchDevice& d = input.devices[k];
     tier_offset_[k + 1] = tier_offset_[k] + d.eligible.size();
-    seen.clear();
     for (size_t i = 0; i < d.eligible.size(); ++i) {
       const int j = d.eligible[i];
       const MatchJob& job = input.jobs[j];
       if (job.demand <= 0) continue;
-      const MatchFacts facts = i < d.facts.size() ? d.facts[i] : MatchFacts{};
-      slots_[j].push_back(Slot{static_cast<int>(k), -1, tier_offset_[k] + i, facts});
+      slots_[j].push_back(Slot{static_cast<int32_t>(k), -1,
+                               static_cast<uint32_t>(tier_offset_[k] + i),
+                               i < d.facts.size() ? &d.facts[i] : &kNoFacts});
       ++wanted_by_[k];
-      if (std::find(seen.begin(), seen.end(), job.group) == seen.end()) {
-        seen.push_back(job.group);
-        ++group_supply[job.group];
+      if (seen_at[group_of[j]] != k + 1) {
+        seen_at[group_of[j]] = k + 1;
+        ++group_supply[group_of[j]];
       }
     }
   }
@@ -162,9 +191,9 @@ void ClientAwareMatcher::Collect(const MatchInput& input) {
   for (size_t j = 0; j < n_jobs; ++j) {
     if (slots_[j].empty()) continue;
     remaining_[j] = RemainingDemand(input.jobs[j]);
-    supply_[j] = group_supply[input.jobs[j].group];
+    supply_[j] = group_supply[group_of[j]];
     predicted.clear();
-    for (const Slot& s : slots_[j]) predicted.push_back(s.facts.predicted_round_s);
+    for (const Slot& s : slots_[j]) predicted.push_back(s.facts->predicted_round_s);
     const std::vector<int> tier = SpeedTiers(predicted, tiers_);
     for (size_t x = 0; x < tier.size(); ++x) {
       slots_[j][x].tier = tier[x];
@@ -223,7 +252,7 @@ std::vector<int> ClientAwareMatcher::Order(const MatchInput& input) {
 }
 
 int ClientAwareMatcher::SpeedClass(const MatchJob& job, const Slot& s, DeviceWhy* why) const {
-  const double t = s.facts.predicted_round_s;
+  const double t = s.facts->predicted_round_s;
   if (job.deadline_s > 0) {
     // Speed tier against the deadline: a device that finishes in time is as good as a faster
     // one, which stays for a job that needs it.
@@ -244,21 +273,20 @@ int ClientAwareMatcher::SpeedClass(const MatchJob& job, const Slot& s, DeviceWhy
 
 Key ClientAwareMatcher::KeyOf(const MatchJob& job, const Slot& s) const {
   DeviceWhy why;
-  Key key;
-  key.speed = SpeedClass(job, s, &why);
-  key.availability =
-      -static_cast<int>(std::floor(std::clamp(s.facts.availability, 0.0, 1.0) / kAvailabilityStep));
-  key.contention = wanted_by_[s.device];
-  key.utility = -s.facts.utility;
-  key.device = s.device;
-  return key;
+  const uint32_t speed = static_cast<uint32_t>(SpeedClass(job, s, &why));
+  const uint32_t unavailable = static_cast<uint32_t>(
+      std::lround(1 / kAvailabilityStep) -
+      std::floor(std::clamp(s.facts->availability, 0.0, 1.0) / kAvailabilityStep));
+  const uint32_t contention = static_cast<uint32_t>(std::min(wanted_by_[s.device], 0xffff));
+  return Key{(speed << 24) | (unavailable << 16) | contention,
+             Mix(salt_, static_cast<uint64_t>(s.device)), -s.facts->utility, s.device};
 }
 
 // Job `j` takes the best ceil(demand x kDemandSlack) of the devices still unassigned it may use.
 void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* job_of_device) {
   const MatchJob& job = input.jobs[j];
-  std::vector<std::pair<Key, const Slot*>> free;
-  free.reserve(slots_[j].size());
+  std::vector<std::pair<Key, const Slot*>>& free = free_;
+  free.clear();
   for (const Slot& s : slots_[j]) {
     if ((*job_of_device)[s.device] < 0) free.emplace_back(KeyOf(job, s), &s);
   }
@@ -266,7 +294,7 @@ void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* 
       static_cast<size_t>(std::ceil(static_cast<double>(job.demand) * kDemandSlack - 1e-9));
   const size_t take = std::min(quota, free.size());
   auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
-  std::nth_element(free.begin(), free.begin() + take, free.end(), by_key);
+  if (take < free.size()) std::nth_element(free.begin(), free.begin() + take, free.end(), by_key);
   for (size_t x = 0; x < take; ++x) {
     const Slot& s = *free[x].second;
     (*job_of_device)[s.device] = j;
@@ -277,11 +305,20 @@ void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* 
 }
 
 // A device no job took goes to the asking job it suits best: the best speed class for that
-// job, then the job first in the order.
+// job, then the job offered the least for its demand so far (spare devices spread in proportion
+// to demand, so that each job's selection has a choice), then the job first in the order.
 void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& order,
                                std::vector<int>* job_of_device) {
   std::vector<int> rank(input.jobs.size(), 0);
   for (size_t r = 0; r < order.size(); ++r) rank[order[r]] = static_cast<int>(r);
+  std::vector<int64_t> offered(input.jobs.size(), 0);
+  for (int j : *job_of_device) {
+    if (j >= 0) ++offered[j];
+  }
+  // Whether job a has had less for its demand than job b: offered_a / d_a < offered_b / d_b.
+  auto poorer = [&](int a, int b) {
+    return offered[a] * input.jobs[b].demand < offered[b] * input.jobs[a].demand;
+  };
   for (size_t k = 0; k < input.devices.size(); ++k) {
     if ((*job_of_device)[k] >= 0 || wanted_by_[k] == 0) continue;
     const MatchDevice& d = input.devices[k];
@@ -292,11 +329,12 @@ void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& 
       const int j = d.eligible[i];
       if (input.jobs[j].demand <= 0) continue;
       const size_t flat = tier_offset_[k] + i;
-      const Slot s{static_cast<int>(k), slot_tier_[flat], flat,
-                   i < d.facts.size() ? d.facts[i] : MatchFacts{}};
+      const Slot s{static_cast<int32_t>(k), slot_tier_[flat], static_cast<uint32_t>(flat),
+                   i < d.facts.size() ? &d.facts[i] : &kNoFacts};
       DeviceWhy why;
       const int c = SpeedClass(input.jobs[j], s, &why);
-      if (best < 0 || c < best_class || (c == best_class && rank[j] < rank[best])) {
+      if (best < 0 || c < best_class ||
+          (c == best_class && (poorer(j, best) || (!poorer(best, j) && rank[j] < rank[best])))) {
         best = j;
         best_class = c;
         best_why = why;
@@ -304,6 +342,7 @@ void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& 
     }
     if (best < 0) continue;
     (*job_of_device)[k] = best;
+    ++offered[best];
     offered_[k] = 1;
     job_why_[k] = JobWhy::kSpare;
     device_why_[k] = best_why;
@@ -313,8 +352,7 @@ void ClientAwareMatcher::Spare(const MatchInput& input, const std::vector<int>& 
 }  // namespace
 
 std::unique_ptr<DeviceJobMatcher> MakeClientAwareMatcher(uint64_t seed) {
-  (void)seed;
-  return std::make_unique<ClientAwareMatcher>();
+  return std::make_unique<ClientAwareMatcher>(seed);
 }
 
 }  // namespace fedsched::jobs

@@ -55,6 +55,11 @@ const round::DeviceFacts* FleetLedger::JobState::FactsOf(std::string_view client
   return it == fact_index.end() ? nullptr : &facts.devices[it->second];
 }
 
+void FleetLedger::JobState::SetFactOf(uint32_t ordinal, int32_t index) {
+  if (ordinal >= fact_of.size()) fact_of.resize(ordinal + 1, -1);
+  fact_of[ordinal] = index;
+}
+
 bool FleetLedger::JobState::Unfit(std::string_view client_id) const {
   const round::DeviceFacts* f = FactsOf(client_id);
   return f != nullptr && !f->fits;
@@ -74,6 +79,12 @@ FleetLedger::DeviceState& FleetLedger::Impl::DeviceFor(const std::string& client
   if (DeviceState* d = FindDevice(client_id)) return *d;
   DeviceState* d = &devices[client_id];
   device_index.emplace(client_id, d);
+  d->ordinal = next_ordinal++;
+  // A device new to the ledger that a job already described.
+  for (auto& [name, j] : jobs) {
+    auto it = j.fact_index.find(client_id);
+    if (it != j.fact_index.end()) j.SetFactOf(d->ordinal, it->second);
+  }
   return *d;
 }
 
@@ -182,6 +193,12 @@ void FleetLedger::Impl::Describe(std::string_view job, round::JobFacts facts,
   if (j == nullptr) return;
   j->facts = std::move(facts);
   j->fact_index = std::move(index);
+  j->fact_of.assign(next_ordinal, -1);
+  for (size_t i = 0; i < j->facts.devices.size(); ++i) {
+    if (const DeviceState* d = FindDevice(j->facts.devices[i].client_id)) {
+      j->fact_of[d->ordinal] = static_cast<int32_t>(i);
+    }
+  }
 }
 
 std::string FleetLedger::Impl::OfferReason(std::string_view job, std::string_view client_id) {

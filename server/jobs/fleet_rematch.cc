@@ -56,8 +56,13 @@ void FleetLedger::Impl::Admit(const std::vector<JobState*>& active, std::vector<
 
 MatchJob FleetLedger::Impl::MatchJobOf(const JobState& state, int64_t demand) {
   const FleetJob& job = state.job;
-  MatchJob m{job.name,        job.priority, job.sequence,
-             job.submitted_s, demand,       static_cast<int64_t>(state.claimed.size())};
+  MatchJob m;
+  m.name = job.name;
+  m.priority = job.priority;
+  m.sequence = job.sequence;
+  m.submitted_s = job.submitted_s;
+  m.demand = demand;
+  m.in_flight = static_cast<int64_t>(state.claimed.size());
   m.group = state.group;
   m.clients_per_round = state.facts.clients_per_round;
   m.deadline_s = state.facts.deadline_s;
@@ -150,7 +155,7 @@ void FleetLedger::Impl::CollectIdle(double now_s) {
     for (JobState* j : Trainable(d)) {
       if (j->match_index < 0 || d.claims.contains(j->job.name) || !Fits(d, *j, now_s)) continue;
       // What the job reported of the device; a model that cannot fit it never gets it.
-      const round::DeviceFacts* f = j->FactsOf(id);
+      const round::DeviceFacts* f = j->FactsAt(d.ordinal);
       if (f != nullptr && !f->fits) continue;
       candidate.eligible.push_back(j->match_index);
       candidate.facts.push_back(

@@ -22,6 +22,8 @@ using NameSet = std::set<std::string, std::less<>>;
 
 struct FleetLedger::DeviceState {
   FleetDevice device;
+  // Its place among every device the ledger has held (never reused): JobState::fact_of's index.
+  uint32_t ordinal = 0;
   // Known from a registration (UpsertDevice); false for a device a job's Settle named before
   // (or after) the ledger knew it: it counts in flight but is never offered.
   bool registered = false;
@@ -62,6 +64,8 @@ struct FleetLedger::JobState {
   // Its last Describe, and the index of each device in facts.devices by client id.
   round::JobFacts facts;
   absl::flat_hash_map<std::string, int> fact_index;
+  // The same by DeviceState::ordinal (-1 none), for Rematch's walk over every device.
+  std::vector<int32_t> fact_of;
   // Since when its demand has been > 0 (seconds), -1 while it asks for nothing; the longest
   // wait that ended so far; waits that passed the starvation bound while a device it could use
   // went elsewhere or nowhere, and whether the current wait was counted.
@@ -72,6 +76,12 @@ struct FleetLedger::JobState {
 
   // What the job reported of `client_id` (null when it did not).
   const round::DeviceFacts* FactsOf(std::string_view client_id) const;
+  const round::DeviceFacts* FactsAt(uint32_t ordinal) const {
+    return ordinal < fact_of.size() && fact_of[ordinal] >= 0 ? &facts.devices[fact_of[ordinal]]
+                                                             : nullptr;
+  }
+  // Records that the device of `ordinal` is facts.devices[index].
+  void SetFactOf(uint32_t ordinal, int32_t index);
   // Whether its last facts say its model does not fit `client_id` (DeviceFacts.fits false).
   bool Unfit(std::string_view client_id) const;
   // Devices it claims (its in-flight set) and holds (MayPlan since its last Settle).
@@ -141,6 +151,8 @@ struct FleetLedger::Impl {
   const FleetOptions options;
   // The latest time a Rematch or Settle reported, seconds (Snapshot's waiting_s).
   double last_now_s = 0;
+  // The next DeviceState::ordinal.
+  uint32_t next_ordinal = 0;
   // Bumped when a job is added or removed (DeviceState::trainable).
   uint64_t generation = 1;
   // Rematch's buffers, kept across calls so that a rematch of a large fleet allocates little.

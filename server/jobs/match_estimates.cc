@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace fedsched::jobs {
 
@@ -27,18 +26,29 @@ int64_t RemainingDemand(const MatchJob& job) {
 std::vector<int> SpeedTiers(absl::Span<const double> predicted_s, int tiers) {
   tiers = std::max(1, tiers);
   std::vector<int> tier(predicted_s.size(), -1);
-  std::vector<size_t> known;
-  for (size_t i = 0; i < predicted_s.size(); ++i) {
-    if (predicted_s[i] > 0) known.push_back(i);
+  std::vector<double> known;
+  known.reserve(predicted_s.size());
+  for (double t : predicted_s) {
+    if (t > 0) known.push_back(t);
   }
-  std::sort(known.begin(), known.end(), [&](size_t a, size_t b) {
-    return predicted_s[a] != predicted_s[b] ? predicted_s[a] < predicted_s[b] : a < b;
-  });
   const int64_t n = static_cast<int64_t>(known.size());
-  int64_t rank = 0;
-  for (int64_t r = 0; r < n; ++r) {
-    if (r == 0 || predicted_s[known[r]] != predicted_s[known[r - 1]]) rank = r;
-    tier[known[r]] = tiers - 1 - static_cast<int>(rank * tiers / n);
+  if (n == 0) return tier;
+  // A time of rank r (the count of smaller times) is in tier tiers - 1 - floor(r x tiers / n):
+  // it is below boundary q (q = 1 .. tiers - 1) iff r >= b_q = ceil(q x n / tiers), i.e. iff it
+  // is larger than the b_q-th smallest time. Those times come from selections, O(n x tiers).
+  std::vector<double> bound;
+  int64_t from = 0;  // the times before it are the smallest, selected already
+  for (int q = 1; q < tiers; ++q) {
+    const int64_t b = (q * n + tiers - 1) / tiers;
+    std::nth_element(known.begin() + from, known.begin() + (b - 1), known.end());
+    bound.push_back(known[b - 1]);
+    from = b - 1;
+  }
+  for (size_t i = 0; i < predicted_s.size(); ++i) {
+    if (predicted_s[i] <= 0) continue;
+    int slower = 0;
+    for (double b : bound) slower += predicted_s[i] > b ? 1 : 0;
+    tier[i] = tiers - 1 - slower;
   }
   return tier;
 }

@@ -34,7 +34,7 @@ int64_t RemainingDemand(const MatchJob& job);
 // tiers' time thresholds for its own device model; here the thresholds are the quantiles
 // k / tiers of the known times, so each tier holds about as many devices: the device of rank r
 // (0 = fastest; equal times share the rank of the first) of n known gets
-// tiers - 1 - floor(r x tiers / n). O(n log n).
+// tiers - 1 - floor(r x tiers / n). O(n x tiers).
 std::vector<int> SpeedTiers(absl::Span<const double> predicted_s, int tiers);
 
 }  // namespace fedsched::jobs

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/str_cat.h"
 #include "server/jobs/match_estimates.h"
 #include "server/jobs/matcher.h"
 #include "server/jobs/venn_irs.h"
@@ -102,7 +101,7 @@ void VennMatcher::Prepare(const MatchInput& input) {
   jobs_.assign(n_jobs, JobView{});
   // Groups get ids in order of first appearance in the devices' lists (Venn breaks ties
   // between equally scarce groups by that order); a device's kind is its list of groups.
-  absl::flat_hash_map<std::string, int> group_id;
+  absl::flat_hash_map<std::string_view, int> group_id;
   absl::flat_hash_map<std::vector<int>, int> kind_id;
   std::vector<VennCheckin> kinds;
   kind_of_device_.assign(input.devices.size(), -1);
@@ -116,12 +115,14 @@ void VennMatcher::Prepare(const MatchInput& input) {
     for (size_t i = 0; i < d.eligible.size(); ++i) {
       const int j = d.eligible[i];
       if (input.jobs[j].demand <= 0) continue;
-      auto [it, added] = group_id.emplace(input.jobs[j].group, static_cast<int>(group_id.size()));
-      jobs_[j].group = it->second;
+      if (jobs_[j].group < 0) {
+        jobs_[j].group =
+            group_id.emplace(input.jobs[j].group, static_cast<int>(group_id.size())).first->second;
+      }
       ++jobs_[j].eligible;
       slots_of_job[j].push_back(slot_offset_[k] + i);
-      if (std::find(groups.begin(), groups.end(), it->second) == groups.end()) {
-        groups.push_back(it->second);
+      if (std::find(groups.begin(), groups.end(), jobs_[j].group) == groups.end()) {
+        groups.push_back(jobs_[j].group);
       }
     }
     if (groups.empty()) continue;
@@ -176,10 +177,11 @@ void VennMatcher::AssignTiers(const MatchInput& input) {
     const MatchJob& job = input.jobs[j];
     Tiering& t = tiering_[job.name];
     t.seen = generation_;
-    if (jobs_[j].group < 0) {
+    if (job.demand <= 0) {  // its request is served: its tier goes with it
       t = Tiering{.seen = generation_};
       continue;
     }
+    if (jobs_[j].group < 0) continue;  // asking, but no idle device for it now
     if (t.asking) {
       jobs_[j].tier = t.tier;
       continue;
@@ -200,7 +202,8 @@ void VennMatcher::AssignTiers(const MatchInput& input) {
     const int tier = static_cast<int>(planner::UniformIndex(rng_, static_cast<size_t>(tiers_)));
     const double speed_up = v.tier_max_s[tier] / v.slowest_s;
     const double c = static_cast<double>(v.eligible) / demand;
-    if (tiers_ < (1 - speed_up) * c + 1) t.tier = tier;
+    // A tier no device of this Match falls in (equal times) is never kept.
+    if (v.tier_max_s[tier] > 0 && tiers_ < (1 - speed_up) * c + 1) t.tier = tier;
     jobs_[j].tier = t.tier;
   }
   // Jobs gone from the input are forgotten.

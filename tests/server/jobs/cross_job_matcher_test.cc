@@ -108,8 +108,14 @@ TEST_F(FedschedTest, ShortestRemainingDemandFirstWithinAGroup) {
   input.jobs = {Job("long", "g", 2, 2, 10, 1), Job("short", "g", 2, 2, 2, 2)};
   for (int i = 0; i < 4; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1}));
   // "short" takes ceil(2 x 1.5) = 3; the fourth flows on to "long".
-  EXPECT_THAT(Match(*matcher_, input), ElementsAre(1, 1, 1, 0));
-  EXPECT_THAT(matcher_->Reason(0), HasSubstr("shortest remaining"));
+  const std::vector<int> offers = Match(*matcher_, input);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 1), 3);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 1);
+  for (size_t k = 0; k < offers.size(); ++k) {
+    if (offers[k] == 1) {
+      EXPECT_THAT(matcher_->Reason(k), HasSubstr("shortest remaining"));
+    }
+  }
 }
 
 TEST_F(FedschedTest, AStarvingJobIsServedFirst) {
@@ -120,15 +126,24 @@ TEST_F(FedschedTest, AStarvingJobIsServedFirst) {
   input.jobs[0].asking_since_s = 90;
   input.jobs[1].asking_since_s = 60;  // waited 40 s > 30 s
   for (int i = 0; i < 4; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1}));
-  EXPECT_THAT(Match(*matcher_, input), ElementsAre(1, 1, 1, 0));
-  EXPECT_THAT(matcher_->Reason(0), HasSubstr("starving job"));
+  // The first served takes 3 of the 4 devices.
+  auto first_served = [&]() {
+    const std::vector<int> offers = Match(*matcher_, input);
+    EXPECT_EQ(std::count(offers.begin(), offers.end(), -1), 0);
+    return std::count(offers.begin(), offers.end(), 1) == 3 ? 1 : 0;
+  };
+  EXPECT_EQ(first_served(), 1);
+  for (size_t k = 0; k < 4; ++k) {
+    if (matcher_->Reason(k).find("starving job") == 0) break;
+    EXPECT_LT(k, 3u) << "no device went to the starving job";
+  }
   // Within the bound, shortest remaining demand first again.
   input.jobs[1].asking_since_s = 80;
-  EXPECT_THAT(Match(*matcher_, input), ElementsAre(0, 0, 0, 1));
+  EXPECT_EQ(first_served(), 0);
   // No bound: never starving.
   input.starvation_bound_s = 0;
   input.jobs[1].asking_since_s = 0;
-  EXPECT_THAT(Match(*matcher_, input), ElementsAre(0, 0, 0, 1));
+  EXPECT_EQ(first_served(), 0);
 }
 
 TEST_F(FedschedTest, DevicesBeyondAJobsSlackFlowToTheNextJob) {
@@ -179,6 +194,38 @@ TEST_F(FedschedTest, WithoutADeadlineTheFastestTierFirst) {
   EXPECT_THAT(Match(*matcher_, input), ElementsAre(1, 0, 0, 0, 1, 1));
   EXPECT_THAT(matcher_->Reason(1), HasSubstr("fast tier"));
   EXPECT_THAT(matcher_->Reason(5), HasSubstr("slow tier"));
+}
+
+TEST_F(FedschedTest, EqualDevicesAreDrawnAfreshEachMatch) {
+  MatchInput input;
+  input.jobs = {Job("a", "g", 2, 2, 1, 1), Job("b", "g", 2, 2, 9, 2)};
+  for (int i = 0; i < 30; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1}));
+  // "a" takes 3 of 30 equal devices; over Matches, not always the same 3.
+  std::vector<std::vector<int>> taken;
+  for (int m = 0; m < 5; ++m) {
+    const std::vector<int> offers = Match(*matcher_, input);
+    std::vector<int> mine;
+    for (size_t k = 0; k < offers.size(); ++k) {
+      if (offers[k] == 0 && matcher_->Reason(k).find("spare") != 0) mine.push_back(k);
+    }
+    ASSERT_EQ(mine.size(), 3u);
+    taken.push_back(mine);
+  }
+  EXPECT_TRUE(
+      std::any_of(taken.begin(), taken.end(), [&](const auto& t) { return t != taken[0]; }));
+  // The same seed and inputs give the same offers.
+  auto again = MakeClientAwareMatcher(1);
+  EXPECT_EQ(Match(*again, input), Match(*MakeClientAwareMatcher(1), input));
+}
+
+TEST_F(FedschedTest, SpareDevicesSpreadInProportionToDemand) {
+  MatchInput input;
+  input.jobs = {Job("a", "g", 2, 2, 1, 1), Job("b", "g", 6, 6, 9, 2)};
+  for (int i = 0; i < 40; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1}));
+  // a takes 3, b 9; the 28 spare devices go to whichever has had least for its demand: 10 and 30.
+  const std::vector<int> offers = Match(*matcher_, input);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 10);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 1), 30);
 }
 
 TEST_F(FedschedTest, LessContendedDevicesFirstAmongEquals) {
@@ -274,6 +321,39 @@ TEST(CrossJobMatcherTest, ADeviceAJobsModelCannotFitIsNeverOfferedToIt) {
   }
 }
 
+// One device, two jobs asking for it: "a" (first by submission) from t = 3, "b" from t = 0. At
+// t = 10, "b" has waited the bound: FIFO still serves "a" (a starvation), fedsched serves "b".
+int64_t StarvationsOf(std::unique_ptr<DeviceJobMatcher> matcher, std::string* b_reason) {
+  FleetLedger ledger(FleetOptions{.starvation_bound_s = 10}, std::move(matcher));
+  for (const char* name : {"a", "b"}) {
+    FleetJob job;
+    job.name = name;
+    job.model_architecture = "mlp";
+    job.sequence = name[0] == 'a' ? 1 : 2;
+    EXPECT_THAT(ledger.AddJob(job), IsOk());
+  }
+  ledger.UpsertDevice({"d0", {"mlp"}, {}, 100});
+  auto a = ledger.Gate("a");
+  auto b = ledger.Gate("b");
+  b->Settle({}, 1, 0);
+  a->Settle({}, 1, 3);
+  ledger.Rematch(5);
+  ledger.Rematch(10);
+  *b_reason = b->OfferReason("d0");
+  for (const FleetJobView& v : ledger.Snapshot()) {
+    if (v.name == "b") return v.starved;
+  }
+  return -1;
+}
+
+TEST(CrossJobMatcherTest, TheStarvationBoundHoldsThroughTheLedger) {
+  std::string reason;
+  EXPECT_EQ(StarvationsOf(MakeFifoMatcher(), &reason), 1);
+  EXPECT_EQ(reason, "");
+  EXPECT_EQ(StarvationsOf(MakeClientAwareMatcher(1), &reason), 0);
+  EXPECT_THAT(reason, HasSubstr("starving job"));
+}
+
 TEST(VennMatcherTest, FollowsTheGroupPlanAndShortestRemainingDemand) {
   // Venn's golden case "starved_count_one" (venn_golden_test.cc): group 1 absorbs group 0's
   // devices, so "a" gets nothing; within group 1 "b" (remaining 1) before "c" (2).
@@ -337,6 +417,20 @@ TEST(VennMatcherTest, ATierIsKeptUntilTheJobAsksForNothing) {
     const std::vector<int> first = Match(*venn, input);
     // Same request, next Match: the same choice (no new draw).
     EXPECT_EQ(Match(*venn, input), first) << seed;
+  }
+}
+
+TEST(VennMatcherTest, EqualTimesNeverTierAJobOutOfItsDevices) {
+  MatchInput input;
+  input.speed_tiers = 2;
+  input.jobs = {Job("a", "g", 2, 2, 1, 1)};
+  // Every device in the fastest tier; the slowest tier is empty, so it is never kept.
+  for (int i = 0; i < 20; ++i)
+    input.devices.push_back(Device(absl::StrCat("d", i), {0}, {10, 1, 1}));
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    auto venn = MakeVennMatcher(seed);
+    const std::vector<int> offers = Match(*venn, input);
+    EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 20) << seed;
   }
 }
 
