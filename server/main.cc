@@ -681,6 +681,9 @@ bool Ticker::Tick(std::atomic<int>* exit_code) {
     last_counts_ = absl::Now();
     const Coordinator::ClientCounts counts = s.host.CountClients(last_counts_);
     s.metrics->SetClients(counts.registered, counts.online);
+    for (const jobs::FleetJobView& view : s.host.FleetViews()) {
+      s.metrics->SetJobWait(view.name, view.waiting_s, view.max_wait_s, view.starved);
+    }
   }
   s.service.upload_gate().Poll(absl::Now());
   if (int n = s.service.CancelIdleStreams(absl::Now(), stream_idle_); n > 0) {

@@ -94,6 +94,12 @@ std::string BatchNote(const v1::SelectionReason& c) {
   return c.batch_reduced() ? absl::StrFormat(" [batch %d: memory]", c.batch_size()) : "";
 }
 
+// " [matched: <reason>]" for a participant the device-to-job matcher offered to its job with a
+// reason (SelectionReason.match_reason; docs/JOBS.md "Scheduling devices across jobs").
+std::string MatchNote(const v1::SelectionReason& c) {
+  return c.match_reason().empty() ? "" : absl::StrCat(" [matched: ", c.match_reason(), "]");
+}
+
 // One line per candidate passed over as "does not fit".
 std::string PassedOverLines(const v1::RoundRecord& r) {
   std::string out;
@@ -113,20 +119,21 @@ std::string CohortTable(const v1::RoundRecord& r) {
     absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9s %9s %9s %10s %6s %s\n", "client", "policy",
                           "mode", "norm_util", "speed_pen", "score", "predicted", "steps", "note");
     for (const v1::SelectionReason& c : r.cohort()) {
-      absl::StrAppendFormat(&out, "  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s%s\n",
-                            c.client_id(), PolicyName(c),
-                            c.explored() ? "explore" : "exploit", c.statistical_utility(),
-                            c.speed_penalty(), c.score(), c.predicted_seconds(), c.local_steps(),
-                            c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c));
+      absl::StrAppendFormat(
+          &out, "  %-12s %-8s %-8s %9.4f %9.4f %9.4f %9.2fs %6d %s%s%s%s\n", c.client_id(),
+          PolicyName(c), c.explored() ? "explore" : "exploit", c.statistical_utility(),
+          c.speed_penalty(), c.score(), c.predicted_seconds(), c.local_steps(),
+          c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c), MatchNote(c));
     }
     return out + PassedOverLines(r);
   }
   absl::StrAppendFormat(&out, "  %-12s %-8s %10s %6s %s\n", "client", "policy", "predicted",
                         "steps", "note");
   for (const v1::SelectionReason& c : r.cohort()) {
-    absl::StrAppendFormat(&out, "  %-12s %-8s %9.2fs %6d %s%s%s\n", c.client_id(),
-                          PolicyName(c), c.predicted_seconds(), c.local_steps(),
-                          c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c));
+    absl::StrAppendFormat(&out, "  %-12s %-8s %9.2fs %6d %s%s%s%s\n", c.client_id(), PolicyName(c),
+                          c.predicted_seconds(), c.local_steps(),
+                          c.workload_reduced() ? "[steps reduced] " : "", c.note(), BatchNote(c),
+                          MatchNote(c));
   }
   return out + PassedOverLines(r);
 }

@@ -24,7 +24,9 @@ struct StatusFormatOptions {
 // (normalised utility, speed penalty, score, explore/exploit) appear only for rounds planned by
 // Oort or FedCaSe, which builds on Oort's scores; under random selection they are meaningless.
 // The client table's utility is the raw Oort utility |B| sqrt(mean loss^2) of the profile, not
-// the per-round normalised one: the columns are labelled norm_util and raw_util. Pure; no I/O.
+// the per-round normalised one: the columns are labelled norm_util and raw_util. A cohort member
+// the device-to-job matcher offered with a reason (SelectionReason.match_reason) ends its note
+// with " [matched: <reason>]". Pure; no I/O.
 std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormatOptions& options);
 
 }  // namespace fedsched::cli

@@ -24,6 +24,9 @@ v1::JobsConfig WithDefaults(v1::JobsConfig jobs) {
   if (jobs.max_running_jobs() <= 0) jobs.set_max_running_jobs(8);
   if (jobs.max_jobs() <= 0) jobs.set_max_jobs(100);
   if (jobs.max_jobs_per_device() <= 0) jobs.set_max_jobs_per_device(1);
+  // ResolveServerConfig checks the ranges; a config it did not resolve gets the defaults.
+  if (!jobs.has_starvation_bound_s()) jobs.set_starvation_bound_s(600);
+  if (jobs.speed_tiers() <= 0) jobs.set_speed_tiers(2);
   return jobs;
 }
 
@@ -62,7 +65,9 @@ absl::Status JobHost::Impl::Open() {
                             jobs::MakeMatcher(jobs_config.matcher(), options.config.seed()));
   ledger = std::make_unique<jobs::FleetLedger>(
       jobs::FleetOptions{.max_jobs_per_device = jobs_config.max_jobs_per_device(),
-                         .max_devices_in_flight = jobs_config.max_devices_in_flight()},
+                         .max_devices_in_flight = jobs_config.max_devices_in_flight(),
+                         .starvation_bound_s = jobs_config.starvation_bound_s(),
+                         .speed_tiers = jobs_config.speed_tiers()},
       std::move(matcher));
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<v1::JobRecord> stored, options.store->LoadJobs());
   config_job = jobs::ConfigJobSpec(options.config).name();
@@ -90,13 +95,15 @@ absl::Status JobHost::Impl::Open() {
   config_run->config = options.config;
   config_run->architecture = options.config.model().architecture();
   FEDSCHED_ASSIGN_OR_RETURN(config_run->store, JobStore(options.store, record));
-  FEDSCHED_ASSIGN_OR_RETURN(config_run->coordinator,
-                            OpenJobCoordinator(options, {.job_name = "",
-                                                         .config = options.config,
-                                                         .store = config_run->store,
-                                                         .initial_model = options.initial_model,
-                                                         .gate = ledger->Gate(config_job),
-                                                         .callbacks = CallbacksOf(config_job)}));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      config_run->coordinator,
+      OpenJobCoordinator(options, {.job_name = "",
+                                   .config = options.config,
+                                   .store = config_run->store,
+                                   .initial_model = options.initial_model,
+                                   .target_accuracy = record.spec().target_accuracy(),
+                                   .gate = ledger->Gate(config_job),
+                                   .callbacks = CallbacksOf(config_job)}));
   // A resumed run that had finished stays finished (as a server of one run answered "finished").
   if (IsOpen(record.state()) && config_run->coordinator->finished()) {
     record.set_state(v1::JOB_STATE_FINISHED);
@@ -273,6 +280,7 @@ absl::StatusOr<std::shared_ptr<Coordinator>> JobHost::Impl::OpenCoordinatorOf(
                                    .config = std::move(config),
                                    .store = *store,
                                    .initial_model = *std::move(model),
+                                   .target_accuracy = record.spec().target_accuracy(),
                                    .gate = ledger->Gate(name),
                                    .callbacks = CallbacksOf(name)});
   if (!coordinator.ok()) {
@@ -426,8 +434,14 @@ std::vector<OpenJob> JobHost::Impl::OpenJobs() const {
 }
 
 void JobHost::Tick(absl::Time now) {
+  const std::vector<OpenJob> open = impl_->OpenJobs();
+  // Every job reports before the offers are made (as the simulator's job loop does): a job just
+  // started, or whose devices freed since its last advance, is matched as it is now.
+  for (const OpenJob& job : open) {
+    if (IsOpen(job.state)) job.coordinator->ReportToGate(now);
+  }
   impl_->ledger->Rematch(UnixSeconds(now));
-  for (const OpenJob& job : impl_->OpenJobs()) {
+  for (const OpenJob& job : open) {
     // The config job's coordinator keeps its sessions (heartbeats, expiry) after its run ends.
     if (job.config_job || IsOpen(job.state)) job.coordinator->Tick(now);
   }
@@ -447,6 +461,8 @@ int JobHost::ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) 
 Coordinator::ClientCounts JobHost::CountClients(absl::Time now) const {
   return impl_->ConfigCoordinator()->CountClients(now);
 }
+
+std::vector<jobs::FleetJobView> JobHost::FleetViews() const { return impl_->ledger->Snapshot(); }
 
 absl::Status JobHost::health() const {
   if (absl::Status config = impl_->ConfigCoordinator()->health(); !config.ok()) return config;

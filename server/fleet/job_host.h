@@ -20,6 +20,7 @@
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/fleet/job_control.h"
+#include "server/jobs/fleet_ledger.h"
 #include "server/service/coordinator.h"
 #include "server/service/device_service.h"
 #include "server/store/store.h"
@@ -104,6 +105,9 @@ class JobHost : public DeviceService, public JobControl {
   bool finished() const;
   int ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) const;
   Coordinator::ClientCounts CountClients(absl::Time now) const;
+  // The fleet ledger's per-job figures (jobs::FleetLedger::Snapshot: demand, devices in flight
+  // and offered, waits and starvations), one entry per job in the ledger, by name. O(jobs).
+  std::vector<jobs::FleetJobView> FleetViews() const;
   // OK unless a store write of the host's own records failed for good (a job's failed commit
   // fails that job only).
   [[nodiscard]] absl::Status health() const;

@@ -31,6 +31,7 @@ absl::StatusOr<std::shared_ptr<Coordinator>> OpenJobCoordinator(const JobHostOpt
   std::shared_ptr<round::PlanningGate> gate = std::move(opening.gate);
   options.planning_gate = gate.get();
   options.job_name = opening.job_name;
+  options.target_accuracy = opening.target_accuracy;
   absl::StatusOr<std::unique_ptr<Coordinator>> created = Coordinator::Create(std::move(options));
   if (!created.ok()) return created.status();
   // The deleter holds the store and the gate: a coordinator kept by a device call past the

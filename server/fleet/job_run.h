@@ -60,6 +60,8 @@ struct JobOpening {
   std::shared_ptr<Store> store;
   // Its initial model (ignored when its namespace holds a run: Coordinator::Create resumes).
   v1::Model initial_model;
+  // JobSpec.target_accuracy (CoordinatorOptions::target_accuracy). 0 = none.
+  double target_accuracy = 0;
   // ledger.Gate(name) (kept with the coordinator, which does not own it).
   std::unique_ptr<round::PlanningGate> gate;
   JobCallbacks callbacks;

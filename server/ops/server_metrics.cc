@@ -89,6 +89,13 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                     .Name("fedsched_sent_bytes_total")
                     .Help("Protobuf-encoded bytes of messages sent, by method.")
                     .Register(r);
+  job_waiting_ = GaugeFamily(r, "fedsched_job_waiting_seconds",
+                             "Seconds the job's current demand for devices has waited unmet.");
+  job_max_wait_ = GaugeFamily(r, "fedsched_job_max_wait_seconds",
+                              "Longest wait of the job's demand for devices so far, seconds.");
+  job_starved_ = CounterFamily(r, "fedsched_job_starvations_total",
+                               "Waits of the job's demand that passed jobs.starvation_bound_s "
+                               "while a device it could use was idle.");
 }
 
 ServerMetrics::~ServerMetrics() = default;
@@ -111,6 +118,20 @@ absl::StatusOr<std::unique_ptr<ServerMetrics>> ServerMetrics::Serve(
   }
   metrics->exposer_->RegisterCollectable(metrics->registry_);
   return metrics;
+}
+
+void ServerMetrics::SetJobWait(const std::string& job, double waiting_s, double max_wait_s,
+                               int64_t starved) {
+  const std::map<std::string, std::string> labels = WithJob({}, job);
+  job_waiting_->Add(labels).Set(waiting_s);
+  job_max_wait_->Add(labels).Set(max_wait_s);
+  prometheus::Counter& counter = job_starved_->Add(labels);
+  absl::MutexLock lock(&mu_);
+  int64_t& seen = starved_seen_[job];
+  if (starved > seen) {
+    counter.Increment(static_cast<double>(starved - seen));
+    seen = starved;
+  }
 }
 
 int ServerMetrics::port() const {

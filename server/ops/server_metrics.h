@@ -67,6 +67,11 @@ class ServerMetrics {
   // Exports fedsched_updates_rejected_total{reason} of `job` at 0 before the first refusal, so
   // that dashboards and alerts see every reason from the start.
   void DeclareRejectReason(const std::string& reason, const std::string& job = "");
+  // Jobs sharing a fleet (docs/JOBS.md "Scheduling devices across jobs"), from the fleet
+  // ledger's snapshot: how long `job`'s current demand has waited unmet and its longest wait,
+  // seconds (gauges), and its starvations so far (waits past the starvation bound; a counter
+  // raised to `starved` when it grew).
+  void SetJobWait(const std::string& job, double waiting_s, double max_wait_s, int64_t starved);
   // Current client counts (from the coordinator's status snapshot).
   void SetClients(int64_t registered, int64_t online);
   // One finished RPC: `method` as gRPC names it ("/fedsched.v1.Coordinator/PollTask"), its
@@ -124,6 +129,11 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* rpcs_;
   prometheus::Family<prometheus::Counter>* bytes_in_;
   prometheus::Family<prometheus::Counter>* bytes_out_;
+  prometheus::Family<prometheus::Gauge>* job_waiting_;
+  prometheus::Family<prometheus::Gauge>* job_max_wait_;
+  prometheus::Family<prometheus::Counter>* job_starved_;
+  // SetJobWait's last starvation count per job (the counter only grows).
+  absl::flat_hash_map<std::string, int64_t> starved_seen_ ABSL_GUARDED_BY(mu_);
   // Label lookups are cached: prometheus-cpp's Family::Add hashes the label set under its lock.
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, prometheus::Counter*> by_label_ ABSL_GUARDED_BY(mu_);

@@ -294,6 +294,22 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
   return absl::OkStatus();
 }
 
+// Scheduling devices across jobs (docs/JOBS.md): jobs.starvation_bound_s (unset: 600 s; finite,
+// >= 0 and at most 30 days; 0 = no bound) and jobs.speed_tiers (0 = 2; 1 to 8), resolved here so
+// that the server and the simulator's job ledger start from the same values.
+absl::Status ResolveJobScheduling(const std::string& where, v1::ServerConfig& out) {
+  v1::JobsConfig* jobs = out.mutable_jobs();
+  if (!jobs->has_starvation_bound_s()) jobs->set_starvation_bound_s(600);
+  FEDSCHED_RETURN_IF_ERROR(
+      CheckDuration(where, "jobs.starvation_bound_s", jobs->starvation_bound_s(), 0));
+  if (jobs->speed_tiers() == 0) jobs->set_speed_tiers(2);
+  if (jobs->speed_tiers() < 1 || jobs->speed_tiers() > 8) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": jobs.speed_tiers must be in [1, 8] (0 = 2), got ", jobs->speed_tiers()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckDuration(const std::string& where, const char* field, double value,
@@ -318,6 +334,7 @@ absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& conf
   FEDSCHED_RETURN_IF_ERROR(ResolveAggregation(where, out));
   FEDSCHED_RETURN_IF_ERROR(privacy::ResolvePrivacyConfig(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveSecureAggregation(where, out));
+  FEDSCHED_RETURN_IF_ERROR(ResolveJobScheduling(where, out));
   return out;
 }
 

@@ -42,7 +42,9 @@ inline constexpr double kDefaultOvercommit = 1.3;
 // security.max_unproven_task_fraction (0.2, in [0, 1]),
 // training, model, selection (overcommit 1.3; utility_noise_factor finite and >= 0), cache,
 // aggregation, eval.every_n_rounds, seed, privacy (server/privacy/round_privacy.h,
-// ResolvePrivacyConfig).
+// ResolvePrivacyConfig), jobs.starvation_bound_s (unset: 600; finite, >= 0, at most 30 days;
+// 0 = no bound) and jobs.speed_tiers (0 = 2; 1 to 8), shared by the server's and the
+// simulator's fleet ledgers.
 // secure_aggregation (docs/SECURE_AGGREGATION.md: refuses what needs individual updates, checks
 // degree and threshold for the cohort, then refuses enabled: true until the RPCs are wired).
 // Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).

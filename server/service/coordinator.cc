@@ -120,6 +120,8 @@ absl::Status Coordinator::Open() {
   engine.presence = gated_presence_.get();
   engine.availability = options_.availability;
   engine.model_features = options_.model_features;
+  engine.target_accuracy = options_.target_accuracy;
+  engine.planning_gate = options_.planning_gate;
   if (!options_.deterministic_task_ids) UseSecureRandomness(&engine);
   // The engine holds the model from here on: a second copy would cost its size in RSS.
   options_.initial_model = v1::Model();
@@ -576,10 +578,15 @@ void Coordinator::AdvanceLocked(absl::Time now) {
   for (round::ClosedRound& c : closed) jobs_.push_back(std::move(c));
 }
 
+void Coordinator::ReportToGate(absl::Time now) {
+  absl::MutexLock lock(&mu_);
+  SettleGateLocked(now);
+}
+
 void Coordinator::SettleGateLocked(absl::Time now) {
   if (options_.planning_gate == nullptr) return;
-  engine_->ClientsInFlight(&in_flight_scratch_);
-  options_.planning_gate->Settle(in_flight_scratch_, engine_->PlanningDemand(), ToSeconds(now));
+  round::ReportToGate(*engine_, ToSeconds(now), options_.planning_gate, &describe_pacer_,
+                      &in_flight_scratch_);
 }
 
 void Coordinator::LogTaskFailures() {

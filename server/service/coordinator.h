@@ -30,6 +30,7 @@
 #include "server/aggregation/checks.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/round/gate_report.h"
 #include "server/round/gated_presence.h"
 #include "server/round/planning_gate.h"
 #include "server/service/device_service.h"
@@ -100,6 +101,9 @@ struct CoordinatorOptions {
   // planning_gate->MayPlan says so, and every engine advance is reported with Settle. Not
   // owned; must outlive the coordinator. Default: null (the fleet is this run's alone).
   round::PlanningGate* planning_gate = nullptr;
+  // The job's target test accuracy (JobSpec.target_accuracy; round::EngineOptions::
+  // target_accuracy), which the job's facts report to the device-to-job matcher. 0 = none.
+  double target_accuracy = 0;
 };
 
 // The coordinator: the server's side of the round engine (server/round, docs/ARCHITECTURE.md
@@ -321,6 +325,12 @@ class Coordinator : public DeviceService {
   // are in or its deadline has passed (committing it if it has min_updates, else failing and
   // re-planning it). Call periodically (the server ticks every 50 ms).
   void Tick(absl::Time now);
+  // Jobs sharing a fleet: reports what this job holds and asks for, and when due what it knows,
+  // to its planning gate without advancing the engine (round::ReportToGate), so that the
+  // ledger's next Rematch sees every job as it is now; the job host calls it for every job
+  // before each Rematch, as the simulator does (docs/JOBS.md "Scheduling devices across jobs").
+  // No-op without a gate.
+  void ReportToGate(absl::Time now);
 
   // Progress on a transfer stream of `client_id` (a download chunk written, an upload chunk
   // read): counts as a heartbeat at the next Tick, so a client busy moving a big model is never
@@ -455,7 +465,8 @@ class Coordinator : public DeviceService {
   void EndSessionLocked(const std::string& client_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Advances the engine and queues the rounds it closed for commit; logs plans and waits.
   void AdvanceLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reports what this job holds to the planning gate (PlanningGate::Settle), if there is one.
+  // Reports what this job holds to the planning gate (PlanningGate::Settle), if there is one,
+  // and what it knows when due (round::ReportToGate: Describe).
   void SettleGateLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogNewTasks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void LogTaskFailures() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -559,6 +570,8 @@ class Coordinator : public DeviceService {
   std::unique_ptr<round::GatedPresence> gated_presence_;
   // SettleGateLocked's list of clients in flight (kept to reuse its memory).
   std::vector<std::string> in_flight_scratch_ ABSL_GUARDED_BY(mu_);
+  // When SettleGateLocked next describes the job to its gate (round::DescribePacer).
+  round::DescribePacer describe_pacer_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<round::RoundEngine> engine_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, ClientState> sessions_ ABSL_GUARDED_BY(mu_);
   // Proofs, revocations and room of identities. Set once by Open, before any request;

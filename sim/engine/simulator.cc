@@ -157,9 +157,11 @@ absl::Status Simulator::CreateEngine() {
   if (parts_.job) {
     gated_ = std::make_unique<round::GatedPresence>(presence_.get(), parts_.job->gate);
     options.presence = gated_.get();
+    options.planning_gate = parts_.job->gate;
   }
   FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
   options.model_features = model_features_;
+  options.target_accuracy = config_.target_accuracy();
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
   if (gated_ != nullptr) gated_->set_engine(engine_.get());
   // The collapse guard's reference is the initial model's evaluation, as in the server.

@@ -72,6 +72,7 @@
 #include "server/forecast/availability_forecast.h"
 #include "server/round/checkin_pacer.h"
 #include "server/round/engine.h"
+#include "server/round/gate_report.h"
 #include "server/round/gated_presence.h"
 #include "server/round/planning_gate.h"
 #include "sim/engine/device_budgets.h"
@@ -248,7 +249,8 @@ class Simulator {
   [[nodiscard]] absl::Status AdvanceAt(double now);
   // Ends the run at `now` with `reason` (the caller's limit), unless it has stopped already.
   void Halt(double now, std::string reason);
-  // Jobs: reports the job's in-flight clients and demand to its gate (PlanningGate::Settle);
+  // Jobs: reports the job's in-flight clients and demand to its gate (PlanningGate::Settle)
+  // and, when due, what it knows (round::ReportToGate: Describe, the server's rule);
   // Step calls it after each Advance, the job simulation also before the ledger's Rematch.
   // No-op without a JobSeat.
   void SettleGate(double now);
@@ -404,6 +406,8 @@ class Simulator {
   // Jobs: presence_ seen through the job's planning gate (the engine's Presence); else null.
   std::unique_ptr<round::GatedPresence> gated_;
   std::vector<std::string> in_flight_;  // SettleGate's buffer
+  // Jobs: when SettleGate next describes the job to its gate (as the server's coordinator).
+  round::DescribePacer describe_pacer_;
   // Pace steering's pacer, when the config sets server.pacing (docs/SIMULATION.md); else null.
   std::unique_ptr<round::CheckInPacer> pacer_;
   // The live server's long-poll bound: how long a device stays checked in, seconds.

@@ -66,8 +66,7 @@ bool Simulator::Free(round::ClientIndex index) const {
 
 void Simulator::SettleGate(double now) {
   if (!parts_.job) return;
-  engine_->ClientsInFlight(&in_flight_);
-  parts_.job->gate->Settle(in_flight_, engine_->PlanningDemand(), now);
+  round::ReportToGate(*engine_, now, parts_.job->gate, &describe_pacer_, &in_flight_);
 }
 
 }  // namespace fedsched::sim

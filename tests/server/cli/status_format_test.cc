@@ -133,6 +133,19 @@ TEST(StatusFormatTest, CohortShowsAPolicyByItsRegisteredName) {
   EXPECT_THAT(text, Not(HasSubstr("unspecified")));
 }
 
+// Jobs sharing a fleet: why the device-to-job matcher offered a member to its job ends its note,
+// in both cohort tables; nothing is added without a reason.
+TEST(StatusFormatTest, CohortShowsTheMatchReasonWhenThereIsOne) {
+  for (v1::SelectionPolicy policy : {v1::SELECTION_POLICY_OORT, v1::SELECTION_POLICY_RANDOM}) {
+    v1::GetStatusResponse status;
+    *status.add_recent_rounds() = Committed(1, policy);
+    EXPECT_THAT(FormatStatus(status, {}), Not(HasSubstr("matched")));
+    status.mutable_recent_rounds(0)->mutable_cohort(0)->set_match_reason(
+        "scarce group first; fast tier");
+    EXPECT_THAT(FormatStatus(status, {}), HasSubstr("[matched: scarce group first; fast tier]"));
+  }
+}
+
 TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
   v1::GetStatusResponse status;
   v1::ClientSummary* c = status.add_clients();

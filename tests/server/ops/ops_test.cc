@@ -129,6 +129,22 @@ TEST(ServerMetricsTest, EachJobHasItsOwnLabelledSeries) {
       text, "fedsched_updates_rejected_total{job=\"mlp\",reason=\"norm_median\"} 1"));
 }
 
+// Jobs sharing a fleet: each job's wait gauges follow the ledger's figures; its starvation
+// counter only grows, to the ledger's count.
+TEST(ServerMetricsTest, JobWaitsAndStarvations) {
+  ServerMetrics metrics;
+  metrics.SetJobWait("a", 12.5, 40, 1);
+  metrics.SetJobWait("b", 0, 3, 0);
+  metrics.SetJobWait("a", 0, 40, 3);
+  metrics.SetJobWait("a", 2, 40, 2);  // never lowers the counter
+  const std::string text = metrics.TextExposition();
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_job_waiting_seconds{job=\"a\"} 2")) << text;
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_job_max_wait_seconds{job=\"a\"} 40"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_job_starvations_total{job=\"a\"} 3"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_job_starvations_total{job=\"b\"} 0"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_job_max_wait_seconds{job=\"b\"} 3"));
+}
+
 TEST(ServerMetricsTest, CauseLabelsFollowTheEngineReasons) {
   EXPECT_EQ(ServerMetrics::CauseLabel("missed heartbeats"), "missed_heartbeats");
   EXPECT_EQ(ServerMetrics::CauseLabel("client reported: deadline passed"), "reported");

@@ -808,9 +808,16 @@ class RecordingGate : public round::PlanningGate {
     std::sort(s.in_flight.begin(), s.in_flight.end());
     settled.push_back(std::move(s));
   }
+  void Describe(round::JobFacts facts, double now_s) override {
+    described.push_back(std::move(facts));
+  }
+  std::string OfferReason(std::string_view client_id) const override {
+    return "offered to kbd: " + std::string(client_id);
+  }
   std::set<std::string> refused;
   std::set<std::string> asked;
   std::vector<Settled> settled;
+  std::vector<round::JobFacts> described;
 };
 
 // The coordinator as one job of a job host (docs/JOBS.md), with the enrolment key (so that
@@ -979,6 +986,35 @@ TEST_F(CoordinatorAsJobTest, SettleIsToldTheClientsInFlightAndTheDemand) {
   ASSERT_EQ(coordinator_->committed_round(), 1);
   // Round 2 is planned at once (both still reachable): in flight again.
   EXPECT_THAT(gate.settled.back().in_flight, ElementsAre("id-a", "id-b"));
+}
+
+// The job's facts reach its gate when it first reports and at most every 5 s after (its demand
+// rising from 0 aside), and the gate's reason reaches the cohort the status shows.
+TEST_F(CoordinatorAsJobTest, DescribesItselfToItsGateAndRecordsTheMatchReason) {
+  RecordingGate gate;
+  StartJob(&gate);
+  coordinator_->Tick(kT0);
+  ASSERT_EQ(gate.described.size(), 1u);
+  EXPECT_EQ(gate.described[0].clients_per_round, 2);
+  EXPECT_EQ(gate.described[0].deadline_s, 30);
+  EXPECT_EQ(gate.described[0].rounds_remaining, 3);
+  EXPECT_TRUE(gate.described[0].devices.empty());
+  Admit("b");
+  Admit("a");
+  coordinator_->Tick(kT0 + absl::Seconds(1));  // plans round 1: asks for nothing more
+  EXPECT_EQ(gate.described.size(), 1u);
+  coordinator_->Tick(kT0 + absl::Seconds(5));
+  ASSERT_EQ(gate.described.size(), 2u);
+  ASSERT_EQ(gate.described[1].devices.size(), 2u);
+  EXPECT_EQ(gate.described[1].devices[0].client_id, "id-a");
+  EXPECT_EQ(gate.described[1].devices[1].client_id, "id-b");
+  EXPECT_GT(gate.described[1].devices[0].predicted_round_s, 0);
+  const v1::GetStatusResponse status = coordinator_->GetStatus(1);
+  ASSERT_EQ(status.recent_rounds_size(), 1);
+  ASSERT_EQ(status.recent_rounds(0).cohort_size(), 2);
+  for (const v1::SelectionReason& r : status.recent_rounds(0).cohort()) {
+    EXPECT_EQ(r.match_reason(), "offered to kbd: " + r.client_id());
+  }
 }
 
 TEST_F(CoordinatorAsJobTest, GetStatusOfAnswersItsOwnJobOnly) {

@@ -3,6 +3,7 @@
 // an error naming the field (docs/RELIABILITY.md §1).
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 
 #include "common/sha256.h"
@@ -184,6 +185,38 @@ TEST(ServerConfigTest, OperatorCertificatesAreCanonicalAndNeedMutualTls) {
   *config.mutable_jobs()->mutable_operator_cert_sha256(1) = std::string(63, 'a') + "g";
   EXPECT_THAT(ResolveServerConfig(config),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a SHA-256")));
+}
+
+// jobs.starvation_bound_s and jobs.speed_tiers (docs/JOBS.md "Scheduling devices across jobs"):
+// unset take 600 s and 2 tiers; 0 s (no bound) is kept; out-of-range values are refused naming
+// the field.
+TEST(ServerConfigTest, JobSchedulingDefaultsAndRanges) {
+  v1::ServerConfig config;
+  config.set_store_path("/tmp/unused");  // required by ResolveServerConfig; nothing is opened
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig resolved, ResolveServerConfig(config));
+  EXPECT_EQ(resolved.jobs().starvation_bound_s(), 600);
+  EXPECT_EQ(resolved.jobs().speed_tiers(), 2);
+  config.mutable_jobs()->set_starvation_bound_s(0);
+  config.mutable_jobs()->set_speed_tiers(8);
+  ASSERT_OK_AND_ASSIGN(resolved, ResolveServerConfig(config));
+  EXPECT_TRUE(resolved.jobs().has_starvation_bound_s());
+  EXPECT_EQ(resolved.jobs().starvation_bound_s(), 0);
+  EXPECT_EQ(resolved.jobs().speed_tiers(), 8);
+  for (double bad :
+       {-1.0, std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    v1::ServerConfig c = config;
+    c.mutable_jobs()->set_starvation_bound_s(bad);
+    EXPECT_THAT(ResolveServerConfig(c),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("jobs.starvation_bound_s")))
+        << bad;
+  }
+  for (int bad : {-1, 9}) {
+    v1::ServerConfig c = config;
+    c.mutable_jobs()->set_speed_tiers(bad);
+    EXPECT_THAT(ResolveServerConfig(c),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("jobs.speed_tiers")))
+        << bad;
+  }
 }
 
 }  // namespace
