@@ -22,7 +22,8 @@
 #   modelled: M_JOBS [30] M_RATE_PER_H [30] M_ROUNDS ["15 40"] M_ACCURACY ["0.35 0.5"] M_HOURS [72]
 #   trained:  T_JOBS [6] T_RATE_PER_H [60] T_ROUNDS ["15 30"] T_ACCURACY ["0.6 0.7"] T_HOURS [24]
 #   K_MAX [30] (K is drawn from 5, 10, 20, 30 up to K_MAX)
-#   SKIP_RUNS=1: only the tables and plot from OUT_DIR.
+#   SKIP_RUNS=1: only the tables and plot from OUT_DIR. REUSE=1: keep the runs whose JCT summary
+#   is already in OUT_DIR (e.g. the solo runs of an earlier run with the same workloads).
 # The fleet per trace (contended: devices scarce against the jobs' demand, as in Venn's setting):
 #   mobiperf  its 300 real devices (150 in the trained mode), about 16 % online;
 #   fedscale  its 100 real devices, 44-97 % online each;
@@ -79,6 +80,10 @@ sim_run() {
   local matcher="$9" no_train="true"
   [[ "$mode" == trained ]] && no_train="false"
   mkdir -p "$dir"
+  if [[ -n "${REUSE:-}" && -s "$dir/jct.csv" ]]; then
+    echo "kept $dir"
+    return
+  fi
   local set="job_trace_path: \"$trace\" no_train: $no_train num_clients: $clients"
   set="$set traces { start_time_s: $start }"
   set="$set max_virtual_hours: $hours train_threads: 1 $(tr '\n' ' ' <"$(dirname "$trace")/rules.textproto")"
@@ -129,7 +134,7 @@ if [[ -z "${SKIP_RUNS:-}" ]]; then
   t_start=$(date +%s)
   plan_runs >"$OUT/runs.txt"
   export -f sim_run
-  export SIM BOUND
+  export SIM BOUND REUSE
   # The shared runs first (the longest), then the solo runs fill the gaps.
   grep -v '/solo/' "$OUT/runs.txt" >"$OUT/order.txt" || true
   grep '/solo/' "$OUT/runs.txt" >>"$OUT/order.txt" || true
