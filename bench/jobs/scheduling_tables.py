@@ -121,16 +121,17 @@ def main_table(runs, args, mode):
 def ratio_table(runs, args, mode, verdicts):
     """fedsched against random and venn per trace: per-seed ratios, and the issue's criteria."""
     lines = ["| trace | random / fedsched avg JCT, per seed | of the means | venn / fedsched, per "
-             "seed | median avg JCT fedsched vs venn (h) | >= 1.5x over random | beats venn in "
-             "median |", "|---" * 7 + "|"]
+             "seed | median avg JCT fedsched vs venn (h) | fifo / fedsched, of the means | "
+             "fedsched starvations | >= 1.5x over random | beats venn in median |",
+             "|---" * 9 + "|"]
     for trace in args.traces:
         def per(m):
             return {s: runs[(mode, trace, s, m)]["avg_jct"] for s in args.seeds
                     if (mode, trace, s, m) in runs}
-        f, r, v = per("fedsched"), per("random"), per("venn")
+        f, r, v, fi = per("fedsched"), per("random"), per("venn"), per("fifo")
         if not f:
             verdicts.append((mode, trace, False, False))
-            lines.append(f"| {trace} | n/a (no fedsched run) |" + " |" * 5)
+            lines.append(f"| {trace} | n/a (no fedsched run) |" + " |" * 7)
             continue
         rr = [r[s] / f[s] for s in args.seeds if s in r and s in f]
         vv = [v[s] / f[s] for s in args.seeds if s in v and s in f]
@@ -140,11 +141,15 @@ def ratio_table(runs, args, mode, verdicts):
         ok_r = of_means is not None and of_means >= 1.5
         ok_v = med_v is not None and med_f < med_v
         verdicts.append((mode, trace, ok_r, ok_v))
+        fifo_ratio = (f"{statistics.mean(fi.values()) / statistics.mean(f.values()):.2f}x"
+                      if fi else "n/a")
+        starved = sum(over_seeds(runs, mode, trace, "fedsched", args.seeds, "starved"))
         lines.append(
             f"| {trace} | {', '.join(f'{x:.2f}x' for x in rr) or 'n/a'} | "
             f"{f'{of_means:.2f}x' if of_means else 'n/a'} | "
             f"{', '.join(f'{x:.2f}x' for x in vv) or 'n/a'} | {h(med_f)} vs "
-            f"{h(med_v) if med_v is not None else 'n/a'} | {'yes' if ok_r else 'NO'} | "
+            f"{h(med_v) if med_v is not None else 'n/a'} | {fifo_ratio} | {starved} | "
+            f"{'yes' if ok_r else 'NO'} | "
             f"{'yes' if ok_v else 'NO'} |")
     return "\n".join(lines)
 

@@ -59,7 +59,7 @@ def test_figures_ratios_and_losses():
         assert "| 6.00 | 8.00 | 2 (2) |" in text
         # fedsched 0.50 h both seeds: random / fedsched 2x and 4x, 3x of the means;
         # venn / fedsched 1.33x and 1.00x (seed 2: 0.50 vs 0.50 h).
-        assert "| mobiperf | 2.00x, 4.00x | 3.00x | 1.33x, 1.00x | 0.50 vs 0.58 | yes | yes |" \
+        assert "| mobiperf | 2.00x, 4.00x | 3.00x | 1.33x, 1.00x | 0.50 vs 0.58 | n/a | 0 | yes | yes |" \
             in text
         # Seed 2: venn is not slower than fedsched (a loss), and job a finishes later.
         assert "- modelled mobiperf seed 2: venn / fedsched average JCT = 1.00x" in text
