@@ -1,12 +1,13 @@
 // fedsched's client-aware cross-job scheduler, the "fedsched" matcher of matcher.h
-// (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: a starving job first (its
-// demand waited at least MatchInput.starvation_bound_s), then Venn's contention-aware order
-// (Liu et al., MLSys 2025, section 4): scarce groups first, the smallest remaining demand first
-// within a group. Matching: each job in that order takes, among the devices still unassigned
-// that it may use, about ceil(demand x kDemandSlack) of the best for it: fitting its deadline
-// (or the fastest speed tiers without one), likely to stay through the deadline, less wanted by
-// other jobs, of high statistical utility for it. A device nobody took goes to the job that
-// would use it best. O(S + J x n log n) for S (device, job) pairs, J jobs, n devices.
+// (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: the job that waited longest
+// past MatchInput.starvation_bound_s first, then the smallest remaining demand (Venn, Liu et
+// al., MLSys 2025, section 4), then the scarcer group. Matching: each job in that order takes,
+// among the devices still unassigned that it may use, about ceil(demand x kDemandSlack) of the
+// best for it: fitting its deadline (or the fastest speed tiers without one), likely to stay
+// through the deadline, wanted by fewer other jobs (Venn's contention awareness: the devices of
+// a scarce group stay for the jobs that can only use them), of high statistical utility for it.
+// A device nobody took goes to the job that would use it best. O(S x V) for S (device, job)
+// pairs and V speed tiers, plus a linear-time selection per job.
 
 #include <algorithm>
 #include <cmath>
@@ -202,50 +203,51 @@ void ClientAwareMatcher::Collect(const MatchInput& input) {
   }
 }
 
-// Starving jobs (longest wait first), then scarce groups, then the smallest remaining demand,
-// then priority and submission order. Only jobs with demand and a device to take.
+// The job that waited longest past the starvation bound first (one per Match: promoting every
+// starving job at once would share the scarce devices among them all, processor sharing, and
+// lengthen every wait), then the smallest remaining demand (shortest remaining first, Venn
+// section 4), then the scarcer group (fewer devices of this Match eligible for it), then
+// priority and submission order. Only jobs with demand and a device to take.
 std::vector<int> ClientAwareMatcher::Order(const MatchInput& input) {
   const size_t n_jobs = input.jobs.size();
-  std::vector<double> wait(n_jobs, -1);
+  int starving = -1;
+  double longest_wait = 0;
   std::vector<int> order;
   int64_t most_supply = 0;
+  int64_t most_remaining = 0;
   for (size_t j = 0; j < n_jobs; ++j) {
     if (slots_[j].empty()) continue;
     order.push_back(static_cast<int>(j));
     most_supply = std::max(most_supply, supply_[j]);
+    most_remaining = std::max(most_remaining, remaining_[j]);
     const MatchJob& job = input.jobs[j];
+    const double wait = input.now_s - job.asking_since_s;
     if (input.starvation_bound_s > 0 && job.asking_since_s >= 0 &&
-        input.now_s - job.asking_since_s >= input.starvation_bound_s) {
-      wait[j] = input.now_s - job.asking_since_s;
+        wait >= input.starvation_bound_s && (starving < 0 || wait > longest_wait)) {
+      starving = static_cast<int>(j);
+      longest_wait = wait;
     }
   }
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     const MatchJob& x = input.jobs[a];
     const MatchJob& y = input.jobs[b];
-    if ((wait[a] >= 0) != (wait[b] >= 0)) return wait[a] >= 0;
-    if (wait[a] != wait[b]) return wait[a] > wait[b];
-    if (supply_[a] != supply_[b]) return supply_[a] < supply_[b];
+    if ((a == starving) != (b == starving)) return a == starving;
     if (remaining_[a] != remaining_[b]) return remaining_[a] < remaining_[b];
+    if (supply_[a] != supply_[b]) return supply_[a] < supply_[b];
     if (x.priority != y.priority) return x.priority > y.priority;
     if (x.sequence != y.sequence) return x.sequence < y.sequence;
     return x.name < y.name;
   });
   why_.assign(n_jobs, JobWhy::kNext);
-  for (size_t r = 0; r < order.size(); ++r) {
-    const int j = order[r];
-    bool longer_in_group = false;
-    for (int o : order) {
-      longer_in_group = longer_in_group || (o != j && input.jobs[o].group == input.jobs[j].group &&
-                                            remaining_[o] > remaining_[j]);
-    }
-    if (wait[j] >= 0) {
+  for (int j : order) {
+    if (j == starving) {
       why_[j] = JobWhy::kStarving;
     } else if (order.size() == 1) {
       why_[j] = JobWhy::kOnlyJob;
+    } else if (remaining_[j] < most_remaining) {
+      why_[j] = JobWhy::kShortestRemaining;
     } else if (supply_[j] < most_supply) {
       why_[j] = JobWhy::kScarceGroup;
-    } else if (longer_in_group) {
-      why_[j] = JobWhy::kShortestRemaining;
     }
   }
   return order;

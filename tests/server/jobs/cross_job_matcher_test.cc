@@ -91,15 +91,16 @@ class FedschedTest : public ::testing::Test {
   std::unique_ptr<DeviceJobMatcher> matcher_ = MakeClientAwareMatcher(1);
 };
 
-TEST_F(FedschedTest, ScarceGroupServedFirst) {
+TEST_F(FedschedTest, AScarceGroupKeepsItsDevices) {
   MatchInput input;
-  // "wide" came first and has less left to do: FIFO and shortest-first would both serve it
-  // first. "narrow" can use only d0 and d1.
+  // "wide" came first and has less left to do: it is served first, but takes the devices only
+  // it can use (d2..d4) before those "narrow", which can use only d0 and d1, needs.
   input.jobs = {Job("wide", "any", 2, 2, 1, 1), Job("narrow", "labelled", 2, 2, 10, 2)};
   input.devices = {Device("d0", {0, 1}), Device("d1", {0, 1}), Device("d2", {0}), Device("d3", {0}),
                    Device("d4", {0})};
   EXPECT_THAT(Match(*matcher_, input), ElementsAre(1, 1, 0, 0, 0));
   EXPECT_THAT(matcher_->Reason(0), HasSubstr("scarce group"));
+  EXPECT_THAT(matcher_->Reason(2), HasSubstr("shortest remaining"));
   EXPECT_THAT(MakeFifoMatcher()->Reason(0), IsEmpty());
 }
 
@@ -144,6 +145,32 @@ TEST_F(FedschedTest, AStarvingJobIsServedFirst) {
   input.starvation_bound_s = 0;
   input.jobs[1].asking_since_s = 0;
   EXPECT_EQ(first_served(), 0);
+}
+
+TEST_F(FedschedTest, OnlyTheLongestStarvingJobIsPromoted) {
+  MatchInput input;
+  input.now_s = 100;
+  input.starvation_bound_s = 30;
+  // Remaining demand: short 2, mid 20, long 100. "mid" and "long" both waited past the bound;
+  // "long" longest: it goes first, then shortest remaining first ("short", then "mid").
+  input.jobs = {Job("short", "g", 2, 2, 1, 1), Job("mid", "g", 2, 2, 10, 2),
+                Job("long", "g", 2, 2, 50, 3)};
+  input.jobs[0].asking_since_s = 95;
+  input.jobs[1].asking_since_s = 60;
+  input.jobs[2].asking_since_s = 40;
+  for (int i = 0; i < 7; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1, 2}));
+  const std::vector<int> offers = Match(*matcher_, input);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 2), 3);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 3);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 1), 1);
+  for (size_t k = 0; k < offers.size(); ++k) {
+    if (offers[k] == 1) {
+      EXPECT_THAT(matcher_->Reason(k), Not(HasSubstr("starving")));
+    }
+    if (offers[k] == 2) {
+      EXPECT_THAT(matcher_->Reason(k), HasSubstr("starving job"));
+    }
+  }
 }
 
 TEST_F(FedschedTest, DevicesBeyondAJobsSlackFlowToTheNextJob) {
