@@ -8,8 +8,9 @@ namespace fedsched::round {
 bool DescribePacer::Due(int64_t demand, double now_s) {
   const bool rose = last_demand_ == 0 && demand > 0;
   last_demand_ = demand;
-  const bool due = !described_ || rose || !(now_s >= last_described_s_) ||
-                   now_s - last_described_s_ >= kDescribeIntervalS;
+  const bool stale =
+      !(now_s >= last_described_s_) || now_s - last_described_s_ >= kDescribeIntervalS;
+  const bool due = !described_ || rose || (demand > 0 && stale);
   if (!due) return false;
   described_ = true;
   last_described_s_ = now_s;

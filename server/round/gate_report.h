@@ -18,14 +18,18 @@ namespace fedsched::round {
 inline constexpr double kDescribeIntervalS = 5;
 
 // When a job describes itself to its gate (PlanningGate::Describe with RoundEngine::MatchFacts,
-// O(clients) each): at its first report, whenever its demand goes from 0 to > 0 (it is about to
-// plan, so the matcher should see it as it is now), and otherwise at most every
-// kDescribeIntervalS seconds. Pure and deterministic; not thread-safe (the caller's lock).
+// O(clients) each, about 1 us per client): at its first report, whenever its demand goes from 0
+// to > 0 (it is about to plan, so the matcher should see it as it is now), and while its demand
+// stays > 0 at most every kDescribeIntervalS seconds. A job that asks for nothing (its round is
+// running) is not described again until it asks: the matcher offers it nothing meanwhile, and
+// a synchronous job spends most of its time so. Pure and deterministic; not thread-safe (the
+// caller's lock).
 class DescribePacer {
  public:
   // Called after each Settle with the demand it reported (participants, >= 0) and the caller's
   // seconds. True when the caller should describe the job now; then the interval restarts. A
-  // clock that went back (a server's wall clock stepped) counts as the interval having passed.
+  // clock that went back (a server's wall clock stepped) counts as the interval having passed
+  // (while demand > 0).
   bool Due(int64_t demand, double now_s);
 
  private:

@@ -102,6 +102,34 @@ TEST_F(JobHostTest, TwoJobsRunConcurrentlyOverOneFleetEachToItsRounds) {
   EXPECT_THAT(text, HasSubstr("fedsched_committed_round{job=\"mlp\"} 3"));
 }
 
+// With a matcher that keeps reasons (fedsched), why a device went to its job reaches the
+// committed rounds' cohorts of both jobs, and the host shows the ledger's per-job figures.
+TEST(JobHostMatchingTest, CohortsCarryTheMatchersReasons) {
+  MemoryStore store;
+  v1::ServerConfig config = testing::ServerConfigFor(3);
+  config.mutable_jobs()->set_matcher("fedsched");
+  FleetHarness fleet(&store, config);
+  fleet.Open();
+  for (int i = 0; i < 5; ++i) fleet.AddDevice(absl::StrCat("d-", i), {"main", "mlp"});
+  ASSERT_OK(fleet.host().Submit(MlpSpec("mlp", 3)).status());
+  fleet.Step();
+  std::vector<std::string> names;
+  for (const jobs::FleetJobView& view : fleet.host().FleetViews()) names.push_back(view.name);
+  EXPECT_THAT(names, ::testing::UnorderedElementsAre("main", "mlp"));
+  ASSERT_TRUE(fleet.StepUntil([&] { return fleet.host().finished(); }));
+  for (const std::string job : {"main", "mlp"}) {
+    ASSERT_OK_AND_ASSIGN(std::vector<v1::RoundRecord> rounds, fleet.host().RoundsAfter(job, 0, 10));
+    ASSERT_EQ(rounds.size(), 3u) << job;
+    int with_reason = 0;
+    for (const v1::RoundRecord& r : rounds) {
+      for (const v1::SelectionReason& c : r.cohort()) {
+        with_reason += c.match_reason().empty() ? 0 : 1;
+      }
+    }
+    EXPECT_GT(with_reason, 0) << job;
+  }
+}
+
 TEST_F(JobHostTest, CancellingOneJobMidRunLeavesTheOtherFinishing) {
   ASSERT_OK(fleet_.host().Submit(MlpSpec("mlp", 50)).status());
   ASSERT_TRUE(fleet_.StepUntil([&] { return fleet_.CommittedRoundOf("mlp") >= 1; }));

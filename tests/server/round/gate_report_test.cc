@@ -25,14 +25,22 @@ TEST(DescribePacerTest, FirstReportIsDescribed) {
   EXPECT_TRUE(pacer.Due(0, 100));
 }
 
-TEST(DescribePacerTest, AtMostEveryIntervalWhileDemandDoesNotRise) {
+TEST(DescribePacerTest, AtMostEveryIntervalWhileAsking) {
   DescribePacer pacer;
   ASSERT_TRUE(pacer.Due(3, 100));
   EXPECT_FALSE(pacer.Due(3, 101));
-  EXPECT_FALSE(pacer.Due(0, 102));
-  EXPECT_FALSE(pacer.Due(0, 104.9));
-  EXPECT_TRUE(pacer.Due(0, 100 + kDescribeIntervalS));
-  EXPECT_FALSE(pacer.Due(0, 106));
+  EXPECT_FALSE(pacer.Due(5, 104.9));
+  EXPECT_TRUE(pacer.Due(5, 100 + kDescribeIntervalS));
+  EXPECT_FALSE(pacer.Due(5, 106));
+  EXPECT_TRUE(pacer.Due(1, 110));
+}
+
+TEST(DescribePacerTest, NotAgainWhileAskingForNothing) {
+  DescribePacer pacer;
+  ASSERT_TRUE(pacer.Due(0, 100));
+  EXPECT_FALSE(pacer.Due(0, 105));
+  EXPECT_FALSE(pacer.Due(0, 1000));
+  EXPECT_TRUE(pacer.Due(2, 1000.5));  // it asks: described at once
 }
 
 TEST(DescribePacerTest, DemandRisingFromZeroIsDescribedAtOnce) {
@@ -89,11 +97,14 @@ TEST(ReportToGateTest, SettlesEveryTimeDescribesWhenDue) {
   DescribePacer pacer;
   std::vector<std::string> scratch;
   ReportToGate(*engine, 0, &gate, &pacer, &scratch);  // first report: asks for 3
-  engine->Advance(1);                                 // plans 3 tasks: asks for nothing
-  ReportToGate(*engine, 1, &gate, &pacer, &scratch);
-  ReportToGate(*engine, 6, &gate, &pacer, &scratch);  // 5 s since the last description
-  EXPECT_THAT(gate.log, ElementsAre("settle 0 3 @0", "describe 4 @0", "settle 3 0 @1",
-                                    "settle 3 0 @6", "describe 4 @6"));
+  ReportToGate(*engine, 1, &gate, &pacer, &scratch);  // still asking, 1 s later
+  ReportToGate(*engine, 5, &gate, &pacer, &scratch);  // still asking, 5 s since described
+  engine->Advance(6);                                 // plans 3 tasks: asks for nothing
+  ReportToGate(*engine, 6, &gate, &pacer, &scratch);
+  ReportToGate(*engine, 20, &gate, &pacer, &scratch);  // asks for nothing: not described
+  EXPECT_THAT(gate.log,
+              ElementsAre("settle 0 3 @0", "describe 4 @0", "settle 0 3 @1", "settle 0 3 @5",
+                          "describe 4 @5", "settle 3 0 @6", "settle 3 0 @20"));
 }
 
 }  // namespace
