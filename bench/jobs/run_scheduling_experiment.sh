@@ -141,6 +141,10 @@ if [[ -z "${SKIP_RUNS:-}" ]]; then
   xargs -P "$PARALLEL" -L 1 bash -c 'sim_run "$@"' _ <"$OUT/order.txt"
   echo "machine: load average $(cut -d' ' -f1-3 /proc/loadavg) at end;" \
     "$(( $(date +%s) - t_start )) s of wall time" | tee -a "$OUT/machine.txt"
+  for mode in $MODES; do  # each mode's runs name their commit and load (the tables show them)
+    echo "$COMMIT" >"$OUT/$mode/commit.txt"
+    cp "$OUT/machine.txt" "$OUT/$mode/machine.txt"
+  done
 fi
 
 python3 bench/jobs/scheduling_tables.py --out "$OUT" --modes "$MODES" --traces "$TRACES" \
