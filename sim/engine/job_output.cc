@@ -35,11 +35,11 @@ JctStats ComputeJctStats(const JobsSummary& summary) {
 std::string JctCsv(const JobsSummary& summary) {
   std::string out =
       "matcher,job,arrival_s,start_s,end_s,jct_s,rounds,rounds_failed,final_accuracy,"
-      "stop_reason\n";
+      "max_wait_s,starved,stop_reason\n";
   for (const JobOutcome& j : summary.jobs) {
-    absl::StrAppendFormat(&out, "%s,%s,%.3f,%.3f,%.3f,%.3f,%d,%d,%.6f,\"%s\"\n", summary.matcher,
-                          j.name, j.arrival_s, j.start_s, j.end_s, j.jct_s(), j.rounds,
-                          j.rounds_failed, j.final_accuracy,
+    absl::StrAppendFormat(&out, "%s,%s,%.3f,%.3f,%.3f,%.3f,%d,%d,%.6f,%.3f,%d,\"%s\"\n",
+                          summary.matcher, j.name, j.arrival_s, j.start_s, j.end_s, j.jct_s(),
+                          j.rounds, j.rounds_failed, j.final_accuracy, j.max_wait_s, j.starved,
                           absl::StrReplaceAll(j.stop_reason, {{"\"", "\"\""}}));
   }
   return out;
@@ -56,12 +56,14 @@ std::string JctTable(const JobsSummary& summary) {
   size_t width = 3;  // "job"
   for (const JobOutcome& j : summary.jobs) width = std::max(width, j.name.size());
   const int w = static_cast<int>(width);
-  std::string out = absl::StrFormat("%-*s %10s %10s %10s %10s %6s %9s  %s\n", w, "job", "arrival_s",
-                                    "start_s", "end_s", "jct_s", "rounds", "accuracy", "stop");
+  std::string out = absl::StrFormat("%-*s %10s %10s %10s %10s %6s %9s %10s %7s  %s\n", w, "job",
+                                    "arrival_s", "start_s", "end_s", "jct_s", "rounds", "accuracy",
+                                    "max_wait_s", "starved", "stop");
   for (const JobOutcome& j : summary.jobs) {
-    absl::StrAppendFormat(&out, "%-*s %10s %10s %10s %10s %6d %9.4f  %s\n", w, j.name,
+    absl::StrAppendFormat(&out, "%-*s %10s %10s %10s %10s %6d %9.4f %10s %7d  %s\n", w, j.name,
                           TimeCell(j.arrival_s), TimeCell(j.start_s), TimeCell(j.end_s),
-                          TimeCell(j.jct_s()), j.rounds, j.final_accuracy, j.stop_reason);
+                          TimeCell(j.jct_s()), j.rounds, j.final_accuracy, TimeCell(j.max_wait_s),
+                          j.starved, j.stop_reason);
   }
   const JctStats stats = ComputeJctStats(summary);
   absl::StrAppendFormat(&out, "mean JCT %s s, median JCT %s s over %d of %d jobs; matcher %s\n",

@@ -23,13 +23,15 @@ struct JctStats {
 JctStats ComputeJctStats(const JobsSummary& summary);
 
 // The JCT summary as CSV, one line per job in trace order after the header
-//   matcher,job,arrival_s,start_s,end_s,jct_s,rounds,rounds_failed,final_accuracy,stop_reason
+//   matcher,job,arrival_s,start_s,end_s,jct_s,rounds,rounds_failed,final_accuracy,max_wait_s,
+//   starved,stop_reason
 // (virtual seconds since the simulation start, fixed precision so equal runs give equal bytes;
-// -1 for a time that never came; stop_reason quoted).
+// -1 for a time that never came; max_wait_s and starved: JobOutcome's ledger figures;
+// stop_reason quoted, last).
 std::string JctCsv(const JobsSummary& summary);
 
-// The same as an aligned text table, followed by a line with the mean and median JCT and the
-// matcher.
+// The same (without rounds_failed) as an aligned text table, followed by a line with the mean and
+// median JCT and the matcher.
 std::string JctTable(const JobsSummary& summary);
 
 }  // namespace fedsched::sim

@@ -8,12 +8,16 @@
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "common/config.h"
 #include "common/status_macros.h"
 #include "models/reference_model.h"
 #include "server/jobs/job_spec.h"
 #include "server/jobs/matcher.h"
+#include "sim/engine/device_labels.h"
 
 namespace fedsched::sim {
 namespace {
@@ -23,7 +27,8 @@ absl::Status InvalidJob(int index, const std::string& field, const std::string& 
       absl::StrCat("job trace: jobs[", index, "].", field, ": ", what));
 }
 
-absl::Status CheckArrival(int i, const v1::JobArrival& job) {
+absl::Status CheckArrival(int i, const v1::JobArrival& job,
+                          const std::vector<std::string>& device_labels) {
   if (absl::Status s = jobs::ValidateJobName(job.spec().name()); !s.ok()) {
     return InvalidJob(i, "spec.name", std::string(s.message()));
   }
@@ -33,16 +38,35 @@ absl::Status CheckArrival(int i, const v1::JobArrival& job) {
   if (job.spec().num_rounds() <= 0 && job.spec().target_accuracy() <= 0) {
     return InvalidJob(i, "spec.num_rounds", "one of num_rounds and target_accuracy is required");
   }
-  if (job.spec().population().required_labels_size() > 0) {
-    return InvalidJob(i, "spec.population.required_labels",
-                      "simulated devices declare no labels, so no device could train the job");
+  for (const std::string& label : job.spec().population().required_labels()) {
+    if (std::find(device_labels.begin(), device_labels.end(), label) != device_labels.end()) {
+      continue;
+    }
+    return InvalidJob(
+        i, "spec.population.required_labels",
+        device_labels.empty()
+            ? "simulated devices declare no labels without device_label_rules, so no device "
+              "could train the job"
+            : absl::StrCat("no device_label_rules gives \"", label, "\" (they give ",
+                           absl::StrJoin(device_labels, ", "), ")"));
   }
   return absl::OkStatus();
 }
 
+// The simulated client of an engine identity: SimIdentity's "sim-<client>" (sim_client.h).
+absl::StatusOr<int32_t> ClientOfIdentity(absl::string_view identity) {
+  int32_t client = -1;
+  if (!absl::ConsumePrefix(&identity, "sim-") || !absl::SimpleAtoi(identity, &client) ||
+      client < 0) {
+    return absl::InternalError(absl::StrCat("job simulation: unexpected identity ", identity));
+  }
+  return client;
+}
+
 }  // namespace
 
-absl::StatusOr<v1::JobTrace> LoadJobTrace(const std::string& path) {
+absl::StatusOr<v1::JobTrace> LoadJobTrace(const std::string& path,
+                                          const std::vector<std::string>& device_labels) {
   v1::JobTrace trace;
   FEDSCHED_RETURN_IF_ERROR(LoadTextConfig(path, &trace));
   if (trace.jobs().empty()) {
@@ -50,7 +74,7 @@ absl::StatusOr<v1::JobTrace> LoadJobTrace(const std::string& path) {
   }
   absl::flat_hash_set<std::string> names;
   for (int i = 0; i < trace.jobs_size(); ++i) {
-    FEDSCHED_RETURN_IF_ERROR(CheckArrival(i, trace.jobs(i)));
+    FEDSCHED_RETURN_IF_ERROR(CheckArrival(i, trace.jobs(i), device_labels));
     if (!names.insert(trace.jobs(i).spec().name()).second) {
       return InvalidJob(i, "spec.name",
                         absl::StrCat("\"", trace.jobs(i).spec().name(), "\" is used twice"));
@@ -116,7 +140,9 @@ absl::Status JobSimulation::Init(const v1::SimConfig& raw, const LearnerFactory&
         "sim config: server.jobs.max_jobs_per_device: a simulated device trains one task at a "
         "time; use 1 (the default)");
   }
-  FEDSCHED_ASSIGN_OR_RETURN(trace_, LoadJobTrace(config_.job_trace_path()));
+  FEDSCHED_RETURN_IF_ERROR(CheckDeviceLabelRules(config_.device_label_rules()));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      trace_, LoadJobTrace(config_.job_trace_path(), RuleLabels(config_.device_label_rules())));
   FEDSCHED_ASSIGN_OR_RETURN(CapacityTrace capacity,
                             CapacityTrace::LoadFromConfig(config_.traces()));
   capacity_ = std::make_unique<CapacityTrace>(std::move(capacity));
@@ -129,6 +155,8 @@ absl::Status JobSimulation::Init(const v1::SimConfig& raw, const LearnerFactory&
   jobs::FleetOptions options;
   options.max_jobs_per_device = 1;
   options.max_devices_in_flight = jc.max_devices_in_flight();
+  options.starvation_bound_s = jc.starvation_bound_s();
+  if (jc.speed_tiers() > 0) options.speed_tiers = jc.speed_tiers();
   ledger_ = std::make_unique<jobs::FleetLedger>(options, std::move(matcher));
   for (int i = 0; i < trace_.jobs_size(); ++i) {
     auto job = std::make_unique<Job>();
@@ -176,9 +204,43 @@ absl::Status JobSimulation::RegisterDevices() {
                                               " registered the fleet's clients differently"));
     }
   }
+  FEDSCHED_ASSIGN_OR_RETURN(std::vector<std::vector<std::string>> labels, FleetLabels(book));
   for (profile::ClientIndex i = 0; static_cast<int64_t>(i) < book.size(); ++i) {
     const v1::ClientProfile& p = book.profile(i);
-    ledger_->UpsertDevice({p.client_id(), trainers, {}, p.device().num_samples()});
+    ledger_->UpsertDevice({p.client_id(), trainers, labels[i], p.device().num_samples()});
+  }
+  return CheckEveryJobHasDevices(labels);
+}
+
+absl::StatusOr<std::vector<std::vector<std::string>>> JobSimulation::FleetLabels(
+    const profile::ProfileBook& book) const {
+  std::vector<DeviceAttributes> devices;
+  for (profile::ClientIndex i = 0; static_cast<int64_t>(i) < book.size(); ++i) {
+    const v1::ClientProfile& p = book.profile(i);
+    FEDSCHED_ASSIGN_OR_RETURN(const int32_t client, ClientOfIdentity(p.identity()));
+    const DeviceCapacity& cap = capacity_->ForClient(client);
+    devices.push_back({cap.computation_ms_per_sample, cap.communication_kbps,
+                       p.device().num_samples(), cap.sample_kb});
+  }
+  return LabelDevices(config_.device_label_rules(), devices);
+}
+
+absl::Status JobSimulation::CheckEveryJobHasDevices(
+    const std::vector<std::vector<std::string>>& labels) const {
+  for (const v1::JobArrival& a : trace_.jobs()) {
+    const auto& required = a.spec().population().required_labels();
+    if (required.empty()) continue;
+    const bool any = std::any_of(labels.begin(), labels.end(), [&](const auto& has) {
+      return std::all_of(required.begin(), required.end(), [&](const std::string& l) {
+        return std::find(has.begin(), has.end(), l) != has.end();
+      });
+    });
+    if (!any) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("job simulation: job ", a.spec().name(),
+                       ": no simulated device declares all its required_labels (",
+                       absl::StrJoin(required, ", "), ") under device_label_rules"));
+    }
   }
   return absl::OkStatus();
 }
@@ -285,6 +347,11 @@ void JobSimulation::EndJob(Job& job) {
   o.rounds_failed = s.rounds_failed;
   o.final_accuracy = s.final_accuracy;
   o.stop_reason = s.stop_reason;
+  for (const jobs::FleetJobView& view : ledger_->Snapshot()) {
+    if (view.name != o.name) continue;
+    o.max_wait_s = view.max_wait_s;
+    o.starved = view.starved;
+  }
   job.ended = true;
   ledger_->RemoveJob(o.name);
   for (size_t i = 0; i < jobs_.size(); ++i) {

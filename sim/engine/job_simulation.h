@@ -48,6 +48,11 @@ struct JobOutcome {
   int64_t rounds_failed = 0;
   double final_accuracy = 0;  // of its last evaluated committed round
   std::string stop_reason;
+  // The fleet ledger's wait figures for the job when it ended (jobs::FleetJobView): the longest
+  // time, seconds, its demand waited unmet, and how many waits passed the starvation bound
+  // (JobsConfig.starvation_bound_s) while a device it could use was idle.
+  double max_wait_s = 0;
+  int64_t starved = 0;
   // Job completion time, seconds: end_s - arrival_s (-1 if it never arrived).
   double jct_s() const { return end_s < 0 ? -1 : end_s - arrival_s; }
 };
@@ -62,10 +67,13 @@ struct JobsSummary {
 
 // Reads a JobTrace in protobuf text format from `path` (unknown keys are errors) and checks it:
 // at least one job; each name valid (jobs::ValidateJobName) and unique; arrival_s finite and
-// >= 0; spec.num_rounds or spec.target_accuracy set; no population.required_labels (simulated
-// devices declare no labels). Jobs are kept in trace order (which need not be arrival order).
-// Errors: those of LoadTextConfig; INVALID_ARGUMENT naming "jobs[i].<field>".
-[[nodiscard]] absl::StatusOr<v1::JobTrace> LoadJobTrace(const std::string& path);
+// >= 0; spec.num_rounds or spec.target_accuracy set; every population.required_labels among
+// `device_labels`, the labels simulated devices can declare (RuleLabels of
+// SimConfig.device_label_rules; none by default). Jobs are kept in trace order (which need not
+// be arrival order). Errors: those of LoadTextConfig; INVALID_ARGUMENT naming
+// "jobs[i].<field>".
+[[nodiscard]] absl::StatusOr<v1::JobTrace> LoadJobTrace(
+    const std::string& path, const std::vector<std::string>& device_labels = {});
 
 // The resolved SimConfig job `spec` runs with: `raw` (the simulation's config, not resolved)
 // with `server` = jobs::JobServerConfig(raw.server(), spec) (server.seed = raw's when the spec
@@ -86,10 +94,13 @@ class JobSimulation {
   // Loads the traces and the job trace of `raw` (job_trace_path required, already resolved
   // relative to its config by LoadSimConfig), and builds every job's learner (MakeLearner with
   // `make_learner`) and Simulator (registered at its arrival), and the ledger with
-  // server.jobs.matcher seeded by server.seed. Errors: INVALID_ARGUMENT for no job_trace_path,
-  // or server.jobs.max_jobs_per_device above 1 (a simulated device trains one task at a time);
-  // those of ResolveSimConfig, LoadJobTrace, JobSimConfig, the trace loaders, MakeLearner,
-  // jobs::MakeMatcher and Simulator::Create.
+  // server.jobs.matcher seeded by server.seed (and its starvation_bound_s and speed_tiers).
+  // Each device declares the labels device_label_rules give it (device_labels.h) at
+  // registration. Errors: INVALID_ARGUMENT for no job_trace_path, server.jobs.max_jobs_per_device
+  // above 1 (a simulated device trains one task at a time) or a bad label rule
+  // (CheckDeviceLabelRules); FAILED_PRECONDITION for a job whose required labels no device
+  // declares together; those of ResolveSimConfig, LoadJobTrace, JobSimConfig, the trace
+  // loaders, MakeLearner, jobs::MakeMatcher and Simulator::Create.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<JobSimulation>> Create(
       const v1::SimConfig& raw, const LearnerFactory& make_learner = nullptr);
   JobSimulation(const JobSimulation&) = delete;
@@ -114,6 +125,12 @@ class JobSimulation {
   JobSimulation() = default;
   [[nodiscard]] absl::Status Init(const v1::SimConfig& raw, const LearnerFactory& make_learner);
   [[nodiscard]] absl::Status RegisterDevices();
+  // Per device of `book` (in its order), the labels device_label_rules give it.
+  [[nodiscard]] absl::StatusOr<std::vector<std::vector<std::string>>> FleetLabels(
+      const profile::ProfileBook& book) const;
+  // FAILED_PRECONDITION naming a job whose required labels no device of `labels` has together.
+  [[nodiscard]] absl::Status CheckEveryJobHasDevices(
+      const std::vector<std::vector<std::string>>& labels) const;
   // The next virtual instant: an arrival, or a running job's next event.
   std::optional<double> NextInstant() const;
   [[nodiscard]] absl::Status Arrive(double now);

@@ -8,11 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/config.h"
 #include "common/testing/status_matchers.h"
+#include "sim/engine/device_labels.h"
 #include "sim/engine/job_output.h"
 #include "sim/engine/output.h"
 #include "sim/engine/setup.h"
@@ -255,6 +257,121 @@ TEST(JobSimulationTest, BadTracesAreRefusedNamingTheField) {
     EXPECT_THAT(LoadJobTrace(WriteTrace("bad.textproto", c.text)),
                 StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr(c.message)));
   }
+}
+
+// Label rules: a device declares a label when its attribute reaches the rule's quantile.
+TEST(DeviceLabelsTest, RulesLabelTheTopQuantileOfTheFleet) {
+  v1::SimConfig c;
+  v1::DeviceLabelRule* fast = c.add_device_label_rules();
+  fast->set_label("fast-compute");
+  fast->set_attribute(v1::DEVICE_ATTRIBUTE_COMPUTE_SPEED);
+  fast->set_min_quantile(0.5);
+  v1::DeviceLabelRule* big = c.add_device_label_rules();
+  big->set_label("big-data");
+  big->set_attribute(v1::DEVICE_ATTRIBUTE_DATA_KB);
+  big->set_min_quantile(0.75);
+  ASSERT_OK(CheckDeviceLabelRules(c.device_label_rules()));
+  // ms per sample 10, 20, 30, 40 (fastest first); data 1x1, 2x1, 3x1, 4x2 KB.
+  const std::vector<DeviceAttributes> devices = {
+      {10, 100, 1, 1}, {20, 100, 2, 1}, {30, 100, 3, 1}, {40, 100, 4, 2}};
+  const std::vector<std::vector<std::string>> labels =
+      LabelDevices(c.device_label_rules(), devices);
+  ASSERT_EQ(labels.size(), 4u);
+  EXPECT_EQ(labels[0], std::vector<std::string>({"fast-compute"}));
+  EXPECT_EQ(labels[1], std::vector<std::string>({"fast-compute"}));
+  EXPECT_TRUE(labels[2].empty());
+  EXPECT_EQ(labels[3], std::vector<std::string>({"big-data"}));
+  EXPECT_EQ(RuleLabels(c.device_label_rules()),
+            std::vector<std::string>({"big-data", "fast-compute"}));
+  // Ties at the threshold all get the label; quantile 0 labels everyone.
+  big->set_attribute(v1::DEVICE_ATTRIBUTE_BANDWIDTH);
+  for (const auto& l : LabelDevices(c.device_label_rules(), devices)) {
+    EXPECT_NE(std::find(l.begin(), l.end(), "big-data"), l.end());
+  }
+  big->set_min_quantile(1.0);
+  EXPECT_THAT(CheckDeviceLabelRules(c.device_label_rules()),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("device_label_rules[1].min_quantile")));
+  big->set_min_quantile(0.5);
+  big->clear_attribute();
+  EXPECT_THAT(
+      CheckDeviceLabelRules(c.device_label_rules()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_label_rules[1].attribute")));
+  big->set_attribute(v1::DEVICE_ATTRIBUTE_NUM_SAMPLES);
+  big->clear_label();
+  EXPECT_THAT(
+      CheckDeviceLabelRules(c.device_label_rules()),
+      StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("device_label_rules[1].label")));
+}
+
+// A config whose devices are labelled fast-compute (top half by compute speed) and fast-link
+// (top half by bandwidth), running `trace_text`.
+v1::SimConfig Labelled(const std::string& name, const std::string& trace_text) {
+  v1::SimConfig config = ThreeJobs();
+  for (const auto& [label, attribute] :
+       {std::pair{"fast-compute", v1::DEVICE_ATTRIBUTE_COMPUTE_SPEED},
+        std::pair{"fast-link", v1::DEVICE_ATTRIBUTE_BANDWIDTH}}) {
+    v1::DeviceLabelRule* rule = config.add_device_label_rules();
+    rule->set_label(label);
+    rule->set_attribute(attribute);
+    rule->set_min_quantile(0.5);
+  }
+  config.set_job_trace_path(WriteTrace(name, trace_text));
+  return config;
+}
+
+TEST(JobSimulationTest, JobsRequiringRuleLabelsRunOnTheLabelledDevices) {
+  const v1::SimConfig config = Labelled("labelled.textproto", R"pb(
+    jobs {
+      spec {
+        name: "general"
+        model { architecture: "softmax" }
+        clients_per_round: 5
+        num_rounds: 4
+      }
+    }
+    jobs {
+      spec {
+        name: "fast"
+        model { architecture: "softmax" }
+        clients_per_round: 5
+        num_rounds: 4
+        population { required_labels: "fast-compute" required_labels: "fast-link" }
+      }
+    }
+  )pb");
+  ASSERT_OK_AND_ASSIGN(Outcome out, RunJobs(config));
+  ASSERT_OK_AND_ASSIGN(v1::JobTrace trace,
+                       LoadJobTrace(config.job_trace_path(), {"fast-compute", "fast-link"}));
+  ExpectComplete(out.summary, trace);
+  for (const JobOutcome& o : out.summary.jobs) {
+    EXPECT_GE(o.max_wait_s, 0);
+    EXPECT_EQ(o.starved, 0);  // no starvation bound set
+  }
+  EXPECT_THAT(JctCsv(out.summary), HasSubstr("final_accuracy,max_wait_s,starved,stop_reason\n"));
+}
+
+TEST(JobSimulationTest, ALabelNoRuleGivesIsRefused) {
+  const v1::SimConfig config = Labelled("unknown_label.textproto", R"pb(
+    jobs {
+      spec {
+        name: "a"
+        num_rounds: 1
+        population { required_labels: "big-data" }
+      }
+    }
+  )pb");
+  EXPECT_THAT(JobSimulation::Create(config),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("jobs[0].spec.population.required_labels: no "
+                                 "device_label_rules gives \"big-data\" (they give "
+                                 "fast-compute, fast-link)")));
+  // A bad rule is refused before the trace is read.
+  v1::SimConfig bad = config;
+  bad.mutable_device_label_rules(0)->set_min_quantile(-0.1);
+  EXPECT_THAT(JobSimulation::Create(bad),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("device_label_rules[0].min_quantile")));
 }
 
 TEST(JobSimulationTest, AJobsSpecSettingsAreResolvedAsTheSimulatorsConfig) {
