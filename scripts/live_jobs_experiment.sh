@@ -270,9 +270,8 @@ heartbeat_interval_ms: ${HEARTBEAT_MS:-1000}
 missed_heartbeats: ${MISSED_HEARTBEATS:-10}
 seed: $SEED
 jobs { matcher: "$matcher" keep_serving: true }
-# No pace steering: it sizes its pool of checked-in devices from the config job alone (here 4 of
-# $CLIENTS) and sends the others away, silent, for up to max_checkin_interval_s, so the submitted
-# jobs' tasks planned on them fail with "missed heartbeats".
+# No pace steering: every device checks in at once, so that the matcher alone decides which job
+# trains on it.
 pacing { disable: true }
 CFG
   for j in "${JOBS[@]}"; do job_file "$j" "$dir/$j.textproto"; done

@@ -134,9 +134,8 @@ def settings_text(meta, commits):
         f"{meta['speed_scale']} x computation_ms(i) / min computation_ms times slower than this "
         f"machine (rows 1..{meta['clients']} of FedScale's capacity trace "
         "`capacity_ids1-100.csv`; `--slowdown` stretches the training's CPU time): factors "
-        f"{meta['slowdowns'].strip()}. Pace steering is off (`pacing {{ disable: true }}`): with "
-        "jobs, the server's pace steering sizes its pool from the config job alone and sends the "
-        "other devices away, and the submitted jobs' tasks planned on them fail.",
+        f"{meta['slowdowns'].strip()}. Pace steering is off (`pacing {{ disable: true }}`): every "
+        "device checks in at once, so that the matcher alone decides which job trains on it.",
         "",
         f"Reproduce: `{os.environ.get('LIVE_JOBS_COMMAND') or meta['command']}`, {commit_text}. "
         f"Machine: {meta['machine']}; "

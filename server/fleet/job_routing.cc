@@ -254,7 +254,13 @@ void JobHost::NoteActivity(const std::string& client_id, absl::Time now) {
 }
 
 int64_t JobHost::PaceIdleRetryMs(const std::string& client_id, absl::Time now, int64_t unpaced_ms) {
-  // Pace steering spreads the fleet's check-ins: the config job's pacer sees every device.
+  // Pace steering sizes the config job's pool of checked-in devices. A device another running
+  // job may train is not sent away by it: that job plans from the same check-ins, and a device
+  // paced away while it holds that job's task would miss its heartbeats.
+  for (const OpenJob& job : impl_->OpenJobs()) {
+    if (job.config_job || job.state != v1::JOB_STATE_RUNNING) continue;
+    if (impl_->ledger->Eligible(client_id, job.name)) return unpaced_ms;
+  }
   return impl_->ConfigCoordinator()->PaceIdleRetryMs(client_id, now, unpaced_ms);
 }
 

@@ -130,6 +130,30 @@ TEST(JobHostMatchingTest, CohortsCarryTheMatchersReasons) {
   }
 }
 
+// Pace steering sizes the config job's pool of checked-in devices; a device another running job
+// may train is not sent away by it (that job plans from the same check-ins).
+TEST(JobHostPacingTest, ADeviceAnotherRunningJobMayTrainIsNotPacedAway) {
+  MemoryStore store;
+  FleetHarness fleet(&store, testing::ServerConfigFor(3));
+  fleet.Open();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 40; ++i) {
+    ids.push_back(fleet.AddDevice(absl::StrCat("d-", i), {"main", "mlp"}).session.client_id());
+  }
+  fleet.Step();  // the config job's pacer sizes its pool
+  constexpr int64_t kUnpaced = 123;
+  int paced = 0;
+  for (const std::string& id : ids) {
+    paced += fleet.host().PaceIdleRetryMs(id, fleet.now(), kUnpaced) != kUnpaced ? 1 : 0;
+  }
+  EXPECT_GT(paced, 0) << "the config job alone paces the devices beyond its pool";
+  ASSERT_OK(fleet.host().Submit(MlpSpec("mlp", 3)).status());
+  fleet.Step();
+  for (const std::string& id : ids) {
+    EXPECT_EQ(fleet.host().PaceIdleRetryMs(id, fleet.now(), kUnpaced), kUnpaced) << id;
+  }
+}
+
 TEST_F(JobHostTest, CancellingOneJobMidRunLeavesTheOtherFinishing) {
   ASSERT_OK(fleet_.host().Submit(MlpSpec("mlp", 50)).status());
   ASSERT_TRUE(fleet_.StepUntil([&] { return fleet_.CommittedRoundOf("mlp") >= 1; }));

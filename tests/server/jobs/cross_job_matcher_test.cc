@@ -229,9 +229,10 @@ TEST_F(FedschedTest, EqualDevicesAreDrawnAfreshEachMatch) {
   MatchInput input;
   input.jobs = {Job("a", "g", 2, 2, 1, 1), Job("b", "g", 2, 2, 9, 2)};
   for (int i = 0; i < 30; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1}));
-  // "a" takes 3 of 30 equal devices; over Matches, not always the same 3.
+  // "a" takes 3 of 30 equal devices; over Matches at different times, not always the same 3.
   std::vector<std::vector<int>> taken;
   for (int m = 0; m < 5; ++m) {
+    input.now_s = m;
     const std::vector<int> offers = Match(*matcher_, input);
     std::vector<int> mine;
     for (size_t k = 0; k < offers.size(); ++k) {
