@@ -21,6 +21,7 @@
 #include "sim/engine/setup.h"
 #include "sim/engine/sim_client.h"
 #include "sim/engine/simulator.h"
+#include "tests/integration/scripted_learner.h"
 #include "tests/server/service/provisioning.h"
 
 namespace fedsched {
@@ -28,6 +29,7 @@ namespace {
 
 constexpr int kClients = 6;
 constexpr int32_t kBatch = 4;
+constexpr int kModelSize = 8;        // floats of the scripted model
 constexpr double kStep = 0.25;       // every scripted time is a multiple of this, seconds
 constexpr double kHorizon = 400;     // seconds of the scenario
 constexpr double kSampleKb = 0.784;  // per stored sample
@@ -61,34 +63,6 @@ sim::AvailabilityTrace ScriptedAvailability() {
   return *std::move(trace);
 }
 
-v1::Model InitialModel() {
-  v1::Model model;
-  v1::Tensor* w = model.add_tensors();
-  w->set_name("w");
-  w->add_shape(8);
-  for (int i = 0; i < 8; ++i) w->add_data(0.1f * static_cast<float>(i));
-  return model;
-}
-
-// The update of `client` in `round`: a function of both only, so both sides build the same.
-v1::Model ScriptedDelta(int32_t client, int64_t round) {
-  v1::Model delta = InitialModel();
-  for (int i = 0; i < 8; ++i) {
-    delta.mutable_tensors(0)->set_data(
-        i, 0.01f * static_cast<float>((client + 1) * (i + 1)) / static_cast<float>(round + 1));
-  }
-  return delta;
-}
-
-sim::TaskWork ScriptedWork(int32_t client, int64_t round, int32_t local_steps) {
-  sim::TaskWork work;
-  work.examples = static_cast<int64_t>(local_steps) * kBatch;
-  work.cache_misses = work.examples;
-  work.mean_loss = 1.0 / static_cast<double>(round + client + 1);
-  work.statistical_utility = static_cast<double>(work.examples) * work.mean_loss;
-  return work;
-}
-
 sim::TaskTiming ScriptedTiming(int32_t client, int64_t round) {
   sim::TaskTiming timing;
   const double total = ScriptedSeconds(client, round);
@@ -97,28 +71,6 @@ sim::TaskTiming ScriptedTiming(int32_t client, int64_t round) {
   timing.upload_s = 0.25 * total;
   return timing;
 }
-
-class ScriptedLearner : public sim::Learner {
- public:
-  const v1::Model& initial_model() const override { return initial_; }
-  int64_t ModelBytes() const override { return static_cast<int64_t>(initial_.ByteSizeLong()); }
-  int64_t NumSamples(int32_t) const override { return 100; }
-  absl::StatusOr<std::vector<sim::TrainedTask>> Train(absl::Span<const sim::TrainTask> tasks,
-                                                      const v1::Model&) override {
-    std::vector<sim::TrainedTask> out;
-    for (const sim::TrainTask& t : tasks) {
-      out.push_back({ScriptedWork(t.client, t.round, t.local_steps),
-                     std::make_shared<v1::Model>(ScriptedDelta(t.client, t.round))});
-    }
-    return out;
-  }
-  absl::StatusOr<sim::ModelQuality> EndRound(int64_t, bool, const v1::Model&) override {
-    return sim::ModelQuality();
-  }
-
- private:
-  v1::Model initial_ = InitialModel();
-};
 
 class ScriptedDurations : public sim::TaskDurations {
  public:
@@ -176,7 +128,7 @@ std::vector<Closed> RunSimulator(bool fedbuff, int* dropped_tasks = nullptr) {
                                    "scripted");
   EXPECT_TRUE(capacity.ok()) << capacity.status();
   sim::AvailabilityTrace availability = ScriptedAvailability();
-  ScriptedLearner learner;
+  testing::ScriptedLearner learner(kModelSize, kBatch);
   ScriptedDurations durations;
   sim::SimulatorParts parts;
   parts.config = *config;
@@ -224,7 +176,7 @@ class ScriptedFleet {
     CoordinatorOptions options;
     options.config = *config;
     options.store = &store_;
-    options.initial_model = InitialModel();
+    options.initial_model = testing::InitialModel(kModelSize);
     options.clock = [this] { return At(now_); };
     options.deterministic_task_ids = true;
     options.enrolment_key = testing::kTestEnrolmentKey;
@@ -235,7 +187,7 @@ class ScriptedFleet {
         Coordinator::Create(std::move(options));
     EXPECT_TRUE(coordinator.ok()) << coordinator.status();
     coordinator_ = *std::move(coordinator);
-    model_bytes_ = static_cast<int64_t>(InitialModel().ByteSizeLong());
+    model_bytes_ = static_cast<int64_t>(testing::InitialModel(kModelSize).ByteSizeLong());
   }
 
   std::vector<Closed> Run() {
@@ -337,9 +289,10 @@ class ScriptedFleet {
   void Upload(int32_t c, Device& d, const std::string& task_id) {
     const v1::Task task = d.tasks.at(task_id).task;
     d.tasks.erase(task_id);
-    const sim::TaskWork work = ScriptedWork(c, task.round(), task.local_steps());
+    const sim::TaskWork work = testing::ScriptedWork(c, task.round(), task.local_steps(), kBatch);
     const sim::TaskTiming timing = ScriptedTiming(c, task.round());
-    const std::string payload = ScriptedDelta(c, task.round()).SerializeAsString();
+    const std::string payload =
+        testing::ScriptedDelta(c, task.round(), kModelSize).SerializeAsString();
     v1::UploadHeader header;
     header.set_client_id(d.session.client_id());
     header.set_session_token(d.session.session_token());

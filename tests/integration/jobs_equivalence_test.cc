@@ -34,6 +34,7 @@
 #include "sim/engine/setup.h"
 #include "sim/engine/sim_client.h"
 #include "sim/engine/simulator.h"
+#include "tests/integration/scripted_learner.h"
 #include "tests/server/service/provisioning.h"
 
 namespace fedsched {
@@ -42,6 +43,7 @@ namespace {
 constexpr int kClients = 6;
 constexpr int kJobs = 2;
 constexpr int32_t kBatch = 4;
+constexpr int kModelSize = 4;     // floats of the scripted model
 constexpr double kStep = 0.25;    // every scripted time is a multiple of this, seconds
 constexpr double kHorizon = 200;  // seconds of the scenario
 constexpr double kSampleKb = 0.784;
@@ -96,33 +98,6 @@ sim::AvailabilityTrace AlwaysOnline() {
   return *std::move(trace);
 }
 
-v1::Model InitialModel() {
-  v1::Model model;
-  v1::Tensor* w = model.add_tensors();
-  w->set_name("w");
-  w->add_shape(4);
-  for (int i = 0; i < 4; ++i) w->add_data(0.1f * static_cast<float>(i));
-  return model;
-}
-
-v1::Model ScriptedDelta(int32_t client, int64_t round) {
-  v1::Model delta = InitialModel();
-  for (int i = 0; i < 4; ++i) {
-    delta.mutable_tensors(0)->set_data(
-        i, 0.01f * static_cast<float>((client + 1) * (i + 1)) / static_cast<float>(round + 1));
-  }
-  return delta;
-}
-
-sim::TaskWork ScriptedWork(int32_t client, int64_t round, int32_t local_steps) {
-  sim::TaskWork work;
-  work.examples = static_cast<int64_t>(local_steps) * kBatch;
-  work.cache_misses = work.examples;
-  work.mean_loss = 1.0 / static_cast<double>(round + client + 1);
-  work.statistical_utility = static_cast<double>(work.examples) * work.mean_loss;
-  return work;
-}
-
 // Job `job`'s round settings: K = 2 of 2 tasks, 3 rounds; job b runs 4.
 v1::ServerConfig JobConfig(int job) {
   v1::ServerConfig c;
@@ -159,28 +134,6 @@ std::string ViewsOf(const jobs::FleetLedger& ledger) {
 }
 
 // ---- The simulator's side.
-
-class ScriptedLearner : public sim::Learner {
- public:
-  const v1::Model& initial_model() const override { return initial_; }
-  int64_t ModelBytes() const override { return static_cast<int64_t>(initial_.ByteSizeLong()); }
-  int64_t NumSamples(int32_t) const override { return 100; }
-  absl::StatusOr<std::vector<sim::TrainedTask>> Train(absl::Span<const sim::TrainTask> tasks,
-                                                      const v1::Model&) override {
-    std::vector<sim::TrainedTask> out;
-    for (const sim::TrainTask& t : tasks) {
-      out.push_back({ScriptedWork(t.client, t.round, t.local_steps),
-                     std::make_shared<v1::Model>(ScriptedDelta(t.client, t.round))});
-    }
-    return out;
-  }
-  absl::StatusOr<sim::ModelQuality> EndRound(int64_t, bool, const v1::Model&) override {
-    return sim::ModelQuality();
-  }
-
- private:
-  v1::Model initial_ = InitialModel();
-};
 
 class ScriptedDurations : public sim::TaskDurations {
  public:
@@ -221,7 +174,7 @@ Observed RunSimulator(const std::string& matcher_name) {
   EXPECT_TRUE(matcher.ok()) << matcher.status();
   jobs::FleetLedger ledger(FleetOptionsOfTest(), *std::move(matcher));
   sim::DeviceOccupancy occupancy(kClients);
-  std::vector<std::unique_ptr<ScriptedLearner>> learners;
+  std::vector<std::unique_ptr<testing::ScriptedLearner>> learners;
   std::vector<std::unique_ptr<ScriptedDurations>> durations;
   std::vector<std::unique_ptr<round::PlanningGate>> gates;
   std::vector<std::unique_ptr<RecordingSink>> sinks;
@@ -236,7 +189,7 @@ Observed RunSimulator(const std::string& matcher_name) {
     raw.mutable_traces()->set_capacity_path("unused: durations are scripted");
     absl::StatusOr<v1::SimConfig> config = sim::ResolveSimConfig(raw);
     EXPECT_TRUE(config.ok()) << config.status();
-    learners.push_back(std::make_unique<ScriptedLearner>());
+    learners.push_back(std::make_unique<testing::ScriptedLearner>(kModelSize, kBatch));
     durations.push_back(std::make_unique<ScriptedDurations>(j));
     gates.push_back(ledger.Gate(kJobNames[j]));
     sinks.push_back(std::make_unique<RecordingSink>(&run.closed[j]));
@@ -335,7 +288,7 @@ class ScriptedFleet {
       CoordinatorOptions options;
       options.config = *config;
       options.store = stores_.back().get();
-      options.initial_model = InitialModel();
+      options.initial_model = testing::InitialModel(kModelSize);
       options.clock = [this] { return At(now_); };
       options.deterministic_task_ids = true;
       options.enrolment_key = testing::kTestEnrolmentKey;
@@ -453,9 +406,11 @@ class ScriptedFleet {
   void Upload(int32_t c, Device& d, const std::string& key) {
     const Pending p = d.tasks.at(key);
     d.tasks.erase(key);
-    const sim::TaskWork work = ScriptedWork(c, p.task.round(), p.task.local_steps());
+    const sim::TaskWork work =
+        testing::ScriptedWork(c, p.task.round(), p.task.local_steps(), kBatch);
     const sim::TaskTiming timing = ScriptedTiming(c, p.job, p.task.round());
-    const std::string payload = ScriptedDelta(c, p.task.round()).SerializeAsString();
+    const std::string payload =
+        testing::ScriptedDelta(c, p.task.round(), kModelSize).SerializeAsString();
     v1::UploadHeader header;
     header.set_client_id(d.sessions[p.job].client_id());
     header.set_session_token(d.sessions[p.job].session_token());
@@ -478,7 +433,7 @@ class ScriptedFleet {
   std::vector<bool> ended_ = std::vector<bool>(kJobs, false);
   std::map<int32_t, Device> devices_;
   std::set<std::string> seen_;
-  int64_t model_bytes_ = static_cast<int64_t>(InitialModel().ByteSizeLong());
+  int64_t model_bytes_ = static_cast<int64_t>(testing::InitialModel(kModelSize).ByteSizeLong());
   double now_ = 0;
 };
 
