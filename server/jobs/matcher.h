@@ -73,8 +73,8 @@ struct MatchInput {
   // by a matcher that bounds each job's share ("fedsched", docs/ALGORITHMS.md "Scheduling
   // devices across jobs"): a wide choice lets the job first in the order plan a cohort of the
   // best devices, nearly as if it had the fleet to itself (shortest remaining first), and the
-  // rest flows to the next job. 8 gave the shortest average JCT of 1.5, 4, 8, 16 and unlimited
-  // in the simulator's job experiment (docs/JOB_SCHEDULING.md). Values below 1 count as 1.
+  // rest flows to the next job. A narrow share (1.5) gave slower cohorts and a longer average
+  // JCT in the simulator's job experiment (docs/JOB_SCHEDULING.md). Values below 1 count as 1.
   double offer_slack = 8;
   std::vector<MatchJob> jobs;
   // Sorted by client_id, so that every caller hands a matcher the same list.
