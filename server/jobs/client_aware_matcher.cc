@@ -2,8 +2,8 @@
 // (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: the job that waited longest
 // past MatchInput.starvation_bound_s first, then the smallest remaining demand (Venn, Liu et
 // al., MLSys 2025, section 4), then the scarcer group. Matching: each job in that order takes,
-// among the devices still unassigned that it may use, about ceil(demand x MatchInput.offer_slack) of the
-// best for it: fitting its deadline (or the fastest speed tiers without one), likely to stay
+// among the devices still unassigned that it may use, about ceil(demand x MatchInput.offer_slack)
+// of the best for it: fitting its deadline (or the fastest speed tiers without one), likely to stay
 // through the deadline, wanted by fewer other jobs (Venn's contention awareness: the devices of
 // a scarce group stay for the jobs that can only use them), of high statistical utility for it.
 // A device nobody took goes to the job that would use it best. O(S x V) for S (device, job)
@@ -282,7 +282,8 @@ Key ClientAwareMatcher::KeyOf(const MatchJob& job, const Slot& s) const {
              Mix(salt_, static_cast<uint64_t>(s.device)), -s.facts->utility, s.device};
 }
 
-// Job `j` takes the best ceil(demand x MatchInput.offer_slack) of the devices still unassigned it may use.
+// Job `j` takes the best ceil(demand x MatchInput.offer_slack) of the devices still unassigned it
+// may use.
 void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* job_of_device) {
   const MatchJob& job = input.jobs[j];
   std::vector<std::pair<Key, const Slot*>>& free = free_;
@@ -290,8 +291,8 @@ void ClientAwareMatcher::Take(const MatchInput& input, int j, std::vector<int>* 
   for (const Slot& s : slots_[j]) {
     if ((*job_of_device)[s.device] < 0) free.emplace_back(KeyOf(job, s), &s);
   }
-  const size_t quota =
-      static_cast<size_t>(std::ceil(static_cast<double>(job.demand) * std::max(1.0, input.offer_slack) - 1e-9));
+  const size_t quota = static_cast<size_t>(
+      std::ceil(static_cast<double>(job.demand) * std::max(1.0, input.offer_slack) - 1e-9));
   const size_t take = std::min(quota, free.size());
   auto by_key = [](const auto& a, const auto& b) { return a.first < b.first; };
   if (take < free.size()) std::nth_element(free.begin(), free.begin() + take, free.end(), by_key);

@@ -52,8 +52,7 @@ struct FleetJob {
 // clock) and whether it is the job of the server's own config (JobRecord.config_job). The
 // architecture is taken as written: pass the round settings resolved (ResolveRoundConfig names
 // "mlp" when a spec sets neither architecture nor weights file).
-FleetJob FleetJobOf(const v1::JobSpec& spec, int64_t sequence, double submitted_s,
-                    bool config_job);
+FleetJob FleetJobOf(const v1::JobSpec& spec, int64_t sequence, double submitted_s, bool config_job);
 // The fleet's view of a registration: trainers, labels and device.num_samples of `request`,
 // for the client id the server gave it.
 FleetDevice FleetDeviceOf(std::string client_id, const v1::RegisterRequest& request);

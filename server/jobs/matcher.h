@@ -117,8 +117,9 @@ std::unique_ptr<DeviceJobMatcher> MakeVennMatcher(uint64_t seed);
 // fedsched's client-aware cross-job scheduler (client_aware_matcher.cc; docs/ALGORITHMS.md
 // "Scheduling devices across jobs"): the longest-starving job first, then the shortest
 // remaining demand; each job takes about its demand x slack of the devices that fit it best
-// (deadline, availability, contention, utility), the rest flows to the next job. Deterministic for `seed` and the sequence of inputs
-// (devices equal for a job are taken in an order drawn afresh for every Match).
+// (deadline, availability, contention, utility), the rest flows to the next job. Deterministic for
+// `seed` and the sequence of inputs (devices equal for a job are taken in an order drawn afresh for
+// every Match).
 std::unique_ptr<DeviceJobMatcher> MakeClientAwareMatcher(uint64_t seed);
 
 using MatcherFactory = std::function<std::unique_ptr<DeviceJobMatcher>(uint64_t seed)>;

@@ -497,7 +497,8 @@ TEST_P(JobsEquivalenceTest, ServerAndSimulatorMakeTheSameMatches) {
 // "fedsched": its order among equal devices is drawn with a salt counted per Match, so it too
 // draws differently on the two sides (with the salt taken from MatchInput.now_s instead it
 // passes here); add it back once its draw no longer counts Matches.
-INSTANTIATE_TEST_SUITE_P(Matchers, JobsEquivalenceTest, ::testing::Values("fifo", "venn", "fedsched"),
+INSTANTIATE_TEST_SUITE_P(Matchers, JobsEquivalenceTest,
+                         ::testing::Values("fifo", "venn", "fedsched"),
                          [](const ::testing::TestParamInfo<std::string>& info) {
                            return info.param;
                          });
