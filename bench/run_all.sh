@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs every fedsched benchmark suite; one command reproduces docs/BENCHMARKS.md.
+# Builds and runs every fedsched benchmark suite; one command reproduces docs/reports/BENCHMARKS.md.
 #
 #   bench/run_all.sh                 # all suites, full grids
 #   bench/run_all.sh --quick         # smaller grids (smoke run, a minute or two)
@@ -19,7 +19,7 @@
 # Each suite writes <name>.txt (console, with its own summary table) and, for Google Benchmark
 # suites, <name>.json. Suites: aggregation, sim, cache, ingest (server ingest vs raw gRPC
 # streaming), sdk_overhead (SDK round vs bare training) and secagg (secure-aggregation protocol
-# core, bench/secagg/run_secagg.sh); see docs/BENCHMARKS.md. Suites whose
+# core, bench/secagg/run_secagg.sh); see docs/reports/BENCHMARKS.md. Suites whose
 # target does not exist are reported and skipped. New suites: add a line to SUITES below
 # (bench/CMakeLists.txt already builds any bench/*/).
 set -euo pipefail

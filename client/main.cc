@@ -67,7 +67,7 @@ ABSL_FLAG(std::string, trainer, "reference",
           "\"torch\" (LibTorch, models/torch; builds with libtorch-dev only).");
 ABSL_FLAG(std::string, model, "cnn", "The network of --trainer=torch: \"cnn\".");
 ABSL_FLAG(std::vector<std::string>, trainers, {},
-          "Job names or model architectures this device trains (docs/JOBS.md \"Devices and "
+          "Job names or model architectures this device trains (docs/guides/JOBS.md \"Devices and "
           "trainers\"), e.g. main,kbd or softmax,mlp: each gets a --trainer of its own, which "
           "trains the architecture of its task's model; the server offers only those jobs, and a "
           "task of another job is reported failed, never trained. Empty (default): one trainer "
@@ -269,7 +269,7 @@ absl::StatusOr<ImageDataset> LocalPartition(const v1::DataConfig& data,
 }
 
 // Runs `client`; while it gets no task for kWaitLogInterval at a time, says so at info level
-// (a server plans a round only once enough clients are online: docs/RELIABILITY.md §8).
+// (a server plans a round only once enough clients are online: docs/reports/RELIABILITY.md §8).
 absl::Status RunSayingWaits(Client& client, const v1::ClientConfig& config) {
   constexpr absl::Duration kWaitLogInterval = absl::Seconds(30);
   absl::Notification done;

@@ -1,9 +1,9 @@
-// The client-side and server-side Gaussian mechanism of differential privacy (docs/PRIVACY.md):
-// Gaussian noise on a flat vector and the clip-and-noise step a client applies to its update
-// under distributed DP (DP-FedAvg, McMahan et al., ICLR 2018, Algorithm 1: the update is scaled
-// to L2 norm at most C; Gaussian noise is added). In common/ because the client SDK (installed
-// on its own), the server's privacy module and the simulator all use it. Pure: the seed is an
-// argument.
+// The client-side and server-side Gaussian mechanism of differential privacy
+// (docs/guides/PRIVACY.md): Gaussian noise on a flat vector and the clip-and-noise step a client
+// applies to its update under distributed DP (DP-FedAvg, McMahan et al., ICLR 2018, Algorithm 1:
+// the update is scaled to L2 norm at most C; Gaussian noise is added). In common/ because the
+// client SDK (installed on its own), the server's privacy module and the simulator all use it.
+// Pure: the seed is an argument.
 #ifndef FEDSCHED_COMMON_DP_NOISE_H_
 #define FEDSCHED_COMMON_DP_NOISE_H_
 
@@ -20,7 +20,7 @@ namespace fedsched {
 // Mersenne twister (std::mt19937_64) seeded with `seed` through std::normal_distribution in
 // double precision, rounded to float32 once per value. stddev 0 adds nothing. Errors:
 // INVALID_ARGUMENT for a negative or non-finite stddev (nothing changes). Not a defence against
-// floating-point attacks on the noise's low bits (Mironov, CCS 2012; docs/PRIVACY.md).
+// floating-point attacks on the noise's low bits (Mironov, CCS 2012; docs/guides/PRIVACY.md).
 [[nodiscard]] absl::Status AddGaussianNoise(absl::Span<float> values, double stddev, uint64_t seed);
 
 // L2 norm of all of `update`'s values (every tensor together), accumulated in double; +inf or
@@ -38,7 +38,7 @@ double UpdateL2Norm(const v1::Model& update);
 
 // Oort's noise on the statistical-utility report (Lai et al., OSDI 2021; the authors' code
 // SymbioticLab/Oort training/param_server.py adds N(0, (noise_factor x median reward)^2) to
-// every reported utility; docs/PRIVACY.md "Noise on the utility report"): returns
+// every reported utility; docs/guides/PRIVACY.md "Noise on the utility report"): returns
 // max(0, utility + N(0, stddev^2)), one draw from std::mt19937_64 seeded with `seed` through
 // std::normal_distribution in double precision. Units: `utility` and `stddev` in the utility's
 // own units (examples x loss). The clamp is post-processing: it keeps a utility non-negative, as

@@ -1,7 +1,7 @@
 // Files and directories that hold secrets or server state, checked before they are trusted
-// (docs/OPERATIONS.md "Files the server trusts"): they must belong to the process's effective
-// uid, be closed to group and others, and never be reached through a symbolic link. Another
-// local user who pre-creates the path, or plants a link there, could otherwise choose the
+// (docs/guides/OPERATIONS.md "Files the server trusts"): they must belong to the process's
+// effective uid, be closed to group and others, and never be reached through a symbolic link.
+// Another local user who pre-creates the path, or plants a link there, could otherwise choose the
 // secret (an operator token they know) or read and rewrite the store.
 #ifndef FEDSCHED_COMMON_PRIVATE_FILE_H_
 #define FEDSCHED_COMMON_PRIVATE_FILE_H_

@@ -1,5 +1,5 @@
 // One TransportConfig sets gRPC limits and keepalive on both the server and the SDK
-// (docs/RELIABILITY.md §1: 4 MiB default limits, "-1 = unlimited" sentinels, ping storms).
+// (docs/reports/RELIABILITY.md §1: 4 MiB default limits, "-1 = unlimited" sentinels, ping storms).
 #ifndef FEDSCHED_COMMON_TRANSPORT_H_
 #define FEDSCHED_COMMON_TRANSPORT_H_
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the fedsched-server container image from Debian 12's packages only (docs/OPERATIONS.md):
+# Builds the fedsched-server container image from Debian 12's packages only (docs/guides/OPERATIONS.md):
 #   1. the runtime packages are the Debian packages owning the shared libraries that this build's
 #      binaries load (found with ldd + dpkg -S, so the list follows the build);
 #   2. mmdebstrap makes a minimal bookworm root file system with them, from the host's Debian mirror;

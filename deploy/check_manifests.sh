@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks deploy/ offline (no cluster needed; docs/OPERATIONS.md):
+# Checks deploy/ offline (no cluster needed; docs/guides/OPERATIONS.md):
 #   - every manifest parses as Kubernetes objects (kubectl, client side, --local) and the
 #     kustomization renders;
 #   - the ConfigMap's server.textproto and deploy/server.textproto are valid fedsched-server

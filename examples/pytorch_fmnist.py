@@ -200,7 +200,7 @@ def main():
         x, y = train_x[parts[i]], train_y[parts[i]]
         trainer = TorchTrainer(x, y, test_x[i * share:(i + 1) * share],
                                test_y[i * share:(i + 1) * share])
-        # Each device is provisioned from the server's enrolment key (docs/SECURITY.md).
+        # Each device is provisioned from the server's enrolment key (docs/guides/SECURITY.md).
         subprocess.run([str(pathlib.Path(args.build) / "server" / "fedsched-enroll"),
                         f"--key_file={run / 'store' / 'enrolment_key'}", f"--identity=torch-{i}",
                         f"--state_dir={run / f'client-{i}'}"], check=True,

@@ -79,8 +79,8 @@ class Trainer {
   virtual absl::StatusOr<TrainResult> Train(const TrainRequest& request, SampleSource& samples) = 0;
   // The trainer's own accounting of the peak memory, in bytes, that training `request` needs
   // (weights, gradients, optimiser state, activations of one minibatch, per-example
-  // bookkeeping; docs/RESOURCE_FIT.md). 0 = the trainer does not account (the SDK then measures
-  // resident-set growth). Must not train.
+  // bookkeeping; docs/guides/RESOURCE_FIT.md). 0 = the trainer does not account (the SDK then
+  // measures resident-set growth). Must not train.
   virtual int64_t PeakMemoryBytes(const TrainRequest& request) const { return 0; }
 };
 

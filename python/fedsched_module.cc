@@ -10,9 +10,9 @@
 //   client = fedsched.Client(config_text, MyTrainer(), num_samples=n)
 //   client.run()                               # the GIL is released while the SDK works
 //
-// A device of several jobs (docs/JOBS.md "Devices and trainers") passes trainers by job name or
-// model architecture: fedsched.Client(config_text, None, num_samples=n,
-// trainers={"kbd": KbdTrainer(), "mlp": MlpTrainer()}, labels=["keyboard-en"]).
+// A device of several jobs (docs/guides/JOBS.md "Devices and trainers") passes trainers by job name
+// or model architecture: fedsched.Client(config_text, None, num_samples=n, trainers={"kbd":
+// KbdTrainer(), "mlp": MlpTrainer()}, labels=["keyboard-en"]).
 //
 // Tensors cross without copies where the layout allows: the global model's tensors reach
 // Python as read-only NumPy views of the downloaded model (valid during the call only: copy what
@@ -404,7 +404,7 @@ identity: "py-0"'. trainer: a fedsched.Trainer. Either num_samples (the trainer 
 each round draws a shuffled epoch) or samples: encoded samples (fedsched.encode_sample) for the
 importance-aware sample cache under config.state_dir, which then picks each round's ids.
 trainers: {job name or model architecture: fedsched.Trainer} for a device of several jobs
-(docs/JOBS.md "Devices and trainers"): the server offers the device only the jobs they name; a
+(docs/guides/JOBS.md "Devices and trainers"): the server offers the device only the jobs they name; a
 task goes to the trainer of its job, else of its model architecture; a task of a job none names
 is reported to the server as failed ("no trainer for job X") and never trained (counted in
 stats()["tasks_without_trainer"]); each job keeps its own sample-cache state. With trainers,

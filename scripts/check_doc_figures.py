@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when a deterministic figure documented in docs/ no longer reproduces.
+"""Fails when a deterministic figure documented in docs/ (any subfolder) no longer reproduces.
 
 A figure that a command reproduces exactly (same build, same seed, same output) is wrapped in
 the Markdown source with a marker naming the command, the key of the command's output that holds
@@ -50,12 +50,19 @@ def parse_number(text):
     return text
 
 
+def markdown_files(docs_dir):
+    """Every .md file under docs_dir, its subfolders (guides/, reports/, ...) included, in a
+    stable order."""
+    paths = []
+    for folder, subfolders, names in os.walk(docs_dir):
+        subfolders.sort()
+        paths += [os.path.join(folder, n) for n in sorted(names) if n.endswith(".md")]
+    return paths
+
+
 def find_figures(docs_dir):
     figures = []
-    for name in sorted(os.listdir(docs_dir)):
-        if not name.endswith(".md"):
-            continue
-        path = os.path.join(docs_dir, name)
+    for path in markdown_files(docs_dir):
         with open(path, encoding="utf-8") as f:
             for number, line in enumerate(f, 1):
                 for m in MARKER.finditer(line):
@@ -81,7 +88,8 @@ def main(argv):
     p.add_argument("--build", default=os.path.join(root, "build"),
                    help="build directory whose binaries replace build/ (default: ROOT/build)")
     p.add_argument("--docs", default=os.path.join(root, "docs"),
-                   help="folder of the Markdown files to check (default: ROOT/docs)")
+                   help="folder of the Markdown files to check, subfolders included "
+                   "(default: ROOT/docs)")
     p.add_argument("--timeout_s", type=float, default=240, help="per command (default 240)")
     p.add_argument("--list", action="store_true", help="list the figures without running")
     p.add_argument("--all", action="store_true",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The live jobs experiment: one real fedsched-server runs three jobs over CLIENTS real
 # fedsched-client processes of mixed speed and eligibility on loopback, once per device-to-job
-# matcher (jobs.matcher, docs/JOBS.md "Matching devices to jobs"), and reports each job's
+# matcher (jobs.matcher, docs/guides/JOBS.md "Matching devices to jobs"), and reports each job's
 # completion time (JCT: submission to FINISHED, from the job records of `fedsched-ctl list`) and
 # the average JCT per matcher.
 #
@@ -40,7 +40,7 @@
 #   SUBMIT_FIRST=1  submit the jobs before the clients start (default: once all registered)
 #   OUT_DIR=runs/live-jobs   runs (server and client logs, job records, per-job round CSVs) and
 #                   the report (LIVE_JOBS.md) go there
-#   DOCS=1          also write the report into docs/LIVE_POLICIES.md, section "Jobs sharing a fleet"
+#   DOCS=1          also write the report into docs/reports/LIVE_POLICIES.md, section "Jobs sharing a fleet"
 #   BUILD_DIR=build binaries (fedsched-server, -ctl, -enroll, -client) are taken from there
 #   SKIP_BUILD=1    no install, no build
 #   REPORT_ONLY=1   rewrite the report from the runs in OUT_DIR only
@@ -132,7 +132,7 @@ job_file() {  # job out_file
   local j=$1 label=""
   [ "$j" = tablet ] && label='required_labels: "tablet"'
   cat > "$2" <<JOB
-# Written by scripts/live_jobs_experiment.sh (docs/LIVE_POLICIES.md "Jobs sharing a fleet").
+# Written by scripts/live_jobs_experiment.sh (docs/reports/LIVE_POLICIES.md "Jobs sharing a fleet").
 name: "$j"
 model { architecture: "$(job_arch "$j")" hidden_units: 32 init_seed: $(job_seed "$j") }
 training { local_steps: $LOCAL_STEPS batch_size: 32 learning_rate: 0.05 }
@@ -390,8 +390,8 @@ LIVE_JOBS_COMMAND=$COMMAND python3 scripts/live_jobs_report.py "$RESULTS" "$OUT"
 log "wrote $OUT"
 
 if [ "${DOCS:-0}" = "1" ]; then
-  # The section "Jobs sharing a fleet" of docs/LIVE_POLICIES.md is replaced (or appended).
-  python3 - docs/LIVE_POLICIES.md "$OUT" <<'PY'
+  # The section "Jobs sharing a fleet" of docs/reports/LIVE_POLICIES.md is replaced (or appended).
+  python3 - docs/reports/LIVE_POLICIES.md "$OUT" <<'PY'
 import sys
 doc, section = open(sys.argv[1]).read(), open(sys.argv[2]).read()
 head = "## Jobs sharing a fleet"
@@ -403,5 +403,5 @@ else:
     doc = doc.rstrip("\n") + "\n\n" + section
 open(sys.argv[1], "w").write(doc)
 PY
-  log "wrote docs/LIVE_POLICIES.md (section \"Jobs sharing a fleet\")"
+  log "wrote docs/reports/LIVE_POLICIES.md (section \"Jobs sharing a fleet\")"
 fi

@@ -6,7 +6,7 @@ wrote: meta.json (the run's settings, commit, machine and load), jobs.jsonl (the
 `fedsched-ctl --json list --all`, one JSON JobRecord a line), <job>.metrics.csv (the server's
 per-round CSV: column 3 is the round's wall seconds) and server.log (a task the server failed is
 logged as "job <job> round <n>: task of <client> failed: <reason>"). Writes a Markdown section
-"Jobs sharing a fleet" (docs/LIVE_POLICIES.md) to OUT and prints it.
+"Jobs sharing a fleet" (docs/reports/LIVE_POLICIES.md) to OUT and prints it.
 
 JCT (job completion time) = JobRecord.ended_unix_ms - JobRecord.submitted_unix_ms, seconds.
 
@@ -113,7 +113,7 @@ def settings_text(meta, commits):
     lines = [
         f"One `fedsched-server` runs {len(meta['jobs'])} jobs over {meta['clients']} "
         "`fedsched-client` processes on loopback (Fashion-MNIST, Dirichlet alpha 0.5), once per "
-        "device-to-job matcher (`jobs { matcher }`, docs/JOBS.md \"Matching devices to jobs\"). "
+        "device-to-job matcher (`jobs { matcher }`, docs/guides/JOBS.md \"Matching devices to jobs\"). "
         "The jobs are submitted together with `fedsched-ctl submit` once every client has "
         "registered; each runs a fixed number of rounds of K tasks (over-commitment 1.0, a round "
         f"closes at its K-th update; {meta['local_steps']} local steps of batch 32; no "

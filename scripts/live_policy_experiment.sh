@@ -4,7 +4,7 @@
 #
 # Expected run time on 2 cores: about 15-25 minutes for the default 3 seeds x 3 policies (each
 # run: 1-2 min for 40 clients to load their data, then 40 rounds of about 1 s; estimated from
-# docs/LIVE_POLICIES.md's round seconds), plus the install and build unless SKIP_BUILD=1.
+# docs/reports/LIVE_POLICIES.md's round seconds), plus the install and build unless SKIP_BUILD=1.
 # A quick look: SEEDS=1 POLICIES="random fedcase" CLIENTS=20 ROUNDS=15 (a few minutes).
 #
 # Each client's slowdown factor comes from a real device: row k of FedScale's capacity trace
@@ -17,7 +17,7 @@
 #   CLIENTS=40     client processes (at least the config's min_online_clients, 20)
 #   ROUNDS=40      rounds per run
 #   OUT_DIR=runs/live-policies   where the runs and the report (LIVE_POLICIES.md) go
-#   DOCS=1         also write the report to docs/LIVE_POLICIES.md (default: only OUT_DIR)
+#   DOCS=1         also write the report to docs/reports/LIVE_POLICIES.md (default: only OUT_DIR)
 #   SKIP_BUILD=1   no install, no build: use the existing build/ (or SERVER_BIN, CLIENT_BIN)
 #   REPORT_ONLY=1  rewrite the report from the runs in OUT_DIR only
 #
@@ -142,8 +142,8 @@ nseeds=$(wc -w <<< "$SEEDS")
 echo "wrote $OUT"
 if [ "${DOCS:-0}" = "1" ]; then
   # The section scripts/live_jobs_experiment.sh writes ("## Jobs sharing a fleet", last) stays.
-  jobs_section=$(sed -n '/^## Jobs sharing a fleet/,$p' docs/LIVE_POLICIES.md 2>/dev/null || true)
-  cp "$OUT" docs/LIVE_POLICIES.md
-  if [ -n "$jobs_section" ]; then printf '\n%s\n' "$jobs_section" >> docs/LIVE_POLICIES.md; fi
-  echo "wrote docs/LIVE_POLICIES.md"
+  jobs_section=$(sed -n '/^## Jobs sharing a fleet/,$p' docs/reports/LIVE_POLICIES.md 2>/dev/null || true)
+  cp "$OUT" docs/reports/LIVE_POLICIES.md
+  if [ -n "$jobs_section" ]; then printf '\n%s\n' "$jobs_section" >> docs/reports/LIVE_POLICIES.md; fi
+  echo "wrote docs/reports/LIVE_POLICIES.md"
 fi

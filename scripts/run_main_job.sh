@@ -58,7 +58,7 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-# Only provisioned devices are admitted (docs/SECURITY.md): each client's state dir gets its
+# Only provisioned devices are admitted (docs/guides/SECURITY.md): each client's state dir gets its
 # credential, derived from the store's enrolment key, and a random identity.
 for ((i = 0; i < CLIENTS; i++)); do
   fedsched_provision "$ENROLL_BIN" "$RUN_DIR/store" "$RUN_DIR/clients/device-$i"

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The time-to-accuracy cost of secure aggregation in the simulator
-# (docs/SECURE_AGGREGATION.md "Simulation"): configs/sim/fmnist_1000.textproto (1,000 clients,
+# (docs/guides/SECURE_AGGREGATION.md "Simulation"): configs/sim/fmnist_1000.textproto (1,000 clients,
 # K = 50, over-commitment 1.3, real capacity and availability traces, random selection, LRU
 # cache) without secure aggregation, with it (configs/sim/fmnist_1000_secagg.textproto: default
 # step_timeout_s, 10 % of the 1,800 s round deadline = 180 s), and with it at step_timeout_s 30;

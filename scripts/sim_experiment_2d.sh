@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The two-virtual-day time-to-accuracy experiment (docs/SIMULATION.md "Experiment over
+# The two-virtual-day time-to-accuracy experiment (docs/reports/SIMULATION.md "Experiment over
 # two virtual days"): Fashion-MNIST, 1,000 clients, K = 10, target 0.86 (MLP_TARGET; the CNN:
 # 0.84), over three availability traces (configs/sim/tta2d_{mobiperf,fedscale,diurnal}.textproto),
 # four start offsets into each trace and three seeds, for every policy row below. Every run trains
@@ -25,8 +25,8 @@
 # exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
 # the commit, medians and spreads over offsets x seeds, every paired loss of fedsched against
 # oort) and one PNG per model and trace (offset 0, the first seed). DOCS=1 also writes them into
-# docs/SIMULATION.md (between the sim_experiment_2d_t86 markers; MODELS without mlp: _t86_<models>)
-# and docs/sim2d_t86_<model>_<trace>.png (with MLP_TARGET=0.83: sim_experiment_2d, sim2d_...).
+# docs/reports/SIMULATION.md (between the sim_experiment_2d_t86 markers; MODELS without mlp: _t86_<models>)
+# and docs/reports/sim2d_t86_<model>_<trace>.png (with MLP_TARGET=0.83: sim_experiment_2d, sim2d_...).
 #
 # Run time on 2 cores (JOBS=2 runs at once, one training thread each): an MLP run to 0.86 takes
 # 2 to 5 minutes (1 to 2 virtual days; to 0.83, under a minute), fedsched's about twice that (its
@@ -40,11 +40,11 @@
 #   JOBS=2  OUT_DIR=runs/sim2d  BUILD=build-sim  SKIP_BUILD=1  SKIP_RUNS=1 (tables only)  DOCS=1
 #   OURS="cnn=fedcase" (per model, the row the tables compare with oort instead of fedsched)
 #   TAG=_lru (an ablation grid's own section, plots and run folder: sim_experiment_2d_t86_lru,
-#     docs/sim2d_t86_lru_<model>_<trace>.png, runs/sim2d_t86_lru)
+#     docs/reports/sim2d_t86_lru_<model>_<trace>.png, runs/sim2d_t86_lru)
 #   FORECAST=trace (the availability forecast of every row's planner: trace is FedScale's oracle,
 #     the tables above; learned or none are what a live server has: fedsched-sim
 #     --availability_forecast; runs then go to runs/sim2d_<forecast>, the tables between the
-#     sim_experiment_2d_<forecast> markers and the plots to docs/sim2d_<forecast>_<model>_<trace>.png)
+#     sim_experiment_2d_<forecast> markers and the plots to docs/reports/sim2d_<forecast>_<model>_<trace>.png)
 #
 #   scripts/sim_experiment_2d.sh                               # everything
 #   SEEDS=1 POLICIES="oort fedsched" scripts/sim_experiment_2d.sh
@@ -68,7 +68,7 @@ case "$FORECAST" in
     ;;
   *) echo "FORECAST must be trace, learned or none, not '$FORECAST'" >&2; exit 2 ;;
 esac
-# The MLP's target (docs/SIMULATION.md "The harder target: two virtual days"): 0.86, the accuracy
+# The MLP's target (docs/reports/SIMULATION.md "The harder target: two virtual days"): 0.86, the accuracy
 # oort + LRU first reaches near the end of the second virtual day. MLP_TARGET=0.83 reproduces the
 # earlier tables (runs of 2 to 13 virtual hours); any other target gets its own run folder,
 # section and plots, suffixed _t<digits> (0.86: _t86).
@@ -134,7 +134,7 @@ row_set() {
 
 # Each model's target accuracy. The MLP's: MLP_TARGET (0.83 is the configs' own). The CNN's
 # plateau sits near 0.82 after the first virtual hour (as the MLP's sits near 0.81), so its target
-# is the next step past it, 0.84 (docs/SIMULATION.md "Experiment over two virtual days").
+# is the next step past it, 0.84 (docs/reports/SIMULATION.md "Experiment over two virtual days").
 model_target() {
   case "$1" in
     mlp) echo "$MLP_TARGET" ;;
@@ -222,7 +222,7 @@ for model in $MODELS; do for trace in $TRACES; do
   "$SIM" --plot_csvs="$curves" --plot_png="$png" --target="$(model_target "$model")" \
     --plot_title="$model on $trace (tta2d_$trace.textproto), offset ${first_offset} h, seed $first_seed${TITLE_SUFFIX}" \
     >/dev/null
-  [[ "${DOCS:-}" == 1 ]] && cp "$png" docs/
+  [[ "${DOCS:-}" == 1 ]] && cp "$png" docs/reports/
 done; done
 
 python3 scripts/sim_experiment_2d_tables.py --out="$OUT" --models="$MODELS" --traces="$TRACES" \
@@ -230,4 +230,4 @@ python3 scripts/sim_experiment_2d_tables.py --out="$OUT" --models="$MODELS" --tr
   --section="$SECTION" --png_prefix="$PNG_PREFIX" --forecast="$FORECAST" --ours="${OURS:-}" \
   --targets="$(for m in $MODELS; do printf '%s=%s ' "$m" "$(model_target "$m")"; done)" \
   --sweep="$(for m in $MODELS; do printf '%s=%s ' "$m" "$(model_sweep "$m")"; done)" \
-  ${DOCS:+--docs=docs/SIMULATION.md}
+  ${DOCS:+--docs=docs/reports/SIMULATION.md}

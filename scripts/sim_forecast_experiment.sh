@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The availability-forecast comparison (docs/SIMULATION.md "Availability forecast
+# The availability-forecast comparison (docs/reports/SIMULATION.md "Availability forecast
 # learned from history"): on the two-day MobiPerf and FedScale configs, offset 0, seed 1, Oort +
 # LRU and fedsched (fedcase + importance cache + the workload levers), each with the planner's
 # availability oracle taken from the trace (FedScale's), learned from observed sessions, or

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Figures of simulator runs that docs/SIMULATION.md quotes beside the experiment's tables.
+"""Figures of simulator runs that docs/reports/SIMULATION.md quotes beside the experiment's tables.
 
   median    OUT MODEL TRACE ROW OFFSETS SEEDS [ACCURACY]
             median virtual hours to the target of the runs OUT/MODEL/TRACE/ROW_o<offset>_s<seed>

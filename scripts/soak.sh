@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reliability soak ("Done when"; docs/RELIABILITY.md §8): the main job's setup with a
+# Reliability soak ("Done when"; docs/reports/RELIABILITY.md §8): the main job's setup with a
 # big model for a long run while faults are injected at random moments:
 #   - a client is SIGKILLed and started again after 1-5 s (same identity and state dir);
 #   - a client is SIGSTOPped for 1-20 s, then SIGCONTed;
@@ -16,7 +16,7 @@
 # A failure before the client's first logged registration counts from 60 s before it.
 # It prints progress every PROGRESS_S seconds, one line per injected fault (also in
 # WORK/faults.log) and, at the end, how each fault was handled. Not part of CTest (it runs for
-# tens of minutes); see docs/RELIABILITY.md for a recorded run.
+# tens of minutes); see docs/reports/RELIABILITY.md for a recorded run.
 #
 # Usage: scripts/soak.sh [BUILD_DIR]          (default: build; needs fedsched-server, -client,
 #                                              -audit built)

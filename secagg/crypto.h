@@ -1,4 +1,4 @@
-// Cryptographic primitives of secure aggregation (docs/SECURE_AGGREGATION.md), all through
+// Cryptographic primitives of secure aggregation (docs/guides/SECURE_AGGREGATION.md), all through
 // OpenSSL 3's EVP interface: X25519 key agreement (RFC 7748), HKDF-SHA256 (RFC 5869),
 // AES-256-GCM sealing (NIST SP 800-38D), the AES-256-CTR pseudo-random generator that expands a
 // 32-byte seed into a mask over Z_2^32 (NIST SP 800-38A), and a seeded deterministic random-bit

@@ -18,7 +18,7 @@ namespace fedsched::secagg {
 
 // The default degree for a cohort of n clients: the smallest even k >= 3 log2(n), or n - 1
 // (the complete graph) when that is not smaller. Examples: n = 10 -> 9 (complete), 50 -> 18,
-// 100 -> 20, 1000 -> 30, 10^6 -> 60. docs/SECURE_AGGREGATION.md "Parameters" gives the
+// 100 -> 20, 1000 -> 30, 10^6 -> 60. docs/guides/SECURE_AGGREGATION.md "Parameters" gives the
 // reasoning.
 uint32_t ChooseDegree(uint32_t n);
 

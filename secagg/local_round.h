@@ -2,7 +2,7 @@
 // the SecAggServer, messages passed by value, clients dropping out at chosen steps. Pure (no
 // clock, no thread). Used by the tests and bench/secagg, and meant for the simulator, which
 // will charge the round trips and the bytes counted here to its virtual clock
-// (docs/SECURE_AGGREGATION.md "Wiring plan").
+// (docs/guides/SECURE_AGGREGATION.md "Wiring plan").
 #ifndef FEDSCHED_SECAGG_LOCAL_ROUND_H_
 #define FEDSCHED_SECAGG_LOCAL_ROUND_H_
 

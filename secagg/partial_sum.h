@@ -1,5 +1,5 @@
 // An aggregator's masked partial sum (hierarchical aggregation with secure aggregation,
-// docs/SECURE_AGGREGATION.md "Wiring plan" step 5; the aggregator tier of Bonawitz et al.,
+// docs/guides/SECURE_AGGREGATION.md "Wiring plan" step 5; the aggregator tier of Bonawitz et al.,
 // SysML 2019, section 4.2). The aggregator adds its shard's masked inputs in Z_2^32 and forwards
 // one SecAggMaskedPartialSum; the root's SecAggServer::AddMaskedPartialSum counts its senders
 // as survivors. Masks cancel only in the full sum, so the aggregator learns nothing either.

@@ -5,11 +5,11 @@
 // The server only ever sees masked vectors: its API takes protocol messages and nothing else
 // (there is no entry point for a plain update), each SecAggMaskedInput is held masked until
 // step 2 closes and then added into one sum or, when a neighbour could not authenticate its
-// sender's share, discarded unread (docs/SECURE_AGGREGATION.md "A malicious member"), and for
-// every client it asks for the shares of at most one of its two secrets (the self-mask seed of a
-// survivor or the mask key of a dropped client), so no individual input can be unmasked. It learns
-// the sum over the survivors, who dropped when, and nothing else about any single input
-// (docs/SECURE_AGGREGATION.md "Threat model").
+// sender's share, discarded unread (docs/guides/SECURE_AGGREGATION.md "A malicious member"), and
+// for every client it asks for the shares of at most one of its two secrets (the self-mask seed of
+// a survivor or the mask key of a dropped client), so no individual input can be unmasked. It
+// learns the sum over the survivors, who dropped when, and nothing else about any single input
+// (docs/guides/SECURE_AGGREGATION.md "Threat model").
 //
 // Each step takes its messages one at a time as they arrive (Add*: a bad message is refused
 // with an error for that client alone, who then counts as dropped; the round goes on) and is

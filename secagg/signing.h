@@ -3,7 +3,7 @@
 // public key to the identity when the device proves who it is, and the device signs its key
 // advertisement of every round with it, so that no member (and no relay) can advertise keys in
 // another member's name (Bonawitz et al., CCS 2017, section 6: signed key advertisements
-// against an active adversary; docs/SECURE_AGGREGATION.md "Signed advertisements").
+// against an active adversary; docs/guides/SECURE_AGGREGATION.md "Signed advertisements").
 //
 // Pure: no clock, disk or thread; the caller supplies the 32-byte seed.
 #ifndef FEDSCHED_SECAGG_SIGNING_H_

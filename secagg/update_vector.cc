@@ -1,4 +1,4 @@
-// The flat vector and weight a client masks (docs/SECURE_AGGREGATION.md "Weights").
+// The flat vector and weight a client masks (docs/guides/SECURE_AGGREGATION.md "Weights").
 #include "secagg/update_vector.h"
 
 #include <algorithm>

@@ -1,4 +1,4 @@
-// What a client masks for a model update (docs/SECURE_AGGREGATION.md "Weights" and "Over the
+// What a client masks for a model update (docs/guides/SECURE_AGGREGATION.md "Weights" and "Over the
 // wire"): the update as one flat vector and the FedAvg weight it is scaled by before the clip
 // (Bonawitz et al., CCS 2017, section 4, masks one vector per client; FedAvg's weight n_k / n of
 // McMahan et al., AISTATS 2017, is applied on the client because the server sees only the sum).

@@ -3,7 +3,7 @@
 //   fedsched-audit --store_path=DIR [--job=NAME]
 //
 // Without --job it audits the run of the server's own config (the store's default namespace);
-// with --job, that job's rounds (the store namespace its job record names, docs/JOBS.md).
+// with --job, that job's rounds (the store namespace its job record names, docs/guides/JOBS.md).
 // For every committed round r it replays the round's audited updates (ServerConfig.audit_updates)
 // in accept order onto the model of round r-1 with the run's aggregation rule and compares the
 // result with the committed model of round r; it also checks that every accepted task has exactly

@@ -1,4 +1,5 @@
-// fedsched-ctl: submits and controls a running server's jobs over its JobService (docs/JOBS.md).
+// fedsched-ctl: submits and controls a running server's jobs over its JobService
+// (docs/guides/JOBS.md).
 //
 //   fedsched-ctl --token_file=RUN/store/operator_token [--server=127.0.0.1:50051]
 //                [--ca=ca.pem [--cert=operator.pem --key=operator.key]] [--json]

@@ -1,5 +1,5 @@
 // fedsched-enroll: provisions what a device or an aggregator needs to be admitted
-// (docs/SECURITY.md "Identities and admission" and "Relays").
+// (docs/guides/SECURITY.md "Identities and admission" and "Relays").
 //
 // A device: its enrolment secret, derived from the server's enrolment key
 // (security.enrolment_key_path, default <store_path>/enrolment_key). With --state_dir it writes
@@ -26,8 +26,8 @@
 // This also clears the identity's signing key, and lifts a revocation and a secure-aggregation
 // exclusion of the identity.
 //
-// Revoke an identity (docs/OPERATIONS.md "Revoking a device"), known to the store or not: the
-// stopped server's store records it, and the server then refuses its registrations whatever
+// Revoke an identity (docs/guides/OPERATIONS.md "Revoking a device"), known to the store or not:
+// the stopped server's store records it, and the server then refuses its registrations whatever
 // credential or certificate it presents, until --reset_identity lifts it.
 //   fedsched-enroll --store_path=STORE --revoke_identity=device-3
 

@@ -1,6 +1,6 @@
 // fedsched-enroll's operations on a stopped server's store: re-enrolment and revocation of an
-// identity (docs/SECURITY.md "Operator procedures", docs/OPERATIONS.md "Re-enrolling a device"
-// and "Revoking a device").
+// identity (docs/guides/SECURITY.md "Operator procedures", docs/guides/OPERATIONS.md "Re-enrolling
+// a device" and "Revoking a device").
 #include "server/enroll_store_ops.h"
 
 #include <sys/stat.h>
@@ -69,7 +69,7 @@ void ClearBinding(v1::ClientProfile& profile) {
 }
 
 // Clears the binding of `identity` in every job namespace's copy of its profile too (each job
-// keeps its own profiles, docs/JOBS.md), so that no job holds it to the old key.
+// keeps its own profiles, docs/guides/JOBS.md), so that no job holds it to the old key.
 absl::Status ResetInJobNamespaces(Store& store, const std::string& identity) {
   absl::StatusOr<std::vector<std::string>> namespaces = store.ListNamespaces();
   if (!namespaces.ok()) return namespaces.status();

@@ -1,4 +1,4 @@
-// fedsched-enroll's operations on a stopped server's store (docs/SECURITY.md "Operator
+// fedsched-enroll's operations on a stopped server's store (docs/guides/SECURITY.md "Operator
 // procedures"). Each refuses a store that a running server holds, prints what it did on stdout
 // and why it failed on stderr, and returns the tool's exit code.
 #ifndef FEDSCHED_SERVER_ENROLL_STORE_OPS_H_

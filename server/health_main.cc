@@ -4,7 +4,8 @@
 //
 // Prints SERVING, NOT_SERVING or the error, and exits 0 when SERVING, 1 when NOT_SERVING (or
 // UNKNOWN), 2 when the server cannot be asked. With --wait_serving_s it polls until SERVING or
-// the time is up. Plaintext only: point it at ops.health_listen_address (docs/OPERATIONS.md).
+// the time is up. Plaintext only: point it at ops.health_listen_address
+// (docs/guides/OPERATIONS.md).
 #include <cstdio>
 #include <thread>
 

@@ -64,9 +64,9 @@ ABSL_FLAG(std::string, policy, "",
           "fedcase, pyramidfl, fedsched) and sets the cache it implies (fedcase: importance, "
           "the others: LRU), as fedsched-sim --policy does.");
 ABSL_FLAG(uint64_t, seed, 0, "Overrides seed (selection randomness) when > 0.");
-ABSL_FLAG(
-    bool, no_fit_checks, false,
-    "Sets selection.fit.disable: no memory-budget checks in planning (docs/RESOURCE_FIT.md).");
+ABSL_FLAG(bool, no_fit_checks, false,
+          "Sets selection.fit.disable: no memory-budget checks in planning "
+          "(docs/guides/RESOURCE_FIT.md).");
 ABSL_FLAG(double, receiving_upload_models, 1,
           "Uploads receive at most max(this many models' bytes, 8 MiB - 1 model) at once; later "
           "ones wait unread until earlier ones are parsed (bounds peak RSS, "
@@ -75,7 +75,7 @@ ABSL_FLAG(bool, http2_bdp_probe, false,
           "Lets gRPC grow the server's HTTP/2 receive windows (BDP probing): every stream, also "
           "one waiting at the receive gate, may then buffer megabytes in gRPC; off, waiting "
           "uploads buffer 64 KiB each. Off measured no more server CPU per round and 1.3 to 2.2x "
-          "less peak RSS (docs/BENCHMARKS.md section 4); try true on long, fat links.");
+          "less peak RSS (docs/reports/BENCHMARKS.md section 4); try true on long, fat links.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -89,7 +89,7 @@ ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or of
 ABSL_FLAG(int64_t, min_free_disk_mb, fedsched::kDefaultMinFreeDiskMiB,
           "Free space (MiB) the store's file system must keep beyond two copies of the model: "
           "checked at start (refused below it) and every few seconds while running (stops "
-          "cleanly below it, exit 1). docs/OPERATIONS.md \"A full disk\".");
+          "cleanly below it, exit 1). docs/guides/OPERATIONS.md \"A full disk\".");
 
 namespace fedsched {
 namespace {
@@ -222,10 +222,10 @@ class JobMetricsWriters {
   std::map<std::string, std::unique_ptr<MetricsWriter>> by_job_ ABSL_GUARDED_BY(mu_);
 };
 
-// The enrolment key devices' credentials derive from (docs/SECURITY.md "Identities and admission"):
-// the default <store_path>/enrolment_key is created (0600, random) when missing while `store`
-// knows no device yet (FAILED_PRECONDITION once it does: a new key would refuse them all), like
-// the operator token; a key the operator named must exist. "" under mutual TLS without a key.
+// The enrolment key devices' credentials derive from (docs/guides/SECURITY.md "Identities and
+// admission"): the default <store_path>/enrolment_key is created (0600, random) when missing while
+// `store` knows no device yet (FAILED_PRECONDITION once it does: a new key would refuse them all),
+// like the operator token; a key the operator named must exist. "" under mutual TLS without a key.
 absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config, const Store& store) {
   const v1::SecurityConfig& security = config.security();
   if (security.allow_trust_on_first_use()) {
@@ -252,7 +252,7 @@ absl::StatusOr<std::string> LoadEnrolmentKey(const v1::ServerConfig& config, con
             " device(s) provisioned with it: restore the key from a backup (a new one would "
             "refuse them all), or re-provision every device with fedsched-enroll --create_key "
             "--key_file=",
-            path, " (docs/SECURITY.md \"Operator procedures\")"));
+            path, " (docs/guides/SECURITY.md \"Operator procedures\")"));
       }
     }
     absl::StatusOr<std::string> key = ReadOrCreateToken(path);
@@ -305,8 +305,8 @@ absl::Status CheckStartInputs(const v1::ServerConfig& config) {
   return MakeServerCredentials(config.transport()).status();
 }
 
-// hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
-// rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
+// hierarchy.role ROLE_AGGREGATOR (docs/guides/OPERATIONS.md "Hierarchical aggregation"): no store,
+// no rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
 int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
   absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
   if (!token.ok()) {
@@ -546,7 +546,7 @@ std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
   options.aggregator_token_dir = config.hierarchy().aggregator_token_dir();
   options.max_receiving_upload_bytes =
       ReceivingUploadBudget(absl::GetFlag(FLAGS_receiving_upload_models), host.model_bytes());
-  // One job's uploads may not starve another's (docs/JOBS.md); 0 = unset: 0.5.
+  // One job's uploads may not starve another's (docs/guides/JOBS.md); 0 = unset: 0.5.
   const double share = config.jobs().max_upload_share();
   options.max_upload_share = share > 0 ? share : 0.5;
   host.SetParseTargetBudget(options.max_receiving_upload_bytes);
@@ -570,7 +570,7 @@ std::unique_ptr<grpc::Server> StartGrpcServer(const v1::ServerConfig& config,
   // Without BDP probing the server's HTTP/2 windows stay small (64 KiB ahead of what a stream
   // reads): an upload waiting at the receive gate then buffers next to nothing in gRPC, where
   // with probing gRPC grows every stream's window to megabytes while its memory quota is not under
-  // pressure. Off is the default since the fifth server-CPU pass (docs/BENCHMARKS.md §4):
+  // pressure. Off is the default since the fifth server-CPU pass (docs/reports/BENCHMARKS.md §4):
   // the price it had earlier, 20 to 60 % more CPU at 10 x 10M, no longer shows after the CPU
   // work of the third and fourth passes. A gRPC ResourceQuota was tried instead (memory
   // pressure shrinks the windows with probing on): too small a quota makes gRPC close
@@ -715,8 +715,9 @@ bool Ticker::Tick(std::atomic<int>* exit_code) {
 
 // Serves until SIGTERM / SIGINT (`signals`, blocked) or until the ticker stops the server, then
 // drains: health probes first, then pending RPCs get shutdown_grace_s before gRPC cancels them
-// (docs/RELIABILITY.md §4; a round in flight is not committed: the restarted server re-plans
-// it), and the rounds committed since the last checkpoint become durable. Returns the exit code.
+// (docs/reports/RELIABILITY.md §4; a round in flight is not committed: the restarted server
+// re-plans it), and the rounds committed since the last checkpoint become durable. Returns the exit
+// code.
 int ServeUntilStopped(const Serving& s, sigset_t signals) {
   absl::Notification stop;
   std::atomic<int> exit_code{0};
@@ -841,8 +842,8 @@ int main(int argc, char** argv) {
   // 8 per core), and model-sized buffers freed into one arena are not reused by another's
   // threads: gRPC's threads allocate the upload slices, the worker the parse targets and the
   // model's bytes. One arena shared by all: 10 to 20 MiB less peak RSS at 1M parameters than two
-  // (of which the second held 29 MiB), no measurable CPU cost (fifth pass, docs/BENCHMARKS.md
-  // §4). Set before any thread starts.
+  // (of which the second held 29 MiB), no measurable CPU cost (fifth pass,
+  // docs/reports/BENCHMARKS.md §4). Set before any thread starts.
   mallopt(M_ARENA_MAX, 1);
   // Server CPU: every round frees and allocates the same model-sized buffers (upload
   // chunks, parse targets, sum buffers, the new model's bytes). With glibc's defaults the larger

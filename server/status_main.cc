@@ -21,7 +21,7 @@
 ABSL_FLAG(int32_t, rounds, 3, "Recent rounds to show, the round in flight included (0 = none).");
 ABSL_FLAG(bool, clients, false, "Also list every client's profile.");
 ABSL_FLAG(std::string, job, "",
-          "The job whose status to show (docs/JOBS.md); empty = the job of the server's own "
+          "The job whose status to show (docs/guides/JOBS.md); empty = the job of the server's own "
           "config.");
 
 namespace fedsched {

@@ -1,7 +1,7 @@
 // fedsched-sim: replays device traces through the server's round engine (server/round: planner,
 // closing, aggregation) and fedsched's training code over a virtual clock (see
-// sim/engine/simulator.h and docs/SIMULATION.md). Round-setting flags write into the config's
-// `server` block, the ServerConfig the coordination server reads.
+// sim/engine/simulator.h and docs/guides/SIMULATION.md). Round-setting flags write into the
+// config's `server` block, the ServerConfig the coordination server reads.
 //
 //   fedsched-sim --config=configs/sim/fmnist_1000.textproto --policy=fedcase --seed=2
 //                --output_csv=runs/fedcase_2.csv --plot_png=runs/acc.png
@@ -58,11 +58,11 @@ ABSL_FLAG(bool, fedbuff, false,
 ABSL_FLAG(uint64_t, seed, 0, "override server.seed (0 = keep)");
 ABSL_FLAG(bool, no_fit_checks, false,
           "set server.selection.fit.disable: the planner does not check memory budgets "
-          "(docs/RESOURCE_FIT.md)");
+          "(docs/guides/RESOURCE_FIT.md)");
 ABSL_FLAG(int32_t, num_rounds, 0, "override server.num_rounds (0 = keep)");
 ABSL_FLAG(double, utility_noise_factor, -1,
           "override server.selection.utility_noise_factor: noise on the devices' utility "
-          "reports, x the median report (docs/PRIVACY.md; 0 = off, negative = keep)");
+          "reports, x the median report (docs/guides/PRIVACY.md; 0 = off, negative = keep)");
 ABSL_FLAG(std::string, set, "",
           "SimConfig fragment in text format merged over the config after the other flags, e.g. "
           "'traces { start_time_s: 86400 }' (non-default values replace the config's; paths are "
@@ -312,7 +312,7 @@ absl::Status PlotJobs(const JobSimulation& sim) {
   return PlotAccuracy(absl::GetFlag(FLAGS_plot_png), curves, absl::GetFlag(FLAGS_target), title);
 }
 
-// The run of a config with a job_trace_path (docs/JOBS.md "Simulating jobs"): every job over
+// The run of a config with a job_trace_path (docs/guides/JOBS.md "Simulating jobs"): every job over
 // the one fleet; the JCT table on stdout and, with output_csv, the JCT summary there and each
 // job's per-round CSV beside it.
 absl::Status RunJobs(const v1::SimConfig& config) {
@@ -403,7 +403,7 @@ int main(int argc, char** argv) {
       "fedsched simulator: replays device traces through the server's round engine (planner,\n"
       "closing, aggregation), with real training; --config=FILE (configs/sim/*.textproto);\n"
       "under `mpirun -np R` the training is spread over R ranks (the same CSV); a config with\n"
-      "job_trace_path runs a job trace over one fleet (docs/SIMULATION.md \"Jobs\")");
+      "job_trace_path runs a job trace over one fleet (docs/guides/SIMULATION.md \"Jobs\")");
   // The trace readers turn an allocation failure into an error; anything else that runs out of
   // memory (a huge population or model) ends with a message, not an abort.
   try {

@@ -121,8 +121,8 @@ absl::StatusOr<std::unique_ptr<IngestHarness>> IngestHarness::Create(int clients
   options.config = h->config_;
   options.store = h->store_.get();
   options.initial_model = SyntheticModel(params, 0);
-  // The devices are provisioned (docs/SECURITY.md "Identities and admission"): each presents its
-  // enrolment secret under this key.
+  // The devices are provisioned (docs/guides/SECURITY.md "Identities and admission"): each presents
+  // its enrolment secret under this key.
   options.enrolment_key = kEnrolmentKey;
   FEDSCHED_ASSIGN_OR_RETURN(h->coordinator_, Coordinator::Create(std::move(options)));
   h->service_ = std::make_unique<CoordinatorService>(h->coordinator_.get(), h->config_.transport());

@@ -1,7 +1,7 @@
-// The cost of device-to-job matching per server tick (docs/JOBS.md "Scheduling devices across
-// jobs"): one DeviceJobMatcher::Match, and one FleetLedger::Rematch (collecting the idle devices,
-// their eligible jobs and facts, then matching), over a fleet of `devices` devices and `jobs`
-// jobs, for each built-in matcher. Every job asks for devices; each can train about half the
+// The cost of device-to-job matching per server tick (docs/guides/JOBS.md "Scheduling devices
+// across jobs"): one DeviceJobMatcher::Match, and one FleetLedger::Rematch (collecting the idle
+// devices, their eligible jobs and facts, then matching), over a fleet of `devices` devices and
+// `jobs` jobs, for each built-in matcher. Every job asks for devices; each can train about half the
 // fleet (five eligibility groups: an architecture and a label); every job described its devices.
 //   build/bench/jobs/matcher_bench --benchmark_counters_tabular=true
 #include <cstdint>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Server CPU per committed round with 10 concurrent small jobs against one job with the same
-# devices (docs/JOBS.md; docs/BENCHMARKS.md "Jobs"). A real fedsched-server on loopback, driven by
+# devices (docs/guides/JOBS.md; docs/reports/BENCHMARKS.md "Jobs"). A real fedsched-server on loopback, driven by
 # fedsched-load-gen (simulated devices, compute COMPUTE_MS, a full download and upload per task).
 #   one job:  the server's config job (MLP, K clients per round) over CLIENTS devices;
 #   ten jobs: the same config job plus 9 submitted jobs with the same settings, over the same

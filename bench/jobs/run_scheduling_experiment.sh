@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cross-job scheduling experiment (docs/JOB_SCHEDULING.md): multi-job workloads built like
+# The cross-job scheduling experiment (docs/reports/JOB_SCHEDULING.md): multi-job workloads built like
 # Venn's evaluation (scripts/jobs/make_job_workload.py: Poisson arrivals, mixed models and K,
 # targets in rounds or accuracy, overlapping eligibility groups from device labels) replayed by
 # fedsched-sim over each shipped availability trace (configs/sim/tta2d_{mobiperf,fedscale,
@@ -11,7 +11,7 @@
 # Each job also runs alone on the fleet (at its own arrival time), which gives its slowdown
 # (JCT under sharing / JCT alone). A seed draws both the workload and the simulation's seed.
 # bench/jobs/scheduling_tables.py then writes the tables and the plot (with the commit and the
-# machine's load); DOCS=1 puts them into docs/JOB_SCHEDULING.md and docs/job_scheduling.png.
+# machine's load); DOCS=1 puts them into docs/reports/JOB_SCHEDULING.md and docs/reports/job_scheduling.png.
 #
 # Environment (defaults in brackets):
 #   BUILD_DIR [build]  SKIP_BUILD=1 (use BUILD_DIR as is)  OUT_DIR [runs/job_scheduling]
@@ -149,4 +149,4 @@ fi
 
 python3 bench/jobs/scheduling_tables.py --out "$OUT" --modes "$MODES" --traces "$TRACES" \
   --seeds "$SEEDS" --matchers "$MATCHERS" --commit "$COMMIT" --bound "$BOUND" \
-  --command "bench/jobs/run_scheduling_experiment.sh" ${DOCS:+--docs docs}
+  --command "bench/jobs/run_scheduling_experiment.sh" ${DOCS:+--docs docs/reports}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Tables and plot of the cross-job scheduling experiment (bench/jobs/run_scheduling_experiment.sh;
-docs/JOB_SCHEDULING.md). Reads OUT/<mode>/<trace>/s<seed>/<matcher>/jct.csv (fedsched-sim's JCT
+docs/reports/JOB_SCHEDULING.md). Reads OUT/<mode>/<trace>/s<seed>/<matcher>/jct.csv (fedsched-sim's JCT
 summary), the solo runs OUT/<mode>/<trace>/s<seed>/solo/<job>/jct.csv and the workload's groups,
 and writes OUT/results.md and OUT/job_scheduling.png (gnuplot); with --docs DIR, the results
 section of DIR/JOB_SCHEDULING.md (between its BEGIN/END markers) and DIR/job_scheduling.png.

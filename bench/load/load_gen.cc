@@ -55,9 +55,10 @@ ABSL_FLAG(double, register_ramp_s, 2.0,
           "Registrations are spread evenly over this many seconds (a fleet coming online).");
 ABSL_FLAG(int32_t, warmup_rounds, 1,
           "Rounds left out of the steady-state figures (round_period_s, server_cpu_s_per_round).");
-ABSL_FLAG(std::vector<std::string>, trainers, {},
-          "Jobs or model architectures every client can train, comma-separated (docs/JOBS.md); "
-          "empty: the server's config job only.");
+ABSL_FLAG(
+    std::vector<std::string>, trainers, {},
+    "Jobs or model architectures every client can train, comma-separated (docs/guides/JOBS.md); "
+    "empty: the server's config job only.");
 ABSL_FLAG(std::string, token_file, "",
           "The server's operator token file (<store_path>/operator_token), for GetStatus.");
 

@@ -51,7 +51,7 @@ struct LoadOptions {
   int warmup_rounds = 1;          // rounds left out of the steady-state figures
   std::string token_file;         // the server's operator token file, for GetStatus
   // Jobs or model architectures every client has a trainer for (RegisterRequest.trainers,
-  // docs/JOBS.md); empty: the config job only.
+  // docs/guides/JOBS.md); empty: the config job only.
   std::vector<std::string> trainers;
 };
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Pace steering benchmark (docs/ALGORITHMS.md "Pace steering";
-# docs/BENCHMARKS.md "Pace steering"): fedsched-load-gen against a real server, K = 100 tasks
+# docs/reports/BENCHMARKS.md "Pace steering"): fedsched-load-gen against a real server, K = 100 tasks
 # per round (overcommit 1.0, min_online_clients 100: the pacer's pool is 2 x K = 200), compute
 # 100-1000 ms per task, the fleet registering at 1,000 devices per second, in three runs:
 #   1. 10,000 devices, pacing off   (pacing { disable: true }: poll again at once after a hold)

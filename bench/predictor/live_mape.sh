@@ -10,7 +10,7 @@
 # round-robin), PORT (50471), BUILD_DIR (<repo>/build; built here unless SKIP_BUILD=1),
 # RUN_DIR (runs/predictor-<UTC time>).
 # Prints the per-round MAPE, the first round from which every later round stays below 20 %, the
-# commit and the machine's load; the figures are in docs/BENCHMARKS.md ("Round-time predictor
+# commit and the machine's load; the figures are in docs/reports/BENCHMARKS.md ("Round-time predictor
 # live"). Exit: non-zero if the run fails (not if the MAPE misses the bound: it is a measurement).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"

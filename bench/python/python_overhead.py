@@ -77,7 +77,7 @@ metrics_csv: "{run / 'metrics.csv'}"
             calls.append((*kept, time.perf_counter() - start))
             return out
 
-    # The device is provisioned from the server's enrolment key (docs/SECURITY.md).
+    # The device is provisioned from the server's enrolment key (docs/guides/SECURITY.md).
     subprocess.run([str(pathlib.Path(args.build) / "server" / "fedsched-enroll"),
                     f"--key_file={run / 'store' / 'enrolment_key'}", "--identity=bench",
                     f"--state_dir={run / 'client'}"], check=True, stdout=subprocess.DEVNULL)

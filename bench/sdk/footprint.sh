@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The SDK's footprint on a device (docs/BENCHMARKS.md section 6):
+# The SDK's footprint on a device (docs/reports/BENCHMARKS.md section 6):
 #   - stripped sizes: the SDK's static libraries (what an app links in), a minimal C client
 #     (examples/c_client) and the footprint client, and the shared libraries they need at run
 #     time (gRPC, protobuf, abseil, OpenSSL, spdlog: on a phone these ship with the app);

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs bench/secagg/secagg_bench (the secure-aggregation protocol core, in process)
-# and prints the machine facts docs/BENCHMARKS.md records with the figures.
+# and prints the machine facts docs/reports/BENCHMARKS.md records with the figures.
 #
 #   bench/secagg/run_secagg.sh                       # K = 10, 50, 100; 1M parameters; 0 and 10 % drop
 #   bench/secagg/run_secagg.sh --clients=10 --params=100000   # arguments go to the program

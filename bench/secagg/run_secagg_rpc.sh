@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Secure aggregation end to end over RPC (docs/BENCHMARKS.md §9): a real
+# Secure aggregation end to end over RPC (docs/reports/BENCHMARKS.md §9): a real
 # fedsched-server on loopback and K real SDK clients (bench/secagg/secagg_rpc_clients: the SDK
 # with a trainer that does no training) run R FedAvg rounds of a P-parameter model, once in plain
 # and once with secure_aggregation on, alternating, in one run of this script. Per configuration:

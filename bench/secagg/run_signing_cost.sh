@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The cost of signed key advertisements (docs/SECURITY.md "Secure aggregation with a malicious
+# The cost of signed key advertisements (docs/guides/SECURITY.md "Secure aggregation with a malicious
 # member"): one secure-aggregation round of the protocol core (bench/secagg/secagg_bench, every
 # client and the server in process) built at a base commit without signatures and at this
 # checkout, run alternately on the same machine; prints both tables and, per configuration, the

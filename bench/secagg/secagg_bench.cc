@@ -3,7 +3,7 @@
 // clients with P parameters: CPU seconds of the server and of each client (thread CPU clock
 // around each party's steps), and the bytes of the serialised protocol messages. Beside it, the
 // same round without secure aggregation: the server folds K plain float32 updates (weighted
-// sum) and each client uploads 4 P bytes. docs/BENCHMARKS.md "Secure aggregation".
+// sum) and each client uploads 4 P bytes. docs/reports/BENCHMARKS.md "Secure aggregation".
 //
 //   build/bench/secagg/secagg_bench --clients=10,50,100 --params=1000000 --drop=0,0.1
 #include <algorithm>

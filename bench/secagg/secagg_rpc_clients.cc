@@ -3,7 +3,7 @@
 // global model plus a small fixed delta), so that what the process spends is the client side of
 // the protocol alone: poll, download (SHA-256, parse), delta, and then either the plain upload or
 // secure aggregation's key steps, clipping, quantisation, masking and unmask answer. Used by
-// bench/secagg/run_secagg_rpc.sh for the end-to-end figures (docs/BENCHMARKS.md §9).
+// bench/secagg/run_secagg_rpc.sh for the end-to-end figures (docs/reports/BENCHMARKS.md §9).
 //
 //   secagg_rpc_clients --server=127.0.0.1:PORT --clients=K [--out=FILE]
 //

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Wall time per round of fedsched-sim with its local training spread over R MPI ranks (sim/mpi,
-# docs/OPERATIONS.md "Distributed simulator"), for a run where training dominates: 1,000
+# docs/guides/OPERATIONS.md "Distributed simulator"), for a run where training dominates: 1,000
 # always-online clients, K = 200 with over-commitment 1.3 (260 tasks a round), MLP 784-256-10,
 # batch 32 x 20 local steps (640 samples a task), FedCaSe with the importance cache, evaluated
 # after round 1 only. Every run's CSV is compared with the one-process run's (they must be equal

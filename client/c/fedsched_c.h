@@ -11,8 +11,8 @@
  *      train callback, uploads, and returns once the server says the run is finished (or after
  *      fedsched_client_stop());
  *   4. fedsched_client_destroy().
- * A device of several jobs (docs/JOBS.md "Devices and trainers") gives one train callback per
- * job name or model architecture in fedsched_client_options.trainers, and its labels in
+ * A device of several jobs (docs/guides/JOBS.md "Devices and trainers") gives one train callback
+ * per job name or model architecture in fedsched_client_options.trainers, and its labels in
  * fedsched_client_options.labels.
  * See examples/c_client/ for a complete program and docs/ARCHITECTURE.md ("Client SDK").
  *
@@ -142,7 +142,7 @@ typedef fedsched_code (*fedsched_read_sample_fn)(void* context, int64_t id, cons
 typedef int (*fedsched_eligible_fn)(void* context);
 
 /* One of the app's trainers: the train callback for the tasks of one job or one model
- * architecture (docs/JOBS.md "Devices and trainers"). */
+ * architecture (docs/guides/JOBS.md "Devices and trainers"). */
 typedef struct fedsched_job_trainer {
   /* The job name (a JobSpec's name) or the model architecture (e.g. "mlp", "softmax") whose
    * tasks `train` runs; a task goes to the trainer of its job, else of its model architecture.
@@ -160,7 +160,7 @@ typedef struct fedsched_client_options {
    * proto/fedsched/v1/config.proto). Unknown fields are errors. state_dir is required: the
    * sample store, the cache's importance state, the registration credential and the install's
    * identity live there (created 0700 if missing). Without an identity the client uses the one
-   * in <state_dir>/identity, made at random when missing (docs/SECURITY.md). */
+   * in <state_dir>/identity, made at random when missing (docs/guides/SECURITY.md). */
   const char* config_textproto;
   /* Opaque pointer handed back to every callback. */
   void* context;

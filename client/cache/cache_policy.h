@@ -7,7 +7,7 @@
 // enum.
 //
 // Built in ("importance", "lru", "lfu", "none"; docs/ALGORITHMS.md §4). Adding one
-// (docs/EXTENDING.md "Adding a cache policy"):
+// (docs/guides/EXTENDING.md "Adding a cache policy"):
 //
 //   class NewestPolicy : public CachePolicy {
 //    public:

@@ -96,7 +96,7 @@ struct SampleCacheOptions {
   // literal rule (a sample has importance only once trained, so unseen samples are drawn through
   // ls alone): the highest hit ratio, but local training keeps to a small part of the data;
   // 1 treats an unseen sample as a median one: full coverage, fewer hits. Pinned choice (the
-  // papers state no initial importance), measured in docs/CACHE.md: with 0.1, Fashion-MNIST
+  // papers state no initial importance), measured in docs/guides/CACHE.md: with 0.1, Fashion-MNIST
   // clients got ~7x LRU's hit ratio with no loss of test accuracy against LRU or scale 1, where
   // 0 gave ~14x and about one point lower accuracy. Finite, >= 0. Default: 0.1.
   double unseen_importance_scale = 0.1;

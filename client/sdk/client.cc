@@ -74,7 +74,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::Create(ClientOptions options) {
   v1::ClientConfig& config = options.config;
   if (config.identity().empty() && !config.state_dir().empty()) {
     // The default identity is the install's own, kept in its state dir: random, not a name
-    // anyone can register first (docs/SECURITY.md "Identities and admission").
+    // anyone can register first (docs/guides/SECURITY.md "Identities and admission").
     FEDSCHED_RETURN_IF_ERROR(MakePrivateDir(config.state_dir()));
     FEDSCHED_ASSIGN_OR_RETURN(*config.mutable_identity(), ReadOrCreateIdentity(config.state_dir()));
   }
@@ -162,7 +162,7 @@ absl::Status Client::Connect() {
       grpc::CreateCustomChannel(address, credentials, ClientChannelArguments(config));
   // Heartbeats get a connection of their own (a channel argument the other channel lacks gives
   // it its own subchannel), so that they never wait behind a model download or an update upload
-  // on one HTTP/2 connection (docs/RELIABILITY.md §8 "Soak").
+  // on one HTTP/2 connection (docs/reports/RELIABILITY.md §8 "Soak").
   grpc::ChannelArguments heartbeat_args = ClientChannelArguments(config);
   heartbeat_args.SetString("fedsched.channel_role", "heartbeat");
   std::shared_ptr<grpc::Channel> heartbeat_channel =
@@ -314,7 +314,7 @@ absl::Status Client::LoadCredential() {
           "the credential file ", path,
           " is damaged (a credential is letters, digits and '-'); the server's operator installs "
           "it again "
-          "(docs/OPERATIONS.md \"Re-enrolling a device\")"));
+          "(docs/guides/OPERATIONS.md \"Re-enrolling a device\")"));
     }
   }
   absl::MutexLock lock(&mu_);
@@ -331,7 +331,7 @@ absl::Status Client::CredentialRefused(const absl::Status& refusal) const {
     return absl::PermissionDeniedError(absl::StrCat(
         identity, ": the server's operator revoked this device (", refusal.message(),
         "). Retrying or re-enrolling the device cannot help; only the operator can lift the "
-        "revocation (docs/OPERATIONS.md \"Revoking a device\")"));
+        "revocation (docs/guides/OPERATIONS.md \"Revoking a device\")"));
   }
   // Coordinator::CheckSigningKey: the credential is fine, the signing key is not the bound one.
   if (absl::StrContains(refusal.message(), "bound to another signing key")) {
@@ -357,7 +357,7 @@ absl::Status Client::CredentialRefused(const absl::Status& refusal) const {
   }
   return absl::PermissionDeniedError(absl::StrCat(
       identity, ": the server refuses this device (", refusal.message(), "); ", found,
-      ". Retrying cannot help. Recovery, by the server's operator (docs/OPERATIONS.md "
+      ". Retrying cannot help. Recovery, by the server's operator (docs/guides/OPERATIONS.md "
       "\"Re-enrolling a device\"): with an enrolment key, install the device's secret again "
       "with fedsched-enroll --key_file=KEY --identity=",
       identity, path.empty() ? "" : absl::StrCat(" --out=", path),
@@ -520,7 +520,7 @@ absl::StatusOr<bool> Client::EnsureRegistered() {
   if (absl::IsInvalidArgument(s)) return s;
   if (absl::IsPermissionDenied(s) || absl::IsUnauthenticated(s)) {
     // The server refuses this device's credential: retrying cannot change that, only the
-    // operator can (docs/OPERATIONS.md "Re-enrolling a device").
+    // operator can (docs/guides/OPERATIONS.md "Re-enrolling a device").
     return CredentialRefused(s);
   }
   if (!s.ok()) {
@@ -733,7 +733,7 @@ absl::StatusOr<Client::TrainedTask> Client::TrainTask(const v1::Task& task, cons
   request.proximal_mu = task.proximal_mu();
   if (!ids.ok()) return ReportTaskFailure(task, ids.status());
   request.sample_ids = *std::move(ids);
-  // Resource fit (docs/RESOURCE_FIT.md): the trainer's accounting decides before training; a
+  // Resource fit (docs/guides/RESOURCE_FIT.md): the trainer's accounting decides before training; a
   // trainer without one is measured (resident-set growth) and judged after.
   const int64_t budget = options_.device.memory_budget_bytes();
   int64_t peak = trainer.PeakMemoryBytes(request);

@@ -70,7 +70,7 @@ class LocalDataPlan {
   virtual void Prefetch(const v1::CachePlan& plan) {}
   // Persists on-device state (e.g. importance). Default: nothing to save.
   [[nodiscard]] virtual absl::Status Save() { return absl::OkStatus(); }
-  // The plan for the tasks of job `job` (docs/JOBS.md "Devices and trainers"), called by the
+  // The plan for the tasks of job `job` (docs/guides/JOBS.md "Devices and trainers"), called by the
   // SDK for a task run by a named trainer (ClientOptions::trainers) without data of its own. A
   // plan that learns per-sample state from one model's losses (the importance of FedCaSe's
   // cache) returns a plan of its own per job name, created on first use and owned by this plan,
@@ -101,7 +101,7 @@ class UniformDataPlan : public LocalDataPlan {
 };
 
 // One of the app's trainers for the tasks of a job or a model architecture (ClientOptions::
-// trainers; docs/JOBS.md "Devices and trainers").
+// trainers; docs/guides/JOBS.md "Devices and trainers").
 struct JobTrainer {
   // Not owned, must outlive the client. Required.
   Trainer* trainer = nullptr;
@@ -117,7 +117,7 @@ struct ClientOptions {
   // is given. It trains every task when `trainers` is empty, else only tasks that name no job
   // (from a server without jobs).
   Trainer* trainer = nullptr;
-  // The app's trainers by job name or model architecture (docs/JOBS.md "Devices and
+  // The app's trainers by job name or model architecture (docs/guides/JOBS.md "Devices and
   // trainers"), besides `trainer`. The keys are sent at registration (RegisterRequest.trainers):
   // the server then offers this device only the jobs whose name or model architecture is a key.
   // A task goes to the trainer of its Task.job, else to that of its Task.model_architecture;
@@ -144,9 +144,9 @@ struct ClientOptions {
   std::function<bool()> eligible;
   // How often an ineligible client looks at `eligible` again.
   absl::Duration eligibility_check_interval = absl::Seconds(1);
-  // The device's enrolment secret (docs/SECURITY.md "Identities and admission"), for an app that
-  // keeps it itself (e.g. in a platform keystore). Empty: read from <state_dir>/credential, where
-  // `fedsched-enroll --state_dir` writes it. Default: empty.
+  // The device's enrolment secret (docs/guides/SECURITY.md "Identities and admission"), for an app
+  // that keeps it itself (e.g. in a platform keystore). Empty: read from <state_dir>/credential,
+  // where `fedsched-enroll --state_dir` writes it. Default: empty.
   std::string credential;
   // The clock the client reads and waits on (backoff, pacing, pace steering, heartbeats, step
   // deadlines, the seconds it reports); not owned, must outlive the client. Tests pass a fake one
@@ -161,7 +161,8 @@ struct ClientRunStats {
   // Tasks given up because `eligible` turned false mid-task (reported to the server as such).
   int64_t tasks_interrupted = 0;
   // Tasks whose training peak (the trainer's accounting, or resident-set growth) exceeded the
-  // memory budget: reported to the server as FAILURE_CAUSE_OUT_OF_MEMORY (docs/RESOURCE_FIT.md).
+  // memory budget: reported to the server as FAILURE_CAUSE_OUT_OF_MEMORY
+  // (docs/guides/RESOURCE_FIT.md).
   int64_t tasks_out_of_memory = 0;
   // Tasks ended by a final verdict (IsFinalTaskVerdict in client_rpc.h, e.g. the server refused
   // the update): never trained or uploaded again, even if the server offers them again. Also
@@ -172,7 +173,7 @@ struct ClientRunStats {
   int64_t tasks_without_trainer = 0;
   int64_t reconnects = 0;
   // Moves to the next endpoint of [server_address, fallback_addresses...] after the current one
-  // was unreachable (hierarchical aggregation: a dead aggregator, docs/OPERATIONS.md).
+  // was unreachable (hierarchical aggregation: a dead aggregator, docs/guides/OPERATIONS.md).
   int64_t failovers = 0;
   // Idle waits the server's pace steering asked for (a retry_after_ms of at least one
   // heartbeat interval): the client neither polled nor sent heartbeats during them.
@@ -196,9 +197,9 @@ struct ClientRunStats {
 // Pace steering (docs/ALGORITHMS.md "Pace steering"): an idle poll answered with a
 // retry_after_ms longer than one heartbeat interval means "away until then": the client sleeps
 // that long (at most kMaxPacedWaitMs) and sends no heartbeats meanwhile.
-// Jobs (docs/JOBS.md): with ClientOptions::trainers the client names them at registration and
-// runs each task with the trainer of its job or model architecture (RouteTask). A task whose job
-// ended meanwhile (the server answers its download or upload FAILED_PRECONDITION) is dropped
+// Jobs (docs/guides/JOBS.md): with ClientOptions::trainers the client names them at registration
+// and runs each task with the trainer of its job or model architecture (RouteTask). A task whose
+// job ended meanwhile (the server answers its download or upload FAILED_PRECONDITION) is dropped
 // like any final verdict: counted in tasks_failed, never run again, and the client polls on.
 // Thread-safety: Run() on one thread; Stop() from any thread.
 class Client {
@@ -317,11 +318,11 @@ class Client {
   // Upload() of serialized bytes (a Model, or a SecAggMaskedInput under secure aggregation).
   [[nodiscard]] absl::Status UploadPayload(const v1::Task& task, const std::string& payload,
                                            const v1::UpdateMetrics& metrics);
-  // Secure aggregation (client_secagg.cc, docs/SECURE_AGGREGATION.md "Over the wire"), invisible
-  // to the app's trainer. BeginSecAgg (before the download): for a task with `secagg`, runs the
-  // key steps (advertise, share keys) with fresh keys from the OS's entropy and keeps the round's
-  // state; a no-op otherwise. UploadMasked (instead of the plain upload; UploadPrivatized has
-  // applied distributed DP already): weights, clips, masks and uploads the update, then answers
+  // Secure aggregation (client_secagg.cc, docs/guides/SECURE_AGGREGATION.md "Over the wire"),
+  // invisible to the app's trainer. BeginSecAgg (before the download): for a task with `secagg`,
+  // runs the key steps (advertise, share keys) with fresh keys from the OS's entropy and keeps the
+  // round's state; a no-op otherwise. UploadMasked (instead of the plain upload; UploadPrivatized
+  // has applied distributed DP already): weights, clips, masks and uploads the update, then answers
   // the unmask request. Errors: the protocol's, the
   // server's (FAILED_PRECONDITION when it dropped this client), DEADLINE_EXCEEDED when a step
   // does not come by the task's deadline, CANCELLED when stopped.
@@ -333,8 +334,8 @@ class Client {
   [[nodiscard]] absl::StatusOr<v1::SecAggStepResponse> SecAggExchange(
       v1::SecAggStepRequest request, v1::SecAggStepResponse::NextCase want, absl::Time deadline);
   // Upload() of the update as it leaves the device: under distributed differential privacy
-  // (task.dp_clip_norm > 0; docs/PRIVACY.md) the update is clipped to dp_clip_norm and Gaussian
-  // noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
+  // (task.dp_clip_norm > 0; docs/guides/PRIVACY.md) the update is clipped to dp_clip_norm and
+  // Gaussian noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
   // metrics.dp_unclipped says whether it fitted; under secure aggregation it goes to
   // UploadMasked; with task.update_dropout > 0 (PyramidFL) each tensor is dropped with that
   // probability (sent without values); otherwise it is sent as is. With
@@ -384,7 +385,7 @@ class Client {
   int endpoint_index_ ABSL_GUARDED_BY(mu_) = 0;
   std::string client_id_ ABSL_GUARDED_BY(mu_);
   std::string token_ ABSL_GUARDED_BY(mu_);
-  // Proof of the identity sent with every registration (docs/SECURITY.md): read from
+  // Proof of the identity sent with every registration (docs/guides/SECURITY.md): read from
   // <state_dir>/credential (an enrolment secret, or the credential the server issued at the
   // first registration, saved there 0600).
   std::string credential_ ABSL_GUARDED_BY(mu_);

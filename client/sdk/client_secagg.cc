@@ -1,5 +1,5 @@
-// fedsched::Client's side of secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"):
-// the key steps before the download, the masked upload in place of the plain one, and the
+// fedsched::Client's side of secure aggregation (docs/guides/SECURE_AGGREGATION.md "Over the
+// wire"): the key steps before the download, the masked upload in place of the plain one, and the
 // unmask answer after it. The app's trainer never sees any of it: it returns a plain update as
 // always, and only the masked vector leaves the device.
 #include "client/sdk/client_secagg.h"

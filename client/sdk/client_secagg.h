@@ -1,5 +1,5 @@
-// The client SDK's secure-aggregation state for one task (docs/SECURE_AGGREGATION.md "Over the
-// wire"): the protocol's client state machine (secagg::SecAggClient, Bonawitz et al., CCS 2017,
+// The client SDK's secure-aggregation state for one task (docs/guides/SECURE_AGGREGATION.md "Over
+// the wire"): the protocol's client state machine (secagg::SecAggClient, Bonawitz et al., CCS 2017,
 // section 4) and the sealed shares routed to it, kept from the key steps to the masked upload.
 #ifndef FEDSCHED_CLIENT_SDK_CLIENT_SECAGG_H_
 #define FEDSCHED_CLIENT_SDK_CLIENT_SECAGG_H_

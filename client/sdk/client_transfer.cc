@@ -129,7 +129,7 @@ absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& ful
   }
   if (task.dp_clip_norm() > 0) {
     // Distributed DP: clipped and noised before it leaves the device (before masking too; the
-    // masking clip bound leaves room for the noise, docs/PRIVACY.md).
+    // masking clip bound leaves room for the noise, docs/guides/PRIVACY.md).
     if (update != &changed) changed = full;
     FEDSCHED_ASSIGN_OR_RETURN(bool unclipped, ClipAndNoiseUpdate(&changed, task.dp_clip_norm(),
                                                                  task.dp_noise_stddev(), seeds[1]));

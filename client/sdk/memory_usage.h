@@ -1,5 +1,5 @@
-// Resource fit on the device (docs/RESOURCE_FIT.md): the out-of-memory verdict the SDK reports
-// and the resident-set measurement used when a trainer does not account its own peak.
+// Resource fit on the device (docs/guides/RESOURCE_FIT.md): the out-of-memory verdict the SDK
+// reports and the resident-set measurement used when a trainer does not account its own peak.
 #ifndef FEDSCHED_CLIENT_SDK_MEMORY_USAGE_H_
 #define FEDSCHED_CLIENT_SDK_MEMORY_USAGE_H_
 

@@ -18,22 +18,22 @@ namespace fedsched {
 // Errors: FAILED_PRECONDITION (a symlink, another owner, not a directory), INTERNAL (mkdir).
 [[nodiscard]] absl::Status MakePrivateDir(const std::string& dir);
 
-// The device's identity kept in <state_dir>/identity (docs/SECURITY.md "Identities and admission"):
-// read (surrounding whitespace dropped, never through a symlink), or, when the file is missing,
-// made up as "device-" + 16 random hex digits and saved there (0600), so that an install keeps
-// one identity nobody can guess. `state_dir` must exist (MakePrivateDir).
-// Errors: INTERNAL when the file cannot be read or written, INVALID_ARGUMENT when it is empty or
-// not a valid identity (CheckIdentity).
+// The device's identity kept in <state_dir>/identity (docs/guides/SECURITY.md "Identities and
+// admission"): read (surrounding whitespace dropped, never through a symlink), or, when the file is
+// missing, made up as "device-" + 16 random hex digits and saved there (0600), so that an install
+// keeps one identity nobody can guess. `state_dir` must exist (MakePrivateDir). Errors: INTERNAL
+// when the file cannot be read or written, INVALID_ARGUMENT when it is empty or not a valid
+// identity (CheckIdentity).
 [[nodiscard]] absl::StatusOr<std::string> ReadOrCreateIdentity(const std::string& state_dir);
 
-// The device's long-term Ed25519 signing key kept in <state_dir>/signing_key (docs/SECURITY.md
-// "Secure aggregation with a malicious member"), with which it signs its secure-aggregation key
-// advertisements: read (64 hex digits, the key's 32-byte seed; a private file, never through a
-// symlink), or, when the file is missing, made from the operating system's CSPRNG and saved
-// there (0600). The server binds its public key to the identity at the first proven
-// registration. `state_dir` must exist (MakePrivateDir).
-// Errors: INTERNAL when the file cannot be written or the key made; FAILED_PRECONDITION when it
-// is a link, open to others or not 64 hex digits (naming the file and the recovery).
+// The device's long-term Ed25519 signing key kept in <state_dir>/signing_key
+// (docs/guides/SECURITY.md "Secure aggregation with a malicious member"), with which it signs its
+// secure-aggregation key advertisements: read (64 hex digits, the key's 32-byte seed; a private
+// file, never through a symlink), or, when the file is missing, made from the operating system's
+// CSPRNG and saved there (0600). The server binds its public key to the identity at the first
+// proven registration. `state_dir` must exist (MakePrivateDir). Errors: INTERNAL when the file
+// cannot be written or the key made; FAILED_PRECONDITION when it is a link, open to others or not
+// 64 hex digits (naming the file and the recovery).
 [[nodiscard]] absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(
     const std::string& state_dir);
 

@@ -8,10 +8,9 @@
 // as a named-tensor model (models/named_model.h) from the file ExportInitialWeights writes.
 // With TorchTrainerOptions.reference_layout the trainer reads and writes the same network in the
 // tensor names and layouts of models/cnn.h instead (conv1/kernel ..., fc kernels [in, out]), so
-// that it trains the simulator's "cnn" model (docs/SIMULATION.md "Trainers") and its update can be
-// compared with CnnTrainer's.
-// This header includes no LibTorch header (they take about a minute per translation unit):
-// everything torch lives in torch_trainer.cc.
+// that it trains the simulator's "cnn" model (docs/guides/SIMULATION.md "Trainers") and its update
+// can be compared with CnnTrainer's. This header includes no LibTorch header (they take about a
+// minute per translation unit): everything torch lives in torch_trainer.cc.
 #ifndef FEDSCHED_MODELS_TORCH_TORCH_TRAINER_H_
 #define FEDSCHED_MODELS_TORCH_TORCH_TRAINER_H_
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a multi-job workload for fedsched-sim (docs/JOB_SCHEDULING.md "Workload"): a JobTrace
+"""Writes a multi-job workload for fedsched-sim (docs/reports/JOB_SCHEDULING.md "Workload"): a JobTrace
 in protobuf text format (schema: JobTrace in proto/fedsched/v1/sim.proto, each spec a JobSpec of
 proto/fedsched/v1/jobs.proto), built like Venn's evaluation (Liu et al., MLSys 2025): jobs arrive
 by a Poisson process, with mixed models and clients per round (K), a target in rounds (or, for

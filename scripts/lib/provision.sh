@@ -1,4 +1,4 @@
-# Device provisioning for scripts that run fedsched-server and its clients (docs/SECURITY.md
+# Device provisioning for scripts that run fedsched-server and its clients (docs/guides/SECURITY.md
 # "Identities"): the server admits only devices that present an enrolment secret derived from
 # its enrolment key (default <store_path>/enrolment_key).
 #

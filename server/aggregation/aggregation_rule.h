@@ -1,4 +1,4 @@
-// The extension point for server aggregation rules (docs/ALGORITHMS.md §5, docs/EXTENDING.md
+// The extension point for server aggregation rules (docs/ALGORITHMS.md §5, docs/guides/EXTENDING.md
 // "Adding an aggregation rule"). A rule is one class behind this interface: it declares its
 // properties, which every config check asks instead of switching on the rule, and does the
 // rule's own arithmetic. The Aggregator (aggregator.h) owns what all rules share: update checks,
@@ -46,10 +46,11 @@ struct AggregationRuleProperties {
   // update's weight share (server/round/influence.h) applies. Default: true.
   bool example_weighted = true;
   // Composes with differential privacy: the noise is calibrated to the clipped running sum's
-  // sensitivity (docs/PRIVACY.md), so the rule must aggregate through that sum. Default: true.
+  // sensitivity (docs/guides/PRIVACY.md), so the rule must aggregate through that sum. Default:
+  // true.
   bool composes_with_dp = true;
   // Composes with secure aggregation, which shows the server only the sum of the round's
-  // updates (docs/SECURE_AGGREGATION.md). Default: true.
+  // updates (docs/guides/SECURE_AGGREGATION.md). Default: true.
   bool composes_with_secure_aggregation = true;
   // Composes with hierarchical aggregation, where relays forward partial sums
   // (docs/ARCHITECTURE.md "Hierarchical aggregation"). Default: true.

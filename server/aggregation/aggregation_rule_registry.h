@@ -1,5 +1,5 @@
-// The registry of aggregation rules by name (docs/EXTENDING.md "Adding an aggregation rule").
-// The built-in rules are registered on first use under the names of config.proto's
+// The registry of aggregation rules by name (docs/guides/EXTENDING.md "Adding an aggregation
+// rule"). The built-in rules are registered on first use under the names of config.proto's
 // AggregationRule values ("fedavg", "fedavgm", "fedadam", "fedyogi", "fedadagrad",
 // "trimmed_mean", "median", "krum", "multi_krum"); a program (or a test) adds its own with
 // RegisterAggregationRule or a static AggregationRuleRegistrar, and a config names it in

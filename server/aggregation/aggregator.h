@@ -152,7 +152,7 @@ class Aggregator {
   // update (a rejected update leaves no trace, the others are folded). The averaging rules fold
   // up to 8 updates per pass over the running sum, which moves about 1 + 3/8 bytes of memory per
   // byte of update instead of 3 to 4: use it when several updates are waiting (see
-  // docs/BENCHMARKS.md). The robust rules simply call Accumulate() on each.
+  // docs/reports/BENCHMARKS.md). The robust rules simply call Accumulate() on each.
   std::vector<absl::Status> AccumulateBatch(absl::Span<const WeightedUpdate> updates);
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): folds another
@@ -178,9 +178,9 @@ class Aggregator {
   };
   [[nodiscard]] absl::StatusOr<PartialSum> TakePartialSum();
 
-  // Differential privacy (server/privacy, docs/PRIVACY.md; McMahan et al., ICLR 2018, Algorithm
-  // 1): calls `perturb` once on the running sum sum_k w_k c_k d_k (flat, in layout() order:
-  // tensor i at layout().offset(i)), e.g. to add Gaussian noise, and makes `denominator` the
+  // Differential privacy (server/privacy, docs/guides/PRIVACY.md; McMahan et al., ICLR 2018,
+  // Algorithm 1): calls `perturb` once on the running sum sum_k w_k c_k d_k (flat, in layout()
+  // order: tensor i at layout().offset(i)), e.g. to add Gaussian noise, and makes `denominator` the
   // round's total weight W (the fixed-denominator estimator: D = sum / W). Call it just before
   // Finalize. Errors: FAILED_PRECONDITION for a robust rule or when no update was accumulated;
   // INVALID_ARGUMENT for a denominator that is not finite and > 0; `perturb`'s error (it must

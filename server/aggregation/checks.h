@@ -1,5 +1,5 @@
-// Validation of models and client updates before they reach the aggregate (docs/RELIABILITY.md
-// §6: NaN/Inf or wrong-shape updates must not poison the model).
+// Validation of models and client updates before they reach the aggregate
+// (docs/reports/RELIABILITY.md §6: NaN/Inf or wrong-shape updates must not poison the model).
 #ifndef FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
 #define FEDSCHED_SERVER_AGGREGATION_CHECKS_H_
 
@@ -54,13 +54,12 @@ std::string ShapeToString(absl::Span<const int64_t> shape);
 // Index of the first non-finite value in `data[0, n)`, or -1 when all are finite.
 int64_t FirstNonFinite(const float* data, int64_t n);
 
-// Screens updates by L2 norm before they enter the sum (docs/SECURITY.md "Updates"). An update
-// is refused when its norm exceeds `max_norm` (0 = no bound), or exceeds
-// max(`median_factor` x the reference, `floor`), where the reference is the median of the latest
-// accepted norm of each of the last kWindow clients recorded (once kMinHistory clients are; 0 =
-// off). Two rules keep the reference from being starved (Sun et al., "Can you really backdoor
-// federated learning?", 2019, norm bounding; docs/SECURITY.md "Screens that cannot be
-// starved"):
+// Screens updates by L2 norm before they enter the sum (docs/guides/SECURITY.md "Updates"). An
+// update is refused when its norm exceeds `max_norm` (0 = no bound), or exceeds max(`median_factor`
+// x the reference, `floor`), where the reference is the median of the latest accepted norm of each
+// of the last kWindow clients recorded (once kMinHistory clients are; 0 = off). Two rules keep the
+// reference from being starved (Sun et al., "Can you really backdoor federated learning?", 2019,
+// norm bounding; docs/guides/SECURITY.md "Screens that cannot be starved"):
 //  * the floor: an update whose norm is at most `floor` (default aggregation.clip_update_norm,
 //    whose clipping already bounds its influence) is never refused by the median rule, so
 //    however the reference is pulled down, honest updates within the clip bound pass;

@@ -12,7 +12,7 @@
 namespace fedsched::cli {
 
 const char kCtlUsageText[] =
-    "submits and controls a running server's jobs (docs/JOBS.md).\n"
+    "submits and controls a running server's jobs (docs/guides/JOBS.md).\n"
     "\n"
     "  fedsched-ctl [flags] submit FILE        submit a job (a JobSpec in text format)\n"
     "  fedsched-ctl [flags] list [--all]       running, paused and waiting jobs (--all: ended "

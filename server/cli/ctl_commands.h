@@ -1,5 +1,5 @@
-// fedsched-ctl's commands (docs/JOBS.md "fedsched-ctl"): submit, list, status, watch, cancel,
-// pause and resume jobs over a server's JobService. Kept apart from the binary so that the
+// fedsched-ctl's commands (docs/guides/JOBS.md "fedsched-ctl"): submit, list, status, watch,
+// cancel, pause and resume jobs over a server's JobService. Kept apart from the binary so that the
 // tests run them in-process against a server.
 #ifndef FEDSCHED_SERVER_CLI_CTL_COMMANDS_H_
 #define FEDSCHED_SERVER_CLI_CTL_COMMANDS_H_

@@ -1,5 +1,5 @@
-// Text and JSON rendering of jobs and their round records for fedsched-ctl (docs/JOBS.md). Kept
-// apart from the binary so that its output is unit-tested. Pure; no I/O.
+// Text and JSON rendering of jobs and their round records for fedsched-ctl (docs/guides/JOBS.md).
+// Kept apart from the binary so that its output is unit-tested. Pure; no I/O.
 #ifndef FEDSCHED_SERVER_CLI_JOB_FORMAT_H_
 #define FEDSCHED_SERVER_CLI_JOB_FORMAT_H_
 

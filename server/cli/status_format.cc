@@ -54,8 +54,8 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
   if (!in_flight) {
     absl::StrAppendFormat(&line, ", predictor MAPE %.1f %%", 100 * r.predictor_mape());
   }
-  // Why uploads were refused (docs/SECURITY.md "Screens that cannot be starved"), e.g. "rejected:
-  // norm_median 3, late 1".
+  // Why uploads were refused (docs/guides/SECURITY.md "Screens that cannot be starved"), e.g.
+  // "rejected: norm_median 3, late 1".
   if (r.rejected_by_reason_size() > 0) {
     absl::StrAppend(&line, ", rejected:");
     for (int i = 0; i < r.rejected_by_reason_size(); ++i) {
@@ -68,7 +68,7 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
     absl::StrAppendFormat(&line, ", staleness mean %.2f max %d, %d dropped as stale",
                           r.staleness_mean(), r.staleness_max(), r.dropped_stale());
   }
-  // Resource fit (docs/RESOURCE_FIT.md): out-of-memory task failures, the memory predictor's
+  // Resource fit (docs/guides/RESOURCE_FIT.md): out-of-memory task failures, the memory predictor's
   // error, and the candidates passed over because they fit no batch.
   if (r.oom_failures() > 0) absl::StrAppendFormat(&line, ", %d out of memory", r.oom_failures());
   if (!in_flight && r.memory_predictions_scored() > 0) {
@@ -77,8 +77,8 @@ std::string RoundHeadline(const v1::RoundRecord& r) {
   if (r.passed_over_size() > 0) {
     absl::StrAppendFormat(&line, ", %d passed over (does not fit)", r.passed_over_size());
   }
-  // Differential privacy (docs/PRIVACY.md): the budget spent after this round, and the clip norm
-  // and noise it used.
+  // Differential privacy (docs/guides/PRIVACY.md): the budget spent after this round, and the clip
+  // norm and noise it used.
   if (r.dp_delta() > 0) {
     absl::StrAppendFormat(&line, ", epsilon %.4f at delta %.2g (clip %.4g, noise std %.4g)",
                           r.dp_epsilon(), r.dp_delta(), r.dp_clip_norm(), r.dp_noise_stddev());
@@ -95,7 +95,7 @@ std::string BatchNote(const v1::SelectionReason& c) {
 }
 
 // " [matched: <reason>]" for a participant the device-to-job matcher offered to its job with a
-// reason (SelectionReason.match_reason; docs/JOBS.md "Scheduling devices across jobs").
+// reason (SelectionReason.match_reason; docs/guides/JOBS.md "Scheduling devices across jobs").
 std::string MatchNote(const v1::SelectionReason& c) {
   return c.match_reason().empty() ? "" : absl::StrCat(" [matched: ", c.match_reason(), "]");
 }
@@ -171,7 +171,8 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormat
                                     status.paced_clients(), status.checkin_cycle_ms() / 1000.0));
   }
   if (status.revoked_identities() > 0) {
-    // docs/OPERATIONS.md "Revoking a device"; the names only reach callers on the server's host.
+    // docs/guides/OPERATIONS.md "Revoking a device"; the names only reach callers on the server's
+    // host.
     absl::StrAppend(
         &out, "revoked identities: ", status.revoked_identities(),
         status.revoked_identity_names().empty()
@@ -185,8 +186,8 @@ std::string FormatStatus(const v1::GetStatusResponse& status, const StatusFormat
     absl::StrAppend(&out, "\n", RoundHeadline(r), CohortTable(r));
   }
   if (options.clients) out += ClientTable(status);
-  // Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): members kept out of
-  // its cohorts, each with why; shown whether or not the client table is.
+  // Secure aggregation (docs/guides/SECURE_AGGREGATION.md "A malicious member"): members kept out
+  // of its cohorts, each with why; shown whether or not the client table is.
   for (const v1::ClientSummary& c : status.clients()) {
     if (c.profile().secagg_excluded().empty()) continue;
     absl::StrAppend(&out, "secure aggregation excludes ", c.client_id(),

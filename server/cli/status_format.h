@@ -1,5 +1,5 @@
-// Text rendering of a server's GetStatusResponse for fedsched-status (docs/RELIABILITY.md §8,
-// operator facts). Kept apart from the binary so that its output is unit-tested.
+// Text rendering of a server's GetStatusResponse for fedsched-status (docs/reports/RELIABILITY.md
+// §8, operator facts). Kept apart from the binary so that its output is unit-tested.
 #ifndef FEDSCHED_SERVER_CLI_STATUS_FORMAT_H_
 #define FEDSCHED_SERVER_CLI_STATUS_FORMAT_H_
 

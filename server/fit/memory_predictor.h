@@ -1,5 +1,5 @@
 // Resource fit: predicts a training task's peak memory on a device (docs/ALGORITHMS.md §8,
-// docs/RESOURCE_FIT.md). An analytic prior from the model's shape (parameters,
+// docs/guides/RESOURCE_FIT.md). An analytic prior from the model's shape (parameters,
 // gradients, optimiser state, activations x batch) is multiplied by a ratio learned online per
 // device model from the peaks devices report, so that a new device of a known model starts with
 // its model's ratio and a device of an unseen model with the fleet's. The approach of learning

@@ -1,4 +1,4 @@
-// The devices the job host has admitted (docs/JOBS.md "Devices shared by jobs"): what each
+// The devices the job host has admitted (docs/guides/JOBS.md "Devices shared by jobs"): what each
 // registration said and the session it was given, so that a job opened later registers the
 // same devices, with the same client ids and tokens, without a second admission.
 #ifndef FEDSCHED_SERVER_FLEET_DEVICE_ROSTER_H_

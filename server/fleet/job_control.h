@@ -1,5 +1,5 @@
-// The operator's control of jobs (JobService, docs/JOBS.md), as an interface so that the gRPC
-// service and its tests do not need a running fleet.
+// The operator's control of jobs (JobService, docs/guides/JOBS.md), as an interface so that the
+// gRPC service and its tests do not need a running fleet.
 #ifndef FEDSCHED_SERVER_FLEET_JOB_CONTROL_H_
 #define FEDSCHED_SERVER_FLEET_JOB_CONTROL_H_
 

@@ -1,5 +1,5 @@
 // The job host's lifecycle half: opening and resuming jobs, starting waiting ones as room
-// allows, ending them (docs/JOBS.md "Lifecycle"), and the commit-time work of each job.
+// allows, ending them (docs/guides/JOBS.md "Lifecycle"), and the commit-time work of each job.
 #include "server/fleet/job_host.h"
 
 #include <algorithm>
@@ -361,7 +361,7 @@ void JobHost::Impl::OnCommitted(const std::string& name, const v1::RoundRecord& 
   }
   if (own == nullptr) return;
   // The participants' system profile (speed, bandwidth, availability) is one per device: the
-  // other jobs plan with what this round measured (docs/JOBS.md "Devices shared by jobs").
+  // other jobs plan with what this round measured (docs/guides/JOBS.md "Devices shared by jobs").
   if (!others.empty()) {
     std::vector<std::string> ids;
     for (const v1::SelectionReason& picked : round.cohort()) ids.push_back(picked.client_id());

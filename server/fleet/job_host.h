@@ -1,4 +1,4 @@
-// The job host (docs/JOBS.md): one server running many federated jobs over one device fleet.
+// The job host (docs/guides/JOBS.md): one server running many federated jobs over one device fleet.
 // Each job is a Coordinator over its own store namespace; the host registers each device once,
 // matches idle devices to jobs through a jobs::FleetLedger (the pure core's device-to-job
 // matcher), routes every device call to the job it concerns, and keeps the jobs' lifecycle

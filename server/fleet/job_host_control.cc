@@ -1,4 +1,4 @@
-// The job host's operator half (JobControl, docs/JOBS.md "The API"): submit, list, get,
+// The job host's operator half (JobControl, docs/guides/JOBS.md "The API"): submit, list, get,
 // cancel, pause, resume, and a job's round records.
 #include <algorithm>
 #include <memory>

@@ -1,4 +1,4 @@
-// The rules of a job's lifecycle (docs/JOBS.md "Lifecycle"): which operator actions a state
+// The rules of a job's lifecycle (docs/guides/JOBS.md "Lifecycle"): which operator actions a state
 // allows, and how a committed round ends a job. Pure: no clock, store or lock; the job host
 // (job_host.h) applies them.
 #ifndef FEDSCHED_SERVER_FLEET_JOB_LIFECYCLE_H_

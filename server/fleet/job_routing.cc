@@ -1,6 +1,6 @@
 // The job host's device half (DeviceService): registration once for every job, polls answered
 // with a task of a job the device holds, and every task call routed by its task id's job
-// (docs/JOBS.md "Devices shared by jobs").
+// (docs/guides/JOBS.md "Devices shared by jobs").
 #include <algorithm>
 #include <optional>
 #include <utility>

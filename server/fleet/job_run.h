@@ -73,7 +73,7 @@ struct JobOpening {
 [[nodiscard]] absl::StatusOr<std::shared_ptr<Coordinator>> OpenJobCoordinator(
     const JobHostOptions& host, JobOpening opening);
 
-// Task ids on the wire (docs/JOBS.md): a submitted job's are "<job>/<id>", the config job's
+// Task ids on the wire (docs/guides/JOBS.md): a submitted job's are "<job>/<id>", the config job's
 // carry no prefix.
 std::string WireTaskId(const JobRun& run, std::string_view task_id);
 // The job a wire task id names ("" for none: the config job's) and the coordinator's own id.

@@ -1,4 +1,4 @@
-// Which device may ever train which job (docs/JOBS.md "Matching devices to jobs"): the fixed
+// Which device may ever train which job (docs/guides/JOBS.md "Matching devices to jobs"): the fixed
 // part of the fleet ledger's eligibility, apart from what changes with time (holds, claims,
 // the contribution interval).
 #ifndef FEDSCHED_SERVER_JOBS_ELIGIBILITY_H_

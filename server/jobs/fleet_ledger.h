@@ -1,4 +1,4 @@
-// The device fleet as jobs share it (docs/JOBS.md "Matching devices to jobs"): who may train
+// The device fleet as jobs share it (docs/guides/JOBS.md "Matching devices to jobs"): who may train
 // what, which job holds each device, and the offers of idle devices the matcher makes. Pure:
 // time is passed in; thread-safe with a lock of its own (the server's coordinators plan on
 // their own threads), so the simulator and the server run the same code.

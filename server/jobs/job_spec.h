@@ -1,5 +1,5 @@
-// The job spec (v1::JobSpec, docs/JOBS.md): its checks, and the ServerConfig one job runs with.
-// Pure: no file is read (a weights file is checked when the job starts).
+// The job spec (v1::JobSpec, docs/guides/JOBS.md): its checks, and the ServerConfig one job runs
+// with. Pure: no file is read (a weights file is checked when the job starts).
 #ifndef FEDSCHED_SERVER_JOBS_JOB_SPEC_H_
 #define FEDSCHED_SERVER_JOBS_JOB_SPEC_H_
 

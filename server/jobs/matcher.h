@@ -1,5 +1,5 @@
-// Device-to-job matching (docs/JOBS.md "Matching devices to jobs"): which idle device each job
-// may plan. Pure: no clock, socket, disk or thread; the server and the simulator call it alike.
+// Device-to-job matching (docs/guides/JOBS.md "Matching devices to jobs"): which idle device each
+// job may plan. Pure: no clock, socket, disk or thread; the server and the simulator call it alike.
 #ifndef FEDSCHED_SERVER_JOBS_MATCHER_H_
 #define FEDSCHED_SERVER_JOBS_MATCHER_H_
 
@@ -74,7 +74,8 @@ struct MatchInput {
   // devices across jobs"): a wide choice lets the job first in the order plan a cohort of the
   // best devices, nearly as if it had the fleet to itself (shortest remaining first), and the
   // rest flows to the next job. A narrow share (1.5) gave slower cohorts and a longer average
-  // JCT in the simulator's job experiment (docs/JOB_SCHEDULING.md). Values below 1 count as 1.
+  // JCT in the simulator's job experiment (docs/reports/JOB_SCHEDULING.md). Values below 1 count
+  // as 1.
   double offer_slack = 8;
   std::vector<MatchJob> jobs;
   // Sorted by client_id, so that every caller hands a matcher the same list.

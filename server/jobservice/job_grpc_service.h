@@ -1,5 +1,5 @@
-// The gRPC JobService (proto/fedsched/v1/jobs.proto, docs/JOBS.md): the operator's job API over
-// a fleet::JobControl, the one place where its absl::Status becomes a grpc::Status.
+// The gRPC JobService (proto/fedsched/v1/jobs.proto, docs/guides/JOBS.md): the operator's job API
+// over a fleet::JobControl, the one place where its absl::Status becomes a grpc::Status.
 #ifndef FEDSCHED_SERVER_JOBSERVICE_JOB_GRPC_SERVICE_H_
 #define FEDSCHED_SERVER_JOBSERVICE_JOB_GRPC_SERVICE_H_
 

@@ -1,5 +1,5 @@
 // Health reporting through the standard gRPC health service (grpc.health.v1, gRPC's built-in
-// implementation), for load balancers and Kubernetes probes (docs/OPERATIONS.md).
+// implementation), for load balancers and Kubernetes probes (docs/guides/OPERATIONS.md).
 //
 // The server reports NOT_SERVING while its store opens and the run resumes, SERVING once it
 // accepts clients, and NOT_SERVING again while it drains (SIGTERM, run finished, a failed commit).

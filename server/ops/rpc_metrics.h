@@ -1,5 +1,5 @@
 // A gRPC server interceptor that counts every RPC by method and status code and the bytes of the
-// messages each method receives and sends, into ServerMetrics (docs/OPERATIONS.md).
+// messages each method receives and sends, into ServerMetrics (docs/guides/OPERATIONS.md).
 #pragma once
 
 #include <memory>

@@ -52,7 +52,7 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
   updates_rejected_ = &prometheus::BuildCounter()
                            .Name("fedsched_updates_rejected_total")
                            .Help(
-                               "Uploads refused, by reason (docs/SECURITY.md \"Screens that "
+                               "Uploads refused, by reason (docs/guides/SECURITY.md \"Screens that "
                                "cannot be starved\"): session, task, late, examples, metrics, "
                                "payload, validation, norm_bound, norm_median.")
                            .Register(r);

@@ -1,4 +1,4 @@
-// Prometheus metrics of a running fedsched-server (docs/OPERATIONS.md lists every name).
+// Prometheus metrics of a running fedsched-server (docs/guides/OPERATIONS.md lists every name).
 //
 // ServerMetrics owns a prometheus-cpp registry and, when given an address, the HTTP exposer that
 // serves it at /metrics. The server feeds it from the coordinator's callbacks (rounds committed
@@ -6,8 +6,8 @@
 // from a gRPC interceptor (RPCs by method and status code, bytes in and out; rpc_metrics.h).
 // Every method is thread-safe and cheap (atomic adds; a label lookup under a small lock).
 // Metrics of a round, a task or an update carry a `job` label when the caller names the job
-// (docs/JOBS.md: the server names every job, its config's own too); without one (""), they are
-// exported without it, as a server of one run did.
+// (docs/guides/JOBS.md: the server names every job, its config's own too); without one (""), they
+// are exported without it, as a server of one run did.
 #pragma once
 
 #include <map>
@@ -67,7 +67,7 @@ class ServerMetrics {
   // Exports fedsched_updates_rejected_total{reason} of `job` at 0 before the first refusal, so
   // that dashboards and alerts see every reason from the start.
   void DeclareRejectReason(const std::string& reason, const std::string& job = "");
-  // Jobs sharing a fleet (docs/JOBS.md "Scheduling devices across jobs"), from the fleet
+  // Jobs sharing a fleet (docs/guides/JOBS.md "Scheduling devices across jobs"), from the fleet
   // ledger's snapshot: how long `job`'s current demand has waited unmet and its longest wait,
   // seconds (gauges), and its starvations so far (waits past the starvation bound; a counter
   // raised to `starved` when it grew).

@@ -43,7 +43,7 @@ void ExperienceTracker::ExportTo(v1::FedCaseState* f, const profile::ProfileBook
   if (book != nullptr) {
     // Sorted by client index (registration order, stable across restarts), not by id: the
     // state is exported at every commit, and sorting 100k id strings per round took half of a
-    // 100k-client simulation (docs/SIMULATION.md, speed run).
+    // 100k-client simulation (docs/reports/SIMULATION.md, speed run).
     std::vector<std::pair<profile::ClientIndex, double>> indexed(experiences_.begin(),
                                                                  experiences_.end());
     std::sort(indexed.begin(), indexed.end());

@@ -19,8 +19,8 @@ class FedschedPolicyKind final : public SelectionPolicyKind {
   }
 
   void ApplyPreset(v1::ServerConfig* config) const override {
-    // The levers measured together in docs/SIMULATION.md ("One configuration for both models"):
-    // each alone is an option of any policy; the preset is their one tested combination.
+    // The levers measured together in docs/reports/SIMULATION.md ("One configuration for both
+    // models"): each alone is an option of any policy; the preset is their one tested combination.
     v1::SelectionConfig* sel = config->mutable_selection();
     sel->set_workload_sizing(true);
     sel->mutable_oort()->set_hold_round_threshold(true);

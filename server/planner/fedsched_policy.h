@@ -1,7 +1,7 @@
 // fedsched's own scheduler (docs/ALGORITHMS.md §11) as a selection policy: FedCaSe's selection
 // (Khan et al., SoCC 2024) with a preset of the planner's levers, each of which is an option of
-// any policy; the preset is their one tested combination (docs/SIMULATION.md "One configuration
-// for both models").
+// any policy; the preset is their one tested combination (docs/reports/SIMULATION.md "One
+// configuration for both models").
 #ifndef FEDSCHED_SERVER_PLANNER_FEDSCHED_POLICY_H_
 #define FEDSCHED_SERVER_PLANNER_FEDSCHED_POLICY_H_
 

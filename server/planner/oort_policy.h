@@ -86,7 +86,7 @@ class OortPolicy final : public SelectionPolicy {
 
 // "oort" (SELECTION_POLICY_OORT): OortPolicy over the planner's pacer; config OortConfig (the
 // same as selection.oort). --policy gives it the LRU cache, as Oort was measured
-// (docs/SIMULATION.md). Registered by policy_registry.cc.
+// (docs/reports/SIMULATION.md). Registered by policy_registry.cc.
 std::unique_ptr<SelectionPolicyKind> MakeOortPolicyKind();
 
 }  // namespace fedsched::planner

@@ -161,7 +161,7 @@ struct PlannerOptions {
   // Epochs per task when local_steps is 0, >= 1. Default: 1.
   int32_t local_epochs = 1;
   // Upper bound on any task's local steps, whatever num_samples a client declared
-  // (docs/SECURITY.md). Default: 1000.
+  // (docs/guides/SECURITY.md). Default: 1000.
   int32_t max_local_steps = 1000;
   // Seeds the selection randomness, together with the round and the attempt. Default: 1.
   uint64_t seed = 1;

@@ -4,8 +4,8 @@
 // One subclass per policy, in the policy's own file: RandomPolicyKind (random_policy.h),
 // OortPolicyKind (oort_policy.h), FedCasePolicyKind (fedcase_policy.h), PyramidFlPolicyKind
 // (pyramidfl_policy.h) and FedschedPolicyKind (fedsched_policy.h). They are registered by name in
-// policy_registry.h, where a program or a test registers its own (docs/EXTENDING.md "Adding a
-// selection policy").
+// policy_registry.h, where a program or a test registers its own (docs/guides/EXTENDING.md "Adding
+// a selection policy").
 #ifndef FEDSCHED_SERVER_PLANNER_POLICY_KIND_H_
 #define FEDSCHED_SERVER_PLANNER_POLICY_KIND_H_
 

@@ -2,7 +2,7 @@
 // "pyramidfl", "fedsched") and any a program or a test registers with RegisterSelectionPolicy
 // before it builds a config or a planner. The server and the simulator resolve a config's policy,
 // apply its preset and apply the --policy flag through these same functions, so a policy behaves
-// identically in both (docs/EXTENDING.md "Adding a selection policy").
+// identically in both (docs/guides/EXTENDING.md "Adding a selection policy").
 //
 // Thread-safe: registration and lookups may run concurrently; a registered kind lives until
 // the program exits, so the pointers returned stay valid.

@@ -23,7 +23,7 @@ namespace {
 
 // The unsized local steps of a client with `num_samples` at `batch` samples per step: its
 // configured steps at options.batch_size, as more, smaller steps when the batch was lowered to fit
-// memory (the task keeps its work, ceil(B x steps / b); docs/RESOURCE_FIT.md).
+// memory (the task keeps its work, ceil(B x steps / b); docs/guides/RESOURCE_FIT.md).
 int32_t FullStepsAt(const PlannerOptions& options, int64_t num_samples, int32_t batch) {
   const int64_t samples =
       static_cast<int64_t>(LocalStepsFor(options, num_samples)) * options.batch_size;
@@ -71,7 +71,7 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
     c->mem_fits = b > 0;
     if (b > 0 && b < options_.batch_size) {
       // Keep the task's work (batch x steps samples) when its batch is lowered to fit memory:
-      // more, smaller steps (docs/RESOURCE_FIT.md). Fewer samples trained cost accuracy.
+      // more, smaller steps (docs/guides/RESOURCE_FIT.md). Fewer samples trained cost accuracy.
       c->batch = b;
       full_steps = FullStepsAt(options_, s.num_samples, b);
     }

@@ -1,5 +1,5 @@
 // fedsched-epsilon: the privacy accountant (server/privacy/rdp_accountant.h) on the command line,
-// for planning a budget and for the figures of docs/PRIVACY.md.
+// for planning a budget and for the figures of docs/guides/PRIVACY.md.
 //
 //   fedsched-epsilon --q=0.01 --noise_multiplier=1.1 --rounds=1,10,100,1000 --delta=1e-5
 //

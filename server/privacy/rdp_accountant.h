@@ -4,7 +4,8 @@
 // (epsilon, delta)-DP with the conversion of Balle et al., "Hypothesis Testing Interpretations and
 // Renyi Differential Privacy", AISTATS 2020, Theorem 21:
 //   epsilon = min over orders a of  RDP(a) + log((a - 1) / a) - (log(delta) + log(a)) / (a - 1).
-// docs/ALGORITHMS.md §9 and docs/PRIVACY.md state the assumptions. Pure: no clock, disk, threads.
+// docs/ALGORITHMS.md §9 and docs/guides/PRIVACY.md state the assumptions. Pure: no clock, disk,
+// threads.
 #ifndef FEDSCHED_SERVER_PRIVACY_RDP_ACCOUNTANT_H_
 #define FEDSCHED_SERVER_PRIVACY_RDP_ACCOUNTANT_H_
 

@@ -1,6 +1,6 @@
-// Differential privacy of the round engine (docs/PRIVACY.md, docs/ALGORITHMS.md §9): the config
-// rules (ResolvePrivacyConfig) and the per-run state (RoundPrivacy) that the engine asks for the
-// round's clip norm and noise and that accounts each noised round. DP-FedAvg (McMahan et al.,
+// Differential privacy of the round engine (docs/guides/PRIVACY.md, docs/ALGORITHMS.md §9): the
+// config rules (ResolvePrivacyConfig) and the per-run state (RoundPrivacy) that the engine asks for
+// the round's clip norm and noise and that accounts each noised round. DP-FedAvg (McMahan et al.,
 // ICLR 2018, Algorithm 1) with uniform update weights and the fixed denominator K; adaptive
 // clipping (Andrew et al., NeurIPS 2021, Algorithm 1); the RDP accountant of rdp_accountant.h.
 // Pure: seeds are arguments; no clock, disk or threads.

@@ -486,7 +486,7 @@ bool ProfileBook::InFailureCooldown(ClientIndex index, double now_s) const {
   const ClientState& s = states_[index];
   // A client that never had an update accepted gets no benefit of the doubt: it sits out after
   // its first counted failure (a live sybil that never uploads costs one failed task, not
-  // failure_cooldown_after of them; docs/SECURITY.md "Identities and admission").
+  // failure_cooldown_after of them; docs/guides/SECURITY.md "Identities and admission").
   const int32_t after = options_.failure_cooldown_after <= 0 ? 0
                         : s.has_utility                      ? options_.failure_cooldown_after
                                                              : 1;

@@ -49,9 +49,9 @@ struct ProfileBookOptions {
   // Defaults: 10 ms, 10000 kbit/s. Must be > 0.
   double default_compute_ms_per_sample = 10.0;
   double default_kbps = 10000.0;
-  // Failure penalty (docs/SECURITY.md "Identities and admission"): after this many counted failures
-  // in a row (TaskFailure::kDropped or kMissedDeadline, no success in between) a client is in a
-  // cooldown of failure_cooldown_s x 2^(failures - failure_cooldown_after) seconds from its
+  // Failure penalty (docs/guides/SECURITY.md "Identities and admission"): after this many counted
+  // failures in a row (TaskFailure::kDropped or kMissedDeadline, no success in between) a client is
+  // in a cooldown of failure_cooldown_s x 2^(failures - failure_cooldown_after) seconds from its
   // last failure, at most 64 x failure_cooldown_s. 0 = no penalty. Defaults: 3 and 60 s
   // (security.failure_cooldown_after / failure_cooldown_s). failure_cooldown_s must be >= 0.
   int32_t failure_cooldown_after = 3;
@@ -64,9 +64,9 @@ struct ProfileBookOptions {
       const v1::ServerConfig& config);
 };
 
-// The system fields of a client profile, which jobs sharing a device fleet share (docs/JOBS.md
-// "Shared system profile"): compute_ms_per_sample, upload_kbps, download_kbps, availability
-// and measured_tasks are copied from `from` into `*to`; nothing else is touched.
+// The system fields of a client profile, which jobs sharing a device fleet share
+// (docs/guides/JOBS.md "Shared system profile"): compute_ms_per_sample, upload_kbps, download_kbps,
+// availability and measured_tasks are copied from `from` into `*to`; nothing else is touched.
 void CopySystemFields(const v1::ClientProfile& from, v1::ClientProfile* to);
 
 // Server-side timing of one completed task.
@@ -153,10 +153,9 @@ class ProfileBook {
   // online and not busy at once (a task it had in flight is forgotten, so that a re-registering
   // client is never left unschedulable). New clients get client id "c<n>", or `client_id`
   // when given (a job's book keys its devices by the client ids the fleet's admitting
-  // coordinator gave them, docs/JOBS.md); an identity known under another client id then takes
-  // `client_id`, keeping its profile.
-  // Errors: INVALID_ARGUMENT for an empty identity, a negative / non-finite device figure, or a
-  // `client_id` that names another identity.
+  // coordinator gave them, docs/guides/JOBS.md); an identity known under another client id then
+  // takes `client_id`, keeping its profile. Errors: INVALID_ARGUMENT for an empty identity, a
+  // negative / non-finite device figure, or a `client_id` that names another identity.
   [[nodiscard]] absl::StatusOr<Registration> OnRegister(std::string_view identity,
                                                         const v1::DeviceProfile& device,
                                                         double now_s,
@@ -232,18 +231,18 @@ class ProfileBook {
   // failure_cooldown_after counted failures in a row, cooldown doubling per further failure;
   // a client that never had an update accepted sits out after its first counted failure).
   // The round engine leaves such clients out of planning while enough others are reachable
-  // (docs/SECURITY.md "Identities and admission"). Precondition: index < size().
+  // (docs/guides/SECURITY.md "Identities and admission"). Precondition: index < size().
   bool InFailureCooldown(ClientIndex index, double now_s) const;
 
-  // Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): keeps the client out
-  // of later secure-aggregation cohorts, with `why` (ClientProfile.secagg_excluded, persisted;
+  // Secure aggregation (docs/guides/SECURE_AGGREGATION.md "A malicious member"): keeps the client
+  // out of later secure-aggregation cohorts, with `why` (ClientProfile.secagg_excluded, persisted;
   // the first reason stays). Such an identity is never expired by CollectUnseen. Errors:
   // NOT_FOUND.
   [[nodiscard]] absl::Status ExcludeFromSecAgg(ClientIndex index, std::string why, double now_s);
   // Whether ExcludeFromSecAgg was called for the client (false for an unknown index).
   bool SecAggExcluded(ClientIndex index) const;
 
-  // Shared system profile (docs/JOBS.md): replaces the client's system fields by `system`'s
+  // Shared system profile (docs/guides/JOBS.md): replaces the client's system fields by `system`'s
   // (compute_ms_per_sample, upload_kbps, download_kbps, availability, measured_tasks, as
   // another job's book measured them) and updates the expectations and priors derived from
   // them, as a measurement would. Everything else (utility, cache ratio, failures, selection
@@ -260,16 +259,16 @@ class ProfileBook {
   // NOT_FOUND.
   [[nodiscard]] absl::Status SetSigningPublicKey(ClientIndex index, std::string public_key);
 
-  // Never-proven (docs/SECURITY.md "Identities and admission"): admitted on first use (no enrolment
-  // secret, no certificate) and never had an update accepted. Only these are held to a share
-  // of a cohort and of the identity table. Precondition: index < size().
+  // Never-proven (docs/guides/SECURITY.md "Identities and admission"): admitted on first use (no
+  // enrolment secret, no certificate) and never had an update accepted. Only these are held to a
+  // share of a cohort and of the identity table. Precondition: index < size().
   bool IsUnproven(ClientIndex index) const {
     return states_[index].first_use && !states_[index].has_utility;
   }
   // Live never-proven clients. O(size()).
   int64_t CountUnproven() const;
 
-  // Identity expiry (docs/SECURITY.md "Identities and admission"): appends to `out` (cleared
+  // Identity expiry (docs/guides/SECURITY.md "Identities and admission"): appends to `out` (cleared
   // first), in index order, every live client that never had an update accepted (successes == 0),
   // has no task in flight (not busy) and was last heard from (registration, heartbeat, upload) more
   // than `ttl_s` seconds before now_s. O(size()).

@@ -1,6 +1,6 @@
 // The scale of the noise on the statistical-utility report (SelectionConfig
-// .utility_noise_factor; docs/PRIVACY.md "Noise on the utility report"). Oort (Lai et al., OSDI
-// 2021) proposes that clients report a noised utility; its authors' code (SymbioticLab/Oort
+// .utility_noise_factor; docs/guides/PRIVACY.md "Noise on the utility report"). Oort (Lai et al.,
+// OSDI 2021) proposes that clients report a noised utility; its authors' code (SymbioticLab/Oort
 // training/param_server.py) draws the noise from N(0, (noise_factor x median reward)^2), the
 // "median" refreshed after every round. The round engine asks for the deviation once per
 // planning and hands it to every task it plans; the device adds the noise

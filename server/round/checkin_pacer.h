@@ -36,7 +36,7 @@ struct PacerOptions {
   // Never-proven devices (ProfileBook::IsUnproven) are paced as a population of their own
   // against ceil(unproven_share x pool) (at least 1) while at least `need` proven or
   // provisioned devices are available, so a crowd of them neither crowds the proven devices
-  // out of the pool nor has them sent away (docs/SECURITY.md "Identities and admission").
+  // out of the pool nor has them sent away (docs/guides/SECURITY.md "Identities and admission").
   // security.max_unproven_task_fraction; min_updates.
   double unproven_share = 1.0;
   int64_t need = 1;

@@ -1,4 +1,4 @@
-// The collapse guard's verdict on a committed model's test evaluation (docs/SECURITY.md
+// The collapse guard's verdict on a committed model's test evaluation (docs/guides/SECURITY.md
 // "Updates"): a round whose model evaluates to a non-finite figure, or whose accuracy falls more
 // than security.max_accuracy_drop below the best accepted so far, must not be published. Keeps
 // the reference the verdict compares against (the initial model's accuracy and the best

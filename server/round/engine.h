@@ -105,9 +105,9 @@ struct Task {
   // PyramidFL update dropout (planner::PlannedTask::update_dropout; v1::Task.update_dropout).
   double update_dropout = 0;
   // Standard deviation of the Gaussian noise the client adds to its statistical-utility report
-  // (v1::Task.utility_noise_stddev; Oort, Lai et al., OSDI 2021; docs/PRIVACY.md), examples x
-  // loss: selection.utility_noise_factor x the median reported utility when the round was
-  // planned (profile::UtilityNoiseStddev); 0 = exact report.
+  // (v1::Task.utility_noise_stddev; Oort, Lai et al., OSDI 2021; docs/guides/PRIVACY.md), examples
+  // x loss: selection.utility_noise_factor x the median reported utility when the round was planned
+  // (profile::UtilityNoiseStddev); 0 = exact report.
   double utility_noise_stddev = 0;
   v1::CachePlan cache_plan;
   // Secure aggregation (ServerConfig.secure_aggregation): the task's part in its round's
@@ -128,8 +128,8 @@ struct Task {
   bool in_flight() const { return !uploaded && !failed; }
 };
 
-// Why an upload was refused (docs/SECURITY.md "Screens that cannot be starved"): the reason of
-// RoundRecord.rejected_by_reason, of the server's fedsched_updates_rejected_total{reason} and of
+// Why an upload was refused (docs/guides/SECURITY.md "Screens that cannot be starved"): the reason
+// of RoundRecord.rejected_by_reason, of the server's fedsched_updates_rejected_total{reason} and of
 // its log lines.
 enum class RejectReason {
   kSession,     // no valid session: the sender is not known
@@ -183,7 +183,7 @@ struct Update {
   UpdateClaim claim;
   const v1::Model* delta = nullptr;  // trained - downloaded, the global model's shapes; not owned
   // Secure aggregation instead of `delta` (exactly one of the two is set): the client's masked
-  // input (docs/SECURE_AGGREGATION.md); not owned.
+  // input (docs/guides/SECURE_AGGREGATION.md); not owned.
   const v1::SecAggMaskedInput* masked = nullptr;
   v1::UpdateMetrics metrics;  // as uploaded (num_examples == claim.num_examples)
   double now_s = 0;           // arrival time, caller's seconds
@@ -261,8 +261,8 @@ struct EngineOptions {
   // SimConfig.target_accuracy), reported in MatchFacts; the caller stops the run when it is
   // reached. 0 = none.
   double target_accuracy = 0;
-  // The job's planning gate when several jobs share the fleet (docs/JOBS.md "Scheduling devices
-  // across jobs"): each planned task's SelectionReason.match_reason is its OfferReason. Not
+  // The job's planning gate when several jobs share the fleet (docs/guides/JOBS.md "Scheduling
+  // devices across jobs"): each planned task's SelectionReason.match_reason is its OfferReason. Not
   // owned; must outlive the engine. Null = the fleet is the run's alone (no match reasons).
   const PlanningGate* planning_gate = nullptr;
 };
@@ -285,9 +285,9 @@ class RoundEngine {
       const std::string& identity, const v1::DeviceProfile& device, double now_s);
   // The client is alive (any RPC). Errors: NOT_FOUND for an unknown index.
   [[nodiscard]] absl::Status Heartbeat(ClientIndex index, double now_s);
-  // Identity expiry (docs/SECURITY.md "Identities and admission"): forgets every client that never
-  // had an update accepted, has no task the engine remembers, and was last heard from more than
-  // `ttl_s` seconds before now_s (ProfileBook::CollectUnseen, ProfileBook::Retire). Returns
+  // Identity expiry (docs/guides/SECURITY.md "Identities and admission"): forgets every client that
+  // never had an update accepted, has no task the engine remembers, and was last heard from more
+  // than `ttl_s` seconds before now_s (ProfileBook::CollectUnseen, ProfileBook::Retire). Returns
   // their client ids, for the caller to drop their sessions and stored profiles. The server
   // calls it (security.unseen_identity_ttl_s); the simulator does not (its devices register
   // once and may be offline for hours). O(clients + tasks).
@@ -304,8 +304,8 @@ class RoundEngine {
 
   // The client's task in flight, or null.
   const Task* TaskOf(ClientIndex index) const;
-  // The participants this run asks for now (round::PlanningGate::Settle's demand, docs/JOBS.md
-  // "Matching devices to jobs"): synchronous rounds, while no round is open,
+  // The participants this run asks for now (round::PlanningGate::Settle's demand,
+  // docs/guides/JOBS.md "Matching devices to jobs"): synchronous rounds, while no round is open,
   // max(ceil(K x over-commitment), min_online_clients), and 0 while a round runs; under FedBuff,
   // while fewer than ceil(K x over-commitment) tasks are in flight, the free slots (at least
   // the reachable clients still missing to min_online_clients), else 0. 0 once finished(), and
@@ -384,9 +384,9 @@ class RoundEngine {
   [[nodiscard]] absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
                                      std::shared_ptr<const ModelBlob> blob);
 
-  // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): applies the step message of
-  // `request` (advertise, share keys or unmask; none = only asking) from client `index` for its
-  // task, then returns what the client is owed next: its next step's input, `done`, or
+  // Secure aggregation (docs/guides/SECURE_AGGREGATION.md "Over the wire"): applies the step
+  // message of `request` (advertise, share keys or unmask; none = only asking) from client `index`
+  // for its task, then returns what the client is owed next: its next step's input, `done`, or
   // retry_after_ms. The masked input itself arrives through FoldUpdates (Update::masked).
   // A task of a round that has closed gets `done`. Errors: NOT_FOUND (unknown task),
   // PERMISSION_DENIED (another client's task, or a message naming another sender),
@@ -417,8 +417,8 @@ class RoundEngine {
   // Refusals since the last call, in order (at most the newest 4096).
   std::vector<RefusalNote> TakeRefusals();
 
-  // Collapse guard (docs/SECURITY.md "Updates"): the verdict on the test-set evaluation of the
-  // model the last Advance committed (`accuracy` a fraction in [0, 1], `loss` the mean
+  // Collapse guard (docs/guides/SECURITY.md "Updates"): the verdict on the test-set evaluation of
+  // the model the last Advance committed (`accuracy` a fraction in [0, 1], `loss` the mean
   // cross-entropy). OK, and the accuracy joins the best of the run so far; or
   // FAILED_PRECONDITION naming the rule: a non-finite accuracy or loss, or an accuracy more than
   // security.max_accuracy_drop (default kDefaultMaxAccuracyDrop) below the reference's best
@@ -448,7 +448,7 @@ class RoundEngine {
     double loss = 0;
   };
   // The collapse guard of a committed round before it is published, the one decision the
-  // server and the simulator share (docs/SECURITY.md "Updates"): `closed` is the committed
+  // server and the simulator share (docs/guides/SECURITY.md "Updates"): `closed` is the committed
   // ClosedRound the last Advance returned and `evaluation` its test evaluation (nullopt when it
   // was not evaluated; the caller evaluates). The model must be finite (ValidateModel) and the
   // evaluation pass ScreenEvaluation. Returns nullopt when the round may be published;
@@ -461,9 +461,9 @@ class RoundEngine {
   // The planner's cache plan for a client expected in the next round (prefetch), or null.
   const v1::CachePlan* PrefetchPlan(ClientIndex index) const;
   // What this job knows of itself and of the devices in its profile book at `now_s` (caller's
-  // seconds), for the device-to-job matcher (PlanningGate::Describe; docs/JOBS.md "Scheduling
-  // devices across jobs"): K, round deadline, rounds committed and remaining (num_rounds -
-  // committed, -1 when num_rounds is 0), the last accepted evaluation's accuracy
+  // seconds), for the device-to-job matcher (PlanningGate::Describe; docs/guides/JOBS.md
+  // "Scheduling devices across jobs"): K, round deadline, rounds committed and remaining
+  // (num_rounds - committed, -1 when num_rounds is 0), the last accepted evaluation's accuracy
   // (GuardCommitted; 0 before one) and EngineOptions::target_accuracy; per live (not retired)
   // client, sorted by client_id: predicted_round_s, the planner's completion-time prediction
   // for this job's task (planner::CandidateEvaluator::Evaluate, the t_s Oort's speed penalty
@@ -472,8 +472,8 @@ class RoundEngine {
   // availability, the availability oracle's (EngineOptions::availability, else the learned
   // forecast) probability that it is online through now_s + round_deadline_s (through its
   // predicted finish without a deadline; 1 without an oracle); fits, whether some batch fits
-  // its declared memory budget (resource fit, docs/RESOURCE_FIT.md; true with fit checks off).
-  // Pure (changes nothing, draws nothing). O(clients log clients).
+  // its declared memory budget (resource fit, docs/guides/RESOURCE_FIT.md; true with fit checks
+  // off). Pure (changes nothing, draws nothing). O(clients log clients).
   JobFacts MatchFacts(double now_s) const;
   // Why the last Advance planned nothing (OK when it planned, or had nothing to do), e.g.
   // FAILED_PRECONDITION "waiting for min_online_clients: 3 of 10 reachable".
@@ -576,11 +576,11 @@ class RoundEngine {
   // A planner request for `round` over scratch_ (the sorted candidates), at most
   // `max_participants` tasks (0 = the planner's slot count).
   planner::PlanRequest MakePlanRequest(int64_t round, double now_s, int32_t max_participants) const;
-  // Failure penalty (docs/SECURITY.md "Identities and admission"): drops the candidates in scratch_
-  // that sit out a failure cooldown (ProfileBook::InFailureCooldown) when at least `need`
+  // Failure penalty (docs/guides/SECURITY.md "Identities and admission"): drops the candidates in
+  // scratch_ that sit out a failure cooldown (ProfileBook::InFailureCooldown) when at least `need`
   // others remain; otherwise keeps them all, so a round is never starved by the penalty.
   void LeaveOutFailingClients(double now_s, size_t need);
-  // Bounded share of never-proven clients (ProfileBook::IsUnproven; docs/SECURITY.md
+  // Bounded share of never-proven clients (ProfileBook::IsUnproven; docs/guides/SECURITY.md
   // "Admission control"): keeps in scratch_ at most ceil(security.max_unproven_task_fraction x
   // `slots`) - `tasked` never-proven candidates (`tasked`: never-proven clients already holding
   // a task of the round), chosen by a seeded hash of (round, client) so that the turn rotates.
@@ -626,7 +626,7 @@ class RoundEngine {
   // Fails the in-flight tasks of members the protocol dropped at a closed step.
   void FailDroppedMembers(double now_s);
   // When the masked inputs close: charges each member whose key shares a neighbour could not
-  // authenticate (docs/SECURE_AGGREGATION.md "A malicious member"): its task fails (the
+  // authenticate (docs/guides/SECURE_AGGREGATION.md "A malicious member"): its task fails (the
   // failure penalty), its masked input, left out of the sum, leaves the round's record, and
   // with at least two accusers it is kept out of later secure-aggregation cohorts
   // (ProfileBook::ExcludeFromSecAgg, persisted).

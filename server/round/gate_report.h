@@ -1,6 +1,6 @@
 // What a job's caller reports to its planning gate after each engine advance, and when: the one
-// rule the server's coordinator and the simulator share (docs/JOBS.md "Scheduling devices across
-// jobs"), so that both hand the device-to-job matcher the same facts at the same moments.
+// rule the server's coordinator and the simulator share (docs/guides/JOBS.md "Scheduling devices
+// across jobs"), so that both hand the device-to-job matcher the same facts at the same moments.
 #ifndef FEDSCHED_SERVER_ROUND_GATE_REPORT_H_
 #define FEDSCHED_SERVER_ROUND_GATE_REPORT_H_
 

@@ -1,6 +1,6 @@
 // A Presence that lets one job's round engine see only the devices a device-to-job matcher gives
-// it (round::PlanningGate; docs/JOBS.md "Matching devices to jobs"), for the simulator, whose
-// jobs share one availability trace.
+// it (round::PlanningGate; docs/guides/JOBS.md "Matching devices to jobs"), for the simulator,
+// whose jobs share one availability trace.
 #ifndef FEDSCHED_SERVER_ROUND_GATED_PRESENCE_H_
 #define FEDSCHED_SERVER_ROUND_GATED_PRESENCE_H_
 

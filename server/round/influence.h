@@ -1,5 +1,5 @@
-// Bounded influence (docs/SECURITY.md "Updates"): how much of a round one client's update may
-// weigh, and how far a relay's partial sum may reach. Pure arithmetic, shared by the round
+// Bounded influence (docs/guides/SECURITY.md "Updates"): how much of a round one client's update
+// may weigh, and how far a relay's partial sum may reach. Pure arithmetic, shared by the round
 // engine (server and simulator alike) and the relay tier.
 #ifndef FEDSCHED_SERVER_ROUND_INFLUENCE_H_
 #define FEDSCHED_SERVER_ROUND_INFLUENCE_H_

@@ -1,7 +1,7 @@
 // RoundEngine::MatchFacts (engine.h): what a job knows of itself and of its devices, for the
-// device-to-job matcher (docs/JOBS.md "Scheduling devices across jobs"). Every per-device figure
-// is the planner's own evaluation of the device as a candidate of this job's next round, so the
-// matcher sees what the job's selection policy would see.
+// device-to-job matcher (docs/guides/JOBS.md "Scheduling devices across jobs"). Every per-device
+// figure is the planner's own evaluation of the device as a candidate of this job's next round, so
+// the matcher sees what the job's selection policy would see.
 #include <algorithm>
 #include <cmath>
 

@@ -1,4 +1,4 @@
-// The seam through which a device-to-job matcher (server/jobs, docs/JOBS.md) decides which
+// The seam through which a device-to-job matcher (server/jobs, docs/guides/JOBS.md) decides which
 // reachable devices one job's round engine may plan, shared by the server and the simulator.
 #ifndef FEDSCHED_SERVER_ROUND_PLANNING_GATE_H_
 #define FEDSCHED_SERVER_ROUND_PLANNING_GATE_H_
@@ -12,8 +12,9 @@
 
 namespace fedsched::round {
 
-// What one job's round engine knows of one device, for the device-to-job matcher (docs/JOBS.md
-// "Scheduling devices across jobs"). Every figure is the job's own: its workload, its model.
+// What one job's round engine knows of one device, for the device-to-job matcher
+// (docs/guides/JOBS.md "Scheduling devices across jobs"). Every figure is the job's own: its
+// workload, its model.
 struct DeviceFacts {
   std::string client_id;
   // The job's predicted task time for this device at the job's workload (download, local
@@ -26,7 +27,7 @@ struct DeviceFacts {
   // engine's availability forecast), in [0, 1]. 1 = no forecast.
   double availability = 1;
   // False when the job's model cannot fit the device's declared memory budget at any batch
-  // size (resource fit, docs/RESOURCE_FIT.md): the matcher never offers it to the job.
+  // size (resource fit, docs/guides/RESOURCE_FIT.md): the matcher never offers it to the job.
   bool fits = true;
 };
 
@@ -49,10 +50,10 @@ struct JobFacts {
   std::vector<DeviceFacts> devices;
 };
 
-// One job's view of the device fleet when several jobs share it (docs/JOBS.md "Matching devices
-// to jobs"). The caller's Presence asks MayPlan for every reachable device that holds no task of
-// this job; after each RoundEngine::Advance the caller reports what the job holds with Settle.
-// Implementations are thread-safe; a null gate means the job has the fleet to itself.
+// One job's view of the device fleet when several jobs share it (docs/guides/JOBS.md "Matching
+// devices to jobs"). The caller's Presence asks MayPlan for every reachable device that holds no
+// task of this job; after each RoundEngine::Advance the caller reports what the job holds with
+// Settle. Implementations are thread-safe; a null gate means the job has the fleet to itself.
 class PlanningGate {
  public:
   virtual ~PlanningGate() = default;

@@ -1,5 +1,5 @@
-// RoundEngine's differential privacy (docs/PRIVACY.md, docs/ALGORITHMS.md §9): uniform update
-// weights, the clip norm of the round, the Gaussian noise on the clipped sum with the fixed
+// RoundEngine's differential privacy (docs/guides/PRIVACY.md, docs/ALGORITHMS.md §9): uniform
+// update weights, the clip norm of the round, the Gaussian noise on the clipped sum with the fixed
 // denominator K (DP-FedAvg, McMahan et al., ICLR 2018, Algorithm 1), adaptive clipping (Andrew et
 // al., NeurIPS 2021) and the accountant's epsilon in every committed record.
 #include <algorithm>

@@ -1,7 +1,7 @@
 // The backoff of a round that keeps failing (too few clients, every upload refused): after
 // config.replan_backoff_after_failures consecutive failed attempts the round is planned again
 // no earlier than 1 s after the last failure, doubling per further failure, at most
-// config.replan_backoff_max_s (docs/RELIABILITY.md). Owned by RoundEngine; pure.
+// config.replan_backoff_max_s (docs/reports/RELIABILITY.md). Owned by RoundEngine; pure.
 #ifndef FEDSCHED_SERVER_ROUND_REPLAN_BACKOFF_H_
 #define FEDSCHED_SERVER_ROUND_REPLAN_BACKOFF_H_
 

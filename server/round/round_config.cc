@@ -42,7 +42,7 @@ absl::Status CheckFraction(const std::string& where, const char* field, double v
   return absl::OkStatus();
 }
 
-// The collapse guard and bounded influence (docs/SECURITY.md "Updates").
+// The collapse guard and bounded influence (docs/guides/SECURITY.md "Updates").
 absl::Status ResolveInfluence(const std::string& where, v1::ServerConfig& out) {
   v1::SecurityConfig* security = out.mutable_security();
   if (security->max_accuracy_drop() == 0) security->set_max_accuracy_drop(kDefaultMaxAccuracyDrop);
@@ -184,8 +184,8 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
 absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out) {
   // The aggregation block with its defaults filled in (printed with the effective config), and
   // its errors reported here, before anything starts.
-  // Server-side clipping is on by default, bound 10 (docs/SECURITY.md): no single update moves
-  // the model by more than this L2 norm times its weight share.
+  // Server-side clipping is on by default, bound 10 (docs/guides/SECURITY.md): no single update
+  // moves the model by more than this L2 norm times its weight share.
   if (out.aggregation().clip_update_norm() == 0) {
     out.mutable_aggregation()->set_clip_update_norm(10.0);
   }
@@ -217,8 +217,8 @@ bool UpdateDropoutOn(const v1::ServerConfig& c) {
   return policy.ok() && (*policy)->workload_defaults().dropout_high > 0;
 }
 
-// Secure aggregation (docs/SECURE_AGGREGATION.md): what cannot run without individual updates
-// at the server, then the graph's degree and threshold for the round's cohort.
+// Secure aggregation (docs/guides/SECURE_AGGREGATION.md): what cannot run without individual
+// updates at the server, then the graph's degree and threshold for the round's cohort.
 absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
   if (!out.secure_aggregation().enabled()) return absl::OkStatus();
   absl::StatusOr<AggregationRuleProperties> rule = AggregationRulePropertiesOf(out.aggregation());
@@ -294,7 +294,8 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
   return absl::OkStatus();
 }
 
-// Scheduling devices across jobs (docs/JOBS.md): jobs.starvation_bound_s (unset: 600 s; finite,
+// Scheduling devices across jobs (docs/guides/JOBS.md): jobs.starvation_bound_s (unset: 600 s;
+// finite,
 // >= 0 and at most 30 days; 0 = no bound) and jobs.speed_tiers (0 = 2; 1 to 8), resolved here so
 // that the server and the simulator's job ledger start from the same values.
 absl::Status ResolveJobScheduling(const std::string& where, v1::ServerConfig& out) {

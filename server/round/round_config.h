@@ -17,7 +17,7 @@ namespace fedsched::round {
 inline constexpr double kDefaultMaxAccuracyDrop = 0.2;
 
 // security.max_client_weight_share when unset: twice a fair share of a round of
-// `clients_per_round` (K) updates, 2 / K, at most 1 (docs/SECURITY.md "Updates").
+// `clients_per_round` (K) updates, 2 / K, at most 1 (docs/guides/SECURITY.md "Updates").
 inline double DefaultMaxClientWeightShare(int32_t clients_per_round) {
   return clients_per_round <= 2 ? 1.0 : 2.0 / static_cast<double>(clients_per_round);
 }
@@ -45,8 +45,8 @@ inline constexpr double kDefaultOvercommit = 1.3;
 // ResolvePrivacyConfig), jobs.starvation_bound_s (unset: 600; finite, >= 0, at most 30 days;
 // 0 = no bound) and jobs.speed_tiers (0 = 2; 1 to 8), shared by the server's and the
 // simulator's fleet ledgers.
-// secure_aggregation (docs/SECURE_AGGREGATION.md: refuses what needs individual updates, checks
-// degree and threshold for the cohort, then refuses enabled: true until the RPCs are wired).
+// secure_aggregation (docs/guides/SECURE_AGGREGATION.md: refuses what needs individual updates,
+// checks degree and threshold for the cohort, then refuses enabled: true until the RPCs are wired).
 // Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).
 // Errors: INVALID_ARGUMENT "<where>: <field> ...", naming the field and the bad value; `where`
 // prefixes every message (e.g. "server config").

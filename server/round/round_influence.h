@@ -1,7 +1,7 @@
-// The bounded influence of the open synchronous round (docs/SECURITY.md "Updates"): the weight
-// cap set from its tasks' planned examples when it is planned, each folded update's weight under
-// it, and the largest weight folded, from which its close raises the denominator. The arithmetic
-// is influence.h's. Owned by RoundEngine; pure.
+// The bounded influence of the open synchronous round (docs/guides/SECURITY.md "Updates"): the
+// weight cap set from its tasks' planned examples when it is planned, each folded update's weight
+// under it, and the largest weight folded, from which its close raises the denominator. The
+// arithmetic is influence.h's. Owned by RoundEngine; pure.
 #ifndef FEDSCHED_SERVER_ROUND_ROUND_INFLUENCE_H_
 #define FEDSCHED_SERVER_ROUND_ROUND_INFLUENCE_H_
 

@@ -1,8 +1,8 @@
-// RoundEngine's secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): a synchronous
-// round's tasks form the cohort; the key steps run from the round's start, each closing when its
-// last member answers or at its step deadline; the round's uploads are the masked inputs, folded
-// into the protocol's masked sum and never into the aggregator one by one; when the round would
-// close (first K, the deadline, or no task left) the unmask step opens, and the round commits
+// RoundEngine's secure aggregation (docs/guides/SECURE_AGGREGATION.md "Over the wire"): a
+// synchronous round's tasks form the cohort; the key steps run from the round's start, each closing
+// when its last member answers or at its step deadline; the round's uploads are the masked inputs,
+// folded into the protocol's masked sum and never into the aggregator one by one; when the round
+// would close (first K, the deadline, or no task left) the unmask step opens, and the round commits
 // with the unmasked sum, or fails, model unchanged, when fewer than t survive.
 #include <algorithm>
 #include <cmath>

@@ -1,5 +1,5 @@
 // SecAggRound: the protocol steps of secure aggregation on the round engine's clock
-// (docs/SECURE_AGGREGATION.md "Over the wire").
+// (docs/guides/SECURE_AGGREGATION.md "Over the wire").
 #include "server/round/secagg_round.h"
 
 #include <algorithm>

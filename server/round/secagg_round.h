@@ -1,4 +1,4 @@
-// One secure-aggregation round inside the round engine (docs/SECURE_AGGREGATION.md "Over the
+// One secure-aggregation round inside the round engine (docs/guides/SECURE_AGGREGATION.md "Over the
 // wire"): the steps of Bonawitz et al. (CCS 2017, section 4, figure 4) over the SecAgg+ graph
 // (Bell et al., CCS 2020, section 3) laid over a synchronous round's tasks, with a deadline per
 // step. The protocol itself is secagg::SecAggServer's; this class adds the cohort (task ->

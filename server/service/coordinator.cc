@@ -42,7 +42,7 @@ absl::Status NoSessionError(const std::string& client_id) {
 // Reachable = heartbeated within the timeout and not away (ProfileBook) and holding a live
 // session (after a restart, profiles come back before their devices re-register); while pace
 // steering is on, also checked in (polled in this session, docs/ALGORITHMS.md §2.6). The
-// engine sees it through the planning gate, if any (round::GatedPresence, docs/JOBS.md).
+// engine sees it through the planning gate, if any (round::GatedPresence, docs/guides/JOBS.md).
 class Coordinator::SessionPresence : public round::Presence {
  public:
   explicit SessionPresence(const Coordinator* owner) : owner_(owner) {}
@@ -145,7 +145,7 @@ absl::Status Coordinator::InitializeStore(round::EngineOptions* engine) {
   fresh.set_config_text(ConfigToText(config_));
   fresh.set_created_unix_ms(absl::ToUnixMillis(Now()));
   // The collapse guard's reference is the initial model, from before round 1, and is stored
-  // with it (docs/SECURITY.md "Updates").
+  // with it (docs/guides/SECURITY.md "Updates").
   engine->guard_reference = EvaluateReference(options_.initial_model);
   if (engine->guard_reference.has_value())
     *fresh.mutable_collapse_guard() = *engine->guard_reference;
@@ -330,7 +330,7 @@ absl::StatusOr<v1::RegisterResponse> Coordinator::Register(const v1::RegisterReq
                                                            const std::string& cert_fingerprint,
                                                            const std::string& peer_address) {
   FEDSCHED_RETURN_IF_ERROR(CheckIdentityName(request.identity()));
-  // First: a revoked device is refused whatever it presents (docs/OPERATIONS.md).
+  // First: a revoked device is refused whatever it presents (docs/guides/OPERATIONS.md).
   FEDSCHED_RETURN_IF_ERROR(admission_->CheckNotRevoked(request.identity()));
   const v1::DeviceProfile& device = request.device();
   FEDSCHED_RETURN_IF_ERROR(CheckDeviceFigures(device));

@@ -90,13 +90,13 @@ struct CoordinatorOptions {
   const planner::AvailabilityOracle* availability = nullptr;
   // The enrolment key (config.security.enrolment_key_path's contents). Empty: only client
   // certificates prove identities, or (config.security.allow_trust_on_first_use) credentials
-  // are issued at first registration (docs/SECURITY.md).
+  // are issued at first registration (docs/guides/SECURITY.md).
   std::string enrolment_key;
-  // The job this coordinator runs when a job host runs several (docs/JOBS.md): its logs then
+  // The job this coordinator runs when a job host runs several (docs/guides/JOBS.md): its logs then
   // say "job <name> round N ...", and GetStatusOf answers requests naming it. Default: empty
   // (one run; the logs say "round N ...").
   std::string job_name;
-  // The job's view of a fleet shared with other jobs (docs/JOBS.md "Matching devices to
+  // The job's view of a fleet shared with other jobs (docs/guides/JOBS.md "Matching devices to
   // jobs"): a device without a task of this coordinator is reachable only when
   // planning_gate->MayPlan says so, and every engine advance is reported with Settle. Not
   // owned; must outlive the coordinator. Default: null (the fleet is this run's alone).
@@ -184,7 +184,7 @@ class Coordinator : public DeviceService {
   }
 
   // Registers a device that another coordinator of the same fleet (the job host's admitting
-  // one, docs/JOBS.md) has admitted: no credential, certificate, revocation or rate-limit
+  // one, docs/guides/JOBS.md) has admitted: no credential, certificate, revocation or rate-limit
   // check, and the admitting coordinator's `client_id` and `session_token`, so that a device
   // has one client id and one session token for every job. The profile is keyed by
   // `client_id` (a re-registration of the same identity keeps its profile; an identity known
@@ -300,7 +300,7 @@ class Coordinator : public DeviceService {
   [[nodiscard]] absl::Status SubmitPartialSum(const v1::PartialSum& partial,
                                               absl::Time now) override ABSL_LOCKS_EXCLUDED(mu_);
 
-  // Secure aggregation (docs/SECURE_AGGREGATION.md "Over the wire"): one SecAggStep RPC, the
+  // Secure aggregation (docs/guides/SECURE_AGGREGATION.md "Over the wire"): one SecAggStep RPC, the
   // step message of a participant and what it is owed next (round::RoundEngine::SecAggStep).
   // The step that the last member's message completes closes at once, and an unmask response
   // that completes the round commits it before this returns. Errors: UNAUTHENTICATED (session)
@@ -328,8 +328,8 @@ class Coordinator : public DeviceService {
   // Jobs sharing a fleet: reports what this job holds and asks for, and when due what it knows,
   // to its planning gate without advancing the engine (round::ReportToGate), so that the
   // ledger's next Rematch sees every job as it is now; the job host calls it for every job
-  // before each Rematch, as the simulator does (docs/JOBS.md "Scheduling devices across jobs").
-  // No-op without a gate.
+  // before each Rematch, as the simulator does (docs/guides/JOBS.md "Scheduling devices across
+  // jobs"). No-op without a gate.
   void ReportToGate(absl::Time now);
 
   // Progress on a transfer stream of `client_id` (a download chunk written, an upload chunk
@@ -370,8 +370,8 @@ class Coordinator : public DeviceService {
   // by PollTask. The server keeps serving after the run ends until this is 0 (or a cap passes),
   // so that a client busy training, backing off or briefly starved of CPU when the last round
   // commits still learns the run is over instead of retrying a vanished server forever
-  // (docs/RELIABILITY.md §4). `heard_within` is deliberately longer than the heartbeat timeout:
-  // a client that missed a few heartbeats under load is still coming back.
+  // (docs/reports/RELIABILITY.md §4). `heard_within` is deliberately longer than the heartbeat
+  // timeout: a client that missed a few heartbeats under load is still coming back.
   int ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) const;
   // Registered clients and those heard from within the heartbeat timeout at `now` (cheap: no
   // per-client output, unlike GetStatus).
@@ -396,7 +396,7 @@ class Coordinator : public DeviceService {
   // (server peak RSS). bytes <= 0: no bound (the default). Call before serving.
   void SetParseTargetBudget(int64_t bytes);
 
-  // Shared system profile (docs/JOBS.md): for each of `client_ids` known here (unknown ones
+  // Shared system profile (docs/guides/JOBS.md): for each of `client_ids` known here (unknown ones
   // are left out), a ClientProfile holding only its client_id and system fields
   // (compute_ms_per_sample, upload_kbps, download_kbps, availability, measured_tasks).
   std::vector<v1::ClientProfile> SystemProfiles(absl::Span<const std::string> client_ids) const
@@ -456,9 +456,9 @@ class Coordinator : public DeviceService {
   // profile) and returns the registration's answer (no credential).
   v1::RegisterResponse StartSessionLocked(profile::ClientIndex index, std::string session_token)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Identity expiry (security.unseen_identity_ttl_s, docs/SECURITY.md "Identities and admission"):
-  // at most every min(10 s, ttl / 10), forgets the identities RoundEngine::RetireUnseen retires,
-  // ends their sessions and deletes their stored profiles.
+  // Identity expiry (security.unseen_identity_ttl_s, docs/guides/SECURITY.md "Identities and
+  // admission"): at most every min(10 s, ttl / 10), forgets the identities
+  // RoundEngine::RetireUnseen retires, ends their sessions and deletes their stored profiles.
   void ExpireUnseenLocked(absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Ends `client_id`'s session (its token and session state): its next RPC is UNAUTHENTICATED
   // and it is unreachable until it registers again. No-op for an unknown id.

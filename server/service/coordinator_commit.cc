@@ -75,7 +75,7 @@ void Coordinator::DrainCommits() {
 }
 
 bool Coordinator::PassesCollapseGuard(const round::ClosedRound& closed, bool evaluated) {
-  // Collapse guard (docs/SECURITY.md "Updates"): a model with a non-finite value, or whose
+  // Collapse guard (docs/guides/SECURITY.md "Updates"): a model with a non-finite value, or whose
   // evaluation is non-finite or collapsed, is never stored or published; the engine decides
   // (RoundEngine::GuardCommitted, as in the simulator), takes the round back (the previous
   // model stays) and re-plans it.

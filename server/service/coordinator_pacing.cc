@@ -44,7 +44,7 @@ int64_t Coordinator::PaceIdleRetryMs(const std::string& client_id, absl::Time no
       engine_->PrefetchPlan(*index) != nullptr) {
     return unpaced_ms;
   }
-  // Proven and never-proven devices are paced apart (docs/SECURITY.md "Admission control").
+  // Proven and never-proven devices are paced apart (docs/guides/SECURITY.md "Admission control").
   const double delay_s = pacing_.DrawDelaySeconds(*index, engine_->book().IsUnproven(*index));
   if (delay_s <= 0) return unpaced_ms;
   if (!engine_->mutable_book().SetAwayUntil(*index, Seconds(now) + delay_s).ok()) {

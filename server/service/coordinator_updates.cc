@@ -188,7 +188,8 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
                                        absl::AnyInvocable<void()> payload_parsed) {
   // Cheap checks, hashing and parsing happen before taking the lock. Parsing goes into a recycled
   // model: filling a fresh one of tens of MB costs a page fault per 4 KiB, about as much CPU as
-  // the hash (docs/BENCHMARKS.md, server ingest). Each refusal here is counted (RefuseUpload).
+  // the hash (docs/reports/BENCHMARKS.md, server ingest). Each refusal here is counted
+  // (RefuseUpload).
   using round::RejectReason;
   if (absl::Status s = CheckUpdateMetrics(header); !s.ok()) {
     return RefuseUpload(header, RejectReason::kMetrics, std::move(s), now);
@@ -231,8 +232,8 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
     parse_targets_->Recycle(std::move(delta));
     return RefuseUpload(header, RejectReason::kPayload, std::move(inflated), now);
   }
-  // Norm screening (docs/SECURITY.md): an update wildly out of line never reaches the sum. Its
-  // per-tensor sums of squares go on to the aggregator, whose clipping needs the same norm: one
+  // Norm screening (docs/guides/SECURITY.md): an update wildly out of line never reaches the sum.
+  // Its per-tensor sums of squares go on to the aggregator, whose clipping needs the same norm: one
   // read of the update instead of two.
   std::vector<double> sum_squares = Aggregator::TensorSumSquares(*delta);
   double norm = 0;
@@ -255,7 +256,7 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   absl::Status s = ApplyUpdate(header, self, /*drain_commits=*/false);
   if (s.ok()) {
     if (self.proven) norm_screen_->RecordAccepted(header.client_id(), norm);
-    // The measurement behind the clip default (docs/SECURITY.md "Updates").
+    // The measurement behind the clip default (docs/guides/SECURITY.md "Updates").
     FEDSCHED_LOG(debug, "{}round {}: update of {} accepted, L2 norm {:.4f}", log_prefix_,
                  header.round(), header.client_id(), norm);
   }
@@ -311,7 +312,7 @@ absl::Status Coordinator::ApplyUpdate(const v1::UploadHeader& header, PendingUpd
                                       bool drain_commits) {
   // Flat combining: while one thread holds mu_, uploads that arrive queue up; the next thread to
   // get mu_ decides all of them, folding them in few passes over the running sum instead of one
-  // pass each (docs/BENCHMARKS.md section 1).
+  // pass each (docs/reports/BENCHMARKS.md section 1).
   self.header = &header;
   {
     absl::MutexLock lock(&queue_mu_);

@@ -1,5 +1,5 @@
-// Device credentials (docs/SECURITY.md): enrolment secrets derived from the operator's key, and
-// the binding of an identity to the credential that first registered it.
+// Device credentials (docs/guides/SECURITY.md): enrolment secrets derived from the operator's key,
+// and the binding of an identity to the credential that first registered it.
 #ifndef FEDSCHED_SERVER_SERVICE_CREDENTIALS_H_
 #define FEDSCHED_SERVER_SERVICE_CREDENTIALS_H_
 

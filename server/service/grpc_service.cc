@@ -356,7 +356,7 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* CoordinatorService::DownloadModel(
         parsed.ok() ? coordinator_->ModelForTask(request.client_id(), request.session_token(),
                                                  request.task_id(), absl::Now())
                     : parsed;
-    // A download slot of the client (docs/SECURITY.md), released by the download's OnDone.
+    // A download slot of the client (docs/guides/SECURITY.md), released by the download's OnDone.
     if (blob.ok() && !AcquireClientDownloadStream(request.client_id())) {
       blob = absl::ResourceExhaustedError(
           absl::StrCat("client ", request.client_id(),

@@ -36,7 +36,7 @@ grpc::Status ToGrpcStatus(const absl::Status& status);
 
 // The address part of a gRPC peer string, without the port: "ipv4:10.0.0.7:4242" ->
 // "10.0.0.7", "ipv6:[::1]:4242" -> "[::1]"; other forms ("unix:/path") are returned whole.
-// Registration limits are per peer address (docs/SECURITY.md).
+// Registration limits are per peer address (docs/guides/SECURITY.md).
 std::string PeerAddress(absl::string_view peer);
 
 // True when a gRPC peer string (grpc::ServerContext::peer(), e.g. "ipv4:127.0.0.1:4242",
@@ -55,13 +55,13 @@ bool IsLoopbackPeer(absl::string_view peer);
 // header first, then data chunks with seq 0, 1, ..., exactly header.num_chunks of them, totalling
 // header.total_bytes. Memory: the payload is kept in pieces as it arrives, never more data than
 // declared, and never joined: a fresh buffer of an update's size (tens of MB) costs a page fault
-// every 4 KiB, about as much CPU as the SHA-256 of the data (docs/BENCHMARKS.md, ingest). A chunk
-// of at least min(64 KiB, max_chunk_bytes / 2) is kept where it arrived (AddFrame: gRPC's slices,
-// as views holding the frame's owner; Add(&&): the moved string); smaller ones are copied and
-// coalesced into buffers of at most max_chunk_bytes, so a stream of tiny chunks holds about
-// its bytes and not a slice (or a string) per chunk.
-// Call order: AddFrame() or Add() per received message, then Finish() at the end of the stream;
-// after an error the assembler is spent (further calls keep failing). Not thread-safe.
+// every 4 KiB, about as much CPU as the SHA-256 of the data (docs/reports/BENCHMARKS.md, ingest). A
+// chunk of at least min(64 KiB, max_chunk_bytes / 2) is kept where it arrived (AddFrame: gRPC's
+// slices, as views holding the frame's owner; Add(&&): the moved string); smaller ones are copied
+// and coalesced into buffers of at most max_chunk_bytes, so a stream of tiny chunks holds about its
+// bytes and not a slice (or a string) per chunk. Call order: AddFrame() or Add() per received
+// message, then Finish() at the end of the stream; after an error the assembler is spent (further
+// calls keep failing). Not thread-safe.
 class UploadAssembler {
  public:
   // `max_total_bytes`: the largest payload accepted (Coordinator::max_update_bytes()).
@@ -148,10 +148,10 @@ struct CoordinatorServiceOptions {
   std::string aggregator_token_dir;
   // Upload streams one client may have past their header at once; one more is
   // RESOURCE_EXHAUSTED, so one client cannot reserve the whole upload budget with header-only
-  // streams (docs/SECURITY.md). Default: 2.
+  // streams (docs/guides/SECURITY.md). Default: 2.
   int32_t max_upload_streams_per_client = 2;
   // Download streams one client may have open at once; one more is RESOURCE_EXHAUSTED, so
-  // streams nobody reads cost at most this many per session (docs/SECURITY.md). Default: 2.
+  // streams nobody reads cost at most this many per session (docs/guides/SECURITY.md). Default: 2.
   int32_t max_download_streams_per_client = 2;
   // Long polls: how many PollTask calls may be held, and for how long (held_polls.h).
   HeldPollsOptions held_polls;
@@ -188,7 +188,7 @@ grpc::ByteBuffer UploadResponse(const absl::Status& status);
 // (hierarchy.upstream_token_path at the aggregator, <aggregator_token_dir>/<id> at the root).
 inline constexpr char kAggregatorTokenHeader[] = "fedsched-aggregator-token";
 
-// Checks an aggregator's token against <token_dir>/<aggregator_id> (docs/SECURITY.md
+// Checks an aggregator's token against <token_dir>/<aggregator_id> (docs/guides/SECURITY.md
 // "Relays"): the file is read at each call, so the operator adds or revokes an aggregator
 // without a restart. Errors: INVALID_ARGUMENT for an aggregator id that is not a plain file
 // name ([A-Za-z0-9._:-], not starting with '.'); UNAUTHENTICATED when no token directory is
@@ -292,7 +292,8 @@ class CoordinatorService final
   // for seconds goes there (Register, PollTask's first answer, DownloadModel's start, an
   // upload's header check and submission, ReportFailure, GetStatus): gRPC 1.51 runs callbacks
   // on two threads, and while both waited for the lock no heartbeat was answered
-  // (docs/RELIABILITY.md §8 "Soak"). Heartbeat itself never waits for the lock and stays inline.
+  // (docs/reports/RELIABILITY.md §8 "Soak"). Heartbeat itself never waits for the lock and stays
+  // inline.
   void PostSlowWork(absl::AnyInvocable<void()> work);
   void Track(TrackedStream* stream);
   void Untrack(TrackedStream* stream);
@@ -307,7 +308,7 @@ class CoordinatorService final
   void ReleaseClientDownloadStream(const std::string& client_id);
   // Download streams open right now (all clients).
   int open_download_streams() const;
-  // A session is bound to the TLS client certificate it registered with (docs/SECURITY.md):
+  // A session is bound to the TLS client certificate it registered with (docs/guides/SECURITY.md):
   // OK when `client_id` registered without one, or when the caller's certificate is that one.
   // Errors: UNAUTHENTICATED when the caller presents another certificate (or none).
   [[nodiscard]] absl::Status CheckSessionPeer(grpc::CallbackServerContext* context,

@@ -130,8 +130,8 @@ void HeldPolls::Run() {
       poll->in_set_ = false;
     }
     mu_.Unlock();
-    // A client waiting in a held poll is alive (docs/RELIABILITY.md): its session was checked
-    // when the poll arrived and is checked again at every answer.
+    // A client waiting in a held poll is alive (docs/reports/RELIABILITY.md): its session was
+    // checked when the poll arrived and is checked again at every answer.
     for (const std::string& client : alive) coordinator_->NoteActivity(client, now);
     for (Held* poll : due) Recheck(poll, now, poll->deadline_ <= now);
     mu_.Lock();

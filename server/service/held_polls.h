@@ -48,8 +48,8 @@ struct HeldPollsOptions {
 class HeldPolls {
  public:
   // `work`: where the first answer of each poll is computed (it takes the coordinator's lock, so
-  // not on a gRPC callback thread, docs/RELIABILITY.md §8 "Soak"); must outlive this object.
-  // Null = on the calling thread.
+  // not on a gRPC callback thread, docs/reports/RELIABILITY.md §8 "Soak"); must outlive this
+  // object. Null = on the calling thread.
   HeldPolls(DeviceService* coordinator, HeldPollsOptions options, WorkQueue* work = nullptr);
   ~HeldPolls();
   HeldPolls(const HeldPolls&) = delete;

@@ -82,7 +82,7 @@ absl::Status IdentityAdmission::CheckIdentityRoom(const profile::ProfileBook& bo
   }
   if (provisioned || max_identities <= 0) return absl::OkStatus();
   // Never-proven identities keep their share, so a flood of them never locks out a device the
-  // operator provisioned (docs/SECURITY.md "Identities and admission").
+  // operator provisioned (docs/guides/SECURITY.md "Identities and admission").
   const int64_t unproven_room = static_cast<int64_t>(
       std::floor(security.max_unproven_identity_fraction() * static_cast<double>(max_identities)));
   const int64_t unproven = book.CountUnproven();

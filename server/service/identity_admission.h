@@ -1,8 +1,8 @@
-// Admission of device identities at registration (docs/SECURITY.md "Identities and admission"):
-// the proof an identity presents (enrolment secret, client certificate, or a credential issued
-// on first use), the operator's revocations, the room for new identities (security
-// .max_identities and the never-proven share of it), and the rate of new identities per peer
-// and overall. Owned by the Coordinator, which binds the proof to the identity's profile.
+// Admission of device identities at registration (docs/guides/SECURITY.md "Identities and
+// admission"): the proof an identity presents (enrolment secret, client certificate, or a
+// credential issued on first use), the operator's revocations, the room for new identities
+// (security .max_identities and the never-proven share of it), and the rate of new identities per
+// peer and overall. Owned by the Coordinator, which binds the proof to the identity's profile.
 #ifndef FEDSCHED_SERVER_SERVICE_IDENTITY_ADMISSION_H_
 #define FEDSCHED_SERVER_SERVICE_IDENTITY_ADMISSION_H_
 
@@ -44,7 +44,7 @@ class IdentityAdmission {
                     const std::vector<Revocation>& revocations);
 
   // PERMISSION_DENIED, naming the identity and how the operator lifts it, if `identity` was
-  // revoked (docs/OPERATIONS.md "Revoking a device"); OK otherwise.
+  // revoked (docs/guides/OPERATIONS.md "Revoking a device"); OK otherwise.
   [[nodiscard]] absl::Status CheckNotRevoked(const std::string& identity) const;
   // The revoked identities, sorted.
   std::vector<std::string> revoked_identities() const;

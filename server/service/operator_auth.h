@@ -1,6 +1,6 @@
 // Operator authentication of the server's admin RPCs (Coordinator.GetStatus, JobService): the
 // operator token as call metadata, or under mutual TLS an operator's client certificate
-// (docs/SECURITY.md, docs/JOBS.md).
+// (docs/guides/SECURITY.md, docs/guides/JOBS.md).
 #ifndef FEDSCHED_SERVER_SERVICE_OPERATOR_AUTH_H_
 #define FEDSCHED_SERVER_SERVICE_OPERATOR_AUTH_H_
 

@@ -45,7 +45,7 @@ class PaceSteering {
   std::optional<int64_t> CycleMs() const;
   // The delay, seconds (<= 0: none), for the idle device `index` (`unproven`: never had an
   // update accepted) answered now: a seeded draw, spread over the cycle of its kind. Proven
-  // and never-proven devices are paced apart (docs/SECURITY.md "Admission control").
+  // and never-proven devices are paced apart (docs/guides/SECURITY.md "Admission control").
   double DrawDelaySeconds(profile::ClientIndex index, bool unproven);
 
  private:

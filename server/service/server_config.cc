@@ -48,7 +48,7 @@ absl::Status CheckListenAddress(const std::string& address, const char* field = 
   return absl::OkStatus();
 }
 
-// The operations endpoints (docs/OPERATIONS.md): HOST:PORT each, on ports of their own.
+// The operations endpoints (docs/guides/OPERATIONS.md): HOST:PORT each, on ports of their own.
 absl::Status CheckOps(const v1::ServerConfig& config) {
   const v1::OpsConfig& ops = config.ops();
   const std::string& metrics = ops.metrics_listen_address();
@@ -84,9 +84,9 @@ bool IsLoopbackAddress(const std::string& address) {
   return ::inet_pton(AF_INET, host.c_str(), &ipv4) == 1 && (ntohl(ipv4.s_addr) >> 24) == 127;
 }
 
-// Admission by provisioning (docs/SECURITY.md "Identities and admission"): an enrolment key unless
-// mutual TLS proves identities, and trust on first use only as a loopback opt-in with bounded
-// shares.
+// Admission by provisioning (docs/guides/SECURITY.md "Identities and admission"): an enrolment key
+// unless mutual TLS proves identities, and trust on first use only as a loopback opt-in with
+// bounded shares.
 absl::Status ResolveAdmission(v1::ServerConfig& out) {
   v1::SecurityConfig* security = out.mutable_security();
   // An aggregator relays registrations to the root, which admits them.
@@ -114,8 +114,8 @@ absl::Status ResolveAdmission(v1::ServerConfig& out) {
   return absl::OkStatus();
 }
 
-// The operator certificates of JobService (docs/JOBS.md): canonical fingerprints, and only where
-// the server asks clients for a certificate.
+// The operator certificates of JobService (docs/guides/JOBS.md): canonical fingerprints, and only
+// where the server asks clients for a certificate.
 absl::Status ResolveOperatorCertificates(v1::ServerConfig& out) {
   auto* listed = out.mutable_jobs()->mutable_operator_cert_sha256();
   if (!listed->empty() && !out.transport().require_client_cert()) {
@@ -134,7 +134,7 @@ absl::Status ResolveOperatorCertificates(v1::ServerConfig& out) {
   return absl::OkStatus();
 }
 
-// Security defaults (docs/SECURITY.md) and the refusal to serve plaintext beyond this host.
+// Security defaults (docs/guides/SECURITY.md) and the refusal to serve plaintext beyond this host.
 absl::Status ResolveSecurity(v1::ServerConfig& out) {
   v1::SecurityConfig* security = out.mutable_security();
   if (!IsLoopbackAddress(out.listen_address()) && out.transport().tls_cert_path().empty() &&

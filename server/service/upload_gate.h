@@ -22,7 +22,7 @@ namespace fedsched {
 // model_bytes), so that the uploads receiving at once and the one update being parsed and folded
 // hold at most max((models + 1) x model_bytes, 8 MiB): 19 updates of 100k float parameters at
 // once, one of 1M (a 4 MiB floor alone, or an 8 MiB one, gave 100 x 100k slower rounds or
-// 50 x 1M a higher peak RSS: docs/BENCHMARKS.md section 4, fifth pass), `models` of larger
+// 50 x 1M a higher peak RSS: docs/reports/BENCHMARKS.md section 4, fifth pass), `models` of larger
 // models. `models` (--receiving_upload_models) <= 0: 0, no gate.
 int64_t ReceivingUploadBudget(double models, int64_t model_bytes);
 
@@ -30,7 +30,7 @@ int64_t ReceivingUploadBudget(double models, int64_t model_bytes);
 // An upload is always admitted when nothing else is admitted (one larger than the budget is not
 // starved), and the oldest waiter is admitted past the budget once the admitted uploads have
 // made no progress for `stall` (a slow or stalled client delays the others by at most that).
-// Jobs (docs/JOBS.md "Isolation"): each upload names its job, and while an upload of another
+// Jobs (docs/guides/JOBS.md "Isolation"): each upload names its job, and while an upload of another
 // job waits, one job's admitted uploads may hold at most `max_job_share` of the budget (a job
 // holding nothing may always take one upload that fits): a waiter of a job at its share is
 // passed over by the other jobs' waiters, so a job of large or many uploads cannot starve a

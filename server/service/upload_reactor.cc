@@ -42,7 +42,7 @@ class UploadReactor : public grpc::ServerReadReactor<grpc::ByteBuffer>,
       }
       // Hashing, parsing and folding tens of MB (and committing a round the update closes) take
       // seconds on a loaded machine: on the service's worker, so that gRPC's callback threads
-      // stay free for heartbeats (docs/RELIABILITY.md §8 "Soak").
+      // stay free for heartbeats (docs/reports/RELIABILITY.md §8 "Soak").
       service_->PostSlowWork([this] { Submit(); });
       return;
     }

@@ -1,4 +1,4 @@
-// A small fixed pool of threads for the gRPC service's slow steps (docs/RELIABILITY.md §8
+// A small fixed pool of threads for the gRPC service's slow steps (docs/reports/RELIABILITY.md §8
 // "Soak"): an upload's header check (it takes the coordinator's lock) and its submission (SHA-256,
 // parse, fold under the lock, and the commit of a round it closes) run here instead of on gRPC's
 // callback threads, so that those stay free for heartbeats and other short RPCs.

@@ -1,6 +1,6 @@
 // Free space on the file system that holds a store, checked before the server starts and
-// while it runs (docs/OPERATIONS.md "A full disk"): a commit that cannot be written stops the
-// server with a message naming the store and the space it needs, not a RocksDB failure.
+// while it runs (docs/guides/OPERATIONS.md "A full disk"): a commit that cannot be written stops
+// the server with a message naming the store and the space it needs, not a RocksDB failure.
 #ifndef FEDSCHED_SERVER_STORE_DISK_SPACE_H_
 #define FEDSCHED_SERVER_STORE_DISK_SPACE_H_
 

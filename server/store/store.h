@@ -39,7 +39,7 @@ struct StoreOptions {
   int64_t min_free_bytes = int64_t{1} << 20;
 };
 
-// An identity the operator revoked (fedsched-enroll --revoke_identity, docs/OPERATIONS.md
+// An identity the operator revoked (fedsched-enroll --revoke_identity, docs/guides/OPERATIONS.md
 // "Revoking a device"): the server refuses its registration whatever it presents, until
 // fedsched-enroll --reset_identity lifts it. Kept apart from the profiles, so an identity the
 // server never saw can be revoked, and the identity TTL (which deletes profiles) cannot lift it.
@@ -85,11 +85,11 @@ class Store {
   // Upserts one profile (e.g. at registration). Written to the write-ahead log but not synced:
   // it survives a killed process at once and a power loss from the next synced write on (every
   // round commit syncs the log). A registration storm of 10,000s of devices would otherwise
-  // wait for one fsync each under the coordinator's lock (docs/BENCHMARKS.md §6); a
-  // profile lost to a power cut costs only a re-registration (docs/SECURITY.md: the device
+  // wait for one fsync each under the coordinator's lock (docs/reports/BENCHMARKS.md §6); a
+  // profile lost to a power cut costs only a re-registration (docs/guides/SECURITY.md: the device
   // presents its credential again and is bound to it). Errors: INTERNAL.
   [[nodiscard]] virtual absl::Status PutProfile(const v1::ClientProfile& profile) = 0;
-  // Deletes the profiles of `client_ids` (expired identities, docs/SECURITY.md "Admission
+  // Deletes the profiles of `client_ids` (expired identities, docs/guides/SECURITY.md "Admission
   // control") in one synced write; unknown ids are ignored. Errors: INTERNAL.
   [[nodiscard]] virtual absl::Status DeleteProfiles(absl::Span<const std::string> client_ids) = 0;
 
@@ -120,7 +120,7 @@ class Store {
   // The planner state stored with the last commit ("" if none).
   [[nodiscard]] virtual absl::StatusOr<std::string> LoadPlannerState() const = 0;
 
-  // Jobs (docs/JOBS.md): a view of the same database in which every method above except the
+  // Jobs (docs/guides/JOBS.md): a view of the same database in which every method above except the
   // revocations (which stay shared: they always read and write the default namespace) reads and
   // writes column families of namespace `ns` only ("<ns>.models", "<ns>.rounds", ..., created on
   // first use), so one job's models, rounds, receipts, profiles, run meta, audited updates and

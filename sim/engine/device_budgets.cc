@@ -66,7 +66,7 @@ absl::Status CheckTiers(const google::protobuf::RepeatedPtrField<v1::RamTier>& t
 absl::StatusOr<v1::DeviceBudgetConfig> ResolveDeviceBudgets(const v1::DeviceBudgetConfig& in) {
   v1::DeviceBudgetConfig c = in;
   if (c.tiers().empty()) {
-    // Assumed fleet, shaped after the public figures cited in docs/RESOURCE_FIT.md.
+    // Assumed fleet, shaped after the public figures cited in docs/guides/RESOURCE_FIT.md.
     constexpr double kDefaultTiers[][2] = {{2, 0.15}, {3, 0.15}, {4, 0.30}, {6, 0.25}, {8, 0.15}};
     for (const auto& tier : kDefaultTiers) {
       v1::RamTier* t = c.add_tiers();

@@ -1,6 +1,6 @@
 // Simulated memory and storage budgets of the devices, and the true peak memory of their tasks
-// (docs/RESOURCE_FIT.md "Simulation"; sim.proto DeviceBudgetConfig). Each device model gets a
-// RAM tier from the configured distribution and a hidden runtime factor by which its true
+// (docs/guides/RESOURCE_FIT.md "Simulation"; sim.proto DeviceBudgetConfig). Each device model gets
+// a RAM tier from the configured distribution and a hidden runtime factor by which its true
 // training peak exceeds the analytic prior (server/fit); each device declares a budget of its
 // RAM times a fraction; a task whose true peak exceeds the budget fails out of memory. All
 // draws are seeded hashes of (seed, device model or client, task serial): the same config gives

@@ -1,6 +1,6 @@
 // Labels of simulated devices derived from their attributes (SimConfig.device_label_rules,
-// docs/JOBS.md "Simulating jobs"): the job simulation declares them at registration so that jobs'
-// population.required_labels give overlapping eligibility groups, as Venn's evaluation draws
+// docs/guides/JOBS.md "Simulating jobs"): the job simulation declares them at registration so that
+// jobs' population.required_labels give overlapping eligibility groups, as Venn's evaluation draws
 // them from device hardware (Liu et al., MLSys 2025). Pure functions.
 #ifndef FEDSCHED_SIM_ENGINE_DEVICE_LABELS_H_
 #define FEDSCHED_SIM_ENGINE_DEVICE_LABELS_H_

@@ -1,4 +1,4 @@
-// The simulated devices' occupancy across jobs (docs/JOBS.md "Simulating jobs"): which job's
+// The simulated devices' occupancy across jobs (docs/guides/JOBS.md "Simulating jobs"): which job's
 // task each device is working on, when several jobs' simulators share one fleet.
 #ifndef FEDSCHED_SIM_ENGINE_DEVICE_OCCUPANCY_H_
 #define FEDSCHED_SIM_ENGINE_DEVICE_OCCUPANCY_H_

@@ -1,5 +1,5 @@
-// fedsched-sim's outputs of a job simulation (docs/JOBS.md "Simulating jobs"): where each job's
-// per-round CSV goes, and the job completion time (JCT) summary as a CSV and as a table.
+// fedsched-sim's outputs of a job simulation (docs/guides/JOBS.md "Simulating jobs"): where each
+// job's per-round CSV goes, and the job completion time (JCT) summary as a CSV and as a table.
 #ifndef FEDSCHED_SIM_ENGINE_JOB_OUTPUT_H_
 #define FEDSCHED_SIM_ENGINE_JOB_OUTPUT_H_
 

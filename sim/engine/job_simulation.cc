@@ -1,5 +1,5 @@
-// Several jobs over one simulated fleet (docs/JOBS.md "Simulating jobs"; the step order is in
-// job_simulation.h).
+// Several jobs over one simulated fleet (docs/guides/JOBS.md "Simulating jobs"; the step order is
+// in job_simulation.h).
 #include "sim/engine/job_simulation.h"
 
 #include <algorithm>

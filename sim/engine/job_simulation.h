@@ -1,4 +1,4 @@
-// Simulating jobs (docs/JOBS.md "Simulating jobs"): a job trace (SimConfig.job_trace_path, a
+// Simulating jobs (docs/guides/JOBS.md "Simulating jobs"): a job trace (SimConfig.job_trace_path, a
 // text-format v1::JobTrace) replayed over one simulated device fleet. Each job runs in a
 // Simulator of its own (its round engine built from jobs::JobServerConfig, its own learner and
 // outputs); the jobs arrive at their virtual times and share the fleet through one

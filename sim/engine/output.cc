@@ -1,4 +1,4 @@
-// fedsched-sim's outputs (docs/SIMULATION.md "Outputs").
+// fedsched-sim's outputs (docs/guides/SIMULATION.md "Outputs").
 #include "sim/engine/output.h"
 
 #include <algorithm>

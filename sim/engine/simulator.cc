@@ -368,7 +368,7 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   std::optional<round::ClosedRound> taken_back;
   if (given.committed) {
     // Evaluated before it is published, and refused by the engine's collapse guard exactly as
-    // the server refuses it (docs/SECURITY.md "Updates"): then the round is a failed one and
+    // the server refuses it (docs/guides/SECURITY.md "Updates"): then the round is a failed one and
     // the previous model stays. (A modelled learner has already counted the round's progress;
     // its accuracy curve never drops, so its rounds are never refused.)
     FEDSCHED_ASSIGN_OR_RETURN(quality, parts_.learner->EndRound(round, true, *given.commit.model));

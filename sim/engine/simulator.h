@@ -86,8 +86,8 @@
 
 namespace fedsched::sim {
 
-// What secure aggregation cost a round (docs/SIMULATION.md "Secure aggregation"; all 0 when it
-// is off). Bytes are the messages as serialized (the protobuf message itself, not the RPC's
+// What secure aggregation cost a round (docs/guides/SIMULATION.md "Secure aggregation"; all 0 when
+// it is off). Bytes are the messages as serialized (the protobuf message itself, not the RPC's
 // envelope).
 struct SecAggCounts {
   // Protocol messages client -> server the engine took: advertisements, shared keys and unmask
@@ -135,13 +135,13 @@ struct RoundRow {
   double staleness_mean = 0;  // mean staleness of the buffered updates, in model versions
   int64_t staleness_max = 0;  // largest staleness among them, in model versions
   int32_t dropped_stale = 0;  // tasks dropped as more than aggregation.max_staleness behind
-  // Resource fit (docs/RESOURCE_FIT.md), from the record: tasks failed out of memory,
+  // Resource fit (docs/guides/RESOURCE_FIT.md), from the record: tasks failed out of memory,
   // candidates passed over as "does not fit", the memory predictor's MAPE.
   int32_t oom_failures = 0;
   int32_t passed_over = 0;
   double memory_mape = 0;
-  // Differential privacy (docs/PRIVACY.md): epsilon spent after the round (0 when off), and the
-  // record's CSV cells (privacy::CsvCells, the server's metrics.csv columns).
+  // Differential privacy (docs/guides/PRIVACY.md): epsilon spent after the round (0 when off), and
+  // the record's CSV cells (privacy::CsvCells, the server's metrics.csv columns).
   double dp_epsilon = 0;
   std::string dp_csv;
   SecAggCounts secagg;  // secure aggregation's messages and round trips
@@ -280,7 +280,7 @@ class Simulator {
                                              std::unique_ptr<v1::Model>* noised) const;
   // The summary's stop reason when the privacy budget ended the run.
   std::string BudgetStopReason() const;
-  // Secure aggregation (simulator_secagg.cc, docs/SIMULATION.md "Secure aggregation"): one
+  // Secure aggregation (simulator_secagg.cc, docs/guides/SIMULATION.md "Secure aggregation"): one
   // simulated device's side of the protocol for one task (its SecAggClient, the message its next
   // send carries, the routed shares it masks with).
   struct SecAggDevice {
@@ -408,7 +408,8 @@ class Simulator {
   std::vector<std::string> in_flight_;  // SettleGate's buffer
   // Jobs: when SettleGate next describes the job to its gate (as the server's coordinator).
   round::DescribePacer describe_pacer_;
-  // Pace steering's pacer, when the config sets server.pacing (docs/SIMULATION.md); else null.
+  // Pace steering's pacer, when the config sets server.pacing (docs/guides/SIMULATION.md); else
+  // null.
   std::unique_ptr<round::CheckInPacer> pacer_;
   // The live server's long-poll bound: how long a device stays checked in, seconds.
   static constexpr double kCheckInHoldS = 5.0;

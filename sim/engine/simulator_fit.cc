@@ -1,6 +1,6 @@
-// The simulator's resource-fit members (docs/RESOURCE_FIT.md "Simulation"): the memory model's
-// features and the out-of-memory failure of a task whose true peak exceeds its device's budget.
-// Split from simulator.cc along this seam; the class is declared in simulator.h.
+// The simulator's resource-fit members (docs/guides/RESOURCE_FIT.md "Simulation"): the memory
+// model's features and the out-of-memory failure of a task whose true peak exceeds its device's
+// budget. Split from simulator.cc along this seam; the class is declared in simulator.h.
 #include <algorithm>
 
 #include "common/status_macros.h"

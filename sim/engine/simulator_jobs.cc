@@ -1,4 +1,4 @@
-// The simulator's side of a fleet shared by several jobs (docs/JOBS.md "Simulating jobs";
+// The simulator's side of a fleet shared by several jobs (docs/guides/JOBS.md "Simulating jobs";
 // sim/engine/job_simulation.h drives one Simulator per job): the stepwise driving that replaces
 // Run, the device occupancy across jobs and the job's planning gate. Split from simulator.cc
 // along this seam; the class is declared in simulator.h. Without a JobSeat every hook here is a

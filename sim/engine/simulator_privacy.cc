@@ -1,4 +1,4 @@
-// The simulator's side of differential privacy (docs/PRIVACY.md): under distributed DP each
+// The simulator's side of differential privacy (docs/guides/PRIVACY.md): under distributed DP each
 // simulated device clips and noises its update with the SDK's function before it is folded, and
 // with utility noise on (selection.utility_noise_factor) it noises its utility report with the
 // SDK's function too, so the simulator runs the same code paths as a live run.

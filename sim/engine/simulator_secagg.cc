@@ -1,7 +1,7 @@
-// The simulated devices' side of secure aggregation (docs/SIMULATION.md "Secure aggregation";
-// Bonawitz et al., CCS 2017, section 4, figure 4, over the SecAgg+ graph of Bell et al., CCS
-// 2020, section 3). Each device of a secure-aggregation round runs secagg::SecAggClient through
-// the engine's SecAggStep and uploads a masked input through FoldUpdates, the calls the SDK
+// The simulated devices' side of secure aggregation (docs/guides/SIMULATION.md "Secure
+// aggregation"; Bonawitz et al., CCS 2017, section 4, figure 4, over the SecAgg+ graph of Bell et
+// al., CCS 2020, section 3). Each device of a secure-aggregation round runs secagg::SecAggClient
+// through the engine's SecAggStep and uploads a masked input through FoldUpdates, the calls the SDK
 // makes over RPC (client/sdk/client_secagg.cc), so the server's protocol code runs unchanged.
 // Every message is a virtual-time event:
 //   advertise    issue time + one round trip + its bytes at the device's bandwidth;
@@ -63,7 +63,7 @@ int64_t MaskedInputBytes(uint64_t round, uint32_t sender, uint64_t length) {
   return static_cast<int64_t>(header.ByteSizeLong() + packed);
 }
 
-// The device's long-term signing key (docs/SECURITY.md "Secure aggregation with a malicious
+// The device's long-term signing key (docs/guides/SECURITY.md "Secure aggregation with a malicious
 // member"): a live device makes it once per install from the OS; here it is derived from the
 // run's seed and the device, so a run is reproducible.
 secagg::Bytes32 DeviceSigningSeed(uint64_t seed, round::ClientIndex index) {

@@ -1,7 +1,7 @@
 // fedsched-sim's place in an MPI job: `mpirun -np R fedsched-sim --config=...` spreads each
 // round's local training over R ranks (DistributedLearner) and writes the same CSV as one
-// process (docs/SIMULATION.md and docs/OPERATIONS.md "Distributed simulator"). Without mpirun
-// fedsched-sim never touches MPI.
+// process (docs/guides/SIMULATION.md and docs/guides/OPERATIONS.md "Distributed simulator").
+// Without mpirun fedsched-sim never touches MPI.
 #ifndef FEDSCHED_SIM_MPI_CLUSTER_H_
 #define FEDSCHED_SIM_MPI_CLUSTER_H_
 

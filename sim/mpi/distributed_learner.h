@@ -1,4 +1,4 @@
-// Real training spread over the ranks of an MPI job (docs/SIMULATION.md "Distributed
+// Real training spread over the ranks of an MPI job (docs/guides/SIMULATION.md "Distributed
 // simulator"). Rank 0 runs the whole simulator (event queue, round engine, evaluation, CSV)
 // with a DistributedLearner as its Learner; every other rank runs ServeTraining. A client's
 // tasks and cache live on one rank for the whole run (OwnerOf), so its on-device cache sees

@@ -1,5 +1,5 @@
 // Point-to-point messages between the ranks of a distributed fedsched-sim run
-// (docs/SIMULATION.md "Distributed simulator"). The MPI implementation (MakeMpiTransport) is
+// (docs/guides/SIMULATION.md "Distributed simulator"). The MPI implementation (MakeMpiTransport) is
 // the only code that includes <mpi.h>; tests use an in-process one.
 #ifndef FEDSCHED_SIM_MPI_TRANSPORT_H_
 #define FEDSCHED_SIM_MPI_TRANSPORT_H_

@@ -1,5 +1,5 @@
 // The messages between rank 0 (the event engine) and the training ranks of a distributed
-// fedsched-sim run (docs/SIMULATION.md "Distributed simulator"), as byte strings. Pure: no
+// fedsched-sim run (docs/guides/SIMULATION.md "Distributed simulator"), as byte strings. Pure: no
 // MPI here, so the encoding is tested on its own. Doubles and floats travel as their bit
 // patterns (little-endian fixed width; v1::Model as protobuf, whose floats are bit-exact), so a
 // task trained on another rank gives the same bits as one trained on rank 0.

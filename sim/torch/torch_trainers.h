@@ -1,4 +1,4 @@
-// The simulator's trainers with LibTorch (docs/SIMULATION.md "Trainers"): SimConfig.trainer
+// The simulator's trainers with LibTorch (docs/guides/SIMULATION.md "Trainers"): SimConfig.trainer
 // "torch" trains the "cnn" architecture (models/cnn.h, LeCun et al. 1998 with ReLU and max
 // pooling) with the LibTorch trainer of models/torch in models/cnn.h's tensor layout, so that
 // initial weights, aggregation and test-set evaluation stay those of the reference CNN and only

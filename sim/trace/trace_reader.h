@@ -1,5 +1,5 @@
 // Trace readers: one class per trace format behind one interface per kind of trace (capacity,
-// availability), with a registry by format name (docs/ALGORITHMS.md §7; docs/SIMULATION.md
+// availability), with a registry by format name (docs/ALGORITHMS.md §7; docs/guides/SIMULATION.md
 // "Traces"). The simulator loads every trace through ReadCapacityTrace / ReadAvailabilityTrace,
 // which pick the reader (the config's format name, else its format enum, else auto-detection),
 // and enforce TraceLimits (text_table.h, fedsched-sim's --max_trace_* flags) for every reader:
@@ -8,7 +8,7 @@
 //
 // Built in: capacity "csv", "jsonl", "fedcase_demo"; availability "fedscale_csv", "jsonl",
 // "mobiperf", "synthetic", "always_on" (the formats of sim.proto). Adding one
-// (docs/EXTENDING.md "Adding a trace format"):
+// (docs/guides/EXTENDING.md "Adding a trace format"):
 //
 //   class DeviceLinesReader : public CapacityTraceReader {
 //    public:

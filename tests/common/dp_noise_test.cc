@@ -1,5 +1,5 @@
 // common/dp_noise.h: the clip-and-noise step of distributed DP and the noise on the utility
-// report that the SDK and the simulated devices run (docs/PRIVACY.md).
+// report that the SDK and the simulated devices run (docs/guides/PRIVACY.md).
 #include "common/dp_noise.h"
 
 #include <cmath>

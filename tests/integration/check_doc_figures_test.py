@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """scripts/check_doc_figures.py on made-up docs: a figure that no longer reproduces fails the
 check, --match keeps only matching commands, --update rewrites the stale value in place (and only
-it). Usage: check_doc_figures_test.py <source dir>."""
+it), and figures in subfolders (docs/reports/) are found. Usage: check_doc_figures_test.py <source dir>."""
 import os
 import subprocess
 import sys
@@ -35,6 +35,16 @@ class CheckDocFiguresTest(unittest.TestCase):
             self.assertIn("cmd: echo x=5 -->5<!-- /figure -->", text)
             self.assertIn("cmd: echo y=2.25 -->2.2<!-- /figure -->", text)
             self.assertEqual(self.run_script(docs, "--all").returncode, 0)
+
+    def test_figures_in_subfolders_are_checked(self):
+        with tempfile.TemporaryDirectory() as docs:
+            os.makedirs(os.path.join(docs, "reports"))
+            with open(os.path.join(docs, "reports", "b.md"), "w") as f:
+                f.write(DOC)
+            done = self.run_script(docs, "--list")
+            self.assertEqual(done.returncode, 0, done.stdout + done.stderr)
+            self.assertIn(os.path.join("reports", "b.md"), done.stdout)
+            self.assertEqual(self.run_script(docs, "--all").returncode, 1)
 
 
 if __name__ == "__main__":

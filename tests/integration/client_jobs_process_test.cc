@@ -1,7 +1,7 @@
-// fedsched-client as a device of several jobs (--trainers, --labels; docs/JOBS.md "Devices and
-// trainers"), the real binary against a scripted Coordinator: one process trains a softmax job's
-// and an MLP job's tasks (each trainer adopts the architecture of its task's model), routed by
-// job name and by model architecture, and reports a task of a job it has no trainer for as
+// fedsched-client as a device of several jobs (--trainers, --labels; docs/guides/JOBS.md "Devices
+// and trainers"), the real binary against a scripted Coordinator: one process trains a softmax
+// job's and an MLP job's tasks (each trainer adopts the architecture of its task's model), routed
+// by job name and by model architecture, and reports a task of a job it has no trainer for as
 // failed without training it.
 #include <memory>
 #include <string>

@@ -45,7 +45,7 @@ constexpr int kClients = 30;
 constexpr int kRounds = 3;
 constexpr char kToken[] = "0123456789abcdef0123456789abcdef";  // the root's operator token
 
-// Aggregator `index`'s own token, provisioned at every Root (docs/SECURITY.md "Relays").
+// Aggregator `index`'s own token, provisioned at every Root (docs/guides/SECURITY.md "Relays").
 std::string AggregatorToken(int index) {
   return absl::StrCat("aggregator-token-fedcba9876543210-", index);
 }
@@ -379,8 +379,8 @@ TEST(HierarchyTest, SigkilledAggregatorsDevicesFailOver) {
   std::filesystem::remove_all(dir);
 }
 
-// Relays have credentials of their own (docs/SECURITY.md "Relays"): the root's operator token
-// reads status only and no longer authenticates partial sums; an aggregator's token opens its
+// Relays have credentials of their own (docs/guides/SECURITY.md "Relays"): the root's operator
+// token reads status only and no longer authenticates partial sums; an aggregator's token opens its
 // own partial sums only, never another aggregator's nor GetStatus.
 TEST(HierarchyTest, RelayWithTheOperatorTokenIsRefusedAndWithItsOwnTokenAccepted) {
   Root root(RootConfig(v1::HierarchyConfig::ROLE_ROOT, 1, 60, kClients));

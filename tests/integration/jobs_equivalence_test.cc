@@ -1,4 +1,4 @@
-// Jobs sharing one fleet, two clocks (docs/JOBS.md "Scheduling devices across jobs"): one
+// Jobs sharing one fleet, two clocks (docs/guides/JOBS.md "Scheduling devices across jobs"): one
 // scripted scenario — six devices of distinct speeds, two jobs whose eligible device sets
 // overlap (devices 4 and 5 train only job "b") — run through the server's callers (one
 // Coordinator per job, fake clock, in-memory stores, planning gates of one jobs::FleetLedger) and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end jobs (docs/JOBS.md): one fedsched-server, real fedsched-client processes, three jobs
+# End-to-end jobs (docs/guides/JOBS.md): one fedsched-server, real fedsched-client processes, three jobs
 # submitted with fedsched-ctl. Checks that
 #   - a softmax job and an MLP job run concurrently and each reaches its target accuracy;
 #   - cancelling a third job mid-run leaves the other two finishing;

@@ -1,6 +1,7 @@
 // Liveness over real gRPC with the real SDK: a participant that stalls mid-download holds up
 // nobody else, and one whose traffic stops is marked failed after missed heartbeats while the
-// round goes on (docs/RELIABILITY.md §2: no round waits forever on a dead or silent client).
+// round goes on (docs/reports/RELIABILITY.md §2: no round waits forever on a dead or silent
+// client).
 #include <atomic>
 #include <cstdint>
 #include <memory>

@@ -1,5 +1,6 @@
-// The server's files and its ends, against the real binaries on 127.0.0.1 (docs/OPERATIONS.md
-// "Files the server trusts", "A full disk", "Re-enrolling a device", "Revoking a device"):
+// The server's files and its ends, against the real binaries on 127.0.0.1
+// (docs/guides/OPERATIONS.md "Files the server trusts", "A full disk", "Re-enrolling a device",
+// "Revoking a device"):
 //   - a store of another uid, or reached through a symbolic link, is refused at start;
 //   - a start on a full disk, and a disk that fills while the server runs, end with exit 1 and
 //     a message naming the store and the space needed, never an abort (a small tmpfs; skipped
@@ -275,10 +276,10 @@ TEST_F(LocalTrustTest, AnEmptiedCredentialExitsNamingTheFileAndReEnrolmentRecove
       [&] { return std::filesystem::file_size(credential) > 0; }));
 }
 
-// Revoking a device (docs/OPERATIONS.md "Revoking a device"): fedsched-enroll --revoke_identity
-// is refused while the server runs; on the stopped server it revokes a known and a never-seen
-// identity. After restarts the server refuses both whatever they present, the device stops with
-// a message saying so, and --reset_identity lets it register again.
+// Revoking a device (docs/guides/OPERATIONS.md "Revoking a device"): fedsched-enroll
+// --revoke_identity is refused while the server runs; on the stopped server it revokes a known and
+// a never-seen identity. After restarts the server refuses both whatever they present, the device
+// stops with a message saying so, and --reset_identity lets it register again.
 TEST_F(LocalTrustTest, ARevokedDeviceIsRefusedAcrossRestartsUntilReset) {
   const std::string store = Path("store");
   const std::string enroll = BinaryDir() + "/server/fedsched-enroll";

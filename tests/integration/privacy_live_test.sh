@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Differential privacy end to end (docs/PRIVACY.md): a fedsched-server with distributed DP and a
+# Differential privacy end to end (docs/guides/PRIVACY.md): a fedsched-server with distributed DP and a
 # budget, and a fedsched-client whose SDK clips and noises its updates. Checks that every round
 # reports epsilon (metrics.csv, the round line, fedsched-status), that epsilon rises, that the
 # values are the accountant's (fedsched-epsilon), and that the server stops cleanly when one

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end operations check (docs/OPERATIONS.md): fedsched-server with its Prometheus endpoint
+# End-to-end operations check (docs/guides/OPERATIONS.md): fedsched-server with its Prometheus endpoint
 # and its health endpoint, three clients, and a real Prometheus server (Debian's `prometheus`)
 # scraping it on loopback. Asserts, through Prometheus's HTTP API, that rounds were committed and
 # RPCs and clients counted; through fedsched-health, that the server reports SERVING while it

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Secure aggregation end to end (docs/SECURE_AGGREGATION.md "Over the wire"): a fedsched-server
+# Secure aggregation end to end (docs/guides/SECURE_AGGREGATION.md "Over the wire"): a fedsched-server
 # with secure_aggregation on and four fedsched-client processes whose SDK runs the protocol
 # around the unchanged trainer. Checks that rounds commit over the SecAggStep RPCs and masked
 # uploads, that the model learns, and that a client killed mid-run is survived: the next rounds

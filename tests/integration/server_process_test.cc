@@ -167,7 +167,7 @@ TEST_F(ServerProcessTest, RoundClosesAtItsDeadlineWithNoMessages) {
   // From here on nobody sends anything: only the server's timer can close the round, and with
   // num_rounds = 1 the server then stops by itself: after up to 30 s more, since a finished
   // server waits for clients it heard from (a and b) to poll and learn the run is over
-  // (docs/RELIABILITY.md §4), and these two never poll again.
+  // (docs/reports/RELIABILITY.md §4), and these two never poll again.
   std::optional<int> code = server->Wait(absl::Seconds(120));
   ASSERT_TRUE(code.has_value()) << server->Log();
   EXPECT_EQ(*code, 0) << server->Log();
@@ -315,11 +315,11 @@ TEST_F(ServerProcessTest, BrokenConfigFilesExitWithAClearErrorAndTouchNothing) {
   EXPECT_THAT(client->Log(), HasSubstr("server_adress"));
 }
 
-// Admission by provisioning (docs/SECURITY.md "Identities and admission") against the real binary
-// with its defaults: the server creates <store_path>/enrolment_key (0600); a registration without
-// the identity's enrolment secret (an unprovisioned device, or a squatter naming the reference
-// client's device-5 first) is refused, while the device fedsched-enroll provisioned from that
-// key registers under its name, and fedsched-enroll --state_dir makes a random identity.
+// Admission by provisioning (docs/guides/SECURITY.md "Identities and admission") against the real
+// binary with its defaults: the server creates <store_path>/enrolment_key (0600); a registration
+// without the identity's enrolment secret (an unprovisioned device, or a squatter naming the
+// reference client's device-5 first) is refused, while the device fedsched-enroll provisioned from
+// that key registers under its name, and fedsched-enroll --state_dir makes a random identity.
 TEST_F(ServerProcessTest, OnlyProvisionedDevicesAreAdmittedByDefault) {
   std::unique_ptr<Process> server = StartServer("clients_per_round: 1\nmin_updates: 1\n",
                                                 "server.log", "softmax", /*provision=*/false);

@@ -90,8 +90,8 @@ TEST(SlowTransferLivenessTest, StreamProgressCountsAsAHeartbeat) {
   EXPECT_EQ(record.updates_accepted(), 1);
 }
 
-// The soak's failure (docs/RELIABILITY.md §8 "Soak"): while uploads were hashed, parsed, folded
-// and committed on gRPC's callback threads, a heartbeat waited for a free thread and healthy
+// The soak's failure (docs/reports/RELIABILITY.md §8 "Soak"): while uploads were hashed, parsed,
+// folded and committed on gRPC's callback threads, a heartbeat waited for a free thread and healthy
 // clients were failed for missed heartbeats. Here many uploads end while the coordinator's lock
 // is held (a store write or a fold that takes long under load), so each one's submission waits
 // for the lock; heartbeats must still be answered at once.

@@ -47,7 +47,7 @@ class Server:
     def provision(self, state_dir, identity):
         """Writes `state_dir`/credential for `identity` with fedsched-enroll from the server's
         enrolment key (created at its start: call after wait_listening), as an operator would
-        provision the device (docs/SECURITY.md "Identities and admission")."""
+        provision the device (docs/guides/SECURITY.md "Identities and admission")."""
         subprocess.run(
             [str(BINARY_DIR / "server" / "fedsched-enroll"),
              f"--key_file={self.workdir / 'store' / 'enrolment_key'}", f"--identity={identity}",

@@ -1,4 +1,4 @@
-"""fedsched.Client's trainers per job and labels (docs/JOBS.md "Devices and trainers").
+"""fedsched.Client's trainers per job and labels (docs/guides/JOBS.md "Devices and trainers").
 
 Smoke tests of the constructor: the SDK's routing itself is tested in C++
 (tests/client/sdk/job_trainers_test.cc). Creating a client does not connect, so no server runs.

@@ -54,7 +54,7 @@ TEST(QuantizeTest, RandomSumsWithinBound) {
   }
   const std::vector<float> back = Dequantize(sum, scale);
   for (int e = 0; e < 64; ++e) EXPECT_NEAR(back[e], truth[e], ErrorBound(n, clip));
-  // The rounding part for n = 100 (docs/SECURE_AGGREGATION.md): about 2.3e-6 C.
+  // The rounding part for n = 100 (docs/guides/SECURE_AGGREGATION.md): about 2.3e-6 C.
   EXPECT_LT(ErrorBound(100, 1.0) - std::ldexp(1.0, -24) * 100, 2.4e-6);
 }
 

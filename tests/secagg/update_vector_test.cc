@@ -1,5 +1,5 @@
 // The vector and FedAvg weight a client masks (secagg/update_vector.h): tensor order, and the
-// weight's cap and its uniform case (docs/SECURE_AGGREGATION.md "Weights").
+// weight's cap and its uniform case (docs/guides/SECURE_AGGREGATION.md "Weights").
 #include "secagg/update_vector.h"
 
 #include "gmock/gmock.h"

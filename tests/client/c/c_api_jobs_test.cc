@@ -1,4 +1,4 @@
-// The C API's trainers per job (fedsched_client_options.trainers, .labels; docs/JOBS.md
+// The C API's trainers per job (fedsched_client_options.trainers, .labels; docs/guides/JOBS.md
 // "Devices and trainers"): bad entries are refused naming the entry; against a scripted
 // Coordinator, each train callback runs its job's tasks with its own context, a task of a job
 // without trainer is never trained, and the registration names the trainers and labels.

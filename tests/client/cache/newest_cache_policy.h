@@ -1,6 +1,6 @@
 // A toy cache policy, registered only in tests through the public path (RegisterCachePolicy):
 // "newest" keeps the samples the device stored last (the highest ids), as a device whose newest
-// data matters most might. The worked example of docs/EXTENDING.md "Adding a cache policy".
+// data matters most might. The worked example of docs/guides/EXTENDING.md "Adding a cache policy".
 #ifndef FEDSCHED_TESTS_CLIENT_CACHE_NEWEST_CACHE_POLICY_H_
 #define FEDSCHED_TESTS_CLIENT_CACHE_NEWEST_CACHE_POLICY_H_
 

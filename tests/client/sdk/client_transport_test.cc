@@ -1,6 +1,6 @@
 // The SDK against the real service: its keepalive respects the server's minimum ping interval
-// (else the server answers with GOAWAY too_many_pings, docs/RELIABILITY.md §2) and its upload
-// chunks fit the server's chunk size, both learnt from RegisterResponse.transport.
+// (else the server answers with GOAWAY too_many_pings, docs/reports/RELIABILITY.md §2) and its
+// upload chunks fit the server's chunk size, both learnt from RegisterResponse.transport.
 #include <sys/stat.h>
 #include <unistd.h>
 

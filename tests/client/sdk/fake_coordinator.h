@@ -180,7 +180,7 @@ class FakeCoordinator : public v1::Coordinator::Service {
   }
 
  private:
-  // The host's answer to a device call for a task of an ended job (docs/JOBS.md).
+  // The host's answer to a device call for a task of an ended job (docs/guides/JOBS.md).
   static grpc::Status JobEnded() {
     return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION, "job kbd has ended");
   }

@@ -1,6 +1,6 @@
-// Trainers per job (ClientOptions::trainers, docs/JOBS.md "Devices and trainers"): the SDK names
-// them and the device's labels at registration, hands each task to the trainer of its job, else
-// of its model architecture, reports a task of a job it has no trainer for as failed without
+// Trainers per job (ClientOptions::trainers, docs/guides/JOBS.md "Devices and trainers"): the SDK
+// names them and the device's labels at registration, hands each task to the trainer of its job,
+// else of its model architecture, reports a task of a job it has no trainer for as failed without
 // training it, keeps one data plan per job, and drops a task whose job ended (FAILED_PRECONDITION
 // on download or upload) and polls on. Against a scripted Coordinator (fake_coordinator.h), so
 // that tasks carry the job fields whatever the server does.
@@ -256,7 +256,7 @@ TEST_F(JobTrainersTest, PrefetchWarmsTheNamedJobsPlan) {
   EXPECT_EQ(plan_.prefetches_of("kbd"), 1);
 }
 
-// An ended job's calls are answered FAILED_PRECONDITION (docs/JOBS.md): the task is dropped,
+// An ended job's calls are answered FAILED_PRECONDITION (docs/guides/JOBS.md): the task is dropped,
 // never retried even when offered again, and the client polls on.
 TEST_F(JobTrainersTest, TaskOfEndedJobIsDroppedOnDownloadAndThePollGoesOn) {
   fake().AddTask(FakeCoordinator::MakeTask("t1", "kbd", "softmax"));

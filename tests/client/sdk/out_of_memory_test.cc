@@ -1,7 +1,7 @@
-// Resource fit on the device (docs/RESOURCE_FIT.md): a task whose accounted peak memory exceeds
-// the device's declared budget is not trained; the SDK reports it as an out-of-memory failure
-// (FAILURE_CAUSE_OUT_OF_MEMORY, counted in tasks_out_of_memory, not as a straggler or a crash)
-// and the server records it and re-plans the slot with another client.
+// Resource fit on the device (docs/guides/RESOURCE_FIT.md): a task whose accounted peak memory
+// exceeds the device's declared budget is not trained; the SDK reports it as an out-of-memory
+// failure (FAILURE_CAUSE_OUT_OF_MEMORY, counted in tasks_out_of_memory, not as a straggler or a
+// crash) and the server records it and re-plans the slot with another client.
 #include <atomic>
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
-// A refused update ends its task (docs/SECURITY.md "Screens that cannot be starved"): the server
-// fails the task and never hands it out again, the SDK never trains or uploads it again and backs
-// off, and the refusal is counted with its reason in the round record, in /metrics and in
+// A refused update ends its task (docs/guides/SECURITY.md "Screens that cannot be starved"): the
+// server fails the task and never hands it out again, the SDK never trains or uploads it again and
+// backs off, and the refusal is counted with its reason in the round record, in /metrics and in
 // fedsched-status.
 #include <memory>
 #include <string>

@@ -1,6 +1,6 @@
-// The noise on the statistical-utility report end to end (docs/PRIVACY.md "Noise on the utility
-// report"; Oort, OSDI 2021): the server hands each task utility_noise_factor x the median reported
-// utility (0 before any report), the coordinator copies it into v1::Task, and the SDK adds
+// The noise on the statistical-utility report end to end (docs/guides/PRIVACY.md "Noise on the
+// utility report"; Oort, OSDI 2021): the server hands each task utility_noise_factor x the median
+// reported utility (0 before any report), the coordinator copies it into v1::Task, and the SDK adds
 // Gaussian noise of that deviation to the utility it uploads, so the server's profile holds the
 // exact figure after round 1 and a noised one after round 2.
 #include <atomic>

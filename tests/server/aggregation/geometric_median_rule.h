@@ -1,5 +1,5 @@
 // A toy aggregation rule registered only by the tests, through the public registration path
-// (server/aggregation/aggregation_rule_registry.h): the worked example of docs/EXTENDING.md
+// (server/aggregation/aggregation_rule_registry.h): the worked example of docs/guides/EXTENDING.md
 // "Adding an aggregation rule". Linking geometric_median_rule.cc into a test binary registers it
 // under kGeometricMedianRule; a config then selects it with aggregation { rule_name: "..." }.
 #ifndef FEDSCHED_TESTS_SERVER_AGGREGATION_GEOMETRIC_MEDIAN_RULE_H_

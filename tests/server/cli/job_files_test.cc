@@ -1,5 +1,5 @@
-// The example job files of configs/jobs (docs/JOBS.md): each parses as a JobSpec (unknown keys
-// are errors) and passes the server's checks at submit (jobs::ValidateJobSpec).
+// The example job files of configs/jobs (docs/guides/JOBS.md): each parses as a JobSpec (unknown
+// keys are errors) and passes the server's checks at submit (jobs::ValidateJobSpec).
 #include <cstdlib>
 #include <filesystem>
 #include <string>

@@ -158,7 +158,7 @@ TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
 }
 
 // Secure aggregation: a member kept out of its cohorts is named with why, with or without the
-// client table (docs/SECURE_AGGREGATION.md "A malicious member").
+// client table (docs/guides/SECURE_AGGREGATION.md "A malicious member").
 TEST(StatusFormatTest, NamesMembersExcludedFromSecureAggregation) {
   v1::GetStatusResponse status;
   status.add_clients()->set_client_id("c-1");
@@ -174,7 +174,7 @@ TEST(StatusFormatTest, NamesMembersExcludedFromSecureAggregation) {
   }
 }
 
-// Revoked identities (docs/OPERATIONS.md "Revoking a device"): the count, and the names when
+// Revoked identities (docs/guides/OPERATIONS.md "Revoking a device"): the count, and the names when
 // the server sent them (to callers on its host).
 TEST(StatusFormatTest, CountsAndNamesRevokedIdentities) {
   v1::GetStatusResponse status;
@@ -199,7 +199,7 @@ TEST(StatusFormatTest, FedBuffVersionsShowStalenessAndDroppedTasks) {
   EXPECT_THAT(FormatStatus(status, {}), HasSubstr("staleness mean 0.50 max 2, 1 dropped as stale"));
 }
 
-// Differential privacy (docs/PRIVACY.md): each round shows the epsilon spent after it.
+// Differential privacy (docs/guides/PRIVACY.md): each round shows the epsilon spent after it.
 TEST(StatusFormatTest, PrivateRoundsShowEpsilon) {
   v1::GetStatusResponse status;
   v1::RoundRecord r = Committed(3, v1::SELECTION_POLICY_RANDOM);

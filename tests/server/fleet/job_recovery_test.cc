@@ -1,5 +1,5 @@
-// kill -9 of a server running two jobs (docs/JOBS.md "Lifecycle"): a host destroyed without a
-// checkpoint and reopened over the same RocksDB store resumes each job at its last committed
+// kill -9 of a server running two jobs (docs/guides/JOBS.md "Lifecycle"): a host destroyed without
+// a checkpoint and reopened over the same RocksDB store resumes each job at its last committed
 // round, in its own namespace, and each job's rounds stay committed exactly once.
 #include <filesystem>
 #include <set>

@@ -1,5 +1,5 @@
 // The fleet ledger's view of what jobs know (Describe), why it offered a device (OfferReason),
-// the matcher's richer input, and the waits and starvations it measures (docs/JOBS.md
+// the matcher's richer input, and the waits and starvations it measures (docs/guides/JOBS.md
 // "Scheduling devices across jobs").
 
 #include <memory>

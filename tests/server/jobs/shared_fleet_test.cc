@@ -1,5 +1,5 @@
 // Two round engines sharing one fleet through a FleetLedger, as the simulator and the server
-// wire them (docs/JOBS.md "Matching devices to jobs"): each engine's Presence is a
+// wire them (docs/guides/JOBS.md "Matching devices to jobs"): each engine's Presence is a
 // GatedPresence over its job's gate, the ledger rematches before the engines advance, and each
 // engine settles after. A device never holds tasks of both jobs, and both jobs finish.
 #include <map>

@@ -1,5 +1,5 @@
 // Operations endpoints: Prometheus metrics (values and the HTTP endpoint), the RPC interceptor,
-// and the grpc.health.v1 status through start-up and drain (server/ops, docs/OPERATIONS.md).
+// and the grpc.health.v1 status through start-up and drain (server/ops, docs/guides/OPERATIONS.md).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -99,8 +99,8 @@ TEST(ServerMetricsTest, RoundsTasksAndClientsAppearInTheExposition) {
   EXPECT_TRUE(absl::StrContains(text, "fedsched_clients_online 17"));
 }
 
-// Jobs (docs/JOBS.md): round, task and update series of each named job carry its `job` label,
-// apart from each other and from the unlabelled series of a server of one run.
+// Jobs (docs/guides/JOBS.md): round, task and update series of each named job carry its `job`
+// label, apart from each other and from the unlabelled series of a server of one run.
 TEST(ServerMetricsTest, EachJobHasItsOwnLabelledSeries) {
   ServerMetrics metrics;
   metrics.DeclareJob("idle");

@@ -1,5 +1,5 @@
 // A toy selection policy, registered only by tests through the public registration path
-// (planner::RegisterSelectionPolicy): the worked example of docs/EXTENDING.md "Adding a
+// (planner::RegisterSelectionPolicy): the worked example of docs/guides/EXTENDING.md "Adding a
 // selection policy". "largest_data" takes the round's slots among the candidates declaring the
 // most samples (ClientState::num_samples), largest first, skipping any with fewer than its
 // config's minimum; a candidate not predicted online is passed over, as by every policy.

@@ -231,8 +231,8 @@ TEST(ProfileBookTest, FailuresAndStragglerBound) {
   EXPECT_DOUBLE_EQ(book->profile(r.index).censored_duration_s(), 0.0);
 }
 
-// Failure penalty (docs/SECURITY.md "Identities and admission"): 3 counted failures in a row start
-// a cooldown of 60 s that doubles per further failure; a first-K straggler does not count, a
+// Failure penalty (docs/guides/SECURITY.md "Identities and admission"): 3 counted failures in a row
+// start a cooldown of 60 s that doubles per further failure; a first-K straggler does not count, a
 // success resets the count.
 TEST(ProfileBookTest, RepeatedFailuresStartADoublingCooldown) {
   auto book = MakeBook();
@@ -275,9 +275,9 @@ TEST(ProfileBookTest, UnprovenClientSitsOutAfterItsFirstFailure) {
   EXPECT_FALSE(book->InFailureCooldown(r.index, 130));
 }
 
-// Secure aggregation (docs/SECURE_AGGREGATION.md "A malicious member"): an excluded member keeps
-// its first reason, is written back (dirty), and its identity never expires, so that waiting out
-// the TTL does not lift the exclusion.
+// Secure aggregation (docs/guides/SECURE_AGGREGATION.md "A malicious member"): an excluded member
+// keeps its first reason, is written back (dirty), and its identity never expires, so that waiting
+// out the TTL does not lift the exclusion.
 TEST(ProfileBookTest, SecAggExclusionIsKeptAndNeverExpires) {
   auto book = MakeBook();
   ASSERT_OK_AND_ASSIGN(auto forger, book->OnRegister("forger", Device("m", 10), 0));
@@ -298,8 +298,9 @@ TEST(ProfileBookTest, SecAggExclusionIsKeptAndNeverExpires) {
   EXPECT_FALSE(book->ExcludeFromSecAgg(99, "x", 1).ok());
 }
 
-// Identity expiry (docs/SECURITY.md "Identities and admission"): never proven, idle and not heard
-// from within the TTL -> retired; the slot goes to the next new identity with a new client id.
+// Identity expiry (docs/guides/SECURITY.md "Identities and admission"): never proven, idle and not
+// heard from within the TTL -> retired; the slot goes to the next new identity with a new client
+// id.
 TEST(ProfileBookTest, UnseenClientsAreRetiredAndTheirSlotsReused) {
   auto book = MakeBook();
   ASSERT_OK_AND_ASSIGN(auto proven, book->OnRegister("proven", Device("m", 10), 0));

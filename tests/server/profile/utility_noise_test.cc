@@ -1,5 +1,6 @@
 // server/profile/utility_noise.h: the scale of the noise on the utility report (Oort, OSDI 2021;
-// docs/PRIVACY.md "Noise on the utility report") is the factor times the median reported utility.
+// docs/guides/PRIVACY.md "Noise on the utility report") is the factor times the median reported
+// utility.
 #include "server/profile/utility_noise.h"
 
 #include <memory>

@@ -91,8 +91,8 @@ TEST(CheckInPacerTest, DisabledNeverPaces) {
 }
 
 // Never-proven devices are paced against their share of the pool while enough proven ones are
-// available (docs/SECURITY.md "Identities and admission"): 300 of them lengthen their own absences,
-// and the 5 proven devices, fewer than the pool, are not paced at all.
+// available (docs/guides/SECURITY.md "Identities and admission"): 300 of them lengthen their own
+// absences, and the 5 proven devices, fewer than the pool, are not paced at all.
 TEST(CheckInPacerTest, NeverProvenDevicesArePacedApartFromProvenOnes) {
   v1::ServerConfig config = Config(30, 1.0, 3);
   config.set_min_updates(3);

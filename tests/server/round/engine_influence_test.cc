@@ -1,4 +1,4 @@
-// Bounded influence and the collapse guard's reference in the round engine (docs/SECURITY.md
+// Bounded influence and the collapse guard's reference in the round engine (docs/guides/SECURITY.md
 // "Updates"): a client's weight is capped at a share of the round, a relay's partial sum is
 // bounded by the clip norm x its examples, and the guard's reference is the initial model's
 // evaluation from round 1 on (restored on a restart).

@@ -1,6 +1,6 @@
 // What a job's round engine tells a device-to-job matcher (PlanningDemand, ClientsInFlight) and
 // the Presence that shows it only the devices the matcher gives it (GatedPresence), over a
-// scripted clock (docs/JOBS.md "Matching devices to jobs").
+// scripted clock (docs/guides/JOBS.md "Matching devices to jobs").
 #include <algorithm>
 #include <set>
 #include <string>

@@ -1,4 +1,4 @@
-// RoundEngine with differential privacy (docs/PRIVACY.md): uniform weights and the fixed
+// RoundEngine with differential privacy (docs/guides/PRIVACY.md): uniform weights and the fixed
 // denominator K, server-side clipping and noise (central), the clip norm and noise handed to
 // clients (distributed), adaptive clipping, epsilon in every record, and the budget stop.
 #include <cmath>

@@ -87,9 +87,10 @@ class EngineTest : public ::testing::Test {
   double upload_utility_ = 0;  // the statistical utility Upload reports
 };
 
-// A refused update fails its task (docs/SECURITY.md "Screens that cannot be starved"), in the core
-// the server and the simulator share: counted by reason in the round record, the task is no longer
-// its client's, a second upload for it is refused, and its client gets no other task in the round.
+// A refused update fails its task (docs/guides/SECURITY.md "Screens that cannot be starved"), in
+// the core the server and the simulator share: counted by reason in the round record, the task is
+// no longer its client's, a second upload for it is refused, and its client gets no other task in
+// the round.
 TEST_F(EngineTest, RefusedUpdateFailsItsTaskAndIsCountedByReason) {
   Start();
   engine_->Advance(0);
@@ -462,8 +463,9 @@ TEST_F(EngineTest, FailedTaskIsRetaskedToAnIdleClient) {
   EXPECT_EQ(closed[0].record.cohort_size(), 4);
 }
 
-// Failure penalty (docs/SECURITY.md "Identities and admission"): clients in a failure cooldown are
-// left out while the others can fill the round, and come back when too few others are there.
+// Failure penalty (docs/guides/SECURITY.md "Identities and admission"): clients in a failure
+// cooldown are left out while the others can fill the round, and come back when too few others are
+// there.
 TEST_F(EngineTest, ClientsThatKeepFailingSitOutWhileOthersFillTheRound) {
   Start();  // 4 clients, 3 tasks a round
   for (int i = 4; i < 7; ++i) {
@@ -493,7 +495,7 @@ TEST_F(EngineTest, ClientsThatKeepFailingSitOutWhileOthersFillTheRound) {
 }
 
 // Failing clients sit out as long as min_updates others are reachable, even when those cannot
-// fill every slot (300 live sybils against a handful of honest clients, docs/SECURITY.md): 4
+// fill every slot (300 live sybils against a handful of honest clients, docs/guides/SECURITY.md): 4
 // clients, 3 tasks a round, min_updates 1; the three never-proven clients that failed once sit
 // out and the round goes to the fourth alone.
 TEST_F(EngineTest, FailingClientsSitOutWhileMinUpdatesOthersRemain) {
@@ -569,8 +571,8 @@ TEST_F(EngineTest, OnlyTasksHeldToTheDeadlineCountAsFailures) {
   EXPECT_EQ(engine_->book().profile(late).consecutive_failures(), 1);
 }
 
-// Collapse guard (docs/SECURITY.md "Updates"): a committed round whose evaluation collapsed is
-// taken back before it is published: the previous model and version come back and the round is
+// Collapse guard (docs/guides/SECURITY.md "Updates"): a committed round whose evaluation collapsed
+// is taken back before it is published: the previous model and version come back and the round is
 // re-planned as a failed attempt.
 TEST_F(EngineTest, CollapsedRoundIsTakenBack) {
   Start();

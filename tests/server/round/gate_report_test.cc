@@ -1,6 +1,6 @@
 // When a job's caller describes it to its planning gate (DescribePacer) and in which order it
 // reports (ReportToGate: Settle, then Describe when due), the rule the server's coordinator and
-// the simulator share (docs/JOBS.md "Scheduling devices across jobs").
+// the simulator share (docs/guides/JOBS.md "Scheduling devices across jobs").
 #include "server/round/gate_report.h"
 
 #include <string>

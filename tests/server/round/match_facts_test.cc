@@ -1,6 +1,6 @@
 // What a job's round engine reports of itself and its devices to the device-to-job matcher
 // (RoundEngine::MatchFacts), and the matcher's reason it copies into each cohort member's
-// SelectionReason (docs/JOBS.md "Scheduling devices across jobs").
+// SelectionReason (docs/guides/JOBS.md "Scheduling devices across jobs").
 #include <algorithm>
 #include <map>
 #include <string>

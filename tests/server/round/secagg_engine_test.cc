@@ -1,5 +1,5 @@
-// The round engine with secure aggregation on (docs/SECURE_AGGREGATION.md "Over the wire"): a
-// round's cohort runs the protocol's steps through RoundEngine::SecAggStep and masked uploads
+// The round engine with secure aggregation on (docs/guides/SECURE_AGGREGATION.md "Over the wire"):
+// a round's cohort runs the protocol's steps through RoundEngine::SecAggStep and masked uploads
 // through FoldUpdates; the committed model is FedAvg of the contributors within the
 // quantisation bound, with dropouts at every step; below the threshold the round fails with the
 // model unchanged; plain updates, replayed and foreign messages are refused.
@@ -57,7 +57,7 @@ std::vector<float> UpdateOf(int i) {
 int64_t ExamplesOf(int i) { return 4 + 2 * (i % 3); }  // 4, 6 or 8 of at most 8
 
 // The step before which a cohort member stops answering; kForge: it answers every step but
-// sends random bytes as its sealed shares (docs/SECURE_AGGREGATION.md "A malicious member").
+// sends random bytes as its sealed shares (docs/guides/SECURE_AGGREGATION.md "A malicious member").
 // kImpostor advertises keys signed with another member's signing key (speaking for itself with a
 // key that is not bound to its identity).
 enum Drop {

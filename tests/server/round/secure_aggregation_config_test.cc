@@ -1,7 +1,7 @@
 // ResolveRoundConfig with secure_aggregation on: what needs individual updates is refused by
 // name, degree and threshold are checked for the cohort, a flat server is required (clients clip
 // to aggregation.clip_update_norm, 10 by default), and the step timeout gets its default
-// (docs/SECURE_AGGREGATION.md).
+// (docs/guides/SECURE_AGGREGATION.md).
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -1,4 +1,4 @@
-// Admission by provisioning (docs/SECURITY.md "Identities and admission"),
+// Admission by provisioning (docs/guides/SECURITY.md "Identities and admission"),
 // against a real CoordinatorService on 127.0.0.1 through raw gRPC stubs: only devices with an
 // enrolment secret (or a certificate) are admitted by default; trust on first use is an explicit
 // opt-in whose never-proven identities hold a bounded share of every cohort and of the identity

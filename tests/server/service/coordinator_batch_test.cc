@@ -67,7 +67,7 @@ class CoordinatorBatchTest : public ::testing::Test {
     raw_.mutable_selection()->set_overcommit(1.0);
     raw_.mutable_training()->set_local_steps(2);
     // Synthetic deltas of norm ~2e4 whose folds are compared bit for bit: screening and
-    // clipping (docs/SECURITY.md) made inert.
+    // clipping (docs/guides/SECURITY.md) made inert.
     raw_.mutable_security()->set_max_update_norm(1e12);
     raw_.mutable_aggregation()->set_clip_update_norm(1e12);
   }

@@ -77,7 +77,7 @@ class CoordinatorTest : public ::testing::Test {
     Start();
   }
 
-  // Registers `identity` as a provisioned device (its enrolment secret, docs/SECURITY.md).
+  // Registers `identity` as a provisioned device (its enrolment secret, docs/guides/SECURITY.md).
   v1::RegisterResponse Register(const std::string& identity, absl::Time now = kT0) {
     v1::RegisterRequest request;
     request.set_identity(identity);
@@ -186,8 +186,8 @@ TEST_F(CoordinatorTest, FedAvgRoundCommitsWeightedMean) {
 
 // Every refusal names what is wrong and changes nothing in the sum. A refusal of the update
 // itself (shape, values, metrics, examples) also fails its task: the client cannot send the same
-// task again (docs/SECURITY.md "Screens that cannot be starved"); refusals of the claim or the
-// session leave the task alone. Each refusal is counted by reason in the round record.
+// task again (docs/guides/SECURITY.md "Screens that cannot be starved"); refusals of the claim or
+// the session leave the task alone. Each refusal is counted by reason in the round record.
 TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
   raw_.set_clients_per_round(7);
   raw_.set_min_online_clients(7);
@@ -661,7 +661,7 @@ TEST_F(CoordinatorTest, IdentityIsBoundToItsFirstCertificate) {
               StatusIs(absl::StatusCode::kPermissionDenied, HasSubstr("certificate")));
 }
 
-// The collapse guard's reference (docs/SECURITY.md "Updates") is the initial model's
+// The collapse guard's reference (docs/guides/SECURITY.md "Updates") is the initial model's
 // evaluation, stored with the run and with every commit: a restarted server keeps it instead of
 // starting blind (or from the resumed model), so a collapsed round after the restart is refused.
 TEST_F(CoordinatorTest, CollapseGuardReferenceSurvivesARestart) {
@@ -790,7 +790,7 @@ TEST(ServerConfigTest, RejectsOutOfRangeValuesNamingTheField) {
 }
 
 // The coordinator as one job of a job host: admitted registrations, the planning gate's hooks,
-// GetStatusOf's job routing and the shared system profile (docs/JOBS.md).
+// GetStatusOf's job routing and the shared system profile (docs/guides/JOBS.md).
 
 // A gate that refuses the devices in `refused` and records what it is told.
 class RecordingGate : public round::PlanningGate {
@@ -820,7 +820,7 @@ class RecordingGate : public round::PlanningGate {
   std::vector<round::JobFacts> described;
 };
 
-// The coordinator as one job of a job host (docs/JOBS.md), with the enrolment key (so that
+// The coordinator as one job of a job host (docs/guides/JOBS.md), with the enrolment key (so that
 // Register demands a secret) and devices another coordinator admitted.
 class CoordinatorAsJobTest : public CoordinatorTest {
  protected:

@@ -1,5 +1,5 @@
 // A round in a real server (gRPC on 127.0.0.1) with an aggregation rule registered only by the
-// tests (tests/server/aggregation/geometric_median_rule.cc, docs/EXTENDING.md "Adding an
+// tests (tests/server/aggregation/geometric_median_rule.cc, docs/guides/EXTENDING.md "Adding an
 // aggregation rule"): the config names it, three clients upload, and the committed model is the
 // rule's aggregate, not FedAvg's.
 #include <memory>

@@ -149,8 +149,8 @@ class GrpcServiceTest : public ::testing::Test {
 };
 
 TEST_F(GrpcServiceTest, BrokenUploadStreamsAreRejectedAndChangeNothing) {
-  // A refused update fails its task (docs/SECURITY.md "Screens that cannot be starved"): each
-  // refusal of an update's metrics or content below is sent by a participant of its own
+  // A refused update fails its task (docs/guides/SECURITY.md "Screens that cannot be starved"):
+  // each refusal of an update's metrics or content below is sent by a participant of its own
   // ("victims"), so that its task is still open and the refusal names what is wrong.
   constexpr int kVictims = 7;
   raw_.set_clients_per_round(2 + kVictims);

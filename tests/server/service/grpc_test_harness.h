@@ -262,7 +262,7 @@ inline void SetDeadline(grpc::ClientContext* context, absl::Duration d = absl::S
 }
 
 // The credentials servers issued to identities registered by RegisterRaw in this process, so that
-// a re-registration proves its identity as a device would (docs/SECURITY.md).
+// a re-registration proves its identity as a device would (docs/guides/SECURITY.md).
 inline absl::flat_hash_map<std::string, std::string>& IssuedCredentials() {
   static auto* credentials = new absl::flat_hash_map<std::string, std::string>();
   return *credentials;

@@ -1,8 +1,8 @@
 // Heartbeats never wait for the coordinator's lock, and a finished server
 // waits for every client heard from recently, not only those within the heartbeat timeout
-// (docs/RELIABILITY.md §4 and §8). Uses the in-memory store; a store that blocks in PutProfile
-// holds the coordinator's lock for as long as the test wants (Register persists the profile
-// under it).
+// (docs/reports/RELIABILITY.md §4 and §8). Uses the in-memory store; a store that blocks in
+// PutProfile holds the coordinator's lock for as long as the test wants (Register persists the
+// profile under it).
 #include <atomic>
 #include <memory>
 #include <thread>

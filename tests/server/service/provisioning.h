@@ -1,6 +1,6 @@
-// Provisioned test devices (docs/SECURITY.md "Identities and admission"): the coordinator admits
-// only devices that present an enrolment secret (or a certificate), so in-process tests give their
-// coordinator kTestEnrolmentKey and their devices the secrets derived from it, as
+// Provisioned test devices (docs/guides/SECURITY.md "Identities and admission"): the coordinator
+// admits only devices that present an enrolment secret (or a certificate), so in-process tests give
+// their coordinator kTestEnrolmentKey and their devices the secrets derived from it, as
 // fedsched-enroll would provision them.
 #ifndef FEDSCHED_TESTS_SERVER_SERVICE_PROVISIONING_H_
 #define FEDSCHED_TESTS_SERVER_SERVICE_PROVISIONING_H_

@@ -1,4 +1,4 @@
-// The median norm screen cannot be starved (docs/SECURITY.md "Updates"), against a real
+// The median norm screen cannot be starved (docs/guides/SECURITY.md "Updates"), against a real
 // CoordinatorService on 127.0.0.1 through raw gRPC stubs: identities uploading zeros, or honest
 // clients with near-zero updates, never make it refuse a normal update.
 #include <memory>

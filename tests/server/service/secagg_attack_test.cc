@@ -1,5 +1,5 @@
 // Secure aggregation with a malicious member, against a real CoordinatorService on 127.0.0.1
-// (docs/SECURE_AGGREGATION.md "A malicious member"): each member runs the protocol core's
+// (docs/guides/SECURE_AGGREGATION.md "A malicious member"): each member runs the protocol core's
 // secagg::SecAggClient over raw SecAggStep and UploadUpdate calls, as the SDK does; the attacker
 // replaces its sealed shares with random bytes, floods a share_keys message, speaks for another
 // member, or signs its advertisement with a key not bound to its identity.

@@ -1,5 +1,5 @@
 // Attacks on the coordinator, replayed against a real CoordinatorService on 127.0.0.1 through
-// raw gRPC stubs, each refused or bounded (docs/SECURITY.md has the table).
+// raw gRPC stubs, each refused or bounded (docs/guides/SECURITY.md has the table).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -338,10 +338,10 @@ TEST_F(SecurityTest, SelfDeclaredWeightIsBounded) {
               StatusIs(absl::StatusCode::kInvalidArgument, ::testing::_));
 }
 
-// Bounded influence (docs/SECURITY.md "Updates"): a device declaring 1,000,000 samples is planned
-// far more examples than three of 100, but holds at most security.max_client_weight_share (2 / K =
-// 0.5) of the round's weight: its update (1.0 everywhere, clipped to 10) moves the model by half of
-// itself, not by 98 % of it as when weighed by its examples.
+// Bounded influence (docs/guides/SECURITY.md "Updates"): a device declaring 1,000,000 samples is
+// planned far more examples than three of 100, but holds at most security.max_client_weight_share
+// (2 / K = 0.5) of the round's weight: its update (1.0 everywhere, clipped to 10) moves the model
+// by half of itself, not by 98 % of it as when weighed by its examples.
 TEST_F(SecurityTest, OneClientsShareOfTheRoundsWeightIsCapped) {
   raw_.set_clients_per_round(4);
   raw_.set_min_updates(4);
@@ -389,8 +389,8 @@ TEST_F(SecurityTest, OneClientsShareOfTheRoundsWeightIsCapped) {
   EXPECT_LT(move, 0.55 * 10.0 / std::sqrt(610.0));
 }
 
-// The collapse guard's reference (docs/SECURITY.md "The collapse guard"): the initial model is
-// evaluated before round 1 (0.8), so a poisoner present from the first round gets no round
+// The collapse guard's reference (docs/guides/SECURITY.md "The collapse guard"): the initial model
+// is evaluated before round 1 (0.8), so a poisoner present from the first round gets no round
 // published below 0.8 - max_accuracy_drop; the reference is stored with the run. The evaluator
 // stands in for the test set: 0.8 minus the model's L2 distance from the initial model / 20, at
 // least 0.
@@ -466,9 +466,9 @@ TEST_F(SecurityTest, NewIdentitiesFromAllPeersAreRateLimited) {
   ASSERT_TRUE(CommitHonestRounds({a, b}, 1));
 }
 
-// Revoking a device (docs/OPERATIONS.md "Revoking a device"): an identity revoked in the store
-// (fedsched-enroll --revoke_identity, here written before the start), whether the server knew it
-// or not, is refused at registration whatever it presents, even its valid enrolment secret, with
+// Revoking a device (docs/guides/OPERATIONS.md "Revoking a device"): an identity revoked in the
+// store (fedsched-enroll --revoke_identity, here written before the start), whether the server knew
+// it or not, is refused at registration whatever it presents, even its valid enrolment secret, with
 // a message naming the revocation and how to undo it; the identity TTL does not lift it.
 TEST_F(SecurityTest, RevokedIdentityIsRefusedWhateverItPresents) {
   constexpr char kKey[] = "0123456789abcdef-operator-key";

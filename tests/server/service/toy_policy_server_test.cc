@@ -2,7 +2,7 @@
 // (planner::RegisterSelectionPolicy), named and configured from a text-format server config
 // (selection.policy_name, selection.policy_config as a google.protobuf.Any), plans a real
 // server's round over gRPC on 127.0.0.1: the tasks go to the clients the policy implies. The
-// worked example of docs/EXTENDING.md "Adding a selection policy".
+// worked example of docs/guides/EXTENDING.md "Adding a selection policy".
 #include <map>
 #include <set>
 #include <string>

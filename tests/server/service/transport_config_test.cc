@@ -1,6 +1,6 @@
 // One TransportConfig sets message limits and keepalive for server and SDK: unset fields take the
 // documented defaults, "-1 = unlimited" style sentinels and out-of-range values are rejected with
-// an error naming the field (docs/RELIABILITY.md §1).
+// an error naming the field (docs/reports/RELIABILITY.md §1).
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -159,7 +159,7 @@ TEST(ServerConfigTest, PolicyFlagSetsThePolicyAndItsCache) {
 namespace fedsched {
 namespace {
 
-// jobs.operator_cert_sha256 (docs/JOBS.md): fingerprints as openssl prints them are kept in
+// jobs.operator_cert_sha256 (docs/guides/JOBS.md): fingerprints as openssl prints them are kept in
 // canonical form; anything else, or a list without mutual TLS, is refused naming the field.
 TEST(ServerConfigTest, OperatorCertificatesAreCanonicalAndNeedMutualTls) {
   v1::ServerConfig config;
@@ -187,9 +187,9 @@ TEST(ServerConfigTest, OperatorCertificatesAreCanonicalAndNeedMutualTls) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("not a SHA-256")));
 }
 
-// jobs.starvation_bound_s and jobs.speed_tiers (docs/JOBS.md "Scheduling devices across jobs"):
-// unset take 600 s and 2 tiers; 0 s (no bound) is kept; out-of-range values are refused naming
-// the field.
+// jobs.starvation_bound_s and jobs.speed_tiers (docs/guides/JOBS.md "Scheduling devices across
+// jobs"): unset take 600 s and 2 tiers; 0 s (no bound) is kept; out-of-range values are refused
+// naming the field.
 TEST(ServerConfigTest, JobSchedulingDefaultsAndRanges) {
   v1::ServerConfig config;
   config.set_store_path("/tmp/unused");  // required by ResolveServerConfig; nothing is opened

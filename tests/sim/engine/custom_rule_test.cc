@@ -1,6 +1,6 @@
 // A round in the simulator with an aggregation rule registered only by the tests
-// (tests/server/aggregation/geometric_median_rule.cc, docs/EXTENDING.md "Adding an aggregation
-// rule"): the config names it, and the committed model is its aggregate, not FedAvg's.
+// (tests/server/aggregation/geometric_median_rule.cc, docs/guides/EXTENDING.md "Adding an
+// aggregation rule"): the config names it, and the committed model is its aggregate, not FedAvg's.
 #include <memory>
 #include <utility>
 

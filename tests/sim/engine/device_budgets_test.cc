@@ -1,4 +1,4 @@
-// Resource fit in the simulator (docs/RESOURCE_FIT.md "Simulation"): budgets are drawn as
+// Resource fit in the simulator (docs/guides/RESOURCE_FIT.md "Simulation"): budgets are drawn as
 // documented and deterministically; tasks over budget fail out of memory; fit checks in the
 // planner remove most of those failures.
 #include "sim/engine/device_budgets.h"

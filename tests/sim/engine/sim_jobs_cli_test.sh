@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fedsched-sim with a job trace (docs/JOBS.md "Simulating jobs"): the shipped three-job config
+# fedsched-sim with a job trace (docs/guides/JOBS.md "Simulating jobs"): the shipped three-job config
 # writes the JCT summary to --output_csv and each job's per-round CSV beside it, the same bytes
 # for the same seed, and a complete summary under the random matcher too.
 # Usage: sim_jobs_cli_test.sh FEDSCHED_SIM SOURCE_DIR

@@ -1,6 +1,6 @@
-// The simulator with differential privacy (docs/PRIVACY.md) end to end: distributed DP through
-// the simulated devices' clip-and-noise step, epsilon in every row and record, rising each round,
-// and the run ended by the privacy budget; and the devices' noise on the utility report.
+// The simulator with differential privacy (docs/guides/PRIVACY.md) end to end: distributed DP
+// through the simulated devices' clip-and-noise step, epsilon in every row and record, rising each
+// round, and the run ended by the privacy budget; and the devices' noise on the utility report.
 #include <algorithm>
 #include <cmath>
 #include <memory>

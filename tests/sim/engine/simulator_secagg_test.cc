@@ -1,7 +1,7 @@
-// The simulator with secure aggregation (docs/SIMULATION.md "Secure aggregation"): the simulated
-// devices run the protocol through the round engine; the committed model is the plain run's
-// FedAvg within the quantisation bound; the protocol's round trips and bytes are charged to the
-// virtual clock and counted in the CSV; devices that go offline between their masked input and
+// The simulator with secure aggregation (docs/guides/SIMULATION.md "Secure aggregation"): the
+// simulated devices run the protocol through the round engine; the committed model is the plain
+// run's FedAvg within the quantisation bound; the protocol's round trips and bytes are charged to
+// the virtual clock and counted in the CSV; devices that go offline between their masked input and
 // the unmask step (a scripted availability trace) are survived down to the threshold, below
 // which the round fails with the model unchanged.
 #include <string>

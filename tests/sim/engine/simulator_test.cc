@@ -345,8 +345,8 @@ TEST(SimulatorTest, RepeatedFailuresBackOffAndTheSimulatorWakesTheEngine) {
 }
 
 // The collapse guard runs in the simulator as in the server (RoundEngine::GuardCommitted,
-// docs/SECURITY.md "Updates"): round 2's first attempt folds a delta of -5 from client 0, the
-// model drops from 1.5 to 0 (the scripted accuracy is the model's value, 1.5 below the best),
+// docs/guides/SECURITY.md "Updates"): round 2's first attempt folds a delta of -5 from client 0,
+// the model drops from 1.5 to 0 (the scripted accuracy is the model's value, 1.5 below the best),
 // so the round is taken back as a failed one before it is published; the previous model stays
 // and the re-planned round commits 1.5 + 1.5.
 TEST(SimulatorTest, CollapsedRoundIsTakenBackAsInTheServer) {

@@ -1,5 +1,6 @@
 // Extensions registered only in tests through the public registration paths, each used end to
-// end in a simulator run (docs/EXTENDING.md "Adding a cache policy", "Adding a trace format"):
+// end in a simulator run (docs/guides/EXTENDING.md "Adding a cache policy", "Adding a trace
+// format"):
 //   * the toy cache policy "newest" (tests/client/cache/newest_cache_policy.h), in a run that
 //     trains (the devices' SampleCache) and in a no-train run (its modelled hit share);
 //   * a toy capacity trace format "device_lines" (one device per line:

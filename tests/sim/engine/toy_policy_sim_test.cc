@@ -1,7 +1,7 @@
 // A selection policy registered only by this test, through the public registration path
 // (planner::RegisterSelectionPolicy), selects a simulated run's cohorts: fedsched-sim builds it
 // from the config (and its --policy flag) through the same functions as the server. The worked
-// example of docs/EXTENDING.md "Adding a selection policy".
+// example of docs/guides/EXTENDING.md "Adding a selection policy".
 #include <algorithm>
 #include <cstdlib>
 #include <functional>

@@ -150,9 +150,9 @@ TEST(TrainingLearnerTest, TinyRealRunThroughTheEngineImprovesDeterministically) 
   EXPECT_EQ(RunToCsv(TinyRun(), nullptr), csv);
 }
 
-// Secure aggregation with real training (docs/SIMULATION.md "Secure aggregation"): each device's
-// delta is flattened in the model's tensor order, weighted and masked; the engine unmasks the
-// sum and commits FedAvg, which matches the plain run's within the quantisation bound
+// Secure aggregation with real training (docs/guides/SIMULATION.md "Secure aggregation"): each
+// device's delta is flattened in the model's tensor order, weighted and masked; the engine unmasks
+// the sum and commits FedAvg, which matches the plain run's within the quantisation bound
 // (secagg::ErrorBound: about 5e-5 per coordinate of the sum of 8 updates clipped to 100).
 TEST(TrainingLearnerTest, SecureAggregationCommitsThePlainRunsFedAvg) {
   struct Committed : RoundSink {
