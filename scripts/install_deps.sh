@@ -17,6 +17,8 @@ PACKAGES=(
   libopenmpi-dev openmpi-bin
   # clang checks the lock annotations (scripts/check_thread_safety.sh, run by scripts/test.sh).
   clang
+  # docs/reference/CONFIG.md is generated from the config protos (scripts/gen_config_reference.py).
+  python3-protobuf
   # The Python bindings (python/), their PyTorch example and tests, and the LibTorch trainer
   # (models/torch): optional components CMake builds when these are present.
   python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
