@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The simulator comparison (docs/guides/RESOURCE_FIT.md): configs/sim/fit_budgets.textproto with
+# The simulator comparison (docs/reports/RESOURCE_FIT.md): configs/sim/fit_budgets.textproto with
 # and without the planner's memory fit checks, for SEEDS (default "1 2 3"), printing one table
 # row per run (out-of-memory failures, tasks, time to the target accuracy, rounds) and the
 # memory predictor's MAPE in round 1 (cold: the analytic prior alone) and over rounds >= 10

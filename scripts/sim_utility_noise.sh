@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The time-to-accuracy cost of the noise on the utility report (docs/guides/PRIVACY.md "Noise on the
+# The time-to-accuracy cost of the noise on the utility report (docs/reports/PRIVACY.md "Noise on the
 # utility report"; Oort, Lai et al., OSDI 2021): the simulator's 1,000-client experiment
 # (configs/sim/fmnist_1000.textproto, target 0.75) with Oort's selection and its LRU cache
 # (the policy's own cache, as fedsched-sim --policy sets it), for each noise factor

@@ -36,6 +36,11 @@ std::string UnknownFlag(int argc, char** argv) {
     if (arg.size() < 2 || arg[0] != '-') continue;
     arg.remove_prefix(arg[1] == '-' ? 2 : 1);
     const absl::string_view name = arg.substr(0, arg.find('='));
+    // abseil's own usage flags (--help, --helpfull, --version, ...) are not in its flag registry.
+    if (name == "help" || name == "helpfull" || name == "helpshort" || name == "helppackage" ||
+        name == "helpon" || name == "helpmatch" || name == "version" || name == "only_check_args") {
+      continue;
+    }
     const bool negated_bool = absl::ConsumePrefix(&arg, "no") &&
                               absl::FindCommandLineFlag(arg.substr(0, arg.find('='))) != nullptr;
     if (absl::FindCommandLineFlag(name) == nullptr && !negated_bool) return argv[i];
