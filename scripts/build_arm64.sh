@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds the client SDK's libraries and fedsched-client for 64-bit ARM Linux (aarch64) with
 # Debian 12's cross toolchain, against an arm64 sysroot of Debian 12's own arm64 packages
-# (README "Embedding the SDK", arm64).
+# (docs/guides/SDK.md "arm64").
 #
 # 1. Installs the cross toolchain, mmdebstrap and qemu-user (scripts/install_deps.sh --arm64).
 # 2. Makes the sysroot once: mmdebstrap's extract variant unpacks the arm64 packages the client side

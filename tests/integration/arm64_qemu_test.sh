@@ -46,7 +46,7 @@ BUILD_DIR="$ARM64_BUILD" bash "$SRC/scripts/build_arm64.sh" > "$WORK/build_arm64
 rc=$?
 if [ $rc -eq 3 ]; then
   echo "SKIP: $(grep -m1 'build_arm64: cannot' "$WORK/build_arm64.log")" \
-    "(scripts/build_arm64.sh; README 'Embedding the SDK', arm64)"
+    "(scripts/build_arm64.sh; docs/guides/SDK.md 'arm64')"
   exit 77
 fi
 if [ $rc -ne 0 ]; then
