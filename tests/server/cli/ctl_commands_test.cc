@@ -199,6 +199,9 @@ TEST_F(CtlTest, TheBinaryExitsWithTheCommandsCode) {
   EXPECT_EQ(run("--token_file=" + (dir_ / "no_token").string() + " list"), kCtlUsage);
   EXPECT_EQ(run("--token_file=" + token_file + " --jsn list"), kCtlUsage);  // a mistyped flag
   EXPECT_THAT(output(), HasSubstr("unknown flag --jsn"));
+  run("--help");  // abseil's usage flags are not "unknown": --help prints the usage
+  EXPECT_THAT(output(), HasSubstr("submit FILE"));
+  EXPECT_THAT(output(), Not(HasSubstr("unknown flag")));
   const std::string typo = WriteFile("typo.textproto", "name: \"b\"\nnum_round: 3\n");
   EXPECT_EQ(run("--token_file=" + token_file + " submit " + typo), kCtlUsage);
   EXPECT_THAT(output(), HasSubstr("line 2"));
