@@ -368,6 +368,7 @@ py::tuple LoadPartition(int index, int num_partitions, double alpha, int min_sam
 PYBIND11_MODULE(fedsched, m) {
   using namespace fedsched;
   m.doc() = "fedsched client SDK: federated training with a trainer written in Python";
+  m.attr("__version__") = FEDSCHED_MODULE_VERSION;
 
   py::class_<TrainerBase>(m, "Trainer", py::dynamic_attr(), R"doc(
 Base class of Python trainers. Implement train(weights, sample_ids) -> (weights, losses):
