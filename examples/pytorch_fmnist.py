@@ -256,9 +256,12 @@ def main():
                   f'state_dir: "{run / f"client-{i}"}" seed: {args.seed + i}')
         clients.append(fedsched.Client(config, trainer, num_samples=len(y)))
 
-        def work(c=clients[-1]):
+        def work(i=i):
             try:
-                c.run()
+                clients[i].run()
+                # A finished client still holds its connection, and with it the server's
+                # shutdown for seconds: let it go.
+                clients[i] = None
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(e)
         threads.append(threading.Thread(target=work, daemon=True))
@@ -279,7 +282,8 @@ def main():
             sys.exit(f"a client failed: {errors[0]}")
         time.sleep(0.5)
     for c in clients:  # those that never got in are still trying to register
-        c.stop()
+        if c is not None:
+            c.stop()
     for t in threads:
         t.join(timeout=60)
     if server.returncode != 0:
