@@ -45,6 +45,7 @@ def cache_entry(build_dir, name):
 
 
 def run(command):
+    """Runs `command` (printed first; pip shows it with -v); raises CalledProcessError."""
     print("fedsched:", " ".join(map(str, command)), flush=True)
     subprocess.run([str(c) for c in command], check=True)
 

@@ -20,7 +20,8 @@ PYTHON="$3"
 skip() { echo "SKIP: $*"; exit 77; }
 # find_spec, not import: importing torch alone takes seconds.
 "$PYTHON" -c "import importlib.util as u, sys
-sys.exit(not all(map(u.find_spec, ('ensurepip', 'venv', 'setuptools', 'wheel', 'numpy', 'torch'))))" ||
+need = ('ensurepip', 'venv', 'setuptools', 'wheel', 'numpy', 'torch')
+sys.exit(not all(map(u.find_spec, need)))" ||
   skip "$PYTHON lacks venv/ensurepip, setuptools, wheel, numpy or torch (scripts/install_deps.sh)"
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
   skip "dataset-fashion-mnist is not installed"
