@@ -76,9 +76,14 @@ def find_binary(name, explicit, build, next_to=None):
     return path
 
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+try:
+    import numpy as np  # noqa: E402
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+except ImportError as e:
+    sys.exit(f"{e} in {sys.executable}: NumPy and PyTorch are Debian's python3-numpy and "
+             "python3-torch; run /usr/bin/python3, or a venv made from it with "
+             "--system-site-packages (docs/guides/PYTHON.md)")
 
 # fedsched hands the global model over as read-only NumPy views; torch warns when it wraps one
 # (we only read them: copy_ into the module's own parameters).
@@ -195,9 +200,10 @@ def main():
                     help="take the module and binaries from this CMake build folder (default: "
                          "the installed module and binaries, else the checkout's build/)")
     ap.add_argument("--server_bin", default=None,
-                    help="fedsched-server to run (default: --build's, else on PATH)")
+                    help="fedsched-server to run (default: --build's; else the one on PATH; "
+                         "else the checkout's build/)")
     ap.add_argument("--enroll_bin", default=None,
-                    help="fedsched-enroll (default: beside --server_bin, --build's, else on PATH)")
+                    help="fedsched-enroll (default: --build's; else the one beside the server)")
     ap.add_argument("--port", type=int, default=0,
                     help="server port on 127.0.0.1 (default 0: a free port the server picks)")
     ap.add_argument("--clients", type=int, default=20, help="clients (= Dirichlet partitions)")
