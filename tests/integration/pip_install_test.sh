@@ -4,7 +4,8 @@
 # --system-site-packages, `pip install --no-build-isolation .` of the copy reusing BUILD_DIR's
 # CMake build (FEDSCHED_BUILD_DIR: nothing compiled twice), `import fedsched` from the venv,
 # and the PyTorch example from the copy training 3 rounds with the installed module against
-# BUILD_DIR's fedsched-server (--server_bin) on a free port (--port).
+# BUILD_DIR's fedsched-server (--server_bin) on a free port (--port). Also: the module of
+# `cmake --install --component python` imports from under the prefix.
 # Usage: pip_install_test.sh BUILD_DIR SOURCE_DIR PYTHON
 # Exit status: 0 pass, 1 fail, 77 skipped (CTest SKIP_RETURN_CODE): PYTHON lacks venv, pip,
 # setuptools, wheel, NumPy or PyTorch, the dataset is not installed, or SOURCE_DIR is no git
@@ -48,6 +49,13 @@ case "$module" in
   "$WORK/venv/"*) ;;
   *) fail "import fedsched found $module, not the venv's module" ;;
 esac
+
+# The same module through CMake's install component, into P/lib/python3/dist-packages.
+cmake --install "$BUILD" --component python --prefix "$WORK/prefix" > /dev/null ||
+  fail "cmake --install --component python failed"
+(cd "$WORK" && PYTHONPATH="$WORK/prefix/lib/python3/dist-packages" "$PYTHON" -c \
+  "import fedsched; assert fedsched.__file__.startswith('$WORK/prefix/'), fedsched.__file__") ||
+  fail "the module of cmake --install --component python does not import"
 
 port=$("$PYTHON" -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 0)); \
 print(s.getsockname()[1])")
