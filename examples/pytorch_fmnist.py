@@ -262,12 +262,9 @@ def main():
                   f'state_dir: "{run / f"client-{i}"}" seed: {args.seed + i}')
         clients.append(fedsched.Client(config, trainer, num_samples=len(y)))
 
-        def work(i=i):
+        def work(c=clients[-1]):
             try:
-                clients[i].run()
-                # A finished client still holds its connection, and with it the server's
-                # shutdown for seconds: let it go.
-                clients[i] = None
+                c.run()
             except Exception as e:  # noqa: BLE001 - reported below
                 errors.append(e)
         threads.append(threading.Thread(target=work, daemon=True))
@@ -288,8 +285,7 @@ def main():
             sys.exit(f"a client failed: {errors[0]}")
         time.sleep(0.5)
     for c in clients:  # those that never got in are still trying to register
-        if c is not None:
-            c.stop()
+        c.stop()
     for t in threads:
         t.join(timeout=60)
     if server.returncode != 0:
