@@ -7,6 +7,7 @@ Where it is built:
                            is brought up to date there and its module copied, so nothing is
                            compiled twice. DIR must be configured for the same interpreter
                            (the module's file name carries its ABI) and the same project version.
+                           A relative DIR is taken from the checkout's root (pip runs this there).
   (unset)                  a fresh CMake build folder under setuptools' build temp
                            (build-pip/temp.*/cmake in the checkout); CMAKE_ARGS
                            (space-separated) adds options to its configure step.
@@ -75,7 +76,7 @@ class CMakeBuild(build_ext):
 
     def existing_build_dir(self, path):
         """FEDSCHED_BUILD_DIR checked: configured, and for this checkout's version."""
-        build_dir = pathlib.Path(path).resolve()
+        build_dir = (ROOT / path).resolve()  # pip runs the backend in the checkout's root
         if not (build_dir / "CMakeCache.txt").is_file():
             sys.exit(f"fedsched: FEDSCHED_BUILD_DIR={path} is not a configured CMake build folder")
         version = cache_entry(build_dir, "CMAKE_PROJECT_VERSION")
