@@ -83,7 +83,7 @@ trap cleanup EXIT
 wait_log_port() {
   local log=$1 pid=$2 pattern=$3 port
   for _ in $(seq 1 600); do
-    port=$(grep -oE "$pattern[0-9]+" "$log" 2>/dev/null | head -1 | grep -oE '[0-9]+$' || true)
+    port=$(grep -oE "${pattern}[0-9]+" "$log" 2>/dev/null | head -1 | grep -oE '[0-9]+$' || true)
     if [ -n "$port" ]; then
       echo "$port"
       return 0

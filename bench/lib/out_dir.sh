@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the bench/ scripts: where a run writes its logs and results.
 #
 # bench_out_dir NAME [GIVEN]: prints the run folder and creates it. GIVEN (the script's OUT /
