@@ -7,14 +7,13 @@
 # gRPC header is installed; then embed_sdk and the pkg-config c_client run as the two clients
 # of a real fedsched-server for 2 rounds and must finish them.
 # Usage: install_package_test.sh BUILD_DIR SOURCE_DIR
-set -u
+set -euo pipefail
 BUILD="$1"
 SRC=$(cd "$2" && pwd)
 . "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_install.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
 pids=()
-trap 'for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$WORK"' EXIT
+trap 'for p in "${pids[@]}"; do kill -9 "$p" 2> /dev/null || true; done; rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 cmake --install "$BUILD" --prefix "$WORK/prefix" --component sdk > "$WORK/install.log" 2>&1 ||
@@ -39,9 +38,9 @@ cmake --build "$WORK/c_cmake" > "$WORK/c_cmake_build.log" 2>&1 ||
 echo "== build examples/c_client with README.md's pkg-config line, verbatim"
 export PKG_CONFIG_PATH="$WORK/prefix/lib/pkgconfig"
 pkg-config --modversion fedsched-sdk || fail "pkg-config does not know fedsched-sdk"
-pkg-config --libs fedsched-sdk | grep -qw -- -lm || fail "fedsched-sdk.pc lacks -lm"
+[[ " $(pkg-config --libs fedsched-sdk) " == *" -lm "* ]] || fail "fedsched-sdk.pc lacks -lm"
 readme_cc=$(grep -m1 -E '^ *cc .*\$\(pkg-config --cflags --libs fedsched-sdk' "$SRC/README.md" |
-  sed -E 's/^ +//')
+  sed -E 's/^ +//' || true)
 [ -n "$readme_cc" ] ||
   fail "README.md has no 'cc ... \$(pkg-config --cflags --libs fedsched-sdk ...)' line"
 readme_out=$(sed -nE 's/.* -o ([^ ]+).*/\1/p' <<< "$readme_cc")
@@ -64,9 +63,19 @@ model { architecture: "softmax" }
 training { local_steps: 4 batch_size: 8 }
 CFG
 "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
-  --listen="127.0.0.1:$PORT" > "$WORK/server.log" 2>&1 &
+  --listen=127.0.0.1:0 > "$WORK/server.log" 2>&1 &
 server=$!
-pids+=($server)
+pids+=("$server")
+# Port 0: the kernel picks a free port; the server logs it once it listens (60 s at most).
+PORT=""
+for _ in $(seq 1 600); do
+  PORT=$(grep -soE "listening on 127\.0\.0\.1:[0-9]+" "$WORK/server.log" | head -1 |
+    sed 's/.*://' || true)
+  [ -n "$PORT" ] && break
+  kill -0 "$server" 2> /dev/null || { cat "$WORK/server.log"; fail "the server exited at start"; }
+  sleep 0.1
+done
+[ -n "$PORT" ] || { tail -20 "$WORK/server.log"; fail "the server did not listen within 60 s"; }
 fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-embed" embed-device
 fedsched_provision "$BUILD/server/fedsched-enroll" "$WORK/store" "$WORK/state-c" c-device
 "$WORK/embed/embed_sdk" "127.0.0.1:$PORT" embed-device "$WORK/state-embed" > "$WORK/embed.log" 2>&1 &
