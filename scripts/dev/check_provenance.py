@@ -13,8 +13,8 @@ What it reports, as PATH:LINE: TOKEN (KIND):
 
 What it scans (a path that does not exist is skipped, so the check runs before and after the
 docs move):
-  docs     README.md, docs/guides/, docs/reference/, docs/ARCHITECTURE.md, docs/ALGORITHMS.md:
-           every line;
+  docs     README.md, docs/README.md (the docs' index), docs/guides/, docs/reference/,
+           docs/ARCHITECTURE.md, docs/ALGORITHMS.md: every line;
   code     the files git tracks under server/ client/ sim/ common/ secagg/ proto/ python/
            examples/ models/ cmake/ deploy/ scripts/ configs/ and CMakeLists.txt: in C, C++ and
            proto sources, their comments and string literals; in Python, its comments and
@@ -37,8 +37,8 @@ import subprocess
 import sys
 import tokenize
 
-DOC_PATHS = ['README.md', 'docs/guides', 'docs/reference', 'docs/ARCHITECTURE.md',
-             'docs/ALGORITHMS.md']
+DOC_PATHS = ['README.md', 'docs/README.md', 'docs/guides', 'docs/reference',
+             'docs/ARCHITECTURE.md', 'docs/ALGORITHMS.md']
 CODE_PATHS = ['server', 'client', 'sim', 'common', 'secagg', 'proto', 'python', 'examples',
               'models', 'cmake', 'deploy', 'scripts', 'configs', 'CMakeLists.txt']
 C_LIKE = ('.c', '.cc', '.cpp', '.h', '.hpp', '.inc', '.proto')
