@@ -126,6 +126,8 @@ pacing { disable: true }
 eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 ops { metrics_listen_address: "127.0.0.1:$METRICS_PORT" }
 hierarchy { role: $role }
+# Serve on once the run is over, so that one scrape after it reads the whole run's counters.
+jobs { keep_serving: true }
 CFG
   "$BUILD/server/fedsched-server" --config="$dir/root.textproto" --store_path="$dir/store" \
     --log_level=info > "$dir/root.log" 2>&1 &
@@ -156,18 +158,16 @@ CFG
     endpoints="${endpoints:+$endpoints,}127.0.0.1:$port"
   done
   [ "$A" = 0 ] && endpoints="127.0.0.1:$root_port"
-  # The root stops by itself once the run is over: keep its last scrape.
-  ( while kill -0 "$root_pid" 2>/dev/null; do
-      curl -sf "http://127.0.0.1:$metrics_port/metrics" > "$dir/metrics.tmp" &&
-        mv "$dir/metrics.tmp" "$dir/metrics.txt"
-      sleep 0.5
-    done ) &
-  scraper=$!
   "$BUILD/bench/load/fedsched-load-gen" --server="$endpoints" --clients="$CLIENTS" \
     --rounds="$ROUNDS" --server_pid="$root_pid" --compute_ms_min="${COMPUTE_MS_MIN:-100}" \
     --compute_ms_max="${COMPUTE_MS_MAX:-400}" --out="$dir/load.txt" \
     --token_file="$dir/store/operator_token" --timeout_s=600 --warmup_rounds=0 \
     2> "$dir/load_progress.log" > /dev/null || true
+  # The root serves on after the run (jobs.keep_serving): one scrape reads the run's counters.
+  curl -sf "http://127.0.0.1:$metrics_port/metrics" > "$dir/metrics.txt" || {
+    echo "run_hierarchy.sh: A=$A: no scrape of the root's /metrics" >&2
+    : > "$dir/metrics.txt"
+  }
   aggs_cpu=0
   for p in "${agg_pids[@]}"; do
     ticks=$(awk '{print $14 + $15}' "/proc/$p/stat" 2>/dev/null || echo 0)
@@ -175,7 +175,6 @@ CFG
       'BEGIN { printf "%.2f", a + t / hz }')
   done
   cleanup
-  wait "$scraper" 2>/dev/null || true
   pids=()
   rounds=$(grep -o "rounds_committed: [0-9]*" "$dir/load.txt" | awk '{print $2}')
   cpu=$(grep -o "^server_cpu_s: [0-9.]*" "$dir/load.txt" | awk '{print $2}')
