@@ -67,7 +67,9 @@ v1::ServerConfig AggregatorKitConfig(const ProvisionOptions& options, int index)
   *config.mutable_transport() =
       KitTransport(options.server_base.transport(), /*own_certificate=*/true, /*with_ca=*/true,
                    DevicesHaveCertificates(options.device_auth));
-  *config.mutable_aggregation() = options.server_base.aggregation();
+  if (options.server_base.has_aggregation()) {
+    *config.mutable_aggregation() = options.server_base.aggregation();
+  }
   if (options.server_base.has_security()) {
     *config.mutable_security() = options.server_base.security();
     config.mutable_security()->clear_enrolment_key_path();
