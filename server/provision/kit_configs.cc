@@ -44,18 +44,28 @@ v1::ServerConfig ServerKitConfig(const ProvisionOptions& options) {
   v1::ServerConfig config = options.server_base;
   const bool flat = options.aggregators.empty();
   const bool mutual = flat && DevicesHaveCertificates(options.device_auth);
+  // A file of the kit as the server names it: relative to the kit, or under server_dir.
+  const auto at = [&](const char* relative) {
+    return options.server_dir.empty() ? std::string(relative)
+                                      : absl::StrCat(options.server_dir, "/", relative);
+  };
   config.set_listen_address(HostPort(options.listen_host, options.port));
   if (config.store_path().empty()) config.set_store_path("store");
-  *config.mutable_transport() =
-      KitTransport(config.transport(), /*own_certificate=*/true, /*with_ca=*/mutual, mutual);
+  v1::TransportConfig* t = config.mutable_transport();
+  *t = KitTransport(config.transport(), /*own_certificate=*/true, /*with_ca=*/mutual, mutual);
+  t->set_tls_cert_path(at(kCertFile));
+  t->set_tls_key_path(at(kKeyFile));
+  if (mutual) t->set_tls_ca_path(at(kCaFile));
   v1::SecurityConfig* security = config.mutable_security();
   security->clear_enrolment_key_path();
-  if (UsesEnrolmentKey(options.device_auth)) security->set_enrolment_key_path(kEnrolmentKeyFile);
-  security->set_operator_token_path(kOperatorTokenFile);
+  if (UsesEnrolmentKey(options.device_auth)) {
+    security->set_enrolment_key_path(at(kEnrolmentKeyFile));
+  }
+  security->set_operator_token_path(at(kOperatorTokenFile));
   config.clear_hierarchy();
   if (!flat) {
     config.mutable_hierarchy()->set_role(v1::HierarchyConfig::ROLE_ROOT);
-    config.mutable_hierarchy()->set_aggregator_token_dir(kAggregatorTokenDir);
+    config.mutable_hierarchy()->set_aggregator_token_dir(at(kAggregatorTokenDir));
   }
   return config;
 }

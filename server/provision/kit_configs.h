@@ -34,7 +34,8 @@ std::string AggregatorAddress(const AggregatorSpec& a);
 // The server's (root's, with aggregators) config: `options.server_base` with listen_address,
 // store_path (when empty), TLS (mutual when devices have certificates and there is no
 // aggregator), the enrolment key and operator token paths, and hierarchy ROLE_ROOT with its
-// aggregator token folder when there are aggregators.
+// aggregator token folder when there are aggregators. Paths are under `options.server_dir` when
+// it is set, else relative to the kit.
 v1::ServerConfig ServerKitConfig(const ProvisionOptions& options);
 
 // Aggregator `index`'s config: its listen address, TLS (its certificate serves devices and is

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "client/sdk/state_dir.h"
 #include "common/config.h"
+#include "common/private_file.h"
 #include "common/status_macros.h"
 #include "server/provision/k8s_secrets.h"
 #include "server/provision/kit_configs.h"
@@ -47,6 +48,11 @@ absl::StatusOr<ProvisionOptions> Checked(ProvisionOptions o) {
   if (o.port < 1 || o.port > 65535) {
     return absl::InvalidArgumentError(absl::StrCat("port ", o.port, " is outside [1, 65535]"));
   }
+  if (!o.server_dir.empty() && o.server_dir.front() != '/') {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the server's folder '", o.server_dir, "' must be an absolute path"));
+  }
+  while (o.server_dir.size() > 1 && o.server_dir.back() == '/') o.server_dir.pop_back();
   if (o.devices.empty()) {
     return absl::InvalidArgumentError("no devices: give device identities or a device count");
   }
@@ -124,6 +130,45 @@ struct Secrets {
   std::string operator_token;  // hex
   std::vector<std::string> aggregator_tokens;
 };
+
+// The secret in `reuse_dir`/`relative` when there is a reuse folder and the file exists, else
+// a fresh random one.
+absl::StatusOr<std::string> ReusedOrNewToken(const std::string& reuse_dir,
+                                             const std::string& relative) {
+  if (!reuse_dir.empty()) {
+    const std::string path = absl::StrCat(reuse_dir, "/", relative);
+    absl::StatusOr<std::string> kept = ReadSecretFile(path, 16);
+    if (kept.ok() || !absl::IsNotFound(kept.status())) return kept;
+  }
+  return RandomHex(32);
+}
+
+// The CA and the tokens: new, or those of `o.reuse_dir` (the server's certificate is the
+// caller's).
+absl::StatusOr<Secrets> MakeSecrets(const ProvisionOptions& o) {
+  Secrets s;
+  if (o.reuse_dir.empty()) {
+    FEDSCHED_ASSIGN_OR_RETURN(s.ca, MakeCa(o.ca_name, o.ca_validity_days));
+  } else {
+    FEDSCHED_ASSIGN_OR_RETURN(s.ca.certificate_pem,
+                              ReadFileToString(absl::StrCat(o.reuse_dir, "/ca/ca.crt")));
+    FEDSCHED_ASSIGN_OR_RETURN(s.ca.key_pem,
+                              ReadPrivateFile(absl::StrCat(o.reuse_dir, "/ca/ca.key")));
+  }
+  const std::string server_kit = "server/";
+  if (UsesEnrolmentKey(o.device_auth)) {
+    FEDSCHED_ASSIGN_OR_RETURN(s.enrolment_key,
+                              ReusedOrNewToken(o.reuse_dir, server_kit + kEnrolmentKeyFile));
+  }
+  FEDSCHED_ASSIGN_OR_RETURN(s.operator_token,
+                            ReusedOrNewToken(o.reuse_dir, server_kit + kOperatorTokenFile));
+  for (const AggregatorSpec& a : o.aggregators) {
+    FEDSCHED_ASSIGN_OR_RETURN(
+        s.aggregator_tokens.emplace_back(),
+        ReusedOrNewToken(o.reuse_dir, absl::StrCat(server_kit, kAggregatorTokenDir, "/", a.id)));
+  }
+  return s;
+}
 
 absl::Status WriteServerKit(OutputTree& tree, const ProvisionOptions& o, const Secrets& s) {
   const std::string kit = "server";
@@ -284,17 +329,9 @@ absl::StatusOr<ProvisionResult> Provision(const ProvisionOptions& options) {
   FEDSCHED_ASSIGN_OR_RETURN(const ProvisionOptions o, Checked(options));
   FEDSCHED_ASSIGN_OR_RETURN(std::unique_ptr<OutputTree> tree,
                             OutputTree::Begin(o.out_dir, o.force));
-  Secrets s;
-  FEDSCHED_ASSIGN_OR_RETURN(s.ca, MakeCa(o.ca_name, o.ca_validity_days));
+  FEDSCHED_ASSIGN_OR_RETURN(Secrets s, MakeSecrets(o));
   LeafOptions server_leaf{o.server_names.front(), o.server_names, Usage::kServer, o.validity_days};
   FEDSCHED_ASSIGN_OR_RETURN(s.server, IssueCertificate(s.ca, server_leaf));
-  if (UsesEnrolmentKey(o.device_auth)) {
-    FEDSCHED_ASSIGN_OR_RETURN(s.enrolment_key, RandomHex(32));
-  }
-  FEDSCHED_ASSIGN_OR_RETURN(s.operator_token, RandomHex(32));
-  for (size_t i = 0; i < o.aggregators.size(); ++i) {
-    FEDSCHED_ASSIGN_OR_RETURN(s.aggregator_tokens.emplace_back(), RandomHex(32));
-  }
   FEDSCHED_RETURN_IF_ERROR(tree->MakeDir("ca", 0700));
   FEDSCHED_RETURN_IF_ERROR(tree->WriteFile("ca/ca.crt", s.ca.certificate_pem, 0644));
   FEDSCHED_RETURN_IF_ERROR(tree->WriteFile("ca/ca.key", s.ca.key_pem, 0600));

@@ -71,6 +71,16 @@ struct ProvisionOptions {
   // the device's index modulo data.num_partitions (num_partitions = the device count when unset).
   v1::ClientConfig client_base;
   std::string k8s_namespace;  // metadata.namespace of the Secrets. Default: none.
+  // Where the server's kit will live, e.g. "/etc/fedsched" for the Debian package's systemd unit
+  // (which runs in /var/lib/fedsched): its config then names its TLS files, secrets and
+  // aggregator tokens by absolute paths under this folder. Default: empty (paths relative to
+  // the kit, for its start.sh).
+  std::string server_dir;
+  // A previous output whose CA, enrolment key, operator token and aggregator tokens (by id) are
+  // reused, so that kits already deployed keep working beside the new ones (adding devices or
+  // aggregators, renewing certificates). Its private files must be this user's, mode 0600.
+  // Default: empty (all new).
+  std::string reuse_dir;
 };
 
 // What Provision wrote, for the tool's summary.
@@ -83,9 +93,11 @@ struct ProvisionResult {
 // `options.out_dir`: first into a temporary sibling folder, renamed into place once complete, so
 // a failure leaves nothing half-made. Private keys, tokens and secrets are 0600 in 0700 folders.
 // Errors: INVALID_ARGUMENT naming a bad option (no devices, a bad name, duplicate ids or ports,
-// certificate-only admission with aggregators, ...); ALREADY_EXISTS when `out_dir` exists and
-// `force` is off; FAILED_PRECONDITION when `force` is on but `out_dir` is not a previous output;
-// INTERNAL / PERMISSION_DENIED naming a file that cannot be written.
+// certificate-only admission with aggregators, a relative server_dir, ...); from `reuse_dir`:
+// NOT_FOUND for a missing CA, FAILED_PRECONDITION for a private file open to others,
+// INVALID_ARGUMENT for a CA key and certificate that do not belong together; ALREADY_EXISTS when
+// `out_dir` exists and `force` is off; FAILED_PRECONDITION when `force` is on but `out_dir` is not
+// a previous output; INTERNAL / PERMISSION_DENIED naming a file that cannot be written.
 [[nodiscard]] absl::StatusOr<ProvisionResult> Provision(const ProvisionOptions& options);
 
 }  // namespace fedsched::provision

@@ -7,6 +7,7 @@
 //
 //   fedsched-provision --out=DIR --server_names=fl.example.com,10.0.0.5 --device_count=3
 //   fedsched-provision --out=DIR --devices=cam-1,cam-2 --aggregators=agg-1=agg-1.example.com:50061
+//   fedsched-provision --out=DIR2 --reuse=DIR --device_count=5     (same CA and keys, more devices)
 //
 // Exits 0 having written DIR, or 2 with an error message (nothing written).
 
@@ -57,6 +58,13 @@ ABSL_FLAG(std::string, client_config, "",
           "A ClientConfig textproto every device's kit starts from (data, limits); provisioning "
           "sets its address, identity, state dir, TLS and data partition.");
 ABSL_FLAG(std::string, k8s_namespace, "", "metadata.namespace of the Kubernetes Secrets.");
+ABSL_FLAG(std::string, server_dir, "",
+          "Absolute folder the server's kit will be installed in (e.g. /etc/fedsched for the "
+          "Debian package's systemd unit): its config then names its files there. Default: paths "
+          "relative to the kit (its start.sh).");
+ABSL_FLAG(std::string, reuse, "",
+          "A previous output folder whose CA, enrolment key, operator token and aggregator tokens "
+          "are kept, so that deployed kits keep working (add devices, renew certificates).");
 
 namespace {
 
@@ -97,6 +105,8 @@ absl::StatusOr<ProvisionOptions> OptionsFromFlags() {
     FEDSCHED_RETURN_IF_ERROR(fedsched::LoadTextConfig(path, &o.client_base));
   }
   o.k8s_namespace = absl::GetFlag(FLAGS_k8s_namespace);
+  o.server_dir = absl::GetFlag(FLAGS_server_dir);
+  o.reuse_dir = absl::GetFlag(FLAGS_reuse);
   return o;
 }
 

@@ -179,6 +179,55 @@ TEST_F(ProvisionTest, EnrolmentKeyOnlyGivesDevicesNoCertificate) {
   EXPECT_TRUE(server.transport().tls_ca_path().empty());
 }
 
+TEST_F(ProvisionTest, ServerDirMakesTheServersPathsAbsolute) {
+  ProvisionOptions o = Options();
+  o.server_dir = "/etc/fedsched/";
+  o.aggregators = {{"agg-1", "127.0.0.1", 0}};
+  ASSERT_OK(Provision(o).status());
+  v1::ServerConfig server;
+  ASSERT_OK(LoadTextConfig(Path("out/server/server.textproto"), &server));
+  EXPECT_EQ(server.transport().tls_cert_path(), "/etc/fedsched/tls/tls.crt");
+  EXPECT_EQ(server.transport().tls_key_path(), "/etc/fedsched/tls/tls.key");
+  EXPECT_EQ(server.security().enrolment_key_path(), "/etc/fedsched/secrets/enrolment.key");
+  EXPECT_EQ(server.security().operator_token_path(), "/etc/fedsched/secrets/operator.token");
+  EXPECT_EQ(server.hierarchy().aggregator_token_dir(), "/etc/fedsched/aggregator_tokens");
+  o.server_dir = "etc/fedsched";
+  o.out_dir = Path("out2");
+  EXPECT_THAT(Provision(o), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("absolute")));
+}
+
+TEST_F(ProvisionTest, ReuseKeepsTheCaAndSecretsSoDeployedKitsKeepWorking) {
+  ProvisionOptions o = Options();
+  o.aggregators = {{"agg-1", "127.0.0.1", 0}};
+  ASSERT_OK(Provision(o).status());
+  const std::string ca = Read("ca/ca.crt");
+  const std::string key = Read("server/secrets/enrolment.key");
+  const std::string token = Read("server/secrets/operator.token");
+  const std::string agg_token = Read("server/aggregator_tokens/agg-1");
+  const std::string credential = Read("devices/device-001/state/credential");
+  // Renewed in place, with one more device and one more aggregator.
+  o.reuse_dir = Path("out");
+  o.force = true;
+  o.devices.push_back("device-003");
+  o.aggregators.push_back({"agg-2", "127.0.0.1", 0});
+  ASSERT_OK(Provision(o).status());
+  EXPECT_EQ(Read("ca/ca.crt"), ca);
+  EXPECT_EQ(Read("server/secrets/enrolment.key"), key);
+  EXPECT_EQ(Read("server/secrets/operator.token"), token);
+  EXPECT_EQ(Read("server/aggregator_tokens/agg-1"), agg_token);
+  EXPECT_NE(Read("server/aggregator_tokens/agg-2"), agg_token);
+  EXPECT_EQ(Read("devices/device-001/state/credential"), credential);
+  EXPECT_OK(VerifyCertificate(ca, Read("devices/device-003/tls/tls.crt"), Usage::kClient));
+  // A reuse folder without a CA, or with its key open to others, is refused naming the file.
+  o.reuse_dir = Path("nowhere");
+  EXPECT_THAT(Provision(o), StatusIs(absl::StatusCode::kNotFound, HasSubstr("ca.crt")));
+  ASSERT_EQ(::chmod(Path("out/ca/ca.key").c_str(), 0644), 0);
+  o.reuse_dir = Path("out");
+  o.out_dir = Path("out2");
+  o.force = false;
+  EXPECT_THAT(Provision(o), StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("ca.key")));
+}
+
 TEST_F(ProvisionTest, AnExistingFolderIsReplacedOnlyWithForceAndOnlyIfItIsAnOutput) {
   ASSERT_OK(Provision(Options()).status());
   const std::string first_key = Read("ca/ca.key");
