@@ -8,6 +8,7 @@
 #   - a hierarchy: the root, one aggregator and 2 devices run 2 rounds through the aggregator
 #     with the aggregator's own token;
 #   - the tool refuses to overwrite its output without --force (exit 2);
+#   - a server kit made with --server_dir passes --check_config where it is installed;
 #   - k8s/secrets.yaml parses as Kubernetes objects (when kubectl is installed).
 # Usage: provision_round_test.sh BUILD_DIR
 set -euo pipefail
@@ -111,6 +112,17 @@ if "$PROVISION" --out="$WORK/flat" --device_count=1 > "$WORK/again.log" 2>&1; th
   fail "a second run into the same folder succeeded"
 fi
 grep -q "pass --force" "$WORK/again.log" || fail "the refusal does not name --force"
+
+# --- A server kit installed elsewhere (--server_dir, as for the Debian package's /etc/fedsched)
+# names its files there: its config passes --check_config from another working directory.
+provision "$WORK/installed" "$PORT" --device_count=1 --server_dir="$WORK/etc/fedsched"
+mkdir -p "$WORK/etc"
+cp -a "$WORK/installed/server" "$WORK/etc/fedsched"
+(cd "$WORK" && "$BUILD/server/fedsched-server" --check_config \
+  --config="$WORK/etc/fedsched/server.textproto" > "$WORK/check.log" 2>&1) ||
+  fail "--check_config of a kit installed with --server_dir"
+grep -q "tls_key_path: \"$WORK/etc/fedsched/tls/tls.key\"" "$WORK/etc/fedsched/server.textproto" ||
+  fail "--server_dir did not make the key's path absolute"
 
 # --- Kubernetes Secrets parse as objects (kubectl on the client side, as deploy/check_manifests.sh).
 if command -v kubectl > /dev/null; then
