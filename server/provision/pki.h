@@ -31,7 +31,8 @@ enum class Usage {
 // A certificate the CA issues.
 struct LeafOptions {
   // Subject common name. 1 to 64 characters (X.509's upper bound). Under mutual TLS a device's
-  // identity must be its certificate's CN or a SAN (docs/SECURITY.md "Identities and admission").
+  // identity must be its certificate's CN or a SAN (docs/guides/SECURITY.md "Identities and
+  // admission").
   std::string common_name;
   // Subject alternative names: each an IPv4 / IPv6 literal (an IP SAN) or a DNS name (a DNS SAN;
   // a leading "*." wildcard is allowed). The names clients dial must be here. Default: none.

@@ -101,13 +101,20 @@ std::string ConfigFile(const std::string& program, const google::protobuf::Messa
                       ConfigToText(config));
 }
 
+// The lines of a kit's script that resolve FEDSCHED_BIN (it may be relative to the caller's
+// folder) and change into the kit's folder.
+constexpr char kScriptPrologue[] =
+    "set -euo pipefail\n"
+    "bin=${FEDSCHED_BIN:+$(cd \"$FEDSCHED_BIN\" && pwd)/}\n"
+    "cd \"$(dirname \"$0\")\"\n";
+
 std::string StartScript(const std::string& program, const std::string& config) {
-  return absl::StrCat(
-      "#!/usr/bin/env bash\n# Starts ", program,
-      " with this kit (made by fedsched-provision; docs/guides/PROVISIONING.md).\n"
-      "# Usage: ./start.sh [more flags]   FEDSCHED_BIN=DIR picks the binaries' folder (default: "
-      "PATH).\nset -euo pipefail\ncd \"$(dirname \"$0\")\"\nexec \"${FEDSCHED_BIN:+$FEDSCHED_BIN/}",
-      program, "\" --config=", config, " \"$@\"\n");
+  return absl::StrCat("#!/usr/bin/env bash\n# Starts ", program,
+                      " with this kit (made by fedsched-provision; docs/guides/PROVISIONING.md).\n"
+                      "# Usage: ./start.sh [more flags]   FEDSCHED_BIN=DIR picks the binaries' "
+                      "folder (default: PATH).\n",
+                      kScriptPrologue, "exec \"${bin}", program, "\" --config=", config,
+                      " \"$@\"\n");
 }
 
 // ca.crt, tls.crt and tls.key of `cert` under `kit`/tls (0700).
@@ -215,10 +222,9 @@ absl::Status WriteOperatorKit(OutputTree& tree, const ProvisionOptions& o, const
   const std::string script = absl::StrCat(
       "#!/usr/bin/env bash\n# Runs fedsched-status against the provisioned server with the "
       "operator's credentials\n# (made by fedsched-provision). Usage: ./status.sh [--rounds=N] "
-      "[--clients]\n# FEDSCHED_BIN=DIR picks the binaries' folder (default: PATH).\n"
-      "set -euo pipefail\ncd \"$(dirname \"$0\")\"\n"
-      "exec \"${FEDSCHED_BIN:+$FEDSCHED_BIN/}fedsched-status\" --server=",
-      ServerAddress(o), " ", tls_flags, " --token_file=", kOperatorTokenFile, " \"$@\"\n");
+      "[--clients]\n# FEDSCHED_BIN=DIR picks the binaries' folder (default: PATH).\n",
+      kScriptPrologue, "exec \"${bin}fedsched-status\" --server=", ServerAddress(o), " ", tls_flags,
+      " --token_file=", kOperatorTokenFile, " \"$@\"\n");
   return tree.WriteFile(kit + "/status.sh", script, 0755);
 }
 

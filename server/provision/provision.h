@@ -16,7 +16,8 @@
 
 namespace fedsched::provision {
 
-// How devices prove their identity to the server (docs/SECURITY.md "Identities and admission").
+// How devices prove their identity to the server (docs/guides/SECURITY.md "Identities and
+// admission").
 enum class DeviceAuth {
   // A client certificate whose CN is the identity (mutual TLS) and the enrolment secret, as the
   // Kubernetes manifests (deploy/k8s/configmap.yaml) configure the server.
@@ -24,7 +25,8 @@ enum class DeviceAuth {
   // The enrolment secret only; the server authenticates itself by TLS, devices hold no certificate.
   kEnrolmentKey,
   // The client certificate only (mutual TLS, no enrolment key). Not with aggregators: the root
-  // cannot see devices' certificates through them (docs/OPERATIONS.md "Hierarchical aggregation").
+  // cannot see devices' certificates through them (docs/guides/OPERATIONS.md "Hierarchical
+  // aggregation").
   kCertificate,
 };
 
@@ -32,7 +34,7 @@ enum class DeviceAuth {
 // listing the accepted names.
 [[nodiscard]] absl::StatusOr<DeviceAuth> ParseDeviceAuth(absl::string_view name);
 
-// An aggregator of a hierarchy (docs/OPERATIONS.md "Hierarchical aggregation").
+// An aggregator of a hierarchy (docs/guides/OPERATIONS.md "Hierarchical aggregation").
 struct AggregatorSpec {
   std::string id;    // hierarchy.aggregator_id and its certificate's CN; a plain file name.
   std::string host;  // DNS name or IP literal devices dial; in its certificate. Default: id.
@@ -55,7 +57,7 @@ struct ProvisionOptions {
   std::string listen_host = "0.0.0.0";      // Sites' listen_address host. Default: "0.0.0.0".
   std::vector<AggregatorSpec> aggregators;  // Default: none (a flat deployment).
   // Device identities (each a kit folder name and, with certificates, a CN of at most 64
-  // characters; docs/SECURITY.md). At least one.
+  // characters; docs/guides/SECURITY.md). At least one.
   std::vector<std::string> devices;
   DeviceAuth device_auth = DeviceAuth::kCertificateAndKey;
   int validity_days = 365;              // Server, aggregator, device and operator certificates.
