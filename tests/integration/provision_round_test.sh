@@ -94,7 +94,7 @@ status=$(FEDSCHED_BIN="$BUILD/server" "$WORK/flat/operator/status.sh" --rounds=1
 device_pids=()
 for d in device-001 device-002 device-003; do
   start "$d" "$WORK/hosts/$d" "$BUILD/client"
-  device_pids+=(${pids[-1]})
+  device_pids+=("${pids[-1]}")
 done
 wait_exit "$server_pid" "the server"
 grep -qE '^round +2 .*participants +3' "$WORK/server.log" || fail "the server did not commit 2 rounds"
