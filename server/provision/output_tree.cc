@@ -40,11 +40,11 @@ absl::Status CheckOutDir(const std::string& out_dir, bool force) {
         "'", out_dir, "' exists; fedsched-provision never overwrites keys by accident: name a new ",
         "folder, or pass --force to replace a previous output of fedsched-provision"));
   }
-  std::error_code ec;
-  if (!S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) {
+  if (!S_ISDIR(st.st_mode)) {
     return absl::FailedPreconditionError(
         absl::StrCat("'", out_dir, "' is not a folder; --force replaces only a previous output"));
   }
+  std::error_code ec;
   if (fs::is_empty(out_dir, ec) && !ec) return absl::OkStatus();
   std::ifstream readme(out_dir + "/README.txt");
   std::string first;
@@ -81,7 +81,6 @@ OutputTree::~OutputTree() {
 
 absl::Status OutputTree::MakeDir(const std::string& relative, mode_t mode) {
   const fs::path path = fs::path(temp_dir_) / relative;
-  std::error_code ec;
   fs::path partial = temp_dir_;
   for (const fs::path& part : fs::path(relative)) {
     partial /= part;
