@@ -67,6 +67,12 @@ absl::StatusOr<std::unique_ptr<OutputTree>> OutputTree::Begin(const std::string&
   if (!checked.ok()) return checked;
   absl::StatusOr<std::string> suffix = RandomHex(6);
   if (!suffix.ok()) return suffix.status();
+  const fs::path parent = fs::path(clean).parent_path();
+  std::error_code ec;
+  if (!parent.empty() && !fs::is_directory(parent, ec)) {
+    return absl::NotFoundError(absl::StrCat("the folder '", parent.string(), "' that should hold '",
+                                            clean, "' does not exist"));
+  }
   const std::string temp = absl::StrCat(clean, ".tmp-", *suffix);
   if (::mkdir(temp.c_str(), 0700) != 0) return SystemError("create", temp, errno);
   ::chmod(temp.c_str(), 0700);

@@ -22,7 +22,8 @@ class OutputTree {
  public:
   // Checks `out_dir` (see Provision's errors: ALREADY_EXISTS, FAILED_PRECONDITION) and creates
   // the temporary folder "<out_dir>.tmp-<random>" (mode 0700) beside it.
-  // Errors: also PERMISSION_DENIED / INTERNAL naming the folder that cannot be made.
+  // Errors: also NOT_FOUND when the folder that should hold `out_dir` does not exist;
+  // PERMISSION_DENIED / INTERNAL naming the folder that cannot be made.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<OutputTree>> Begin(const std::string& out_dir,
                                                                          bool force);
   OutputTree(const OutputTree&) = delete;
