@@ -99,7 +99,8 @@ struct ProvisionResult {
 // NOT_FOUND for a missing CA, FAILED_PRECONDITION for a private file open to others,
 // INVALID_ARGUMENT for a CA key and certificate that do not belong together; ALREADY_EXISTS when
 // `out_dir` exists and `force` is off; FAILED_PRECONDITION when `force` is on but `out_dir` is not
-// a previous output; INTERNAL / PERMISSION_DENIED naming a file that cannot be written.
+// a previous output; NOT_FOUND when the folder that should hold `out_dir` does not exist;
+// INTERNAL / PERMISSION_DENIED naming a file that cannot be written.
 [[nodiscard]] absl::StatusOr<ProvisionResult> Provision(const ProvisionOptions& options);
 
 }  // namespace fedsched::provision
