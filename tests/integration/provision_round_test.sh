@@ -9,10 +9,12 @@
 #     with the aggregator's own token;
 #   - the tool refuses to overwrite its output without --force (exit 2);
 #   - a server kit made with --server_dir passes --check_config where it is installed;
-#   - k8s/secrets.yaml parses as Kubernetes objects (when kubectl is installed).
+#   - k8s/secrets.yaml parses as Kubernetes objects and, its files placed where deploy/k8s mounts
+#     them, passes deploy/k8s's ConfigMap config through --check_config (when kubectl is installed).
 # Usage: provision_round_test.sh BUILD_DIR
 set -euo pipefail
 BUILD="$1"
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
 PROVISION="$BUILD/server/provision/fedsched-provision"
 WORK=$(mktemp -d /tmp/fedsched_provision.XXXXXX)
 pids=()
@@ -127,14 +129,50 @@ cp -a "$WORK/installed/server" "$WORK/etc/fedsched"
 grep -q "tls_key_path: \"$WORK/etc/fedsched/tls/tls.key\"" "$WORK/etc/fedsched/server.textproto" ||
   fail "--server_dir did not make the key's path absolute"
 
-# --- Kubernetes Secrets parse as objects (kubectl on the client side, as deploy/check_manifests.sh).
+# --- Kubernetes: the Secrets parse as objects (kubectl on the client side, as
+# deploy/check_manifests.sh does), and placed where deploy/k8s/statefulset.yaml mounts and copies
+# them, they are what deploy/k8s/configmap.yaml's server config reads (--check_config).
 if command -v kubectl > /dev/null; then
-  names=$(kubectl label --local -f "$WORK/flat/k8s/secrets.yaml" check=ok -o name | paste -sd' ')
+  secrets=$WORK/flat/k8s/secrets.yaml
+  names=$(kubectl label --local -f "$secrets" check=ok -o name | paste -sd' ')
   [ "$names" = "secret/fedsched-tls secret/fedsched-enrolment secret/fedsched-operator" ] ||
     fail "k8s/secrets.yaml holds '$names'"
-  echo "k8s: $names"
+  kubectl label --local -f "$secrets" check=ok -o json > "$WORK/secrets.json"
+  kubectl label --local -f "$SRC/deploy/k8s/configmap.yaml" check=ok -o json > "$WORK/cm.json"
+  python3 - "$WORK" << 'PY' || fail "the Secrets do not fit deploy/k8s"
+import base64, json, os, sys
+work = sys.argv[1]
+root = f"{work}/pod"
+# Secret key -> where the pod sees it: fedsched-tls is mounted at /etc/fedsched/tls; the init
+# container copies tls.key, the enrolment key and the token into /run/fedsched/secrets.
+places = {("fedsched-tls", "tls.crt"): "/etc/fedsched/tls/tls.crt",
+          ("fedsched-tls", "ca.crt"): "/etc/fedsched/tls/ca.crt",
+          ("fedsched-tls", "tls.key"): "/run/fedsched/secrets/tls.key",
+          ("fedsched-enrolment", "key"): "/run/fedsched/secrets/enrolment.key",
+          ("fedsched-operator", "token"): "/run/fedsched/secrets/operator.token"}
+# kubectl prints one JSON object per document.
+text, items, at = open(f"{work}/secrets.json").read(), [], 0
+while text[at:].strip():
+    obj, at = json.JSONDecoder().raw_decode(text, at + len(text[at:]) - len(text[at:].lstrip()))
+    items += obj.get("items", [obj])
+for item in items:
+    for key, value in item["data"].items():
+        path = root + places[(item["metadata"]["name"], key)]
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, base64.b64decode(value))
+        os.close(fd)
+config = json.load(open(f"{work}/cm.json"))["data"]["server.textproto"]
+config = config.replace('"/etc/fedsched/', f'"{root}/etc/fedsched/')
+config = config.replace('"/run/fedsched/', f'"{root}/run/fedsched/')
+config = config.replace('"/var/lib/fedsched/', f'"{root}/var/lib/fedsched/')
+open(f"{work}/cm.textproto", "w").write(config)
+PY
+  "$BUILD/server/fedsched-server" --check_config --config="$WORK/cm.textproto" \
+    > "$WORK/check.log" 2>&1 || fail "deploy/k8s's config refuses the Secrets' files"
+  echo "k8s: $names fit deploy/k8s (--check_config of its ConfigMap)"
 else
-  echo "k8s: kubectl is not installed; secrets.yaml not parsed"
+  echo "k8s: kubectl is not installed; secrets.yaml not checked"
 fi
 
 # --- A hierarchy: root, one aggregator with its own token, 2 devices through it.
