@@ -22,6 +22,9 @@ PACKAGES=(
   # The Python bindings (python/), their PyTorch example and tests, and the LibTorch trainer
   # (models/torch): optional components CMake builds when these are present.
   python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
+  # `pip install --no-build-isolation .` of the module (pyproject.toml, setup.py): the build
+  # backend, pip, and venv for a virtual environment that sees the packages above.
+  python3-setuptools python3-wheel python3-pip python3-venv
 )
 
 if [ "${1:-}" = "--only" ]; then
