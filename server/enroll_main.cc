@@ -45,6 +45,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/sdk/state_dir.h"
+#include "common/flags_usage.h"
 #include "server/enroll_store_ops.h"
 #include "server/service/credentials.h"
 
@@ -156,7 +157,7 @@ int ProvisionDevice(std::string identity, const std::string& state_dir, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fedsched::SetUsage(
       "Provisions a device: fedsched-enroll --key_file=KEY (--identity=ID | --state_dir=DIR) "
       "[--out=FILE]; or an aggregator: fedsched-enroll --aggregator_token_dir=DIR "
       "--aggregator_id=ID [--out=FILE]; or re-enrols an identity in a stopped server's store: "
