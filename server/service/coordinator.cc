@@ -641,8 +641,8 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   const bool finished = engine_->finished() && durable_round_ == engine_->version();
   // A closed synchronous round is evaluated, stored and published (coordinator_commit.cc)
   // before the next one is planned: "committing" that round, not waiting for clients.
-  const bool committing = !finished && !engine_->running() &&
-                          engine_->published_version() < engine_->version();
+  const bool committing =
+      !finished && !engine_->running() && engine_->published_version() < engine_->version();
   response.set_committed_round(durable_round_);
   response.set_current_round(finished     ? durable_round_
                              : committing ? engine_->version()
