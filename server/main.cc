@@ -399,6 +399,10 @@ absl::StatusOr<OpsEndpoints> StartOpsEndpoints(const v1::ServerConfig& config) {
     for (round::RejectReason reason : round::kAllRejectReasons) {
       endpoints.metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)), job);
     }
+    for (const char* service : {v1::Coordinator::service_full_name(),
+                                v1::JobService::service_full_name()}) {
+      FEDSCHED_RETURN_IF_ERROR(ops::DeclareServiceMethods(*endpoints.metrics, service));
+    }
     FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", endpoints.metrics->port());
   }
   return endpoints;
