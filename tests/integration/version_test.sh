@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Every fedsched tool's --version names the tool and the project's version (CMake's
-# project(VERSION)) on its first line and the build type on its second, and exits 0.
+# project(VERSION)) on its first line and the build type on its second, and exits 0; its --help
+# lists the tool's own flags (abseil exits 1 after --help).
 # Usage: version_test.sh BUILD_DIR VERSION BUILD_TYPE
 set -euo pipefail
 BUILD="$1"
@@ -21,6 +22,11 @@ for tool in server/fedsched-server server/fedsched-status server/fedsched-ctl \
     failures=$((failures + 1))
   else
     echo "OK: $first / $second"
+  fi
+  help=$(timeout 30 "$BUILD/$tool" --help 2>&1) || true
+  if ! grep -q "Flags from" <<<"$help" || grep -q "No flags matched\|unknown flag" <<<"$help"; then
+    echo "FAIL: $name --help lists no flags: $help"
+    failures=$((failures + 1))
   fi
 done
 exit $((failures > 0))
