@@ -308,15 +308,14 @@ absl::Status CheckStartInputs(const v1::ServerConfig& config) {
   return MakeServerCredentials(config.transport()).status();
 }
 
-// hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
-// rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
-// How long an aggregator keeps serving once a device was told the root's run is over, when the
-// root itself keeps running (a root stops at most 30 s after its run is over, FinishLinger).
-constexpr absl::Duration kAggregatorFinishLinger = absl::Seconds(60);
+// How long the root must stay unconnected, once a device was told the run is over, before an
+// aggregator takes it as stopped for good rather than restarting.
+constexpr absl::Duration kRootGoneFor = absl::Seconds(3);
 
-// Blocks until SIGTERM / SIGINT (`signals`, blocked) or until the root's run is over and either
-// the root has stopped or kAggregatorFinishLinger passed. Returns why, for the log; sets
-// `*run_over` when it returns for the end of the run.
+// Blocks until SIGTERM / SIGINT (`signals`, blocked), or until a relayed poll was answered that
+// the run is over and the root has then been unconnected for kRootGoneFor (a root stops once its
+// run is over and its devices have heard). Returns why, for the log; sets `*run_over` when it
+// returns for the end of the run.
 std::string AwaitAggregatorEnd(const RelayService& relay, sigset_t signals, bool* run_over) {
   absl::Notification signalled;
   std::atomic<int> signal{0};
@@ -327,14 +326,16 @@ std::string AwaitAggregatorEnd(const RelayService& relay, sigset_t signals, bool
     signalled.Notify();
   });
   std::string why;
+  std::optional<absl::Time> unreachable_since;
   while (why.empty() && !signalled.WaitForNotificationWithTimeout(absl::Seconds(1))) {
-    const std::optional<absl::Time> over = relay.run_finished_at();
-    if (!over.has_value()) continue;
-    if (relay.UpstreamUnreachable()) {
+    if (!relay.run_finished_at().has_value() || relay.UpstreamReady()) {
+      unreachable_since.reset();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    if (!unreachable_since.has_value()) unreachable_since = now;
+    if (now - *unreachable_since >= kRootGoneFor) {
       why = "the root's run is over and the root has stopped";
-    } else if (absl::Now() - *over > kAggregatorFinishLinger) {
-      why = absl::StrCat("the root's run is over (", absl::FormatDuration(kAggregatorFinishLinger),
-                         " ago)");
     }
   }
   pthread_kill(waiter.native_handle(), SIGTERM);  // release it if no signal came
@@ -343,6 +344,9 @@ std::string AwaitAggregatorEnd(const RelayService& relay, sigset_t signals, bool
   return why.empty() ? absl::StrCat("signal ", signal.load()) : why;
 }
 
+// hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
+// rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked), or until
+// the root's run is over and the root has stopped (AwaitAggregatorEnd), then exits 0.
 int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
   absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
   if (!token.ok()) {

@@ -551,8 +551,8 @@ std::optional<absl::Time> RelayService::run_finished_at() const {
   return run_finished_at_;
 }
 
-bool RelayService::UpstreamUnreachable() const {
-  return options_.upstream->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_TRANSIENT_FAILURE;
+bool RelayService::UpstreamReady() const {
+  return options_.upstream->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
 }
 
 RelayStats RelayService::stats() const {

@@ -112,10 +112,10 @@ class RelayService final
   // When a relayed PollTask first answered that the root's run is over (PollTaskResponse
   // .finished), or nullopt while it has not.
   std::optional<absl::Time> run_finished_at() const ABSL_LOCKS_EXCLUDED(mu_);
-  // True when the channel to the root is in TRANSIENT_FAILURE: the root does not accept
-  // connections (stopped, or unreachable). An idle channel is asked to connect, so that a
-  // later call answers for the root as it is then.
-  bool UpstreamUnreachable() const;
+  // True when the channel to the root is connected (READY). An idle channel is asked to
+  // connect, so that a later call answers for the root as it is then: a root that runs is
+  // READY again within moments, one that stopped never.
+  bool UpstreamReady() const;
 
   // Internal, for the upload reactor: the checks of an upload header that need no payload.
   [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header)
