@@ -542,7 +542,9 @@ void RelayService::NoteRunFinished() {
   absl::MutexLock lock(&mu_);
   if (run_finished_at_.has_value()) return;
   run_finished_at_ = absl::Now();
-  FEDSCHED_LOG(info, "aggregator {}: the root's run is over (its devices are told so)",
+  FEDSCHED_LOG(info,
+               "aggregator {}: the root told a device the run is over; this aggregator stops "
+               "once the root has stopped",
                options_.config.hierarchy().aggregator_id());
 }
 
