@@ -36,6 +36,13 @@ TOOLS = [
     ("fedsched-audit", "replays a stopped server's committed rounds from its store"),
     ("fedsched-epsilon", "the differential-privacy budget of a run (the RDP accountant)"),
 ]
+# What a tool's output means, where --help cannot say it: appended below its flags.
+NOTES = {
+    "fedsched-status": "`state` is `running` (a round is open), `committing` (the last round closed "
+                       "and is being evaluated, stored and published; `current round` is that "
+                       "round; `waiting:` says so), `waiting_for_clients` (`waiting:` says why) or "
+                       "`finished`.",
+}
 REPO_DIRS = ("server/", "client/", "sim/", "common/", "models/", "secagg/", "python/", "bench/",
              "provision/", "tools/")
 SECTION = re.compile(r"^  Flags from (.*):$")
@@ -97,7 +104,8 @@ def section(builds, tool, purpose):
     if "Flags from" not in text:
         raise RuntimeError("%s --helpfull printed no flags (exit %d): %s" %
                            (tool, done.returncode, text.strip()[:300]))
-    return lines + ["```", own_help(tool, text), "```", ""]
+    return lines + ["```", own_help(tool, text), "```", ""] + (
+        [NOTES[tool], ""] if tool in NOTES else [])
 
 
 def main(argv):
@@ -113,7 +121,9 @@ def main(argv):
            "Every fedsched command-line tool's own flags, as `TOOL --help` prints them (`--helpfull` "
            "adds abseil's and gRPC's). Generated from the binaries by "
            "`python3 scripts/gen_tools_reference.py --build build`. Every tool also takes "
-           "`--help`, `--helpfull` and `--version`. Config files are described in "
+           "`--help`, `--helpfull` and `--version`; `--version` prints the tool's name and the "
+           "project version, then the build type, e.g. `fedsched-server 0.5.0` and "
+           "`Release build (assertions off)`. Config files are described in "
            "[CONFIG.md](CONFIG.md).", ""]
     out += ["| Tool | What for |", "|---|---|"]
     out += ["| [%s](#%s) | %s |" % (t, t, p) for t, p in TOOLS]
