@@ -20,6 +20,10 @@ PACKAGES=(
   # The Python bindings (python/), their PyTorch example and tests, and the LibTorch trainer
   # (models/torch): optional components CMake builds when these are present.
   python3-dev pybind11-dev python3-numpy python3-torch libtorch-dev python3-pytest
+  # Man pages from the tools' --help, and the Debian root the .deb install test makes
+  # (cmake/install_tools.cmake, tests/integration/deb_install_test.sh). deploy/build_image.sh
+  # and the image test also need podman and runc: install_deps.sh --only podman runc.
+  help2man mmdebstrap
 )
 
 if [ "${1:-}" = "--only" ]; then

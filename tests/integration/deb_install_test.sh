@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # The Debian package in a clean Debian 12 root (docs/guides/INSTALL.md): deploy/make_root.sh
-# makes fedsched-server and fedsched-common with CPack from BUILD_DIR and installs them with
-# mmdebstrap into an essential-variant bookworm root; then, entered with chroot:
+# makes fedsched-server and fedsched-common with CPack from BUILD_DIR and installs them, with
+# their recommended dataset-fashion-mnist, with mmdebstrap into an essential-variant bookworm
+# root (the same root as the image's, so the image test reuses it); then, entered with chroot:
 #   - the maintainer scripts made the user fedsched, /var/lib/fedsched (0750, its own) and the
 #     conffile /etc/fedsched/server.textproto (root:fedsched 0640);
 #   - `fedsched-server --check_config` accepts the installed config, as the user fedsched;
 #   - the unit's ExecStart, run as fedsched in the root, trains 2 rounds with 3 of this build's
 #     fedsched-clients outside it (chroot shares the network), provisioned with the installed
-#     fedsched-enroll; fedsched-health answers SERVING;
+#     fedsched-enroll; fedsched-health answers SERVING; the server evaluates both rounds;
 #   - reinstalling keeps an edited conffile; purging removes the state and the config.
 # Skips (77) without root, mmdebstrap (installed from Debian when missing) or the mirror.
 # Usage: deb_install_test.sh BUILD_DIR SOURCE_DIR
@@ -37,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 
 rc=0
-bash "$SRC/deploy/make_root.sh" "$BUILD" "$WORK/root.tar" || rc=$?
+bash "$SRC/deploy/make_root.sh" "$BUILD" "$WORK/root.tar" dataset-fashion-mnist || rc=$?
 [ $rc -ne 3 ] || skip "the Debian mirror is unreachable"
 [ $rc -eq 0 ] || fail "deploy/make_root.sh exited $rc"
 mkdir "$R"
@@ -112,7 +113,8 @@ done
 wait "$server" || { tail -30 "$WORK/server.log"; fail "the server exited non-zero"; }
 pids=()
 grep -E '^round +[0-9]' "$WORK/server.log" || true
-[ "$(grep -cE '^round +[0-9]' "$WORK/server.log")" -eq 2 ] || { cat "$WORK/server.log"; fail "not 2 rounds"; }
+[ "$(grep -cE '^round +[0-9].*test_accuracy' "$WORK/server.log")" -eq 2 ] ||
+  { cat "$WORK/server.log"; fail "not 2 evaluated rounds"; }
 [ "$(in_root stat -c %U /var/lib/fedsched/store)" = fedsched ] || fail "the store is not fedsched's"
 [ "$(wc -l < "$R/var/lib/fedsched/metrics.csv")" -eq 3 ] || fail "metrics.csv: $(cat "$R/var/lib/fedsched/metrics.csv")"
 
