@@ -29,9 +29,11 @@ fedsched_built_tools(_fedsched_sim_tools fedsched-sim)
 fedsched_built_tools(_fedsched_client_tools fedsched-client)
 fedsched_built_tools(_fedsched_torch_tools fedsched-sim-torch fedsched-client-torch)
 
-# Man pages from each tool's --help (help2man, Debian's help2man; without it, none are made and
-# --help is the documentation).
-find_program(FEDSCHED_HELP2MAN help2man)
+# Man pages from each tool's --help (Debian's help2man; without it, or in a cross build whose
+# tools cannot run here, none are made and --help is the documentation).
+if(NOT CMAKE_CROSSCOMPILING)
+  find_program(FEDSCHED_HELP2MAN help2man)
+endif()
 set(_fedsched_man_dir ${PROJECT_BINARY_DIR}/man)
 set(_fedsched_man_pages)
 

@@ -11,8 +11,10 @@ set(_fedsched_deb_dir ${PROJECT_SOURCE_DIR}/deploy/debian)
 
 # The config the unit runs, at /etc/fedsched in the package only: an absolute destination in a
 # component that `cmake --install` without --component skips.
-install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/server.textproto DESTINATION /etc/fedsched
-        COMPONENT deb_etc EXCLUDE_FROM_ALL)
+if(TARGET fedsched-server)
+  install(FILES ${PROJECT_SOURCE_DIR}/deploy/systemd/server.textproto DESTINATION /etc/fedsched
+          COMPONENT deb_etc EXCLUDE_FROM_ALL)
+endif()
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME fedsched)
