@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # podman on hosts that limit containers (docs/guides/INSTALL.md "The container image"). Some
 # hosts (a container itself, cgroups v1 or hybrid, a process that may not raise its limits) refuse
 # podman's defaults: crun cannot run in cgroups' hybrid mode, and neither runtime may set the
@@ -32,6 +33,7 @@ _fedsched_podman_candidates() {
   return 0
 }
 
+# shellcheck disable=SC2034  # PODMAN_WHY is for the caller
 fedsched_podman_run_flags() {
   local image=$1 flags
   if [ -n "${PODMAN_RUN_FLAGS:-}" ]; then
