@@ -26,7 +26,8 @@
 #                  alternating with the current one. BEFORE_SERVER=<binary> uses a ready one.
 #   WORKLOADS      space-separated NxP (default "10x1000000 50x1000000 100x100000 10x10000000").
 #   ROUNDS         rounds per run (default 10; 6 for P >= 10M).
-#   OUT_DIR        logs and results.txt (default: $BUILD_DIR/round-throughput-<UTC time>).
+#   OUT_DIR        logs and results.txt (default: a new
+#                  /var/tmp/fedsched-round-throughput-<UTC time>.XXXXXX; bench/lib/out_dir.sh).
 # Exit: non-zero when a run fails (a round not committed, an RPC error, a rejected upload).
 set -euo pipefail
 
@@ -36,8 +37,9 @@ WORKLOADS="${WORKLOADS:-10x1000000 50x1000000 100x100000 10x10000000}"
 QUICK=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
 [[ $QUICK == 1 ]] && WORKLOADS="${WORKLOADS_QUICK:-10x100000 20x1000000}"
-OUT_DIR="${OUT_DIR:-$BUILD_DIR/round-throughput-$(date -u +%Y%m%d-%H%M%S)}"
-mkdir -p "$OUT_DIR"
+. "$ROOT/bench/lib/out_dir.sh"
+OUT_DIR=$(bench_out_dir round-throughput "${OUT_DIR:-}")
+echo "run folder: $OUT_DIR"
 
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   [[ -f "$BUILD_DIR/build.ninja" ]] || cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \

@@ -9,7 +9,8 @@
 #   BUILD_DIR        build tree (default: <repo>/build-bench); configured Release.
 #   FEDSCHED_NATIVE  ON (default) compiles with -march=native, as benchmarks should; OFF for the
 #                    portable x86-64 baseline that the server ships with.
-#   OUT_DIR          where logs, JSON and machine.txt go (default: $BUILD_DIR/bench-results).
+#   OUT_DIR          where logs, JSON and machine.txt go (default: a new
+#                    /var/tmp/fedsched-bench-<UTC time>.XXXXXX; bench/lib/out_dir.sh).
 #   JOBS             parallel build jobs (default: 2).
 #   <NAME>_ARGS      extra arguments for suite NAME (upper case), e.g.
 #                    AGGREGATION_ARGS=--full adds the 100M x 1000-update round (several minutes);
@@ -26,7 +27,9 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build-bench}"
-OUT_DIR="${OUT_DIR:-$BUILD_DIR/bench-results}"
+. "$ROOT/bench/lib/out_dir.sh"
+OUT_DIR=$(bench_out_dir bench "${OUT_DIR:-}")
+echo "run folder: $OUT_DIR"
 NATIVE="${FEDSCHED_NATIVE:-ON}"
 JOBS="${JOBS:-2}"
 QUICK=0

@@ -1,5 +1,5 @@
-# `cmake --install BUILD [--prefix P]` installs the client SDK as a package an app can consume
-# (issue 22): the C++ and C APIs' headers under P/include/fedsched (with the generated protobuf
+# `cmake --install BUILD [--prefix P]` installs the client SDK as a package an app can consume:
+# the C++ and C APIs' headers under P/include/fedsched (with the generated protobuf
 # message headers they include; no generated gRPC header is part of the public API), the SDK's
 # static libraries under P/lib, a CMake package (`find_package(fedsched)` -> `fedsched::sdk`,
 # `fedsched::sdk_c`, `fedsched::sdk_cache`) and a pkg-config file (`fedsched-sdk`).

@@ -10,8 +10,12 @@ tensor names and shapes, averages them (FedAvg) and records the clients' own eva
 partitions of the training set, 10 per round, 1 local epoch at batch 32, learning rate 0.1,
 30 rounds); each client's local eval split is its 1/N share of the t10k test set.
 
-  bash scripts/build.sh fedsched-server fedsched-enroll fedsched_python
-  python3 examples/pytorch_fmnist.py                # --clients 20 --rounds 30 --build build
+  /usr/bin/python3 examples/pytorch_fmnist.py       # --clients 20 --rounds 30 --port 50051
+
+It uses the installed `fedsched` module (pip install: docs/guides/PYTHON.md) and
+fedsched-server / fedsched-enroll from PATH; where either is missing it falls back to the build
+folder (bash scripts/build.sh fedsched-server fedsched-enroll fedsched_python). --build takes
+the module and both binaries from a build folder, --server_bin names the server binary.
 
 Per round it prints the participants' example-weighted accuracy on their eval splits of the
 model the round started from (round r evaluates model r - 1), and at the end the final model's
@@ -22,6 +26,7 @@ import argparse
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,14 +40,50 @@ TEST_LABELS = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz"
 
 
 def import_fedsched(build):
+    """The fedsched module: from build/python if `build` is set; else the installed one, else
+    the default build folder's."""
+    if build is None:
+        try:
+            import fedsched  # noqa: E402 - installed (pip install .)
+            return fedsched
+        except ImportError:
+            build = ROOT / "build"
     sys.path.insert(0, str(pathlib.Path(build).resolve() / "python"))
-    import fedsched  # noqa: E402 - the module lives in the build tree
+    try:
+        import fedsched  # noqa: E402 - the module lives in the build tree
+    except ImportError as e:
+        sys.exit(f"cannot import fedsched ({e}): install it (docs/guides/PYTHON.md) or build it "
+                 f"into {build}/python; run Debian's /usr/bin/python3 or a venv made from it")
     return fedsched
 
 
-import numpy as np  # noqa: E402
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
+def find_binary(name, explicit, build, next_to=None):
+    """Path of the fedsched tool `name`: `explicit` if given; else build/server/name if `build`
+    is set; else the one beside `next_to`, on PATH, or in the default build folder."""
+    if explicit:
+        path = pathlib.Path(explicit)
+    elif build is not None:
+        path = pathlib.Path(build) / "server" / name
+    elif next_to is not None and (pathlib.Path(next_to).parent / name).exists():
+        path = pathlib.Path(next_to).parent / name
+    elif shutil.which(name):
+        path = pathlib.Path(shutil.which(name))
+    else:
+        path = ROOT / "build" / "server" / name
+    if not os.access(path, os.X_OK):
+        sys.exit(f"{name} not found at {path}: install it, put it on PATH, or pass "
+                 f"--build / --{name.split('-')[1]}_bin")
+    return path
+
+
+try:
+    import numpy as np  # noqa: E402
+    import torch  # noqa: E402
+    import torch.nn.functional as F  # noqa: E402
+except ImportError as e:
+    sys.exit(f"{e} in {sys.executable}: NumPy and PyTorch are Debian's python3-numpy and "
+             "python3-torch; run /usr/bin/python3, or a venv made from it with "
+             "--system-site-packages (docs/guides/PYTHON.md)")
 
 # fedsched hands the global model over as read-only NumPy views; torch warns when it wraps one
 # (we only read them: copy_ into the module's own parameters).
@@ -155,7 +196,16 @@ def newest_model_file(store):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--build", default=str(ROOT / "build"), help="build folder")
+    ap.add_argument("--build", default=None,
+                    help="take the module and binaries from this CMake build folder (default: "
+                         "the installed module and binaries, else the checkout's build/)")
+    ap.add_argument("--server_bin", default=None,
+                    help="fedsched-server to run (default: --build's; else the one on PATH; "
+                         "else the checkout's build/)")
+    ap.add_argument("--enroll_bin", default=None,
+                    help="fedsched-enroll (default: --build's; else the one beside the server)")
+    ap.add_argument("--port", type=int, default=0,
+                    help="server port on 127.0.0.1 (default 0: a free port the server picks)")
     ap.add_argument("--clients", type=int, default=20, help="clients (= Dirichlet partitions)")
     ap.add_argument("--per_round", type=int, default=10, help="participants per round (K)")
     ap.add_argument("--rounds", type=int, default=30)
@@ -168,6 +218,10 @@ def main():
     ap.add_argument("--run_dir", default="", help="default: a fresh folder under /tmp")
     args = ap.parse_args()
     fedsched = import_fedsched(args.build)
+    server_bin = find_binary("fedsched-server", args.server_bin, args.build)
+    enroll_bin = find_binary("fedsched-enroll", args.enroll_bin, args.build, next_to=server_bin)
+    print(f"fedsched {getattr(fedsched, '__version__', '(no version)')} from "
+          f"{fedsched.__file__}; server {server_bin}", flush=True)
     torch.set_num_threads(1)  # many clients share the machine; torch ops release the GIL
     run = pathlib.Path(args.run_dir or tempfile.mkdtemp(prefix="fedsched-pytorch-"))
     run.mkdir(parents=True, exist_ok=True)
@@ -178,9 +232,8 @@ def main():
         metrics=run / "metrics.csv"))
     log = open(run / "server.log", "w")
     server = subprocess.Popen(
-        [str(pathlib.Path(args.build) / "server" / "fedsched-server"),
-         f"--config={run / 'server.textproto'}", f"--store_path={run / 'store'}",
-         "--listen=127.0.0.1:0"], stdout=log, stderr=subprocess.STDOUT)
+        [str(server_bin), f"--config={run / 'server.textproto'}", f"--store_path={run / 'store'}",
+         f"--listen=127.0.0.1:{args.port}"], stdout=log, stderr=subprocess.STDOUT)
     port = None
     while port is None and server.poll() is None:
         m = re.search(r"listening on [0-9.]+:(\d+)", (run / "server.log").read_text())
@@ -201,7 +254,7 @@ def main():
         trainer = TorchTrainer(x, y, test_x[i * share:(i + 1) * share],
                                test_y[i * share:(i + 1) * share])
         # Each device is provisioned from the server's enrolment key (docs/SECURITY.md).
-        subprocess.run([str(pathlib.Path(args.build) / "server" / "fedsched-enroll"),
+        subprocess.run([str(enroll_bin),
                         f"--key_file={run / 'store' / 'enrolment_key'}", f"--identity=torch-{i}",
                         f"--state_dir={run / f'client-{i}'}"], check=True,
                        stdout=subprocess.DEVNULL)

@@ -265,18 +265,34 @@ class PyClient {
     client_ = *std::move(client);
   }
 
-  // Participates until the server says the run is finished. Releases the GIL meanwhile.
+  // Participates until the server says the run is finished. Releases the GIL meanwhile. A
+  // client runs once (Run leaves it stopped): afterwards the SDK client is destroyed, which
+  // closes its connection at once; a server ending its run would otherwise wait seconds for it
+  // at shutdown. Stats stay readable. Raises RuntimeError when called again.
   void Run() {
+    if (client_ == nullptr) {
+      throw std::runtime_error("this fedsched.Client has run already; make a new one");
+    }
     absl::Status status;
     {
       py::gil_scoped_release release;
       status = client_->Run();
     }
+    // Taken under the GIL, which Stop and Stats hold too, so neither sees a half-destroyed
+    // client; destroyed without it (it may wait for its heartbeat thread's last RPC).
+    final_stats_ = client_->stats();
+    std::unique_ptr<Client> finished = std::move(client_);
+    {
+      py::gil_scoped_release release;
+      finished.reset();
+    }
     ThrowIfError(status);
   }
-  void Stop() { client_->Stop(); }
+  void Stop() {
+    if (client_ != nullptr) client_->Stop();
+  }
   py::dict Stats() const {
-    const ClientRunStats s = client_->stats();
+    const ClientRunStats s = client_ != nullptr ? client_->stats() : final_stats_;
     py::dict d;
     d["tasks_completed"] = s.tasks_completed;
     d["tasks_failed"] = s.tasks_failed;
@@ -314,7 +330,8 @@ class PyClient {
   // The default trainer (null when only named ones were given) and the trainers per job.
   std::unique_ptr<PythonTrainer> trainer_;
   std::vector<std::unique_ptr<PythonTrainer>> job_trainers_;
-  std::unique_ptr<Client> client_;
+  std::unique_ptr<Client> client_;  // null once Run has returned
+  ClientRunStats final_stats_;      // the stats when Run returned
 };
 
 // {name: array} of a model file; the arrays view one heap model that the last of them frees.
@@ -368,6 +385,7 @@ py::tuple LoadPartition(int index, int num_partitions, double alpha, int min_sam
 PYBIND11_MODULE(fedsched, m) {
   using namespace fedsched;
   m.doc() = "fedsched client SDK: federated training with a trainer written in Python";
+  m.attr("__version__") = FEDSCHED_MODULE_VERSION;
 
   py::class_<TrainerBase>(m, "Trainer", py::dynamic_attr(), R"doc(
 Base class of Python trainers. Implement train(weights, sample_ids) -> (weights, losses):
@@ -420,7 +438,8 @@ Raises ValueError for a bad config or an empty name or label; TypeError for a mi
            py::arg("trainers") = std::map<std::string, py::object>(),
            py::arg("labels") = std::vector<std::string>())
       .def("run", &PyClient::Run,
-           "Trains until the server says the run is finished (GIL released meanwhile).")
+           "Trains until the server says the run is finished (GIL released meanwhile), then "
+           "closes the connection; a client runs once (RuntimeError the second time).")
       .def("stop", &PyClient::Stop, "Asks run() to return soon (any thread).")
       .def("stats", &PyClient::Stats);
 

@@ -181,7 +181,8 @@ run_one() {
   local fragment="server { $(row_set "$row") $(model_set "$model") }"
   fragment+=" target_accuracy: $(model_target "$model")"
   args+=("--set=$fragment traces { start_time_s: $((offset * 3600)) }")
-  # Only when asked: builds older than the flag (03367df, the tables' CNN rows) still run the grid.
+  # Only when asked: builds older than the flag (such as the one that made the tables' CNN rows)
+  # still run the grid.
   if [[ "$FORECAST" != trace ]]; then args+=("--availability_forecast=$FORECAST"); fi
   if "$SIM" --config="configs/sim/tta2d_$trace.textproto" "${args[@]}" --seed="$seed" --quiet \
       --run_name="$row" --output_csv="$base.csv" >"$base.out" 2>"$base.log"; then

@@ -12,7 +12,8 @@
 #
 # Environment: BUILD_DIR (default <repo>/build; built here unless SKIP_BUILD=1), CLIENTS (60),
 # K (5), HIDDEN (32: MLP hidden units), COMPUTE_MS (300), WARMUP_S (15), WINDOW_S (40),
-# REPEATS (2), OUT_DIR (default $BUILD_DIR/jobs-overhead-<UTC time>).
+# REPEATS (2), OUT_DIR (default: a new /var/tmp/fedsched-jobs-overhead-<UTC time>.XXXXXX;
+# bench/lib/out_dir.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
@@ -23,8 +24,9 @@ COMPUTE_MS=${COMPUTE_MS:-300}
 WARMUP_S=${WARMUP_S:-15}
 WINDOW_S=${WINDOW_S:-40}
 REPEATS=${REPEATS:-2}
-OUT_DIR="${OUT_DIR:-$BUILD_DIR/jobs-overhead-$(date -u +%Y%m%d-%H%M%S)}"
-mkdir -p "$OUT_DIR"
+. "$ROOT/bench/lib/out_dir.sh"
+OUT_DIR=$(bench_out_dir jobs-overhead "${OUT_DIR:-}")
+echo "run folder: $OUT_DIR"
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   ninja -C "$BUILD_DIR" -j2 fedsched-server fedsched-ctl fedsched-load-gen > /dev/null
 fi

@@ -14,7 +14,9 @@
 # machine's load); DOCS=1 puts them into docs/JOB_SCHEDULING.md and docs/job_scheduling.png.
 #
 # Environment (defaults in brackets):
-#   BUILD_DIR [build]  SKIP_BUILD=1 (use BUILD_DIR as is)  OUT_DIR [runs/job_scheduling]
+#   BUILD_DIR [build]  SKIP_BUILD=1 (use BUILD_DIR as is)
+#   OUT_DIR [/var/tmp/fedsched-job_scheduling: one fixed folder outside the checkout, so that
+#   SKIP_RUNS and REUSE find an earlier run's results]
 #   TRACES ["mobiperf fedscale diurnal"]  SEEDS ["1 2 3"]  MODES ["modelled trained"]
 #   MATCHERS ["random fifo venn fedsched"] (one not registered fails its runs: shown as n/a)
 #   PARALLEL [2] simulations at once
@@ -36,7 +38,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
 BUILD_DIR="${BUILD_DIR:-build}"
-OUT="${OUT_DIR:-runs/job_scheduling}"
+OUT="${OUT_DIR:-/var/tmp/fedsched-job_scheduling}"
 TRACES="${TRACES:-mobiperf fedscale diurnal}"
 SEEDS="${SEEDS:-1 2 3}"
 MODES="${MODES:-modelled trained}"

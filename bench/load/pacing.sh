@@ -16,7 +16,8 @@
 #                                              fedsched-load-gen built)
 # Env:   ROUNDS=40 (10,000 devices; 100,000: ROUNDS_BIG=150, the ramp takes ~100 rounds) WARMUP=5
 #        (the steady figures start once the fleet has registered and WARMUP rounds committed)
-#        BIG=100000 (devices of run 3; 0 = skip it) OUT=runs/pacing-<time>
+#        BIG=100000 (devices of run 3; 0 = skip it)
+#        OUT=<run folder> (default: a new /var/tmp/fedsched-pacing-<UTC time>.XXXXXX)
 # Exit:  0 when every run passed (all rounds committed, no RPC error).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -25,8 +26,9 @@ ROUNDS=${ROUNDS:-40}
 ROUNDS_BIG=${ROUNDS_BIG:-150}
 WARMUP=${WARMUP:-5}
 BIG=${BIG:-100000}
-OUT=${OUT:-$ROOT/runs/pacing-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$OUT"
+. "$ROOT/bench/lib/out_dir.sh"
+OUT=$(bench_out_dir pacing "${OUT:-}")
+echo "run folder: $OUT"
 for b in server/fedsched-server bench/load/fedsched-load-gen; do
   [ -x "$BUILD/$b" ] || { echo "pacing.sh: $BUILD/$b is missing (build it first)"; exit 1; }
 done

@@ -7,7 +7,8 @@
 #
 # Usage: bench/load/run_load.sh [BUILD_DIR]      (default: build)
 # Env:   CLIENTS=1000 PER_ROUND=100 ROUNDS=20 COMPUTE_MS_MIN=100 COMPUTE_MS_MAX=1000 PORT=<random>
-#        RUN_DIR=runs/load-<timestamp> SKIP_BUILD=1
+#        RUN_DIR=<run folder> (default: a new /var/tmp/fedsched-load-<UTC time>.XXXXXX;
+#        bench/lib/out_dir.sh) SKIP_BUILD=1
 #        MIN_ONLINE=<CLIENTS> (min_online_clients) PACING=1 (0 = pacing { disable: true })
 #        MAX_IDENTITIES=<max(10000, CLIENTS)> TIMEOUT_S=900 WARMUP=1 (rounds left out of the
 #        steady-state figures) RAMP_S=2 (registrations spread over this many seconds)
@@ -20,8 +21,9 @@ CLIENTS=${CLIENTS:-1000}
 PER_ROUND=${PER_ROUND:-100}
 ROUNDS=${ROUNDS:-20}
 PORT=${PORT:-$((22000 + RANDOM % 20000))}
-RUN_DIR=${RUN_DIR:-$ROOT/runs/load-$(date +%Y%m%d-%H%M%S)}
-mkdir -p "$RUN_DIR"
+. "$ROOT/bench/lib/out_dir.sh"
+RUN_DIR=$(bench_out_dir load "${RUN_DIR:-}")
+echo "run folder: $RUN_DIR"
 
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
   ninja -C "$BUILD" fedsched-server fedsched-load-gen > /dev/null

@@ -8,7 +8,7 @@
 #
 # Environment: ROUNDS (15), POLICY (random), SLOWDOWNS ("1 2 4 6 8 10", assigned to clients
 # round-robin), PORT (50471), BUILD_DIR (<repo>/build; built here unless SKIP_BUILD=1),
-# RUN_DIR (runs/predictor-<UTC time>).
+# RUN_DIR (default: a new /var/tmp/fedsched-predictor-<UTC time>.XXXXXX; bench/lib/out_dir.sh).
 # Prints the per-round MAPE, the first round from which every later round stays below 20 %, the
 # commit and the machine's load; the figures are in docs/BENCHMARKS.md ("Round-time predictor
 # live"). Exit: non-zero if the run fails (not if the MAPE misses the bound: it is a measurement).
@@ -16,7 +16,9 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 ROUNDS="${ROUNDS:-15}"
-RUN_DIR="${RUN_DIR:-$ROOT/runs/predictor-$(date -u +%Y%m%d-%H%M%S)}"
+. "$ROOT/bench/lib/out_dir.sh"
+RUN_DIR=$(bench_out_dir predictor "${RUN_DIR:-}")
+echo "run folder: $RUN_DIR"
 if [[ "${SKIP_BUILD:-0}" != "1" ]]; then
   cmake --build "$BUILD_DIR" -j"$(nproc)" --target fedsched-server fedsched-client fedsched-enroll
 fi

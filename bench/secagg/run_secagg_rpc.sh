@@ -13,15 +13,17 @@
 #   CLIENTS="10" ROUNDS=3 bench/secagg/run_secagg_rpc.sh
 #
 # Environment: BUILD_DIR (default <repo>/build; built here unless SKIP_BUILD=1), CLIENTS,
-# PARAMS (default 1000000; the model is mlp 784-H-10 with H = P / 795), ROUNDS, OUT_DIR.
+# PARAMS (default 1000000; the model is mlp 784-H-10 with H = P / 795), ROUNDS, OUT_DIR (default:
+# a new /var/tmp/fedsched-secagg-rpc-<UTC time>.XXXXXX; bench/lib/out_dir.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 CLIENTS="${CLIENTS:-10 50 100}"
 PARAMS="${PARAMS:-1000000}"
 ROUNDS="${ROUNDS:-5}"
-OUT_DIR="${OUT_DIR:-$BUILD_DIR/secagg-rpc-$(date -u +%Y%m%d-%H%M%S)}"
-mkdir -p "$OUT_DIR"
+. "$ROOT/bench/lib/out_dir.sh"
+OUT_DIR=$(bench_out_dir secagg-rpc "${OUT_DIR:-}")
+echo "run folder: $OUT_DIR"
 if [[ "${SKIP_BUILD:-0}" != 1 ]]; then
   [[ -f "$BUILD_DIR/build.ninja" ]] || cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja \
     -DCMAKE_BUILD_TYPE=Release > /dev/null

@@ -56,7 +56,7 @@ double NextLs(double ls, bool have_previous, double previous_loss, double loss);
 
 // How never-trained samples and the sampling weights are set (docs/ALGORITHMS.md §4.4-§4.5).
 enum class SamplingWeights {
-  // As FedCaSe's review code (fedcasereview/fedcase @ fd14ff6c, divide_data.py `use`): a
+  // As FedCaSe's review code (divide_data.py `use`; docs/ALGORITHMS.md §4): a
   // never-trained sample weighs 1.0, the round's weight of sample i is
   // w_i + (w_i - min w) / (max w - min w) + ls (w_i + ls when max = min), and ls is 0.01 before
   // the first round with a loss.

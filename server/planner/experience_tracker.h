@@ -1,7 +1,7 @@
 // FedCaSe's learned state (Khan et al., SoCC 2024, section 4, as its review code keeps it:
-// fedcasereview/fedcase @ fd14ff6c, aggregator.py `client_completion_handler`;
-// docs/ALGORITHMS.md §4.1): running extremes of completed tasks' durations and utilities, each
-// client's experience fixed when its task completes, and the top-ratio learner (top_ratio.h).
+// aggregator.py `client_completion_handler`; docs/ALGORITHMS.md §4.1; the revision read:
+// docs/reports/REFERENCE_CODE.md): running extremes of completed tasks' durations and utilities,
+// each client's experience fixed when its task completes, and the top-ratio learner (top_ratio.h).
 #ifndef FEDSCHED_SERVER_PLANNER_EXPERIENCE_TRACKER_H_
 #define FEDSCHED_SERVER_PLANNER_EXPERIENCE_TRACKER_H_
 

@@ -18,8 +18,8 @@
 
 namespace fedsched::planner {
 
-// Per round, as FedCaSe's review code (fedcasereview/fedcase @ fd14ff6c, aggregator.py
-// `tictak_client_tasks`; docs/ALGORITHMS.md §4.2):
+// Per round, as FedCaSe's review code (aggregator.py `tictak_client_tasks`;
+// docs/ALGORITHMS.md §4.2):
 //   1. the base set: the round's slots from the candidates that fit the deadline at
 //      min_local_steps ("fits"): with BASE_POLICY_OORT, OortPolicy::Fill (Oort's over-committed
 //      selection); with BASE_POLICY_RANDOM, uniform ("fedcase-random");

@@ -1,7 +1,7 @@
-// FedCaSe's learned top ratio (Khan et al., SoCC 2024, section 4, as the review code runs it:
-// fedcasereview/fedcase @ fd14ff6c, fedscale/core/aggregation/aggregator.py
-// `round_completion_handler`, `model_train`, `predict`, `tictak_client_tasks`;
-// docs/ALGORITHMS.md §4.2): the fraction of K taken as the clients with the best experience,
+// FedCaSe's learned top ratio (Khan et al., SoCC 2024, section 4, as the authors' review code runs
+// it: fedscale/core/aggregation/aggregator.py `round_completion_handler`, `model_train`, `predict`,
+// `tictak_client_tasks`; docs/ALGORITHMS.md §4.2; the revision read:
+// docs/reports/REFERENCE_CODE.md): the fraction of K taken as the clients with the best experience,
 // drawn from {0.1, ..., 0.9} during a cold start and then predicted by a random forest fitted on
 // past rounds' (loss drop, time taken, loss drop per second) -> ratio used.
 #ifndef FEDSCHED_SERVER_PLANNER_TOP_RATIO_H_

@@ -140,6 +140,8 @@ def test_two_python_clients_train_a_named_model_with_client_evaluation(tmp_path)
         server.kill()
     assert all(t.views_checked for t in trainers)
     assert all(c.stats()["tasks_completed"] >= 3 for c in clients)
+    with pytest.raises(RuntimeError, match="has run already"):
+        clients[0].run()  # run() let go of the SDK client and its connection
     rows = server.rows()
     assert [int(r["round"]) for r in rows] == [1, 2, 3]
     # Round r's participants evaluated the model they trained from: version r - 1.
