@@ -50,7 +50,8 @@ function(fedsched_install_tools COMPONENT)
   foreach(t ${ARGN})
     # help2man names the page after the program it runs: a wrapper of the tool's name.
     file(GENERATE OUTPUT ${_fedsched_man_dir}/bin/${t}
-      CONTENT "#!/bin/sh\nexec sh ${PROJECT_SOURCE_DIR}/cmake/help_for_man.sh $<TARGET_FILE:${t}> \"$@\"\n"
+      CONTENT
+        "#!/bin/sh\nexec sh ${PROJECT_SOURCE_DIR}/cmake/help_for_man.sh $<TARGET_FILE:${t}> \"$@\"\n"
       FILE_PERMISSIONS OWNER_READ OWNER_WRITE OWNER_EXECUTE GROUP_READ GROUP_EXECUTE
                        WORLD_READ WORLD_EXECUTE)
     add_custom_command(OUTPUT ${_fedsched_man_dir}/${t}.1.gz

@@ -39,8 +39,9 @@ command -v mmdebstrap > /dev/null || { echo "make_root: mmdebstrap is not instal
 DEBS=$OUT.debs
 rm -rf "$DEBS" && mkdir -p "$DEBS"
 echo "make_root: cpack fedsched-server and fedsched-common from $BUILD"
-cpack --config "$BUILD/CPackConfig.cmake" -B "$DEBS/cpack" -D "CPACK_COMPONENTS_ALL=server;deb_etc;config" \
-  > "$DEBS/cpack.log" 2>&1 || { cat "$DEBS/cpack.log" >&2; echo "make_root: cpack failed" >&2; exit 1; }
+cpack --config "$BUILD/CPackConfig.cmake" -B "$DEBS/cpack" \
+  -D "CPACK_COMPONENTS_ALL=server;deb_etc;config" > "$DEBS/cpack.log" 2>&1 ||
+  { cat "$DEBS/cpack.log" >&2; echo "make_root: cpack failed" >&2; exit 1; }
 mv "$DEBS"/cpack/*.deb "$DEBS"/ && rm -rf "$DEBS/cpack"
 chmod 0755 "$DEBS" && chmod 0644 "$DEBS"/*.deb
 

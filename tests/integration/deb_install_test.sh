@@ -79,7 +79,8 @@ fi
 
 echo "== --check_config on the installed config, as fedsched"
 # shellcheck disable=SC2086
-as_fedsched $EXEC --check_config > "$WORK/check.log" 2>&1 || { cat "$WORK/check.log"; fail "--check_config"; }
+as_fedsched $EXEC --check_config > "$WORK/check.log" 2>&1 ||
+  { cat "$WORK/check.log"; fail "--check_config"; }
 grep -q 'store_path: "/var/lib/fedsched/store"' "$WORK/check.log" || fail "unexpected store_path"
 
 echo "== 2 rounds: the unit's command in the root, 3 clients outside"
@@ -94,7 +95,11 @@ chroot --userspec=fedsched:fedsched "$R" /bin/sh -c "cd /var/lib/fedsched && exe
 server=$!
 pids+=("$server")
 KEY=/var/lib/fedsched/store/enrolment_key
-for _ in $(seq 1 600); do [ -s "$R$KEY" ] && break; kill -0 "$server" 2> /dev/null || break; sleep 0.1; done
+for _ in $(seq 1 600); do
+  [ -s "$R$KEY" ] && break
+  kill -0 "$server" 2> /dev/null || break
+  sleep 0.1
+done
 [ -s "$R$KEY" ] || { cat "$WORK/server.log"; fail "the server made no enrolment key"; }
 in_root fedsched-health --server="127.0.0.1:$HPORT" --wait_serving_s=60 || fail "fedsched-health"
 for i in 0 1 2; do
@@ -108,7 +113,8 @@ for i in 0 1 2; do
   pids+=("$!")
 done
 for i in 1 2 3; do
-  wait "${pids[$i]}" || { cat "$WORK/client-$((i - 1)).log"; tail -20 "$WORK/server.log"; fail "client $((i - 1))"; }
+  wait "${pids[$i]}" ||
+    { cat "$WORK/client-$((i - 1)).log"; tail -20 "$WORK/server.log"; fail "client $((i - 1))"; }
 done
 wait "$server" || { tail -30 "$WORK/server.log"; fail "the server exited non-zero"; }
 pids=()
@@ -116,13 +122,15 @@ grep -E '^round +[0-9]' "$WORK/server.log" || true
 [ "$(grep -cE '^round +[0-9].*test_accuracy' "$WORK/server.log")" -eq 2 ] ||
   { cat "$WORK/server.log"; fail "not 2 evaluated rounds"; }
 [ "$(in_root stat -c %U /var/lib/fedsched/store)" = fedsched ] || fail "the store is not fedsched's"
-[ "$(wc -l < "$R/var/lib/fedsched/metrics.csv")" -eq 3 ] || fail "metrics.csv: $(cat "$R/var/lib/fedsched/metrics.csv")"
+CSV=$R/var/lib/fedsched/metrics.csv
+[ "$(wc -l < "$CSV")" -eq 3 ] || fail "metrics.csv: $(cat "$CSV")"
 
 echo "== reinstall keeps an edited conffile; purge removes state and config"
 echo "# edited by the operator" >> "$R/etc/fedsched/server.textproto"
 deb=$(cd "$WORK/root.tar.debs" && ls fedsched-server_*.deb)
 cp "$WORK/root.tar.debs/$deb" "$R/tmp/"
-in_root dpkg -i "/tmp/$deb" > "$WORK/reinstall.log" 2>&1 || { cat "$WORK/reinstall.log"; fail "dpkg -i again"; }
+in_root dpkg -i "/tmp/$deb" > "$WORK/reinstall.log" 2>&1 ||
+  { cat "$WORK/reinstall.log"; fail "dpkg -i again"; }
 grep -q "edited by the operator" "$R/etc/fedsched/server.textproto" || fail "the reinstall lost the edit"
 in_root dpkg --purge fedsched-server > "$WORK/purge.log" 2>&1 || { cat "$WORK/purge.log"; fail "purge"; }
 [ ! -e "$R/var/lib/fedsched" ] || fail "purge left /var/lib/fedsched"

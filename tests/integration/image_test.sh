@@ -77,7 +77,8 @@ for i in 0 1 2; do
   pids+=("$!")
 done
 for i in 0 1 2; do
-  wait "${pids[$i]}" || { cat "$WORK/client-$i.log"; podman logs "$NAME" 2>&1 | tail -20; fail "client $i"; }
+  wait "${pids[$i]}" ||
+    { cat "$WORK/client-$i.log"; podman logs "$NAME" 2>&1 | tail -20; fail "client $i"; }
 done
 pids=()
 status=$(timeout 120 podman wait "$NAME") || fail "the container did not stop"

@@ -41,7 +41,8 @@ bash "$SRC/deploy/make_root.sh" "$BUILD" "$WORK/root.tar" dataset-fashion-mnist 
   rc=$?
 [ $rc -ne 3 ] || skip "the Debian mirror is unreachable"
 [ $rc -eq 0 ] || fail "deploy/make_root.sh exited $rc"
-podman import "$WORK/root.tar" "$TAG" > "$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fail "podman import"; }
+podman import "$WORK/root.tar" "$TAG" > "$WORK/import.log" 2>&1 ||
+  { cat "$WORK/import.log"; fail "podman import"; }
 rm -rf "$WORK/root.tar" "$WORK/root.tar.debs"
 fedsched_podman_run_flags "$TAG" || skip "no container runs on this machine: $PODMAN_WHY"
 # --privileged: the unit's sandbox makes mount namespaces, which a container needs
@@ -65,7 +66,8 @@ in_ct mkdir -p /etc/systemd/system/fedsched-server.service.d
 podman exec -i "$NAME" sh -c "cat > /etc/systemd/system/fedsched-server.service.d/test.conf" << CONF
 [Service]
 ExecStart=
-ExecStart=/usr/bin/fedsched-server --config=/etc/fedsched/server.textproto --num_rounds=2 --listen=127.0.0.1:$PORT --health_listen=127.0.0.1:$HPORT --metrics_listen=127.0.0.1:$MPORT
+ExecStart=/usr/bin/fedsched-server --config=/etc/fedsched/server.textproto --num_rounds=2 \\
+  --listen=127.0.0.1:$PORT --health_listen=127.0.0.1:$HPORT --metrics_listen=127.0.0.1:$MPORT
 CONF
 in_ct systemctl daemon-reload
 in_ct systemctl start fedsched-server || { journal; fail "systemctl start"; }
@@ -100,5 +102,6 @@ done
 result=$(in_ct systemctl show -p Result --value fedsched-server)
 journal | grep -E '^round +[0-9]' || true
 [ "$result" = success ] || { journal | tail -30; fail "the service ended with result $result"; }
-[ "$(journal | grep -cE '^round +[0-9].*test_accuracy')" -eq 2 ] || { journal; fail "not 2 evaluated rounds"; }
+[ "$(journal | grep -cE '^round +[0-9].*test_accuracy')" -eq 2 ] ||
+  { journal; fail "not 2 evaluated rounds"; }
 echo "PASS"
