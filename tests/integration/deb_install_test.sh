@@ -32,8 +32,20 @@ pids=()
 mounted=()
 cleanup() {
   for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2> /dev/null || true; done
-  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[$i]}" 2> /dev/null || true; done
-  [ "${KEEP:-0}" = 1 ] && echo "kept $WORK" || rm -rf "$WORK"
+  local m busy=0
+  for m in "${mounted[@]:-}"; do
+    [ -n "$m" ] || continue
+    umount "$m" 2> /dev/null || umount -l "$m" 2> /dev/null || true
+    if mountpoint -q "$m"; then busy=1; fi
+  done
+  # Never remove through a mount that is still there (the root's /dev is the host's).
+  if [ $busy = 1 ]; then
+    echo "left $WORK: a mount in it did not go away"
+  elif [ "${KEEP:-0}" = 1 ]; then
+    echo "kept $WORK"
+  else
+    rm -rf --one-file-system "$WORK"
+  fi
 }
 trap cleanup EXIT
 
