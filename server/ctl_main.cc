@@ -26,6 +26,15 @@ ABSL_FLAG(int32_t, timeout_s, 30, "Deadline of each call but watch, seconds.");
 
 namespace {
 
+// abseil's own usage flags, which its parser handles without registering them.
+bool IsUsageFlag(absl::string_view name) {
+  for (absl::string_view usage : {"help", "helpfull", "helpshort", "helppackage", "helpon",
+                                  "helpmatch", "version", "only_check_args"}) {
+    if (name == usage) return true;
+  }
+  return false;
+}
+
 // The first argument before "--" that names no flag ("--jsn", "-x=1"), or "" when there is none:
 // abseil's parser would exit 1 on it, and a usage error exits 2 here.
 std::string UnknownFlag(int argc, char** argv) {
@@ -37,7 +46,9 @@ std::string UnknownFlag(int argc, char** argv) {
     const absl::string_view name = arg.substr(0, arg.find('='));
     const bool negated_bool = absl::ConsumePrefix(&arg, "no") &&
                               absl::FindCommandLineFlag(arg.substr(0, arg.find('='))) != nullptr;
-    if (absl::FindCommandLineFlag(name) == nullptr && !negated_bool) return argv[i];
+    if (absl::FindCommandLineFlag(name) == nullptr && !negated_bool && !IsUsageFlag(name)) {
+      return argv[i];
+    }
   }
   return "";
 }

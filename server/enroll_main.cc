@@ -9,11 +9,12 @@
 //   fedsched-enroll --key_file=STORE/enrolment_key --identity=device-3 [--out=FILE]
 //   fedsched-enroll --key_file=STORE/enrolment_key --state_dir=DIR [--identity=ID]
 //
-// --create_key makes the key file first when it is missing (a script provisioning devices
-// before the server's first start).
+// --create_key makes the key file first when it is missing, and its missing folders (0700): a
+// script provisioning devices before the server's first start.
 //
 // An aggregator: its own token, kept by the root as <aggregator_token_dir>/<id> (created 0600
-// with a random token when missing) and copied to --out for the aggregator's
+// with a random token when missing, the folder and its missing parents 0700, so before the
+// root's first start too) and copied to --out for the aggregator's
 // hierarchy.upstream_token_path.
 //
 //   fedsched-enroll --aggregator_token_dir=STORE/aggregator_tokens --aggregator_id=agg-1
@@ -37,6 +38,8 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "absl/flags/flag.h"
@@ -45,6 +48,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "client/sdk/state_dir.h"
+#include "common/flags_usage.h"
 #include "server/enroll_store_ops.h"
 #include "server/service/credentials.h"
 
@@ -87,6 +91,22 @@ bool WritePrivate(const std::string& path, const std::string& text) {
   return ok;
 }
 
+// Creates every missing directory of `dir`, its parents included, with mode 0700 (as the server
+// makes its store), so that a token or key can be provisioned before the server's first start.
+// Directories that exist are left as they are. Errors: INTERNAL naming the directory.
+absl::Status MakeMissingDirs(const std::string& dir) {
+  std::filesystem::path prefix;
+  for (const std::filesystem::path& part : std::filesystem::path(dir)) {
+    prefix /= part;
+    if (part.empty() || part == "/" || part == "." || part == "..") continue;
+    if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+      return absl::InternalError(
+          absl::StrCat("cannot create ", prefix.string(), ": ", std::strerror(errno)));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // The device's identity file holds `identity`: written (0600) when missing; false when it names
 // another identity or cannot be written.
 bool WriteIdentityOnce(const std::string& path, const std::string& identity) {
@@ -107,7 +127,7 @@ int ProvisionAggregator(const std::string& dir, const std::string& id, const std
   if (id.empty() || id[0] == '.' || id.find('/') != std::string::npos) {
     return Fail("--aggregator_id must be a plain file name (no '/', not starting with '.')");
   }
-  ::mkdir(dir.c_str(), 0700);
+  if (absl::Status s = MakeMissingDirs(dir); !s.ok()) return Fail(s.ToString());
   absl::StatusOr<std::string> token = fedsched::ReadOrCreateToken(dir + "/" + id);
   if (!token.ok()) return Fail(token.status().ToString());
   if (out.empty()) {
@@ -125,6 +145,10 @@ int ProvisionDevice(std::string identity, const std::string& state_dir, const st
     }
   }
   const std::string key_file = absl::GetFlag(FLAGS_key_file);
+  const std::string key_dir = std::filesystem::path(key_file).parent_path().string();
+  if (absl::GetFlag(FLAGS_create_key) && !key_dir.empty()) {
+    if (absl::Status s = MakeMissingDirs(key_dir); !s.ok()) return Fail(s.ToString());
+  }
   absl::StatusOr<std::string> key = absl::GetFlag(FLAGS_create_key)
                                         ? fedsched::ReadOrCreateToken(key_file)
                                         : fedsched::ReadSecretFile(key_file, 16);
@@ -156,7 +180,7 @@ int ProvisionDevice(std::string identity, const std::string& state_dir, const st
 }  // namespace
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
+  fedsched::SetUsage(
       "Provisions a device: fedsched-enroll --key_file=KEY (--identity=ID | --state_dir=DIR) "
       "[--out=FILE]; or an aggregator: fedsched-enroll --aggregator_token_dir=DIR "
       "--aggregator_id=ID [--out=FILE]; or re-enrols an identity in a stopped server's store: "

@@ -6,15 +6,18 @@
 // SIGTERM / SIGINT, after a bounded shutdown). Restarting with the same store resumes the run.
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string_view>
 #include <thread>
 
@@ -305,8 +308,45 @@ absl::Status CheckStartInputs(const v1::ServerConfig& config) {
   return MakeServerCredentials(config.transport()).status();
 }
 
+// How long the root must stay unconnected, once a device was told the run is over, before an
+// aggregator takes it as stopped for good rather than restarting.
+constexpr absl::Duration kRootGoneFor = absl::Seconds(3);
+
+// Blocks until SIGTERM / SIGINT (`signals`, blocked), or until a relayed poll was answered that
+// the run is over and the root has then been unconnected for kRootGoneFor (a root stops once its
+// run is over and its devices have heard). Returns why, for the log; sets `*run_over` when it
+// returns for the end of the run.
+std::string AwaitAggregatorEnd(const RelayService& relay, sigset_t signals, bool* run_over) {
+  absl::Notification signalled;
+  std::atomic<int> signal{0};
+  std::thread waiter([&] {
+    int received = 0;
+    sigwait(&signals, &received);
+    signal = received;
+    signalled.Notify();
+  });
+  std::string why;
+  std::optional<absl::Time> unreachable_since;
+  while (why.empty() && !signalled.WaitForNotificationWithTimeout(absl::Seconds(1))) {
+    if (!relay.run_finished_at().has_value() || relay.UpstreamReady()) {
+      unreachable_since.reset();
+      continue;
+    }
+    const absl::Time now = absl::Now();
+    if (!unreachable_since.has_value()) unreachable_since = now;
+    if (now - *unreachable_since >= kRootGoneFor) {
+      why = "the root's run is over and the root has stopped";
+    }
+  }
+  pthread_kill(waiter.native_handle(), SIGTERM);  // release it if no signal came
+  waiter.join();
+  *run_over = !why.empty();
+  return why.empty() ? absl::StrCat("signal ", signal.load()) : why;
+}
+
 // hierarchy.role ROLE_AGGREGATOR (docs/OPERATIONS.md "Hierarchical aggregation"): no store, no
-// rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked).
+// rounds of its own; relays to the root until SIGTERM / SIGINT (`signals`, blocked), or until
+// the root's run is over and the root has stopped (AwaitAggregatorEnd), then exits 0.
 int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
   absl::StatusOr<std::string> token = ReadSecretFile(config.hierarchy().upstream_token_path(), 1);
   if (!token.ok()) {
@@ -326,16 +366,25 @@ int RunAggregator(const v1::ServerConfig& config, sigset_t signals) {
   FEDSCHED_LOG(info, "aggregator {} listening on {}:{}, root {}",
                config.hierarchy().aggregator_id(), listen.substr(0, listen.rfind(':')),
                (*relay)->port, config.hierarchy().upstream_address());
-  int signal = 0;
-  sigwait(&signals, &signal);
-  FEDSCHED_LOG(info, "signal {}: shutting down", signal);
-  (*relay)->Shutdown(absl::Seconds(config.shutdown_grace_s()));
+  bool run_over = false;
+  const std::string why = AwaitAggregatorEnd(*(*relay)->service, signals, &run_over);
+  FEDSCHED_LOG(info, "{}: shutting down", why);
+  // Once the run is over, nothing a call in flight could still relay matters: a short grace.
+  (*relay)->Shutdown(run_over ? std::min(absl::Seconds(1), absl::Seconds(config.shutdown_grace_s()))
+                              : absl::Seconds(config.shutdown_grace_s()));
   const RelayStats stats = (*relay)->service->stats();
+  // Its CPU time is printed too: an aggregator that stops on its own leaves no /proc entry to
+  // read it from afterwards.
+  rusage usage{};
+  ::getrusage(RUSAGE_SELF, &usage);
+  const double cpu_s = usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+                       (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
   std::printf(
       "fedsched-server: aggregator stopped: %lld update(s) folded, %lld partial sum(s) sent, "
-      "%lld refused, %lld model fetch(es)\n",
+      "%lld refused, %lld model fetch(es), %.2f s CPU\n",
       static_cast<long long>(stats.updates_folded), static_cast<long long>(stats.partials_sent),
-      static_cast<long long>(stats.partials_refused), static_cast<long long>(stats.model_fetches));
+      static_cast<long long>(stats.partials_refused), static_cast<long long>(stats.model_fetches),
+      cpu_s);
   return 0;
 }
 
@@ -398,6 +447,10 @@ absl::StatusOr<OpsEndpoints> StartOpsEndpoints(const v1::ServerConfig& config) {
     endpoints.metrics->DeclareJob(job);
     for (round::RejectReason reason : round::kAllRejectReasons) {
       endpoints.metrics->DeclareRejectReason(std::string(round::RejectReasonName(reason)), job);
+    }
+    for (const char* service :
+         {v1::Coordinator::service_full_name(), v1::JobService::service_full_name()}) {
+      FEDSCHED_RETURN_IF_ERROR(ops::DeclareServiceMethods(*endpoints.metrics, service));
     }
     FEDSCHED_LOG(info, "Prometheus metrics on port {} at /metrics", endpoints.metrics->port());
   }
@@ -538,6 +591,28 @@ absl::StatusOr<std::unique_ptr<fleet::JobHost>> CreateHost(
 }
 
 // The gRPC service in front of `host`, its upload receive budget set on both.
+// A hierarchy's root: makes hierarchy.aggregator_token_dir (0700) when it is missing and logs
+// how many aggregators have a token there and how to provision one (docs/OPERATIONS.md
+// "Hierarchical aggregation"). A folder that cannot be made is logged: no aggregator is then
+// admitted until it exists.
+void PrepareAggregatorTokenDir(const v1::ServerConfig& config) {
+  if (config.hierarchy().role() != v1::HierarchyConfig::ROLE_ROOT) return;
+  const std::string& dir = config.hierarchy().aggregator_token_dir();
+  if (absl::Status s = EnsurePrivateDirectory(dir); !s.ok()) {
+    FEDSCHED_LOG(warn, "hierarchy.aggregator_token_dir: {}", s.ToString());
+    return;
+  }
+  int tokens = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file() && entry.path().filename().string()[0] != '.') ++tokens;
+  }
+  FEDSCHED_LOG(info,
+               "hierarchy root: {} aggregator token(s) in {}; provision an aggregator with "
+               "fedsched-enroll --aggregator_token_dir={} --aggregator_id=ID --out=ID.token",
+               tokens, dir, dir);
+}
+
 std::unique_ptr<CoordinatorService> MakeService(const v1::ServerConfig& config,
                                                 fleet::JobHost& host, std::string operator_token) {
   CoordinatorServiceOptions options;
@@ -789,6 +864,7 @@ int Main() {
   absl::StatusOr<std::string> operator_token =
       ReadOrCreateToken(config.security().operator_token_path());
   if (!operator_token.ok()) return Fail(operator_token.status(), 2, "operator token: ");
+  PrepareAggregatorTokenDir(config);
   JobMetricsWriters csv(config);
   TestSets test_sets(config, std::move(test_set));
   absl::StatusOr<std::unique_ptr<fleet::JobHost>> host =

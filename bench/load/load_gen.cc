@@ -34,6 +34,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "bench/load/load_generator.h"
+#include "common/flags_usage.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051",
           "Server address (loopback); several, comma-separated (e.g. the aggregators of a "
@@ -62,7 +63,7 @@ ABSL_FLAG(std::string, token_file, "",
           "The server's operator token file (<store_path>/operator_token), for GetStatus.");
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage("fedsched load generator: many simulated clients over loopback");
+  fedsched::SetUsage("fedsched load generator: many simulated clients over loopback");
   absl::ParseCommandLine(argc, argv);
   // The generator stands in for devices on other machines, yet shares this machine's cores with
   // the server it measures: like the server (server/main.cc), it keeps the model-sized buffers

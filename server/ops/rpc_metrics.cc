@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <string>
 
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
 #include "google/protobuf/message_lite.h"
 #include "grpcpp/support/byte_buffer.h"
 
@@ -81,6 +83,19 @@ MakeRpcMetricsInterceptors(ServerMetrics* metrics, std::vector<std::string> raw_
   std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> out;
   out.push_back(std::make_unique<RpcMetricsFactory>(metrics, std::move(raw_request_methods)));
   return out;
+}
+
+absl::Status DeclareServiceMethods(ServerMetrics& metrics, const std::string& service_full_name) {
+  const google::protobuf::ServiceDescriptor* service =
+      google::protobuf::DescriptorPool::generated_pool()->FindServiceByName(service_full_name);
+  if (service == nullptr) {
+    return absl::NotFoundError(absl::StrCat("no gRPC service named ", service_full_name));
+  }
+  for (int i = 0; i < service->method_count(); ++i) {
+    metrics.DeclareRpcMethod(
+        absl::StrCat("/", service->full_name(), "/", service->method(i)->name()));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace fedsched::ops

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "grpcpp/support/server_interceptor.h"
 #include "server/ops/server_metrics.h"
 
@@ -19,5 +20,11 @@ namespace fedsched::ops {
 // from the list is undefined behaviour (its ByteBuffer would be read as a message).
 std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
 MakeRpcMetricsInterceptors(ServerMetrics* metrics, std::vector<std::string> raw_request_methods);
+
+// Exports the RPC series of every method of the gRPC service named `service_full_name`
+// ("fedsched.v1.Coordinator", from the generated descriptor pool) at 0
+// (ServerMetrics::DeclareRpcMethod), so that dashboards see them before the first call.
+// Errors: NOT_FOUND when no generated service has that name.
+absl::Status DeclareServiceMethods(ServerMetrics& metrics, const std::string& service_full_name);
 
 }  // namespace fedsched::ops

@@ -185,7 +185,13 @@ void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record, const std::s
 
 void ServerMetrics::OnRoundFailed(const std::string& job) { SeriesOf(job).failed->Increment(); }
 
-void ServerMetrics::DeclareJob(const std::string& job) { SeriesOf(job); }
+void ServerMetrics::DeclareJob(const std::string& job) {
+  SeriesOf(job);
+  for (const char* cause : kTaskFailureCauses) {
+    Cached(task_failures_, absl::StrCat("task|", cause, "|", job),
+           WithJob({{"cause", cause}}, job));
+  }
+}
 
 std::string ServerMetrics::CauseLabel(const std::string& reason) {
   // The round engine's and the coordinator's reasons (server/round/lifecycle.cc, ReportFailure).
@@ -223,6 +229,15 @@ void ServerMetrics::OnRpcFinished(const std::string& method, int code) {
   Cached(rpcs_, absl::StrCat("rpc|", method, "|", code),
          {{"method", method}, {"code", std::to_string(code)}})
       ->Increment();
+}
+
+void ServerMetrics::DeclareRpcMethod(const std::string& method) {
+  Cached(rpcs_, absl::StrCat("rpc|", method, "|0"), {{"method", method}, {"code", "0"}});
+  // The interceptor counts bytes of fedsched's own services only (rpc_metrics.cc).
+  if (absl::StartsWith(method, "/fedsched.")) {
+    BytesIn(method);
+    BytesOut(method);
+  }
 }
 
 prometheus::Counter* ServerMetrics::BytesIn(const std::string& method) {

@@ -51,7 +51,13 @@ class ServerMetrics {
   // The bound HTTP port, or 0 without an endpoint.
   int port() const;
 
-  // Exports `job`'s round series at 0 before its first round ("" = the unlabelled ones).
+  // The cause labels of fedsched_task_failures_total (CauseLabel's values).
+  static constexpr const char* kTaskFailureCauses[] = {"reported", "refused",  "missed_heartbeats",
+                                                       "stale",    "deadline", "other"};
+
+  // Exports `job`'s round series and its fedsched_task_failures_total{cause} of every cause at
+  // 0 before its first round or failure ("" = the unlabelled ones), so that dashboards and
+  // alerts see them on a healthy server.
   void DeclareJob(const std::string& job);
   // A committed round (or FedBuff version) of `job`: counts it, observes its duration (seconds
   // from start_unix_ms to end_unix_ms), participants, stragglers, examples, and sets the gauges
@@ -81,6 +87,11 @@ class ServerMetrics {
   // message sizes), owned by the registry; stable for the metrics' lifetime.
   prometheus::Counter* BytesIn(const std::string& method);
   prometheus::Counter* BytesOut(const std::string& method);
+
+  // Exports fedsched_rpcs_total{method, code="0"} and `method`'s byte counters (a fedsched
+  // method's, as the interceptor counts them) at 0 before its first call; `method` as gRPC
+  // names it.
+  void DeclareRpcMethod(const std::string& method);
 
   // The registry's current text exposition (what /metrics serves), for tests and debugging.
   std::string TextExposition() const;

@@ -202,6 +202,7 @@ grpc::ServerUnaryReactor* RelayService::PollTask(grpc::CallbackServerContext* co
       },
       [=, this](const grpc::Status& s) {
         if (s.ok() && response->has_task()) NoteTask(*request, response->task());
+        if (s.ok() && response->finished()) NoteRunFinished();
       });
 }
 
@@ -535,6 +536,25 @@ void RelayService::FlushDue(absl::Time now) {
     }
   }
   for (int64_t round : due) Flush(round);
+}
+
+void RelayService::NoteRunFinished() {
+  absl::MutexLock lock(&mu_);
+  if (run_finished_at_.has_value()) return;
+  run_finished_at_ = absl::Now();
+  FEDSCHED_LOG(info,
+               "aggregator {}: the root told a device the run is over; this aggregator stops "
+               "once the root has stopped",
+               options_.config.hierarchy().aggregator_id());
+}
+
+std::optional<absl::Time> RelayService::run_finished_at() const {
+  absl::MutexLock lock(&mu_);
+  return run_finished_at_;
+}
+
+bool RelayService::UpstreamReady() const {
+  return options_.upstream->GetState(/*try_to_connect=*/true) == GRPC_CHANNEL_READY;
 }
 
 RelayStats RelayService::stats() const {

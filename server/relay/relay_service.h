@@ -23,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,6 +109,13 @@ class RelayService final
   // whose deadline passed a minute ago. A background thread calls it every 100 ms.
   void FlushDue(absl::Time now) ABSL_LOCKS_EXCLUDED(mu_);
   RelayStats stats() const ABSL_LOCKS_EXCLUDED(mu_);
+  // When a relayed PollTask first answered that the root's run is over (PollTaskResponse
+  // .finished), or nullopt while it has not.
+  std::optional<absl::Time> run_finished_at() const ABSL_LOCKS_EXCLUDED(mu_);
+  // True when the channel to the root is connected (READY). An idle channel is asked to
+  // connect, so that a later call answers for the root as it is then: a root that runs is
+  // READY again within moments, one that stopped never.
+  bool UpstreamReady() const;
 
   // Internal, for the upload reactor: the checks of an upload header that need no payload.
   [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header)
@@ -158,6 +166,8 @@ class RelayService final
   void NoteTask(const v1::PollTaskRequest& request, const v1::Task& task) ABSL_LOCKS_EXCLUDED(mu_);
   void NoteFailed(const std::string& client_id, const std::string& task_id)
       ABSL_LOCKS_EXCLUDED(mu_);
+  // A relayed poll was answered "finished": notes when first, and logs it once.
+  void NoteRunFinished() ABSL_LOCKS_EXCLUDED(mu_);
   [[nodiscard]] absl::StatusOr<CachedModel> FetchModel(const RelayedTask& task,
                                                        const std::string& task_id)
       ABSL_LOCKS_EXCLUDED(mu_);
@@ -178,6 +188,7 @@ class RelayService final
   // still counts their task in flight and would hand it out again, so their polls are answered
   // here ("poll again shortly") until the partial sum leaves.
   absl::flat_hash_set<std::string> awaiting_flush_ ABSL_GUARDED_BY(mu_);
+  std::optional<absl::Time> run_finished_at_ ABSL_GUARDED_BY(mu_);
   absl::Mutex fetch_mu_;  // one model fetch at a time (the others then find it cached)
   absl::Notification stop_;
   std::thread flusher_;

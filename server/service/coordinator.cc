@@ -639,10 +639,17 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   const double now_s = ToSeconds(Now());
   const profile::ProfileBook& book = engine_->book();
   const bool finished = engine_->finished() && durable_round_ == engine_->version();
+  // A closed synchronous round is evaluated, stored and published (coordinator_commit.cc)
+  // before the next one is planned: "committing" that round, not waiting for clients.
+  const bool committing =
+      !finished && !engine_->running() && engine_->published_version() < engine_->version();
   response.set_committed_round(durable_round_);
-  response.set_current_round(finished ? durable_round_ : engine_->current_round());
+  response.set_current_round(finished     ? durable_round_
+                             : committing ? engine_->version()
+                                          : engine_->current_round());
   response.set_state(finished             ? "finished"
                      : engine_->running() ? "running"
+                     : committing         ? "committing"
                                           : "waiting_for_clients");
   response.set_registered_clients(static_cast<int32_t>(book.live_size()));
   response.set_online_clients(static_cast<int32_t>(book.CountOnline(now_s)));
@@ -650,7 +657,10 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   if (std::optional<int64_t> cycle_ms = pacing_.CycleMs()) {
     response.set_checkin_cycle_ms(*cycle_ms);
   }
-  if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
+  if (committing) {
+    response.set_waiting_for(absl::StrCat("round ", engine_->version(),
+                                          " closed: evaluating, storing and publishing it"));
+  } else if (!finished && !engine_->running() && !engine_->last_plan_status().ok()) {
     response.set_waiting_for(std::string(engine_->last_plan_status().message()));
   }
   response.set_revoked_identities(static_cast<int32_t>(admission_->revoked_count()));

@@ -229,7 +229,9 @@ absl::StatusOr<v1::ServerConfig> ResolveServerConfig(const v1::ServerConfig& con
   FEDSCHED_RETURN_IF_ERROR(ResolveHierarchy(out));
   // An aggregator keeps nothing on disk: the root owns every durable fact.
   if (out.store_path().empty() && out.hierarchy().role() != v1::HierarchyConfig::ROLE_AGGREGATOR) {
-    return absl::InvalidArgumentError("server config: store_path is required");
+    return absl::InvalidArgumentError(
+        "server config: store_path is required (set it in the config or pass --store_path, "
+        "with --check_config as at start)");
   }
   FEDSCHED_ASSIGN_OR_RETURN(out, round::ResolveRoundConfig(out));
 

@@ -7,7 +7,8 @@
 //     equal within float32 rounding, relative 1e-6 per round, not bit for bit.)
 //   Failover: 1 root + 3 aggregator processes (fedsched-server, hierarchy.role ROLE_AGGREGATOR)
 //     + 30 clients; one aggregator is SIGKILLed while a round runs: the run still commits every
-//     round and the killed aggregator's devices move to another endpoint of their config.
+//     round and the killed aggregator's devices move to another endpoint of their config. Once
+//     the run is over and the root stops, the other two aggregators exit 0 on their own.
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -300,6 +301,20 @@ class Process {
     ::waitpid(pid_, nullptr, 0);
     pid_ = -1;
   }
+  // Its exit code once it exits within `timeout` (128 + signal when killed), else nullopt.
+  std::optional<int> Wait(absl::Duration timeout) {
+    const absl::Time end = absl::Now() + timeout;
+    while (pid_ > 0) {
+      int status = 0;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      if (absl::Now() > end) return std::nullopt;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return std::nullopt;
+  }
   std::string Log() const {
     std::ifstream in(log_);
     std::stringstream text;
@@ -333,7 +348,9 @@ TEST(HierarchyTest, SigkilledAggregatorsDevicesFailOver) {
   std::filesystem::create_directories(dir);
   // First-K over all 30, with a deadline: the updates lost in the killed aggregator come back
   // when their devices poll the root through another aggregator and train the task again.
-  Root root(RootConfig(v1::HierarchyConfig::ROLE_ROOT, kFailoverRounds, 30, 20));
+  std::optional<Root> root_process;
+  Root& root =
+      root_process.emplace(RootConfig(v1::HierarchyConfig::ROLE_ROOT, kFailoverRounds, 30, 20));
   std::vector<std::unique_ptr<Process>> aggregators;
   for (int a = 0; a < 3; ++a) {
     const std::string config = (dir / absl::StrCat("agg", a, ".textproto")).string();
@@ -375,6 +392,14 @@ TEST(HierarchyTest, SigkilledAggregatorsDevicesFailOver) {
   }
   for (const v1::RoundRecord& r : root.records()) {
     EXPECT_GE(r.updates_accepted(), 20) << "round " << r.round();
+  }
+  // The run is over and the root stops: the surviving aggregators, whose devices were told the
+  // run is over through them, notice and exit cleanly on their own.
+  root_process.reset();
+  for (int a = 1; a < 3; ++a) {
+    EXPECT_EQ(aggregators[a]->Wait(absl::Seconds(120)), 0) << aggregators[a]->Log();
+    EXPECT_THAT(aggregators[a]->Log(),
+                ::testing::HasSubstr("the root's run is over and the root has stopped"));
   }
   std::filesystem::remove_all(dir);
 }

@@ -6,11 +6,14 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "fedsched/v1/coordinator.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -145,11 +148,57 @@ TEST(ServerMetricsTest, JobWaitsAndStarvations) {
   EXPECT_TRUE(absl::StrContains(text, "fedsched_job_max_wait_seconds{job=\"b\"} 3"));
 }
 
+// A healthy server's dashboard panels have data: every task-failure cause of a declared job and
+// every RPC method of a declared service is exported at 0 before its first event, and the
+// first event counts in that same series.
+TEST(ServerMetricsTest, DeclaredSeriesAreExportedAtZero) {
+  ServerMetrics metrics;
+  metrics.DeclareJob("");
+  metrics.DeclareJob("mlp");
+  // The generated descriptors of coordinator.proto are in the pool once its code is linked.
+  ASSERT_NE(v1::GetStatusRequest::descriptor(), nullptr);
+  ASSERT_TRUE(DeclareServiceMethods(metrics, "fedsched.v1.Coordinator").ok());
+  EXPECT_EQ(DeclareServiceMethods(metrics, "fedsched.v1.NoSuchService").code(),
+            absl::StatusCode::kNotFound);
+  std::string text = metrics.TextExposition();
+  for (const char* cause : ServerMetrics::kTaskFailureCauses) {
+    EXPECT_TRUE(absl::StrContains(
+        text, absl::StrCat("fedsched_task_failures_total{cause=\"", cause, "\"} 0")))
+        << cause << "\n"
+        << text;
+    EXPECT_TRUE(absl::StrContains(
+        text, absl::StrCat("fedsched_task_failures_total{cause=\"", cause, "\",job=\"mlp\"} 0")));
+  }
+  const std::string poll = "/fedsched.v1.Coordinator/PollTask";
+  EXPECT_TRUE(absl::StrContains(
+      text, absl::StrCat("fedsched_rpcs_total{code=\"0\",method=\"", poll, "\"} 0")));
+  EXPECT_TRUE(absl::StrContains(
+      text, absl::StrCat("fedsched_received_bytes_total{method=\"", poll, "\"} 0")));
+  EXPECT_TRUE(
+      absl::StrContains(text, absl::StrCat("fedsched_sent_bytes_total{method=\"", poll, "\"} 0")));
+  metrics.OnTaskFailed("missed heartbeats");
+  metrics.OnRpcFinished(poll, 0);
+  text = metrics.TextExposition();
+  EXPECT_TRUE(
+      absl::StrContains(text, "fedsched_task_failures_total{cause=\"missed_heartbeats\"} 1"));
+  EXPECT_TRUE(absl::StrContains(
+      text, absl::StrCat("fedsched_rpcs_total{code=\"0\",method=\"", poll, "\"} 1")));
+}
+
 TEST(ServerMetricsTest, CauseLabelsFollowTheEngineReasons) {
   EXPECT_EQ(ServerMetrics::CauseLabel("missed heartbeats"), "missed_heartbeats");
   EXPECT_EQ(ServerMetrics::CauseLabel("client reported: deadline passed"), "reported");
   EXPECT_EQ(ServerMetrics::CauseLabel("more than max_staleness = 4 versions behind"), "stale");
   EXPECT_EQ(ServerMetrics::CauseLabel("something new"), "other");
+  // Every label CauseLabel gives is one DeclareJob exports at 0.
+  for (const char* reason : {"client reported: x", "update refused (norm_bound): x",
+                             "missed heartbeats", "max_staleness", "deadline passed", "new"}) {
+    const std::string label = ServerMetrics::CauseLabel(reason);
+    EXPECT_NE(std::find(std::begin(ServerMetrics::kTaskFailureCauses),
+                        std::end(ServerMetrics::kTaskFailureCauses), label),
+              std::end(ServerMetrics::kTaskFailureCauses))
+        << label;
+  }
 }
 
 TEST(ServerMetricsTest, ServesTheRegistryOverHttp) {

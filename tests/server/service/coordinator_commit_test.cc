@@ -30,7 +30,8 @@ v1::Model Model(float v) {
 
 class CommitTest : public ::testing::Test {
  protected:
-  void Start(Evaluator evaluator) {
+  // `fedbuff`: asynchronous versions, else synchronous rounds (both K = 2, min_updates 1).
+  void Start(Evaluator evaluator, bool fedbuff = true) {
     v1::ServerConfig raw;
     raw.set_store_path("unused-memory-store");
     raw.set_clients_per_round(2);
@@ -39,7 +40,7 @@ class CommitTest : public ::testing::Test {
     raw.set_num_rounds(10);
     raw.mutable_selection()->set_overcommit(2.0);  // 4 tasks in flight for K = 2
     raw.mutable_training()->set_local_steps(2);
-    raw.mutable_aggregation()->set_async_fedbuff(true);
+    raw.mutable_aggregation()->set_async_fedbuff(fedbuff);
     ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(raw));
     CoordinatorOptions options;
     options.config = config;
@@ -129,6 +130,43 @@ TEST_F(CommitTest, FedBuffAcceptsUploadsWhileASlowEvaluationRuns) {
   EXPECT_EQ(store_.commits(), 1);
   ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, store_.LoadRound(1));
   EXPECT_DOUBLE_EQ(record.test_accuracy(), 0.5);
+}
+
+// A synchronous round closed and being committed (here: a slow evaluation) is reported as
+// "committing" that round, not as waiting for clients; once published, the next one runs.
+TEST_F(CommitTest, StatusSaysCommittingWhileAClosedRoundIsEvaluated) {
+  absl::Notification evaluating, release;
+  std::atomic<int> calls{0};
+  Start(
+      [&](const v1::Model&) -> absl::StatusOr<EvalMetrics> {
+        if (calls.fetch_add(1) > 0 && !evaluating.HasBeenNotified()) {
+          evaluating.Notify();
+          release.WaitForNotificationWithTimeout(absl::Seconds(30));
+        }
+        return EvalMetrics{0.5, 1.0};
+      },
+      /*fedbuff=*/false);
+  std::vector<Client> clients;
+  for (int i = 0; i < 2; ++i) clients.push_back(Join(absl::StrCat("dev-", i)));
+  coordinator_->Tick(kT0);
+  for (Client& c : clients) Poll(c);
+  EXPECT_EQ(coordinator_->GetStatus(0).state(), "running");
+  ASSERT_OK(Upload(clients[0], 1));
+  // The second update closes round 1: its thread evaluates and commits it.
+  std::thread committer([&] { EXPECT_OK(Upload(clients[1], 1)); });
+  ASSERT_TRUE(evaluating.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  v1::GetStatusResponse status = coordinator_->GetStatus(0);
+  EXPECT_EQ(status.state(), "committing");
+  EXPECT_EQ(status.current_round(), 1);
+  EXPECT_EQ(status.committed_round(), 0);
+  EXPECT_EQ(status.waiting_for(), "round 1 closed: evaluating, storing and publishing it");
+  release.Notify();
+  committer.join();
+  status = coordinator_->GetStatus(0);
+  EXPECT_EQ(status.state(), "running");
+  EXPECT_EQ(status.current_round(), 2);
+  EXPECT_EQ(status.committed_round(), 1);
+  EXPECT_EQ(status.waiting_for(), "");
 }
 
 }  // namespace
