@@ -44,8 +44,8 @@ set(CPACK_DEBIAN_SERVER_PACKAGE_DEPENDS "${_fedsched_common_dep}, passwd")
 set(CPACK_DEBIAN_SERVER_PACKAGE_RECOMMENDS dataset-fashion-mnist)
 set(CPACK_DEBIAN_SERVER_DESCRIPTION "fedsched coordination server, operator tools and systemd unit
 fedsched-server plans rounds of federated learning over a fleet of devices, aggregates
-their updates and keeps its state in RocksDB; fedsched-health, -status, -audit, -enroll and
--ctl operate it. The unit fedsched-server.service runs it as the user fedsched.")
+their updates and keeps its state in RocksDB; fedsched-health, -status, -audit, -enroll, -ctl
+and -provision operate it. The unit fedsched-server.service runs it as the user fedsched.")
 set(CPACK_DEBIAN_SERVER_PACKAGE_CONTROL_EXTRA
   ${_fedsched_deb_dir}/postinst ${_fedsched_deb_dir}/prerm ${_fedsched_deb_dir}/postrm
   ${_fedsched_deb_dir}/conffiles)

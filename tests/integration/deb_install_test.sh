@@ -80,7 +80,8 @@ UNIT=$R/usr/lib/systemd/system/fedsched-server.service
 grep -qx "User=fedsched" "$UNIT" || fail "the unit does not run as fedsched"
 EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT")
 echo "ExecStart: $EXEC"
-for t in fedsched-server fedsched-health fedsched-status fedsched-audit fedsched-enroll fedsched-ctl; do
+for t in fedsched-server fedsched-health fedsched-status fedsched-audit fedsched-enroll fedsched-ctl \
+  fedsched-provision; do
   [ -x "$R/usr/bin/$t" ] || fail "/usr/bin/$t missing"
 done
 if command -v systemd-analyze > /dev/null; then
