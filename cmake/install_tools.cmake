@@ -1,8 +1,9 @@
 # `cmake --install BUILD --component C [--prefix P]` for the programs (docs/guides/INSTALL.md);
 # the SDK's component `sdk` is cmake/install.cmake's:
 #   server  fedsched-server and the operator tools (fedsched-health, -status, -audit, -enroll,
-#           -ctl, and -provision when built) in P/bin, their man pages in P/share/man/man1, the
-#           systemd unit in P/lib/systemd/system (its ExecStart names /usr/bin, the .deb's place)
+#           -ctl; -provision is installed by server/provision) in P/bin, their man pages in
+#           P/share/man/man1, the systemd unit in P/lib/systemd/system (its ExecStart names
+#           /usr/bin, the .deb's place)
 #   sim     fedsched-sim
 #   client  fedsched-client
 #   torch   fedsched-sim-torch and fedsched-client-torch (built with libtorch-dev only; a
