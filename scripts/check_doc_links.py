@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Fails when a documentation path in the repository points at nothing.
+"""Fails when a documentation path in the repository points at nothing (CTest doc_links_test).
 
 Checks two kinds of reference, in every file git tracks (data/ and binary files skipped):
   * a path under docs/ named in text (`docs/guides/SECURITY.md`, `docs/reports/sim_tta.png`), as
@@ -9,7 +9,7 @@ Checks two kinds of reference, in every file git tracks (data/ and binary files 
 
 Usage: check_doc_links.py [--root DIR]
 Exit status 0 when every reference resolves, 1 otherwise (each broken one is printed as
-FILE:LINE: PATH), 2 when DIR is not a git checkout.
+FILE:LINE: PATH), 77 (CTest's skip) when DIR is not a git checkout or git is missing.
 """
 
 import argparse
@@ -20,6 +20,7 @@ import sys
 
 DOC_PATH = re.compile(r"docs/[A-Za-z0-9_./-]*\.(?:md|png)")
 MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+NOT_A_CHECKOUT = 77
 SKIP_SUFFIXES = (".png", ".gz", ".csv", ".pb", ".bin", ".pkl", ".idx", ".jpg", ".so", ".a")
 # Files whose docs/ paths are made up on purpose: (path, why).
 EXEMPT = [
@@ -28,9 +29,14 @@ EXEMPT = [
 
 
 def tracked_files(root):
-    done = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True)
-    if done.returncode != 0:
-        sys.exit(2)
+    try:
+        done = subprocess.run(["git", "-C", root, "ls-files"], capture_output=True, text=True)
+    except OSError:
+        done = None
+    if done is None or done.returncode != 0:
+        print("check_doc_links: %s is not a git checkout (or git is missing): nothing to check"
+              % root)
+        sys.exit(NOT_A_CHECKOUT)
     exempt = {path for path, _ in EXEMPT}
     return [f for f in done.stdout.split("\n")
             if f and not f.startswith("data/") and not f.endswith(SKIP_SUFFIXES)

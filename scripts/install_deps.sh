@@ -25,6 +25,10 @@ PACKAGES=(
   # `pip install --no-build-isolation .` of the module (pyproject.toml, setup.py): the build
   # backend, pip, and venv for a virtual environment that sees the packages above.
   python3-setuptools python3-wheel python3-pip python3-venv
+  # Man pages from the tools' --help, and the Debian root the .deb install test makes
+  # (cmake/install_tools.cmake, tests/integration/deb_install_test.sh). deploy/build_image.sh
+  # and the image test also need podman and runc: install_deps.sh --only podman runc.
+  help2man mmdebstrap
 )
 
 if [ "${1:-}" = "--only" ]; then
