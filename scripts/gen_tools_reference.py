@@ -11,9 +11,10 @@ Usage: gen_tools_reference.py [--build DIR]... [--out FILE] [--check]
   --build DIR  a CMake build folder holding the binaries (default: ROOT/build); repeated, each
                tool comes from the first folder that has it
   --out FILE   where to write (default: ROOT/docs/reference/TOOLS.md)
-  --check      write nothing; exit 1 if FILE differs from what the binaries print now
+  --check      write nothing; exit 1 if FILE differs from what the binaries print now (the CTest
+               tools_reference_test), 77 when a tool is not built
 Exit status 0 on success, 1 when a tool's --helpfull fails (the message names the tool) or
---check finds FILE stale.
+--check finds FILE stale, 77 when --check finds a tool not built.
 """
 
 import argparse
@@ -45,18 +46,31 @@ NOTES = {
 }
 REPO_DIRS = ("server/", "client/", "sim/", "common/", "models/", "secagg/", "python/", "bench/",
              "provision/", "tools/")
+NOT_BUILT = 77  # CTest's SKIP_RETURN_CODE: --check without every tool built
 SECTION = re.compile(r"^  Flags from (.*):$")
 
 
+def is_elf(path):
+    """True for a compiled program (not a wrapper script such as the man pages' build/man/bin/)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
 def find_binary(build, tool):
-    """The executable named `tool` under `build` (CMakeFiles skipped), or None."""
+    """The compiled executable named `tool` nearest the top of `build` (build/server/... before
+    any copy deeper down; CMakeFiles and CPack's staging skipped), or None."""
+    found = []
     for folder, subfolders, names in os.walk(build):
-        subfolders[:] = sorted(d for d in subfolders if d != "CMakeFiles" and not d.startswith("."))
+        subfolders[:] = sorted(d for d in subfolders
+                               if d not in ("CMakeFiles", "_CPack_Packages") and not d.startswith("."))
         if tool in names:
             path = os.path.join(folder, tool)
-            if os.access(path, os.X_OK):
-                return path
-    return None
+            if os.access(path, os.X_OK) and is_elf(path):
+                found.append(path)
+    return min(found, key=lambda p: (p.count(os.sep), p)) if found else None
 
 
 def repo_path(path):
@@ -128,10 +142,15 @@ def main(argv):
     out += ["| Tool | What for |", "|---|---|"]
     out += ["| [%s](#%s) | %s |" % (t, t, p) for t, p in TOOLS]
     out.append("")
+    builds = [os.path.abspath(b) for b in args.build or [os.path.join(ROOT, "build")]]
+    missing = [t for t, _ in TOOLS if not any(find_binary(d, t) for d in builds)]
+    if args.check and missing:
+        print("gen_tools_reference: not built in %s: %s; nothing to check" %
+              (", ".join(builds), ", ".join(missing)))
+        return NOT_BUILT
     try:
         for tool, purpose in TOOLS:
-            out += section([os.path.abspath(b) for b in args.build or [os.path.join(ROOT, "build")]],
-                           tool, purpose)
+            out += section(builds, tool, purpose)
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         print("gen_tools_reference: %s" % e, file=sys.stderr)
         return 1
