@@ -86,7 +86,7 @@ ABSL_FLAG(std::string, health_listen, "",
           "Overrides ops.health_listen_address (grpc.health.v1 endpoint up during start-up).");
 ABSL_FLAG(bool, check_config, false,
           "Only check the config (parse, apply flags and defaults, validate; read the model, TLS, "
-          "enrolment-key and upstream-token files start reads), print the effective config and "
+          "enrolment-key and upstream-token files as a start does), print the effective config and "
           "exit: 0 if valid, 2 if not. Opens no store, port or endpoint.");
 ABSL_FLAG(std::string, log_level, "info", "trace, debug, info, warn, error or off.");
 ABSL_FLAG(int64_t, min_free_disk_mb, fedsched::kDefaultMinFreeDiskMiB,
