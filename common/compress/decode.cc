@@ -90,15 +90,46 @@ absl::Status FoldDense(const v1::CompressedTensor& p, float w, const float* in, 
 // 2 / (2^bits - 1) as a float: the grid step of QSGD per unit of scale.
 float TwoOverLevels(int32_t bits) { return 2.0f / static_cast<float>((1u << bits) - 1); }
 
+// codes[i] = the i-th 4-bit code of `packed` (low nibble first), i in [0, len); len even except
+// at a tensor's end, where the unused high nibble is read and ignored.
+void UnpackNibbles(const uint8_t* __restrict packed, int64_t len, uint8_t* __restrict codes) {
+  const int64_t bytes = (len + 1) / 2;
+  uint8_t lo[kChunk / 2], hi[kChunk / 2];
+  for (int64_t j = 0; j < bytes; ++j) {
+    lo[j] = packed[j] & 0xf;
+    hi[j] = packed[j] >> 4;
+  }
+  for (int64_t j = 0; j < bytes; ++j) {
+    codes[2 * j] = lo[j];
+    codes[2 * j + 1] = hi[j];
+  }
+}
+
+// The same for 2-bit codes, four per byte, least significant first.
+void UnpackCrumbs(const uint8_t* __restrict packed, int64_t len, uint8_t* __restrict codes) {
+  const int64_t bytes = (len + 3) / 4;
+  uint8_t c0[kChunk / 4], c1[kChunk / 4], c2[kChunk / 4], c3[kChunk / 4];
+  for (int64_t j = 0; j < bytes; ++j) {
+    c0[j] = packed[j] & 3;
+    c1[j] = (packed[j] >> 2) & 3;
+    c2[j] = (packed[j] >> 4) & 3;
+    c3[j] = packed[j] >> 6;
+  }
+  for (int64_t j = 0; j < bytes; ++j) {
+    codes[4 * j] = c0[j];
+    codes[4 * j + 1] = c1[j];
+    codes[4 * j + 2] = c2[j];
+    codes[4 * j + 3] = c3[j];
+  }
+}
+
 template <Mode kMode>
 absl::Status FoldQsgd(const v1::CompressedTensor& p, float w, const float* in, float* out,
                       int64_t n) {
   const auto* bytes = reinterpret_cast<const uint8_t*>(p.packed().data());
   const int32_t bits = p.bits();
   const float unit = TwoOverLevels(bits);
-  const int per_byte = 8 / bits;
-  const uint32_t mask = (1u << bits) - 1;
-  uint8_t codes[kChunk];
+  uint8_t codes[kChunk + 4];  // + the ignored codes of a last partial byte
   for (int64_t block = 0, start = 0; start < n; ++block, start += p.block_size()) {
     const float s = p.scales(static_cast<int>(block));
     const float step = s * unit;
@@ -107,10 +138,11 @@ absl::Status FoldQsgd(const v1::CompressedTensor& p, float w, const float* in, f
     for (int64_t c = start; c < block_end; c += kChunk) {
       const int64_t len = std::min(kChunk, block_end - c);
       const uint8_t* q = bytes + c * bits / 8;
-      if (bits != 8) {
-        for (int64_t i = 0; i < len; ++i) {
-          codes[i] = (q[i / per_byte] >> ((i % per_byte) * bits)) & mask;
-        }
+      if (bits == 4) {
+        UnpackNibbles(q, len, codes);
+        q = codes;
+      } else if (bits == 2) {
+        UnpackCrumbs(q, len, codes);
         q = codes;
       }
       Apply<kMode>(kMode == Mode::kSeparate ? in + c : nullptr, w, out + c, len,

@@ -31,8 +31,11 @@ inline float HalfToFloat(uint16_t h) {
   // Normal halves: re-bias the exponent. Subnormal halves (exponent 0) are m * 2^-24, computed
   // in float arithmetic on normal numbers (no subnormal floats, which are slow on x86).
   const uint32_t normal = (magnitude << 13) + ((127u - 15u) << 23);
-  const uint32_t subnormal = FloatBits(static_cast<float>(magnitude) * (1.0f / 16777216.0f));
-  const uint32_t bits = magnitude < 0x400u ? subnormal : normal;
+  // (Signed int -> float: unsigned conversions do not vectorise before AVX-512.)
+  const uint32_t subnormal =
+      FloatBits(static_cast<float>(static_cast<int32_t>(magnitude)) * (1.0f / 16777216.0f));
+  const uint32_t is_subnormal = 0u - static_cast<uint32_t>(static_cast<int32_t>(magnitude) < 0x400);
+  const uint32_t bits = (subnormal & is_subnormal) | (normal & ~is_subnormal);
   return BitsToFloat(bits | (static_cast<uint32_t>(h & 0x8000u) << 16));
 }
 
