@@ -33,20 +33,22 @@ v1::CompressedTensor Header(Format format, size_t n) {
   return t;
 }
 
-// Codes of one block, stochastically rounded: q in [0, levels], E[q * step - s] = x.
-void QuantiseBlock(const float* x, int64_t len, float s, uint32_t levels, Rng& rng,
-                   uint8_t* codes) {
+// Codes of one block, stochastically rounded: q in [0, levels], E[q * step - s] = x. `uniform`
+// holds len draws of Rng::Uniform (drawn first, so that this loop vectorises).
+void QuantiseBlock(const float* __restrict x, int64_t len, float s, uint32_t levels,
+                   const float* __restrict uniform, uint8_t* __restrict codes) {
   if (s == 0.0f) {
     std::fill(codes, codes + len, 0);
     return;
   }
   const float inv = static_cast<float>(levels) / (2.0f * s);
   const float top = static_cast<float>(levels);
+  const auto max_code = static_cast<int32_t>(levels);
   for (int64_t i = 0; i < len; ++i) {
-    const float t = std::clamp((x[i] + s) * inv, 0.0f, top);
-    const float lo = std::floor(t);
-    const uint32_t q = static_cast<uint32_t>(lo) + (rng.Uniform() < t - lo ? 1u : 0u);
-    codes[i] = static_cast<uint8_t>(std::min(q, levels));
+    const float t = std::min(std::max((x[i] + s) * inv, 0.0f), top);
+    const auto lo = static_cast<int32_t>(t);  // t >= 0: truncation is floor
+    const int32_t q = lo + (uniform[i] < t - static_cast<float>(lo) ? 1 : 0);
+    codes[i] = static_cast<uint8_t>(std::min(q, max_code));
   }
 }
 
@@ -137,12 +139,14 @@ absl::StatusOr<v1::CompressedTensor> EncodeQsgd(absl::Span<const float> values, 
   auto* packed = reinterpret_cast<uint8_t*>(t.mutable_packed()->data());
   const uint32_t levels = (1u << bits) - 1;
   std::vector<uint8_t> codes(block_size);
+  std::vector<float> uniform(block_size);
   for (int64_t start = 0; start < n; start += block_size) {
     const int64_t len = std::min<int64_t>(block_size, n - start);
     float s = 0.0f;
     for (int64_t i = 0; i < len; ++i) s = std::max(s, std::fabs(values[start + i]));
     t.add_scales(s);
-    QuantiseBlock(values.data() + start, len, s, levels, rng, codes.data());
+    for (int64_t i = 0; i < len; ++i) uniform[i] = rng.Uniform();
+    QuantiseBlock(values.data() + start, len, s, levels, uniform.data(), codes.data());
     PackCodes(codes.data(), len, bits, packed + start * bits / 8);
   }
   return t;

@@ -37,7 +37,9 @@ class Rng {
   }
 
   // A uniform float in [0, 1) on the grid of multiples of 2^-24 (every such value is exact).
-  float Uniform() { return static_cast<float>(Next() >> 40) * (1.0f / 16777216.0f); }
+  float Uniform() {
+    return static_cast<float>(static_cast<int32_t>(Next() >> 40)) * (1.0f / 16777216.0f);
+  }
 
  private:
   uint64_t s_[4];
