@@ -8,6 +8,7 @@
 #include "common/compress/decode.h"
 #include "common/compress/encode.h"
 #include "common/compress/half.h"
+#include "common/compress/properties.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -244,6 +245,22 @@ TEST(SizeTest, BytesPerElementPerFormat) {
   // 1 % of the elements at 4 bytes of value and a 1-3 byte varint index each.
   EXPECT_GT(bpe(topk), 0.01 * 5);
   EXPECT_LT(bpe(topk), 0.01 * 7 + 0.001);
+  // The declared estimate (what a planner would charge) is within 10 % of the measured bytes.
+  for (const CompressionSpec& spec : {f32, f16, topk, Qsgd(8, 256), Qsgd(4, 256), Qsgd(2, 64)}) {
+    EXPECT_NEAR(PropertiesOf(spec).bytes_per_element, bpe(spec), 0.1 * bpe(spec)) << spec.format;
+  }
+}
+
+TEST(PropertiesTest, DeclaredPerFormat) {
+  CompressionSpec f32, topk;
+  topk.format = v1::CompressedTensor::TOPK;
+  EXPECT_TRUE(PropertiesOf(f32).lossless);
+  EXPECT_TRUE(PropertiesOf(f32).composes_with_secagg);
+  EXPECT_TRUE(PropertiesOf(Qsgd(2, 64)).unbiased);
+  EXPECT_FALSE(PropertiesOf(Qsgd(2, 64)).composes_with_secagg);
+  EXPECT_THAT(PropertiesOf(Qsgd(2, 64)).secagg_reason, HasSubstr("scales"));
+  EXPECT_TRUE(PropertiesOf(topk).wants_error_feedback);
+  EXPECT_FALSE(PropertiesOf(topk).unbiased);
 }
 
 }  // namespace
