@@ -52,7 +52,8 @@ std::vector<Variant> Variants() {
           {"qsgd8_b256", spec(v1::CompressedTensor::QSGD, 8, 1)},
           {"qsgd4_b256", spec(v1::CompressedTensor::QSGD, 4, 1)},
           {"qsgd2_b256", spec(v1::CompressedTensor::QSGD, 2, 1)},
-          {"topk1pct", spec(v1::CompressedTensor::TOPK, 8, 0.01)}};
+          {"topk1pct", spec(v1::CompressedTensor::TOPK, 8, 0.01)},
+          {"hadamard1_b256", spec(v1::CompressedTensor::HADAMARD_1BIT, 1, 1)}};
 }
 
 void SetCounters(benchmark::State& state, int64_t n, int64_t wire_bytes) {

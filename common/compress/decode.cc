@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/compress/encode.h"
+#include "common/compress/hadamard.h"
 #include "common/compress/half.h"
 
 namespace fedsched::compress {
@@ -245,8 +246,12 @@ absl::Status Validate(const v1::CompressedTensor& p, int64_t expected_count) {
   }
   const bool qsgd = p.format() == v1::CompressedTensor::QSGD;
   const bool topk = p.format() == v1::CompressedTensor::TOPK;
-  if (!qsgd && (p.bits() != 0 || p.block_size() != 0 || p.scales_size() != 0)) {
-    return Invalid(p, "bits, block_size and scales are for QSGD only");
+  const bool hadamard = p.format() == v1::CompressedTensor::HADAMARD_1BIT;
+  if (!qsgd && !hadamard && (p.bits() != 0 || p.block_size() != 0 || p.scales_size() != 0)) {
+    return Invalid(p, "bits, block_size and scales are for QSGD and HADAMARD_1BIT only");
+  }
+  if (!hadamard && p.rotation_seed() != 0) {
+    return Invalid(p, "rotation_seed is for HADAMARD_1BIT only");
   }
   if (!topk && p.indices_size() != 0) return Invalid(p, "indices are for TOPK only");
   switch (p.format()) {
@@ -258,6 +263,8 @@ absl::Status Validate(const v1::CompressedTensor& p, int64_t expected_count) {
       return ValidateQsgd(p, n);
     case v1::CompressedTensor::TOPK:
       return ValidateTopK(p, n);
+    case v1::CompressedTensor::HADAMARD_1BIT:
+      return hadamard_internal::Validate(p, n);
     default:
       return Invalid(p, absl::StrCat("unknown format ", static_cast<int>(p.format())));
   }
@@ -267,6 +274,9 @@ absl::Status Fold(const v1::CompressedTensor& p, float w, const float* in, absl:
   const auto n = static_cast<int64_t>(out.size());
   if (absl::Status s = Validate(p, n); !s.ok()) return s;
   if (p.format() == v1::CompressedTensor::TOPK) return FoldTopK(p, w, in, out.data(), n);
+  if (p.format() == v1::CompressedTensor::HADAMARD_1BIT) {
+    return hadamard_internal::Fold(p, w, in, out.data(), n) ? absl::OkStatus() : NonFinite(0);
+  }
   const bool qsgd = p.format() == v1::CompressedTensor::QSGD;
   if (in == nullptr) {
     return qsgd ? FoldQsgd<Mode::kNoIn>(p, w, in, out.data(), n)

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/compress/hadamard.h"
 #include "common/compress/half.h"
 
 namespace fedsched::compress {
@@ -78,6 +79,13 @@ absl::Status CompressionSpec::Validate() const {
         return absl::InvalidArgumentError(
             absl::StrCat("QSGD block_size must be a multiple of 8 in [8, ", kMaxBlockSize,
                          "], not ", block_size));
+      }
+      return absl::OkStatus();
+    case v1::CompressedTensor::HADAMARD_1BIT:
+      if (block_size < 8 || block_size > kMaxHadamardBlock || (block_size & (block_size - 1))) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("HADAMARD_1BIT block_size must be a power of two in [8, ",
+                         kMaxHadamardBlock, "], not ", block_size));
       }
       return absl::OkStatus();
     case v1::CompressedTensor::TOPK:
@@ -188,6 +196,8 @@ absl::StatusOr<v1::CompressedTensor> Encode(absl::Span<const float> values,
       return EncodeQsgd(values, spec.bits, spec.block_size, rng);
     case v1::CompressedTensor::TOPK:
       return EncodeTopK(values, spec.TopKCount(static_cast<int64_t>(values.size())));
+    case v1::CompressedTensor::HADAMARD_1BIT:
+      return EncodeHadamard1Bit(values, spec.block_size, rng);
     default:
       return EncodeFloat32(values);
   }

@@ -27,7 +27,8 @@ struct CompressionSpec {
   Format format = v1::CompressedTensor::FLOAT32;
   // QSGD: bits per element, 2, 4 or 8. Default: 8.
   int32_t bits = 8;
-  // QSGD: elements per scale, a multiple of 8 in [8, kMaxBlockSize]. Default: 256.
+  // QSGD: elements per scale, a multiple of 8 in [8, kMaxBlockSize]; HADAMARD_1BIT: a power of
+  // two in [8, kMaxHadamardBlock] (hadamard.h). Default: 256.
   int32_t block_size = 256;
   // TOPK: the fraction of each tensor's elements sent, in (0, 1]; a tensor of n > 0 elements sends
   // TopKCount(n) of them. Default: 0.01.
@@ -62,7 +63,8 @@ absl::StatusOr<v1::CompressedTensor> EncodeQsgd(absl::Span<const float> values, 
 absl::StatusOr<v1::CompressedTensor> EncodeTopK(absl::Span<const float> values, int64_t k);
 
 // Runs the encoder `spec` names (TOPK sends spec.TopKCount(values.size()) values, without error
-// feedback). `rng` is used by QSGD only. Errors: spec.Validate()'s, then the encoder's.
+// feedback). `rng` is used by QSGD and HADAMARD_1BIT only. Errors: spec.Validate()'s, then the
+// encoder's.
 absl::StatusOr<v1::CompressedTensor> Encode(absl::Span<const float> values,
                                             const CompressionSpec& spec, Rng& rng);
 

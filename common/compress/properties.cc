@@ -15,6 +15,10 @@ CompressorProperties PropertiesOf(const CompressionSpec& spec) {
           "QSGD scales are per client and per block; masked codes of different scales do not add";
       p.bytes_per_element = spec.bits / 8.0 + 4.0 / spec.block_size;
       break;
+    case v1::CompressedTensor::HADAMARD_1BIT:
+      p.secagg_reason = "the 1-bit scales are per client and per block";
+      p.bytes_per_element = 1.0 / 8.0 + 4.0 / spec.block_size;
+      break;
     case v1::CompressedTensor::TOPK:
       p.wants_error_feedback = true;
       p.secagg_reason = "top-k index sets differ per client; masks cannot cancel across them";

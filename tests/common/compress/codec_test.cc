@@ -175,6 +175,50 @@ TEST(TopKTest, KeepsTheLargestMagnitudesInIndexOrder) {
   EXPECT_EQ(Decoded(none, 7), std::vector<float>(7, 0.0f));
 }
 
+CompressionSpec Hadamard(int block) {
+  CompressionSpec spec;
+  spec.format = v1::CompressedTensor::HADAMARD_1BIT;
+  spec.block_size = block;
+  return spec;
+}
+
+double Dot(const std::vector<float>& a, const std::vector<float>& b) {
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += static_cast<double>(a[i]) * b[i];
+  return s;
+}
+
+// DRIVE's scale makes <decode(x), x> = |x|^2 per block (up to float rounding), the last block
+// padded.
+TEST(HadamardTest, ScalePreservesTheProjection) {
+  const int64_t n = 300;  // blocks of 64, the last padded
+  const std::vector<float> x = Values(n, 41);
+  Rng rng(1);
+  ASSERT_OK_AND_ASSIGN(v1::CompressedTensor t, Encode(x, Hadamard(64), rng));
+  EXPECT_EQ(t.packed().size(), 5u * 64 / 8);
+  const std::vector<float> d = Decoded(t, n);
+  EXPECT_NEAR(Dot(d, x), Dot(x, x), 1e-4 * Dot(x, x));
+}
+
+// The mean of many encodings (independent rotations) approaches x: the randomised Hadamard
+// rotation is close to, not exactly, unbiased, so the bound is on the relative error of the mean,
+// which for an unbiased 1-bit scheme (variance about (pi/2 - 1) |x|^2) is about 0.76 / sqrt(N).
+TEST(HadamardTest, MeanOfEncodingsApproachesX) {
+  constexpr int kEncodings = 2000;
+  const int64_t n = 256;
+  const std::vector<float> x = Values(n, 43);
+  std::vector<double> sum(n, 0.0);
+  Rng rng(2);
+  for (int e = 0; e < kEncodings; ++e) {
+    ASSERT_OK_AND_ASSIGN(v1::CompressedTensor t, Encode(x, Hadamard(128), rng));
+    const std::vector<float> d = Decoded(t, n);
+    for (int64_t i = 0; i < n; ++i) sum[i] += d[i];
+  }
+  double err2 = 0.0;
+  for (int64_t i = 0; i < n; ++i) err2 += std::pow(sum[i] / kEncodings - x[i], 2);
+  EXPECT_LT(std::sqrt(err2 / Dot(x, x)), 4 * 0.76 / std::sqrt(kEncodings));
+}
+
 TEST(SpecTest, ValidatesAndCountsTopK) {
   CompressionSpec spec;
   spec.format = v1::CompressedTensor::TOPK;
@@ -196,6 +240,10 @@ std::vector<CompressionSpec> AllSpecs() {
   topk.topk_fraction = 0.05;
   specs = {f32, f16, topk};
   for (int bits : {2, 4, 8}) specs.push_back(Qsgd(bits, 256));
+  CompressionSpec hadamard;
+  hadamard.format = v1::CompressedTensor::HADAMARD_1BIT;
+  hadamard.block_size = 256;
+  specs.push_back(hadamard);
   return specs;
 }
 
@@ -242,11 +290,13 @@ TEST(SizeTest, BytesPerElementPerFormat) {
   EXPECT_NEAR(bpe(Qsgd(8, 256)), 1.0 + 4.0 / 256, 0.002);
   EXPECT_NEAR(bpe(Qsgd(4, 256)), 0.5 + 4.0 / 256, 0.002);
   EXPECT_NEAR(bpe(Qsgd(2, 256)), 0.25 + 4.0 / 256, 0.002);
+  EXPECT_NEAR(bpe(Hadamard(256)), 0.125 + 4.0 / 256, 0.002);
   // 1 % of the elements at 4 bytes of value and a 1-3 byte varint index each.
   EXPECT_GT(bpe(topk), 0.01 * 5);
   EXPECT_LT(bpe(topk), 0.01 * 7 + 0.001);
   // The declared estimate (what a planner would charge) is within 10 % of the measured bytes.
-  for (const CompressionSpec& spec : {f32, f16, topk, Qsgd(8, 256), Qsgd(4, 256), Qsgd(2, 64)}) {
+  for (const CompressionSpec& spec :
+       {f32, f16, topk, Qsgd(8, 256), Qsgd(4, 256), Qsgd(2, 64), Hadamard(256)}) {
     EXPECT_NEAR(PropertiesOf(spec).bytes_per_element, bpe(spec), 0.1 * bpe(spec)) << spec.format;
   }
 }

@@ -8,6 +8,7 @@
 
 #include "common/compress/decode.h"
 #include "common/compress/encode.h"
+#include "common/compress/hadamard.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -132,10 +133,38 @@ TEST(MalformedTest, TopKIndices) {
   ExpectRefused(t, "101 values of 100");
 }
 
+TEST(MalformedTest, HadamardFields) {
+  std::vector<float> x(kN, 0.5f);
+  Rng rng(4);
+  const v1::CompressedTensor valid = *EncodeHadamard1Bit(x, 32, rng);  // 4 blocks, 16 bytes
+  ASSERT_THAT(Validate(valid, kN), IsOk());
+  v1::CompressedTensor t = valid;
+  t.set_bits(2);
+  ExpectRefused(t, "bits 2 out of range");
+  t = valid;
+  t.set_block_size(48);
+  ExpectRefused(t, "block_size 48 is not a power of two");
+  t = valid;
+  t.set_block_size(8192);
+  ExpectRefused(t, "block_size 8192");
+  t = valid;
+  t.mutable_scales()->RemoveLast();
+  ExpectRefused(t, "3 scales, needs 4");
+  t = valid;
+  t.set_scales(3, NAN);
+  ExpectRefused(t, "scale 3 is nan");
+  t = valid;
+  t.mutable_packed()->pop_back();
+  ExpectRefused(t, "truncated");
+  t = ValidQsgd();
+  t.set_rotation_seed(7);
+  ExpectRefused(t, "rotation_seed is for HADAMARD_1BIT only");
+}
+
 TEST(MalformedTest, FieldsOfAnotherFormat) {
   v1::CompressedTensor t = ValidTopK();
   t.set_bits(4);
-  ExpectRefused(t, "QSGD only");
+  ExpectRefused(t, "QSGD and HADAMARD_1BIT only");
   t = *EncodeFp16(std::vector<float>(kN, 1.0f));
   t.add_indices(1);
   ExpectRefused(t, "TOPK only");
