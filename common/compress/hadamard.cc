@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/compress/half.h"
@@ -12,25 +13,64 @@ namespace {
 
 bool IsPowerOfTwo(int64_t b) { return b > 0 && (b & (b - 1)) == 0; }
 
-// In-place unnormalised Walsh-Hadamard transform of v[0, b), b a power of two; the butterflies
-// run in a fixed order, so encoder and decoder agree bit for bit.
-void Fwht(float* v, int64_t b) {
-  for (int64_t h = 1; h < b; h *= 2) {
-    for (int64_t i = 0; i < b; i += 2 * h) {
-      for (int64_t j = i; j < i + h; ++j) {
-        const float x = v[j], y = v[j + h];
-        v[j] = x + y;
-        v[j + h] = x - y;
-      }
-    }
+// One butterfly stage over two halves: (a, c) <- (a + c, a - c).
+void Butterfly(float* __restrict a, float* __restrict c, int64_t h) {
+  for (int64_t j = 0; j < h; ++j) {
+    const float x = a[j], y = c[j];
+    a[j] = x + y;
+    c[j] = x - y;
   }
 }
 
-// The next block's random signs D (+1 or -1) from the rotation stream, 64 per draw.
-void DrawSigns(Rng& rotation, int64_t b, float* d) {
+// In-place unnormalised Walsh-Hadamard transform of v[0, b), b a power of two >= 4: the first two
+// stages fused per group of four, then one vectorisable butterfly pass per stage. The operations
+// are fixed, so encoder and decoder agree bit for bit.
+void Fwht(float* v, int64_t b) {
+  for (int64_t i = 0; i < b; i += 4) {
+    const float s0 = v[i] + v[i + 1], d0 = v[i] - v[i + 1];
+    const float s1 = v[i + 2] + v[i + 3], d1 = v[i + 2] - v[i + 3];
+    v[i] = s0 + s1;
+    v[i + 1] = d0 + d1;
+    v[i + 2] = s0 - s1;
+    v[i + 3] = d0 - d1;
+  }
+  for (int64_t h = 4; h < b; h *= 2) {
+    for (int64_t i = 0; i < b; i += 2 * h) Butterfly(v + i, v + i + h, h);
+  }
+}
+
+constexpr uint32_t kSignBit = 0x80000000u;
+
+// kBitMasks[byte][k]: the float sign-bit mask for bit k of `byte`: 0 (+) when set, kSignBit (-)
+// when clear. Expanding bits through it keeps the loops below vectorisable.
+struct BitMaskTable {
+  uint32_t m[256][8];
+};
+constexpr BitMaskTable MakeBitMasks() {
+  BitMaskTable t{};
+  for (int byte = 0; byte < 256; ++byte) {
+    for (int k = 0; k < 8; ++k) t.m[byte][k] = (byte >> k) & 1 ? 0u : kSignBit;
+  }
+  return t;
+}
+constexpr BitMaskTable kBitMasks = MakeBitMasks();
+
+// mask[i] = the sign mask of bit i of `bytes` (least significant bit first), i in [0, 8 * count).
+void ExpandBits(const uint8_t* bytes, int64_t count, uint32_t* __restrict mask) {
+  for (int64_t q = 0; q < count; ++q) {
+    const uint32_t* row = kBitMasks.m[bytes[q]];
+    for (int k = 0; k < 8; ++k) mask[8 * q + k] = row[k];
+  }
+}
+
+// The next block's random signs D (b a multiple of 8) from the rotation stream, 64 per draw, as
+// float sign-bit masks (0 for +1, kSignBit for -1): x ^ mask is x * D exactly.
+void DrawSigns(Rng& rotation, int64_t b, uint32_t* mask) {
   for (int64_t i = 0; i < b; i += 64) {
-    const uint64_t word = rotation.Next();
-    for (int64_t k = 0; k < 64 && i + k < b; ++k) d[i + k] = (word >> k) & 1 ? 1.0f : -1.0f;
+    uint8_t word[8];
+    const uint64_t draw = rotation.Next();
+    std::memcpy(word, &draw, sizeof word);
+    ExpandBits(word, std::min<int64_t>(8, (b - i) / 8), mask + i);
   }
 }
 
@@ -61,7 +101,10 @@ absl::StatusOr<v1::CompressedTensor> EncodeHadamard1Bit(absl::Span<const float> 
   t.mutable_packed()->assign(blocks * b / 8, '\0');
   auto* packed = reinterpret_cast<uint8_t*>(t.mutable_packed()->data());
   Rng rotation(t.rotation_seed());
-  float v[kMaxHadamardBlock], d[kMaxHadamardBlock];
+  std::vector<float> v_buffer(b);
+  std::vector<uint32_t> d_buffer(b);
+  float* v = v_buffer.data();
+  uint32_t* d = d_buffer.data();
   const float inv_sqrt_b = 1.0f / std::sqrt(static_cast<float>(b));
   for (int64_t j = 0; j < blocks; ++j) {
     const int64_t start = j * b, len = std::min(b, n - start);
@@ -70,7 +113,7 @@ absl::StatusOr<v1::CompressedTensor> EncodeHadamard1Bit(absl::Span<const float> 
     for (int64_t i = 0; i < b; ++i) {
       const float x = i < len ? values[start + i] : 0.0f;
       norm2 += static_cast<double>(x) * x;
-      v[i] = d[i] * x;
+      v[i] = BitsToFloat(FloatBits(x) ^ d[i]);
     }
     Fwht(v, b);
     for (int64_t i = 0; i < b; ++i) {
@@ -117,23 +160,27 @@ bool Fold(const v1::CompressedTensor& p, float w, const float* in, float* out, i
   const int64_t b = p.block_size();
   const auto* packed = reinterpret_cast<const uint8_t*>(p.packed().data());
   Rng rotation(p.rotation_seed());
-  float v[kMaxHadamardBlock], d[kMaxHadamardBlock];
+  // One block of scratch (heap: up to 48 KB, too much for a small thread stack).
+  std::vector<float> v_buffer(b);
+  std::vector<uint32_t> d_buffer(b), sign_buffer(b);
+  float* v = v_buffer.data();
+  uint32_t* d = d_buffer.data();
+  uint32_t* sign = sign_buffer.data();
   const float inv_sqrt_b = 1.0f / std::sqrt(static_cast<float>(b));
   uint32_t bad = 0;
   for (int64_t j = 0, start = 0; start < n; ++j, start += b) {
     const int64_t len = std::min(b, n - start);
-    const float s = p.scales(static_cast<int>(j));
+    const uint32_t s = FloatBits(p.scales(static_cast<int>(j)));  // s >= 0: sign bit clear
     DrawSigns(rotation, b, d);
-    for (int64_t i = 0; i < b; ++i) {
-      v[i] = (packed[(start + i) / 8] >> ((start + i) % 8)) & 1 ? s : -s;
-    }
+    ExpandBits(packed + start / 8, b / 8, sign);
+    for (int64_t i = 0; i < b; ++i) v[i] = BitsToFloat(s | sign[i]);  // bit set: +s, clear: -s
     Fwht(v, b);
+    float* o = out + start;
     for (int64_t i = 0; i < len; ++i) {
-      const float x = d[i] * (v[i] * inv_sqrt_b);
-      const float r = in == nullptr ? w * x : in[start + i] + w * x;
-      out[start + i] = r;
-      bad |= (FloatBits(r) & 0x7f800000u) == 0x7f800000u;
+      const float x = BitsToFloat(FloatBits(v[i] * inv_sqrt_b) ^ d[i]);
+      o[i] = in == nullptr ? w * x : in[start + i] + w * x;
     }
+    for (int64_t i = 0; i < len; ++i) bad |= (FloatBits(o[i]) & 0x7f800000u) == 0x7f800000u;
   }
   return bad == 0;
 }

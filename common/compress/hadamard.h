@@ -14,7 +14,7 @@
 
 namespace fedsched::compress {
 
-// Largest HADAMARD_1BIT block: the decoder rotates one block at a time in a stack buffer.
+// Largest HADAMARD_1BIT block: the decoder rotates one block at a time in a scratch buffer.
 inline constexpr int32_t kMaxHadamardBlock = 4096;
 
 // Per block of `block_size` (a power of two in [8, kMaxHadamardBlock]) elements: the signs of
