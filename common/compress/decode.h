@@ -19,7 +19,7 @@ namespace fedsched::compress {
 // scale NaN, Inf or negative, packed bytes of the wrong length (truncated or too long), TOPK
 // indices not strictly increasing (unsorted or duplicated) or >= count, more indices than
 // elements, or a shape whose product is not the element count.
-absl::Status Validate(const v1::CompressedTensor& payload, int64_t expected_count);
+[[nodiscard]] absl::Status Validate(const v1::CompressedTensor& payload, int64_t expected_count);
 
 // out[i] = in[i] + w * decode(payload)[i] for i in [0, out.size()), where out.size() is the
 // expected element count; with `in` null, out[i] = w * decode(payload)[i] (0 + ... for TOPK's
@@ -29,12 +29,12 @@ absl::Status Validate(const v1::CompressedTensor& payload, int64_t expected_coun
 // Errors: Validate()'s (then nothing is written); InvalidArgument if an fp16 code is Inf/NaN, a
 // TOPK/FLOAT32 value is not finite, or the result overflows: then `out` is partly written, and a
 // caller that must leave no trace folds into a spare buffer (as the aggregator does).
-absl::Status Fold(const v1::CompressedTensor& payload, float w, const float* in,
-                  absl::Span<float> out);
+[[nodiscard]] absl::Status Fold(const v1::CompressedTensor& payload, float w, const float* in,
+                                absl::Span<float> out);
 
 // out = decode(payload); out.size() is the expected element count. Fold(payload, 1, null, out):
 // the same errors.
-absl::Status Decode(const v1::CompressedTensor& payload, absl::Span<float> out);
+[[nodiscard]] absl::Status Decode(const v1::CompressedTensor& payload, absl::Span<float> out);
 
 // Payload bytes per element as sent on the wire (the serialised message, header included):
 // what the planner charges at a device's bandwidth. 0 for an empty tensor.

@@ -17,25 +17,27 @@ namespace fedsched::compress {
 
 // Encode(model_new - model_held, spec, rng) for one tensor. InvalidArgument if the sizes differ,
 // or the encoder's errors (a non-finite difference included).
-absl::StatusOr<v1::CompressedTensor> EncodeDelta(absl::Span<const float> model_new,
-                                                 absl::Span<const float> model_held,
-                                                 const CompressionSpec& spec, Rng& rng);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> EncodeDelta(absl::Span<const float> model_new,
+                                                               absl::Span<const float> model_held,
+                                                               const CompressionSpec& spec,
+                                                               Rng& rng);
 
 // model += decode(delta), on the device (or on the server's copy of what the device holds).
 // Errors: Fold's (the payload is checked against model.size() first; nothing is written then).
-absl::Status ApplyDelta(const v1::CompressedTensor& delta, absl::Span<float> model);
+[[nodiscard]] absl::Status ApplyDelta(const v1::CompressedTensor& delta, absl::Span<float> model);
 
 // EncodeDelta per tensor, matched by name; the payloads carry the new model's names and shapes,
 // in its order. InvalidArgument if a tensor of `model_new` is missing from `model_held` or has
 // another element count, or an encoder error.
-absl::StatusOr<v1::CompressedModel> EncodeModelDelta(const v1::Model& model_new,
-                                                     const v1::Model& model_held,
-                                                     const CompressionSpec& spec, Rng& rng);
+[[nodiscard]] absl::StatusOr<v1::CompressedModel> EncodeModelDelta(const v1::Model& model_new,
+                                                                   const v1::Model& model_held,
+                                                                   const CompressionSpec& spec,
+                                                                   Rng& rng);
 
 // ApplyDelta per tensor, matched by name. InvalidArgument if the delta names a tensor `model`
 // lacks, names one twice, or does not cover every tensor of `model`, or a payload is malformed;
 // `model` is unchanged when the names or a payload's sizes are wrong.
-absl::Status ApplyModelDelta(const v1::CompressedModel& delta, v1::Model* model);
+[[nodiscard]] absl::Status ApplyModelDelta(const v1::CompressedModel& delta, v1::Model* model);
 
 }  // namespace fedsched::compress
 

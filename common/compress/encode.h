@@ -35,38 +35,40 @@ struct CompressionSpec {
   double topk_fraction = 0.01;
 
   // OK, or InvalidArgument naming the field out of range (FORMAT_UNSPECIFIED included).
-  absl::Status Validate() const;
+  [[nodiscard]] absl::Status Validate() const;
   // Elements TOPK sends from a tensor of n elements: ceil(topk_fraction * n), at least 1 when
   // n > 0, at most n.
   int64_t TopKCount(int64_t n) const;
 };
 
 // The float32 values as they are (4 bytes per element). InvalidArgument if a value is NaN or Inf.
-absl::StatusOr<v1::CompressedTensor> EncodeFloat32(absl::Span<const float> values);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> EncodeFloat32(absl::Span<const float> values);
 
 // binary16, rounded to nearest even (2 bytes per element; relative error <= 2^-11 for normal
 // halves, absolute error <= 2^-25 below 2^-14). InvalidArgument if a value is NaN or Inf or
 // rounds beyond the binary16 range (|x| >= 65520).
-absl::StatusOr<v1::CompressedTensor> EncodeFp16(absl::Span<const float> values);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> EncodeFp16(absl::Span<const float> values);
 
 // Unbiased stochastic quantisation with one scale per block of `block_size` elements: the scale
 // s is the block's max |x|, and x is rounded at random to one of its two neighbours on the grid of
 // 2^bits points over [-s, s], with probabilities that make the expected decoded value x.
 // bits/8 bytes per element plus 4 bytes per block. Draws one value of `rng` per element.
 // InvalidArgument if bits is not 2, 4 or 8, block_size is out of range, or a value is NaN/Inf.
-absl::StatusOr<v1::CompressedTensor> EncodeQsgd(absl::Span<const float> values, int32_t bits,
-                                                int32_t block_size, Rng& rng);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> EncodeQsgd(absl::Span<const float> values,
+                                                              int32_t bits, int32_t block_size,
+                                                              Rng& rng);
 
 // The k values of largest magnitude (ties: the lower index), with their indices in increasing
 // order; the rest are dropped (biased: pair it with ErrorFeedback, error_feedback.h). k is clamped
 // to [0, values.size()]. InvalidArgument if a value is NaN or Inf or values.size() >= 2^32.
-absl::StatusOr<v1::CompressedTensor> EncodeTopK(absl::Span<const float> values, int64_t k);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> EncodeTopK(absl::Span<const float> values,
+                                                              int64_t k);
 
 // Runs the encoder `spec` names (TOPK sends spec.TopKCount(values.size()) values, without error
 // feedback). `rng` is used by QSGD and HADAMARD_1BIT only. Errors: spec.Validate()'s, then the
 // encoder's.
-absl::StatusOr<v1::CompressedTensor> Encode(absl::Span<const float> values,
-                                            const CompressionSpec& spec, Rng& rng);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> Encode(absl::Span<const float> values,
+                                                          const CompressionSpec& spec, Rng& rng);
 
 }  // namespace fedsched::compress
 

@@ -32,9 +32,10 @@ class ErrorFeedback {
   // Errors: InvalidArgument if the update's size differs from the residual kept for `name` (call
   // Reset first when a model's shape changes), or the encoder's (spec invalid, a non-finite value
   // in update + residual); the residual is unchanged on error.
-  absl::StatusOr<v1::CompressedTensor> Compress(absl::string_view name,
-                                                absl::Span<const float> update,
-                                                const CompressionSpec& spec, Rng& rng);
+  [[nodiscard]] absl::StatusOr<v1::CompressedTensor> Compress(absl::string_view name,
+                                                              absl::Span<const float> update,
+                                                              const CompressionSpec& spec,
+                                                              Rng& rng);
 
   // The residual kept for `name`, or null if none.
   const std::vector<float>* Residual(absl::string_view name) const;
@@ -47,7 +48,7 @@ class ErrorFeedback {
 
   // The state Serialize wrote. InvalidArgument if `bytes` does not parse, names a tensor twice, or
   // holds a non-finite value.
-  static absl::StatusOr<ErrorFeedback> Restore(absl::string_view bytes);
+  [[nodiscard]] static absl::StatusOr<ErrorFeedback> Restore(absl::string_view bytes);
 
  private:
   std::map<std::string, std::vector<float>, std::less<>> residuals_;

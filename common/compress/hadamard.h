@@ -23,13 +23,13 @@ inline constexpr int32_t kMaxHadamardBlock = 4096;
 // but not exactly (DRIVE §5), so pair it with ErrorFeedback where a bias matters. 1/8 byte per
 // element (padding included) plus 4 bytes per block. Draws one value of `rng` (the rotation seed).
 // InvalidArgument if block_size is out of range or a value is NaN/Inf.
-absl::StatusOr<v1::CompressedTensor> EncodeHadamard1Bit(absl::Span<const float> values,
-                                                        int32_t block_size, Rng& rng);
+[[nodiscard]] absl::StatusOr<v1::CompressedTensor> EncodeHadamard1Bit(
+    absl::Span<const float> values, int32_t block_size, Rng& rng);
 
 namespace hadamard_internal {
 
 // Validate()'s checks of the HADAMARD_1BIT fields for n elements (decode.h).
-absl::Status Validate(const v1::CompressedTensor& p, int64_t n);
+[[nodiscard]] absl::Status Validate(const v1::CompressedTensor& p, int64_t n);
 
 // Fold() of a validated HADAMARD_1BIT payload: out[i] = (in ? in[i] : 0) + w * decode[i] (in
 // may be out). False if a result is not finite.
