@@ -15,10 +15,11 @@ namespace fedsched::compress {
 // Checks the payload's declared format and sizes against `expected_count` elements, without
 // reading the packed values: OK, or InvalidArgument saying what is wrong: unknown format, element
 // count != expected_count, a field the format does not use is set, QSGD bits not 2/4/8 or block
-// size not a multiple of 8 in [8, kMaxBlockSize], scale count != ceil(count / block_size), a
-// scale NaN, Inf or negative, packed bytes of the wrong length (truncated or too long), TOPK
-// indices not strictly increasing (unsorted or duplicated) or >= count, more indices than
-// elements, or a shape whose product is not the element count.
+// size not a multiple of 8 in [8, kMaxBlockSize], HADAMARD_1BIT bits != 1 or block size not a
+// power of two in [8, kMaxHadamardBlock], scale count != ceil(count / block_size), a scale NaN,
+// Inf or negative, packed bytes of the wrong length (truncated or too long), TOPK indices not
+// strictly increasing (unsorted or duplicated) or >= count, more indices than elements, or a
+// shape whose product is not the element count.
 [[nodiscard]] absl::Status Validate(const v1::CompressedTensor& payload, int64_t expected_count);
 
 // out[i] = in[i] + w * decode(payload)[i] for i in [0, out.size()), where out.size() is the
