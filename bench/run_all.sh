@@ -54,6 +54,7 @@ SUITES=(
   "ingest|ingest_bench|bench/ingest/ingest_bench|gbench|--quick"
   "sdk_overhead|sdk_overhead_bench|bench/sdk/sdk_overhead_bench|gbench|--quick"
   "secagg|secagg_bench|bench/secagg/secagg_bench|program|--params=100000"
+  "compress|compress_bench|bench/compress/compress_bench|gbench|--benchmark_filter=/1048576$"
 )
 
 mkdir -p "$OUT_DIR"

@@ -2,7 +2,8 @@
 # Builds the libFuzzer targets (fuzz/) with clang, AddressSanitizer and UBSan in build-fuzz/, and
 # runs each for SECONDS (default 60): upload_fuzzer (UploadChunk stream -> payload -> Model ->
 # ValidateUpdate -> Aggregator), config_fuzzer (ParseTextConfig + ResolveServerConfig round trip),
-# trace_fuzzer (sim/trace readers). Corpora persist in build-fuzz/corpus/<target> and start from
+# trace_fuzzer (sim/trace readers), compress_fuzzer (compressed-tensor checks, decode and fold,
+# error-feedback state). Corpora persist in build-fuzz/corpus/<target> and start from
 # seeds: well-formed uploads, configs/*.textproto, small trace files written below. First it
 # replays the known reproducers in fuzz/regressions/<target>/. Not part of the CI test run.
 #
@@ -15,7 +16,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SECONDS_PER_TARGET=${1:-60}
 BUILD=$ROOT/build-fuzz
-TARGETS=(upload_fuzzer config_fuzzer trace_fuzzer)
+TARGETS=(upload_fuzzer config_fuzzer trace_fuzzer compress_fuzzer)
 
 bash "$ROOT/scripts/install_fuzz_deps.sh" > /dev/null
 if [ "${SKIP_BUILD:-0}" != 1 ]; then
@@ -26,7 +27,7 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
 fi
 
 # Seeds.
-mkdir -p "$BUILD/corpus"/{upload_fuzzer,config_fuzzer,trace_fuzzer}
+mkdir -p "$BUILD/corpus"/{upload_fuzzer,config_fuzzer,trace_fuzzer,compress_fuzzer}
 cp "$ROOT"/configs/*.textproto "$BUILD/corpus/config_fuzzer/" 2>/dev/null || true
 cp "$ROOT"/configs/sim/*.textproto "$BUILD/corpus/config_fuzzer/" 2>/dev/null || true
 FEDSCHED_FUZZ_SEED_DIR="$BUILD/corpus/upload_fuzzer" "$BUILD/fuzz/upload_fuzzer" -runs=0 \
@@ -42,6 +43,12 @@ printf '\x04,1,2\ncomputation,10,20\ncommunication,100,200\nsample_size,1,2\n' >
 printf '\x05{"client_id": 1, "active": [0, 100], "inactive": [50, 150], "finish_time": 200, "model": "m"}\n' > "$t/avail"
 printf '\x06trainer_id,trace,t_s,state\n1,2st,0,AVL_TRAIN\n1,2st,400,UN_AVL\n1,2st,900,AVL_EVAL\n' > "$t/mobiperf"
 printf '\x07client_id,model,duration_s,finish_time_s\n1,m,100,200\n\fclient_id,window_idx,active_start_s,active_end_s\n1,0,10,50\n' > "$t/fedscale"
+# compress_fuzzer: 2 bytes of expected element count, then a CompressedTensor (FP16, 4 values;
+# TOPK, 3 of 100 values).
+printf '\x04\x00\x18\x02\x20\x04\x42\x08\x00\x3c\x00\x3c\x00\x3c\x00\x3c' \
+  > "$BUILD/corpus/compress_fuzzer/fp16"
+printf '\x64\x00\x18\x04\x20\x64\x42\x0c\x00\x00\x80\x3f\x00\x00\x80\x3f\x00\x00\x80\x3f\x4a\x03\x01\x05\x63' \
+  > "$BUILD/corpus/compress_fuzzer/topk"
 
 status=0
 # Known reproducers (fuzz/regressions/<target>/) run once each first: a bug found before must
