@@ -193,9 +193,11 @@ void RoundEngine::Plan(double now_s) {
   for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
   // FedBuff: tasks of earlier versions stay in flight; only idle clients get new ones, up to
   // ceil(K x overcommit) tasks in flight in all.
-  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
-                                [&](ClientIndex i) { return task_of_.contains(i); }),
-                 scratch_.end());
+  if (!task_of_.empty()) {
+    scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                  [&](ClientIndex i) { return task_of_.contains(i); }),
+                   scratch_.end());
+  }
   int32_t free_slots = 0;
   bool may_plan = reachable_ >= config_.min_online_clients();
   if (!may_plan) {
