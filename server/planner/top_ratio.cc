@@ -31,6 +31,19 @@ struct NodeSplit {
   int mid = 0;
 };
 
+// A row and its value of the feature being sorted by.
+struct KeyedRow {
+  double key;
+  int row;
+};
+
+// SplitNode's sort buffer, reused across nodes and rounds (the planner is single-threaded per
+// instance; thread_local keeps concurrent planners apart).
+std::vector<KeyedRow>& KeyedScratch() {
+  thread_local std::vector<KeyedRow> scratch;
+  return scratch;
+}
+
 NodeSplit SplitNode(const std::vector<RegressionForest::Row>& x, const std::vector<double>& y,
                     const std::vector<double>& weight, std::vector<int>& idx, int lo, int hi) {
   NodeSplit node;
@@ -49,15 +62,23 @@ NodeSplit SplitNode(const std::vector<RegressionForest::Row>& x, const std::vect
   double best_proxy = -1;
   int best_feature = -1;
   double best_threshold = 0;
+  std::vector<KeyedRow>& keyed = KeyedScratch();
   for (int f = 0; f < 3; ++f) {
-    std::sort(idx.begin() + lo, idx.begin() + hi, [&](int a, int b) { return x[a][f] < x[b][f]; });
+    // Sorting (key, row) pairs by key makes exactly the comparisons, and so the permutation, of
+    // sorting the rows by x[row][f] (std::sort's steps depend only on the comparisons), without
+    // an indirect load per comparison.
+    keyed.clear();
+    for (int k = lo; k < hi; ++k) keyed.push_back({x[idx[k]][f], idx[k]});
+    std::sort(keyed.begin(), keyed.end(),
+              [](const KeyedRow& a, const KeyedRow& b) { return a.key < b.key; });
+    for (int k = lo; k < hi; ++k) idx[k] = keyed[k - lo].row;
     double w_left = 0, sum_left = 0;
     for (int k = lo; k + 1 < hi; ++k) {
       const int i = idx[k];
       w_left += weight[i];
       sum_left += weight[i] * y[i];
-      const double v = x[i][f];
-      const double next = x[idx[k + 1]][f];
+      const double v = keyed[k - lo].key;
+      const double next = keyed[k - lo + 1].key;
       if (next <= v + kFeatureThreshold) continue;
       const double w_right = w_total - w_left;
       const double sum_right = sum - sum_left;
