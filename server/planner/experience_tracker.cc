@@ -24,13 +24,22 @@ void ExperienceTracker::Observe(double duration_s, double utility) {
 void ExperienceTracker::OnCompleted(profile::ClientIndex index, double duration_s, double utility,
                                     double speed_weight) {
   Observe(duration_s, utility);
-  experiences_[index] = FedCaseExperience(duration_s, utility, range_, speed_weight);
+  Set(index, FedCaseExperience(duration_s, utility, range_, speed_weight));
+}
+
+void ExperienceTracker::Set(profile::ClientIndex index, double experience) {
+  experiences_[index] = experience;
+  if (index >= experience_of_.size()) {
+    experience_of_.resize(static_cast<size_t>(index) + 1, 0.0);
+    has_experience_.resize(static_cast<size_t>(index) + 1, false);
+  }
+  experience_of_[index] = experience;
+  has_experience_[index] = true;
 }
 
 std::optional<double> ExperienceTracker::ExperienceOf(profile::ClientIndex index) const {
-  auto it = experiences_.find(index);
-  if (it == experiences_.end()) return std::nullopt;
-  return it->second;
+  if (index >= has_experience_.size() || !has_experience_[index]) return std::nullopt;
+  return experience_of_[index];
 }
 
 void ExperienceTracker::ExportTo(v1::FedCaseState* f, const profile::ProfileBook* book) const {
@@ -73,9 +82,11 @@ void ExperienceTracker::ImportFrom(const v1::FedCaseState& f, const profile::Pro
   has_range_ = f.has_range();
   range_ = {f.min_duration_s(), f.max_duration_s(), f.min_utility(), f.max_utility()};
   experiences_.clear();
+  experience_of_.clear();
+  has_experience_.clear();
   if (book != nullptr) {
     for (const v1::ClientExperience& ce : f.experiences()) {
-      if (auto index = book->FindByClientId(ce.client_id())) experiences_[*index] = ce.experience();
+      if (auto index = book->FindByClientId(ce.client_id())) Set(*index, ce.experience());
     }
   }
   (void)top_ratio_.ImportFrom(f);

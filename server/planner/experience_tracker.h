@@ -6,6 +6,7 @@
 #define FEDSCHED_SERVER_PLANNER_EXPERIENCE_TRACKER_H_
 
 #include <optional>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
@@ -55,7 +56,14 @@ class ExperienceTracker {
  private:
   bool has_range_ = false;
   ExperienceRange range_;
+  // Sets experiences_[index] and its dense copy.
+  void Set(profile::ClientIndex index, double experience);
+
   absl::flat_hash_map<profile::ClientIndex, double> experiences_;
+  // experiences_ by index (has_experience_[i]: present), for ExperienceOf: FedCaSe looks up
+  // every candidate of every round, a hash probe each.
+  std::vector<double> experience_of_;
+  std::vector<bool> has_experience_;
   TopRatioLearner top_ratio_;
 };
 

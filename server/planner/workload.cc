@@ -64,10 +64,11 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
   c->mem_fits = true;
   const FitOptions& fit = options_.fit;
   if (fit.enabled && fit.model.parameters > 0) {
-    const v1::DeviceProfile& device = book_.profile(index).device();
+    // From the state, not the profile: the planner evaluates every candidate of every round,
+    // and the profile's device message is a cache miss away (three at a million clients).
     const int32_t b =
-        memory_.FitBatch(device.device_model(), fit.model, options_.batch_size, fit.min_batch_size,
-                         device.memory_budget_bytes(), fit.margin, nullptr);
+        memory_.FitBatch(book_.device_model_name(s.device_model), fit.model, options_.batch_size,
+                         fit.min_batch_size, s.memory_budget_bytes, fit.margin, nullptr);
     c->mem_fits = b > 0;
     if (b > 0 && b < options_.batch_size) {
       // Keep the task's work (batch x steps samples) when its batch is lowered to fit memory:

@@ -130,7 +130,10 @@ ProfileBook::ProfileBook(const ProfileBookOptions& options) : options_(options) 
 uint32_t ProfileBook::InternDeviceModel(const std::string& model) {
   auto [it, inserted] =
       device_model_ids_.try_emplace(model, static_cast<uint32_t>(model_priors_.size()));
-  if (inserted) model_priors_.emplace_back();
+  if (inserted) {
+    model_priors_.emplace_back();
+    device_model_names_.push_back(model);
+  }
   return it->second;
 }
 
@@ -177,6 +180,7 @@ void ProfileBook::Refresh(ClientIndex index) {
   s.num_samples = p.device().num_samples();
   s.sample_bytes = p.device().sample_bytes();
   s.storage_budget_bytes = p.device().storage_budget_bytes();
+  s.memory_budget_bytes = p.device().memory_budget_bytes();
   s.last_selected_round = p.last_selected_round();
   s.device_model = InternDeviceModel(p.device().device_model());
 

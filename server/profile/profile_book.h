@@ -109,6 +109,7 @@ struct ClientState {
   int64_t num_samples = 0;
   int64_t sample_bytes = 0;
   int64_t storage_budget_bytes = 0;
+  int64_t memory_budget_bytes = 0;  // DeviceProfile.memory_budget_bytes; <= 0 = none declared
   int64_t last_selected_round = 0;  // 0 = never selected
   uint32_t device_model = 0;        // interned DeviceProfile.device_model
   bool has_utility = false;         // successes > 0
@@ -290,6 +291,9 @@ class ProfileBook {
   // Precondition for the accessors below: index < size().
   const v1::ClientProfile& profile(ClientIndex index) const { return profiles_[index]; }
   const ClientState& state(ClientIndex index) const { return states_[index]; }
+  // The DeviceProfile.device_model interned as ClientState::device_model `id` (an id some
+  // state holds): profile(i).device().device_model() == device_model_name(state(i).device_model).
+  const std::string& device_model_name(uint32_t id) const { return device_model_names_[id]; }
 
   // Expected training ms per sample, download and upload kbit/s: the measured EWMA, else the
   // prior described at the class comment. Always > 0.
@@ -365,6 +369,7 @@ class ProfileBook {
   absl::flat_hash_map<std::string, ClientIndex> by_client_id_;
   absl::flat_hash_map<std::string, ClientIndex> by_identity_;
   absl::flat_hash_map<std::string, uint32_t> device_model_ids_;
+  std::vector<std::string> device_model_names_;  // by interned id
   std::vector<Prior> model_priors_;
   Prior global_prior_;
   int64_t next_client_number_ = 1;

@@ -265,6 +265,12 @@ struct EngineOptions {
   // devices across jobs"): each planned task's SelectionReason.match_reason is its OfferReason. Not
   // owned; must outlive the engine. Null = the fleet is the run's alone (no match reasons).
   const PlanningGate* planning_gate = nullptr;
+  // Whether each committed round's RoundCommit carries the planner state and the changed client
+  // profiles, what the server persists with the round. The simulator, which persists neither,
+  // turns it off: FedCaSe's state names every client that ever completed a task (over 100,000
+  // client ids a round at a million clients). Selections are the same either way.
+  // Default: true.
+  bool persist_commits = true;
 };
 
 // Not thread-safe: the owner serialises every call (the server under its coordinator lock).

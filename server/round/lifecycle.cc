@@ -14,6 +14,23 @@
 #include "server/round/forecast_persistence.h"
 
 namespace fedsched::round {
+namespace {
+
+// At a million clients the candidates' profile states are scattered over ~150 MB and each
+// per-candidate check below waits on its state's cache lines: they are fetched this many
+// candidates ahead.
+constexpr size_t kPrefetchAhead = 8;
+
+void PrefetchStateAhead(const profile::ProfileBook& book, const std::vector<ClientIndex>& ids,
+                        size_t i) {
+  if (i + kPrefetchAhead >= ids.size()) return;
+  const auto* state = reinterpret_cast<const char*>(&book.state(ids[i + kPrefetchAhead]));
+  for (size_t line = 0; line < sizeof(profile::ClientState); line += 64) {
+    __builtin_prefetch(state + line);
+  }
+}
+
+}  // namespace
 
 std::vector<ClosedRound> RoundEngine::Advance(double now_s) {
   std::vector<ClosedRound> closed;
@@ -73,40 +90,60 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
 
 void RoundEngine::LeaveOutFailingClients(double now_s, size_t need) {
   const profile::ProfileBook& book = *book_;
-  const size_t cooled =
-      static_cast<size_t>(std::count_if(scratch_.begin(), scratch_.end(), [&](ClientIndex i) {
-        return book.InFailureCooldown(i, now_s);
-      }));
+  std::vector<uint8_t> cooling(scratch_.size(), 0);
+  size_t cooled = 0;
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    PrefetchStateAhead(book, scratch_, i);
+    cooling[i] = book.InFailureCooldown(scratch_[i], now_s) ? 1 : 0;
+    cooled += cooling[i];
+  }
   if (cooled == 0 || scratch_.size() - cooled < need) return;
-  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
-                                [&](ClientIndex i) { return book.InFailureCooldown(i, now_s); }),
-                 scratch_.end());
+  size_t out = 0;
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    if (!cooling[i]) scratch_[out++] = scratch_[i];
+  }
+  scratch_.resize(out);
 }
 
 void RoundEngine::LimitUnprovenClients(int64_t round, size_t slots, size_t tasked, size_t need) {
   const profile::ProfileBook& book = *book_;
-  std::vector<ClientIndex> unproven;
-  for (ClientIndex i : scratch_) {
-    if (book.IsUnproven(i)) unproven.push_back(i);
+  // scratch_ holds distinct clients (CollectReachable), so a client is dropped exactly when it
+  // is never-proven and not among the `allowed` kept below.
+  std::vector<uint8_t> unproven_flag(scratch_.size(), 0);
+  size_t num_unproven = 0;
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    PrefetchStateAhead(book, scratch_, i);
+    if (book.IsUnproven(scratch_[i])) {
+      unproven_flag[i] = 1;
+      ++num_unproven;
+    }
   }
   // Too few proven or provisioned candidates to commit a round: never-proven ones may fill it
   // (a loopback demo's devices are all never-proven until their first accepted update).
-  if (unproven.empty() || scratch_.size() - unproven.size() < need) return;
+  if (num_unproven == 0 || scratch_.size() - num_unproven < need) return;
   const double share = config_.security().max_unproven_task_fraction();
   const size_t cap = static_cast<size_t>(std::ceil(share * static_cast<double>(slots)));
   const size_t allowed = cap > tasked ? cap - tasked : 0;
-  if (unproven.size() <= allowed) return;
+  if (num_unproven <= allowed) return;
   // Which never-proven clients may be picked rotates with the round (seeded, reproducible), so
-  // each gets its turn to prove itself without any of them holding more than the share.
+  // each gets its turn to prove itself without any of them holding more than the share: the
+  // `allowed` with the smallest keys (SplitMix64 is a bijection, so the keys are distinct and the
+  // kept set is unique).
   const uint64_t salt = config_.seed() ^ SplitMix64(static_cast<uint64_t>(round));
-  auto key = [salt](ClientIndex i) { return SplitMix64(salt ^ i); };
-  std::nth_element(unproven.begin(), unproven.begin() + static_cast<std::ptrdiff_t>(allowed),
-                   unproven.end(), [&](ClientIndex a, ClientIndex b) { return key(a) < key(b); });
-  const absl::flat_hash_set<ClientIndex> dropped(
-      unproven.begin() + static_cast<std::ptrdiff_t>(allowed), unproven.end());
-  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
-                                [&](ClientIndex i) { return dropped.contains(i); }),
-                 scratch_.end());
+  std::vector<std::pair<uint64_t, ClientIndex>> keyed;
+  keyed.reserve(num_unproven);
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    if (unproven_flag[i]) keyed.emplace_back(SplitMix64(salt ^ scratch_[i]), scratch_[i]);
+  }
+  std::nth_element(keyed.begin(), keyed.begin() + static_cast<std::ptrdiff_t>(allowed),
+                   keyed.end());
+  absl::flat_hash_set<ClientIndex> kept;
+  for (size_t k = 0; k < allowed; ++k) kept.insert(keyed[k].second);
+  size_t out = 0;
+  for (size_t i = 0; i < scratch_.size(); ++i) {
+    if (!unproven_flag[i] || kept.contains(scratch_[i])) scratch_[out++] = scratch_[i];
+  }
+  scratch_.resize(out);
 }
 
 bool RoundEngine::ShouldClose(double now_s, int outstanding) const {
@@ -135,7 +172,10 @@ void RoundEngine::OpenRecord(double now_s, double deadline_s) {
 
 void RoundEngine::CollectReachable(double now_s) {
   options_.presence->CollectReachable(now_s, &scratch_);
-  std::sort(scratch_.begin(), scratch_.end());
+  // The simulator hands over a sorted list when many are online (a sort of 150,000 sorted
+  // indices costs more than the check).
+  if (!std::is_sorted(scratch_.begin(), scratch_.end()))
+    std::sort(scratch_.begin(), scratch_.end());
   scratch_.erase(std::unique(scratch_.begin(), scratch_.end()), scratch_.end());
 }
 
@@ -171,9 +211,11 @@ void RoundEngine::Plan(double now_s) {
   for (const auto& [id, task] : tasks_) in_flight += task.in_flight() ? 1 : 0;
   // FedBuff: tasks of earlier versions stay in flight; only idle clients get new ones, up to
   // ceil(K x overcommit) tasks in flight in all.
-  scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
-                                [&](ClientIndex i) { return task_of_.contains(i); }),
-                 scratch_.end());
+  if (!task_of_.empty()) {
+    scratch_.erase(std::remove_if(scratch_.begin(), scratch_.end(),
+                                  [&](ClientIndex i) { return task_of_.contains(i); }),
+                   scratch_.end());
+  }
   int32_t free_slots = 0;
   bool may_plan = reachable_ >= config_.min_online_clients();
   if (!may_plan) {
@@ -467,9 +509,11 @@ ClosedRound RoundEngine::Close(double now_s) {
   receipts_.clear();
   std::vector<profile::ClientIndex> dirty;
   book_->TakeDirty(&dirty);
-  commit.profiles.reserve(dirty.size());
-  for (profile::ClientIndex i : dirty) commit.profiles.push_back(book_->profile(i));
-  commit.planner_state = SavedPlannerState().SerializeAsString();
+  if (options_.persist_commits) {
+    commit.profiles.reserve(dirty.size());
+    for (profile::ClientIndex i : dirty) commit.profiles.push_back(book_->profile(i));
+    commit.planner_state = SavedPlannerState().SerializeAsString();
+  }
   commit.meta.add_optimizer_state(SavedOptimizerState().SerializeAsString());
   commit.audited_updates = std::move(audited_);
   audited_.clear();

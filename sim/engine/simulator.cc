@@ -3,6 +3,7 @@
 #include "sim/engine/simulator.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <optional>
 #include <utility>
@@ -39,23 +40,15 @@ class Simulator::OnlinePresence : public round::Presence {
   }
   void CollectReachable(double now_s, std::vector<round::ClientIndex>* out) const override {
     out->clear();
-    const std::vector<int32_t>& online = sim_->online_;
-    const std::vector<int32_t>& client_of = sim_->client_of_;
-    out->reserve(online.size());
-    if (online.size() * 8 >= client_of.size()) {
-      // A large share online: a scan in index order hands the engine's sort a sorted list.
-      for (size_t i = 0; i < client_of.size(); ++i) {
-        const auto index = static_cast<round::ClientIndex>(i);
-        if (sim_->online_pos_[client_of[i]] >= 0 && sim_->CheckedIn(index, now_s) &&
-            sim_->Free(index)) {
-          out->push_back(index);
-        }
+    out->reserve(sim_->online_.size());
+    // In index order (the engine's order; it sorts otherwise), from the online bitmap: O(online
+    // + clients / 64), not a scan of every client.
+    const std::vector<uint64_t>& bits = sim_->online_bits_;
+    for (size_t w = 0; w < bits.size(); ++w) {
+      for (uint64_t word = bits[w]; word != 0; word &= word - 1) {
+        const auto index = static_cast<round::ClientIndex>(w * 64 + std::countr_zero(word));
+        if (sim_->CheckedIn(index, now_s) && sim_->Free(index)) out->push_back(index);
       }
-      return;
-    }
-    for (int32_t c : online) {
-      const auto index = static_cast<round::ClientIndex>(sim_->index_of_[c]);
-      if (sim_->CheckedIn(index, now_s) && sim_->Free(index)) out->push_back(index);
     }
   }
 
@@ -162,6 +155,7 @@ absl::Status Simulator::CreateEngine() {
   FEDSCHED_ASSIGN_OR_RETURN(options.availability, MakeOracle());
   options.model_features = model_features_;
   options.target_accuracy = config_.target_accuracy();
+  options.persist_commits = false;  // the simulator stores no planner state or profiles
   FEDSCHED_ASSIGN_OR_RETURN(engine_, round::RoundEngine::Create(std::move(options)));
   if (gated_ != nullptr) gated_->set_engine(engine_.get());
   // The collapse guard's reference is the initial model's evaluation, as in the server.

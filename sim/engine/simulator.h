@@ -429,6 +429,9 @@ class Simulator {
   EventQueue queue_;
   std::vector<int32_t> online_;      // online clients, unordered
   std::vector<int32_t> online_pos_;  // index in online_, or -1
+  // Bit i set: the client of engine index i is online (the online list by index, so that the
+  // engine's candidates are collected in index order without a sort or a scan of every client).
+  std::vector<uint64_t> online_bits_;
 
   absl::flat_hash_map<int64_t, SimTask> tasks_;  // by serial (event payload)
   double wake_s_ = -1;  // the pending wake-up for the engine's re-plan backoff

@@ -16,6 +16,12 @@ namespace fedsched::sim {
 absl::Status Simulator::SetOnline(int32_t c, bool online, double now) {
   const bool is_online = online_pos_[c] >= 0;
   if (online == is_online) return absl::OkStatus();
+  if (const int64_t index = index_of_[c]; index >= 0) {
+    const size_t word = static_cast<size_t>(index) / 64;
+    if (word >= online_bits_.size()) online_bits_.resize(word + 1, 0);
+    const uint64_t bit = uint64_t{1} << (static_cast<size_t>(index) % 64);
+    online_bits_[word] = online ? online_bits_[word] | bit : online_bits_[word] & ~bit;
+  }
   if (online) {
     online_pos_[c] = static_cast<int32_t>(online_.size());
     online_.push_back(c);

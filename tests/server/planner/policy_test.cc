@@ -580,6 +580,36 @@ TEST(TopRatioLearnerTest, DrawsAtRandomUntilRoundNineCommittedThenPredicts) {
   EXPECT_EQ(restored.ImportFrom(state).code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Draw grows only the trees' paths to the query point; its ratio and its draws must be the full
+// forest's (RegressionForest::Fit then Predict) bit for bit, over a history with tied times.
+TEST(TopRatioLearnerTest, DrawPredictsAsTheFullForestBitForBit) {
+  TopRatioLearner learner;
+  std::mt19937_64 rng(7);
+  std::mt19937_64 noise(11);
+  std::uniform_real_distribution<double> unit(0.0, 1.0);
+  double loss = 3.0;
+  for (int round = 1; round <= 60; ++round) {
+    std::mt19937_64 full_rng = rng;  // the state Draw starts from
+    RngDraws draws(rng);
+    const double ratio = learner.Draw(draws, rng);
+    if (learner.committed_rounds() >= TopRatioLearner::kLearnAfterRounds) {
+      RngDraws full_draws(full_rng);
+      double expected = static_cast<double>(full_draws.PickIndex(9) + 1) / 10.0;
+      RegressionForest forest;
+      forest.Fit(learner.rows(), learner.targets(), TopRatioLearner::kForestTrees,
+                 /*bootstrap=*/true, full_rng);
+      const double predicted = forest.Predict(learner.AimPoint());
+      if (predicted != 0) expected = predicted;
+      EXPECT_EQ(ratio, expected) << round;
+      EXPECT_EQ(rng(), full_rng()) << round;  // the same draws were made
+    }
+    loss -= 0.05 * unit(noise);
+    learner.AddLoss(loss);
+    // Round times on a 30 s grid: many rows tie on time_diff.
+    learner.FinishRound(/*committed=*/true, 30.0 * (2 * round + (round % 3)));
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // SELECTION_POLICY_FEDSCHED: the preset (docs/ALGORITHMS.md §11)
 
