@@ -3,11 +3,16 @@
 // profile (sim/trace/availability_profile.h) that counts the groups online.
 #include "sim/trace/grouped_availability.h"
 
+#include <cstdlib>
+#include <fstream>
 #include <set>
+#include <sstream>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
+#include "google/protobuf/text_format.h"
 #include "sim/trace/availability_profile.h"
 #include "sim/trace/availability_trace.h"
 
@@ -134,6 +139,32 @@ TEST(GroupedAvailabilityTest, ProfileCountsGroupsOnline) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("num_clients")));
   EXPECT_THAT(AvailabilityProfile(t, 10, 0, 10, 0),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("step_s")));
+}
+
+// The shipped scarce two-day configs give the fraction and groups their comments state.
+TEST(GroupedAvailabilityTest, ShippedScarceConfigs) {
+  const char* src = std::getenv("FEDSCHED_SOURCE_DIR");
+  ASSERT_NE(src, nullptr) << "run through ctest (FEDSCHED_SOURCE_DIR)";
+  struct Case {
+    const char* file;
+    double fraction;
+    int64_t groups;
+  };
+  for (const Case& c : {Case{"tta2d_scarce9_g50.textproto", 0.09, 20},
+                        Case{"tta2d_scarce5_g20.textproto", 0.05, 50}}) {
+    SCOPED_TRACE(c.file);
+    std::ifstream in(std::string(src) + "/configs/sim/" + c.file);
+    std::stringstream text;
+    text << in.rdbuf();
+    v1::SimConfig config;
+    ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(text.str(), &config));
+    ASSERT_OK_AND_ASSIGN(AvailabilityTrace t,
+                         AvailabilityTrace::Load(config.traces(), config.num_clients()));
+    EXPECT_NEAR(t.MeanOnlineFraction(), c.fraction, 1e-9);
+    std::set<std::vector<std::pair<double, double>>> patterns;
+    for (int64_t r = 0; r < t.size(); ++r) patterns.insert(WindowsOf(t, r));
+    EXPECT_EQ(static_cast<int64_t>(patterns.size()), c.groups);
+  }
 }
 
 }  // namespace
