@@ -179,7 +179,9 @@ int ProfileOnly(const v1::SimConfig& config) {
       AvailabilityProfile(*trace, clients, config.traces().start_time_s(), period, 600);
   if (!samples.ok()) return Fail(samples.status());
   const std::string path = absl::GetFlag(FLAGS_availability_profile_csv);
-  if (absl::Status s = WriteAvailabilityProfileCsv(path, *samples, clients); !s.ok()) return Fail(s);
+  if (absl::Status s = WriteAvailabilityProfileCsv(path, *samples, clients); !s.ok()) {
+    return Fail(s);
+  }
   const int64_t needed = config.server().min_online_clients() > 0
                              ? config.server().min_online_clients()
                              : std::max(1, config.server().clients_per_round());
@@ -194,8 +196,8 @@ int ProfileOnly(const v1::SimConfig& config) {
       "availability profile of %s over %.1f h (%lld clients, %zu samples) -> %s: mean online "
       "%.2f %%, mean distinct patterns online %.2f, time with fewer than %lld online %.1f %%\n",
       trace->description().c_str(), period / 3600.0, static_cast<long long>(clients),
-      samples->size(), path.c_str(), 100 * online / n, patterns / n,
-      static_cast<long long>(needed), 100 * short_of / n);
+      samples->size(), path.c_str(), 100 * online / n, patterns / n, static_cast<long long>(needed),
+      100 * short_of / n);
   return 0;
 }
 
