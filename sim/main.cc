@@ -9,6 +9,9 @@
 //   mpirun -np 4 fedsched-sim --config=...   (training over 4 ranks, the same CSV: sim/mpi)
 //   fedsched-sim --config=configs/sim/three_jobs.textproto --output_csv=runs/jobs/jct.csv
 //                (a job trace over one fleet: the JCT summary and one CSV per job beside it)
+//   fedsched-sim --config=configs/sim/tta2d_scarce9_g50.textproto --availability_profile_csv=p.csv
+//                (the trace's clients and distinct patterns online over time; no simulation)
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <new>
@@ -37,6 +40,7 @@
 #ifdef FEDSCHED_HAVE_TORCH
 #include "sim/torch/torch_trainers.h"
 #endif
+#include "sim/trace/availability_profile.h"
 #include "sim/trace/text_table.h"
 
 ABSL_FLAG(std::string, config, "", "SimConfig in protobuf text format (configs/sim/)");
@@ -72,6 +76,10 @@ ABSL_FLAG(std::string, output_csv, "", "override SimConfig.output_csv");
 ABSL_FLAG(std::string, plot_png, "", "write a PNG of accuracy vs virtual hours");
 ABSL_FLAG(std::string, plot_csvs, "",
           "plot-only mode: comma-separated label=csv pairs, one curve each");
+ABSL_FLAG(std::string, availability_profile_csv, "",
+          "write the availability profile of --config's trace to this CSV (every 10 minutes over "
+          "one period from traces.start_time_s: clients and distinct patterns online), print its "
+          "summary and exit without simulating");
 ABSL_FLAG(double, target, 0,
           "dashed target-accuracy line on the plot, with each run's time to target marked "
           "(0 = the config's target_accuracy in a run, none in plot-only mode)");
@@ -157,6 +165,40 @@ absl::StatusOr<v1::SimConfig> LoadConfig() {
   if (!absl::GetFlag(FLAGS_trainer).empty()) config.set_trainer(absl::GetFlag(FLAGS_trainer));
   FEDSCHED_RETURN_IF_ERROR(ApplyConfigOverride(absl::GetFlag(FLAGS_set), &config));
   return config;
+}
+
+// --availability_profile_csv: the profile of the config's availability trace over its longest
+// period (AvailabilityProfile), as CSV, and a summary line on stdout.
+int ProfileOnly(const v1::SimConfig& config) {
+  const int64_t clients = config.num_clients() > 0 ? config.num_clients() : 1000;
+  absl::StatusOr<AvailabilityTrace> trace = AvailabilityTrace::Load(config.traces(), clients);
+  if (!trace.ok()) return Fail(trace.status());
+  double period = 0;
+  for (int64_t r = 0; r < trace->size(); ++r) period = std::max(period, trace->FinishTime(r));
+  absl::StatusOr<std::vector<AvailabilitySample>> samples =
+      AvailabilityProfile(*trace, clients, config.traces().start_time_s(), period, 600);
+  if (!samples.ok()) return Fail(samples.status());
+  const std::string path = absl::GetFlag(FLAGS_availability_profile_csv);
+  if (absl::Status s = WriteAvailabilityProfileCsv(path, *samples, clients); !s.ok()) {
+    return Fail(s);
+  }
+  const int64_t needed = config.server().min_online_clients() > 0
+                             ? config.server().min_online_clients()
+                             : std::max(1, config.server().clients_per_round());
+  double online = 0, patterns = 0, short_of = 0;
+  for (const AvailabilitySample& s : *samples) {
+    online += static_cast<double>(s.online_clients) / static_cast<double>(clients);
+    patterns += static_cast<double>(s.online_patterns);
+    short_of += s.online_clients < needed ? 1 : 0;
+  }
+  const double n = static_cast<double>(samples->size());
+  std::printf(
+      "availability profile of %s over %.1f h (%lld clients, %zu samples) -> %s: mean online "
+      "%.2f %%, mean distinct patterns online %.2f, time with fewer than %lld online %.1f %%\n",
+      trace->description().c_str(), period / 3600.0, static_cast<long long>(clients),
+      samples->size(), path.c_str(), 100 * online / n, patterns / n, static_cast<long long>(needed),
+      100 * short_of / n);
+  return 0;
 }
 
 // Trainer "torch" in a build without LibTorch: hands the run to fedsched-sim-torch beside this
@@ -352,6 +394,7 @@ int Run(mpi::Cluster* cluster, char** argv) {
   if (!absl::GetFlag(FLAGS_plot_csvs).empty()) return PlotOnly();
   absl::StatusOr<v1::SimConfig> config = LoadConfig();
   if (!config.ok()) return Fail(config.status());
+  if (!absl::GetFlag(FLAGS_availability_profile_csv).empty()) return ProfileOnly(*config);
   if (absl::Status s = HandOverTorchRun(*config, cluster, argv); !s.ok()) return Fail(s);
   if (!config->job_trace_path().empty()) {
     if (cluster != nullptr) {

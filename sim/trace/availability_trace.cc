@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "sim/trace/grouped_availability.h"
 #include "sim/trace/text_table.h"
 #include "sim/trace/trace_reader.h"
 
@@ -497,6 +498,7 @@ void ExponentialRow(double on, double off, double period, SplitMix64* rng,
 
 absl::StatusOr<AvailabilityTrace> AvailabilityTrace::Synthetic(
     const v1::SyntheticAvailabilityConfig& config, int64_t num_rows) {
+  if (config.has_grouped()) return GroupedAvailability(config, num_rows);
   const bool diurnal = config.has_diurnal();
   const v1::DiurnalAvailabilityConfig d = DiurnalWithDefaults(config.diurnal());
   if (diurnal) FEDSCHED_RETURN_IF_ERROR(CheckDiurnal(d));

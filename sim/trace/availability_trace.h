@@ -72,7 +72,9 @@ class AvailabilityTrace {
   // SYNTHETIC (clearly labelled as such in description()): `num_rows` rows; each alternates
   // online / offline periods with exponentially distributed lengths (means mean_online_s /
   // mean_offline_s), starting online with probability on / (on + off), over period_s that
-  // repeats. Deterministic for a seed. Errors: INVALID_ARGUMENT for non-positive parameters.
+  // repeats. Deterministic for a seed. With `config.grouped` set: GroupedAvailability
+  // (grouped_availability.h), with its errors. Errors: INVALID_ARGUMENT for non-positive
+  // parameters.
   [[nodiscard]] static absl::StatusOr<AvailabilityTrace> Synthetic(
       const v1::SyntheticAvailabilityConfig& config, int64_t num_rows);
   // Every client online at every time.
