@@ -25,6 +25,7 @@ MakeRpcMetricsInterceptors(ServerMetrics* metrics, std::vector<std::string> raw_
 // ("fedsched.v1.Coordinator", from the generated descriptor pool) at 0
 // (ServerMetrics::DeclareRpcMethod), so that dashboards see them before the first call.
 // Errors: NOT_FOUND when no generated service has that name.
-[[nodiscard]] absl::Status DeclareServiceMethods(ServerMetrics& metrics, const std::string& service_full_name);
+[[nodiscard]] absl::Status DeclareServiceMethods(ServerMetrics& metrics,
+                                                 const std::string& service_full_name);
 
 }  // namespace fedsched::ops
