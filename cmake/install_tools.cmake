@@ -1,7 +1,7 @@
 # `cmake --install BUILD --component C [--prefix P]` for the programs (docs/guides/INSTALL.md);
 # the SDK's component `sdk` is cmake/install.cmake's:
 #   server  fedsched-server and the operator tools (fedsched-health, -status, -audit, -enroll,
-#           -ctl; -provision is installed by server/provision) in P/bin, their man pages in
+#           -ctl, -epsilon; -provision is installed by server/provision) in P/bin, their man pages in
 #           P/share/man/man1, the systemd unit in P/lib/systemd/system (its ExecStart names
 #           /usr/bin, the .deb's place)
 #   sim     fedsched-sim
@@ -25,7 +25,7 @@ function(fedsched_built_tools OUT)
   set(${OUT} ${built} PARENT_SCOPE)
 endfunction()
 fedsched_built_tools(_fedsched_server_tools fedsched-server fedsched-health fedsched-status
-  fedsched-audit fedsched-enroll fedsched-ctl)
+  fedsched-audit fedsched-enroll fedsched-ctl fedsched-epsilon)
 fedsched_built_tools(_fedsched_sim_tools fedsched-sim)
 fedsched_built_tools(_fedsched_client_tools fedsched-client)
 fedsched_built_tools(_fedsched_torch_tools fedsched-sim-torch fedsched-client-torch)

@@ -81,7 +81,7 @@ grep -qx "User=fedsched" "$UNIT" || fail "the unit does not run as fedsched"
 EXEC=$(sed -n 's/^ExecStart=//p' "$UNIT")
 echo "ExecStart: $EXEC"
 for t in fedsched-server fedsched-health fedsched-status fedsched-audit fedsched-enroll fedsched-ctl \
-  fedsched-provision; do
+  fedsched-provision fedsched-epsilon; do
   [ -x "$R/usr/bin/$t" ] || fail "/usr/bin/$t missing"
 done
 if command -v systemd-analyze > /dev/null; then
