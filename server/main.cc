@@ -41,6 +41,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "models/idx.h"
 #include "models/reference_model.h"
+#include "server/cli/store_lock.h"
 #include "server/ops/health.h"
 #include "server/ops/rpc_metrics.h"
 #include "server/ops/server_metrics.h"
@@ -492,7 +493,8 @@ std::unique_ptr<Store> OpenStore(const v1::ServerConfig& config, int64_t require
                    .keep_models = config.audit_updates() ? 0 : 5,
                    .min_free_bytes = required_free});
   if (!store.ok()) {
-    *exit_code = Fail(store.status(), 1);
+    // Another server on the same store shows as RocksDB's lock error: name the holder instead.
+    *exit_code = Fail(cli::ExplainStoreOpenError(config.store_path(), store.status()), 1);
     if (IsNoSpaceError(store.status())) {
       std::fprintf(stderr, "fedsched-server: %s\n",
                    FreeSpaceReport(config.store_path(), required_free).c_str());

@@ -59,6 +59,11 @@ head -n 1 "$WORK/metrics.csv" | grep -q ",staleness_mean,staleness_max,dropped_s
 audit=$("$BUILD/server/fedsched-audit" --store_path="$WORK/store" 2>&1)
 [ $? -eq 2 ] && grep -q "is in use by a running server" <<<"$audit" || {
   echo "FAIL: audit of a running server's store: $audit"; exit 1; }
+# A second server on the same store is refused, naming the running one.
+second=$(timeout 60 "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" \
+  --store_path="$WORK/store" --listen="127.0.0.1:0" 2>&1)
+[ $? -ne 0 ] && grep -q "is in use by a running server" <<<"$second" || {
+  echo "FAIL: a second server on a running server's store: $second"; exit 1; }
 grep -q "loading partition 0 of 4" "$WORK/client.log" &&
   grep -qE "[0-9]+ local samples ready in [0-9.]+ s" "$WORK/client.log" &&
   grep -q "registered as .* with server 127.0.0.1:$PORT" "$WORK/client.log" || {
