@@ -23,9 +23,11 @@ accuracy on the whole test set (read from the server's store). Exits non-zero if
 --target (default 0.80, the main job's check).
 """
 import argparse
+import atexit
 import os
 import pathlib
 import re
+import signal
 import shutil
 import subprocess
 import sys
@@ -194,6 +196,16 @@ def newest_model_file(store):
     return files[-1] if files else None
 
 
+def stop_server(server):
+    """Stops the fedsched-server this script started, if it still runs (10 s grace, then kill)."""
+    if server.poll() is None:
+        server.terminate()
+        try:
+            server.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--build", default=None,
@@ -234,6 +246,9 @@ def main():
     server = subprocess.Popen(
         [str(server_bin), f"--config={run / 'server.textproto'}", f"--store_path={run / 'store'}",
          f"--listen=127.0.0.1:{args.port}"], stdout=log, stderr=subprocess.STDOUT)
+    # The server goes with this script, however it ends (SIGTERM included).
+    atexit.register(stop_server, server)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     port = None
     while port is None and server.poll() is None:
         m = re.search(r"listening on [0-9.]+:(\d+)", (run / "server.log").read_text())
