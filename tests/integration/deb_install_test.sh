@@ -26,6 +26,17 @@ fi
 [ -f /usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz ] ||
   fail "dataset-fashion-mnist is not installed (scripts/install_deps.sh): the clients need it"
 
+# mmdebstrap (root mode) and the chroot below mount file systems and chroot: a container
+# without those privileges cannot run this test at all.
+probe=$(mktemp -d /var/tmp/fedsched_probe.XXXXXX)
+if ! mount -t tmpfs fedsched-probe "$probe" 2> /dev/null; then
+  rmdir "$probe"
+  skip "cannot mount file systems here (no mount privilege): mmdebstrap and the chroot need it"
+fi
+umount "$probe"
+rmdir "$probe"
+chroot / true 2> /dev/null || skip "cannot chroot here (no CAP_SYS_CHROOT)"
+
 WORK=$(mktemp -d /var/tmp/fedsched_deb.XXXXXX)
 R=$WORK/root
 pids=()
