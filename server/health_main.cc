@@ -32,7 +32,10 @@ int CheckOnce(grpc::health::v1::Health::Stub& stub, bool print) {
   grpc::health::v1::HealthCheckResponse response;
   grpc::Status status = stub.Check(&context, request, &response);
   if (!status.ok()) {
-    if (print) std::printf("error: %s\n", status.error_message().c_str());
+    if (print) {
+      std::printf("fedsched-health: %s: %s\n", absl::GetFlag(FLAGS_server).c_str(),
+                  status.error_message().c_str());
+    }
     return 2;
   }
   if (print) {

@@ -85,6 +85,8 @@ class Ctl {
     if (!s.ok()) return Fail("list", s);
     if (options_.json) {
       for (const v1::JobRecord& job : response.jobs()) out_ << ToJsonLine(job);
+    } else if (response.jobs().empty() && !options_.all) {
+      out_ << "no running jobs (--all lists ended ones too)\n";
     } else {
       out_ << FormatJobTable({response.jobs().begin(), response.jobs().end()});
     }

@@ -94,6 +94,11 @@ TEST_F(CtlTest, AJobFileWithAnUnknownKeyExits2NamingTheKeyAndLine) {
   EXPECT_EQ(Run("submit " + (dir_ / "missing.textproto").string()), kCtlUsage);
 }
 
+TEST_F(CtlTest, AnEmptyListPointsAtAll) {
+  ASSERT_EQ(Run("list"), kCtlOk);
+  EXPECT_EQ(out_.str(), "no running jobs (--all lists ended ones too)\n");
+}
+
 TEST_F(CtlTest, ListPrintsATableOrOneJsonObjectPerJob) {
   ASSERT_EQ(Run("submit " + WriteFile("a.textproto", "name: \"a\"\nnum_rounds: 3\n")), kCtlOk);
   ASSERT_EQ(Run("submit " + WriteFile("b.textproto", "name: \"b\"\nnum_rounds: 3\n")), kCtlOk);
