@@ -16,6 +16,8 @@ import os
 import re
 import sys
 
+from generated_doc import check_or_write
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADER = "client/c/fedsched_c.h"
 SKIP = re.compile(r'^(#ifndef|#endif|#ifdef|#include|}\s*/\*|extern "C"|#define FEDSCHED_CLIENT_C)')
@@ -107,18 +109,10 @@ def main(argv):
     args = p.parse_args(argv)
     with open(os.path.join(ROOT, HEADER), encoding="utf-8") as f:
         text = render(f.read())
-    if args.check:
-        current = open(args.out, encoding="utf-8").read() if os.path.exists(args.out) else None
-        if current != text:
-            print("%s is stale: it does not match the comments of %s.\nRun "
-                  "scripts/gen_c_api_reference.py and commit the result." % (args.out, HEADER))
-            return 1
-        print("%s is current" % args.out)
-        return 0
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(text)
-    print("wrote %s" % args.out)
-    return 0
+    return check_or_write(
+        args.out, text, args.check,
+        "it does not match the comments of %s.\nRun scripts/gen_c_api_reference.py and "
+        "commit the result." % HEADER)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ import re
 import shutil
 import subprocess
 import sys
+
+from generated_doc import check_or_write
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -261,24 +263,11 @@ def main(argv):
     p.add_argument("--protoc", default="protoc")
     args = p.parse_args(argv)
     text = render(Index(compile_protos(args.protoc)))
-    if args.check:
-        try:
-            with open(args.out, encoding="utf-8") as f:
-                current = f.read()
-        except OSError:
-            current = None
-        if current != text:
-            print("%s is stale: it does not match the comments of proto/fedsched/v1/*.proto.\n"
-                  "Run scripts/gen_config_reference.py (python3 scripts/gen_config_reference.py) "
-                  "and commit the result." % args.out)
-            return 1
-        print("%s is current" % args.out)
-        return 0
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(text)
-    print("wrote %s" % args.out)
-    return 0
+    return check_or_write(
+        args.out, text, args.check,
+        "it does not match the comments of proto/fedsched/v1/*.proto.\n"
+        "Run scripts/gen_config_reference.py (python3 scripts/gen_config_reference.py) "
+        "and commit the result.")
 
 
 if __name__ == "__main__":

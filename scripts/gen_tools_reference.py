@@ -23,6 +23,8 @@ import re
 import subprocess
 import sys
 
+from generated_doc import check_or_write
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # (tool, what it is for): the order of the page.
 TOOLS = [
@@ -155,19 +157,10 @@ def main(argv):
         print("gen_tools_reference: %s" % e, file=sys.stderr)
         return 1
     text = "\n".join(out)
-    if args.check:
-        current = open(args.out, encoding="utf-8").read() if os.path.exists(args.out) else None
-        if current != text:
-            print("%s is stale: the tools' --help differs.\nRun scripts/gen_tools_reference.py "
-                  "--build BUILD_DIR and commit the result." % args.out)
-            return 1
-        print("%s is current" % args.out)
-        return 0
-    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
-    with open(args.out, "w", encoding="utf-8") as f:
-        f.write(text)
-    print("wrote %s" % args.out)
-    return 0
+    return check_or_write(
+        args.out, text, args.check,
+        "the tools' --help differs.\nRun scripts/gen_tools_reference.py --build BUILD_DIR "
+        "and commit the result.")
 
 
 if __name__ == "__main__":

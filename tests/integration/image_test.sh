@@ -10,27 +10,13 @@
 # error).
 # Usage: image_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-BUILD=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
-[ "$(id -u)" -eq 0 ] || skip "needs root (mmdebstrap and podman)"
-command -v podman > /dev/null ||
-  skip "podman is not installed (scripts/install_deps.sh --only podman runc, then run this test)"
-. "$SRC/scripts/lib/podman.sh"
+. "$(dirname "$0")/podman_test_lib.sh" "$1" "$2"
 
 WORK=$(mktemp -d /var/tmp/fedsched_image.XXXXXX)
 TAG=localhost/fedsched-server:test-$$
 RUNTIME_TAG=localhost/fedsched-runtime:test-$$
 NAME=fedsched-image-test-$$
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2> /dev/null || true; done
-  podman rm -f "$NAME" > /dev/null 2>&1 || true
-  podman rmi -f "$TAG" "$RUNTIME_TAG" > /dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] && echo "kept $WORK" || rm -rf "$WORK"
-}
+cleanup() { podman_test_cleanup "$WORK" "$NAME" "$TAG" "$RUNTIME_TAG"; }
 trap cleanup EXIT
 
 echo "== deploy/build_image.sh"

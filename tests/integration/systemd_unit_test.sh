@@ -12,26 +12,12 @@
 # Debian mirror, or where a container cannot run systemd.
 # Usage: systemd_unit_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
-BUILD=$(cd "$1" && pwd)
-SRC=$(cd "$2" && pwd)
-skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*"; exit 1; }
-
-[ "$(id -u)" -eq 0 ] || skip "needs root (mmdebstrap and podman)"
-command -v podman > /dev/null ||
-  skip "podman is not installed (scripts/install_deps.sh --only podman runc, then run this test)"
-. "$SRC/scripts/lib/podman.sh"
+. "$(dirname "$0")/podman_test_lib.sh" "$1" "$2"
 
 WORK=$(mktemp -d /var/tmp/fedsched_systemd.XXXXXX)
 TAG=localhost/fedsched-systemd:test-$$
 NAME=fedsched-systemd-test-$$
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2> /dev/null || true; done
-  podman rm -f "$NAME" > /dev/null 2>&1 || true
-  podman rmi -f "$TAG" > /dev/null 2>&1 || true
-  [ "${KEEP:-0}" = 1 ] && echo "kept $WORK" || rm -rf "$WORK"
-}
+cleanup() { podman_test_cleanup "$WORK" "$NAME" "$TAG"; }
 trap cleanup EXIT
 in_ct() { podman exec "$NAME" "$@"; }
 journal() { in_ct journalctl -u fedsched-server --no-pager -o cat; }
