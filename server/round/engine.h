@@ -41,6 +41,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "fedsched/v1/compressed.pb.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
@@ -182,9 +183,13 @@ struct UpdateClaim {
 struct Update {
   UpdateClaim claim;
   const v1::Model* delta = nullptr;  // trained - downloaded, the global model's shapes; not owned
-  // Secure aggregation instead of `delta` (exactly one of the two is set): the client's masked
+  // Secure aggregation instead of `delta` (exactly one of delta, masked, compressed is set): the client's masked
   // input (docs/guides/SECURE_AGGREGATION.md); not owned.
   const v1::SecAggMaskedInput* masked = nullptr;
+  // Update compression instead of `delta` (CompressionConfig; the task's upload_compression): the
+  // compressed delta, folded without a float32 copy when the aggregation rule averages
+  // (docs/ARCHITECTURE.md "Compressed updates"); not owned.
+  const v1::CompressedModel* compressed = nullptr;
   v1::UpdateMetrics metrics;  // as uploaded (num_examples == claim.num_examples)
   double now_s = 0;           // arrival time, caller's seconds
   double upload_seconds = 0;  // measured (server) or modelled (simulator) upload time
