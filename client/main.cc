@@ -283,6 +283,11 @@ absl::Status RunSayingWaits(Client& client, const v1::ClientConfig& config) {
       if (tasks != last_tasks) {
         last_tasks = tasks;
         since = absl::Now();
+      } else if (!client.in_contact()) {
+        FEDSCHED_LOG(info,
+                     "{}: no contact with server {} (down, unreachable or refusing: see the "
+                     "warnings above); retrying with backoff",
+                     config.identity(), config.server_address());
       } else if (tasks == 0) {
         FEDSCHED_LOG(info,
                      "{}: no task yet after {:.0f} s; waiting for server {} to plan a round with "

@@ -426,6 +426,7 @@ absl::Status Client::RegisterOnce() {
   token_ = response.session_token();
   heartbeat_interval_ms_ = std::max<int64_t>(50, response.heartbeat_interval_ms());
   registered_ = true;
+  reachable_ = true;
   FEDSCHED_LOG(info, "{} registered as {} with server {}", options_.config.identity(), client_id_,
                options_.config.server_address());
   return absl::OkStatus();
@@ -568,8 +569,17 @@ absl::StatusOr<v1::PollTaskResponse> Client::PollOnce() {
     absl::MutexLock lock(&mu_);
     poll_context_ = nullptr;
   }
+  {
+    absl::MutexLock lock(&mu_);
+    reachable_ = s.ok();
+  }
   if (!s.ok()) return s;
   return response;
+}
+
+bool Client::in_contact() const {
+  absl::MutexLock lock(&mu_);
+  return registered_ && reachable_;
 }
 
 void Client::OnPollFailure(const absl::Status& s) {

@@ -220,6 +220,10 @@ class Client {
   // Asks Run() to return soon; interrupts backoff waits.
   void Stop();
   ClientRunStats stats() const;
+  // Whether the client holds a session and its last call to the server got through: false
+  // before the first registration, while registering fails, and after a poll that found the
+  // server unreachable (until a call gets through again). For progress messages.
+  bool in_contact() const;
   // The transport settings in effect: the client's own resolved config, adjusted at each
   // registration to the server's (RegisterResponse.transport): keepalive_time_ms raised to the
   // server's min_ping_interval_ms when below it (else the server answers the pings with GOAWAY
@@ -390,6 +394,8 @@ class Client {
   // first registration, saved there 0600).
   std::string credential_ ABSL_GUARDED_BY(mu_);
   bool registered_ ABSL_GUARDED_BY(mu_) = false;
+  // The last poll reached the server (in_contact()).
+  bool reachable_ ABSL_GUARDED_BY(mu_) = false;
   int64_t heartbeat_interval_ms_ ABSL_GUARDED_BY(mu_) = 1000;
   // Sent away by the server's pace steering: no heartbeats until the next poll.
   bool away_ ABSL_GUARDED_BY(mu_) = false;

@@ -139,14 +139,25 @@ std::string CohortTable(const v1::RoundRecord& r) {
 }
 
 std::string ClientTable(const v1::GetStatusResponse& status) {
-  std::string out =
-      absl::StrFormat("\n  %-12s %-16s %-7s %12s %10s %8s %8s %9s\n", "client", "identity",
-                      "online", "ms/sample", "down kbps", "success", "failure", "raw_util");
+  // The id and identity columns fit the longest value shown (certificate names and enrolled
+  // device names are often longer than a column of fixed width).
+  size_t id_width = 12;
+  size_t identity_width = 16;
+  for (const v1::ClientSummary& c : status.clients()) {
+    id_width = std::max(id_width, c.client_id().size());
+    identity_width = std::max(identity_width, c.identity().size());
+  }
+  const int idw = static_cast<int>(id_width);
+  const int identw = static_cast<int>(identity_width);
+  std::string out = absl::StrFormat("\n  %-*s %-*s %-7s %12s %10s %8s %8s %9s\n", idw, "client",
+                                    identw, "identity", "online", "ms/sample", "down kbps",
+                                    "success", "failure", "raw_util");
   for (const v1::ClientSummary& c : status.clients()) {
     const v1::ClientProfile& p = c.profile();
-    absl::StrAppendFormat(&out, "  %-12s %-16s %-7s %12.3f %10.0f %8d %8d %9.2f\n", c.client_id(),
-                          c.identity(), c.online() ? "yes" : "no", p.compute_ms_per_sample(),
-                          p.download_kbps(), p.successes(), p.failures(), p.statistical_utility());
+    absl::StrAppendFormat(&out, "  %-*s %-*s %-7s %12.3f %10.0f %8d %8d %9.2f\n", idw,
+                          c.client_id(), identw, c.identity(), c.online() ? "yes" : "no",
+                          p.compute_ms_per_sample(), p.download_kbps(), p.successes(),
+                          p.failures(), p.statistical_utility());
   }
   out +=
       "  raw_util: the profile's Oort utility |B| sqrt(mean loss^2); a round's norm_util is it "

@@ -1,7 +1,9 @@
 #include "server/cli/status_format.h"
 
 #include <string>
+#include <vector>
 
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -155,6 +157,28 @@ TEST(StatusFormatTest, ClientTableLabelsItsUtilityRaw) {
   const std::string text = FormatStatus(status, {.clients = true});
   EXPECT_THAT(text, HasSubstr("raw_util"));
   EXPECT_THAT(text, HasSubstr("123.50"));
+}
+
+// A long identity (a certificate or enrolled device name) widens its column instead of pushing
+// the next columns out of line.
+TEST(StatusFormatTest, ClientTableColumnsFitLongIdentities) {
+  v1::GetStatusResponse status;
+  v1::ClientSummary* a = status.add_clients();
+  a->set_client_id("c-1");
+  a->set_identity("device-eu-west-rack-17-unit-042");
+  a->set_online(true);
+  v1::ClientSummary* b = status.add_clients();
+  b->set_client_id("c-2");
+  b->set_identity("d");
+  const std::string text = FormatStatus(status, {.clients = true});
+  const std::vector<std::string> lines = absl::StrSplit(text, '\n');
+  std::vector<size_t> online_column;
+  for (const std::string& line : lines) {
+    if (line.find("c-1") != std::string::npos) online_column.push_back(line.find("yes"));
+    if (line.find("c-2") != std::string::npos) online_column.push_back(line.find(" no "));
+  }
+  ASSERT_EQ(online_column.size(), 2u);
+  EXPECT_EQ(online_column[0], online_column[1] + 1) << text;
 }
 
 // Secure aggregation: a member kept out of its cohorts is named with why, with or without the
