@@ -24,14 +24,16 @@ namespace ai = aggregation_internal;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
 // Largest |value| of `n` little-endian float32 values at `bytes`; +Inf if one is NaN or Inf.
+// Signed integer maxima of the sign-cleared bits (non-negative as int32 / int16): SSE2 has no
+// unsigned 32- or 16-bit max, and the signed ones vectorise.
 double MaxAbsFloat32(const char* bytes, int64_t n) {
-  uint32_t max_bits = 0;
+  int32_t max_bits = 0;
   for (int64_t i = 0; i < n; ++i) {
-    uint32_t b;
+    int32_t b;
     std::memcpy(&b, bytes + 4 * i, sizeof b);
-    max_bits = std::max(max_bits, b & 0x7fffffffu);
+    max_bits = std::max(max_bits, b & 0x7fffffff);
   }
-  if (max_bits >= 0x7f800000u) return kInf;
+  if (max_bits >= 0x7f800000) return kInf;
   float f;
   std::memcpy(&f, &max_bits, sizeof f);
   return f;
@@ -40,14 +42,14 @@ double MaxAbsFloat32(const char* bytes, int64_t n) {
 // Largest |value| of `n` binary16 codes at `bytes`; +Inf if one is NaN or Inf. An integer max
 // of the codes without their sign (binary16 orders like its magnitude's bits).
 double MaxAbsHalf(const char* bytes, int64_t n) {
-  uint16_t max_bits = 0;
+  int16_t max_bits = 0;
   for (int64_t i = 0; i < n; ++i) {
-    uint16_t h;
+    int16_t h;
     std::memcpy(&h, bytes + 2 * i, sizeof h);
-    max_bits = std::max<uint16_t>(max_bits, h & 0x7fffu);
+    max_bits = std::max<int16_t>(max_bits, static_cast<int16_t>(h & 0x7fff));
   }
-  if (max_bits >= 0x7c00u) return kInf;
-  return compress::HalfToFloat(max_bits);
+  if (max_bits >= 0x7c00) return kInf;
+  return compress::HalfToFloat(static_cast<uint16_t>(max_bits));
 }
 
 // An upper bound on max_i |decode(p)[i]| over every intermediate value of its decoding, for a
