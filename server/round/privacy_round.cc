@@ -51,9 +51,13 @@ void RoundEngine::NoteUnclipped(const Update& update) {
   if (privacy_->central() && update.delta != nullptr) {
     unclipped = UpdateL2Norm(*update.delta) <= privacy_->clip_norm();
   } else if (privacy_->central() && update.compressed != nullptr) {
-    // The norm of the decompressed update (the one the aggregator clipped).
+    // The norm of the decompressed update (the one the aggregator clipped): the caller's sums of
+    // squares of it when it has them (the server's norm screen), else decoded here.
     absl::StatusOr<std::vector<double>> sums =
-        aggregator_->CompressedSumSquares(*update.compressed);
+        static_cast<int>(update.tensor_sum_squares.size()) == update.compressed->tensors_size()
+            ? absl::StatusOr<std::vector<double>>(std::vector<double>(
+                  update.tensor_sum_squares.begin(), update.tensor_sum_squares.end()))
+            : aggregator_->CompressedSumSquares(*update.compressed);
     double total = 0;
     for (double ss : sums.ok() ? *sums : std::vector<double>{}) total += ss;
     unclipped = sums.ok() && std::sqrt(total) <= privacy_->clip_norm();
