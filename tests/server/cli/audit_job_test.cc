@@ -5,6 +5,8 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "common/compress/rng.h"
+#include "common/compress/update_codec.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
@@ -28,8 +30,10 @@ v1::Model MakeModel(float a, float b) {
 }
 
 // Writes an audited FedAvg run of `rounds` rounds (two updates each, tagged `tag` in their task
-// ids) into `store`; with `tamper`, round 2's committed model is off by 1.
-void WriteAuditedRun(Store& store, const std::string& tag, int rounds, bool tamper) {
+// ids) into `store`; with `tamper`, round 2's committed model is off by 1; with `compressed`, the
+// updates are uploaded as fp16 CompressedModels (AuditedUpdate.compressed).
+void WriteAuditedRun(Store& store, const std::string& tag, int rounds, bool tamper,
+                     bool compressed = false) {
   v1::RunMeta meta;
   meta.set_config_text("audit_updates: true\n");
   v1::Model model = MakeModel(1, 2);
@@ -43,11 +47,22 @@ void WriteAuditedRun(Store& store, const std::string& tag, int rounds, bool tamp
     for (int k = 0; k < 2; ++k) {
       const v1::Model delta = MakeModel(0.5f * (k + 1), -0.25f * round);
       const std::string task = absl::StrCat(tag, "-", round, "-", k);
-      ASSERT_OK(aggregator->Accumulate(delta, 10 * (k + 1), 0));
       commit.record.add_accepted_task_ids(task);
       v1::AuditedUpdate update;
       update.set_task_id(task);
-      update.set_payload(delta.SerializeAsString());
+      if (compressed) {
+        v1::UpdateCompression fp16;
+        fp16.set_format(v1::CompressedTensor::FP16);
+        compress::Rng rng(1);
+        ASSERT_OK_AND_ASSIGN(const v1::CompressedModel cm,
+                             compress::CompressModel(delta, fp16, nullptr, rng));
+        ASSERT_OK(aggregator->AccumulateCompressed(cm, 10 * (k + 1), 0));
+        update.set_payload(cm.SerializeAsString());
+        update.set_compressed(true);
+      } else {
+        ASSERT_OK(aggregator->Accumulate(delta, 10 * (k + 1), 0));
+        update.set_payload(delta.SerializeAsString());
+      }
       update.set_num_examples(10 * (k + 1));
       update.set_order(k);
       v1::Receipt receipt;
@@ -90,7 +105,7 @@ class AuditJobTest : public ::testing::Test {
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open({.path = store_path_.string()}));
     WriteAuditedRun(*store, "main", 2, /*tamper=*/false);
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> a, store->OpenNamespace("a"));
-    WriteAuditedRun(*a, "a", 3, /*tamper=*/false);
+    WriteAuditedRun(*a, "a", 3, /*tamper=*/false, /*compressed=*/true);
     ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> b, store->OpenNamespace("b"));
     WriteAuditedRun(*b, "b", 2, /*tamper=*/true);
     ASSERT_OK(store->PutJob(Job("main", "")));
@@ -105,6 +120,7 @@ class AuditJobTest : public ::testing::Test {
   std::filesystem::path store_path_;
 };
 
+// Job a's updates were uploaded compressed: the audit replays them compressed, exactly.
 TEST_F(AuditJobTest, EachJobIsAuditedInItsOwnNamespace) {
   const fedsched::testing::ToolOutcome a = Audit(store_path_, "--job=a");
   EXPECT_EQ(a.exit_code, 0) << a.output;
