@@ -690,7 +690,8 @@ TEST(ProtocolTest, MaskedPartialSumsFromAggregators) {
 // 8, the unmasked ring sum equals, exactly, the sum mod 2^b of the contributors' quantised inputs
 // taken before masking, with two clients dropping after sharing keys (their pairwise masks
 // rebuilt from their mask keys), one dropping before unmasking, and two inputs arriving inside
-// an aggregator's partial sum. Below 32 bits the inputs travel packed at b bits per element.
+// an aggregator's partial sum. Below 32 bits the inputs travel packed at b bits per element,
+// and a masked input is still uniform over the ring.
 TEST(ProtocolTest, QuantisedSumIsExactUnderMasksAtEveryBitWidth) {
   const uint32_t n = 10;
   const uint64_t length = 1001;
@@ -716,6 +717,15 @@ TEST(ProtocolTest, QuantisedSumIsExactUnderMasksAtEveryBitWidth) {
       }
       ASSERT_EQ(quantized.size(), length);
       for (uint64_t e = 0; e < length; ++e) expected[e] += quantized[e];
+      if (i == 3) {  // what the server receives is uniform over Z_2^b (top 4 of the b bits)
+        std::vector<uint32_t> wire(masked.masked().begin(), masked.masked().end());
+        if (bits != 32) {
+          wire.resize(length);
+          ASSERT_THAT(UnpackBits(masked.packed_masked(), bits, absl::MakeSpan(wire)), IsOk());
+          for (uint32_t& v : wire) v <<= 32 - bits;
+        }
+        EXPECT_LT(TopNibbleChiSquare(wire), 45.0);
+      }
       if (i < 2) {
         ASSERT_THAT(shard.Add(masked), IsOk());
       } else {
