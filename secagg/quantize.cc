@@ -37,10 +37,10 @@ absl::StatusOr<double> ChooseScale(uint32_t n, double clip_norm, uint32_t bits) 
         static_cast<uint64_t>(std::floor(HalfRing(bits) / (kMinLevels + Margin(bits))));
     return absl::InvalidArgumentError(absl::StrCat(
         "secagg quantize: ", n, " clients leave ", bits == kFullBits ? "no room" : "too little",
-        " in a ", bits, "-bit ring: the clip norm would span ", std::max(0.0, scale * clip_norm),
-        " fixed-point steps of one client, fewer than ", kMinLevels, " (the step is clip_norm x ",
-        n, " / 2^", bits - 1, "); use more bits_per_element or a cohort of at most ", largest,
-        " clients"));
+        " in a ring of ", bits, " bits: the clip norm would span ",
+        std::max(0.0, scale * clip_norm), " fixed-point steps of one client, fewer than ",
+        kMinLevels, " (the step is clip_norm x ", n, " / 2^", bits - 1,
+        "); use more bits_per_element or a cohort of at most ", largest, " clients"));
   }
   return scale;
 }

@@ -785,8 +785,9 @@ TEST(ProtocolTest, MaskedInputsOfTheWrongWidthAreRefused) {
 
   auto p8 = Params(20, length);
   p8.set_bits_per_element(8);
-  EXPECT_THAT(ResolveParams(p8), StatusIs(absl::StatusCode::kInvalidArgument,
-                                          AllOf(HasSubstr("20 clients"), HasSubstr("8-bit"))));
+  EXPECT_THAT(ResolveParams(p8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("20 clients"), HasSubstr("ring of 8 bits"))));
   for (uint32_t bad : {1u, 7u, 33u}) {
     p8.set_bits_per_element(bad);
     EXPECT_THAT(ResolveParams(p8),

@@ -162,7 +162,7 @@ TEST(QuantizeTest, RefusesACohortTooLargeForItsBits) {
   EXPECT_OK(ChooseScale(14, 1.0, 8).status());
   EXPECT_THAT(ChooseScale(15, 1.0, 8),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("15 clients"), HasSubstr("8-bit ring"),
+                       AllOf(HasSubstr("15 clients"), HasSubstr("ring of 8 bits"),
                              HasSubstr("a cohort of at most 14"))));
   EXPECT_OK(ChooseScale(3640, 1.0, 16).status());
   EXPECT_THAT(ChooseScale(3641, 1.0, 16),

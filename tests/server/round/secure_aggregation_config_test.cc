@@ -79,7 +79,7 @@ TEST(SecureAggregationConfigTest, ChecksBitsPerElementForTheCohort) {
   raw.mutable_secure_aggregation()->set_bits_per_element(8);
   EXPECT_THAT(ResolveRoundConfig(raw),
               StatusIs(absl::StatusCode::kInvalidArgument,
-                       AllOf(HasSubstr("cohort of 130"), HasSubstr("8-bit ring"),
+                       AllOf(HasSubstr("cohort of 130"), HasSubstr("ring of 8 bits"),
                              HasSubstr("at most 14 clients"))));
 }
 
