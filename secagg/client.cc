@@ -5,6 +5,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "secagg/packing.h"
 #include "secagg/quantize.h"
 #include "secagg/shamir.h"
 
@@ -201,7 +202,8 @@ absl::Status SecAggClient::AddMasks(absl::Span<uint32_t> vector) const {
 
 absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(const SecAggRoutedShares& routed,
                                                           absl::Span<const float> update,
-                                                          double weight) {
+                                                          double weight,
+                                                          std::vector<uint32_t>* quantized) {
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMaskInput, "MaskInput"));
   step_ = Step::kDone;  // any failure below ends this client's part in the round
   if (update.size() != setup_.params.vector_length()) {
@@ -213,11 +215,28 @@ absl::StatusOr<SecAggMaskedInput> SecAggClient::MaskInput(const SecAggRoutedShar
   SecAggMaskedInput out;
   out.set_round_id(setup_.params.round_id());
   out.set_sender(index_);
-  out.mutable_masked()->Resize(static_cast<int>(update.size()), 0);
-  absl::Span<uint32_t> vector(out.mutable_masked()->mutable_data(), update.size());
-  FEDSCHED_RETURN_IF_ERROR(
-      ClipAndQuantize(update, weight, setup_.params.clip_norm(), setup_.scale, vector));
-  FEDSCHED_RETURN_IF_ERROR(AddMasks(vector));
+  if (setup_.bits == kFullBits) {
+    // Z_2^32: round to nearest, straight into the message's fixed32 elements.
+    out.mutable_masked()->Resize(static_cast<int>(update.size()), 0);
+    absl::Span<uint32_t> vector(out.mutable_masked()->mutable_data(), update.size());
+    FEDSCHED_RETURN_IF_ERROR(
+        ClipAndQuantize(update, weight, setup_.params.clip_norm(), setup_.scale, vector));
+    if (quantized != nullptr) quantized->assign(vector.begin(), vector.end());
+    FEDSCHED_RETURN_IF_ERROR(AddMasks(vector));
+  } else {
+    // Z_2^b: stochastic rounding with a fresh seed of this client's generator (the OS's entropy
+    // on a device), masks mod 2^b, packed at b bits per element.
+    const Bytes32 rounding_seed = rng_.Next32();
+    std::vector<uint32_t> vector(update.size());
+    FEDSCHED_RETURN_IF_ERROR(ClipAndQuantize(update, weight, setup_.params.clip_norm(),
+                                             setup_.scale, absl::MakeSpan(vector), &rounding_seed));
+    if (quantized != nullptr) {
+      *quantized = vector;
+      ReduceToBits(absl::MakeSpan(*quantized), setup_.bits);
+    }
+    FEDSCHED_RETURN_IF_ERROR(AddMasks(absl::MakeSpan(vector)));
+    out.set_packed_masked(PackBits(vector, setup_.bits));
+  }
   std::sort(unauthenticated_.begin(), unauthenticated_.end());
   out.mutable_unauthenticated_senders()->Add(unauthenticated_.begin(), unauthenticated_.end());
   step_ = Step::kUnmask;

@@ -62,14 +62,17 @@ class SecAggClient {
   // not authenticate (forged, tampered, replayed or misrouted) is treated as dropped: no mask
   // with it, no share of it held, and it is listed in the output's unauthenticated_senders for
   // the server to leave out. Then clips
-  // weight * update to clip_norm, quantises it into Z_2^32 and adds the self mask and one
-  // pairwise mask per neighbour whose share opened. `update` has vector_length elements;
-  // `weight` is in [0, 1]. Errors: a share from a non-neighbour or a second one from a
-  // neighbour (invalid argument), fewer than t holders left (failed precondition), and those of
-  // ClipAndQuantize.
+  // weight * update to clip_norm, quantises it into Z_2^b (b = bits_per_element: round to
+  // nearest at 32, else stochastic rounding with a seed drawn from the client's generator) and
+  // adds the self mask and one pairwise mask per neighbour whose share opened, mod 2^b; below 32
+  // bits the result is packed into packed_masked (secagg/packing.h). `update` has vector_length
+  // elements; `weight` is in [0, 1]. `quantized`, when not null, receives the quantised input
+  // before masking, mod 2^b (tests check the unmasked sum against it). Errors: a share from a
+  // non-neighbour or a second one from a neighbour (invalid argument), fewer than t holders
+  // left (failed precondition), and those of ClipAndQuantize.
   [[nodiscard]] absl::StatusOr<fedsched::v1::SecAggMaskedInput> MaskInput(
-      const fedsched::v1::SecAggRoutedShares& routed, absl::Span<const float> update,
-      double weight);
+      const fedsched::v1::SecAggRoutedShares& routed, absl::Span<const float> update, double weight,
+      std::vector<uint32_t>* quantized = nullptr);
 
   // Step 3 (Unmasking): reveals its shares of the self-mask seeds of the survivors listed and
   // of the mask private keys of the dropped clients listed. Refuses (failed precondition) when
@@ -79,6 +82,8 @@ class SecAggClient {
       const fedsched::v1::SecAggUnmaskRequest& request);
 
   uint32_t index() const { return index_; }
+  // b of the round's ring Z_2^b (SecAggRoundParams.bits_per_element, 0 read as 32).
+  uint32_t bits_per_element() const { return setup_.bits; }
 
  private:
   enum class Step { kAdvertise, kShareKeys, kMaskInput, kUnmask, kDone };

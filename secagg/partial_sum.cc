@@ -2,13 +2,25 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "secagg/packing.h"
 #include "secagg/protocol.h"
 
 namespace fedsched::secagg {
 
 absl::Status MaskedPartialSum::Add(const fedsched::v1::SecAggMaskedInput& input) {
   FEDSCHED_RETURN_IF_ERROR(CheckRound(round_id_, input.round_id(), "a masked input"));
-  if (static_cast<size_t>(input.masked_size()) != sum_.size()) {
+  std::vector<uint32_t> unpacked;
+  const uint32_t* masked = input.masked().data();
+  if (bits_ < 32) {
+    unpacked.resize(sum_.size());
+    if (input.masked_size() != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("secagg partial sum: masked input from client ", input.sender(),
+                       " is not packed at ", bits_, " bits"));
+    }
+    FEDSCHED_RETURN_IF_ERROR(UnpackBits(input.packed_masked(), bits_, absl::MakeSpan(unpacked)));
+    masked = unpacked.data();
+  } else if (static_cast<size_t>(input.masked_size()) != sum_.size()) {
     return absl::InvalidArgumentError(absl::StrCat("secagg partial sum: masked input from client ",
                                                    input.sender(), " has ", input.masked_size(),
                                                    " elements, expected ", sum_.size()));
@@ -17,7 +29,6 @@ absl::Status MaskedPartialSum::Add(const fedsched::v1::SecAggMaskedInput& input)
     return absl::InvalidArgumentError(absl::StrCat("secagg partial sum: client ", input.sender(),
                                                    " already sent a masked input"));
   }
-  const uint32_t* masked = input.masked().data();
   for (size_t e = 0; e < sum_.size(); ++e) sum_[e] += masked[e];
   return absl::OkStatus();
 }

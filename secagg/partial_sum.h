@@ -17,12 +17,13 @@ namespace fedsched::secagg {
 
 class MaskedPartialSum {
  public:
-  // For round `round_id` and vectors of `vector_length` elements.
-  MaskedPartialSum(uint64_t round_id, uint64_t vector_length)
-      : round_id_(round_id), sum_(vector_length, 0) {}
+  // For round `round_id`, vectors of `vector_length` elements and the round's bits_per_element
+  // (32, or 8..31 for packed inputs; the sum itself stays mod 2^32, which the root reduces).
+  MaskedPartialSum(uint64_t round_id, uint64_t vector_length, uint32_t bits = 32)
+      : round_id_(round_id), bits_(bits), sum_(vector_length, 0) {}
 
-  // Adds one masked input. Errors (invalid argument, nothing added): another round, a wrong
-  // length, a sender already in the sum.
+  // Adds one masked input (unpacking it below 32 bits). Errors (invalid argument, nothing
+  // added): another round, a wrong length or packed size, a sender already in the sum.
   [[nodiscard]] absl::Status Add(const fedsched::v1::SecAggMaskedInput& input);
 
   // Senders so far.
@@ -33,6 +34,7 @@ class MaskedPartialSum {
 
  private:
   uint64_t round_id_;
+  uint32_t bits_;
   absl::btree_set<uint32_t> senders_;
   std::vector<uint32_t> sum_;
 };

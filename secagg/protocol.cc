@@ -57,9 +57,15 @@ absl::StatusOr<RoundSetup> ResolveParams(const fedsched::v1::SecAggRoundParams& 
     return absl::InvalidArgumentError(absl::StrCat("secagg params: vector_length ",
                                                    params.vector_length(), " is not in [1, 2^28]"));
   }
-  absl::StatusOr<double> scale = ChooseScale(n, params.clip_norm());
+  const uint32_t bits = params.bits_per_element() == 0 ? kFullBits : params.bits_per_element();
+  if (bits < kMinBits || bits > kFullBits) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg params: bits_per_element ", bits,
+                                                   " is not in [", kMinBits, ", ", kFullBits,
+                                                   "] (0 = 32)"));
+  }
+  absl::StatusOr<double> scale = ChooseScale(n, params.clip_norm(), bits);
   if (!scale.ok()) return scale.status();
-  return RoundSetup{params, *std::move(graph), *scale};
+  return RoundSetup{params, *std::move(graph), *scale, bits};
 }
 
 absl::StatusOr<Bytes32> ShareKey(const X25519Key& own, const Bytes32& peer_public,

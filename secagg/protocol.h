@@ -22,12 +22,14 @@ struct RoundSetup {
   fedsched::v1::SecAggRoundParams params;
   CommunicationGraph graph;
   double scale = 0;  // fixed-point units per unit of the update (ChooseScale)
+  uint32_t bits = 32;  // b: the ring is Z_2^b (params.bits_per_element, 0 read as 32)
 };
 
 // Checks `params` and builds the graph. Errors (invalid argument, naming the field): cohort
 // below 3, degree not n-1 nor even in [2, n-2], threshold outside [floor((k+1)/2)+1, k+1] (a
 // strict majority of each client's k+1 share holders, at least 2), graph_seed not 32 bytes,
-// vector_length 0 or above 2^28, clip_norm not finite and > 0.
+// vector_length 0 or above 2^28, clip_norm not finite and > 0, bits_per_element not 0 nor in
+// [8, 32], or a cohort too large for its bits (ChooseScale).
 [[nodiscard]] absl::StatusOr<RoundSetup> ResolveParams(
     const fedsched::v1::SecAggRoundParams& params);
 
@@ -92,9 +94,10 @@ inline size_t MaxShareKeysBytes(uint32_t degree) {
 }
 // SecAggUnmaskResponse: at most k + 1 revealed self-seed shares and k mask-key shares.
 inline size_t MaxUnmaskResponseBytes(uint32_t degree) { return 64 + (2 * size_t{degree} + 1) * 96; }
-// SecAggMaskedInput: 4 bytes per element, plus at most k accused neighbours.
-inline size_t MaxMaskedInputBytes(uint64_t vector_length, uint32_t degree) {
-  return 64 + 4 * vector_length + 8 * size_t{degree};
+// SecAggMaskedInput: 4 bytes per element (b/8 packed below 32 bits), plus at most k accused
+// neighbours.
+inline size_t MaxMaskedInputBytes(uint64_t vector_length, uint32_t degree, uint32_t bits = 32) {
+  return 64 + (vector_length * bits + 7) / 8 + 8 * size_t{degree};
 }
 
 // Errors for messages of the wrong round or addressee, naming both.

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/status_macros.h"
+#include "secagg/packing.h"
 #include "secagg/quantize.h"
 #include "secagg/shamir.h"
 #include "secagg/signing.h"
@@ -300,18 +301,41 @@ bool SecAggServer::MaskedWith(uint32_t r, uint32_t v) const {
 absl::Status SecAggServer::AddMaskedInput(const SecAggMaskedInput& input) {
   FEDSCHED_RETURN_IF_ERROR(CheckStep(Step::kMasked, "AddMaskedInput"));
   const uint32_t sender = input.sender();
-  // A bad message is refused without failing the round.
-  FEDSCHED_RETURN_IF_ERROR(
-      CheckMasked(input.round_id(), {&sender, 1}, input.masked_size(), "masked input"));
-  FEDSCHED_RETURN_IF_ERROR(
-      CheckSize(input.ByteSizeLong(),
-                MaxMaskedInputBytes(setup_.params.vector_length(), setup_.params.degree()),
-                "masked input", sender));
+  const uint32_t bits = setup_.bits;
+  // A bad message is refused without failing the round. Below 32 bits the elements are packed
+  // (and `masked` must be empty); the length check counts them by the packed size.
+  const uint64_t length = setup_.params.vector_length();
+  if (bits != kFullBits &&
+      (input.masked_size() != 0 || input.packed_masked().size() != PackedBytes(length, bits))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("secagg server: the masked input of client ", sender, " must carry ", length,
+                     " elements packed at ", bits, " bits (", PackedBytes(length, bits),
+                     " bytes of packed_masked), got ", input.packed_masked().size(), " bytes and ",
+                     input.masked_size(), " fixed32 elements"));
+  }
+  if (bits == kFullBits && !input.packed_masked().empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("secagg server: the masked input of client ",
+                                                   sender,
+                                                   " is packed, but the round runs at 32 bits"));
+  }
+  FEDSCHED_RETURN_IF_ERROR(CheckMasked(
+      input.round_id(), {&sender, 1},
+      bits == kFullBits ? static_cast<size_t>(input.masked_size()) : length, "masked input"));
+  FEDSCHED_RETURN_IF_ERROR(CheckSize(input.ByteSizeLong(),
+                                     MaxMaskedInputBytes(length, setup_.params.degree(), bits),
+                                     "masked input", sender));
   FEDSCHED_RETURN_IF_ERROR(CheckAccusations(input));
+  std::vector<uint32_t> held;
+  if (bits == kFullBits) {
+    held.assign(input.masked().begin(), input.masked().end());
+  } else {
+    held.resize(length);
+    FEDSCHED_RETURN_IF_ERROR(UnpackBits(input.packed_masked(), bits, absl::MakeSpan(held)));
+  }
   // Held, not folded, until step 2 closes: an input whose sender a neighbour could not
   // authenticate must be left out of the sum, and that report may come after the input.
   received_.insert(sender);
-  inputs_[sender].assign(input.masked().begin(), input.masked().end());
+  inputs_[sender] = std::move(held);
   for (uint32_t v : input.unauthenticated_senders()) accusers_[v].insert(sender);
   return absl::OkStatus();
 }
@@ -524,16 +548,19 @@ absl::StatusOr<UnmaskedSum> SecAggServer::CloseUnmasking() {
   FEDSCHED_ASSIGN_OR_RETURN(auto keys, Rebuild(/*mask_keys=*/true));
   FEDSCHED_RETURN_IF_ERROR(RemoveMasks(seeds, keys));
   UnmaskedSum out;
-  out.sum = Dequantize(masked_sum_, setup_.scale);
+  // The sums ran mod 2^32; the inputs were mod 2^b, and 2^b divides 2^32.
+  ReduceToBits(absl::MakeSpan(masked_sum_), setup_.bits);
+  out.sum = Dequantize(masked_sum_, setup_.scale, setup_.bits);
   out.contributors.assign(survivors_.begin(), survivors_.end());
   for (uint32_t v : shared_) {
     if (!survivors_.contains(v)) out.dropped_after_sharing.push_back(v);
   }
-  out.error_bound = ErrorBound(p.cohort_size(), p.clip_norm());
+  out.error_bound = ErrorBound(p.cohort_size(), p.clip_norm(), setup_.bits);
+  out.bits = setup_.bits;
   out.rejected_share_senders.assign(rejected_.begin(), rejected_.end());
   out.left_out.assign(excluded_.begin(), excluded_.end());
+  out.ring_sum = std::move(masked_sum_);
   masked_sum_.clear();
-  masked_sum_.shrink_to_fit();
   responses_.clear();
   return out;
 }

@@ -41,8 +41,12 @@ struct UnmaskedSum {
   std::vector<uint32_t> contributors;
   // Clients that shared keys but sent no masked input (U2 \ U3), ascending.
   std::vector<uint32_t> dropped_after_sharing;
-  // secagg::ErrorBound(cohort_size, clip_norm).
+  // secagg::ErrorBound(cohort_size, clip_norm, bits).
   double error_bound = 0;
+  // The unmasked sum in the ring: vector_length elements mod 2^bits, the integers `sum` decodes
+  // (secagg::Dequantize), exactly the sum of the contributors' quantised inputs.
+  std::vector<uint32_t> ring_sum;
+  uint32_t bits = 32;  // b of the ring Z_2^b
   // Responders one of whose revealed shares did not fit its secret's commitment or public key
   // and was set aside (possible when more than t shares of that secret arrived), ascending.
   std::vector<uint32_t> rejected_share_senders;
@@ -83,9 +87,11 @@ class SecAggServer {
 
   // Step 2, one masked input, held until step 2 closes with the neighbours it reports in
   // unauthenticated_senders (their shares to it did not open: it did not mask with them).
-  // Errors: wrong round, a sender not in U2 or already counted, a wrong length, a message above
-  // MaxMaskedInputBytes, a reported sender that is not a neighbour in U2 or not ascending.
-  // Held inputs cost 4 x vector_length bytes each until RequestUnmasking folds them.
+  // Below 32 bits per element the input is packed (packed_masked) and unpacked here.
+  // Errors: wrong round, a sender not in U2 or already counted, a wrong length (or packed size,
+  // or the form of the other bit width), a message above MaxMaskedInputBytes, a reported sender
+  // that is not a neighbour in U2 or not ascending. Held inputs cost 4 x vector_length bytes
+  // each until RequestUnmasking folds them.
   [[nodiscard]] absl::Status AddMaskedInput(const fedsched::v1::SecAggMaskedInput& input);
   // Step 2, a masked partial sum from an aggregator (hierarchy): counts every sender as a
   // survivor and adds the sum. Errors: wrong round or length, no sender, a sender not in U2,

@@ -277,6 +277,13 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
         "clips its update to it before quantising, so that the masked sum cannot wrap"));
   }
   params.set_clip_norm(dp ? 1.0 : out.aggregation().clip_update_norm());
+  // bits_per_element: 0 = 32; the cohort must fit the ring (secagg::ChooseScale).
+  if (s->bits_per_element() != 0 && (s->bits_per_element() < 8 || s->bits_per_element() > 32)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, ": secure_aggregation.bits_per_element must be in [8, 32] (0 = 32), got ",
+        s->bits_per_element()));
+  }
+  params.set_bits_per_element(static_cast<uint32_t>(s->bits_per_element()));
   if (absl::Status st = secagg::ResolveParams(params).status(); !st.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat(where, ": secure_aggregation for a cohort of ", n,

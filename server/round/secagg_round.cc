@@ -71,6 +71,10 @@ absl::StatusOr<std::unique_ptr<SecAggRound>> SecAggRound::Start(const SecAggRoun
   p.set_graph_seed(spec.graph_seed);
   p.set_vector_length(spec.vector_length);
   p.set_clip_norm(spec.clip_norm);
+  // 32 bits (the default) stays unset on the wire: 0 reads as 32.
+  if (const int32_t b = spec.config.bits_per_element(); b != 0 && b != 32) {
+    p.set_bits_per_element(static_cast<uint32_t>(b));
+  }
   FEDSCHED_ASSIGN_OR_RETURN(secagg::SecAggServer server, secagg::SecAggServer::Create(p));
   r->server_ = std::make_unique<secagg::SecAggServer>(std::move(server));
   for (uint32_t i = 0; i < n; ++i) r->index_of_[spec.task_ids[i]] = i;

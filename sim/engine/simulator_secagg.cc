@@ -8,8 +8,9 @@
 //   share keys   when the key directory is available (the advertise step closed) + one round
 //                trip + the directory's and the shares' bytes;
 //   masked input the task's download / train / upload starts when the routed shares are
-//                available (+ their bytes); the upload is the masked input's size, 4 bytes a
-//                parameter plus framing, instead of the model's;
+//                available (+ their bytes); the upload is the masked input's size, b/8 bytes a
+//                parameter (b = bits_per_element, 4 bytes at 32) plus framing, instead of the
+//                model's;
 //   unmask       when the unmask request is available (the uploads closed) + one round trip +
 //                the request's and the answer's bytes.
 // A device that is offline at a send (per the availability trace), or whose task failed, does not
@@ -25,6 +26,7 @@
 #include "common/dp_noise.h"
 #include "common/status_macros.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "secagg/packing.h"
 #include "secagg/update_vector.h"
 #include "sim/engine/simulator.h"
 #include "sim/trace/text_table.h"
@@ -51,13 +53,14 @@ secagg::Bytes32 DeviceEntropy(uint64_t seed, int64_t round, round::ClientIndex i
   return entropy;
 }
 
-// The serialized size of a SecAggMaskedInput of `length` elements (a packed repeated fixed32:
-// tag, length varint, 4 bytes each) for `round` and `sender`.
-int64_t MaskedInputBytes(uint64_t round, uint32_t sender, uint64_t length) {
+// The serialized size of a SecAggMaskedInput of `length` elements at `bits` per element (tag,
+// length varint and the elements: a packed repeated fixed32 of 4 bytes each at 32 bits, else
+// packed_masked's ceil(length x bits / 8) bytes) for `round` and `sender`.
+int64_t MaskedInputBytes(uint64_t round, uint32_t sender, uint64_t length, uint32_t bits) {
   v1::SecAggMaskedInput header;
   header.set_round_id(round);
   header.set_sender(sender);
-  const uint64_t data = 4 * length;
+  const uint64_t data = secagg::PackedBytes(length, bits);
   const uint64_t packed =
       length > 0 ? 1 + google::protobuf::io::CodedOutputStream::VarintSize64(data) + data : 0;
   return static_cast<int64_t>(header.ByteSizeLong() + packed);
@@ -116,12 +119,13 @@ absl::Status Simulator::BeginSecAgg(int64_t serial, const round::Task& task, dou
   d.index = task.index;
   d.pending.set_task_id(task.task_id);
   FEDSCHED_ASSIGN_OR_RETURN(*d.pending.mutable_advertise(), d.client.Advertise());
-  // The upload is the masked input: of the modelled model's parameters (4 bytes each) when the
+  // The upload is the masked input: of the modelled model's parameters (b/8 bytes each) when the
   // engine's model is a stand-in (no-train mode, blob_), else of the model's.
   const int64_t model_bytes = parts_.learner->ModelBytes();
   const uint64_t length =
       blob_ != nullptr ? static_cast<uint64_t>((model_bytes + 3) / 4) : params.vector_length();
-  d.masked_bytes = MaskedInputBytes(params.round_id(), task.secagg.index(), length);
+  d.masked_bytes =
+      MaskedInputBytes(params.round_id(), task.secagg.index(), length, d.client.bits_per_element());
   if (model_bytes > 0) {
     t.timing.upload_s *= static_cast<double>(d.masked_bytes) / static_cast<double>(model_bytes);
   }

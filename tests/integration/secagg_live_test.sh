@@ -3,11 +3,14 @@
 # with secure_aggregation on and four fedsched-client processes whose SDK runs the protocol
 # around the unchanged trainer. Checks that rounds commit over the SecAggStep RPCs and masked
 # uploads, that the model learns, and that a client killed mid-run is survived: the next rounds
-# run with the three that are left.
-# Usage: secagg_live_test.sh BUILD_DIR SOURCE_DIR
+# run with the three that are left. BITS (default 32) sets secure_aggregation.bits_per_element
+# (docs/guides/SECURE_AGGREGATION.md "Bits per element"): below 32 the SDKs upload their masked
+# inputs packed at BITS bits per element.
+# Usage: secagg_live_test.sh BUILD_DIR SOURCE_DIR [BITS]
 set -u
 BUILD="$1"
 SRC="$2"
+BITS="${3:-32}"
 . "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_secagg.XXXXXX)
 PORT=$((20000 + RANDOM % 20000))
@@ -23,7 +26,7 @@ missed_heartbeats: 3
 training { local_steps: 8 batch_size: 16 learning_rate: 0.1 }
 selection { overcommit: 1.0 }
 aggregation { rule: AGGREGATION_RULE_FEDAVG clip_update_norm: 5 }
-secure_aggregation { enabled: true step_timeout_s: 20 }
+secure_aggregation { enabled: true step_timeout_s: 20 bits_per_element: $BITS }
 CFG
 "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
   --listen="127.0.0.1:$PORT" --num_rounds=5 --metrics_csv="$WORK/metrics.csv" \
@@ -63,5 +66,5 @@ awk -v f="$first" -v l="$last" 'BEGIN { exit !(l > 0.5 && l >= f - 0.05) }' || {
   echo "FAIL: accuracy $first after round 1, $last after round 5"; cat "$WORK/metrics.csv"; exit 1; }
 grep -q "secure aggregation" "$WORK/client0.log" && grep -qi "error" "$WORK/client0.log" && {
   echo "note: client 0 logged:"; grep -i "secure aggregation" "$WORK/client0.log" | head -5; }
-echo "OK: 5 rounds under secure aggregation (one client killed after round 2);"
+echo "OK: 5 rounds under secure aggregation at $BITS bits per element (one client killed after round 2);"
 echo "    test accuracy $first after round 1, $last after round 5"

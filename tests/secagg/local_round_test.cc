@@ -182,5 +182,23 @@ TEST(LocalRoundTest, CountsBytesPerStep) {
   for (int s = 0; s < 4; ++s) EXPECT_GT(round.result.bytes.to_server[s], 0u) << s;
 }
 
+// Below 32 bits per element the masked inputs are packed: 2 bytes per element at 16 bits, 1.5 at
+// 12 (plus the same few header bytes), and the sum, with random dropouts, is within the bound.
+TEST(LocalRoundTest, PackedMaskedInputsShrinkWithTheirBits) {
+  for (const auto& [bits, per_element] : {std::pair{16u, 2.0}, std::pair{12u, 1.5}}) {
+    SCOPED_TRACE(bits);
+    auto p = Params(20, 1000);
+    p.set_bits_per_element(bits);
+    const std::vector<DropPoint> none(20, DropPoint::kNever);
+    const Round round = RunRound(p, none, 3);
+    ExpectSum(round, none);
+    const auto data = static_cast<uint64_t>(20 * 1000 * per_element);
+    EXPECT_GE(round.result.bytes.to_server[2], data);
+    EXPECT_LT(round.result.bytes.to_server[2], data + 20u * 100u);
+    const auto drops = RandomDrops(p, 17);
+    ExpectSum(RunRound(p, drops, 17), drops);
+  }
+}
+
 }  // namespace
 }  // namespace fedsched::secagg

@@ -19,6 +19,7 @@
 #include "google/protobuf/unknown_field_set.h"
 #include "gtest/gtest.h"
 #include "secagg/client.h"
+#include "secagg/packing.h"
 #include "secagg/partial_sum.h"
 #include "secagg/quantize.h"
 #include "secagg/server.h"
@@ -33,6 +34,7 @@ using ::fedsched::secagg::testing::Params;
 using ::fedsched::secagg::testing::Updates;
 using ::fedsched::testing::IsOk;
 using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 using namespace fedsched::v1;
 
@@ -681,6 +683,115 @@ TEST(ProtocolTest, MaskedPartialSumsFromAggregators) {
     double truth = 0;
     for (uint32_t i : sum.contributors) truth += updates[i][e];
     ASSERT_NEAR(sum.sum[e], truth, sum.error_bound) << e;
+  }
+}
+
+// Bits per element (docs/guides/SECURE_AGGREGATION.md "Bits per element"): at b = 32, 16, 12 and
+// 8, the unmasked ring sum equals, exactly, the sum mod 2^b of the contributors' quantised inputs
+// taken before masking, with two clients dropping after sharing keys (their pairwise masks
+// rebuilt from their mask keys), one dropping before unmasking, and two inputs arriving inside
+// an aggregator's partial sum. Below 32 bits the inputs travel packed at b bits per element,
+// and a masked input is still uniform over the ring.
+TEST(ProtocolTest, QuantisedSumIsExactUnderMasksAtEveryBitWidth) {
+  const uint32_t n = 10;
+  const uint64_t length = 1001;
+  for (uint32_t bits : {32u, 16u, 12u, 8u}) {
+    SCOPED_TRACE(bits);
+    auto p = Params(n, length);
+    if (bits != 32) p.set_bits_per_element(bits);
+    Handheld h(p, static_cast<uint8_t>(bits));
+    const auto updates = Updates(n, length, 40 + bits);
+    std::vector<uint32_t> expected(length, 0);
+    MaskedPartialSum shard(p.round_id(), length, bits);
+    for (uint32_t i = 0; i < n; ++i) {
+      if (i == 2 || i == 7) continue;  // drop after sharing keys
+      std::vector<uint32_t> quantized;
+      ASSERT_OK_AND_ASSIGN(SecAggMaskedInput masked,
+                           h.clients[i].MaskInput(h.routed[i], updates[i], 1.0, &quantized));
+      if (bits == 32) {
+        EXPECT_EQ(masked.masked_size(), static_cast<int>(length));
+        EXPECT_TRUE(masked.packed_masked().empty());
+      } else {
+        EXPECT_EQ(masked.masked_size(), 0);
+        EXPECT_EQ(masked.packed_masked().size(), PackedBytes(length, bits));
+      }
+      ASSERT_EQ(quantized.size(), length);
+      for (uint64_t e = 0; e < length; ++e) expected[e] += quantized[e];
+      if (i == 3) {  // what the server receives is uniform over Z_2^b (top 4 of the b bits)
+        std::vector<uint32_t> wire(masked.masked().begin(), masked.masked().end());
+        if (bits != 32) {
+          wire.resize(length);
+          ASSERT_THAT(UnpackBits(masked.packed_masked(), bits, absl::MakeSpan(wire)), IsOk());
+          for (uint32_t& v : wire) v <<= 32 - bits;
+        }
+        EXPECT_LT(TopNibbleChiSquare(wire), 45.0);
+      }
+      if (i < 2) {
+        ASSERT_THAT(shard.Add(masked), IsOk());
+      } else {
+        ASSERT_THAT(h.server.AddMaskedInput(masked), IsOk());
+      }
+    }
+    ASSERT_THAT(h.server.AddMaskedPartialSum(shard.Take()), IsOk());
+    ReduceToBits(absl::MakeSpan(expected), bits);
+    ASSERT_OK_AND_ASSIGN(auto requests, h.server.RequestUnmasking());
+    for (const auto& r : requests) {
+      if (r.recipient() == 4) continue;  // drops before unmasking: its input stays in
+      ASSERT_OK_AND_ASSIGN(auto response, h.clients[r.recipient()].Unmask(r));
+      ASSERT_THAT(h.server.AddUnmaskResponse(response), IsOk());
+    }
+    ASSERT_OK_AND_ASSIGN(UnmaskedSum sum, h.server.CloseUnmasking());
+    EXPECT_EQ(sum.contributors, (std::vector<uint32_t>{0, 1, 3, 4, 5, 6, 8, 9}));
+    EXPECT_EQ(sum.dropped_after_sharing, (std::vector<uint32_t>{2, 7}));
+    EXPECT_EQ(sum.bits, bits);
+    ASSERT_EQ(sum.ring_sum, expected);
+    ASSERT_OK_AND_ASSIGN(double scale, ChooseScale(n, p.clip_norm(), bits));
+    EXPECT_EQ(sum.sum, Dequantize(expected, scale, bits));
+    EXPECT_EQ(sum.error_bound, ErrorBound(n, p.clip_norm(), bits));
+    for (uint64_t e = 0; e < length; ++e) {
+      double truth = 0;
+      for (uint32_t i : sum.contributors) truth += updates[i][e];
+      ASSERT_NEAR(sum.sum[e], truth, sum.error_bound) << e;
+    }
+  }
+}
+
+// The wire form must match the round's width: fixed32 elements at 32 bits, packed_masked of
+// exactly ceil(length x b / 8) bytes below; a cohort too large for its bits is refused up front.
+TEST(ProtocolTest, MaskedInputsOfTheWrongWidthAreRefused) {
+  const uint64_t length = 5;
+  auto p16 = Params(4, length);
+  p16.set_bits_per_element(16);
+  Handheld h16(p16);
+  ASSERT_OK_AND_ASSIGN(SecAggMaskedInput good,
+                       h16.clients[0].MaskInput(h16.routed[0], std::vector<float>(5, 0.1f), 1.0));
+  SecAggMaskedInput as_fixed32 = good;
+  as_fixed32.clear_packed_masked();
+  for (int e = 0; e < 5; ++e) as_fixed32.add_masked(0);
+  EXPECT_THAT(h16.server.AddMaskedInput(as_fixed32),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("packed at 16 bits")));
+  SecAggMaskedInput short_packed = good;
+  short_packed.mutable_packed_masked()->pop_back();
+  EXPECT_THAT(h16.server.AddMaskedInput(short_packed),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("10 bytes of packed_masked")));
+  EXPECT_THAT(h16.server.AddMaskedInput(good), IsOk());
+
+  Handheld h32(Params(4, length));
+  ASSERT_OK_AND_ASSIGN(SecAggMaskedInput full,
+                       h32.clients[0].MaskInput(h32.routed[0], std::vector<float>(5, 0.1f), 1.0));
+  full.set_packed_masked(std::string(10, '\0'));
+  EXPECT_THAT(h32.server.AddMaskedInput(full),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("runs at 32 bits")));
+
+  auto p8 = Params(20, length);
+  p8.set_bits_per_element(8);
+  EXPECT_THAT(ResolveParams(p8),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("20 clients"), HasSubstr("ring of 8 bits"))));
+  for (uint32_t bad : {1u, 7u, 33u}) {
+    p8.set_bits_per_element(bad);
+    EXPECT_THAT(ResolveParams(p8),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("bits_per_element")));
   }
 }
 

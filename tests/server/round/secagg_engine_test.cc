@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "secagg/client.h"
+#include "secagg/quantize.h"
 #include "server/round/engine.h"
 #include "server/round/round_config.h"
 #include "tests/server/round/engine_testing.h"
@@ -72,7 +73,7 @@ enum Drop {
 
 class SecAggEngineTest : public ::testing::Test {
  protected:
-  void Start(int k, double overcommit, int min_updates, bool central_dp = false) {
+  void Start(int k, double overcommit, int min_updates, bool central_dp = false, int bits = 0) {
     v1::ServerConfig raw;
     raw.set_clients_per_round(k);
     raw.set_min_updates(min_updates);
@@ -85,6 +86,7 @@ class SecAggEngineTest : public ::testing::Test {
     raw.mutable_training()->set_batch_size(4);
     raw.mutable_aggregation()->set_clip_update_norm(10);
     raw.mutable_secure_aggregation()->set_enabled(true);
+    raw.mutable_secure_aggregation()->set_bits_per_element(bits);
     if (central_dp) {
       v1::PrivacyConfig* dp = raw.mutable_privacy();
       dp->set_mode(v1::PrivacyConfig::MODE_CENTRAL);
@@ -229,12 +231,12 @@ class SecAggEngineTest : public ::testing::Test {
     return mean;
   }
 
-  void ExpectFedAvg(const v1::Model& model) {
+  void ExpectFedAvg(const v1::Model& model, double tolerance = 1e-5) {
     const std::vector<double> mean = ExpectedMean();
     for (int j = 0; j < kParams; ++j) {
       const float base = j < kParams / 2 ? 0.5f : -0.5f;
       const float got = model.tensors(j / (kParams / 2)).data(j % (kParams / 2));
-      EXPECT_NEAR(got - base, mean[j], 1e-5) << "coordinate " << j;
+      EXPECT_NEAR(got - base, mean[j], tolerance) << "coordinate " << j;
     }
   }
 
@@ -328,6 +330,26 @@ TEST_F(SecAggEngineTest, SurvivesDropoutsAtEveryStep) {
   ASSERT_TRUE(closed[0].committed) << closed[0].failure_reason;
   EXPECT_EQ(closed[0].record.updates_accepted(), 8);  // member 9's input counts: it was unmasked
   ExpectFedAvg(*closed[0].commit.model);
+}
+
+// Sixteen bits per element (docs/guides/SECURE_AGGREGATION.md "Bits per element"): the cohort's
+// params carry b = 16, the masked inputs travel packed at 2 bytes an element, and the round
+// commits FedAvg of the contributors within the 16-bit bound with dropouts after sharing keys and
+// before unmasking.
+TEST_F(SecAggEngineTest, SixteenBitsCommitFedAvgWithDropouts) {
+  Start(/*k=*/8, /*overcommit=*/1.0, /*min_updates=*/3, /*central_dp=*/false, /*bits=*/16);
+  EXPECT_EQ(tasks_[0]->secagg.params().bits_per_element(), 16u);
+  std::vector<Drop> drops(8, kNone);
+  drops[2] = kBeforeMasked;
+  drops[5] = kBeforeUnmask;
+  std::vector<ClosedRound> closed = Run(drops);
+  ASSERT_EQ(closed.size(), 1u);
+  ASSERT_TRUE(closed[0].committed) << closed[0].failure_reason;
+  EXPECT_EQ(closed[0].record.updates_accepted(), 7);
+  // The bound on the weighted sum, divided by the contributors' total weight (n_k / 8).
+  double total_weight = 0;
+  for (int i : included_) total_weight += static_cast<double>(ExamplesOf(i)) / 8;
+  ExpectFedAvg(*closed[0].commit.model, secagg::ErrorBound(8, 10, 16) / total_weight);
 }
 
 TEST_F(SecAggEngineTest, FewerThanThresholdFailsTheRoundWithTheModelUnchanged) {

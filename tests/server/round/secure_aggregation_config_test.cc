@@ -11,6 +11,7 @@ namespace fedsched::round {
 namespace {
 
 using ::fedsched::testing::StatusIs;
+using ::testing::AllOf;
 using ::testing::HasSubstr;
 
 v1::ServerConfig SecureConfig() {
@@ -59,6 +60,27 @@ TEST(SecureAggregationConfigTest, ChecksDegreeAndThresholdForTheCohort) {
   raw.mutable_secure_aggregation()->set_threshold(5);
   EXPECT_THAT(ResolveRoundConfig(raw),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("threshold 5")));
+}
+
+// bits_per_element: [8, 32] (0 = 32), and the cohort of 130 must fit the ring: 12 bits allow
+// 227 clients, 8 bits only 14 (docs/guides/SECURE_AGGREGATION.md "Bits per element").
+TEST(SecureAggregationConfigTest, ChecksBitsPerElementForTheCohort) {
+  v1::ServerConfig raw = SecureConfig();
+  for (int32_t bits : {12, 16, 32}) {
+    raw.mutable_secure_aggregation()->set_bits_per_element(bits);
+    EXPECT_OK(ResolveRoundConfig(raw).status()) << bits;
+  }
+  for (int32_t bits : {-1, 4, 7, 33}) {
+    raw.mutable_secure_aggregation()->set_bits_per_element(bits);
+    EXPECT_THAT(ResolveRoundConfig(raw),
+                StatusIs(absl::StatusCode::kInvalidArgument,
+                         HasSubstr("secure_aggregation.bits_per_element must be in [8, 32]")));
+  }
+  raw.mutable_secure_aggregation()->set_bits_per_element(8);
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       AllOf(HasSubstr("cohort of 130"), HasSubstr("ring of 8 bits"),
+                             HasSubstr("at most 14 clients"))));
 }
 
 TEST(SecureAggregationConfigTest, FedOptResolvesWithDefaultsAndNeedsAFlatServer) {

@@ -137,6 +137,38 @@ TEST(SimulatorSecAggTest, SignedAdvertisementsKeepRunsReproducible) {
   }
 }
 
+// Sixteen bits per element (docs/guides/SECURE_AGGREGATION.md "Bits per element"): the rounds
+// commit the 32-bit run's FedAvg within the 16-bit bound (n / s = 4 / 819 per coordinate of the
+// sum, a quarter of it in the average), the masked uploads are charged at 2 bytes a parameter
+// (half the 32-bit run's data bytes), and every round ends sooner by the upload time saved.
+TEST(SimulatorSecAggTest, SixteenBitsHalveTheMaskedUploadsAndCommitTheSameFedAvg) {
+  CapacityTrace cap = ThreeDevices();
+  AvailabilityTrace av = AvailabilityTrace::AlwaysOn();
+  ScriptedLearner full_learner(4, 20, kModelBytes);
+  ScriptedLearner half_learner(4, 20, kModelBytes);
+  v1::SimConfig half = Config(4, 2, true);
+  half.mutable_server()->mutable_secure_aggregation()->set_bits_per_element(16);
+  const Outcome full = RunSim(Config(4, 2, true), cap, av, full_learner);
+  const Outcome packed = RunSim(half, cap, av, half_learner);
+  ASSERT_EQ(full.out.rows.size(), 2u);
+  ASSERT_EQ(packed.out.rows.size(), 2u);
+  // round_id, sender (none for 0), tag, length varint (3 bytes) and 2 x 31,250 data bytes.
+  auto packed_bytes = [](uint32_t sender) { return 2 + (sender > 0 ? 2 : 0) + 1 + 3 + 62'500; };
+  for (size_t r = 0; r < 2; ++r) {
+    SCOPED_TRACE(r);
+    const RoundRow& row = packed.out.rows[r];
+    ASSERT_TRUE(row.committed);
+    EXPECT_EQ(row.participants, 4);
+    EXPECT_NEAR(packed.out.models[r], 2.5f * static_cast<float>(r + 1), 5e-3);
+    EXPECT_NEAR(packed.out.models[r], full.out.models[r], 5e-3);
+    EXPECT_EQ(row.secagg.masked_bytes,
+              packed_bytes(0) + packed_bytes(1) + packed_bytes(2) + packed_bytes(3));
+    EXPECT_EQ(full.out.rows[r].secagg.masked_bytes - 4 * 6 - 3 * 2,
+              2 * (row.secagg.masked_bytes - 4 * 6 - 3 * 2));
+    EXPECT_LT(row.end_s - row.start_s, full.out.rows[r].end_s - full.out.rows[r].start_s - 1.0);
+  }
+}
+
 TEST(SimulatorSecAggTest, RoundsTakeLongerByTheProtocolsRoundTrips) {
   // Capacity durations (client 2 is the slowest, 20.05 s); the secure round adds three round
   // trips of 0.5 s (advertise, share keys, unmask) plus the messages' transfers (well under
