@@ -61,6 +61,11 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     held_ = std::move(next);
   }
   *seconds = absl::ToDoubleSeconds(clock_.Now() - start);
+  FEDSCHED_LOG(info, "{}: round {}: downloaded {} bytes ({})", options_.config.identity(),
+               task.round(), *bytes,
+               task.has_downlink_delta() && *bytes == task.model_bytes()
+                   ? absl::StrCat("delta chain from version ", task.downlink_delta().from_version())
+                   : std::string("whole model"));
   return model;
 }
 

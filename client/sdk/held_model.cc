@@ -17,10 +17,9 @@ absl::StatusOr<v1::Model> RebuildFromChain(const v1::Task& task, const std::stri
                                            const HeldModel& held) {
   const v1::DownlinkDelta& announced = task.downlink_delta();
   if (held.empty() || held.version != announced.from_version()) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("the delta chain starts at version ", announced.from_version(),
-                     " but this device holds ", held.empty() ? "no model" : "version ",
-                     held.empty() ? "" : absl::StrCat(held.version)));
+    return absl::FailedPreconditionError(absl::StrCat(
+        "the delta chain starts at version ", announced.from_version(), " but this device holds ",
+        held.empty() ? "no model" : "version ", held.empty() ? "" : absl::StrCat(held.version)));
   }
   v1::ModelDeltaChain chain;
   if (!chain.ParseFromString(payload)) {
@@ -28,10 +27,9 @@ absl::StatusOr<v1::Model> RebuildFromChain(const v1::Task& task, const std::stri
   }
   if (chain.from_version() != announced.from_version() ||
       chain.to_version() != task.model_version()) {
-    return absl::DataLossError(absl::StrCat("the delta chain goes from version ",
-                                            chain.from_version(), " to ", chain.to_version(),
-                                            "; the task announced ", announced.from_version(),
-                                            " to ", task.model_version()));
+    return absl::DataLossError(absl::StrCat(
+        "the delta chain goes from version ", chain.from_version(), " to ", chain.to_version(),
+        "; the task announced ", announced.from_version(), " to ", task.model_version()));
   }
   v1::Model model = *held.model;
   if (absl::Status s = compress::ApplyModelDeltaChain(chain, &model); !s.ok()) {

@@ -25,16 +25,17 @@ void RoundEngine::PublishDownlink(int64_t version, const v1::Model& model) {
 void RoundEngine::PinDownload(Task& task, const v1::HeldModel* held) {
   if (downlink_ == nullptr || downlink_->version() != task.base_version) {
     const std::shared_ptr<const ModelBlob>& blob = task.blob;
-    task.download_bytes = blob != nullptr ? static_cast<int64_t>(blob->bytes.size())
-                                          : static_cast<int64_t>(
-                                                versions_->published_model()->ByteSizeLong());
+    task.download_bytes = blob != nullptr
+                              ? static_cast<int64_t>(blob->bytes.size())
+                              : static_cast<int64_t>(versions_->published_model()->ByteSizeLong());
   } else {
     const DownloadPlan plan = downlink_->PlanDownload(held != nullptr ? held->version() : -1,
                                                       held != nullptr ? held->model_sha256() : "");
     task.blob = downlink_->shadow_blob();
     task.download_bytes = plan.bytes;
     if (plan.delta()) {
-      absl::StatusOr<std::shared_ptr<const ModelBlob>> chain = downlink_->ChainBlob(plan.from_version);
+      absl::StatusOr<std::shared_ptr<const ModelBlob>> chain =
+          downlink_->ChainBlob(plan.from_version);
       if (chain.ok()) {
         task.blob = *std::move(chain);
         task.download_from_version = plan.from_version;

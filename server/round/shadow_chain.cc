@@ -42,10 +42,9 @@ bool DownlinkCompressed(const v1::ServerConfig& config) {
 
 absl::Status ValidateDownlink(const v1::ServerConfig& config) {
   if (config.compression().downlink_versions_kept() < 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("compression.downlink_versions_kept must be >= 0 (0 = the default ",
-                     kDefaultDownlinkVersionsKept, "), got ",
-                     config.compression().downlink_versions_kept()));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "compression.downlink_versions_kept must be >= 0 (0 = the default ",
+        kDefaultDownlinkVersionsKept, "), got ", config.compression().downlink_versions_kept()));
   }
   if (!DownlinkCompressed(config)) return absl::OkStatus();
   absl::StatusOr<compress::CompressionSpec> spec = DownlinkSpec(config.compression().downlink());
@@ -139,8 +138,7 @@ int64_t ShadowChain::ChainBytes(int64_t from_version) const {
   return bytes;
 }
 
-DownloadPlan ShadowChain::PlanDownload(int64_t held_version,
-                                       const std::string& held_sha256) const {
+DownloadPlan ShadowChain::PlanDownload(int64_t held_version, const std::string& held_sha256) const {
   DownloadPlan whole{.from_version = -1, .bytes = full_bytes_};
   if (held_version < 0) return whole;
   const int64_t first = FirstStep(held_version);
@@ -158,9 +156,9 @@ DownloadPlan ShadowChain::PlanDownload(int64_t held_version,
 absl::StatusOr<v1::ModelDeltaChain> ShadowChain::Chain(int64_t from_version) const {
   const int64_t first = FirstStep(from_version);
   if (first < 0) {
-    return absl::OutOfRangeError(absl::StrCat("shadow chain: no deltas from version ",
-                                              from_version, " (kept from ", oldest_version_,
-                                              " to ", version_, ")"));
+    return absl::OutOfRangeError(absl::StrCat("shadow chain: no deltas from version ", from_version,
+                                              " (kept from ", oldest_version_, " to ", version_,
+                                              ")"));
   }
   v1::ModelDeltaChain chain;
   chain.set_from_version(from_version);

@@ -55,8 +55,8 @@ class ShadowChain {
   // `make_blobs`: keep the serialized shadow and its SHA-256 (the server; the simulator only
   // needs sizes). Errors: InvalidArgument from compress::SpecFrom or for versions_kept <= 0.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<ShadowChain>> Create(
-      const v1::UpdateCompression& spec_wire, uint64_t seed, int32_t versions_kept,
-      int64_t version, const v1::Model& model, bool make_blobs);
+      const v1::UpdateCompression& spec_wire, uint64_t seed, int32_t versions_kept, int64_t version,
+      const v1::Model& model, bool make_blobs);
   ShadowChain(const ShadowChain&) = delete;
   ShadowChain& operator=(const ShadowChain&) = delete;
 
@@ -94,10 +94,11 @@ class ShadowChain {
     int64_t from_version = 0;
     int64_t to_version = 0;
     v1::CompressedModel delta;
-    int64_t bytes = 0;     // delta.ByteSizeLong()
-    std::string sha256;    // of shadow_(to_version)'s serialization (make_blobs only)
+    int64_t bytes = 0;   // delta.ByteSizeLong()
+    std::string sha256;  // of shadow_(to_version)'s serialization (make_blobs only)
   };
-  ShadowChain(compress::CompressionSpec spec, uint64_t seed, int32_t versions_kept, bool make_blobs);
+  ShadowChain(compress::CompressionSpec spec, uint64_t seed, int32_t versions_kept,
+              bool make_blobs);
   // Index in steps_ of the first delta after `from_version`, or -1 when out of reach.
   int64_t FirstStep(int64_t from_version) const;
   int64_t ChainBytes(int64_t from_version) const;

@@ -14,8 +14,8 @@ int64_t Simulator::DownloadBytesOf(const round::Task* pinned) const {
   }
   // A share of the modelled size: in training mode the two sizes are the same, and a stand-in
   // model (no-train mode) keeps the ratio of the chain to the whole model.
-  const double share = static_cast<double>(pinned->download_bytes) /
-                       static_cast<double>(chain->full_bytes());
+  const double share =
+      static_cast<double>(pinned->download_bytes) / static_cast<double>(chain->full_bytes());
   return static_cast<int64_t>(std::llround(share * static_cast<double>(model_bytes)));
 }
 

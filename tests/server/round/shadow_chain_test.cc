@@ -48,8 +48,8 @@ double MaxAbsDiff(const v1::Model& a, const v1::Model& b) {
   double worst = 0;
   for (int t = 0; t < a.tensors_size(); ++t) {
     for (int i = 0; i < a.tensors(t).data_size(); ++i) {
-      worst = std::max(worst, std::fabs(static_cast<double>(a.tensors(t).data(i)) -
-                                        b.tensors(t).data(i)));
+      worst = std::max(worst,
+                       std::fabs(static_cast<double>(a.tensors(t).data(i)) - b.tensors(t).data(i)));
     }
   }
   return worst;
@@ -57,13 +57,13 @@ double MaxAbsDiff(const v1::Model& a, const v1::Model& b) {
 
 TEST(ShadowChainTest, ChainRebuildsTheShadowBitForBitForEveryFormat) {
   const v1::UpdateCompression formats[] = {
-      Format(CompressedTensor::FP16),         Format(CompressedTensor::QSGD, 8),
-      Format(CompressedTensor::QSGD, 4),      Format(CompressedTensor::QSGD, 2),
-      Format(CompressedTensor::TOPK),         Format(CompressedTensor::HADAMARD_1BIT)};
+      Format(CompressedTensor::FP16),    Format(CompressedTensor::QSGD, 8),
+      Format(CompressedTensor::QSGD, 4), Format(CompressedTensor::QSGD, 2),
+      Format(CompressedTensor::TOPK),    Format(CompressedTensor::HADAMARD_1BIT)};
   for (const v1::UpdateCompression& format : formats) {
     SCOPED_TRACE(CompressedTensor::Format_Name(format.format()));
-    ASSERT_OK_AND_ASSIGN(auto chain, ShadowChain::Create(format, /*seed=*/7, /*versions_kept=*/4,
-                                                         0, RandomModel(1, 0), true));
+    ASSERT_OK_AND_ASSIGN(auto chain, ShadowChain::Create(format, /*seed=*/7, /*versions_kept=*/4, 0,
+                                                         RandomModel(1, 0), true));
     std::map<int64_t, v1::Model> held{{0, *chain->shadow()}};
     for (int64_t v = 1; v <= 6; ++v) {
       ASSERT_OK(chain->Advance(v, RandomModel(v + 1, 0.01f * v)));
@@ -78,8 +78,7 @@ TEST(ShadowChainTest, ChainRebuildsTheShadowBitForBitForEveryFormat) {
       ASSERT_OK(compress::ApplyModelDeltaChain(c, &model));
       EXPECT_TRUE(SameBits(model, *chain->shadow())) << "from version " << h;
       ASSERT_OK_AND_ASSIGN(auto blob, chain->ChainBlob(h));
-      EXPECT_EQ(static_cast<int64_t>(blob->bytes.size()),
-                static_cast<int64_t>(c.ByteSizeLong()));
+      EXPECT_EQ(static_cast<int64_t>(blob->bytes.size()), static_cast<int64_t>(c.ByteSizeLong()));
     }
     EXPECT_EQ(chain->Chain(1).status().code(), absl::StatusCode::kOutOfRange);
   }
@@ -98,9 +97,9 @@ TEST(ShadowChainTest, ShadowTracksTheModelWithErrorFeedback) {
 }
 
 TEST(ShadowChainTest, PlansAChainOnlyWhenReachableMatchingAndSmaller) {
-  ASSERT_OK_AND_ASSIGN(auto chain, ShadowChain::Create(Format(CompressedTensor::QSGD, 8), 5,
-                                                       /*versions_kept=*/8, 0, RandomModel(1, 0),
-                                                       true));
+  ASSERT_OK_AND_ASSIGN(auto chain,
+                       ShadowChain::Create(Format(CompressedTensor::QSGD, 8), 5,
+                                           /*versions_kept=*/8, 0, RandomModel(1, 0), true));
   std::map<int64_t, std::string> digest{{0, chain->shadow_blob()->sha256}};
   for (int64_t v = 1; v <= 5; ++v) {
     ASSERT_OK(chain->Advance(v, RandomModel(v + 1, 0)));
@@ -133,9 +132,9 @@ TEST(ShadowChainTest, PlansAChainOnlyWhenReachableMatchingAndSmaller) {
 }
 
 TEST(ShadowChainTest, TooOldVersionsGetTheWholeModel) {
-  ASSERT_OK_AND_ASSIGN(auto chain, ShadowChain::Create(Format(CompressedTensor::QSGD, 2), 5,
-                                                       /*versions_kept=*/2, 0, RandomModel(1, 0),
-                                                       true));
+  ASSERT_OK_AND_ASSIGN(auto chain,
+                       ShadowChain::Create(Format(CompressedTensor::QSGD, 2), 5,
+                                           /*versions_kept=*/2, 0, RandomModel(1, 0), true));
   for (int64_t v = 1; v <= 4; ++v) ASSERT_OK(chain->Advance(v, RandomModel(v + 1, 0)));
   EXPECT_TRUE(chain->PlanDownload(2, "").delta());
   EXPECT_TRUE(chain->PlanDownload(3, "").delta());
