@@ -21,9 +21,9 @@ namespace fedsched {
 absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes, double* seconds) {
   const absl::Time start = clock_.Now();
   TransferPacer pacer(options_.config.bandwidth_kbps(), start);
-  FEDSCHED_ASSIGN_OR_RETURN(std::string payload,
-                            StreamModel(task, /*whole_model=*/false, task.model_bytes(),
-                                        task.model_sha256(), &pacer));
+  FEDSCHED_ASSIGN_OR_RETURN(
+      std::string payload,
+      StreamModel(task, /*whole_model=*/false, task.model_bytes(), task.model_sha256(), &pacer));
   *bytes = static_cast<int64_t>(payload.size());
   HeldModel next;
   next.version = task.model_version();
@@ -41,9 +41,9 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     if (!model.ok()) {
       FEDSCHED_LOG(warn, "delta download of task {} failed ({}); downloading the whole model",
                    task.task_id(), model.status().ToString());
-      FEDSCHED_ASSIGN_OR_RETURN(payload, StreamModel(task, /*whole_model=*/true,
-                                                     task.downlink_delta().model_bytes(),
-                                                     task.downlink_delta().model_sha256(), &pacer));
+      FEDSCHED_ASSIGN_OR_RETURN(
+          payload, StreamModel(task, /*whole_model=*/true, task.downlink_delta().model_bytes(),
+                               task.downlink_delta().model_sha256(), &pacer));
       *bytes += static_cast<int64_t>(payload.size());
       model = absl::DataLossError("downloaded model is corrupt");
     }

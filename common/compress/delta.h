@@ -44,8 +44,7 @@ namespace fedsched::compress {
 // chain.to_version, bit for bit as the server built it. Errors: InvalidArgument naming the delta
 // (ApplyModelDelta's); `model` may then be partly updated: a caller that must keep it applies
 // the chain to a copy.
-[[nodiscard]] absl::Status ApplyModelDeltaChain(const v1::ModelDeltaChain& chain,
-                                                v1::Model* model);
+[[nodiscard]] absl::Status ApplyModelDeltaChain(const v1::ModelDeltaChain& chain, v1::Model* model);
 
 }  // namespace fedsched::compress
 

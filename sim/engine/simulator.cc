@@ -469,8 +469,8 @@ absl::Status Simulator::StartNewTasks(double now) {
     v1::HeldModel held;
     auto held_it = held_version_.find(t->index);
     if (held_it != held_version_.end()) held.set_version(held_it->second);
-    absl::StatusOr<const round::Task*> pinned = engine_->PinModel(
-        t->index, t->task_id, held_it != held_version_.end() ? &held : nullptr);
+    absl::StatusOr<const round::Task*> pinned =
+        engine_->PinModel(t->index, t->task_id, held_it != held_version_.end() ? &held : nullptr);
     if (!pinned.ok()) {
       return absl::InternalError(
           absl::StrCat("simulator: pinning task ", t->task_id, ": ", pinned.status().message()));
