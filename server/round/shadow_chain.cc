@@ -149,7 +149,9 @@ DownloadPlan ShadowChain::PlanDownload(int64_t held_version, const std::string& 
     if (expected != held_sha256) return whole;
   }
   const int64_t bytes = ChainBytes(held_version);
-  if (bytes >= full_bytes_) return whole;
+  // An empty chain (held version 0 = the current version 0) serializes to no bytes at all, which a
+  // download cannot announce: the whole model then.
+  if (bytes == 0 || bytes >= full_bytes_) return whole;
   return DownloadPlan{.from_version = held_version, .bytes = bytes};
 }
 

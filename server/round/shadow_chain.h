@@ -78,7 +78,7 @@ class ShadowChain {
   // held_version is in [version() - versions_kept, version()], its SHA-256 `held_sha256` matches
   // that shadow's (not checked when empty, or without make_blobs: the simulator's devices hold
   // exactly what they were sent), and the chain's serialization is smaller than the whole
-  // shadow's; else the whole shadow (from_version -1).
+  // shadow's and not empty; else the whole shadow (from_version -1).
   DownloadPlan PlanDownload(int64_t held_version, const std::string& held_sha256) const;
 
   // The serialized ModelDeltaChain from `from_version` to version() with its SHA-256, built once

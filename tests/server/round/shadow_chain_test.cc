@@ -105,6 +105,10 @@ TEST(ShadowChainTest, PlansAChainOnlyWhenReachableMatchingAndSmaller) {
     ASSERT_OK(chain->Advance(v, RandomModel(v + 1, 0)));
     digest[v] = chain->shadow_blob()->sha256;
   }
+  // Holding version 0 while it is the current one: the chain would be empty (no bytes): whole.
+  ASSERT_OK_AND_ASSIGN(auto fresh, ShadowChain::Create(Format(CompressedTensor::FP16), 5, 8, 0,
+                                                       RandomModel(1, 0), true));
+  EXPECT_FALSE(fresh->PlanDownload(0, "").delta());
   // No model: the whole shadow.
   DownloadPlan none = chain->PlanDownload(-1, "");
   EXPECT_FALSE(none.delta());
