@@ -20,6 +20,9 @@
 #   RUN_DIR=runs/<name>    where to write; TARGET_ACCURACY=0.80 checked at the end (0 = skip)
 #   SEED=1                 server selection seed
 #   SKIP_BUILD=1           reuse an existing build
+#   DOWNLINK=float32       downlink compression (docs/guides/COMPRESSION.md "Downlink"): the model
+#                          sent as a delta chain from the version a device holds, as
+#                          compression.downlink: float32 | fp16 | qsgd8 | qsgd4 | qsgd2
 #   SERVER_BIN, CLIENT_BIN binaries to run (default: build/server/..., build/client/...)
 #   ENROLL_BIN             fedsched-enroll (default: beside SERVER_BIN): provisions each client's
 #                          state dir (credential and random identity) from the store's key
@@ -63,6 +66,27 @@ trap cleanup EXIT INT TERM
 for ((i = 0; i < CLIENTS; i++)); do
   fedsched_provision "$ENROLL_BIN" "$RUN_DIR/store" "$RUN_DIR/clients/device-$i"
 done
+
+case "${DOWNLINK:-float32}" in
+  float32) downlink="" ;;
+  fp16) downlink="format: FP16" ;;
+  qsgd2 | qsgd4 | qsgd8) downlink="format: QSGD bits: ${DOWNLINK#qsgd}" ;;
+  *) echo "DOWNLINK=$DOWNLINK: not float32, fp16, qsgd8, qsgd4 or qsgd2" >&2; exit 2 ;;
+esac
+if [ -n "$downlink" ]; then
+  # A copy of the config with compression.downlink (inside an uplink block already appended).
+  if [ "$SERVER_CONFIG" != "$RUN_DIR/server.textproto" ]; then
+    cp "$SERVER_CONFIG" "$RUN_DIR/server.textproto"
+    SERVER_CONFIG=$RUN_DIR/server.textproto
+  fi
+  if grep -q '^compression { uplink {' "$SERVER_CONFIG"; then
+    sed -i "s/^compression { uplink { \(.*\) } }\$/compression { uplink { \1 } downlink { $downlink } }/" \
+      "$SERVER_CONFIG"
+  else
+    printf '\ncompression { downlink { %s } }\n' "$downlink" >> "$SERVER_CONFIG"
+  fi
+  echo "downlink compression: $DOWNLINK (compression { downlink { $downlink } })"
+fi
 
 "$SERVER_BIN" --config="$SERVER_CONFIG" --store_path="$RUN_DIR/store" \
   --metrics_csv="$RUN_DIR/metrics.csv" --listen="127.0.0.1:$PORT" --num_rounds="$ROUNDS" \

@@ -554,6 +554,7 @@ absl::StatusOr<v1::PollTaskResponse> Client::PollOnce() {
     absl::MutexLock lock(&mu_);
     poll.set_client_id(client_id_);
     poll.set_session_token(token_);
+    DescribeHeld(held_, &poll);
   }
   poll.set_wait_ms(kPollWaitMs);
   v1::PollTaskResponse response;

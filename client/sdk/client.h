@@ -21,6 +21,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "client/sdk/clock.h"
+#include "client/sdk/held_model.h"
 #include "client/sdk/state_dir.h"
 #include "fedsched/v1/cache.pb.h"
 #include "fedsched/v1/config.pb.h"
@@ -34,6 +35,7 @@ class ClientContext;
 namespace fedsched {
 
 struct SecAggSession;  // client_secagg.cc
+class TransferPacer;   // transfer_pacer.h
 
 // The client's gRPC channels and Coordinator stubs (defined in client.cc, so that this header
 // and an app that embeds the SDK need no generated gRPC code).
@@ -315,8 +317,18 @@ class Client {
   // trained -= global, tensor by tensor (the trainer keeps names and shapes). Errors: INTERNAL
   // when the trainer changed the number of tensors or a tensor's size.
   [[nodiscard]] static absl::Status SubtractGlobal(const v1::Model& global, v1::Model* trained);
+  // The task's model: a whole model, or with Task.downlink_delta a delta chain applied to the
+  // held model (held_model.h), falling back to the whole model when the chain does not rebuild
+  // the announced one. Keeps the result as held_. `bytes`: all payload bytes received.
   [[nodiscard]] absl::StatusOr<v1::Model> Download(const v1::Task& task, int64_t* bytes,
                                                    double* seconds);
+  // One DownloadModel stream (whole_model as DownloadModelRequest's), paced by `pacer`: the
+  // payload, checked against `expected_bytes` (0 = any) and `expected_sha256` ("" = the stream's
+  // own). Errors: DATA_LOSS (out of order, sizes, digest), CANCELLED, the RPC's.
+  [[nodiscard]] absl::StatusOr<std::string> StreamModel(const v1::Task& task, bool whole_model,
+                                                        int64_t expected_bytes,
+                                                        const std::string& expected_sha256,
+                                                        TransferPacer* pacer);
   [[nodiscard]] absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                                     const v1::UpdateMetrics& metrics);
   // Upload() of serialized bytes (a Model, or a SecAggMaskedInput under secure aggregation).
@@ -400,6 +412,9 @@ class Client {
   // Sent away by the server's pace steering: no heartbeats until the next poll.
   bool away_ ABSL_GUARDED_BY(mu_) = false;
   ClientRunStats stats_ ABSL_GUARDED_BY(mu_);
+  // The model of the last download, announced with each poll so that the next download may be a
+  // delta chain (downlink compression). In memory only: a restarted device downloads whole.
+  HeldModel held_ ABSL_GUARDED_BY(mu_);
   // The PollTask call in flight (a long poll), cancelled by Stop(); null when none.
   grpc::ClientContext* poll_context_ ABSL_GUARDED_BY(mu_) = nullptr;
   std::unique_ptr<std::thread> heartbeat_thread_;

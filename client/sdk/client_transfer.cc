@@ -9,14 +9,70 @@
 #include "absl/time/clock.h"
 #include "client/sdk/client.h"
 #include "client/sdk/client_rpc.h"
+#include "client/sdk/held_model.h"
 #include "client/sdk/transfer_pacer.h"
 #include "common/dp_noise.h"
+#include "common/logging.h"
 #include "common/sha256.h"
 #include "common/status_macros.h"
 
 namespace fedsched {
 
 absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes, double* seconds) {
+  const absl::Time start = clock_.Now();
+  TransferPacer pacer(options_.config.bandwidth_kbps(), start);
+  FEDSCHED_ASSIGN_OR_RETURN(
+      std::string payload,
+      StreamModel(task, /*whole_model=*/false, task.model_bytes(), task.model_sha256(), &pacer));
+  *bytes = static_cast<int64_t>(payload.size());
+  HeldModel next;
+  next.version = task.model_version();
+  absl::StatusOr<v1::Model> model = absl::DataLossError("downloaded model is corrupt");
+  if (task.has_downlink_delta()) {
+    // Downlink compression: a delta chain from the model this device holds. Whatever goes wrong
+    // (another held model, a chain that rebuilds other bytes), the whole model comes next.
+    HeldModel held;
+    {
+      absl::MutexLock lock(&mu_);
+      held = held_;
+    }
+    model = RebuildFromChain(task, payload, held);
+    next.sha256 = task.downlink_delta().model_sha256();
+    if (!model.ok()) {
+      FEDSCHED_LOG(warn, "delta download of task {} failed ({}); downloading the whole model",
+                   task.task_id(), model.status().ToString());
+      FEDSCHED_ASSIGN_OR_RETURN(
+          payload, StreamModel(task, /*whole_model=*/true, task.downlink_delta().model_bytes(),
+                               task.downlink_delta().model_sha256(), &pacer));
+      *bytes += static_cast<int64_t>(payload.size());
+      model = absl::DataLossError("downloaded model is corrupt");
+    }
+  } else {
+    next.sha256 = task.model_sha256();
+  }
+  if (!model.ok()) {
+    v1::Model parsed;
+    if (!parsed.ParseFromString(payload)) return model.status();
+    model = std::move(parsed);
+  }
+  next.model = std::make_shared<const v1::Model>(*model);
+  {
+    absl::MutexLock lock(&mu_);
+    held_ = std::move(next);
+  }
+  *seconds = absl::ToDoubleSeconds(clock_.Now() - start);
+  FEDSCHED_LOG(info, "{}: round {}: downloaded {} bytes ({})", options_.config.identity(),
+               task.round(), *bytes,
+               task.has_downlink_delta() && *bytes == task.model_bytes()
+                   ? absl::StrCat("delta chain from version ", task.downlink_delta().from_version())
+                   : std::string("whole model"));
+  return model;
+}
+
+absl::StatusOr<std::string> Client::StreamModel(const v1::Task& task, bool whole_model,
+                                                int64_t expected_bytes,
+                                                const std::string& expected_sha256,
+                                                TransferPacer* pacer) {
   v1::DownloadModelRequest request;
   {
     absl::MutexLock lock(&mu_);
@@ -24,8 +80,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     request.set_session_token(token_);
   }
   request.set_task_id(task.task_id());
-  const absl::Time start = clock_.Now();
-  TransferPacer pacer(options_.config.bandwidth_kbps(), start);
+  request.set_whole_model(whole_model);
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::from_time_t(task.deadline_unix_ms() / 1000 + 1));
   std::unique_ptr<grpc::ClientReader<v1::ModelChunk>> reader =
@@ -36,7 +91,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   int64_t next_seq = 0;
   v1::ModelChunk chunk;
   // The task announced the model's size: never buffer more than that, whatever the stream says.
-  const int64_t expected = task.model_bytes() > 0 ? task.model_bytes() : -1;
+  const int64_t expected = expected_bytes > 0 ? expected_bytes : -1;
   while (reader->Read(&chunk)) {
     absl::Status bad;
     if (chunk.seq() != next_seq) {
@@ -59,7 +114,7 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
     }
     // Paced reads hold the stream back (gRPC flow control), so the server sends at our rate.
     if (bad.ok() &&
-        !SleepFor(pacer.Account(static_cast<int64_t>(chunk.data().size()), clock_.Now()))) {
+        !SleepFor(pacer->Account(static_cast<int64_t>(chunk.data().size()), clock_.Now()))) {
       bad = absl::CancelledError("client stopped");
     }
     if (!bad.ok()) {
@@ -72,18 +127,14 @@ absl::StatusOr<v1::Model> Client::Download(const v1::Task& task, int64_t* bytes,
   }
   FEDSCHED_RETURN_IF_ERROR(FromGrpc(reader->Finish(), "DownloadModel"));
   if (static_cast<int64_t>(payload.size()) != total || Sha256(payload) != sha ||
-      (!task.model_sha256().empty() && task.model_sha256() != sha)) {
+      (!expected_sha256.empty() && expected_sha256 != sha)) {
     return absl::DataLossError("downloaded model fails its size or SHA-256 check");
   }
-  v1::Model model;
-  if (!model.ParseFromString(payload)) return absl::DataLossError("downloaded model is corrupt");
-  *bytes = total;
   {
     absl::MutexLock lock(&mu_);
     stats_.bytes_received += total;
   }
-  *seconds = absl::ToDoubleSeconds(clock_.Now() - start);
-  return model;
+  return payload;
 }
 
 absl::Status Client::SubtractGlobal(const v1::Model& global, v1::Model* trained) {

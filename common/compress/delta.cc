@@ -81,4 +81,14 @@ absl::Status ApplyModelDelta(const v1::CompressedModel& delta, v1::Model* model)
   return absl::OkStatus();
 }
 
+absl::Status ApplyModelDeltaChain(const v1::ModelDeltaChain& chain, v1::Model* model) {
+  for (int i = 0; i < chain.deltas_size(); ++i) {
+    if (absl::Status s = ApplyModelDelta(chain.deltas(i), model); !s.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("delta ", i + 1, " of ", chain.deltas_size(), ": ", s.message()));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace fedsched::compress

@@ -39,6 +39,13 @@ namespace fedsched::compress {
 // `model` is unchanged when the names or a payload's sizes are wrong.
 [[nodiscard]] absl::Status ApplyModelDelta(const v1::CompressedModel& delta, v1::Model* model);
 
+// ApplyModelDelta of each delta of `chain` in order, to `model`, the model of version
+// chain.from_version (the downlink's shadow chain, docs/ALGORITHMS.md): the result is the model of
+// chain.to_version, bit for bit as the server built it. Errors: InvalidArgument naming the delta
+// (ApplyModelDelta's); `model` may then be partly updated: a caller that must keep it applies
+// the chain to a copy.
+[[nodiscard]] absl::Status ApplyModelDeltaChain(const v1::ModelDeltaChain& chain, v1::Model* model);
+
 }  // namespace fedsched::compress
 
 #endif  // FEDSCHED_COMMON_COMPRESS_DELTA_H_

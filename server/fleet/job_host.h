@@ -132,7 +132,7 @@ class JobHost : public DeviceService, public JobControl {
                                                               absl::Time now) override;
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const round::ModelBlob>> ModelForTask(
       const std::string& client_id, const std::string& token, const std::string& task_id,
-      absl::Time now) override;
+      bool whole_model, absl::Time now) override;
   [[nodiscard]] absl::Status CheckUploadHeader(const v1::UploadHeader& header,
                                                absl::Time now) override;
   [[nodiscard]] absl::Status SubmitUpdate(const v1::UploadHeader& header,

@@ -173,9 +173,9 @@ absl::StatusOr<v1::PollTaskResponse> JobHost::Impl::IdleAnswer(
 
 absl::StatusOr<std::shared_ptr<const round::ModelBlob>> JobHost::ModelForTask(
     const std::string& client_id, const std::string& token, const std::string& task_id,
-    absl::Time now) {
+    bool whole_model, absl::Time now) {
   FEDSCHED_ASSIGN_OR_RETURN(Impl::Routed routed, impl_->Route(task_id));
-  return routed.coordinator->ModelForTask(client_id, token, routed.task_id, now);
+  return routed.coordinator->ModelForTask(client_id, token, routed.task_id, whole_model, now);
 }
 
 absl::Status JobHost::CheckUploadHeader(const v1::UploadHeader& header, absl::Time now) {

@@ -195,13 +195,18 @@ grpc::ServerUnaryReactor* RelayService::PollTask(grpc::CallbackServerContext* co
     reactor->Finish(grpc::Status::OK);
     return reactor;
   }
+  // A relay serves whole models (it caches them by digest), so the root must not answer with a
+  // downlink delta chain: the device's held model is not forwarded. The completion keeps the
+  // copy alive until the call ends.
+  auto forwarded = std::make_shared<v1::PollTaskRequest>(*request);
+  forwarded->clear_held_model();
   return Relay(
       context,
       [=, this](grpc::ClientContext* c, auto done) {
-        stub_->async()->PollTask(c, request, response, std::move(done));
+        stub_->async()->PollTask(c, forwarded.get(), response, std::move(done));
       },
       [=, this](const grpc::Status& s) {
-        if (s.ok() && response->has_task()) NoteTask(*request, response->task());
+        if (s.ok() && response->has_task()) NoteTask(*forwarded, response->task());
         if (s.ok() && response->finished()) NoteRunFinished();
       });
 }

@@ -68,6 +68,7 @@ absl::Status RoundEngine::Init() {
   FEDSCHED_ASSIGN_OR_RETURN(CollapseGuard guard,
                             CollapseGuard::Create(config_, options_.guard_reference));
   guard_.emplace(std::move(guard));
+  FEDSCHED_RETURN_IF_ERROR(ValidateDownlink(config_));
   versions_ = std::make_unique<ModelVersions>(options_.version, std::move(options_.model));
   options_.profiles.clear();
   options_.planner_state.clear();
@@ -206,7 +207,8 @@ const v1::CachePlan* RoundEngine::PrefetchPlan(ClientIndex index) const {
   return it == prefetch_.end() ? nullptr : &it->second;
 }
 
-absl::StatusOr<const Task*> RoundEngine::PinModel(ClientIndex index, const std::string& task_id) {
+absl::StatusOr<const Task*> RoundEngine::PinModel(ClientIndex index, const std::string& task_id,
+                                                  const v1::HeldModel* held) {
   auto it = tasks_.find(task_id);
   if (it == tasks_.end()) {
     if (std::optional<int64_t> round = ClosedTaskRound(task_id)) {
@@ -228,13 +230,17 @@ absl::StatusOr<const Task*> RoundEngine::PinModel(ClientIndex index, const std::
     // version commits in between (the client checks the announced size and digest).
     task.base_version = versions_->published_version();
     task.blob = versions_->published_blob();
+    PinDownload(task, held);
   }
   return &task;
 }
 
 absl::Status RoundEngine::Publish(int64_t version, std::shared_ptr<const v1::Model> model,
                                   std::shared_ptr<const ModelBlob> blob) {
-  return versions_->Publish(version, std::move(model), std::move(blob));
+  const v1::Model* published = model.get();
+  FEDSCHED_RETURN_IF_ERROR(versions_->Publish(version, std::move(model), std::move(blob)));
+  PublishDownlink(version, *published);
+  return absl::OkStatus();
 }
 
 absl::string_view RejectReasonName(RejectReason reason) {

@@ -61,6 +61,7 @@
 #include "server/round/round_config.h"
 #include "server/round/round_influence.h"
 #include "server/round/secagg_round.h"
+#include "server/round/shadow_chain.h"
 #include "server/store/round_commit.h"
 
 namespace fedsched::round {
@@ -123,7 +124,17 @@ struct Task {
   // The model version the client trains on: set by PinModel (the first fetch), or the
   // published version when it is folded unpinned. -1 until pinned.
   int64_t base_version = -1;
-  std::shared_ptr<const ModelBlob> blob;  // the pinned model's bytes (null in the simulator)
+  // What the task's download serves: the pinned model's bytes, or with downlink compression the
+  // delta chain from the model the client holds (download_from_version >= 0). Null in the
+  // simulator unless downlink compression is on.
+  std::shared_ptr<const ModelBlob> blob;
+  // Downlink compression (CompressionConfig.downlink; shadow_chain.h): the version the download's
+  // delta chain starts from, or -1 for the whole model; the download's serialized size, bytes
+  // (set by PinModel, also in the simulator); and, for a chain, the model it rebuilds (the
+  // shadow's blob: v1::DownlinkDelta's size and digest).
+  int64_t download_from_version = -1;
+  int64_t download_bytes = 0;
+  std::shared_ptr<const ModelBlob> download_result;
   bool uploaded = false;
   bool failed = false;
   std::string failure_reason;  // why it failed (FailTask's `why`), when failed
@@ -341,10 +352,14 @@ class RoundEngine {
   // The round `task_id` belonged to if it was a task of a closed round still remembered.
   std::optional<int64_t> ClosedTaskRound(const std::string& task_id) const;
 
-  // Pins the latest published model to the task (the first call wins) and returns it.
+  // Pins the latest published model to the task (the first call wins) and returns it. With
+  // downlink compression, `held` (the model the client says it holds; null = none) decides
+  // whether the download is a delta chain from it (ShadowChain::PlanDownload; Task::blob is then
+  // the chain, and download_bytes its size).
   // Errors: NOT_FOUND (unknown task), PERMISSION_DENIED (another client's task),
   // FAILED_PRECONDITION (failed task, or closed round).
-  [[nodiscard]] absl::StatusOr<const Task*> PinModel(ClientIndex index, const std::string& task_id);
+  [[nodiscard]] absl::StatusOr<const Task*> PinModel(ClientIndex index, const std::string& task_id,
+                                                     const v1::HeldModel* held = nullptr);
 
   // The checks of an update that need the round's state: task known (NOT_FOUND; the caller may
   // then look up receipts for ALREADY_EXISTS), a closed round's task (FAILED_PRECONDITION "late
@@ -399,7 +414,10 @@ class RoundEngine {
   // The caller has persisted version `version` (or the initial model, version 0), whose global
   // model is `model` (ClosedRound::commit.model, or model() for version 0), and serves it as
   // `blob` (null in the simulator). Later pins get it; a synchronous round is planned only once
-  // the last committed version is published. Errors: FAILED_PRECONDITION for a version not in
+  // the last committed version is published. With downlink compression the shadow chain moves
+  // to `version` here (ShadowChain::Advance; a failed step restarts the chain at `model`, and
+  // devices then download it whole), and downloads serve the shadow instead of `blob`.
+  // Errors: FAILED_PRECONDITION for a version not in
   // (published_version(), version()]; INVALID_ARGUMENT for a null model.
   [[nodiscard]] absl::Status Publish(int64_t version, std::shared_ptr<const v1::Model> model,
                                      std::shared_ptr<const ModelBlob> blob);
@@ -513,6 +531,13 @@ class RoundEngine {
   const std::shared_ptr<const ModelBlob>& published_blob() const {
     return versions_->published_blob();
   }
+  // The model devices download and train from: the shadow of the published version with
+  // downlink compression (shadow_chain.h), else the published model.
+  const std::shared_ptr<const v1::Model>& download_model() const {
+    return downlink_ != nullptr ? downlink_->shadow() : versions_->published_model();
+  }
+  // The downlink's shadow chain, or null (downlink not compressed, or nothing published yet).
+  const ShadowChain* downlink() const { return downlink_.get(); }
   // True once num_rounds rounds have committed (num_rounds > 0), or the privacy budget is spent
   // (privacy_budget_exhausted()).
   bool finished() const;
@@ -553,6 +578,10 @@ class RoundEngine {
  private:
   explicit RoundEngine(EngineOptions options);
   [[nodiscard]] absl::Status Init();
+  // Downlink compression (engine_downlink.cc): moves the shadow chain to a published version
+  // (made at the first call), and sets a task's download at its first pin.
+  void PublishDownlink(int64_t version, const v1::Model& model);
+  void PinDownload(Task& task, const v1::HeldModel* held);
   // Plans the next round (synchronous) or refills the free slots (FedBuff).
   void Plan(double now_s);
   // selection.learned_availability: ends the sessions of clients silent for longer than the
@@ -668,6 +697,8 @@ class RoundEngine {
   const ClosingRule closing_;
   // Committed and published global models, FedBuff's versions (created by Init).
   std::unique_ptr<ModelVersions> versions_;
+  // Downlink compression: the shadow chain, made at the first Publish (engine_downlink.cc).
+  std::unique_ptr<ShadowChain> downlink_;
 
   bool running_ = false;
   int64_t round_ = 0;

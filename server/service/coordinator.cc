@@ -490,7 +490,10 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     return response;
   }
   if (const round::Task* current = engine_->TaskOf(index)) {
-    FEDSCHED_ASSIGN_OR_RETURN(const round::Task* state, engine_->PinModel(index, current->task_id));
+    FEDSCHED_ASSIGN_OR_RETURN(
+        const round::Task* state,
+        engine_->PinModel(index, current->task_id,
+                          request.has_held_model() ? &request.held_model() : nullptr));
     v1::Task* task = response.mutable_task();
     task->set_round(state->round);
     task->set_task_id(state->task_id);
@@ -503,6 +506,12 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     *task->mutable_cache_plan() = state->cache_plan;
     task->set_model_bytes(static_cast<int64_t>(state->blob->bytes.size()));
     task->set_model_sha256(state->blob->sha256);
+    if (state->download_from_version >= 0 && state->download_result != nullptr) {
+      v1::DownlinkDelta* delta = task->mutable_downlink_delta();
+      delta->set_from_version(state->download_from_version);
+      delta->set_model_bytes(static_cast<int64_t>(state->download_result->bytes.size()));
+      delta->set_model_sha256(state->download_result->sha256);
+    }
     task->set_dp_clip_norm(state->dp_clip_norm);
     task->set_dp_noise_stddev(state->dp_noise_stddev);
     if (state->in_secagg()) *task->mutable_secagg() = state->secagg;
@@ -524,10 +533,11 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
 
 absl::StatusOr<std::shared_ptr<const ModelBlob>> Coordinator::ModelForTask(
     const std::string& client_id, const std::string& token, const std::string& task_id,
-    absl::Time now) {
+    bool whole_model, absl::Time now) {
   absl::MutexLock lock(&mu_);
   FEDSCHED_ASSIGN_OR_RETURN(profile::ClientIndex index, CheckSession(client_id, token));
   FEDSCHED_ASSIGN_OR_RETURN(const round::Task* task, engine_->PinModel(index, task_id));
+  if (whole_model && task->download_result != nullptr) return task->download_result;
   return task->blob;
 }
 

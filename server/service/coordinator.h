@@ -214,11 +214,13 @@ class Coordinator : public DeviceService {
   [[nodiscard]] absl::StatusOr<v1::PollTaskResponse> PollTask(const v1::PollTaskRequest& request,
                                                               absl::Time now) override;
 
-  // The serialized model for `task_id`. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED
-  // (another client's task), FAILED_PRECONDITION (the task's round has closed).
+  // The serialized model for `task_id`: the task's download (a delta chain when PollTask
+  // announced one, Task.downlink_delta), or with `whole_model` the whole model the chain
+  // rebuilds. Errors: NOT_FOUND (unknown task), PERMISSION_DENIED (another client's task),
+  // FAILED_PRECONDITION (the task's round has closed).
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const ModelBlob>> ModelForTask(
       const std::string& client_id, const std::string& token, const std::string& task_id,
-      absl::Time now) override;
+      bool whole_model, absl::Time now) override;
 
   // Validates and folds in an update (a serialized v1::Model delta = trained - downloaded).
   // Checks, in order: session; task exists (NOT_FOUND), belongs to this client

@@ -36,7 +36,7 @@ class DeviceService {
       const v1::PollTaskRequest& request, absl::Time now) = 0;
   [[nodiscard]] virtual absl::StatusOr<std::shared_ptr<const round::ModelBlob>> ModelForTask(
       const std::string& client_id, const std::string& token, const std::string& task_id,
-      absl::Time now) = 0;
+      bool whole_model, absl::Time now) = 0;
   [[nodiscard]] virtual absl::Status CheckUploadHeader(const v1::UploadHeader& header,
                                                        absl::Time now) = 0;
   [[nodiscard]] virtual absl::Status SubmitUpdate(

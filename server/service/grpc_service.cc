@@ -353,9 +353,10 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* CoordinatorService::DownloadModel(
     absl::Status parsed = ParseDownloadRequest(*raw_request, &request);
     if (parsed.ok()) parsed = CheckSessionPeer(context, request.client_id());
     absl::StatusOr<std::shared_ptr<const ModelBlob>> blob =
-        parsed.ok() ? coordinator_->ModelForTask(request.client_id(), request.session_token(),
-                                                 request.task_id(), absl::Now())
-                    : parsed;
+        parsed.ok()
+            ? coordinator_->ModelForTask(request.client_id(), request.session_token(),
+                                         request.task_id(), request.whole_model(), absl::Now())
+            : parsed;
     // A download slot of the client (docs/guides/SECURITY.md), released by the download's OnDone.
     if (blob.ok() && !AcquireClientDownloadStream(request.client_id())) {
       blob = absl::ResourceExhaustedError(

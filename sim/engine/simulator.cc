@@ -266,7 +266,7 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   update.claim.round = task.round;
   update.claim.num_examples = task.work.examples;
   update.delta = task.delta.get();
-  update.metrics = SimUpdateMetrics(task.work, task.timing, bytes);
+  update.metrics = SimUpdateMetrics(task.work, task.timing, task.download_bytes);
   std::unique_ptr<v1::Model> noised;  // distributed DP: the device's clipped, noised update
   FEDSCHED_RETURN_IF_ERROR(PrivatizeUpdate(serial, &update, &noised));
   if (!device_budget_.empty()) {
@@ -465,11 +465,17 @@ absl::Status Simulator::StartNewTasks(double now) {
   indices.reserve(fresh.size());
   for (const round::Task* t : fresh) {
     // The device fetches the published model at once (virtual time stands still).
-    absl::StatusOr<const round::Task*> pinned = engine_->PinModel(t->index, t->task_id);
+    // It holds the shadow model it downloaded last (downlink compression: a delta chain from it).
+    v1::HeldModel held;
+    auto held_it = held_version_.find(t->index);
+    if (held_it != held_version_.end()) held.set_version(held_it->second);
+    absl::StatusOr<const round::Task*> pinned =
+        engine_->PinModel(t->index, t->task_id, held_it != held_version_.end() ? &held : nullptr);
     if (!pinned.ok()) {
       return absl::InternalError(
           absl::StrCat("simulator: pinning task ", t->task_id, ": ", pinned.status().message()));
     }
+    if (engine_->downlink() != nullptr) held_version_[t->index] = (*pinned)->base_version;
     TrainTask task;
     task.client = client_of_[t->index];
     task.task_id = t->task_id;
@@ -487,7 +493,7 @@ absl::Status Simulator::StartNewTasks(double now) {
   }
   if (train.empty()) return Prefetch();
   FEDSCHED_ASSIGN_OR_RETURN(std::vector<TrainedTask> trained,
-                            parts_.learner->Train(train, *engine_->published_model()));
+                            parts_.learner->Train(train, *engine_->download_model()));
   if (trained.size() != train.size()) {
     return absl::InternalError("simulator: the learner returned a different number of tasks");
   }
@@ -502,6 +508,11 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
                                      round::ClientIndex index, double now) {
   const int64_t bytes = parts_.learner->ModelBytes();
   FEDSCHED_ASSIGN_OR_RETURN(TaskTiming timing, durations_->Timing(task, trained.work, bytes));
+  // Downlink compression: the device downloads its pinned delta chain (or the whole shadow).
+  const int64_t downloaded = DownloadBytesOf(engine_->FindTask(task.task_id));
+  if (downloaded != bytes && bytes > 0) {
+    timing.download_s *= static_cast<double>(downloaded) / static_cast<double>(bytes);
+  }
   if (!ValidTiming(timing)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "simulator: task ", task.task_id, " of client ", task.client,
@@ -519,6 +530,7 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   t.round = task.round;
   t.work = trained.work;
   t.timing = timing;
+  t.download_bytes = downloaded;
   t.delta = std::move(trained.delta);
   FEDSCHED_RETURN_IF_ERROR(NoteTaskStart(task.client));
   // Secure aggregation: the key steps come first; the task's work starts with the routed shares.

@@ -335,6 +335,7 @@ class Simulator {
     int64_t peak_bytes = 0;  // true peak memory (budgets enabled), else 0
     bool out_of_memory = false;
     bool secagg = false;  // its upload is a masked input (secagg_devices_ holds its protocol)
+    int64_t download_bytes = 0;  // what its download was charged (DownloadBytesOf)
   };
 
   explicit Simulator(SimulatorParts parts);
@@ -344,6 +345,10 @@ class Simulator {
   // dropped values' share; with a stand-in model (no-train mode) the upload shrinks by the
   // expected share p. No-op for p <= 0.
   void ApplyUpdateDropout(SimTask& t, double p) const;
+  // The bytes the device of `pinned` (null: unknown) downloads for its task: the learner's model
+  // size, scaled with downlink compression by the share of the whole shadow model its pinned
+  // download is (a delta chain, round::Task::download_bytes; simulator_downlink.cc).
+  int64_t DownloadBytesOf(const round::Task* pinned) const;
   [[nodiscard]] absl::Status Init();
   // The round engine over the presence (through the job's gate under a JobSeat), with the
   // initial model's evaluation as the collapse guard's reference.
@@ -419,6 +424,9 @@ class Simulator {
   std::unique_ptr<forecast::AvailabilityForecast> learned_;
   std::unique_ptr<round::RoundEngine> engine_;
   std::shared_ptr<const round::ModelBlob> blob_;  // null unless no-train (see file comment)
+  // Downlink compression (CompressionConfig.downlink): the version of the shadow model each
+  // client downloaded last, which it announces at its next pin (round::ShadowChain).
+  absl::flat_hash_map<round::ClientIndex, int64_t> held_version_;
   // Resource fit (sim.proto DeviceBudgetConfig): each simulated client's budgets, and the
   // model's memory features the planner and the true peaks use.
   std::unique_ptr<DeviceBudgets> budgets_;

@@ -162,8 +162,9 @@ class FleetHarness {
     if (!r.ok() || !r->has_task()) return;
     const v1::Task& task = r->task();
     Observe(device, task);
-    absl::StatusOr<std::shared_ptr<const round::ModelBlob>> blob = host_->ModelForTask(
-        device.session.client_id(), device.session.session_token(), task.task_id(), now());
+    absl::StatusOr<std::shared_ptr<const round::ModelBlob>> blob =
+        host_->ModelForTask(device.session.client_id(), device.session.session_token(),
+                            task.task_id(), /*whole_model=*/false, now());
     if (!blob.ok()) return;
     Upload(device, task, **blob);
   }

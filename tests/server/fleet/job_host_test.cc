@@ -165,7 +165,7 @@ TEST_F(JobHostTest, CancellingOneJobMidRunLeavesTheOtherFinishing) {
   // Its tasks are refused from now on.
   EXPECT_THAT(
       fleet_.host().ModelForTask(only_mlp_->session.client_id(), only_mlp_->session.session_token(),
-                                 "mlp/t9-0", fleet_.now()),
+                                 "mlp/t9-0", /*whole_model=*/false, fleet_.now()),
       StatusIs(absl::StatusCode::kFailedPrecondition, HasSubstr("job mlp has ended")));
   const int mlp_tasks_at_cancel = static_cast<int>(fleet_.observed().task_ids.at("mlp").size());
   ASSERT_TRUE(fleet_.StepUntil([&] { return Ended("main"); }));

@@ -469,7 +469,7 @@ TEST_F(CoordinatorTest, FedBuffCommitsEachFullBufferAndWeighsStaleUpdates) {
   // has committed since (the client checks the announced SHA-256).
   ASSERT_OK_AND_ASSIGN(std::shared_ptr<const ModelBlob> blob,
                        coordinator_->ModelForTask(who[2].client_id(), who[2].session_token(),
-                                                  task[2].task_id(), kT0));
+                                                  task[2].task_id(), /*whole_model=*/false, kT0));
   EXPECT_EQ(blob->sha256, task[2].model_sha256());
   EXPECT_EQ(task[2].model_version(), 0);
 
