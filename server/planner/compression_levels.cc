@@ -75,10 +75,8 @@ std::vector<int64_t> UploadBytesPerLevel(const std::vector<v1::UpdateCompression
       bytes.push_back(compress::CompressedUpdateBytes(*model, c));
     } else {
       absl::StatusOr<compress::CompressionSpec> spec = compress::SpecFrom(c);
-      const double per_element =
-          spec.ok() ? compress::PropertiesOf(*spec).bytes_per_element : 4.0;
-      bytes.push_back(
-          std::llround(static_cast<double>(model_bytes) * per_element / 4.0));
+      const double per_element = spec.ok() ? compress::PropertiesOf(*spec).bytes_per_element : 4.0;
+      bytes.push_back(std::llround(static_cast<double>(model_bytes) * per_element / 4.0));
     }
   }
   return bytes;

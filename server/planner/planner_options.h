@@ -176,10 +176,10 @@ struct PlannerOptions {
   CompressionOptions compression;
 
   // Reads ServerConfig (selection, cache, training, clients_per_round, round_deadline_s,
-  // round_closing, seed, compression), applying every documented default for zero fields, the policy's
-  // preset and its workload defaults (planner::ResolveSelectionPolicy, so an unresolved config
-  // plans as its resolved form). Errors: INVALID_ARGUMENT naming the field when a value is out
-  // of range, or those of ResolveSelectionPolicy (an unknown policy, a config it refuses).
+  // round_closing, seed, compression), applying every documented default for zero fields, the
+  // policy's preset and its workload defaults (planner::ResolveSelectionPolicy, so an unresolved
+  // config plans as its resolved form). Errors: INVALID_ARGUMENT naming the field when a value is
+  // out of range, or those of ResolveSelectionPolicy (an unknown policy, a config it refuses).
   [[nodiscard]] static absl::StatusOr<PlannerOptions> FromServerConfig(
       const v1::ServerConfig& config);
 };

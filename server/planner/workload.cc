@@ -57,8 +57,8 @@ CandidateEvaluator::CandidateEvaluator(const PlannerOptions& options,
       predictor_(predictor),
       memory_(memory),
       request_(request),
-      upload_bytes_(UploadBytesPerLevel(options.compression.levels, request.model_bytes,
-                                        request.model)) {}
+      upload_bytes_(
+          UploadBytesPerLevel(options.compression.levels, request.model_bytes, request.model)) {}
 
 void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
   const ClientState& s = book_.state(index);
@@ -119,8 +119,8 @@ CandidateEvaluator::StepSeconds CandidateEvaluator::PredictorFor(ClientIndex ind
 CandidateEvaluator::StepSeconds CandidateEvaluator::ChooseLevel(ClientIndex index, int32_t batch,
                                                                 int32_t full_steps,
                                                                 uint8_t* level) const {
-  const double bound = options_.round_deadline_s *
-                       (options_.workload_sizing ? options_.workload_fit_fraction : 1.0);
+  const double bound =
+      options_.round_deadline_s * (options_.workload_sizing ? options_.workload_fit_fraction : 1.0);
   const auto last = static_cast<uint8_t>(upload_bytes_.size() - 1);
   for (uint8_t l = 0;; ++l) {
     const StepSeconds predict = PredictorFor(index, batch, full_steps, l);

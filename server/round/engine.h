@@ -105,6 +105,9 @@ struct Task {
   double dp_noise_stddev = 0;
   // PyramidFL update dropout (planner::PlannedTask::update_dropout; v1::Task.update_dropout).
   double update_dropout = 0;
+  // The compressor the client runs on its update (v1::Task.upload_compression): the planner's
+  // adaptive level (SelectionReason.compression) when set, else compression.uplink.
+  v1::UpdateCompression upload_compression;
   // Standard deviation of the Gaussian noise the client adds to its statistical-utility report
   // (v1::Task.utility_noise_stddev; Oort, Lai et al., OSDI 2021; docs/guides/PRIVACY.md), examples
   // x loss: selection.utility_noise_factor x the median reported utility when the round was planned

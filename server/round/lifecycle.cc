@@ -80,8 +80,11 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
   // The bytes each task downloads and uploads: the published blob's (the server's), else the
   // model's serialized size.
   const std::shared_ptr<const ModelBlob>& blob = versions_->published_blob();
-  request.model_bytes = blob != nullptr ? static_cast<int64_t>(blob->bytes.size())
-                                        : static_cast<int64_t>(versions_->model()->ByteSizeLong());
+  const auto model_size = static_cast<int64_t>(versions_->model()->ByteSizeLong());
+  request.model_bytes = blob != nullptr ? static_cast<int64_t>(blob->bytes.size()) : model_size;
+  // Compressed upload sizes come from the model's shapes, unless the blob stands in for a model
+  // of another size (the simulator's no-train mode): they are then scaled from model_bytes.
+  if (request.model_bytes == model_size) request.model = versions_->model().get();
   request.availability = options_.availability;
   if (learned_availability_ != nullptr) request.availability = learned_availability_.get();
   request.max_participants = max_participants;
@@ -279,6 +282,9 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   task.issued_s = now_s;
   task.predicted_s = planned.predicted_seconds;
   task.update_dropout = planned.update_dropout;
+  // The planner's adaptive level when it chose one, else the configured uplink.
+  task.upload_compression = planned.reason.has_compression() ? planned.reason.compression()
+                                                             : config_.compression().uplink();
   task.deadline_s = deadline_s_;
   if (privacy_ != nullptr && !privacy_->central()) {
     task.dp_clip_norm = privacy_->clip_norm();

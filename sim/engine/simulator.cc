@@ -259,7 +259,7 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   const SimTask task = std::move(it->second);
   tasks_.erase(it);
   NoteTaskEnd(task.client);
-  const int64_t bytes = parts_.learner->ModelBytes();
+  const int64_t bytes = parts_.learner->ModelBytes();  // downloaded
   round::Update update;
   update.claim.index = task.index;
   update.claim.task_id = task.task_id;
@@ -277,14 +277,18 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   }
   update.now_s = now;
   update.upload_seconds = task.timing.upload_s;
-  update.upload_bytes = bytes;
+  update.upload_bytes = task.upload_bytes;
   std::optional<v1::SecAggMaskedInput> masked;  // secure aggregation: what the device uploads
   FEDSCHED_ASSIGN_OR_RETURN(const bool upload,
                             MaskUpdate(serial, task.secagg, now, &update, &masked));
   if (!upload) return absl::OkStatus();
+  std::unique_ptr<v1::CompressedModel> payload;  // update compression: what the device uploads
+  std::unique_ptr<v1::Model> decoded;
+  if (!task.secagg) FEDSCHED_RETURN_IF_ERROR(CompressUpload(task, &update, &payload, &decoded));
   const std::vector<absl::Status> verdicts = engine_->FoldUpdates({update});
   const absl::Status& verdict = verdicts.at(0);
   if (verdict.ok()) {
+    uplink_bytes_ += update.upload_bytes;
     ++accepted_;
     accepted_duration_s_ += task.timing.total_s();
     parts_.learner->OnAccepted(task.client, task.round);
@@ -409,10 +413,16 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
   row.dp_csv = privacy::CsvCells(record);
   row.secagg = std::exchange(secagg_counts_, {});
+  // The engine sums the accepted uploads as it folds them; what the devices downloaded is the
+  // simulator's to charge (the server's model stream counts it).
+  row.uplink_bytes = record.uplink_bytes() > 0 ? record.uplink_bytes() : uplink_bytes_;
+  row.downlink_bytes = downlink_bytes_;
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);
     v1::RoundRecord evaluated = record;
+    evaluated.set_uplink_bytes(row.uplink_bytes);
+    evaluated.set_downlink_bytes(row.downlink_bytes);
     evaluated.set_test_accuracy(quality.accuracy);
     evaluated.set_test_loss(quality.loss);
     sink_->OnRecord(evaluated, closed.committed ? closed.commit.model.get() : nullptr);
@@ -451,6 +461,8 @@ absl::Status Simulator::NoteOpened(double now) {
   failed_ = 0;
   accepted_ = 0;
   accepted_duration_s_ = 0;
+  uplink_bytes_ = 0;
+  downlink_bytes_ = 0;
   return queue_.Push(now + engine_->current_record().deadline_s(), EventKind::kRoundDeadline, -1,
                      open_serial_);
 }
@@ -501,15 +513,22 @@ absl::Status Simulator::StartNewTasks(double now) {
 absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
                                      round::ClientIndex index, double now) {
   const int64_t bytes = parts_.learner->ModelBytes();
-  FEDSCHED_ASSIGN_OR_RETURN(TaskTiming timing, durations_->Timing(task, trained.work, bytes));
+  if (trained.delta == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulator: the learner returned no delta for task ", task.task_id));
+  }
+  const round::Task* planned = engine_->FindTask(task.task_id);
+  // The upload is charged the update's compressed bytes (docs/ALGORITHMS.md §13): known from
+  // its shapes before it is compressed at completion (after DP's clip and noise).
+  TrainTask timed = task;
+  const v1::UpdateCompression compression =
+      planned != nullptr ? planned->upload_compression : v1::UpdateCompression();
+  timed.upload_bytes = UploadBytesOf(compression, trained.delta.get());
+  FEDSCHED_ASSIGN_OR_RETURN(TaskTiming timing, durations_->Timing(timed, trained.work, bytes));
   if (!ValidTiming(timing)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "simulator: task ", task.task_id, " of client ", task.client,
         " has an invalid timing (every phase must be finite and >= 0, the total > 0)"));
-  }
-  if (trained.delta == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("simulator: the learner returned no delta for task ", task.task_id));
   }
   const int64_t serial = next_serial_++;
   SimTask& t = tasks_[serial];
@@ -520,9 +539,11 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   t.work = trained.work;
   t.timing = timing;
   t.delta = std::move(trained.delta);
+  t.compression = compression;
+  t.upload_bytes = timed.upload_bytes;
+  downlink_bytes_ += bytes;
   FEDSCHED_RETURN_IF_ERROR(NoteTaskStart(task.client));
   // Secure aggregation: the key steps come first; the task's work starts with the routed shares.
-  const round::Task* planned = engine_->FindTask(task.task_id);
   if (planned != nullptr) ApplyUpdateDropout(t, planned->update_dropout);
   if (planned != nullptr && planned->in_secagg()) return BeginSecAgg(serial, *planned, now);
   return PushTaskEnd(serial, now);

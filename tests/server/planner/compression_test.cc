@@ -144,7 +144,8 @@ TEST_F(CompressionPlanTest, FixedUplinkIsChargedAndTheDefaultIsUnchanged) {
   // Without compression nothing is recorded and the upload is the model's size.
   EXPECT_FALSE(dense[slow].reason.has_compression());
   EXPECT_EQ(dense[slow].reason.predicted_upload_bytes(), 0);
-  const double up_s = static_cast<double>(model_bytes_) * 8 / 1000 / book_->ExpectedUploadKbps(slow);
+  const double up_s =
+      static_cast<double>(model_bytes_) * 8 / 1000 / book_->ExpectedUploadKbps(slow);
   const double down_s =
       static_cast<double>(model_bytes_) * 8 / 1000 / book_->ExpectedDownloadKbps(slow);
   EXPECT_NEAR(dense[slow].predicted_seconds, 0.1 + down_s + up_s, 1e-9);
@@ -171,8 +172,8 @@ TEST(CompressionOptionsTest, DefaultsAndBadLevelsNameTheField) {
   ASSERT_OK_AND_ASSIGN(CompressionOptions ladder, CompressionOptions::FromConfig(c));
   std::vector<std::string> names;
   for (const v1::UpdateCompression& l : ladder.levels) names.push_back(compress::Describe(l));
-  EXPECT_THAT(names, ::testing::ElementsAre("float32", "fp16", "qsgd8/256", "qsgd4/256",
-                                            "qsgd2/256"));
+  EXPECT_THAT(names,
+              ::testing::ElementsAre("float32", "fp16", "qsgd8/256", "qsgd4/256", "qsgd2/256"));
   c.add_levels()->set_format(v1::CompressedTensor::FP16);
   v1::UpdateCompression* bad = c.add_levels();
   bad->set_format(v1::CompressedTensor::QSGD);
