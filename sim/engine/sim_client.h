@@ -34,7 +34,7 @@ v1::DeviceProfile SimDeviceProfile(const DeviceInfo& device);
 // train_seconds = timing.compute_s, io_seconds = timing.io_s, download_seconds =
 // timing.download_s, download_bytes = model_bytes. The upload time and bytes are not metrics:
 // the simulator passes them in round::Update (upload_seconds = timing.upload_s, upload_bytes =
-// model_bytes), as the server measures them.
+// the update's bytes as uploaded, compressed or not), as the server measures them.
 v1::UpdateMetrics SimUpdateMetrics(const TaskWork& work, const TaskTiming& timing,
                                    int64_t model_bytes);
 

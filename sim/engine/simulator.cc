@@ -278,17 +278,16 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   update.now_s = now;
   update.upload_seconds = task.timing.upload_s;
   update.upload_bytes = task.upload_bytes;
+  update.download_bytes = bytes;
   std::optional<v1::SecAggMaskedInput> masked;  // secure aggregation: what the device uploads
   FEDSCHED_ASSIGN_OR_RETURN(const bool upload,
                             MaskUpdate(serial, task.secagg, now, &update, &masked));
   if (!upload) return absl::OkStatus();
   std::unique_ptr<v1::CompressedModel> payload;  // update compression: what the device uploads
-  std::unique_ptr<v1::Model> decoded;
-  if (!task.secagg) FEDSCHED_RETURN_IF_ERROR(CompressUpload(task, &update, &payload, &decoded));
+  if (!task.secagg) FEDSCHED_RETURN_IF_ERROR(CompressUpload(task, &update, &payload));
   const std::vector<absl::Status> verdicts = engine_->FoldUpdates({update});
   const absl::Status& verdict = verdicts.at(0);
   if (verdict.ok()) {
-    uplink_bytes_ += update.upload_bytes;
     ++accepted_;
     accepted_duration_s_ += task.timing.total_s();
     parts_.learner->OnAccepted(task.client, task.round);
@@ -413,16 +412,12 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
   row.dp_csv = privacy::CsvCells(record);
   row.secagg = std::exchange(secagg_counts_, {});
-  // The engine sums the accepted uploads as it folds them; what the devices downloaded is the
-  // simulator's to charge (the server's model stream counts it).
-  row.uplink_bytes = record.uplink_bytes() > 0 ? record.uplink_bytes() : uplink_bytes_;
-  row.downlink_bytes = downlink_bytes_;
+  row.uplink_bytes = record.uplink_bytes();
+  row.downlink_bytes = record.downlink_bytes();
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);
     v1::RoundRecord evaluated = record;
-    evaluated.set_uplink_bytes(row.uplink_bytes);
-    evaluated.set_downlink_bytes(row.downlink_bytes);
     evaluated.set_test_accuracy(quality.accuracy);
     evaluated.set_test_loss(quality.loss);
     sink_->OnRecord(evaluated, closed.committed ? closed.commit.model.get() : nullptr);
@@ -461,8 +456,6 @@ absl::Status Simulator::NoteOpened(double now) {
   failed_ = 0;
   accepted_ = 0;
   accepted_duration_s_ = 0;
-  uplink_bytes_ = 0;
-  downlink_bytes_ = 0;
   return queue_.Push(now + engine_->current_record().deadline_s(), EventKind::kRoundDeadline, -1,
                      open_serial_);
 }
@@ -541,7 +534,6 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   t.delta = std::move(trained.delta);
   t.compression = compression;
   t.upload_bytes = timed.upload_bytes;
-  downlink_bytes_ += bytes;
   FEDSCHED_RETURN_IF_ERROR(NoteTaskStart(task.client));
   // Secure aggregation: the key steps come first; the task's work starts with the routed shares.
   if (planned != nullptr) ApplyUpdateDropout(t, planned->update_dropout);

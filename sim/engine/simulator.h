@@ -22,8 +22,11 @@
 //     task failure (the device goes offline before it would finish): FailTask likewise, if
 //            the task is still in flight.
 //     task completion: FoldUpdates({update}) with claim {index, task_id, round, examples},
-//            the learner's delta, SimUpdateMetrics(work, timing, ModelBytes()), now_s = t,
-//            upload_seconds = timing.upload_s, upload_bytes = ModelBytes(). Every completion
+//            the learner's delta (or, when the task's upload_compression compresses, its
+//            CompressModel as Update::compressed; simulator_compress.cc),
+//            SimUpdateMetrics(work, timing, ModelBytes()), now_s = t, upload_seconds =
+//            timing.upload_s, upload_bytes = the upload's bytes (ModelBytes() uncompressed),
+//            download_bytes = ModelBytes(). Every completion
 //            is folded, also a straggler's or a closed round's (the engine refuses it; the
 //            update is dropped); an INVALID_ARGUMENT verdict (a malformed update) is an error.
 //     round deadline (scheduled at each round's open time + record.deadline_s, which is the
@@ -147,8 +150,8 @@ struct RoundRow {
   std::string dp_csv;
   SecAggCounts secagg;  // secure aggregation's messages and round trips
   // Bytes on the devices' links (RoundRecord.uplink_bytes / downlink_bytes): the accepted
-  // updates' payloads as uploaded (compressed: docs/ALGORITHMS.md §13), and the models the
-  // round's tasks downloaded, as charged.
+  // updates' payloads as uploaded (compressed: docs/ALGORITHMS.md §13), and the models their
+  // tasks downloaded, as charged.
   int64_t uplink_bytes = 0;
   int64_t downlink_bytes = 0;
 };
@@ -365,8 +368,7 @@ class Simulator {
   // and points update->compressed at it instead of the delta (upload_bytes = its size). No-op
   // when uncompressed. Errors: INVALID_ARGUMENT from the compressor.
   [[nodiscard]] absl::Status CompressUpload(const SimTask& t, round::Update* update,
-                                            std::unique_ptr<v1::CompressedModel>* payload,
-                                            std::unique_ptr<v1::Model>* decoded);
+                                            std::unique_ptr<v1::CompressedModel>* payload);
   [[nodiscard]] absl::Status Init();
   // The round engine over the presence (through the job's gate under a JobSeat), with the
   // initial model's evaluation as the collapse guard's reference.
@@ -479,8 +481,6 @@ class Simulator {
   int32_t failed_ = 0;
   int32_t accepted_ = 0;
   double accepted_duration_s_ = 0;
-  int64_t uplink_bytes_ = 0;    // accepted updates' uploads in the open round
-  int64_t downlink_bytes_ = 0;  // downloads charged to tasks started in the open round
 
   RunSummary summary_;
   bool stop_ = false;

@@ -7,7 +7,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/compress/decode.h"
 #include "common/compress/update_codec.h"
 #include "server/planner/compression_levels.h"
 #include "sim/engine/simulator.h"
@@ -24,8 +23,7 @@ int64_t Simulator::UploadBytesOf(const v1::UpdateCompression& c, const v1::Model
 }
 
 absl::Status Simulator::CompressUpload(const SimTask& t, round::Update* update,
-                                       std::unique_ptr<v1::CompressedModel>* payload,
-                                       std::unique_ptr<v1::Model>* decoded) {
+                                       std::unique_ptr<v1::CompressedModel>* payload) {
   if (compress::IsUncompressed(t.compression) || update->delta == nullptr) {
     return absl::OkStatus();
   }
@@ -45,25 +43,6 @@ absl::Status Simulator::CompressUpload(const SimTask& t, round::Update* update,
   // Charged at planning from the shapes (exact but for top-k's index gaps); the payload's own
   // size is what the server measures.
   if (blob_ == nullptr) update->upload_bytes = static_cast<int64_t>((*payload)->ByteSizeLong());
-  // TEMPORARY until the engine folds Update.compressed: the payload decoded to a dense delta
-  // (the same floats the fold decodes).
-  auto dense = std::make_unique<v1::Model>();
-  const v1::Model& shapes = *t.delta;
-  for (int i = 0; i < shapes.tensors_size(); ++i) {
-    v1::Tensor* out = dense->add_tensors();
-    out->set_name(shapes.tensors(i).name());
-    *out->mutable_shape() = shapes.tensors(i).shape();
-    out->mutable_data()->Resize(shapes.tensors(i).data_size(), 0.0f);
-    if (absl::Status s =
-            compress::Decode((*payload)->tensors(i),
-                             absl::MakeSpan(out->mutable_data()->mutable_data(), out->data_size()));
-        !s.ok()) {
-      return s;
-    }
-  }
-  *decoded = std::move(dense);
-  update->delta = decoded->get();
-  update->compressed = nullptr;
   return absl::OkStatus();
 }
 
