@@ -16,7 +16,8 @@
 #   dropout           fedsched with PyramidFL's update dropout (0.1 to 0.6 by utility rank)
 #   pyramidfl         PyramidFL as its authors run it (Oort, workload extension, update dropout)
 # Knobs: SEEDS="1 2 3", JOBS=2 (runs at once), OUT=runs/compress_tta (finished runs are kept:
-# the script resumes), TARGET (a test accuracy replacing the configs' 0.65).
+# the script resumes), TARGET (a test accuracy replacing the configs' 0.65), SERVER (ServerConfig
+# text merged into every row's, e.g. SERVER='round_deadline_s: 10').
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build}
@@ -52,6 +53,15 @@ run() {
   grep -q '^run=' "$OUT/$tag.log" 2>/dev/null && return 0
   local -a flags
   mapfile -t flags < <(row_flags "$2")
+  if [ -n "${SERVER:-}" ]; then
+    local j server_at=-1
+    for j in "${!flags[@]}"; do [[ ${flags[$j]} == --set=server\ \{* ]] && server_at=$j; done
+    if [ "$server_at" -ge 0 ]; then
+      flags[$server_at]="--set=server { $SERVER ${flags[$server_at]#--set=server \{ }"
+    else
+      flags+=("--set=server { $SERVER }")
+    fi
+  fi
   if [ -n "${TARGET:-}" ]; then
     local i set_at=-1
     for i in "${!flags[@]}"; do [[ ${flags[$i]} == --set=* ]] && set_at=$i; done
@@ -67,7 +77,7 @@ run() {
   mv "$OUT/$tag.log.tmp" "$OUT/$tag.log"
 }
 export -f run row_flags
-export SRC SIM OUT TARGET
+export SRC SIM OUT TARGET SERVER
 
 # Seed by seed, so that an interrupted grid has every row of the first seeds.
 for seed in $SEEDS; do for s in $SETTINGS; do for r in $ROWS; do echo "$s $r $seed"; done; done; done |
@@ -95,9 +105,10 @@ def med(xs):
     return statistics.median(xs) if xs else float("nan")
 
 target = __import__("os").environ.get("TARGET") or "0.65"
-print(f"Virtual minutes to {target} test accuracy under the bandwidth limit, `bench/sim/compress_tta.sh` "
+server = __import__("os").environ.get("SERVER")
+print(f"Virtual minutes to {target} test accuracy under the bandwidth limit{' (server: ' + server + ')' if server else ''}, `bench/sim/compress_tta.sh` "
       f"at commit {commit} (the configs' target set to {target}); seeds {', '.join(seeds)}; load average {load} (virtual time does not depend on it). "
-      "Speed-up: float32's median hours over the row's (paired: the row faster / pairs, median of per-seed "
+      "Speed-up: float32's median time over the row's (paired: the row faster / pairs, median of per-seed "
       "ratios). Bytes: summed over the run's rounds until it reached the target (or stopped), MB = 1e6 bytes.")
 for s in settings:
     base = {seed: run(s, "float32", seed) for seed in seeds}
