@@ -28,6 +28,7 @@ WORK=$(mktemp -d /tmp/fedsched_check_selections.XXXXXX)
 trap '[ "${KEEP:-0}" = 1 ] || rm -rf "$WORK"' EXIT
 
 # run BIN TAG POLICY: writes $WORK/TAG-POLICY.csv and .summary (the summary line, wall times cut).
+# The CSVs are compared over the baseline's columns (new columns are appended at the end).
 run() {
   local out=$WORK/$2-$3
   "$1" --config="$CONFIG" --quiet --policy="$3" --num_rounds="$ROUNDS" \
@@ -40,6 +41,8 @@ status=0
 for p in $POLICIES; do
   run "$BASE" base "$p"
   run "$CAND" cand "$p"
+  ncol=$(head -n 1 "$WORK/base-$p.csv" | tr ',' '\n' | wc -l)
+  cut -d, -f1-"$ncol" "$WORK/cand-$p.csv" >"$WORK/cand-$p.cut" && mv "$WORK/cand-$p.cut" "$WORK/cand-$p.csv"
   if cmp -s "$WORK/base-$p.csv" "$WORK/cand-$p.csv" &&
     cmp -s "$WORK/base-$p.summary" "$WORK/cand-$p.summary"; then
     echo "$p: identical ($(sha256sum <"$WORK/cand-$p.csv" | cut -c1-16), $ROUNDS rounds)"

@@ -63,6 +63,8 @@ struct Candidate {
   double dropout_saved_s = 0;
   uint8_t status = kAvailable;
   uint8_t note = kNoteNone;
+  // Its compression level: an index into PlannerOptions::compression.levels (§13).
+  uint8_t level = 0;
   bool tried = false;    // selected before: Oort's "explored" pool
   bool fits = true;      // predicted to finish by the deadline at the fewest steps (FedCaSe)
   bool mem_fits = true;  // some batch >= min_batch_size fits its memory budget (§8)

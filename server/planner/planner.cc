@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/compress/update_codec.h"
 #include "common/status_macros.h"
 #include "server/planner/cache_plan.h"
 #include "server/planner/policy_registry.h"
@@ -77,10 +78,10 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   policy_->Select(round, &pool_, &plan);
   if (options_.update_dropout_high > 0) AssignUpdateDropout(evaluator);
   if (options_.extend_workload_beta > 0) ExtendWorkloads(evaluator);
-  AddParticipants(&plan);
+  AddParticipants(evaluator, &plan);
   AddPassedOver(evaluator, &plan);
   ForecastClose(&plan);
-  Commit(request, plan);
+  Commit(evaluator, request, plan);
   return plan;
 }
 
@@ -127,9 +128,11 @@ std::mt19937_64 Planner::RoundRng(int64_t round, int32_t attempt) const {
 }
 
 // One task per chosen candidate, in selection order, then sorted fastest first (stable).
-void Planner::AddParticipants(RoundPlan* plan) const {
+void Planner::AddParticipants(const CandidateEvaluator& evaluator, RoundPlan* plan) const {
   plan->participants.reserve(pool_.num_chosen());
-  for (uint32_t pos : pool_.chosen()) plan->participants.push_back(MakeTask(pool_[pos]));
+  for (uint32_t pos : pool_.chosen()) {
+    plan->participants.push_back(MakeTask(evaluator, pool_[pos]));
+  }
   std::stable_sort(plan->participants.begin(), plan->participants.end(),
                    [](const PlannedTask& a, const PlannedTask& b) {
                      return a.predicted_seconds < b.predicted_seconds;
@@ -166,12 +169,12 @@ void Planner::AssignUpdateDropout(const CandidateEvaluator& evaluator) {
   for (size_t r = 0; r < order.size(); ++r) {
     Candidate& c = pool_[order[r]];
     c.dropout = std::min(high, low + static_cast<double>(r) * step);
-    c.dropout_saved_s = c.dropout * evaluator.UploadSeconds(c.index);
+    c.dropout_saved_s = c.dropout * evaluator.UploadSeconds(c);
     c.t_s = std::max(c.t_s - c.dropout_saved_s, 0.0);
   }
 }
 
-PlannedTask Planner::MakeTask(const Candidate& c) const {
+PlannedTask Planner::MakeTask(const CandidateEvaluator& evaluator, const Candidate& c) const {
   const ClientState& s = book_->state(c.index);
   PlannedTask t;
   t.index = c.index;
@@ -199,6 +202,13 @@ PlannedTask Planner::MakeTask(const Candidate& c) const {
   if (options_.fit.model.parameters > 0 && device.memory_budget_bytes() > 0) {
     r.set_predicted_peak_bytes(
         std::llround(memory_.Predict(device.device_model(), options_.fit.model, c.batch)));
+  }
+  // Recorded only when compression is configured (the record of others stays as before); the
+  // level itself only when adaptive: the engine then hands it to the task (else the uplink).
+  const CompressionOptions& compression = options_.compression;
+  if (compression.adaptive || !compress::IsUncompressed(compression.levels[0])) {
+    if (compression.adaptive) *r.mutable_compression() = compression.levels[c.level];
+    r.set_predicted_upload_bytes(evaluator.UploadBytes(c.level));
   }
   t.cache_plan = MakeCachePlan(options_.cache, c.batch, s, c.steps, false);
   return t;
@@ -233,7 +243,8 @@ void Planner::ForecastClose(RoundPlan* plan) const {
 
 // From here on the plan is handed out: every participant is marked busy in the book and its
 // prediction is kept to score and learn from its outcome.
-void Planner::Commit(const PlanRequest& request, const RoundPlan& plan) {
+void Planner::Commit(const CandidateEvaluator& evaluator, const PlanRequest& request,
+                     const RoundPlan& plan) {
   for (uint32_t pos : pool_.chosen()) {
     const Candidate& c = pool_[pos];
     // Cannot fail: the index was validated and the round is >= 1.
@@ -242,7 +253,8 @@ void Planner::Commit(const PlanRequest& request, const RoundPlan& plan) {
     f.round = request.round;
     f.planned_at_s = request.now_s;
     f.predicted_s = c.t_s;
-    f.inputs = book_->Inputs(c.index, request.model_bytes, static_cast<int64_t>(c.batch) * c.steps);
+    f.inputs = book_->Inputs(c.index, request.model_bytes, evaluator.UploadBytes(c.level),
+                             static_cast<int64_t>(c.batch) * c.steps);
     f.exploited = c.exploited;
     f.measured = book_->state(c.index).measured;
     f.batch = c.batch;

@@ -189,7 +189,7 @@ class Planner {
   [[nodiscard]] absl::Status CheckRequest(const PlanRequest& request) const;
   RoundPlan StartPlan(const PlanRequest& request) const;
   std::mt19937_64 RoundRng(int64_t round, int32_t attempt) const;
-  void AddParticipants(RoundPlan* plan) const;
+  void AddParticipants(const CandidateEvaluator& evaluator, RoundPlan* plan) const;
   // Workload extension of the chosen candidates (PyramidFL; docs/ALGORITHMS.md §10), when
   // options_.extend_workload_beta > 0: see CandidateEvaluator::ExtendWorkload.
   void ExtendWorkloads(const CandidateEvaluator& evaluator);
@@ -198,10 +198,13 @@ class Planner {
   // dropout min(high, low + r (high - low) / K) and takes that share of its predicted upload
   // seconds off its t_s. Before ExtendWorkloads, so the extension sees the shorter uploads.
   void AssignUpdateDropout(const CandidateEvaluator& evaluator);
-  PlannedTask MakeTask(const Candidate& c) const;
+  // The task of chosen candidate `c`; its reason records its compression level and predicted
+  // upload bytes when compression is configured (docs/ALGORITHMS.md §13).
+  PlannedTask MakeTask(const CandidateEvaluator& evaluator, const Candidate& c) const;
   void ForecastClose(RoundPlan* plan) const;
   void AddPassedOver(const CandidateEvaluator& evaluator, RoundPlan* plan) const;
-  void Commit(const PlanRequest& request, const RoundPlan& plan);
+  void Commit(const CandidateEvaluator& evaluator, const PlanRequest& request,
+              const RoundPlan& plan);
 
   PlannerOptions options_;
   profile::ProfileBook* book_;

@@ -123,6 +123,11 @@ absl::Status ValidatePlannerOptions(const PlannerOptions& o) {
   }
   FEDSCHED_RETURN_IF_ERROR(ValidateOort(o.oort));
   FEDSCHED_RETURN_IF_ERROR(ValidateFedCaseAndCache(o.fedcase, o.cache));
+  if (o.compression.levels.empty() || o.compression.levels.size() > kMaxCompressionLevels) {
+    return OutOfRange("compression.levels (count)",
+                      static_cast<double>(o.compression.levels.size()),
+                      absl::StrCat("in [1, ", kMaxCompressionLevels, "]"));
+  }
   return ValidateRoundAndTraining(o);
 }
 
@@ -210,6 +215,7 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.max_local_steps = OrDefault(tr.max_local_steps(), o.max_local_steps);
   o.seed = OrDefault<uint64_t>(config.seed(), o.seed);
   o.fit = FitOptions::FromConfig(sel.fit());
+  FEDSCHED_ASSIGN_OR_RETURN(o.compression, CompressionOptions::FromConfig(config.compression()));
   FEDSCHED_RETURN_IF_ERROR(ValidatePlannerOptions(o));
   return o;
 }

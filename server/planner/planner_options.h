@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "fedsched/v1/config.pb.h"
 #include "server/fit/memory_predictor.h"
+#include "server/planner/compression_levels.h"
 #include "server/profile/round_time.h"
 
 namespace fedsched::planner {
@@ -170,12 +171,15 @@ struct PlannerOptions {
   double min_online_probability = 0.5;
   profile::RoundTimePredictorOptions predictor;
   FitOptions fit;
+  // Update compression (ServerConfig.compression): the upload each participant is charged with
+  // and, when adaptive, the ladder it is given a level of (docs/ALGORITHMS.md §13).
+  CompressionOptions compression;
 
   // Reads ServerConfig (selection, cache, training, clients_per_round, round_deadline_s,
-  // round_closing, seed), applying every documented default for zero fields, the policy's
-  // preset and its workload defaults (planner::ResolveSelectionPolicy, so an unresolved config
-  // plans as its resolved form). Errors: INVALID_ARGUMENT naming the field when a value is out
-  // of range, or those of ResolveSelectionPolicy (an unknown policy, a config it refuses).
+  // round_closing, seed, compression), applying every documented default for zero fields, the
+  // policy's preset and its workload defaults (planner::ResolveSelectionPolicy, so an unresolved
+  // config plans as its resolved form). Errors: INVALID_ARGUMENT naming the field when a value is
+  // out of range, or those of ResolveSelectionPolicy (an unknown policy, a config it refuses).
   [[nodiscard]] static absl::StatusOr<PlannerOptions> FromServerConfig(
       const v1::ServerConfig& config);
 };

@@ -14,6 +14,7 @@
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
+#include "fedsched/v1/tensor.pb.h"
 #include "server/profile/profile_book.h"
 
 namespace fedsched::planner {
@@ -42,8 +43,13 @@ struct PlanRequest {
   double now_s = 0;   // seconds on the caller's clock
   // Candidates: online clients without a task in flight (busy ones and duplicates are skipped).
   absl::Span<const ClientIndex> candidates;
-  // Serialized model size in bytes (it is downloaded and uploaded once each).
+  // Serialized model size in bytes: what each participant downloads, and uploads when its
+  // update is not compressed.
   int64_t model_bytes = 0;
+  // The model whose update is uploaded (tensor names and shapes are read, data not needed), for
+  // the compressed upload sizes (UploadBytesPerLevel); null = they are estimated from
+  // model_bytes (a stand-in of a modelled size). Not owned; only read during PlanRound.
+  const v1::Model* model = nullptr;
   // Optional; null = every candidate is assumed to stay online.
   const AvailabilityOracle* availability = nullptr;
   // Tasks to hand out; 0 = ceil(K x overcommit) (asynchronous refills pass the free slots).

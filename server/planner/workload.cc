@@ -52,7 +52,13 @@ CandidateEvaluator::CandidateEvaluator(const PlannerOptions& options,
                                        const RoundTimePredictor& predictor,
                                        const fit::MemoryPredictor& memory,
                                        const PlanRequest& request)
-    : options_(options), book_(book), predictor_(predictor), memory_(memory), request_(request) {}
+    : options_(options),
+      book_(book),
+      predictor_(predictor),
+      memory_(memory),
+      request_(request),
+      upload_bytes_(
+          UploadBytesPerLevel(options.compression.levels, request.model_bytes, request.model)) {}
 
 void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
   const ClientState& s = book_.state(index);
@@ -77,7 +83,10 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
       full_steps = FullStepsAt(options_, s.num_samples, b);
     }
   }
-  const StepSeconds predict = PredictorFor(index, c->batch, full_steps);
+  c->level = 0;
+  const StepSeconds predict = options_.compression.adaptive
+                                  ? ChooseLevel(index, c->batch, full_steps, &c->level)
+                                  : PredictorFor(index, c->batch, full_steps, 0);
   c->steps = full_steps;
   c->t_s = predict(full_steps);
   if (options_.workload_sizing) {
@@ -95,17 +104,37 @@ void CandidateEvaluator::Evaluate(ClientIndex index, Candidate* c) const {
 }
 
 CandidateEvaluator::StepSeconds CandidateEvaluator::PredictorFor(ClientIndex index, int32_t batch,
-                                                                 int32_t full_steps) const {
-  return StepSeconds{.lp = predictor_.PredictLinear(book_.Inputs(index, request_.model_bytes, 0)),
+                                                                 int32_t full_steps,
+                                                                 uint8_t level) const {
+  return StepSeconds{.lp = predictor_.PredictLinear(
+                         book_.Inputs(index, request_.model_bytes, upload_bytes_[level], 0)),
                      .batch = static_cast<double>(batch),
                      .censored_s = book_.state(index).censored_duration_s,
                      .full_steps = static_cast<double>(full_steps)};
 }
 
-double CandidateEvaluator::UploadSeconds(ClientIndex index) const {
-  const double kbps = book_.ExpectedUploadKbps(index);
+// Client-aware compression (docs/ALGORITHMS.md §13): the least compression whose prediction for
+// the full work meets the deadline (the share of it sizing aims at when sizing is on), so that
+// a slow link compresses before its work is cut.
+CandidateEvaluator::StepSeconds CandidateEvaluator::ChooseLevel(ClientIndex index, int32_t batch,
+                                                                int32_t full_steps,
+                                                                uint8_t* level) const {
+  const double bound =
+      options_.round_deadline_s * (options_.workload_sizing ? options_.workload_fit_fraction : 1.0);
+  const auto last = static_cast<uint8_t>(upload_bytes_.size() - 1);
+  for (uint8_t l = 0;; ++l) {
+    const StepSeconds predict = PredictorFor(index, batch, full_steps, l);
+    if (l == last || predict(full_steps) <= bound) {
+      *level = l;
+      return predict;
+    }
+  }
+}
+
+double CandidateEvaluator::UploadSeconds(const Candidate& c) const {
+  const double kbps = book_.ExpectedUploadKbps(c.index);
   if (!(kbps > 0)) return 0;
-  return static_cast<double>(request_.model_bytes) * 8.0 / 1000.0 / kbps;
+  return static_cast<double>(upload_bytes_[c.level]) * 8.0 / 1000.0 / kbps;
 }
 
 bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
@@ -113,8 +142,9 @@ bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
   if (!(beta > 0) || !(close_s > c->t_s) || c->steps < 1) return false;
   // The censored straggler bound scales with the steps of the task it came from: the unsized
   // steps at this batch, as in Evaluate.
-  const StepSeconds predict = PredictorFor(
-      c->index, c->batch, FullStepsAt(options_, book_.state(c->index).num_samples, c->batch));
+  const StepSeconds predict =
+      PredictorFor(c->index, c->batch,
+                   FullStepsAt(options_, book_.state(c->index).num_samples, c->batch), c->level);
   // Seconds of one more step; the prediction's floors can make the difference 0 for a tiny
   // task, so the linear term stands in for it.
   double per_step = predict(c->steps + 1) - predict(c->steps);

@@ -45,9 +45,15 @@ class CandidateEvaluator {
   //   steps   LocalStepsFor(num_samples); with workload_sizing, lowered (not below
   //           min(min_local_steps, those steps)) so that the prediction fits
   //           workload_fit_fraction x round_deadline_s;
+  //   level   the compression level its upload is charged at (options.compression.levels):
+  //           0 unless adaptive; adaptive: the first level at which its prediction for its
+  //           full (unsized) steps is within round_deadline_s (with workload_sizing, within
+  //           workload_fit_fraction x round_deadline_s, what sizing aims at), else the last
+  //           (docs/ALGORITHMS.md §13); every field below is at that level;
   //   t_s     the predictor's seconds for `steps` (RoundTimePredictor::PredictLinear over
-  //           ProfileBook::Inputs with request.model_bytes), floored at kMinPredictionSeconds
-  //           and at the straggler bound censored_duration_s x steps / full steps;
+  //           ProfileBook::Inputs with request.model_bytes down and UploadBytes(level) up),
+  //           floored at kMinPredictionSeconds and at the straggler bound
+  //           censored_duration_s x steps / full steps;
   //   fits    predicted within round_deadline_s (at the fewest steps sizing allows);
   //   tried   selected before (last_selected_round > 0);
   //   utility the last reported statistical utility, else Oort's registration utility
@@ -66,9 +72,14 @@ class CandidateEvaluator {
   // extended finish. Returns whether it extended.
   bool ExtendWorkload(double close_s, Candidate* c) const;
 
-  // Predicted seconds of the client's upload of request.model_bytes at its expected upload
-  // bandwidth (ProfileBook::ExpectedUploadKbps), for update dropout's saving.
-  double UploadSeconds(ClientIndex index) const;
+  // Predicted seconds of the upload of candidate `c` (UploadBytes(c.level)) at its client's
+  // expected upload bandwidth (ProfileBook::ExpectedUploadKbps), for update dropout's saving.
+  double UploadSeconds(const Candidate& c) const;
+
+  // The bytes a participant at compression level `level` (< options.compression.levels.size())
+  // uploads: UploadBytesPerLevel of the levels for request.model_bytes and request.model,
+  // computed once when the evaluator is made.
+  int64_t UploadBytes(uint8_t level) const { return upload_bytes_[level]; }
 
   // Whether request.availability (if any) gives the candidate at least min_online_probability
   // of being online at now_s + c.t_s (docs/ALGORITHMS.md §2). True without an oracle; false for
@@ -88,8 +99,12 @@ class CandidateEvaluator {
   // Seconds of a task of `steps` local steps; see Evaluate.
   struct StepSeconds;
   // The seconds predictor of client `index` at `batch` samples per step, whose unsized task
-  // has `full_steps` steps.
-  StepSeconds PredictorFor(ClientIndex index, int32_t batch, int32_t full_steps) const;
+  // has `full_steps` steps, uploading at compression `level`.
+  StepSeconds PredictorFor(ClientIndex index, int32_t batch, int32_t full_steps,
+                           uint8_t level) const;
+  // The adaptive level of client `index` and its predictor (see Evaluate).
+  StepSeconds ChooseLevel(ClientIndex index, int32_t batch, int32_t full_steps,
+                          uint8_t* level) const;
   // Workload sizing of `c` (steps, t_s, fits) from its full steps; see Evaluate.
   void SizeWorkload(const StepSeconds& predict, int32_t full_steps, Candidate* c) const;
 
@@ -98,6 +113,7 @@ class CandidateEvaluator {
   const profile::RoundTimePredictor& predictor_;
   const fit::MemoryPredictor& memory_;
   const PlanRequest& request_;
+  std::vector<int64_t> upload_bytes_;  // per compression level
   mutable std::vector<ClientIndex> unfit_;
 };
 

@@ -303,9 +303,9 @@ class ProfileBook {
   // Expected storage I/O seconds per trained sample: last measured I/O seconds / samples once
   // measured, else FedCaSe's analytic term for the cache hit ratio and sample size.
   inline double ExpectedIoSecondsPerSample(ClientIndex index) const;
-  // Everything RoundTimePredictor needs for a task of `samples_to_train` samples of a model of
-  // `model_bytes` bytes.
-  inline RoundTimeInputs Inputs(ClientIndex index, int64_t model_bytes,
+  // Everything RoundTimePredictor needs for a task of `samples_to_train` samples that downloads
+  // `download_bytes` and uploads `upload_bytes` (its update, as compressed) bytes.
+  inline RoundTimeInputs Inputs(ClientIndex index, int64_t download_bytes, int64_t upload_bytes,
                                 int64_t samples_to_train) const;
 
   // Persistence. The service writes profile(i) for every i returned here with the round's
@@ -404,13 +404,14 @@ inline double ProfileBook::ExpectedIoSecondsPerSample(ClientIndex index) const {
   return FedCaseIoSecondsPerSample(s.cache_hit_ratio, s.sample_bytes);
 }
 
-inline RoundTimeInputs ProfileBook::Inputs(ClientIndex index, int64_t model_bytes,
-                                           int64_t samples_to_train) const {
+inline RoundTimeInputs ProfileBook::Inputs(ClientIndex index, int64_t download_bytes,
+                                           int64_t upload_bytes, int64_t samples_to_train) const {
   RoundTimeInputs in;
   in.compute_ms_per_sample = ExpectedComputeMs(index);
   in.download_kbps = ExpectedDownloadKbps(index);
   in.upload_kbps = ExpectedUploadKbps(index);
-  in.model_bytes = model_bytes;
+  in.download_bytes = download_bytes;
+  in.upload_bytes = upload_bytes;
   in.samples_to_train = samples_to_train;
   in.io_seconds_per_sample = ExpectedIoSecondsPerSample(index);
   return in;

@@ -39,6 +39,12 @@ double FedScaleCommSeconds(int64_t model_bytes, double kbps) {
   return 2.0 * ModelKbit(model_bytes) / kbps;
 }
 
+double FedScaleCommSeconds(int64_t download_bytes, int64_t upload_bytes, double kbps) {
+  if (download_bytes <= 0 && upload_bytes <= 0) return 0.0;
+  if (!(kbps > 0)) return std::numeric_limits<double>::infinity();
+  return (ModelKbit(download_bytes) + ModelKbit(upload_bytes)) / kbps;
+}
+
 double FedCaseIoSeconds(double hits, double misses, double sample_kb) {
   return misses * sample_kb * 1e-4 + hits * sample_kb * 5e-8;
 }

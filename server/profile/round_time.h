@@ -29,6 +29,12 @@ double FedScaleComputeSeconds(double inference_ms_per_sample, int64_t batch_size
 // <= 0 and +inf when kbps <= 0.
 double FedScaleCommSeconds(int64_t model_bytes, double kbps);
 
+// The same term when the two directions carry different bytes (a compressed update,
+// docs/ALGORITHMS.md §13): comm_s = (download_bytes + upload_bytes) * 8 / 1000 / kbps, each
+// count taken as 0 when negative. FedScaleCommSeconds(b, kbps) == this with b both ways.
+// Returns 0 when both are <= 0 and +inf when kbps <= 0.
+double FedScaleCommSeconds(int64_t download_bytes, int64_t upload_bytes, double kbps);
+
 // FedCaSe's I/O term (SoCC 2024; docs/ALGORITHMS.md §1): a miss reads the sample from storage
 // at 1e-4 s/KB (microSD), a hit from RAM at 5e-8 s/KB:
 //   io_s = misses * sample_kb * 1e-4 + hits * sample_kb * 5e-8.
@@ -46,8 +52,10 @@ struct RoundTimeInputs {
   // Download / upload bandwidth, kbit/s. Must be > 0.
   double download_kbps = 0;
   double upload_kbps = 0;
-  // Serialized model size in bytes; it travels once in each direction.
-  int64_t model_bytes = 0;
+  // Bytes the device downloads (the serialized model) and uploads (its update as compressed,
+  // compress::CompressedUpdateBytes; the model's size without compression).
+  int64_t download_bytes = 0;
+  int64_t upload_bytes = 0;
   // Samples trained in the task: batch_size * local_steps.
   int64_t samples_to_train = 0;
   // Expected storage I/O seconds per trained sample (measured, or FedCaSe's analytic term).
@@ -57,7 +65,7 @@ struct RoundTimeInputs {
 // The analytic terms of one task, in seconds. Their sum is the FedScale + FedCaSe model.
 struct AnalyticTerms {
   double compute_s = 0;  // samples_to_train * compute_ms_per_sample / 1000
-  double comm_s = 0;     // model_kbit / download_kbps + model_kbit / upload_kbps
+  double comm_s = 0;     // download_kbit / download_kbps + upload_kbit / upload_kbps
   double io_s = 0;       // samples_to_train * io_seconds_per_sample
   double Total() const { return compute_s + comm_s + io_s; }
 };
@@ -167,10 +175,13 @@ class RoundTimePredictor {
 inline AnalyticTerms ComputeAnalyticTerms(const RoundTimeInputs& in) {
   AnalyticTerms t;
   const double n = in.samples_to_train > 0 ? static_cast<double>(in.samples_to_train) : 0.0;
-  const double kbit = in.model_bytes > 0 ? static_cast<double>(in.model_bytes) * 8.0 / 1000.0 : 0.0;
+  const double down_kbit =
+      in.download_bytes > 0 ? static_cast<double>(in.download_bytes) * 8.0 / 1000.0 : 0.0;
+  const double up_kbit =
+      in.upload_bytes > 0 ? static_cast<double>(in.upload_bytes) * 8.0 / 1000.0 : 0.0;
   t.compute_s = n * (in.compute_ms_per_sample > 0 ? in.compute_ms_per_sample : 0.0) / 1000.0;
-  t.comm_s = kbit / (in.download_kbps > 1.0 ? in.download_kbps : 1.0) +
-             kbit / (in.upload_kbps > 1.0 ? in.upload_kbps : 1.0);
+  t.comm_s = down_kbit / (in.download_kbps > 1.0 ? in.download_kbps : 1.0) +
+             up_kbit / (in.upload_kbps > 1.0 ? in.upload_kbps : 1.0);
   t.io_s = n * (in.io_seconds_per_sample > 0 ? in.io_seconds_per_sample : 0.0);
   return t;
 }

@@ -81,8 +81,11 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
   // The bytes each task downloads and uploads: the published blob's (the server's), else the
   // model's serialized size.
   const std::shared_ptr<const ModelBlob>& blob = versions_->published_blob();
-  request.model_bytes = blob != nullptr ? static_cast<int64_t>(blob->bytes.size())
-                                        : static_cast<int64_t>(versions_->model()->ByteSizeLong());
+  const auto model_size = static_cast<int64_t>(versions_->model()->ByteSizeLong());
+  request.model_bytes = blob != nullptr ? static_cast<int64_t>(blob->bytes.size()) : model_size;
+  // Compressed upload sizes come from the model's shapes, unless the blob stands in for a model
+  // of another size (the simulator's no-train mode): they are then scaled from model_bytes.
+  if (request.model_bytes == model_size) request.model = versions_->model().get();
   request.availability = options_.availability;
   if (learned_availability_ != nullptr) request.availability = learned_availability_.get();
   request.max_participants = max_participants;

@@ -33,11 +33,13 @@ struct TaskTiming {
 
 // Timing of one task on `device`:
 //   compute_s = 3.0 * examples * computation_ms_per_sample / 1000   (examples = batch * steps)
-//   download_s = upload_s = model_bytes * 8 / 1000 / communication_kbps   (kbit / kbit/s)
+//   download_s = download_bytes * 8 / 1000 / communication_kbps   (kbit / kbit/s)
+//   upload_s = upload_bytes * 8 / 1000 / device.UploadKbps()   (the update as compressed,
+//              docs/ALGORITHMS.md §13; the model's size without compression)
 //   io_s = misses * sample_kb * 1e-4 + hits * sample_kb * 5e-8
-// `examples`, `hits`, `misses` >= 0; `model_bytes` in bytes.
-TaskTiming ComputeTaskTiming(const DeviceCapacity& device, int64_t examples, int64_t model_bytes,
-                             int64_t hits, int64_t misses);
+// `examples`, `hits`, `misses` >= 0; bytes >= 0.
+TaskTiming ComputeTaskTiming(const DeviceCapacity& device, int64_t examples, int64_t download_bytes,
+                             int64_t upload_bytes, int64_t hits, int64_t misses);
 
 // How long a trained task takes on its device. Called once per task, in planning order, right
 // after the task was trained (so `work` holds its cache counts).
@@ -45,7 +47,8 @@ class TaskDurations {
  public:
   virtual ~TaskDurations() = default;
   // Timing of `task` (simulated client task.client) whose local work was `work`, with a model
-  // of `model_bytes` bytes each way. Every phase must be finite and >= 0, and the total > 0.
+  // of `model_bytes` bytes downloaded and task.upload_bytes uploaded (model_bytes when 0).
+  // Every phase must be finite and >= 0, and the total > 0.
   // Errors end the simulation.
   [[nodiscard]] virtual absl::StatusOr<TaskTiming> Timing(const TrainTask& task,
                                                           const TaskWork& work,

@@ -41,6 +41,9 @@ struct TrainTask {
   int32_t local_steps = 0;   // > 0
   int32_t batch_size = 0;    // the task's minibatch size; 0 = training.batch_size
   v1::CachePlan cache_plan;  // the planner's plan for the device's cache
+  // Bytes its update uploads (compressed: docs/ALGORITHMS.md §13); 0 = the model's size. Set by
+  // the simulator for its TaskDurations; learners ignore it.
+  int64_t upload_bytes = 0;
 };
 
 // What a device's local work amounts to. Known when the task is trained (the cache plans the

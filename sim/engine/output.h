@@ -23,7 +23,8 @@ namespace fedsched::sim {
 //   the server's metrics.csv; 0 under synchronous aggregation), oom_failures, passed_over,
 //   memory_mape (resource fit), dp_epsilon, dp_delta, dp_clip_norm (differential privacy),
 //   secagg_bytes_up, secagg_bytes_down, secagg_masked_bytes, secagg_round_trips,
-//   secagg_unmask_answers (secure aggregation, SecAggCounts; 0 when off).
+//   secagg_unmask_answers (secure aggregation, SecAggCounts; 0 when off), uplink_bytes,
+//   downlink_bytes (RoundRow: bytes on the devices' links, compressed uploads as uploaded).
 // New columns are appended at the end, so a column keeps its position.
 // Times are seconds / hours of virtual time since the simulation start.
 std::string RoundCsvHeader();

@@ -2,6 +2,7 @@
 #include "sim/engine/sim_client.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/round/checkin_pacer.h"
 
 namespace fedsched::sim {
 
@@ -31,6 +32,15 @@ v1::UpdateMetrics SimUpdateMetrics(const TaskWork& work, const TaskTiming& timin
   m.set_cache_misses(work.cache_misses);
   m.set_io_seconds(timing.io_s);
   return m;
+}
+
+uint64_t SimCompressionSeed(uint64_t run_seed, int32_t client, int64_t round) {
+  // Keeps the compression draws apart from every other stream derived from the seed.
+  constexpr uint64_t kCompressStream = 0x636f6d7072657373ULL;  // "compress"
+  return round::SplitMix64(
+      run_seed ^
+      round::SplitMix64(static_cast<uint64_t>(round) ^
+                        round::SplitMix64(kCompressStream + static_cast<uint64_t>(client))));
 }
 
 double TraceAvailabilityOracle::ProbabilityOnline(planner::ClientIndex index, double now_s,

@@ -34,9 +34,15 @@ v1::DeviceProfile SimDeviceProfile(const DeviceInfo& device);
 // train_seconds = timing.compute_s, io_seconds = timing.io_s, download_seconds =
 // timing.download_s, download_bytes = model_bytes. The upload time and bytes are not metrics:
 // the simulator passes them in round::Update (upload_seconds = timing.upload_s, upload_bytes =
-// model_bytes), as the server measures them.
+// the update's bytes as uploaded, compressed or not), as the server measures them.
 v1::UpdateMetrics SimUpdateMetrics(const TaskWork& work, const TaskTiming& timing,
                                    int64_t model_bytes);
+
+// The seed of the compress::Rng simulated client `client` compresses its update of `round` with
+// (compress::CompressModel; docs/ALGORITHMS.md §13): a splitmix64 mix of the run's seed
+// (server.seed), the client and the round, so that a run is reproducible and a device seeded
+// the same sends the same bits.
+uint64_t SimCompressionSeed(uint64_t run_seed, int32_t client, int64_t round);
 
 // The planner's availability oracle over a trace (docs/ALGORITHMS.md §2.2, §7.3): probability 1
 // that a candidate stays online until `until_s` iff it is online at now_s and its current

@@ -259,7 +259,7 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   const SimTask task = std::move(it->second);
   tasks_.erase(it);
   NoteTaskEnd(task.client);
-  const int64_t bytes = parts_.learner->ModelBytes();
+  const int64_t bytes = parts_.learner->ModelBytes();  // downloaded
   round::Update update;
   update.claim.index = task.index;
   update.claim.task_id = task.task_id;
@@ -277,11 +277,14 @@ absl::Status Simulator::OnTaskComplete(int64_t serial, double now) {
   }
   update.now_s = now;
   update.upload_seconds = task.timing.upload_s;
-  update.upload_bytes = bytes;
+  update.upload_bytes = task.upload_bytes;
+  update.download_bytes = task.download_bytes > 0 ? task.download_bytes : bytes;
   std::optional<v1::SecAggMaskedInput> masked;  // secure aggregation: what the device uploads
   FEDSCHED_ASSIGN_OR_RETURN(const bool upload,
                             MaskUpdate(serial, task.secagg, now, &update, &masked));
   if (!upload) return absl::OkStatus();
+  std::unique_ptr<v1::CompressedModel> payload;  // update compression: what the device uploads
+  if (!task.secagg) FEDSCHED_RETURN_IF_ERROR(CompressUpload(task, &update, &payload));
   const std::vector<absl::Status> verdicts = engine_->FoldUpdates({update});
   const absl::Status& verdict = verdicts.at(0);
   if (verdict.ok()) {
@@ -409,6 +412,8 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
   row.dp_csv = privacy::CsvCells(record);
   row.secagg = std::exchange(secagg_counts_, {});
+  row.uplink_bytes = record.uplink_bytes();
+  row.downlink_bytes = record.downlink_bytes();
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);
@@ -507,9 +512,20 @@ absl::Status Simulator::StartNewTasks(double now) {
 absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
                                      round::ClientIndex index, double now) {
   const int64_t bytes = parts_.learner->ModelBytes();
-  FEDSCHED_ASSIGN_OR_RETURN(TaskTiming timing, durations_->Timing(task, trained.work, bytes));
+  if (trained.delta == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulator: the learner returned no delta for task ", task.task_id));
+  }
+  const round::Task* planned = engine_->FindTask(task.task_id);
+  // The upload is charged the update's compressed bytes (docs/ALGORITHMS.md §13): known from
+  // its shapes before it is compressed at completion (after DP's clip and noise).
+  TrainTask timed = task;
+  const v1::UpdateCompression compression =
+      planned != nullptr ? planned->upload_compression : v1::UpdateCompression();
+  timed.upload_bytes = UploadBytesOf(compression, trained.delta.get());
+  FEDSCHED_ASSIGN_OR_RETURN(TaskTiming timing, durations_->Timing(timed, trained.work, bytes));
   // Downlink compression: the device downloads its pinned delta chain (or the whole shadow).
-  const int64_t downloaded = DownloadBytesOf(engine_->FindTask(task.task_id));
+  const int64_t downloaded = DownloadBytesOf(planned);
   if (downloaded != bytes && bytes > 0) {
     timing.download_s *= static_cast<double>(downloaded) / static_cast<double>(bytes);
   }
@@ -517,10 +533,6 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
     return absl::InvalidArgumentError(absl::StrCat(
         "simulator: task ", task.task_id, " of client ", task.client,
         " has an invalid timing (every phase must be finite and >= 0, the total > 0)"));
-  }
-  if (trained.delta == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("simulator: the learner returned no delta for task ", task.task_id));
   }
   const int64_t serial = next_serial_++;
   SimTask& t = tasks_[serial];
@@ -532,9 +544,10 @@ absl::Status Simulator::ScheduleTask(const TrainTask& task, TrainedTask trained,
   t.timing = timing;
   t.download_bytes = downloaded;
   t.delta = std::move(trained.delta);
+  t.compression = compression;
+  t.upload_bytes = timed.upload_bytes;
   FEDSCHED_RETURN_IF_ERROR(NoteTaskStart(task.client));
   // Secure aggregation: the key steps come first; the task's work starts with the routed shares.
-  const round::Task* planned = engine_->FindTask(task.task_id);
   if (planned != nullptr) ApplyUpdateDropout(t, planned->update_dropout);
   if (planned != nullptr && planned->in_secagg()) return BeginSecAgg(serial, *planned, now);
   return PushTaskEnd(serial, now);

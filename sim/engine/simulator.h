@@ -22,8 +22,11 @@
 //     task failure (the device goes offline before it would finish): FailTask likewise, if
 //            the task is still in flight.
 //     task completion: FoldUpdates({update}) with claim {index, task_id, round, examples},
-//            the learner's delta, SimUpdateMetrics(work, timing, ModelBytes()), now_s = t,
-//            upload_seconds = timing.upload_s, upload_bytes = ModelBytes(). Every completion
+//            the learner's delta (or, when the task's upload_compression compresses, its
+//            CompressModel as Update::compressed; simulator_compress.cc),
+//            SimUpdateMetrics(work, timing, ModelBytes()), now_s = t, upload_seconds =
+//            timing.upload_s, upload_bytes = the upload's bytes (ModelBytes() uncompressed),
+//            download_bytes = ModelBytes(). Every completion
 //            is folded, also a straggler's or a closed round's (the engine refuses it; the
 //            update is dropped); an INVALID_ARGUMENT verdict (a malformed update) is an error.
 //     round deadline (scheduled at each round's open time + record.deadline_s, which is the
@@ -66,6 +69,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "common/compress/error_feedback.h"
 #include "fedsched/v1/records.pb.h"
 #include "fedsched/v1/sim.pb.h"
 #include "secagg/client.h"
@@ -145,6 +149,11 @@ struct RoundRow {
   double dp_epsilon = 0;
   std::string dp_csv;
   SecAggCounts secagg;  // secure aggregation's messages and round trips
+  // Bytes on the devices' links (RoundRecord.uplink_bytes / downlink_bytes): the accepted
+  // updates' payloads as uploaded (compressed: docs/ALGORITHMS.md §13), and the models their
+  // tasks downloaded, as charged.
+  int64_t uplink_bytes = 0;
+  int64_t downlink_bytes = 0;
 };
 
 // Receives rounds as they close (the CSV writer, the progress line, tests).
@@ -336,6 +345,10 @@ class Simulator {
     bool out_of_memory = false;
     bool secagg = false;  // its upload is a masked input (secagg_devices_ holds its protocol)
     int64_t download_bytes = 0;  // what its download was charged (DownloadBytesOf)
+    // The compressor its update goes through (round::Task::upload_compression) and the bytes
+    // its upload was charged (the model's size when uncompressed).
+    v1::UpdateCompression compression;
+    int64_t upload_bytes = 0;
   };
 
   explicit Simulator(SimulatorParts parts);
@@ -349,6 +362,18 @@ class Simulator {
   // size, scaled with downlink compression by the share of the whole shadow model its pinned
   // download is (a delta chain, round::Task::download_bytes; simulator_downlink.cc).
   int64_t DownloadBytesOf(const round::Task* pinned) const;
+  // Update compression (simulator_compress.cc, docs/ALGORITHMS.md §13): the bytes an update
+  // compressed with `c` uploads: the model's size when uncompressed; CompressedUpdateBytes of
+  // the real update `delta`; for a stand-in model (no-train mode, or `delta` null) the modelled
+  // size scaled by the format's bytes per element.
+  int64_t UploadBytesOf(const v1::UpdateCompression& c, const v1::Model* delta) const;
+  // At the completion of task `t` (after DP's clip and noise): compresses update->delta with
+  // t.compression as the device does (compress::CompressModel; Rng seeded by
+  // SimCompressionSeed; the client's ErrorFeedback when the spec asks for it) into `*payload`
+  // and points update->compressed at it instead of the delta (upload_bytes = its size). No-op
+  // when uncompressed. Errors: INVALID_ARGUMENT from the compressor.
+  [[nodiscard]] absl::Status CompressUpload(const SimTask& t, round::Update* update,
+                                            std::unique_ptr<v1::CompressedModel>* payload);
   [[nodiscard]] absl::Status Init();
   // The round engine over the presence (through the job's gate under a JobSeat), with the
   // initial model's evaluation as the collapse guard's reference.
@@ -442,6 +467,8 @@ class Simulator {
   std::vector<uint64_t> online_bits_;
 
   absl::flat_hash_map<int64_t, SimTask> tasks_;  // by serial (event payload)
+  // Error feedback of each simulated client whose compression asks for it, in memory only.
+  absl::flat_hash_map<int32_t, compress::ErrorFeedback> error_feedback_;
   double wake_s_ = -1;  // the pending wake-up for the engine's re-plan backoff
   // Secure aggregation: the devices running the protocol, by task serial (ordered, so that
   // same-time events are pushed in a deterministic order); the pending wake-up for a step

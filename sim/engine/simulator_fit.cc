@@ -17,7 +17,7 @@ absl::StatusOr<bool> Simulator::FailsOutOfMemory(const TrainTask& task, round::C
   if (b.memory_budget_bytes <= 0 || *peak_bytes <= b.memory_budget_bytes) return false;
   // The device downloads the model, starts training and runs out of memory.
   const TaskTiming timing = ComputeTaskTiming(parts_.capacity->ForClient(task.client), 0,
-                                              parts_.learner->ModelBytes(), 0, 0);
+                                              parts_.learner->ModelBytes(), 0, 0, 0);
   const int64_t serial = next_serial_++;
   SimTask& t = tasks_[serial];
   t.task_id = task.task_id;

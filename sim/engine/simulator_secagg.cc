@@ -91,7 +91,7 @@ int64_t MessageBytes(const v1::SecAggStepRequest& request) {
 }  // namespace
 
 double Simulator::TransferSeconds(int32_t client, int64_t bytes) const {
-  return ComputeTaskTiming(parts_.capacity->ForClient(client), 0, bytes, 0, 0).download_s;
+  return ComputeTaskTiming(parts_.capacity->ForClient(client), 0, bytes, 0, 0, 0).download_s;
 }
 
 absl::Status Simulator::BeginSecAgg(int64_t serial, const round::Task& task, double now) {

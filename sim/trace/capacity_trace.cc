@@ -1,5 +1,6 @@
 #include "sim/trace/capacity_trace.h"
 
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -179,7 +180,27 @@ absl::StatusOr<CapacityTrace> CapacityTrace::LoadFromConfig(const v1::TraceConfi
     return absl::InvalidArgumentError("traces.default_sample_kb must be >= 0");
   }
   trace.FillMissingSampleKb(config.default_sample_kb() > 0 ? config.default_sample_kb() : 0.784);
+  if (config.uplink_kbps_min() != 0 || config.uplink_kbps_max() != 0) {
+    if (absl::Status s = trace.SetUniformUploadKbps(
+            config.uplink_kbps_min(), config.uplink_kbps_max(),
+            config.capacity_shuffle_seed() != 0 ? config.capacity_shuffle_seed() : 1);
+        !s.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("traces.uplink_kbps_min/max: ", s.message()));
+    }
+  }
   return trace;
+}
+
+absl::Status CapacityTrace::SetUniformUploadKbps(double min_kbps, double max_kbps, uint64_t seed) {
+  if (!(min_kbps > 0) || !(max_kbps >= min_kbps) || !std::isfinite(max_kbps)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the uplink range must satisfy 0 < min <= max (finite), got [", min_kbps, ", ",
+                     max_kbps, "] kbit/s"));
+  }
+  // A stream apart from the shuffle's (same seed): the xor keeps the draws independent of it.
+  SplitMix64 rng(seed ^ 0x75706c696e6b2121ULL);  // "uplink!!"
+  for (DeviceCapacity& d : rows_) d.upload_kbps = min_kbps + (max_kbps - min_kbps) * rng.Uniform();
+  return absl::OkStatus();
 }
 
 void CapacityTrace::Shuffle(uint64_t seed) {

@@ -21,6 +21,11 @@ struct DeviceCapacity {
   double computation_ms_per_sample = 0;  // ms per sample (inference latency), > 0
   double communication_kbps = 0;         // kbit/s, > 0
   double sample_kb = 0;                  // KB per stored sample; 0 = unknown (use a default)
+  // Upload bandwidth, kbit/s, where it differs from communication_kbps (a bandwidth-limited
+  // uplink, TraceConfig.uplink_kbps_min/max); 0 = communication_kbps.
+  double upload_kbps = 0;
+  // The bandwidth uploads run at: upload_kbps, else communication_kbps.
+  double UploadKbps() const { return upload_kbps > 0 ? upload_kbps : communication_kbps; }
 };
 
 // An immutable table of capacity rows; client k gets row (k mod N) (FedScale's mapping,
@@ -37,8 +42,10 @@ class CapacityTrace {
   // Loads `config.capacity_path` (in capacity_format_name, else capacity_format), shuffles the rows
   // if `config.shuffle_capacity`, takes per-client sample sizes from `config.sample_size_path`
   // (FedCaSe demo format) if set, and fills unknown sample sizes with `config.default_sample_kb`
-  // (Default: 0.784 KB). Errors: as Load; INVALID_ARGUMENT if capacity_path is empty or
-  // capacity_format_name names no registered reader.
+  // (Default: 0.784 KB), and draws upload bandwidths when config.uplink_kbps_min/max are set
+  // (SetUniformUploadKbps, seeded by capacity_shuffle_seed). Errors: as Load; INVALID_ARGUMENT
+  // if capacity_path is empty, capacity_format_name names no registered reader, or the uplink
+  // range is invalid (naming traces.uplink_kbps_min).
   [[nodiscard]] static absl::StatusOr<CapacityTrace> LoadFromConfig(const v1::TraceConfig& config);
   // CSV with header columns computation_ms_per_sample, communication_kbps (optional id column
   // client_id|row_id, optional sample_size_kb|sample_size).
@@ -55,6 +62,10 @@ class CapacityTrace {
   // Permutes the rows with a deterministic Fisher-Yates shuffle (splitmix64 seeded by `seed`).
   // Needed for capacity_10k.csv, which is sorted by bandwidth.
   void Shuffle(uint64_t seed);
+  // Sets every row's upload_kbps to a uniform draw from [min_kbps, max_kbps] (splitmix64
+  // seeded by `seed`, in row order). Errors: INVALID_ARGUMENT unless 0 < min_kbps <= max_kbps,
+  // both finite.
+  [[nodiscard]] absl::Status SetUniformUploadKbps(double min_kbps, double max_kbps, uint64_t seed);
   // Sets sample_kb of every row whose sample size is unknown (0) to `kb`.
   void FillMissingSampleKb(double kb);
   // Sets each row's sample size from `other`'s row (k mod other.size()).

@@ -28,7 +28,8 @@ TEST(AnalyticModelTest, FedScaleAndFedCaseTerms) {
   in.compute_ms_per_sample = 30.0;  // training ms/sample = 3 x 10 ms inference
   in.download_kbps = 1000.0;
   in.upload_kbps = 500.0;
-  in.model_bytes = 1'000'000;
+  in.download_bytes = 1'000'000;
+  in.upload_bytes = 1'000'000;
   in.samples_to_train = 100;
   in.io_seconds_per_sample = 0.001;
   const AnalyticTerms t = ComputeAnalyticTerms(in);
@@ -37,9 +38,28 @@ TEST(AnalyticModelTest, FedScaleAndFedCaseTerms) {
   EXPECT_DOUBLE_EQ(t.io_s, 0.1);
 }
 
+TEST(AnalyticModelTest, CompressedUploadIsChargedItsOwnBytes) {
+  // 1e6 bytes down and a 4x smaller update up: 8000 + 2000 kbit at 1000 kbit/s.
+  EXPECT_DOUBLE_EQ(FedScaleCommSeconds(1'000'000, 250'000, 1000.0), 10.0);
+  EXPECT_DOUBLE_EQ(FedScaleCommSeconds(1'000'000, 1'000'000, 1000.0),
+                   FedScaleCommSeconds(1'000'000, 1000.0));
+  EXPECT_TRUE(std::isinf(FedScaleCommSeconds(1, 1, 0.0)));
+  RoundTimeInputs in;
+  in.download_kbps = 1000.0;
+  in.upload_kbps = 500.0;
+  in.download_bytes = 1'000'000;
+  in.upload_bytes = 250'000;  // e.g. QSGD 8-bit
+  EXPECT_DOUBLE_EQ(ComputeAnalyticTerms(in).comm_s, 8.0 + 4.0);
+  // The learned predictor's fixed term follows the upload bytes too.
+  ASSERT_OK_AND_ASSIGN(RoundTimePredictor p, RoundTimePredictor::Create({}));
+  RoundTimeInputs dense = in;
+  dense.upload_bytes = 1'000'000;
+  EXPECT_NEAR(p.PredictLinear(dense).fixed_s - p.PredictLinear(in).fixed_s, 12.0, 1e-9);
+}
+
 TEST(RoundTimePredictorTest, UntrainedPredictorIsTheAnalyticModel) {
   ASSERT_OK_AND_ASSIGN(RoundTimePredictor p, RoundTimePredictor::Create({}));
-  RoundTimeInputs in{20.0, 2000.0, 1000.0, 250'000, 64, 0.002};
+  RoundTimeInputs in{20.0, 2000.0, 1000.0, 250'000, 250'000, 64, 0.002};
   const double analytic = ComputeAnalyticTerms(in).Total();
   EXPECT_NEAR(p.Predict(in), analytic, 1e-12);
   const LinearPrediction lp = p.PredictLinear(in);
@@ -62,7 +82,7 @@ class SyntheticSystem {
   RoundTimeInputs Draw() {
     std::uniform_real_distribution<double> ms(5.0, 200.0), kbps(500.0, 50'000.0), io(0.0, 0.004);
     std::uniform_int_distribution<int64_t> samples(20, 400);
-    return {ms(rng_), kbps(rng_), kbps(rng_), 2'000'000, samples(rng_), io(rng_)};
+    return {ms(rng_), kbps(rng_), kbps(rng_), 2'000'000, 2'000'000, samples(rng_), io(rng_)};
   }
   double Actual(const RoundTimeInputs& in) {
     const AnalyticTerms t = ComputeAnalyticTerms(in);
@@ -132,7 +152,7 @@ TEST(RoundTimePredictorTest, ExportImportPredictsIdentically) {
 
 TEST(RoundTimePredictorTest, IgnoresBadObservations) {
   ASSERT_OK_AND_ASSIGN(RoundTimePredictor p, RoundTimePredictor::Create({}));
-  RoundTimeInputs in{20.0, 2000.0, 1000.0, 250'000, 64, 0.0};
+  RoundTimeInputs in{20.0, 2000.0, 1000.0, 250'000, 250'000, 64, 0.0};
   p.Observe(in, std::nan(""));
   p.Observe(in, -1.0);
   p.Observe(in, 0.0);

@@ -101,6 +101,7 @@ class ScriptedDurations : public TaskDurations {
       t.compute_s = c->second;
     } else if (capacity_ != nullptr) {
       return ComputeTaskTiming(capacity_->ForClient(task.client), work.examples, model_bytes,
+                               task.upload_bytes > 0 ? task.upload_bytes : model_bytes,
                                work.cache_hits, work.cache_misses);
     } else {
       t.compute_s = 1.0;

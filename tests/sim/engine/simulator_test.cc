@@ -554,7 +554,8 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
   // After them come the resource fit columns (oom_failures, passed_over, memory_mape), the
   // privacy columns (server/privacy kCsvColumns: dp_epsilon, dp_delta, dp_clip_norm) and the
-  // secure-aggregation columns (secagg_bytes_up ... secagg_unmask_answers), in this order.
+  // secure-aggregation columns (secagg_bytes_up ... secagg_unmask_answers) and the link's bytes
+  // (uplink_bytes, downlink_bytes), in this order.
   ASSERT_GE(header.size(), 10u);
   const size_t n =
       static_cast<size_t>(std::find(header.begin(), header.end(), "oom_failures") - header.begin());
@@ -563,7 +564,8 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   EXPECT_EQ(header[n + 3], "dp_epsilon");
   EXPECT_EQ(header[n + 5], "dp_clip_norm");
   EXPECT_EQ(header[n + 6], "secagg_bytes_up");
-  EXPECT_EQ(header.back(), "secagg_unmask_answers");
+  EXPECT_EQ(header[n + 10], "secagg_unmask_answers");
+  EXPECT_EQ(header.back(), "downlink_bytes");
   EXPECT_EQ(header[n - 4], "mean_task_s");
   EXPECT_EQ(header[n - 3], "staleness_mean");
   EXPECT_EQ(header[n - 2], "staleness_max");
