@@ -68,6 +68,7 @@ struct Candidate {
   bool mem_fits = true;  // some batch >= min_batch_size fits its memory budget (§8)
   bool exploited = false;
   bool explore_pick = false;
+  bool experienced = false;  // completed a task before: `experience` is its own (fedcase only)
 };
 
 // A selection step's entry: a rank or weight `key` and a position `pos` (in the pool, or a

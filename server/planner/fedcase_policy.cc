@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -24,7 +25,9 @@ void FedCasePolicy::Select(const RoundContext& round, CandidatePool* pool, Round
   PoolCandidates(round, pool);
   if (pool->empty()) return;
   for (Candidate& c : pool->candidates()) {
-    c.experience = experience_->ExperienceOf(c.index).value_or(0.0);
+    const std::optional<double> experience = experience_->ExperienceOf(c.index);
+    c.experienced = experience.has_value();
+    c.experience = experience.value_or(0.0);
     c.score = c.experience;  // the random base set keeps it; Oort's overwrites it
   }
   FillBase(round, pool, plan);
@@ -38,9 +41,7 @@ void FedCasePolicy::Select(const RoundContext& round, CandidatePool* pool, Round
   }
   if (round.options.cache.prefetch && top > 0) {
     // Expected next round: the best by experience among those not picked now.
-    pool->FillStage(
-        [this](const Candidate& c) { return experience_->ExperienceOf(c.index).has_value(); },
-        ExperienceOf);
+    pool->FillStage([](const Candidate& c) { return c.experienced; }, ExperienceOf);
     AppendExpectedNext(round, top, pool, plan);
   }
 }

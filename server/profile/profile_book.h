@@ -19,6 +19,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/huge_page_allocator.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
@@ -368,7 +369,8 @@ class ProfileBook {
 
   ProfileBookOptions options_;
   std::vector<v1::ClientProfile> profiles_;
-  std::vector<ClientState> states_;
+  // Read at scattered indices for every candidate of every round: huge-page backed.
+  std::vector<ClientState, HugePageAllocator<ClientState>> states_;
   std::vector<Contribution> contributions_;
   std::vector<uint8_t> dirty_flag_;
   std::vector<ClientIndex> dirty_;
