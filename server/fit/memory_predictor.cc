@@ -49,6 +49,9 @@ int32_t MemoryPredictor::FitBatch(absl::string_view device_model, const ModelFea
                                   double margin, double* predicted) const {
   batch = std::max(batch, 1);
   min_batch = std::clamp(min_batch, 1, batch);
+  // Without a budget every batch fits; the peak is only computed when asked for (the planner
+  // fits every candidate of every round).
+  if (budget_bytes <= 0 && predicted == nullptr) return batch;
   const double scale = std::exp(LogRatio(device_model));
   auto peak = [&](int32_t b) { return static_cast<double>(AnalyticPeakBytes(model, b)) * scale; };
   int32_t b = batch;

@@ -30,9 +30,9 @@ void CandidatePool::BeginRound(size_t num_clients) {
   pool_.clear();
   stage_.clear();
   chosen_.clear();
-  if (stamp_.size() < num_clients) stamp_.resize(num_clients, 0);
+  if (stamp_.size() < num_clients) stamp_.resize(num_clients);
   if (++serial_ == 0) {
-    std::fill(stamp_.begin(), stamp_.end(), 0);
+    std::fill(stamp_.begin(), stamp_.end(), Stamp());
     serial_ = 1;
   }
 }

@@ -70,6 +70,7 @@ struct Candidate {
   bool mem_fits = true;  // some batch >= min_batch_size fits its memory budget (§8)
   bool exploited = false;
   bool explore_pick = false;
+  bool experienced = false;  // completed a task before: `experience` is its own (fedcase only)
 };
 
 // A selection step's entry: a rank or weight `key` and a position `pos` (in the pool, or a
@@ -91,10 +92,22 @@ class CandidatePool {
   void BeginRound(size_t num_clients);
 
   // True the first time `index` (< num_clients) is claimed this round; false for a duplicate.
+  // A claim followed at once by Add() gives the candidate of `index` (see PositionOf).
   bool Claim(ClientIndex index) {
-    if (stamp_[index] == serial_) return false;
-    stamp_[index] = serial_;
+    Stamp& st = stamp_[index];
+    if (st.serial == serial_) return false;
+    st = {serial_, static_cast<uint32_t>(pool_.size())};
     return true;
+  }
+  // The pool position of client `index` (< num_clients) when it was claimed this round and the
+  // Add() right after its claim holds it (c.index == index), else kNoPosition. O(1).
+  static constexpr uint32_t kNoPosition = UINT32_MAX;
+  uint32_t PositionOf(ClientIndex index) const {
+    const Stamp& st = stamp_[index];
+    if (st.serial != serial_ || st.pos >= pool_.size() || pool_[st.pos].index != index) {
+      return kNoPosition;
+    }
+    return st.pos;
   }
 
   // Appends a default Candidate and returns it (references are invalidated by the next Add).
@@ -170,7 +183,12 @@ class CandidatePool {
   std::vector<Keyed> stage_;
   std::vector<double> prefix_;    // TakeWeighted's prefix sums of the stage's weights
   std::vector<uint32_t> chosen_;  // positions in pool_ of the selected, in selection order
-  std::vector<uint32_t> stamp_;   // stamp_[client] == serial_: claimed this round
+  // stamp_[client].serial == serial_: claimed this round, when the pool held `pos` candidates.
+  struct Stamp {
+    uint32_t serial = 0;
+    uint32_t pos = 0;
+  };
+  std::vector<Stamp> stamp_;
   uint32_t serial_ = 0;
 };
 

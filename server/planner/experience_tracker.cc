@@ -28,18 +28,16 @@ void ExperienceTracker::OnCompleted(profile::ClientIndex index, double duration_
 }
 
 void ExperienceTracker::Set(profile::ClientIndex index, double experience) {
-  experiences_[index] = experience;
+  auto [it, inserted] = experiences_.try_emplace(index, experience);
+  if (!inserted) {
+    ranked_.erase({-it->second, index});
+    it->second = experience;
+  }
+  ranked_.insert({-experience, index});
   if (index >= experience_of_.size()) {
-    experience_of_.resize(static_cast<size_t>(index) + 1, 0.0);
-    has_experience_.resize(static_cast<size_t>(index) + 1, false);
+    experience_of_.resize(static_cast<size_t>(index) + 1, std::nan(""));
   }
   experience_of_[index] = experience;
-  has_experience_[index] = true;
-}
-
-std::optional<double> ExperienceTracker::ExperienceOf(profile::ClientIndex index) const {
-  if (index >= has_experience_.size() || !has_experience_[index]) return std::nullopt;
-  return experience_of_[index];
 }
 
 void ExperienceTracker::ExportTo(v1::FedCaseState* f, const profile::ProfileBook* book) const {
@@ -83,7 +81,7 @@ void ExperienceTracker::ImportFrom(const v1::FedCaseState& f, const profile::Pro
   range_ = {f.min_duration_s(), f.max_duration_s(), f.min_utility(), f.max_utility()};
   experiences_.clear();
   experience_of_.clear();
-  has_experience_.clear();
+  ranked_.clear();
   if (book != nullptr) {
     for (const v1::ClientExperience& ce : f.experiences()) {
       if (auto index = book->FindByClientId(ce.client_id())) Set(*index, ce.experience());

@@ -5,9 +5,12 @@
 #ifndef FEDSCHED_SERVER_PLANNER_EXPERIENCE_TRACKER_H_
 #define FEDSCHED_SERVER_PLANNER_EXPERIENCE_TRACKER_H_
 
+#include <cmath>
 #include <optional>
+#include <utility>
 #include <vector>
 
+#include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "fedsched/v1/planner.pb.h"
@@ -38,7 +41,14 @@ class ExperienceTracker {
   const absl::flat_hash_map<profile::ClientIndex, double>& experiences() const {
     return experiences_;
   }
-  std::optional<double> ExperienceOf(profile::ClientIndex index) const;
+  std::optional<double> ExperienceOf(profile::ClientIndex index) const {
+    if (index >= experience_of_.size() || std::isnan(experience_of_[index])) return std::nullopt;
+    return experience_of_[index];
+  }
+  // Every client that completed a task as (-experience, index), ascending: best experience
+  // first, ties by index. Kept as experiences change, so that FedCaSe's top clients are the
+  // first entries rather than a sort of every experienced client each round.
+  const absl::btree_set<std::pair<double, profile::ClientIndex>>& ranked() const { return ranked_; }
 
   TopRatioLearner& top_ratio() { return top_ratio_; }
   const TopRatioLearner& top_ratio() const { return top_ratio_; }
@@ -60,10 +70,10 @@ class ExperienceTracker {
   void Set(profile::ClientIndex index, double experience);
 
   absl::flat_hash_map<profile::ClientIndex, double> experiences_;
-  // experiences_ by index (has_experience_[i]: present), for ExperienceOf: FedCaSe looks up
-  // every candidate of every round, a hash probe each.
+  // experiences_ by index (NaN: none), for ExperienceOf: FedCaSe looks up every candidate of
+  // every round, a hash probe each.
   std::vector<double> experience_of_;
-  std::vector<bool> has_experience_;
+  absl::btree_set<std::pair<double, profile::ClientIndex>> ranked_;  // see ranked()
   TopRatioLearner top_ratio_;
 };
 

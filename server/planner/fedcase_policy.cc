@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "server/planner/workload.h"
 
 namespace fedsched::planner {
@@ -25,7 +25,9 @@ void FedCasePolicy::Select(const RoundContext& round, CandidatePool* pool, Round
   PoolCandidates(round, pool);
   if (pool->empty()) return;
   for (Candidate& c : pool->candidates()) {
-    c.experience = experience_->ExperienceOf(c.index).value_or(0.0);
+    const std::optional<double> experience = experience_->ExperienceOf(c.index);
+    c.experienced = experience.has_value();
+    c.experience = experience.value_or(0.0);
     c.score = c.experience;  // the random base set keeps it; Oort's overwrites it
   }
   FillBase(round, pool, plan);
@@ -39,9 +41,7 @@ void FedCasePolicy::Select(const RoundContext& round, CandidatePool* pool, Round
   }
   if (round.options.cache.prefetch && top > 0) {
     // Expected next round: the best by experience among those not picked now.
-    pool->FillStage(
-        [this](const Candidate& c) { return experience_->ExperienceOf(c.index).has_value(); },
-        ExperienceOf);
+    pool->FillStage([](const Candidate& c) { return c.experienced; }, ExperienceOf);
     AppendExpectedNext(round, top, pool, plan);
   }
 }
@@ -80,17 +80,22 @@ size_t FedCasePolicy::TopCount(const RoundContext& round) {
 void FedCasePolicy::JoinExperienced(const RoundContext& round, size_t top, CandidatePool* pool) {
   if (top == 0) return;
   // The best `top` of every experienced client (ties by index), as the review code sorts its
-  // whole fedcase_clients table before filtering the active ones.
-  std::vector<std::pair<double, ClientIndex>> best;
-  best.reserve(experience_->experiences().size());
-  for (const auto& [index, e] : experience_->experiences()) best.emplace_back(-e, index);
-  const size_t n = std::min(top, best.size());
-  std::partial_sort(best.begin(), best.begin() + n, best.end());
-  absl::flat_hash_map<ClientIndex, size_t> rank;
-  for (size_t k = 0; k < n; ++k) rank[best[k].second] = k;
-  // Offer those in the pool, best first.
-  pool->FillStage([&rank](const Candidate& c) { return rank.contains(c.index); },
-                  [&rank](const Candidate& c) { return -static_cast<double>(rank.at(c.index)); });
+  // whole fedcase_clients table before filtering the active ones (the tracker keeps them
+  // ranked); those in the pool and still available are offered in pool order, all in one
+  // TakeTop block, as a FillStage over the pool stages them.
+  std::vector<Keyed>& stage = pool->stage();
+  stage.clear();
+  size_t k = 0;
+  for (const auto& [neg_experience, index] : experience_->ranked()) {
+    if (k == top) break;
+    const uint32_t pos = pool->PositionOf(index);
+    if (pos != CandidatePool::kNoPosition && (*pool)[pos].status == kAvailable) {
+      stage.push_back({-static_cast<double>(k), pos});
+    }
+    ++k;
+  }
+  std::sort(stage.begin(), stage.end(),
+            [](const Keyed& a, const Keyed& b) { return a.pos < b.pos; });
   pool->TakeTop(pool->stage().size(), Chooser(round, pool, kNoteFedCaseTop));
 }
 

@@ -13,12 +13,6 @@ namespace {
 auto Eligible(bool fits_only) {
   return [fits_only](const Candidate& c) { return !fits_only || c.fits; };
 }
-auto Tried(bool fits_only) {
-  return [fits_only](const Candidate& c) { return c.tried && (!fits_only || c.fits); };
-}
-auto NeverTried(bool fits_only) {
-  return [fits_only](const Candidate& c) { return !c.tried && (!fits_only || c.fits); };
-}
 double ScoreOf(const Candidate& c) { return c.score; }
 
 // Chooses a candidate predicted online as exploited (tried) or explored (never tried).
@@ -89,11 +83,9 @@ bool OortPolicy::Fill(const RoundContext& round, bool fits_only, CandidatePool* 
   const size_t tried_left = ScorePool(round, fits_only, pool);
   const size_t exploit_len =
       std::min(tried_left, static_cast<size_t>(std::floor((1.0 - pacer_->epsilon()) * oort_slots)));
-  Exploit(round, fits_only, exploit_len, pool);
-  const bool any_never_tried = std::any_of(pool->candidates().begin(), pool->candidates().end(),
-                                           [](const Candidate& c) { return !c.tried; });
-  if (any_never_tried) {
-    Explore(round, fits_only, oort_slots - exploit_len, pool);
+  Exploit(round, exploit_len, pool);
+  if (any_never_tried_) {
+    Explore(round, oort_slots - exploit_len, pool);
   } else if (!round.options.oort.resume_exploration && !AnyRegisteredNeverTried(round.book)) {
     // Every registered client has been tried: Oort stops exploring for good and fills the rest
     // of this round uniformly at random (rng.choice over the feasible clients), counted as
@@ -120,67 +112,79 @@ void OortPolicy::ComputeRoundTerms(const RoundContext& round, const CandidatePoo
   // (Oort: of every registered client), tried or not; the utility clip, floor and max are taken
   // over every candidate with a positive utility, never-tried clients' registration utility
   // included (get_norm). FedCaSe's top clients take part.
+  // One pass over the pool for both: T's durations and the positive utilities, each in pool
+  // order.
   const std::vector<Candidate>& all = pool.candidates();
   values_.clear();
-  for (const Candidate& c : all) values_.push_back(c.t_s);
+  utilities_.clear();
+  double min_utility = std::numeric_limits<double>::infinity();
+  double max_utility = 0;
+  for (const Candidate& c : all) {
+    values_.push_back(c.t_s);
+    if (!(c.utility > 0)) continue;
+    utilities_.push_back(c.utility);
+    min_utility = std::min(min_utility, c.utility);
+    max_utility = std::max(max_utility, c.utility);
+  }
   terms_ = OortRoundTerms();
   terms_.round = round.request.round;
   terms_.round_penalty = round.options.oort.round_penalty;
   terms_.preferred_duration_s =
       PercentileInPlace(absl::MakeSpan(values_), pacer_->round_threshold_percent());
-  values_.clear();
-  double min_utility = std::numeric_limits<double>::infinity();
-  double max_utility = 0;
-  for (const Candidate& c : all) {
-    if (!(c.utility > 0)) continue;
-    values_.push_back(c.utility);
-    min_utility = std::min(min_utility, c.utility);
-    max_utility = std::max(max_utility, c.utility);
-  }
   terms_.clip_utility =
-      PercentileInPlace(absl::MakeSpan(values_), 100.0 * round.options.oort.clip_bound);
-  terms_.min_utility = values_.empty() ? 0.0 : min_utility;
+      PercentileInPlace(absl::MakeSpan(utilities_), 100.0 * round.options.oort.clip_bound);
+  terms_.min_utility = utilities_.empty() ? 0.0 : min_utility;
   terms_.max_utility = max_utility;
   scored_ = true;
   pacer_->set_preferred_duration_s(terms_.preferred_duration_s);
   plan->preferred_duration_s = terms_.preferred_duration_s;
 }
 
-size_t OortPolicy::ScorePool(const RoundContext& round, bool fits_only, CandidatePool* pool) const {
+size_t OortPolicy::ScorePool(const RoundContext& round, bool fits_only, CandidatePool* pool) {
+  // The exploit and explore stages are staged here, in the same pass: Exploit chooses or
+  // rejects only tried candidates, so the never-tried ones are still as scored when Explore
+  // takes its stage.
   const auto eligible = Eligible(fits_only);
-  size_t tried_left = 0;  // tried clients Oort may still exploit
-  for (Candidate& c : pool->candidates()) {
+  tried_stage_.clear();
+  never_tried_stage_.clear();
+  any_never_tried_ = false;
+  std::vector<Candidate>& all = pool->candidates();
+  for (uint32_t pos = 0; pos < all.size(); ++pos) {
+    Candidate& c = all[pos];
+    const bool stage = c.status == kAvailable && eligible(c);
     if (c.tried) {
-      if (c.status == kAvailable && eligible(c)) ++tried_left;
       c.score =
           OortScore(c.utility, c.t_s, round.book.state(c.index).last_selected_round, terms_).score;
+      if (stage) tried_stage_.push_back({c.score, pos});
     } else {
+      any_never_tried_ = true;
       // Exploration weight: registration utility x speed penalty.
       c.score =
           c.utility * OortSpeedPenalty(c.t_s, terms_.preferred_duration_s, terms_.round_penalty);
+      if (stage) never_tried_stage_.push_back({c.score, pos});
     }
   }
-  return tried_left;
+  return tried_stage_.size();  // tried clients Oort may still exploit
 }
 
-void OortPolicy::Exploit(const RoundContext& round, bool fits_only, size_t exploit_len,
-                         CandidatePool* pool) const {
+void OortPolicy::Exploit(const RoundContext& round, size_t exploit_len, CandidatePool* pool) {
   // p ~ score among the tried clients scoring >= cut_off x the NEXT score after the
   // exploit_len best (Oort's scores[sortedClientUtil[exploitLen]]; the last one when all of
   // them are exploited).
   if (exploit_len == 0) return;
-  pool->FillStage(Tried(fits_only), ScoreOf);
+  // The tried candidates still available and eligible, keyed by score, in pool order.
+  pool->stage().swap(tried_stage_);
   const size_t next = std::min(exploit_len + 1, pool->stage().size());
   const double cut = round.options.oort.cut_off_util * pool->NthLargestStageKey(next);
   pool->KeepStageKeysAtLeast(cut);
   pool->TakeWeighted(exploit_len, round.draws, Chooser(round, pool, kNoteOortExploit, true));
 }
 
-void OortPolicy::Explore(const RoundContext& round, bool fits_only, size_t explore_len,
-                         CandidatePool* pool) const {
+void OortPolicy::Explore(const RoundContext& round, size_t explore_len, CandidatePool* pool) {
   // p ~ weight among the sample_window x explore_len never-tried with the largest one.
   if (explore_len == 0) return;
-  pool->FillStage(NeverTried(fits_only), ScoreOf);
+  // The never-tried candidates available and eligible, keyed by weight, in pool order.
+  pool->stage().swap(never_tried_stage_);
   pool->KeepBestOfStage(static_cast<size_t>(round.options.oort.sample_window) * explore_len);
   pool->TakeWeighted(explore_len, round.draws, Chooser(round, pool, kNoteOortExplore, false));
 }

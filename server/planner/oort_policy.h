@@ -69,19 +69,24 @@ class OortPolicy final : public SelectionPolicy {
  private:
   // T, the utility clip and floor over the whole pool; records T in the plan and the pacer.
   void ComputeRoundTerms(const RoundContext& round, const CandidatePool& pool, RoundPlan* plan);
-  // Scores every pool entry; returns the number of kAvailable eligible tried entries.
-  size_t ScorePool(const RoundContext& round, bool fits_only, CandidatePool* pool) const;
-  // The stages of Fill after scoring (see the class comment).
-  void Exploit(const RoundContext& round, bool fits_only, size_t exploit_len,
-               CandidatePool* pool) const;
-  void Explore(const RoundContext& round, bool fits_only, size_t explore_len,
-               CandidatePool* pool) const;
+  // Scores every pool entry and stages the kAvailable eligible ones for Exploit (tried) and
+  // Explore (never tried), in pool order; returns the number of tried ones staged.
+  size_t ScorePool(const RoundContext& round, bool fits_only, CandidatePool* pool);
+  // The stages of Fill after scoring (see the class comment); each takes its stage from
+  // ScorePool.
+  void Exploit(const RoundContext& round, size_t exploit_len, CandidatePool* pool);
+  void Explore(const RoundContext& round, size_t explore_len, CandidatePool* pool);
   void FillShortfall(const RoundContext& round, bool fits_only, CandidatePool* pool) const;
 
   OortPacer* pacer_;
-  OortRoundTerms terms_;        // of the last Fill that scored
-  bool scored_ = false;         // terms_ are this round's
-  std::vector<double> values_;  // scratch for the percentiles
+  OortRoundTerms terms_;           // of the last Fill that scored
+  bool scored_ = false;            // terms_ are this round's
+  std::vector<double> values_;     // scratch for the percentiles: durations
+  std::vector<double> utilities_;  // and utilities
+  // ScorePool's stages for Exploit and Explore, and whether any pool entry is never tried.
+  std::vector<Keyed> tried_stage_;
+  std::vector<Keyed> never_tried_stage_;
+  bool any_never_tried_ = false;
 };
 
 // "oort" (SELECTION_POLICY_OORT): OortPolicy over the planner's pacer; config OortConfig (the

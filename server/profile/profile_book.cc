@@ -211,6 +211,7 @@ void ProfileBook::Refresh(ClientIndex index) {
   }
   contributions_[index] = c;
   ApplyContribution(c, s.device_model, +1);
+  UpdateWatch(index);
 }
 
 void ProfileBook::MarkDirty(ClientIndex index) {
@@ -363,12 +364,28 @@ int64_t ProfileBook::CountAvailableUnproven(double now_s) const {
   return n;
 }
 
-int64_t ProfileBook::CountUnproven() const {
-  int64_t n = 0;
-  for (ClientIndex i = 0; i < states_.size(); ++i) {
-    n += !states_[i].retired && IsUnproven(i) ? 1 : 0;
+namespace {
+constexpr uint8_t kWatchFailing = 1;
+constexpr uint8_t kWatchUnproven = 2;
+}  // namespace
+
+void ProfileBook::UpdateWatch(ClientIndex index) {
+  if (watch_.size() < states_.size()) watch_.resize(states_.size(), 0);
+  const ClientState& s = states_[index];
+  uint8_t now = 0;
+  if (!s.retired && s.consecutive_failures > 0) now |= kWatchFailing;
+  if (!s.retired && IsUnproven(index)) now |= kWatchUnproven;
+  const uint8_t before = watch_[index];
+  if (now == before) return;
+  if ((now ^ before) & kWatchFailing) {
+    if (now & kWatchFailing) {
+      failing_.insert(index);
+    } else {
+      failing_.erase(index);
+    }
   }
-  return n;
+  if ((now ^ before) & kWatchUnproven) num_unproven_ += (now & kWatchUnproven) ? 1 : -1;
+  watch_[index] = now;
 }
 
 void ProfileBook::CollectSelectable(double now_s, std::vector<ClientIndex>* out) const {
@@ -520,6 +537,7 @@ absl::Status ProfileBook::SetCertFingerprint(ClientIndex index, std::string fing
   profiles_[index].set_cert_fingerprint(std::move(fingerprint));
   states_[index].first_use =
       absl::StartsWith(profiles_[index].cert_fingerprint(), kFirstUseBindingPrefix);
+  UpdateWatch(index);
   MarkDirty(index);
   return absl::OkStatus();
 }
@@ -560,6 +578,7 @@ absl::Status ProfileBook::Retire(ClientIndex index) {
   states_[index] = ClientState();
   states_[index].retired = true;
   states_[index].last_heartbeat_s = -std::numeric_limits<double>::infinity();
+  UpdateWatch(index);
   if (dirty_flag_[index]) {
     dirty_flag_[index] = 0;
     std::erase(dirty_, index);
@@ -618,6 +637,9 @@ absl::Status ProfileBook::Import(absl::Span<const v1::ClientProfile> profiles) {
   profiles_.assign(profiles.begin(), profiles.end());
   states_.assign(profiles_.size(), ClientState());
   contributions_.assign(profiles_.size(), Contribution());
+  watch_.assign(profiles_.size(), 0);
+  failing_.clear();
+  num_unproven_ = 0;
   dirty_flag_.assign(profiles_.size(), 0);
   dirty_.clear();
   by_client_id_ = std::move(ids);

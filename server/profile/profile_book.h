@@ -15,9 +15,11 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "common/huge_page_allocator.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/coordinator.pb.h"
 #include "fedsched/v1/records.pb.h"
@@ -266,8 +268,12 @@ class ProfileBook {
   bool IsUnproven(ClientIndex index) const {
     return states_[index].first_use && !states_[index].has_utility;
   }
-  // Live never-proven clients. O(size()).
-  int64_t CountUnproven() const;
+  // Live never-proven clients. O(1): kept as profiles change.
+  int64_t CountUnproven() const { return num_unproven_; }
+  // Every live client with a counted failure since its last success (consecutive_failures > 0),
+  // in no particular order: a superset of the clients InFailureCooldown may be true for, kept as
+  // profiles change, so that the round engine checks these instead of every candidate.
+  const absl::flat_hash_set<ClientIndex>& failing() const { return failing_; }
 
   // Identity expiry (docs/guides/SECURITY.md "Identities and admission"): appends to `out` (cleared
   // first), in index order, every live client that never had an update accepted (successes == 0),
@@ -344,6 +350,8 @@ class ProfileBook {
   void MarkDirty(ClientIndex index);
   std::string NextClientId();
   void ApplyContribution(const Contribution& c, uint32_t model, int sign);
+  // Brings failing_ and num_unproven_ up to date with states_[index] (after any change to it).
+  void UpdateWatch(ClientIndex index);
   static double ExpectedFigure(double measured, double self_reported, const LogMean& model_value,
                                const LogMean& model_ratio, const LogMean& global_value,
                                const LogMean& global_ratio, double fallback) {
@@ -361,7 +369,8 @@ class ProfileBook {
 
   ProfileBookOptions options_;
   std::vector<v1::ClientProfile> profiles_;
-  std::vector<ClientState> states_;
+  // Read at scattered indices for every candidate of every round: huge-page backed.
+  std::vector<ClientState, HugePageAllocator<ClientState>> states_;
   std::vector<Contribution> contributions_;
   std::vector<uint8_t> dirty_flag_;
   std::vector<ClientIndex> dirty_;
@@ -372,6 +381,10 @@ class ProfileBook {
   std::vector<std::string> device_model_names_;  // by interned id
   std::vector<Prior> model_priors_;
   Prior global_prior_;
+  // What UpdateWatch last counted for each client: kWatchFailing | kWatchUnproven.
+  std::vector<uint8_t> watch_;
+  absl::flat_hash_set<ClientIndex> failing_;
+  int64_t num_unproven_ = 0;
   int64_t next_client_number_ = 1;
 };
 

@@ -2,6 +2,7 @@
 // (docs/ARCHITECTURE.md "The round engine"; docs/ALGORITHMS.md §2 and §6).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -94,23 +95,43 @@ planner::PlanRequest RoundEngine::MakePlanRequest(int64_t round, double now_s,
 
 void RoundEngine::LeaveOutFailingClients(double now_s, size_t need) {
   const profile::ProfileBook& book = *book_;
-  std::vector<uint8_t> cooling(scratch_.size(), 0);
-  size_t cooled = 0;
-  for (size_t i = 0; i < scratch_.size(); ++i) {
-    PrefetchStateAhead(book, scratch_, i);
-    cooling[i] = book.InFailureCooldown(scratch_[i], now_s) ? 1 : 0;
-    cooled += cooling[i];
+  // Only clients with a counted failure since their last success can be cooling down: the book
+  // keeps them (ProfileBook::failing), usually far fewer than the candidates, which are sorted
+  // (CollectReachable) and looked up by binary search.
+  std::vector<size_t> cooling;
+  const bool ascending = std::adjacent_find(scratch_.begin(), scratch_.end(),
+                                            std::greater_equal<ClientIndex>()) == scratch_.end();
+  if (book.failing().size() < scratch_.size() / 8 && ascending) {
+    for (ClientIndex index : book.failing()) {
+      if (!book.InFailureCooldown(index, now_s)) continue;
+      auto it = std::lower_bound(scratch_.begin(), scratch_.end(), index);
+      if (it != scratch_.end() && *it == index) cooling.push_back(it - scratch_.begin());
+    }
+    std::sort(cooling.begin(), cooling.end());
+  } else {
+    for (size_t i = 0; i < scratch_.size(); ++i) {
+      PrefetchStateAhead(book, scratch_, i);
+      if (book.InFailureCooldown(scratch_[i], now_s)) cooling.push_back(i);
+    }
   }
+  const size_t cooled = cooling.size();
   if (cooled == 0 || scratch_.size() - cooled < need) return;
   size_t out = 0;
+  size_t next = 0;  // into cooling, ascending positions
   for (size_t i = 0; i < scratch_.size(); ++i) {
-    if (!cooling[i]) scratch_[out++] = scratch_[i];
+    if (next < cooled && cooling[next] == i) {
+      ++next;
+      continue;
+    }
+    scratch_[out++] = scratch_[i];
   }
   scratch_.resize(out);
 }
 
 void RoundEngine::LimitUnprovenClients(int64_t round, size_t slots, size_t tasked, size_t need) {
   const profile::ProfileBook& book = *book_;
+  // The book counts its never-proven clients: without any, there is nothing to limit.
+  if (book.CountUnproven() == 0) return;
   // scratch_ holds distinct clients (CollectReachable), so a client is dropped exactly when it
   // is never-proven and not among the `allowed` kept below.
   std::vector<uint8_t> unproven_flag(scratch_.size(), 0);

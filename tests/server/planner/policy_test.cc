@@ -3,12 +3,14 @@
 // driven directly through a RoundContext.
 #include "server/planner/policy.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
 #include <random>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,7 @@
 #include "gtest/gtest.h"
 #include "server/planner/cache_plan.h"
 #include "server/planner/candidate_pool.h"
+#include "server/planner/experience_tracker.h"
 #include "server/planner/fedcase_policy.h"
 #include "server/planner/oort_pacer.h"
 #include "server/planner/oort_policy.h"
@@ -57,6 +60,22 @@ TEST(CandidatePoolTest, ClaimSkipsDuplicatesUntilTheNextRound) {
   EXPECT_TRUE(pool.Claim(2));
   EXPECT_TRUE(pool.Claim(7));
   EXPECT_FALSE(pool.Claim(7));
+}
+
+TEST(CandidatePoolTest, PositionOfFindsTheCandidateAddedAfterItsClaim) {
+  CandidatePool pool;
+  pool.BeginRound(6);
+  ASSERT_TRUE(pool.Claim(4));
+  pool.Add().index = 4;
+  ASSERT_TRUE(pool.Claim(1));  // claimed, never added
+  ASSERT_TRUE(pool.Claim(2));
+  pool.Add().index = 2;
+  EXPECT_EQ(pool.PositionOf(4), 0u);
+  EXPECT_EQ(pool.PositionOf(2), 1u);
+  EXPECT_EQ(pool.PositionOf(1), CandidatePool::kNoPosition);
+  EXPECT_EQ(pool.PositionOf(5), CandidatePool::kNoPosition);
+  pool.BeginRound(6);
+  EXPECT_EQ(pool.PositionOf(4), CandidatePool::kNoPosition);  // claims are per round
 }
 
 TEST(CandidatePoolTest, TakeTopOffersByDecreasingKeyAndSkipsRejected) {
@@ -342,6 +361,44 @@ TEST(ExperienceTrackerTest, KeepsRunningExtremesAndRoundTrips) {
   restored.ImportFrom(state);
   EXPECT_TRUE(restored.has_range());
   EXPECT_EQ(restored.range().max_duration_s, 9);
+}
+
+// The incremental ranking FedCaSe takes its top clients from is the full sort of every
+// experience, (-experience, index) ascending, after a seeded run of completions in which
+// clients complete again (their experience moves) and the extremes move under earlier ones.
+TEST(ExperienceTrackerTest, RankedIsTheFullSortUnderChurn) {
+  std::mt19937_64 rng(47);
+  std::uniform_int_distribution<int> client(0, 39);
+  std::uniform_real_distribution<double> seconds(1.0, 100.0);
+  std::uniform_real_distribution<double> utility(0.0, 50.0);
+  ExperienceTracker t;
+  for (int step = 0; step < 400; ++step) {
+    // A few ties on purpose: equal (duration, utility) pairs give equal experiences.
+    const double d = step % 7 == 0 ? 10.0 : seconds(rng);
+    const double u = step % 7 == 0 ? 5.0 : utility(rng);
+    t.OnCompleted(static_cast<ClientIndex>(client(rng)), d, u, 0.1);
+    if (step % 50 != 49) continue;
+    std::vector<std::pair<double, ClientIndex>> full;
+    for (const auto& [index, e] : t.experiences()) full.emplace_back(-e, index);
+    std::sort(full.begin(), full.end());
+    const std::vector<std::pair<double, ClientIndex>> ranked(t.ranked().begin(), t.ranked().end());
+    ASSERT_EQ(ranked, full) << "after " << step + 1 << " completions";
+    for (const auto& [index, e] : t.experiences()) EXPECT_EQ(t.ExperienceOf(index), e);
+  }
+  EXPECT_FALSE(t.ExperienceOf(40).has_value());
+  // A restored tracker ranks the restored experiences.
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({}));
+  for (int i = 0; i < 40; ++i) {
+    v1::DeviceProfile d;
+    d.set_num_samples(10);
+    ASSERT_OK(book->OnRegister(absl::StrCat("e", i), d, 0.0).status());
+  }
+  v1::FedCaseState state;
+  t.ExportTo(&state, book.get());
+  ExperienceTracker restored;
+  restored.ImportFrom(state, book.get());
+  EXPECT_TRUE(std::equal(restored.ranked().begin(), restored.ranked().end(), t.ranked().begin(),
+                         t.ranked().end()));
 }
 
 // ---------------------------------------------------------------------------------------------

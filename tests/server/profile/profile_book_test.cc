@@ -1,9 +1,12 @@
 #include "server/profile/profile_book.h"
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
+#include <random>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "common/testing/status_matchers.h"
 #include "gmock/gmock.h"
@@ -481,6 +484,82 @@ TEST(ProfileBookTest, ExportImportRoundTrip) {
   saved.push_back(saved.front());
   EXPECT_THAT(c->Import(saved), StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("repeat")));
   EXPECT_EQ(c->size(), 0);
+}
+
+// The book's incremental watch lists (failing(): a counted failure since the last success;
+// CountUnproven()) equal a scan of every client after a seeded run of churn: tasks assigned,
+// succeeded, dropped, straggling or missing their deadline, identities bound on first use or
+// by certificate, clients retired and their slots reused.
+TEST(ProfileBookTest, WatchListsEqualAFullScanUnderChurn) {
+  ASSERT_OK_AND_ASSIGN(auto book, ProfileBook::Create({}));
+  std::mt19937_64 rng(47);
+  int registered = 0;
+  for (; registered < 30; ++registered) {
+    ASSERT_OK(book->OnRegister(absl::StrCat("w", registered), Device("m", 10), 0).status());
+  }
+  size_t most_failing = 0;
+  int64_t most_unproven = 0;
+  auto check = [&](int step) {
+    absl::flat_hash_set<ClientIndex> failing;
+    int64_t unproven = 0;
+    for (ClientIndex i = 0; i < static_cast<ClientIndex>(book->size()); ++i) {
+      const ClientState& s = book->state(i);
+      if (!s.retired && s.consecutive_failures > 0) failing.insert(i);
+      if (!s.retired && book->IsUnproven(i)) ++unproven;
+    }
+    ASSERT_EQ(book->failing(), failing) << "step " << step;
+    ASSERT_EQ(book->CountUnproven(), unproven) << "step " << step;
+    most_failing = std::max(most_failing, failing.size());
+    most_unproven = std::max(most_unproven, unproven);
+  };
+  for (int step = 0; step < 600; ++step) {
+    const auto i = static_cast<ClientIndex>(rng() % book->size());
+    const double now = step;
+    const bool live = !book->state(i).retired;
+    switch (rng() % 7) {
+      case 0:
+        if (live && !book->state(i).busy) ASSERT_OK(book->OnTaskAssigned(i, step + 1, now));
+        break;
+      case 1:
+        if (live) ASSERT_OK(book->OnTaskSucceeded(i, Metrics(10), {.completion_s = 1}, now));
+        break;
+      case 2:
+      case 3: {
+        const TaskFailure f[] = {TaskFailure::kDropped, TaskFailure::kStraggler,
+                                 TaskFailure::kMissedDeadline};
+        if (live) ASSERT_OK(book->OnTaskFailed(i, f[rng() % 3], 2.0, now));
+        break;
+      }
+      case 4:
+        if (live) {
+          ASSERT_OK(book->SetCertFingerprint(
+              i, rng() % 2 ? absl::StrCat(kFirstUseBindingPrefix, "ab") : "cd"));
+        }
+        break;
+      case 5:
+        if (live && !book->state(i).busy) ASSERT_OK(book->Retire(i));
+        break;
+      case 6:
+        ASSERT_OK(book->OnRegister(absl::StrCat("w", registered++), Device("m", 10), now).status());
+        break;
+    }
+    check(step);
+  }
+  EXPECT_GT(most_failing, 3u);  // the churn did fill the lists
+  EXPECT_GT(most_unproven, 3);
+  // Restored from its profiles, a book watches the same clients.
+  std::vector<v1::ClientProfile> live;
+  for (ClientIndex i = 0; i < static_cast<ClientIndex>(book->size()); ++i) {
+    if (!book->state(i).retired) live.push_back(book->profile(i));
+  }
+  ASSERT_OK_AND_ASSIGN(auto restored, ProfileBook::Create({}));
+  ASSERT_OK(restored->Import(live));
+  int64_t failing = 0;
+  for (ClientIndex i = 0; i < static_cast<ClientIndex>(restored->size()); ++i) {
+    failing += restored->state(i).consecutive_failures > 0 ? 1 : 0;
+  }
+  EXPECT_EQ(static_cast<int64_t>(restored->failing().size()), failing);
+  EXPECT_EQ(restored->CountUnproven(), book->CountUnproven());
 }
 
 }  // namespace
