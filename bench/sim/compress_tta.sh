@@ -9,9 +9,11 @@
 #
 # Settings (SETTINGS): fedscale = configs/sim/compress_fedscale.textproto (FedScale's capacity
 # trace's bandwidth both ways), uplink = configs/sim/compress_uplink.textproto (uploads over 1 to
-# 10 Mbit/s). Rows (ROWS):
+# 10 Mbit/s), mobiperf and diurnal = compress_fedscale with the MobiPerf or the synthetic diurnal
+# availability trace (configs/sim/compress_{mobiperf,diurnal}.textproto). Rows (ROWS):
 #   float32           fedsched, uncompressed updates (the baseline of the speed-ups)
 #   fp16 qsgd8 qsgd4  fedsched with compression.uplink fp16 / QSGD 8-bit / 4-bit (block 256)
+#   qsgd8ef qsgd4ef   the same QSGD levels with error feedback on the devices
 #   adaptive          fedsched with compression.adaptive (the default ladder float32 ... qsgd2)
 #   dropout           fedsched with PyramidFL's update dropout (0.1 to 0.6 by utility rank)
 #   pyramidfl         PyramidFL as its authors run it (Oort, workload extension, update dropout)
@@ -39,6 +41,10 @@ row_flags() {
       '--set=server { compression { uplink { format: QSGD bits: 8 block_size: 256 } } }' ;;
     qsgd4) printf '%s\n' --policy=fedsched \
       '--set=server { compression { uplink { format: QSGD bits: 4 block_size: 256 } } }' ;;
+    qsgd8ef) printf '%s\n' --policy=fedsched \
+      '--set=server { compression { uplink { format: QSGD bits: 8 block_size: 256 error_feedback: true } } }' ;;
+    qsgd4ef) printf '%s\n' --policy=fedsched \
+      '--set=server { compression { uplink { format: QSGD bits: 4 block_size: 256 error_feedback: true } } }' ;;
     adaptive) printf '%s\n' --policy=fedsched '--set=server { compression { adaptive: true } }' ;;
     dropout) printf '%s\n' --policy=fedsched \
       '--set=server { selection { extend_workload { dropout_low: 0.1 dropout_high: 0.6 } } }' ;;
@@ -114,7 +120,9 @@ for s in settings:
     base = {seed: run(s, "float32", seed) for seed in seeds}
     base_med = med([b[0] for b in base.values() if b[0] is not None])
     name = {"fedscale": "FedScale capacity trace's bandwidth, both ways",
-            "uplink": "uplink 1 to 10 Mbit/s"}.get(s, s)
+            "uplink": "uplink 1 to 10 Mbit/s",
+            "mobiperf": "FedScale capacity trace's bandwidth, MobiPerf availability",
+            "diurnal": "FedScale capacity trace's bandwidth, diurnal availability"}.get(s, s)
     print(f"\n**{s}** ({name}; configs/sim/compress_{s}.textproto)\n")
     print("| row | reached | median min | speed-up vs float32 | paired | rounds (median) | uplink MB / round | uplink MB to target | downlink MB to target |")
     print("|---|---|---|---|---|---|---|---|---|")
