@@ -12,7 +12,7 @@ configure_file(${PROJECT_SOURCE_DIR}/cmake/version.h.in ${PROJECT_BINARY_DIR}/fe
 
 set(_fedsched_sdk_targets fedsched_sdk_c fedsched_sdk fedsched_sdk_cache fedsched_cache
     fedsched_cache_policy fedsched_trainer_api fedsched_proto fedsched_grpc_proto fedsched_common
-    fedsched_transport fedsched_secagg)
+    fedsched_transport fedsched_secagg fedsched_compress)
 foreach(t ${_fedsched_sdk_targets})
   string(REPLACE "fedsched_" "" _export_name ${t})
   set_target_properties(${t} PROPERTIES EXPORT_NAME ${_export_name})
