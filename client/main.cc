@@ -416,10 +416,10 @@ absl::StatusOr<LocalData> LoadLocalData(const v1::ClientConfig& config) {
   for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
   LocalData out;
   FEDSCHED_ASSIGN_OR_RETURN(
-      out.plan, CacheDataPlan::Create(config.state_dir(), encoded,
-                                      config.storage_read_delay_us_per_kb(), config.disable_cache(),
-                                      config.seed() + data.partition_index(),
-                                      config.storage_budget_bytes()));
+      out.plan,
+      CacheDataPlan::Create(config.state_dir(), encoded, config.storage_read_delay_us_per_kb(),
+                            config.disable_cache(), config.seed() + data.partition_index(),
+                            config.storage_budget_bytes()));
   out.size = local.size;
   out.sample_bytes = 1 + static_cast<int64_t>(local.rows) * local.cols;
   return out;
@@ -509,10 +509,14 @@ int Main() {
   std::fflush(stdout);
   absl::Status s = RunSayingWaits(**client, config);
   ClientRunStats stats = (*client)->stats();
-  std::printf("fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects\n",
-              config.identity().c_str(), s.ok() ? "finished" : s.ToString().c_str(),
-              static_cast<long long>(stats.tasks_completed),
-              static_cast<long long>(stats.tasks_failed), static_cast<long long>(stats.reconnects));
+  // Payload bytes (ClientRunStats): what update compression saves on the device's link.
+  std::printf(
+      "fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects; %lld bytes "
+      "sent, %lld received\n",
+      config.identity().c_str(), s.ok() ? "finished" : s.ToString().c_str(),
+      static_cast<long long>(stats.tasks_completed), static_cast<long long>(stats.tasks_failed),
+      static_cast<long long>(stats.reconnects), static_cast<long long>(stats.bytes_sent),
+      static_cast<long long>(stats.bytes_received));
   return s.ok() ? 0 : 1;
 }
 
