@@ -416,10 +416,10 @@ absl::StatusOr<LocalData> LoadLocalData(const v1::ClientConfig& config) {
   for (int64_t i = 0; i < local.size; ++i) encoded.push_back(EncodeSample(local, i));
   LocalData out;
   FEDSCHED_ASSIGN_OR_RETURN(
-      out.plan,
-      CacheDataPlan::Create(config.state_dir(), encoded, config.storage_read_delay_us_per_kb(),
-                            config.disable_cache(), config.seed() + data.partition_index(),
-                            config.storage_budget_bytes()));
+      out.plan, CacheDataPlan::Create(config.state_dir(), encoded,
+                                      config.storage_read_delay_us_per_kb(), config.disable_cache(),
+                                      config.seed() + data.partition_index(),
+                                      config.storage_budget_bytes()));
   out.size = local.size;
   out.sample_bytes = 1 + static_cast<int64_t>(local.rows) * local.cols;
   return out;
