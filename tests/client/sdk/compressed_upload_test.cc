@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -15,6 +16,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "client/sdk/client.h"
+#include "client/sdk/state_dir.h"
 #include "common/compress/decode.h"
 #include "common/compress/model_match.h"
 #include "common/testing/status_matchers.h"
@@ -272,6 +274,30 @@ TEST_F(CompressedUploadTest, ResidualsArePerJobAndResetWhenTheModelChanges) {
   ASSERT_EQ(resized.size(), static_cast<size_t>(kN / 2));
   const std::vector<float> ramp = Ramp(kN);
   for (int i = 0; i < kN / 2; ++i) EXPECT_EQ(resized[i], i >= 45 ? ramp[i] : 0.0f) << i;
+}
+
+// A residual file that does not parse (a torn disk, another version) starts from zero.
+TEST_F(CompressedUploadTest, UnreadableResidualStartsFromZero) {
+  std::filesystem::create_directories(state_dir_);
+  {
+    std::ofstream out(state_dir_ / ErrorFeedbackFile("kbd"), std::ios::binary);
+    out << "not an ErrorFeedbackState";
+  }
+  FakeCoordinatorServer server(ZeroModel(kN));
+  DeltaTrainer trainer(Ramp(kN));
+  server.service().AddTask(CompressedTask("t1", "kbd", TopKWithFeedback(0.1)));
+  EXPECT_EQ(RunToEnd(server, &trainer, /*with_state_dir=*/true).tasks_completed, 1);
+  const std::vector<float> sent = Decoded(server.service(), "t1", ZeroModel(kN));
+  ASSERT_EQ(sent.size(), static_cast<size_t>(kN));
+  EXPECT_EQ(sent[99], Ramp(kN)[99]);
+  EXPECT_EQ(sent[0], 0.0f);
+}
+
+TEST(ErrorFeedbackFileTest, OneFilePerJobWhateverItsName) {
+  EXPECT_EQ(ErrorFeedbackFile(""), "error_feedback.pb");
+  EXPECT_EQ(ErrorFeedbackFile("kbd-en_v1.2"), "error_feedback.job-kbd-en_v1.2.pb");
+  EXPECT_EQ(ErrorFeedbackFile("a/b"), "error_feedback.jobhex-612f62.pb");
+  EXPECT_EQ(ErrorFeedbackFile(".."), "error_feedback.jobhex-2e2e.pb");
 }
 
 // The SDK never sends what the server would have to refuse: compression with secure aggregation
