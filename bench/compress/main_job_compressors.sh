@@ -7,9 +7,12 @@
 #   sent B/round     what the clients' SDKs sent (ClientRunStats.bytes_sent, each fedsched-client's
 #                    last line), summed and divided by the rounds: updates of every task, accepted
 #                    or not;
-#   x fewer          float32's bytes per round / this compressor's (uplink when known, else sent);
 #   final, best      test accuracy after the last round, and the best round's;
-#   vs float32       final accuracy minus float32's, in points (x 100).
+#   mean of last 5   test accuracy averaged over the last 5 rounds (less noisy than the last);
+# and, per compressor (the mean over its runs), "x fewer" bytes per round (uplink when known, else
+# sent) and the accuracies' difference from the first compressor's, in points (x 100). The live
+# main job is not bit-reproducible (clients register, hence are indexed and sampled, in the order
+# their data loads): list a compressor more than once to see the run-to-run spread.
 # The issue's bar: at least 4x fewer uplink bytes with the final accuracy within 0.5 points.
 #
 #   bash bench/compress/main_job_compressors.sh
@@ -17,7 +20,8 @@
 #
 # Environment:
 #   COMPRESSORS   run_main_job.sh COMPRESSION values (default
-#                 "float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01"); float32 first gives the baseline.
+#                 "float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01"); the first is the baseline of
+#                 "x fewer" and "vs float32"; one listed twice shows the run-to-run spread.
 #   ROUNDS, CLIENTS, SEED   as run_main_job.sh (default 30, 20, 1).
 #   BUILD_DIR     build tree with fedsched-server, fedsched-client, fedsched-enroll (default
 #                 <repo>/build; those three are built there unless SKIP_BUILD=1).
@@ -49,8 +53,10 @@ free_port() {
   echo "load before: $(uptime | sed 's/.*load average/load average/')"
 } | tee "$OUT_DIR/results.txt"
 
+i=0
 for c in $COMPRESSORS; do
-  name=${c//\//_}
+  i=$((i + 1))
+  name=$i-${c//\//_}  # numbered: a compressor may be listed twice (run-to-run spread)
   echo "== $c" | tee -a "$OUT_DIR/results.txt"
   start=$(date +%s)
   COMPRESSION="$c" ROUNDS="$ROUNDS" CLIENTS="$CLIENTS" SEED="$SEED" SKIP_BUILD=1 \
@@ -58,39 +64,56 @@ for c in $COMPRESSORS; do
     SERVER_BIN="$BUILD_DIR/server/fedsched-server" CLIENT_BIN="$BUILD_DIR/client/fedsched-client" \
     bash "$ROOT/scripts/run_main_job.sh" > "$OUT_DIR/$name.log" 2>&1 ||
     { tail -20 "$OUT_DIR/$name.log"; echo "run $c failed (log: $OUT_DIR/$name.log)" >&2; exit 1; }
-  echo "$c $(($(date +%s) - start))" >> "$OUT_DIR/wall.txt"
+  echo "$name $(($(date +%s) - start))" >> "$OUT_DIR/wall.txt"
   grep -E "^final test accuracy" "$OUT_DIR/$name.log" | tee -a "$OUT_DIR/results.txt"
 done
 echo "load after: $(uptime | sed 's/.*load average/load average/')" | tee -a "$OUT_DIR/results.txt"
 
-python3 - "$OUT_DIR" "$ROUNDS" $COMPRESSORS <<'EOF' | tee -a "$OUT_DIR/results.txt"
-import csv, glob, re, sys
+python3 - "$OUT_DIR" $COMPRESSORS <<'EOF' | tee -a "$OUT_DIR/results.txt"
+import csv, glob, re, statistics, sys
 
-out, rounds, names = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+out, names = sys.argv[1], sys.argv[2:]
 wall = dict(line.split() for line in open(f"{out}/wall.txt"))
-rows = []
-for c in names:
-    d = f"{out}/{c.replace('/', '_')}"
-    records = list(csv.DictReader(open(f"{d}/metrics.csv")))
+runs = []  # (compressor, uplink B/round or None, sent B/round, final, last-5 mean, best, wall)
+for i, c in enumerate(names, 1):
+    name = f"{i}-{c.replace('/', '_')}"
+    records = list(csv.DictReader(open(f"{out}/{name}/metrics.csv")))
+    accuracy = [float(r["test_accuracy"]) for r in records]
     uplink = None
-    if records and "uplink_bytes" in records[0]:
-        uplink = sum(float(r["uplink_bytes"]) for r in records) / len(records)
+    if "uplink_bytes" in records[0]:
+        uplink = statistics.mean(float(r["uplink_bytes"]) for r in records)
     sent = 0
-    for log in glob.glob(f"{d}/client-*.log"):
+    for log in glob.glob(f"{out}/{name}/client-*.log"):
         m = re.search(r"; (\d+) bytes sent, \d+ received", open(log).read())
         sent += int(m.group(1)) if m else 0
-    final = float(records[-1]["test_accuracy"])
-    best = max(float(r["test_accuracy"]) for r in records)
-    rows.append((c, uplink, sent / max(len(records), 1), final, best, wall[c]))
-base = rows[0]
-base_bytes = base[1] if base[1] else base[2]
-print()
-print("| compressor | uplink B/round | sent B/round | x fewer | final | best | vs float32 (points) | wall s |")
+    runs.append((c, uplink, sent / len(records), accuracy[-1], statistics.mean(accuracy[-5:]),
+                 max(accuracy), wall[name]))
+
+print("\nEach run:\n")
+print("| compressor | uplink B/round | sent B/round | final | mean of last 5 | best | wall s |")
+print("|---|---|---|---|---|---|---|")
+for c, uplink, sent, final, last5, best, w in runs:
+    print(f"| {c} | {f'{uplink:,.0f}' if uplink else '-'} | {sent:,.0f} | {final:.4f} | "
+          f"{last5:.4f} | {best:.4f} | {w} |")
+
+# Per compressor, over its runs; bytes from uplink_bytes when the server writes it, else sent.
+by = {}
+for run in runs:
+    by.setdefault(run[0], []).append(run)
+
+
+def mean(rs, k):
+    return statistics.mean((r[1] or r[2]) if k == 1 else r[k] for r in rs)
+
+
+base = by[names[0]]
+print(f"\nPer compressor (mean over its runs; against {names[0]}):\n")
+print("| compressor | runs | B/round | x fewer | final | vs base (points) | mean of last 5 | "
+      "vs base (points) |")
 print("|---|---|---|---|---|---|---|---|")
-for c, uplink, sent, final, best, w in rows:
-    measure = uplink if uplink else sent
-    print(f"| {c} | {f'{uplink:,.0f}' if uplink else '-'} | {sent:,.0f} | "
-          f"{base_bytes / measure:.2f} | {final:.4f} | {best:.4f} | "
-          f"{(final - base[3]) * 100:+.2f} | {w} |")
+for c, rs in by.items():
+    print(f"| {c} | {len(rs)} | {mean(rs, 1):,.0f} | {mean(base, 1) / mean(rs, 1):.2f} | "
+          f"{mean(rs, 3):.4f} | {(mean(rs, 3) - mean(base, 3)) * 100:+.2f} | "
+          f"{mean(rs, 4):.4f} | {(mean(rs, 4) - mean(base, 4)) * 100:+.2f} |")
 EOF
 echo "run folders: $OUT_DIR"
