@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job with each update compressor (docs/guides/COMPRESSION.md): scripts/run_main_job.sh
 # (20 clients, 10 per round, 30 rounds, the MLP, seed 1) once per COMPRESSION value, one after the
-# other on the same machine, then one table:
+# other on the same machine, then two tables, each run's:
 #   uplink B/round   the server's RoundRecord.uplink_bytes per round (metrics.csv column
 #                    uplink_bytes, mean over the rounds), or "-" when the server does not write it;
 #   sent B/round     what the clients' SDKs sent (ClientRunStats.bytes_sent, each fedsched-client's
@@ -20,8 +20,8 @@
 #
 # Environment:
 #   COMPRESSORS   run_main_job.sh COMPRESSION values (default
-#                 "float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01"); the first is the baseline of
-#                 "x fewer" and "vs float32"; one listed twice shows the run-to-run spread.
+#                 "float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01 float32 qsgd4": the issue's
+#                 comparison twice); the first is the baseline of "x fewer" and "vs base".
 #   ROUNDS, CLIENTS, SEED   as run_main_job.sh (default 30, 20, 1).
 #   BUILD_DIR     build tree with fedsched-server, fedsched-client, fedsched-enroll (default
 #                 <repo>/build; those three are built there unless SKIP_BUILD=1).
@@ -32,7 +32,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-COMPRESSORS="${COMPRESSORS:-float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01}"
+COMPRESSORS="${COMPRESSORS:-float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01 float32 qsgd4}"
 ROUNDS="${ROUNDS:-30}"
 CLIENTS="${CLIENTS:-20}"
 SEED="${SEED:-1}"
