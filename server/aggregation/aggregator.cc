@@ -48,6 +48,11 @@ Aggregator::Aggregator(const v1::AggregationConfig& config, ModelLayout layout,
       properties_(rule_->properties()),
       state_slots_(rule_->StateSlots()),
       streaming_(layout_.total_size() * static_cast<int64_t>(sizeof(float)) >= kStreamingMinBytes) {
+  for (int i = 0; i < layout_.num_tensors(); ++i) {
+    v1::Tensor* t = shapes_.add_tensors();
+    t->set_name(layout_.name(i));
+    t->mutable_shape()->Add(layout_.shape(i).begin(), layout_.shape(i).end());
+  }
   const int64_t total = layout_.total_size();
   const int64_t slices =
       std::max<int64_t>(1, std::min<int64_t>(config_.fold_threads(), total / kMinSliceValues));
@@ -122,9 +127,8 @@ std::vector<double> Aggregator::TensorSumSquares(const v1::Model& delta) {
   return sums;
 }
 
-absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
-                                 int64_t examples_so_far, absl::Span<const double> sum_squares,
-                                 std::vector<int>* index, double* scale) const {
+absl::Status Aggregator::PrepareCounts(int64_t num_examples, int64_t staleness,
+                                       int64_t examples_so_far) const {
   if (num_examples <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("num_examples must be > 0, got ", num_examples));
   }
@@ -144,6 +148,13 @@ absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, i
         "aggregation rule ", AggregationRuleDisplayName(config_),
         " already holds max_buffered_updates = ", config_.max_buffered_updates(), " updates"));
   }
+  return absl::OkStatus();
+}
+
+absl::Status Aggregator::Prepare(const v1::Model& delta, int64_t num_examples, int64_t staleness,
+                                 int64_t examples_so_far, absl::Span<const double> sum_squares,
+                                 std::vector<int>* index, double* scale) const {
+  FEDSCHED_RETURN_IF_ERROR(PrepareCounts(num_examples, staleness, examples_so_far));
   FEDSCHED_RETURN_IF_ERROR(layout_.Match(delta, index));
 
   // Clipping needs the update's L2 norm before the fold: one read-only pass, which also catches
@@ -258,6 +269,30 @@ absl::Status Aggregator::FoldError(const v1::Model& delta, const std::vector<int
 }
 
 std::vector<absl::Status> Aggregator::AccumulateBatch(absl::Span<const WeightedUpdate> updates) {
+  // Runs of float32 updates are folded in groups; each compressed update alone, in order.
+  std::vector<absl::Status> status;
+  status.reserve(updates.size());
+  size_t start = 0;
+  while (start < updates.size()) {
+    const WeightedUpdate& first = updates[start];
+    if (first.compressed != nullptr) {
+      status.push_back(AccumulateCompressed(*first.compressed, first.num_examples, first.staleness,
+                                            first.tensor_sum_squares));
+      ++start;
+      continue;
+    }
+    size_t end = start + 1;
+    while (end < updates.size() && updates[end].compressed == nullptr) ++end;
+    for (absl::Status& s : AccumulateDenseBatch(updates.subspan(start, end - start))) {
+      status.push_back(std::move(s));
+    }
+    start = end;
+  }
+  return status;
+}
+
+std::vector<absl::Status> Aggregator::AccumulateDenseBatch(
+    absl::Span<const WeightedUpdate> updates) {
   std::vector<absl::Status> status(updates.size());
   if (!is_averaging()) {
     for (size_t u = 0; u < updates.size(); ++u) {

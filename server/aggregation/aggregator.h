@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
+#include "fedsched/v1/compressed.pb.h"
 #include "fedsched/v1/config.pb.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/aggregation/aggregation_rule.h"
@@ -126,7 +127,44 @@ class Aggregator {
   [[nodiscard]] absl::Status Accumulate(const v1::Model& delta, int64_t num_examples,
                                         int64_t staleness);
 
-  // One update of a batch: `delta` is not owned and must outlive the call.
+  // Update compression (docs/ARCHITECTURE.md "Compressed updates"; docs/ALGORITHMS.md §13): an
+  // update uploaded as a CompressedModel, checked against the model's layout
+  // (compress::MatchCompressedModel: names, element counts, shapes, each payload's declared format
+  // and sizes) and, for the averaging rules, decompressed straight into the running float32 sum
+  // (compress::Fold, one pass per tensor, no float32 copy of the update). The sums are
+  // bit-identical to Accumulate() of compress::Decode() of the same payloads, with the same
+  // weight, staleness and clipping. Clipping takes the norm of the decompressed update
+  // (CompressedSumSquares, or the caller's `sum_squares` of it) and folds with the clipped
+  // weight; the robust rules (needs_all_updates) decode the update and keep it as Accumulate()
+  // does. Tensors are folded whole, each by one thread (the fold slice holding its first value).
+  // In place (one sum buffer) when the payloads bound the fold away from float32 overflow: QSGD
+  // and HADAMARD_1BIT by their scales, FP16, TOPK and FLOAT32 by their largest value (a read of
+  // the packed values); else into the spare buffer. On any error nothing is folded and the
+  // accumulator is exactly as before. Errors: Accumulate()'s, and INVALID_ARGUMENT naming the
+  // tensor for a malformed payload (MatchCompressedModel's message) or one that decodes to a
+  // NaN or Inf or overflows the sum.
+  [[nodiscard]] absl::Status AccumulateCompressed(const v1::CompressedModel& update,
+                                                  int64_t num_examples, int64_t staleness = 0,
+                                                  absl::Span<const double> sum_squares = {});
+
+  // TensorSumSquares(Decode(update)) (the same bits), after the checks of AccumulateCompressed:
+  // one double per tensor of `update`, in its order, each tensor decoded in turn into a scratch
+  // of its size (never the whole update). What the server's norm screens and clipping read of a
+  // compressed update. Errors: INVALID_ARGUMENT for a malformed payload (MatchCompressedModel)
+  // or a value that decodes to NaN or Inf.
+  [[nodiscard]] absl::StatusOr<std::vector<double>> CompressedSumSquares(
+      const v1::CompressedModel& update) const;
+  // The same against `reference`'s names and shapes (its data is not read), for a caller without
+  // an aggregator (the server's norm screen, before it takes the engine's lock).
+  [[nodiscard]] static absl::StatusOr<std::vector<double>> CompressedSumSquares(
+      const v1::CompressedModel& update, const v1::Model& reference);
+
+  // The float32 model `update` decodes to, tensors in its order (names and shapes of the model),
+  // after the checks of AccumulateCompressed. For the robust rules and callers that need the
+  // dense update. Errors: as CompressedSumSquares.
+  [[nodiscard]] absl::StatusOr<v1::Model> DecodeCompressed(const v1::CompressedModel& update) const;
+
+  // One update of a batch: `delta` (or `compressed`) is not owned and must outlive the call.
   struct WeightedUpdate {
     const v1::Model* delta = nullptr;
     int64_t num_examples = 0;
@@ -135,8 +173,11 @@ class Aggregator {
     // screen), so that clipping does not read the update a second time and the fold can run in
     // place (its norm bounds every value); empty (or of another length than delta's tensors):
     // computed here when clipping, and the fold is double-buffered. Trusted: it must be of this
-    // very delta.
+    // very delta (of the decoded update for `compressed`: CompressedSumSquares).
     absl::Span<const double> tensor_sum_squares;
+    // Instead of `delta` (exactly one is set): a compressed update, folded by
+    // AccumulateCompressed in its place in the batch's order.
+    const v1::CompressedModel* compressed = nullptr;
   };
 
   // The sum of squares of each tensor's values: one double per tensor of `delta`, in its tensor
@@ -152,7 +193,8 @@ class Aggregator {
   // update (a rejected update leaves no trace, the others are folded). The averaging rules fold
   // up to 8 updates per pass over the running sum, which moves about 1 + 3/8 bytes of memory per
   // byte of update instead of 3 to 4: use it when several updates are waiting (see
-  // docs/reports/BENCHMARKS.md). The robust rules simply call Accumulate() on each.
+  // docs/reports/BENCHMARKS.md). The robust rules simply call Accumulate() on each. A compressed
+  // update is folded alone (AccumulateCompressed), between the groups of the float32 ones.
   std::vector<absl::Status> AccumulateBatch(absl::Span<const WeightedUpdate> updates);
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): folds another
@@ -275,6 +317,15 @@ class Aggregator {
                                      int64_t staleness, int64_t examples_so_far,
                                      absl::Span<const double> sum_squares, std::vector<int>* index,
                                      double* scale) const;
+  // Prepare's checks that read no update: example count, staleness, buffer room.
+  [[nodiscard]] absl::Status PrepareCounts(int64_t num_examples, int64_t staleness,
+                                           int64_t examples_so_far) const;
+  // AccumulateBatch for float32 updates only.
+  std::vector<absl::Status> AccumulateDenseBatch(absl::Span<const WeightedUpdate> updates);
+  // AccumulateCompressed's fold of a matched update (`index`: MatchCompressedModel's) with
+  // weight `w` into the running sum, as FoldWeighted; the error names the failing tensor.
+  [[nodiscard]] absl::Status FoldCompressed(const v1::CompressedModel& update,
+                                            const std::vector<int>& index, float w);
   // Allocates sum_[current_] and, with `spare`, the other buffer, if they are not allocated.
   void EnsureSumBuffer(bool spare);
   // An upper bound on max_i |w u_i| for an update u with the given TensorSumSquares (its L2 norm
@@ -339,6 +390,8 @@ class Aggregator {
 
   v1::AggregationConfig config_;
   ModelLayout layout_;
+  // The layout as a model of names and shapes without data (MatchCompressedModel's reference).
+  v1::Model shapes_;
   std::unique_ptr<AggregationRule> rule_;
   AggregationRuleProperties properties_;
   std::vector<std::string> state_slots_;  // rule_->StateSlots()

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/compress/update_codec.h"
 #include "common/status_macros.h"
 #include "server/aggregation/checks.h"
 #include "server/round/forecast_persistence.h"
@@ -389,6 +390,41 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The update carries exactly one payload, of the kind its task asked for: a masked input under
+// secure aggregation, else a compressed delta when the task's upload_compression compresses and a
+// float32 delta when it does not. InvalidArgument saying which (RejectReason::kPayload).
+absl::Status CheckPayloadKind(const Update& update, const Task& task, bool secagg) {
+  const int kinds =
+      (update.delta != nullptr) + (update.masked != nullptr) + (update.compressed != nullptr);
+  if (kinds != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "an update carries exactly one of a float32 delta, a masked input and a compressed "
+        "delta; this one carries ",
+        kinds));
+  }
+  if (secagg) {
+    if (update.masked != nullptr) return absl::OkStatus();
+    return absl::InvalidArgumentError(
+        "a secure-aggregation round takes masked inputs only, not a float32 or compressed delta");
+  }
+  const bool want_compressed = !compress::IsUncompressed(task.upload_compression);
+  if (update.compressed != nullptr && !want_compressed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a compressed update for task ", task.task_id,
+                     ", whose upload_compression is float32: upload the float32 delta"));
+  }
+  if (update.delta != nullptr && want_compressed) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("a float32 update for task ", task.task_id, ", whose upload_compression is ",
+                     compress::Describe(task.upload_compression), ": upload it compressed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> updates) {
   std::vector<absl::Status> verdicts(updates.size());
   // Why each refused update was refused; the aggregator's refusals are validation errors.
@@ -418,6 +454,11 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
       continue;
     }
     const Task& task = tasks_.at(claim.task_id);
+    if (absl::Status kind = CheckPayloadKind(updates[i], task, secagg_ != nullptr); !kind.ok()) {
+      reasons[i] = RejectReason::kPayload;
+      verdicts[i] = std::move(kind);
+      continue;
+    }
     if (secagg_ != nullptr) {
       position.push_back(i);  // masked inputs go to the protocol, not the aggregator
       pending_examples += claim.num_examples;
@@ -426,7 +467,8 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     batch.push_back({.delta = updates[i].delta,
                      .num_examples = FoldWeight(updates[i]),
                      .staleness = Staleness(task),
-                     .tensor_sum_squares = updates[i].tensor_sum_squares});
+                     .tensor_sum_squares = updates[i].tensor_sum_squares,
+                     .compressed = updates[i].compressed});
     position.push_back(i);
     pending_examples += claim.num_examples;
   }
@@ -522,6 +564,14 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weigh
                                  record_.updates_accepted());
   record_.set_staleness_max(std::max(record_.staleness_max(), staleness));
   record_.set_total_examples(record_.total_examples() + update.claim.num_examples);
+  // Bytes on the participant's links (docs/guides/COMPRESSION.md): its payload as uploaded, and
+  // what it downloaded for the task (the caller's figure, else the model it pinned).
+  record_.set_uplink_bytes(record_.uplink_bytes() + update.upload_bytes);
+  int64_t downloaded = update.download_bytes;
+  if (downloaded <= 0 && task.blob != nullptr) {
+    downloaded = static_cast<int64_t>(task.blob->bytes.size());
+  }
+  record_.set_downlink_bytes(record_.downlink_bytes() + downloaded);
   record_.add_accepted_task_ids(task.task_id);
   loss_sum_ += metrics.mean_loss() * static_cast<double>(update.claim.num_examples);
   // Client-side evaluation of the model the task trained from (docs/ARCHITECTURE.md
@@ -563,7 +613,11 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weigh
     audited.set_staleness(Staleness(task));
     std::string* payload = audited.mutable_payload();
     if (update.payload_pieces.empty()) {
-      update.delta->SerializeToString(payload);
+      if (update.compressed != nullptr) {
+        update.compressed->SerializeToString(payload);
+      } else if (update.delta != nullptr) {
+        update.delta->SerializeToString(payload);
+      }
     } else {
       for (std::string_view piece : update.payload_pieces) payload->append(piece);
     }

@@ -105,6 +105,10 @@ struct Task {
   double dp_noise_stddev = 0;
   // PyramidFL update dropout (planner::PlannedTask::update_dropout; v1::Task.update_dropout).
   double update_dropout = 0;
+  // The compressor the client runs on its update (v1::Task.upload_compression): the planner's
+  // choice for it (SelectionReason.compression, compression.adaptive), else
+  // compression.uplink; FLOAT32 / unset = a float32 update (compress::IsUncompressed).
+  v1::UpdateCompression upload_compression;
   // Standard deviation of the Gaussian noise the client adds to its statistical-utility report
   // (v1::Task.utility_noise_stddev; Oort, Lai et al., OSDI 2021; docs/guides/PRIVACY.md), examples
   // x loss: selection.utility_noise_factor x the median reported utility when the round was planned
@@ -183,17 +187,22 @@ struct UpdateClaim {
 struct Update {
   UpdateClaim claim;
   const v1::Model* delta = nullptr;  // trained - downloaded, the global model's shapes; not owned
-  // Secure aggregation instead of `delta` (exactly one of delta, masked, compressed is set): the client's masked
-  // input (docs/guides/SECURE_AGGREGATION.md); not owned.
+  // Secure aggregation instead of `delta` (exactly one of delta, masked, compressed is set): the
+  // client's masked input (docs/guides/SECURE_AGGREGATION.md); not owned.
   const v1::SecAggMaskedInput* masked = nullptr;
   // Update compression instead of `delta` (CompressionConfig; the task's upload_compression): the
   // compressed delta, folded without a float32 copy when the aggregation rule averages
-  // (docs/ARCHITECTURE.md "Compressed updates"); not owned.
+  // (docs/ARCHITECTURE.md "Compressed updates"); not owned. Its kind must be the task's: a
+  // compressed update for a task whose upload_compression is float32, or a float32 one for a
+  // compressed task, is refused (RejectReason::kPayload).
   const v1::CompressedModel* compressed = nullptr;
   v1::UpdateMetrics metrics;  // as uploaded (num_examples == claim.num_examples)
   double now_s = 0;           // arrival time, caller's seconds
   double upload_seconds = 0;  // measured (server) or modelled (simulator) upload time
   int64_t upload_bytes = 0;   // bytes uploaded (the payload), for the bandwidth estimate
+  // Bytes the participant downloaded for its task (the model or model delta as sent), when the
+  // caller knows them; 0 = the size of the model its task pinned (RoundRecord.downlink_bytes).
+  int64_t download_bytes = 0;
   std::string sha256;         // of the payload as received (receipt); may be empty
   // The payload as received, for the audit trail (ServerConfig.audit_updates); may be empty, in
   // which case the delta is serialized instead.

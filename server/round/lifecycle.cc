@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "common/compress/update_codec.h"
 #include "common/status_macros.h"
 #include "server/aggregation/checks.h"
 #include "server/profile/utility_noise.h"
@@ -279,6 +280,13 @@ Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
   task.issued_s = now_s;
   task.predicted_s = planned.predicted_seconds;
   task.update_dropout = planned.update_dropout;
+  // The planner's per-device choice (compression.adaptive), else the job's compressor; the
+  // cohort's reason names it either way.
+  if (!planned.reason.has_compression() &&
+      !compress::IsUncompressed(config_.compression().uplink())) {
+    *planned.reason.mutable_compression() = config_.compression().uplink();
+  }
+  task.upload_compression = planned.reason.compression();
   task.deadline_s = deadline_s_;
   if (privacy_ != nullptr && !privacy_->central()) {
     task.dp_clip_norm = privacy_->clip_norm();

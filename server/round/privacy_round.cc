@@ -47,9 +47,17 @@ int64_t RoundEngine::FoldWeight(const Update& update) const {
 void RoundEngine::NoteUnclipped(const Update& update) {
   if (privacy_ == nullptr) return;
   // Under secure aggregation the server has no delta: the client reports the bit.
-  const bool unclipped = privacy_->central() && update.delta != nullptr
-                             ? UpdateL2Norm(*update.delta) <= privacy_->clip_norm()
-                             : update.metrics.dp_unclipped();
+  bool unclipped = update.metrics.dp_unclipped();
+  if (privacy_->central() && update.delta != nullptr) {
+    unclipped = UpdateL2Norm(*update.delta) <= privacy_->clip_norm();
+  } else if (privacy_->central() && update.compressed != nullptr) {
+    // The norm of the decompressed update (the one the aggregator clipped).
+    absl::StatusOr<std::vector<double>> sums =
+        aggregator_->CompressedSumSquares(*update.compressed);
+    double total = 0;
+    for (double ss : sums.ok() ? *sums : std::vector<double>{}) total += ss;
+    unclipped = sums.ok() && std::sqrt(total) <= privacy_->clip_norm();
+  }
   if (unclipped) ++dp_unclipped_;
 }
 

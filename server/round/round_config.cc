@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "client/cache/cache_policy.h"
+#include "common/compress/properties.h"
+#include "common/compress/update_codec.h"
 #include "common/status_macros.h"
 #include "secagg/graph.h"
 #include "secagg/protocol.h"
@@ -294,6 +298,81 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
   return absl::OkStatus();
 }
 
+// The default ladder of adaptive compression when compression.levels is empty (config.proto):
+// FLOAT32, FP16, QSGD 8-, 4- and 2-bit in blocks of 256.
+std::vector<v1::UpdateCompression> DefaultCompressionLevels() {
+  std::vector<v1::UpdateCompression> levels(5);
+  levels[0].set_format(v1::CompressedTensor::FLOAT32);
+  levels[1].set_format(v1::CompressedTensor::FP16);
+  for (int k = 2; k < 5; ++k) {
+    levels[k].set_format(v1::CompressedTensor::QSGD);
+    levels[k].set_bits(8 >> (k - 2));
+    levels[k].set_block_size(256);
+  }
+  return levels;
+}
+
+// Update compression (docs/guides/COMPRESSION.md "Server checks"): every compressor valid
+// (compress::SpecFrom), and refused where the round cannot use it: under secure aggregation a
+// format that does not add up inside the masked sum (compress::PropertiesOf), with PyramidFL's
+// update dropout (partial updates) or a hierarchy (relays fold float32 updates only). Robust
+// rules, clipping and the norm screens run on the decompressed update: allowed.
+absl::Status CheckCompression(const std::string& where, const v1::ServerConfig& out) {
+  const v1::CompressionConfig& c = out.compression();
+  auto check = [&](const std::string& field, const v1::UpdateCompression& u) {
+    absl::Status s = compress::SpecFrom(u).status();
+    return s.ok() ? s
+                  : absl::InvalidArgumentError(absl::StrCat(where, ": ", field, ": ", s.message()));
+  };
+  FEDSCHED_RETURN_IF_ERROR(check("compression.uplink", c.uplink()));
+  for (int i = 0; i < c.levels_size(); ++i) {
+    FEDSCHED_RETURN_IF_ERROR(check(absl::StrCat("compression.levels[", i, "]"), c.levels(i)));
+  }
+  FEDSCHED_RETURN_IF_ERROR(check("compression.downlink", c.downlink()));
+  // The compressors a participant may be given, named as in the config.
+  std::vector<std::pair<std::string, v1::UpdateCompression>> used;
+  if (!c.adaptive()) {
+    used.emplace_back("compression.uplink", c.uplink());
+  } else if (c.levels_size() == 0) {
+    for (const v1::UpdateCompression& level : DefaultCompressionLevels()) {
+      used.emplace_back("compression.levels (default)", level);
+    }
+  } else {
+    for (int i = 0; i < c.levels_size(); ++i) {
+      used.emplace_back(absl::StrCat("compression.levels[", i, "]"), c.levels(i));
+    }
+  }
+  bool compressed = false;
+  for (const auto& [field, uplink] : used) {
+    if (compress::IsUncompressed(uplink)) continue;
+    compressed = true;
+    const compress::CompressorProperties properties =
+        compress::PropertiesOf(*compress::SpecFrom(uplink));
+    if (out.secure_aggregation().enabled() && !properties.composes_with_secagg) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", field, " ", compress::Describe(uplink),
+          " does not compose with secure_aggregation.enabled: ", properties.secagg_reason));
+    }
+  }
+  if (!compressed) return absl::OkStatus();
+  if (UpdateDropoutOn(out)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": update compression with selection.extend_workload update dropout (on by default "
+        "under SELECTION_POLICY_PYRAMIDFL): a device sends either a partial float32 update or "
+        "a compressed one, not both; set selection.extend_workload.disable_dropout or turn "
+        "compression off"));
+  }
+  if (out.hierarchy().role() == v1::HierarchyConfig::ROLE_ROOT ||
+      out.hierarchy().role() == v1::HierarchyConfig::ROLE_AGGREGATOR) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        where,
+        ": update compression with a hierarchy: aggregators take float32 updates only; turn "
+        "compression off"));
+  }
+  return absl::OkStatus();
+}
+
 // Scheduling devices across jobs (docs/guides/JOBS.md): jobs.starvation_bound_s (unset: 600 s;
 // finite,
 // >= 0 and at most 30 days; 0 = no bound) and jobs.speed_tiers (0 = 2; 1 to 8), resolved here so
@@ -335,6 +414,7 @@ absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& conf
   FEDSCHED_RETURN_IF_ERROR(ResolveAggregation(where, out));
   FEDSCHED_RETURN_IF_ERROR(privacy::ResolvePrivacyConfig(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveSecureAggregation(where, out));
+  FEDSCHED_RETURN_IF_ERROR(CheckCompression(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveJobScheduling(where, out));
   return out;
 }
