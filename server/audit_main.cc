@@ -140,6 +140,7 @@ std::string FoldAuditedUpdates(const Store& store, int64_t round, const v1::Roun
     const v1::AuditedUpdate& u = updates[i];
     absl::StatusOr<v1::Receipt> receipt = store.LoadReceipt(u.task_id());
     v1::Model delta;
+    v1::CompressedModel compressed;
     if (u.task_id() != record.accepted_task_ids(static_cast<int>(i))) {
       problem = "accept order differs from the record";
     } else if (!seen_tasks.insert(u.task_id()).second) {
@@ -147,9 +148,13 @@ std::string FoldAuditedUpdates(const Store& store, int64_t round, const v1::Roun
     } else if (!receipt.ok() || receipt->round() != round ||
                receipt->sha256() != Sha256(u.payload())) {
       problem = "receipt of task " + u.task_id() + " missing or mismatched";
-    } else if (!delta.ParseFromString(u.payload())) {
+    } else if (u.compressed() ? !compressed.ParseFromString(u.payload())
+                              : !delta.ParseFromString(u.payload())) {
       problem = "stored update does not parse";
-    } else if (absl::Status s = aggregator.Accumulate(delta, u.num_examples(), u.staleness());
+    } else if (absl::Status s = u.compressed()
+                                    ? aggregator.AccumulateCompressed(compressed, u.num_examples(),
+                                                                      u.staleness())
+                                    : aggregator.Accumulate(delta, u.num_examples(), u.staleness());
                !s.ok()) {
       problem = std::string(s.message());
     }

@@ -21,7 +21,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool fedbuff, std::string 
             "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
             "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
             "client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples,"
-         << privacy::kCsvColumns << "\n";
+         << privacy::kCsvColumns << ",uplink_bytes,downlink_bytes\n";
     out_.flush();
   }
 }
@@ -48,19 +48,25 @@ void MetricsWriter::Write(const v1::RoundRecord& r) {
                                   ? absl::StrFormat(" | epsilon %.3f (delta %.2g) | clip %.3g",
                                                     r.dp_epsilon(), r.dp_delta(), r.dp_clip_norm())
                                   : std::string();
-  std::printf("%sround %3lld | participants %3d | %7.2f s | %s%s%s\n", prefix_.c_str(),
+  // Bytes on the devices' links (docs/guides/COMPRESSION.md "Metrics").
+  const std::string links = r.uplink_bytes() > 0 || r.downlink_bytes() > 0
+                                ? absl::StrFormat(" | up %.2f MB down %.2f MB",
+                                                  r.uplink_bytes() / 1e6, r.downlink_bytes() / 1e6)
+                                : std::string();
+  std::printf("%sround %3lld | participants %3d | %7.2f s | %s%s%s%s\n", prefix_.c_str(),
               static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str(),
-              fedbuff.c_str(), privacy.c_str());
+              fedbuff.c_str(), privacy.c_str(), links.c_str());
   std::fflush(stdout);
   if (!out_.is_open()) return;
   out_ << absl::StrFormat(
-      "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d,%d,%s\n",
+      "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d,%d,%s,"
+      "%d,%d\n",
       r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(), r.mean_train_loss(),
       r.stragglers_size(), r.cache_hit_ratio(), r.predictor_mape(), r.total_examples(),
       r.aggregation_calls(), r.staleness_mean(), r.staleness_max(), r.dropped_stale(),
       r.oom_failures(), r.passed_over_size(), r.memory_mape(), r.client_eval_accuracy(),
-      r.client_eval_loss(), r.client_eval_version(), r.client_eval_examples(),
-      privacy::CsvCells(r));
+      r.client_eval_loss(), r.client_eval_version(), r.client_eval_examples(), privacy::CsvCells(r),
+      r.uplink_bytes(), r.downlink_bytes());
   out_.flush();
 }
 

@@ -58,6 +58,12 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                            .Register(r);
   examples_total_ = CounterFamily(r, "fedsched_examples_total",
                                   "Training examples behind the committed updates.");
+  uplink_bytes_ = CounterFamily(r, "fedsched_uplink_bytes_total",
+                                "Bytes the committed rounds' accepted updates uploaded, as sent "
+                                "(compressed or not; docs/guides/COMPRESSION.md).");
+  downlink_bytes_ = CounterFamily(r, "fedsched_downlink_bytes_total",
+                                  "Bytes the committed rounds' participants downloaded for their "
+                                  "tasks (the model or model delta as sent).");
   round_seconds_ = &prometheus::BuildHistogram()
                         .Name("fedsched_round_duration_seconds")
                         .Help("Wall time from a round's planning to its commit.")
@@ -157,6 +163,8 @@ ServerMetrics::RoundSeries& ServerMetrics::SeriesOf(const std::string& job) {
         .participants = &participants_total_->Add(labels),
         .stragglers = &stragglers_total_->Add(labels),
         .examples = &examples_total_->Add(labels),
+        .uplink_bytes = &uplink_bytes_->Add(labels),
+        .downlink_bytes = &downlink_bytes_->Add(labels),
         .seconds = &round_seconds_->Add(labels, RoundBuckets()),
         .last_round = &last_round_->Add(labels),
         .last_participants = &last_participants_->Add(labels),
@@ -173,6 +181,8 @@ void ServerMetrics::OnRoundCommitted(const v1::RoundRecord& record, const std::s
   series.participants->Increment(record.updates_accepted());
   series.stragglers->Increment(record.stragglers_size());
   series.examples->Increment(static_cast<double>(record.total_examples()));
+  series.uplink_bytes->Increment(static_cast<double>(record.uplink_bytes()));
+  series.downlink_bytes->Increment(static_cast<double>(record.downlink_bytes()));
   if (record.end_unix_ms() >= record.start_unix_ms() && record.start_unix_ms() > 0) {
     series.seconds->Observe((record.end_unix_ms() - record.start_unix_ms()) / 1000.0);
   }

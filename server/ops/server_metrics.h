@@ -109,6 +109,8 @@ class ServerMetrics {
     prometheus::Counter* participants;
     prometheus::Counter* stragglers;
     prometheus::Counter* examples;
+    prometheus::Counter* uplink_bytes;
+    prometheus::Counter* downlink_bytes;
     prometheus::Histogram* seconds;
     prometheus::Gauge* last_round;
     prometheus::Gauge* last_participants;
@@ -128,6 +130,8 @@ class ServerMetrics {
   prometheus::Family<prometheus::Counter>* participants_total_;
   prometheus::Family<prometheus::Counter>* stragglers_total_;
   prometheus::Family<prometheus::Counter>* examples_total_;
+  prometheus::Family<prometheus::Counter>* uplink_bytes_;
+  prometheus::Family<prometheus::Counter>* downlink_bytes_;
   prometheus::Family<prometheus::Histogram>* round_seconds_;
   prometheus::Family<prometheus::Gauge>* last_round_;
   prometheus::Family<prometheus::Gauge>* last_participants_;

@@ -611,6 +611,7 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weigh
     audited.set_round(round_);
     audited.set_num_examples(weight);  // what it weighed in the sum (bounded influence)
     audited.set_staleness(Staleness(task));
+    audited.set_compressed(update.compressed != nullptr);
     std::string* payload = audited.mutable_payload();
     if (update.payload_pieces.empty()) {
       if (update.compressed != nullptr) {

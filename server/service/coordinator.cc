@@ -110,8 +110,12 @@ absl::Status Coordinator::Open() {
                  revoked, absl::StrJoin(names, ", "), revoked > 20 ? ", ..." : "");
   }
   std::vector<int> tensor_sizes;
+  model_shapes_.Clear();
   for (const v1::Tensor& tensor : engine.model.tensors()) {
     tensor_sizes.push_back(tensor.data_size());
+    v1::Tensor* shape = model_shapes_.add_tensors();
+    shape->set_name(tensor.name());
+    *shape->mutable_shape() = tensor.shape();
   }
   parse_targets_ = std::make_unique<ParseTargetPool>(std::move(tensor_sizes));
   presence_ = std::make_unique<SessionPresence>(this);
@@ -503,6 +507,7 @@ absl::StatusOr<v1::PollTaskResponse> Coordinator::PollTask(const v1::PollTaskReq
     task->set_dp_noise_stddev(state->dp_noise_stddev);
     if (state->in_secagg()) *task->mutable_secagg() = state->secagg;
     task->set_update_dropout(state->update_dropout);
+    *task->mutable_upload_compression() = state->upload_compression;
     task->set_utility_noise_stddev(state->utility_noise_stddev);
     // Client-side evaluation of the model this round starts from (its accuracy lands in the
     // record of round state->round, as client_eval_*).

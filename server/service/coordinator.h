@@ -518,6 +518,8 @@ class Coordinator : public DeviceService {
     const v1::UploadHeader* header = nullptr;
     const v1::Model* delta = nullptr;
     const v1::SecAggMaskedInput* masked = nullptr;  // instead of delta, under secure aggregation
+    // Instead of delta, for an upload with UploadHeader.compressed (update compression).
+    const v1::CompressedModel* compressed = nullptr;
     absl::Span<const std::string_view> payload_pieces;
     absl::Span<const double> tensor_sum_squares;  // of delta, from the norm screen's pass
     absl::Time now;
@@ -536,6 +538,14 @@ class Coordinator : public DeviceService {
   // DrainCommits).
   [[nodiscard]] absl::Status ApplyUpdate(const v1::UploadHeader& header, PendingUpdate& self,
                                          bool drain_commits = true)
+      ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
+  // SubmitUpdate's path for a compressed update (UploadHeader.compressed; docs/ARCHITECTURE.md
+  // "Compressed updates"): parsed as a CompressedModel (else kPayload), matched against the
+  // model and norm-screened on its decompressed values, a tensor at a time (else kValidation or
+  // the screen's reason), then folded compressed. `payload_parsed` as SubmitUpdate's.
+  [[nodiscard]] absl::Status SubmitCompressedUpdate(
+      const v1::UploadHeader& header, absl::Span<const std::string_view> payload_pieces,
+      absl::Time now, double upload_seconds, absl::AnyInvocable<void()> payload_parsed)
       ABSL_LOCKS_EXCLUDED(mu_, queue_mu_);
   // SubmitUpdate's path for a masked input (secure aggregation): parsed, never norm-screened
   // (a masked vector's norm says nothing), then folded like an update.
@@ -623,6 +633,9 @@ class Coordinator : public DeviceService {
   int64_t model_bytes_ = 0;  // serialized global model size (set by Open)
   // The models uploads are parsed into (set by Open, then used without mu_; thread-safe).
   std::unique_ptr<ParseTargetPool> parse_targets_;
+  // The global model's names and shapes without values (set by Open, then read without mu_):
+  // what a compressed update is matched against before its norm is screened.
+  v1::Model model_shapes_;
 };
 
 }  // namespace fedsched

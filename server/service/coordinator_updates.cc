@@ -213,6 +213,10 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   if (options_.config.secure_aggregation().enabled()) {
     return SubmitMaskedInput(header, payload_pieces, now, upload_seconds);
   }
+  if (header.compressed()) {
+    return SubmitCompressedUpdate(header, payload_pieces, now, upload_seconds,
+                                  std::move(payload_parsed));
+  }
   std::unique_ptr<v1::Model> delta = parse_targets_->Take();
   const bool parsed = ParsePieces(payload_pieces, delta.get());
   // Only the audit trail reads the payload after parsing (RoundEngine stores it verbatim).
@@ -264,6 +268,55 @@ absl::Status Coordinator::SubmitUpdate(const v1::UploadHeader& header,
   // the old and the new model's bytes, and the next upload may parse meanwhile (peak RSS).
   parse_targets_->Recycle(std::move(delta));
   DrainCommits();
+  return s;
+}
+
+absl::Status Coordinator::SubmitCompressedUpdate(const v1::UploadHeader& header,
+                                                 absl::Span<const std::string_view> payload_pieces,
+                                                 absl::Time now, double upload_seconds,
+                                                 absl::AnyInvocable<void()> payload_parsed) {
+  using round::RejectReason;
+  v1::CompressedModel update;
+  const bool parsed = ParsePieces(payload_pieces, &update);
+  if (payload_parsed && !config_.audit_updates()) {
+    payload_pieces = {};
+    payload_parsed();
+  }
+  if (!parsed) {
+    return RefuseUpload(header, RejectReason::kPayload,
+                        absl::InvalidArgumentError("update payload is not a valid CompressedModel "
+                                                   "message (the header says compressed)"),
+                        now);
+  }
+  // The screens read the decompressed update's norm, decoding a tensor at a time: the same sums
+  // of squares as a float32 upload of the decoded update, handed on to the aggregator's clipping.
+  absl::StatusOr<std::vector<double>> sum_squares =
+      Aggregator::CompressedSumSquares(update, model_shapes_);
+  if (!sum_squares.ok()) {
+    return RefuseUpload(header, RejectReason::kValidation, sum_squares.status(), now);
+  }
+  double norm = 0;
+  for (double ss : *sum_squares) norm += ss;
+  norm = std::sqrt(norm);
+  UpdateNormScreen::Rule rule = UpdateNormScreen::Rule::kBound;
+  if (absl::Status screened = norm_screen_->Check(norm, &rule); !screened.ok()) {
+    return RefuseUpload(header,
+                        rule == UpdateNormScreen::Rule::kBound ? RejectReason::kNormBound
+                                                               : RejectReason::kNormMedian,
+                        std::move(screened), now);
+  }
+  PendingUpdate self;
+  self.compressed = &update;
+  self.tensor_sum_squares = *sum_squares;
+  self.payload_pieces = payload_pieces;
+  self.now = now;
+  self.upload_seconds = upload_seconds;
+  absl::Status s = ApplyUpdate(header, self);
+  if (s.ok()) {
+    if (self.proven) norm_screen_->RecordAccepted(header.client_id(), norm);
+    FEDSCHED_LOG(debug, "{}round {}: compressed update of {} accepted, {} bytes, L2 norm {:.4f}",
+                 log_prefix_, header.round(), header.client_id(), header.total_bytes(), norm);
+  }
   return s;
 }
 
@@ -393,6 +446,7 @@ void Coordinator::DecideUpdates(PendingUpdate* head) {
     u.claim = std::move(claim);
     u.delta = update->delta;
     u.masked = update->masked;
+    u.compressed = update->compressed;
     u.metrics = header.metrics();
     u.now_s = absl::ToDoubleSeconds(update->now - absl::UnixEpoch());
     u.upload_seconds = update->upload_seconds;

@@ -68,6 +68,8 @@ v1::RoundRecord Record(int64_t round, int participants, double accuracy) {
   r.set_test_accuracy(accuracy);
   r.set_test_loss(0.5);
   r.set_predictor_mape(0.25);
+  r.set_uplink_bytes(300 * round);
+  r.set_downlink_bytes(4000);
   return r;
 }
 
@@ -88,6 +90,9 @@ TEST(ServerMetricsTest, RoundsTasksAndClientsAppearInTheExposition) {
   EXPECT_TRUE(absl::StrContains(text, "fedsched_rounds_failed_total 1"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_participants_total 7"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_stragglers_total 2"));
+  // Bytes on the devices' links (docs/guides/COMPRESSION.md "Metrics").
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_uplink_bytes_total 900"));
+  EXPECT_TRUE(absl::StrContains(text, "fedsched_downlink_bytes_total 8000"));
   // Refusals are counted as they happen, by reason (not from the records).
   EXPECT_TRUE(absl::StrContains(text, "fedsched_updates_rejected_total{reason=\"norm_median\"} 2"));
   EXPECT_TRUE(absl::StrContains(text, "fedsched_updates_rejected_total{reason=\"late\"} 1"));

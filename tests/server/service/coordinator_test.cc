@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/compress/rng.h"
+#include "common/compress/update_codec.h"
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
 #include "common/testing/temp_dir.h"
@@ -114,6 +116,23 @@ class CoordinatorTest : public ::testing::Test {
     header.set_num_chunks(1);
     header.mutable_metrics()->set_num_examples(examples);
     return coordinator_->SubmitUpdate(header, payload, now);
+  }
+
+  // An upload of `payload` (a serialized CompressedModel, or any bytes) with
+  // UploadHeader.compressed set.
+  absl::Status UploadCompressed(const v1::RegisterResponse& who, const v1::Task& task,
+                                const std::string& payload, int64_t examples = 10) {
+    v1::UploadHeader header;
+    header.set_client_id(who.client_id());
+    header.set_session_token(who.session_token());
+    header.set_task_id(task.task_id());
+    header.set_round(task.round());
+    header.set_compressed(true);
+    header.set_total_bytes(static_cast<int64_t>(payload.size()));
+    header.set_sha256(Sha256(payload));
+    header.set_num_chunks(1);
+    header.mutable_metrics()->set_num_examples(examples);
+    return coordinator_->SubmitUpdate(header, payload, kT0 + absl::Seconds(1));
   }
 
   // Registers a and b, and commits round 1 with both their updates (1, 1) at kT0 + 1 s.
@@ -261,6 +280,70 @@ TEST_F(CoordinatorTest, RejectsBadUpdatesWithClearStatusAndKeepsState) {
   // A late update for round 1, now closed; and a duplicate of an accepted one.
   EXPECT_THAT(Upload(a, ta, TwoTensorModel(1, 1)),
               StatusIs(absl::StatusCode::kAlreadyExists, HasSubstr("already accepted")));
+}
+
+// Update compression (docs/ARCHITECTURE.md "Compressed updates"): tasks carry the configured
+// compressor; a compressed upload is folded; one that does not parse, does not match the model
+// or is of the other kind is refused with its reason and changes nothing; the record counts the
+// uploaded bytes and the audit trail keeps the payloads as received.
+TEST_F(CoordinatorTest, CompressedUploadsFoldAndMalformedOnesAreRefused) {
+  raw_.set_clients_per_round(5);
+  raw_.set_min_online_clients(5);
+  raw_.set_audit_updates(true);
+  raw_.mutable_security()->set_max_client_weight_share(1);
+  raw_.mutable_compression()->mutable_uplink()->set_format(v1::CompressedTensor::FP16);
+  Start();
+  std::vector<v1::RegisterResponse> who;
+  for (const char* name : {"a", "b", "c", "d", "e"}) who.push_back(Register(name));
+  coordinator_->Tick(kT0);
+  std::vector<v1::Task> tasks;
+  for (const v1::RegisterResponse& r : who) tasks.push_back(TaskFor(r));
+  EXPECT_EQ(tasks[0].upload_compression().format(), v1::CompressedTensor::FP16);
+  auto fp16 = [](const v1::Model& delta) {
+    compress::Rng rng(1);
+    absl::StatusOr<v1::CompressedModel> cm = compress::CompressModel(
+        delta,
+        [] {
+          v1::UpdateCompression c;
+          c.set_format(v1::CompressedTensor::FP16);
+          return c;
+        }(),
+        nullptr, rng);
+    EXPECT_TRUE(cm.ok()) << cm.status();
+    return cm.ok() ? cm->SerializeAsString() : std::string();
+  };
+  EXPECT_THAT(UploadCompressed(who[2], tasks[2], "\xff\xff\xff"),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("not a valid CompressedModel message")));
+  v1::CompressedModel truncated;
+  ASSERT_TRUE(truncated.ParseFromString(fp16(TwoTensorModel(1, 1))));
+  truncated.mutable_tensors(0)->mutable_packed()->pop_back();
+  EXPECT_THAT(UploadCompressed(who[3], tasks[3], truncated.SerializeAsString()),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("truncated")));
+  EXPECT_THAT(Upload(who[4], tasks[4], TwoTensorModel(1, 1)),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("upload it compressed")));
+
+  const std::string pa = fp16(TwoTensorModel(2, 2));
+  const std::string pb = fp16(TwoTensorModel(0, 0));
+  ASSERT_OK(UploadCompressed(who[0], tasks[0], pa));
+  ASSERT_OK(UploadCompressed(who[1], tasks[1], pb));
+  coordinator_->Tick(kT0 + absl::Seconds(2));
+  ASSERT_EQ(coordinator_->committed_round(), 1);
+  ASSERT_OK_AND_ASSIGN(v1::Model model, store_->LoadModel(1));
+  // w = (1, 2) + (10 (2, 2) + 10 (0, 0)) / 20 = (2, 3); b = 3 + (10 * 4) / 20 = 5.
+  EXPECT_FLOAT_EQ(model.tensors(0).data(0), 2.0f);
+  EXPECT_FLOAT_EQ(model.tensors(0).data(1), 3.0f);
+  EXPECT_FLOAT_EQ(model.tensors(1).data(0), 5.0f);
+  ASSERT_OK_AND_ASSIGN(v1::RoundRecord record, store_->LoadRound(1));
+  EXPECT_EQ(record.uplink_bytes(), static_cast<int64_t>(pa.size() + pb.size()));
+  EXPECT_GT(record.downlink_bytes(), 0);
+  std::map<std::string, int> by_reason;
+  for (const v1::RejectionCount& c : record.rejected_by_reason()) by_reason[c.reason()] = c.count();
+  EXPECT_EQ(by_reason, (std::map<std::string, int>{{"payload", 2}, {"validation", 1}}));
+  ASSERT_OK_AND_ASSIGN(std::vector<v1::AuditedUpdate> audited, store_->LoadAuditedUpdates(1));
+  ASSERT_EQ(audited.size(), 2u);
+  EXPECT_TRUE(audited[0].compressed());
+  EXPECT_EQ(audited[0].payload(), pa);
 }
 
 TEST_F(CoordinatorTest, PayloadSplitAnywhereGivesTheSameAggregate) {
