@@ -38,9 +38,10 @@ namespace fedsched {
     const std::string& state_dir);
 
 // The file under a state dir that keeps the error-feedback residual of job `job`
-// (docs/guides/COMPRESSION.md "Error feedback"): "error_feedback.pb" for "" (a server without
-// jobs), "error_feedback.job-<job>.pb" for a job name of at most 128 letters, digits, '-', '_' and
-// '.', else "error_feedback.jobhex-<hex of the name>.pb", so that every job has a file of its own.
+// (docs/guides/COMPRESSION.md "Error feedback and the state dir"): "error_feedback.pb" for ""
+// (a server without jobs), "error_feedback.job-<job>.pb" for a job name of at most 128 letters,
+// digits, '-', '_' and '.', else "error_feedback.jobhex-<hex of the name>.pb", so that every job
+// has a file of its own.
 std::string ErrorFeedbackFile(const std::string& job);
 
 // The bytes (an ErrorFeedbackState message) kept for `job` in <state_dir>/ErrorFeedbackFile(job),
