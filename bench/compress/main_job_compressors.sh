@@ -20,8 +20,9 @@
 #
 # Environment:
 #   COMPRESSORS   run_main_job.sh COMPRESSION values (default
-#                 "float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01 float32 qsgd4": the issue's
-#                 comparison twice); the first is the baseline of "x fewer" and "vs base".
+#                 "float32 fp16 qsgd8 qsgd4 qsgd4+ef qsgd2 topk0.01 float32 qsgd4+ef": the
+#                 issue's comparison twice); the first is the baseline of "x fewer" and
+#                 "vs base".
 #   ROUNDS, CLIENTS, SEED   as run_main_job.sh (default 30, 20, 1).
 #   BUILD_DIR     build tree with fedsched-server, fedsched-client, fedsched-enroll (default
 #                 <repo>/build; those three are built there unless SKIP_BUILD=1).
@@ -32,7 +33,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
-COMPRESSORS="${COMPRESSORS:-float32 fp16 qsgd8 qsgd4 qsgd2 topk0.01 float32 qsgd4}"
+COMPRESSORS="${COMPRESSORS:-float32 fp16 qsgd8 qsgd4 qsgd4+ef qsgd2 topk0.01 float32 qsgd4+ef}"
 ROUNDS="${ROUNDS:-30}"
 CLIENTS="${CLIENTS:-20}"
 SEED="${SEED:-1}"
