@@ -514,10 +514,14 @@ int Main() {
   std::fflush(stdout);
   absl::Status s = RunSayingWaits(**client, config);
   ClientRunStats stats = (*client)->stats();
-  std::printf("fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects\n",
-              config.identity().c_str(), s.ok() ? "finished" : s.ToString().c_str(),
-              static_cast<long long>(stats.tasks_completed),
-              static_cast<long long>(stats.tasks_failed), static_cast<long long>(stats.reconnects));
+  // Payload bytes (ClientRunStats): what update compression saves on the device's link.
+  std::printf(
+      "fedsched-client %s: %s; %lld tasks completed, %lld failed, %lld reconnects; %lld bytes "
+      "sent, %lld received\n",
+      config.identity().c_str(), s.ok() ? "finished" : s.ToString().c_str(),
+      static_cast<long long>(stats.tasks_completed), static_cast<long long>(stats.tasks_failed),
+      static_cast<long long>(stats.reconnects), static_cast<long long>(stats.bytes_sent),
+      static_cast<long long>(stats.bytes_received));
   return s.ok() ? 0 : 1;
 }
 

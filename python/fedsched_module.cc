@@ -299,6 +299,9 @@ class PyClient {
     d["tasks_interrupted"] = s.tasks_interrupted;
     d["reconnects"] = s.reconnects;
     d["tasks_without_trainer"] = s.tasks_without_trainer;
+    // Payload bytes (models down, updates up: compressed ones as sent).
+    d["bytes_sent"] = s.bytes_sent;
+    d["bytes_received"] = s.bytes_received;
     return d;
   }
 

@@ -19,6 +19,11 @@
 #   CACHE=on|off           on-device sample cache (default on)
 #   RUN_DIR=runs/<name>    where to write; TARGET_ACCURACY=0.80 checked at the end (0 = skip)
 #   SEED=1                 server selection seed
+#   COMPRESSION=float32    update compression (docs/guides/COMPRESSION.md), appended to a copy of
+#                          SERVER_CONFIG as compression.uplink: float32 | fp16 | qsgd8 | qsgd4 |
+#                          qsgd2 (optionally /BLOCK, e.g. qsgd4/128) | topk0.01 (top-k of that
+#                          fraction, with error feedback) | hadamard1; a "+ef" suffix adds error
+#                          feedback. float32 leaves SERVER_CONFIG as it is
 #   SKIP_BUILD=1           reuse an existing build
 #   DOWNLINK=float32       downlink compression (docs/guides/COMPRESSION.md "Downlink"): the model
 #                          sent as a delta chain from the version a device holds, as
@@ -41,6 +46,27 @@ SLOWDOWNS=${SLOWDOWNS:-}
 CACHE=${CACHE:-on}
 TARGET_ACCURACY=${TARGET_ACCURACY:-0.80}
 RUN_DIR=${RUN_DIR:-runs/main-$(date +%Y%m%d-%H%M%S)}
+COMPRESSION=${COMPRESSION:-float32}
+
+# COMPRESSION's compression.uplink fields (UpdateCompression, text format); "" for float32.
+uplink_fields() {
+  local name=${1%+ef} fields=""
+  case "$name" in
+    float32) ;;
+    fp16) fields="format: FP16" ;;
+    qsgd2 | qsgd4 | qsgd8) fields="format: QSGD bits: ${name#qsgd}" ;;
+    qsgd[248]/[0-9]*) fields="format: QSGD bits: ${name:4:1} block_size: ${name#*/}" ;;
+    topk[0-9.]*) fields="format: TOPK topk_fraction: ${name#topk} error_feedback: true" ;;
+    hadamard1) fields="format: HADAMARD_1BIT" ;;
+    *) echo "COMPRESSION=$1: not float32, fp16, qsgd8, qsgd4, qsgd2, topk<fraction> or hadamard1" >&2
+       return 1 ;;
+  esac
+  if [ "$name" != "$1" ] && [[ "$fields" != *error_feedback* ]]; then
+    fields="$fields error_feedback: true"
+  fi
+  echo "$fields"
+}
+uplink=$(uplink_fields "$COMPRESSION")
 
 if [ "${SKIP_BUILD:-0}" != "1" ]; then
   bash scripts/install_deps.sh
@@ -54,6 +80,13 @@ mkdir -p "$RUN_DIR"
 RUN_DIR=$(cd "$RUN_DIR" && pwd)
 echo "fedsched main job: $CLIENTS clients, $ROUNDS rounds, policy $POLICY, cache $CACHE"
 echo "run folder: $RUN_DIR"
+if [ -n "$uplink" ]; then
+  # A copy of the config with the compressor: the run folder keeps what the server ran.
+  { cat "$SERVER_CONFIG"; printf '\ncompression { uplink { %s } }\n' "$uplink"; } \
+    > "$RUN_DIR/server.textproto"
+  SERVER_CONFIG=$RUN_DIR/server.textproto
+  echo "update compression: $COMPRESSION (compression { uplink { $uplink } })"
+fi
 
 pids=()
 cleanup() {

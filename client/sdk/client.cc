@@ -20,6 +20,7 @@
 #include "client/sdk/client_secagg.h"
 #include "client/sdk/memory_usage.h"
 #include "client/sdk/transfer_pacer.h"
+#include "client/sdk/update_compression.h"
 #include "common/logging.h"
 #include "common/status_macros.h"
 #include "common/transport.h"
@@ -59,7 +60,8 @@ absl::Status CheckJobOptions(const ClientOptions& options) {
 Client::Client(ClientOptions options)
     : options_(std::move(options)),
       clock_(options_.clock != nullptr ? *options_.clock : RealClientClock()),
-      jitter_rng_(options_.config.seed()) {}
+      jitter_rng_(options_.config.seed()),
+      error_feedback_(std::make_unique<ErrorFeedbackStore>(options_.config.state_dir())) {}
 
 Client::~Client() {
   Stop();
@@ -694,6 +696,8 @@ absl::Status Client::RunTask(const v1::Task& task) {
   // Before anything else: a task no trainer runs is neither downloaded nor trained.
   absl::StatusOr<TaskRoute> route = RouteTask(task);
   if (!route.ok()) return ReportTaskFailure(task, route.status());
+  // A compression the SDK cannot honour (with secure aggregation or update dropout): never trained.
+  if (absl::Status s = CheckUploadCompression(task); !s.ok()) return ReportTaskFailure(task, s);
   if (absl::Status s = BeginSecAgg(task); !s.ok()) return ReportTaskFailure(task, s);
   int64_t download_bytes = 0;
   double download_seconds = 0;

@@ -36,6 +36,7 @@ namespace fedsched {
 
 struct SecAggSession;  // client_secagg.cc
 class TransferPacer;   // transfer_pacer.h
+class ErrorFeedbackStore;  // update_compression.h
 
 // The client's gRPC channels and Coordinator stubs (defined in client.cc, so that this header
 // and an app that embeds the SDK need no generated gRPC code).
@@ -331,9 +332,18 @@ class Client {
                                                         TransferPacer* pacer);
   [[nodiscard]] absl::Status Upload(const v1::Task& task, const v1::Model& delta,
                                     const v1::UpdateMetrics& metrics);
-  // Upload() of serialized bytes (a Model, or a SecAggMaskedInput under secure aggregation).
+  // Upload() of serialized bytes (a Model, a SecAggMaskedInput under secure aggregation, or a
+  // CompressedModel with `compressed`, which UploadHeader.compressed then declares).
   [[nodiscard]] absl::Status UploadPayload(const v1::Task& task, const std::string& payload,
-                                           const v1::UpdateMetrics& metrics);
+                                           const v1::UpdateMetrics& metrics,
+                                           bool compressed = false);
+  // Upload() of `delta` compressed as task.upload_compression asks (compress::CompressModel,
+  // docs/guides/COMPRESSION.md), the stochastic formats drawing from compress::Rng(seed): a
+  // serialized CompressedModel with UploadHeader.compressed. With error feedback, the job's
+  // residual (error_feedback_) is added first, and the new one kept only once the server accepted
+  // the upload. Errors: the encoder's (INVALID_ARGUMENT, e.g. a non-finite value), UploadPayload's.
+  [[nodiscard]] absl::Status UploadCompressed(const v1::Task& task, const v1::Model& delta,
+                                              const v1::UpdateMetrics& metrics, uint64_t seed);
   // Secure aggregation (client_secagg.cc, docs/guides/SECURE_AGGREGATION.md "Over the wire"),
   // invisible to the app's trainer. BeginSecAgg (before the download): for a task with `secagg`,
   // runs the key steps (advertise, share keys) with fresh keys from the OS's entropy and keeps the
@@ -354,7 +364,8 @@ class Client {
   // Gaussian noise of dp_noise_stddev (seeded from OpenSSL's RAND_bytes) is added first, and
   // metrics.dp_unclipped says whether it fitted; under secure aggregation it goes to
   // UploadMasked; with task.update_dropout > 0 (PyramidFL) each tensor is dropped with that
-  // probability (sent without values); otherwise it is sent as is. With
+  // probability (sent without values); with task.upload_compression (not FLOAT32) it goes, clipped
+  // and noised, to UploadCompressed; otherwise it is sent as is. With
   // task.utility_noise_stddev > 0 the reported statistical utility gets Gaussian noise of that
   // deviation, clamped at 0 (NoiseUtilityReport, common/dp_noise.h; Oort, OSDI 2021).
   [[nodiscard]] absl::Status UploadPrivatized(const v1::Task& task, const v1::Model& delta,
@@ -426,6 +437,9 @@ class Client {
   // handle alone (a later handle of the same identity is then refused by the server). Set by
   // Create, read-only afterwards.
   std::optional<secagg::SigningKey> signing_key_;
+  // The error-feedback residuals of update compression, per job (in <state_dir>, or in memory
+  // without one). Only the task's thread touches it.
+  std::unique_ptr<ErrorFeedbackStore> error_feedback_;
 };
 
 }  // namespace fedsched

@@ -11,6 +11,9 @@
 #include "client/sdk/client_rpc.h"
 #include "client/sdk/held_model.h"
 #include "client/sdk/transfer_pacer.h"
+#include "client/sdk/update_compression.h"
+#include "common/compress/rng.h"
+#include "common/compress/update_codec.h"
 #include "common/dp_noise.h"
 #include "common/logging.h"
 #include "common/sha256.h"
@@ -153,8 +156,8 @@ absl::Status Client::SubtractGlobal(const v1::Model& global, v1::Model* trained)
 absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& full,
                                       const v1::UpdateMetrics& metrics) {
   // The noise must be unpredictable to the server: its seeds come from the OS via OpenSSL, one
-  // for the utility report and one for the update.
-  uint64_t seeds[2] = {0, 0};
+  // for the utility report and one for the update; a third drives the stochastic compressors.
+  uint64_t seeds[3] = {0, 0, 0};
   if (RAND_bytes(reinterpret_cast<unsigned char*>(seeds), sizeof(seeds)) != 1) {
     return absl::InternalError("RAND_bytes failed: no seed for the privacy noise");
   }
@@ -188,7 +191,33 @@ absl::Status Client::UploadPrivatized(const v1::Task& task, const v1::Model& ful
     update = &changed;
   }
   if (secagg_ != nullptr) return UploadMasked(task, *update, private_metrics);
+  // Compressed last: what leaves the device is the clipped and noised update, encoded.
+  if (!compress::IsUncompressed(task.upload_compression())) {
+    return UploadCompressed(task, *update, private_metrics, seeds[2]);
+  }
   return Upload(task, *update, private_metrics);
+}
+
+absl::Status Client::UploadCompressed(const v1::Task& task, const v1::Model& delta,
+                                      const v1::UpdateMetrics& metrics, uint64_t seed) {
+  const v1::UpdateCompression& c = task.upload_compression();
+  // A copy of the job's residual: the kept one moves on only once the server has the update.
+  compress::ErrorFeedback ef;
+  if (c.error_feedback()) ef = error_feedback_->Fitted(task.job(), delta);
+  compress::Rng rng(seed);
+  absl::StatusOr<v1::CompressedModel> payload = compress::CompressModel(delta, c, &ef, rng);
+  if (!payload.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("update compression ", compress::Describe(c),
+                                                   ": ", payload.status().message()));
+  }
+  FEDSCHED_RETURN_IF_ERROR(
+      UploadPayload(task, payload->SerializeAsString(), metrics, /*compressed=*/true));
+  if (c.error_feedback()) {
+    if (absl::Status s = error_feedback_->Commit(task.job(), std::move(ef)); !s.ok()) {
+      FEDSCHED_LOG(warn, "error feedback not saved (kept in memory): {}", s.ToString());
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
@@ -197,7 +226,7 @@ absl::Status Client::Upload(const v1::Task& task, const v1::Model& delta,
 }
 
 absl::Status Client::UploadPayload(const v1::Task& task, const std::string& payload,
-                                   const v1::UpdateMetrics& metrics) {
+                                   const v1::UpdateMetrics& metrics, bool compressed) {
   const int64_t chunk_bytes = transport().chunk_bytes();
   v1::UploadChunk header_chunk;
   v1::UploadHeader* header = header_chunk.mutable_header();
@@ -212,6 +241,7 @@ absl::Status Client::UploadPayload(const v1::Task& task, const std::string& payl
   header->set_sha256(Sha256(payload));
   header->set_num_chunks((static_cast<int64_t>(payload.size()) + chunk_bytes - 1) / chunk_bytes);
   *header->mutable_metrics() = metrics;
+  header->set_compressed(compressed);
   const double kbps = options_.config.bandwidth_kbps();
   grpc::ClientContext context;
   // 120 s for the transfer itself plus the time pacing stretches it by; on the real clock, which

@@ -10,12 +10,14 @@
 #include <cstring>
 #include <filesystem>
 #include <system_error>
+#include <vector>
 
 #include "absl/random/random.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/config.h"
 #include "common/private_file.h"
 
 namespace fedsched {
@@ -113,6 +115,48 @@ absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(const std::string& sta
       secagg::FromBytes(absl::HexStringToBytes(hex), "signing_key");
   if (!seed.ok()) return seed.status();
   return secagg::SigningKey::FromSeed(*seed);
+}
+
+std::string ErrorFeedbackFile(const std::string& job) {
+  if (job.empty()) return "error_feedback.pb";
+  const bool plain = std::all_of(job.begin(), job.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+  });
+  return plain && job.size() <= 128 && job != "." && job != ".."
+             ? absl::StrCat("error_feedback.job-", job, ".pb")
+             : absl::StrCat("error_feedback.jobhex-", absl::BytesToHexString(job), ".pb");
+}
+
+absl::StatusOr<std::string> ReadErrorFeedback(const std::string& state_dir,
+                                              const std::string& job) {
+  const std::string path = absl::StrCat(state_dir, "/", ErrorFeedbackFile(job));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("no ", path));
+    return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
+  }
+  std::string bytes;
+  struct stat st;
+  if (::fstat(fd, &st) == 0 && st.st_size > 0) bytes.reserve(static_cast<size_t>(st.st_size));
+  std::vector<char> buffer(1 << 16);
+  while (true) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(absl::StrCat("cannot read ", path, ": ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    bytes.append(buffer.data(), static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return bytes;
+}
+
+absl::Status WriteErrorFeedback(const std::string& state_dir, const std::string& job,
+                                const std::string& bytes) {
+  return WriteFileAtomically(absl::StrCat(state_dir, "/", ErrorFeedbackFile(job)), bytes);
 }
 
 absl::Status CheckIdentity(absl::string_view identity) {

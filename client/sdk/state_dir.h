@@ -37,6 +37,25 @@ namespace fedsched {
 [[nodiscard]] absl::StatusOr<secagg::SigningKey> ReadOrCreateSigningKey(
     const std::string& state_dir);
 
+// The file under a state dir that keeps the error-feedback residual of job `job`
+// (docs/guides/COMPRESSION.md "Error feedback and the state dir"): "error_feedback.pb" for ""
+// (a server without jobs), "error_feedback.job-<job>.pb" for a job name of at most 128 letters,
+// digits, '-', '_' and '.', else "error_feedback.jobhex-<hex of the name>.pb", so that every job
+// has a file of its own.
+std::string ErrorFeedbackFile(const std::string& job);
+
+// The bytes (an ErrorFeedbackState message) kept for `job` in <state_dir>/ErrorFeedbackFile(job),
+// read without following a symbolic link. Errors: NOT_FOUND when there is none; INTERNAL naming
+// the file when it cannot be read.
+[[nodiscard]] absl::StatusOr<std::string> ReadErrorFeedback(const std::string& state_dir,
+                                                            const std::string& job);
+
+// Writes `bytes` as the residual of `job` to <state_dir>/ErrorFeedbackFile(job) atomically (temp
+// file, fsync, rename: a crash leaves the old residual or the new one, never a mix). `state_dir`
+// must exist (MakePrivateDir). Errors: INTERNAL naming the file.
+[[nodiscard]] absl::Status WriteErrorFeedback(const std::string& state_dir, const std::string& job,
+                                              const std::string& bytes);
+
 // A device identity as the server accepts it and as it may appear in file names: 1 to 256
 // printable ASCII characters (33-126), no '/'. Errors: INVALID_ARGUMENT naming what is wrong.
 [[nodiscard]] absl::Status CheckIdentity(absl::string_view identity);

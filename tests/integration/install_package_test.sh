@@ -5,7 +5,8 @@
 # line README.md gives for pkg-config, run verbatim (nothing appended; `examples/` resolves to
 # this checkout's), and as its own CMake project against the installed package; no generated
 # gRPC header is installed; then embed_sdk and the pkg-config c_client run as the two clients
-# of a real fedsched-server for 2 rounds and must finish them.
+# of a real fedsched-server for 2 rounds of 4-bit compressed updates with error feedback (the
+# installed SDK links the compression library; docs/guides/COMPRESSION.md) and must finish them.
 # Usage: install_package_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 BUILD="$1"
@@ -61,6 +62,7 @@ round_deadline_s: 120
 missed_heartbeats: 20
 model { architecture: "softmax" }
 training { local_steps: 4 batch_size: 8 }
+compression { uplink { format: QSGD bits: 4 error_feedback: true } }
 CFG
 "$BUILD/server/fedsched-server" --config="$WORK/server.textproto" --store_path="$WORK/store" \
   --listen=127.0.0.1:0 > "$WORK/server.log" 2>&1 &
@@ -90,4 +92,7 @@ grep -qE "embed_sdk: finished; 2 tasks completed, 0 failed" "$WORK/embed.log" ||
   fail "embed_sdk: $(cat "$WORK/embed.log")"
 grep -qE "c_client c-device: finished; 2 tasks completed, 0 failed" "$WORK/c.log" ||
   fail "c_client: $(cat "$WORK/c.log")"
+for d in state-embed state-c; do
+  ls "$WORK/$d"/error_feedback*.pb > /dev/null 2>&1 || fail "$d keeps no error-feedback residual"
+done
 echo "PASS"

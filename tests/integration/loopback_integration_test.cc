@@ -1,5 +1,6 @@
 // A real server and three in-process SDK clients over loopback gRPC on Fashion-MNIST, in
-// synchronous rounds and in FedBuff mode: test accuracy must rise.
+// synchronous rounds, in FedBuff mode and with 4-bit compressed updates (docs/guides/
+// COMPRESSION.md): test accuracy must rise.
 #include <algorithm>
 #include <filesystem>
 #include <thread>
@@ -24,18 +25,23 @@ bool HaveFashionMnist() {
          std::filesystem::exists(kFashionMnistTestImages);
 }
 
+enum class Mode { kSynchronous, kFedBuff, kQsgd4 };
+
 // Synchronous FedAvg: 3 rounds of all 3 clients. FedBuff (async): 4 versions of K = 2 updates
-// with 3 tasks in flight, so the third client's update lands in a later version.
-class LoopbackIntegrationTest : public ::testing::TestWithParam<bool> {};
+// with 3 tasks in flight, so the third client's update lands in a later version. QSGD 4-bit:
+// the synchronous rounds with every update compressed by the SDK and folded by the server.
+class LoopbackIntegrationTest : public ::testing::TestWithParam<Mode> {};
 
 TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
   if (!HaveFashionMnist()) GTEST_SKIP() << "dataset-fashion-mnist is not installed";
-  const bool async = GetParam();
+  const bool async = GetParam() == Mode::kFedBuff;
+  const bool compressed = GetParam() == Mode::kQsgd4;
   const int rounds_wanted = async ? 4 : 3;
   const int per_round = async ? 2 : 3;
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() /
-      ("fedsched_it_" + std::to_string(::getpid()) + (async ? "_async" : ""));
+      ("fedsched_it_" + std::to_string(::getpid()) + (async ? "_async" : "") +
+       (compressed ? "_qsgd4" : ""));
   std::filesystem::remove_all(dir);
 
   ASSERT_OK_AND_ASSIGN(ImageDataset train,
@@ -58,6 +64,10 @@ TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
   raw.mutable_selection()->set_overcommit(async ? 1.5 : 1.0);
   raw.mutable_aggregation()->set_async_fedbuff(async);
   raw.mutable_training()->set_learning_rate(0.05f);
+  if (compressed) {
+    raw.mutable_compression()->mutable_uplink()->set_format(v1::CompressedTensor::QSGD);
+    raw.mutable_compression()->mutable_uplink()->set_bits(4);
+  }
   ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(raw));
   ASSERT_OK_AND_ASSIGN(std::unique_ptr<Store> store, Store::Open({.path = dir.string()}));
   ASSERT_OK_AND_ASSIGN(v1::Model initial, InitialModel(config.model()));
@@ -149,14 +159,34 @@ TEST_P(LoopbackIntegrationTest, ThreeClientsAccuracyRises) {
     completed += c->stats().tasks_completed;
   }
   EXPECT_GE(completed, rounds_wanted * per_round);
+  if (compressed) {
+    // 4 bits and a scale per 256 values: the uploads are under a quarter of float32's.
+    int64_t parameters = 0;
+    for (const v1::Tensor& t : initial.tensors()) parameters += t.data_size();
+    for (auto& c : clients) {
+      EXPECT_LT(c->stats().bytes_sent, c->stats().tasks_completed * parameters);
+    }
+    for (const v1::RoundRecord& r : rounds) {
+      EXPECT_GT(r.uplink_bytes(), 0);
+      EXPECT_LT(r.uplink_bytes(), per_round * parameters);
+    }
+  }
   coordinator.reset();
   store.reset();
   std::filesystem::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(Modes, LoopbackIntegrationTest, ::testing::Values(false, true),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? "FedBuff" : "Synchronous";
+INSTANTIATE_TEST_SUITE_P(Modes, LoopbackIntegrationTest,
+                         ::testing::Values(Mode::kSynchronous, Mode::kFedBuff, Mode::kQsgd4),
+                         [](const ::testing::TestParamInfo<Mode>& info) {
+                           switch (info.param) {
+                             case Mode::kFedBuff:
+                               return "FedBuff";
+                             case Mode::kQsgd4:
+                               return "Qsgd4";
+                             default:
+                               return "Synchronous";
+                           }
                          });
 
 }  // namespace

@@ -115,9 +115,16 @@ def test_server_refuses_server_evaluation_of_a_named_model(tmp_path):
     assert "EVAL_MODE_SERVER" in out.stderr
 
 
-def test_two_python_clients_train_a_named_model_with_client_evaluation(tmp_path):
+# The same run with 4-bit updates and error feedback (docs/guides/COMPRESSION.md): nothing changes
+# on the Python side; the SDK compresses, and keeps its residual in the state dir.
+QSGD4 = "compression { uplink { format: QSGD bits: 4 error_feedback: true } }"
+
+
+@pytest.mark.parametrize("compression", ["", QSGD4], ids=["float32", "qsgd4"])
+def test_two_python_clients_train_a_named_model_with_client_evaluation(tmp_path, compression):
     clients = []
-    server = Server(tmp_path, two_client_run(tmp_path, seed=0, local_steps=15, batch_size=20))
+    server = Server(tmp_path, two_client_run(tmp_path, seed=0, local_steps=15, batch_size=20,
+                                             extra=compression))
     try:
         server.wait_listening()
         test_x, test_y = fedsched.load_partition(0, 1, images=TEST_IMAGES, labels=TEST_LABELS)
@@ -152,6 +159,13 @@ def test_two_python_clients_train_a_named_model_with_client_evaluation(tmp_path)
     assert accuracies[2] > accuracies[0] + 0.1, accuracies
     assert all(float(r["test_accuracy"]) == 0 for r in rows)  # no server-side evaluation
     assert "client_eval_accuracy" in round_lines(server.text())[-1]
+    if compression:
+        # 4 bits a value plus a scale per 256: under a quarter of the float32 update's bytes.
+        float32_bytes = 4 * (10 * 784 + 10)
+        assert all(c.stats()["bytes_sent"] < c.stats()["tasks_completed"] * float32_bytes / 4
+                   for c in clients)
+        # The residual of the server's job, in the state dir (error_feedback.job-<job>.pb).
+        assert all(any((tmp_path / f"state-{i}").glob("error_feedback*.pb")) for i in range(2))
 
 
 def test_dirichlet_partition_is_load_partition():

@@ -1,13 +1,16 @@
 // The C API's trainers per job (fedsched_client_options.trainers, .labels; docs/guides/JOBS.md
 // "Devices and trainers"): bad entries are refused naming the entry; against a scripted
 // Coordinator, each train callback runs its job's tasks with its own context, a task of a job
-// without trainer is never trained, and the registration names the trainers and labels.
+// without trainer is never trained, and the registration names the trainers and labels. Update
+// compression needs nothing of the app: the server's task asks for it (CompressedRounds...).
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include "client/c/fedsched_c.h"
+#include "common/compress/decode.h"
+#include "fedsched/v1/compressed.pb.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/client/sdk/fake_coordinator.h"
@@ -38,6 +41,15 @@ fedsched_code CountingTrain(void* context, fedsched_train_request* request, feds
   result->num_examples = request->num_samples;
   result->mean_loss = 1.0;
   return FEDSCHED_OK;
+}
+
+// Adds 1, 2, 3, 4 to the four values of the first tensor; counts its calls like CountingTrain.
+fedsched_code RampTrain(void* context, fedsched_train_request* request,
+                        fedsched_sample_reader* reader, fedsched_train_result* result,
+                        fedsched_error* error) {
+  fedsched_tensor& t = request->trained[0];
+  for (int64_t i = 0; i < t.size; ++i) t.data[i] += static_cast<float>(i + 1);
+  return CountingTrain(context, request, reader, result, error);
 }
 
 class CApiJobsTest : public ::testing::Test {
@@ -141,6 +153,44 @@ TEST_F(CApiJobsTest, EachTrainerRunsItsJobsTasksAndRegistrationNamesThem) {
   // Each job's importance state has its own file (written after each of its rounds).
   EXPECT_TRUE(std::filesystem::exists(dir_ / "cache_state.job-kbd.pb"));
   EXPECT_TRUE(std::filesystem::exists(dir_ / "cache_state.job-rank.pb"));
+}
+
+// Two rounds of top-k (1 of 4 values) with error feedback through the C API: each upload is a
+// CompressedModel; the second sends the value the first kept back (3 + 3 beats 4), and the
+// residual is in the state dir.
+TEST_F(CApiJobsTest, CompressedRoundsCarryTheirResidualInTheStateDir) {
+  FakeCoordinator& fake = server_.service();
+  for (const char* id : {"t1", "t2"}) {
+    v1::Task task = FakeCoordinator::MakeTask(id, "kbd", "softmax");
+    task.mutable_upload_compression()->set_format(v1::CompressedTensor::TOPK);
+    task.mutable_upload_compression()->set_topk_fraction(0.25);
+    task.mutable_upload_compression()->set_error_feedback(true);
+    fake.AddTask(task);
+  }
+  fedsched_client_options options = Options();
+  options.train = RampTrain;
+  fedsched_client* client = nullptr;
+  fedsched_error error{};
+  ASSERT_EQ(fedsched_client_create(&options, &client, &error), FEDSCHED_OK) << error.message;
+  EXPECT_EQ(fedsched_client_run(client, &error), FEDSCHED_OK) << error.message;
+  const fedsched_client_stats stats = fedsched_client_get_stats(client);
+  fedsched_client_destroy(client);
+  EXPECT_EQ(stats.tasks_completed, 2);
+  const auto uploads = fake.raw_uploads();
+  std::vector<std::vector<float>> sent;
+  for (const char* id : {"t1", "t2"}) {
+    ASSERT_EQ(uploads.count(id), 1u) << id;
+    EXPECT_TRUE(uploads.at(id).compressed) << id;
+    v1::CompressedModel payload;
+    ASSERT_TRUE(payload.ParseFromString(uploads.at(id).payload)) << id;
+    ASSERT_EQ(payload.tensors_size(), 1) << id;
+    std::vector<float> values(4);
+    ASSERT_TRUE(compress::Decode(payload.tensors(0), absl::MakeSpan(values)).ok()) << id;
+    sent.push_back(values);
+  }
+  EXPECT_THAT(sent[0], ElementsAre(0.0f, 0.0f, 0.0f, 4.0f));
+  EXPECT_THAT(sent[1], ElementsAre(0.0f, 0.0f, 6.0f, 0.0f));
+  EXPECT_TRUE(std::filesystem::exists(dir_ / "error_feedback.job-kbd.pb"));
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // out yet or answers it gives only in rare states: tasks of named jobs (Task.job,
 // Task.model_architecture, PollTaskResponse.prefetch_job) and FAILED_PRECONDITION for a task of
 // an ended job. It answers each poll with the next scripted answer, then `finished`; it records
-// registrations, downloads, uploads (with their updates) and failure reports.
+// registrations, downloads, uploads (with their updates, or their raw compressed payloads) and
+// failure reports.
 #ifndef FEDSCHED_TESTS_CLIENT_SDK_FAKE_COORDINATOR_H_
 #define FEDSCHED_TESTS_CLIENT_SDK_FAKE_COORDINATOR_H_
 
@@ -85,6 +86,11 @@ class FakeCoordinator : public v1::Coordinator::Service {
     absl::MutexLock lock(&mu_);
     end_on_upload_.insert(id);
   }
+  // Uploads of task `id` are refused INVALID_ARGUMENT, as the server refuses a malformed update.
+  void RefuseUpload(const std::string& id) {
+    absl::MutexLock lock(&mu_);
+    refuse_upload_.insert(id);
+  }
 
   std::vector<v1::RegisterRequest> registrations() const {
     absl::MutexLock lock(&mu_);
@@ -103,6 +109,16 @@ class FakeCoordinator : public v1::Coordinator::Service {
   std::map<std::string, v1::Model> updates() const {
     absl::MutexLock lock(&mu_);
     return updates_;
+  }
+  // What an upload carried: its header's `compressed` and its payload's bytes.
+  struct Upload {
+    bool compressed = false;
+    std::string payload;
+  };
+  // Task id -> its last upload (accepted or not).
+  std::map<std::string, Upload> raw_uploads() const {
+    absl::MutexLock lock(&mu_);
+    return raw_uploads_;
   }
   // Task id -> the reasons of its failure reports, in order.
   std::map<std::string, std::vector<std::string>> failures() const {
@@ -161,14 +177,22 @@ class FakeCoordinator : public v1::Coordinator::Service {
     v1::UploadChunk chunk;
     std::string task_id;
     std::string payload;
+    bool compressed = false;
     while (reader->Read(&chunk)) {
-      if (chunk.has_header()) task_id = chunk.header().task_id();
+      if (chunk.has_header()) {
+        task_id = chunk.header().task_id();
+        compressed = chunk.header().compressed();
+      }
       if (chunk.has_data()) payload += chunk.data();
     }
     absl::MutexLock lock(&mu_);
     uploads_.push_back(task_id);
-    if (!updates_[task_id].ParseFromString(payload)) updates_.erase(task_id);
+    raw_uploads_[task_id] = Upload{compressed, payload};
+    if (compressed || !updates_[task_id].ParseFromString(payload)) updates_.erase(task_id);
     if (end_on_upload_.count(task_id) > 0) return JobEnded();
+    if (refuse_upload_.count(task_id) > 0) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "update refused");
+    }
     response->set_accepted(true);
     return grpc::Status::OK;
   }
@@ -192,6 +216,8 @@ class FakeCoordinator : public v1::Coordinator::Service {
   std::map<std::string, v1::Model> updates_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> end_on_download_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> end_on_upload_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> refuse_upload_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Upload> raw_uploads_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::RegisterRequest> registrations_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> downloads_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> uploads_ ABSL_GUARDED_BY(mu_);
