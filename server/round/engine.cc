@@ -611,26 +611,7 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weigh
   receipt.set_num_examples(update.claim.num_examples);
   receipt.set_received_unix_ms(ToMillis(update.now_s));
   receipts_.push_back(std::move(receipt));
-  if (config_.audit_updates()) {
-    v1::AuditedUpdate audited;
-    audited.set_task_id(task.task_id);
-    audited.set_round(round_);
-    audited.set_num_examples(weight);  // what it weighed in the sum (bounded influence)
-    audited.set_staleness(Staleness(task));
-    audited.set_compressed(update.compressed != nullptr);
-    std::string* payload = audited.mutable_payload();
-    if (update.payload_pieces.empty()) {
-      if (update.compressed != nullptr) {
-        update.compressed->SerializeToString(payload);
-      } else if (update.delta != nullptr) {
-        update.delta->SerializeToString(payload);
-      }
-    } else {
-      for (std::string_view piece : update.payload_pieces) payload->append(piece);
-    }
-    audited.set_order(static_cast<int32_t>(audited_.size()));
-    audited_.push_back(std::move(audited));
-  }
+  if (config_.audit_updates()) AuditAccepted(update, task, weight);
   // Measured times feed the profile and the round-time predictor (docs/ALGORITHMS.md §1).
   profile::TaskTiming timing;
   timing.completion_s = std::max(1e-6, update.now_s - task.issued_s);
@@ -644,6 +625,30 @@ void RoundEngine::RecordAccepted(const Update& update, Task& task, int64_t weigh
   }
   // Feedback errors (e.g. a metric the profile refuses) do not undo an accepted update.
   (void)planner_->OnUpdate(task.index, task.round, metrics, timing, update.now_s);
+}
+
+// The accepted update as received, for the audit trail (ServerConfig.audit_updates): the payload
+// pieces, else the update re-serialized; compressed payloads are marked so a replay folds them
+// compressed.
+void RoundEngine::AuditAccepted(const Update& update, const Task& task, int64_t weight) {
+  v1::AuditedUpdate audited;
+  audited.set_task_id(task.task_id);
+  audited.set_round(round_);
+  audited.set_num_examples(weight);  // what it weighed in the sum (bounded influence)
+  audited.set_staleness(Staleness(task));
+  audited.set_compressed(update.compressed != nullptr);
+  std::string* payload = audited.mutable_payload();
+  if (update.payload_pieces.empty()) {
+    if (update.compressed != nullptr) {
+      update.compressed->SerializeToString(payload);
+    } else if (update.delta != nullptr) {
+      update.delta->SerializeToString(payload);
+    }
+  } else {
+    for (std::string_view piece : update.payload_pieces) payload->append(piece);
+  }
+  audited.set_order(static_cast<int32_t>(audited_.size()));
+  audited_.push_back(std::move(audited));
 }
 
 absl::Status RoundEngine::FailTask(ClientIndex index, const std::string& task_id, double now_s,

@@ -603,6 +603,8 @@ class RoundEngine {
   Task& AddTask(planner::PlannedTask& planned, double now_s);
   // `weight`: what the update weighs in the round's sum (bounded influence, influence_).
   void RecordAccepted(const Update& update, Task& task, int64_t weight);
+  // RecordAccepted's audit-trail entry (ServerConfig.audit_updates).
+  void AuditAccepted(const Update& update, const Task& task, int64_t weight);
   // Bounded influence (influence.h): the weight cap of the open synchronous round from its
   // tasks' planned examples (influence_), and at Close the raised denominator and the record's
   // max_weight_share / weight_denominator. Errors: the aggregator's.

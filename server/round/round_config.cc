@@ -221,10 +221,9 @@ bool UpdateDropoutOn(const v1::ServerConfig& c) {
   return policy.ok() && (*policy)->workload_defaults().dropout_high > 0;
 }
 
-// Secure aggregation (docs/guides/SECURE_AGGREGATION.md): what cannot run without individual
-// updates at the server, then the graph's degree and threshold for the round's cohort.
-absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
-  if (!out.secure_aggregation().enabled()) return absl::OkStatus();
+// What cannot run under secure aggregation (docs/guides/SECURE_AGGREGATION.md): every feature that
+// needs individual updates at the server.
+absl::Status CheckSecAggCompatible(const std::string& where, const v1::ServerConfig& out) {
   absl::StatusOr<AggregationRuleProperties> rule = AggregationRulePropertiesOf(out.aggregation());
   if (!rule.ok())
     return absl::InvalidArgumentError(absl::StrCat(where, ": ", rule.status().message()));
@@ -253,6 +252,14 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
         "SELECTION_POLICY_PYRAMIDFL) sends partial updates, which secure_aggregation.enabled "
         "cannot mask: set selection.extend_workload.disable_dropout"));
   }
+  return absl::OkStatus();
+}
+
+// Secure aggregation (docs/guides/SECURE_AGGREGATION.md): what cannot run without individual
+// updates at the server, then the graph's degree and threshold for the round's cohort.
+absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig& out) {
+  if (!out.secure_aggregation().enabled()) return absl::OkStatus();
+  FEDSCHED_RETURN_IF_ERROR(CheckSecAggCompatible(where, out));
   v1::SecureAggregationConfig* s = out.mutable_secure_aggregation();
   const uint32_t n = static_cast<uint32_t>(
       std::ceil(out.clients_per_round() * out.selection().overcommit() - 1e-9));
