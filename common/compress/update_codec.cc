@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/types/span.h"
+#include "google/protobuf/io/coded_stream.h"
 
 namespace fedsched::compress {
 namespace {
@@ -13,12 +14,7 @@ using v1::CompressedTensor;
 
 // Bytes of a protobuf varint holding `v`.
 int64_t VarintBytes(uint64_t v) {
-  int64_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
+  return static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(v));
 }
 
 // Bytes of a length-delimited field of `length` payload bytes (one-byte tag), 0 when empty

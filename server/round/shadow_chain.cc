@@ -7,17 +7,14 @@
 #include "common/compress/rng.h"
 #include "common/compress/update_codec.h"
 #include "common/sha256.h"
+#include "google/protobuf/io/coded_stream.h"
 
 namespace fedsched::round {
 namespace {
 
+// Bytes of a protobuf varint holding `v`.
 int64_t VarintBytes(uint64_t v) {
-  int64_t n = 1;
-  while (v >= 0x80) {
-    v >>= 7;
-    ++n;
-  }
-  return n;
+  return static_cast<int64_t>(google::protobuf::io::CodedOutputStream::VarintSize64(v));
 }
 
 // The downlink's spec: the shadow chain is itself error feedback (what a delta leaves out is in

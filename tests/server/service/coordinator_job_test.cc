@@ -304,4 +304,5 @@ TEST_F(CoordinatorAsJobTest, AdoptedSystemProfilesReplaceTheSystemFieldsOnly) {
   EXPECT_EQ(a->identity(), "a");
 }
 
+}  // namespace
 }  // namespace fedsched
