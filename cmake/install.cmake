@@ -23,7 +23,7 @@ install(TARGETS ${_fedsched_sdk_targets} EXPORT fedschedTargets
 set(_inc ${CMAKE_INSTALL_INCLUDEDIR}/fedsched)
 install(FILES client/c/fedsched_c.h DESTINATION ${_inc}/client/c COMPONENT sdk)
 install(FILES client/sdk/client.h client/sdk/cache_data_plan.h client/sdk/clock.h
-        client/sdk/state_dir.h DESTINATION ${_inc}/client/sdk COMPONENT sdk)
+        client/sdk/state_dir.h client/sdk/held_model.h DESTINATION ${_inc}/client/sdk COMPONENT sdk)
 install(DIRECTORY client/cache/ DESTINATION ${_inc}/client/cache COMPONENT sdk
         FILES_MATCHING PATTERN "*.h")
 install(FILES secagg/signing.h secagg/crypto.h DESTINATION ${_inc}/secagg COMPONENT sdk)

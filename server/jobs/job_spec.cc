@@ -53,6 +53,7 @@ void CopyRoundFields(const From& from, To* to) {
   FEDSCHED_COPY_MESSAGE(eval)
   FEDSCHED_COPY_MESSAGE(privacy)
   FEDSCHED_COPY_MESSAGE(secure_aggregation)
+  FEDSCHED_COPY_MESSAGE(compression)
   to->set_seed(from.seed());
   to->set_audit_updates(from.audit_updates());
   to->set_checkpoint_every_rounds(from.checkpoint_every_rounds());
