@@ -11,12 +11,13 @@
 #include "common/testing/temp_dir.h"
 #include "server/service/coordinator.h"
 #include "server/service/server_config.h"
+#include "tests/server/service/coordinator_fixture.h"
 #include "tests/server/service/provisioning.h"
 
 namespace fedsched {
 namespace {
 
-const absl::Time kT0 = absl::FromUnixSeconds(1700000000);
+using ::fedsched::coordinator_testing::kT0;
 constexpr int kWeights = 2000;
 
 v1::Model Model(float value) {
@@ -28,42 +29,14 @@ v1::Model Model(float value) {
   return model;
 }
 
-class CoordinatorDownlinkTest : public ::testing::Test {
+class CoordinatorDownlinkTest : public coordinator_testing::CoordinatorTest {
  protected:
   void SetUp() override {
-    dir_ = ::fedsched::testing::FreshTestDir("fedsched_downlink");
-    raw_.set_store_path(dir_.string());
-    raw_.set_clients_per_round(2);
+    CoordinatorTest::SetUp();
     raw_.set_min_updates(2);
-    raw_.set_min_online_clients(2);
     raw_.set_num_rounds(5);
-    raw_.set_round_deadline_s(30);
-    raw_.mutable_selection()->set_overcommit(1.0);
     raw_.mutable_compression()->mutable_downlink()->set_format(v1::CompressedTensor::FP16);
-  }
-  void TearDown() override {
-    coordinator_.reset();
-    store_.reset();
-    std::filesystem::remove_all(dir_);
-  }
-  void Start() {
-    ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveServerConfig(raw_));
-    ASSERT_OK_AND_ASSIGN(store_, Store::Open({.path = dir_.string()}));
-    CoordinatorOptions options;
-    options.config = config;
-    options.store = store_.get();
-    options.initial_model = Model(0);
-    options.enrolment_key = testing::kTestEnrolmentKey;
-    ASSERT_OK_AND_ASSIGN(coordinator_, Coordinator::Create(std::move(options)));
-  }
-  v1::RegisterResponse Register(const std::string& identity, absl::Time now) {
-    v1::RegisterRequest request;
-    request.set_identity(identity);
-    request.mutable_device()->set_num_samples(100);
-    absl::StatusOr<v1::RegisterResponse> r =
-        coordinator_->Register(testing::Provisioned(request), now);
-    EXPECT_TRUE(r.ok()) << r.status();
-    return r.ok() ? *r : v1::RegisterResponse();
+    initial_model_ = Model(0);
   }
   // The device's poll, announcing `held` unless it is null.
   v1::Task TaskFor(const v1::RegisterResponse& who, const v1::HeldModel* held, absl::Time now) {
@@ -95,11 +68,6 @@ class CoordinatorDownlinkTest : public ::testing::Test {
     header.mutable_metrics()->set_num_examples(10);
     return coordinator_->SubmitUpdate(header, payload, now);
   }
-
-  std::filesystem::path dir_;
-  v1::ServerConfig raw_;
-  std::unique_ptr<Store> store_;
-  std::unique_ptr<Coordinator> coordinator_;
 };
 
 TEST_F(CoordinatorDownlinkTest, ReturningDevicesDownloadADeltaChainThatRebuildsTheModel) {

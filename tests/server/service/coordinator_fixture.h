@@ -60,7 +60,7 @@ class CoordinatorTest : public ::testing::Test {
     CoordinatorOptions options;
     options.config = config;
     options.store = store_.get();
-    options.initial_model = TwoTensorModel(1, 2);
+    options.initial_model = initial_model_;
     options.enrolment_key = testing::kTestEnrolmentKey;
     options.evaluator = evaluator_;
     options.job_name = job_name_;
@@ -161,6 +161,7 @@ class CoordinatorTest : public ::testing::Test {
 
   std::filesystem::path dir_;
   v1::ServerConfig raw_;
+  v1::Model initial_model_ = TwoTensorModel(1, 2);  // CoordinatorOptions.initial_model of Start
   Evaluator evaluator_;   // CoordinatorOptions.evaluator of Start (none by default)
   std::string job_name_;  // CoordinatorOptions.job_name of Start
   round::PlanningGate* planning_gate_ = nullptr;  // CoordinatorOptions.planning_gate of Start
