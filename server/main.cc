@@ -654,7 +654,7 @@ bool Ticker::Tick(std::atomic<int>* exit_code) {
     last_counts_ = absl::Now();
     const Coordinator::ClientCounts counts = s.host.CountClients(last_counts_);
     s.metrics->SetClients(counts.registered, counts.online);
-    for (const jobs::FleetJobView& view : s.host.FleetViews()) {
+    for (const jobs::FleetJobView& view : s.host.FleetViews(/*count_offers=*/false)) {
       s.metrics->SetJobWait(view.name, view.waiting_s, view.max_wait_s, view.starved);
     }
   }

@@ -56,6 +56,9 @@ ABSL_FLAG(double, register_ramp_s, 2.0,
           "Registrations are spread evenly over this many seconds (a fleet coming online).");
 ABSL_FLAG(int32_t, warmup_rounds, 1,
           "Rounds left out of the steady-state figures (round_period_s, server_cpu_s_per_round).");
+ABSL_FLAG(int32_t, steady_rounds, 0,
+          "Also stop once every client has registered and this many rounds committed after the "
+          "warm-up (0 = stop at --rounds only).");
 ABSL_FLAG(
     std::vector<std::string>, trainers, {},
     "Jobs or model architectures every client can train, comma-separated (docs/guides/JOBS.md); "
@@ -86,6 +89,7 @@ int main(int argc, char** argv) {
   options.status_interval_ms = absl::GetFlag(FLAGS_status_interval_ms);
   options.register_ramp_s = absl::GetFlag(FLAGS_register_ramp_s);
   options.warmup_rounds = absl::GetFlag(FLAGS_warmup_rounds);
+  options.steady_rounds = absl::GetFlag(FLAGS_steady_rounds);
   options.token_file = absl::GetFlag(FLAGS_token_file);
   options.trainers = absl::GetFlag(FLAGS_trainers);
   fedsched::load::LoadGenerator generator(std::move(options));

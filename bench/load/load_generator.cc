@@ -4,6 +4,7 @@
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
+#include <unistd.h>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -29,8 +30,10 @@ struct SimClient {
   std::mutex hb_mu;
   bool away = false;          // under hb_mu
   bool heartbeating = false;  // a Heartbeat is scheduled or in flight; under hb_mu
-  // The task in progress and the delta to upload for it.
-  v1::Task task;
+  // The task in progress (allocated at the first task: most of a paced fleet never gets one,
+  // and a million inline Task messages would be most of the generator's memory) and the
+  // delta to upload for it.
+  std::unique_ptr<v1::Task> task;
   int64_t task_received_unix_ms = 0;
   std::shared_ptr<const RoundPayload> payload;
   std::chrono::steady_clock::time_point download_start;
@@ -146,6 +149,9 @@ void LoadGenerator::Register(SimClient* c) {
           c->token = call->response.session_token();
           c->heartbeat_ms = std::max<int64_t>(100, call->response.heartbeat_interval_ms());
           ++registered_;
+          last_registered_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                    Clock::now().time_since_epoch())
+                                    .count();
           {
             std::lock_guard<std::mutex> lock(c->hb_mu);
             c->heartbeating = true;
@@ -203,7 +209,8 @@ void LoadGenerator::Poll(SimClient* c) {
         if (!s.ok()) {
           After(500, [this, c] { Poll(c); });
         } else if (call->response.has_task()) {
-          c->task = call->response.task();
+          if (c->task == nullptr) c->task = std::make_unique<v1::Task>();
+          *c->task = call->response.task();
           c->task_received_unix_ms = absl::ToUnixMillis(absl::Now());
           Download(c);
         } else if (call->response.finished()) {
@@ -273,7 +280,7 @@ void LoadGenerator::Download(SimClient* c) {
   v1::DownloadModelRequest request;
   request.set_client_id(c->client_id);
   request.set_session_token(c->token);
-  request.set_task_id(c->task.task_id());
+  request.set_task_id(c->task->task_id());
   c->download_start = Clock::now();
   ++in_flight_;
   StartDownload(
@@ -305,8 +312,8 @@ void LoadGenerator::Upload(SimClient* c) {
   v1::UploadHeader* header = message.mutable_header();
   header->set_client_id(c->client_id);
   header->set_session_token(c->token);
-  header->set_task_id(c->task.task_id());
-  header->set_round(c->task.round());
+  header->set_task_id(c->task->task_id());
+  header->set_round(c->task->round());
   header->set_total_bytes(total);
   header->set_sha256(payload->delta_sha);
   header->set_num_chunks((total + chunk - 1) / chunk);
@@ -314,17 +321,17 @@ void LoadGenerator::Upload(SimClient* c) {
   m->set_num_examples(32);
   m->set_train_seconds(c->compute_ms / 1000.0);
   m->set_download_seconds(c->download_ms / 1000.0);
-  m->set_download_bytes(c->task.model_bytes());
+  m->set_download_bytes(c->task->model_bytes());
   m->set_mean_loss(1.0);
   m->set_statistical_utility(32.0);
-  m->set_local_steps(c->task.local_steps());
+  m->set_local_steps(c->task->local_steps());
   const Clock::time_point start = Clock::now();
   ++in_flight_;
   StartUpload(
       c->stub, std::move(message), payload, [this, c, start](grpc::Status s, bool accepted) {
         counters_.Add("UploadUpdate", s, stopping());
         TaskRecord record;
-        record.round = c->task.round();
+        record.round = c->task->round();
         record.compute_ms = c->compute_ms;
         record.download_ms = c->download_ms;
         record.upload_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
@@ -347,6 +354,7 @@ void LoadGenerator::StartRegistrations() {
   const int n = static_cast<int>(clients_.size());
   // Registrations spread over --register_ramp_s, as a fleet coming online would.
   const double ramp_ms = 1000.0 * std::max(0.0, options_.register_ramp_s);
+  registrations_start_ = Clock::now();
   for (const std::unique_ptr<SimClient>& c : clients_) {
     SimClient* p = c.get();
     After(ramp_ms * p->index / n, [this, p] { Register(p); });
@@ -403,6 +411,11 @@ void LoadGenerator::Monitor(absl::Time start, MonitorState* m) {
     absl::SleepFor(absl::Milliseconds(std::max(10, options_.status_interval_ms)));
     SampleStatus(status_stub.get(), operator_token, start, m);
     if (m->committed >= options_.rounds) break;
+    if (options_.steady_rounds > 0 && m->committed_warm >= 0 &&
+        m->committed >= m->committed_warm + options_.steady_rounds) {
+      steady_reached_ = true;
+      break;
+    }
     // Every client was told the run is over: the server committed `rounds` (and may be gone).
     if (finished_.load() >= n) {
       m->committed = options_.rounds;
@@ -468,7 +481,8 @@ void LoadGenerator::AddRunRecords(ReportInputs* in) {
   in->uploads_rejected = uploads_rejected_.load();
   in->paced_waits = paced_waits_.load();
   in->ok = !in->timed_out && in->rpc_errors == 0 && in->uploads_rejected == 0 &&
-           (in->committed >= options_.rounds || finished_.load() >= in->clients) &&
+           (in->committed >= options_.rounds || finished_.load() >= in->clients ||
+            steady_reached_.load()) &&
            registered_.load() == in->clients;
 }
 
@@ -485,6 +499,14 @@ int LoadGenerator::Run() {
   in.proc_start = proc_start;
   Stop(&scheduler);
   in.load_gen_cpu_s = SelfCpuSeconds() - self_cpu_start;
+  in.load_gen_peak_rss_kb = ReadProc(static_cast<int>(getpid())).peak_rss_kb;
+  if (registered_.load() == static_cast<int>(clients_.size())) {
+    in.registration_s =
+        std::chrono::duration<double>(Clock::time_point(std::chrono::nanoseconds(
+                                          last_registered_ns_.load())) -
+                                      registrations_start_)
+            .count();
+  }
   AddRunRecords(&in);
   const std::string report = FormatReport(in);
   std::fputs(report.c_str(), stdout);

@@ -49,6 +49,9 @@ struct LoadOptions {
   int status_interval_ms = 1000;  // GetStatus sampling period of the monitor, ms (at least 10)
   double register_ramp_s = 2.0;   // registrations are spread evenly over this many seconds
   int warmup_rounds = 1;          // rounds left out of the steady-state figures
+  // > 0: also stop once the whole fleet has registered and this many rounds committed after the
+  // steady state began (a registration ramp of unknown length in rounds); 0: `rounds` only.
+  int steady_rounds = 0;
   std::string token_file;         // the server's operator token file, for GetStatus
   // Jobs or model architectures every client has a trainer for (RegisterRequest.trainers,
   // docs/guides/JOBS.md); empty: the config job only.
@@ -134,6 +137,10 @@ class LoadGenerator {
   std::atomic<int64_t> in_flight_{0};
   std::atomic<int64_t> uploads_rejected_{0};
   std::atomic<int64_t> paced_waits_{0};
+  std::atomic<bool> steady_reached_{false};  // stopped by steady_rounds
+  // Steady-clock nanoseconds of the last successful registration (registration_s).
+  std::atomic<int64_t> last_registered_ns_{0};
+  Clock::time_point registrations_start_;
 
   std::mutex queue_mu_;
   std::condition_variable queue_cv_;

@@ -68,6 +68,9 @@ struct ReportInputs {
   ProcStats proc_end;
   // The generator's own CPU seconds over the run.
   double load_gen_cpu_s = 0;
+  int64_t load_gen_peak_rss_kb = -1;  // the generator's own VmHWM, KiB
+  // Seconds from the first registration sent to the last one answered; -1 unless all registered.
+  double registration_s = -1;
   // The verdict (the "result:" line) and whether the run gave up at --timeout_s.
   bool ok = false;
   bool timed_out = false;

@@ -40,8 +40,12 @@ struct OperatorChannel {
   void Prepare(grpc::ClientContext* context, absl::Duration deadline) const;
 };
 
+// The largest response the operator tools accept, bytes: 64 MiB (a server's max_message_bytes
+// bounds what it sends; its default is 16 MiB).
+inline constexpr int kOperatorMaxReceiveBytes = 64 << 20;
+
 // Reads the token file (trailing whitespace dropped) and the TLS files, and opens a channel
-// (connecting lazily). Errors: NOT_FOUND for an unreadable --token_file; those of
+// (connecting lazily) that accepts responses up to kOperatorMaxReceiveBytes. Errors: NOT_FOUND for an unreadable --token_file; those of
 // MakeChannelCredentials (common/transport.h) for the TLS files.
 [[nodiscard]] absl::StatusOr<OperatorChannel> OpenOperatorChannel(
     const OperatorConnection& connection);

@@ -159,6 +159,12 @@ std::string ClientTable(const v1::GetStatusResponse& status) {
                           p.compute_ms_per_sample(), p.download_kbps(), p.successes(),
                           p.failures(), p.statistical_utility());
   }
+  if (status.clients_size() < status.registered_clients()) {
+    absl::StrAppendFormat(&out,
+                          "  (%d of %d clients shown: the list is cut to what one status "
+                          "response carries, transport.max_message_bytes)\n",
+                          status.clients_size(), status.registered_clients());
+  }
   out +=
       "  raw_util: the profile's Oort utility |B| sqrt(mean loss^2); a round's norm_util is it "
       "clipped and normalised over that round's candidates\n";

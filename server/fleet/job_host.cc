@@ -462,7 +462,9 @@ Coordinator::ClientCounts JobHost::CountClients(absl::Time now) const {
   return impl_->ConfigCoordinator()->CountClients(now);
 }
 
-std::vector<jobs::FleetJobView> JobHost::FleetViews() const { return impl_->ledger->Snapshot(); }
+std::vector<jobs::FleetJobView> JobHost::FleetViews(bool count_offers) const {
+  return impl_->ledger->Snapshot(count_offers);
+}
 
 absl::Status JobHost::health() const {
   if (absl::Status config = impl_->ConfigCoordinator()->health(); !config.ok()) return config;

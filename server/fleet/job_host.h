@@ -106,8 +106,9 @@ class JobHost : public DeviceService, public JobControl {
   int ClientsAwaitingFinish(absl::Time now, absl::Duration heard_within) const;
   Coordinator::ClientCounts CountClients(absl::Time now) const;
   // The fleet ledger's per-job figures (jobs::FleetLedger::Snapshot: demand, devices in flight
-  // and offered, waits and starvations), one entry per job in the ledger, by name. O(jobs).
-  std::vector<jobs::FleetJobView> FleetViews() const;
+  // and offered, waits and starvations), one entry per job in the ledger, by name. O(jobs) with
+  // `count_offers` false (offered -1 while one job has the fleet), else up to O(devices).
+  std::vector<jobs::FleetJobView> FleetViews(bool count_offers = true) const;
   // OK unless a store write of the host's own records failed for good (a job's failed commit
   // fails that job only).
   [[nodiscard]] absl::Status health() const;

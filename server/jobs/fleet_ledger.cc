@@ -244,6 +244,7 @@ class FleetLedger::JobGate : public round::PlanningGate {
   std::string OfferReason(std::string_view client_id) const override {
     return ledger_->OfferReason(job_, client_id);
   }
+  bool WantsFacts() const override { return ledger_->WantsFacts(); }
 
  private:
   FleetLedger* const ledger_;
@@ -333,6 +334,13 @@ void FleetLedger::Rematch(double now_s) {
   impl_->Rematch(now_s, *matcher_);
 }
 
+bool FleetLedger::WantsFacts() const {
+  absl::MutexLock lock(&mu_);
+  int active = 0;
+  for (const auto& [name, j] : impl_->jobs) active += j.active ? 1 : 0;
+  return active > 1;
+}
+
 std::vector<std::string> FleetLedger::JobsOf(std::string_view client_id) const {
   absl::MutexLock lock(&mu_);
   const DeviceState* d = impl_->FindDevice(client_id);
@@ -345,12 +353,14 @@ int64_t FleetLedger::devices_in_flight() const {
   return impl_->DevicesInFlight();
 }
 
-std::vector<FleetJobView> FleetLedger::Snapshot() const {
+std::vector<FleetJobView> FleetLedger::Snapshot(bool count_offers) const {
   absl::MutexLock lock(&mu_);
   std::vector<FleetJobView> views;
   views.reserve(impl_->jobs.size());
   for (const auto& [name, j] : impl_->jobs) {
-    FleetJobView view{name, j.active, j.demand, static_cast<int64_t>(j.claimed.size()), j.offered};
+    int64_t offered = j.offered;
+    if (impl_->implicit_offers) offered = count_offers ? impl_->CountImplicitOffers(j) : -1;
+    FleetJobView view{name, j.active, j.demand, static_cast<int64_t>(j.claimed.size()), offered};
     if (j.asking_since_s >= 0) view.waiting_s = std::max(0.0, impl_->last_now_s - j.asking_since_s);
     view.max_wait_s = std::max(j.max_wait_s, view.waiting_s);
     view.starved = j.starved;

@@ -79,6 +79,7 @@ struct FleetJobView {
   bool active = false;
   int64_t demand = 0;
   int64_t in_flight = 0;
+  // Devices offered to it at the last Rematch (-1: not counted, Snapshot).
   int64_t offered = 0;
   // Seconds its current demand has waited unmet (0 while it asks for nothing; as of the latest
   // Rematch or Settle), the longest such wait so far, and how many waits passed the starvation
@@ -127,15 +128,23 @@ class FleetLedger {
 
   // Recomputes the offers of the devices that hold room for another job and are not held by a
   // job that is planning, with the matcher, from the jobs' last demands. Call before the jobs'
-  // engines advance (the server's tick; the simulator's event loop).
+  // engines advance (the server's tick; the simulator's event loop). O(jobs) while at most one
+  // job is active (its offers are implicit: every idle device it can use, as MayPlan answers),
+  // else O(devices x jobs) plus the matcher's cost.
   void Rematch(double now_s) ABSL_LOCKS_EXCLUDED(mu_);
+  // Whether a job's facts (PlanningGate::Describe) can change an offer now: more than one job
+  // is active. With one, the matcher never runs, and the planner checks the model's fit itself.
+  bool WantsFacts() const ABSL_LOCKS_EXCLUDED(mu_);
 
   // The jobs `client_id` holds a task of now (claims), in no order.
   std::vector<std::string> JobsOf(std::string_view client_id) const ABSL_LOCKS_EXCLUDED(mu_);
   // Devices holding a task of any job.
   int64_t devices_in_flight() const ABSL_LOCKS_EXCLUDED(mu_);
   // One entry per job, by name.
-  std::vector<FleetJobView> Snapshot() const ABSL_LOCKS_EXCLUDED(mu_);
+  // `count_offers` false: FleetJobView.offered is -1 (not counted) whenever the offers are
+  // implicit (at most one active job at the last Rematch), where counting them walks every
+  // device; the other figures are O(jobs).
+  std::vector<FleetJobView> Snapshot(bool count_offers = true) const ABSL_LOCKS_EXCLUDED(mu_);
   // The matcher's registered name.
   std::string_view matcher_name() const { return matcher_name_; }
 

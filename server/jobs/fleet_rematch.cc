@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "server/jobs/eligibility.h"
 #include "server/jobs/fleet_state.h"
 
 namespace fedsched::jobs {
@@ -109,6 +110,15 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   std::vector<int64_t> demand;
   std::vector<bool> refused;
   Admit(active, &demand, &refused);
+  if (active.size() <= 1) {
+    if (!active.empty()) {
+      active[0]->refused = refused[0];
+      active[0]->match_index = 0;
+    }
+    OneJobRematch(active);
+    return;
+  }
+  implicit_offers = false;
   input.now_s = now_s;
   input.starvation_bound_s = options.starvation_bound_s;
   input.speed_tiers = options.speed_tiers > 0 ? options.speed_tiers : 2;
@@ -136,6 +146,38 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
     if (d.offer != nullptr) ++d.offer->offered;
   }
   CountStarvations(now_s, active);
+}
+
+void FleetLedger::Impl::OneJobRematch(const std::vector<JobState*>& active) {
+  if (!implicit_offers) {
+    for (auto& [id, d] : devices) {
+      if (!d.holds.empty()) continue;  // a holding job may be planning it: as CollectIdle
+      d.offer = nullptr;
+      d.offer_reason.clear();
+    }
+    implicit_offers = true;
+  }
+  // No starvation to count: the one job is offered every idle device it can use, unless
+  // admission refused it, and a refused job waits for room, not for the matcher.
+  (void)active;
+}
+
+int64_t FleetLedger::Impl::CountImplicitOffers(const JobState& job) const {
+  if (!job.active || job.refused) return 0;
+  int64_t n = 0;
+  for (const auto& [id, d] : devices) {
+    // An explicit offer a holding job kept from the last full rematch, or a device the job
+    // holds since (planned as the one job that can use it).
+    if (d.offer == &job || std::find(d.holds.begin(), d.holds.end(), &job) != d.holds.end()) {
+      ++n;
+      continue;
+    }
+    if (!d.holds.empty() || !d.registered || d.claims.contains(job.job.name)) continue;
+    if (!CanTrain(d.device, job.job) || !Fits(d, job, last_now_s)) continue;
+    const round::DeviceFacts* f = job.FactsAt(d.ordinal);
+    if (f == nullptr || f->fits) ++n;
+  }
+  return n;
 }
 
 void FleetLedger::Impl::CollectIdle(double now_s) {

@@ -124,7 +124,18 @@ struct FleetLedger::Impl {
   int64_t DevicesInFlight() const;
 
   // Rematch (fleet_rematch.cc): the offers of every idle device not held by a planning job.
+  // With at most one active job no device is walked (OneJobRematch).
   void Rematch(double now_s, DeviceJobMatcher& matcher);
+  // Rematch with `active` holding at most one job: what the walk would conclude is known
+  // without it (every idle device that job can train goes to it, either from the matcher or as
+  // the only job eligible, and MayPlan's SoleTaker answers for each device as that offer
+  // would), so the offers stay implicit (implicit_offers) and the walk, O(devices) at every
+  // server tick, is skipped. The first such rematch after a full one clears the explicit offers
+  // once, so that none outlives an admission refusal.
+  void OneJobRematch(const std::vector<JobState*>& active);
+  // Devices `job` would be offered by a full Rematch now (CollectIdle's rule for the one active
+  // job): an O(devices) count, for Snapshot while offers are implicit.
+  int64_t CountImplicitOffers(const JobState& job) const;
   // Fills input.devices (eligible jobs and their facts; a job whose facts say its model does not
   // fit is left out) and idle with the registered devices no job holds that some active job
   // (match_index >= 0) may be offered, and clears the offers of the devices no job holds.
@@ -155,6 +166,8 @@ struct FleetLedger::Impl {
   uint32_t next_ordinal = 0;
   // Bumped when a job is added or removed (DeviceState::trainable).
   uint64_t generation = 1;
+  // The last Rematch left the offers implicit (OneJobRematch): no device has an explicit one.
+  bool implicit_offers = false;
   // Rematch's buffers, kept across calls so that a rematch of a large fleet allocates little.
   MatchInput input;
   std::vector<int> offers;

@@ -82,6 +82,7 @@ absl::StatusOr<ProfileBookOptions> ProfileBookOptions::FromServerConfig(
   if (security.failure_cooldown_s() > 0) {
     options.failure_cooldown_s = security.failure_cooldown_s();
   }
+  options.reserve_clients = std::max<int64_t>(0, security.max_identities());
   return options;
 }
 
@@ -118,6 +119,10 @@ absl::StatusOr<std::unique_ptr<ProfileBook>> ProfileBook::Create(
     return absl::InvalidArgumentError(absl::StrCat(
         "default_compute_ms_per_sample must be > 0, got ", options.default_compute_ms_per_sample));
   }
+  if (options.reserve_clients < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("reserve_clients must be >= 0, got ", options.reserve_clients));
+  }
   if (!positive(options.default_kbps)) {
     return absl::InvalidArgumentError(
         absl::StrCat("default_kbps must be > 0, got ", options.default_kbps));
@@ -125,7 +130,15 @@ absl::StatusOr<std::unique_ptr<ProfileBook>> ProfileBook::Create(
   return std::unique_ptr<ProfileBook>(new ProfileBook(options));
 }
 
-ProfileBook::ProfileBook(const ProfileBookOptions& options) : options_(options) {}
+ProfileBook::ProfileBook(const ProfileBookOptions& options) : options_(options) {
+  const auto room = static_cast<size_t>(
+      std::clamp<int64_t>(options.reserve_clients, 0, ProfileBookOptions::kMaxReservedClients));
+  if (room == 0) return;
+  profiles_.reserve(room);
+  states_.reserve(room);
+  contributions_.reserve(room);
+  dirty_flag_.reserve(room);
+}
 
 uint32_t ProfileBook::InternDeviceModel(const std::string& model) {
   auto [it, inserted] =

@@ -38,6 +38,9 @@ using ClientIndex = uint32_t;
 inline constexpr char kFirstUseBindingPrefix[] = "tofu:";
 
 struct ProfileBookOptions {
+  // The largest ProfileBookOptions::reserve_clients honoured (larger values reserve this many).
+  static constexpr int64_t kMaxReservedClients = 16'000'000;
+
   // A client is online while now_s - last heartbeat <= this, seconds. Default: 6
   // (heartbeat_interval_ms 2000 x missed_heartbeats 3). Must be > 0.
   double heartbeat_timeout_s = 6.0;
@@ -58,10 +61,16 @@ struct ProfileBookOptions {
   // (security.failure_cooldown_after / failure_cooldown_s). failure_cooldown_s must be >= 0.
   int32_t failure_cooldown_after = 3;
   double failure_cooldown_s = 60.0;
+  // Clients to make room for at creation (the server: security.max_identities): the per-client
+  // arrays are allocated once at that capacity, at most kMaxReservedClients, instead of doubling
+  // as clients register, which holds the old and the new copy at once (at a million clients,
+  // about 200 MiB more at the peak). Unregistered room is address space only: its pages are
+  // touched as clients register. 0 = none (grow as needed). Must be >= 0.
+  int64_t reserve_clients = 0;
 
   // heartbeat_timeout_s = heartbeat_interval_ms x missed_heartbeats / 1000 (defaults 2000, 3);
   // the failure penalty from config.security (0 = default, negative failure_cooldown_after =
-  // off); everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
+  // off); reserve_clients = security.max_identities; everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
   [[nodiscard]] static absl::StatusOr<ProfileBookOptions> FromServerConfig(
       const v1::ServerConfig& config);
 };

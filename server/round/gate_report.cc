@@ -22,7 +22,11 @@ void ReportToGate(const RoundEngine& engine, double now_s, PlanningGate* gate, D
   engine.ClientsInFlight(scratch);
   const int64_t demand = engine.PlanningDemand();
   gate->Settle(*scratch, demand, now_s);
-  if (pacer->Due(demand, now_s)) gate->Describe(engine.MatchFacts(now_s), now_s);
+  // A gate that has no use for facts now is not described, and its pacer not advanced: the
+  // first report once it wants them describes the job at once.
+  if (gate->WantsFacts() && pacer->Due(demand, now_s)) {
+    gate->Describe(engine.MatchFacts(now_s), now_s);
+  }
 }
 
 }  // namespace fedsched::round

@@ -41,7 +41,8 @@ class DescribePacer {
 // Reports one job's state to `gate` after an engine advance, in the order both callers follow:
 // Settle with the clients holding a task of `engine` in flight (RoundEngine::ClientsInFlight,
 // into `scratch`, reused across calls) and its RoundEngine::PlanningDemand, then, when
-// `pacer` says so, Describe with RoundEngine::MatchFacts(now_s). `now_s`: the caller's seconds.
+// the gate wants facts (PlanningGate::WantsFacts) and `pacer` says so, Describe with
+// RoundEngine::MatchFacts(now_s). `now_s`: the caller's seconds.
 void ReportToGate(const RoundEngine& engine, double now_s, PlanningGate* gate, DescribePacer* pacer,
                   std::vector<std::string>* scratch);
 

@@ -76,6 +76,10 @@ class PlanningGate {
     (void)facts;
     (void)now_s;
   }
+  // Whether Describe can change what this gate answers now (the matcher uses facts only when
+  // jobs compete for devices). The caller skips MatchFacts, O(clients), while false. Default:
+  // true.
+  virtual bool WantsFacts() const { return true; }
   // Why the matcher offered `client_id` to this job (SelectionReason.match_reason), or "" when
   // it keeps no reason or did not offer it. Default: "".
   virtual std::string OfferReason(std::string_view client_id) const {

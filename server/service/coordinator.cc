@@ -32,6 +32,15 @@ constexpr double kWaitLogIntervalS = 10;
 // At most one warning per refusal reason per this many seconds (Coordinator::LogRefusals).
 constexpr double kRefusalLogIntervalS = 10;
 
+// Bytes of client summaries one status response may carry: 7/8 of the transport's resolved
+// max_message_bytes (16 MiB when the config's cannot be resolved: the server would not have
+// started with it).
+int64_t StatusListBudgetBytes(const v1::ServerConfig& config) {
+  absl::StatusOr<v1::TransportConfig> transport = ResolveTransport(config.transport());
+  const int64_t max_bytes = transport.ok() ? transport->max_message_bytes() : int64_t{16} << 20;
+  return max_bytes / 8 * 7;
+}
+
 absl::Status NoSessionError(const std::string& client_id) {
   return absl::UnauthenticatedError(
       absl::StrCat("no session for client '", client_id, "' with this token; register again"));
@@ -688,10 +697,25 @@ v1::GetStatusResponse Coordinator::GetStatus(int recent_rounds, bool include_cli
   if (recent.ok()) {
     for (v1::RoundRecord& record : *recent) *response.add_recent_rounds() = std::move(record);
   }
-  for (profile::ClientIndex i = 0;
-       include_clients && i < static_cast<profile::ClientIndex>(book.size()); ++i) {
+  // The list is cut to what one response can carry (7/8 of the transport's max_message_bytes,
+  // the rest for the counts and round records): a million clients are about 170 MB. The caller
+  // sees the cut as clients_size() < registered_clients.
+  int64_t budget = StatusListBudgetBytes(config_) - static_cast<int64_t>(response.ByteSizeLong());
+  for (profile::ClientIndex i = 0; i < static_cast<profile::ClientIndex>(book.size()); ++i) {
     if (book.state(i).retired) continue;
     const v1::ClientProfile& profile = book.profile(i);
+    // Without the list (or past its cut), the few clients secure aggregation keeps out are still
+    // named: their exclusion is something an operator must see (fedsched-status prints it
+    // either way).
+    if (!include_clients || budget <= 0) {
+      if (profile.secagg_excluded().empty()) continue;
+    } else {
+      // A summary's bytes: the profile's, the id and identity twice over (a bound: tags and
+      // lengths included).
+      budget -= static_cast<int64_t>(profile.ByteSizeLong() + 2 * profile.client_id().size() +
+                                     2 * profile.identity().size() + 16);
+      if (budget <= 0) continue;
+    }
     v1::ClientSummary* summary = response.add_clients();
     summary->set_client_id(profile.client_id());
     summary->set_identity(profile.identity());

@@ -347,7 +347,7 @@ void JobSimulation::EndJob(Job& job) {
   o.rounds_failed = s.rounds_failed;
   o.final_accuracy = s.final_accuracy;
   o.stop_reason = s.stop_reason;
-  for (const jobs::FleetJobView& view : ledger_->Snapshot()) {
+  for (const jobs::FleetJobView& view : ledger_->Snapshot(/*count_offers=*/false)) {
     if (view.name != o.name) continue;
     o.max_wait_s = view.max_wait_s;
     o.starved = view.starved;
@@ -378,7 +378,7 @@ std::vector<int64_t> JobSimulation::Progress() const {
     const RunSummary s = job->simulator->summary();
     state.push_back(s.rounds_committed + s.rounds_failed + s.tasks_started + (job->ended ? 1 : 0));
   }
-  for (const jobs::FleetJobView& view : ledger_->Snapshot()) {
+  for (const jobs::FleetJobView& view : ledger_->Snapshot(/*count_offers=*/false)) {
     state.push_back(view.demand);
     state.push_back(view.in_flight);
   }

@@ -181,6 +181,17 @@ TEST(StatusFormatTest, ClientTableColumnsFitLongIdentities) {
   EXPECT_EQ(online_column[0], online_column[1] + 1) << text;
 }
 
+// A client list cut to fit one response says how much of the fleet it shows.
+TEST(StatusFormatTest, ACutClientListSaysSo) {
+  v1::GetStatusResponse status;
+  status.set_registered_clients(1000000);
+  status.add_clients()->set_client_id("c-1");
+  EXPECT_THAT(FormatStatus(status, {.clients = true}),
+              HasSubstr("(1 of 1000000 clients shown: the list is cut"));
+  status.set_registered_clients(1);
+  EXPECT_THAT(FormatStatus(status, {.clients = true}), Not(HasSubstr("clients shown")));
+}
+
 // Secure aggregation: a member kept out of its cohorts is named with why, with or without the
 // client table (docs/guides/SECURE_AGGREGATION.md "A malicious member").
 TEST(StatusFormatTest, NamesMembersExcludedFromSecureAggregation) {

@@ -355,6 +355,41 @@ TEST(FleetLedgerTest, ASingleJobSeesEveryEligibleDevice) {
   EXPECT_EQ(ledger.Snapshot()[0].offered, 3);
 }
 
+// With one active job the offers are implicit (no device is walked at a rematch) and every
+// answer is the one a full rematch gives: an explicit offer from the last full rematch does not
+// outlive an admission refusal, the counts match, facts are not asked for.
+TEST_F(TwoJobs, OneActiveJobAnswersAsAFullRematch) {
+  Make(FleetOptions{.max_devices_in_flight = 1}, 2);
+  EXPECT_TRUE(a_->WantsFacts());
+  a_->Settle({}, 1, 0);
+  b_->Settle({}, 0, 0);
+  ledger_->Rematch(0);
+  EXPECT_EQ(Offered("a"), 2);  // the first job asking, by FIFO
+  EXPECT_THAT(Plannable(*a_, 2), ElementsAre("d0", "d1"));
+  a_->Settle({}, 1, 0);
+  // b pauses holding d1: no room under max_devices_in_flight, so a is refused.
+  b_->Settle({"d1"}, 0, 1);
+  ledger_->SetJobActive("b", false);
+  EXPECT_FALSE(a_->WantsFacts());
+  ledger_->Rematch(1);
+  EXPECT_THAT(Plannable(*a_, 2, 1), IsEmpty());
+  EXPECT_EQ(Offered("a"), 0);
+  // b's task ends: a has room again and sees every idle device, counted as a full rematch would.
+  b_->Settle({}, 0, 2);
+  ledger_->Rematch(2);
+  EXPECT_EQ(Offered("a"), 2);
+  EXPECT_EQ(ledger_->Snapshot(/*count_offers=*/false)[0].offered, -1);
+  EXPECT_THAT(Plannable(*a_, 2, 2), ElementsAre("d0", "d1"));
+  EXPECT_EQ(a_->OfferReason("d0"), kOnlyJobEligible);
+  // Back to two jobs: explicit offers again.
+  ledger_->SetJobActive("b", true);
+  a_->Settle({}, 1, 3);
+  b_->Settle({}, 1, 3);
+  ledger_->Rematch(3);
+  EXPECT_EQ(Offered("a"), 2);
+  EXPECT_EQ(Offered("b"), 0);  // refused: one device of room, taken by a's demand
+}
+
 TEST(FleetLedgerTest, TheOnlyJobThatCanTrainADeviceNeedNotWaitForRematch) {
   FleetLedger ledger(FleetOptions{}, nullptr);
   ASSERT_THAT(ledger.AddJob(Job("only", 1)), IsOk());

@@ -49,6 +49,33 @@ std::unique_ptr<ProfileBook> MakeBook() {
   return std::move(book).value();
 }
 
+// Room reserved for max_identities clients changes nothing a book answers, past the room too;
+// a negative reservation is refused.
+TEST(ProfileBookTest, ReservedRoomChangesNoAnswer) {
+  ProfileBookOptions options;
+  options.reserve_clients = 2;
+  ASSERT_OK_AND_ASSIGN(std::unique_ptr<ProfileBook> reserved, ProfileBook::Create(options));
+  auto plain = MakeBook();
+  for (ProfileBook* book : {reserved.get(), plain.get()}) {
+    for (int i = 0; i < 5; ++i) {
+      ASSERT_OK_AND_ASSIGN(ProfileBook::Registration r,
+                           book->OnRegister(absl::StrCat("dev-", i), Device("m", 10 + i), i));
+      EXPECT_EQ(r.index, static_cast<ClientIndex>(i));
+    }
+  }
+  ASSERT_EQ(reserved->size(), plain->size());
+  for (ClientIndex i = 0; i < 5; ++i) {
+    EXPECT_EQ(reserved->profile(i).SerializeAsString(), plain->profile(i).SerializeAsString());
+  }
+  options.reserve_clients = -1;
+  EXPECT_THAT(ProfileBook::Create(options),
+              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("reserve_clients")));
+  v1::ServerConfig config;
+  config.mutable_security()->set_max_identities(123);
+  ASSERT_OK_AND_ASSIGN(ProfileBookOptions from, ProfileBookOptions::FromServerConfig(config));
+  EXPECT_EQ(from.reserve_clients, 123);
+}
+
 TEST(ProfileBookTest, RegisterAssignsIdsAndReRegistrationKeepsProfile) {
   auto book = MakeBook();
   ASSERT_OK_AND_ASSIGN(ProfileBook::Registration a, book->OnRegister("dev-a", Device("m", 10), 0));

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/compress/rng.h"
 #include "common/compress/update_codec.h"
 #include "common/sha256.h"
@@ -435,6 +436,27 @@ TEST_F(CoordinatorTest, SilentClientIsMarkedFailedAfterMissedHeartbeats) {
       EXPECT_EQ(c.profile().failures(), 1);
     }
   }
+}
+
+// The client list of a status is cut to what one response of max_message_bytes carries, in
+// client order; without the list none comes, and the counts are whole either way.
+TEST_F(CoordinatorTest, StatusClientListIsCutToOneResponse) {
+  raw_.mutable_transport()->set_max_message_bytes(1 << 20);
+  raw_.mutable_security()->set_max_identities(20000);
+  raw_.mutable_security()->set_max_new_identities_per_minute(-1);
+  raw_.mutable_security()->set_max_new_identities_per_peer_per_minute(-1);
+  Start();
+  constexpr int kClients = 12000;
+  for (int i = 0; i < kClients; ++i) Register(absl::StrCat("device-with-a-longish-name-", i));
+  const v1::GetStatusResponse full = coordinator_->GetStatus(5);
+  EXPECT_EQ(full.registered_clients(), kClients);
+  EXPECT_GT(full.clients_size(), 1000);
+  EXPECT_LT(full.clients_size(), kClients);
+  EXPECT_LE(full.ByteSizeLong(), size_t{1} << 20);
+  EXPECT_EQ(full.clients(0).identity(), "device-with-a-longish-name-0");
+  const v1::GetStatusResponse brief = coordinator_->GetStatus(5, /*include_clients=*/false);
+  EXPECT_EQ(brief.registered_clients(), kClients);
+  EXPECT_EQ(brief.clients_size(), 0);
 }
 
 TEST_F(CoordinatorTest, RestartResumesAtTheRightRoundAndClientsReRegister) {

@@ -277,6 +277,13 @@ TEST_F(SecAggAttackTest, ForgedSharesCostNoRoundAndTheSenderIsExcludedAndNamed) 
   }
   EXPECT_THAT(cli::FormatStatus(status, {}),
               HasSubstr(absl::StrCat("secure aggregation excludes ", attacker)));
+  // Without the client list (fedsched-status without --clients) the excluded member still comes.
+  const v1::GetStatusResponse brief =
+      server_->coordinator().GetStatus(0, /*include_clients=*/false);
+  ASSERT_EQ(brief.clients_size(), 1);
+  EXPECT_EQ(brief.clients(0).client_id(), attacker);
+  EXPECT_THAT(cli::FormatStatus(brief, {}),
+              HasSubstr(absl::StrCat("secure aggregation excludes ", attacker)));
   // The exclusion is persisted with the profile (a restarted server keeps it).
   ASSERT_OK_AND_ASSIGN(std::vector<v1::ClientProfile> stored, server_->store().LoadProfiles());
   bool stored_excluded = false;
