@@ -1,10 +1,11 @@
 #include "bench/load/load_generator.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <fstream>
-#include <unistd.h>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -149,9 +150,9 @@ void LoadGenerator::Register(SimClient* c) {
           c->token = call->response.session_token();
           c->heartbeat_ms = std::max<int64_t>(100, call->response.heartbeat_interval_ms());
           ++registered_;
-          last_registered_ns_ = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                    Clock::now().time_since_epoch())
-                                    .count();
+          last_registered_ns_ =
+              std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+                  .count();
           {
             std::lock_guard<std::mutex> lock(c->hb_mu);
             c->heartbeating = true;
@@ -502,9 +503,9 @@ int LoadGenerator::Run() {
   in.load_gen_peak_rss_kb = ReadProc(static_cast<int>(getpid())).peak_rss_kb;
   if (registered_.load() == static_cast<int>(clients_.size())) {
     in.registration_s =
-        std::chrono::duration<double>(Clock::time_point(std::chrono::nanoseconds(
-                                          last_registered_ns_.load())) -
-                                      registrations_start_)
+        std::chrono::duration<double>(
+            Clock::time_point(std::chrono::nanoseconds(last_registered_ns_.load())) -
+            registrations_start_)
             .count();
   }
   AddRunRecords(&in);

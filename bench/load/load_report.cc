@@ -177,8 +177,8 @@ std::string FormatReport(const ReportInputs& in) {
                       Percentile(figures.start_gaps, 1.0)),
       absl::StrFormat("paced_waits: %d\n", in.paced_waits));
   absl::StrAppend(&report, absl::StrFormat("load_gen_cpu_s: %.2f\n", in.load_gen_cpu_s));
-  absl::StrAppend(&report, absl::StrFormat("load_gen_peak_rss_mb: %.1f\n",
-                                           in.load_gen_peak_rss_kb / 1024.0));
+  absl::StrAppend(
+      &report, absl::StrFormat("load_gen_peak_rss_mb: %.1f\n", in.load_gen_peak_rss_kb / 1024.0));
   if (in.registration_s > 0) {
     absl::StrAppend(&report, absl::StrFormat("registration_s: %.1f (%.0f per second)\n",
                                              in.registration_s, in.clients / in.registration_s));

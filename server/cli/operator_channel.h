@@ -45,8 +45,9 @@ struct OperatorChannel {
 inline constexpr int kOperatorMaxReceiveBytes = 64 << 20;
 
 // Reads the token file (trailing whitespace dropped) and the TLS files, and opens a channel
-// (connecting lazily) that accepts responses up to kOperatorMaxReceiveBytes. Errors: NOT_FOUND for an unreadable --token_file; those of
-// MakeChannelCredentials (common/transport.h) for the TLS files.
+// (connecting lazily) that accepts responses up to kOperatorMaxReceiveBytes. Errors: NOT_FOUND for
+// an unreadable --token_file; those of MakeChannelCredentials (common/transport.h) for the TLS
+// files.
 [[nodiscard]] absl::StatusOr<OperatorChannel> OpenOperatorChannel(
     const OperatorConnection& connection);
 

@@ -70,7 +70,8 @@ struct ProfileBookOptions {
 
   // heartbeat_timeout_s = heartbeat_interval_ms x missed_heartbeats / 1000 (defaults 2000, 3);
   // the failure penalty from config.security (0 = default, negative failure_cooldown_after =
-  // off); reserve_clients = security.max_identities; everything else at its default. Errors: INVALID_ARGUMENT for negative config fields.
+  // off); reserve_clients = security.max_identities; everything else at its default. Errors:
+  // INVALID_ARGUMENT for negative config fields.
   [[nodiscard]] static absl::StatusOr<ProfileBookOptions> FromServerConfig(
       const v1::ServerConfig& config);
 };
