@@ -128,7 +128,8 @@ CFG
   [[ $CONNECTIONS == shared ]] && channels=$((n < 16 ? n : 16))
   "$LOAD_GEN" --server="127.0.0.1:$port" --clients="$n" --rounds="$rounds" --server_pid=$pid \
     --compute_ms_min=0 --compute_ms_max=0 --status_interval_ms=200 --warmup_rounds=2 \
-    --timeout_s="${RUN_TIMEOUT_S:-300}" --channels=$channels --token_file="$dir/store/operator_token" \
+    --timeout_s="${RUN_TIMEOUT_S:-300}" --channels=$channels \
+    --token_file="$dir/store/operator_token" \
     --out="$dir/load.txt" > /dev/null 2> "$dir/load_progress.log" || code=$?
   kill $pid 2> /dev/null || true
   wait $pid 2> /dev/null || true
