@@ -25,7 +25,12 @@
 #                  $BUILD_DIR/before-<rev> (git archive, Release) and runs the same workloads,
 #                  alternating with the current one. BEFORE_SERVER=<binary> uses a ready one.
 #   WORKLOADS      space-separated NxP (default "10x1000000 50x1000000 100x100000 10x10000000").
+#   CONNECTIONS    per-client (default): one gRPC channel, so one TCP connection, per simulated
+#                  client, as devices connect; shared: min(N, 16) connections shared by the
+#                  clients (the figures of docs/reports/BENCHMARKS.md section 4 before its
+#                  "One connection per client").
 #   ROUNDS         rounds per run (default 10; 6 for P >= 10M).
+#   RUN_TIMEOUT_S  a run not finished by then fails (default 300).
 #   OUT_DIR        logs and results.txt (default: a new
 #                  /var/tmp/fedsched-round-throughput-<UTC time>.XXXXXX; bench/lib/out_dir.sh).
 # Exit: non-zero when a run fails (a round not committed, an RPC error, a rejected upload).
@@ -34,6 +39,11 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 BUILD_DIR="${BUILD_DIR:-$ROOT/build}"
 WORKLOADS="${WORKLOADS:-10x1000000 50x1000000 100x100000 10x10000000}"
+CONNECTIONS="${CONNECTIONS:-per-client}"
+case "$CONNECTIONS" in
+  per-client | shared) ;;
+  *) echo "CONNECTIONS must be per-client or shared, not '$CONNECTIONS'" >&2; exit 2 ;;
+esac
 QUICK=0
 [[ "${1:-}" == "--quick" ]] && QUICK=1
 [[ $QUICK == 1 ]] && WORKLOADS="${WORKLOADS_QUICK:-10x100000 20x1000000}"
@@ -69,7 +79,7 @@ git -C "$ROOT" diff --quiet HEAD -- server client proto bench 2> /dev/null || co
 {
   echo "# round throughput, commit $commit, $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "# machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs)"
-  echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+  echo "# load average at start: $(cut -d' ' -f1-3 /proc/loadavg); connections: $CONNECTIONS"
   if [[ -n "$BEFORE_SERVER" ]]; then echo "# before: $BEFORE_SERVER${BEFORE_REV:+ (commit $BEFORE_REV)}"; fi
 } | tee "$OUT_DIR/results.txt"
 
@@ -97,6 +107,8 @@ round_deadline_s: 300
 heartbeat_interval_ms: 2000
 missed_heartbeats: 5
 selection { overcommit: 1.0 }
+# Loopback load-gen clients are not provisioned: admitted on first use, all in every cohort.
+security { allow_trust_on_first_use: true max_unproven_task_fraction: 1 }
 training { local_steps: 1 batch_size: 32 }
 model { architecture: "mlp" hidden_units: $hidden }
 # No test-set evaluation: the figures are the coordination cost alone.
@@ -112,10 +124,12 @@ CFG
     kill -0 $pid 2> /dev/null || { cat "$dir/server.log" >&2; return 1; }
     sleep 0.1
   done
-  local code=0
+  local code=0 channels=$n
+  [[ $CONNECTIONS == shared ]] && channels=$((n < 16 ? n : 16))
   "$LOAD_GEN" --server="127.0.0.1:$port" --clients="$n" --rounds="$rounds" --server_pid=$pid \
     --compute_ms_min=0 --compute_ms_max=0 --status_interval_ms=200 --warmup_rounds=2 \
-    --channels=$((n < 16 ? n : 16)) --token_file="$dir/store/operator_token" \
+    --timeout_s="${RUN_TIMEOUT_S:-300}" --channels=$channels \
+    --token_file="$dir/store/operator_token" \
     --out="$dir/load.txt" > /dev/null 2> "$dir/load_progress.log" || code=$?
   kill $pid 2> /dev/null || true
   wait $pid 2> /dev/null || true

@@ -1,6 +1,9 @@
 #include "common/transport.h"
 
+#include <stdlib.h>
+
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -8,7 +11,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "common/config.h"
 #include "common/private_file.h"
 #include "common/sha256.h"
@@ -20,6 +25,11 @@ namespace {
 constexpr int64_t kMiB = 1 << 20;
 // gRPC takes message limits and keepalive periods as C ints.
 constexpr int64_t kMaxGrpcInt = std::numeric_limits<int32_t>::max();
+
+// gRPC's experiment whose read path keeps per-connection buffers sized after the largest burst.
+constexpr absl::string_view kReadChunksExperiment = "tcp_read_chunks";
+// Set by BoundTcpReads: the largest TCP read buffer, bytes; 0 = gRPC's default.
+std::atomic<int> g_tcp_read_chunk_bytes{0};
 
 // INVALID_ARGUMENT naming `field` unless lo <= value <= hi. `original` is the configured value
 // (before defaults), printed so that e.g. "-1" shows up as given.
@@ -88,6 +98,9 @@ void ApplyServerTransport(const v1::TransportConfig& resolved, grpc::ServerBuild
                               static_cast<int>(resolved.keepalive_time_ms()));
   builder->AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
                               static_cast<int>(resolved.keepalive_timeout_ms()));
+  if (const int chunk = g_tcp_read_chunk_bytes.load(); chunk > 0) {
+    builder->AddChannelArgument(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, chunk);
+  }
 }
 
 grpc::ChannelArguments ClientChannelArguments(const v1::TransportConfig& resolved) {
@@ -101,7 +114,29 @@ grpc::ChannelArguments ClientChannelArguments(const v1::TransportConfig& resolve
   // Reconnect quickly after a server restart; the SDK adds its own backoff with jitter on top.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 200);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
+  if (const int chunk = g_tcp_read_chunk_bytes.load(); chunk > 0) {
+    args.SetInt(GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, chunk);
+  }
   return args;
+}
+
+std::string ExperimentsWithBoundedReads(absl::string_view current) {
+  for (absl::string_view name : absl::StrSplit(current, ',')) {
+    name = absl::StripAsciiWhitespace(name);
+    absl::ConsumePrefix(&name, "-");  // "-name" disables, "name" enables: both are a choice
+    if (name == kReadChunksExperiment) return std::string(current);
+  }
+  const absl::string_view sep = absl::StripAsciiWhitespace(current).empty() ? "" : ",";
+  return absl::StrCat(current, sep, "-", kReadChunksExperiment);
+}
+
+void BoundTcpReads(int chunk_bytes) {
+  g_tcp_read_chunk_bytes.store(std::max(0, chunk_bytes));
+  if (chunk_bytes <= 0) return;
+  const char* current = getenv("GRPC_EXPERIMENTS");
+  setenv("GRPC_EXPERIMENTS", ExperimentsWithBoundedReads(current == nullptr ? "" : current).c_str(),
+         1);
+  g_tcp_read_chunk_bytes.store(chunk_bytes);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(

@@ -27,12 +27,31 @@ namespace fedsched {
     const v1::TransportConfig& config);
 
 // Applies a resolved transport config to a server builder: message limits, the minimum ping
-// interval the server accepts, and keepalive pings of idle clients.
+// interval the server accepts, keepalive pings of idle clients, and the TCP read bound when
+// BoundTcpReads selected one.
 void ApplyServerTransport(const v1::TransportConfig& resolved, grpc::ServerBuilder* builder);
 
 // Channel arguments for the SDK from a resolved config: message limits and keepalive pings no more
-// often than the server's minimum.
+// often than the server's minimum; the TCP read bound when BoundTcpReads selected one.
 grpc::ChannelArguments ClientChannelArguments(const v1::TransportConfig& resolved);
+
+// Bounds the memory gRPC keeps per TCP connection for its reads, for the whole process
+// (docs/DECISIONS.md "Server memory"). gRPC 1.51's default read path sizes each connection's read
+// buffers after the largest burst the connection has received (up to 4 MiB) and keeps the unused
+// part for the connection's next reads, for as long as it lives: about 1.3 MiB per connection that
+// sent a 1M-parameter update, so a server with one connection per device holds that per device.
+// With a bound, gRPC reads into one buffer of at most `chunk_bytes` per read (its older read path,
+// selected through the GRPC_EXPERIMENTS variable, and GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE, which
+// ApplyServerTransport and ClientChannelArguments then add): at most about two such buffers per
+// connection. `chunk_bytes` <= 0: no bound (GRPC_EXPERIMENTS untouched). Call once, before the
+// process's first gRPC call (gRPC reads GRPC_EXPERIMENTS once); a GRPC_EXPERIMENTS already naming
+// tcp_read_chunks is left as it is. Not thread-safe.
+void BoundTcpReads(int chunk_bytes);
+
+// The GRPC_EXPERIMENTS value BoundTcpReads sets, given the current one (empty when unset): the
+// current list plus "-tcp_read_chunks", or the current list unchanged when it names that
+// experiment already (an operator's explicit choice wins).
+std::string ExperimentsWithBoundedReads(absl::string_view current);
 
 // Server credentials: insecure when no cert is configured, else TLS (mutual when
 // require_client_cert). The key file is read with ReadPrivateFile (common/private_file.h).

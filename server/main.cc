@@ -80,6 +80,11 @@ ABSL_FLAG(bool, http2_bdp_probe, false,
           "one waiting at the receive gate, may then buffer megabytes in gRPC; off, waiting "
           "uploads buffer 64 KiB each. Off measured no more server CPU per round and 1.3 to 2.2x "
           "less peak RSS (docs/reports/BENCHMARKS.md section 4); try true on long, fat links.");
+ABSL_FLAG(int32_t, tcp_read_chunk_bytes, 64 << 10,
+          "Largest TCP read buffer gRPC keeps per client connection, bytes, in [4096, 16777216]; "
+          "0 = gRPC's default, which keeps up to a few MiB per connection that sent a large "
+          "update (about 1.3 MiB at 1M parameters) for the connection's life "
+          "(docs/DECISIONS.md \"Server memory\").");
 ABSL_FLAG(std::string, metrics_listen, "",
           "Overrides ops.metrics_listen_address (Prometheus /metrics over HTTP), e.g. "
           "127.0.0.1:9464.");
@@ -833,5 +838,14 @@ int main(int argc, char** argv) {
   fedsched::SetUsage("fedsched coordination server");
   absl::ParseCommandLine(argc, argv);
   fedsched::SetLogLevel(absl::GetFlag(FLAGS_log_level));
+  const int read_chunk = absl::GetFlag(FLAGS_tcp_read_chunk_bytes);
+  if (read_chunk != 0 && (read_chunk < 4096 || read_chunk > (16 << 20))) {
+    std::fprintf(stderr,
+                 "fedsched-server: --tcp_read_chunk_bytes must be 0 or in [4096, %d], got %d\n",
+                 16 << 20, read_chunk);
+    return 2;
+  }
+  // Before any gRPC call: gRPC reads the experiment it switches once.
+  fedsched::BoundTcpReads(read_chunk);
   return fedsched::Main();
 }

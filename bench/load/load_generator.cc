@@ -234,31 +234,34 @@ void LoadGenerator::Poll(SimClient* c) {
       });
 }
 
-bool LoadGenerator::ClaimModelBytes(const std::string& sha) {
+bool LoadGenerator::ClaimModelBytes(int64_t model_bytes) {
   absl::MutexLock lock(&payload_mu_);
-  if ((payload_ != nullptr && payload_->model_sha == sha) || building_sha_ == sha) return false;
-  building_sha_ = sha;
+  if ((payload_ != nullptr && payload_->model_bytes == model_bytes) ||
+      building_bytes_ == model_bytes) {
+    return false;
+  }
+  building_bytes_ = model_bytes;
   return true;
 }
 
-void LoadGenerator::ReleaseClaim(const std::string& sha) {
+void LoadGenerator::ReleaseClaim(int64_t model_bytes) {
   absl::MutexLock lock(&payload_mu_);
-  if (building_sha_ == sha) building_sha_.clear();
+  if (building_bytes_ == model_bytes) building_bytes_ = 0;
 }
 
-void LoadGenerator::AwaitPayload(SimClient* c, const std::string& sha) {
+void LoadGenerator::AwaitPayload(SimClient* c, int64_t model_bytes) {
   if (stopping()) return;
   bool building = false;
   {
     absl::MutexLock lock(&payload_mu_);
-    if (payload_ != nullptr && payload_->model_sha == sha) c->payload = payload_;
-    building = building_sha_ == sha;
+    if (payload_ != nullptr && payload_->model_bytes == model_bytes) c->payload = payload_;
+    building = building_bytes_ == model_bytes;
   }
   if (c->payload != nullptr) {
     c->compute_ms = Uniform(options_.compute_ms_min, options_.compute_ms_max);
     After(c->compute_ms, [this, c] { Upload(c); });
   } else if (building) {
-    After(2, [this, c, sha] { AwaitPayload(c, sha); });
+    After(2, [this, c, model_bytes] { AwaitPayload(c, model_bytes); });
   } else {  // the download that kept the bytes failed: fetch the model again
     After(500, [this, c] { Poll(c); });
   }
@@ -267,8 +270,9 @@ void LoadGenerator::AwaitPayload(SimClient* c, const std::string& sha) {
 std::shared_ptr<const RoundPayload> LoadGenerator::PayloadFor(const std::string& model_bytes,
                                                               const std::string& sha) {
   absl::MutexLock lock(&payload_mu_);
-  if (building_sha_ == sha) building_sha_.clear();
-  if (payload_ != nullptr && payload_->model_sha == sha) return payload_;
+  const auto size = static_cast<int64_t>(model_bytes.size());
+  if (building_bytes_ == size) building_bytes_ = 0;
+  if (payload_ != nullptr && payload_->model_bytes == size) return payload_;
   std::shared_ptr<RoundPayload> payload =
       BuildRoundPayload(model_bytes, sha, transport_.chunk_bytes());
   if (payload == nullptr) return nullptr;
@@ -285,20 +289,21 @@ void LoadGenerator::Download(SimClient* c) {
   c->download_start = Clock::now();
   ++in_flight_;
   StartDownload(
-      c->stub, request, [this](const std::string& sha) { return ClaimModelBytes(sha); },
-      [this, c](grpc::Status s, std::string bytes, std::string sha, bool kept) {
+      c->stub, request,
+      [this](const std::string& /*sha*/, int64_t total) { return ClaimModelBytes(total); },
+      [this, c](grpc::Status s, std::string bytes, std::string sha, int64_t total, bool kept) {
         counters_.Add("DownloadModel", s, stopping());
         c->download_ms =
             std::chrono::duration<double, std::milli>(Clock::now() - c->download_start).count();
         c->payload = nullptr;
         if (!s.ok()) {
-          if (kept) ReleaseClaim(sha);
+          if (kept) ReleaseClaim(total);
           After(500, [this, c] { Poll(c); });
         } else if (kept && PayloadFor(bytes, sha) == nullptr) {
           counters_.Add("ParseModel", grpc::Status(grpc::StatusCode::DATA_LOSS, "corrupt"),
                         stopping());
         } else {
-          AwaitPayload(c, sha);
+          AwaitPayload(c, total);
         }
         --in_flight_;
       });

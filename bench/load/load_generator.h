@@ -91,13 +91,18 @@ class LoadGenerator {
   void Download(SimClient* c);
   void Upload(SimClient* c);
   void TaskDone(SimClient* c, const TaskRecord& record);
-  // True for the first download of the model `sha` while its payload is not built: that
-  // download keeps the model's bytes (the others only verify them).
-  bool ClaimModelBytes(const std::string& sha);
-  void ReleaseClaim(const std::string& sha);
-  // Uploads once the payload of `sha` is built (polled every 2 ms); polls again if the download
-  // that claimed the bytes failed.
-  void AwaitPayload(SimClient* c, const std::string& sha);
+  // The payload (a delta of every value 1e-3) depends only on the model's shape, which sets its
+  // serialized size: one payload serves every model of `model_bytes` bytes, so after the first
+  // round each client uploads as soon as its own download is verified, as a device would, instead
+  // of waiting for the one download that kept the bytes (a shape change, which FedAvg on one
+  // architecture never makes, would get the uploads rejected: uploads_rejected, result FAIL).
+  // True for the first download of a `model_bytes`-byte model while no payload of that size is
+  // built: that download keeps the model's bytes (the others only verify them).
+  bool ClaimModelBytes(int64_t model_bytes);
+  void ReleaseClaim(int64_t model_bytes);
+  // Uploads once the payload for `model_bytes` is built (polled every 2 ms); polls again if the
+  // download that claimed the bytes failed.
+  void AwaitPayload(SimClient* c, int64_t model_bytes);
   // Called when a download of `model_bytes` completes; returns the delta to upload.
   std::shared_ptr<const RoundPayload> PayloadFor(const std::string& model_bytes,
                                                  const std::string& sha);
@@ -153,7 +158,8 @@ class LoadGenerator {
 
   absl::Mutex payload_mu_;
   std::shared_ptr<const RoundPayload> payload_ ABSL_GUARDED_BY(payload_mu_);
-  std::string building_sha_ ABSL_GUARDED_BY(payload_mu_);  // a download keeps this model's bytes
+  // A download keeps the bytes of a model of this size (0 = none).
+  int64_t building_bytes_ ABSL_GUARDED_BY(payload_mu_) = 0;
 
   absl::Mutex records_mu_;
   std::vector<TaskRecord> records_ ABSL_GUARDED_BY(records_mu_);

@@ -11,8 +11,9 @@ namespace fedsched::load {
 namespace {
 
 // Streams the task's model; checks size and SHA-256 as the chunks arrive (every download is
-// verified, as the SDK does); keeps the bytes only when `claim(sha)` makes this download the one
-// the round's payload is built from, and hands `done` the bytes (empty if not kept).
+// verified, as the SDK does); keeps the bytes only when `claim(sha, total_bytes)` makes this
+// download the one the round's payload is built from, and hands `done` the bytes (empty if not
+// kept).
 class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
  public:
   DownloadReactor(v1::Coordinator::Stub* stub, const v1::DownloadModelRequest& request,
@@ -28,7 +29,7 @@ class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
     if (chunk_.seq() == 0) {
       sha_ = chunk_.sha256();
       total_ = chunk_.total_bytes();
-      keep_ = claim_(sha_);
+      keep_ = claim_(sha_, total_);
       if (keep_) payload_.reserve(static_cast<size_t>(std::max<int64_t>(0, total_)));
     }
     hash_.Update(chunk_.data());
@@ -41,7 +42,7 @@ class DownloadReactor : public grpc::ClientReadReactor<v1::ModelChunk> {
     if (s.ok() && (received_ != total_ || hash_.Finish() != sha_)) {
       s = grpc::Status(grpc::StatusCode::DATA_LOSS, "model fails its size or SHA-256 check");
     }
-    done_(s, std::move(payload_), std::move(sha_), keep_);
+    done_(s, std::move(payload_), std::move(sha_), total_, keep_);
     delete this;
   }
 
@@ -103,6 +104,7 @@ std::shared_ptr<RoundPayload> BuildRoundPayload(const std::string& model_bytes,
   }
   auto payload = std::make_shared<RoundPayload>();
   payload->model_sha = model_sha;
+  payload->model_bytes = static_cast<int64_t>(model_bytes.size());
   const std::string delta = model.SerializeAsString();
   payload->delta_bytes = static_cast<int64_t>(delta.size());
   payload->delta_sha = Sha256(delta);

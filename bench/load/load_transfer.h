@@ -21,6 +21,7 @@ namespace fedsched::load {
 // 2-core machine its copies would otherwise take the cores the server is measured on.
 struct RoundPayload {
   std::string model_sha;
+  int64_t model_bytes = 0;              // the serialized model's size, which its shape sets
   int64_t delta_bytes = 0;              // serialized v1::Model
   std::string delta_sha;                // raw SHA-256
   std::vector<v1::UploadChunk> chunks;  // seq 0.., transport chunk size each
@@ -33,20 +34,22 @@ struct RoundPayload {
 std::shared_ptr<RoundPayload> BuildRoundPayload(const std::string& model_bytes,
                                                 const std::string& model_sha, int64_t chunk_bytes);
 
-// Called with the model's raw SHA-256 when its first chunk arrives; true = keep the bytes.
-using ClaimFn = std::function<bool(const std::string& sha)>;
+// Called with the model's raw SHA-256 and size (bytes) when its first chunk arrives; true = keep
+// the bytes.
+using ClaimFn = std::function<bool(const std::string& sha, int64_t total_bytes)>;
 // Called once when a download ends: the status (DATA_LOSS if the model fails its size or SHA-256
-// check), the model's bytes (empty unless kept), its raw SHA-256 and whether they were kept.
-using DownloadDoneFn =
-    std::function<void(grpc::Status status, std::string bytes, std::string sha, bool kept)>;
+// check), the model's bytes (empty unless kept), its raw SHA-256, its size as the server declared
+// it (bytes; -1 if no chunk arrived) and whether the bytes were kept.
+using DownloadDoneFn = std::function<void(grpc::Status status, std::string bytes, std::string sha,
+                                          int64_t total_bytes, bool kept)>;
 // Called once when an upload ends: the RPC's status and the server's `accepted` verdict.
 using UploadDoneFn = std::function<void(grpc::Status status, bool accepted)>;
 
 // Starts DownloadModel(`request`) on `stub` (deadline 120 s) and streams the task's model;
 // checks size and SHA-256 as the chunks arrive (every download is verified, as the SDK does);
-// keeps the bytes only when `claim(sha)` makes this download the one the round's payload is
-// built from, and hands `done` the bytes (empty if not kept). `done` runs on a gRPC callback
-// thread; the call frees itself after it.
+// keeps the bytes only when `claim(sha, total_bytes)` makes this download the one the round's
+// payload is built from, and hands `done` the bytes (empty if not kept). `done` runs on a gRPC
+// callback thread; the call frees itself after it.
 void StartDownload(v1::Coordinator::Stub* stub, const v1::DownloadModelRequest& request,
                    ClaimFn claim, DownloadDoneFn done);
 

@@ -95,12 +95,14 @@ absl::Status JobHost::Impl::Open() {
   config_run->config = options.config;
   config_run->architecture = options.config.model().architecture();
   FEDSCHED_ASSIGN_OR_RETURN(config_run->store, JobStore(options.store, record));
+  // The initial model is moved, not copied: the host would otherwise keep a second model-sized
+  // copy for the whole run (peak RSS, docs/DECISIONS.md "Server memory").
   FEDSCHED_ASSIGN_OR_RETURN(
       config_run->coordinator,
       OpenJobCoordinator(options, {.job_name = "",
                                    .config = options.config,
                                    .store = config_run->store,
-                                   .initial_model = options.initial_model,
+                                   .initial_model = std::move(options.initial_model),
                                    .target_accuracy = record.spec().target_accuracy(),
                                    .gate = ledger->Gate(config_job),
                                    .callbacks = CallbacksOf(config_job)}));

@@ -34,7 +34,8 @@ struct JobHostOptions {
   // The store's default namespace (the config job's); job namespaces are opened from it. Not
   // owned; must outlive the host. Required.
   Store* store = nullptr;
-  // The config job's initial model (ignored when its run is resumed).
+  // The config job's initial model (ignored when its run is resumed); moved into the config job's
+  // coordinator when the host is created, not kept.
   v1::Model initial_model;
   // A job's initial model from its ModelConfig (an architecture, or a weights file): called
   // when a submitted job starts; an error fails that job with the error as its reason.

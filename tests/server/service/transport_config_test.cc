@@ -1,6 +1,8 @@
 // One TransportConfig sets message limits and keepalive for server and SDK: unset fields take the
 // documented defaults, "-1 = unlimited" style sentinels and out-of-range values are rejected with
 // an error naming the field (docs/reports/RELIABILITY.md §1).
+#include <stdlib.h>
+
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -36,6 +38,38 @@ TEST(TransportConfigTest, UnsetFieldsTakeDocumentedDefaultsNotUnlimited) {
   slow_pings.set_min_ping_interval_ms(60000);
   ASSERT_OK_AND_ASSIGN(t, ResolveTransport(slow_pings));
   EXPECT_EQ(t.keepalive_time_ms(), 60000);
+}
+
+TEST(TransportConfigTest, BoundedReadsDisableTheReadChunksExperimentUnlessNamed) {
+  EXPECT_EQ(ExperimentsWithBoundedReads(""), "-tcp_read_chunks");
+  EXPECT_EQ(ExperimentsWithBoundedReads("event_engine_client"),
+            "event_engine_client,-tcp_read_chunks");
+  // An operator's own choice about the experiment, either way, is kept.
+  EXPECT_EQ(ExperimentsWithBoundedReads("a, tcp_read_chunks"), "a, tcp_read_chunks");
+  EXPECT_EQ(ExperimentsWithBoundedReads("-tcp_read_chunks,b"), "-tcp_read_chunks,b");
+  // A name that only contains the experiment's is another experiment.
+  EXPECT_EQ(ExperimentsWithBoundedReads("tcp_read_chunks2"), "tcp_read_chunks2,-tcp_read_chunks");
+}
+
+TEST(TransportConfigTest, BoundedReadsReachTheChannelArguments) {
+  ASSERT_OK_AND_ASSIGN(v1::TransportConfig t, ResolveTransport(v1::TransportConfig()));
+  auto max_read_chunk = [&t]() -> int {
+    grpc::ChannelArguments args = ClientChannelArguments(t);
+    const grpc_channel_args c = args.c_channel_args();
+    for (size_t i = 0; i < c.num_args; ++i) {
+      if (std::string(c.args[i].key) == GRPC_ARG_TCP_MAX_READ_CHUNK_SIZE) {
+        return c.args[i].value.integer;
+      }
+    }
+    return 0;
+  };
+  BoundTcpReads(0);  // no bound: gRPC's default
+  EXPECT_EQ(max_read_chunk(), 0);
+  BoundTcpReads(64 << 10);
+  EXPECT_EQ(max_read_chunk(), 64 << 10);
+  const char* experiments = getenv("GRPC_EXPERIMENTS");
+  ASSERT_NE(experiments, nullptr);
+  EXPECT_THAT(std::string(experiments), HasSubstr("-tcp_read_chunks"));
 }
 
 struct BadCase {
