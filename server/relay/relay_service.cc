@@ -259,6 +259,20 @@ void RelayService::NoteTask(const v1::PollTaskRequest& request, const v1::Task& 
   relayed.max_examples = static_cast<int64_t>(task.local_steps()) * task.batch_size();
   relayed.model_sha256 = task.model_sha256();
   relayed.done = false;
+  RetireSupersededTasks(task.task_id(), relayed, tasks_);
+}
+
+int RetireSupersededTasks(const std::string& task_id, const RelayedTask& task,
+                          absl::flat_hash_map<std::string, RelayedTask>& tasks) {
+  int retired = 0;
+  for (auto& [id, other] : tasks) {
+    if (other.done || other.round != task.round || id == task_id) continue;
+    if (other.client_id == task.client_id || other.deadline_unix_ms < task.deadline_unix_ms) {
+      other.done = true;
+      ++retired;
+    }
+  }
+  return retired;
 }
 
 void RelayService::NoteFailed(const std::string& client_id, const std::string& task_id) {
@@ -388,8 +402,8 @@ absl::Status RelayService::CheckUploadHeader(const v1::UploadHeader& header) {
     return absl::UnauthenticatedError("session token does not match the task's session");
   }
   if (task.done) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("update for task ", header.task_id(), " was already accepted or failed"));
+    return absl::AlreadyExistsError(absl::StrCat("update for task ", header.task_id(),
+                                                 " was already accepted, failed or superseded"));
   }
   if (header.round() != task.round) {
     return absl::FailedPreconditionError(absl::StrCat("update names round ", header.round(),

@@ -67,6 +67,28 @@ struct RelayStats {
   int64_t updates_forwarded = 0;  // updates inside accepted partial sums
 };
 
+// A task the root handed to a device through an aggregator.
+struct RelayedTask {
+  std::string client_id;
+  std::string session_token;  // the session the root accepted the poll with
+  int64_t round = 0;
+  int64_t deadline_unix_ms = 0;
+  int64_t max_examples = 0;  // local_steps x batch_size
+  std::string model_sha256;
+  bool done = false;  // uploaded here, reported failed, or superseded
+};
+
+// Marks done every task of `tasks` (by task id) that the task `task_id`, just relayed for
+// `task`.client_id and `task`.round with deadline `task`.deadline_unix_ms, supersedes: another
+// task of the same round for the same client (the root hands a device a new task of a round only
+// once its earlier one failed, e.g. for missed heartbeats) and any task of the round with an
+// earlier deadline (an earlier attempt: the root failed the round and planned it again with a new
+// deadline). The root counts no upload for those any more, so the round's partial sum waits for
+// none of them and an upload for one is refused here, not in the root's all-or-nothing check of
+// the partial sum. Pure; returns how many tasks it marked.
+int RetireSupersededTasks(const std::string& task_id, const RelayedTask& task,
+                          absl::flat_hash_map<std::string, RelayedTask>& tasks);
+
 // The aggregator's Coordinator service. Thread-safe; destroy it only after the grpc::Server
 // that serves it has shut down. Not copyable.
 class RelayService final
@@ -135,16 +157,6 @@ class RelayService final
   int64_t max_upload_bytes() const ABSL_LOCKS_EXCLUDED(mu_);
 
  private:
-  // A task the root handed to a device through this aggregator.
-  struct RelayedTask {
-    std::string client_id;
-    std::string session_token;  // the session the root accepted the poll with
-    int64_t round = 0;
-    int64_t deadline_unix_ms = 0;
-    int64_t max_examples = 0;  // local_steps x batch_size
-    std::string model_sha256;
-    bool done = false;  // uploaded here or reported failed
-  };
   // A model fetched from the root.
   struct CachedModel {
     std::shared_ptr<const round::ModelBlob> blob;

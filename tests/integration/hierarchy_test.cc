@@ -447,6 +447,40 @@ TEST(HierarchyTest, RelayWithTheOperatorTokenIsRefusedAndWithItsOwnTokenAccepted
   EXPECT_EQ(status(kToken), grpc::StatusCode::OK);
 }
 
+// A task the root re-issues supersedes the relayed ones it replaces: the same client's earlier
+// task of the round (failed at the root, e.g. for missed heartbeats) and every task of an earlier
+// attempt of the round (earlier deadline). Tasks of other rounds and other clients' tasks of the
+// same attempt are left alone.
+TEST(HierarchyTest, ReissuedTaskRetiresTheTasksItSupersedes) {
+  auto task = [](const std::string& client, int64_t round, int64_t deadline_ms) {
+    RelayedTask t;
+    t.client_id = client;
+    t.round = round;
+    t.deadline_unix_ms = deadline_ms;
+    return t;
+  };
+  absl::flat_hash_map<std::string, RelayedTask> tasks;
+  tasks["a-first"] = task("a", 7, 1000);    // a's task before it missed its heartbeats
+  tasks["b-attempt1"] = task("b", 7, 500);  // b's task of the failed first attempt
+  tasks["c-same"] = task("c", 7, 1000);     // c's task of the same attempt: still open
+  tasks["a-round6"] = task("a", 6, 400);    // another round: its own partial sum
+  tasks["d-done"] = task("d", 7, 500);
+  tasks["d-done"].done = true;
+  tasks["a-again"] = task("a", 7, 1000);  // the task the root hands a now
+  EXPECT_EQ(RetireSupersededTasks("a-again", tasks["a-again"], tasks), 2);
+  EXPECT_TRUE(tasks["a-first"].done);
+  EXPECT_TRUE(tasks["b-attempt1"].done);
+  EXPECT_FALSE(tasks["c-same"].done);
+  EXPECT_FALSE(tasks["a-round6"].done);
+  EXPECT_FALSE(tasks["a-again"].done);
+  // The next attempt (a later deadline) retires the whole earlier attempt.
+  tasks["c-attempt3"] = task("c", 7, 2000);
+  EXPECT_EQ(RetireSupersededTasks("c-attempt3", tasks["c-attempt3"], tasks), 2);
+  EXPECT_TRUE(tasks["c-same"].done);
+  EXPECT_TRUE(tasks["a-again"].done);
+  EXPECT_FALSE(tasks["c-attempt3"].done);
+}
+
 TEST(HierarchyTest, RefusesRulesThatNeedEachUpdateAndMaskedSums) {
   v1::ServerConfig raw = RootConfig(v1::HierarchyConfig::ROLE_ROOT, 1, 60, kClients);
   raw.mutable_aggregation()->set_rule(v1::AGGREGATION_RULE_MEDIAN);
