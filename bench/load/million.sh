@@ -33,6 +33,7 @@ RUNS=${RUNS:-1}
 RAMP_S=$(( (DEVICES + RATE - 1) / RATE ))
 TIMEOUT_S=${TIMEOUT_S:-$((RAMP_S + 900))}
 . "$ROOT/bench/lib/out_dir.sh"
+. "$ROOT/bench/lib/load_config.sh"
 OUT=$(bench_out_dir million "${OUT:-}")
 echo "run folder: $OUT"
 for b in server/fedsched-server server/fedsched-status bench/load/fedsched-load-gen; do
@@ -73,28 +74,18 @@ for run in $(seq 1 "$RUNS"); do
   dir="$OUT/run$run"
   mkdir -p "$dir"
   port=$(free_port); mport=$(free_port)
-  cat > "$dir/server.textproto" <<CFG
+  {
+    cat <<CFG
 listen_address: "127.0.0.1:$port"
 clients_per_round: $PER_ROUND
 min_updates: $PER_ROUND
 min_online_clients: $PER_ROUND
 num_rounds: 0
-round_deadline_s: 120
-heartbeat_interval_ms: 2000
-missed_heartbeats: 5
-selection { overcommit: 1.0 }
-training { local_steps: 1 batch_size: 32 }
-model { architecture: "softmax" }
-# Simulated devices register from this host, unprovisioned: trust on first use (loopback only),
-# no registration rate limits and no bound on never-proven identities, so the figures are the
-# coordination cost alone.
-security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1
-           allow_trust_on_first_use: true max_unproven_task_fraction: 1
-           max_unproven_identity_fraction: 1 max_identities: $DEVICES }
 pacing { max_checkin_interval_s: $CHECKIN_S }
 ops { metrics_listen_address: "127.0.0.1:$mport" }
-eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 CFG
+    load_server_config "$DEVICES"
+  } > "$dir/server.textproto"
   echo "run $run: $DEVICES devices -> $dir" >&2
   "$BUILD/server/fedsched-server" --config="$dir/server.textproto" --store_path="$dir/store" \
     --log_level=info > "$dir/server.log" 2>&1 &

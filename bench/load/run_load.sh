@@ -29,29 +29,18 @@ if [ "${SKIP_BUILD:-0}" != 1 ]; then
   ninja -C "$BUILD" fedsched-server fedsched-load-gen > /dev/null
 fi
 
-cat > "$RUN_DIR/server.textproto" <<CFG
+. "$ROOT/bench/lib/load_config.sh"
+{
+  cat <<CFG
 listen_address: "127.0.0.1:$PORT"
 clients_per_round: $PER_ROUND
 min_updates: $PER_ROUND
 min_online_clients: ${MIN_ONLINE:-$CLIENTS}
 num_rounds: $ROUNDS
-round_deadline_s: 120
-heartbeat_interval_ms: 2000
-missed_heartbeats: 5
-selection { overcommit: 1.0 }
-training { local_steps: 1 batch_size: 32 }
-model { architecture: "softmax" }
-# Every simulated client registers from this host at once: no registration rate limits.
-# Simulated clients are not provisioned: trust on first use (loopback only), with no bound on
-# never-proven identities, so the figures are the coordination cost alone.
-security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1
-           allow_trust_on_first_use: true max_unproven_task_fraction: 1
-           max_unproven_identity_fraction: 1
-           max_identities: ${MAX_IDENTITIES:-$((CLIENTS > 10000 ? CLIENTS : 10000))} }
 pacing { disable: $([ "${PACING:-1}" = 0 ] && echo true || echo false) }
-# No test-set evaluation: the figures are the coordination cost alone.
-eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 CFG
+  load_server_config "${MAX_IDENTITIES:-$((CLIENTS > 10000 ? CLIENTS : 10000))}"
+} > "$RUN_DIR/server.textproto"
 
 "$BUILD/server/fedsched-server" --config="$RUN_DIR/server.textproto" \
   --store_path="$RUN_DIR/store" --log_level=warn > "$RUN_DIR/server.log" 2>&1 &
