@@ -14,8 +14,13 @@ BUILD=$1
 SRC=$2
 . "$(dirname "$0")/../../scripts/lib/provision.sh"
 WORK=$(mktemp -d /tmp/fedsched_jobs.XXXXXX)
-PORT=$((20000 + RANDOM % 20000))
-METRICS_PORT=$((PORT + 1))
+# Ports the kernel hands out free now (a random pick in 20000-40000 can meet another process's
+# ephemeral port, e.g. a benchmark's, on a busy machine); the restarted server reuses them.
+free_port() {
+  python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+PORT=$(free_port)
+METRICS_PORT=$(free_port)
 FULL=6        # clients with trainers for every job
 RESTRICTED=2  # clients with a trainer for the softmax job only
 CLIENTS=$((FULL + RESTRICTED))
@@ -98,7 +103,7 @@ for ((i = 0; i < CLIENTS; i++)); do
   [ "$i" -ge "$FULL" ] && trainers=soft
   "$BUILD/client/fedsched-client" --config="$SRC/configs/client.textproto" --partition_index=$i \
     --num_partitions=$CLIENTS --server="127.0.0.1:$PORT" --state_dir="$WORK/state-$i" \
-    --trainers=$trainers --slowdown=20 > "$WORK/client-$i.log" 2>&1 &
+    --trainers=$trainers --slowdown=50 > "$WORK/client-$i.log" 2>&1 &
   pids+=("$!")
 done
 for j in soft deep spare; do "${CTL[@]}" submit "$WORK/$j.textproto" > /dev/null || fail "submit $j"; done
