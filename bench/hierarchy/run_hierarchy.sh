@@ -51,6 +51,7 @@ set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 . "$ROOT/bench/lib/out_dir.sh"
+. "$ROOT/bench/lib/load_config.sh"
 BUILD=${BUILD_DIR:-$ROOT/build}
 OUT_GIVEN=${OUT:-${RUN_DIR:-}}
 REBUILD=${REBUILD:-0}
@@ -178,30 +179,21 @@ for A in $AGGREGATORS; do
   echo "A=$A: $dir ($(date -u +%H:%M:%S) UTC)" >&2
   role=ROLE_ROOT
   [ "$A" = 0 ] && role=ROLE_FLAT
-  cat > "$dir/root.textproto" <<CFG
+  {
+    cat <<CFG
 listen_address: "127.0.0.1:$ROOT_PORT"
 clients_per_round: $PER_ROUND
 min_updates: $PER_ROUND
 min_online_clients: $MIN_ONLINE
 num_rounds: $ROUNDS
-round_deadline_s: 120
-heartbeat_interval_ms: 2000
-missed_heartbeats: 5
-selection { overcommit: 1.0 }
-training { local_steps: 1 batch_size: 32 }
-model { architecture: "${MODEL:-softmax}" }
-# Simulated clients are not provisioned: trust on first use (loopback only), with no bound on
-# never-proven identities, so the figures are the coordination cost alone.
-security { max_new_identities_per_peer_per_minute: -1 max_new_identities_per_minute: -1
-           allow_trust_on_first_use: true max_unproven_task_fraction: 1
-           max_unproven_identity_fraction: 1 max_identities: $MAX_IDENTITIES }
 pacing { disable: $([ "$PACING" = 0 ] && echo true || echo false) }
-eval { test_images_path: "/nonexistent" test_labels_path: "/nonexistent" }
 ops { metrics_listen_address: "127.0.0.1:$METRICS_PORT" }
 hierarchy { role: $role }
 # Serve on once the run is over, so that one scrape after it reads the whole run's counters.
 jobs { keep_serving: true }
 CFG
+    load_server_config "$MAX_IDENTITIES" "${MODEL:-softmax}"
+  } > "$dir/root.textproto"
   "$BUILD/server/fedsched-server" --config="$dir/root.textproto" --store_path="$dir/store" \
     --log_level=info > "$dir/root.log" 2>&1 &
   root_pid=$!
