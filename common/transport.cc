@@ -136,7 +136,6 @@ void BoundTcpReads(int chunk_bytes) {
   const char* current = getenv("GRPC_EXPERIMENTS");
   setenv("GRPC_EXPERIMENTS", ExperimentsWithBoundedReads(current == nullptr ? "" : current).c_str(),
          1);
-  g_tcp_read_chunk_bytes.store(chunk_bytes);
 }
 
 absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> MakeServerCredentials(

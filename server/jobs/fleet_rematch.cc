@@ -110,12 +110,12 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   std::vector<int64_t> demand;
   std::vector<bool> refused;
   Admit(active, &demand, &refused);
+  for (size_t i = 0; i < active.size(); ++i) {
+    active[i]->refused = refused[i];
+    active[i]->match_index = static_cast<int>(i);
+  }
   if (active.size() <= 1) {
-    if (!active.empty()) {
-      active[0]->refused = refused[0];
-      active[0]->match_index = 0;
-    }
-    OneJobRematch(active);
+    KeepOffersImplicit();
     return;
   }
   implicit_offers = false;
@@ -124,8 +124,6 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   input.speed_tiers = options.speed_tiers > 0 ? options.speed_tiers : 2;
   input.jobs.clear();
   for (size_t i = 0; i < active.size(); ++i) {
-    active[i]->refused = refused[i];
-    active[i]->match_index = static_cast<int>(i);
     input.jobs.push_back(MatchJobOf(*active[i], demand[i]));
   }
   CollectIdle(now_s);
@@ -148,18 +146,27 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
   CountStarvations(now_s, active);
 }
 
-void FleetLedger::Impl::OneJobRematch(const std::vector<JobState*>& active) {
-  if (!implicit_offers) {
-    for (auto& [id, d] : devices) {
-      if (!d.holds.empty()) continue;  // a holding job may be planning it: as CollectIdle
-      d.offer = nullptr;
-      d.offer_reason.clear();
-    }
-    implicit_offers = true;
-  }
+void FleetLedger::Impl::KeepOffersImplicit() {
   // No starvation to count: the one job is offered every idle device it can use, unless
   // admission refused it, and a refused job waits for room, not for the matcher.
-  (void)active;
+  if (implicit_offers) return;
+  for (auto& [id, d] : devices) {
+    if (!d.holds.empty()) continue;  // a holding job may be planning it: as CollectIdle
+    d.offer = nullptr;
+    d.offer_reason.clear();
+  }
+  implicit_offers = true;
+}
+
+const round::DeviceFacts* FleetLedger::Impl::OfferableFacts(const DeviceState& device,
+                                                             const JobState& job, double now_s,
+                                                             bool* offerable) const {
+  *offerable = false;
+  if (device.claims.contains(job.job.name) || !Fits(device, job, now_s)) return nullptr;
+  // What the job reported of the device; a model that cannot fit it never gets it.
+  const round::DeviceFacts* f = job.FactsAt(device.ordinal);
+  *offerable = f == nullptr || f->fits;
+  return f;
 }
 
 int64_t FleetLedger::Impl::CountImplicitOffers(const JobState& job) const {
@@ -172,10 +179,10 @@ int64_t FleetLedger::Impl::CountImplicitOffers(const JobState& job) const {
       ++n;
       continue;
     }
-    if (!d.holds.empty() || !d.registered || d.claims.contains(job.job.name)) continue;
-    if (!CanTrain(d.device, job.job) || !Fits(d, job, last_now_s)) continue;
-    const round::DeviceFacts* f = job.FactsAt(d.ordinal);
-    if (f == nullptr || f->fits) ++n;
+    if (!d.holds.empty() || !d.registered || !CanTrain(d.device, job.job)) continue;
+    bool offerable = false;
+    OfferableFacts(d, job, last_now_s, &offerable);
+    n += offerable ? 1 : 0;
   }
   return n;
 }
@@ -195,10 +202,10 @@ void FleetLedger::Impl::CollectIdle(double now_s) {
     candidate.eligible.clear();
     candidate.facts.clear();
     for (JobState* j : Trainable(d)) {
-      if (j->match_index < 0 || d.claims.contains(j->job.name) || !Fits(d, *j, now_s)) continue;
-      // What the job reported of the device; a model that cannot fit it never gets it.
-      const round::DeviceFacts* f = j->FactsAt(d.ordinal);
-      if (f != nullptr && !f->fits) continue;
+      if (j->match_index < 0) continue;
+      bool offerable = false;
+      const round::DeviceFacts* f = OfferableFacts(d, *j, now_s, &offerable);
+      if (!offerable) continue;
       candidate.eligible.push_back(j->match_index);
       candidate.facts.push_back(
           f == nullptr ? MatchFacts{}

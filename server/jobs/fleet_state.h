@@ -124,15 +124,21 @@ struct FleetLedger::Impl {
   int64_t DevicesInFlight() const;
 
   // Rematch (fleet_rematch.cc): the offers of every idle device not held by a planning job.
-  // With at most one active job no device is walked (OneJobRematch).
+  // With at most one active job no device is walked (KeepOffersImplicit).
   void Rematch(double now_s, DeviceJobMatcher& matcher);
-  // Rematch with `active` holding at most one job: what the walk would conclude is known
-  // without it (every idle device that job can train goes to it, either from the matcher or as
-  // the only job eligible, and MayPlan's SoleTaker answers for each device as that offer
-  // would), so the offers stay implicit (implicit_offers) and the walk, O(devices) at every
-  // server tick, is skipped. The first such rematch after a full one clears the explicit offers
-  // once, so that none outlives an admission refusal.
-  void OneJobRematch(const std::vector<JobState*>& active);
+  // Rematch's end with at most one active job: what the walk would conclude is known without it
+  // (every idle device that job can train goes to it, either from the matcher or as the only job
+  // eligible, and MayPlan's SoleTaker answers for each device as that offer would), so the offers
+  // stay implicit (implicit_offers) and the walk, O(devices) at every server tick, is skipped.
+  // The first such rematch after a full one clears the explicit offers once, so that none
+  // outlives an admission refusal.
+  void KeepOffersImplicit();
+  // Whether `job` may be offered `device` at now_s, its eligibility and the holds aside
+  // (`*offerable`): the device holds no task of `job`, Fits it, and the job's facts do not say
+  // its model cannot fit the device. Returns those facts (null when the job reported none).
+  // CollectIdle's rule and CountImplicitOffers'.
+  const round::DeviceFacts* OfferableFacts(const DeviceState& device, const JobState& job,
+                                           double now_s, bool* offerable) const;
   // Devices `job` would be offered by a full Rematch now (CollectIdle's rule for the one active
   // job): an O(devices) count, for Snapshot while offers are implicit.
   int64_t CountImplicitOffers(const JobState& job) const;
@@ -166,7 +172,8 @@ struct FleetLedger::Impl {
   uint32_t next_ordinal = 0;
   // Bumped when a job is added or removed (DeviceState::trainable).
   uint64_t generation = 1;
-  // The last Rematch left the offers implicit (OneJobRematch): no device has an explicit one.
+  // The last Rematch left the offers implicit (KeepOffersImplicit): no device has an explicit
+  // one.
   bool implicit_offers = false;
   // Rematch's buffers, kept across calls so that a rematch of a large fleet allocates little.
   MatchInput input;

@@ -63,8 +63,8 @@ struct ProfileBookOptions {
   double failure_cooldown_s = 60.0;
   // Clients to make room for at creation (the server: security.max_identities): the per-client
   // arrays are allocated once at that capacity, at most kMaxReservedClients, instead of doubling
-  // as clients register, which holds the old and the new copy at once (at a million clients,
-  // about 200 MiB more at the peak). Unregistered room is address space only: its pages are
+  // as clients register, which holds the old and the new copy at once (at a million clients
+  // the half-size copies are about 200 MiB). Unregistered room is address space only: its pages are
   // touched as clients register. 0 = none (grow as needed). Must be >= 0.
   int64_t reserve_clients = 0;
 
