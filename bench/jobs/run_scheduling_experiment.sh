@@ -20,9 +20,10 @@
 #   TRACES ["mobiperf fedscale diurnal"]  SEEDS ["1 2 3"]  MODES ["modelled trained"]
 #   MATCHERS ["random fifo venn fedsched"] (one not registered fails its runs: shown as n/a)
 #   PARALLEL [2] simulations at once
-#   STARVATION_BOUND_S [3600] JobsConfig.starvation_bound_s for every matcher
+#   STARVATION_BOUND_S [7200] JobsConfig.starvation_bound_s for every matcher (the trade-off of
+#   shorter bounds: bench/jobs/starvation_bound_sweep.sh)
 #   modelled: M_JOBS [30] M_RATE_PER_H [30] M_ROUNDS ["15 40"] M_ACCURACY ["0.35 0.5"] M_HOURS [72]
-#   trained:  T_JOBS [6] T_RATE_PER_H [60] T_ROUNDS ["15 30"] T_ACCURACY ["0.6 0.7"] T_HOURS [24]
+#   trained:  T_JOBS [30] T_RATE_PER_H [30] T_ROUNDS ["15 40"] T_ACCURACY ["0.6 0.7"] T_HOURS [24]
 #   K_MAX [30] (K is drawn from 5, 10, 20, 30 up to K_MAX)
 #   SKIP_RUNS=1: only the tables and plot from OUT_DIR. REUSE=1: keep the runs whose JCT summary
 #   is already in OUT_DIR (e.g. the solo runs of an earlier run with the same workloads).
@@ -44,7 +45,7 @@ SEEDS="${SEEDS:-1 2 3}"
 MODES="${MODES:-modelled trained}"
 MATCHERS="${MATCHERS:-random fifo venn fedsched}"
 PARALLEL="${PARALLEL:-2}"
-BOUND="${STARVATION_BOUND_S:-3600}"
+BOUND="${STARVATION_BOUND_S:-7200}"
 SIM="$BUILD_DIR/sim/fedsched-sim"
 if [[ -z "${SKIP_BUILD:-}" && -z "${SKIP_RUNS:-}" ]]; then
   ninja -C "$BUILD_DIR" -j2 fedsched-sim >/dev/null
@@ -60,7 +61,7 @@ mode_settings() {
   case "$1" in
     modelled) echo "${M_JOBS:-30} ${M_RATE_PER_H:-30} ${M_ROUNDS:-15 40} ${M_ACCURACY:-0.35 0.5}" \
                    "${M_HOURS:-72} 1" ;;
-    trained) echo "${T_JOBS:-6} ${T_RATE_PER_H:-60} ${T_ROUNDS:-15 30} ${T_ACCURACY:-0.6 0.7}" \
+    trained) echo "${T_JOBS:-30} ${T_RATE_PER_H:-30} ${T_ROUNDS:-15 40} ${T_ACCURACY:-0.6 0.7}" \
                   "${T_HOURS:-24} 2" ;;
     *) echo "unknown mode $1" >&2; exit 2 ;;
   esac

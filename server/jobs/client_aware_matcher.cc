@@ -1,13 +1,13 @@
 // fedsched's client-aware cross-job scheduler, the "fedsched" matcher of matcher.h
-// (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: the job that waited longest
-// past MatchInput.starvation_bound_s first, then the smallest remaining demand (Venn, Liu et
-// al., MLSys 2025, section 4), then the scarcer group. Matching: each job in that order takes,
-// among the devices still unassigned that it may use, about ceil(demand x MatchInput.offer_slack)
-// of the best for it: fitting its deadline (or the fastest speed tiers without one), likely to stay
-// through the deadline, wanted by fewer other jobs (Venn's contention awareness: the devices of
-// a scarce group stay for the jobs that can only use them), of high statistical utility for it.
-// A device nobody took goes to the job that would use it best. O(S x V) for S (device, job)
-// pairs and V speed tiers, plus a linear-time selection per job.
+// (docs/ALGORITHMS.md "Scheduling devices across jobs"). Job order: the jobs that waited past
+// MatchInput.starvation_bound_s first, longest wait first, then the smallest remaining demand
+// (Venn, Liu et al., MLSys 2025, section 4), then the scarcer group. Matching: each job in that
+// order takes, among the devices still unassigned that it may use, about ceil(demand x
+// MatchInput.offer_slack) of the best for it: fitting its deadline (or the fastest speed tiers
+// without one), likely to stay through the deadline, wanted by fewer other jobs (Venn's contention
+// awareness: the devices of a scarce group stay for the jobs that can only use them), of high
+// statistical utility for it. A device nobody took goes to the job that would use it best. O(S x V)
+// for S (device, job) pairs and V speed tiers, plus a linear-time selection per job.
 
 #include <algorithm>
 #include <cmath>
@@ -201,15 +201,15 @@ void ClientAwareMatcher::Collect(const MatchInput& input) {
   }
 }
 
-// The job that waited longest past the starvation bound first (one per Match: promoting every
-// starving job at once would share the scarce devices among them all, processor sharing, and
-// lengthen every wait), then the smallest remaining demand (shortest remaining first, Venn
-// section 4), then the scarcer group (fewer devices of this Match eligible for it), then
-// priority and submission order. Only jobs with demand and a device to take.
+// The jobs that waited past the starvation bound first, the longest wait first: a job past the
+// bound is never passed over for one that has waited less, so its wait past the bound lasts only
+// while jobs that waited longer take the devices it could use. Then the smallest remaining
+// demand (shortest remaining first, Venn section 4), then the scarcer group (fewer devices of
+// this Match eligible for it), then priority and submission order. Only jobs with demand and a
+// device to take.
 std::vector<int> ClientAwareMatcher::Order(const MatchInput& input) {
   const size_t n_jobs = input.jobs.size();
-  int starving = -1;
-  double longest_wait = 0;
+  std::vector<char> starving(n_jobs, 0);
   std::vector<int> order;
   int64_t most_supply = 0;
   int64_t most_remaining = 0;
@@ -219,17 +219,16 @@ std::vector<int> ClientAwareMatcher::Order(const MatchInput& input) {
     most_supply = std::max(most_supply, supply_[j]);
     most_remaining = std::max(most_remaining, remaining_[j]);
     const MatchJob& job = input.jobs[j];
-    const double wait = input.now_s - job.asking_since_s;
-    if (input.starvation_bound_s > 0 && job.asking_since_s >= 0 &&
-        wait >= input.starvation_bound_s && (starving < 0 || wait > longest_wait)) {
-      starving = static_cast<int>(j);
-      longest_wait = wait;
-    }
+    starving[j] = input.starvation_bound_s > 0 && job.asking_since_s >= 0 &&
+                  input.now_s - job.asking_since_s >= input.starvation_bound_s;
   }
   std::sort(order.begin(), order.end(), [&](int a, int b) {
     const MatchJob& x = input.jobs[a];
     const MatchJob& y = input.jobs[b];
-    if ((a == starving) != (b == starving)) return a == starving;
+    if (starving[a] != starving[b]) return starving[a] > starving[b];
+    if (starving[a] && x.asking_since_s != y.asking_since_s) {
+      return x.asking_since_s < y.asking_since_s;
+    }
     if (remaining_[a] != remaining_[b]) return remaining_[a] < remaining_[b];
     if (supply_[a] != supply_[b]) return supply_[a] < supply_[b];
     if (x.priority != y.priority) return x.priority > y.priority;
@@ -238,7 +237,7 @@ std::vector<int> ClientAwareMatcher::Order(const MatchInput& input) {
   });
   why_.assign(n_jobs, JobWhy::kNext);
   for (int j : order) {
-    if (j == starving) {
+    if (starving[j]) {
       why_[j] = JobWhy::kStarving;
     } else if (order.size() == 1) {
       why_[j] = JobWhy::kOnlyJob;

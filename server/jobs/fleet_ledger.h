@@ -84,7 +84,7 @@ struct FleetJobView {
   // Seconds its current demand has waited unmet (0 while it asks for nothing; as of the latest
   // Rematch or Settle), the longest such wait so far, and how many waits passed the starvation
   // bound while the job was offered fewer devices than it asked for and an idle device it could
-  // use was offered to another job or to none (a starvation; each wait counts at most once).
+  // use went to none or to a job that had waited less (a starvation; each wait counts once).
   double waiting_s = 0;
   double max_wait_s = 0;
   int64_t starved = 0;

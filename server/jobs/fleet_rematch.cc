@@ -89,8 +89,15 @@ void FleetLedger::Impl::CountStarvations(double now_s, const std::vector<JobStat
   }
   if (!any) return;
   for (size_t k = 0; k < idle.size(); ++k) {
+    const JobState* to = idle[k]->offer;
     for (int i : input.devices[k].eligible) {
-      if (!late[i] || idle[k]->offer == active[i]) continue;
+      if (!late[i] || to == active[i]) continue;
+      // A device that went to a job waiting longer is no starvation: jobs past the bound are
+      // served in the order of their waits, and that one came first.
+      if (to != nullptr && to->asking_since_s >= 0 &&
+          to->asking_since_s < active[i]->asking_since_s) {
+        continue;
+      }
       ++active[i]->starved;
       active[i]->starved_this_wait = true;
       late[i] = false;

@@ -68,7 +68,7 @@ struct FleetLedger::JobState {
   std::vector<int32_t> fact_of;
   // Since when its demand has been > 0 (seconds), -1 while it asks for nothing; the longest
   // wait that ended so far; waits that passed the starvation bound while a device it could use
-  // went elsewhere or nowhere, and whether the current wait was counted.
+  // went nowhere or to a job that waited less, and whether the current wait was counted.
   double asking_since_s = -1;
   double max_wait_s = 0;
   int64_t starved = 0;
@@ -161,8 +161,8 @@ struct FleetLedger::Impl {
   // The matcher's view of `job` with its admitted `demand`: its group, last facts and wait.
   static MatchJob MatchJobOf(const JobState& job, int64_t demand);
   // Counts the starvations of this rematch (FleetJobView.starved): a job whose wait passed the
-  // bound, offered fewer devices than its demand while an idle device it could use was offered
-  // to another job or to none. Each wait counts once.
+  // bound, offered fewer devices than its demand while an idle device it could use went to none
+  // or to a job that had waited less. Each wait counts once.
   void CountStarvations(double now_s, const std::vector<JobState*>& active);
 
   const FleetOptions options;

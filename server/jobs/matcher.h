@@ -64,8 +64,8 @@ struct MatchDevice {
 
 struct MatchInput {
   double now_s = 0;
-  // JobsConfig.starvation_bound_s: a job whose demand has waited this long (seconds) while
-  // devices it may use were idle must be served first. 0 = no bound.
+  // JobsConfig.starvation_bound_s: a job whose demand has waited this long (seconds) must not be
+  // passed over for a job that has waited less. 0 = no bound.
   double starvation_bound_s = 0;
   // JobsConfig.speed_tiers: the device speed tiers of tier-based matching (Venn). >= 1.
   int speed_tiers = 2;
@@ -116,11 +116,11 @@ std::unique_ptr<DeviceJobMatcher> MakeRandomMatcher(uint64_t seed);
 // devices across jobs"). `seed` drives its tier draws.
 std::unique_ptr<DeviceJobMatcher> MakeVennMatcher(uint64_t seed);
 // fedsched's client-aware cross-job scheduler (client_aware_matcher.cc; docs/ALGORITHMS.md
-// "Scheduling devices across jobs"): the longest-starving job first, then the shortest
-// remaining demand; each job takes about its demand x slack of the devices that fit it best
-// (deadline, availability, contention, utility), the rest flows to the next job. Deterministic for
-// `seed` and the sequence of inputs (devices equal for a job are taken in an order drawn afresh for
-// every Match).
+// "Scheduling devices across jobs"): the jobs past the starvation bound first, longest wait
+// first, then the shortest remaining demand; each job takes about its demand x slack of the devices
+// that fit it best (deadline, availability, contention, utility), the rest flows to the next job.
+// Deterministic for `seed` and the sequence of inputs (devices equal for a job are taken in an
+// order drawn afresh for every Match).
 std::unique_ptr<DeviceJobMatcher> MakeClientAwareMatcher(uint64_t seed);
 
 using MatcherFactory = std::function<std::unique_ptr<DeviceJobMatcher>(uint64_t seed)>;

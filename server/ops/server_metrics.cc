@@ -101,7 +101,8 @@ ServerMetrics::ServerMetrics() : registry_(std::make_shared<prometheus::Registry
                               "Longest wait of the job's demand for devices so far, seconds.");
   job_starved_ = CounterFamily(r, "fedsched_job_starvations_total",
                                "Waits of the job's demand that passed jobs.starvation_bound_s "
-                               "while a device it could use was idle.");
+                               "while a device it could use went to no job or to a job that "
+                               "had waited less.");
 }
 
 ServerMetrics::~ServerMetrics() = default;

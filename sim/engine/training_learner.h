@@ -88,8 +88,9 @@ class TrainingLearner : public Learner {
   [[nodiscard]] absl::StatusOr<Device*> DeviceFor(int32_t client);
 
   v1::SimConfig config_;
-  ImageDataset train_;
-  ImageDataset test_;
+  // Shared with every learner of this process that reads the same files (SharedIdxDataset).
+  std::shared_ptr<const ImageDataset> train_;
+  std::shared_ptr<const ImageDataset> test_;
   std::vector<std::vector<int64_t>> partition_;
   v1::Model initial_;
   int64_t model_bytes_ = 0;

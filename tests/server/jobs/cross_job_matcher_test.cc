@@ -149,30 +149,35 @@ TEST_F(FedschedTest, AStarvingJobIsServedFirst) {
   EXPECT_EQ(first_served(), 0);
 }
 
-TEST_F(FedschedTest, OnlyTheLongestStarvingJobIsPromoted) {
+TEST_F(FedschedTest, JobsPastTheBoundComeFirstLongestWaitFirst) {
   MatchInput input;
   input.now_s = 100;
   input.starvation_bound_s = 30;
-  // Remaining demand: short 2, mid 20, long 100. "mid" and "long" both waited past the bound;
-  // "long" longest: it goes first, then shortest remaining first ("short", then "mid").
+  // Remaining demand: short 2, mid 20, long 100. "mid" and "long" both waited past the bound:
+  // both go before "short", "long" (the longer wait) first although it has the most left.
   input.jobs = {Job("short", "g", 2, 2, 1, 1), Job("mid", "g", 2, 2, 10, 2),
                 Job("long", "g", 2, 2, 50, 3)};
   input.jobs[0].asking_since_s = 95;
   input.jobs[1].asking_since_s = 60;
   input.jobs[2].asking_since_s = 40;
   for (int i = 0; i < 7; ++i) input.devices.push_back(Device(absl::StrCat("d", i), {0, 1, 2}));
-  const std::vector<int> offers = Match(*matcher_, input);
+  std::vector<int> offers = Match(*matcher_, input);
   EXPECT_EQ(std::count(offers.begin(), offers.end(), 2), 3);
-  EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 3);
-  EXPECT_EQ(std::count(offers.begin(), offers.end(), 1), 1);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 1), 3);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 1);
   for (size_t k = 0; k < offers.size(); ++k) {
-    if (offers[k] == 1) {
+    if (offers[k] == 0) {
       EXPECT_THAT(matcher_->Reason(k), Not(HasSubstr("starving")));
-    }
-    if (offers[k] == 2) {
+    } else {
       EXPECT_THAT(matcher_->Reason(k), HasSubstr("starving job"));
     }
   }
+  // Five devices: the two waiting longest take three and two; nothing is left for "short".
+  input.devices.resize(5);
+  offers = Match(*matcher_, input);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 2), 3);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 1), 2);
+  EXPECT_EQ(std::count(offers.begin(), offers.end(), 0), 0);
 }
 
 TEST_F(FedschedTest, DevicesBeyondAJobsSlackFlowToTheNextJob) {
@@ -374,6 +379,35 @@ int64_t StarvationsOf(std::unique_ptr<DeviceJobMatcher> matcher, std::string* b_
     if (v.name == "b") return v.starved;
   }
   return -1;
+}
+
+// One device, three jobs asking for it: "a" from t = 0, "b" from t = 2, "c" from t = 20. At
+// t = 10 "a" and "b" are past the bound and "a", waiting longer, is served: "b" waits on, but
+// for a job that waited longer, which is no starvation. Under FIFO by submission ("c" first),
+// both are passed over for "c", which waited less: one starvation each.
+std::vector<int64_t> StarvationsOfThree(std::unique_ptr<DeviceJobMatcher> matcher) {
+  FleetLedger ledger(FleetOptions{.starvation_bound_s = 5}, std::move(matcher));
+  int64_t sequence = 3;
+  for (const char* name : {"a", "b", "c"}) {
+    FleetJob job;
+    job.name = name;
+    job.model_architecture = "mlp";
+    job.sequence = sequence--;
+    EXPECT_THAT(ledger.AddJob(job), IsOk());
+  }
+  ledger.UpsertDevice({"d0", {"mlp"}, {}, 100});
+  ledger.Gate("a")->Settle({}, 1, 0);
+  ledger.Gate("b")->Settle({}, 1, 2);
+  ledger.Gate("c")->Settle({}, 1, 8);
+  ledger.Rematch(10);
+  std::vector<int64_t> starved;
+  for (const FleetJobView& v : ledger.Snapshot()) starved.push_back(v.starved);
+  return starved;
+}
+
+TEST(CrossJobMatcherTest, PassedOverOnlyForALongerWaitIsNoStarvation) {
+  EXPECT_THAT(StarvationsOfThree(MakeClientAwareMatcher(1)), ElementsAre(0, 0, 0));
+  EXPECT_THAT(StarvationsOfThree(MakeFifoMatcher()), ElementsAre(1, 1, 0));
 }
 
 TEST(CrossJobMatcherTest, TheStarvationBoundHoldsThroughTheLedger) {

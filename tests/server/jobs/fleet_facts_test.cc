@@ -195,7 +195,7 @@ TEST(FleetFactsTest, WaitsRunFromTheFirstAskToThePlannedRound) {
   EXPECT_EQ(ViewOf(ledger, "a").max_wait_s, 20);
 }
 
-TEST(FleetFactsTest, AStarvationIsAWaitPastTheBoundWhileAUsableDeviceWentElsewhere) {
+TEST(FleetFactsTest, AStarvationIsAWaitPastTheBoundWhileAUsableDeviceWentToANewerWait) {
   FleetLedger ledger(FleetOptions{.starvation_bound_s = 10}, MakeFifoMatcher());
   ASSERT_THAT(ledger.AddJob(Job("a", 1)), IsOk());
   ASSERT_THAT(ledger.AddJob(Job("b", 2)), IsOk());
@@ -213,10 +213,12 @@ TEST(FleetFactsTest, AStarvationIsAWaitPastTheBoundWhileAUsableDeviceWentElsewhe
   EXPECT_EQ(ViewOf(ledger, "b").starved, 1);  // once per wait
   b->Settle({}, 0, 21);
   b->Settle({}, 1, 22);
+  a->Settle({}, 0, 21);
+  a->Settle({}, 1, 23);  // a's new wait begins after b's
   ledger.Rematch(31);
   EXPECT_EQ(ViewOf(ledger, "b").starved, 1);  // 9 s into its new wait
   ledger.Rematch(32);
-  EXPECT_EQ(ViewOf(ledger, "b").starved, 2);
+  EXPECT_EQ(ViewOf(ledger, "b").starved, 2);  // passed over for a, which waited less
   // Without a bound nothing counts.
   FleetLedger unbounded(FleetOptions{}, MakeFifoMatcher());
   ASSERT_THAT(unbounded.AddJob(Job("a", 1)), IsOk());
