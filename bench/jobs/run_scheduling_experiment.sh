@@ -7,7 +7,8 @@
 # matcher (server.jobs.matcher). Two modes:
 #   modelled  no_train: a modelled learning curve stands in for training (accuracy figures are
 #             NOT measurements of a model); many jobs over a large fleet.
-#   trained   real training of each job's model on Fashion-MNIST; fewer jobs, a smaller fleet.
+#   trained   real training of each job's model on Fashion-MNIST (the jobs of a run share one
+#             loaded copy of it); the same workload shape and fleets.
 # Each job also runs alone on the fleet (at its own arrival time), which gives its slowdown
 # (JCT under sharing / JCT alone). A seed draws both the workload and the simulation's seed.
 # bench/jobs/scheduling_tables.py then writes the tables and the plot (with the commit and the
@@ -28,9 +29,9 @@
 #   SKIP_RUNS=1: only the tables and plot from OUT_DIR. REUSE=1: keep the runs whose JCT summary
 #   is already in OUT_DIR (e.g. the solo runs of an earlier run with the same workloads).
 # The fleet per trace (contended: devices scarce against the jobs' demand, as in Venn's setting):
-#   mobiperf  its 300 real devices (150 in the trained mode), about 16 % online;
+#   mobiperf  its 300 real devices, about 16 % online;
 #   fedscale  its 100 real devices, 44-97 % online each;
-#   diurnal   300 synthetic devices (150 trained), starting at local noon (about 6 % online in the
+#   diurnal   300 synthetic devices, starting at local noon (about 6 % online in the
 #             afternoon, 70 % at night), so that the jobs meet the day's scarcity.
 # About 5 minutes for the modelled mode on 2 cores (3 traces x 3 seeds x 4 matchers of 30 jobs,
 # 2-6 s each, plus each job alone), and about 15 minutes for the trained mode (6 jobs, 20-30 s a
@@ -67,12 +68,12 @@ mode_settings() {
   esac
 }
 
-# fleet MODE TRACE: "clients start_time_s" (see the header).
+# fleet MODE TRACE: "clients start_time_s" (see the header; one fleet for both modes).
 fleet() {
   case "$2" in
-    mobiperf) [[ "$1" == trained ]] && echo "150 0" || echo "300 0" ;;
+    mobiperf) echo "300 0" ;;
     fedscale) echo "100 0" ;;
-    diurnal) [[ "$1" == trained ]] && echo "150 43200" || echo "300 43200" ;;
+    diurnal) echo "300 43200" ;;
     *) echo "unknown trace $2" >&2; exit 2 ;;
   esac
 }
