@@ -1,6 +1,8 @@
 #include "server/store/store.h"
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 
 #include "common/sha256.h"
 #include "common/testing/status_matchers.h"
@@ -195,15 +197,25 @@ TEST(StoreWalTest, WriteAheadLogStaysBounded) {
       commit.audited_updates.push_back(update);
       ASSERT_OK(store->CommitRound(std::move(commit)));
     }
-    int64_t log_bytes = 0;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      if (entry.path().extension() == ".log") log_bytes += entry.file_size();
-    }
+    auto log_bytes = [&dir]() {
+      int64_t bytes = 0;
+      for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+        if (entry.path().extension() == ".log") bytes += entry.file_size();
+      }
+      return bytes;
+    };
     // 60 MiB went through the log. Unbounded, all of it stays (RocksDB's own bound is GBs);
     // bounded, what remains is a small multiple of the bound: RocksDB flushes in the
     // background and deletes a log once every family has left it, about 2.5 x the bound on a
-    // quiet machine, up to 3.3 x seen on a loaded one.
-    EXPECT_LE(log_bytes, 5 * kBound);
+    // quiet machine. On a loaded one the flushes the writes started lag behind them (5.5 x
+    // seen at the last commit), so the size is read again while they finish: a wait for work
+    // already scheduled, up to 30 s, not a timing assertion.
+    int64_t bytes = log_bytes();
+    for (int i = 0; i < 300 && bytes > 5 * kBound; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      bytes = log_bytes();
+    }
+    EXPECT_LE(bytes, 5 * kBound);
   }
   EXPECT_THAT(Store::Open({.path = dir.string(), .max_wal_bytes = 0}),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("max_wal_bytes")));
