@@ -22,10 +22,11 @@ def main(argv):
     p.add_argument("--commit", default="unknown")
     a = p.parse_args(argv)
     seeds = a.seeds.split()
-    lines = [f"Modelled mode, seeds {', '.join(seeds)}, build of commit {a.commit}; "
-             f"machine: {open(os.path.join(a.out, 'b' + a.bounds.split()[0], 'machine.txt')).read().strip()}"
-             if os.path.exists(os.path.join(a.out, "b" + a.bounds.split()[0], "machine.txt"))
-             else f"Modelled mode, seeds {', '.join(seeds)}, build of commit {a.commit}", "",
+    head = f"Modelled mode, seeds {', '.join(seeds)}, build of commit {a.commit}"
+    machine = os.path.join(a.out, "b" + a.bounds.split()[0], "machine.txt")
+    if os.path.exists(machine):  # the first bound's runs: "machine: ... at start/end"
+        head += "; " + " ".join(open(machine).read().split())
+    lines = [head, "",
              "| bound (s) | trace | random / fedsched avg JCT, of the means | per seed | "
              "fedsched avg JCT (h) | fedsched starvations | jobs that waited past the bound | "
              "longest wait (h) |", "|---" * 8 + "|"]

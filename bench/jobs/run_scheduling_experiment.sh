@@ -33,9 +33,9 @@
 #   fedscale  its 100 real devices, 44-97 % online each;
 #   diurnal   300 synthetic devices, starting at local noon (about 6 % online in the
 #             afternoon, 70 % at night), so that the jobs meet the day's scarcity.
-# About 5 minutes for the modelled mode on 2 cores (3 traces x 3 seeds x 4 matchers of 30 jobs,
-# 2-6 s each, plus each job alone), and about 15 minutes for the trained mode (6 jobs, 20-30 s a
-# run, mostly loading Fashion-MNIST once per job).
+# About 2 minutes for the modelled mode on 2 cores (3 traces x 3 seeds x 4 matchers of 30 jobs,
+# 2-6 s each, plus each job alone), and about 30 minutes for the trained mode (the same runs with
+# real training: 10-60 s a shared run, a few seconds a job alone).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 cd "$ROOT"
