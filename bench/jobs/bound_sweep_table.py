@@ -19,13 +19,16 @@ def main(argv):
     p.add_argument("--bounds", required=True)
     p.add_argument("--traces", default="mobiperf fedscale diurnal")
     p.add_argument("--seeds", default="1 2 3")
-    p.add_argument("--commit", default="unknown")
+    p.add_argument("--commit", help="the build's commit (default: the one the first bound's "
+                   "runs recorded, OUT/b<bound>/modelled/commit.txt)")
     a = p.parse_args(argv)
     seeds = a.seeds.split()
-    head = f"Modelled mode, seeds {', '.join(seeds)}, build of commit {a.commit}"
-    machine = os.path.join(a.out, "b" + a.bounds.split()[0], "machine.txt")
-    if os.path.exists(machine):  # the first bound's runs: "machine: ... at start/end"
-        head += "; " + " ".join(open(machine).read().split())
+    first = os.path.join(a.out, "b" + a.bounds.split()[0])
+    commit = a.commit or scheduling_tables.read_text(os.path.join(first, "modelled", "commit.txt"))
+    head = f"Modelled mode, seeds {', '.join(seeds)}, build of commit {commit or 'unknown'}"
+    machine = scheduling_tables.read_text(os.path.join(first, "machine.txt"))
+    if machine:  # the first bound's runs: "machine: ... at start; machine: ... at end"
+        head += "; " + machine
     lines = [head, "",
              "| bound (s) | trace | random / fedsched avg JCT, of the means | per seed | "
              "fedsched avg JCT (h) | fedsched starvations | jobs that waited past the bound | "

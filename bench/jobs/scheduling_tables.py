@@ -238,14 +238,22 @@ def plot(runs, args, out_png):
     return True
 
 
+def read_text(path):
+    """The non-empty lines of a small note the experiment writes (commit.txt, machine.txt),
+    stripped and joined by "; "; "" when the file is missing."""
+    if not os.path.exists(path):
+        return ""
+    with open(path) as f:
+        return "; ".join(l.strip() for l in f if l.strip())
+
+
 def mode_note(args, mode):
     """The commit and machine load of a mode's runs when they were recorded apart
     (OUT/<mode>/commit.txt, OUT/<mode>/machine.txt), else ""."""
     notes = []
     for name, what in (("commit.txt", "runs of commit"), ("machine.txt", "")):
-        path = os.path.join(args.out, mode, name)
-        if os.path.exists(path):
-            text = "; ".join(l.strip() for l in open(path) if l.strip())
+        text = read_text(os.path.join(args.out, mode, name))
+        if text:
             notes.append(f"{what} {text}".strip())
     return (" (" + "; ".join(notes) + ")") if notes else ""
 
@@ -296,9 +304,8 @@ def parse_args(argv):
 def main(argv):
     args = parse_args(argv)
     runs, groups = load(args)
-    machine_path = os.path.join(args.out, "machine.txt")
-    machine = ("; ".join(l.strip() for l in open(machine_path)) + "."
-               if os.path.exists(machine_path) else "")
+    machine = read_text(os.path.join(args.out, "machine.txt"))
+    machine = machine + "." if machine else ""
     text = report(runs, groups, args, machine)
     png = os.path.join(args.out, "job_scheduling.png")
     if plot(runs, args, png):

@@ -18,21 +18,15 @@ BOUNDS="${BOUNDS:-1800 3600 7200 10800}"
 TRACES="${TRACES:-mobiperf fedscale diurnal}"
 SEEDS="${SEEDS:-1 2 3}"
 mkdir -p "$OUT"
-first=1
+if [[ -z "${SKIP_BUILD:-}" ]]; then
+  ninja -C "${BUILD_DIR:-build}" -j2 fedsched-sim >/dev/null
+fi
 for b in $BOUNDS; do
   echo "== starvation bound $b s"
-  # The first pass builds fedsched-sim unless SKIP_BUILD is set; the later ones reuse it.
-  build_once="${SKIP_BUILD:-}"
-  [[ $first -eq 0 ]] && build_once=1
   OUT_DIR="$OUT/b$b" MODES=modelled MATCHERS="random fedsched" STARVATION_BOUND_S="$b" \
-    TRACES="$TRACES" SEEDS="$SEEDS" SKIP_BUILD="$build_once" \
+    TRACES="$TRACES" SEEDS="$SEEDS" SKIP_BUILD=1 \
     bash bench/jobs/run_scheduling_experiment.sh >"$OUT/b$b.log" 2>&1 ||
     { echo "bound $b failed: see $OUT/b$b.log" >&2; exit 1; }
-  first=0
 done
-COMMIT="$(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
-if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
-  COMMIT="$COMMIT (plus uncommitted changes)"
-fi
 python3 bench/jobs/bound_sweep_table.py --out "$OUT" --bounds "$BOUNDS" --traces "$TRACES" \
-  --seeds "$SEEDS" --commit "$COMMIT" | tee "$OUT/table.md"
+  --seeds "$SEEDS" | tee "$OUT/table.md"

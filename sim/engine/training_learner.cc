@@ -32,8 +32,9 @@ namespace {
 
 // The data sets loaded in this process, each shared by every learner that reads the same files:
 // the jobs of a multi-job simulation all train on one data set, and loading and scaling it
-// (Fashion-MNIST: 188 MB of floats) took seconds per job. A data set is kept only while a
-// learner holds it (weak references) and is read-only once loaded.
+// (Fashion-MNIST: 188 MB of floats) once per job multiplied a run's start-up and memory by its
+// number of jobs. A data set is kept only while a learner holds it (weak references) and is
+// read-only once loaded.
 class DatasetShelf {
  public:
   absl::StatusOr<std::shared_ptr<const ImageDataset>> Get(const std::string& images_path,
