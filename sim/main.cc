@@ -255,6 +255,13 @@ void PrintSetup(const Simulation& sim, const mpi::Cluster* cluster) {
   for (int32_t k = 0; k < c.num_clients(); ++k) with_data += sim.learner->NumSamples(k) > 0;
   std::fprintf(stderr, "clients with local data: %lld of %d\n", static_cast<long long>(with_data),
                c.num_clients());
+  const v1::SyntheticAvailabilityConfig& synthetic = c.traces().synthetic();
+  if (synthetic.has_grouped() && synthetic.grouped().label_skew_by_group()) {
+    std::fprintf(stderr, "%s\n",
+                 c.no_train() ? "WARNING: label_skew_by_group has no effect in no_train mode"
+                              : "label skew by group: the groups online least hold the lowest "
+                                "labels");
+  }
 }
 
 // The run's summary line on stdout (setup and run wall seconds as measured by Run).

@@ -73,6 +73,15 @@ struct FleetOptions {
 // The offer reason of a device only one active job can use (no matcher chose it).
 inline constexpr std::string_view kOnlyJobEligible = "only job eligible";
 
+// How long (seconds) a job may ask for devices while the matcher's offers let no job start its
+// round before the ledger offers the longest waiting job that could start every idle device it
+// can use (docs/guides/JOBS.md "Matching devices to jobs"). Long next to a tick, so that a
+// matcher's split that leaves a job short is kept while the fleet is only momentarily short;
+// short next to a round.
+inline constexpr double kStallGraceS = 30;
+// The offer reason of a device the ledger's liveness guard gave a job (kStallGraceS).
+inline constexpr std::string_view kStallBroken = "no job could start; longest wait";
+
 // Per-job counts for status and metrics.
 struct FleetJobView {
   std::string name;

@@ -147,10 +147,43 @@ void FleetLedger::Impl::Rematch(double now_s, DeviceJobMatcher& matcher) {
     }
     if (j >= 0) idle[k]->offer = active[j];
   }
+  BreakStall(now_s, active);
   for (const auto& [id, d] : devices) {
     if (d.offer != nullptr) ++d.offer->offered;
   }
   CountStarvations(now_s, active);
+}
+
+void FleetLedger::Impl::BreakStall(double now_s, const std::vector<JobState*>& active) {
+  // Offers this rematch and the idle devices each asking job could use, by position in `active`.
+  std::vector<int64_t> offered(active.size(), 0);
+  std::vector<int64_t> usable(active.size(), 0);
+  for (size_t k = 0; k < idle.size(); ++k) {
+    for (int i : input.devices[k].eligible) {
+      ++usable[i];
+      if (idle[k]->offer == active[i]) ++offered[i];
+    }
+  }
+  int chosen = -1;
+  for (size_t i = 0; i < active.size(); ++i) {
+    const int64_t demand = input.jobs[i].demand;
+    if (demand <= 0) continue;
+    // What it takes to start: its minimum when it reported one (its demand is over-committed).
+    const int64_t minimum = active[i]->facts.min_clients;
+    const int64_t need = minimum > 0 ? std::min(minimum, demand) : demand;
+    // A job offered what it needs starts its round: nothing is stalled.
+    if (offered[i] >= need) return;
+    const double since = active[i]->asking_since_s;
+    if (since < 0 || now_s - since < kStallGraceS || usable[i] < need) continue;
+    if (chosen < 0 || since < active[chosen]->asking_since_s) chosen = static_cast<int>(i);
+  }
+  if (chosen < 0) return;
+  for (size_t k = 0; k < idle.size(); ++k) {
+    const std::vector<int>& eligible = input.devices[k].eligible;
+    if (std::find(eligible.begin(), eligible.end(), chosen) == eligible.end()) continue;
+    idle[k]->offer = active[chosen];
+    idle[k]->offer_reason = std::string(kStallBroken);
+  }
 }
 
 void FleetLedger::Impl::KeepOffersImplicit() {

@@ -160,6 +160,12 @@ struct FleetLedger::Impl {
   std::string OfferReason(std::string_view job, std::string_view client_id);
   // The matcher's view of `job` with its admitted `demand`: its group, last facts and wait.
   static MatchJob MatchJobOf(const JobState& job, int64_t demand);
+  // The liveness guard of every matcher, after its offers: when no asking job is offered what
+  // it needs to start (its reported min_clients, else its demand) and some job that has asked
+  // for at least kStallGraceS could be offered that from the idle devices it can use, the
+  // longest waiting of those is offered every idle device it can use (taken from the other
+  // jobs' offers), so that a matcher's split of the fleet never keeps every job from starting.
+  void BreakStall(double now_s, const std::vector<JobState*>& active);
   // Counts the starvations of this rematch (FleetJobView.starved): a job whose wait passed the
   // bound, offered fewer devices than its demand while an idle device it could use went to none
   // or to a job that had waited less. Each wait counts once.

@@ -13,6 +13,7 @@ namespace fedsched::round {
 JobFacts RoundEngine::MatchFacts(double now_s) const {
   JobFacts facts;
   facts.clients_per_round = config_.clients_per_round();
+  facts.min_clients = config_.min_online_clients();
   facts.deadline_s = config_.round_deadline_s();
   facts.rounds_committed = version();
   facts.rounds_remaining =

@@ -36,6 +36,8 @@ struct DeviceFacts {
 struct JobFacts {
   // K (clients_per_round).
   int64_t clients_per_round = 0;
+  // Devices it must be able to plan to start a round (min_online_clients); 0 = unknown.
+  int64_t min_clients = 0;
   // The round deadline, seconds (0 = none).
   double deadline_s = 0;
   // Rounds (FedBuff: model versions) committed so far.

@@ -1,5 +1,7 @@
 #include "sim/engine/training_learner.h"
 
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <memory>
@@ -18,6 +20,7 @@
 #include "models/partition.h"
 #include "models/reference_model.h"
 #include "models/samples.h"
+#include "sim/trace/grouped_availability.h"
 
 namespace fedsched::sim {
 
@@ -110,10 +113,33 @@ absl::StatusOr<std::unique_ptr<TrainingLearner>> TrainingLearner::Create(
                                                : d.min_samples() < 0 ? 0
                                                                      : 10,
                                                d.partition_seed() != 0 ? d.partition_seed() : 42));
+  const v1::SyntheticAvailabilityConfig& synthetic = config.traces().synthetic();
+  if (synthetic.has_grouped() && synthetic.grouped().label_skew_by_group()) {
+    FEDSCHED_RETURN_IF_ERROR(l->HandOutPartitionsByGroup(synthetic));
+  }
   FEDSCHED_ASSIGN_OR_RETURN(l->initial_, InitialModel(config.server().model()));
   l->model_bytes_ = static_cast<int64_t>(l->initial_.ByteSizeLong());
   l->devices_.resize(config.num_clients());
   return l;
+}
+
+absl::Status TrainingLearner::HandOutPartitionsByGroup(
+    const v1::SyntheticAvailabilityConfig& synthetic) {
+  const auto clients = static_cast<int64_t>(partition_.size());
+  FEDSCHED_ASSIGN_OR_RETURN(const GroupedLayout layout,
+                            GroupedAvailabilityLayout(synthetic, clients));
+  std::vector<int32_t> dominant(partition_.size(), 0);
+  for (size_t p = 0; p < partition_.size(); ++p) {
+    std::array<int64_t, kNumClasses> count{};
+    for (int64_t idx : partition_[p]) ++count[train_->labels[static_cast<size_t>(idx)]];
+    dominant[p] =
+        static_cast<int32_t>(std::max_element(count.begin(), count.end()) - count.begin());
+  }
+  const std::vector<int64_t> order = PartitionsByGroup(layout, dominant);
+  std::vector<std::vector<int64_t>> handed(partition_.size());
+  for (size_t c = 0; c < handed.size(); ++c) handed[c] = std::move(partition_[order[c]]);
+  partition_ = std::move(handed);
+  return absl::OkStatus();
 }
 
 double TrainingLearner::MeanSamples() const {

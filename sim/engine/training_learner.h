@@ -86,6 +86,11 @@ class TrainingLearner : public Learner {
   [[nodiscard]] absl::StatusOr<TrainedTask> TrainOne(const TrainTask& task, const v1::Model& global,
                                                      Trainer& trainer);
   [[nodiscard]] absl::StatusOr<Device*> DeviceFor(int32_t client);
+  // Reorders partition_ for GroupedAvailabilityConfig.label_skew_by_group (PartitionsByGroup
+  // over the trace's grouped layout and each partition's most frequent label). Errors: those of
+  // GroupedAvailabilityLayout.
+  [[nodiscard]] absl::Status HandOutPartitionsByGroup(
+      const v1::SyntheticAvailabilityConfig& synthetic);
 
   v1::SimConfig config_;
   // Shared with every learner of this process that reads the same files (SharedIdxDataset).

@@ -1,5 +1,7 @@
 #include "server/jobs/fleet_ledger.h"
 
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -471,6 +473,109 @@ TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsVenn) { CheckExclusive(MakeV
 
 TEST(FleetLedgerTest, ADeviceIsNeverPlannedByTwoJobsFedsched) {
   CheckExclusive(MakeClientAwareMatcher(5));
+}
+
+// A matcher that deals the devices round-robin over the jobs each can train that ask: a split
+// under which no job may reach its demand.
+class DealingMatcher : public DeviceJobMatcher {
+ public:
+  std::string_view name() const override { return "dealing"; }
+  void Match(const MatchInput& input, std::vector<int>* job_of_device) override {
+    job_of_device->assign(input.devices.size(), -1);
+    for (size_t k = 0; k < input.devices.size(); ++k) {
+      std::vector<int> asking;
+      for (int j : input.devices[k].eligible) {
+        if (input.jobs[j].demand > 0) asking.push_back(j);
+      }
+      if (!asking.empty()) (*job_of_device)[k] = asking[k % asking.size()];
+    }
+  }
+};
+
+TEST(FleetLedgerTest, WhenNoJobCanStartTheLongestWaitingOneThatCouldGetsItsDevicesAfterTheGrace) {
+  FleetLedger ledger(FleetOptions{}, std::make_unique<DealingMatcher>());
+  for (const std::string job : {"a", "b", "c"}) {
+    ASSERT_THAT(ledger.AddJob(Job(job, job[0] - 'a' + 1)), IsOk());
+  }
+  std::map<std::string, std::unique_ptr<round::PlanningGate>> gates;
+  for (const std::string job : {"a", "b", "c"}) gates[job] = ledger.Gate(job);
+  for (int i = 0; i < 30; ++i) ledger.UpsertDevice(Device(absl::StrCat("d", i), {"a", "b", "c"}));
+  // "b" asks first; each asks for 20 of the 30 devices, and the dealing gives each 10.
+  gates["b"]->Settle({}, 20, 0);
+  gates["a"]->Settle({}, 20, 5);
+  gates["c"]->Settle({}, 20, 5);
+  auto offered = [&](const std::string& job) {
+    for (const FleetJobView& v : ledger.Snapshot()) {
+      if (v.name == job) return v.offered;
+    }
+    return int64_t{-1};
+  };
+  ledger.Rematch(kStallGraceS - 1);
+  EXPECT_EQ(offered("a"), 10);
+  EXPECT_EQ(offered("b"), 10);
+  EXPECT_EQ(offered("c"), 10);
+  ledger.Rematch(kStallGraceS);
+  EXPECT_EQ(offered("a"), 0);
+  EXPECT_EQ(offered("b"), 30);
+  EXPECT_EQ(offered("c"), 0);
+  EXPECT_EQ(gates["b"]->OfferReason("d0"), kStallBroken);
+  // "b" runs its round on 20 devices; 10 are left, less than "a" or "c" asks for: nobody could
+  // start, so the dealing stands.
+  std::vector<std::string> cohort;
+  for (int i = 0; i < 20; ++i) cohort.push_back(absl::StrCat("d", i));
+  gates["b"]->Settle(cohort, 0, kStallGraceS + 1);
+  ledger.Rematch(kStallGraceS + 2);
+  EXPECT_EQ(offered("a"), 5);
+  EXPECT_EQ(offered("c"), 5);
+}
+
+// Three jobs over 30 devices that train all three, each needing 20 to start (it asks for
+// ceil(1.3 x 20) = 26, over-committed, and reports 20 as its minimum, as a round engine does) and
+// running rounds of 5 s; under the dealing matcher none is ever offered 20. The guard starts the
+// longest waiting one; when its round ends it asks again, now the newest wait, so the jobs take
+// turns and each keeps committing rounds.
+TEST(FleetLedgerTest, UnderASplitThatStartsNoJobTheJobsTakeTurns) {
+  FleetLedger ledger(FleetOptions{}, std::make_unique<DealingMatcher>());
+  const std::vector<std::string> jobs = {"a", "b", "c"};
+  std::map<std::string, std::unique_ptr<round::PlanningGate>> gates;
+  for (size_t j = 0; j < jobs.size(); ++j) {
+    ASSERT_THAT(ledger.AddJob(Job(jobs[j], static_cast<int64_t>(j) + 1)), IsOk());
+    gates[jobs[j]] = ledger.Gate(jobs[j]);
+  }
+  for (int i = 0; i < 30; ++i) ledger.UpsertDevice(Device(absl::StrCat("d", i), jobs));
+  std::map<std::string, std::vector<std::string>> in_flight;
+  std::map<std::string, double> round_ends;
+  std::map<std::string, int> rounds;
+  for (int tick = 0; tick < 600; ++tick) {
+    const double now = tick;
+    ledger.Rematch(now);
+    for (const std::string& job : jobs) {
+      std::vector<std::string>& mine = in_flight[job];
+      if (!mine.empty() && now >= round_ends[job]) {
+        mine.clear();
+        ++rounds[job];
+      }
+      if (mine.empty()) {
+        std::vector<std::string> reachable;
+        for (int i = 0; i < 30; ++i) {
+          const std::string id = absl::StrCat("d", i);
+          if (gates[job]->MayPlan(id, now)) reachable.push_back(id);
+        }
+        if (reachable.size() >= 20) {
+          mine.assign(reachable.begin(),
+                      reachable.begin() + std::min<size_t>(26, reachable.size()));
+          round_ends[job] = now + 5;
+        }
+      }
+      gates[job]->Settle(mine, mine.empty() ? 26 : 0, now);
+      round::JobFacts facts;
+      facts.clients_per_round = 20;
+      facts.min_clients = 20;
+      gates[job]->Describe(std::move(facts), now);
+    }
+  }
+  // A turn takes the grace (30 s) plus a round: about 16 turns in 600 s, shared by three jobs.
+  for (const std::string& job : jobs) EXPECT_GE(rounds[job], 4) << job;
 }
 
 }  // namespace
