@@ -206,9 +206,10 @@ absl::Status CheckGrouped(const v1::GroupedAvailabilityConfig& g, double period,
         absl::StrCat(where, "fraction_spread must be >= 0, got ", g.fraction_spread()));
   }
   const double shape = g.session_pareto_shape();
-  if (!(shape >= 0) || !std::isfinite(shape)) {
+  // Below 0.1 one draw would take all the time (and (1 - u)^(-1 / shape) can overflow).
+  if (!(shape == 0 || shape >= 0.1) || !std::isfinite(shape)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        where, "session_pareto_shape must be > 0 (0 = uniform spacings), got ", shape));
+        where, "session_pareto_shape must be at least 0.1 (0 = uniform spacings), got ", shape));
   }
   if (!(g.night_share() >= 0 && g.night_share() < 1)) {
     return absl::InvalidArgumentError(

@@ -45,7 +45,8 @@ std::vector<int64_t> PartitionsByGroup(const GroupedLayout& layout,
 // rounding; online_fraction for every group without fraction_spread). Deterministic for a seed.
 // Errors: INVALID_ARGUMENT, naming the field, for num_rows < 1, online_fraction outside (0, 1),
 // group_size < 0, mean_session_s < 0 or above online_fraction x period_s, a negative period_s,
-// group_size_zipf, fraction_spread or session_pareto_shape < 0, night_share outside [0, 1) or set
+// group_size_zipf or fraction_spread < 0, session_pareto_shape in (0, 0.1) or
+// negative, night_share outside [0, 1) or set
 // with a period_s that is not whole days, or `diurnal` set as well; RESOURCE_EXHAUSTED when the
 // windows would exceed TraceLimits (text_table.h).
 [[nodiscard]] absl::StatusOr<AvailabilityTrace> GroupedAvailability(

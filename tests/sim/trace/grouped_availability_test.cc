@@ -275,6 +275,8 @@ TEST(GroupedAvailabilityTest, HarderMembersDeterministicAndRefusedWhenBad) {
   bad = g;
   bad.set_session_pareto_shape(-1);
   refused(bad, "session_pareto_shape");
+  bad.set_session_pareto_shape(0.05);
+  refused(bad, "session_pareto_shape");
   bad = g;
   bad.set_night_share(1.0);
   refused(bad, "night_share");
