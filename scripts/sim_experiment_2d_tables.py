@@ -99,7 +99,9 @@ def paired(pairs):
 def trace_table(out, model, trace, offsets, seeds, rows, target, ours=OURS):
     """Markdown table of one model and trace, plus the list of pairs `ours` loses."""
     times = {}
-    for row in rows:
+    # The baseline's runs are read even when `rows` leaves it out (a grid that adds a row to
+    # runs already made), so that the pairs and losses compare against them.
+    for row in set(rows) | {BASELINE}:
         for o in offsets:
             for s in seeds:
                 t = time_to_target(os.path.join(out, model, trace, f"{row}_o{o}_s{s}.summary"))
