@@ -18,13 +18,14 @@ BOUNDS="${BOUNDS:-1800 3600 7200 10800}"
 TRACES="${TRACES:-mobiperf fedscale diurnal}"
 SEEDS="${SEEDS:-1 2 3}"
 mkdir -p "$OUT"
+BUILD_DIR="${BUILD_DIR:-build}"
 if [[ -z "${SKIP_BUILD:-}" ]]; then
-  ninja -C "${BUILD_DIR:-build}" -j2 fedsched-sim >/dev/null
+  ninja -C "$BUILD_DIR" -j2 fedsched-sim >/dev/null
 fi
 for b in $BOUNDS; do
   echo "== starvation bound $b s"
   OUT_DIR="$OUT/b$b" MODES=modelled MATCHERS="random fedsched" STARVATION_BOUND_S="$b" \
-    TRACES="$TRACES" SEEDS="$SEEDS" SKIP_BUILD=1 \
+    TRACES="$TRACES" SEEDS="$SEEDS" BUILD_DIR="$BUILD_DIR" SKIP_BUILD=1 \
     bash bench/jobs/run_scheduling_experiment.sh >"$OUT/b$b.log" 2>&1 ||
     { echo "bound $b failed: see $OUT/b$b.log" >&2; exit 1; }
 done

@@ -29,6 +29,13 @@ def write_run(out, row, offset, seed, hours):
                     f"{1 if r % 5 == 0 else 0}\n")
 
 
+def run_tables(out, *flags, check=True):
+    """scripts/sim_experiment_2d_tables.py over the runs in `out` with `flags`; its result."""
+    return subprocess.run(
+        [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
+         f"--out={out}", *flags], check=check, capture_output=True, text=True)
+
+
 class TablesTest(unittest.TestCase):
     def test_medians_pairs_and_losses(self):
         with tempfile.TemporaryDirectory() as out:
@@ -38,11 +45,9 @@ class TablesTest(unittest.TestCase):
                 write_run(out, "oort", o, s, h)
             for (o, s), h in ours.items():
                 write_run(out, "fedsched", o, s, h)
-            text = subprocess.run(
-                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
-                 f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0 36",
-                 "--seeds=1 2", "--rows=oort fedsched", "--commit=abc1234"],
-                check=True, capture_output=True, text=True).stdout
+            text = run_tables(
+                out, "--models=mlp", "--traces=mobiperf", "--offsets=0 36", "--seeds=1 2",
+                "--rows=oort fedsched", "--commit=abc1234").stdout
             self.assertIn("commit abc1234", text)
             self.assertIn("**mlp, mobiperf** (virtual hours to 0.83 test accuracy)", text)
             # oort: median of 20, 30, 40, 50 = 35; fedsched: 15, 20, 25, inf -> 22.5.
@@ -60,11 +65,9 @@ class TablesTest(unittest.TestCase):
         with tempfile.TemporaryDirectory() as out:
             write_run(out, "oort", 0, 1, 48.0)
             write_run(out, "fedsched", 0, 1, 59.0)
-            text = subprocess.run(
-                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
-                 f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0",
-                 "--seeds=1", "--rows=fedsched", "--commit=abc1234"],
-                check=True, capture_output=True, text=True).stdout
+            text = run_tables(
+                out, "--models=mlp", "--traces=mobiperf", "--offsets=0",
+                "--seeds=1", "--rows=fedsched", "--commit=abc1234").stdout
             self.assertIn("| fedsched | 1 | 59.0 | 59.0 | 0.81x | 0 / 1, 0.81x |", text)
             self.assertIn("* mlp mobiperf offset 0 h seed 1: fedsched 59.0 h, oort 48.0 h", text)
             self.assertNotIn("faster than oort in every pair", text)
@@ -116,11 +119,9 @@ class TablesTest(unittest.TestCase):
     def test_a_model_without_target_is_refused(self):
         with tempfile.TemporaryDirectory() as out:
             write_run(out, "oort", 0, 1, 30.0)
-            done = subprocess.run(
-                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
-                 f"--out={out}", "--models=mlp", "--traces=mobiperf", "--offsets=0",
-                 "--seeds=1", "--rows=oort", "--commit=abc1234", "--targets=cnn=0.84"],
-                capture_output=True, text=True)
+            done = run_tables(
+                out, "--models=mlp", "--traces=mobiperf", "--offsets=0", "--seeds=1",
+                "--rows=oort", "--commit=abc1234", "--targets=cnn=0.84", check=False)
             self.assertNotEqual(done.returncode, 0)
             self.assertIn("no target for model(s) mlp", done.stderr)
 
@@ -140,22 +141,19 @@ class TablesTest(unittest.TestCase):
                     f.write("run,round,outcome,virtual_s,virtual_h,test_accuracy,selected,failed\n")
                     for r, (h, acc) in enumerate(curve, 1):
                         f.write(f"{row},{r},committed,{h * 3600},{h},{acc},13,0\n")
-            text = subprocess.run(
-                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
-                 f"--out={out}", "--models=cnn", "--traces=diurnal", "--offsets=0", "--seeds=1",
-                 "--rows=oort fedsched", "--commit=abc1234", "--targets=cnn=0.84",
-                 "--sweep=cnn=0.80,0.84,0.9"],
-                check=True, capture_output=True, text=True).stdout
+            text = run_tables(
+                out, "--models=cnn", "--traces=diurnal", "--offsets=0", "--seeds=1",
+                "--rows=oort fedsched", "--commit=abc1234", "--targets=cnn=0.84",
+                "--sweep=cnn=0.80,0.84,0.9").stdout
             self.assertIn("**cnn, diurnal: fedsched against oort at other accuracies**", text)
             self.assertIn("| 0.8 | 1.0 | 2.0 | 2.00x | 1 / 1, 2.00x |", text)
             self.assertIn("| 0.84 | 6.0 | 4.0 | 0.67x | 0 / 1, 0.67x |", text)
             self.assertIn("| 0.9 | not reached | not reached | n/a | - |", text)
             self.assertIn("Best test accuracy reached by these runs: 0.840 to 0.843.", text)
-            bad = subprocess.run(
-                [sys.executable, os.path.join(SOURCE, "scripts/sim_experiment_2d_tables.py"),
-                 f"--out={out}", "--models=cnn", "--traces=diurnal", "--offsets=0", "--seeds=1",
-                 "--rows=oort", "--commit=x", "--targets=cnn=0.84", "--sweep=cnn=high"],
-                capture_output=True, text=True)
+            bad = run_tables(
+                out, "--models=cnn", "--traces=diurnal", "--offsets=0", "--seeds=1",
+                "--rows=oort", "--commit=x", "--targets=cnn=0.84", "--sweep=cnn=high",
+                check=False)
             self.assertNotEqual(bad.returncode, 0)
             self.assertIn("--sweep: 'cnn=high'", bad.stderr)
 

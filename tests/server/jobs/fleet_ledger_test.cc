@@ -1,7 +1,6 @@
 #include "server/jobs/fleet_ledger.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
