@@ -14,12 +14,19 @@
             per per-round CSV (fedsched-sim --output_csv), over the rounds committed before HOURS
             virtual hours: the best test accuracy (and its round), the participants' mean training
             loss and the mean number of clients online.
+  plateau   FROM TO CSV...
+            per per-round CSV, the evaluations (committed rounds with a test accuracy) between
+            FROM and TO virtual hours: how many, their mean, 90th and 99th percentile
+            (nearest rank), then the first virtual hour at 0.80, 0.83, 0.84, 0.85, 0.855 and
+            0.86 over the whole run ("-" when never): where a run's accuracy sits once it has
+            stopped climbing, which decides how soon a target near that level is first met.
 
 Example (the diurnal afternoon, "Reading the two-day result"):
   scripts/sim_run_window.py median runs/sim2d mlp diurnal fedsched "0 72" "1 2 3"
   scripts/sim_run_window.py pairs runs/sim2d_t86_lru mlp fedscale fedsched_lru pyramidfl \
       "0 36 72 108" "1 2 3"
   scripts/sim_run_window.py window 7.8 runs/sim2d/mlp/diurnal/oort_o36_s1.csv
+  scripts/sim_run_window.py plateau 20 48 runs/screen/*.csv
 """
 import csv
 import math
@@ -109,6 +116,37 @@ def window(hours, paths):
               f"(round {best['round']}), mean training loss {loss:.3f}, mean online {online:.0f}")
 
 
+PLATEAU_ACCURACIES = (0.80, 0.83, 0.84, 0.85, 0.855, 0.86)
+
+
+def nearest_rank(ordered, p):
+    """The p-th percentile (0 < p < 1) of an ascending list, nearest rank."""
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p))]
+
+
+def plateau(start_h, end_h, paths):
+    for path in paths:
+        rows = [r for r in csv.DictReader(open(path))
+                if r["outcome"] == "committed" and float(r["test_accuracy"]) > 0]
+        if not rows:
+            raise SystemExit(f"{path}: no evaluated round")
+        inside = sorted(float(r["test_accuracy"]) for r in rows
+                        if start_h <= float(r["virtual_h"]) < end_h)
+        if inside:
+            level = (f"{len(inside)} evaluations, mean {statistics.mean(inside):.4f}, "
+                     f"p90 {nearest_rank(inside, 0.9):.4f}, p99 {nearest_rank(inside, 0.99):.4f}")
+        else:
+            level = "no evaluation"
+        firsts = []
+        for accuracy in PLATEAU_ACCURACIES:
+            hour = next((float(r["virtual_h"]) for r in rows
+                         if float(r["test_accuracy"]) >= accuracy), None)
+            firsts.append(f"{accuracy}: {hour:.1f}" if hour is not None else f"{accuracy}: -")
+        last = float(rows[-1]["virtual_h"])
+        print(f"{path}: {start_h:g}-{end_h:g} h {level}; first hour at {', '.join(firsts)} "
+              f"(run to {last:.1f} h)")
+
+
 def main(argv):
     if len(argv) in (8, 9) and argv[1] == "median":
         median(*argv[2:])
@@ -116,6 +154,8 @@ def main(argv):
         pairs(*argv[2:])
     elif len(argv) >= 4 and argv[1] == "window":
         window(float(argv[2]), argv[3:])
+    elif len(argv) >= 5 and argv[1] == "plateau":
+        plateau(float(argv[2]), float(argv[3]), argv[4:])
     else:
         raise SystemExit(__doc__)
 

@@ -62,10 +62,11 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   RoundPlan plan = StartPlan(request);
   std::mt19937_64 rng = RoundRng(request.round, plan.attempt);
   RngDraws draws(rng);
-  const CandidateEvaluator evaluator(options_, *book_, predictor_, memory_, request);
   const size_t slots = request.max_participants > 0 ? static_cast<size_t>(request.max_participants)
                                                     : static_cast<size_t>(default_slots_);
-  const RoundContext round{.request = request,
+  const PlanRequest& narrowed = NarrowCandidates(request, slots, rng);
+  const CandidateEvaluator evaluator(options_, *book_, predictor_, memory_, narrowed);
+  const RoundContext round{.request = narrowed,
                            .options = options_,
                            .book = *book_,
                            .evaluator = evaluator,
@@ -83,6 +84,21 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   ForecastClose(&plan);
   Commit(evaluator, request, plan);
   return plan;
+}
+
+// Without leaving first the request itself; with it a copy whose candidates are the narrowed
+// list (docs/ALGORITHMS.md §2.7), valid until the next PlanRound.
+const PlanRequest& Planner::NarrowCandidates(const PlanRequest& request, size_t slots,
+                                             std::mt19937_64& rng) {
+  if (!options_.leaving_first.enabled) return request;
+  const double window =
+      options_.leaving_first.window_s > 0 ? options_.leaving_first.window_s : last_round_length_s_;
+  NarrowToLeavingFirst(options_.leaving_first, request.candidates, *book_, request.availability,
+                       options_.min_online_probability, request.round, request.now_s, window, slots,
+                       rng, &narrowed_candidates_);
+  narrowed_request_ = request;
+  narrowed_request_.candidates = narrowed_candidates_;
+  return narrowed_request_;
 }
 
 absl::Status Planner::CheckRequest(const PlanRequest& request) const {
@@ -265,6 +281,7 @@ void Planner::Commit(const CandidateEvaluator& evaluator, const PlanRequest& req
   }
   if (plan.attempt == 1) ++rounds_planned_;
   last_planned_round_ = request.round;
+  last_planned_at_s_ = request.now_s;
   plan_attempts_ = plan.attempt;
 }
 
@@ -346,6 +363,10 @@ RoundSummary Planner::OnRoundFinished(int64_t round, bool committed, double now_
         elapsed, now_s);
   }
   summary.stragglers = static_cast<int32_t>(stragglers.size());
+  if (round == last_planned_round_ && last_planned_at_s_.has_value() &&
+      now_s >= *last_planned_at_s_) {
+    last_round_length_s_ = now_s - *last_planned_at_s_;
+  }
   const RoundTimePredictor::RoundError error = predictor_.FinishRound();
   summary.predictor_mape = error.mape;
   summary.predictions_scored = error.count;
@@ -366,6 +387,7 @@ v1::PlannerState Planner::ExportState() const {
   s.set_last_planned_round(last_planned_round_);
   s.set_plan_attempts(plan_attempts_);
   s.set_rounds_planned(rounds_planned_);
+  s.set_last_round_length_s(last_round_length_s_);
   pacer_.ExportTo(s.mutable_oort());
   // Per-client experiences are persisted only where FedCaSe selects with them: they are
   // learned under every policy, but a 100k-client state written at every commit is not free
@@ -381,7 +403,8 @@ absl::Status Planner::ImportState(const v1::PlannerState& s) {
     return absl::InvalidArgumentError(
         absl::StrCat("planner state version ", s.version(), " is not ", kStateVersion));
   }
-  if (s.last_planned_round() < 0 || s.plan_attempts() < 0 || s.rounds_planned() < 0) {
+  if (s.last_planned_round() < 0 || s.plan_attempts() < 0 || s.rounds_planned() < 0 ||
+      !(s.last_round_length_s() >= 0) || !std::isfinite(s.last_round_length_s())) {
     return absl::InvalidArgumentError("planner state has an out-of-range value");
   }
   FEDSCHED_RETURN_IF_ERROR(OortPacer::Validate(s.oort()));
@@ -398,6 +421,7 @@ absl::Status Planner::ImportState(const v1::PlannerState& s) {
   last_planned_round_ = s.last_planned_round();
   plan_attempts_ = s.plan_attempts();
   rounds_planned_ = s.rounds_planned();
+  last_round_length_s_ = s.last_round_length_s();
   pacer_.ImportFrom(s.oort());
   experience_.ImportFrom(s.fedcase(), book_);
   in_flight_.clear();

@@ -29,6 +29,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "server/fit/memory_predictor.h"
 #include "server/planner/candidate_pool.h"
 #include "server/planner/fedcase_policy.h"
+#include "server/planner/leaving_first.h"
 #include "server/planner/oort_pacer.h"
 #include "server/planner/planner_options.h"
 #include "server/planner/policy.h"
@@ -187,6 +189,12 @@ class Planner {
 
   // PlanRound's steps (see planner.cc).
   [[nodiscard]] absl::Status CheckRequest(const PlanRequest& request) const;
+  // The request the policy selects from: `request`, or with leaving first
+  // (options_.leaving_first, docs/ALGORITHMS.md §2.7) a copy over the narrowed candidates
+  // (NarrowToLeavingFirst, window options_.leaving_first.window_s or the last round's length,
+  // drawing from `rng`), held in narrowed_request_ until the next call.
+  const PlanRequest& NarrowCandidates(const PlanRequest& request, size_t slots,
+                                      std::mt19937_64& rng);
   RoundPlan StartPlan(const PlanRequest& request) const;
   std::mt19937_64 RoundRng(int64_t round, int32_t attempt) const;
   void AddParticipants(const CandidateEvaluator& evaluator, RoundPlan* plan) const;
@@ -217,6 +225,9 @@ class Planner {
   int64_t last_planned_round_ = 0;
   int32_t plan_attempts_ = 0;
   int64_t rounds_planned_ = 0;
+  // Seconds from the last planned round's plan to its OnRoundFinished (0 before one finished):
+  // leaving first's window when none is configured.
+  double last_round_length_s_ = 0;
   OortPacer pacer_;               // learned under every policy
   ExperienceTracker experience_;  // learned under every policy
 
@@ -226,6 +237,12 @@ class Planner {
   absl::flat_hash_map<ClientIndex, InFlight> in_flight_;
   // Scratch, reused so that a round allocates O(participants), not O(candidates).
   CandidatePool pool_;
+  // Leaving first's narrowed candidates and the request over them (NarrowCandidates).
+  std::vector<ClientIndex> narrowed_candidates_;
+  PlanRequest narrowed_request_;
+  // When the last planned round was planned (its now_s); unset until this planner plans one
+  // (not persisted: a round in flight at a restart is re-planned).
+  std::optional<double> last_planned_at_s_;
 };
 
 }  // namespace fedsched::planner

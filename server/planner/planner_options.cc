@@ -110,6 +110,14 @@ absl::Status ValidateRoundAndTraining(const PlannerOptions& o) {
   if (!In(o.min_online_probability, 0, 1)) {
     return OutOfRange("selection.min_online_probability", o.min_online_probability, "in [0, 1]");
   }
+  if (!In(o.leaving_first.window_s, 0, 1e9)) {
+    return OutOfRange("selection.leaving_first.window_s", o.leaving_first.window_s,
+                      "in [0, 1e9] seconds");
+  }
+  if (o.leaving_first.cooldown_rounds < 0) {
+    return OutOfRange("selection.leaving_first.cooldown_rounds", o.leaving_first.cooldown_rounds,
+                      ">= 0");
+  }
   return absl::OkStatus();
 }
 
@@ -129,6 +137,14 @@ absl::Status ValidatePlannerOptions(const PlannerOptions& o) {
                       absl::StrCat("in [1, ", kMaxCompressionLevels, "]"));
   }
   return ValidateRoundAndTraining(o);
+}
+
+LeavingFirstOptions LeavingFirstOptions::FromConfig(const v1::LeavingFirstConfig& c) {
+  LeavingFirstOptions o;
+  o.enabled = c.enable();
+  o.window_s = c.window_s();
+  o.cooldown_rounds = c.cooldown_rounds();
+  return o;
 }
 
 OortOptions OortOptions::FromConfig(const v1::OortConfig& c) {
@@ -215,6 +231,7 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   o.max_local_steps = OrDefault(tr.max_local_steps(), o.max_local_steps);
   o.seed = OrDefault<uint64_t>(config.seed(), o.seed);
   o.fit = FitOptions::FromConfig(sel.fit());
+  o.leaving_first = LeavingFirstOptions::FromConfig(sel.leaving_first());
   FEDSCHED_ASSIGN_OR_RETURN(o.compression, CompressionOptions::FromConfig(config.compression()));
   FEDSCHED_RETURN_IF_ERROR(ValidatePlannerOptions(o));
   return o;

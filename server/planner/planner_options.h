@@ -108,6 +108,23 @@ struct FitOptions {
   static FitOptions FromConfig(const v1::FitConfig& config);
 };
 
+// Leaving first (REFL's intelligent participant selection, Abdelmoniem et al., EuroSys 2023,
+// §4.1; docs/ALGORITHMS.md §2.7; config.proto LeavingFirstConfig): candidates narrowed before
+// the policy selects (NarrowToLeavingFirst, leaving_first.h).
+struct LeavingFirstOptions {
+  // Narrow the candidates before selection. Default: false.
+  bool enabled = false;
+  // W, seconds, >= 0: the length of "the coming round" the leaving test looks ahead by; 0 = the
+  // previous round's length (plan to close), as REFL's Oort mode takes it. Default: 0.
+  double window_s = 0;
+  // Rounds a selected client sits out: a client selected in round r is not preferred before
+  // round r + cooldown_rounds (REFL's prohibit_reselect; 5 in its runs), >= 0; 0 = none.
+  // Default: 0.
+  int32_t cooldown_rounds = 0;
+  // Zero fields of `config` take the defaults above.
+  static LeavingFirstOptions FromConfig(const v1::LeavingFirstConfig& config);
+};
+
 // Everything the planner is configured with: the policy and its knobs, K and over-commitment,
 // deadlines and closing (docs/ALGORITHMS.md §2), local work and workload sizing (§2), the cache
 // plan defaults (§4), the seed and the predictor (§1). Checked by ValidatePlannerOptions.
@@ -169,6 +186,7 @@ struct PlannerOptions {
   // A candidate whose AvailabilityOracle probability is below this is not selected, in
   // [0, 1] (selection.min_online_probability). Default: 0.5.
   double min_online_probability = 0.5;
+  LeavingFirstOptions leaving_first;
   profile::RoundTimePredictorOptions predictor;
   FitOptions fit;
   // Update compression (ServerConfig.compression): the upload each participant is charged with

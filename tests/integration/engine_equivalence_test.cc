@@ -80,7 +80,10 @@ class ScriptedDurations : public sim::TaskDurations {
   }
 };
 
-v1::ServerConfig ScenarioConfig(bool fedbuff) {
+// With `leaving_first`, the planner narrows its candidates first (docs/ALGORITHMS.md §2.7):
+// with W = the deadline, clients 0, 1 and 3 (offline from 30 s) are leaving in the rounds planned
+// before 10 s, and a client selected in the last two rounds comes last.
+v1::ServerConfig ScenarioConfig(bool fedbuff, bool leaving_first = false) {
   v1::ServerConfig c;
   c.set_clients_per_round(3);
   c.set_min_updates(2);
@@ -92,6 +95,12 @@ v1::ServerConfig ScenarioConfig(bool fedbuff) {
   c.mutable_training()->set_local_steps(2);
   c.mutable_training()->set_batch_size(kBatch);
   c.mutable_aggregation()->set_async_fedbuff(fedbuff);
+  if (leaving_first) {
+    v1::LeavingFirstConfig* lf = c.mutable_selection()->mutable_leaving_first();
+    lf->set_enable(true);
+    lf->set_window_s(20);
+    lf->set_cooldown_rounds(2);
+  }
   c.set_seed(7);
   return c;
 }
@@ -112,10 +121,11 @@ class RecordingSink : public sim::RoundSink {
   int dropped_tasks = 0;  // tasks whose device went offline mid-task
 };
 
-std::vector<Closed> RunSimulator(bool fedbuff, int* dropped_tasks = nullptr) {
+std::vector<Closed> RunSimulator(bool fedbuff, int* dropped_tasks = nullptr,
+                                 bool leaving_first = false) {
   v1::SimConfig raw;
   raw.set_num_clients(kClients);
-  *raw.mutable_server() = ScenarioConfig(fedbuff);
+  *raw.mutable_server() = ScenarioConfig(fedbuff, leaving_first);
   raw.set_max_virtual_hours(kHorizon / 3600.0);
   raw.mutable_traces()->set_capacity_path("unused: durations are scripted");
   absl::StatusOr<v1::SimConfig> config = sim::ResolveSimConfig(raw);
@@ -165,9 +175,9 @@ class RecordingStore : public MemoryStore {
 // (in completion order), the server ticks, and idle online devices poll for tasks.
 class ScriptedFleet {
  public:
-  explicit ScriptedFleet(bool fedbuff)
+  explicit ScriptedFleet(bool fedbuff, bool leaving_first = false)
       : availability_(ScriptedAvailability()), oracle_(&availability_, nullptr) {
-    v1::ServerConfig raw = ScenarioConfig(fedbuff);
+    v1::ServerConfig raw = ScenarioConfig(fedbuff, leaving_first);
     raw.set_store_path("memory");
     raw.set_heartbeat_interval_ms(100);  // offline 0.1 s after the last heartbeat (< kStep)
     raw.set_missed_heartbeats(1);
@@ -364,6 +374,27 @@ TEST(EngineEquivalenceTest, SynchronousRoundsMatchBitForBit) {
   EXPECT_EQ(committed, 6);
   EXPECT_GE(failed, 1) << Summary(server);
   EXPECT_GE(stragglers, 1);
+}
+
+// The participants of every round, in record order.
+std::vector<std::string> Cohorts(const std::vector<Closed>& closed) {
+  std::vector<std::string> cohorts;
+  for (const Closed& c : closed) {
+    std::string ids;
+    for (const v1::SelectionReason& p : c.record.cohort())
+      absl::StrAppend(&ids, p.client_id(), " ");
+    cohorts.push_back(ids);
+  }
+  return cohorts;
+}
+
+TEST(EngineEquivalenceTest, LeavingFirstPlansMatchBitForBit) {
+  const std::vector<Closed> simulated =
+      RunSimulator(/*fedbuff=*/false, /*dropped_tasks=*/nullptr, /*leaving_first=*/true);
+  const std::vector<Closed> server = ScriptedFleet(/*fedbuff=*/false, /*leaving_first=*/true).Run();
+  ExpectSame(server, simulated);
+  // The narrowing acted: the cohorts differ from those of the same scenario without it.
+  EXPECT_NE(Cohorts(server), Cohorts(ScriptedFleet(/*fedbuff=*/false).Run()));
 }
 
 TEST(EngineEquivalenceTest, FedBuffVersionsMatchBitForBit) {

@@ -180,6 +180,11 @@ class TablesTest(unittest.TestCase):
                                   check=True, capture_output=True, text=True).stdout
             self.assertIn("best accuracy 0.8000 (round 3), mean training loss 0.300, "
                           "mean online 70", text)
+            text = subprocess.run([sys.executable, script, "plateau", "0.8", "3", path],
+                                  check=True, capture_output=True, text=True).stdout
+            self.assertIn("0.8-3 h 2 evaluations, mean 0.8500, p90 0.9000, p99 0.9000; "
+                          "first hour at 0.8: 1.0, 0.83: 2.5, 0.84: 2.5, 0.85: 2.5, "
+                          "0.855: 2.5, 0.86: 2.5 (run to 2.5 h)", text)
 
     def test_run_window_pairs(self):
         script = os.path.join(SOURCE, "scripts/sim_run_window.py")
