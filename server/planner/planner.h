@@ -99,6 +99,9 @@ class Planner {
   //            keeps its `slots` fastest; clients that do not fit are taken last (fastest
   //            first, "fedcase-completion-fill"). expected_next = the next floor(ratio x K)
   //            by experience.
+  // With options.leaving_first on, the candidates are narrowed first (NarrowToLeavingFirst,
+  // leaving_first.h: clients predicted to leave after the coming round, topped up at random;
+  // docs/ALGORITHMS.md §2.7) and the policy selects among those.
   // Predictions use RoundTimePredictor over ProfileBook::Inputs, never below the client's
   // straggler bound; with workload_sizing, a slow client's local steps are lowered to fit (see
   // PlannerOptions), recorded in reason.workload_reduced. Marks every participant with
