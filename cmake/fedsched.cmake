@@ -32,8 +32,8 @@ function(fedsched_cc_test)
   target_link_libraries(${FT_NAME} PRIVATE ${FT_DEPS} fedsched::testing GTest::gmock GTest::gtest_main)
   # The code under test is in the libraries, built with the project's flags (-O3 in Release);
   # the test sources themselves are mostly GoogleTest macros and matchers, whose -O3 code
-  # generation is about half of the whole build's compile time. -Og compiles them in about 60 %
-  # of that time and keeps the loops of test fixtures optimised (the last -O flag wins).
+  # generation was more than half of a clean build's compile time; -Og takes 20-30 % less
+  # (docs/reports/BUILD.md) and still optimises the fixtures' loops (the last -O flag wins).
   target_compile_options(${FT_NAME} PRIVATE $<$<CONFIG:Release,RelWithDebInfo>:-Og>)
   add_test(NAME ${FT_NAME} COMMAND ${FT_NAME} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
   if(NOT FT_TIMEOUT)

@@ -19,7 +19,8 @@
 
 namespace fedsched::planner {
 
-// What one narrowing did, for the round record and the tests.
+// What one narrowing found (the planner plans from `out` only; the counts are for callers
+// that report them, such as the tests).
 struct LeavingFirstCounts {
   size_t eligible = 0;  // candidates not busy, duplicates counted once
   size_t leaving = 0;   // of them, predicted to leave after the coming round
