@@ -20,6 +20,11 @@
 #                   the base local steps)
 #   fedsched_pacer  fedsched with Oort's pacer (ablation: T relaxed as in Oort; the fedsched row
 #                   before 2026-12-03, so of the tables at 0.83 and the CNN's)
+#   fedsched_saa    fedsched_lru + staleness-aware aggregation of stragglers' late updates
+#                   (aggregation.stale_updates; the lever screened on the scarce traces)
+#   refl            REFL as its authors run it against Oort: Oort + leaving first with a 5-round
+#                   cool-down + staleness-aware aggregation of stragglers' updates, LRU
+#                   (docs/ALGORITHMS.md §2.7 and §6.3)
 #
 # Writes OUT_DIR/<model>/<trace>/<row>_o<offset h>_s<seed>.{csv,log,summary}; a run whose summary
 # exists is not run again (the experiment resumes where it stopped). Then results.md (tables with
@@ -108,12 +113,12 @@ fi
 row_args() {
   case "$1" in
     random) printf '%s\n' --policy=random --cache_policy=lru ;;
-    oort | oort_ext) printf '%s\n' --policy=oort --cache_policy=lru ;;
+    oort | oort_ext | refl) printf '%s\n' --policy=oort --cache_policy=lru ;;
     oort_imp) printf '%s\n' --policy=oort --cache_policy=importance ;;
     pyramidfl) printf '%s\n' --policy=pyramidfl --cache_policy=lru ;;
     fedcase | fedsched | fedsched_noext | fedsched_pacer)
       printf '%s\n' --policy=fedcase --cache_policy=importance ;;
-    fedsched_lru) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
+    fedsched_lru | fedsched_saa) printf '%s\n' --policy=fedcase --cache_policy=lru ;;
     *) echo "unknown row $1" >&2; return 1 ;;
   esac
 }
@@ -128,6 +133,10 @@ row_set() {
       echo "selection { $ext $held }" ;;
     fedsched_pacer) echo "selection { $ext workload_sizing: true }" ;;
     fedsched_noext) echo "selection { $held }" ;;
+    fedsched_saa) echo "selection { $ext $held } aggregation { stale_updates { enable: true } }" ;;
+    refl)
+      echo "selection { leaving_first { enable: true cooldown_rounds: 5 } }" \
+        "aggregation { stale_updates { enable: true } }" ;;
     *) echo "" ;;
   esac
 }

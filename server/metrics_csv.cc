@@ -21,7 +21,7 @@ MetricsWriter::MetricsWriter(const std::string& path, bool fedbuff, std::string 
             "stragglers,cache_hit_ratio,predictor_mape,total_examples,aggregation_calls,"
             "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
             "client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples,"
-         << privacy::kCsvColumns << ",uplink_bytes,downlink_bytes\n";
+         << privacy::kCsvColumns << ",uplink_bytes,downlink_bytes,stale_folded,stale_weight_mean\n";
     out_.flush();
   }
 }
@@ -60,13 +60,13 @@ void MetricsWriter::Write(const v1::RoundRecord& r) {
   if (!out_.is_open()) return;
   out_ << absl::StrFormat(
       "%d,%d,%.3f,%.6f,%.6f,%.6f,%d,%.4f,%.4f,%d,%d,%.3f,%d,%d,%d,%d,%.4f,%.6f,%.6f,%d,%d,%s,"
-      "%d,%d\n",
+      "%d,%d,%d,%.4f\n",
       r.round(), r.updates_accepted(), wall, r.test_accuracy(), r.test_loss(), r.mean_train_loss(),
       r.stragglers_size(), r.cache_hit_ratio(), r.predictor_mape(), r.total_examples(),
       r.aggregation_calls(), r.staleness_mean(), r.staleness_max(), r.dropped_stale(),
       r.oom_failures(), r.passed_over_size(), r.memory_mape(), r.client_eval_accuracy(),
       r.client_eval_loss(), r.client_eval_version(), r.client_eval_examples(), privacy::CsvCells(r),
-      r.uplink_bytes(), r.downlink_bytes());
+      r.uplink_bytes(), r.downlink_bytes(), r.stale_updates_folded(), r.stale_weight_mean());
   out_.flush();
 }
 

@@ -9,6 +9,7 @@
 #include "common/status_macros.h"
 #include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/aggregator.h"
+#include "server/aggregation/stale_updates.h"
 
 namespace fedsched {
 namespace {
@@ -70,6 +71,7 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
     return absl::InvalidArgumentError(
         "aggregation.max_staleness must be >= 1 (0 is unset and means the default, 10)");
   }
+  FEDSCHED_RETURN_IF_ERROR(CheckStaleUpdatesConfig(c.stale_updates()));
   if (c.fold_threads() < 0 || c.fold_threads() > kMaxFoldThreads) {
     return absl::InvalidArgumentError(absl::StrCat("aggregation.fold_threads must be in [0, ",
                                                    kMaxFoldThreads, "], got ", c.fold_threads()));
@@ -87,6 +89,7 @@ absl::StatusOr<v1::AggregationConfig> EffectiveAggregationConfig(
   if (!c.has_krum_byzantine()) c.set_krum_byzantine(1);
   if (c.max_buffered_updates() == 0) c.set_max_buffered_updates(1000);
   if (c.max_staleness() == 0) c.set_max_staleness(10);
+  if (c.stale_updates().enable()) ApplyStaleUpdatesDefaults(*c.mutable_stale_updates());
   if (c.fold_threads() == 0) {
     const int hardware = static_cast<int>(std::thread::hardware_concurrency());
     c.set_fold_threads(std::clamp(hardware, 1, kDefaultMaxFoldThreads));

@@ -220,6 +220,13 @@ class Aggregator {
   };
   [[nodiscard]] absl::StatusOr<PartialSum> TakePartialSum();
 
+  // The mean of the updates accumulated since the last Finalize / Reset, sum_k w_k c_k d_k /
+  // sum_k w_k, flat in layout() order (layout().total_size() floats), into `*out`; nothing changes.
+  // What staleness-aware aggregation compares a late update with (stale_updates.h). Errors:
+  // FAILED_PRECONDITION for a rule that keeps individual updates, or when nothing was
+  // accumulated.
+  [[nodiscard]] absl::Status RunningMean(std::vector<float>* out) const;
+
   // Differential privacy (server/privacy, docs/guides/PRIVACY.md; McMahan et al., ICLR 2018,
   // Algorithm 1): calls `perturb` once on the running sum sum_k w_k c_k d_k (flat, in layout()
   // order: tensor i at layout().offset(i)), e.g. to add Gaussian noise, and makes `denominator` the

@@ -66,6 +66,23 @@ absl::StatusOr<Aggregator::PartialSum> Aggregator::TakePartialSum() {
   return partial;
 }
 
+absl::Status Aggregator::RunningMean(std::vector<float>* out) const {
+  if (!properties_.composes_with_hierarchy) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("aggregation rule ", AggregationRuleDisplayName(config_),
+                     " keeps individual updates; it has no running mean"));
+  }
+  if (num_updates_ == 0 || !(total_weight_ > 0)) {
+    return absl::FailedPreconditionError("no update accumulated");
+  }
+  const std::vector<float>& sum = sum_[current_];
+  out->resize(sum.size());
+  for (size_t i = 0; i < sum.size(); ++i) {
+    out->at(i) = static_cast<float>(static_cast<double>(sum[i]) / total_weight_);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status Aggregator::PerturbSum(absl::FunctionRef<absl::Status(absl::Span<float>)> perturb,
                                     double denominator) {
   if (!properties_.composes_with_dp) {

@@ -334,6 +334,7 @@ absl::Status RoundEngine::CheckUpdate(const UpdateClaim& claim, int32_t pending,
   why = RejectReason::kTask;
   auto it = tasks_.find(claim.task_id);
   if (it == tasks_.end()) {
+    if (const LateTask* late = FindLateTask(claim)) return CheckLateUpdate(claim, *late, &why);
     if (auto closed = closed_tasks_.find(claim.task_id); closed != closed_tasks_.end()) {
       if (closed->second.accepted) {
         return absl::AlreadyExistsError(
@@ -457,6 +458,10 @@ std::vector<absl::Status> RoundEngine::FoldUpdates(absl::Span<const Update> upda
     }
     if (!s.ok()) {
       verdicts[i] = std::move(s);
+      continue;
+    }
+    if (!tasks_.contains(claim.task_id)) {  // a straggler's late update (stale_updates)
+      verdicts[i] = HoldLateUpdate(updates[i], &reasons[i]);
       continue;
     }
     const Task& task = tasks_.at(claim.task_id);

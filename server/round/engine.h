@@ -614,6 +614,37 @@ class RoundEngine {
   bool ExampleWeighted() const;
   // Forgets tasks that are neither in flight nor of the open round (remembering their ids).
   void RetireTasks(double now_s, bool keep_in_flight);
+
+  // Staleness-aware aggregation (AggregationConfig.stale_updates; docs/ALGORITHMS.md §6.3;
+  // late_updates.cc). A straggler of a committed synchronous round that may still upload.
+  struct LateTask {
+    std::string task_id;
+    int64_t round = 0;             // the round it was planned for
+    int64_t planned_examples = 0;  // local_steps x batch_size
+  };
+  // A straggler's update accepted late, held for the next Close: the clipped delta, flat in
+  // the model's layout order.
+  struct HeldUpdate {
+    std::vector<float> delta;
+    int64_t num_examples = 0;
+    int64_t round = 0;  // the round its task was planned for
+    std::string task_id;
+  };
+  bool StaleUpdatesOn() const { return config_.aggregation().stale_updates().enable(); }
+  // The straggler task `claim` names, when stale updates are on and it is this client's.
+  const LateTask* FindLateTask(const UpdateClaim& claim) const;
+  // CheckUpdate for a straggler's task: the round it names, its examples within the plan, at
+  // most max_rounds_late rounds late, room among the held updates.
+  [[nodiscard]] absl::Status CheckLateUpdate(const UpdateClaim& claim, const LateTask& late,
+                                             RejectReason* why) const;
+  // Copies (decodes, checks, clips) a straggler's update that passed CheckLateUpdate and holds
+  // it for the next Close; its task can upload no more. Errors: the payload's, naming why.
+  [[nodiscard]] absl::Status HoldLateUpdate(const Update& update, RejectReason* why);
+  // Commit: the round's stragglers become late tasks (a client's newest replaces its older).
+  void NoteLateTasks();
+  // Close of a round with fresh updates: folds the held updates with REFL's weights against the
+  // fresh mean and records them. Errors: the aggregator's.
+  [[nodiscard]] absl::Status FoldHeldUpdates();
   // The closing rule's commit decision for the open round (closing_, record_, deadline_s_).
   bool ShouldClose(double now_s, int outstanding) const;
   // The reachable clients at now_s into scratch_, sorted by index, each once (both callers hand
@@ -730,6 +761,8 @@ class RoundEngine {
     bool accepted = false;   // its update is in the committed round
   };
   absl::flat_hash_map<std::string, ClosedTask> closed_tasks_;
+  absl::flat_hash_map<ClientIndex, LateTask> late_tasks_;  // stale_updates: may still upload
+  std::vector<HeldUpdate> held_updates_;                   // stale_updates: for the next Close
   absl::flat_hash_set<std::string> stragglers_;   // scratch of Close
   absl::flat_hash_set<std::string> passed_over_;  // client ids in record_.passed_over
   std::vector<ClientIndex> scratch_;

@@ -294,6 +294,7 @@ void RoundEngine::Plan(double now_s) {
 }
 
 Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
+  late_tasks_.erase(planned.index);  // a device trains one task: a new one ends its stale one
   Task task;
   task.task_id = NextTaskId();
   task.client_id = planned.client_id;
@@ -506,6 +507,9 @@ ClosedRound RoundEngine::Close(double now_s) {
   // here until the commit below the previous version cannot be.
   std::shared_ptr<v1::Model> next = versions_->TakeBuffer();
   if (!async_) state_before_close_ = aggregator_->SaveState();
+  if (absl::Status s = FoldHeldUpdates(); !s.ok()) {
+    return Fail(now_s, absl::StrCat("stale updates: ", s.ToString()));
+  }
   if (absl::Status s = BoundRoundInfluence(); !s.ok()) {
     return Fail(now_s, absl::StrCat("bounded influence: ", s.ToString()));
   }
@@ -554,6 +558,7 @@ ClosedRound RoundEngine::Close(double now_s) {
   backoff_.Reset();
   running_ = false;
   closed_tasks_.clear();
+  NoteLateTasks();
   RetireTasks(now_s, /*keep_in_flight=*/async_ && !finished());
   if (async_ && !finished()) Plan(now_s);
   return out;

@@ -185,6 +185,27 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   return CheckAtLeast(where, "cache.replication_factor", cache->replication_factor(), 0);
 }
 
+// Staleness-aware aggregation (AggregationConfig.stale_updates) folds a late update into the
+// running sum with its own weight against the fresh mean: it needs that sum and each update.
+absl::Status CheckStaleUpdatesCompatible(const std::string& where, const v1::ServerConfig& out,
+                                         const AggregationRuleProperties& rule) {
+  if (!out.aggregation().stale_updates().enable()) return absl::OkStatus();
+  const char* conflict = nullptr;
+  if (out.aggregation().async_fedbuff()) {
+    conflict = "aggregation.async_fedbuff (which has its own staleness weights)";
+  } else if (!rule.linear) {
+    conflict = "a rule that needs every update at once (use FedAvg, FedAvgM or a FedOpt rule)";
+  } else if (out.secure_aggregation().enabled()) {
+    conflict = "secure_aggregation.enabled (the server never sees a single update)";
+  } else if (out.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
+             out.privacy().mode() != v1::PrivacyConfig::MODE_NONE) {
+    conflict = "differential privacy (a weighted late update changes the sum's sensitivity)";
+  }
+  if (conflict == nullptr) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(where, ": aggregation.stale_updates does not run with ", conflict));
+}
+
 absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out) {
   // The aggregation block with its defaults filled in (printed with the effective config), and
   // its errors reported here, before anything starts.
@@ -207,7 +228,7 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
                                                    " does not run with aggregation.async_fedbuff"));
   }
   // Krum accepts any round size (Flower's max(1, K - f - 2) neighbours): no check on min_updates.
-  return absl::OkStatus();
+  return CheckStaleUpdatesCompatible(where, out, rule);
 }
 
 // PyramidFL's update dropout is on: configured, or by default under the policy (pyramidfl's

@@ -26,20 +26,20 @@ std::string RoundCsvHeader() {
          "memory_mape," +
          std::string(privacy::kCsvColumns) +
          ",secagg_bytes_up,secagg_bytes_down,secagg_masked_bytes,secagg_round_trips,"
-         "secagg_unmask_answers,uplink_bytes,downlink_bytes";
+         "secagg_unmask_answers,uplink_bytes,downlink_bytes,stale_folded,stale_weight_mean";
 }
 
 std::string RoundCsvLine(const std::string& run, const RoundRow& r) {
   return absl::StrFormat(
       "%s,%d,%s,%.3f,%.3f,%.6f,%.6f,%.6f,%.6f,%d,%d,%d,%d,%d,%.6f,%.6f,%.3f,%.3f,%d,%d,%d,%d,%.6f,%"
-      "s,%d,%d,%d,%d,%d,%d,%d",
+      "s,%d,%d,%d,%d,%d,%d,%d,%d,%.4f",
       run, r.round, r.committed ? "committed" : "failed", r.start_s, r.end_s, r.end_s / 3600.0,
       r.quality.accuracy, r.quality.loss, r.quality.train_loss, r.online, r.selected,
       r.participants, r.stragglers, r.failed, r.cache_hit_ratio, r.predictor_mape,
       r.mean_duration_s, r.staleness_mean, r.staleness_max, r.dropped_stale, r.oom_failures,
       r.passed_over, r.memory_mape, r.dp_csv.empty() ? "0,0,0" : r.dp_csv, r.secagg.bytes_up,
       r.secagg.bytes_down, r.secagg.masked_bytes, r.secagg.round_trips, r.secagg.unmask_answers,
-      r.uplink_bytes, r.downlink_bytes);
+      r.uplink_bytes, r.downlink_bytes, r.stale_folded, r.stale_weight_mean);
 }
 
 absl::StatusOr<std::unique_ptr<CsvRoundWriter>> CsvRoundWriter::Open(const std::string& path,

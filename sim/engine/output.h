@@ -24,7 +24,9 @@ namespace fedsched::sim {
 //   memory_mape (resource fit), dp_epsilon, dp_delta, dp_clip_norm (differential privacy),
 //   secagg_bytes_up, secagg_bytes_down, secagg_masked_bytes, secagg_round_trips,
 //   secagg_unmask_answers (secure aggregation, SecAggCounts; 0 when off), uplink_bytes,
-//   downlink_bytes (RoundRow: bytes on the devices' links, compressed uploads as uploaded).
+//   downlink_bytes (RoundRow: bytes on the devices' links, compressed uploads as uploaded),
+//   stale_folded, stale_weight_mean (stragglers' late updates folded and their mean weight,
+//   AggregationConfig.stale_updates; 0 when off).
 // New columns are appended at the end, so a column keeps its position.
 // Times are seconds / hours of virtual time since the simulation start.
 std::string RoundCsvHeader();

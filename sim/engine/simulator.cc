@@ -358,6 +358,41 @@ absl::Status Simulator::ScheduleWake(double now) {
   return queue_.Push(at, EventKind::kRoundStart);
 }
 
+// The CSV row of a closed round, from its record and the simulator's counters.
+RoundRow Simulator::MakeRow(const round::ClosedRound& closed, const ModelQuality& quality,
+                            double now) {
+  const v1::RoundRecord& record = closed.record;
+  RoundRow row;
+  row.round = record.round();
+  row.committed = closed.committed;
+  row.start_s = open_s_ - t0_;
+  row.end_s = now - t0_;
+  row.quality = quality;
+  row.online = online_at_open_;
+  row.selected = record.cohort_size();
+  row.participants = record.updates_accepted();
+  row.stragglers = record.stragglers_size();
+  row.failed = failed_;
+  row.cache_hit_ratio = record.cache_hit_ratio();
+  row.predictor_mape = record.predictor_mape();
+  row.mean_duration_s = accepted_ > 0 ? accepted_duration_s_ / accepted_ : 0;
+  row.staleness_mean = record.staleness_mean();
+  row.staleness_max = record.staleness_max();
+  row.dropped_stale = record.dropped_stale();
+  row.oom_failures = record.oom_failures();
+  row.passed_over = record.passed_over_size();
+  row.memory_mape = record.memory_mape();
+  row.dp_epsilon = record.dp_epsilon();
+  if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
+  row.dp_csv = privacy::CsvCells(record);
+  row.secagg = std::exchange(secagg_counts_, {});
+  row.uplink_bytes = record.uplink_bytes();
+  row.downlink_bytes = record.downlink_bytes();
+  row.stale_folded = record.stale_updates_folded();
+  row.stale_weight_mean = record.stale_weight_mean();
+  return row;
+}
+
 absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now) {
   const round::ClosedRound* closed_ptr = &given;
   const int64_t round = given.record.round();
@@ -388,32 +423,7 @@ absl::Status Simulator::FinishRound(const round::ClosedRound& given, double now)
   const round::ClosedRound& closed = *closed_ptr;
   const v1::RoundRecord& record = closed.record;
   quality.train_loss = record.mean_train_loss();
-  RoundRow row;
-  row.round = round;
-  row.committed = closed.committed;
-  row.start_s = open_s_ - t0_;
-  row.end_s = now - t0_;
-  row.quality = quality;
-  row.online = online_at_open_;
-  row.selected = record.cohort_size();
-  row.participants = record.updates_accepted();
-  row.stragglers = record.stragglers_size();
-  row.failed = failed_;
-  row.cache_hit_ratio = record.cache_hit_ratio();
-  row.predictor_mape = record.predictor_mape();
-  row.mean_duration_s = accepted_ > 0 ? accepted_duration_s_ / accepted_ : 0;
-  row.staleness_mean = record.staleness_mean();
-  row.staleness_max = record.staleness_max();
-  row.dropped_stale = record.dropped_stale();
-  row.oom_failures = record.oom_failures();
-  row.passed_over = record.passed_over_size();
-  row.memory_mape = record.memory_mape();
-  row.dp_epsilon = record.dp_epsilon();
-  if (closed.committed) last_dp_epsilon_ = record.dp_epsilon();
-  row.dp_csv = privacy::CsvCells(record);
-  row.secagg = std::exchange(secagg_counts_, {});
-  row.uplink_bytes = record.uplink_bytes();
-  row.downlink_bytes = record.downlink_bytes();
+  const RoundRow row = MakeRow(closed, quality, now);
   open_ = false;  // its deadline event is stale now
   if (sink_ != nullptr) {
     sink_->OnRound(row);

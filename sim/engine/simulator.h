@@ -154,6 +154,9 @@ struct RoundRow {
   // tasks downloaded, as charged.
   int64_t uplink_bytes = 0;
   int64_t downlink_bytes = 0;
+  // Staleness-aware aggregation (RoundRecord.stale_updates_folded / stale_weight_mean).
+  int32_t stale_folded = 0;
+  double stale_weight_mean = 0;
 };
 
 // Receives rounds as they close (the CSV writer, the progress line, tests).
@@ -405,6 +408,8 @@ class Simulator {
   // Advances the engine at `now` until nothing closes; then starts the new tasks.
   [[nodiscard]] absl::Status Step(double now);
   [[nodiscard]] absl::Status FinishRound(const round::ClosedRound& closed, double now);
+  // FinishRound's CSV row; takes the round's secure-aggregation counts.
+  RoundRow MakeRow(const round::ClosedRound& closed, const ModelQuality& quality, double now);
   [[nodiscard]] absl::Status NoteOpened(double now);
   [[nodiscard]] absl::Status ScheduleWake(double now);
 

@@ -83,7 +83,8 @@ class ScriptedDurations : public sim::TaskDurations {
 // With `leaving_first`, the planner narrows its candidates first (docs/ALGORITHMS.md §2.7):
 // with W = the deadline, clients 0, 1 and 3 (offline from 30 s) are leaving in the rounds planned
 // before 10 s, and a client selected in the last two rounds comes last.
-v1::ServerConfig ScenarioConfig(bool fedbuff, bool leaving_first = false) {
+v1::ServerConfig ScenarioConfig(bool fedbuff, bool leaving_first = false,
+                                bool stale_updates = false) {
   v1::ServerConfig c;
   c.set_clients_per_round(3);
   c.set_min_updates(2);
@@ -101,6 +102,7 @@ v1::ServerConfig ScenarioConfig(bool fedbuff, bool leaving_first = false) {
     lf->set_window_s(20);
     lf->set_cooldown_rounds(2);
   }
+  c.mutable_aggregation()->mutable_stale_updates()->set_enable(stale_updates);
   c.set_seed(7);
   return c;
 }
@@ -122,10 +124,10 @@ class RecordingSink : public sim::RoundSink {
 };
 
 std::vector<Closed> RunSimulator(bool fedbuff, int* dropped_tasks = nullptr,
-                                 bool leaving_first = false) {
+                                 bool leaving_first = false, bool stale_updates = false) {
   v1::SimConfig raw;
   raw.set_num_clients(kClients);
-  *raw.mutable_server() = ScenarioConfig(fedbuff, leaving_first);
+  *raw.mutable_server() = ScenarioConfig(fedbuff, leaving_first, stale_updates);
   raw.set_max_virtual_hours(kHorizon / 3600.0);
   raw.mutable_traces()->set_capacity_path("unused: durations are scripted");
   absl::StatusOr<v1::SimConfig> config = sim::ResolveSimConfig(raw);
@@ -175,9 +177,9 @@ class RecordingStore : public MemoryStore {
 // (in completion order), the server ticks, and idle online devices poll for tasks.
 class ScriptedFleet {
  public:
-  explicit ScriptedFleet(bool fedbuff, bool leaving_first = false)
+  explicit ScriptedFleet(bool fedbuff, bool leaving_first = false, bool stale_updates = false)
       : availability_(ScriptedAvailability()), oracle_(&availability_, nullptr) {
-    v1::ServerConfig raw = ScenarioConfig(fedbuff, leaving_first);
+    v1::ServerConfig raw = ScenarioConfig(fedbuff, leaving_first, stale_updates);
     raw.set_store_path("memory");
     raw.set_heartbeat_interval_ms(100);  // offline 0.1 s after the last heartbeat (< kStep)
     raw.set_missed_heartbeats(1);
@@ -208,7 +210,8 @@ class ScriptedFleet {
 
  private:
   // A task a device works on until it completes or the device goes offline first. A device
-  // whose task became a straggler is free for new tasks at once (its late upload is refused),
+  // whose task became a straggler is free for new tasks at once (its late upload is refused, or
+  // under stale_updates folded late unless the device took a new task),
   // as in the simulator.
   struct Pending {
     v1::Task task;
@@ -395,6 +398,20 @@ TEST(EngineEquivalenceTest, LeavingFirstPlansMatchBitForBit) {
   ExpectSame(server, simulated);
   // The narrowing acted: the cohorts differ from those of the same scenario without it.
   EXPECT_NE(Cohorts(server), Cohorts(ScriptedFleet(/*fedbuff=*/false).Run()));
+}
+
+// Staleness-aware aggregation (docs/ALGORITHMS.md §6.3): stragglers' late uploads are folded in
+// later rounds on both sides, with the same weights.
+TEST(EngineEquivalenceTest, StaleUpdatesMatchBitForBit) {
+  const std::vector<Closed> simulated = RunSimulator(/*fedbuff=*/false, /*dropped_tasks=*/nullptr,
+                                                     /*leaving_first=*/false,
+                                                     /*stale_updates=*/true);
+  const std::vector<Closed> server =
+      ScriptedFleet(/*fedbuff=*/false, /*leaving_first=*/false, /*stale_updates=*/true).Run();
+  ExpectSame(server, simulated);
+  int folded = 0;
+  for (const Closed& c : server) folded += c.record.stale_updates_folded();
+  EXPECT_GT(folded, 0);
 }
 
 TEST(EngineEquivalenceTest, FedBuffVersionsMatchBitForBit) {

@@ -54,7 +54,7 @@ full=$(status --rounds=3 --clients)
 if grep -qE "norm_util +speed_pen|exploit|ROUND_OUTCOME" <<<"$full" || ! grep -q "raw_util" <<<"$full"; then
   echo "FAIL: random-policy status shows Oort columns or an unlabelled utility:"; echo "$full"; exit 1
 fi
-head -n 1 "$WORK/metrics.csv" | grep -q ",staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples,dp_epsilon,dp_delta,dp_clip_norm,uplink_bytes,downlink_bytes$" || {
+head -n 1 "$WORK/metrics.csv" | grep -q ",staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,client_eval_accuracy,client_eval_loss,client_eval_version,client_eval_examples,dp_epsilon,dp_delta,dp_clip_norm,uplink_bytes,downlink_bytes,stale_folded,stale_weight_mean$" || {
   echo "FAIL: metrics.csv header: $(head -n 1 "$WORK/metrics.csv")"; exit 1; }
 audit=$("$BUILD/server/fedsched-audit" --store_path="$WORK/store" 2>&1)
 [ $? -eq 2 ] && grep -q "is in use by a running server" <<<"$audit" || {

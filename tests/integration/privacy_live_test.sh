@@ -65,7 +65,7 @@ grep -q "privacy budget spent: epsilon .* after round 4" "$WORK/server.log" || {
   echo "FAIL: no budget line after round 4"; cat "$WORK/server.log"; exit 1; }
 grep -qE '^round +4 .*\| epsilon [0-9.]+ \(delta 1e-05\) \| clip 0.5' "$WORK/server.log" || {
   echo "FAIL: the round line shows no epsilon"; cat "$WORK/server.log"; exit 1; }
-head -n 1 "$WORK/metrics.csv" | grep -q ",dp_epsilon,dp_delta,dp_clip_norm,uplink_bytes,downlink_bytes$" || {
+head -n 1 "$WORK/metrics.csv" | grep -q ",dp_epsilon,dp_delta,dp_clip_norm,uplink_bytes,downlink_bytes,stale_folded,stale_weight_mean$" || {
   echo "FAIL: metrics.csv header: $(head -n 1 "$WORK/metrics.csv")"; exit 1; }
 rows=$(($(wc -l < "$WORK/metrics.csv") - 1))
 [ "$rows" = 4 ] || { echo "FAIL: $rows rounds in metrics.csv, want 4"; exit 1; }

@@ -47,6 +47,11 @@ ROWS = {  # row: (selection policy, cache policy, substrings of --set, substring
                        ["extend_workload"]),
     "fedsched_pacer": ("fedcase", "importance", ["extend_workload", "workload_sizing: true"],
                        ["hold_round_threshold"]),
+    "fedsched_saa": ("fedcase", "lru",
+                     ["extend_workload", "workload_sizing: true", "hold_round_threshold: true",
+                      "stale_updates { enable: true }"], ["leaving_first"]),
+    "refl": ("oort", "lru", ["leaving_first { enable: true cooldown_rounds: 5 }",
+                             "stale_updates { enable: true }"], ["extend_workload"]),
 }
 
 

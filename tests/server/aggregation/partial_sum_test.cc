@@ -1,6 +1,7 @@
 // Partial sums for hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"):
 // folding the aggregators' sums gives the flat FedAvg, clipping included.
 #include <cmath>
+#include <vector>
 
 #include "common/testing/status_matchers.h"
 #include "gtest/gtest.h"
@@ -55,6 +56,32 @@ TEST(PartialSumTest, SumsOfShardsGiveTheFlatAverage) {
     // Float32 summation order only.
     for (size_t i = 0; i < e.size(); ++i) EXPECT_NEAR(g[i], e[i], 1e-6 * (1 + std::fabs(e[i])));
   }
+}
+
+// The running mean (what a late update is compared with, stale_updates.h): sum / weight in
+// the layout's order, leaving the accumulation as it was.
+TEST(PartialSumTest, RunningMeanIsTheWeightedMeanInLayoutOrder) {
+  v1::AggregationConfig config;
+  config.set_clip_update_norm(100.0);
+  ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(config, Global()));
+  std::vector<float> mean;
+  EXPECT_FALSE(agg->RunningMean(&mean).ok());  // nothing accumulated
+  ASSERT_OK(agg->Accumulate(Delta(1, 2, 3, 4), 10));
+  ASSERT_OK(agg->Accumulate(Delta(3, 2, 1, 0), 30));
+  ASSERT_OK(agg->RunningMean(&mean));
+  // Layout order is the global model's: w (3 values), then b.
+  const std::vector<float> want = {2.5f, 2.0f, 1.5f, 1.0f};
+  ASSERT_EQ(mean.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_FLOAT_EQ(mean[i], want[i]) << i;
+  EXPECT_EQ(agg->num_updates(), 2);
+  ASSERT_OK_AND_ASSIGN(v1::Model next, agg->Finalize(Global()));
+  EXPECT_FLOAT_EQ(Values(next, "w")[0], 1 + 2.5f);
+
+  v1::AggregationConfig median;
+  median.set_rule(v1::AGGREGATION_RULE_MEDIAN);
+  ASSERT_OK_AND_ASSIGN(auto robust, Aggregator::Create(median, Global()));
+  ASSERT_OK(robust->Accumulate(Delta(1, 2, 3, 4), 10));
+  EXPECT_FALSE(robust->RunningMean(&mean).ok());
 }
 
 TEST(PartialSumTest, RefusesBadSumsAndRobustRules) {

@@ -81,16 +81,7 @@ class InfluenceEngineTest : public ::testing::Test {
   }
 
   absl::Status Upload(const Task& task, float value, int64_t examples, double now) {
-    v1::Model delta = OneTensor(value);
-    Update u;
-    u.claim = {.index = task.index,
-               .task_id = task.task_id,
-               .round = task.round,
-               .num_examples = examples};
-    u.delta = &delta;
-    u.metrics.set_num_examples(examples);
-    u.now_s = now;
-    return engine_->FoldUpdates({&u, 1})[0];
+    return testing::FoldDelta(*engine_, task, value, examples, now);
   }
 
   // Commits round 1 of StartTwo with deltas of 0.

@@ -18,29 +18,13 @@ using ::fedsched::testing::StatusIs;
 using testing::FakePresence;
 using ::testing::HasSubstr;
 using testing::OneTensor;
-using testing::RegisterDevices;
 
 class EngineTest : public ::testing::Test {
  protected:
   void Start(bool async = false) {
-    raw_.set_clients_per_round(2);
-    raw_.set_min_updates(1);
-    raw_.set_min_online_clients(2);
-    raw_.set_num_rounds(5);
-    raw_.set_round_deadline_s(10);
-    raw_.mutable_selection()->set_overcommit(1.5);  // 3 tasks for K = 2
-    raw_.mutable_training()->set_local_steps(2);
-    raw_.mutable_training()->set_batch_size(4);
+    testing::SetSmallRound(raw_);
     raw_.mutable_aggregation()->set_async_fedbuff(async);
-    ASSERT_OK_AND_ASSIGN(v1::ServerConfig config, ResolveRoundConfig(raw_));
-    EngineOptions options;
-    options.config = config;
-    options.model = OneTensor(1);
-    options.presence = &presence_;
-    ASSERT_OK_AND_ASSIGN(engine_, RoundEngine::Create(std::move(options)));
-    ASSERT_OK(RegisterDevices(*engine_, 4));
-    for (int i = 0; i < 4; ++i) presence_.online.insert(i);
-    ASSERT_OK(engine_->Publish(0, engine_->model(), nullptr));
+    ASSERT_OK_AND_ASSIGN(engine_, testing::StartFourDevices(raw_, presence_));
   }
 
   // Uploads a delta of `value` everywhere for `task` with 8 examples at `now`, with a client-side

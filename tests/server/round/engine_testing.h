@@ -2,13 +2,17 @@
 #ifndef FEDSCHED_TESTS_SERVER_ROUND_ENGINE_TESTING_H_
 #define FEDSCHED_TESTS_SERVER_ROUND_ENGINE_TESTING_H_
 
+#include <cstdint>
+#include <memory>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "fedsched/v1/tensor.pb.h"
 #include "server/round/engine.h"
+#include "server/round/round_config.h"
 
 namespace fedsched::round::testing {
 
@@ -42,6 +46,51 @@ inline absl::Status RegisterDevices(RoundEngine& engine, int n) {
     if (!s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+// The small synchronous round of the engine's tests: K = 2 with three tasks a round (overcommit
+// 1.5), min_updates 1, min_online_clients 2, 5 rounds, a 10 s deadline, 2 local steps of 4.
+inline void SetSmallRound(v1::ServerConfig& raw) {
+  raw.set_clients_per_round(2);
+  raw.set_min_updates(1);
+  raw.set_min_online_clients(2);
+  raw.set_num_rounds(5);
+  raw.set_round_deadline_s(10);
+  raw.mutable_selection()->set_overcommit(1.5);
+  raw.mutable_training()->set_local_steps(2);
+  raw.mutable_training()->set_batch_size(4);
+}
+
+// An engine over the model OneTensor(1) for `raw` (ResolveRoundConfig), with four devices
+// registered (RegisterDevices), all online in `presence`, and version 0 published.
+inline absl::StatusOr<std::unique_ptr<RoundEngine>> StartFourDevices(const v1::ServerConfig& raw,
+                                                                     FakePresence& presence) {
+  absl::StatusOr<v1::ServerConfig> config = ResolveRoundConfig(raw);
+  if (!config.ok()) return config.status();
+  EngineOptions options;
+  options.config = *config;
+  options.model = OneTensor(1);
+  options.presence = &presence;
+  absl::StatusOr<std::unique_ptr<RoundEngine>> engine = RoundEngine::Create(std::move(options));
+  if (!engine.ok()) return engine.status();
+  if (absl::Status s = RegisterDevices(**engine, 4); !s.ok()) return s;
+  for (int i = 0; i < 4; ++i) presence.online.insert(i);
+  if (absl::Status s = (*engine)->Publish(0, (*engine)->model(), nullptr); !s.ok()) return s;
+  return engine;
+}
+
+// Folds `task`'s update: a delta of `value` everywhere (OneTensor), `examples` examples,
+// arriving at `now`. Returns the engine's verdict.
+inline absl::Status FoldDelta(RoundEngine& engine, const Task& task, float value, int64_t examples,
+                              double now) {
+  v1::Model delta = OneTensor(value);
+  Update u;
+  u.claim = {
+      .index = task.index, .task_id = task.task_id, .round = task.round, .num_examples = examples};
+  u.delta = &delta;
+  u.metrics.set_num_examples(examples);
+  u.now_s = now;
+  return engine.FoldUpdates({&u, 1})[0];
 }
 
 }  // namespace fedsched::round::testing

@@ -159,7 +159,8 @@ int CheckRows(const std::string& csv, const std::string& run, bool fedbuff) {
       "selected,participants,stragglers,failed,cache_hit_ratio,predictor_mape,mean_task_s,"
       "staleness_mean,staleness_max,dropped_stale,oom_failures,passed_over,memory_mape,"
       "dp_epsilon,dp_delta,dp_clip_norm,secagg_bytes_up,secagg_bytes_down,secagg_masked_bytes,"
-      "secagg_round_trips,secagg_unmask_answers,uplink_bytes,downlink_bytes",
+      "secagg_round_trips,secagg_unmask_answers,uplink_bytes,downlink_bytes,stale_folded,"
+      "stale_weight_mean",
       ',');
   std::vector<std::string> lines = absl::StrSplit(csv, '\n', absl::SkipEmpty());
   EXPECT_GE(lines.size(), 13u);  // header + 12 committed rounds (+ any failed attempts)

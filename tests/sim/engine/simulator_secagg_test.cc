@@ -4,6 +4,7 @@
 // the virtual clock and counted in the CSV; devices that go offline between their masked input and
 // the unmask step (a scripted availability trace) are survived down to the threshold, below
 // which the round fails with the model unchanged.
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -106,14 +107,18 @@ TEST(SimulatorSecAggTest, CommitsTheSameFedAvgAsWithoutAndChargesTheProtocol) {
     EXPECT_EQ(plain.out.rows[r].secagg.round_trips, 0);
     EXPECT_EQ(plain.out.rows[r].secagg.bytes_up, 0);
   }
-  // The CSV has the secure-aggregation columns (then the link's bytes).
+  // The CSV has the secure-aggregation columns, in a row, then the link's bytes.
   const std::vector<std::string> header = absl::StrSplit(RoundCsvHeader(), ',');
   const std::vector<std::string> cells = absl::StrSplit(RoundCsvLine("x", secure.out.rows[0]), ',');
   ASSERT_EQ(cells.size(), header.size());
-  EXPECT_EQ(header[header.size() - 7], "secagg_bytes_up");
-  EXPECT_EQ(header[header.size() - 3], "secagg_unmask_answers");
-  EXPECT_EQ(cells[header.size() - 4], "12");
-  EXPECT_EQ(cells[header.size() - 3], "4");
+  const size_t up = static_cast<size_t>(std::find(header.begin(), header.end(), "secagg_bytes_up") -
+                                        header.begin());
+  ASSERT_LT(up + 5, header.size());
+  EXPECT_EQ(header[up + 3], "secagg_round_trips");
+  EXPECT_EQ(header[up + 4], "secagg_unmask_answers");
+  EXPECT_EQ(header[up + 5], "uplink_bytes");
+  EXPECT_EQ(cells[up + 3], "12");
+  EXPECT_EQ(cells[up + 4], "4");
 }
 
 // The devices sign their advertisements with keys seeded from the run's seed, as the SDK signs

@@ -565,7 +565,9 @@ TEST(SimulatorTest, CsvHasFedBuffStalenessColumns) {
   EXPECT_EQ(header[n + 5], "dp_clip_norm");
   EXPECT_EQ(header[n + 6], "secagg_bytes_up");
   EXPECT_EQ(header[n + 10], "secagg_unmask_answers");
-  EXPECT_EQ(header.back(), "downlink_bytes");
+  EXPECT_EQ(header[n + 12], "downlink_bytes");
+  EXPECT_EQ(header[n + 13], "stale_folded");
+  EXPECT_EQ(header.back(), "stale_weight_mean");
   EXPECT_EQ(header[n - 4], "mean_task_s");
   EXPECT_EQ(header[n - 3], "staleness_mean");
   EXPECT_EQ(header[n - 2], "staleness_max");
