@@ -53,9 +53,14 @@ void MetricsWriter::Write(const v1::RoundRecord& r) {
                                 ? absl::StrFormat(" | up %.2f MB down %.2f MB",
                                                   r.uplink_bytes() / 1e6, r.downlink_bytes() / 1e6)
                                 : std::string();
-  std::printf("%sround %3lld | participants %3d | %7.2f s | %s%s%s%s\n", prefix_.c_str(),
+  // Stragglers' late updates folded into the round (aggregation.stale_updates).
+  const std::string stale = r.stale_updates_folded() > 0
+                                ? absl::StrFormat(" | %d late (mean weight %.2f)",
+                                                  r.stale_updates_folded(), r.stale_weight_mean())
+                                : std::string();
+  std::printf("%sround %3lld | participants %3d | %7.2f s | %s%s%s%s%s\n", prefix_.c_str(),
               static_cast<long long>(r.round()), r.updates_accepted(), wall, quality.c_str(),
-              fedbuff.c_str(), privacy.c_str(), links.c_str());
+              stale.c_str(), fedbuff.c_str(), privacy.c_str(), links.c_str());
   std::fflush(stdout);
   if (!out_.is_open()) return;
   out_ << absl::StrFormat(

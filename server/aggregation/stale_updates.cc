@@ -13,9 +13,12 @@ absl::Status CheckStaleUpdatesConfig(const v1::StaleUpdatesConfig& config) {
     return absl::InvalidArgumentError(
         absl::StrCat("aggregation.stale_updates.beta must be in [0, 1], got ", config.beta()));
   }
-  if (!(config.scale() >= 0 && std::isfinite(config.scale()))) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "aggregation.stale_updates.scale must be > 0 (0 is unset: 1), got ", config.scale()));
+  // Below 1 the boost term, and so a weight, can turn negative (exp(-L / Lmax) / scale > 1).
+  if (!(config.scale() == 0 || (config.scale() >= 1 && std::isfinite(config.scale())))) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("aggregation.stale_updates.scale must be a finite value >= 1 (0 is unset: 1), "
+                     "got ",
+                     config.scale()));
   }
   if (config.max_rounds_late() < 0) {
     return absl::InvalidArgumentError(

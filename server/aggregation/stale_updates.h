@@ -13,8 +13,8 @@
 
 namespace fedsched {
 
-// Checks `config`'s ranges whether or not it is enabled: beta in [0, 1], scale >= 0 (0 is
-// unset), max_rounds_late >= 0, max_held >= 0. Errors: INVALID_ARGUMENT naming the field
+// Checks `config`'s ranges whether or not it is enabled: beta in [0, 1], scale finite and >= 1
+// (0 is unset), max_rounds_late >= 0, max_held >= 0. Errors: INVALID_ARGUMENT naming the field
 // ("aggregation.stale_updates.beta must be in [0, 1], got 2").
 [[nodiscard]] absl::Status CheckStaleUpdatesConfig(const v1::StaleUpdatesConfig& config);
 
@@ -33,7 +33,7 @@ double StaleDeviation(absl::Span<const float> stale, absl::Span<const float> fre
 // exp(-L / Lmax) / scale), where tau >= 1 is how many rounds late it is, L its StaleDeviation
 // and Lmax the largest deviation among the round's stale updates (L / Lmax taken as 0 when
 // Lmax = 0). `config` has its defaults filled in (ApplyStaleUpdatesDefaults). In (0, 1] for
-// scale >= 1.
+// the scales CheckStaleUpdatesConfig allows (>= 1).
 double StaleUpdateWeight(const v1::StaleUpdatesConfig& config, int64_t rounds_late,
                          double deviation, double max_deviation);
 

@@ -47,12 +47,13 @@ absl::Status RoundEngine::CheckLateUpdate(const UpdateClaim& claim, const LateTa
   const int64_t rounds_late = current_round() - late.round;
   if (stale.max_rounds_late() > 0 && rounds_late > stale.max_rounds_late()) {
     return absl::FailedPreconditionError(
-        absl::StrCat("late update: round ", late.round, " closed ", rounds_late,
+        absl::StrCat("late update: the task of round ", late.round, " is ", rounds_late,
                      " rounds late, more than aggregation.stale_updates.max_rounds_late = ",
                      stale.max_rounds_late()));
   }
   if (static_cast<int64_t>(held_updates_.size()) >= stale.max_held()) {
-    return absl::ResourceExhaustedError(
+    // Not RESOURCE_EXHAUSTED: the client must not retry; the update is dropped as a late one.
+    return absl::FailedPreconditionError(
         absl::StrCat("late update: aggregation.stale_updates.max_held = ", stale.max_held(),
                      " stale updates already wait for round ", current_round()));
   }

@@ -294,7 +294,6 @@ void RoundEngine::Plan(double now_s) {
 }
 
 Task& RoundEngine::AddTask(planner::PlannedTask& planned, double now_s) {
-  late_tasks_.erase(planned.index);  // a device trains one task: a new one ends its stale one
   Task task;
   task.task_id = NextTaskId();
   task.client_id = planned.client_id;

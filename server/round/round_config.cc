@@ -190,18 +190,20 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
 absl::Status CheckStaleUpdatesCompatible(const std::string& where, const v1::ServerConfig& out,
                                          const AggregationRuleProperties& rule) {
   if (!out.aggregation().stale_updates().enable()) return absl::OkStatus();
-  const char* conflict = nullptr;
+  std::string conflict;
   if (out.aggregation().async_fedbuff()) {
     conflict = "aggregation.async_fedbuff (which has its own staleness weights)";
   } else if (!rule.linear) {
-    conflict = "a rule that needs every update at once (use FedAvg, FedAvgM or a FedOpt rule)";
+    conflict = absl::StrCat("aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),
+                            ", which needs every update at once (use FedAvg, FedAvgM or a FedOpt "
+                            "rule)");
   } else if (out.secure_aggregation().enabled()) {
     conflict = "secure_aggregation.enabled (the server never sees a single update)";
   } else if (out.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
              out.privacy().mode() != v1::PrivacyConfig::MODE_NONE) {
     conflict = "differential privacy (a weighted late update changes the sum's sensitivity)";
   }
-  if (conflict == nullptr) return absl::OkStatus();
+  if (conflict.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": aggregation.stale_updates does not run with ", conflict));
 }

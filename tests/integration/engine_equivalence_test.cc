@@ -211,7 +211,7 @@ class ScriptedFleet {
  private:
   // A task a device works on until it completes or the device goes offline first. A device
   // whose task became a straggler is free for new tasks at once (its late upload is refused, or
-  // under stale_updates folded late unless the device took a new task),
+  // under stale_updates folded late),
   // as in the simulator.
   struct Pending {
     v1::Task task;

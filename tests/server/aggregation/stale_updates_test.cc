@@ -3,6 +3,7 @@
 #include "server/aggregation/stale_updates.h"
 
 #include <cmath>
+#include <limits>
 #include <vector>
 
 #include "common/testing/status_matchers.h"
@@ -76,9 +77,13 @@ TEST(StaleUpdatesConfigTest, DefaultsOnlyWhenEnabledAndRangesChecked) {
   EXPECT_THAT(EffectiveAggregationConfig(a),
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("stale_updates.beta")));
   a.mutable_stale_updates()->set_beta(0.35);
-  a.mutable_stale_updates()->set_scale(-1);
-  EXPECT_THAT(EffectiveAggregationConfig(a),
-              StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("stale_updates.scale")));
+  // Below 1 a weight could turn negative; infinity is no scale.
+  for (double bad : {-1.0, 0.5, std::numeric_limits<double>::infinity()}) {
+    a.mutable_stale_updates()->set_scale(bad);
+    EXPECT_THAT(EffectiveAggregationConfig(a),
+                StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("stale_updates.scale")))
+        << bad;
+  }
   a.mutable_stale_updates()->set_scale(1);
   a.mutable_stale_updates()->set_max_rounds_late(-2);
   EXPECT_THAT(EffectiveAggregationConfig(a), StatusIs(absl::StatusCode::kInvalidArgument,
