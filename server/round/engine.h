@@ -368,8 +368,11 @@ class RoundEngine {
   // task's local_steps x batch_size (INVALID_ARGUMENT), room under first-K closing
   // (FAILED_PRECONDITION "straggler"), no overflow of the round's example count. `pending` is
   // the number of updates checked but not yet folded, and `pending_examples` their examples
-  // (both count against the first-K cap and the overflow check). `reason`, when given, is set to
-  // the RejectReason of an error (kTask, kLate or kExamples; meaningless when OK).
+  // (both count against the first-K cap and the overflow check). Under
+  // aggregation.stale_updates a straggler's task of an earlier committed round is checked by
+  // CheckLateUpdate instead (its round, its examples, max_rounds_late, max_held). `reason`, when
+  // given, is set to the RejectReason of an error (kTask, kLate or kExamples; meaningless when
+  // OK).
   [[nodiscard]] absl::Status CheckUpdate(const UpdateClaim& claim, int32_t pending = 0,
                                          int64_t pending_examples = 0,
                                          RejectReason* reason = nullptr) const;
@@ -378,8 +381,9 @@ class RoundEngine {
   // Returns one verdict per update: OK (accepted: receipt, audit copy, planner feedback) or the
   // aggregator's INVALID_ARGUMENT (non-finite value, wrong shape: nothing changed for it).
   // Re-checks each claim first (a verdict can be a CheckUpdate error). Every refused update goes
-  // through RefuseUpdate (counted; a refused update's task fails). Does not close the round:
-  // call Advance.
+  // through RefuseUpdate (counted; a refused update's task fails). A straggler's late update
+  // (aggregation.stale_updates) is not folded here but held for the next Close (HoldLateUpdate,
+  // docs/ALGORITHMS.md §6.3). Does not close the round: call Advance.
   std::vector<absl::Status> FoldUpdates(absl::Span<const Update> updates);
 
   // Hierarchical aggregation (docs/ARCHITECTURE.md "Hierarchical aggregation"): folds an
