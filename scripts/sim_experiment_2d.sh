@@ -15,13 +15,14 @@
 #   fedcase         FedCaSe: top clients by experience + Oort, importance cache
 #   fedsched        fedcase + workload extension (beta 0.5) + workload sizing + T held at Oort's
 #                   initial percentile (oort.hold_round_threshold), importance cache
-#   fedsched_lru    fedsched with LRU (ablation: without the importance cache)
+#   fedsched_lru    fedsched with LRU (ablation: without the importance cache; --policy=fedsched
+#                   before it folded stragglers' late updates)
 #   fedsched_noext  fedsched without the workload extension (ablation: fast participants keep
 #                   the base local steps)
 #   fedsched_pacer  fedsched with Oort's pacer (ablation: T relaxed as in Oort; the fedsched row
 #                   before 2026-12-03, so of the tables at 0.83 and the CNN's)
 #   fedsched_saa    fedsched_lru + staleness-aware aggregation of stragglers' late updates
-#                   (aggregation.stale_updates; the lever screened on the scarce traces)
+#                   (aggregation.stale_updates): what --policy=fedsched runs
 #   refl            REFL as its authors run it against Oort: Oort + leaving first with a 5-round
 #                   cool-down + staleness-aware aggregation of stragglers' updates, LRU
 #                   (docs/ALGORITHMS.md §2.7 and §6.3)
@@ -108,7 +109,7 @@ if [[ -z "${COMMIT:-}" ]]; then
 fi
 
 # The fedsched-sim policy flags of one row (printed one per line). The rows spell the levers out
-# (row_set) so that builds from before --policy=fedsched rerun them; fedsched_lru is what
+# (row_set) so that builds from before --policy=fedsched rerun them; fedsched_saa is what
 # --policy=fedsched runs (docs/ALGORITHMS.md §11; the same CSV, tested in sim_policies_test).
 row_args() {
   case "$1" in

@@ -15,8 +15,10 @@ namespace fedsched::planner {
 // selection.fedcase). Its preset (ApplyPreset) turns selection.workload_sizing and
 // selection.oort.hold_round_threshold on, sets selection.extend_workload.beta 0.5 when unset and
 // the extension is not disabled, and cache.policy LRU when unspecified; fields the config names
-// keep their values (except the two switches). --policy gives it the LRU cache. Selects by
-// experience, so the planner persists experiences. Registered by policy_registry.cc.
+// keep their values (except the two switches). --policy gives it the LRU cache. Its preset's
+// aggregation part, stragglers' late updates folded where the aggregation allows it, depends on
+// the aggregation rule and is applied by round::ResolveRoundConfig. Selects by experience, so
+// the planner persists experiences. Registered by policy_registry.cc.
 std::unique_ptr<SelectionPolicyKind> MakeFedschedPolicyKind();
 
 }  // namespace fedsched::planner

@@ -15,6 +15,7 @@
 #include "secagg/protocol.h"
 #include "server/aggregation/aggregation_rule_registry.h"
 #include "server/aggregation/aggregator.h"
+#include "server/aggregation/stale_updates.h"
 #include "server/planner/planner_options.h"
 #include "server/planner/policy_registry.h"
 #include "server/privacy/round_privacy.h"
@@ -185,25 +186,51 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   return CheckAtLeast(where, "cache.replication_factor", cache->replication_factor(), 0);
 }
 
-// Staleness-aware aggregation (AggregationConfig.stale_updates) folds a late update into the
-// running sum with its own weight against the fresh mean: it needs that sum and each update.
-absl::Status CheckStaleUpdatesCompatible(const std::string& where, const v1::ServerConfig& out,
-                                         const AggregationRuleProperties& rule) {
-  if (!out.aggregation().stale_updates().enable()) return absl::OkStatus();
-  std::string conflict;
+// Differential privacy is on: a mode other than unspecified or none
+// (privacy::ResolvePrivacyConfig).
+bool PrivacyOn(const v1::ServerConfig& c) {
+  return c.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
+         c.privacy().mode() != v1::PrivacyConfig::MODE_NONE;
+}
+
+// What staleness-aware aggregation (AggregationConfig.stale_updates) cannot run with, or empty: it
+// folds a late update into the running sum with its own weight against the fresh mean, so it
+// needs that sum and each update.
+std::string StaleUpdatesConflict(const v1::ServerConfig& out,
+                                 const AggregationRuleProperties& rule) {
   if (out.aggregation().async_fedbuff()) {
-    conflict = "aggregation.async_fedbuff (which has its own staleness weights)";
-  } else if (!rule.linear) {
-    conflict = absl::StrCat("aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),
-                            ", which needs every update at once (use FedAvg, FedAvgM or a FedOpt "
-                            "rule)");
-  } else if (out.secure_aggregation().enabled()) {
-    conflict = "secure_aggregation.enabled (the server never sees a single update)";
-  } else if (out.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
-             out.privacy().mode() != v1::PrivacyConfig::MODE_NONE) {
-    conflict = "differential privacy (a weighted late update changes the sum's sensitivity)";
+    return "aggregation.async_fedbuff (which has its own staleness weights)";
   }
-  if (conflict.empty()) return absl::OkStatus();
+  if (!rule.linear) {
+    return absl::StrCat("aggregation.rule ", AggregationRuleDisplayName(out.aggregation()),
+                        ", which needs every update at once (use FedAvg, FedAvgM or a FedOpt "
+                        "rule)");
+  }
+  if (out.secure_aggregation().enabled()) {
+    return "secure_aggregation.enabled (the server never sees a single update)";
+  }
+  if (PrivacyOn(out)) {
+    return "differential privacy (a weighted late update changes the sum's sensitivity)";
+  }
+  return "";
+}
+
+// Stale updates as configured, or, under SELECTION_POLICY_FEDSCHED when the config does not name
+// aggregation.stale_updates, on wherever the aggregation allows them (docs/ALGORITHMS.md §11):
+// part of fedsched's preset that needs the aggregation rule, so it is applied here rather than by
+// the planner. A configured one that cannot run is refused, naming the conflict.
+absl::Status ResolveStaleUpdates(const std::string& where, v1::ServerConfig& out,
+                                 const AggregationRuleProperties& rule) {
+  const std::string conflict = StaleUpdatesConflict(out, rule);
+  if (!out.aggregation().has_stale_updates() &&
+      out.selection().policy() == v1::SELECTION_POLICY_FEDSCHED) {
+    if (!conflict.empty()) return absl::OkStatus();
+    v1::StaleUpdatesConfig* stale = out.mutable_aggregation()->mutable_stale_updates();
+    stale->set_enable(true);
+    ApplyStaleUpdatesDefaults(*stale);
+    return absl::OkStatus();
+  }
+  if (!out.aggregation().stale_updates().enable() || conflict.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat(where, ": aggregation.stale_updates does not run with ", conflict));
 }
@@ -230,7 +257,7 @@ absl::Status ResolveAggregation(const std::string& where, v1::ServerConfig& out)
                                                    " does not run with aggregation.async_fedbuff"));
   }
   // Krum accepts any round size (Flower's max(1, K - f - 2) neighbours): no check on min_updates.
-  return CheckStaleUpdatesCompatible(where, out, rule);
+  return ResolveStaleUpdates(where, out, rule);
 }
 
 // PyramidFL's update dropout is on: configured, or by default under the policy (pyramidfl's
@@ -298,8 +325,7 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
   params.set_graph_seed(std::string(32, '\0'));
   params.set_vector_length(1);
   // The clients clip to aggregation.clip_update_norm, or to differential privacy's clip.
-  const bool dp = out.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
-                  out.privacy().mode() != v1::PrivacyConfig::MODE_NONE;
+  const bool dp = PrivacyOn(out);
   if (!dp && !(out.aggregation().clip_update_norm() > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         where,

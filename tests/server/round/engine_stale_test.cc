@@ -158,5 +158,49 @@ TEST(StaleUpdatesRoundConfigTest, RefusesWhatItCannotRunWith) {
               StatusIs(absl::StatusCode::kInvalidArgument, HasSubstr("differential privacy")));
 }
 
+// SELECTION_POLICY_FEDSCHED folds late updates by default (docs/ALGORITHMS.md §11), with the
+// defaults filled in, wherever the aggregation allows them; a config that names
+// aggregation.stale_updates keeps its own setting, and other policies are left off.
+TEST(StaleUpdatesRoundConfigTest, FedschedFoldsLateUpdatesWhereTheAggregationAllows) {
+  v1::ServerConfig raw;
+  raw.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDSCHED);
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig out, ResolveRoundConfig(raw));
+  EXPECT_TRUE(out.aggregation().stale_updates().enable());
+  EXPECT_EQ(out.aggregation().stale_updates().beta(), 0.35);
+  EXPECT_EQ(out.aggregation().stale_updates().scale(), 1.0);
+  EXPECT_EQ(out.aggregation().stale_updates().max_held(), 100);
+  // Resolving the effective config again changes nothing.
+  ASSERT_OK_AND_ASSIGN(v1::ServerConfig again, ResolveRoundConfig(out));
+  EXPECT_EQ(again.aggregation().SerializeAsString(), out.aggregation().SerializeAsString());
+
+  // Named off: off. Named with a value: kept.
+  v1::ServerConfig named = raw;
+  named.mutable_aggregation()->mutable_stale_updates()->set_enable(false);
+  ASSERT_OK_AND_ASSIGN(out, ResolveRoundConfig(named));
+  EXPECT_FALSE(out.aggregation().stale_updates().enable());
+  named.mutable_aggregation()->mutable_stale_updates()->set_enable(true);
+  named.mutable_aggregation()->mutable_stale_updates()->set_beta(0.5);
+  ASSERT_OK_AND_ASSIGN(out, ResolveRoundConfig(named));
+  EXPECT_EQ(out.aggregation().stale_updates().beta(), 0.5);
+
+  // What it cannot run with turns the default off instead of refusing the config.
+  v1::ServerConfig fedbuff = raw;
+  fedbuff.mutable_aggregation()->set_async_fedbuff(true);
+  v1::ServerConfig median = raw;
+  median.mutable_aggregation()->set_rule(v1::AGGREGATION_RULE_MEDIAN);
+  v1::ServerConfig secagg = raw;
+  secagg.mutable_secure_aggregation()->set_enabled(true);
+  for (const v1::ServerConfig& c : {fedbuff, median, secagg}) {
+    ASSERT_OK_AND_ASSIGN(out, ResolveRoundConfig(c));
+    EXPECT_FALSE(out.aggregation().stale_updates().enable()) << c.ShortDebugString();
+  }
+
+  // Any other policy: off unless named.
+  v1::ServerConfig fedcase;
+  fedcase.mutable_selection()->set_policy(v1::SELECTION_POLICY_FEDCASE);
+  ASSERT_OK_AND_ASSIGN(out, ResolveRoundConfig(fedcase));
+  EXPECT_FALSE(out.aggregation().has_stale_updates());
+}
+
 }  // namespace
 }  // namespace fedsched::round

@@ -239,9 +239,10 @@ TEST(SimPoliciesTest, EveryPolicyRunsThroughTheEngineDeterministically) {
 }
 
 // --policy=fedsched runs exactly as fedcase with the preset's levers spelled out and the LRU
-// cache (docs/ALGORITHMS.md §11; the experiment's fedsched_lru row), and not as fedcase + LRU
-// alone. (In this small run only the extension changes the CSV; the two switches are checked on
-// the resolved config and in SelectionPresetTest.)
+// cache (docs/ALGORITHMS.md §11; the experiment's fedsched_saa row), and not as fedcase + LRU
+// alone. (In this small run only the extension changes the CSV; the two switches and the stale
+// updates are checked on the resolved config, in SelectionPresetTest and in
+// StaleUpdatesRoundConfigTest.)
 TEST(SimPoliciesTest, FedschedIsFedcaseWithItsLeversSpelledOut) {
   v1::SimConfig preset = SmallRun(v1::SELECTION_POLICY_FEDSCHED, 5, false);
   preset.set_run_name("same");
@@ -250,6 +251,7 @@ TEST(SimPoliciesTest, FedschedIsFedcaseWithItsLeversSpelledOut) {
   EXPECT_TRUE(resolved.server().selection().oort().hold_round_threshold());
   EXPECT_EQ(resolved.server().selection().extend_workload().beta(), 0.5);
   EXPECT_EQ(resolved.server().cache().policy(), v1::CACHE_POLICY_LRU);
+  EXPECT_TRUE(resolved.server().aggregation().stale_updates().enable());
   v1::SimConfig alone = SmallRun(v1::SELECTION_POLICY_FEDCASE, 5, false);
   alone.set_run_name("same");
   alone.mutable_server()->mutable_cache()->set_policy(v1::CACHE_POLICY_LRU);
@@ -258,6 +260,7 @@ TEST(SimPoliciesTest, FedschedIsFedcaseWithItsLeversSpelledOut) {
   s->mutable_selection()->set_workload_sizing(true);
   s->mutable_selection()->mutable_oort()->set_hold_round_threshold(true);
   s->mutable_selection()->mutable_extend_workload()->set_beta(0.5);
+  s->mutable_aggregation()->mutable_stale_updates()->set_enable(true);
   v1::PlannerState state;
   const std::string csv = RunToCsvFile(preset, "fedsched_preset", &state);
   ASSERT_FALSE(csv.empty());
