@@ -186,13 +186,6 @@ absl::Status ResolveSelection(const std::string& where, v1::ServerConfig& out) {
   return CheckAtLeast(where, "cache.replication_factor", cache->replication_factor(), 0);
 }
 
-// Differential privacy is on: a mode other than unspecified or none
-// (privacy::ResolvePrivacyConfig).
-bool PrivacyOn(const v1::ServerConfig& c) {
-  return c.privacy().mode() != v1::PrivacyConfig::MODE_UNSPECIFIED &&
-         c.privacy().mode() != v1::PrivacyConfig::MODE_NONE;
-}
-
 // What staleness-aware aggregation (AggregationConfig.stale_updates) cannot run with, or empty: it
 // folds a late update into the running sum with its own weight against the fresh mean, so it
 // needs that sum and each update.
@@ -209,7 +202,7 @@ std::string StaleUpdatesConflict(const v1::ServerConfig& out,
   if (out.secure_aggregation().enabled()) {
     return "secure_aggregation.enabled (the server never sees a single update)";
   }
-  if (PrivacyOn(out)) {
+  if (privacy::PrivacyEnabled(out)) {
     return "differential privacy (a weighted late update changes the sum's sensitivity)";
   }
   return "";
@@ -325,7 +318,7 @@ absl::Status ResolveSecureAggregation(const std::string& where, v1::ServerConfig
   params.set_graph_seed(std::string(32, '\0'));
   params.set_vector_length(1);
   // The clients clip to aggregation.clip_update_norm, or to differential privacy's clip.
-  const bool dp = PrivacyOn(out);
+  const bool dp = privacy::PrivacyEnabled(out);
   if (!dp && !(out.aggregation().clip_update_norm() > 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
         where,
