@@ -21,6 +21,14 @@ void DrawInto(std::vector<ClientIndex>* from, size_t count, std::mt19937_64& rng
 
 }  // namespace
 
+bool PredictedLeaving(const AvailabilityOracle* oracle, ClientIndex index,
+                      double min_online_probability, double now_s, double window_s) {
+  // REFL's two slots of length W: online through the first, not through the second.
+  if (oracle == nullptr || !(window_s > 0)) return false;
+  return oracle->ProbabilityOnline(index, now_s, now_s + window_s) >= min_online_probability &&
+         oracle->ProbabilityOnline(index, now_s, now_s + 2 * window_s) < min_online_probability;
+}
+
 LeavingFirstCounts NarrowToLeavingFirst(const LeavingFirstOptions& options,
                                         absl::Span<const ClientIndex> candidates,
                                         const profile::ProfileBook& book,
@@ -44,17 +52,13 @@ LeavingFirstCounts NarrowToLeavingFirst(const LeavingFirstOptions& options,
   }
   std::vector<ClientIndex> others;
   std::vector<ClientIndex> cooled;
-  const bool look_ahead = oracle != nullptr && window_s > 0;
   for (ClientIndex index : eligible) {
     const int64_t last = book.state(index).last_selected_round;
     if (last > 0 && round - last < options.cooldown_rounds) {
       cooled.push_back(index);
       continue;
     }
-    // REFL's two slots of length W: online through the first, not through the second.
-    if (look_ahead &&
-        oracle->ProbabilityOnline(index, now_s, now_s + window_s) >= min_online_probability &&
-        oracle->ProbabilityOnline(index, now_s, now_s + 2 * window_s) < min_online_probability) {
+    if (PredictedLeaving(oracle, index, min_online_probability, now_s, window_s)) {
       out->push_back(index);
     } else {
       others.push_back(index);

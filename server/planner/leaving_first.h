@@ -27,16 +27,21 @@ struct LeavingFirstCounts {
   size_t cooled = 0;    // of them, in their cool-down
 };
 
+// REFL's leaving test (§4.1): whether client `index` is predicted online through the coming
+// window of `window_s` seconds from `now_s` (oracle->ProbabilityOnline >= min_online_probability
+// over [now_s, now_s + window_s]) but not through the one after (below it over
+// [now_s, now_s + 2 window_s]). False without an oracle or with window_s <= 0. Calls the oracle
+// at most twice.
+bool PredictedLeaving(const AvailabilityOracle* oracle, ClientIndex index,
+                      double min_online_probability, double now_s, double window_s);
+
 // Narrows `candidates` (client indices < book.size()) for round `round` planned at `now_s`
 // (seconds on the caller's clock), handing out `slots` tasks, into `*out` (cleared first):
 //   eligible = candidates not busy (ProfileBook state), each once, in the given order;
 //   cooled   = eligible clients selected before with round - last_selected_round <
 //              cooldown_rounds;
 //   if |eligible| <= slots: out = eligible (nothing to choose between);
-//   leaving  = the eligible, not cooled clients with
-//                P(online over [now, now + W]) >= min_online_probability  and
-//                P(online over [now, now + 2W]) <  min_online_probability
-//              (oracle->ProbabilityOnline; none without an oracle or with W <= 0);
+//   leaving  = the eligible, not cooled clients PredictedLeaving with window W;
 //   if |leaving| >= slots: out = leaving (the policy picks `slots` of them);
 //   else out = leaving, then uniform draws without replacement from the other not-cooled
 //        clients, then from the cooled ones, until out has `slots` clients.

@@ -8,6 +8,7 @@
 #include "common/compress/update_codec.h"
 #include "common/status_macros.h"
 #include "server/planner/cache_plan.h"
+#include "server/planner/leaving_first.h"
 #include "server/planner/policy_registry.h"
 #include "server/planner/workload.h"
 
@@ -78,7 +79,9 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
   pool_.BeginRound(static_cast<size_t>(book_->size()));
   policy_->Select(round, &pool_, &plan);
   if (options_.update_dropout_high > 0) AssignUpdateDropout(evaluator);
-  if (options_.extend_workload_beta > 0) ExtendWorkloads(evaluator);
+  if (options_.extend_workload_beta > 0 || options_.extend_workload_leaving_beta > 0) {
+    ExtendWorkloads(evaluator, narrowed);
+  }
   AddParticipants(evaluator, &plan);
   AddPassedOver(evaluator, &plan);
   ForecastClose(&plan);
@@ -91,11 +94,9 @@ absl::StatusOr<RoundPlan> Planner::PlanRound(const PlanRequest& request) {
 const PlanRequest& Planner::NarrowCandidates(const PlanRequest& request, size_t slots,
                                              std::mt19937_64& rng) {
   if (!options_.leaving_first.enabled) return request;
-  const double window =
-      options_.leaving_first.window_s > 0 ? options_.leaving_first.window_s : last_round_length_s_;
   NarrowToLeavingFirst(options_.leaving_first, request.candidates, *book_, request.availability,
-                       options_.min_online_probability, request.round, request.now_s, window, slots,
-                       rng, &narrowed_candidates_);
+                       options_.min_online_probability, request.round, request.now_s,
+                       LeavingWindowS(), slots, rng, &narrowed_candidates_);
   narrowed_request_ = request;
   narrowed_request_.candidates = narrowed_candidates_;
   return narrowed_request_;
@@ -159,7 +160,12 @@ void Planner::AddParticipants(const CandidateEvaluator& evaluator, RoundPlan* pl
 // smallest prediction among the participants (PyramidFL's round_duration, the K-th fastest
 // completion), never beyond workload_fit_fraction x round_deadline_s (the margin workload
 // sizing keeps); under deadline closing that bound itself.
-void Planner::ExtendWorkloads(const CandidateEvaluator& evaluator) {
+double Planner::LeavingWindowS() const {
+  return options_.leaving_first.window_s > 0 ? options_.leaving_first.window_s
+                                             : last_round_length_s_;
+}
+
+void Planner::ExtendWorkloads(const CandidateEvaluator& evaluator, const PlanRequest& request) {
   const double bound = options_.workload_fit_fraction * options_.round_deadline_s;
   double close_s = bound;
   if (options_.round_closing != v1::ROUND_CLOSING_DEADLINE) {
@@ -171,7 +177,20 @@ void Planner::ExtendWorkloads(const CandidateEvaluator& evaluator) {
     std::nth_element(t.begin(), t.begin() + static_cast<ptrdiff_t>(k - 1), t.end());
     close_s = std::min(t[k - 1], bound);
   }
-  for (uint32_t pos : pool_.chosen()) evaluator.ExtendWorkload(close_s, &pool_[pos]);
+  const double leaving_beta = options_.extend_workload_leaving_beta;
+  const double window_s = LeavingWindowS();
+  for (uint32_t pos : pool_.chosen()) {
+    Candidate& c = pool_[pos];
+    // A participant that will not be back soon gets its own share of the idle time
+    // (docs/ALGORITHMS.md §10); the oracle is asked only when that share differs.
+    double beta = options_.extend_workload_beta;
+    if (leaving_beta > 0 && leaving_beta != beta &&
+        PredictedLeaving(request.availability, c.index, options_.min_online_probability,
+                         request.now_s, window_s)) {
+      beta = leaving_beta;
+    }
+    evaluator.ExtendWorkload(close_s, beta, &c);
+  }
 }
 
 void Planner::AssignUpdateDropout(const CandidateEvaluator& evaluator) {

@@ -202,8 +202,13 @@ class Planner {
   std::mt19937_64 RoundRng(int64_t round, int32_t attempt) const;
   void AddParticipants(const CandidateEvaluator& evaluator, RoundPlan* plan) const;
   // Workload extension of the chosen candidates (PyramidFL; docs/ALGORITHMS.md §10), when
-  // options_.extend_workload_beta > 0: see CandidateEvaluator::ExtendWorkload.
-  void ExtendWorkloads(const CandidateEvaluator& evaluator);
+  // options_.extend_workload_beta or options_.extend_workload_leaving_beta is above 0: see
+  // CandidateEvaluator::ExtendWorkload; a candidate PredictedLeaving (request's oracle and
+  // clock, LeavingWindowS) is extended with the leaving share, when set.
+  void ExtendWorkloads(const CandidateEvaluator& evaluator, const PlanRequest& request);
+  // W of the leaving test (leaving first and the leaving share): options_.leaving_first.window_s,
+  // else the last round's length, seconds.
+  double LeavingWindowS() const;
   // options_.update_dropout_high > 0 (PyramidFL's update dropout, Li et al., MobiCom 2022,
   // section 4.3): ranks the chosen candidates by utility, most useful first, gives rank r the
   // dropout min(high, low + r (high - low) / K) and takes that share of its predicted upload

@@ -85,6 +85,10 @@ absl::Status ValidateRoundAndTraining(const PlannerOptions& o) {
   if (!In(o.extend_workload_beta, 0, 1)) {
     return OutOfRange("selection.extend_workload.beta", o.extend_workload_beta, "in [0, 1]");
   }
+  if (!In(o.extend_workload_leaving_beta, 0, 1)) {
+    return OutOfRange("selection.extend_workload.leaving_beta", o.extend_workload_leaving_beta,
+                      "in [0, 1]");
+  }
   if (!(o.max_workload_factor >= 1) || !std::isfinite(o.max_workload_factor)) {
     return OutOfRange("selection.extend_workload.max_factor", o.max_workload_factor, ">= 1");
   }
@@ -216,6 +220,7 @@ absl::StatusOr<PlannerOptions> PlannerOptions::FromServerConfig(const v1::Server
   const v1::WorkloadExtensionConfig& ext = sel.extend_workload();
   const WorkloadDefaults defaults = kind->workload_defaults();
   o.extend_workload_beta = ext.disable() ? 0.0 : OrDefault(ext.beta(), defaults.extend_beta);
+  o.extend_workload_leaving_beta = ext.disable() ? 0.0 : ext.leaving_beta();
   o.max_workload_factor = OrDefault(ext.max_factor(), o.max_workload_factor);
   if (!ext.disable_dropout()) {
     o.update_dropout_low = OrDefault(ext.dropout_low(), defaults.dropout_low);

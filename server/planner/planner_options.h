@@ -159,6 +159,10 @@ struct PlannerOptions {
   // local steps, in [0, 1]; 0 = off. Default: 0, or the policy's
   // (SelectionPolicyKind::workload_defaults: 0.5 under pyramidfl; fedsched's preset sets 0.5).
   double extend_workload_beta = 0;
+  // The share for a participant about to leave (PredictedLeaving over leaving_first's window),
+  // in [0, 1]; 0 = extend_workload_beta for every participant
+  // (WorkloadExtensionConfig.leaving_beta). Default: 0.
+  double extend_workload_leaving_beta = 0;
   // An extended task has at most this multiple of its planned steps, >= 1. Default: 11.
   double max_workload_factor = 11;
   // Update dropout (PyramidFL; WorkloadExtensionConfig.dropout_low / dropout_high): the

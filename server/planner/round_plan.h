@@ -34,7 +34,8 @@ class AvailabilityOracle {
   // tell may require it to stay online over [now_s, until_s]). Called at most once per
   // candidate per PlanRound for candidates about to be selected, with until_s = now_s + the
   // candidate's predicted seconds; with leaving first (leaving_first.h) also up to twice per
-  // candidate before selection, with until_s = now_s + W and now_s + 2W.
+  // candidate before selection, and with the workload extension's leaving share up to twice
+  // per selected candidate, with until_s = now_s + W and now_s + 2W.
   virtual double ProbabilityOnline(ClientIndex index, double now_s, double until_s) const = 0;
 };
 

@@ -137,8 +137,7 @@ double CandidateEvaluator::UploadSeconds(const Candidate& c) const {
   return static_cast<double>(upload_bytes_[c.level]) * 8.0 / 1000.0 / kbps;
 }
 
-bool CandidateEvaluator::ExtendWorkload(double close_s, Candidate* c) const {
-  const double beta = options_.extend_workload_beta;
+bool CandidateEvaluator::ExtendWorkload(double close_s, double beta, Candidate* c) const {
   if (!(beta > 0) || !(close_s > c->t_s) || c->steps < 1) return false;
   // The censored straggler bound scales with the steps of the task it came from: the unsized
   // steps at this batch, as in Evaluate.

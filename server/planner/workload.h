@@ -64,13 +64,14 @@ class CandidateEvaluator {
 
   // Workload extension (PyramidFL, Li et al., MobiCom 2022: adaptive local iterations, as its
   // authors' prune_client_tasks computes them; docs/ALGORITHMS.md §10). With s the predicted
-  // seconds of one more local step of `c` (chosen, evaluated by Evaluate), raises c->steps by
-  // floor(extend_workload_beta x floor((close_s - c->t_s) / s)), capped at
+  // seconds of one more local step of `c` (chosen, evaluated by Evaluate) and `beta` in [0, 1]
+  // the share of its idle time to fill, raises c->steps by
+  // floor(beta x floor((close_s - c->t_s) / s)), capped at
   // floor(max_workload_factor x c->steps) and max_local_steps, and sets c->t_s to the new
   // prediction (less c->dropout_saved_s). Leaves `c` as it is when close_s <= c->t_s, when no whole
   // step fits, or when the availability oracle does not predict the client online until the
   // extended finish. Returns whether it extended.
-  bool ExtendWorkload(double close_s, Candidate* c) const;
+  bool ExtendWorkload(double close_s, double beta, Candidate* c) const;
 
   // Predicted seconds of the upload of candidate `c` (UploadBytes(c.level)) at its client's
   // expected upload bandwidth (ProfileBook::ExpectedUploadKbps), for update dropout's saving.

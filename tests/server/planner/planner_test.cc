@@ -133,6 +133,25 @@ class PlannerTest : public ::testing::Test {
     return *std::move(plan);
   }
 
+  // Plans round 2 at time 0 over every known client with a fresh planner and `oracle` (null:
+  // none), frees the participants again (so the next call plans over the same book) and
+  // returns each participant's task by client index.
+  std::map<ClientIndex, PlannedTask> PlanOnce(const PlannerOptions& options,
+                                              const AvailabilityOracle* oracle) {
+    auto planner = Make(options);
+    const std::vector<ClientIndex> all = All();
+    absl::StatusOr<RoundPlan> plan =
+        planner->PlanRound({.round = 2, .now_s = 0, .candidates = all, .availability = oracle});
+    EXPECT_OK(plan.status());
+    std::map<ClientIndex, PlannedTask> by;
+    if (!plan.ok()) return by;
+    for (const PlannedTask& t : plan->participants) by[t.index] = t;
+    for (const auto& [index, unused] : by) {
+      EXPECT_OK(planner->OnTaskFailed(index, 2, TaskFailure::kDropped, 1));
+    }
+    return by;
+  }
+
   std::unique_ptr<ProfileBook> book_;
 };
 
@@ -794,23 +813,14 @@ TEST_F(PlannerTest, PyramidFlExtendsFastParticipantsIntoTheirIdleTime) {
   o.overcommit = 1.5;
   o.local_steps = 4;
   o.extend_workload_beta = 0.5;
-  const std::vector<ClientIndex> all = All();
   auto steps_of = [&](const PlannerOptions& options, const AvailabilityOracle* oracle) {
-    auto planner = Make(options);
-    absl::StatusOr<RoundPlan> plan =
-        planner->PlanRound({.round = 2, .now_s = 0, .candidates = all, .availability = oracle});
-    EXPECT_OK(plan.status());
     std::map<ClientIndex, std::pair<int32_t, double>> by;
-    for (const PlannedTask& t : plan->participants) {
-      by[t.index] = {t.local_steps, t.predicted_seconds};
+    for (const auto& [index, t] : PlanOnce(options, oracle)) {
+      by[index] = {t.local_steps, t.predicted_seconds};
       EXPECT_EQ(t.reason.local_steps(), t.local_steps);
       EXPECT_EQ(t.cache_plan.samples_to_train(), 10 * t.local_steps);
     }
     EXPECT_EQ(by.size(), 3u);
-    // Free the clients for the next planner over the same book.
-    for (const auto& [index, unused] : by) {
-      EXPECT_OK(planner->OnTaskFailed(index, 2, TaskFailure::kDropped, 1));
-    }
     return by;
   };
   // The fast one: 1.5 s idle = 12 steps, half of them taken (PyramidFL's beta = 0.5).
@@ -856,6 +866,66 @@ TEST_F(PlannerTest, PyramidFlExtendsFastParticipantsIntoTheirIdleTime) {
   EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
               StatusIs(absl::StatusCode::kInvalidArgument,
                        HasSubstr("selection.extend_workload.max_factor")));
+}
+
+TEST_F(PlannerTest, AParticipantAboutToLeaveFillsItsOwnShareOfTheIdleTime) {
+  // Per step 0.125 s (two fast clients), 0.5 s and 1 s; 4 steps each: 0.5, 0.5, 2 and 4 s. K = 3
+  // of 4 tasks: the round is expected to close at the 3rd fastest, 2 s, so each fast client has
+  // 1.5 s = 12 steps of idle time.
+  Measure(Add("leaving", 12.5), 12.5, 1, 1);
+  Measure(Add("staying", 12.5), 12.5, 1, 1);
+  Measure(Add("mid", 50), 50, 1, 1);
+  Measure(Add("slow", 100), 100, 1, 1);
+  PlannerOptions o = BaseOptions(v1::SELECTION_POLICY_OORT, 3);
+  o.overcommit = 4.0 / 3.0;
+  o.local_steps = 4;
+  o.extend_workload_beta = 0.5;
+  o.extend_workload_leaving_beta = 1;
+  o.leaving_first.window_s = 2;
+  auto steps_of = [&](const PlannerOptions& options, const AvailabilityOracle* oracle) {
+    std::map<ClientIndex, int32_t> by;
+    for (const auto& [index, t] : PlanOnce(options, oracle)) by[index] = t.local_steps;
+    EXPECT_EQ(by.size(), 4u);
+    return by;
+  };
+  // Client 0 is online until 3 s: through W = 2 s, not through 2W = 4 s, so it is about to
+  // leave and fills all 12 idle steps (finishing at 2 s, while still online); the other fast
+  // client fills half (beta 0.5).
+  const FirstOnlineUntil until_three_seconds(3.0);
+  auto by = steps_of(o, &until_three_seconds);
+  EXPECT_EQ(by[0], 16);
+  EXPECT_EQ(by[1], 10);
+  EXPECT_EQ(by[2], 4);
+  EXPECT_EQ(by[3], 4);
+  // Without a forecast nobody is about to leave.
+  EXPECT_EQ(steps_of(o, nullptr)[0], 10);
+  // Online through 2W as well: staying, beta.
+  const FirstOnlineUntil until_five_seconds(5.0);
+  EXPECT_EQ(steps_of(o, &until_five_seconds)[0], 10);
+  // With beta 0 only the leaving participant is extended.
+  o.extend_workload_beta = 0;
+  by = steps_of(o, &until_three_seconds);
+  EXPECT_EQ(by[0], 16);
+  EXPECT_EQ(by[1], 4);
+  // W defaults to the last round's length, which is 0 before a round finished: nobody leaves.
+  o.leaving_first.window_s = 0;
+  EXPECT_EQ(steps_of(o, &until_three_seconds)[0], 4);
+
+  // From the config; disable turns it off; bad values are named.
+  v1::ServerConfig config;
+  config.mutable_selection()->set_policy(v1::SELECTION_POLICY_OORT);
+  config.mutable_selection()->mutable_extend_workload()->set_leaving_beta(0.75);
+  ASSERT_OK_AND_ASSIGN(PlannerOptions from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.extend_workload_leaving_beta, 0.75);
+  EXPECT_EQ(from.extend_workload_beta, 0);
+  config.mutable_selection()->mutable_extend_workload()->set_disable(true);
+  ASSERT_OK_AND_ASSIGN(from, PlannerOptions::FromServerConfig(config));
+  EXPECT_EQ(from.extend_workload_leaving_beta, 0);
+  config.mutable_selection()->mutable_extend_workload()->set_disable(false);
+  config.mutable_selection()->mutable_extend_workload()->set_leaving_beta(-0.5);
+  EXPECT_THAT(PlannerOptions::FromServerConfig(config).status(),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("selection.extend_workload.leaving_beta")));
 }
 
 TEST_F(PlannerTest, PyramidFlUpdateDropoutRisesDownTheUtilityRankAndShortensUploads) {
