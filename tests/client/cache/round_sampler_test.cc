@@ -151,7 +151,9 @@ TEST(RoundSamplerTest, AdaptiveReplicationRepeatsTheRoundsHitsAndReordersEveryTh
     int distinct_hits = 0;
     for (auto [id, c] : counts) distinct_hits += cached(id) ? 1 : 0;
     // Replicated hits repeat (the copies may be cut at the round's end, so not always r-fold).
-    if (r > 1 && distinct_hits > 0) EXPECT_GT(hit_slots, distinct_hits) << "call " << call;
+    if (r > 1 && distinct_hits > 0) {
+      EXPECT_GT(hit_slots, distinct_hits) << "call " << call;
+    }
     if (call % 3 == 0) {
       // pads_sort: the round keeps the most often drawn of N draws, so few distinct ids.
       EXPECT_LT(counts.size(), 30u) << "call " << call;

@@ -17,6 +17,16 @@
 namespace fedsched {
 namespace {
 
+// One update of a batch (Aggregator::WeightedUpdate), its optional fields empty.
+Aggregator::WeightedUpdate Weighted(const v1::Model* delta, int64_t num_examples,
+                                    int64_t staleness) {
+  Aggregator::WeightedUpdate u;
+  u.delta = delta;
+  u.num_examples = num_examples;
+  u.staleness = staleness;
+  return u;
+}
+
 using ::fedsched::testing::IsOk;
 using ::fedsched::testing::MakeModel;
 using ::fedsched::testing::StatusIs;
@@ -95,7 +105,7 @@ TEST(AccumulateBatchTest, ValidUpdatesAreBitIdenticalToSequential) {
   std::vector<v1::Model> models;
   for (int i = 0; i < 19; ++i) models.push_back(Update(i, kSize, /*reversed=*/i % 3 == 1));
   std::vector<Aggregator::WeightedUpdate> in;
-  for (int i = 0; i < 19; ++i) in.push_back({&models[i], 1 + 7 * i, i % 4});
+  for (int i = 0; i < 19; ++i) in.push_back(Weighted(&models[i], 1 + 7 * i, i % 4));
   for (v1::AggregationRule rule : {v1::AGGREGATION_RULE_FEDAVG, v1::AGGREGATION_RULE_FEDADAM,
                                    v1::AGGREGATION_RULE_TRIMMED_MEAN}) {
     SCOPED_TRACE(v1::AggregationRule_Name(rule));
@@ -117,7 +127,7 @@ TEST(AccumulateBatchTest, GivenSumsOfSquaresClipLikeComputedOnes) {
   std::vector<Aggregator::WeightedUpdate> own;
   for (int i = 0; i < 11; ++i) {
     given.push_back({&models[i], 1 + 5 * i, 0, sums[static_cast<size_t>(i)]});
-    own.push_back({&models[i], 1 + 5 * i, 0});
+    own.push_back(Weighted(&models[i], 1 + 5 * i, 0));
   }
   // Norms of these updates are about 0.1 * sqrt(kSize) = 3: a bound of 2 clips every one.
   const Outcome with_sums = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, given, true, 2.0);
@@ -135,7 +145,7 @@ TEST(AccumulateBatchTest, BadUpdatesGetTheirOwnVerdictAndLeaveNoTrace) {
       {{"a", {kSize + 1}, std::vector<float>(kSize + 1)}, {"b", {3}, {0, 0, 0}}});  // shape
   models[9].mutable_tensors(1)->set_data(0, 3e38f);  // overflows with weight 5
   std::vector<Aggregator::WeightedUpdate> in;
-  for (int i = 0; i < 12; ++i) in.push_back({&models[i], 5, 0});
+  for (int i = 0; i < 12; ++i) in.push_back(Weighted(&models[i], 5, 0));
   in[7].num_examples = 0;  // rejected before the fold
   in[11].staleness = 50;   // too stale
   const Outcome batched = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, true);
@@ -161,7 +171,7 @@ TEST(AccumulateBatchTest, GivenSumsFoldInPlaceWithTheSameBits) {
   std::vector<Aggregator::WeightedUpdate> own;
   for (int i = 0; i < 19; ++i) {
     given.push_back({&models[i], 1 + 7 * i, i % 4, sums[static_cast<size_t>(i)]});
-    own.push_back({&models[i], 1 + 7 * i, i % 4});
+    own.push_back(Weighted(&models[i], 1 + 7 * i, i % 4));
   }
   const Outcome sequential = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, own, false);
   ExpectSame(RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, given, true), sequential);
@@ -206,7 +216,7 @@ TEST(AccumulateBatchTest, GivenSumsOfUnsafeUpdatesFallBackToTheSpare) {
   std::vector<Aggregator::WeightedUpdate> own;
   for (int i = 0; i < 24; ++i) {
     given.push_back({&models[i], 5, 0, sums[static_cast<size_t>(i)]});
-    own.push_back({&models[i], 5, 0});
+    own.push_back(Weighted(&models[i], 5, 0));
   }
   const Outcome batched = RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, given, true);
   ExpectSame(batched, RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, own, false));
@@ -224,9 +234,9 @@ TEST(AccumulateBatchTest, GivenSumsOfUnsafeUpdatesFallBackToTheSpare) {
 TEST(AccumulateBatchTest, ExampleCountOverflowCountsEarlierUpdatesOfTheBatch) {
   std::vector<v1::Model> models = {Update(1, 4), Update(2, 4), Update(3, 4)};
   std::vector<Aggregator::WeightedUpdate> in = {
-      {&models[0], std::numeric_limits<int64_t>::max() / 2 + 1, 0},
-      {&models[1], std::numeric_limits<int64_t>::max() / 2 + 1, 0},
-      {&models[2], 3, 0}};
+      Weighted(&models[0], std::numeric_limits<int64_t>::max() / 2 + 1, 0),
+      Weighted(&models[1], std::numeric_limits<int64_t>::max() / 2 + 1, 0),
+      Weighted(&models[2], 3, 0)};
   ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(4)));
   std::vector<absl::Status> status = agg->AccumulateBatch(in);
   EXPECT_OK(status[0]);
@@ -239,7 +249,7 @@ TEST(AccumulateBatchTest, LargeModelAndEmptyBatch) {
   constexpr int kSize = 3'000'000;  // streaming-sized running sum
   std::vector<v1::Model> models = {Update(7, kSize), Update(8, kSize, true), Update(9, kSize)};
   std::vector<Aggregator::WeightedUpdate> in = {
-      {&models[0], 3, 0}, {&models[1], 1, 2}, {&models[2], 9, 0}};
+      Weighted(&models[0], 3, 0), Weighted(&models[1], 1, 2), Weighted(&models[2], 9, 0)};
   ExpectSame(RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, true),
              RunRound(v1::AGGREGATION_RULE_FEDAVG, kSize, in, false));
   ASSERT_OK_AND_ASSIGN(auto agg, Aggregator::Create(v1::AggregationConfig(), GlobalOf(kSize)));

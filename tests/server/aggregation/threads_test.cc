@@ -18,6 +18,16 @@
 namespace fedsched {
 namespace {
 
+// One update of a batch (Aggregator::WeightedUpdate), its optional fields empty.
+Aggregator::WeightedUpdate Weighted(const v1::Model* delta, int64_t num_examples,
+                                    int64_t staleness) {
+  Aggregator::WeightedUpdate u;
+  u.delta = delta;
+  u.num_examples = num_examples;
+  u.staleness = staleness;
+  return u;
+}
+
 using ::fedsched::testing::IsOk;
 using ::fedsched::testing::MakeModel;
 using ::fedsched::testing::StatusIs;
@@ -99,7 +109,7 @@ TEST_P(SameBitsTest, OneAndThreeThreadsAgree) {
     for (int k = 0; k < 5; ++k) ASSERT_OK(agg->Accumulate(deltas[k], 10 + 7 * k));
     ASSERT_OK_AND_ASSIGN(model, agg->Finalize(model));
     std::vector<Aggregator::WeightedUpdate> batch;
-    for (int k = 0; k < 5; ++k) batch.push_back({&deltas[k], 30 - k, 0});
+    for (int k = 0; k < 5; ++k) batch.push_back(Weighted(&deltas[k], 30 - k, 0));
     for (const absl::Status& s : agg->AccumulateBatch(batch)) ASSERT_OK(s);
     ASSERT_OK(agg->FinalizeInto(model, &result[run]));
   }

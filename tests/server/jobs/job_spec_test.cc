@@ -59,8 +59,12 @@ TEST(JobSpecTest, RoundFieldsMatch) {
     ASSERT_NE(g, nullptr) << "JobSpec." << f->name() << " is not a ServerConfig field";
     EXPECT_EQ(f->type(), g->type()) << f->name();
     EXPECT_EQ(f->is_repeated(), g->is_repeated()) << f->name();
-    if (f->message_type() != nullptr) EXPECT_EQ(f->message_type(), g->message_type()) << f->name();
-    if (f->enum_type() != nullptr) EXPECT_EQ(f->enum_type(), g->enum_type()) << f->name();
+    if (f->message_type() != nullptr) {
+      EXPECT_EQ(f->message_type(), g->message_type()) << f->name();
+    }
+    if (f->enum_type() != nullptr) {
+      EXPECT_EQ(f->enum_type(), g->enum_type()) << f->name();
+    }
   }
   for (int i = 0; i < server->field_count(); ++i) {
     const FieldDescriptor* g = server->field(i);

@@ -545,16 +545,22 @@ TEST(ProfileBookTest, WatchListsEqualAFullScanUnderChurn) {
     const bool live = !book->state(i).retired;
     switch (rng() % 7) {
       case 0:
-        if (live && !book->state(i).busy) ASSERT_OK(book->OnTaskAssigned(i, step + 1, now));
+        if (live && !book->state(i).busy) {
+          ASSERT_OK(book->OnTaskAssigned(i, step + 1, now));
+        }
         break;
       case 1:
-        if (live) ASSERT_OK(book->OnTaskSucceeded(i, Metrics(10), {.completion_s = 1}, now));
+        if (live) {
+          ASSERT_OK(book->OnTaskSucceeded(i, Metrics(10), {.completion_s = 1}, now));
+        }
         break;
       case 2:
       case 3: {
         const TaskFailure f[] = {TaskFailure::kDropped, TaskFailure::kStraggler,
                                  TaskFailure::kMissedDeadline};
-        if (live) ASSERT_OK(book->OnTaskFailed(i, f[rng() % 3], 2.0, now));
+        if (live) {
+          ASSERT_OK(book->OnTaskFailed(i, f[rng() % 3], 2.0, now));
+        }
         break;
       }
       case 4:
@@ -564,7 +570,9 @@ TEST(ProfileBookTest, WatchListsEqualAFullScanUnderChurn) {
         }
         break;
       case 5:
-        if (live && !book->state(i).busy) ASSERT_OK(book->Retire(i));
+        if (live && !book->state(i).busy) {
+          ASSERT_OK(book->Retire(i));
+        }
         break;
       case 6:
         ASSERT_OK(book->OnRegister(absl::StrCat("w", registered++), Device("m", 10), now).status());
