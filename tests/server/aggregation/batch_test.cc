@@ -17,20 +17,11 @@
 namespace fedsched {
 namespace {
 
-// One update of a batch (Aggregator::WeightedUpdate), its optional fields empty.
-Aggregator::WeightedUpdate Weighted(const v1::Model* delta, int64_t num_examples,
-                                    int64_t staleness) {
-  Aggregator::WeightedUpdate u;
-  u.delta = delta;
-  u.num_examples = num_examples;
-  u.staleness = staleness;
-  return u;
-}
-
 using ::fedsched::testing::IsOk;
 using ::fedsched::testing::MakeModel;
 using ::fedsched::testing::StatusIs;
 using ::fedsched::testing::Values;
+using ::fedsched::testing::Weighted;
 using ::testing::HasSubstr;
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fedsched/v1/tensor.pb.h"
+#include "server/aggregation/aggregator.h"
 
 namespace fedsched::testing {
 
@@ -33,6 +34,16 @@ inline std::vector<float> Values(const v1::Model& model, const std::string& name
     if (t.name() == name) return std::vector<float>(t.data().begin(), t.data().end());
   }
   return {};
+}
+
+// One update of a batch (Aggregator::WeightedUpdate), its optional fields empty.
+inline Aggregator::WeightedUpdate Weighted(const v1::Model* delta, int64_t num_examples,
+                                           int64_t staleness) {
+  Aggregator::WeightedUpdate u;
+  u.delta = delta;
+  u.num_examples = num_examples;
+  u.staleness = staleness;
+  return u;
 }
 
 }  // namespace fedsched::testing
