@@ -472,6 +472,12 @@ absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(const v1::ServerConfig& conf
   FEDSCHED_RETURN_IF_ERROR(ResolveSecureAggregation(where, out));
   FEDSCHED_RETURN_IF_ERROR(CheckCompression(where, out));
   FEDSCHED_RETURN_IF_ERROR(ResolveJobScheduling(where, out));
+  // Last, on the resolved config: the planner's ranges, so that what the round engine would
+  // refuse at its creation is refused here already (--check_config, a job's submission).
+  if (absl::Status planner = planner::PlannerOptions::FromServerConfig(out).status();
+      !planner.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat(where, ": ", planner.message()));
+  }
   return out;
 }
 

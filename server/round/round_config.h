@@ -47,7 +47,9 @@ inline constexpr double kDefaultOvercommit = 1.3;
 // simulator's fleet ledgers.
 // secure_aggregation (docs/guides/SECURE_AGGREGATION.md: refuses what needs individual updates,
 // checks degree and threshold for the cohort, then refuses enabled: true until the RPCs are wired).
-// Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).
+// Last, everything the planner checks (planner::PlannerOptions::FromServerConfig: the
+// selection's and the workload extension's ranges), so a resolved config is one the round engine
+// accepts. Transport, addresses, paths and heartbeats are the server's (ResolveServerConfig).
 // Errors: INVALID_ARGUMENT "<where>: <field> ...", naming the field and the bad value; `where`
 // prefixes every message (e.g. "server config").
 [[nodiscard]] absl::StatusOr<v1::ServerConfig> ResolveRoundConfig(

@@ -642,5 +642,21 @@ TEST(RoundConfigTest, UtilityNoiseFactorMustBeFiniteAndNonNegative) {
                        HasSubstr("selection.utility_noise_factor must be a finite number")));
 }
 
+TEST(RoundConfigTest, WhatThePlannerRefusesIsRefusedAtResolution) {
+  // So that --check_config and a job's submission refuse what the engine would at its creation.
+  v1::ServerConfig raw;
+  raw.mutable_selection()->mutable_extend_workload()->set_beta(2);
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("selection.extend_workload.beta must be in [0, 1], got 2")));
+  raw.mutable_selection()->mutable_extend_workload()->set_beta(0.5);
+  raw.mutable_selection()->mutable_extend_workload()->set_leaving_beta(-1);
+  EXPECT_THAT(ResolveRoundConfig(raw),
+              StatusIs(absl::StatusCode::kInvalidArgument,
+                       HasSubstr("selection.extend_workload.leaving_beta")));
+  raw.mutable_selection()->mutable_extend_workload()->set_leaving_beta(1);
+  EXPECT_OK(ResolveRoundConfig(raw).status());
+}
+
 }  // namespace
 }  // namespace fedsched::round
